@@ -1,0 +1,9 @@
+//! pam-controller: the library behind `pamd`.
+//!
+//! Layout (ARCHITECTURE.md): `store` (the Store trait, PostgreSQL and memory
+//! implementations, one conformance suite), `db` (migrations), `testdb`
+//! (throwaway databases for tests).
+
+pub mod db;
+pub mod store;
+pub mod testdb;
