@@ -7,3 +7,6 @@
 pub mod db;
 pub mod store;
 pub mod testdb;
+pub mod clock;
+pub mod events;
+pub mod reconcile;

@@ -202,6 +202,9 @@ pub struct Host {
     pub instance_id: Option<Uuid>,
     pub instance_suspect: bool,
     pub instance_flagged_at: Option<DateTime<Utc>>,
+    /// The newest instance_id presented while suspect (OQ-14); pinned by
+    /// clear-suspect.
+    pub presented_instance_id: Option<Uuid>,
     pub last_seen_at: Option<DateTime<Utc>>,
     pub capacity: i32,
     /// Desired (spec.disabled); status follows through the gate.
@@ -347,6 +350,13 @@ pub trait Tx: Send {
     async fn insert_run(&mut self, r: &Run) -> StoreResult<()>;
     async fn get_run(&mut self, id: Uuid) -> StoreResult<Option<Run>>;
     async fn get_run_by_name(&mut self, project_id: Uuid, name: &str) -> StoreResult<Option<Run>>;
+    /// The run on `host_id` whose session is `session_name` (UNIQUE
+    /// (host_id, session_name)).
+    async fn get_run_by_session(
+        &mut self,
+        host_id: Uuid,
+        session_name: &str,
+    ) -> StoreResult<Option<Run>>;
     /// Runs matching the filter, ordered by created_at, then id.
     async fn list_runs(&mut self, f: &RunFilter) -> StoreResult<Vec<Run>>;
     /// Writes the operator-owned fields (target, restart policy,
@@ -385,7 +395,8 @@ pub trait Tx: Send {
     ) -> StoreResult<Vec<Run>>;
     /// Pending runs, oldest pending_since first (index-driven).
     async fn list_pending_runs(&mut self, limit: i64) -> StoreResult<Vec<Run>>;
-    /// Failed runs whose requeue_at is at or before `now`.
+    /// Failed runs whose requeue_at is at or before `now` and that have no
+    /// stop request, oldest requeue_at first.
     async fn list_requeue_due(&mut self, now: DateTime<Utc>, limit: i64) -> StoreResult<Vec<Run>>;
     /// Marks pending runs as having seen an eligible host (OQ-15).
     async fn mark_eligible_host_seen(&mut self, ids: &[Uuid]) -> StoreResult<()>;

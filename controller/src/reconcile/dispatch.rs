@@ -1,0 +1,83 @@
+//! Dispatch: pending → spawning on one eligible host. Claims are made by
+//! the worker's (long-polling) claim call; row locks (`FOR UPDATE SKIP
+//! LOCKED` in the store) serialize them, so under any concurrency a run is
+//! claimed by at most one host per attempt.
+
+use pam_manifests::state::HostStatus;
+use serde_json::json;
+use uuid::Uuid;
+
+use super::{runs, Ctx};
+use crate::events::topic;
+use crate::store::{Host, Run, Target};
+
+/// A host may receive new runs when it is online, not disabled and not
+/// instance-suspect (OQ-14).
+pub fn host_eligible(h: &Host) -> bool {
+    h.status == HostStatus::Online && !h.disabled && !h.instance_suspect
+}
+
+/// Whether a run's target selects this host (name or label selector).
+pub fn target_matches(t: &Target, h: &Host) -> bool {
+    match t {
+        Target::Any => true,
+        Target::Host(name) => *name == h.name,
+        Target::Selector(sel) => sel.iter().all(|(k, v)| h.meta.labels.get(k) == Some(v)),
+    }
+}
+
+/// Claims up to `max` runs for the host (bounded by its free capacity),
+/// moving each pending → spawning and journaling `run.spawning`. Returns
+/// nothing when the host is not eligible.
+pub async fn claim(ctx: &Ctx, host_id: Uuid, max: i64) -> anyhow::Result<Vec<Run>> {
+    let now = ctx.now();
+    let mut tx = ctx.store.begin().await?;
+    let Some(host) = tx.get_host(host_id).await? else {
+        return Ok(vec![]);
+    };
+    if !host_eligible(&host) {
+        return Ok(vec![]);
+    }
+    let live = tx.count_live_runs(host.id).await?;
+    let free = i64::from(host.capacity) - live;
+    if free <= 0 || max <= 0 {
+        return Ok(vec![]);
+    }
+    let claimed = tx.claim_runs(&host, free.min(max), now).await?;
+    for r in &claimed {
+        let p = runs::payload(
+            r,
+            json!({ "host": host.name, "session_name": r.session_name }),
+        );
+        tx.append_event(topic::RUN_SPAWNING, p, now).await?;
+    }
+    ctx.commit(tx).await?;
+    Ok(claimed)
+}
+
+/// Long-poll claim: returns as soon as a run is claimable for the host (a
+/// new run or a requeue wakes it through `ctx.claimable`), or empty after
+/// `wait`.
+pub async fn claim_wait(
+    ctx: &Ctx,
+    host_id: Uuid,
+    max: i64,
+    wait: std::time::Duration,
+) -> anyhow::Result<Vec<Run>> {
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        // Register interest before looking, so a wake-up between the claim
+        // and the wait is not lost.
+        let notified = ctx.claimable.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let runs = claim(ctx, host_id, max).await?;
+        if !runs.is_empty() {
+            return Ok(runs);
+        }
+        tokio::select! {
+            _ = &mut notified => {}
+            _ = tokio::time::sleep_until(deadline) => return Ok(vec![]),
+        }
+    }
+}
