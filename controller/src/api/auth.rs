@@ -1,0 +1,120 @@
+//! Bearer-token authentication. Every `/api/v1` call except version needs
+//! `Authorization: Bearer <token>`. Tokens are random, shown once, and
+//! stored only as their SHA-256 fingerprint (`api_tokens.fingerprint`,
+//! `hosts.token_fingerprint`); a revoked token is refused at once because
+//! every request looks its fingerprint up.
+//!
+//! Two kinds: operator tokens (the API, pamctl, the dashboard) and worker
+//! tokens, each bound to one host name, which may only call the worker
+//! endpoints and only act for that host.
+
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
+use axum::http::StatusCode;
+use sha2::{Digest, Sha256};
+use uuid::Uuid;
+
+use super::{ApiError, AppState};
+use crate::store::{ApiToken, TokenKind};
+
+/// Who is calling.
+#[derive(Debug, Clone)]
+pub enum Principal {
+    Operator { token_id: Uuid, name: String },
+    Worker { token_id: Uuid, host: String },
+}
+
+/// The SHA-256 hex fingerprint of a token: what the database keeps.
+pub fn fingerprint(token: &str) -> String {
+    hex::encode(Sha256::digest(token.as_bytes()))
+}
+
+/// A new random token (256 bits) with a kind prefix, and its fingerprint.
+pub fn generate(kind: TokenKind) -> (String, String) {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).expect("the OS random source works");
+    let prefix = match kind {
+        TokenKind::Operator => "pam_",
+        TokenKind::Worker => "pamw_",
+    };
+    let token = format!("{prefix}{}", hex::encode(bytes));
+    let fp = fingerprint(&token);
+    (token, fp)
+}
+
+fn unauthorized(msg: &str) -> ApiError {
+    ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", msg)
+}
+
+/// Looks a bearer token up; revoked and unknown tokens are refused.
+pub async fn authenticate(state: &AppState, header: Option<&str>) -> Result<Principal, ApiError> {
+    let Some(value) = header else {
+        return Err(unauthorized(
+            "missing Authorization: Bearer <token> (pamctl: --token, PAM_TOKEN or the config file)",
+        ));
+    };
+    let Some(token) = value.strip_prefix("Bearer ").map(str::trim) else {
+        return Err(unauthorized("the Authorization header must be `Bearer <token>`"));
+    };
+    let fp = fingerprint(token);
+    let mut tx = state.ctx.store.begin().await.map_err(ApiError::from)?;
+    let found: Option<ApiToken> = tx.get_token_by_fingerprint(&fp).await.map_err(ApiError::from)?;
+    drop(tx);
+    match found {
+        None => Err(unauthorized("unknown token")),
+        Some(t) if t.revoked_at.is_some() => Err(unauthorized("this token has been revoked")),
+        Some(t) => Ok(match t.kind {
+            TokenKind::Operator => Principal::Operator {
+                token_id: t.id,
+                name: t.name,
+            },
+            TokenKind::Worker => Principal::Worker {
+                token_id: t.id,
+                host: t.host_name.unwrap_or_default(),
+            },
+        }),
+    }
+}
+
+fn auth_header(parts: &Parts) -> Option<&str> {
+    parts
+        .headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+}
+
+/// Extractor for operator endpoints.
+pub struct Operator(pub Principal);
+
+impl FromRequestParts<AppState> for Operator {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        match authenticate(state, auth_header(parts)).await? {
+            p @ Principal::Operator { .. } => Ok(Operator(p)),
+            Principal::Worker { .. } => Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                "worker tokens may only call the worker endpoints",
+            )),
+        }
+    }
+}
+
+/// Extractor for worker endpoints: the host name the token is bound to.
+pub struct Worker {
+    pub host: String,
+}
+
+impl FromRequestParts<AppState> for Worker {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        match authenticate(state, auth_header(parts)).await? {
+            Principal::Worker { host, .. } => Ok(Worker { host }),
+            Principal::Operator { .. } => Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                "this endpoint is for worker tokens (pamctl token create --worker HOST)",
+            )),
+        }
+    }
+}

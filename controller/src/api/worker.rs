@@ -1,0 +1,278 @@
+//! The worker protocol, controller side (worker tokens only; a worker may
+//! only act for the host its token is bound to):
+//!
+//! - `POST /api/v1/workers/register` — introduce the host (created on first
+//!   registration), OQ-14 instance check, → online.
+//! - `POST /api/v1/workers/heartbeat` — liveness + OQ-14; answers with the
+//!   desired set.
+//! - `GET  /api/v1/workers/desired` — the runs that should exist on this
+//!   host, with attempt and stop flag.
+//! - `POST /api/v1/workers/claim?wait=SECONDS` — long-poll: returns as soon
+//!   as a run is claimable for this host (not on the next poll tick).
+//! - `POST /api/v1/workers/signals` — a batch, applied in one transaction;
+//!   per-signal applied / duplicate / stale (200), or 422 with the rejected
+//!   ones when any is a protocol error (nothing applied).
+//! - `POST /api/v1/workers/snapshots` — pane text for the in-memory cache;
+//!   the journal gets only line and byte counts.
+
+use std::time::Duration;
+
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use pam_manifests::protocol::{
+    DesiredRun, DesiredSet, Heartbeat, OutputSnapshot, RegisterRequest, RegisterResponse,
+    SignalAck, SignalBatch,
+};
+use pam_manifests::state::{HostStatus, RunStatus};
+use serde::Deserialize;
+use serde_json::json;
+
+use super::auth::Worker;
+use super::{ApiError, AppState};
+use crate::events::topic;
+use crate::reconcile::{dispatch, identity, ingest, runs};
+use crate::store::{Host, Meta, Run, RunFilter, Tx};
+
+/// The longest a claim long-poll may wait.
+const MAX_CLAIM_WAIT: Duration = Duration::from_secs(60);
+
+async fn host_of(tx: &mut dyn Tx, w: &Worker) -> Result<Host, ApiError> {
+    tx.get_host_by_name(&w.host).await?.ok_or_else(|| {
+        ApiError::new(
+            StatusCode::CONFLICT,
+            "not_registered",
+            format!("host {:?} has not registered yet", w.host),
+        )
+    })
+}
+
+pub async fn register(
+    State(st): State<AppState>,
+    w: Worker,
+    Json(req): Json<RegisterRequest>,
+) -> Result<Json<RegisterResponse>, ApiError> {
+    if req.name != w.host {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            format!(
+                "this worker token is for host {:?}, not {:?}",
+                w.host, req.name
+            ),
+        ));
+    }
+    let now = st.ctx.now();
+    let mut tx = st.ctx.store.begin().await?;
+    let host = match tx.get_host_by_name(&req.name).await? {
+        Some(mut h) => {
+            // A Host manifest's spec wins; a worker-created host takes what
+            // the worker reports.
+            let declared = h.meta.spec.as_object().is_some_and(|o| !o.is_empty());
+            if !declared {
+                let rv = h.meta.resource_version;
+                h.platform = req.platform;
+                h.capacity = i32::try_from(req.capacity).unwrap_or(i32::MAX);
+                h.meta.labels = req.labels.clone();
+                h = tx.update_host(&h, rv).await?;
+            }
+            h
+        }
+        None => {
+            let h = Host {
+                id: uuid::Uuid::new_v4(),
+                name: req.name.clone(),
+                platform: req.platform,
+                token_fingerprint: None,
+                status: HostStatus::Registered,
+                instance_id: None,
+                instance_suspect: false,
+                instance_flagged_at: None,
+                presented_instance_id: None,
+                last_seen_at: None,
+                capacity: i32::try_from(req.capacity).unwrap_or(i32::MAX),
+                disabled: false,
+                meta: Meta {
+                    labels: req.labels.clone(),
+                    ..Meta::default()
+                },
+                created_at: now,
+                updated_at: now,
+            };
+            tx.insert_host(&h).await?;
+            h
+        }
+    };
+    let (host, _) = identity::present(
+        tx.as_mut(),
+        host,
+        Some(req.instance_id),
+        st.ctx.thresholds.offline_after,
+        now,
+    )
+    .await?;
+    st.ctx.commit(tx).await?;
+    st.ctx.claimable.notify_waiters();
+    Ok(Json(RegisterResponse {
+        host_id: host.id,
+        heartbeat_seconds: st.ctx.thresholds.heartbeat.as_secs(),
+        instance_suspect: host.instance_suspect,
+    }))
+}
+
+pub async fn heartbeat(
+    State(st): State<AppState>,
+    w: Worker,
+    Json(hb): Json<Heartbeat>,
+) -> Result<Json<DesiredSet>, ApiError> {
+    let now = st.ctx.now();
+    let mut tx = st.ctx.store.begin().await?;
+    let host = host_of(tx.as_mut(), &w).await?;
+    let was_eligible = dispatch::host_eligible(&host);
+    let (host, _) = identity::present(
+        tx.as_mut(),
+        host,
+        Some(hb.instance_id),
+        st.ctx.thresholds.offline_after,
+        now,
+    )
+    .await?;
+    let desired = desired_set(tx.as_mut(), &host).await?;
+    st.ctx.commit(tx).await?;
+    if !was_eligible && dispatch::host_eligible(&host) {
+        st.ctx.claimable.notify_waiters();
+    }
+    Ok(Json(desired))
+}
+
+pub async fn desired(State(st): State<AppState>, w: Worker) -> Result<Json<DesiredSet>, ApiError> {
+    let mut tx = st.ctx.store.begin().await?;
+    let host = host_of(tx.as_mut(), &w).await?;
+    Ok(Json(desired_set(tx.as_mut(), &host).await?))
+}
+
+/// The runs that should exist on a host: its spawning and running runs.
+async fn desired_set(tx: &mut dyn Tx, host: &Host) -> Result<DesiredSet, ApiError> {
+    let live = tx
+        .list_runs(&RunFilter {
+            host_id: Some(host.id),
+            statuses: Some(vec![RunStatus::Spawning, RunStatus::Running]),
+            ..RunFilter::default()
+        })
+        .await?;
+    Ok(DesiredSet {
+        runs: live.iter().map(desired_run).collect(),
+    })
+}
+
+pub fn desired_run(r: &Run) -> DesiredRun {
+    let command = r.meta.spec.get("command").and_then(|c| {
+        c.as_array().map(|a| {
+            a.iter()
+                .filter_map(|s| s.as_str().map(str::to_string))
+                .collect()
+        })
+    });
+    DesiredRun {
+        run_id: r.id,
+        attempt: r.attempt,
+        session_name: r.session_name.clone(),
+        provider: r.provider.clone(),
+        prompt: r.prompt.clone(),
+        cwd: r.cwd.clone(),
+        command,
+        env: Default::default(),
+        stop: r.stop_requested,
+    }
+}
+
+#[derive(Deserialize)]
+pub struct ClaimQuery {
+    /// Seconds to wait for a claimable run (0 = don't wait).
+    #[serde(default)]
+    wait: Option<u64>,
+    /// Most runs to claim at once.
+    #[serde(default)]
+    max: Option<i64>,
+}
+
+pub async fn claim(
+    State(st): State<AppState>,
+    w: Worker,
+    Query(q): Query<ClaimQuery>,
+) -> Result<Json<DesiredSet>, ApiError> {
+    let host = {
+        let mut tx = st.ctx.store.begin().await?;
+        host_of(tx.as_mut(), &w).await?
+    };
+    let wait = Duration::from_secs(q.wait.unwrap_or(0)).min(MAX_CLAIM_WAIT);
+    let runs = dispatch::claim_wait(&st.ctx, host.id, q.max.unwrap_or(16), wait)
+        .await
+        .map_err(ApiError::internal)?;
+    Ok(Json(DesiredSet {
+        runs: runs.iter().map(desired_run).collect(),
+    }))
+}
+
+pub async fn signals(
+    State(st): State<AppState>,
+    w: Worker,
+    Json(batch): Json<SignalBatch>,
+) -> Result<Response, ApiError> {
+    let host = {
+        let mut tx = st.ctx.store.begin().await?;
+        host_of(tx.as_mut(), &w).await?
+    };
+    match ingest::ingest(&st.ctx, &host, &batch.signals)
+        .await
+        .map_err(ApiError::internal)?
+    {
+        ingest::BatchOutcome::Applied(results) => Ok(Json(SignalAck { results }).into_response()),
+        ingest::BatchOutcome::Rejected(results) => {
+            let message = results
+                .iter()
+                .map(|r| {
+                    format!(
+                        "signal {}: {}",
+                        r.index,
+                        r.message.as_deref().unwrap_or("rejected")
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("; ");
+            let body = json!({
+                "error": { "code": "signal_rejected", "message": message },
+                "results": results,
+            });
+            Ok((StatusCode::UNPROCESSABLE_ENTITY, Json(body)).into_response())
+        }
+    }
+}
+
+pub async fn snapshot(
+    State(st): State<AppState>,
+    w: Worker,
+    Json(snap): Json<OutputSnapshot>,
+) -> Result<StatusCode, ApiError> {
+    let now = st.ctx.now();
+    let mut tx = st.ctx.store.begin().await?;
+    let host = host_of(tx.as_mut(), &w).await?;
+    let Some(run) = tx.get_run(snap.run_id).await? else {
+        return Err(ApiError::not_found(format!("run {} not found", snap.run_id)));
+    };
+    if run.host_id != Some(host.id) || snap.attempt != run.attempt {
+        // An old attempt's or another host's output: not this run's now.
+        return Ok(StatusCode::ACCEPTED);
+    }
+    // Output text never enters the events table: counts only.
+    tx.append_event(
+        topic::RUN_OUTPUT_APPENDED,
+        runs::payload(&run, json!({ "lines": snap.lines, "bytes": snap.bytes })),
+        now,
+    )
+    .await?;
+    st.ctx.commit(tx).await?;
+    st.snapshots.put(snap, now);
+    Ok(StatusCode::NO_CONTENT)
+}

@@ -1,0 +1,686 @@
+//! Unit tests of the controller loops on MemStore with a moved clock: no
+//! sleeps, every threshold crossed by advancing time. Each test is one of
+//! the seed's rules.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, TimeZone, Utc};
+use pam_controller::clock::{Clock, ManualClock};
+use pam_controller::reconcile::{self, dispatch, identity, ingest, Ctx, Thresholds};
+use pam_controller::store::memory::MemStore;
+use pam_controller::store::{Event, Host, Meta, Project, Run, Store, Target, WorkItem};
+use pam_manifests::protocol::{Signal, SignalKind, SignalOutcome};
+use pam_manifests::state::{
+    FailureReason, HostStatus, Platform, ProjectStatus, RunStatus, WorkItemKind, WorkItemStatus,
+};
+use uuid::Uuid;
+
+fn t0() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 1, 1, 12, 0, 0).unwrap()
+}
+
+struct World {
+    ctx: Ctx,
+    clock: Arc<ManualClock>,
+    project: Uuid,
+    task: Uuid,
+}
+
+impl World {
+    async fn new() -> World {
+        let clock = Arc::new(ManualClock::new(t0()));
+        let store: Arc<dyn Store> = Arc::new(MemStore::new());
+        let ctx = Ctx::new(store, clock.clone(), Thresholds::default());
+        let (project, task) = seed_project(&ctx, WorkItemKind::Task).await;
+        World {
+            ctx,
+            clock,
+            project,
+            task,
+        }
+    }
+
+    fn advance(&self, secs: u64) {
+        self.clock.advance(Duration::from_secs(secs));
+    }
+
+    async fn host(&self, name: &str, labels: &[(&str, &str)]) -> Host {
+        let now = self.clock.now();
+        let mut meta = Meta::default();
+        meta.labels = labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let h = Host {
+            id: Uuid::new_v4(),
+            name: name.into(),
+            platform: Platform::Linux,
+            token_fingerprint: None,
+            status: HostStatus::Registered,
+            instance_id: None,
+            instance_suspect: false,
+            instance_flagged_at: None,
+            presented_instance_id: None,
+            last_seen_at: None,
+            capacity: 2,
+            disabled: false,
+            meta,
+            created_at: now,
+            updated_at: now,
+        };
+        let mut tx = self.ctx.store.begin().await.unwrap();
+        tx.insert_host(&h).await.unwrap();
+        self.ctx.commit(tx).await.unwrap();
+        // Bring it online the way a worker does: a registration.
+        self.present(h.id, Some(Uuid::new_v4())).await.0
+    }
+
+    async fn present(&self, host: Uuid, instance: Option<Uuid>) -> (Host, identity::Presence) {
+        let mut tx = self.ctx.store.begin().await.unwrap();
+        let h = tx.get_host(host).await.unwrap().unwrap();
+        let out = identity::present(
+            tx.as_mut(),
+            h,
+            instance,
+            self.ctx.thresholds.offline_after,
+            self.clock.now(),
+        )
+        .await
+        .unwrap();
+        self.ctx.commit(tx).await.unwrap();
+        out
+    }
+
+    async fn run(&self, name: &str, target: Target, max_attempts: i32) -> Run {
+        new_run(&self.ctx, self.project, self.task, name, target, max_attempts).await
+    }
+
+    async fn get_run(&self, id: Uuid) -> Run {
+        let mut tx = self.ctx.store.begin().await.unwrap();
+        tx.get_run(id).await.unwrap().unwrap()
+    }
+
+    async fn get_host(&self, id: Uuid) -> Host {
+        let mut tx = self.ctx.store.begin().await.unwrap();
+        tx.get_host(id).await.unwrap().unwrap()
+    }
+
+    async fn events(&self) -> Vec<Event> {
+        let mut tx = self.ctx.store.begin().await.unwrap();
+        tx.events_after(0, 10_000).await.unwrap()
+    }
+
+    async fn topics_for(&self, run: Uuid) -> Vec<(String, i64)> {
+        self.events()
+            .await
+            .into_iter()
+            .filter(|e| e.payload["run_id"] == serde_json::json!(run))
+            .map(|e| (e.topic, e.payload["attempt"].as_i64().unwrap()))
+            .collect()
+    }
+
+    async fn signal(&self, host: &Host, sig: Signal) -> SignalOutcome {
+        match ingest::ingest(&self.ctx, host, &[sig]).await.unwrap() {
+            ingest::BatchOutcome::Applied(r) => r[0].outcome,
+            ingest::BatchOutcome::Rejected(r) => r[0].outcome,
+        }
+    }
+}
+
+async fn seed_project(ctx: &Ctx, kind: WorkItemKind) -> (Uuid, Uuid) {
+    let now = ctx.now();
+    let p = Project {
+        id: Uuid::new_v4(),
+        name: "Web".into(),
+        slug: format!("web-{}", &Uuid::new_v4().simple().to_string()[..6]),
+        description: String::new(),
+        status: ProjectStatus::Active,
+        meta: Meta::default(),
+        created_at: now,
+        updated_at: now,
+    };
+    let w = WorkItem {
+        id: Uuid::new_v4(),
+        project_id: p.id,
+        parent_id: None,
+        name: "build".into(),
+        kind,
+        title: "Build".into(),
+        description: String::new(),
+        status: WorkItemStatus::Todo,
+        assignee: None,
+        path: String::new(),
+        sort_order: 0,
+        meta: Meta::default(),
+        created_at: now,
+        updated_at: now,
+    };
+    let mut tx = ctx.store.begin().await.unwrap();
+    tx.insert_project(&p).await.unwrap();
+    tx.insert_work_item(&w).await.unwrap();
+    ctx.commit(tx).await.unwrap();
+    (p.id, w.id)
+}
+
+async fn new_run(
+    ctx: &Ctx,
+    project: Uuid,
+    task: Uuid,
+    name: &str,
+    target: Target,
+    max_attempts: i32,
+) -> Run {
+    let now = ctx.now();
+    let id = Uuid::new_v4();
+    let r = Run {
+        id,
+        project_id: project,
+        task_id: task,
+        name: name.into(),
+        host_id: None,
+        provider: "claude".into(),
+        prompt: "do it".into(),
+        cwd: "/tmp".into(),
+        session_name: Run::session_name_for(id),
+        status: RunStatus::Pending,
+        attempt: 1,
+        last_progress_seq: None,
+        failure_reason: None,
+        pending_since: now,
+        exit_code: None,
+        started_at: None,
+        finished_at: None,
+        target,
+        max_attempts,
+        backoff_seconds: 10,
+        backoff_max_seconds: 300,
+        dispatch_timeout_seconds: None,
+        stop_requested: false,
+        requeue_at: None,
+        eligible_host_seen: false,
+        meta: Meta::default(),
+        created_at: now,
+        updated_at: now,
+    };
+    let mut tx = ctx.store.begin().await.unwrap();
+    tx.insert_run(&r).await.unwrap();
+    ctx.commit(tx).await.unwrap();
+    r
+}
+
+fn sig(run: &Run, attempt: i32, kind: SignalKind) -> Signal {
+    let mut s = Signal::new(run.id, attempt, kind, "2026-01-01T12:00:00Z".into());
+    match kind {
+        SignalKind::Finished => s.exit_code = Some(0),
+        SignalKind::Progress => s.seq = Some(1),
+        SignalKind::Failed => s.reason = Some("spawn_failed".into()),
+        _ => {}
+    }
+    s
+}
+
+fn finished(run: &Run, attempt: i32, code: i32) -> Signal {
+    let mut s = sig(run, attempt, SignalKind::Finished);
+    s.exit_code = Some(code);
+    s
+}
+
+/// Claims for a host and checks the run landed there.
+async fn claim_one(w: &World, host: &Host) -> Run {
+    let claimed = dispatch::claim(&w.ctx, host.id, 10).await.unwrap();
+    assert_eq!(claimed.len(), 1, "expected one claim for {}", host.name);
+    claimed.into_iter().next().unwrap()
+}
+
+#[tokio::test]
+async fn liveness_89s_online_91s_offline_host_lost_and_requeue_with_attempt_2() {
+    let w = World::new().await;
+    let a = w.host("a", &[]).await;
+    let run = w.run("r1", Target::Any, 3).await;
+    let run = claim_one(&w, &a).await;
+    assert_eq!(run.status, RunStatus::Spawning);
+    assert_eq!(w.signal(&a, sig(&run, 1, SignalKind::Started)).await, SignalOutcome::Applied);
+
+    w.advance(89);
+    let p = reconcile::pass(&w.ctx).await.unwrap();
+    assert_eq!(p.hosts_offline, 0);
+    assert_eq!(w.get_host(a.id).await.status, HostStatus::Online);
+
+    w.advance(2); // 91 s of silence
+    let p = reconcile::pass(&w.ctx).await.unwrap();
+    assert_eq!((p.hosts_offline, p.runs_host_lost), (1, 1));
+    assert_eq!(w.get_host(a.id).await.status, HostStatus::Offline);
+    let failed = w.get_run(run.id).await;
+    assert_eq!(failed.status, RunStatus::Failed);
+    assert_eq!(failed.failure_reason, Some(FailureReason::HostLost));
+    let offline_events: Vec<_> = w
+        .events()
+        .await
+        .into_iter()
+        .filter(|e| e.topic == "worker.offline")
+        .collect();
+    assert_eq!(offline_events.len(), 1);
+
+    // The backoff (10 s for the first restart) elapses: requeued, attempt 2,
+    // fresh pending_since, per-attempt columns reset, no host.
+    w.advance(10);
+    let requeue_time = w.clock.now();
+    let p = reconcile::pass(&w.ctx).await.unwrap();
+    assert_eq!(p.runs_requeued, 1);
+    let r = w.get_run(run.id).await;
+    assert_eq!(r.status, RunStatus::Pending);
+    assert_eq!(r.attempt, 2);
+    assert_eq!(r.pending_since, requeue_time);
+    assert_eq!(r.host_id, None);
+    assert_eq!(r.started_at, None);
+    assert_eq!(r.exit_code, None);
+    assert_eq!(r.last_progress_seq, None);
+    assert_eq!(r.failure_reason, None);
+
+    // It lands on another host; a late signal from the dead attempt is
+    // dropped with no write and no event.
+    let b = w.host("b", &[]).await;
+    let again = claim_one(&w, &b).await;
+    assert_eq!((again.id, again.attempt), (run.id, 2));
+    let before = w.events().await.len();
+    assert_eq!(w.signal(&b, finished(&run, 1, 0)).await, SignalOutcome::Stale);
+    assert_eq!(w.events().await.len(), before);
+    assert_eq!(w.get_run(run.id).await.status, RunStatus::Spawning);
+}
+
+#[tokio::test]
+async fn a_host_coming_back_is_online_and_its_old_runs_stay_failed() {
+    let w = World::new().await;
+    let a = w.host("a", &[]).await;
+    w.run("r1", Target::Any, 1).await;
+    let run = claim_one(&w, &a).await;
+    w.advance(91);
+    reconcile::pass(&w.ctx).await.unwrap();
+    let (h, presence) = w.present(a.id, a.instance_id).await;
+    assert_eq!(presence, identity::Presence::Pinned);
+    assert_eq!(h.status, HostStatus::Online);
+    let r = w.get_run(run.id).await;
+    assert_eq!(r.status, RunStatus::Failed);
+    // maxAttempts 1: no restart policy in play, the reason stays host_lost.
+    assert_eq!(r.failure_reason, Some(FailureReason::HostLost));
+    assert_eq!(r.requeue_at, None);
+    // The old attempt's finished, arriving now, is stale.
+    assert_eq!(w.signal(&h, finished(&run, 1, 0)).await, SignalOutcome::Stale);
+}
+
+#[tokio::test]
+async fn dispatch_timeout_counts_from_pending_since_after_a_late_requeue() {
+    let w = World::new().await;
+    let a = w.host("a", &[]).await;
+    w.run("r1", Target::Host("a".into()), 2).await;
+    let run = claim_one(&w, &a).await;
+    w.signal(&a, sig(&run, 1, SignalKind::Started)).await;
+    // 55 minutes of work, heartbeats keeping the host alive.
+    for _ in 0..(55 * 2) {
+        w.advance(30);
+        w.present(a.id, a.instance_id).await;
+    }
+    assert_eq!(w.signal(&a, finished(&run, 1, 1)).await, SignalOutcome::Applied);
+    w.advance(10);
+    w.present(a.id, a.instance_id).await;
+    assert_eq!(reconcile::pass(&w.ctx).await.unwrap().runs_requeued, 1);
+    // Disable the only matching host: the run stays pending...
+    let mut tx = w.ctx.store.begin().await.unwrap();
+    let mut h = tx.get_host(a.id).await.unwrap().unwrap();
+    let rv = h.meta.resource_version;
+    h.disabled = true;
+    tx.update_host(&h, rv).await.unwrap();
+    w.ctx.commit(tx).await.unwrap();
+    // ...well within 5 minutes of the requeue, although created 55 min ago.
+    for _ in 0..9 {
+        w.advance(30);
+        w.present(a.id, a.instance_id).await;
+        reconcile::pass(&w.ctx).await.unwrap();
+    }
+    assert_eq!(w.get_run(run.id).await.status, RunStatus::Pending);
+    w.advance(31); // 5 min 1 s after the requeue
+    w.present(a.id, a.instance_id).await;
+    let p = reconcile::pass(&w.ctx).await.unwrap();
+    assert_eq!(p.runs_timed_out, 1);
+    let r = w.get_run(run.id).await;
+    assert_eq!(r.status, RunStatus::Failed);
+    // An eligible host matched during the first attempt's wait, but the
+    // requeue reset that: since then only a disabled host matched.
+    assert_eq!(r.failure_reason, Some(FailureReason::NoEligibleHost));
+    assert_eq!(r.attempt, 2);
+    // dispatch timeouts never restart.
+    w.advance(600);
+    w.present(a.id, a.instance_id).await;
+    assert_eq!(reconcile::pass(&w.ctx).await.unwrap().runs_requeued, 0);
+    assert_eq!(w.get_run(run.id).await.status, RunStatus::Failed);
+}
+
+#[tokio::test]
+async fn no_eligible_host_versus_dispatch_timeout() {
+    let w = World::new().await;
+    let a = w.host("a", &[("gpu", "yes")]).await;
+    let ghost = w.run("ghost", Target::Host("ghost".into()), 3).await;
+    let busy = w
+        .run(
+            "busy",
+            Target::Selector([("gpu".to_string(), "yes".to_string())].into()),
+            3,
+        )
+        .await;
+    // Fill host a to capacity with other runs so `busy` is never claimed.
+    let mut tx = w.ctx.store.begin().await.unwrap();
+    let mut h = tx.get_host(a.id).await.unwrap().unwrap();
+    let rv = h.meta.resource_version;
+    h.capacity = 0;
+    tx.update_host(&h, rv).await.unwrap();
+    w.ctx.commit(tx).await.unwrap();
+    reconcile::pass(&w.ctx).await.unwrap();
+    w.advance(299);
+    w.present(a.id, a.instance_id).await;
+    assert_eq!(reconcile::pass(&w.ctx).await.unwrap().runs_timed_out, 0);
+    w.advance(1);
+    w.present(a.id, a.instance_id).await;
+    assert_eq!(reconcile::pass(&w.ctx).await.unwrap().runs_timed_out, 2);
+    let g = w.get_run(ghost.id).await;
+    assert_eq!(g.failure_reason, Some(FailureReason::NoEligibleHost));
+    let b = w.get_run(busy.id).await;
+    assert_eq!(b.failure_reason, Some(FailureReason::DispatchTimeout));
+    // run.failed journaled for both, with run_id and attempt.
+    for id in [ghost.id, busy.id] {
+        assert_eq!(
+            w.topics_for(id).await,
+            vec![("run.failed".to_string(), 1)],
+            "events of {id}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn claims_respect_eligibility_capacity_and_targets() {
+    let w = World::new().await;
+    let a = w.host("a", &[("os", "linux")]).await;
+    let b = w.host("b", &[("os", "mac")]).await;
+    let r1 = w
+        .run("r1", Target::Selector([("os".into(), "mac".into())].into()), 1)
+        .await;
+    let r2 = w.run("r2", Target::Host("a".into()), 1).await;
+    let r3 = w.run("r3", Target::Any, 1).await;
+    let r4 = w.run("r4", Target::Any, 1).await;
+    let on_a = dispatch::claim(&w.ctx, a.id, 10).await.unwrap();
+    // capacity 2: r2 (named) and r3 (oldest Any), never r1 (selector).
+    let ids: Vec<_> = on_a.iter().map(|r| r.id).collect();
+    assert_eq!(ids, vec![r2.id, r3.id]);
+    assert!(on_a.iter().all(|r| r.host_id == Some(a.id)));
+    assert_eq!(on_a[0].session_name, format!("pam-{}", &r2.id.simple().to_string()[..8]));
+    assert!(dispatch::claim(&w.ctx, a.id, 10).await.unwrap().is_empty());
+    let on_b: Vec<_> = dispatch::claim(&w.ctx, b.id, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.id)
+        .collect();
+    assert_eq!(on_b, vec![r1.id, r4.id]);
+    assert_eq!(w.topics_for(r1.id).await, vec![("run.spawning".to_string(), 1)]);
+}
+
+#[tokio::test]
+async fn disabled_offline_and_suspect_hosts_get_no_runs() {
+    let w = World::new().await;
+    let a = w.host("a", &[]).await;
+    w.run("r1", Target::Any, 1).await;
+    // suspect: a clone presents while the pinned instance is fresh.
+    let clone = Uuid::new_v4();
+    w.advance(5);
+    let (h, p) = w.present(a.id, Some(clone)).await;
+    assert_eq!(p, identity::Presence::Flagged);
+    assert!(h.instance_suspect);
+    assert!(dispatch::claim(&w.ctx, a.id, 10).await.unwrap().is_empty());
+    // offline
+    let b = w.host("b", &[]).await;
+    w.advance(91);
+    reconcile::pass(&w.ctx).await.unwrap();
+    assert_eq!(w.get_host(b.id).await.status, HostStatus::Offline);
+    assert!(dispatch::claim(&w.ctx, b.id, 10).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn nonzero_exit_restarts_until_exhausted_without_run_failed() {
+    let w = World::new().await;
+    let a = w.host("a", &[]).await;
+    let run = w.run("r1", Target::Any, 2).await;
+    claim_one(&w, &a).await;
+    w.signal(&a, sig(&run, 1, SignalKind::Started)).await;
+    assert_eq!(w.signal(&a, finished(&run, 1, 3)).await, SignalOutcome::Applied);
+    let r = w.get_run(run.id).await;
+    assert_eq!((r.status, r.exit_code, r.failure_reason), (RunStatus::Failed, Some(3), None));
+    w.advance(10);
+    w.present(a.id, a.instance_id).await;
+    reconcile::pass(&w.ctx).await.unwrap();
+    let r2 = claim_one(&w, &a).await;
+    assert_eq!(r2.attempt, 2);
+    w.signal(&a, sig(&run, 2, SignalKind::Started)).await;
+    w.signal(&a, finished(&run, 2, 3)).await;
+    let r = w.get_run(run.id).await;
+    assert_eq!(r.status, RunStatus::Failed);
+    assert_eq!(r.failure_reason, Some(FailureReason::RestartExhausted));
+    assert_eq!(r.requeue_at, None);
+    w.advance(3600);
+    w.present(a.id, a.instance_id).await;
+    assert_eq!(reconcile::pass(&w.ctx).await.unwrap().runs_requeued, 0);
+    let topics = w.topics_for(run.id).await;
+    assert_eq!(
+        topics,
+        vec![
+            ("run.spawning".to_string(), 1),
+            ("run.started".to_string(), 1),
+            ("run.finished".to_string(), 1),
+            ("run.spawning".to_string(), 2),
+            ("run.started".to_string(), 2),
+            ("run.finished".to_string(), 2),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn signals_are_exactly_once_and_attempt_guarded() {
+    let w = World::new().await;
+    let a = w.host("a", &[]).await;
+    let b = w.host("b", &[]).await;
+    let run = w.run("r1", Target::Host("a".into()), 1).await;
+    claim_one(&w, &a).await;
+    assert_eq!(w.signal(&a, sig(&run, 1, SignalKind::Started)).await, SignalOutcome::Applied);
+    assert_eq!(w.signal(&a, sig(&run, 1, SignalKind::Started)).await, SignalOutcome::Duplicate);
+    // progress: only increasing seqs apply.
+    let mut p = sig(&run, 1, SignalKind::Progress);
+    p.seq = Some(2);
+    assert_eq!(w.signal(&a, p.clone()).await, SignalOutcome::Applied);
+    p.seq = Some(1);
+    assert_eq!(w.signal(&a, p.clone()).await, SignalOutcome::Duplicate);
+    assert_eq!(w.get_run(run.id).await.last_progress_seq, Some(2));
+    // attempt from the future: rejected, nothing applied.
+    let before = w.events().await.len();
+    assert_eq!(w.signal(&a, finished(&run, 2, 0)).await, SignalOutcome::Rejected);
+    // another host's worker may not report on this run.
+    assert_eq!(w.signal(&b, finished(&run, 1, 0)).await, SignalOutcome::Rejected);
+    assert_eq!(w.events().await.len(), before);
+    // a rejected signal in a batch rolls back the whole batch.
+    let batch = [finished(&run, 1, 0), finished(&run, 2, 0)];
+    match ingest::ingest(&w.ctx, &a, &batch).await.unwrap() {
+        ingest::BatchOutcome::Rejected(r) => {
+            assert_eq!(r.len(), 1);
+            assert_eq!(r[0].index, 1);
+        }
+        other => panic!("expected a rejected batch, got {other:?}"),
+    }
+    assert_eq!(w.get_run(run.id).await.status, RunStatus::Running);
+    // finished ten times: one effect, one event.
+    for _ in 0..10 {
+        w.signal(&a, finished(&run, 1, 0)).await;
+    }
+    let r = w.get_run(run.id).await;
+    assert_eq!((r.status, r.exit_code), (RunStatus::Exited, Some(0)));
+    let finished_events = w
+        .topics_for(run.id)
+        .await
+        .into_iter()
+        .filter(|(t, _)| t == "run.finished")
+        .count();
+    assert_eq!(finished_events, 1);
+}
+
+#[tokio::test]
+async fn spawn_failure_journals_run_failed_and_lost_sessions_fail() {
+    let w = World::new().await;
+    let a = w.host("a", &[]).await;
+    let r1 = w.run("r1", Target::Any, 1).await;
+    let r2 = w.run("r2", Target::Any, 1).await;
+    dispatch::claim(&w.ctx, a.id, 10).await.unwrap();
+    assert_eq!(w.signal(&a, sig(&r1, 1, SignalKind::Failed)).await, SignalOutcome::Applied);
+    let r = w.get_run(r1.id).await;
+    assert_eq!(r.failure_reason, Some(FailureReason::SpawnFailed));
+    assert!(w.topics_for(r1.id).await.contains(&("run.failed".to_string(), 1)));
+    w.signal(&a, sig(&r2, 1, SignalKind::Started)).await;
+    let mut lost = sig(&r2, 1, SignalKind::Lost);
+    lost.reason = Some("session vanished".into());
+    assert_eq!(w.signal(&a, lost).await, SignalOutcome::Applied);
+    assert_eq!(
+        w.get_run(r2.id).await.failure_reason,
+        Some(FailureReason::SessionLost)
+    );
+}
+
+#[tokio::test]
+async fn stop_pending_without_dispatch_and_running_when_the_worker_confirms() {
+    let w = World::new().await;
+    let pending = w.run("p", Target::Host("nowhere".into()), 3).await;
+    set_stop(&w, pending.id).await;
+    let p = reconcile::pass(&w.ctx).await.unwrap();
+    assert_eq!(p.runs_stopped, 1);
+    assert_eq!(w.get_run(pending.id).await.status, RunStatus::Stopped);
+    assert_eq!(w.topics_for(pending.id).await, vec![("run.stopped".to_string(), 1)]);
+
+    let a = w.host("a", &[]).await;
+    let run = w.run("r", Target::Any, 3).await;
+    claim_one(&w, &a).await;
+    w.signal(&a, sig(&run, 1, SignalKind::Started)).await;
+    set_stop(&w, run.id).await;
+    // The worker stops the session; the wrapper reports the exit (143).
+    assert_eq!(w.signal(&a, finished(&run, 1, 143)).await, SignalOutcome::Applied);
+    let r = w.get_run(run.id).await;
+    assert_eq!(r.status, RunStatus::Stopped);
+    let topics: Vec<_> = w.topics_for(run.id).await.into_iter().map(|t| t.0).collect();
+    assert_eq!(topics, ["run.spawning", "run.started", "run.finished", "run.stopped"]);
+    // A stopped run never restarts.
+    w.advance(3600);
+    assert_eq!(reconcile::pass(&w.ctx).await.unwrap().runs_requeued, 0);
+}
+
+async fn set_stop(w: &World, id: Uuid) {
+    let mut tx = w.ctx.store.begin().await.unwrap();
+    let mut r = tx.get_run(id).await.unwrap().unwrap();
+    let rv = r.meta.resource_version;
+    r.stop_requested = true;
+    tx.update_run_spec(&r, rv).await.unwrap();
+    w.ctx.commit(tx).await.unwrap();
+}
+
+#[tokio::test]
+async fn instance_identity_oq14_suspect_once_reinstall_and_clear() {
+    let w = World::new().await;
+    let a = w.host("a", &[]).await;
+    let pinned = a.instance_id.unwrap();
+    let run = w.run("r1", Target::Any, 1).await;
+    claim_one(&w, &a).await;
+    w.signal(&a, sig(&run, 1, SignalKind::Started)).await;
+
+    // A clone presents 30 s after the pinned instance was seen: suspect.
+    w.advance(30);
+    let clone = Uuid::new_v4();
+    let (h, p) = w.present(a.id, Some(clone)).await;
+    assert_eq!(p, identity::Presence::Flagged);
+    assert!(h.instance_suspect);
+    assert_eq!(h.instance_flagged_at, Some(w.clock.now()));
+    assert_eq!(h.instance_id, Some(pinned), "pinned, not overwritten");
+    // More heartbeats from both: journaled once only.
+    for _ in 0..3 {
+        w.advance(10);
+        assert_eq!(w.present(a.id, Some(clone)).await.1, identity::Presence::StillSuspect);
+        assert_eq!(w.present(a.id, Some(pinned)).await.1, identity::Presence::Pinned);
+    }
+    let suspect_events = w
+        .events()
+        .await
+        .into_iter()
+        .filter(|e| e.topic == "worker.instance_suspect")
+        .count();
+    assert_eq!(suspect_events, 1);
+    // Running runs are untouched.
+    assert_eq!(w.get_run(run.id).await.status, RunStatus::Running);
+
+    // clear-suspect pins the newest presenter.
+    let mut tx = w.ctx.store.begin().await.unwrap();
+    let h = tx.get_host(a.id).await.unwrap().unwrap();
+    let h = identity::clear_suspect(tx.as_mut(), h, w.clock.now()).await.unwrap();
+    w.ctx.commit(tx).await.unwrap();
+    assert!(!h.instance_suspect);
+    assert_eq!(h.instance_flagged_at, None);
+    assert_eq!(h.instance_id, Some(clone));
+
+    // Reinstall: a new instance after the pinned one went quiet > 90 s.
+    w.advance(120);
+    let fresh = Uuid::new_v4();
+    let (h, p) = w.present(a.id, Some(fresh)).await;
+    assert_eq!(p, identity::Presence::Reinstalled);
+    assert!(!h.instance_suspect);
+    assert_eq!(h.instance_id, Some(fresh));
+    let topics: Vec<_> = w.events().await.into_iter().map(|e| e.topic).collect();
+    assert!(topics.contains(&"worker.instance_reinstalled".to_string()));
+}
+
+#[tokio::test]
+async fn integrity_anomaly_is_journaled_once_not_repaired() {
+    let w = World::new().await;
+    let (project, epic) = seed_project(&w.ctx, WorkItemKind::Epic).await;
+    let run = new_run(&w.ctx, project, epic, "bad", Target::Any, 1).await;
+    assert_eq!(reconcile::integrity::sweep(&w.ctx).await.unwrap(), 1);
+    assert_eq!(reconcile::integrity::sweep(&w.ctx).await.unwrap(), 0);
+    let r = w.get_run(run.id).await;
+    assert_eq!(r.status, RunStatus::Pending, "not repaired");
+    assert_eq!(
+        w.topics_for(run.id).await,
+        vec![("run.integrity_anomaly".to_string(), 1)]
+    );
+}
+
+#[tokio::test]
+async fn retention_purges_events_older_than_the_window() {
+    let w = World::new().await;
+    w.host("a", &[]).await; // journals worker.registered at t0
+    w.advance(31 * 24 * 3600);
+    w.host("b", &[]).await;
+    let purged = reconcile::retention::purge(&w.ctx, 30).await.unwrap();
+    assert_eq!(purged, 1);
+    let left: Vec<_> = w.events().await.into_iter().map(|e| e.payload["host"].clone()).collect();
+    assert_eq!(left, vec![serde_json::json!("b")]);
+}
+
+#[tokio::test]
+async fn long_poll_claim_returns_as_soon_as_a_run_is_created() {
+    let w = World::new().await;
+    let a = w.host("a", &[]).await;
+    let ctx = w.ctx.clone();
+    let waiter = tokio::spawn(async move {
+        dispatch::claim_wait(&ctx, a.id, 1, Duration::from_secs(30)).await
+    });
+    tokio::task::yield_now().await;
+    let run = w.run("r1", Target::Any, 1).await;
+    w.ctx.claimable.notify_waiters();
+    let got = tokio::time::timeout(Duration::from_secs(5), waiter)
+        .await
+        .expect("claim returned promptly")
+        .unwrap()
+        .unwrap();
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].id, run.id);
+}
