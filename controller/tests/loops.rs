@@ -47,8 +47,7 @@ impl World {
 
     async fn host(&self, name: &str, labels: &[(&str, &str)]) -> Host {
         let now = self.clock.now();
-        let mut meta = Meta::default();
-        meta.labels = labels
+        let dispatch_labels = labels
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
@@ -65,7 +64,8 @@ impl World {
             last_seen_at: None,
             capacity: 2,
             disabled: false,
-            meta,
+            dispatch_labels,
+            meta: Meta::default(),
             created_at: now,
             updated_at: now,
         };

@@ -74,7 +74,7 @@ pub async fn register(
                 let rv = h.meta.resource_version;
                 h.platform = req.platform;
                 h.capacity = i32::try_from(req.capacity).unwrap_or(i32::MAX);
-                h.meta.labels = req.labels.clone();
+                h.dispatch_labels = req.labels.clone();
                 h = tx.update_host(&h, rv).await?;
             }
             h
@@ -93,10 +93,8 @@ pub async fn register(
                 last_seen_at: None,
                 capacity: i32::try_from(req.capacity).unwrap_or(i32::MAX),
                 disabled: false,
-                meta: Meta {
-                    labels: req.labels.clone(),
-                    ..Meta::default()
-                },
+                dispatch_labels: req.labels.clone(),
+                meta: Meta::default(),
                 created_at: now,
                 updated_at: now,
             };

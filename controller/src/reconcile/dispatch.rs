@@ -22,7 +22,7 @@ pub fn target_matches(t: &Target, h: &Host) -> bool {
     match t {
         Target::Any => true,
         Target::Host(name) => *name == h.name,
-        Target::Selector(sel) => sel.iter().all(|(k, v)| h.meta.labels.get(k) == Some(v)),
+        Target::Selector(sel) => sel.iter().all(|(k, v)| h.dispatch_labels.get(k) == Some(v)),
     }
 }
 

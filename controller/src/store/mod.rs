@@ -207,6 +207,9 @@ pub struct Host {
     pub presented_instance_id: Option<Uuid>,
     pub last_seen_at: Option<DateTime<Utc>>,
     pub capacity: i32,
+    /// Labels matched by run target selectors (Host `spec.labels`, or what
+    /// the worker reports); `meta.labels` are for selecting manifests.
+    pub dispatch_labels: Labels,
     /// Desired (spec.disabled); status follows through the gate.
     pub disabled: bool,
     pub meta: Meta,
