@@ -1,0 +1,202 @@
+//! Store rows → manifest objects as printed: `{apiVersion, kind, metadata,
+//! spec, status}`. The spec is rebuilt from the columns (the source of
+//! truth), with the last applied spec filling what has no column; the
+//! status is what the controller observed.
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use pam_manifests::kinds::{self, ApiVersion, Completion, Condition};
+use pam_manifests::names::Name;
+use pam_manifests::state::WorkItemStatus;
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::apply::to_manifest_labels;
+use crate::store::{self, Meta, Target};
+
+pub fn ts(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+fn name(s: &str) -> Name {
+    // Names in the store came through Name::parse (apply) or were made by
+    // pam (worker registration validates too); fall back defensively.
+    Name::parse(s).unwrap_or_else(|_| Name::parse("invalid-name").expect("valid"))
+}
+
+fn conditions(meta: &Meta) -> Vec<Condition> {
+    serde_json::from_value(meta.conditions.clone()).unwrap_or_default()
+}
+
+fn annotations(meta: &Meta) -> pam_manifests::names::Annotations {
+    meta.annotations
+        .iter()
+        .filter_map(|(k, v)| Some((pam_manifests::LabelKey::parse(k).ok()?, v.clone())))
+        .collect()
+}
+
+macro_rules! object_meta {
+    ($ty:ident, $meta:expr, $name:expr, $uid:expr, $created:expr $(, $project:expr)?) => {
+        kinds::$ty {
+            name: name($name),
+            $(project: name($project),)?
+            labels: to_manifest_labels(&$meta.labels),
+            annotations: annotations($meta),
+            uid: Some($uid),
+            generation: Some($meta.generation),
+            resource_version: Some($meta.resource_version.to_string()),
+            creation_timestamp: Some(ts($created)),
+        }
+    };
+}
+
+pub fn project(p: &store::Project) -> kinds::Project {
+    kinds::Project {
+        api_version: ApiVersion::V1,
+        kind: kinds::ProjectKind::Project,
+        metadata: object_meta!(ObjectMeta, &p.meta, &p.slug, p.id, p.created_at),
+        spec: kinds::ProjectSpec {
+            display_name: Some(p.name.clone()),
+            description: p.description.clone(),
+            archived: p.status == pam_manifests::state::ProjectStatus::Archived,
+        },
+        status: Some(kinds::ObservedProject {
+            phase: p.status,
+            observed_generation: Some(p.meta.observed_generation),
+            conditions: conditions(&p.meta),
+        }),
+    }
+}
+
+/// Children completion per parent id: (done, total non-cancelled).
+pub fn completions(items: &[store::WorkItem]) -> HashMap<Uuid, Completion> {
+    let mut m: HashMap<Uuid, Completion> = HashMap::new();
+    for w in items {
+        let Some(parent) = w.parent_id else { continue };
+        let c = m.entry(parent).or_insert(Completion { done: 0, total: 0 });
+        if w.status != WorkItemStatus::Cancelled {
+            c.total += 1;
+        }
+        if w.status == WorkItemStatus::Done {
+            c.done += 1;
+        }
+    }
+    m
+}
+
+pub fn task(
+    w: &store::WorkItem,
+    project_slug: &str,
+    parent_name: Option<&str>,
+    completion: Option<Completion>,
+) -> kinds::Task {
+    // spec.status is the desired status last applied (or set by a verb);
+    // status.phase is the stored one (a cascade may have moved it).
+    let desired = w
+        .meta
+        .spec
+        .get("status")
+        .and_then(Value::as_str)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(w.status);
+    kinds::Task {
+        api_version: ApiVersion::V1,
+        kind: kinds::TaskKind::Task,
+        metadata: object_meta!(ProjectObjectMeta, &w.meta, &w.name, w.id, w.created_at, project_slug),
+        spec: kinds::TaskSpec {
+            type_: w.kind,
+            title: w.title.clone(),
+            description: w.description.clone(),
+            parent: parent_name.map(name),
+            status: desired,
+            assignee: w.assignee.clone(),
+            sort_order: w.sort_order,
+        },
+        status: Some(kinds::ObservedTask {
+            phase: w.status,
+            path: Some(w.path.clone()),
+            completion,
+            observed_generation: Some(w.meta.observed_generation),
+            conditions: conditions(&w.meta),
+        }),
+    }
+}
+
+pub fn run(
+    r: &store::Run,
+    project_slug: &str,
+    task_name: &str,
+    host_name: Option<&str>,
+) -> kinds::Run {
+    let spec_command = r
+        .meta
+        .spec
+        .get("command")
+        .and_then(|c| serde_json::from_value(c.clone()).ok());
+    let provider = serde_json::from_value(Value::String(r.provider.clone()))
+        .unwrap_or(kinds::Provider::Exec);
+    kinds::Run {
+        api_version: ApiVersion::V1,
+        kind: kinds::RunKind::Run,
+        metadata: object_meta!(ProjectObjectMeta, &r.meta, &r.name, r.id, r.created_at, project_slug),
+        spec: kinds::RunSpec {
+            task: name(task_name),
+            provider,
+            prompt: r.prompt.clone(),
+            cwd: r.cwd.clone(),
+            target: match &r.target {
+                Target::Any => None,
+                Target::Host(h) => Some(kinds::Target::Host(name(h))),
+                Target::Selector(s) => Some(kinds::Target::Selector(to_manifest_labels(s))),
+            },
+            restart_policy: kinds::RestartPolicy {
+                max_attempts: std::num::NonZeroU32::new(r.max_attempts.max(1) as u32)
+                    .unwrap_or(std::num::NonZeroU32::MIN),
+                backoff_seconds: r.backoff_seconds.max(0) as u32,
+                backoff_max_seconds: r.backoff_max_seconds.max(0) as u32,
+            },
+            dispatch_timeout_seconds: r
+                .dispatch_timeout_seconds
+                .and_then(|s| std::num::NonZeroU32::new(s.max(0) as u32)),
+            stopped: r.stop_requested,
+            command: spec_command,
+        },
+        status: Some(kinds::ObservedRun {
+            phase: r.status,
+            attempt: r.attempt.max(0) as u32,
+            host: host_name.map(str::to_string),
+            session_name: Some(r.session_name.clone()),
+            exit_code: r.exit_code,
+            failure_reason: r.failure_reason,
+            started_at: r.started_at.map(ts),
+            finished_at: r.finished_at.map(ts),
+            pending_since: Some(ts(r.pending_since)),
+            observed_generation: Some(r.meta.observed_generation),
+            conditions: conditions(&r.meta),
+        }),
+    }
+}
+
+pub fn host(h: &store::Host, running: u32) -> kinds::Host {
+    kinds::Host {
+        api_version: ApiVersion::V1,
+        kind: kinds::HostKind::Host,
+        metadata: object_meta!(ObjectMeta, &h.meta, &h.name, h.id, h.created_at),
+        spec: kinds::HostSpec {
+            platform: h.platform,
+            disabled: h.disabled,
+            labels: to_manifest_labels(&h.dispatch_labels),
+            capacity: h.capacity.max(0) as u32,
+        },
+        status: Some(kinds::ObservedHost {
+            phase: h.status,
+            instance_suspect: h.instance_suspect,
+            instance_flagged_at: h.instance_flagged_at.map(ts),
+            last_seen_at: h.last_seen_at.map(ts),
+            running_runs: running,
+            observed_generation: Some(h.meta.observed_generation),
+            conditions: conditions(&h.meta),
+        }),
+    }
+}
