@@ -118,3 +118,67 @@ impl FromRequestParts<AppState> for Worker {
         }
     }
 }
+
+/// The admin token file in the data dir (mode 0600): written on pamd's
+/// first start so a local pamctl works without configuration.
+pub const ADMIN_TOKEN_FILE: &str = "admin.token";
+
+/// Makes sure `<data_dir>/admin.token` holds a live operator token: reuses
+/// the file's token when the database knows it, else creates a new `admin`
+/// token (revoking an older live `admin` whose token was lost) and writes
+/// it with mode 0600. The token itself is never logged.
+pub async fn ensure_admin_token(
+    ctx: &crate::reconcile::Ctx,
+    data_dir: &std::path::Path,
+) -> anyhow::Result<std::path::PathBuf> {
+    use anyhow::Context;
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+
+    let path = data_dir.join(ADMIN_TOKEN_FILE);
+    let now = ctx.now();
+    let mut tx = ctx.store.begin().await?;
+    if let Ok(text) = std::fs::read_to_string(&path) {
+        let fp = fingerprint(text.trim());
+        if let Some(t) = tx.get_token_by_fingerprint(&fp).await? {
+            if t.revoked_at.is_none() && t.kind == TokenKind::Operator {
+                return Ok(path);
+            }
+        }
+    }
+    for t in tx.list_tokens().await? {
+        if t.kind == TokenKind::Operator && t.name == "admin" && t.revoked_at.is_none() {
+            tx.revoke_token(t.id, now).await?;
+        }
+    }
+    let (token, fp) = generate(TokenKind::Operator);
+    tx.insert_token(&ApiToken {
+        id: Uuid::new_v4(),
+        name: "admin".into(),
+        kind: TokenKind::Operator,
+        fingerprint: fp,
+        host_name: None,
+        created_at: now,
+        last_used_at: None,
+        revoked_at: None,
+    })
+    .await?;
+    std::fs::create_dir_all(data_dir).with_context(|| format!("create {}", data_dir.display()))?;
+    let tmp = data_dir.join(".admin.token.tmp");
+    let _ = std::fs::remove_file(&tmp);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)
+        .with_context(|| format!("write {}", tmp.display()))?;
+    f.write_all(token.as_bytes())?;
+    f.write_all(b"\n")?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, &path)?;
+    // Commit only once the file is in place: a crash in between leaves an
+    // unused row, never a file whose token the database does not know.
+    ctx.commit(tx).await?;
+    tracing::info!(path = %path.display(), "wrote a new admin token");
+    Ok(path)
+}
