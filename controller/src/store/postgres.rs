@@ -1066,7 +1066,7 @@ impl Tx for PgTx {
             .await
             .map_err(db_err)?;
         let mut runs = all(rows, run_from_row)?;
-        runs.sort_by(|a, b| (a.pending_since, a.id).cmp(&(b.pending_since, b.id)));
+        runs.sort_by_key(|r| (r.pending_since, r.id));
         Ok(runs)
     }
 
