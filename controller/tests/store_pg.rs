@@ -81,3 +81,49 @@ async fn concurrent_claimers_claim_each_run_exactly_once() {
         assert_eq!(r.host_id, Some(by_run[&r.id][0]));
     }
 }
+
+/// The event-order lock: a second transaction's first append waits until
+/// the first appender commits, so seqs become visible in commit order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn event_appends_serialize_until_commit() {
+    let store = PgStore::new(fresh_pool().await.unwrap());
+    let mut tx1 = store.begin().await.unwrap();
+    let first = tx1
+        .append_event("a", serde_json::json!({}), t(1))
+        .await
+        .unwrap();
+
+    let store2 = store.clone();
+    let second = tokio::spawn(async move {
+        let mut tx2 = store2.begin().await.unwrap();
+        let e = tx2
+            .append_event("b", serde_json::json!({}), t(2))
+            .await
+            .unwrap();
+        tx2.commit().await.unwrap();
+        e
+    });
+
+    // Wait (by observation, not by sleeping) until tx2 is blocked on the
+    // advisory lock that tx1 holds.
+    let mut blocked = false;
+    for _ in 0..10_000 {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted",
+        )
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+        if waiting == 1 {
+            blocked = true;
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert!(blocked, "the second appender never waited for the first");
+    assert!(!second.is_finished());
+
+    assert_eq!(tx1.commit().await.unwrap(), vec![first.clone()]);
+    let second = second.await.unwrap();
+    assert!(second.seq > first.seq);
+}
