@@ -9,7 +9,8 @@
 //!   nothing is visible to others before [`Tx::commit`], and dropping a `Tx`
 //!   without committing rolls it back.
 //! - Status writes are guarded (`UPDATE … WHERE status = $expected`): zero
-//!   rows is [`StoreError::Conflict`]. Before writing, every status change
+//!   rows is [`StoreError::Conflict`], or [`StoreError::NotFound`] when the
+//!   row does not exist at all (every guarded write, spec or status). Before writing, every status change
 //!   also passes the state-machine gate ([`pam_manifests::state::transition`]),
 //!   so a store can never write an illegal edge ([`StoreError::Illegal`]).
 //! - Spec writes are guarded by `resource_version`; a stale one is
@@ -19,6 +20,13 @@
 //!   is held until commit, so a reader that has seen seq N will never later
 //!   see a newly committed seq < N. [`Tx::commit`] returns the appended
 //!   events so the caller publishes them to subscribers only after commit.
+//! - Every row write bumps that row's `resource_version` (spec writes, status
+//!   writes, claims, progress); `generation` is the caller's to set.
+//!
+//! # Caveats
+//! - After a failed `insert_*`, a Conflict or an Illegal, the transaction is
+//!   still usable. After any other error, drop it and begin again:
+//!   PostgreSQL aborts a transaction on a constraint error.
 
 pub mod conformance;
 pub mod memory;
@@ -40,22 +48,24 @@ pub type Labels = BTreeMap<String, String>;
 /// What can go wrong in a store call. Every variant says when it happens.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    /// A guarded update matched no row: the status or resource version was
-    /// not what the caller expected (someone else changed it first), or the
-    /// row is gone.
+    /// A guarded update matched no row: the status, attempt or resource
+    /// version was not what the caller expected (someone else changed it
+    /// first). A row that is gone is [`StoreError::NotFound`] instead.
     #[error("conflict: {0}")]
     Conflict(String),
     /// An insert collided with a unique key (name, slug, session name…).
     /// The string names the constraint or the key.
     #[error("already exists: {0}")]
     AlreadyExists(String),
-    /// The row the call names does not exist.
+    /// The row the call names does not exist, or an insert references a
+    /// row that does not (foreign key).
     #[error("not found: {0}")]
     NotFound(String),
     /// The state-machine gate refused the transition.
     #[error(transparent)]
     Illegal(#[from] IllegalTransition),
-    /// A structural rule was broken (cross-project parent, a cycle, …).
+    /// A structural rule was broken (cross-project parent, a cycle, a CHECK
+    /// constraint, deleting a host that runs still reference, …).
     #[error("invalid: {0}")]
     Invalid(String),
     /// The database failed (connection lost, …). Not the caller's fault.
@@ -304,8 +314,9 @@ pub trait Tx: Send {
 
     /// Inserts a work item, computing `path` from its parent
     /// (`<parent path>/<short id>`, or `<short id>` at the root). The parent
-    /// must exist and be in the same project ([`StoreError::Invalid`]).
-    /// Returns the stored item.
+    /// must exist and be in the same project ([`StoreError::Invalid`]); a
+    /// missing project is [`StoreError::NotFound`]. The given `path` is
+    /// ignored. Returns the stored item.
     async fn insert_work_item(&mut self, w: &WorkItem) -> StoreResult<WorkItem>;
     async fn get_work_item(&mut self, id: Uuid) -> StoreResult<Option<WorkItem>>;
     async fn get_work_item_by_name(
@@ -316,9 +327,11 @@ pub trait Tx: Send {
     /// A project's items ordered by path, then sort_order.
     async fn list_work_items(&mut self, project_id: Uuid) -> StoreResult<Vec<WorkItem>>;
     /// The item and its descendants, by path prefix
-    /// (`path = $p OR path LIKE $p || '/%'`), ordered by path, sort_order.
+    /// (`path = $p OR path LIKE $p || '/%'`, within the item's project:
+    /// short ids are not identities), ordered by path (byte order),
+    /// sort_order. An unknown id is NotFound.
     async fn subtree(&mut self, id: Uuid) -> StoreResult<Vec<WorkItem>>;
-    /// The same set through live parent links (recursive CTE).
+    /// The same set through live parent links (recursive CTE), same order.
     async fn subtree_recursive(&mut self, id: Uuid) -> StoreResult<Vec<WorkItem>>;
     /// Writes title, description, assignee, sort_order, meta (except
     /// resource_version) and updated_at where `resource_version =
@@ -349,7 +362,11 @@ pub trait Tx: Send {
 
     // ---- runs ---------------------------------------------------------------
 
-    /// Inserts a run. A taken (project, name) is AlreadyExists.
+    /// Inserts a run as given (`session_name` included). A taken (project,
+    /// name) or (host, session name) is AlreadyExists; a missing task or
+    /// host is NotFound; a task outside `project_id` is Invalid. Whether the
+    /// task's kind may carry runs, and whether the project is archived, is
+    /// the caller's to check.
     async fn insert_run(&mut self, r: &Run) -> StoreResult<()>;
     async fn get_run(&mut self, id: Uuid) -> StoreResult<Option<Run>>;
     async fn get_run_by_name(&mut self, project_id: Uuid, name: &str) -> StoreResult<Option<Run>>;
@@ -368,7 +385,8 @@ pub trait Tx: Send {
     async fn update_run_spec(&mut self, r: &Run, expected_rv: i64) -> StoreResult<Run>;
     /// Guarded status write for the current attempt: passes the gate, then
     /// updates only `WHERE status = from AND attempt = attempt`, setting the
-    /// given [`RunUpdate`] fields and updated_at. Zero rows: Conflict.
+    /// given [`RunUpdate`] fields and updated_at. Zero rows: Conflict
+    /// (NotFound if the run is gone).
     async fn transition_run(
         &mut self,
         id: Uuid,
@@ -404,10 +422,12 @@ pub trait Tx: Send {
     /// Marks pending runs as having seen an eligible host (OQ-15).
     async fn mark_eligible_host_seen(&mut self, ids: &[Uuid]) -> StoreResult<()>;
     /// Applies progress `seq` for `attempt` only if `seq > last_progress_seq`
-    /// (or it is NULL) and the attempt matches. Returns whether it applied.
+    /// (or it is NULL) and the attempt matches. Returns whether it applied;
+    /// an unknown run is NotFound.
     async fn advance_progress(&mut self, id: Uuid, attempt: i32, seq: i64) -> StoreResult<bool>;
     /// Records a one-shot signal (`INSERT … ON CONFLICT DO NOTHING`).
     /// Returns true the first time for (run, attempt, kind), false after.
+    /// An unknown run is NotFound.
     async fn mark_signal_processed(
         &mut self,
         run_id: Uuid,
@@ -443,6 +463,7 @@ pub trait Tx: Send {
     ) -> StoreResult<Host>;
     /// Online hosts whose last_seen_at is before `cutoff` (index-driven).
     async fn list_silent_hosts(&mut self, cutoff: DateTime<Utc>) -> StoreResult<Vec<Host>>;
+    /// Deletes a host; Invalid while any run references it (no cascade).
     async fn delete_host(&mut self, id: Uuid) -> StoreResult<bool>;
 
     // ---- events -------------------------------------------------------------
