@@ -159,13 +159,13 @@ pub fn host(name: &str, labels: &[(&str, &str)]) -> Host {
         instance_id: None,
         instance_suspect: false,
         instance_flagged_at: None,
+        presented_instance_id: None,
+        // Run target selectors match dispatch labels, not metadata labels.
+        dispatch_labels: labels_of(labels),
         last_seen_at: None,
         capacity: 4,
         disabled: false,
-        meta: Meta {
-            labels: labels_of(labels),
-            ..Meta::default()
-        },
+        meta: Meta::default(),
         created_at: t(0),
         updated_at: t(0),
     }
@@ -352,6 +352,8 @@ pub async fn records_round_trip(s: &dyn Store) {
     h.last_seen_at = Some(t(3));
     h.capacity = 9;
     h.disabled = true;
+    h.presented_instance_id = Some(Uuid::new_v4());
+    h.meta.labels = labels_of(&[("team", "infra")]);
     let mut tx = s.begin().await.unwrap();
     tx.insert_project(&p).await.unwrap();
     let w_stored = tx.insert_work_item(&w).await.unwrap();

@@ -93,7 +93,7 @@ fn target_matches(t: &Target, host: &Host) -> bool {
     match t {
         Target::Any => true,
         Target::Host(name) => *name == host.name,
-        Target::Selector(sel) => sel.iter().all(|(k, v)| host.meta.labels.get(k) == Some(v)),
+        Target::Selector(sel) => sel.iter().all(|(k, v)| host.dispatch_labels.get(k) == Some(v)),
     }
 }
 
@@ -523,6 +523,19 @@ impl Tx for MemTx {
         Ok(self.work.runs.get(&id).cloned())
     }
 
+    async fn get_run_by_session(
+        &mut self,
+        host_id: Uuid,
+        session_name: &str,
+    ) -> StoreResult<Option<Run>> {
+        Ok(self
+            .work
+            .runs
+            .values()
+            .find(|r| r.host_id == Some(host_id) && r.session_name == session_name)
+            .cloned())
+    }
+
     async fn get_run_by_name(&mut self, project_id: Uuid, name: &str) -> StoreResult<Option<Run>> {
         Ok(self
             .work
@@ -690,7 +703,11 @@ impl Tx for MemTx {
             .work
             .runs
             .values()
-            .filter(|r| r.status == RunStatus::Failed && r.requeue_at.is_some_and(|t| t <= now))
+            .filter(|r| {
+                r.status == RunStatus::Failed
+                    && !r.stop_requested
+                    && r.requeue_at.is_some_and(|t| t <= now)
+            })
             .cloned()
             .collect();
         let mut v = sorted_runs(runs, |r| (r.requeue_at.expect("filtered"), r.id));
@@ -812,6 +829,8 @@ impl Tx for MemTx {
         cur.instance_id = h.instance_id;
         cur.instance_suspect = h.instance_suspect;
         cur.instance_flagged_at = h.instance_flagged_at;
+        cur.presented_instance_id = h.presented_instance_id;
+        cur.dispatch_labels = h.dispatch_labels.clone();
         cur.last_seen_at = h.last_seen_at;
         cur.capacity = h.capacity;
         cur.disabled = h.disabled;

@@ -56,7 +56,8 @@ fn run_cols() -> String {
 fn host_cols() -> String {
     format!(
         "id, name, platform, token_fingerprint, status, instance_id, instance_suspect, \
-         instance_flagged_at, last_seen_at, capacity, disabled, {META_COLS}, created_at, updated_at"
+         instance_flagged_at, last_seen_at, capacity, disabled, presented_instance_id, \
+         dispatch_labels, {META_COLS}, created_at, updated_at"
     )
 }
 
@@ -284,6 +285,8 @@ fn host_from_row(row: &PgRow) -> StoreResult<Host> {
         last_seen_at: get(row, "last_seen_at")?,
         capacity: get(row, "capacity")?,
         disabled: get(row, "disabled")?,
+        presented_instance_id: get(row, "presented_instance_id")?,
+        dispatch_labels: labels_from_json(get(row, "dispatch_labels")?)?,
         meta: meta_from_row(row)?,
         created_at: get(row, "created_at")?,
         updated_at: get(row, "updated_at")?,
@@ -878,6 +881,24 @@ impl Tx for PgTx {
         self.one_run(&sql, id).await
     }
 
+    async fn get_run_by_session(
+        &mut self,
+        host_id: Uuid,
+        session_name: &str,
+    ) -> StoreResult<Option<Run>> {
+        let sql = format!(
+            "SELECT {} FROM runs WHERE host_id = $1 AND session_name = $2",
+            run_cols()
+        );
+        let row = sqlx::query(&sql)
+            .bind(host_id)
+            .bind(session_name)
+            .fetch_optional(self.conn())
+            .await
+            .map_err(db_err)?;
+        row.as_ref().map(run_from_row).transpose()
+    }
+
     async fn get_run_by_name(&mut self, project_id: Uuid, name: &str) -> StoreResult<Option<Run>> {
         let sql = format!(
             "SELECT {} FROM runs WHERE project_id = $1 AND name = $2",
@@ -1059,7 +1080,7 @@ impl Tx for PgTx {
         let rows = sqlx::query(&sql)
             .bind(host.id)
             .bind(&host.name)
-            .bind(labels_to_json(&host.meta.labels))
+            .bind(labels_to_json(&host.dispatch_labels))
             .bind(limit)
             .bind(now)
             .fetch_all(self.conn())
@@ -1086,7 +1107,7 @@ impl Tx for PgTx {
     async fn list_requeue_due(&mut self, now: DateTime<Utc>, limit: i64) -> StoreResult<Vec<Run>> {
         let sql = format!(
             "SELECT {} FROM runs WHERE status = 'failed' AND requeue_at IS NOT NULL \
-             AND requeue_at <= $1 ORDER BY requeue_at, id LIMIT $2",
+             AND requeue_at <= $1 AND NOT stop_requested ORDER BY requeue_at, id LIMIT $2",
             run_cols()
         );
         let rows = sqlx::query(&sql)
@@ -1177,7 +1198,7 @@ impl Tx for PgTx {
     async fn insert_host(&mut self, h: &Host) -> StoreResult<()> {
         let sql = format!(
             "INSERT INTO hosts ({}) VALUES \
-             ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20)",
+             ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20,$21,$22)",
             host_cols()
         );
         let q = sqlx::query(&sql)
@@ -1191,7 +1212,9 @@ impl Tx for PgTx {
             .bind(h.instance_flagged_at)
             .bind(h.last_seen_at)
             .bind(h.capacity)
-            .bind(h.disabled);
+            .bind(h.disabled)
+            .bind(h.presented_instance_id)
+            .bind(labels_to_json(&h.dispatch_labels));
         let q = bind_meta!(q, h.meta).bind(h.created_at).bind(h.updated_at);
         self.savepoint().await?;
         let r = q.execute(self.conn()).await;
@@ -1236,6 +1259,7 @@ impl Tx for PgTx {
              instance_suspect = $6, instance_flagged_at = $7, last_seen_at = $8, \
              capacity = $9, disabled = $10, spec = $11, labels = $12, annotations = $13, \
              generation = $14, observed_generation = $15, conditions = $16, updated_at = $17, \
+             presented_instance_id = $18, dispatch_labels = $19, \
              resource_version = resource_version + 1 \
              WHERE id = $1 AND resource_version = $2 RETURNING {}",
             host_cols()
@@ -1258,6 +1282,8 @@ impl Tx for PgTx {
             .bind(h.meta.observed_generation)
             .bind(&h.meta.conditions)
             .bind(h.updated_at)
+            .bind(h.presented_instance_id)
+            .bind(labels_to_json(&h.dispatch_labels))
             .fetch_optional(self.conn())
             .await
             .map_err(db_err)?;
