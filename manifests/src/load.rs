@@ -114,10 +114,11 @@ impl Node {
         matches!(&self.body, Body::Scalar { text, plain: true, .. } if is_null(text))
     }
 
-    /// Where `path` is: a scalar value's own position, otherwise the
-    /// position of the key that holds it. A path that does not exist
-    /// resolves to its deepest existing prefix.
-    fn locate(&self, path: &[Segment]) -> Position {
+    /// Where `path` is: a scalar's or sequence's own position, a mapping's
+    /// key (the line of `spec:`), or the key itself when `key` is asked for
+    /// (an unknown field). A path that does not exist resolves to its
+    /// deepest existing prefix.
+    fn locate(&self, path: &[Segment], key: bool) -> Position {
         let mut node = self;
         let mut key_at = self.at;
         for seg in path {
@@ -138,8 +139,9 @@ impl Node {
             }
         }
         match node.body {
-            Body::Scalar { .. } => node.at,
-            _ => key_at,
+            _ if key => key_at,
+            Body::Map(_) => key_at,
+            Body::Scalar { .. } | Body::Seq(_) => node.at,
         }
     }
 }
@@ -434,7 +436,7 @@ impl Document {
     }
 
     fn locate_segments(&self, path: &[Segment]) -> Position {
-        self.locator().locate(path)
+        self.locator().locate(path, false)
     }
 
     fn locator(&self) -> Locator<'_> {
@@ -464,8 +466,9 @@ struct Locator<'a> {
 }
 
 impl Locator<'_> {
-    fn locate(&self, path: &[Segment]) -> Position {
-        self.root.map_or(Position::default(), |r| r.locate(path))
+    fn locate(&self, path: &[Segment], key: bool) -> Position {
+        self.root
+            .map_or(Position::default(), |r| r.locate(path, key))
     }
 
     fn error_at(&self, path: &str, message: impl Into<String>) -> ManifestError {
@@ -473,7 +476,20 @@ impl Locator<'_> {
     }
 
     fn error_at_segments(&self, path: &[Segment], message: impl Into<String>) -> ManifestError {
-        let at = self.locate(path);
+        self.error_at_position(path, self.locate(path, false), message)
+    }
+
+    /// An error pointing at the key of the last path segment.
+    fn error_at_key(&self, path: &[Segment], message: impl Into<String>) -> ManifestError {
+        self.error_at_position(path, self.locate(path, true), message)
+    }
+
+    fn error_at_position(
+        &self,
+        path: &[Segment],
+        at: Position,
+        message: impl Into<String>,
+    ) -> ManifestError {
         ManifestError {
             file: self.file.to_string(),
             document: self.index,
@@ -671,6 +687,7 @@ fn typed<T: DeserializeOwned>(doc: &Locator<'_>, value: Value) -> Result<T, Mani
             })
             .collect();
         let message = e.inner().to_string();
+        let mut on_key = message.starts_with("invalid label key");
         let message = if let Some(field) = backticked(&message, "missing field `") {
             path.push(Segment::Key(field.to_string()));
             "missing required field, expected a value".to_string()
@@ -679,6 +696,7 @@ fn typed<T: DeserializeOwned>(doc: &Locator<'_>, value: Value) -> Result<T, Mani
             if path.last() != Some(&Segment::Key(field.to_string())) {
                 path.push(Segment::Key(field.to_string()));
             }
+            on_key = true;
             let rest = message.split_once("`, ").map_or("", |(_, r)| r);
             match rest {
                 "there are no fields" => "unknown field, expected no fields here".to_string(),
@@ -687,7 +705,11 @@ fn typed<T: DeserializeOwned>(doc: &Locator<'_>, value: Value) -> Result<T, Mani
         } else {
             message
         };
-        doc.error_at_segments(&path, message)
+        if on_key {
+            doc.error_at_key(&path, message)
+        } else {
+            doc.error_at_segments(&path, message)
+        }
     })
 }
 

@@ -19,7 +19,10 @@ fn root() -> PathBuf {
 }
 
 fn yaml_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let mut entries: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
     entries.sort();
     for p in entries {
         if p.is_dir() {
@@ -31,7 +34,10 @@ fn yaml_files(dir: &Path, out: &mut Vec<PathBuf>) {
 }
 
 fn schema(kind: &str) -> Value {
-    let text = std::fs::read_to_string(root().join(format!("schemas/{}.schema.json", kind.to_lowercase()))).unwrap();
+    let text = std::fs::read_to_string(
+        root().join(format!("schemas/{}.schema.json", kind.to_lowercase())),
+    )
+    .unwrap();
     serde_json::from_str(&text).unwrap()
 }
 
@@ -92,7 +98,11 @@ fn check(root: &Value, s: &Value, v: &Value, path: &str, out: &mut Vec<String>) 
                         e.is_empty()
                     })
                     .count();
-                let ok = if kw == "oneOf" { passing == 1 } else { passing >= 1 };
+                let ok = if kw == "oneOf" {
+                    passing == 1
+                } else {
+                    passing >= 1
+                };
                 if !ok {
                     out.push(format!("{path}: {passing} alternatives of {kw} match {v}"));
                 }
@@ -114,7 +124,11 @@ fn check(root: &Value, s: &Value, v: &Value, path: &str, out: &mut Vec<String>) 
                 let patterns: Vec<(regex::Regex, &Value)> = obj
                     .get("patternProperties")
                     .and_then(Value::as_object)
-                    .map(|p| p.iter().map(|(re, s)| (regex::Regex::new(re).unwrap(), s)).collect())
+                    .map(|p| {
+                        p.iter()
+                            .map(|(re, s)| (regex::Regex::new(re).unwrap(), s))
+                            .collect()
+                    })
                     .unwrap_or_default();
                 for (k, child) in map {
                     let child_path = format!("{path}.{k}");
@@ -160,7 +174,10 @@ fn check(root: &Value, s: &Value, v: &Value, path: &str, out: &mut Vec<String>) 
             }
             "pattern" => {
                 if let Some(s) = v.as_str() {
-                    if !regex::Regex::new(arg.as_str().unwrap()).unwrap().is_match(s) {
+                    if !regex::Regex::new(arg.as_str().unwrap())
+                        .unwrap()
+                        .is_match(s)
+                    {
                         out.push(format!("{path}: {s:?} does not match {arg}"));
                     }
                 }
@@ -170,7 +187,10 @@ fn check(root: &Value, s: &Value, v: &Value, path: &str, out: &mut Vec<String>) 
     }
     // `properties` without `additionalProperties` still checks known keys.
     if !obj.contains_key("additionalProperties") {
-        if let (Some(props), Some(map)) = (obj.get("properties").and_then(Value::as_object), v.as_object()) {
+        if let (Some(props), Some(map)) = (
+            obj.get("properties").and_then(Value::as_object),
+            v.as_object(),
+        ) {
             for (k, child) in map {
                 if let Some(sub) = props.get(k) {
                     check(root, sub, child, &format!("{path}.{k}"), out);
@@ -217,12 +237,23 @@ fn every_example_validates_against_its_schema_and_the_batch_rules() {
             let errs = schema_errors(&value);
             assert!(errs.is_empty(), "{label} document {index}: {errs:#?}");
         }
-        let docs = parse_documents(&label, &text)
-            .unwrap_or_else(|e| panic!("{label}: {}", e.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("\n")));
+        let docs = parse_documents(&label, &text).unwrap_or_else(|e| {
+            panic!(
+                "{label}: {}",
+                e.iter()
+                    .map(|e| e.to_string())
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            )
+        });
         kinds_seen.extend(docs.iter().map(|d| d.manifest.kind()));
         all_docs.extend(docs);
     }
-    assert_eq!(kinds_seen.len(), Kind::ALL.len(), "examples cover every kind");
+    assert_eq!(
+        kinds_seen.len(),
+        Kind::ALL.len(),
+        "examples cover every kind"
+    );
     assert!(all_docs.len() >= 18, "{} documents", all_docs.len());
     let errors = validate_batch(&all_docs, &InMemoryState::default());
     assert!(errors.is_empty(), "{errors:#?}");
@@ -235,20 +266,34 @@ fn the_test_validator_rejects_what_the_schema_forbids() {
         "metadata": {"name": "r", "project": "p"},
         "spec": {"task": "t", "provider": "claude", "cwd": "/x", "target": {"host": "h"}}
     });
-    assert!(schema_errors(&good).is_empty(), "{:?}", schema_errors(&good));
+    assert!(
+        schema_errors(&good).is_empty(),
+        "{:?}",
+        schema_errors(&good)
+    );
     let cases = [
         ("/spec/provider", serde_json::json!("gpt")),
         ("/metadata/name", serde_json::json!("Bad_Name")),
         ("/spec/restartPolicy", serde_json::json!({"maxAttempts": 0})),
-        ("/spec/target", serde_json::json!({"host": "h", "selector": {}})),
+        (
+            "/spec/target",
+            serde_json::json!({"host": "h", "selector": {}}),
+        ),
         ("/spec/bogus", serde_json::json!(1)),
         ("/status", serde_json::json!({"phase": "running"})),
-        ("/metadata/uid", serde_json::json!("6f1c2b1e-8d7a-4a57-9a3c-0d1f2e3a4b5c")),
+        (
+            "/metadata/uid",
+            serde_json::json!("6f1c2b1e-8d7a-4a57-9a3c-0d1f2e3a4b5c"),
+        ),
     ];
     for (pointer, value) in cases {
         let mut bad = good.clone();
         let (parent, key) = pointer.rsplit_once('/').unwrap();
-        let target = if parent.is_empty() { &mut bad } else { bad.pointer_mut(parent).unwrap() };
+        let target = if parent.is_empty() {
+            &mut bad
+        } else {
+            bad.pointer_mut(parent).unwrap()
+        };
         target[key] = value;
         assert!(!schema_errors(&bad).is_empty(), "{pointer} accepted");
     }
