@@ -774,6 +774,24 @@ mod tests {
     }
 
     #[test]
+    fn anchors_expand_and_yaml_1_1_booleans_stay_strings() {
+        let text = "apiVersion: pam.dev/v1\nkind: Host\nmetadata:\n  name: h1\n  labels: &l {enabled: yes}\nspec:\n  platform: linux\n  labels: *l\n";
+        let docs = parse_documents("h.yaml", text).unwrap();
+        let Manifest::Host(h) = &docs[0].manifest else {
+            panic!("not a host")
+        };
+        assert_eq!(h.spec.labels, h.metadata.labels);
+        assert_eq!(h.spec.labels.values().next().unwrap().as_str(), "yes");
+        assert_eq!(
+            docs[0].locate("spec.platform"),
+            Position {
+                line: 7,
+                column: 13
+            }
+        );
+    }
+
+    #[test]
     fn paths_split_and_render() {
         let p = split_path("spec.command[2].x");
         assert_eq!(render_path(&p), "spec.command[2].x");
