@@ -1,2 +1,17 @@
+//! pam's manifest layer: kinds, names, state machines, positioned YAML
+//! loading, batch validation and JSON Schemas. No I/O, no tokio.
+
+pub mod error;
+pub mod kinds;
+pub mod load;
+pub mod names;
+pub mod schema;
 pub mod state;
 pub mod protocol;
+pub mod validate;
+
+pub use error::ManifestError;
+pub use kinds::{Kind, Manifest};
+pub use load::{parse_documents, Document};
+pub use names::{LabelKey, LabelSelector, LabelValue, Labels, Name};
+pub use validate::{immutable_changes, validate_batch, ExistingState};

@@ -1,0 +1,798 @@
+//! The manifest kinds — `Project`, `Task`, `Run`, `Host` — as they are read
+//! and printed: `{apiVersion, kind, metadata, spec, status}`.
+//!
+//! Field names are camelCase; unknown fields are refused everywhere
+//! (`deny_unknown_fields`). These types describe objects in both
+//! directions:
+//!
+//! - **Input** (`pamctl apply`, through [`crate::load`]): `status` is
+//!   refused, and so are the server-set metadata fields `uid`, `generation`
+//!   and `creationTimestamp` — a manifest states what should exist, the
+//!   server says what does. `resourceVersion` *is* accepted: it is the
+//!   optimistic-concurrency token (a stale one is a 409 from the server).
+//! - **Output** (`pamctl get -o yaml|json`): every field, `status` included.
+//!
+//! Defaults (a Task's `type: task`, `status: todo`; a Run's restart policy
+//! `maxAttempts: 1, backoffSeconds: 10, backoffMaxSeconds: 300`; a Host's
+//! `capacity: 4`) are applied on input and always printed on output.
+
+use std::fmt;
+use std::num::NonZeroU32;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::names::{Annotations, LabelKey, LabelValue, Labels, Name};
+use crate::state::{
+    FailureReason, HostStatus, Platform, ProjectStatus, RunStatus, WorkItemKind, WorkItemStatus,
+};
+
+/// The one API version: `pam.dev/v1`.
+pub const API_VERSION: &str = "pam.dev/v1";
+
+/// `apiVersion`: only `pam.dev/v1` exists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+pub enum ApiVersion {
+    /// `pam.dev/v1`.
+    #[default]
+    #[serde(rename = "pam.dev/v1")]
+    V1,
+}
+
+/// A manifest kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Kind {
+    /// A project: the namespace of tasks and runs.
+    Project,
+    /// A work item: milestone, epic, task or subtask.
+    Task,
+    /// One execution of a provider CLI for a task, on some host.
+    Run,
+    /// A worker host.
+    Host,
+}
+
+impl Kind {
+    /// Every kind, in apply order (projects before their tasks, tasks
+    /// before their runs).
+    pub const ALL: [Kind; 4] = [Kind::Project, Kind::Host, Kind::Task, Kind::Run];
+
+    /// The kind as written in `kind:` (`"Task"`).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Kind::Project => "Project",
+            Kind::Task => "Task",
+            Kind::Run => "Run",
+            Kind::Host => "Host",
+        }
+    }
+
+    /// Lower-case singular (`"task"`): file names, API paths.
+    pub const fn singular(self) -> &'static str {
+        match self {
+            Kind::Project => "project",
+            Kind::Task => "task",
+            Kind::Run => "run",
+            Kind::Host => "host",
+        }
+    }
+
+    /// Lower-case plural (`"tasks"`).
+    pub const fn plural(self) -> &'static str {
+        match self {
+            Kind::Project => "projects",
+            Kind::Task => "tasks",
+            Kind::Run => "runs",
+            Kind::Host => "hosts",
+        }
+    }
+
+    /// The short name pamctl accepts (`"tk"`).
+    pub const fn short(self) -> &'static str {
+        match self {
+            Kind::Project => "proj",
+            Kind::Task => "tk",
+            Kind::Run => "rn",
+            Kind::Host => "ho",
+        }
+    }
+
+    /// Whether objects of this kind live inside a project
+    /// (`metadata.project` required) rather than globally.
+    pub const fn is_project_scoped(self) -> bool {
+        matches!(self, Kind::Task | Kind::Run)
+    }
+
+    /// Parses the exact `kind:` value (`"Task"`).
+    pub fn parse(text: &str) -> Option<Kind> {
+        Kind::ALL.into_iter().find(|k| k.as_str() == text)
+    }
+
+    /// Parses what pamctl accepts for a kind: the kind itself, singular,
+    /// plural or short name, case-insensitively (`Task`, `task`, `tasks`,
+    /// `tk`).
+    pub fn parse_alias(text: &str) -> Option<Kind> {
+        let lower = text.to_ascii_lowercase();
+        Kind::ALL
+            .into_iter()
+            .find(|k| [k.singular(), k.plural(), k.short()].contains(&lower.as_str()))
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+macro_rules! kind_tag {
+    ($tag:ident, $variant:ident) => {
+        #[doc = concat!("The `kind:` of a ", stringify!($variant), ": always `", stringify!($variant), "`.")]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+        pub enum $tag {
+            #[doc = concat!("`", stringify!($variant), "`.")]
+            #[default]
+            $variant,
+        }
+    };
+}
+kind_tag!(ProjectKind, Project);
+kind_tag!(TaskKind, Task);
+kind_tag!(RunKind, Run);
+kind_tag!(HostKind, Host);
+
+macro_rules! object_meta {
+    ($(#[$meta:meta])* $name:ident { $($project:tt)* }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+        #[serde(rename_all = "camelCase", deny_unknown_fields)]
+        pub struct $name {
+            /// The object's name: a DNS label, unique per project for Tasks
+            /// and Runs, globally for Projects (their slug) and Hosts.
+            pub name: Name,
+            $($project)*
+            /// Labels, for selection (`-l`, `--prune -l`, Run targets).
+            #[serde(default, skip_serializing_if = "Labels::is_empty")]
+            pub labels: Labels,
+            /// Free-form annotations (label-like keys).
+            #[serde(default, skip_serializing_if = "Annotations::is_empty")]
+            pub annotations: Annotations,
+            /// Server-set: the object's UUID. Refused on input.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub uid: Option<uuid::Uuid>,
+            /// Server-set: bumps on spec change only. Refused on input.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub generation: Option<i64>,
+            /// Optimistic concurrency token: accepted on input; a stale one
+            /// is refused by the server with a conflict.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub resource_version: Option<String>,
+            /// Server-set: RFC 3339 creation time. Refused on input.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub creation_timestamp: Option<String>,
+        }
+    };
+}
+
+object_meta! {
+    /// Metadata of a global object (Project, Host).
+    ObjectMeta {}
+}
+
+object_meta! {
+    /// Metadata of an object that lives in a project (Task, Run).
+    ProjectObjectMeta {
+        /// The project (its name, the slug) the object belongs to.
+        pub project: Name,
+    }
+}
+
+/// The metadata fields the server sets; refused on input.
+pub const SERVER_SET_METADATA: [&str; 3] = ["uid", "generation", "creationTimestamp"];
+
+/// A condition, as in Kubernetes: the latest observation of one aspect.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Condition {
+    /// What the condition is about (`Ready`, `Dispatched`, …).
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// Whether it holds.
+    pub status: ConditionStatus,
+    /// A CamelCase machine-readable reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// A human-readable message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// RFC 3339 time of the last change of `status`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_transition_time: Option<String>,
+}
+
+/// A condition's truth value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum ConditionStatus {
+    /// The condition holds.
+    True,
+    /// The condition does not hold.
+    False,
+    /// Not known yet.
+    Unknown,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+// ---------------------------------------------------------------- Project
+
+/// Desired state of a project.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProjectSpec {
+    /// Human-readable name (`projects.name`); the slug when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub display_name: Option<String>,
+    /// Free text.
+    #[serde(default)]
+    pub description: String,
+    /// An archived project accepts no new tasks or runs; runs in flight go
+    /// on. Setting it back to false un-archives.
+    #[serde(default)]
+    pub archived: bool,
+}
+
+/// Observed state of a project.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ObservedProject {
+    /// The `projects.status` column.
+    pub phase: ProjectStatus,
+    /// The spec generation this status reflects.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// Latest observations.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+}
+
+// ---------------------------------------------------------------- Task
+
+/// Desired state of a work item.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TaskSpec {
+    /// milestone | epic | task | subtask. Immutable.
+    #[serde(rename = "type", default = "default_task_type")]
+    pub type_: WorkItemKind,
+    /// The work item's title.
+    pub title: String,
+    /// Free text.
+    #[serde(default)]
+    pub description: String,
+    /// The parent's name, a Task in the same project; none for a root.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<Name>,
+    /// Desired workflow state; reached through legal transitions only.
+    #[serde(default = "default_task_status")]
+    pub status: WorkItemStatus,
+    /// Who works on it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assignee: Option<String>,
+    /// Order among siblings.
+    #[serde(default)]
+    pub sort_order: i32,
+}
+
+fn default_task_type() -> WorkItemKind {
+    WorkItemKind::Task
+}
+fn default_task_status() -> WorkItemStatus {
+    WorkItemStatus::Todo
+}
+
+/// Done/total of a work item's children (display only: a parent never
+/// completes on its own).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Completion {
+    /// Children that are done.
+    pub done: u32,
+    /// All children that are not cancelled.
+    pub total: u32,
+}
+
+/// Observed state of a work item.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ObservedTask {
+    /// The stored `work_items.status`.
+    pub phase: WorkItemStatus,
+    /// The materialized path (`work_items.path`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// Children's completion ratio.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion: Option<Completion>,
+    /// The spec generation this status reflects.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// Latest observations.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+}
+
+// ---------------------------------------------------------------- Run
+
+/// The CLI a run executes.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Provider {
+    /// Claude Code (`claude -p --output-format stream-json`).
+    Claude,
+    /// Codex CLI (`codex exec --json`).
+    Codex,
+    /// Gemini CLI (`gemini -p --output-format stream-json`).
+    Gemini,
+    /// Grok CLI (`grok -p`).
+    Grok,
+    /// An arbitrary argv given in `spec.command`.
+    Exec,
+}
+
+impl Provider {
+    /// The value as written in manifests and stored.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Provider::Claude => "claude",
+            Provider::Codex => "codex",
+            Provider::Gemini => "gemini",
+            Provider::Grok => "grok",
+            Provider::Exec => "exec",
+        }
+    }
+}
+
+impl fmt::Display for Provider {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Where a run may be dispatched: one named host, or any host whose labels
+/// match every `key: value` of the selector. No target: any eligible host.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub enum Target {
+    /// `host: NAME` — only this host.
+    Host(Name),
+    /// `selector: {k: v}` — hosts whose labels contain all these pairs.
+    Selector(Labels),
+}
+
+impl Target {
+    /// Whether a host with this name and these labels may take the run.
+    pub fn matches(&self, host: &Name, labels: &Labels) -> bool {
+        match self {
+            Target::Host(name) => name == host,
+            Target::Selector(want) => want.iter().all(|(k, v)| labels.get(k) == Some(v)),
+        }
+    }
+
+    /// The selector's pairs, for callers that build a target from
+    /// `key=value` text.
+    pub fn selector<I: IntoIterator<Item = (LabelKey, LabelValue)>>(pairs: I) -> Target {
+        Target::Selector(pairs.into_iter().collect())
+    }
+}
+
+/// When a failed run is requeued (failed → pending).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RestartPolicy {
+    /// Attempts in all, the first included (≥ 1; 1 = never restart).
+    #[serde(default = "default_max_attempts")]
+    pub max_attempts: NonZeroU32,
+    /// Wait before the first requeue; doubles per attempt.
+    #[serde(default = "default_backoff")]
+    pub backoff_seconds: u32,
+    /// Upper bound of the doubling wait.
+    #[serde(default = "default_backoff_max")]
+    pub backoff_max_seconds: u32,
+}
+
+fn default_max_attempts() -> NonZeroU32 {
+    NonZeroU32::MIN
+}
+fn default_backoff() -> u32 {
+    10
+}
+fn default_backoff_max() -> u32 {
+    300
+}
+
+impl Default for RestartPolicy {
+    fn default() -> Self {
+        RestartPolicy {
+            max_attempts: default_max_attempts(),
+            backoff_seconds: default_backoff(),
+            backoff_max_seconds: default_backoff_max(),
+        }
+    }
+}
+
+/// Desired state of a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RunSpec {
+    /// The task or subtask (a name in the run's project). Immutable.
+    pub task: Name,
+    /// The CLI to run. Immutable.
+    pub provider: Provider,
+    /// The prompt given to the provider. Immutable.
+    #[serde(default)]
+    pub prompt: String,
+    /// Working directory on the worker host. Immutable.
+    pub cwd: String,
+    /// Where it may run; absent = any eligible host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<Target>,
+    /// Restart policy for failed attempts.
+    #[serde(default)]
+    pub restart_policy: RestartPolicy,
+    /// Seconds a pending run waits for a host before failing; absent = the
+    /// controller's `[dispatch] timeout_seconds`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dispatch_timeout_seconds: Option<NonZeroU32>,
+    /// Desired stop: true stops the run and keeps it from restarting.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub stopped: bool,
+    /// The argv for provider `exec` (required there, refused otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<Vec<String>>,
+}
+
+/// Observed state of a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ObservedRun {
+    /// The run's status (`runs.status`).
+    pub phase: RunStatus,
+    /// The current attempt (incarnation epoch), from 1.
+    pub attempt: u32,
+    /// The host it was dispatched to, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    /// tmux session name (`pam-<8 hex>`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_name: Option<String>,
+    /// Exit code of the last attempt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// Why it failed, when the failure has a distinct reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_reason: Option<FailureReason>,
+    /// RFC 3339.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<String>,
+    /// RFC 3339.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<String>,
+    /// RFC 3339: the dispatch-timeout anchor (OQ-15).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_since: Option<String>,
+    /// The spec generation this status reflects.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// Latest observations.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+}
+
+// ---------------------------------------------------------------- Host
+
+/// Desired state of a worker host.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HostSpec {
+    /// macos | linux.
+    pub platform: Platform,
+    /// Excluded from dispatch when true.
+    #[serde(default)]
+    pub disabled: bool,
+    /// Labels matched by Run `target.selector` (the host's own labels, not
+    /// `metadata.labels`, which are for selecting manifests).
+    #[serde(default, skip_serializing_if = "Labels::is_empty")]
+    pub labels: Labels,
+    /// Runs it may hold at once (spawning + running).
+    #[serde(default = "default_capacity")]
+    pub capacity: u32,
+}
+
+fn default_capacity() -> u32 {
+    4
+}
+
+/// Observed state of a host.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ObservedHost {
+    /// registered | online | offline | disabled.
+    pub phase: HostStatus,
+    /// The pinned instance id disagrees with a recent presenter (OQ-14).
+    #[serde(default)]
+    pub instance_suspect: bool,
+    /// RFC 3339: when `instanceSuspect` last became true.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_flagged_at: Option<String>,
+    /// RFC 3339: last heartbeat.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_seen_at: Option<String>,
+    /// Runs spawning or running on it now.
+    #[serde(default)]
+    pub running_runs: u32,
+    /// The spec generation this status reflects.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// Latest observations.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+}
+
+// ---------------------------------------------------------------- objects
+
+macro_rules! object {
+    ($(#[$meta:meta])* $name:ident, $tag:ident, $metaty:ident, $spec:ident, $status:ident) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+        #[serde(rename_all = "camelCase", deny_unknown_fields)]
+        pub struct $name {
+            /// Always `pam.dev/v1`.
+            pub api_version: ApiVersion,
+            #[doc = concat!("Always `", stringify!($name), "`.")]
+            pub kind: $tag,
+            /// Identity and labels.
+            pub metadata: $metaty,
+            /// Desired state, operator-owned.
+            pub spec: $spec,
+            /// Observed state, controller-owned: printed, never read from a
+            /// manifest.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub status: Option<$status>,
+        }
+
+        impl $name {
+            /// A new object with no status and no server-set metadata.
+            pub fn new(metadata: $metaty, spec: $spec) -> Self {
+                $name {
+                    api_version: ApiVersion::V1,
+                    kind: $tag::default(),
+                    metadata,
+                    spec,
+                    status: None,
+                }
+            }
+        }
+    };
+}
+
+object!(
+    /// A project: the namespace of tasks and runs.
+    Project, ProjectKind, ObjectMeta, ProjectSpec, ObservedProject
+);
+object!(
+    /// A work item (milestone, epic, task, subtask).
+    Task, TaskKind, ProjectObjectMeta, TaskSpec, ObservedTask
+);
+object!(
+    /// A run of a provider CLI for a task.
+    Run, RunKind, ProjectObjectMeta, RunSpec, ObservedRun
+);
+object!(
+    /// A worker host.
+    Host, HostKind, ObjectMeta, HostSpec, ObservedHost
+);
+
+/// Any manifest. Serializes as the object itself (its `kind` field says
+/// which); deserializes by dispatching on `kind`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum Manifest {
+    /// `kind: Project`.
+    Project(Project),
+    /// `kind: Task`.
+    Task(Task),
+    /// `kind: Run`.
+    Run(Run),
+    /// `kind: Host`.
+    Host(Host),
+}
+
+impl Manifest {
+    /// The object's kind.
+    pub fn kind(&self) -> Kind {
+        match self {
+            Manifest::Project(_) => Kind::Project,
+            Manifest::Task(_) => Kind::Task,
+            Manifest::Run(_) => Kind::Run,
+            Manifest::Host(_) => Kind::Host,
+        }
+    }
+
+    /// `metadata.name`.
+    pub fn name(&self) -> &Name {
+        match self {
+            Manifest::Project(o) => &o.metadata.name,
+            Manifest::Task(o) => &o.metadata.name,
+            Manifest::Run(o) => &o.metadata.name,
+            Manifest::Host(o) => &o.metadata.name,
+        }
+    }
+
+    /// `metadata.project` for Tasks and Runs.
+    pub fn project(&self) -> Option<&Name> {
+        match self {
+            Manifest::Task(o) => Some(&o.metadata.project),
+            Manifest::Run(o) => Some(&o.metadata.project),
+            Manifest::Project(_) | Manifest::Host(_) => None,
+        }
+    }
+
+    /// `metadata.labels`.
+    pub fn labels(&self) -> &Labels {
+        match self {
+            Manifest::Project(o) => &o.metadata.labels,
+            Manifest::Task(o) => &o.metadata.labels,
+            Manifest::Run(o) => &o.metadata.labels,
+            Manifest::Host(o) => &o.metadata.labels,
+        }
+    }
+
+    /// `metadata.resourceVersion`, when the manifest asks for optimistic
+    /// concurrency.
+    pub fn resource_version(&self) -> Option<&str> {
+        match self {
+            Manifest::Project(o) => o.metadata.resource_version.as_deref(),
+            Manifest::Task(o) => o.metadata.resource_version.as_deref(),
+            Manifest::Run(o) => o.metadata.resource_version.as_deref(),
+            Manifest::Host(o) => o.metadata.resource_version.as_deref(),
+        }
+    }
+
+    /// Whether a `status` block is present.
+    pub fn has_status(&self) -> bool {
+        match self {
+            Manifest::Project(o) => o.status.is_some(),
+            Manifest::Task(o) => o.status.is_some(),
+            Manifest::Run(o) => o.status.is_some(),
+            Manifest::Host(o) => o.status.is_some(),
+        }
+    }
+
+    /// The spec as JSON (what the server stores in the `spec` column).
+    pub fn spec_json(&self) -> serde_json::Value {
+        let v = match self {
+            Manifest::Project(o) => serde_json::to_value(&o.spec),
+            Manifest::Task(o) => serde_json::to_value(&o.spec),
+            Manifest::Run(o) => serde_json::to_value(&o.spec),
+            Manifest::Host(o) => serde_json::to_value(&o.spec),
+        };
+        v.expect("specs serialize to JSON")
+    }
+
+    /// Parses an object from JSON as printed by the server (status
+    /// allowed), dispatching on `kind`.
+    pub fn from_json(value: serde_json::Value) -> Result<Manifest, serde_json::Error> {
+        use serde::de::Error;
+        let kind = value
+            .get("kind")
+            .and_then(|k| k.as_str())
+            .ok_or_else(|| serde_json::Error::missing_field("kind"))?;
+        match Kind::parse(kind) {
+            Some(Kind::Project) => serde_json::from_value(value).map(Manifest::Project),
+            Some(Kind::Task) => serde_json::from_value(value).map(Manifest::Task),
+            Some(Kind::Run) => serde_json::from_value(value).map(Manifest::Run),
+            Some(Kind::Host) => serde_json::from_value(value).map(Manifest::Host),
+            None => Err(serde_json::Error::unknown_variant(
+                kind,
+                &["Project", "Task", "Run", "Host"],
+            )),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Manifest {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let value = serde_json::Value::deserialize(d)?;
+        Manifest::from_json(value).map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kind_aliases() {
+        for (text, kind) in [
+            ("project", Kind::Project),
+            ("projects", Kind::Project),
+            ("proj", Kind::Project),
+            ("Project", Kind::Project),
+            ("task", Kind::Task),
+            ("tasks", Kind::Task),
+            ("tk", Kind::Task),
+            ("Task", Kind::Task),
+            ("run", Kind::Run),
+            ("runs", Kind::Run),
+            ("rn", Kind::Run),
+            ("host", Kind::Host),
+            ("hosts", Kind::Host),
+            ("ho", Kind::Host),
+            ("HOSTS", Kind::Host),
+        ] {
+            assert_eq!(Kind::parse_alias(text), Some(kind), "{text}");
+        }
+        assert_eq!(Kind::parse_alias("pod"), None);
+        assert_eq!(Kind::parse("task"), None, "kind: is case-sensitive");
+    }
+
+    #[test]
+    fn output_round_trips_with_status() {
+        let run = serde_json::json!({
+            "apiVersion": "pam.dev/v1",
+            "kind": "Run",
+            "metadata": {"name": "r1", "project": "web", "uid": "6f1c2b1e-8d7a-4a57-9a3c-0d1f2e3a4b5c",
+                          "generation": 2, "resourceVersion": "7", "creationTimestamp": "2026-01-02T03:04:05Z"},
+            "spec": {"task": "build", "provider": "claude", "prompt": "p", "cwd": "/src",
+                     "target": {"selector": {"gpu": "true"}},
+                     "restartPolicy": {"maxAttempts": 3, "backoffSeconds": 10, "backoffMaxSeconds": 300}},
+            "status": {"phase": "failed", "attempt": 2, "host": "mac-1", "sessionName": "pam-6f1c2b1e",
+                       "exitCode": 1, "failureReason": "host_lost", "observedGeneration": 2,
+                       "conditions": [{"type": "Dispatched", "status": "True"}]}
+        });
+        let m = Manifest::from_json(run.clone()).unwrap();
+        assert_eq!(m.kind(), Kind::Run);
+        assert!(m.has_status());
+        assert_eq!(serde_json::to_value(&m).unwrap(), run);
+        let again: Manifest = serde_json::from_value(run).unwrap();
+        assert_eq!(again, m);
+    }
+
+    #[test]
+    fn defaults_are_applied_and_printed() {
+        let t: Task = serde_json::from_value(serde_json::json!({
+            "apiVersion": "pam.dev/v1", "kind": "Task",
+            "metadata": {"name": "a", "project": "web"},
+            "spec": {"title": "A"}
+        }))
+        .unwrap();
+        assert_eq!(t.spec.type_, WorkItemKind::Task);
+        assert_eq!(t.spec.status, WorkItemStatus::Todo);
+        assert_eq!(
+            serde_json::to_value(&t.spec).unwrap(),
+            serde_json::json!({"type": "task", "title": "A", "description": "", "status": "todo", "sortOrder": 0})
+        );
+        assert_eq!(RestartPolicy::default().max_attempts.get(), 1);
+    }
+
+    #[test]
+    fn target_matching() {
+        let labels: Labels = [("gpu", "true"), ("os", "linux")]
+            .iter()
+            .map(|(k, v)| (LabelKey::parse(k).unwrap(), LabelValue::parse(v).unwrap()))
+            .collect();
+        let host = Name::parse("box").unwrap();
+        assert!(Target::Host(host.clone()).matches(&host, &labels));
+        assert!(!Target::Host(Name::parse("other").unwrap()).matches(&host, &labels));
+        let sel = Target::selector([(
+            LabelKey::parse("gpu").unwrap(),
+            LabelValue::parse("true").unwrap(),
+        )]);
+        assert!(sel.matches(&host, &labels));
+        assert!(Target::Selector(Labels::new()).matches(&host, &labels));
+    }
+}

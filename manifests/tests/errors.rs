@@ -1,0 +1,484 @@
+//! Every bad-input case of the manifest issue, each asserting the exact
+//! one-line error: file, document index, line, column, field path and what
+//! was expected.
+
+use pam_manifests::load::{parse_documents, Document};
+use pam_manifests::state::WorkItemKind;
+use pam_manifests::validate::{validate_batch, InMemoryState, StoredProject, StoredTask};
+use pam_manifests::Name;
+
+/// The load errors of one file, as displayed.
+fn load_errors(file: &str, text: &str) -> Vec<String> {
+    match parse_documents(file, text) {
+        Ok(docs) => panic!("{file} loaded {} documents, expected errors", docs.len()),
+        Err(errors) => errors.iter().map(|e| e.to_string()).collect(),
+    }
+}
+
+fn load(file: &str, text: &str) -> Vec<Document> {
+    parse_documents(file, text).unwrap_or_else(|e| panic!("{e:#?}"))
+}
+
+/// The batch errors of several files, as displayed.
+fn batch_errors(files: &[(&str, &str)], existing: &InMemoryState) -> Vec<String> {
+    let docs: Vec<Document> = files.iter().flat_map(|(f, t)| load(f, t)).collect();
+    validate_batch(&docs, existing)
+        .iter()
+        .map(|e| e.to_string())
+        .collect()
+}
+
+fn name(s: &str) -> Name {
+    Name::parse(s).unwrap()
+}
+
+const PROJECT_WEB: &str = "\
+apiVersion: pam.dev/v1
+kind: Project
+metadata:
+  name: web
+spec: {}
+";
+
+const RUN: &str = "\
+apiVersion: pam.dev/v1
+kind: Run
+metadata:
+  name: r1
+  project: web
+spec:
+  task: build
+  provider: claude
+  prompt: go
+  cwd: /src
+  restartPolicy:
+    maxAttempts: 3
+";
+
+#[test]
+fn unknown_field() {
+    let text = RUN.replace("  cwd: /src\n", "  cwd: /src\n  retries: 2\n");
+    assert_eq!(
+        load_errors("run.yaml", &text),
+        ["run.yaml: document 0, line 11, column 3: spec.retries: unknown field, expected one of `task`, `provider`, `prompt`, `cwd`, `target`, `restartPolicy`, `dispatchTimeoutSeconds`, `stopped`, `command`"]
+    );
+    let text = RUN.replace(
+        "    maxAttempts: 3\n",
+        "    maxAttempts: 3\n    backof: 5\n",
+    );
+    assert_eq!(
+        load_errors("run.yaml", &text),
+        ["run.yaml: document 0, line 13, column 5: spec.restartPolicy.backof: unknown field, expected one of `maxAttempts`, `backoffSeconds`, `backoffMaxSeconds`"]
+    );
+    let text = RUN.replace("kind: Run\n", "kind: Run\nextra: 1\n");
+    assert_eq!(
+        load_errors("run.yaml", &text),
+        ["run.yaml: document 0, line 3, column 1: extra: unknown field, expected one of `apiVersion`, `kind`, `metadata`, `spec`, `status`"]
+    );
+}
+
+#[test]
+fn wrong_type() {
+    let text = RUN.replace("maxAttempts: 3", "maxAttempts: three");
+    assert_eq!(
+        load_errors("run.yaml", &text),
+        ["run.yaml: document 0, line 12, column 18: spec.restartPolicy.maxAttempts: invalid type: string \"three\", expected a nonzero u32"]
+    );
+    let text = RUN.replace("maxAttempts: 3", "maxAttempts: 0");
+    assert_eq!(
+        load_errors("run.yaml", &text),
+        ["run.yaml: document 0, line 12, column 18: spec.restartPolicy.maxAttempts: invalid value: integer `0`, expected a nonzero u32"]
+    );
+    let text = RUN.replace("prompt: go", "prompt: [a, b]");
+    assert_eq!(
+        load_errors("run.yaml", &text),
+        ["run.yaml: document 0, line 9, column 11: spec.prompt: invalid type: sequence, expected a string"]
+    );
+}
+
+#[test]
+fn bad_enum_values() {
+    let text = RUN.replace("provider: claude", "provider: gpt");
+    assert_eq!(
+        load_errors("run.yaml", &text),
+        ["run.yaml: document 0, line 8, column 13: spec.provider: unknown variant `gpt`, expected one of `claude`, `codex`, `gemini`, `grok`, `exec`"]
+    );
+    let task = "apiVersion: pam.dev/v1\nkind: Task\nmetadata:\n  name: a\n  project: web\nspec:\n  type: story\n  title: A\n";
+    assert_eq!(
+        load_errors("t.yaml", task),
+        ["t.yaml: document 0, line 7, column 9: spec.type: unknown variant `story`, expected one of `milestone`, `epic`, `task`, `subtask`"]
+    );
+    let text = RUN.replace("apiVersion: pam.dev/v1", "apiVersion: pam.dev/v2");
+    assert_eq!(
+        load_errors("run.yaml", &text),
+        ["run.yaml: document 0, line 1, column 13: apiVersion: unknown variant `pam.dev/v2`, expected `pam.dev/v1`"]
+    );
+    let text = RUN.replace("kind: Run", "kind: Job");
+    assert_eq!(
+        load_errors("run.yaml", &text),
+        ["run.yaml: document 0, line 2, column 7: kind: unknown kind \"Job\", expected one of `Project`, `Task`, `Run`, `Host`"]
+    );
+}
+
+#[test]
+fn missing_required_fields() {
+    let text = RUN.replace("  cwd: /src\n", "");
+    assert_eq!(
+        load_errors("run.yaml", &text),
+        ["run.yaml: document 0, line 6, column 1: spec.cwd: missing required field, expected a value"]
+    );
+    let text = RUN.replace("  project: web\n", "");
+    assert_eq!(
+        load_errors("run.yaml", &text),
+        ["run.yaml: document 0, line 3, column 1: metadata.project: missing required field, expected a value"]
+    );
+    let text = RUN.replace("kind: Run\n", "");
+    assert_eq!(
+        load_errors("run.yaml", &text),
+        ["run.yaml: document 0, line 1, column 1: kind: missing required field, expected one of `Project`, `Task`, `Run`, `Host`"]
+    );
+    let exec = RUN.replace("provider: claude", "provider: exec");
+    assert_eq!(
+        load_errors("run.yaml", &exec),
+        ["run.yaml: document 0, line 6, column 1: spec.command: missing required field for provider exec, expected the argv to run (a non-empty list)"]
+    );
+}
+
+#[test]
+fn names_must_be_dns_labels() {
+    let text = RUN.replace("name: r1", "name: Build_API");
+    assert_eq!(
+        load_errors("run.yaml", &text),
+        ["run.yaml: document 0, line 4, column 9: metadata.name: invalid name \"Build_API\", expected a DNS label: 1-63 lowercase letters, digits or '-', starting and ending with a letter or digit"]
+    );
+    let text = RUN.replace("task: build", "task: -build");
+    assert_eq!(
+        load_errors("run.yaml", &text),
+        ["run.yaml: document 0, line 7, column 9: spec.task: invalid name \"-build\", expected a DNS label: 1-63 lowercase letters, digits or '-', starting and ending with a letter or digit"]
+    );
+    let text = RUN.replace(
+        "  project: web\n",
+        "  project: web\n  labels:\n    \"bad key!\": x\n",
+    );
+    assert_eq!(
+        load_errors("run.yaml", &text),
+        ["run.yaml: document 0, line 7, column 5: metadata.labels.bad key!: invalid label key \"bad key!\", expected an optional DNS-subdomain prefix and '/', then 1-63 characters of [A-Za-z0-9_.-] starting and ending with a letter or digit"]
+    );
+}
+
+#[test]
+fn status_and_server_set_metadata_are_refused() {
+    let text = format!("{RUN}status:\n  phase: running\n");
+    assert_eq!(
+        load_errors("run.yaml", &text),
+        ["run.yaml: document 0, line 13, column 1: status: status is observed state, set by the controller; expected no status in a manifest (remove the block)"]
+    );
+    let text = RUN.replace(
+        "  project: web\n",
+        "  project: web\n  uid: 6f1c2b1e-8d7a-4a57-9a3c-0d1f2e3a4b5c\n  resourceVersion: \"7\"\n",
+    );
+    assert_eq!(
+        load_errors("run.yaml", &text),
+        ["run.yaml: document 0, line 6, column 8: metadata.uid: set by the server; expected it absent in a manifest (only resourceVersion may be given)"]
+    );
+    let text = RUN.replace(
+        "  project: web\n",
+        "  project: web\n  resourceVersion: \"7\"\n",
+    );
+    assert_eq!(
+        load("run.yaml", &text)[0].manifest.resource_version(),
+        Some("7")
+    );
+}
+
+#[test]
+fn documents_are_counted_in_their_file_and_empty_ones_skipped() {
+    let text = format!(
+        "# leading comment\n---\n# only a comment\n---\n{PROJECT_WEB}---\n---\n{}",
+        RUN.replace("cwd: /src", "cwd: 5")
+    );
+    assert_eq!(
+        load_errors("multi.yaml", &text),
+        ["multi.yaml: document 3, line 21, column 8: spec.cwd: invalid type: integer `5`, expected a string"]
+    );
+    let ok = format!("---\n# nothing\n---\n{PROJECT_WEB}---\n");
+    let docs = load("multi.yaml", &ok);
+    assert_eq!(docs.len(), 1);
+    assert_eq!(docs[0].index, 1);
+}
+
+#[test]
+fn yaml_syntax_errors_have_positions() {
+    let text = format!("{PROJECT_WEB}---\nkind: Task\nmetadata: [unclosed\n");
+    let errors = load_errors("bad.yaml", &text);
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert_eq!(
+        errors[0],
+        "bad.yaml: document 1, line 9, column 1: invalid YAML: while parsing a flow sequence, expected ',' or ']'"
+    );
+    let dup =
+        "apiVersion: pam.dev/v1\nkind: Project\nkind: Project\nmetadata: {name: a}\nspec: {}\n";
+    assert_eq!(
+        load_errors("dup.yaml", dup),
+        ["dup.yaml: document 0, line 3, column 1: kind: duplicate key, expected each key once per mapping"]
+    );
+}
+
+#[test]
+fn one_bad_document_loads_nothing() {
+    let text = format!(
+        "{PROJECT_WEB}---\n{}",
+        RUN.replace("provider: claude", "provider: gpt")
+    );
+    assert!(parse_documents("f.yaml", &text).is_err());
+}
+
+#[test]
+fn flow_style_positions() {
+    let text =
+        "apiVersion: pam.dev/v1\nkind: Host\nmetadata: {name: h1}\nspec: {platform: windows}\n";
+    assert_eq!(
+        load_errors("h.yaml", text),
+        ["h.yaml: document 0, line 4, column 18: spec.platform: unknown variant `windows`, expected `macos` or `linux`"]
+    );
+}
+
+fn task(name: &str, project: &str, extra: &str) -> String {
+    format!("apiVersion: pam.dev/v1\nkind: Task\nmetadata:\n  name: {name}\n  project: {project}\nspec:\n  title: {name}\n{extra}")
+}
+
+fn run_for(task: &str) -> String {
+    RUN.replace("task: build", &format!("task: {task}"))
+}
+
+#[test]
+fn duplicates_in_one_batch() {
+    let a = format!("{PROJECT_WEB}---\n{}", task("build", "web", ""));
+    let b = format!("{}---\n{PROJECT_WEB}", task("build", "web", ""));
+    assert_eq!(
+        batch_errors(&[("a.yaml", &a), ("b.yaml", &b)], &InMemoryState::default()),
+        [
+            "b.yaml: document 0, line 4, column 9: metadata.name: duplicate Task \"build\" in project \"web\" (first in a.yaml document 1), expected each (kind, project, name) once per batch",
+            "b.yaml: document 1, line 12, column 9: metadata.name: duplicate Project \"web\" (first in a.yaml document 0), expected each (kind, project, name) once per batch",
+        ]
+    );
+    // Same name in another project or of another kind is fine.
+    let c = format!(
+        "{PROJECT_WEB}---\n{}---\n{}---\n{}---\n{}",
+        PROJECT_WEB.replace("name: web", "name: api"),
+        task("build", "web", ""),
+        task("build", "api", ""),
+        run_for("build").replace("name: r1", "name: build")
+    );
+    assert_eq!(
+        batch_errors(&[("c.yaml", &c)], &InMemoryState::default()),
+        Vec::<String>::new()
+    );
+}
+
+#[test]
+fn parent_in_another_project() {
+    let text = format!(
+        "{PROJECT_WEB}---\n{}---\n{}---\n{}",
+        PROJECT_WEB.replace("name: web", "name: other"),
+        task("build", "other", ""),
+        task("deploy", "web", "  parent: build\n")
+    );
+    assert_eq!(
+        batch_errors(&[("examples/app.yaml", &text)], &InMemoryState::default()),
+        ["examples/app.yaml: document 3, line 28, column 11: spec.parent: task \"build\" is in project \"other\", expected a task in project \"web\""]
+    );
+    // Stored elsewhere, too.
+    let mut stored = InMemoryState::default();
+    stored
+        .projects
+        .insert(name("web"), StoredProject { archived: false });
+    stored
+        .projects
+        .insert(name("other"), StoredProject { archived: false });
+    stored.tasks.insert(
+        (name("other"), name("build")),
+        StoredTask {
+            kind: WorkItemKind::Task,
+            parent: None,
+        },
+    );
+    let text = task("deploy", "web", "  parent: build\n");
+    assert_eq!(
+        batch_errors(&[("t.yaml", &text)], &stored),
+        ["t.yaml: document 0, line 8, column 11: spec.parent: task \"build\" is in project \"other\", expected a task in project \"web\""]
+    );
+    let text = task("deploy", "web", "  parent: nowhere\n");
+    assert_eq!(
+        batch_errors(&[("t.yaml", &text)], &stored),
+        ["t.yaml: document 0, line 8, column 11: spec.parent: no task \"nowhere\" in project \"web\", expected the name of a Task in this batch or already stored in project \"web\""]
+    );
+}
+
+#[test]
+fn self_parent() {
+    let text = format!("{PROJECT_WEB}---\n{}", task("a", "web", "  parent: a\n"));
+    assert_eq!(
+        batch_errors(&[("t.yaml", &text)], &InMemoryState::default()),
+        ["t.yaml: document 1, line 14, column 11: spec.parent: task \"a\" is its own parent, expected another task's name or no parent"]
+    );
+}
+
+#[test]
+fn cycles_at_any_depth() {
+    // a → b → a, both in the batch: both documents report it.
+    let text = format!(
+        "{PROJECT_WEB}---\n{}---\n{}",
+        task("a", "web", "  parent: b\n"),
+        task("b", "web", "  parent: a\n")
+    );
+    assert_eq!(
+        batch_errors(&[("t.yaml", &text)], &InMemoryState::default()),
+        [
+            "t.yaml: document 1, line 14, column 11: spec.parent: parent \"b\" makes a cycle a → b → a, expected a parent that is not \"a\" or one of its descendants",
+            "t.yaml: document 2, line 23, column 11: spec.parent: parent \"a\" makes a cycle b → a → b, expected a parent that is not \"b\" or one of its descendants",
+        ]
+    );
+    // Depth 4, and a task hanging below the loop is not itself blamed.
+    let text = format!(
+        "{PROJECT_WEB}---\n{}---\n{}---\n{}---\n{}---\n{}",
+        task("a", "web", "  parent: d\n"),
+        task("b", "web", "  parent: a\n"),
+        task("c", "web", "  parent: b\n"),
+        task("d", "web", "  parent: c\n"),
+        task("leaf", "web", "  parent: d\n"),
+    );
+    let errors = batch_errors(&[("t.yaml", &text)], &InMemoryState::default());
+    assert_eq!(errors.len(), 4, "{errors:#?}");
+    assert!(errors[0].ends_with("spec.parent: parent \"d\" makes a cycle a → d → c → b → a, expected a parent that is not \"a\" or one of its descendants"), "{}", errors[0]);
+}
+
+#[test]
+fn reparent_that_closes_a_loop_through_stored_tasks() {
+    // Stored: root ← mid ← leaf. Reparenting root under leaf closes a loop
+    // that only exists after the batch is applied.
+    let mut stored = InMemoryState::default();
+    stored
+        .projects
+        .insert(name("web"), StoredProject { archived: false });
+    for (t, parent) in [("root", None), ("mid", Some("root")), ("leaf", Some("mid"))] {
+        stored.tasks.insert(
+            (name("web"), name(t)),
+            StoredTask {
+                kind: WorkItemKind::Task,
+                parent: parent.map(name),
+            },
+        );
+    }
+    let text = task("root", "web", "  parent: leaf\n");
+    assert_eq!(
+        batch_errors(&[("t.yaml", &text)], &stored),
+        ["t.yaml: document 0, line 8, column 11: spec.parent: parent \"leaf\" makes a cycle root → leaf → mid → root, expected a parent that is not \"root\" or one of its descendants"]
+    );
+    // Moving mid out from under root in the same batch breaks the loop.
+    let fix = format!("{text}---\n{}", task("mid", "web", ""));
+    assert_eq!(
+        batch_errors(&[("t.yaml", &fix)], &stored),
+        Vec::<String>::new()
+    );
+}
+
+#[test]
+fn runs_only_point_at_tasks_and_subtasks() {
+    let text = format!(
+        "{PROJECT_WEB}---\n{}---\n{}---\n{}---\n{}",
+        task("m1", "web", "  type: milestone\n"),
+        task("e1", "web", "  type: epic\n  parent: m1\n"),
+        run_for("m1"),
+        run_for("e1").replace("name: r1", "name: r2"),
+    );
+    assert_eq!(
+        batch_errors(&[("r.yaml", &text)], &InMemoryState::default()),
+        [
+            "r.yaml: document 3, line 32, column 9: spec.task: task \"m1\" is a milestone, expected a task or subtask (runs execute tasks and subtasks only)",
+            "r.yaml: document 4, line 45, column 9: spec.task: task \"e1\" is an epic, expected a task or subtask (runs execute tasks and subtasks only)",
+        ]
+    );
+    let mut stored = InMemoryState::default();
+    stored
+        .projects
+        .insert(name("web"), StoredProject { archived: false });
+    stored.tasks.insert(
+        (name("web"), name("st")),
+        StoredTask {
+            kind: WorkItemKind::Subtask,
+            parent: None,
+        },
+    );
+    stored.tasks.insert(
+        (name("web"), name("ep")),
+        StoredTask {
+            kind: WorkItemKind::Epic,
+            parent: None,
+        },
+    );
+    assert_eq!(
+        batch_errors(&[("r.yaml", &run_for("st"))], &stored),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        batch_errors(&[("r.yaml", &run_for("ep"))], &stored),
+        ["r.yaml: document 0, line 7, column 9: spec.task: task \"ep\" is an epic, expected a task or subtask (runs execute tasks and subtasks only)"]
+    );
+    assert_eq!(
+        batch_errors(&[("r.yaml", &run_for("ghost"))], &stored),
+        ["r.yaml: document 0, line 7, column 9: spec.task: no task \"ghost\" in project \"web\", expected the name of a task or subtask in this batch or already stored"]
+    );
+}
+
+#[test]
+fn no_new_tasks_or_runs_in_an_archived_project() {
+    let mut stored = InMemoryState::default();
+    stored
+        .projects
+        .insert(name("web"), StoredProject { archived: true });
+    stored.tasks.insert(
+        (name("web"), name("old")),
+        StoredTask {
+            kind: WorkItemKind::Task,
+            parent: None,
+        },
+    );
+    let text = format!("{}---\n{}", task("new", "web", ""), run_for("old"));
+    assert_eq!(
+        batch_errors(&[("a.yaml", &text)], &stored),
+        [
+            "a.yaml: document 0, line 5, column 12: metadata.project: project \"web\" is archived and takes no new Task, expected an active project (set spec.archived: false on the Project first)",
+            "a.yaml: document 1, line 13, column 12: metadata.project: project \"web\" is archived and takes no new Run, expected an active project (set spec.archived: false on the Project first)",
+        ]
+    );
+    // Updating a stored task of an archived project is allowed.
+    assert_eq!(
+        batch_errors(
+            &[("a.yaml", &task("old", "web", "  status: done\n"))],
+            &stored
+        ),
+        Vec::<String>::new()
+    );
+    // Archived by the same batch.
+    let archiving = format!(
+        "{}---\n{}",
+        PROJECT_WEB.replace("spec: {}", "spec:\n  archived: true"),
+        task("new", "web", "")
+    );
+    assert_eq!(
+        batch_errors(&[("b.yaml", &archiving)], &InMemoryState::default()),
+        ["b.yaml: document 1, line 12, column 12: metadata.project: project \"web\" is archived and takes no new Task, expected an active project (set spec.archived: false on the Project first)"]
+    );
+    // Un-archived by the same batch.
+    let unarchiving = format!("{PROJECT_WEB}---\n{}", task("new", "web", ""));
+    assert_eq!(
+        batch_errors(&[("c.yaml", &unarchiving)], &stored),
+        Vec::<String>::new()
+    );
+    // A project that exists nowhere.
+    assert_eq!(
+        batch_errors(&[("d.yaml", &task("x", "nope", ""))], &InMemoryState::default()),
+        ["d.yaml: document 0, line 5, column 12: metadata.project: project \"nope\" does not exist, expected a Project in this batch or already stored"]
+    );
+}
