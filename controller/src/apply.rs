@@ -19,7 +19,7 @@
 //!   kinds present in the input, that the input does not name; never
 //!   without a selector.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
 use pam_manifests::kinds::{self, Kind, Manifest};

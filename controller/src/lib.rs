@@ -10,3 +10,4 @@ pub mod testdb;
 pub mod clock;
 pub mod events;
 pub mod reconcile;
+pub mod apply;

@@ -237,7 +237,7 @@ async fn claim_one(w: &World, host: &Host) -> Run {
 async fn liveness_89s_online_91s_offline_host_lost_and_requeue_with_attempt_2() {
     let w = World::new().await;
     let a = w.host("a", &[]).await;
-    let run = w.run("r1", Target::Any, 3).await;
+    w.run("r1", Target::Any, 3).await;
     let run = claim_one(&w, &a).await;
     assert_eq!(run.status, RunStatus::Spawning);
     assert_eq!(w.signal(&a, sig(&run, 1, SignalKind::Started)).await, SignalOutcome::Applied);
@@ -401,11 +401,15 @@ async fn claims_respect_eligibility_capacity_and_targets() {
     let w = World::new().await;
     let a = w.host("a", &[("os", "linux")]).await;
     let b = w.host("b", &[("os", "mac")]).await;
+    // Created a second apart: claims take the oldest pending_since first.
     let r1 = w
         .run("r1", Target::Selector([("os".into(), "mac".into())].into()), 1)
         .await;
+    w.advance(1);
     let r2 = w.run("r2", Target::Host("a".into()), 1).await;
+    w.advance(1);
     let r3 = w.run("r3", Target::Any, 1).await;
+    w.advance(1);
     let r4 = w.run("r4", Target::Any, 1).await;
     let on_a = dispatch::claim(&w.ctx, a.id, 10).await.unwrap();
     // capacity 2: r2 (named) and r3 (oldest Any), never r1 (selector).
