@@ -112,7 +112,12 @@ pub fn documents(req: &ApplyRequest) -> Result<Vec<Document>, ApplyError> {
     for (i, obj) in req.objects.iter().enumerate() {
         let label = "<request>";
         if obj.get("status").is_some() {
-            errors.push(plain_error(label, i, "status", "status is set by the controller; remove the status block"));
+            errors.push(plain_error(
+                label,
+                i,
+                "status",
+                "status is set by the controller; remove the status block",
+            ));
             continue;
         }
         match Manifest::from_json(obj.clone()) {
@@ -327,7 +332,9 @@ pub fn to_store_labels(l: &pam_manifests::Labels) -> Labels {
 }
 
 pub fn to_store_annotations(a: &pam_manifests::names::Annotations) -> Labels {
-    a.iter().map(|(k, v)| (k.as_str().to_string(), v.clone())).collect()
+    a.iter()
+        .map(|(k, v)| (k.as_str().to_string(), v.clone()))
+        .collect()
 }
 
 /// The condition apply sets: the spec was accepted and applied.
@@ -441,9 +448,13 @@ impl Writer<'_> {
                 };
                 self.tx.insert_project(&row).await?;
                 let payload = json!({ "project_id": row.id, "project": slug, "name": row.name });
-                self.tx.append_event(topic::PROJECT_CREATED, payload.clone(), now).await?;
+                self.tx
+                    .append_event(topic::PROJECT_CREATED, payload.clone(), now)
+                    .await?;
                 if status == ProjectStatus::Archived {
-                    self.tx.append_event(topic::PROJECT_ARCHIVED, payload, now).await?;
+                    self.tx
+                        .append_event(topic::PROJECT_ARCHIVED, payload, now)
+                        .await?;
                 }
                 self.projects.insert(slug, (row.id, status));
                 self.result(&d.manifest, Action::Created, Some(1));
@@ -470,7 +481,11 @@ impl Writer<'_> {
                 row.meta.labels = labels;
                 row.meta.annotations = annotations;
                 row.updated_at = now;
-                let row = self.tx.update_project(&row, rv).await.map_err(|e| conflict_named(e, &d.manifest))?;
+                let row = self
+                    .tx
+                    .update_project(&row, rv)
+                    .await
+                    .map_err(|e| conflict_named(e, &d.manifest))?;
                 let payload = json!({ "project_id": row.id, "project": slug, "name": row.name });
                 let t = if was != ProjectStatus::Archived && status == ProjectStatus::Archived {
                     topic::PROJECT_ARCHIVED
@@ -546,7 +561,11 @@ impl Writer<'_> {
                 row.meta.spec = spec;
                 row.meta.labels = labels;
                 row.meta.annotations = annotations;
-                let row = self.tx.update_host(&row, rv).await.map_err(|e| conflict_named(e, &d.manifest))?;
+                let row = self
+                    .tx
+                    .update_host(&row, rv)
+                    .await
+                    .map_err(|e| conflict_named(e, &d.manifest))?;
                 set_host_disabled(self.tx, &row, h.spec.disabled, self.offline_after, now).await?;
                 self.result(&d.manifest, Action::Configured, Some(row.meta.generation));
             }
@@ -603,7 +622,11 @@ impl Writer<'_> {
             };
             let row = self.tx.insert_work_item(&row).await?;
             self.tx
-                .append_event(topic::WORK_ITEM_CREATED, work_item_payload(&row, &project_slug), now)
+                .append_event(
+                    topic::WORK_ITEM_CREATED,
+                    work_item_payload(&row, &project_slug),
+                    now,
+                )
                 .await?;
             self.result(&d.manifest, Action::Created, Some(1));
             return Ok(());
@@ -614,7 +637,10 @@ impl Writer<'_> {
             for field in immutable {
                 self.errors.push(d.error_at(
                     field,
-                    format!("is immutable (stored: {}); delete and recreate the task to change it", row.kind),
+                    format!(
+                        "is immutable (stored: {}); delete and recreate the task to change it",
+                        row.kind
+                    ),
                 ));
             }
             return Ok(());
@@ -632,14 +658,22 @@ impl Writer<'_> {
             .and_then(|s| s.parse::<WorkItemStatus>().ok());
         // Reparent first (it rewrites paths), then status, then the rest.
         if row.parent_id != parent_id {
-            let moved = self.tx.reparent_work_item(row.id, parent_id, now).await.map_err(|e| match e {
-                StoreError::Invalid(msg) => ApplyError::Invalid(vec![d.error_at("spec.parent", msg)]),
-                e => e.into(),
-            })?;
+            let moved = self
+                .tx
+                .reparent_work_item(row.id, parent_id, now)
+                .await
+                .map_err(|e| match e {
+                    StoreError::Invalid(msg) => {
+                        ApplyError::Invalid(vec![d.error_at("spec.parent", msg)])
+                    }
+                    e => e.into(),
+                })?;
             let mut p = work_item_payload(&moved, &project_slug);
             p["old_parent_id"] = json!(row.parent_id);
             p["old_path"] = json!(row.path);
-            self.tx.append_event(topic::WORK_ITEM_REPARENTED, p, now).await?;
+            self.tx
+                .append_event(topic::WORK_ITEM_REPARENTED, p, now)
+                .await?;
             row = moved;
         }
         if old_spec_status != Some(t.spec.status) && row.status != t.spec.status {
@@ -647,7 +681,8 @@ impl Writer<'_> {
                 self.errors.push(d.error_at("spec.status", e.to_string()));
                 return Ok(());
             }
-            let (moved, _) = set_task_status(self.tx, &row, t.spec.status, &project_slug, now).await?;
+            let (moved, _) =
+                set_task_status(self.tx, &row, t.spec.status, &project_slug, now).await?;
             row = moved;
         }
         let rv = row.meta.resource_version;
@@ -663,9 +698,17 @@ impl Writer<'_> {
         row.meta.spec = spec;
         row.meta.labels = labels;
         row.meta.annotations = annotations;
-        let row = self.tx.update_work_item(&row, rv).await.map_err(|e| conflict_named(e, &d.manifest))?;
+        let row = self
+            .tx
+            .update_work_item(&row, rv)
+            .await
+            .map_err(|e| conflict_named(e, &d.manifest))?;
         self.tx
-            .append_event(topic::WORK_ITEM_UPDATED, work_item_payload(&row, &project_slug), now)
+            .append_event(
+                topic::WORK_ITEM_UPDATED,
+                work_item_payload(&row, &project_slug),
+                now,
+            )
             .await?;
         self.result(&d.manifest, Action::Configured, Some(row.meta.generation));
         Ok(())
@@ -705,7 +748,10 @@ impl Writer<'_> {
                 if !matches!(task.kind, WorkItemKind::Task | WorkItemKind::Subtask) {
                     self.errors.push(d.error_at(
                         "spec.task",
-                        format!("{} is a {}, expected a task or subtask", task.name, task.kind),
+                        format!(
+                            "{} is a {}, expected a task or subtask",
+                            task.name, task.kind
+                        ),
                     ));
                     return Ok(());
                 }
@@ -790,7 +836,11 @@ impl Writer<'_> {
                 row.meta.spec = spec;
                 row.meta.labels = labels;
                 row.meta.annotations = annotations;
-                let row = self.tx.update_run_spec(&row, rv).await.map_err(|e| conflict_named(e, &d.manifest))?;
+                let row = self
+                    .tx
+                    .update_run_spec(&row, rv)
+                    .await
+                    .map_err(|e| conflict_named(e, &d.manifest))?;
                 self.result(&d.manifest, Action::Configured, Some(row.meta.generation));
             }
         }
@@ -838,7 +888,8 @@ impl Writer<'_> {
         if kinds.contains(&Kind::Task) {
             for p in &projects {
                 let items = self.tx.list_work_items(p.id).await?;
-                let by_id: HashMap<Uuid, &store::WorkItem> = items.iter().map(|w| (w.id, w)).collect();
+                let by_id: HashMap<Uuid, &store::WorkItem> =
+                    items.iter().map(|w| (w.id, w)).collect();
                 let doomed = |w: &store::WorkItem| {
                     matches(&w.meta.labels)
                         && !named.contains(&(Kind::Task, Some(p.slug.clone()), w.name.clone()))
@@ -958,12 +1009,16 @@ pub async fn set_task_status(
     let moved = tx.set_work_item_status(item.id, from, to, now).await?;
     let mut p = work_item_payload(&moved, project_slug);
     p["from"] = json!(from.as_str());
-    tx.append_event(topic::WORK_ITEM_STATUS_CHANGED, p, now).await?;
+    tx.append_event(topic::WORK_ITEM_STATUS_CHANGED, p, now)
+        .await?;
     let mut cascaded = Vec::new();
     if to == WorkItemStatus::Cancelled {
         for child in tx.subtree(item.id).await? {
             if child.id == item.id
-                || matches!(child.status, WorkItemStatus::Done | WorkItemStatus::Cancelled)
+                || matches!(
+                    child.status,
+                    WorkItemStatus::Done | WorkItemStatus::Cancelled
+                )
             {
                 continue;
             }
@@ -973,7 +1028,8 @@ pub async fn set_task_status(
             let mut p = work_item_payload(&c, project_slug);
             p["from"] = json!(child.status.as_str());
             p["cascade_from"] = json!(item.id);
-            tx.append_event(topic::WORK_ITEM_STATUS_CHANGED, p, now).await?;
+            tx.append_event(topic::WORK_ITEM_STATUS_CHANGED, p, now)
+                .await?;
             cascaded.push(c.name);
         }
     }
@@ -1016,7 +1072,9 @@ mod tests {
             prune: true,
             ..Default::default()
         };
-        assert!(matches!(prune_selector(&req), Err(ApplyError::BadRequest(m)) if m.contains("never prunes")));
+        assert!(
+            matches!(prune_selector(&req), Err(ApplyError::BadRequest(m)) if m.contains("never prunes"))
+        );
         let req = ApplyRequest {
             prune: true,
             applyset: Some("web".into()),
@@ -1031,7 +1089,9 @@ mod tests {
     #[test]
     fn bad_objects_are_positioned_errors() {
         let req = ApplyRequest {
-            objects: vec![json!({"apiVersion": "pam.dev/v1", "kind": "Project", "metadata": {"name": "x"}, "spec": {}, "status": {}})],
+            objects: vec![
+                json!({"apiVersion": "pam.dev/v1", "kind": "Project", "metadata": {"name": "x"}, "spec": {}, "status": {}}),
+            ],
             ..Default::default()
         };
         let Err(ApplyError::Invalid(errs)) = documents(&req) else {

@@ -4,10 +4,10 @@
 //! implementations, one conformance suite), `db` (migrations), `testdb`
 //! (throwaway databases for tests).
 
-pub mod db;
-pub mod store;
-pub mod testdb;
+pub mod apply;
 pub mod clock;
+pub mod db;
 pub mod events;
 pub mod reconcile;
-pub mod apply;
+pub mod store;
+pub mod testdb;

@@ -93,7 +93,15 @@ impl World {
     }
 
     async fn run(&self, name: &str, target: Target, max_attempts: i32) -> Run {
-        new_run(&self.ctx, self.project, self.task, name, target, max_attempts).await
+        new_run(
+            &self.ctx,
+            self.project,
+            self.task,
+            name,
+            target,
+            max_attempts,
+        )
+        .await
     }
 
     async fn get_run(&self, id: Uuid) -> Run {
@@ -240,7 +248,10 @@ async fn liveness_89s_online_91s_offline_host_lost_and_requeue_with_attempt_2() 
     w.run("r1", Target::Any, 3).await;
     let run = claim_one(&w, &a).await;
     assert_eq!(run.status, RunStatus::Spawning);
-    assert_eq!(w.signal(&a, sig(&run, 1, SignalKind::Started)).await, SignalOutcome::Applied);
+    assert_eq!(
+        w.signal(&a, sig(&run, 1, SignalKind::Started)).await,
+        SignalOutcome::Applied
+    );
 
     w.advance(89);
     let p = reconcile::pass(&w.ctx).await.unwrap();
@@ -284,7 +295,10 @@ async fn liveness_89s_online_91s_offline_host_lost_and_requeue_with_attempt_2() 
     let again = claim_one(&w, &b).await;
     assert_eq!((again.id, again.attempt), (run.id, 2));
     let before = w.events().await.len();
-    assert_eq!(w.signal(&b, finished(&run, 1, 0)).await, SignalOutcome::Stale);
+    assert_eq!(
+        w.signal(&b, finished(&run, 1, 0)).await,
+        SignalOutcome::Stale
+    );
     assert_eq!(w.events().await.len(), before);
     assert_eq!(w.get_run(run.id).await.status, RunStatus::Spawning);
 }
@@ -306,7 +320,10 @@ async fn a_host_coming_back_is_online_and_its_old_runs_stay_failed() {
     assert_eq!(r.failure_reason, Some(FailureReason::HostLost));
     assert_eq!(r.requeue_at, None);
     // The old attempt's finished, arriving now, is stale.
-    assert_eq!(w.signal(&h, finished(&run, 1, 0)).await, SignalOutcome::Stale);
+    assert_eq!(
+        w.signal(&h, finished(&run, 1, 0)).await,
+        SignalOutcome::Stale
+    );
 }
 
 #[tokio::test]
@@ -321,7 +338,10 @@ async fn dispatch_timeout_counts_from_pending_since_after_a_late_requeue() {
         w.advance(30);
         w.present(a.id, a.instance_id).await;
     }
-    assert_eq!(w.signal(&a, finished(&run, 1, 1)).await, SignalOutcome::Applied);
+    assert_eq!(
+        w.signal(&a, finished(&run, 1, 1)).await,
+        SignalOutcome::Applied
+    );
     w.advance(10);
     w.present(a.id, a.instance_id).await;
     assert_eq!(reconcile::pass(&w.ctx).await.unwrap().runs_requeued, 1);
@@ -403,7 +423,11 @@ async fn claims_respect_eligibility_capacity_and_targets() {
     let b = w.host("b", &[("os", "mac")]).await;
     // Created a second apart: claims take the oldest pending_since first.
     let r1 = w
-        .run("r1", Target::Selector([("os".into(), "mac".into())].into()), 1)
+        .run(
+            "r1",
+            Target::Selector([("os".into(), "mac".into())].into()),
+            1,
+        )
         .await;
     w.advance(1);
     let r2 = w.run("r2", Target::Host("a".into()), 1).await;
@@ -416,7 +440,10 @@ async fn claims_respect_eligibility_capacity_and_targets() {
     let ids: Vec<_> = on_a.iter().map(|r| r.id).collect();
     assert_eq!(ids, vec![r2.id, r3.id]);
     assert!(on_a.iter().all(|r| r.host_id == Some(a.id)));
-    assert_eq!(on_a[0].session_name, format!("pam-{}", &r2.id.simple().to_string()[..8]));
+    assert_eq!(
+        on_a[0].session_name,
+        format!("pam-{}", &r2.id.simple().to_string()[..8])
+    );
     assert!(dispatch::claim(&w.ctx, a.id, 10).await.unwrap().is_empty());
     let on_b: Vec<_> = dispatch::claim(&w.ctx, b.id, 10)
         .await
@@ -425,7 +452,10 @@ async fn claims_respect_eligibility_capacity_and_targets() {
         .map(|r| r.id)
         .collect();
     assert_eq!(on_b, vec![r1.id, r4.id]);
-    assert_eq!(w.topics_for(r1.id).await, vec![("run.spawning".to_string(), 1)]);
+    assert_eq!(
+        w.topics_for(r1.id).await,
+        vec![("run.spawning".to_string(), 1)]
+    );
 }
 
 #[tokio::test]
@@ -455,9 +485,15 @@ async fn nonzero_exit_restarts_until_exhausted_without_run_failed() {
     let run = w.run("r1", Target::Any, 2).await;
     claim_one(&w, &a).await;
     w.signal(&a, sig(&run, 1, SignalKind::Started)).await;
-    assert_eq!(w.signal(&a, finished(&run, 1, 3)).await, SignalOutcome::Applied);
+    assert_eq!(
+        w.signal(&a, finished(&run, 1, 3)).await,
+        SignalOutcome::Applied
+    );
     let r = w.get_run(run.id).await;
-    assert_eq!((r.status, r.exit_code, r.failure_reason), (RunStatus::Failed, Some(3), None));
+    assert_eq!(
+        (r.status, r.exit_code, r.failure_reason),
+        (RunStatus::Failed, Some(3), None)
+    );
     w.advance(10);
     w.present(a.id, a.instance_id).await;
     reconcile::pass(&w.ctx).await.unwrap();
@@ -493,8 +529,14 @@ async fn signals_are_exactly_once_and_attempt_guarded() {
     let b = w.host("b", &[]).await;
     let run = w.run("r1", Target::Host("a".into()), 1).await;
     claim_one(&w, &a).await;
-    assert_eq!(w.signal(&a, sig(&run, 1, SignalKind::Started)).await, SignalOutcome::Applied);
-    assert_eq!(w.signal(&a, sig(&run, 1, SignalKind::Started)).await, SignalOutcome::Duplicate);
+    assert_eq!(
+        w.signal(&a, sig(&run, 1, SignalKind::Started)).await,
+        SignalOutcome::Applied
+    );
+    assert_eq!(
+        w.signal(&a, sig(&run, 1, SignalKind::Started)).await,
+        SignalOutcome::Duplicate
+    );
     // progress: only increasing seqs apply.
     let mut p = sig(&run, 1, SignalKind::Progress);
     p.seq = Some(2);
@@ -504,9 +546,15 @@ async fn signals_are_exactly_once_and_attempt_guarded() {
     assert_eq!(w.get_run(run.id).await.last_progress_seq, Some(2));
     // attempt from the future: rejected, nothing applied.
     let before = w.events().await.len();
-    assert_eq!(w.signal(&a, finished(&run, 2, 0)).await, SignalOutcome::Rejected);
+    assert_eq!(
+        w.signal(&a, finished(&run, 2, 0)).await,
+        SignalOutcome::Rejected
+    );
     // another host's worker may not report on this run.
-    assert_eq!(w.signal(&b, finished(&run, 1, 0)).await, SignalOutcome::Rejected);
+    assert_eq!(
+        w.signal(&b, finished(&run, 1, 0)).await,
+        SignalOutcome::Rejected
+    );
     assert_eq!(w.events().await.len(), before);
     // a rejected signal in a batch rolls back the whole batch.
     let batch = [finished(&run, 1, 0), finished(&run, 2, 0)];
@@ -540,10 +588,16 @@ async fn spawn_failure_journals_run_failed_and_lost_sessions_fail() {
     let r1 = w.run("r1", Target::Any, 1).await;
     let r2 = w.run("r2", Target::Any, 1).await;
     dispatch::claim(&w.ctx, a.id, 10).await.unwrap();
-    assert_eq!(w.signal(&a, sig(&r1, 1, SignalKind::Failed)).await, SignalOutcome::Applied);
+    assert_eq!(
+        w.signal(&a, sig(&r1, 1, SignalKind::Failed)).await,
+        SignalOutcome::Applied
+    );
     let r = w.get_run(r1.id).await;
     assert_eq!(r.failure_reason, Some(FailureReason::SpawnFailed));
-    assert!(w.topics_for(r1.id).await.contains(&("run.failed".to_string(), 1)));
+    assert!(w
+        .topics_for(r1.id)
+        .await
+        .contains(&("run.failed".to_string(), 1)));
     w.signal(&a, sig(&r2, 1, SignalKind::Started)).await;
     let mut lost = sig(&r2, 1, SignalKind::Lost);
     lost.reason = Some("session vanished".into());
@@ -562,7 +616,10 @@ async fn stop_pending_without_dispatch_and_running_when_the_worker_confirms() {
     let p = reconcile::pass(&w.ctx).await.unwrap();
     assert_eq!(p.runs_stopped, 1);
     assert_eq!(w.get_run(pending.id).await.status, RunStatus::Stopped);
-    assert_eq!(w.topics_for(pending.id).await, vec![("run.stopped".to_string(), 1)]);
+    assert_eq!(
+        w.topics_for(pending.id).await,
+        vec![("run.stopped".to_string(), 1)]
+    );
 
     let a = w.host("a", &[]).await;
     let run = w.run("r", Target::Any, 3).await;
@@ -570,11 +627,22 @@ async fn stop_pending_without_dispatch_and_running_when_the_worker_confirms() {
     w.signal(&a, sig(&run, 1, SignalKind::Started)).await;
     set_stop(&w, run.id).await;
     // The worker stops the session; the wrapper reports the exit (143).
-    assert_eq!(w.signal(&a, finished(&run, 1, 143)).await, SignalOutcome::Applied);
+    assert_eq!(
+        w.signal(&a, finished(&run, 1, 143)).await,
+        SignalOutcome::Applied
+    );
     let r = w.get_run(run.id).await;
     assert_eq!(r.status, RunStatus::Stopped);
-    let topics: Vec<_> = w.topics_for(run.id).await.into_iter().map(|t| t.0).collect();
-    assert_eq!(topics, ["run.spawning", "run.started", "run.finished", "run.stopped"]);
+    let topics: Vec<_> = w
+        .topics_for(run.id)
+        .await
+        .into_iter()
+        .map(|t| t.0)
+        .collect();
+    assert_eq!(
+        topics,
+        ["run.spawning", "run.started", "run.finished", "run.stopped"]
+    );
     // A stopped run never restarts.
     w.advance(3600);
     assert_eq!(reconcile::pass(&w.ctx).await.unwrap().runs_requeued, 0);
@@ -609,8 +677,14 @@ async fn instance_identity_oq14_suspect_once_reinstall_and_clear() {
     // More heartbeats from both: journaled once only.
     for _ in 0..3 {
         w.advance(10);
-        assert_eq!(w.present(a.id, Some(clone)).await.1, identity::Presence::StillSuspect);
-        assert_eq!(w.present(a.id, Some(pinned)).await.1, identity::Presence::Pinned);
+        assert_eq!(
+            w.present(a.id, Some(clone)).await.1,
+            identity::Presence::StillSuspect
+        );
+        assert_eq!(
+            w.present(a.id, Some(pinned)).await.1,
+            identity::Presence::Pinned
+        );
     }
     let suspect_events = w
         .events()
@@ -625,7 +699,9 @@ async fn instance_identity_oq14_suspect_once_reinstall_and_clear() {
     // clear-suspect pins the newest presenter.
     let mut tx = w.ctx.store.begin().await.unwrap();
     let h = tx.get_host(a.id).await.unwrap().unwrap();
-    let h = identity::clear_suspect(tx.as_mut(), h, w.clock.now()).await.unwrap();
+    let h = identity::clear_suspect(tx.as_mut(), h, w.clock.now())
+        .await
+        .unwrap();
     w.ctx.commit(tx).await.unwrap();
     assert!(!h.instance_suspect);
     assert_eq!(h.instance_flagged_at, None);
@@ -665,7 +741,12 @@ async fn retention_purges_events_older_than_the_window() {
     w.host("b", &[]).await;
     let purged = reconcile::retention::purge(&w.ctx, 30).await.unwrap();
     assert_eq!(purged, 1);
-    let left: Vec<_> = w.events().await.into_iter().map(|e| e.payload["host"].clone()).collect();
+    let left: Vec<_> = w
+        .events()
+        .await
+        .into_iter()
+        .map(|e| e.payload["host"].clone())
+        .collect();
     assert_eq!(left, vec![serde_json::json!("b")]);
 }
 
@@ -674,9 +755,10 @@ async fn long_poll_claim_returns_as_soon_as_a_run_is_created() {
     let w = World::new().await;
     let a = w.host("a", &[]).await;
     let ctx = w.ctx.clone();
-    let waiter = tokio::spawn(async move {
-        dispatch::claim_wait(&ctx, a.id, 1, Duration::from_secs(30)).await
-    });
+    let waiter =
+        tokio::spawn(
+            async move { dispatch::claim_wait(&ctx, a.id, 1, Duration::from_secs(30)).await },
+        );
     tokio::task::yield_now().await;
     let run = w.run("r1", Target::Any, 1).await;
     w.ctx.claimable.notify_waiters();

@@ -5,9 +5,9 @@ pub mod error;
 pub mod kinds;
 pub mod load;
 pub mod names;
+pub mod protocol;
 pub mod schema;
 pub mod state;
-pub mod protocol;
 pub mod validate;
 
 pub use error::ManifestError;

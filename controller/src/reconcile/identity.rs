@@ -107,9 +107,7 @@ pub async fn present(
         }
         _ => {}
     }
-    if pinned_speaking
-        && matches!(host.status, HostStatus::Registered | HostStatus::Offline)
-    {
+    if pinned_speaking && matches!(host.status, HostStatus::Registered | HostStatus::Offline) {
         let from = host.status;
         host = tx
             .set_host_status(host.id, from, HostStatus::Online, now)
@@ -126,7 +124,11 @@ pub async fn present(
 
 /// `pamctl host clear-suspect`: clears the flag and pins the newest
 /// presenter. Refuses a host that is not suspect.
-pub async fn clear_suspect(tx: &mut dyn Tx, mut host: Host, now: DateTime<Utc>) -> StoreResult<Host> {
+pub async fn clear_suspect(
+    tx: &mut dyn Tx,
+    mut host: Host,
+    now: DateTime<Utc>,
+) -> StoreResult<Host> {
     if !host.instance_suspect {
         return Err(StoreError::Invalid(format!(
             "host {:?} is not instance-suspect",

@@ -101,7 +101,10 @@ async fn apply_one(
     if run.host_id != Some(host.id) {
         return Ok((
             SignalOutcome::Rejected,
-            Some(format!("run {} is not assigned to host {}", run.name, host.name)),
+            Some(format!(
+                "run {} is not assigned to host {}",
+                run.name, host.name
+            )),
         ));
     }
     match sig.kind {
@@ -115,8 +118,14 @@ async fn apply_one(
 }
 
 /// The one-shot dedup marker; `false` means already applied.
-async fn first_time(tx: &mut dyn Tx, run: &Run, kind: &str, now: DateTime<Utc>) -> StoreResult<bool> {
-    tx.mark_signal_processed(run.id, run.attempt, kind, now).await
+async fn first_time(
+    tx: &mut dyn Tx,
+    run: &Run,
+    kind: &str,
+    now: DateTime<Utc>,
+) -> StoreResult<bool> {
+    tx.mark_signal_processed(run.id, run.attempt, kind, now)
+        .await
 }
 
 const DUPLICATE: Applied = (SignalOutcome::Duplicate, None);
@@ -157,7 +166,14 @@ async fn mark_running(tx: &mut dyn Tx, run: &Run, now: DateTime<Utc>) -> StoreRe
         ..RunUpdate::default()
     };
     let r = tx
-        .transition_run(run.id, run.attempt, RunStatus::Spawning, RunStatus::Running, &update, now)
+        .transition_run(
+            run.id,
+            run.attempt,
+            RunStatus::Spawning,
+            RunStatus::Running,
+            &update,
+            now,
+        )
         .await?;
     tx.append_event(topic::RUN_STARTED, runs::payload(&r, json!({})), now)
         .await?;
@@ -167,7 +183,12 @@ async fn mark_running(tx: &mut dyn Tx, run: &Run, now: DateTime<Utc>) -> StoreRe
 /// `finished` always journals `run.finished` (any exit code). Exit 0 →
 /// exited; non-zero → failed with no `run.failed` (one rule, no overlap); a
 /// run with a stop request → stopped (the worker confirming the stop).
-async fn finished(tx: &mut dyn Tx, mut run: Run, sig: &Signal, now: DateTime<Utc>) -> StoreResult<Applied> {
+async fn finished(
+    tx: &mut dyn Tx,
+    mut run: Run,
+    sig: &Signal,
+    now: DateTime<Utc>,
+) -> StoreResult<Applied> {
     if !matches!(run.status, RunStatus::Spawning | RunStatus::Running) {
         return Ok(stale("run is no longer live"));
     }
@@ -204,8 +225,12 @@ async fn finished(tx: &mut dyn Tx, mut run: Run, sig: &Signal, now: DateTime<Utc
     )
     .await?;
     if to == RunStatus::Stopped {
-        tx.append_event(topic::RUN_STOPPED, runs::payload(&done, json!({ "exit_code": code })), now)
-            .await?;
+        tx.append_event(
+            topic::RUN_STOPPED,
+            runs::payload(&done, json!({ "exit_code": code })),
+            now,
+        )
+        .await?;
     }
     Ok(APPLIED)
 }
@@ -214,7 +239,12 @@ async fn finished(tx: &mut dyn Tx, mut run: Run, sig: &Signal, now: DateTime<Utc
 /// the run with `spawn_failed`; a provider completion hook reporting
 /// failure journals `run.failed` and leaves the status to the `finished`
 /// that follows.
-async fn failed(tx: &mut dyn Tx, run: &Run, sig: &Signal, now: DateTime<Utc>) -> StoreResult<Applied> {
+async fn failed(
+    tx: &mut dyn Tx,
+    run: &Run,
+    sig: &Signal,
+    now: DateTime<Utc>,
+) -> StoreResult<Applied> {
     let provider_hook = sig.reason.as_deref() == Some("provider_failed");
     let live = if provider_hook {
         run.status == RunStatus::Running
@@ -255,9 +285,17 @@ async fn lost(tx: &mut dyn Tx, run: &Run, now: DateTime<Utc>) -> StoreResult<App
 /// An unmapped `pam-*` session on the worker's host: journaled, never
 /// killed by the controller. The payload names the run when the session
 /// name belongs to a run of this host (e.g. an older attempt).
-async fn orphan(tx: &mut dyn Tx, host: &Host, sig: &Signal, now: DateTime<Utc>) -> StoreResult<Applied> {
+async fn orphan(
+    tx: &mut dyn Tx,
+    host: &Host,
+    sig: &Signal,
+    now: DateTime<Utc>,
+) -> StoreResult<Applied> {
     let Some(session) = sig.session_name.as_deref() else {
-        return Ok((SignalOutcome::Rejected, Some("orphan needs session_name".into())));
+        return Ok((
+            SignalOutcome::Rejected,
+            Some("orphan needs session_name".into()),
+        ));
     };
     let owner = tx.get_run_by_session(host.id, session).await?;
     let payload = json!({
@@ -267,6 +305,7 @@ async fn orphan(tx: &mut dyn Tx, host: &Host, sig: &Signal, now: DateTime<Utc>) 
         "host": host.name,
         "session_name": session,
     });
-    tx.append_event(topic::RUN_ORPHAN_DETECTED, payload, now).await?;
+    tx.append_event(topic::RUN_ORPHAN_DETECTED, payload, now)
+        .await?;
     Ok(APPLIED)
 }

@@ -13,8 +13,8 @@ use crate::store::RunFilter;
 /// Returns (hosts marked offline, runs failed host_lost).
 pub async fn sweep(ctx: &Ctx) -> anyhow::Result<(usize, usize)> {
     let now = ctx.now();
-    let cutoff = now
-        - chrono::Duration::from_std(ctx.thresholds.offline_after).expect("threshold in range");
+    let cutoff =
+        now - chrono::Duration::from_std(ctx.thresholds.offline_after).expect("threshold in range");
     let mut tx = ctx.store.begin().await?;
     let silent = tx.list_silent_hosts(cutoff).await?;
     let (mut hosts, mut lost) = (0, 0);

@@ -77,7 +77,14 @@ pub async fn fail(
         update.failure_reason = Some(FailureReason::RestartExhausted);
     }
     let failed = tx
-        .transition_run(run.id, run.attempt, run.status, RunStatus::Failed, &update, now)
+        .transition_run(
+            run.id,
+            run.attempt,
+            run.status,
+            RunStatus::Failed,
+            &update,
+            now,
+        )
         .await?;
     if journal_failed {
         let mut extra = json!({ "from": run.status.as_str() });

@@ -49,6 +49,7 @@ macro_rules! store_conformance_tests {
             claim_runs_by_target,
             claim_runs_order_limit_and_stop_requested,
             claim_runs_at_most_once,
+            run_by_session_after_claim,
             advance_progress_monotonic,
             mark_signal_processed_once,
             pending_and_requeue_due_lists,
@@ -1201,6 +1202,35 @@ pub async fn claim_runs_at_most_once(s: &dyn Store) {
     let mut tx = s.begin().await.unwrap();
     assert_eq!(tx.count_live_runs(h1.id).await.unwrap(), 5);
     assert_eq!(tx.count_live_runs(h2.id).await.unwrap(), 0);
+}
+
+pub async fn run_by_session_after_claim(s: &dyn Store) {
+    let (_, task) = seed(s).await;
+    let (h1, h2) = (host("h1", &[]), host("h2", &[]));
+    insert_hosts(s, &[&h1, &h2]).await;
+    let r = run(&task, "r", t(1));
+    insert_runs(s, std::slice::from_ref(&r)).await;
+    let mut tx = s.begin().await.unwrap();
+    assert!(
+        tx.get_run_by_session(h1.id, &r.session_name)
+            .await
+            .unwrap()
+            .is_none(),
+        "pending: no host yet"
+    );
+    tx.claim_runs(&h1, 1, t(2)).await.unwrap();
+    let found = tx.get_run_by_session(h1.id, &r.session_name).await.unwrap();
+    assert_eq!(found.map(|r| r.id), Some(r.id));
+    assert!(tx
+        .get_run_by_session(h2.id, &r.session_name)
+        .await
+        .unwrap()
+        .is_none());
+    assert!(tx
+        .get_run_by_session(h1.id, "pam-00000000")
+        .await
+        .unwrap()
+        .is_none());
 }
 
 pub async fn advance_progress_monotonic(s: &dyn Store) {

@@ -93,7 +93,9 @@ fn target_matches(t: &Target, host: &Host) -> bool {
     match t {
         Target::Any => true,
         Target::Host(name) => *name == host.name,
-        Target::Selector(sel) => sel.iter().all(|(k, v)| host.dispatch_labels.get(k) == Some(v)),
+        Target::Selector(sel) => sel
+            .iter()
+            .all(|(k, v)| host.dispatch_labels.get(k) == Some(v)),
     }
 }
 
