@@ -380,7 +380,12 @@ mod tests {
 
     #[test]
     fn signal_json_omits_empty_fields_and_round_trips() {
-        let mut s = Signal::new(run(), 2, SignalKind::Progress, "2025-01-01T00:00:00Z".into());
+        let mut s = Signal::new(
+            run(),
+            2,
+            SignalKind::Progress,
+            "2025-01-01T00:00:00Z".into(),
+        );
         s.seq = Some(3);
         let json = serde_json::to_value(&s).unwrap();
         assert_eq!(
@@ -402,10 +407,16 @@ mod tests {
         let p = Signal::new(run(), 1, SignalKind::Progress, at());
         assert_eq!(p.validate().unwrap_err().problem, "progress needs seq >= 1");
         let f = Signal::new(run(), 1, SignalKind::Finished, at());
-        assert_eq!(f.validate().unwrap_err().problem, "finished needs exit_code");
+        assert_eq!(
+            f.validate().unwrap_err().problem,
+            "finished needs exit_code"
+        );
         let mut s = Signal::new(run(), 1, SignalKind::Started, at());
         s.seq = Some(1);
-        assert_eq!(s.validate().unwrap_err().problem, "only progress carries a seq");
+        assert_eq!(
+            s.validate().unwrap_err().problem,
+            "only progress carries a seq"
+        );
         let z = Signal::new(run(), 0, SignalKind::Started, at());
         assert_eq!(z.validate().unwrap_err().problem, "attempt must be >= 1");
         let mut failed = Signal::new(run(), 1, SignalKind::Failed, at());

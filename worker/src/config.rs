@@ -92,8 +92,10 @@ pub struct ProviderConfig {
 impl Config {
     /// Parses worker.toml text; `origin` names it in errors.
     pub fn parse(text: &str, origin: &str) -> anyhow::Result<Config> {
-        let cfg: Config = toml::from_str(text).with_context(|| format!("parse worker config {origin}"))?;
-        cfg.validate().with_context(|| format!("check worker config {origin}"))?;
+        let cfg: Config =
+            toml::from_str(text).with_context(|| format!("parse worker config {origin}"))?;
+        cfg.validate()
+            .with_context(|| format!("check worker config {origin}"))?;
         Ok(cfg)
     }
 
@@ -102,7 +104,8 @@ impl Config {
         match path {
             None => Ok(Config::default()),
             Some(p) => {
-                let text = std::fs::read_to_string(p).with_context(|| format!("read worker config {}", p.display()))?;
+                let text = std::fs::read_to_string(p)
+                    .with_context(|| format!("read worker config {}", p.display()))?;
                 Config::parse(&text, &p.display().to_string())
             }
         }
@@ -125,9 +128,15 @@ impl Config {
         ] {
             anyhow::ensure!(v > 0, "{key} must be greater than 0");
         }
-        anyhow::ensure!(!self.tmux_socket.is_empty(), "tmux_socket must not be empty");
+        anyhow::ensure!(
+            !self.tmux_socket.is_empty(),
+            "tmux_socket must not be empty"
+        );
         for kind in ProviderKind::ALL {
-            if let Some(ProviderConfig { command: Some(c), .. }) = self.providers.get(kind) {
+            if let Some(ProviderConfig {
+                command: Some(c), ..
+            }) = self.providers.get(kind)
+            {
                 anyhow::ensure!(
                     !c.is_empty() && !c[0].is_empty(),
                     "providers.{kind}.command must name a program"
@@ -173,15 +182,30 @@ mod tests {
 
     #[test]
     fn unknown_keys_are_named() {
-        let e = format!("{:#}", Config::parse("heartbeat_secs = 3", "w.toml").unwrap_err());
+        let e = format!(
+            "{:#}",
+            Config::parse("heartbeat_secs = 3", "w.toml").unwrap_err()
+        );
         assert!(e.contains("heartbeat_secs"), "{e}");
-        let e = format!("{:#}", Config::parse("[providers.copilot]\ncommand=[\"x\"]", "w.toml").unwrap_err());
+        let e = format!(
+            "{:#}",
+            Config::parse("[providers.copilot]\ncommand=[\"x\"]", "w.toml").unwrap_err()
+        );
         assert!(e.contains("copilot"), "{e}");
-        let e = format!("{:#}", Config::parse("[providers.claude]\ncmd=[\"x\"]", "w.toml").unwrap_err());
+        let e = format!(
+            "{:#}",
+            Config::parse("[providers.claude]\ncmd=[\"x\"]", "w.toml").unwrap_err()
+        );
         assert!(e.contains("cmd"), "{e}");
-        let e = format!("{:#}", Config::parse("[providers.codex]\ncommand=[]", "w.toml").unwrap_err());
+        let e = format!(
+            "{:#}",
+            Config::parse("[providers.codex]\ncommand=[]", "w.toml").unwrap_err()
+        );
         assert!(e.contains("providers.codex.command"), "{e}");
-        let e = format!("{:#}", Config::parse("tick_seconds = 0", "w.toml").unwrap_err());
+        let e = format!(
+            "{:#}",
+            Config::parse("tick_seconds = 0", "w.toml").unwrap_err()
+        );
         assert!(e.contains("tick_seconds"), "{e}");
     }
 }

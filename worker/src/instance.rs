@@ -26,7 +26,8 @@ pub fn load_or_create(data_dir: &Path) -> anyhow::Result<Uuid> {
     if let Some(id) = read(&file)? {
         return Ok(id);
     }
-    fs::create_dir_all(data_dir).with_context(|| format!("create data dir {}", data_dir.display()))?;
+    fs::create_dir_all(data_dir)
+        .with_context(|| format!("create data dir {}", data_dir.display()))?;
     let id = Uuid::new_v4();
     let tmp = data_dir.join(format!(".instance_id.{}", Uuid::new_v4().simple()));
     {
@@ -74,14 +75,19 @@ mod tests {
         assert_eq!(a.get_version_num(), 4);
         let b = load_or_create(&dir).unwrap();
         assert_eq!(a, b);
-        assert_eq!(fs::read_to_string(path(&dir)).unwrap().trim(), a.to_string());
+        assert_eq!(
+            fs::read_to_string(path(&dir)).unwrap().trim(),
+            a.to_string()
+        );
     }
 
     #[test]
     fn concurrent_starts_agree() {
         let d = TestDir::new("instance");
         let ids: Vec<Uuid> = std::thread::scope(|s| {
-            let hs: Vec<_> = (0..8).map(|_| s.spawn(|| load_or_create(d.path()).unwrap())).collect();
+            let hs: Vec<_> = (0..8)
+                .map(|_| s.spawn(|| load_or_create(d.path()).unwrap()))
+                .collect();
             hs.into_iter().map(|h| h.join().unwrap()).collect()
         });
         assert!(ids.iter().all(|i| *i == ids[0]), "{ids:?}");

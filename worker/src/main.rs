@@ -127,7 +127,8 @@ async fn run_wrap(w: WrapCli) -> ExitCode {
 }
 
 async fn run_agent(cli: Cli) -> ExitCode {
-    let (Some(server), Some(token_file), Some(name)) = (cli.server, cli.token_file, cli.name) else {
+    let (Some(server), Some(token_file), Some(name)) = (cli.server, cli.token_file, cli.name)
+    else {
         Cli::command()
             .error(
                 clap::error::ErrorKind::MissingRequiredArgument,
@@ -143,7 +144,11 @@ async fn run_agent(cli: Cli) -> ExitCode {
         };
         let token = std::fs::read_to_string(&token_file)
             .map_err(|e| anyhow::anyhow!("read token file {}: {e}", token_file.display()))?;
-        anyhow::ensure!(!token.trim().is_empty(), "token file {} is empty", token_file.display());
+        anyhow::ensure!(
+            !token.trim().is_empty(),
+            "token file {} is empty",
+            token_file.display()
+        );
         let id = instance::load_or_create(&data_dir)?;
         tracing::info!(%server, %name, instance_id = %id, socket = ?config.socket(), "worker configured");
         Ok(id)
@@ -166,6 +171,7 @@ fn default_data_dir() -> anyhow::Result<PathBuf> {
     if let Some(x) = std::env::var_os("XDG_DATA_HOME").filter(|v| !v.is_empty()) {
         return Ok(PathBuf::from(x).join("pam/worker"));
     }
-    let home = std::env::var_os("HOME").ok_or_else(|| anyhow::anyhow!("HOME is not set; pass --data-dir"))?;
+    let home = std::env::var_os("HOME")
+        .ok_or_else(|| anyhow::anyhow!("HOME is not set; pass --data-dir"))?;
     Ok(PathBuf::from(home).join(".local/share/pam/worker"))
 }

@@ -186,7 +186,10 @@ impl Outbox {
         let mut done = Vec::new();
         for r in &ack.results {
             let Some(id) = sent.get(r.index) else {
-                tracing::warn!(index = r.index, "signal ack names an index outside the batch");
+                tracing::warn!(
+                    index = r.index,
+                    "signal ack names an index outside the batch"
+                );
                 continue;
             };
             if r.outcome.settles() {
@@ -260,7 +263,12 @@ mod tests {
         assert_eq!(seqs, vec![1, 2, 3, 4, 5]);
         assert_eq!(ob.pending(2).unwrap().len(), 2);
         ob.ack(&ids[..3]).unwrap();
-        let left: Vec<_> = ob.pending(10).unwrap().into_iter().map(|(id, _)| id).collect();
+        let left: Vec<_> = ob
+            .pending(10)
+            .unwrap()
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect();
         assert_eq!(left, ids[3..].to_vec());
         // Acking twice is harmless.
         ob.ack(&ids[..3]).unwrap();
@@ -301,12 +309,22 @@ mod tests {
                 .filter(|(_, s)| s.attempt == w)
                 .map(|(_, s)| s.seq.unwrap())
                 .collect();
-            assert_eq!(seqs, (1..=50).collect::<Vec<_>>(), "writer {w} out of order");
+            assert_eq!(
+                seqs,
+                (1..=50).collect::<Vec<_>>(),
+                "writer {w} out of order"
+            );
         }
         // No temp files left behind.
         let tmp = fs::read_dir(ob.dir())
             .unwrap()
-            .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with('.'))
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .starts_with('.')
+            })
             .count();
         assert_eq!(tmp, 0);
     }
@@ -316,7 +334,12 @@ mod tests {
         let d = TestDir::new("outbox");
         let ob = Outbox::open(d.path()).unwrap();
         ob.append(&sig(1, 1)).unwrap();
-        fs::write(ob.dir().join("00000000000000000000-0000000000-0000000000.json"), b"{torn").unwrap();
+        fs::write(
+            ob.dir()
+                .join("00000000000000000000-0000000000-0000000000.json"),
+            b"{torn",
+        )
+        .unwrap();
         let pending = ob.pending(10).unwrap();
         assert_eq!(pending.len(), 1);
         assert!(ob
@@ -334,7 +357,11 @@ mod tests {
         let c = ob.append(&sig(1, 3)).unwrap();
         let ack = SignalAck {
             results: vec![
-                SignalResult { index: 0, outcome: SignalOutcome::Applied, message: None },
+                SignalResult {
+                    index: 0,
+                    outcome: SignalOutcome::Applied,
+                    message: None,
+                },
                 SignalResult {
                     index: 1,
                     outcome: SignalOutcome::Rejected,
@@ -350,10 +377,21 @@ mod tests {
         assert_eq!(left[0].0, b);
         assert_eq!(left[0].1.rejections, 1);
         for n in 2..MAX_REJECTIONS {
-            assert_eq!(ob.reject(&b, "still ahead").unwrap(), RejectOutcome::Kept(n));
+            assert_eq!(
+                ob.reject(&b, "still ahead").unwrap(),
+                RejectOutcome::Kept(n)
+            );
         }
-        assert_eq!(ob.reject(&b, "still ahead").unwrap(), RejectOutcome::Dropped);
-        let left: Vec<_> = ob.pending(10).unwrap().into_iter().map(|(id, _)| id).collect();
+        assert_eq!(
+            ob.reject(&b, "still ahead").unwrap(),
+            RejectOutcome::Dropped
+        );
+        let left: Vec<_> = ob
+            .pending(10)
+            .unwrap()
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect();
         assert_eq!(left, vec![c]);
         assert!(ob.dir().join("rejected").join(b.as_str()).exists());
     }

@@ -16,8 +16,19 @@ const MAX_TAIL_BYTES: u64 = 256 * 1024;
 
 /// The last `max_lines` lines of the attempt's log, with the log's total
 /// line and byte counts. A missing log is an empty snapshot.
-pub fn read(data_dir: &Path, run_id: Uuid, attempt: i32, max_lines: usize) -> io::Result<OutputSnapshot> {
-    let mut snap = OutputSnapshot { run_id, attempt, text: String::new(), lines: 0, bytes: 0 };
+pub fn read(
+    data_dir: &Path,
+    run_id: Uuid,
+    attempt: i32,
+    max_lines: usize,
+) -> io::Result<OutputSnapshot> {
+    let mut snap = OutputSnapshot {
+        run_id,
+        attempt,
+        text: String::new(),
+        lines: 0,
+        bytes: 0,
+    };
     let mut f = match File::open(log_path(data_dir, run_id, attempt)) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(snap),

@@ -41,7 +41,11 @@ pub fn session_spec(
     let kind: ProviderKind = run.provider.parse()?;
     let cl = command_line(run, &config.providers)?;
     let cwd = PathBuf::from(&run.cwd);
-    anyhow::ensure!(cwd.is_dir(), "run cwd {} is not a directory on this host", run.cwd);
+    anyhow::ensure!(
+        cwd.is_dir(),
+        "run cwd {} is not a directory on this host",
+        run.cwd
+    );
     let env_path = env_file(data_dir, run);
     write_env_file(&env_path, &cl.env)?;
     let mut argv: Vec<String> = vec![
@@ -58,7 +62,9 @@ pub fn session_spec(
         "--session".into(),
         run.session_name.clone(),
         "--stop-grace-seconds".into(),
-        Duration::from_secs(config.stop_grace_seconds).as_secs().to_string(),
+        Duration::from_secs(config.stop_grace_seconds)
+            .as_secs()
+            .to_string(),
         "--env-file".into(),
         env_path.to_string_lossy().into_owned(),
         "--".into(),
@@ -84,9 +90,12 @@ pub async fn spawn(
     run: &DesiredRun,
 ) -> anyhow::Result<()> {
     let spec = session_spec(worker_exe, data_dir, config, run)?;
-    tmux.new_session(&spec)
-        .await
-        .with_context(|| format!("create tmux session {} for run {}", run.session_name, run.run_id))
+    tmux.new_session(&spec).await.with_context(|| {
+        format!(
+            "create tmux session {} for run {}",
+            run.session_name, run.run_id
+        )
+    })
 }
 
 fn write_env_file(path: &Path, env: &BTreeMap<String, String>) -> anyhow::Result<()> {

@@ -96,9 +96,18 @@ impl Tmux {
             .map_err(spawn_error)?;
         let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
         // "tmux 3.3a", "tmux next-3.4", "tmux master"
-        let ver = text.rsplit(' ').next().unwrap_or("").trim_start_matches("next-");
-        let mut parts = ver.split(|c: char| !c.is_ascii_digit()).filter(|s| !s.is_empty());
-        let major: u32 = parts.next().and_then(|s| s.parse().ok()).unwrap_or(u32::MAX);
+        let ver = text
+            .rsplit(' ')
+            .next()
+            .unwrap_or("")
+            .trim_start_matches("next-");
+        let mut parts = ver
+            .split(|c: char| !c.is_ascii_digit())
+            .filter(|s| !s.is_empty());
+        let major: u32 = parts
+            .next()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(u32::MAX);
         let minor: u32 = parts.next().and_then(|s| s.parse().ok()).unwrap_or(0);
         if (major, minor) < (3, 2) {
             return Err(TmuxError::TooOld { found: text });
@@ -118,13 +127,22 @@ impl Tmux {
 
     /// Runs `tmux <args>`, returning stdout on success.
     async fn run(&self, args: &[&str]) -> Result<String, TmuxError> {
-        let out = self.command().args(args).output().await.map_err(spawn_error)?;
+        let out = self
+            .command()
+            .args(args)
+            .output()
+            .await
+            .map_err(spawn_error)?;
         if out.status.success() {
             return Ok(String::from_utf8_lossy(&out.stdout).into_owned());
         }
         let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
-        if let Some(t) = args.iter().position(|a| *a == "-t").and_then(|i| args.get(i + 1)) {
-            if stderr.contains("can't find") || stderr.contains("no server running") || stderr.contains("error connecting") {
+        if let Some(t) = args
+            .iter()
+            .position(|a| *a == "-t")
+            .and_then(|i| args.get(i + 1))
+        {
+            if no_such_session(&stderr) {
                 return Err(TmuxError::NoSession(session_of(t).to_string()));
             }
         }
@@ -140,7 +158,7 @@ impl Tmux {
         if spec.argv.is_empty() {
             return Err(TmuxError::Other("new_session: empty command".into()));
         }
-        let cwd = spec.cwd.to_string_lossy().into_owned();
+        let cwd = arg(&spec.cwd.to_string_lossy());
         let mut args: Vec<String> = vec![
             "new-session".into(),
             "-d".into(),
@@ -155,15 +173,15 @@ impl Tmux {
         ];
         for (k, v) in &spec.env {
             args.push("-e".into());
-            args.push(format!("{k}={v}"));
+            args.push(arg(&format!("{k}={v}")));
         }
         args.push("--".into());
         if spec.argv.len() == 1 {
             // tmux hands a single argument to `sh -c`; quote it so it still
             // runs as one program name, not as shell code.
-            args.push(shell_quote(&spec.argv[0]));
+            args.push(arg(&shell_quote(&spec.argv[0])));
         } else {
-            args.extend(spec.argv.iter().cloned());
+            args.extend(spec.argv.iter().map(|a| arg(a)));
         }
         let refs: Vec<&str> = args.iter().map(String::as_str).collect();
         self.run(&refs).await.map(drop)
@@ -181,10 +199,15 @@ impl Tmux {
     /// Names of the sessions starting with `pam-`, sorted. No server yet
     /// means no sessions.
     pub async fn list_sessions(&self) -> Result<Vec<String>, TmuxError> {
-        let out = self.command().args(["list-sessions", "-F", "#{session_name}"]).output().await.map_err(spawn_error)?;
+        let out = self
+            .command()
+            .args(["list-sessions", "-F", "#{session_name}"])
+            .output()
+            .await
+            .map_err(spawn_error)?;
         if !out.status.success() {
             let stderr = String::from_utf8_lossy(&out.stderr);
-            if stderr.contains("no server running") || stderr.contains("error connecting") {
+            if no_server(&stderr) {
                 return Ok(Vec::new());
             }
             return Err(TmuxError::Failed {
@@ -214,13 +237,18 @@ impl Tmux {
     /// Types `text` literally into the session's pane, then Enter.
     pub async fn send_keys(&self, name: &str, text: &str) -> Result<(), TmuxError> {
         let target = pane(name);
-        self.run(&["send-keys", "-t", &target, "-l", "--", text]).await?;
-        self.run(&["send-keys", "-t", &target, "Enter"]).await.map(drop)
+        self.run(&["send-keys", "-t", &target, "-l", "--", &arg(text)])
+            .await?;
+        self.run(&["send-keys", "-t", &target, "Enter"])
+            .await
+            .map(drop)
     }
 
     /// The pid of the process the pane runs (the wrapper).
     pub async fn pane_pid(&self, name: &str) -> Result<u32, TmuxError> {
-        let out = self.run(&["display-message", "-p", "-t", &pane(name), "#{pane_pid}"]).await?;
+        let out = self
+            .run(&["display-message", "-p", "-t", &pane(name), "#{pane_pid}"])
+            .await?;
         out.trim()
             .parse()
             .map_err(|_| TmuxError::Other(format!("tmux gave no pane pid for {name}: {out:?}")))
@@ -230,17 +258,24 @@ impl Tmux {
     /// to the provider).
     pub async fn send_signal(&self, name: &str, signal: Signal) -> Result<(), TmuxError> {
         let pid = self.pane_pid(name).await?;
-        let pid = i32::try_from(pid).map_err(|_| TmuxError::Other(format!("pane pid {pid} out of range")))?;
-        kill(Pid::from_raw(pid), signal).map_err(|e| TmuxError::Other(format!("kill -{signal} {pid} ({name}): {e}")))
+        let pid = i32::try_from(pid)
+            .map_err(|_| TmuxError::Other(format!("pane pid {pid} out of range")))?;
+        kill(Pid::from_raw(pid), signal)
+            .map_err(|e| TmuxError::Other(format!("kill -{signal} {pid} ({name}): {e}")))
     }
 
     /// The last `lines` non-blank-tail lines of the pane (screen plus
     /// scrollback), wrapped lines joined.
     pub async fn capture_pane(&self, name: &str, lines: usize) -> Result<String, TmuxError> {
         let start = format!("-{lines}");
-        let out = self.run(&["capture-pane", "-p", "-J", "-t", &pane(name), "-S", &start]).await?;
+        let out = self
+            .run(&["capture-pane", "-p", "-J", "-t", &pane(name), "-S", &start])
+            .await?;
         let all: Vec<&str> = out.lines().collect();
-        let end = all.iter().rposition(|l| !l.trim().is_empty()).map_or(0, |i| i + 1);
+        let end = all
+            .iter()
+            .rposition(|l| !l.trim().is_empty())
+            .map_or(0, |i| i + 1);
         let from = end.saturating_sub(lines);
         let mut text = all[from..end].join("\n");
         if !text.is_empty() {
@@ -269,6 +304,27 @@ impl Tmux {
 
 fn display(p: &Path) -> String {
     p.to_string_lossy().into_owned()
+}
+
+/// tmux's ways of saying there is no server (it may be exiting right now,
+/// after its last session ended).
+fn no_server(stderr: &str) -> bool {
+    ["no server running", "error connecting", "server exited"]
+        .iter()
+        .any(|m| stderr.contains(m))
+}
+
+fn no_such_session(stderr: &str) -> bool {
+    no_server(stderr) || stderr.contains("can't find") || stderr.contains("session not found")
+}
+
+/// tmux reads an argument ending in `;` as a command separator, and one
+/// ending in `\;` as a literal `;` (dropping the backslash): escape the end.
+fn arg(s: &str) -> String {
+    match s.strip_suffix(';') {
+        Some(head) => format!("{head}\\;"),
+        None => s.to_string(),
+    }
 }
 
 fn exact(name: &str) -> String {
@@ -307,5 +363,7 @@ mod tests {
         assert_eq!(exact("pam-1"), "=pam-1");
         assert_eq!(pane("pam-1"), "=pam-1:");
         assert_eq!(session_of("=pam-1:"), "pam-1");
+        assert_eq!(arg("a;"), "a\\;");
+        assert_eq!(arg("a;b"), "a;b");
     }
 }

@@ -146,7 +146,9 @@ pub async fn wrap(args: WrapArgs) -> anyhow::Result<i32> {
             let msg = format!("pam-worker wrap: cannot start {:?}: {e}\n", args.command[0]);
             let _ = log.write_all(msg.as_bytes());
             eprint!("{msg}");
-            emitter.emit(SignalKind::Failed, |s| s.reason = Some(REASON_SPAWN_FAILED.into()));
+            emitter.emit(SignalKind::Failed, |s| {
+                s.reason = Some(REASON_SPAWN_FAILED.into())
+            });
             return Ok(127);
         }
     };
@@ -205,7 +207,9 @@ pub async fn wrap(args: WrapArgs) -> anyhow::Result<i32> {
     let code = exit_code(status);
     if let Some(f) = &lines.final_result {
         if !f.success {
-            emitter.emit(SignalKind::Failed, |s| s.reason = Some(REASON_PROVIDER_FAILED.into()));
+            emitter.emit(SignalKind::Failed, |s| {
+                s.reason = Some(REASON_PROVIDER_FAILED.into())
+            });
         }
     }
     let usage: Option<TokenUsage> = lines.final_result.and_then(|f| f.usage);

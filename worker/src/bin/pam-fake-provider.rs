@@ -67,26 +67,41 @@ fn out(v: serde_json::Value) {
 async fn main() {
     let a = Args::parse();
     let _term = if a.ignore_term {
-        Some(tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler"))
+        Some(
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                .expect("SIGTERM handler"),
+        )
     } else {
         None
     };
     if let Some(p) = &a.pid_file {
         std::fs::write(p, std::process::id().to_string()).expect("write pid file");
     }
-    let prompt = a.prompt_flag.clone().or(a.prompt.clone()).unwrap_or_default();
+    let prompt = a
+        .prompt_flag
+        .clone()
+        .or(a.prompt.clone())
+        .unwrap_or_default();
     let echo = std::env::var("FAKE_ECHO_ENV").unwrap_or_default();
     eprintln!("fake provider starting (plain text on stderr)");
     let n = a.lines as u64;
     match a.format {
-        Format::Claude => out(json!({"type":"system","subtype":"init","session_id":"fake-session","model":"fake-model","cwd":std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default(),"tools":[],"prompt":prompt,"echo":echo})),
+        Format::Claude => out(
+            json!({"type":"system","subtype":"init","session_id":"fake-session","model":"fake-model","cwd":std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default(),"tools":[],"prompt":prompt,"echo":echo}),
+        ),
         Format::Codex => {
-            out(json!({"type":"thread.started","thread_id":"fake-thread","prompt":prompt,"echo":echo}));
+            out(
+                json!({"type":"thread.started","thread_id":"fake-thread","prompt":prompt,"echo":echo}),
+            );
             out(json!({"type":"turn.started"}));
         }
         Format::Gemini => {
-            out(json!({"type":"init","timestamp":"2025-01-01T00:00:00.000Z","session_id":"fake-session","model":"fake-model","echo":echo}));
-            out(json!({"type":"message","timestamp":"2025-01-01T00:00:00.000Z","role":"user","content":prompt}));
+            out(
+                json!({"type":"init","timestamp":"2025-01-01T00:00:00.000Z","session_id":"fake-session","model":"fake-model","echo":echo}),
+            );
+            out(
+                json!({"type":"message","timestamp":"2025-01-01T00:00:00.000Z","role":"user","content":prompt}),
+            );
         }
     }
     println!("plain text between events: no progress here");
@@ -96,9 +111,15 @@ async fn main() {
         }
         let text = format!("step {i}");
         match a.format {
-            Format::Claude => out(json!({"type":"assistant","message":{"id":format!("msg_{i}"),"type":"message","role":"assistant","model":"fake-model","content":[{"type":"text","text":text}],"usage":{"input_tokens":10,"output_tokens":i}},"session_id":"fake-session"})),
-            Format::Codex => out(json!({"type":"item.completed","item":{"id":format!("item_{i}"),"type":"agent_message","text":text}})),
-            Format::Gemini => out(json!({"type":"message","timestamp":"2025-01-01T00:00:00.000Z","role":"assistant","content":text})),
+            Format::Claude => out(
+                json!({"type":"assistant","message":{"id":format!("msg_{i}"),"type":"message","role":"assistant","model":"fake-model","content":[{"type":"text","text":text}],"usage":{"input_tokens":10,"output_tokens":i}},"session_id":"fake-session"}),
+            ),
+            Format::Codex => out(
+                json!({"type":"item.completed","item":{"id":format!("item_{i}"),"type":"agent_message","text":text}}),
+            ),
+            Format::Gemini => out(
+                json!({"type":"message","timestamp":"2025-01-01T00:00:00.000Z","role":"assistant","content":text}),
+            ),
         }
     }
     if a.hang {
@@ -108,15 +129,21 @@ async fn main() {
     }
     let ok = !a.fail_result;
     match a.format {
-        Format::Claude => out(json!({"type":"result","subtype": if ok {"success"} else {"error_during_execution"},"is_error":!ok,"duration_ms":1,"num_turns":n,"result":"done","session_id":"fake-session","total_cost_usd":0.25,"usage":{"input_tokens":10*n,"output_tokens":n*(n+1)/2}})),
+        Format::Claude => out(
+            json!({"type":"result","subtype": if ok {"success"} else {"error_during_execution"},"is_error":!ok,"duration_ms":1,"num_turns":n,"result":"done","session_id":"fake-session","total_cost_usd":0.25,"usage":{"input_tokens":10*n,"output_tokens":n*(n+1)/2}}),
+        ),
         Format::Codex => {
             if ok {
-                out(json!({"type":"turn.completed","usage":{"input_tokens":10*n,"cached_input_tokens":0,"output_tokens":n}}))
+                out(
+                    json!({"type":"turn.completed","usage":{"input_tokens":10*n,"cached_input_tokens":0,"output_tokens":n}}),
+                )
             } else {
                 out(json!({"type":"turn.failed","error":{"message":"fake failure"}}))
             }
         }
-        Format::Gemini => out(json!({"type":"result","timestamp":"2025-01-01T00:00:00.000Z","status": if ok {"success"} else {"error"},"stats":{"total_tokens":11*n,"input_tokens":10*n,"output_tokens":n,"cached":0,"input":10*n,"duration_ms":1,"tool_calls":0}})),
+        Format::Gemini => out(
+            json!({"type":"result","timestamp":"2025-01-01T00:00:00.000Z","status": if ok {"success"} else {"error"},"stats":{"total_tokens":11*n,"input_tokens":10*n,"output_tokens":n,"cached":0,"input":10*n,"duration_ms":1,"tool_calls":0}}),
+        ),
     }
     std::process::exit(a.exit_code);
 }

@@ -64,7 +64,10 @@ fn usage(u: &Value) -> Option<TokenUsage> {
 }
 
 fn content_summary(content: Option<&Value>) -> String {
-    let blocks = content.and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]);
+    let blocks = content
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or(&[]);
     let parts: Vec<String> = blocks
         .iter()
         .filter_map(|b| match str_at(b, "type") {
@@ -93,38 +96,59 @@ mod tests {
     #[test]
     fn init_and_user_lines_are_quiet() {
         assert_eq!(
-            p(r#"{"type":"system","subtype":"init","cwd":"/w","session_id":"s1","tools":["Bash"],"model":"claude-sonnet-4-5"}"#),
+            p(
+                r#"{"type":"system","subtype":"init","cwd":"/w","session_id":"s1","tools":["Bash"],"model":"claude-sonnet-4-5"}"#
+            ),
             LineEvent::Quiet
         );
         assert_eq!(
-            p(r#"{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"ok"}]}}"#),
+            p(
+                r#"{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"ok"}]}}"#
+            ),
             LineEvent::Quiet
         );
     }
 
     #[test]
     fn assistant_message_is_progress_with_usage() {
-        let e = p(r#"{"type":"assistant","message":{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[{"type":"text","text":"Reading the file."},{"type":"tool_use","id":"t1","name":"Read","input":{"file_path":"a.rs"}}],"stop_reason":null,"usage":{"input_tokens":4,"cache_creation_input_tokens":100,"cache_read_input_tokens":1000,"output_tokens":25}},"parent_tool_use_id":null,"session_id":"s1"}"#);
-        let LineEvent::Progress(item) = e else { panic!("{e:?}") };
+        let e = p(
+            r#"{"type":"assistant","message":{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[{"type":"text","text":"Reading the file."},{"type":"tool_use","id":"t1","name":"Read","input":{"file_path":"a.rs"}}],"stop_reason":null,"usage":{"input_tokens":4,"cache_creation_input_tokens":100,"cache_read_input_tokens":1000,"output_tokens":25}},"parent_tool_use_id":null,"session_id":"s1"}"#,
+        );
+        let LineEvent::Progress(item) = e else {
+            panic!("{e:?}")
+        };
         assert_eq!(item.summary, "Reading the file. · tool Read");
         assert_eq!(
             item.usage,
-            Some(TokenUsage { input_tokens: 1104, output_tokens: 25, cost_usd: None })
+            Some(TokenUsage {
+                input_tokens: 1104,
+                output_tokens: 25,
+                cost_usd: None
+            })
         );
     }
 
     #[test]
     fn result_success_and_error() {
-        let ok = p(r#"{"type":"result","subtype":"success","is_error":false,"duration_ms":2500,"duration_api_ms":2400,"num_turns":3,"result":"Done.","session_id":"s1","total_cost_usd":0.0123,"usage":{"input_tokens":10,"output_tokens":50}}"#);
-        let LineEvent::Final(f) = ok else { panic!("{ok:?}") };
+        let ok = p(
+            r#"{"type":"result","subtype":"success","is_error":false,"duration_ms":2500,"duration_api_ms":2400,"num_turns":3,"result":"Done.","session_id":"s1","total_cost_usd":0.0123,"usage":{"input_tokens":10,"output_tokens":50}}"#,
+        );
+        let LineEvent::Final(f) = ok else {
+            panic!("{ok:?}")
+        };
         assert!(f.success);
         assert_eq!(f.usage.unwrap().cost_usd, Some(0.0123));
-        let err = p(r#"{"type":"result","subtype":"error_max_turns","is_error":true,"num_turns":10,"session_id":"s1","total_cost_usd":0.5,"usage":{"input_tokens":1,"output_tokens":2}}"#);
-        let LineEvent::Final(f) = err else { panic!("{err:?}") };
+        let err = p(
+            r#"{"type":"result","subtype":"error_max_turns","is_error":true,"num_turns":10,"session_id":"s1","total_cost_usd":0.5,"usage":{"input_tokens":1,"output_tokens":2}}"#,
+        );
+        let LineEvent::Final(f) = err else {
+            panic!("{err:?}")
+        };
         assert!(!f.success);
         assert!(f.summary.starts_with("error_max_turns"));
         // subtype success but is_error (e.g. an API error surfaced as text).
-        let e2 = p(r#"{"type":"result","subtype":"success","is_error":true,"result":"API Error: 529"}"#);
+        let e2 =
+            p(r#"{"type":"result","subtype":"success","is_error":true,"result":"API Error: 529"}"#);
         assert!(matches!(e2, LineEvent::Final(f) if !f.success));
     }
 }

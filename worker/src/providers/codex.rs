@@ -39,14 +39,19 @@ pub(super) fn parse(v: &Value) -> LineEvent {
             summary: summarize(
                 &format!(
                     "turn failed: {}",
-                    v.get("error").and_then(|e| str_at(e, "message")).unwrap_or("?")
+                    v.get("error")
+                        .and_then(|e| str_at(e, "message"))
+                        .unwrap_or("?")
                 ),
                 200,
             ),
             usage: None,
         }),
         Some("error") => LineEvent::Progress(ProgressItem {
-            summary: summarize(&format!("error: {}", str_at(v, "message").unwrap_or("?")), 200),
+            summary: summarize(
+                &format!("error: {}", str_at(v, "message").unwrap_or("?")),
+                200,
+            ),
             usage: None,
         }),
         Some(_) => LineEvent::Quiet,
@@ -58,12 +63,12 @@ fn item_summary(item: &Value) -> String {
     let kind = str_at(item, "type").unwrap_or("item");
     let detail = match kind {
         "agent_message" | "reasoning" | "plan" => str_at(item, "text").map(str::to_string),
-        "command_execution" => str_at(item, "command").map(|c| {
-            match item.get("exit_code").and_then(Value::as_i64) {
+        "command_execution" => {
+            str_at(item, "command").map(|c| match item.get("exit_code").and_then(Value::as_i64) {
                 Some(code) => format!("{c} (exit {code})"),
                 None => c.to_string(),
-            }
-        }),
+            })
+        }
         "mcp_tool_call" => str_at(item, "tool").map(str::to_string),
         "web_search" => str_at(item, "query").map(str::to_string),
         "error" => str_at(item, "message").map(str::to_string),
@@ -91,27 +96,51 @@ mod tests {
 
     #[test]
     fn lifecycle_events() {
-        assert_eq!(p(r#"{"type":"thread.started","thread_id":"0199a213-81c0-7800-8aa1-bbab2a035a53"}"#), LineEvent::Quiet);
-        assert_eq!(p(r#"{"type":"turn.started"}"#), LineEvent::Quiet);
         assert_eq!(
-            p(r#"{"type":"item.started","item":{"id":"item_1","type":"command_execution","command":"bash -lc ls","aggregated_output":"","exit_code":null,"status":"in_progress"}}"#),
+            p(r#"{"type":"thread.started","thread_id":"0199a213-81c0-7800-8aa1-bbab2a035a53"}"#),
             LineEvent::Quiet
         );
-        let LineEvent::Progress(i) = p(r#"{"type":"item.completed","item":{"id":"item_1","type":"command_execution","command":"bash -lc ls","aggregated_output":"a\nb\n","exit_code":0,"status":"completed"}}"#) else { panic!() };
+        assert_eq!(p(r#"{"type":"turn.started"}"#), LineEvent::Quiet);
+        assert_eq!(
+            p(
+                r#"{"type":"item.started","item":{"id":"item_1","type":"command_execution","command":"bash -lc ls","aggregated_output":"","exit_code":null,"status":"in_progress"}}"#
+            ),
+            LineEvent::Quiet
+        );
+        let LineEvent::Progress(i) = p(
+            r#"{"type":"item.completed","item":{"id":"item_1","type":"command_execution","command":"bash -lc ls","aggregated_output":"a\nb\n","exit_code":0,"status":"completed"}}"#,
+        ) else {
+            panic!()
+        };
         assert_eq!(i.summary, "command_execution: bash -lc ls (exit 0)");
-        let LineEvent::Progress(i) = p(r#"{"type":"item.completed","item":{"id":"item_3","type":"agent_message","text":"Repo contains docs."}}"#) else { panic!() };
+        let LineEvent::Progress(i) = p(
+            r#"{"type":"item.completed","item":{"id":"item_3","type":"agent_message","text":"Repo contains docs."}}"#,
+        ) else {
+            panic!()
+        };
         assert_eq!(i.summary, "agent_message: Repo contains docs.");
     }
 
     #[test]
     fn turn_completed_and_failed_are_final() {
-        let LineEvent::Final(f) = p(r#"{"type":"turn.completed","usage":{"input_tokens":24763,"cached_input_tokens":24448,"output_tokens":122}}"#) else { panic!() };
+        let LineEvent::Final(f) = p(
+            r#"{"type":"turn.completed","usage":{"input_tokens":24763,"cached_input_tokens":24448,"output_tokens":122}}"#,
+        ) else {
+            panic!()
+        };
         assert!(f.success);
         let u = f.usage.unwrap();
         assert_eq!((u.input_tokens, u.output_tokens), (24763, 122));
-        let LineEvent::Final(f) = p(r#"{"type":"turn.failed","error":{"message":"stream disconnected"}}"#) else { panic!() };
+        let LineEvent::Final(f) =
+            p(r#"{"type":"turn.failed","error":{"message":"stream disconnected"}}"#)
+        else {
+            panic!()
+        };
         assert!(!f.success);
         assert_eq!(f.summary, "turn failed: stream disconnected");
-        assert!(matches!(p(r#"{"type":"error","message":"Reconnecting... 1/5"}"#), LineEvent::Progress(_)));
+        assert!(matches!(
+            p(r#"{"type":"error","message":"Reconnecting... 1/5"}"#),
+            LineEvent::Progress(_)
+        ));
     }
 }

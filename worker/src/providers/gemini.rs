@@ -29,7 +29,11 @@ pub(super) fn parse(v: &Value) -> LineEvent {
         Some("message") => {
             let delta = v.get("delta").and_then(Value::as_bool).unwrap_or(false);
             if str_at(v, "role") == Some("assistant") && !delta {
-                progress(str_at(v, "content").unwrap_or("assistant message").to_string())
+                progress(
+                    str_at(v, "content")
+                        .unwrap_or("assistant message")
+                        .to_string(),
+                )
             } else {
                 LineEvent::Quiet
             }
@@ -75,23 +79,55 @@ mod tests {
 
     #[test]
     fn events() {
-        assert_eq!(p(r#"{"type":"init","timestamp":"2025-10-10T12:00:00.000Z","session_id":"abc123","model":"gemini-2.5-flash"}"#), LineEvent::Quiet);
-        assert_eq!(p(r#"{"type":"message","timestamp":"2025-10-10T12:00:01.000Z","role":"user","content":"List files"}"#), LineEvent::Quiet);
-        assert_eq!(p(r#"{"type":"message","role":"assistant","content":"Here","delta":true}"#), LineEvent::Quiet);
-        let LineEvent::Progress(i) = p(r#"{"type":"tool_use","timestamp":"2025-10-10T12:00:02.000Z","tool_name":"Bash","tool_id":"bash-123","parameters":{"command":"ls -la"}}"#) else { panic!() };
+        assert_eq!(
+            p(
+                r#"{"type":"init","timestamp":"2025-10-10T12:00:00.000Z","session_id":"abc123","model":"gemini-2.5-flash"}"#
+            ),
+            LineEvent::Quiet
+        );
+        assert_eq!(
+            p(
+                r#"{"type":"message","timestamp":"2025-10-10T12:00:01.000Z","role":"user","content":"List files"}"#
+            ),
+            LineEvent::Quiet
+        );
+        assert_eq!(
+            p(r#"{"type":"message","role":"assistant","content":"Here","delta":true}"#),
+            LineEvent::Quiet
+        );
+        let LineEvent::Progress(i) = p(
+            r#"{"type":"tool_use","timestamp":"2025-10-10T12:00:02.000Z","tool_name":"Bash","tool_id":"bash-123","parameters":{"command":"ls -la"}}"#,
+        ) else {
+            panic!()
+        };
         assert_eq!(i.summary, "tool Bash");
-        let LineEvent::Progress(i) = p(r#"{"type":"tool_result","timestamp":"2025-10-10T12:00:03.000Z","tool_id":"bash-123","status":"success","output":"file1.txt"}"#) else { panic!() };
+        let LineEvent::Progress(i) = p(
+            r#"{"type":"tool_result","timestamp":"2025-10-10T12:00:03.000Z","tool_id":"bash-123","status":"success","output":"file1.txt"}"#,
+        ) else {
+            panic!()
+        };
         assert_eq!(i.summary, "tool result success");
-        assert!(matches!(p(r#"{"type":"message","role":"assistant","content":"Here are the files."}"#), LineEvent::Progress(_)));
+        assert!(matches!(
+            p(r#"{"type":"message","role":"assistant","content":"Here are the files."}"#),
+            LineEvent::Progress(_)
+        ));
     }
 
     #[test]
     fn result() {
-        let LineEvent::Final(f) = p(r#"{"type":"result","timestamp":"2025-10-10T12:00:05.000Z","status":"success","stats":{"total_tokens":250,"input_tokens":50,"output_tokens":200,"cached":0,"input":50,"duration_ms":3000,"tool_calls":1}}"#) else { panic!() };
+        let LineEvent::Final(f) = p(
+            r#"{"type":"result","timestamp":"2025-10-10T12:00:05.000Z","status":"success","stats":{"total_tokens":250,"input_tokens":50,"output_tokens":200,"cached":0,"input":50,"duration_ms":3000,"tool_calls":1}}"#,
+        ) else {
+            panic!()
+        };
         assert!(f.success);
         let u = f.usage.unwrap();
         assert_eq!((u.input_tokens, u.output_tokens), (50, 200));
-        let LineEvent::Final(f) = p(r#"{"type":"result","status":"error","error":{"type":"FatalTurnLimitedError","message":"turn limit"}}"#) else { panic!() };
+        let LineEvent::Final(f) = p(
+            r#"{"type":"result","status":"error","error":{"type":"FatalTurnLimitedError","message":"turn limit"}}"#,
+        ) else {
+            panic!()
+        };
         assert!(!f.success);
         assert_eq!(f.summary, "error: turn limit");
     }

@@ -21,13 +21,23 @@ pub(super) fn parse(v: &Value) -> LineEvent {
     let ty = str_at(v, "type").unwrap_or("");
     let stop = str_at(v, "stopReason").or_else(|| str_at(v, "stop_reason"));
     if stop.is_some() || matches!(ty, "result" | "end" | "done") {
-        let status = stop.or_else(|| str_at(v, "status")).unwrap_or("").to_ascii_lowercase();
+        let status = stop
+            .or_else(|| str_at(v, "status"))
+            .unwrap_or("")
+            .to_ascii_lowercase();
         let is_error = v.get("is_error").and_then(Value::as_bool).unwrap_or(false);
-        let failed = is_error || ["error", "fail", "cancel"].iter().any(|w| status.contains(w));
+        let failed = is_error
+            || ["error", "fail", "cancel"]
+                .iter()
+                .any(|w| status.contains(w));
         return LineEvent::Final(FinalResult {
             success: !failed,
             summary: summarize(
-                &format!("{}: {}", if status.is_empty() { ty } else { &status }, str_at(v, "text").unwrap_or("")),
+                &format!(
+                    "{}: {}",
+                    if status.is_empty() { ty } else { &status },
+                    str_at(v, "text").unwrap_or("")
+                ),
                 200,
             ),
             usage: usage(v),
@@ -52,7 +62,9 @@ pub(super) fn parse(v: &Value) -> LineEvent {
 fn usage(v: &Value) -> Option<TokenUsage> {
     let u = v.get("usage")?;
     Some(TokenUsage {
-        input_tokens: u64_at(u, "input_tokens").or_else(|| u64_at(u, "prompt_tokens")).unwrap_or(0),
+        input_tokens: u64_at(u, "input_tokens")
+            .or_else(|| u64_at(u, "prompt_tokens"))
+            .unwrap_or(0),
         output_tokens: u64_at(u, "output_tokens")
             .or_else(|| u64_at(u, "completion_tokens"))
             .unwrap_or(0),
@@ -70,12 +82,21 @@ mod tests {
 
     #[test]
     fn best_effort_shapes() {
-        assert!(matches!(p(r#"{"type":"tool_call","name":"bash"}"#), LineEvent::Progress(i) if i.summary == "tool_call bash"));
+        assert!(
+            matches!(p(r#"{"type":"tool_call","name":"bash"}"#), LineEvent::Progress(i) if i.summary == "tool_call bash")
+        );
         assert_eq!(p(r#"{"type":"text_delta","text":"He"}"#), LineEvent::Quiet);
         assert_eq!(p(r#"{"foo":1}"#), LineEvent::Unstructured);
-        let LineEvent::Final(f) = p(r#"{"text":"final response text","stopReason":"EndTurn","sessionId":"019f"}"#) else { panic!() };
+        let LineEvent::Final(f) =
+            p(r#"{"text":"final response text","stopReason":"EndTurn","sessionId":"019f"}"#)
+        else {
+            panic!()
+        };
         assert!(f.success);
-        let LineEvent::Final(f) = p(r#"{"text":"","stopReason":"Cancelled","sessionId":"019f"}"#) else { panic!() };
+        let LineEvent::Final(f) = p(r#"{"text":"","stopReason":"Cancelled","sessionId":"019f"}"#)
+        else {
+            panic!()
+        };
         assert!(!f.success);
     }
 }

@@ -82,7 +82,13 @@ impl ProviderKind {
             ],
             ProviderKind::Codex => &["codex", "exec", "--json", "{prompt}"],
             ProviderKind::Gemini => &["gemini", "-p", "{prompt}", "--output-format", "stream-json"],
-            ProviderKind::Grok => &["grok", "-p", "{prompt}", "--output-format", "streaming-json"],
+            ProviderKind::Grok => &[
+                "grok",
+                "-p",
+                "{prompt}",
+                "--output-format",
+                "streaming-json",
+            ],
             ProviderKind::Exec => return None,
         };
         Some(v.iter().map(|s| s.to_string()).collect())
@@ -102,7 +108,9 @@ impl FromStr for ProviderKind {
             .into_iter()
             .find(|k| k.as_str() == s)
             .ok_or_else(|| {
-                anyhow::anyhow!("unknown provider {s:?}; expected one of: claude, codex, gemini, grok, exec")
+                anyhow::anyhow!(
+                    "unknown provider {s:?}; expected one of: claude, codex, gemini, grok, exec"
+                )
             })
     }
 }
@@ -126,7 +134,9 @@ pub fn command_line(run: &DesiredRun, providers: &ProvidersConfig) -> anyhow::Re
             .command
             .clone()
             .or_else(|| cfg.and_then(|c| c.command.clone()))
-            .ok_or_else(|| anyhow::anyhow!("run {} uses provider exec but has no command", run.run_id))?,
+            .ok_or_else(|| {
+                anyhow::anyhow!("run {} uses provider exec but has no command", run.run_id)
+            })?,
         _ => cfg
             .and_then(|c| c.command.clone())
             .or_else(|| kind.default_command())
@@ -138,7 +148,10 @@ pub fn command_line(run: &DesiredRun, providers: &ProvidersConfig) -> anyhow::Re
     let argv = if kind == ProviderKind::Exec && run.command.is_some() {
         template
     } else {
-        template.iter().map(|a| a.replace("{prompt}", &run.prompt)).collect()
+        template
+            .iter()
+            .map(|a| a.replace("{prompt}", &run.prompt))
+            .collect()
     };
     let mut env = cfg.map(|c| c.env.clone()).unwrap_or_default();
     env.extend(run.env.iter().map(|(k, v)| (k.clone(), v.clone())));
@@ -248,7 +261,14 @@ mod tests {
         let c = command_line(&run("claude", "fix the bug; rm -rf /"), &p).unwrap();
         assert_eq!(
             c.argv,
-            ["claude", "-p", "fix the bug; rm -rf /", "--output-format", "stream-json", "--verbose"]
+            [
+                "claude",
+                "-p",
+                "fix the bug; rm -rf /",
+                "--output-format",
+                "stream-json",
+                "--verbose"
+            ]
         );
         assert_eq!(
             command_line(&run("codex", "x y"), &p).unwrap().argv,
@@ -292,7 +312,10 @@ mod tests {
             assert_eq!(parse_line(kind, "Loading…"), LineEvent::Unstructured);
             assert_eq!(parse_line(kind, "{not json"), LineEvent::Unstructured);
         }
-        assert_eq!(parse_line(ProviderKind::Exec, r#"{"type":"result"}"#), LineEvent::Unstructured);
+        assert_eq!(
+            parse_line(ProviderKind::Exec, r#"{"type":"result"}"#),
+            LineEvent::Unstructured
+        );
     }
 
     #[test]
