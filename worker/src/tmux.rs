@@ -315,7 +315,10 @@ fn no_server(stderr: &str) -> bool {
 }
 
 fn no_such_session(stderr: &str) -> bool {
-    no_server(stderr) || stderr.contains("can't find") || stderr.contains("session not found")
+    no_server(stderr)
+        || ["can't find", "session not found", "no current target"]
+            .iter()
+            .any(|m| stderr.contains(m))
 }
 
 /// tmux reads an argument ending in `;` as a command separator, and one
