@@ -5,23 +5,28 @@ use std::time::{Duration, Instant};
 
 use pam_manifests::protocol::{Signal, SignalKind};
 use pam_worker::outbox::Outbox;
+use pam_worker::testdir::TestDir;
 use pam_worker::tmux::{Socket, Tmux};
 
 pub const WORKER: &str = env!("CARGO_BIN_EXE_pam-worker");
 pub const FAKE: &str = env!("CARGO_BIN_EXE_pam-fake-provider");
 
-/// A tmux server on its own socket, killed on drop.
+/// A tmux server on its own socket (`-S` in a temp dir), killed on drop;
+/// the socket file goes with the directory.
 pub struct PrivateTmux {
     pub tmux: Tmux,
-    name: String,
+    sock: std::path::PathBuf,
+    _dir: TestDir,
 }
 
 impl PrivateTmux {
     pub fn new() -> PrivateTmux {
-        let name = format!("pam-test-{}", uuid::Uuid::new_v4().simple());
+        let dir = TestDir::new("tmux-sock");
+        let sock = dir.path().join("tmux.sock");
         PrivateTmux {
-            tmux: Tmux::new(Socket::Name(name.clone())),
-            name,
+            tmux: Tmux::new(Socket::Path(sock.clone())),
+            sock,
+            _dir: dir,
         }
     }
 }
@@ -29,7 +34,9 @@ impl PrivateTmux {
 impl Drop for PrivateTmux {
     fn drop(&mut self) {
         let _ = std::process::Command::new("tmux")
-            .args(["-L", &self.name, "kill-server"])
+            .arg("-S")
+            .arg(&self.sock)
+            .arg("kill-server")
             .output();
     }
 }
