@@ -5,6 +5,7 @@ pub mod error;
 pub mod kinds;
 pub mod load;
 pub mod names;
+pub mod protocol;
 pub mod schema;
 pub mod state;
 pub mod validate;

@@ -1,0 +1,454 @@
+//! The worker ↔ controller wire protocol: serde types only, no I/O.
+//!
+//! pam-worker sends [`RegisterRequest`], [`Heartbeat`] and [`SignalBatch`];
+//! pamd answers with [`RegisterResponse`], [`DesiredSet`] and [`SignalAck`].
+//! Both sides use these types, so a field added here is added for both.
+//! Every body is JSON; optional fields are omitted when empty and default
+//! when absent, so an older peer that does not know a new optional field
+//! still reads the message.
+//!
+//! # Signals (pam-data-model.txt, `processed_signals`)
+//!
+//! * `started`, `finished`, `failed`, `lost`, `orphan` are **one-shot**: the
+//!   controller applies each at most once per `(run_id, attempt, kind)`.
+//! * `progress` is **repeated**: it carries `seq` (1, 2, 3 … within an
+//!   attempt) and applies only when `seq > runs.last_progress_seq`.
+//! * Every signal carries `attempt`. Lower than the run's → `stale` (dropped,
+//!   no write, no event); higher → `rejected` (a protocol error: attempts are
+//!   issued centrally, a worker can never be ahead).
+//!
+//! # Outbox policy (what the worker does with a [`SignalAck`])
+//!
+//! * `applied`, `duplicate`, `stale` → the entry is done: delete it. A
+//!   duplicate or stale signal can never become applicable later, so keeping
+//!   it would only replay it forever.
+//! * `rejected` → a protocol error (a malformed signal, an attempt from the
+//!   future, an unknown run). Retrying rarely helps, but a controller that
+//!   has not yet seen a just-created run might reject transiently, so the
+//!   worker keeps the entry and retries it up to [`MAX_REJECTIONS`] times,
+//!   then moves it aside (never silently deletes it) and logs an error.
+//! * An entry with no result in the ack (a short ack) stays pending.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::state::Platform;
+
+/// How many times a worker resends a signal the controller `rejected`
+/// before it gives up on it (moves it aside with an error log).
+pub const MAX_REJECTIONS: u32 = 5;
+
+/// `failed.reason` when the provider command could not be started
+/// (ENOENT, EACCES, …): the run's `failure_reason` becomes `spawn_failed`.
+pub const REASON_SPAWN_FAILED: &str = "spawn_failed";
+
+/// `failed.reason` when the provider's own final result reported failure
+/// (claude `is_error`, codex `turn.failed`, gemini `status: error`). The
+/// seed has no failure_reason for it: the run's reason stays NULL.
+pub const REASON_PROVIDER_FAILED: &str = "provider_failed";
+
+/// The tmux session name of a run: `pam-` and the first 8 hex digits of the
+/// run id (pam-data-model.txt, `runs.session_name`).
+pub fn session_name(run_id: Uuid) -> String {
+    let hex = run_id.simple().to_string();
+    format!("pam-{}", &hex[..8])
+}
+
+/// `POST /api/v1/workers/register`: a worker introduces itself at start.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RegisterRequest {
+    /// Operator-chosen host name (`--name`), unique across the fleet.
+    pub name: String,
+    /// The worker's operating system.
+    pub platform: Platform,
+    /// The worker's instance id, generated once and persisted in its data
+    /// dir (OQ-14): the controller pins it and flags a second presenter.
+    pub instance_id: Uuid,
+    /// How many runs this host runs at once.
+    pub capacity: u32,
+    /// Host labels for run target selectors.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// The worker's version (`CARGO_PKG_VERSION`), for the operator's eyes.
+    pub version: String,
+}
+
+/// The controller's answer to a [`RegisterRequest`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RegisterResponse {
+    /// The host's database id.
+    pub host_id: Uuid,
+    /// How often the worker must heartbeat; the controller marks it offline
+    /// after three missed beats.
+    pub heartbeat_seconds: u64,
+    /// Whether the controller considers this instance a suspected clone
+    /// (OQ-14): dispatch skips the host until an operator clears it. The
+    /// worker goes on heartbeating; absent means false.
+    #[serde(default)]
+    pub instance_suspect: bool,
+}
+
+/// One tmux session the worker sees, as reported in a [`Heartbeat`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionReport {
+    /// The tmux session name (`pam-xxxxxxxx`).
+    pub session_name: String,
+    /// The run the worker maps the session to; absent for a `pam-*` session
+    /// the worker has no record of (an orphan it cannot attribute).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<Uuid>,
+    /// The attempt the session runs; absent when `run_id` is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempt: Option<i32>,
+}
+
+/// `POST /api/v1/workers/heartbeat`: liveness plus what is running.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Heartbeat {
+    /// Same value as at registration (OQ-14).
+    pub instance_id: Uuid,
+    /// Every `pam-*` session alive on the worker's tmux socket.
+    #[serde(default)]
+    pub running: Vec<SessionReport>,
+}
+
+/// One run the controller wants to exist (or to stop) on this host.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DesiredRun {
+    /// The run's id.
+    pub run_id: Uuid,
+    /// The attempt to run; the wrapper stamps it on every signal.
+    pub attempt: i32,
+    /// The tmux session to create (see [`session_name`]).
+    pub session_name: String,
+    /// `claude`, `codex`, `gemini`, `grok` or `exec`.
+    pub provider: String,
+    /// The prompt; replaces `{prompt}` in the provider's command line as one
+    /// argument.
+    pub prompt: String,
+    /// Working directory on the worker host.
+    pub cwd: String,
+    /// The command for the `exec` provider, run as is. Ignored by the other
+    /// providers, whose command line comes from the worker's config.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<Vec<String>>,
+    /// Extra environment for the provider process (e.g. decrypted provider
+    /// credentials). Never logged.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// The run is to be stopped: the worker signals the session, waits the
+    /// stop grace, then kills it.
+    #[serde(default)]
+    pub stop: bool,
+}
+
+/// The answer to a heartbeat: every run that should exist on this host.
+/// Level-triggered: a run missing from the set should not exist.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DesiredSet {
+    /// The runs, in no particular order.
+    #[serde(default)]
+    pub runs: Vec<DesiredRun>,
+}
+
+/// What a [`Signal`] says happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SignalKind {
+    /// The wrapper spawned the provider process (spawning → running).
+    Started,
+    /// The provider's structured stream produced a progress item; carries
+    /// `seq` and maybe `usage`.
+    Progress,
+    /// The wrapper's child exited, any way at all; carries `exit_code`
+    /// (128 + signal number for a signal death) and the provider's final
+    /// `usage` when it reported one.
+    Finished,
+    /// The provider could not be started (`reason: spawn_failed`, no
+    /// `started` or `finished` follows) or its final result reported failure
+    /// (`reason: provider_failed`, a `finished` follows).
+    Failed,
+    /// The worker found the run's session gone without a `finished`
+    /// (→ failed, `session_lost`).
+    Lost,
+    /// A `pam-*` session the controller no longer wants on this host is still
+    /// alive; the controller journals `run.orphan_detected`.
+    Orphan,
+}
+
+impl SignalKind {
+    /// One-shot kinds are applied at most once per (run, attempt, kind);
+    /// only `progress` repeats.
+    pub fn is_one_shot(self) -> bool {
+        !matches!(self, SignalKind::Progress)
+    }
+
+    /// The value on the wire and in `processed_signals.kind`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SignalKind::Started => "started",
+            SignalKind::Progress => "progress",
+            SignalKind::Finished => "finished",
+            SignalKind::Failed => "failed",
+            SignalKind::Lost => "lost",
+            SignalKind::Orphan => "orphan",
+        }
+    }
+}
+
+impl fmt::Display for SignalKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Token usage and cost as a provider reports them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TokenUsage {
+    /// Input (prompt) tokens, cached ones included.
+    pub input_tokens: u64,
+    /// Output (completion) tokens.
+    pub output_tokens: u64,
+    /// Cost in US dollars when the provider reports one (claude's
+    /// `total_cost_usd`, a client-side estimate).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+}
+
+/// One fact about one attempt of one run, written by the wrapper (or the
+/// agent, for `lost`/`orphan`) to the outbox and shipped at least once.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Signal {
+    /// The run the signal is about.
+    pub run_id: Uuid,
+    /// The attempt that is speaking (REQUIRED, ≥ 1).
+    pub attempt: i32,
+    /// What happened.
+    pub kind: SignalKind,
+    /// `progress` only: 1, 2, 3 … within the attempt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seq: Option<i64>,
+    /// `finished` only: the exit code, 128 + signal for a signal death.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// `failed`: [`REASON_SPAWN_FAILED`] or [`REASON_PROVIDER_FAILED`];
+    /// `lost`/`orphan`: a short human explanation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// `progress`: usage of that step; `finished`: the provider's final
+    /// totals.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<TokenUsage>,
+    /// The tmux session the attempt runs in, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_name: Option<String>,
+    /// When it happened on the worker, RFC 3339 UTC.
+    pub at: String,
+}
+
+/// Why a [`Signal`] is malformed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid {kind} signal: {problem}")]
+pub struct InvalidSignal {
+    pub kind: SignalKind,
+    pub problem: &'static str,
+}
+
+impl Signal {
+    /// A signal of `kind` with only the required fields set.
+    pub fn new(run_id: Uuid, attempt: i32, kind: SignalKind, at: String) -> Signal {
+        Signal {
+            run_id,
+            attempt,
+            kind,
+            seq: None,
+            exit_code: None,
+            reason: None,
+            usage: None,
+            session_name: None,
+            at,
+        }
+    }
+
+    /// Checks the shape rules both sides rely on: attempt ≥ 1; `progress`
+    /// has `seq` ≥ 1 and only it has a seq; `finished` has an exit code;
+    /// `failed` has a reason.
+    pub fn validate(&self) -> Result<(), InvalidSignal> {
+        let bad = |problem| {
+            Err(InvalidSignal {
+                kind: self.kind,
+                problem,
+            })
+        };
+        if self.attempt < 1 {
+            return bad("attempt must be >= 1");
+        }
+        match self.kind {
+            SignalKind::Progress if !matches!(self.seq, Some(s) if s >= 1) => {
+                bad("progress needs seq >= 1")
+            }
+            k if k != SignalKind::Progress && self.seq.is_some() => {
+                bad("only progress carries a seq")
+            }
+            SignalKind::Finished if self.exit_code.is_none() => bad("finished needs exit_code"),
+            SignalKind::Failed if self.reason.is_none() => bad("failed needs a reason"),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// `POST /api/v1/workers/signals`: signals in outbox (creation) order.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SignalBatch {
+    /// Applied by the controller in one transaction, in this order.
+    pub signals: Vec<Signal>,
+}
+
+/// What the controller did with one signal of a batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SignalOutcome {
+    /// Written: the run changed and an event was journaled.
+    Applied,
+    /// Already applied before (a one-shot seen again, or a progress seq not
+    /// above `last_progress_seq`): nothing written.
+    Duplicate,
+    /// From an attempt older than the run's: dropped, nothing written.
+    Stale,
+    /// A protocol error (malformed, attempt from the future, unknown run):
+    /// nothing written; `message` says why.
+    Rejected,
+}
+
+impl SignalOutcome {
+    /// Whether the worker may delete the outbox entry (see the module doc).
+    pub fn settles(self) -> bool {
+        !matches!(self, SignalOutcome::Rejected)
+    }
+}
+
+/// The outcome of one signal, by its index in the batch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SignalResult {
+    /// Index into [`SignalBatch::signals`].
+    pub index: usize,
+    /// What happened to it.
+    pub outcome: SignalOutcome,
+    /// A human explanation, for `rejected` at least.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// The controller's answer to a [`SignalBatch`], sent after its commit.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SignalAck {
+    /// One result per signal; a signal without one stays in the outbox.
+    pub results: Vec<SignalResult>,
+}
+
+/// The tail of a run's output, shipped at a bounded rate for the dashboard
+/// and `pamctl logs`. Never stored in PostgreSQL.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutputSnapshot {
+    /// The run.
+    pub run_id: Uuid,
+    /// The attempt whose log this is.
+    pub attempt: i32,
+    /// The last lines of the log (lossily decoded UTF-8).
+    pub text: String,
+    /// Total lines in the log so far (newline count).
+    pub lines: u64,
+    /// Total bytes in the log so far.
+    pub bytes: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run() -> Uuid {
+        Uuid::parse_str("1234abcd-0000-4000-8000-000000000001").unwrap()
+    }
+
+    #[test]
+    fn session_name_is_pam_and_8_hex() {
+        assert_eq!(session_name(run()), "pam-1234abcd");
+    }
+
+    #[test]
+    fn signal_json_omits_empty_fields_and_round_trips() {
+        let mut s = Signal::new(
+            run(),
+            2,
+            SignalKind::Progress,
+            "2025-01-01T00:00:00Z".into(),
+        );
+        s.seq = Some(3);
+        let json = serde_json::to_value(&s).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({
+                "run_id": "1234abcd-0000-4000-8000-000000000001",
+                "attempt": 2, "kind": "progress", "seq": 3,
+                "at": "2025-01-01T00:00:00Z"
+            })
+        );
+        let back: Signal = serde_json::from_value(json).unwrap();
+        assert_eq!(back, s);
+        assert!(back.validate().is_ok());
+    }
+
+    #[test]
+    fn validate_enforces_shape_rules() {
+        let at = || "2025-01-01T00:00:00Z".to_string();
+        let p = Signal::new(run(), 1, SignalKind::Progress, at());
+        assert_eq!(p.validate().unwrap_err().problem, "progress needs seq >= 1");
+        let f = Signal::new(run(), 1, SignalKind::Finished, at());
+        assert_eq!(
+            f.validate().unwrap_err().problem,
+            "finished needs exit_code"
+        );
+        let mut s = Signal::new(run(), 1, SignalKind::Started, at());
+        s.seq = Some(1);
+        assert_eq!(
+            s.validate().unwrap_err().problem,
+            "only progress carries a seq"
+        );
+        let z = Signal::new(run(), 0, SignalKind::Started, at());
+        assert_eq!(z.validate().unwrap_err().problem, "attempt must be >= 1");
+        let mut failed = Signal::new(run(), 1, SignalKind::Failed, at());
+        assert!(failed.validate().is_err());
+        failed.reason = Some(REASON_SPAWN_FAILED.into());
+        assert!(failed.validate().is_ok());
+    }
+
+    #[test]
+    fn only_rejected_keeps_an_outbox_entry() {
+        assert!(SignalOutcome::Applied.settles());
+        assert!(SignalOutcome::Duplicate.settles());
+        assert!(SignalOutcome::Stale.settles());
+        assert!(!SignalOutcome::Rejected.settles());
+        assert!(SignalKind::Started.is_one_shot());
+        assert!(!SignalKind::Progress.is_one_shot());
+    }
+
+    #[test]
+    fn desired_run_defaults_optional_fields() {
+        let r: DesiredRun = serde_json::from_value(serde_json::json!({
+            "run_id": run(), "attempt": 1, "session_name": "pam-1234abcd",
+            "provider": "claude", "prompt": "hi", "cwd": "/tmp"
+        }))
+        .unwrap();
+        assert!(!r.stop);
+        assert!(r.env.is_empty());
+        assert_eq!(r.command, None);
+        let ack: SignalAck = serde_json::from_value(serde_json::json!({
+            "results": [{"index": 0, "outcome": "stale"}]
+        }))
+        .unwrap();
+        assert_eq!(ack.results[0].outcome, SignalOutcome::Stale);
+    }
+}
