@@ -1,0 +1,149 @@
+//! A stand-in provider CLI for tests: prints the structured stream of
+//! claude (`stream-json`), codex (`exec --json`) or gemini (`stream-json`)
+//! with N progress lines, then the final result, then exits.
+//!
+//! `pam-fake-provider [--format claude|codex|gemini] [--lines N]
+//! [--sleep-ms MS] [--exit CODE] [--fail-result] [--hang] [--ignore-term]
+//! [--pid-file PATH] [-p PROMPT] [PROMPT]`
+//!
+//! It also prints one plain-text line to stderr (unstructured output), and
+//! echoes the prompt and `$FAKE_ECHO_ENV` (if set) in its first line so
+//! tests can check argument and environment passing.
+
+use std::io::Write;
+use std::time::Duration;
+
+use clap::{Parser, ValueEnum};
+use serde_json::json;
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Format {
+    Claude,
+    Codex,
+    Gemini,
+}
+
+#[derive(Debug, Parser)]
+#[command(name = "pam-fake-provider")]
+struct Args {
+    /// Stream format.
+    #[arg(long, value_enum, default_value = "claude")]
+    format: Format,
+    /// Progress lines before the result.
+    #[arg(long, default_value_t = 3)]
+    lines: u32,
+    /// Pause between lines.
+    #[arg(long, default_value_t = 0)]
+    sleep_ms: u64,
+    /// Exit code.
+    #[arg(long = "exit", default_value_t = 0)]
+    exit_code: i32,
+    /// Make the final result report failure.
+    #[arg(long)]
+    fail_result: bool,
+    /// After the lines (before the result), sleep until killed.
+    #[arg(long)]
+    hang: bool,
+    /// Ignore SIGTERM (to test the SIGKILL escalation).
+    #[arg(long)]
+    ignore_term: bool,
+    /// Write our pid here once running.
+    #[arg(long)]
+    pid_file: Option<std::path::PathBuf>,
+    /// The prompt (as `-p PROMPT`).
+    #[arg(short = 'p', long = "prompt")]
+    prompt_flag: Option<String>,
+    /// The prompt (positional).
+    prompt: Option<String>,
+}
+
+fn out(v: serde_json::Value) {
+    let mut o = std::io::stdout().lock();
+    let _ = writeln!(o, "{v}");
+    let _ = o.flush();
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() {
+    let a = Args::parse();
+    let _term = if a.ignore_term {
+        Some(
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                .expect("SIGTERM handler"),
+        )
+    } else {
+        None
+    };
+    if let Some(p) = &a.pid_file {
+        std::fs::write(p, std::process::id().to_string()).expect("write pid file");
+    }
+    let prompt = a
+        .prompt_flag
+        .clone()
+        .or(a.prompt.clone())
+        .unwrap_or_default();
+    let echo = std::env::var("FAKE_ECHO_ENV").unwrap_or_default();
+    eprintln!("fake provider starting (plain text on stderr)");
+    let n = a.lines as u64;
+    match a.format {
+        Format::Claude => out(
+            json!({"type":"system","subtype":"init","session_id":"fake-session","model":"fake-model","cwd":std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default(),"tools":[],"prompt":prompt,"echo":echo}),
+        ),
+        Format::Codex => {
+            out(
+                json!({"type":"thread.started","thread_id":"fake-thread","prompt":prompt,"echo":echo}),
+            );
+            out(json!({"type":"turn.started"}));
+        }
+        Format::Gemini => {
+            out(
+                json!({"type":"init","timestamp":"2025-01-01T00:00:00.000Z","session_id":"fake-session","model":"fake-model","echo":echo}),
+            );
+            out(
+                json!({"type":"message","timestamp":"2025-01-01T00:00:00.000Z","role":"user","content":prompt}),
+            );
+        }
+    }
+    println!("plain text between events: no progress here");
+    for i in 1..=n {
+        if a.sleep_ms > 0 {
+            tokio::time::sleep(Duration::from_millis(a.sleep_ms)).await;
+        }
+        let text = format!("step {i}");
+        match a.format {
+            Format::Claude => out(
+                json!({"type":"assistant","message":{"id":format!("msg_{i}"),"type":"message","role":"assistant","model":"fake-model","content":[{"type":"text","text":text}],"usage":{"input_tokens":10,"output_tokens":i}},"session_id":"fake-session"}),
+            ),
+            Format::Codex => out(
+                json!({"type":"item.completed","item":{"id":format!("item_{i}"),"type":"agent_message","text":text}}),
+            ),
+            Format::Gemini => out(
+                json!({"type":"message","timestamp":"2025-01-01T00:00:00.000Z","role":"assistant","content":text}),
+            ),
+        }
+    }
+    if a.hang {
+        loop {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+        }
+    }
+    let ok = !a.fail_result;
+    match a.format {
+        Format::Claude => out(
+            json!({"type":"result","subtype": if ok {"success"} else {"error_during_execution"},"is_error":!ok,"duration_ms":1,"num_turns":n,"result":"done","session_id":"fake-session","total_cost_usd":0.25,"usage":{"input_tokens":10*n,"output_tokens":n*(n+1)/2}}),
+        ),
+        Format::Codex => {
+            if ok {
+                out(
+                    json!({"type":"turn.completed","usage":{"input_tokens":10*n,"cached_input_tokens":0,"output_tokens":n}}),
+                )
+            } else {
+                out(json!({"type":"turn.failed","error":{"message":"fake failure"}}))
+            }
+        }
+        Format::Gemini => out(
+            json!({"type":"result","timestamp":"2025-01-01T00:00:00.000Z","status": if ok {"success"} else {"error"},"stats":{"total_tokens":11*n,"input_tokens":10*n,"output_tokens":n,"cached":0,"input":10*n,"duration_ms":1,"tool_calls":0}}),
+        ),
+    }
+    std::process::exit(a.exit_code);
+}

@@ -1,0 +1,211 @@
+//! worker.toml: every key optional, unknown keys are errors naming the key.
+//!
+//! ```toml
+//! tmux_socket = "pam"          # tmux -L pam; a value with a '/' is a path (-S)
+//! heartbeat_seconds = 30
+//! tick_seconds = 5
+//! stop_grace_seconds = 10
+//! snapshot_interval_ms = 1000
+//!
+//! [providers.claude]
+//! command = ["claude", "-p", "{prompt}", "--output-format", "stream-json", "--verbose"]
+//! env = { ANTHROPIC_LOG = "error" }
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use serde::Deserialize;
+
+use crate::providers::ProviderKind;
+use crate::tmux::Socket;
+
+/// The worker's configuration.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// The tmux socket all pam sessions live on: a name (`tmux -L`) or, when
+    /// it contains a `/`, a path (`tmux -S`). Default `pam`, so pam's
+    /// sessions never mix with the user's own.
+    pub tmux_socket: String,
+    /// Seconds between heartbeats, unless the controller says otherwise.
+    pub heartbeat_seconds: u64,
+    /// Seconds between reconcile ticks (desired set vs tmux).
+    pub tick_seconds: u64,
+    /// Seconds a stopped run gets after SIGTERM before its session is killed.
+    pub stop_grace_seconds: u64,
+    /// Minimum milliseconds between two output snapshots of one run.
+    pub snapshot_interval_ms: u64,
+    /// Per-provider overrides.
+    pub providers: ProvidersConfig,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            tmux_socket: "pam".into(),
+            heartbeat_seconds: 30,
+            tick_seconds: 5,
+            stop_grace_seconds: 10,
+            snapshot_interval_ms: 1000,
+            providers: ProvidersConfig::default(),
+        }
+    }
+}
+
+/// `[providers.<name>]` tables; only the five known names are accepted.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProvidersConfig {
+    pub claude: Option<ProviderConfig>,
+    pub codex: Option<ProviderConfig>,
+    pub gemini: Option<ProviderConfig>,
+    pub grok: Option<ProviderConfig>,
+    pub exec: Option<ProviderConfig>,
+}
+
+impl ProvidersConfig {
+    /// The override for `kind`, if any.
+    pub fn get(&self, kind: ProviderKind) -> Option<&ProviderConfig> {
+        match kind {
+            ProviderKind::Claude => self.claude.as_ref(),
+            ProviderKind::Codex => self.codex.as_ref(),
+            ProviderKind::Gemini => self.gemini.as_ref(),
+            ProviderKind::Grok => self.grok.as_ref(),
+            ProviderKind::Exec => self.exec.as_ref(),
+        }
+    }
+}
+
+/// One provider's override.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderConfig {
+    /// Replaces the built-in command line; `{prompt}` is substituted.
+    pub command: Option<Vec<String>>,
+    /// Extra environment for the provider process.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+}
+
+impl Config {
+    /// Parses worker.toml text; `origin` names it in errors.
+    pub fn parse(text: &str, origin: &str) -> anyhow::Result<Config> {
+        let cfg: Config =
+            toml::from_str(text).with_context(|| format!("parse worker config {origin}"))?;
+        cfg.validate()
+            .with_context(|| format!("check worker config {origin}"))?;
+        Ok(cfg)
+    }
+
+    /// Reads `path`, or returns the defaults when `path` is `None`.
+    pub fn load(path: Option<&Path>) -> anyhow::Result<Config> {
+        match path {
+            None => Ok(Config::default()),
+            Some(p) => {
+                let text = std::fs::read_to_string(p)
+                    .with_context(|| format!("read worker config {}", p.display()))?;
+                Config::parse(&text, &p.display().to_string())
+            }
+        }
+    }
+
+    /// The tmux socket to use.
+    pub fn socket(&self) -> Socket {
+        if self.tmux_socket.contains('/') {
+            Socket::Path(PathBuf::from(&self.tmux_socket))
+        } else {
+            Socket::Name(self.tmux_socket.clone())
+        }
+    }
+
+    fn validate(&self) -> anyhow::Result<()> {
+        for (key, v) in [
+            ("heartbeat_seconds", self.heartbeat_seconds),
+            ("tick_seconds", self.tick_seconds),
+            ("snapshot_interval_ms", self.snapshot_interval_ms),
+        ] {
+            anyhow::ensure!(v > 0, "{key} must be greater than 0");
+        }
+        anyhow::ensure!(
+            !self.tmux_socket.is_empty(),
+            "tmux_socket must not be empty"
+        );
+        for kind in ProviderKind::ALL {
+            if let Some(ProviderConfig {
+                command: Some(c), ..
+            }) = self.providers.get(kind)
+            {
+                anyhow::ensure!(
+                    !c.is_empty() && !c[0].is_empty(),
+                    "providers.{kind}.command must name a program"
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults() {
+        let c = Config::parse("", "test").unwrap();
+        assert_eq!(c, Config::default());
+        assert_eq!(c.heartbeat_seconds, 30);
+        assert_eq!(c.stop_grace_seconds, 10);
+        assert_eq!(c.socket(), Socket::Name("pam".into()));
+    }
+
+    #[test]
+    fn full_file() {
+        let c = Config::parse(
+            r#"
+            tmux_socket = "/tmp/pam.sock"
+            heartbeat_seconds = 5
+            tick_seconds = 1
+            stop_grace_seconds = 2
+            snapshot_interval_ms = 250
+            [providers.claude]
+            command = ["claude", "-p", "{prompt}", "--output-format", "stream-json", "--verbose"]
+            env = { A = "1" }
+            "#,
+            "test",
+        )
+        .unwrap();
+        assert_eq!(c.socket(), Socket::Path("/tmp/pam.sock".into()));
+        assert_eq!(c.providers.claude.unwrap().env["A"], "1");
+    }
+
+    #[test]
+    fn unknown_keys_are_named() {
+        let e = format!(
+            "{:#}",
+            Config::parse("heartbeat_secs = 3", "w.toml").unwrap_err()
+        );
+        assert!(e.contains("heartbeat_secs"), "{e}");
+        let e = format!(
+            "{:#}",
+            Config::parse("[providers.copilot]\ncommand=[\"x\"]", "w.toml").unwrap_err()
+        );
+        assert!(e.contains("copilot"), "{e}");
+        let e = format!(
+            "{:#}",
+            Config::parse("[providers.claude]\ncmd=[\"x\"]", "w.toml").unwrap_err()
+        );
+        assert!(e.contains("cmd"), "{e}");
+        let e = format!(
+            "{:#}",
+            Config::parse("[providers.codex]\ncommand=[]", "w.toml").unwrap_err()
+        );
+        assert!(e.contains("providers.codex.command"), "{e}");
+        let e = format!(
+            "{:#}",
+            Config::parse("tick_seconds = 0", "w.toml").unwrap_err()
+        );
+        assert!(e.contains("tick_seconds"), "{e}");
+    }
+}

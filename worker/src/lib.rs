@@ -1,0 +1,17 @@
+//! pam-worker: the host-local half of pam. It runs provider CLIs in tmux
+//! sessions (through [`tmux`], the only code that shells out to tmux), wraps
+//! each in [`wrap`] so every byte is logged and every lifecycle fact lands in
+//! the durable [`outbox`], and reads the config from [`config`].
+//!
+//! The HTTP agent loop against pamd (register, heartbeat, desired set,
+//! shipping the outbox) is not written yet; the pieces it drives are here.
+
+pub mod config;
+pub mod instance;
+pub mod outbox;
+pub mod providers;
+pub mod snapshot;
+pub mod spawn;
+pub mod testdir;
+pub mod tmux;
+pub mod wrap;

@@ -1,0 +1,428 @@
+//! `pam-worker wrap` around the fake provider: real processes, real signals,
+//! a real tmux server for the end-to-end case.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Stdio;
+
+use common::{eventually, kinds, signals, PrivateTmux, FAKE, WORKER};
+use nix::sys::signal::{kill, Signal as Sig};
+use nix::unistd::Pid;
+use pam_manifests::protocol::{
+    session_name, DesiredRun, Signal, SignalKind, REASON_PROVIDER_FAILED, REASON_SPAWN_FAILED,
+};
+use pam_worker::config::Config;
+use pam_worker::outbox::Outbox;
+use pam_worker::spawn;
+use pam_worker::testdir::TestDir;
+use pam_worker::wrap::log_path;
+use uuid::Uuid;
+
+use SignalKind::{Failed, Finished, Progress, Started};
+
+fn wrap_cmd(
+    data: &Path,
+    run: Uuid,
+    attempt: i32,
+    provider: &str,
+    cmd: &[&str],
+) -> tokio::process::Command {
+    let mut c = tokio::process::Command::new(WORKER);
+    c.args([
+        "wrap",
+        "--run",
+        &run.to_string(),
+        "--attempt",
+        &attempt.to_string(),
+    ])
+    .arg("--data-dir")
+    .arg(data)
+    .args(["--provider", provider, "--stop-grace-seconds", "1", "--"])
+    .args(cmd)
+    .stdin(Stdio::null())
+    .kill_on_drop(true);
+    c
+}
+
+async fn run_wrap(
+    data: &Path,
+    run: Uuid,
+    attempt: i32,
+    provider: &str,
+    cmd: &[&str],
+) -> std::process::Output {
+    wrap_cmd(data, run, attempt, provider, cmd)
+        .output()
+        .await
+        .unwrap()
+}
+
+fn progress_seqs(sigs: &[Signal]) -> Vec<i64> {
+    sigs.iter()
+        .filter(|s| s.kind == Progress)
+        .map(|s| s.seq.unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn success_signals_log_and_tee() {
+    let d = TestDir::new("wrap");
+    let run = Uuid::new_v4();
+    let out = run_wrap(
+        d.path(),
+        run,
+        2,
+        "claude",
+        &[FAKE, "--lines", "4", "-p", "do it"],
+    )
+    .await;
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let sigs = signals(&Outbox::open(d.path()).unwrap());
+    assert_eq!(
+        kinds(&sigs),
+        [Started, Progress, Progress, Progress, Progress, Finished]
+    );
+    assert_eq!(progress_seqs(&sigs), [1, 2, 3, 4]);
+    assert!(
+        sigs.iter().all(|s| s.attempt == 2 && s.run_id == run),
+        "{sigs:?}"
+    );
+    assert!(sigs.iter().all(|s| s.validate().is_ok()));
+    let fin = sigs.last().unwrap();
+    assert_eq!(fin.exit_code, Some(0));
+    let usage = fin
+        .usage
+        .as_ref()
+        .expect("finished carries the final usage");
+    assert_eq!(
+        (usage.input_tokens, usage.output_tokens, usage.cost_usd),
+        (40, 10, Some(0.25))
+    );
+    assert_eq!(
+        sigs[2].usage.as_ref().unwrap().output_tokens,
+        2,
+        "progress carries step usage"
+    );
+
+    let log = std::fs::read_to_string(log_path(d.path(), run, 2)).unwrap();
+    assert!(log.contains(r#""text":"step 4""#), "{log}");
+    assert!(
+        log.contains("fake provider starting"),
+        "stderr is logged too: {log}"
+    );
+    assert!(log.contains("plain text between events"), "{log}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(r#""text":"step 1""#),
+        "tee to own stdout: {stdout}"
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("fake provider starting"));
+}
+
+#[tokio::test]
+async fn codex_and_gemini_streams_give_progress() {
+    for (provider, n) in [("codex", 3), ("gemini", 5)] {
+        let d = TestDir::new("wrap");
+        let run = Uuid::new_v4();
+        let lines = n.to_string();
+        let out = run_wrap(
+            d.path(),
+            run,
+            1,
+            provider,
+            &[FAKE, "--format", provider, "--lines", &lines, "x"],
+        )
+        .await;
+        assert_eq!(out.status.code(), Some(0));
+        let sigs = signals(&Outbox::open(d.path()).unwrap());
+        assert_eq!(
+            progress_seqs(&sigs),
+            (1..=n).collect::<Vec<_>>(),
+            "{provider}"
+        );
+        let fin = sigs.last().unwrap();
+        assert_eq!((fin.kind, fin.exit_code), (Finished, Some(0)), "{provider}");
+        assert_eq!(
+            fin.usage.as_ref().unwrap().input_tokens,
+            10 * n as u64,
+            "{provider}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn exec_provider_logs_but_has_no_progress() {
+    let d = TestDir::new("wrap");
+    let run = Uuid::new_v4();
+    let out = run_wrap(d.path(), run, 1, "exec", &[FAKE, "--lines", "2"]).await;
+    assert_eq!(out.status.code(), Some(0));
+    let sigs = signals(&Outbox::open(d.path()).unwrap());
+    assert_eq!(kinds(&sigs), [Started, Finished]);
+    assert!(std::fs::read_to_string(log_path(d.path(), run, 1))
+        .unwrap()
+        .contains("step 2"));
+}
+
+#[tokio::test]
+async fn nonzero_exit_is_reported() {
+    let d = TestDir::new("wrap");
+    let run = Uuid::new_v4();
+    let out = run_wrap(
+        d.path(),
+        run,
+        1,
+        "claude",
+        &[FAKE, "--lines", "1", "--exit", "3"],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(3));
+    let sigs = signals(&Outbox::open(d.path()).unwrap());
+    assert_eq!(kinds(&sigs), [Started, Progress, Finished]);
+    assert_eq!(sigs[2].exit_code, Some(3));
+}
+
+#[tokio::test]
+async fn provider_failure_adds_failed_before_finished() {
+    let d = TestDir::new("wrap");
+    let run = Uuid::new_v4();
+    let out = run_wrap(
+        d.path(),
+        run,
+        1,
+        "claude",
+        &[FAKE, "--lines", "1", "--fail-result", "--exit", "1"],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(1));
+    let sigs = signals(&Outbox::open(d.path()).unwrap());
+    assert_eq!(kinds(&sigs), [Started, Progress, Failed, Finished]);
+    assert_eq!(sigs[2].reason.as_deref(), Some(REASON_PROVIDER_FAILED));
+    assert_eq!(sigs[3].exit_code, Some(1));
+}
+
+#[tokio::test]
+async fn command_that_cannot_start_is_spawn_failed_only() {
+    let d = TestDir::new("wrap");
+    let run = Uuid::new_v4();
+    let out = run_wrap(
+        d.path(),
+        run,
+        1,
+        "claude",
+        &["/nonexistent/pam-no-such-provider", "-p", "x"],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(127));
+    let sigs = signals(&Outbox::open(d.path()).unwrap());
+    assert_eq!(kinds(&sigs), [Failed], "no started, no finished: {sigs:?}");
+    assert_eq!(sigs[0].reason.as_deref(), Some(REASON_SPAWN_FAILED));
+    assert_eq!(sigs[0].attempt, 1);
+    let log = std::fs::read_to_string(log_path(d.path(), run, 1)).unwrap();
+    assert!(log.contains("cannot start"), "{log}");
+}
+
+/// Starts a hanging fake provider under wrap, waits until it runs, and
+/// returns (wrapper, child pid).
+async fn start_hanging(d: &Path, run: Uuid, extra: &[&str]) -> (tokio::process::Child, i32) {
+    let pid_file = d.join("child.pid");
+    let pf = pid_file.to_string_lossy().into_owned();
+    let mut args = vec![FAKE, "--lines", "2", "--hang", "--pid-file", &pf];
+    args.extend_from_slice(extra);
+    let wrapper = wrap_cmd(d, run, 1, "claude", &args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let ob = Outbox::open(d).unwrap();
+    // Wait for both lines of progress: the child is running its hang.
+    eventually(10, "two progress signals", || {
+        (signals(&ob).iter().filter(|s| s.kind == Progress).count() == 2).then_some(())
+    })
+    .await;
+    let pid: i32 = eventually(5, "pid file", || {
+        std::fs::read_to_string(&pid_file).ok()?.trim().parse().ok()
+    })
+    .await;
+    (wrapper, pid)
+}
+
+#[tokio::test]
+async fn sigterm_is_forwarded_and_reported_as_143() {
+    let d = TestDir::new("wrap");
+    let run = Uuid::new_v4();
+    let (mut wrapper, child) = start_hanging(d.path(), run, &[]).await;
+    kill(Pid::from_raw(wrapper.id().unwrap() as i32), Sig::SIGTERM).unwrap();
+    let status = tokio::time::timeout(std::time::Duration::from_secs(10), wrapper.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(status.code(), Some(143));
+    let sigs = signals(&Outbox::open(d.path()).unwrap());
+    assert_eq!(kinds(&sigs), [Started, Progress, Progress, Finished]);
+    assert_eq!(sigs[3].exit_code, Some(143));
+    assert_eq!(
+        kill(Pid::from_raw(child), None),
+        Err(nix::errno::Errno::ESRCH),
+        "child must be gone"
+    );
+}
+
+#[tokio::test]
+async fn a_child_ignoring_sigterm_is_killed_after_the_grace() {
+    let d = TestDir::new("wrap");
+    let run = Uuid::new_v4();
+    let (mut wrapper, child) = start_hanging(d.path(), run, &["--ignore-term"]).await;
+    kill(Pid::from_raw(wrapper.id().unwrap() as i32), Sig::SIGTERM).unwrap();
+    let status = tokio::time::timeout(std::time::Duration::from_secs(10), wrapper.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(status.code(), Some(137), "SIGKILL after the 1 s grace");
+    let fin = signals(&Outbox::open(d.path()).unwrap()).pop().unwrap();
+    assert_eq!((fin.kind, fin.exit_code), (Finished, Some(137)));
+    assert_eq!(
+        kill(Pid::from_raw(child), None),
+        Err(nix::errno::Errno::ESRCH)
+    );
+}
+
+fn desired(run: Uuid, cwd: &Path, provider: &str) -> DesiredRun {
+    DesiredRun {
+        run_id: run,
+        attempt: 3,
+        session_name: session_name(run),
+        provider: provider.into(),
+        prompt: "fix it; don't $break;".into(),
+        cwd: cwd.to_string_lossy().into_owned(),
+        command: None,
+        env: BTreeMap::from([("FAKE_ECHO_ENV".to_string(), "secret-ish".to_string())]),
+        stop: false,
+    }
+}
+
+#[tokio::test]
+async fn spawned_run_in_real_tmux_reports_everything() {
+    let t = PrivateTmux::new();
+    let d = TestDir::new("spawn");
+    let data = d.path().join("data");
+    let cwd = d.path().join("work");
+    std::fs::create_dir_all(&cwd).unwrap();
+    let config = Config::parse(
+        &format!(
+            "stop_grace_seconds = 1\n[providers.claude]\ncommand = [{FAKE:?}, \"--lines\", \"3\", \"--sleep-ms\", \"20\", \"-p\", \"{{prompt}}\"]\n"
+        ),
+        "test",
+    )
+    .unwrap();
+    let run = Uuid::new_v4();
+    let want = desired(run, &cwd, "claude");
+    spawn::spawn(&t.tmux, Path::new(WORKER), &data, &config, &want)
+        .await
+        .unwrap();
+    let ob = Outbox::open(&data).unwrap();
+    let sigs = eventually(15, "finished signal", || {
+        let s = signals(&ob);
+        s.iter().any(|x| x.kind == Finished).then_some(s)
+    })
+    .await;
+    assert_eq!(
+        kinds(&sigs),
+        [Started, Progress, Progress, Progress, Finished]
+    );
+    assert_eq!(progress_seqs(&sigs), [1, 2, 3]);
+    assert!(sigs.iter().all(|s| s.attempt == 3));
+    assert_eq!(
+        sigs[0].session_name.as_deref(),
+        Some(want.session_name.as_str())
+    );
+    assert_eq!(sigs[4].exit_code, Some(0));
+    let log = std::fs::read_to_string(log_path(&data, run, 3)).unwrap();
+    assert!(
+        log.contains(r#""prompt":"fix it; don't $break;""#),
+        "prompt as one argument: {log}"
+    );
+    assert!(
+        log.contains(r#""echo":"secret-ish""#),
+        "run env reaches the provider: {log}"
+    );
+    assert!(
+        log.contains(&format!(r#""cwd":"{}""#, cwd.display())),
+        "{log}"
+    );
+    assert!(
+        !spawn::env_file(&data, &want).exists(),
+        "the wrapper deletes the env file"
+    );
+    wait_session_gone(&t, &want.session_name).await;
+}
+
+async fn wait_session_gone(t: &PrivateTmux, name: &str) {
+    for _ in 0..250 {
+        if !t.tmux.has_session(name).await.unwrap() {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    panic!("session {name} still alive after its wrapper finished");
+}
+
+#[tokio::test]
+async fn stopping_a_tmux_run_via_its_pane_pid() {
+    let t = PrivateTmux::new();
+    let d = TestDir::new("spawn");
+    let data = d.path().join("data");
+    let config = Config::parse(
+        &format!("[providers.codex]\ncommand = [{FAKE:?}, \"--format\", \"codex\", \"--lines\", \"1\", \"--hang\", \"{{prompt}}\"]\n"),
+        "test",
+    )
+    .unwrap();
+    let run = Uuid::new_v4();
+    let want = desired(run, d.path(), "codex");
+    spawn::spawn(&t.tmux, Path::new(WORKER), &data, &config, &want)
+        .await
+        .unwrap();
+    let ob = Outbox::open(&data).unwrap();
+    eventually(10, "progress", || {
+        signals(&ob)
+            .iter()
+            .any(|s| s.kind == Progress)
+            .then_some(())
+    })
+    .await;
+    t.tmux
+        .send_signal(&want.session_name, Sig::SIGTERM)
+        .await
+        .unwrap();
+    let sigs = eventually(10, "finished", || {
+        let s = signals(&ob);
+        s.iter().any(|x| x.kind == Finished).then_some(s)
+    })
+    .await;
+    assert_eq!(sigs.last().unwrap().exit_code, Some(143));
+    wait_session_gone(&t, &want.session_name).await;
+}
+
+#[tokio::test]
+async fn spawn_rejects_a_missing_cwd_and_an_exec_run_without_command() {
+    let d = TestDir::new("spawn");
+    let config = Config::default();
+    let run = Uuid::new_v4();
+    let mut r = desired(run, &d.path().join("missing"), "claude");
+    let e = spawn::session_spec(Path::new(WORKER), d.path(), &config, &r)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("not a directory"), "{e}");
+    r.cwd = d.path().to_string_lossy().into_owned();
+    r.provider = "exec".into();
+    let e = spawn::session_spec(Path::new(WORKER), d.path(), &config, &r)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("has no command"), "{e}");
+}
