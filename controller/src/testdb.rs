@@ -168,9 +168,8 @@ async fn build_template(
             .await
             .context("migrate the template")?;
         pool.close().await;
-        sqlx::query(&format!("ALTER DATABASE {wip} RENAME TO {name}"))
-            .execute(&mut *conn)
-            .await?;
+        // The migrating backend may still be exiting: retry while busy.
+        retry_while_busy(conn, &format!("ALTER DATABASE {wip} RENAME TO {name}")).await?;
         anyhow::Ok(())
     }
     .await;
@@ -186,18 +185,24 @@ async fn create_from_template(
     name: &str,
     template: &str,
 ) -> anyhow::Result<()> {
-    let sql = format!("CREATE DATABASE {name} TEMPLATE {template}");
+    retry_while_busy(conn, &format!("CREATE DATABASE {name} TEMPLATE {template}"))
+        .await
+        .with_context(|| format!("create test database {name}"))
+}
+
+/// Runs `sql`, retrying for up to 10 s on 55006 ("database is being
+/// accessed by other users"): a concurrent clone of the same template, or a
+/// backend that is still exiting after its client disconnected.
+async fn retry_while_busy(conn: &mut PgConnection, sql: &str) -> anyhow::Result<()> {
     let mut tries = 0;
     loop {
-        match sqlx::query(&sql).execute(&mut *conn).await {
+        match sqlx::query(sql).execute(&mut *conn).await {
             Ok(_) => return Ok(()),
-            // 55006 "source database is being accessed by other users":
-            // a concurrent clone or a lingering connection; it passes.
-            Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("55006") && tries < 50 => {
+            Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("55006") && tries < 100 => {
                 tries += 1;
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
-            Err(e) => return Err(e).context(format!("create test database {name}")),
+            Err(e) => return Err(e.into()),
         }
     }
 }
