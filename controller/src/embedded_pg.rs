@@ -255,9 +255,14 @@ impl EmbeddedPg {
         }
         tracing::info!(cluster = %self.cluster_dir.display(), "creating the embedded PostgreSQL cluster");
         let mut cmd = self.command("initdb");
-        cmd.arg("-D")
-            .arg(&self.cluster_dir)
-            .args(["-U", ROLE, "--auth=trust", "-E", "UTF8", "--no-locale"]);
+        cmd.arg("-D").arg(&self.cluster_dir).args([
+            "-U",
+            ROLE,
+            "--auth=trust",
+            "-E",
+            "UTF8",
+            "--no-locale",
+        ]);
         if self.options.ephemeral {
             cmd.arg("--no-sync");
         }
@@ -272,7 +277,10 @@ impl EmbeddedPg {
         let mut conf = fs::OpenOptions::new()
             .append(true)
             .open(self.cluster_dir.join("postgresql.conf"))?;
-        writeln!(conf, "\n# pamd's settings (rewritten at every start)\ninclude_if_exists = 'pam.conf'")?;
+        writeln!(
+            conf,
+            "\n# pamd's settings (rewritten at every start)\ninclude_if_exists = 'pam.conf'"
+        )?;
         Ok(())
     }
 
@@ -429,11 +437,20 @@ fn pg_user() -> anyhow::Result<RunAs> {
         return Ok(user);
     }
     let created = Command::new("useradd")
-        .args(["--system", "--no-create-home", "--shell", "/usr/sbin/nologin", ROLE])
+        .args([
+            "--system",
+            "--no-create-home",
+            "--shell",
+            "/usr/sbin/nologin",
+            ROLE,
+        ])
         .output();
     match created {
         Ok(out) if out.status.success() => {
-            tracing::info!(user = ROLE, "created system user for the embedded PostgreSQL")
+            tracing::info!(
+                user = ROLE,
+                "created system user for the embedded PostgreSQL"
+            )
         }
         Ok(out) => tracing::warn!(user = ROLE, error = %last_line(&out), "useradd failed"),
         Err(e) => tracing::warn!(user = ROLE, error = %e, "useradd could not run"),
@@ -494,16 +511,15 @@ fn lock_file_in(fatal: &str) -> Option<String> {
 }
 
 fn last_line(out: &Output) -> String {
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    stderr
-        .lines()
-        .chain(stdout.lines())
-        .filter(|l| !l.trim().is_empty())
-        .next_back()
-        .unwrap_or("(no output)")
-        .trim()
-        .to_string()
+    let last = |bytes: &[u8]| {
+        String::from_utf8_lossy(bytes)
+            .lines()
+            .rfind(|l| !l.trim().is_empty())
+            .map(|l| l.trim().to_string())
+    };
+    last(&out.stderr)
+        .or_else(|| last(&out.stdout))
+        .unwrap_or_else(|| "(no output)".to_string())
 }
 
 /// Percent-encodes everything but unreserved characters and `/`.
@@ -546,7 +562,14 @@ mod tests {
         let dirs = versioned_dirs(&root);
         let names: Vec<String> = dirs
             .iter()
-            .map(|p| p.parent().unwrap().file_name().unwrap().to_string_lossy().into_owned())
+            .map(|p| {
+                p.parent()
+                    .unwrap()
+                    .file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned()
+            })
             .collect();
         assert_eq!(names, ["15", "13", "9.6"]);
         fs::remove_dir_all(root).unwrap();

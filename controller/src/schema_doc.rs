@@ -174,7 +174,11 @@ fn read_migrations(dir: &Path) -> anyhow::Result<Vec<(String, String)>> {
     {
         let path = entry?.path();
         if path.extension().is_some_and(|e| e == "sql") {
-            let name = path.file_name().unwrap_or_default().to_string_lossy().into_owned();
+            let name = path
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned();
             files.push((name, std::fs::read_to_string(&path)?));
         }
     }

@@ -37,7 +37,8 @@ pub async fn run(config: Config, clock: SharedClock) -> anyhow::Result<()> {
             })
             .await??;
             let url = pg.url(EMBEDDED_DATABASE);
-            let ensured = embedded_pg::ensure_database(&pg.url("postgres"), EMBEDDED_DATABASE).await;
+            let ensured =
+                embedded_pg::ensure_database(&pg.url("postgres"), EMBEDDED_DATABASE).await;
             if let Err(e) = ensured {
                 stop_embedded(pg).await;
                 return Err(e);

@@ -125,7 +125,10 @@ async fn template(admin: &PgConnectOptions) -> anyhow::Result<&'static str> {
     static NAME: OnceCell<String> = OnceCell::const_new();
     NAME.get_or_try_init(|| async {
         let name = format!("pam_tmpl_{}", migrations_checksum());
-        let mut conn = admin.connect().await.context("connect to the test server")?;
+        let mut conn = admin
+            .connect()
+            .await
+            .context("connect to the test server")?;
         if !database_exists(&mut conn, &name).await? {
             build_template(&mut conn, admin, &name).await?;
         }
@@ -198,7 +201,9 @@ async fn retry_while_busy(conn: &mut PgConnection, sql: &str) -> anyhow::Result<
     loop {
         match sqlx::query(sql).execute(&mut *conn).await {
             Ok(_) => return Ok(()),
-            Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("55006") && tries < 100 => {
+            Err(sqlx::Error::Database(e))
+                if e.code().as_deref() == Some("55006") && tries < 100 =>
+            {
                 tries += 1;
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }

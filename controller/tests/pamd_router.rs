@@ -55,14 +55,19 @@ async fn healthz_version_and_readyz() {
 #[tokio::test]
 async fn readyz_is_503_when_a_migration_is_missing() {
     let state = state().await;
-    sqlx::query("DELETE FROM _sqlx_migrations WHERE version = (SELECT max(version) FROM _sqlx_migrations)")
-        .execute(&state.pool)
-        .await
-        .unwrap();
+    sqlx::query(
+        "DELETE FROM _sqlx_migrations WHERE version = (SELECT max(version) FROM _sqlx_migrations)",
+    )
+    .execute(&state.pool)
+    .await
+    .unwrap();
     let (status, body) = call(&state, "GET", "/readyz").await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(body["error"]["code"], "not_ready");
-    assert!(body["error"]["message"].as_str().unwrap().contains("migrations"));
+    assert!(body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("migrations"));
 }
 
 #[tokio::test]
@@ -71,7 +76,10 @@ async fn unknown_routes_and_methods_are_json_errors() {
     let (status, body) = call(&state, "GET", "/api/v1/nope").await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert_eq!(body["error"]["code"], "not_found");
-    assert!(body["error"]["message"].as_str().unwrap().contains("/api/v1/nope"));
+    assert!(body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("/api/v1/nope"));
 
     let (status, body) = call(&state, "DELETE", "/healthz").await;
     assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);

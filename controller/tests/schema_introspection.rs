@@ -36,7 +36,11 @@ async fn assert_seed_columns(pool: &PgPool, table: &str, seed: &[Col]) {
     }
     // The seed's columns come first, in the seed's order (later migrations
     // only add columns).
-    let names: Vec<&str> = actual.iter().take(seed.len()).map(|c| c.0.as_str()).collect();
+    let names: Vec<&str> = actual
+        .iter()
+        .take(seed.len())
+        .map(|c| c.0.as_str())
+        .collect();
     let seed_names: Vec<&str> = seed.iter().map(|c| c.0).collect();
     assert_eq!(names, seed_names, "{table} column order");
 }
@@ -205,7 +209,11 @@ fn value_set(checks: &[String], column: &str) -> Vec<String> {
         .unwrap_or_else(|| panic!("no value-set CHECK on {column} in {checks:?}"));
     def[prefix.len()..def.find("])").unwrap()]
         .split(", ")
-        .map(|v| v.trim_start_matches('\'').trim_end_matches("'::text").to_string())
+        .map(|v| {
+            v.trim_start_matches('\'')
+                .trim_end_matches("'::text")
+                .to_string()
+        })
         .collect()
 }
 
@@ -267,7 +275,10 @@ async fn the_hierarchy_check_rejects_self_parenting() {
 }
 
 /// (from columns, to table, to columns, ON DELETE) of every foreign key.
-async fn foreign_keys(pool: &PgPool, table: &str) -> Vec<(Vec<String>, String, Vec<String>, String)> {
+async fn foreign_keys(
+    pool: &PgPool,
+    table: &str,
+) -> Vec<(Vec<String>, String, Vec<String>, String)> {
     let rows: Vec<(Vec<String>, String, Vec<String>, String)> = sqlx::query_as(
         "SELECT \
            ARRAY(SELECT a.attname::text FROM unnest(c.conkey) WITH ORDINALITY k(n, o) \
@@ -300,10 +311,19 @@ fn has_fk(
 async fn foreign_keys_and_their_on_delete() {
     let pool = pool().await;
     let items = foreign_keys(&pool, "work_items").await;
-    assert!(has_fk(&items, "project_id", "projects", "CASCADE"), "{items:?}");
-    assert!(has_fk(&items, "parent_id", "work_items", "CASCADE"), "{items:?}");
+    assert!(
+        has_fk(&items, "project_id", "projects", "CASCADE"),
+        "{items:?}"
+    );
+    assert!(
+        has_fk(&items, "parent_id", "work_items", "CASCADE"),
+        "{items:?}"
+    );
     let runs = foreign_keys(&pool, "runs").await;
-    assert!(has_fk(&runs, "task_id", "work_items", "CASCADE"), "{runs:?}");
+    assert!(
+        has_fk(&runs, "task_id", "work_items", "CASCADE"),
+        "{runs:?}"
+    );
     assert!(has_fk(&runs, "host_id", "hosts", "NO ACTION"), "{runs:?}");
     let signals = foreign_keys(&pool, "processed_signals").await;
     assert!(has_fk(&signals, "run_id", "runs", "CASCADE"), "{signals:?}");
@@ -359,7 +379,10 @@ async fn the_seed_indexes() {
         let (t, def, am) = index(name).await;
         assert_eq!(t, table, "{name} table");
         assert_eq!(am, "btree", "{name} method");
-        assert!(def.ends_with(&format!("USING btree {cols}")), "{name}: {def}");
+        assert!(
+            def.ends_with(&format!("USING btree {cols}")),
+            "{name}: {def}"
+        );
         assert!(!def.contains("UNIQUE"), "{name} must not be unique: {def}");
     }
 }
