@@ -27,7 +27,7 @@ pub async fn run(config: Config, clock: SharedClock) -> anyhow::Result<()> {
     }
     let mut embedded = None;
     let url = match &config.database_url {
-        Some(url) => url.clone(),
+        Some(url) => crate::config::sqlx_compatible_url(url),
         None => {
             let data_dir = config.data_dir.clone();
             let pg = tokio::task::spawn_blocking(move || {

@@ -61,7 +61,7 @@ pub async fn admin_url() -> anyhow::Result<String> {
     static URL: OnceCell<String> = OnceCell::const_new();
     URL.get_or_try_init(|| async {
         if let Ok(url) = std::env::var("DATABASE_URL") {
-            return Ok(url);
+            return Ok(crate::config::sqlx_compatible_url(&url));
         }
         tokio::task::spawn_blocking(start_test_cluster).await?
     })

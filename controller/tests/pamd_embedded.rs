@@ -345,3 +345,24 @@ fn a_lock_conflict_names_the_file_to_remove() {
     assert!(err.contains("remove"), "{err}");
     assert!(err.contains(".s.PGSQL.5432.lock"), "{err}");
 }
+
+/// As root, PostgreSQL runs as user `pam`, which must traverse the data
+/// dir's ancestors: one that lacks the search bit gets o+x (only that).
+#[test]
+fn ancestors_get_only_the_search_bit() {
+    use std::os::unix::fs::PermissionsExt;
+    let scratch = Scratch::new();
+    let locked = scratch.root.join("locked");
+    std::fs::create_dir_all(&locked).unwrap();
+    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let data_dir = locked.join("data");
+    let mut pg = EmbeddedPg::new(&data_dir, embedded_pg::Options { ephemeral: true }).unwrap();
+    pg.start().unwrap();
+    pg.stop().unwrap();
+    let mode = std::fs::metadata(&locked).unwrap().permissions().mode() & 0o777;
+    if embedded_pg::euid() == 0 {
+        assert_eq!(mode, 0o701);
+    } else {
+        assert_eq!(mode, 0o700, "not root: nothing to change");
+    }
+}
