@@ -1,13 +1,21 @@
 //! pam-controller: the library behind `pamd`.
 //!
-//! Layout (ARCHITECTURE.md): `store` (the Store trait, PostgreSQL and memory
-//! implementations, one conformance suite), `db` (migrations), `testdb`
-//! (throwaway databases for tests).
+//! Layout (ARCHITECTURE.md): `config` (TOML + flags), `clock` (the one
+//! source of time), `embedded_pg` (the embedded PostgreSQL default), `db`
+//! (migrations), `store` (the Store trait, PostgreSQL and memory
+//! implementations, one conformance suite), `api` (router, error type),
+//! `server` (pamd's lifecycle), `schema_doc` (docs/schema.md generator),
+//! `testdb` (throwaway databases for tests).
 
+pub mod api;
 pub mod apply;
 pub mod clock;
+pub mod config;
 pub mod db;
+pub mod embedded_pg;
 pub mod events;
 pub mod reconcile;
+pub mod schema_doc;
+pub mod server;
 pub mod store;
 pub mod testdb;

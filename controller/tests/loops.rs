@@ -42,7 +42,7 @@ impl World {
     }
 
     fn advance(&self, secs: u64) {
-        self.clock.advance(Duration::from_secs(secs));
+        self.clock.advance(chrono::Duration::seconds(secs as i64));
     }
 
     async fn host(&self, name: &str, labels: &[(&str, &str)]) -> Host {

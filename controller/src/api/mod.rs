@@ -1,0 +1,189 @@
+//! The HTTP API (axum). [`router`] builds the whole app from an
+//! [`AppState`], so tests drive it with `tower::ServiceExt::oneshot` and
+//! pamd serves the same router on its listener.
+//!
+//! Every error leaves as [`ApiError`]: `{"error": {"code", "message"}}`.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use serde_json::json;
+use sqlx::PgPool;
+
+use crate::clock::SharedClock;
+use crate::reconcile::{Ctx, Thresholds};
+use crate::store::postgres::PgStore;
+use crate::store::StoreError;
+
+pub mod auth;
+pub mod objects;
+pub mod pending_signals;
+pub mod resources;
+pub mod routes;
+pub mod snapshots;
+pub mod worker;
+
+/// What every handler can reach.
+#[derive(Clone)]
+pub struct AppState {
+    pub pool: PgPool,
+    pub clock: SharedClock,
+    /// Store, clock, event bus, thresholds and wake-ups, shared with the
+    /// loops.
+    pub ctx: Ctx,
+    /// Latest output per run (memory only).
+    pub snapshots: snapshots::SnapshotCache,
+    /// Operator signals waiting for their worker.
+    pub signals: pending_signals::PendingSignals,
+}
+
+impl AppState {
+    /// State over a PostgreSQL pool.
+    pub fn new(pool: PgPool, clock: SharedClock, thresholds: Thresholds) -> AppState {
+        let store = std::sync::Arc::new(PgStore::new(pool.clone()));
+        AppState {
+            ctx: Ctx::new(store, clock.clone(), thresholds),
+            pool,
+            clock,
+            snapshots: Default::default(),
+            signals: Default::default(),
+        }
+    }
+}
+
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .merge(routes::v1())
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/api/v1/version", get(version))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .with_state(state)
+}
+
+/// The one error type of the API.
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    /// Machine-readable, stable: `not_found`, `bad_request`, …
+    pub code: &'static str,
+    pub message: String,
+    /// Extra structured detail, sent as `errors` next to `error` (e.g. every
+    /// positioned manifest problem).
+    pub details: Option<serde_json::Value>,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            code,
+            message: message.into(),
+            details: None,
+        }
+    }
+
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "bad_request", message)
+    }
+
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "not_found", message)
+    }
+
+    /// A failure that is not the caller's fault. The detail is logged here,
+    /// where it is handled, and never sent: 500s leak nothing.
+    pub fn internal(detail: impl std::fmt::Display) -> Self {
+        tracing::error!(error = %detail, "internal error");
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "internal error (see the pamd log)",
+        )
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut body = json!({"error": {"code": self.code, "message": self.message}});
+        if let Some(d) = self.details {
+            body["errors"] = d;
+        }
+        (self.status, Json(body)).into_response()
+    }
+}
+
+/// Liveness: the process serves HTTP.
+async fn healthz() -> Json<serde_json::Value> {
+    Json(json!({"status": "ok"}))
+}
+
+/// Readiness: the database answers and every migration pamd knows is
+/// applied.
+async fn readyz(State(state): State<AppState>) -> Result<Json<serde_json::Value>, ApiError> {
+    let not_ready = |why: String| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "not_ready", why);
+    let applied: Vec<i64> =
+        sqlx::query_scalar("SELECT version FROM _sqlx_migrations WHERE success ORDER BY version")
+            .fetch_all(&state.pool)
+            .await
+            .map_err(|e| not_ready(format!("database: {e}")))?;
+    let missing: Vec<i64> = crate::db::MIGRATOR
+        .iter()
+        .map(|m| m.version)
+        .filter(|v| !applied.contains(v))
+        .collect();
+    if !missing.is_empty() {
+        return Err(not_ready(format!("migrations not applied: {missing:?}")));
+    }
+    Ok(Json(json!({"status": "ready"})))
+}
+
+async fn version() -> Json<serde_json::Value> {
+    let schema = crate::db::MIGRATOR.iter().map(|m| m.version).max();
+    Json(json!({
+        "name": "pamd",
+        "version": env!("CARGO_PKG_VERSION"),
+        "apiVersion": "pam.dev/v1",
+        "schemaVersion": schema,
+    }))
+}
+
+async fn not_found(uri: axum::http::Uri) -> ApiError {
+    ApiError::not_found(format!("no route for {}", uri.path()))
+}
+
+async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        format!("{method} is not allowed on {}", uri.path()),
+    )
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Conflict(m) => ApiError::new(StatusCode::CONFLICT, "conflict", m),
+            StoreError::AlreadyExists(m) => {
+                ApiError::new(StatusCode::CONFLICT, "conflict", format!("already exists: {m}"))
+            }
+            StoreError::NotFound(m) => ApiError::not_found(format!("not found: {m}")),
+            StoreError::Illegal(t) => t.into(),
+            StoreError::Invalid(m) => ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid", m),
+            StoreError::Database(m) => ApiError::internal(m),
+        }
+    }
+}
+
+impl From<pam_manifests::state::IllegalTransition> for ApiError {
+    fn from(t: pam_manifests::state::IllegalTransition) -> Self {
+        ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "illegal_transition",
+            t.to_string(),
+        )
+    }
+}

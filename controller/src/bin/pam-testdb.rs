@@ -1,0 +1,22 @@
+//! Manages the shared embedded PostgreSQL that tests use when
+//! `DATABASE_URL` is unset (see `pam_controller::testdb`).
+//!
+//! - `pam-testdb url`  — start it if needed; print its admin URL
+//!   (`psql "$(pam-testdb url)"`).
+//! - `pam-testdb stop` — stop it (`.ci/run` does this at the end).
+
+fn main() {
+    let cmd = std::env::args().nth(1).unwrap_or_default();
+    let result = match cmd.as_str() {
+        "url" => pam_controller::testdb::start_test_cluster().map(|url| println!("{url}")),
+        "stop" => pam_controller::testdb::stop_test_cluster(),
+        _ => {
+            eprintln!("usage: pam-testdb url|stop");
+            std::process::exit(2);
+        }
+    };
+    if let Err(e) = result {
+        eprintln!("pam-testdb: error: {e:#}");
+        std::process::exit(1);
+    }
+}

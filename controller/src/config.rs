@@ -1,0 +1,384 @@
+//! pamd's configuration: a TOML file (`--config FILE`), overridden by flags
+//! and their environment variables (flag > env > file > default).
+//!
+//! Every key and its default (the seed's thresholds):
+//! ```toml
+//! listen = "127.0.0.1:7700"
+//! data_dir = "~/.local/share/pam"
+//! # database_url = "postgresql://…"   (unset: the embedded PostgreSQL)
+//! [hosts]
+//! heartbeat_seconds = 30
+//! offline_after_seconds = 90
+//! [dispatch]
+//! timeout_seconds = 300
+//! [retention]
+//! events_days = 30
+//! ```
+//! An unknown key is an error naming it: a typo must not silently fall back
+//! to a default.
+
+use anyhow::{bail, Context};
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:7700";
+
+/// The command line (ARCHITECTURE.md, "Contracts that scripts rely on").
+#[derive(Debug, Clone, Default, clap::Parser)]
+#[command(
+    name = "pamd",
+    version,
+    about = "The pam controller: API, store and reconcile loops"
+)]
+pub struct Cli {
+    /// TOML config file.
+    #[arg(long, env = "PAM_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Where pamd keeps its state (and the embedded PostgreSQL)
+    /// [default: ~/.local/share/pam].
+    #[arg(long, env = "PAM_DATA_DIR", value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Address the HTTP API listens on [default: 127.0.0.1:7700].
+    #[arg(long, env = "PAM_LISTEN", value_name = "ADDR")]
+    pub listen: Option<String>,
+    /// Use this PostgreSQL instead of the embedded one.
+    #[arg(long, env = "PAM_DATABASE_URL", value_name = "URL")]
+    pub database_url: Option<String>,
+    /// Also run a worker for this machine.
+    #[arg(long, env = "PAM_LOCAL_WORKER")]
+    pub local_worker: bool,
+}
+
+/// The resolved configuration pamd runs with.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    pub listen: String,
+    pub data_dir: PathBuf,
+    /// `None`: the embedded PostgreSQL in `data_dir`.
+    pub database_url: Option<String>,
+    pub local_worker: bool,
+    pub hosts: HostsConfig,
+    pub dispatch: DispatchConfig,
+    pub retention: RetentionConfig,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HostsConfig {
+    /// How often workers heartbeat.
+    pub heartbeat_seconds: u64,
+    /// An online host silent this long goes offline (3 missed beats).
+    pub offline_after_seconds: u64,
+}
+
+impl Default for HostsConfig {
+    fn default() -> Self {
+        Self {
+            heartbeat_seconds: 30,
+            offline_after_seconds: 90,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DispatchConfig {
+    /// A pending run fails after this long without a host (OQ-15).
+    pub timeout_seconds: u64,
+}
+
+impl Default for DispatchConfig {
+    fn default() -> Self {
+        Self {
+            timeout_seconds: 300,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RetentionConfig {
+    /// Events older than this are purged at start.
+    pub events_days: u32,
+}
+
+impl Default for RetentionConfig {
+    fn default() -> Self {
+        Self { events_days: 30 }
+    }
+}
+
+/// The file's shape: every key optional.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct FileConfig {
+    listen: Option<String>,
+    data_dir: Option<PathBuf>,
+    database_url: Option<String>,
+    hosts: HostsConfig,
+    dispatch: DispatchConfig,
+    retention: RetentionConfig,
+}
+
+impl Config {
+    /// Reads `--config` (if any) and applies the command line over it.
+    pub fn load(cli: &Cli) -> anyhow::Result<Self> {
+        let text = match &cli.config {
+            Some(path) => Some(
+                std::fs::read_to_string(path)
+                    .with_context(|| format!("read config file {}", path.display()))?,
+            ),
+            None => None,
+        };
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        Self::resolve(
+            text.as_deref().map(|t| (cli.config.as_deref().unwrap(), t)),
+            cli,
+            home.as_deref(),
+        )
+    }
+
+    /// Pure resolution: `file` is (path, contents), `home` is `$HOME`.
+    pub fn resolve(
+        file: Option<(&Path, &str)>,
+        cli: &Cli,
+        home: Option<&Path>,
+    ) -> anyhow::Result<Self> {
+        let parsed: FileConfig = match file {
+            Some((path, text)) => toml::from_str(text)
+                .map_err(|e| anyhow::anyhow!("{}: {}", path.display(), one_line(&e)))?,
+            None => FileConfig::default(),
+        };
+        let data_dir = match cli.data_dir.clone().or(parsed.data_dir) {
+            Some(dir) => expand_home(&dir, home)?,
+            None => default_data_dir(home)?,
+        };
+        let config = Config {
+            listen: cli
+                .listen
+                .clone()
+                .or(parsed.listen)
+                .unwrap_or_else(|| DEFAULT_LISTEN.to_string()),
+            data_dir,
+            database_url: cli.database_url.clone().or(parsed.database_url),
+            local_worker: cli.local_worker,
+            hosts: parsed.hosts,
+            dispatch: parsed.dispatch,
+            retention: parsed.retention,
+        };
+        config.validate()?;
+        Ok(config)
+    }
+
+    fn validate(&self) -> anyhow::Result<()> {
+        let h = &self.hosts;
+        if h.heartbeat_seconds == 0 {
+            bail!("[hosts] heartbeat_seconds must be at least 1");
+        }
+        if h.offline_after_seconds <= h.heartbeat_seconds {
+            bail!(
+                "[hosts] offline_after_seconds ({}) must exceed heartbeat_seconds ({})",
+                h.offline_after_seconds,
+                h.heartbeat_seconds
+            );
+        }
+        if self.dispatch.timeout_seconds == 0 {
+            bail!("[dispatch] timeout_seconds must be at least 1");
+        }
+        if self.retention.events_days == 0 {
+            bail!("[retention] events_days must be at least 1");
+        }
+        Ok(())
+    }
+}
+
+/// libpq accepts `postgresql://user@/db?host=/socket/dir` (a user and an
+/// empty host); sqlx refuses it ("empty host"). This moves the user (and
+/// password) into the query, a form both read. Other URLs pass unchanged.
+pub fn sqlx_compatible_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let (authority, tail) = rest.split_at(rest.find(['/', '?']).unwrap_or(rest.len()));
+    let Some(userinfo) = authority.strip_suffix('@') else {
+        return url.to_string();
+    };
+    if userinfo.is_empty() {
+        return url.to_string();
+    }
+    let mut params = match userinfo.split_once(':') {
+        Some((user, password)) => format!("user={user}&password={password}"),
+        None => format!("user={userinfo}"),
+    };
+    let tail = if tail.is_empty() { "/" } else { tail };
+    if tail.contains('?') {
+        params.insert(0, '&');
+    } else {
+        params.insert(0, '?');
+    }
+    format!("{scheme}://{tail}{params}")
+}
+
+/// `~/.local/share/pam`.
+pub fn default_data_dir(home: Option<&Path>) -> anyhow::Result<PathBuf> {
+    let home = home.context("HOME is not set: pass --data-dir")?;
+    Ok(home.join(".local/share/pam"))
+}
+
+fn expand_home(dir: &Path, home: Option<&Path>) -> anyhow::Result<PathBuf> {
+    match dir.strip_prefix("~") {
+        Ok(rest) => Ok(home
+            .context("HOME is not set: cannot expand ~ in data_dir")?
+            .join(rest)),
+        Err(_) => Ok(dir.to_path_buf()),
+    }
+}
+
+/// toml's errors span several lines (a source excerpt); keep the message
+/// and the position.
+fn one_line(e: &toml::de::Error) -> String {
+    let position = e
+        .span()
+        .map(|s| format!(" (at byte {})", s.start))
+        .unwrap_or_default();
+    format!("{}{position}", e.message())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn cli(args: &[&str]) -> Cli {
+        let mut all = vec!["pamd"];
+        all.extend_from_slice(args);
+        Cli::try_parse_from(all).unwrap()
+    }
+
+    fn resolve(text: Option<&str>, cli: &Cli) -> anyhow::Result<Config> {
+        Config::resolve(
+            text.map(|t| (Path::new("pamd.toml"), t)),
+            cli,
+            Some(Path::new("/home/op")),
+        )
+    }
+
+    #[test]
+    fn defaults_are_the_seeds() {
+        let c = resolve(None, &Cli::default()).unwrap();
+        assert_eq!(c.listen, "127.0.0.1:7700");
+        assert_eq!(c.data_dir, PathBuf::from("/home/op/.local/share/pam"));
+        assert_eq!(c.database_url, None);
+        assert!(!c.local_worker);
+        assert_eq!(c.hosts.heartbeat_seconds, 30);
+        assert_eq!(c.hosts.offline_after_seconds, 90);
+        assert_eq!(c.dispatch.timeout_seconds, 300);
+        assert_eq!(c.retention.events_days, 30);
+    }
+
+    #[test]
+    fn file_sets_every_key() {
+        let text = r#"
+            listen = "0.0.0.0:9000"
+            data_dir = "~/pamdata"
+            database_url = "postgresql://db/pam"
+            [hosts]
+            heartbeat_seconds = 10
+            offline_after_seconds = 40
+            [dispatch]
+            timeout_seconds = 60
+            [retention]
+            events_days = 7
+        "#;
+        let c = resolve(Some(text), &Cli::default()).unwrap();
+        assert_eq!(c.listen, "0.0.0.0:9000");
+        assert_eq!(c.data_dir, PathBuf::from("/home/op/pamdata"));
+        assert_eq!(c.database_url.as_deref(), Some("postgresql://db/pam"));
+        assert_eq!(c.hosts.heartbeat_seconds, 10);
+        assert_eq!(c.hosts.offline_after_seconds, 40);
+        assert_eq!(c.dispatch.timeout_seconds, 60);
+        assert_eq!(c.retention.events_days, 7);
+    }
+
+    #[test]
+    fn a_partial_table_keeps_the_other_defaults() {
+        let c = resolve(Some("[hosts]\nheartbeat_seconds = 5\n"), &Cli::default()).unwrap();
+        assert_eq!(c.hosts.heartbeat_seconds, 5);
+        assert_eq!(c.hosts.offline_after_seconds, 90);
+    }
+
+    #[test]
+    fn flags_override_the_file() {
+        let text = "listen = \"0.0.0.0:9000\"\ndata_dir = \"/srv/pam\"\n";
+        let c = resolve(
+            Some(text),
+            &cli(&[
+                "--listen",
+                "127.0.0.1:1",
+                "--data-dir",
+                "/tmp/x",
+                "--database-url",
+                "postgresql://h/db",
+                "--local-worker",
+            ]),
+        )
+        .unwrap();
+        assert_eq!(c.listen, "127.0.0.1:1");
+        assert_eq!(c.data_dir, PathBuf::from("/tmp/x"));
+        assert_eq!(c.database_url.as_deref(), Some("postgresql://h/db"));
+        assert!(c.local_worker);
+    }
+
+    #[test]
+    fn unknown_keys_are_named() {
+        let err = resolve(Some("[retention]\nevent_days = 3\n"), &Cli::default()).unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("pamd.toml"), "{msg}");
+        assert!(msg.contains("event_days"), "{msg}");
+        assert!(!msg.contains('\n'), "one line: {msg}");
+
+        let err = resolve(Some("lisen = \"x\"\n"), &Cli::default()).unwrap_err();
+        assert!(err.to_string().contains("lisen"), "{err}");
+    }
+
+    #[test]
+    fn nonsense_thresholds_are_refused() {
+        let err = resolve(
+            Some("[hosts]\nheartbeat_seconds = 90\noffline_after_seconds = 30\n"),
+            &Cli::default(),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("offline_after_seconds"), "{err}");
+        let err = resolve(Some("[retention]\nevents_days = 0\n"), &Cli::default()).unwrap_err();
+        assert!(err.to_string().contains("events_days"), "{err}");
+    }
+
+    #[test]
+    fn libpq_socket_urls_become_sqlx_urls() {
+        assert_eq!(
+            sqlx_compatible_url("postgresql://pam@/postgres?host=/tmp/devpg"),
+            "postgresql:///postgres?host=/tmp/devpg&user=pam"
+        );
+        assert_eq!(
+            sqlx_compatible_url("postgres://u:pw@/db"),
+            "postgres:///db?user=u&password=pw"
+        );
+        for unchanged in [
+            "postgresql://u@db.example:5432/pam",
+            "postgresql:///pam?host=/run&user=pam",
+            "postgresql://localhost/pam",
+        ] {
+            assert_eq!(sqlx_compatible_url(unchanged), unchanged);
+        }
+    }
+
+    #[test]
+    fn wrong_types_are_errors() {
+        let err = resolve(
+            Some("[dispatch]\ntimeout_seconds = \"5m\"\n"),
+            &Cli::default(),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("pamd.toml"), "{err}");
+    }
+}

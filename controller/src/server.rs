@@ -1,0 +1,133 @@
+//! pamd's lifecycle: open the database (embedded or `--database-url`),
+//! migrate, purge old events, serve the API until SIGINT/SIGTERM, then stop
+//! the embedded cluster.
+//!
+//! # Guarantees
+//! - Once the embedded cluster is started, it is stopped when pamd stops,
+//!   whether serving ended by a signal or by an error.
+//! - Nothing is served before migrations are applied.
+
+use anyhow::Context;
+use sqlx::postgres::PgPoolOptions;
+
+use crate::api::{self, AppState};
+use crate::clock::SharedClock;
+use crate::config::Config;
+use crate::embedded_pg::{self, EmbeddedPg};
+
+/// The database pamd uses inside its embedded cluster.
+pub const EMBEDDED_DATABASE: &str = "pam";
+
+/// Runs pamd until a shutdown signal.
+pub async fn run(config: Config, clock: SharedClock) -> anyhow::Result<()> {
+    if config.local_worker {
+        tracing::warn!("--local-worker is not yet available (pam-worker is not built yet); running the controller only");
+    }
+    let mut embedded = None;
+    let url = match &config.database_url {
+        Some(url) => crate::config::sqlx_compatible_url(url),
+        None => {
+            let data_dir = config.data_dir.clone();
+            let pg = tokio::task::spawn_blocking(move || {
+                let mut pg = EmbeddedPg::new(&data_dir, embedded_pg::Options::default())?;
+                pg.start()?;
+                anyhow::Ok(pg)
+            })
+            .await??;
+            let url = pg.url(EMBEDDED_DATABASE);
+            let ensured =
+                embedded_pg::ensure_database(&pg.url("postgres"), EMBEDDED_DATABASE).await;
+            if let Err(e) = ensured {
+                stop_embedded(pg).await;
+                return Err(e);
+            }
+            embedded = Some(pg);
+            url
+        }
+    };
+    let served = serve(&config, clock, &url).await;
+    if let Some(pg) = embedded {
+        stop_embedded(pg).await;
+    }
+    served
+}
+
+async fn stop_embedded(mut pg: EmbeddedPg) {
+    let stopped = tokio::task::spawn_blocking(move || pg.stop()).await;
+    if let Err(e) = stopped.map_err(anyhow::Error::from).and_then(|r| r) {
+        tracing::error!(error = %format!("{e:#}"), "could not stop the embedded PostgreSQL");
+    }
+}
+
+async fn serve(config: &Config, clock: SharedClock, url: &str) -> anyhow::Result<()> {
+    let pool = PgPoolOptions::new()
+        .max_connections(16)
+        .acquire_timeout(std::time::Duration::from_secs(10))
+        .connect(url)
+        .await
+        .context("connect to PostgreSQL")?;
+    crate::db::MIGRATOR
+        .run(&pool)
+        .await
+        .context("apply migrations")?;
+    let state = AppState::new(pool.clone(), clock, thresholds(config));
+    let purged = crate::reconcile::retention::purge(&state.ctx, config.retention.events_days)
+        .await
+        .context("purge old events")?;
+    tracing::info!(
+        purged,
+        events_days = config.retention.events_days,
+        "purged old events"
+    );
+    let token_file = crate::api::auth::ensure_admin_token(&state.ctx, &config.data_dir)
+        .await
+        .context("write the admin token")?;
+    tracing::info!(path = %token_file.display(), "admin token (pamctl finds it there)");
+
+    let listener = tokio::net::TcpListener::bind(&config.listen)
+        .await
+        .with_context(|| format!("listen on {}", config.listen))?;
+    tracing::info!(
+        "pamd {} listening on http://{}",
+        env!("CARGO_PKG_VERSION"),
+        listener.local_addr()?
+    );
+    let (stop_loops, loops_shutdown) = crate::reconcile::tokio_util_like::channel();
+    let loops = tokio::spawn(crate::reconcile::run_loops(state.ctx.clone(), loops_shutdown));
+    let app = api::router(state);
+    let served = axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown_signal())
+        .await
+        .context("serve HTTP");
+    stop_loops.fire();
+    let _ = loops.await;
+    pool.close().await;
+    served
+}
+
+/// The loops' thresholds from the config (the seed's defaults live there).
+pub fn thresholds(config: &Config) -> crate::reconcile::Thresholds {
+    use std::time::Duration as D;
+    crate::reconcile::Thresholds {
+        heartbeat: D::from_secs(config.hosts.heartbeat_seconds),
+        offline_after: D::from_secs(config.hosts.offline_after_seconds),
+        dispatch_timeout: D::from_secs(config.dispatch.timeout_seconds),
+        ..crate::reconcile::Thresholds::default()
+    }
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = match signal(SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot listen for SIGTERM");
+            std::future::pending::<()>().await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT: shutting down"),
+        _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
+    }
+}
