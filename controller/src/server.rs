@@ -93,7 +93,10 @@ async fn serve(config: &Config, clock: SharedClock, url: &str) -> anyhow::Result
         listener.local_addr()?
     );
     let (stop_loops, loops_shutdown) = crate::reconcile::tokio_util_like::channel();
-    let loops = tokio::spawn(crate::reconcile::run_loops(state.ctx.clone(), loops_shutdown));
+    let loops = tokio::spawn(crate::reconcile::run_loops(
+        state.ctx.clone(),
+        loops_shutdown,
+    ));
     let app = api::router(state);
     let served = axum::serve(listener, app)
         .with_graceful_shutdown(shutdown_signal())

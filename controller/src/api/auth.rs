@@ -54,11 +54,16 @@ pub async fn authenticate(state: &AppState, header: Option<&str>) -> Result<Prin
         ));
     };
     let Some(token) = value.strip_prefix("Bearer ").map(str::trim) else {
-        return Err(unauthorized("the Authorization header must be `Bearer <token>`"));
+        return Err(unauthorized(
+            "the Authorization header must be `Bearer <token>`",
+        ));
     };
     let fp = fingerprint(token);
     let mut tx = state.ctx.store.begin().await.map_err(ApiError::from)?;
-    let found: Option<ApiToken> = tx.get_token_by_fingerprint(&fp).await.map_err(ApiError::from)?;
+    let found: Option<ApiToken> = tx
+        .get_token_by_fingerprint(&fp)
+        .await
+        .map_err(ApiError::from)?;
     drop(tx);
     match found {
         None => Err(unauthorized("unknown token")),

@@ -167,9 +167,11 @@ impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         match e {
             StoreError::Conflict(m) => ApiError::new(StatusCode::CONFLICT, "conflict", m),
-            StoreError::AlreadyExists(m) => {
-                ApiError::new(StatusCode::CONFLICT, "conflict", format!("already exists: {m}"))
-            }
+            StoreError::AlreadyExists(m) => ApiError::new(
+                StatusCode::CONFLICT,
+                "conflict",
+                format!("already exists: {m}"),
+            ),
             StoreError::NotFound(m) => ApiError::not_found(format!("not found: {m}")),
             StoreError::Illegal(t) => t.into(),
             StoreError::Invalid(m) => ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid", m),

@@ -103,7 +103,14 @@ pub fn task(
     kinds::Task {
         api_version: ApiVersion::V1,
         kind: kinds::TaskKind::Task,
-        metadata: object_meta!(ProjectObjectMeta, &w.meta, &w.name, w.id, w.created_at, project_slug),
+        metadata: object_meta!(
+            ProjectObjectMeta,
+            &w.meta,
+            &w.name,
+            w.id,
+            w.created_at,
+            project_slug
+        ),
         spec: kinds::TaskSpec {
             type_: w.kind,
             title: w.title.clone(),
@@ -134,12 +141,19 @@ pub fn run(
         .spec
         .get("command")
         .and_then(|c| serde_json::from_value(c.clone()).ok());
-    let provider = serde_json::from_value(Value::String(r.provider.clone()))
-        .unwrap_or(kinds::Provider::Exec);
+    let provider =
+        serde_json::from_value(Value::String(r.provider.clone())).unwrap_or(kinds::Provider::Exec);
     kinds::Run {
         api_version: ApiVersion::V1,
         kind: kinds::RunKind::Run,
-        metadata: object_meta!(ProjectObjectMeta, &r.meta, &r.name, r.id, r.created_at, project_slug),
+        metadata: object_meta!(
+            ProjectObjectMeta,
+            &r.meta,
+            &r.name,
+            r.id,
+            r.created_at,
+            project_slug
+        ),
         spec: kinds::RunSpec {
             task: name(task_name),
             provider,

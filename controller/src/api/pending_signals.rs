@@ -9,8 +9,11 @@ use std::sync::{Arc, Mutex};
 
 use uuid::Uuid;
 
+/// Signals per run, each with the attempt it was sent to.
+type Queue = HashMap<Uuid, Vec<(i32, String)>>;
+
 #[derive(Clone, Default)]
-pub struct PendingSignals(Arc<Mutex<HashMap<Uuid, Vec<(i32, String)>>>>);
+pub struct PendingSignals(Arc<Mutex<Queue>>);
 
 impl PendingSignals {
     pub fn push(&self, run: Uuid, attempt: i32, signal: String) {

@@ -106,7 +106,11 @@ pub async fn delete_project(
 
 // ---------------------------------------------------------------- tasks
 
-async fn tasks_of(tx: &mut dyn Tx, p: &store::Project, sel: &Option<LabelSelector>) -> ApiResult<Vec<Value>> {
+async fn tasks_of(
+    tx: &mut dyn Tx,
+    p: &store::Project,
+    sel: &Option<LabelSelector>,
+) -> ApiResult<Vec<Value>> {
     let items = tx.list_work_items(p.id).await?;
     let names: HashMap<Uuid, &str> = items.iter().map(|w| (w.id, w.name.as_str())).collect();
     let completion = objects::completions(&items);
@@ -115,7 +119,12 @@ async fn tasks_of(tx: &mut dyn Tx, p: &store::Project, sel: &Option<LabelSelecto
         .filter(|w| selected(sel, &w.meta.labels))
         .map(|w| {
             let parent = w.parent_id.and_then(|id| names.get(&id).copied());
-            to_json(&objects::task(w, &p.slug, parent, completion.get(&w.id).copied()))
+            to_json(&objects::task(
+                w,
+                &p.slug,
+                parent,
+                completion.get(&w.id).copied(),
+            ))
         })
         .collect())
 }
@@ -146,10 +155,14 @@ pub async fn list_all_tasks(
     Ok(list(items))
 }
 
-async fn task_by_name(tx: &mut dyn Tx, p: &store::Project, name: &str) -> ApiResult<store::WorkItem> {
-    tx.get_work_item_by_name(p.id, name)
-        .await?
-        .ok_or_else(|| ApiError::not_found(format!("task {name:?} not found in project {:?}", p.slug)))
+async fn task_by_name(
+    tx: &mut dyn Tx,
+    p: &store::Project,
+    name: &str,
+) -> ApiResult<store::WorkItem> {
+    tx.get_work_item_by_name(p.id, name).await?.ok_or_else(|| {
+        ApiError::not_found(format!("task {name:?} not found in project {:?}", p.slug))
+    })
 }
 
 async fn task_object(tx: &mut dyn Tx, p: &store::Project, w: &store::WorkItem) -> ApiResult<Value> {
@@ -159,7 +172,12 @@ async fn task_object(tx: &mut dyn Tx, p: &store::Project, w: &store::WorkItem) -
     };
     let subtree = tx.subtree(w.id).await?;
     let completion = objects::completions(&subtree).get(&w.id).copied();
-    Ok(to_json(&objects::task(w, &p.slug, parent.as_deref(), completion)))
+    Ok(to_json(&objects::task(
+        w,
+        &p.slug,
+        parent.as_deref(),
+        completion,
+    )))
 }
 
 pub async fn get_task(
@@ -183,8 +201,12 @@ pub async fn delete_task(
     let p = project_by_slug(tx.as_mut(), &slug).await?;
     let w = task_by_name(tx.as_mut(), &p, &name).await?;
     tx.delete_work_item(w.id).await?;
-    tx.append_event(topic::WORK_ITEM_DELETED, apply::work_item_payload(&w, &p.slug), now)
-        .await?;
+    tx.append_event(
+        topic::WORK_ITEM_DELETED,
+        apply::work_item_payload(&w, &p.slug),
+        now,
+    )
+    .await?;
     st.ctx.commit(tx).await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -211,7 +233,9 @@ pub async fn transition_task(
     let p = project_by_slug(tx.as_mut(), &slug).await?;
     let w = task_by_name(tx.as_mut(), &p, &name).await?;
     if w.status == body.to {
-        return Ok(Json(json!({ "task": task_object(tx.as_mut(), &p, &w).await?, "cascade": [], "changed": false })));
+        return Ok(Json(
+            json!({ "task": task_object(tx.as_mut(), &p, &w).await?, "cascade": [], "changed": false }),
+        ));
     }
     pam_manifests::state::transition(w.status, body.to)?;
     let (moved, cascade) = apply::set_task_status(tx.as_mut(), &w, body.to, &p.slug, now).await?;
@@ -225,7 +249,9 @@ pub async fn transition_task(
     if !body.dry_run {
         st.ctx.commit(tx).await?;
     }
-    Ok(Json(json!({ "task": obj, "cascade": cascade, "changed": true, "dryRun": body.dry_run })))
+    Ok(Json(
+        json!({ "task": obj, "cascade": cascade, "changed": true, "dryRun": body.dry_run }),
+    ))
 }
 
 // ---------------------------------------------------------------- runs
@@ -262,7 +288,9 @@ impl RunNames {
             r,
             self.projects.get(&r.project_id).map_or("", String::as_str),
             self.tasks.get(&r.task_id).map_or("", String::as_str),
-            r.host_id.and_then(|h| self.hosts.get(&h)).map(String::as_str),
+            r.host_id
+                .and_then(|h| self.hosts.get(&h))
+                .map(String::as_str),
         ))
     }
 }
@@ -333,9 +361,9 @@ pub async fn list_all_runs(
 }
 
 async fn run_by_name(tx: &mut dyn Tx, p: &store::Project, name: &str) -> ApiResult<store::Run> {
-    tx.get_run_by_name(p.id, name)
-        .await?
-        .ok_or_else(|| ApiError::not_found(format!("run {name:?} not found in project {:?}", p.slug)))
+    tx.get_run_by_name(p.id, name).await?.ok_or_else(|| {
+        ApiError::not_found(format!("run {name:?} not found in project {:?}", p.slug))
+    })
 }
 
 async fn run_object(tx: &mut dyn Tx, p: &store::Project, r: &store::Run) -> ApiResult<Value> {
@@ -426,7 +454,10 @@ pub async fn signal_run(
         return Err(ApiError::new(
             StatusCode::CONFLICT,
             "conflict",
-            format!("run {name:?} is {}; only a live run can be signalled", r.status),
+            format!(
+                "run {name:?} is {}; only a live run can be signalled",
+                r.status
+            ),
         ));
     }
     tx.append_event(
@@ -437,7 +468,7 @@ pub async fn signal_run(
     .await?;
     st.ctx.commit(tx).await?;
     st.signals.push(r.id, r.attempt, sig);
-    Ok((StatusCode::ACCEPTED, Json(json!({ "accepted": true })) ).into_response())
+    Ok((StatusCode::ACCEPTED, Json(json!({ "accepted": true }))).into_response())
 }
 
 pub async fn run_output(

@@ -10,7 +10,10 @@ pub fn v1() -> Router<AppState> {
         .route("/api/v1/apply", post(r::apply_handler))
         .route("/api/v1/diff", post(r::diff_handler))
         .route("/api/v1/projects", get(r::list_projects))
-        .route("/api/v1/projects/{project}", get(r::get_project).delete(r::delete_project))
+        .route(
+            "/api/v1/projects/{project}",
+            get(r::get_project).delete(r::delete_project),
+        )
         .route("/api/v1/projects/{project}/tasks", get(r::list_tasks))
         .route(
             "/api/v1/projects/{project}/tasks/{name}",
@@ -25,13 +28,25 @@ pub fn v1() -> Router<AppState> {
             "/api/v1/projects/{project}/runs/{name}",
             get(r::get_run).delete(r::delete_run),
         )
-        .route("/api/v1/projects/{project}/runs/{name}/stop", post(r::stop_run))
-        .route("/api/v1/projects/{project}/runs/{name}/signal", post(r::signal_run))
-        .route("/api/v1/projects/{project}/runs/{name}/output", get(r::run_output))
+        .route(
+            "/api/v1/projects/{project}/runs/{name}/stop",
+            post(r::stop_run),
+        )
+        .route(
+            "/api/v1/projects/{project}/runs/{name}/signal",
+            post(r::signal_run),
+        )
+        .route(
+            "/api/v1/projects/{project}/runs/{name}/output",
+            get(r::run_output),
+        )
         .route("/api/v1/tasks", get(r::list_all_tasks))
         .route("/api/v1/runs", get(r::list_all_runs))
         .route("/api/v1/hosts", get(r::list_hosts))
-        .route("/api/v1/hosts/{name}", get(r::get_host).delete(r::delete_host))
+        .route(
+            "/api/v1/hosts/{name}",
+            get(r::get_host).delete(r::delete_host),
+        )
         .route("/api/v1/hosts/{name}/{action}", post(r::host_action))
         .route("/api/v1/tokens", get(r::list_tokens).post(r::create_token))
         .route("/api/v1/tokens/{id}", delete(r::revoke_token))

@@ -257,7 +257,10 @@ pub async fn snapshot(
     let mut tx = st.ctx.store.begin().await?;
     let host = host_of(tx.as_mut(), &w).await?;
     let Some(run) = tx.get_run(snap.run_id).await? else {
-        return Err(ApiError::not_found(format!("run {} not found", snap.run_id)));
+        return Err(ApiError::not_found(format!(
+            "run {} not found",
+            snap.run_id
+        )));
     };
     if run.host_id != Some(host.id) || snap.attempt != run.attempt {
         // An old attempt's or another host's output: not this run's now.

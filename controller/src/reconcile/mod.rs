@@ -23,7 +23,6 @@ pub mod timeout;
 use std::sync::Arc;
 use std::time::Duration;
 
-
 use chrono::{DateTime, Utc};
 use tokio::sync::Notify;
 

@@ -1,0 +1,668 @@
+//! The declarative API and the worker protocol through the real router on
+//! real PostgreSQL (`tower::ServiceExt::oneshot`).
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use chrono::{TimeZone, Utc};
+use http_body_util::BodyExt;
+use pam_controller::api::{auth, router, AppState};
+use pam_controller::clock::ManualClock;
+use pam_controller::store::{ApiToken, TokenKind};
+use serde_json::{json, Value};
+use tower::ServiceExt;
+use uuid::Uuid;
+
+struct Api {
+    state: AppState,
+    token: String,
+    clock: Arc<ManualClock>,
+}
+
+impl Api {
+    async fn new() -> Api {
+        let clock = Arc::new(ManualClock::new(
+            Utc.with_ymd_and_hms(2026, 3, 1, 12, 0, 0).unwrap(),
+        ));
+        let state = AppState::new(
+            pam_controller::testdb::fresh_pool().await.unwrap(),
+            clock.clone(),
+            Default::default(),
+        );
+        let token = make_token(&state, TokenKind::Operator, "ops", None).await;
+        Api {
+            state,
+            token,
+            clock,
+        }
+    }
+
+    async fn call_as(
+        &self,
+        token: Option<&str>,
+        method: &str,
+        uri: &str,
+        body: Option<Value>,
+    ) -> (StatusCode, Value) {
+        let mut req = Request::builder().method(method).uri(uri);
+        if let Some(t) = token {
+            req = req.header("authorization", format!("Bearer {t}"));
+        }
+        let req = match body {
+            Some(b) => req
+                .header("content-type", "application/json")
+                .body(Body::from(b.to_string())),
+            None => req.body(Body::empty()),
+        }
+        .unwrap();
+        let resp = router(self.state.clone()).oneshot(req).await.unwrap();
+        let status = resp.status();
+        let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+        let v = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes)
+                .unwrap_or_else(|_| json!(String::from_utf8_lossy(&bytes)))
+        };
+        (status, v)
+    }
+
+    async fn call(&self, method: &str, uri: &str, body: Option<Value>) -> (StatusCode, Value) {
+        let t = self.token.clone();
+        self.call_as(Some(&t), method, uri, body).await
+    }
+
+    async fn apply(&self, name: &str, yaml: &str) -> (StatusCode, Value) {
+        self.call(
+            "POST",
+            "/api/v1/apply",
+            Some(json!({ "files": [{ "name": name, "content": yaml }] })),
+        )
+        .await
+    }
+
+    async fn events(&self, topic: &str) -> Vec<Value> {
+        let (s, v) = self
+            .call("GET", &format!("/api/v1/events?topic={topic}"), None)
+            .await;
+        assert_eq!(s, StatusCode::OK, "{v}");
+        v["items"].as_array().unwrap().clone()
+    }
+}
+
+async fn make_token(state: &AppState, kind: TokenKind, name: &str, host: Option<&str>) -> String {
+    let (token, fp) = auth::generate(kind);
+    let mut tx = state.ctx.store.begin().await.unwrap();
+    tx.insert_token(&ApiToken {
+        id: Uuid::new_v4(),
+        name: name.into(),
+        kind,
+        fingerprint: fp,
+        host_name: host.map(str::to_string),
+        created_at: Utc::now(),
+        last_used_at: None,
+        revoked_at: None,
+    })
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    token
+}
+
+const TREE: &str = r#"
+apiVersion: pam.dev/v1
+kind: Project
+metadata: {name: web}
+spec: {displayName: Web shop}
+---
+apiVersion: pam.dev/v1
+kind: Task
+metadata: {name: launch, project: web}
+spec: {type: milestone, title: Launch}
+---
+apiVersion: pam.dev/v1
+kind: Task
+metadata: {name: checkout, project: web}
+spec: {type: epic, title: Checkout, parent: launch}
+---
+apiVersion: pam.dev/v1
+kind: Task
+metadata: {name: cart, project: web, labels: {team: pay}}
+spec: {title: Cart, parent: checkout}
+---
+apiVersion: pam.dev/v1
+kind: Task
+metadata: {name: cart-ui, project: web}
+spec: {type: subtask, title: Cart UI, parent: cart}
+---
+apiVersion: pam.dev/v1
+kind: Task
+metadata: {name: pay, project: web}
+spec: {title: Payment, parent: checkout, status: done}
+"#;
+
+fn actions(v: &Value) -> Vec<String> {
+    v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            format!(
+                "{} {} {}",
+                r["kind"].as_str().unwrap(),
+                r["name"].as_str().unwrap(),
+                r["action"].as_str().unwrap()
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn apply_create_unchanged_configured_and_generation() {
+    let api = Api::new().await;
+    let (s, v) = api.apply("tree.yaml", TREE).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert!(actions(&v).iter().all(|a| a.ends_with("created")), "{v}");
+    assert_eq!(actions(&v).len(), 6);
+    let created = api.events("work_item.created").await.len();
+    assert_eq!(created, 5);
+
+    // The same input again: unchanged, no event, same generation.
+    let before = api.events("").await.len();
+    let (s, v) = api.apply("tree.yaml", TREE).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(actions(&v).iter().all(|a| a.ends_with("unchanged")), "{v}");
+    assert_eq!(api.events("").await.len(), before);
+
+    // A spec change bumps generation; a label change does not.
+    let changed = TREE.replace("title: Cart,", "title: Shopping cart,");
+    let (_, v) = api.apply("tree.yaml", &changed).await;
+    assert!(
+        actions(&v).contains(&"Task cart configured".to_string()),
+        "{v}"
+    );
+    let (_, cart) = api
+        .call("GET", "/api/v1/projects/web/tasks/cart", None)
+        .await;
+    assert_eq!(cart["metadata"]["generation"], 2);
+    assert_eq!(cart["status"]["observedGeneration"], 2);
+    assert_eq!(cart["spec"]["title"], "Shopping cart");
+    assert_eq!(
+        cart["status"]["path"].as_str().unwrap().split('/').count(),
+        3
+    );
+    let relabel = changed.replace("labels: {team: pay}", "labels: {team: shop}");
+    let (_, v) = api.apply("tree.yaml", &relabel).await;
+    assert!(actions(&v).contains(&"Task cart configured".to_string()));
+    let (_, cart) = api
+        .call("GET", "/api/v1/projects/web/tasks/cart", None)
+        .await;
+    assert_eq!(cart["metadata"]["generation"], 2);
+    // Parents show completion (display only): checkout has cart + pay, one done.
+    let (_, checkout) = api
+        .call("GET", "/api/v1/projects/web/tasks/checkout", None)
+        .await;
+    assert_eq!(
+        checkout["status"]["completion"],
+        json!({"done": 1, "total": 2})
+    );
+    assert_eq!(
+        checkout["status"]["phase"], "todo",
+        "a parent never auto-completes"
+    );
+}
+
+#[tokio::test]
+async fn a_bad_document_writes_nothing_and_names_file_line_column() {
+    let api = Api::new().await;
+    let bad = format!(
+        "{TREE}---\napiVersion: pam.dev/v1\nkind: Task\nmetadata: {{name: loop, project: web}}\nspec: {{title: Loop, parent: loop}}\n"
+    );
+    let (s, v) = api.apply("bad.yaml", &bad).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+    let display = v["errors"][0]["display"].as_str().unwrap();
+    assert!(
+        display.starts_with("bad.yaml: document 6, line "),
+        "{display}"
+    );
+    assert!(display.contains("spec.parent"), "{display}");
+    let (_, projects) = api.call("GET", "/api/v1/projects", None).await;
+    assert_eq!(
+        projects["items"],
+        json!([]),
+        "nothing of the batch is written"
+    );
+}
+
+#[tokio::test]
+async fn stale_resource_version_is_a_409_naming_the_object() {
+    let api = Api::new().await;
+    api.apply("tree.yaml", TREE).await;
+    let stale = "apiVersion: pam.dev/v1\nkind: Task\nmetadata: {name: cart, project: web, resourceVersion: \"1\"}\nspec: {title: New, parent: checkout}\n";
+    // Move it past rv 1 first.
+    api.apply(
+        "t.yaml",
+        &stale
+            .replace(", resourceVersion: \"1\"", "")
+            .replace("New", "Newer"),
+    )
+    .await;
+    let (s, v) = api.apply("t.yaml", stale).await;
+    assert_eq!(s, StatusCode::CONFLICT, "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("Task web/cart"),
+        "{v}"
+    );
+}
+
+#[tokio::test]
+async fn immutable_fields_and_illegal_status_edges_are_refused() {
+    let api = Api::new().await;
+    api.apply("tree.yaml", TREE).await;
+    let (s, v) = api
+        .apply("tree.yaml", &TREE.replace("type: epic", "type: task"))
+        .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+    assert!(
+        v["errors"][0]["display"]
+            .as_str()
+            .unwrap()
+            .contains("spec.type: is immutable"),
+        "{v}"
+    );
+    // pay is done; cancelled → done is illegal, but done → cancelled is fine,
+    // then cancelled → done is refused.
+    let (s, _) = api
+        .apply(
+            "tree.yaml",
+            &TREE.replace("status: done", "status: cancelled"),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, v) = api.apply("tree.yaml", TREE).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+    assert!(
+        v["errors"][0]["display"]
+            .as_str()
+            .unwrap()
+            .contains("illegal work item transition cancelled → done"),
+        "{v}"
+    );
+}
+
+#[tokio::test]
+async fn cancel_cascades_to_non_done_descendants() {
+    let api = Api::new().await;
+    api.apply("tree.yaml", TREE).await;
+    let (s, v) = api
+        .call(
+            "POST",
+            "/api/v1/projects/web/tasks/checkout/transition",
+            Some(json!({"to": "cancelled", "dryRun": true})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let mut cascade: Vec<String> = serde_json::from_value(v["cascade"].clone()).unwrap();
+    cascade.sort();
+    assert_eq!(cascade, ["cart", "cart-ui"]);
+    let (_, cart) = api
+        .call("GET", "/api/v1/projects/web/tasks/cart", None)
+        .await;
+    assert_eq!(cart["status"]["phase"], "todo", "dry run wrote nothing");
+    let (s, _) = api
+        .call(
+            "POST",
+            "/api/v1/projects/web/tasks/checkout/transition",
+            Some(json!({"to": "cancelled"})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    for (name, phase) in [
+        ("cart", "cancelled"),
+        ("cart-ui", "cancelled"),
+        ("pay", "done"),
+    ] {
+        let (_, t) = api
+            .call("GET", &format!("/api/v1/projects/web/tasks/{name}"), None)
+            .await;
+        assert_eq!(t["status"]["phase"], phase, "{name}");
+    }
+    // cancelled → doing is illegal through the verb too.
+    let (s, v) = api
+        .call(
+            "POST",
+            "/api/v1/projects/web/tasks/cart/transition",
+            Some(json!({"to": "doing"})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(v["error"]["code"], "illegal_transition");
+}
+
+#[tokio::test]
+async fn reparent_rewrites_paths_and_journals_once() {
+    let api = Api::new().await;
+    api.apply("tree.yaml", TREE).await;
+    // Move cart (with cart-ui) from checkout to the milestone.
+    let moved = TREE.replace(
+        "spec: {title: Cart, parent: checkout}",
+        "spec: {title: Cart, parent: launch}",
+    );
+    let (s, v) = api.apply("tree.yaml", &moved).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(api.events("work_item.reparented").await.len(), 1);
+    let (_, launch) = api
+        .call("GET", "/api/v1/projects/web/tasks/launch", None)
+        .await;
+    let (_, cart) = api
+        .call("GET", "/api/v1/projects/web/tasks/cart", None)
+        .await;
+    let (_, ui) = api
+        .call("GET", "/api/v1/projects/web/tasks/cart-ui", None)
+        .await;
+    let lp = launch["status"]["path"].as_str().unwrap();
+    let cp = cart["status"]["path"].as_str().unwrap();
+    assert_eq!(
+        cp,
+        format!("{lp}/{}", &cart["metadata"]["uid"].as_str().unwrap()[..8])
+    );
+    assert!(ui["status"]["path"]
+        .as_str()
+        .unwrap()
+        .starts_with(&format!("{cp}/")));
+    // A cycle that only appears after a reparent is refused (OQ-6).
+    let cyc = moved.replace(
+        "spec: {type: milestone, title: Launch}",
+        "spec: {type: milestone, title: Launch, parent: cart-ui}",
+    );
+    let (s, v) = api.apply("tree.yaml", &cyc).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+    assert!(
+        v["errors"][0]["display"]
+            .as_str()
+            .unwrap()
+            .contains("cycle"),
+        "{v}"
+    );
+}
+
+#[tokio::test]
+async fn archived_project_refuses_new_tasks_and_runs() {
+    let api = Api::new().await;
+    api.apply("tree.yaml", TREE).await;
+    let archived = TREE.replace(
+        "spec: {displayName: Web shop}",
+        "spec: {displayName: Web shop, archived: true}",
+    );
+    let (s, _) = api.apply("tree.yaml", &archived).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(api.events("project.archived").await.len(), 1);
+    let new_task = format!("{archived}---\napiVersion: pam.dev/v1\nkind: Task\nmetadata: {{name: late, project: web}}\nspec: {{title: Late}}\n");
+    let (s, v) = api.apply("tree.yaml", &new_task).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+    assert!(
+        v["errors"][0]["display"]
+            .as_str()
+            .unwrap()
+            .contains("archived"),
+        "{v}"
+    );
+    // Un-archiving restores.
+    let (s, v) = api
+        .apply("tree.yaml", &new_task.replace(", archived: true", ""))
+        .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+}
+
+#[tokio::test]
+async fn runs_on_milestones_are_refused_and_runs_are_created_pending() {
+    let api = Api::new().await;
+    api.apply("tree.yaml", TREE).await;
+    let run = "apiVersion: pam.dev/v1\nkind: Run\nmetadata: {name: r1, project: web}\nspec: {task: launch, provider: claude, prompt: hi, cwd: /tmp}\n";
+    let (s, v) = api.apply("run.yaml", run).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+    let (s, v) = api
+        .apply("run.yaml", &run.replace("task: launch", "task: cart"))
+        .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let (_, r) = api.call("GET", "/api/v1/projects/web/runs/r1", None).await;
+    assert_eq!(r["status"]["phase"], "pending");
+    assert_eq!(r["status"]["attempt"], 1);
+    assert_eq!(
+        r["status"]["sessionName"],
+        format!("pam-{}", &r["metadata"]["uid"].as_str().unwrap()[..8])
+    );
+    let ev = api.events("run.created").await;
+    assert_eq!(ev.len(), 1);
+    assert_eq!(ev[0]["payload"]["attempt"], 1);
+    // Immutable: prompt.
+    let (s, v) = api
+        .apply(
+            "run.yaml",
+            &run.replace("task: launch", "task: cart")
+                .replace("prompt: hi", "prompt: bye"),
+        )
+        .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+    assert!(
+        v["errors"][0]["display"]
+            .as_str()
+            .unwrap()
+            .contains("spec.prompt"),
+        "{v}"
+    );
+}
+
+#[tokio::test]
+async fn prune_needs_a_selector_and_deletes_only_the_set() {
+    let api = Api::new().await;
+    api.apply("tree.yaml", TREE).await;
+    let body = |prune: bool, sel: Option<&str>, dry: bool, content: &str| json!({"files": [{"name": "t.yaml", "content": content}], "prune": prune, "selector": sel, "dryRun": dry});
+    let without_pay = TREE.replace(
+        "metadata: {name: pay, project: web}",
+        "metadata: {name: pay2, project: web}",
+    );
+    let (s, v) = api
+        .call(
+            "POST",
+            "/api/v1/apply",
+            Some(body(true, None, false, &without_pay)),
+        )
+        .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+    // pay has no labels: a selector on team=pay only reaches cart, which is in the input.
+    let (s, v) = api
+        .call(
+            "POST",
+            "/api/v1/apply",
+            Some(body(true, Some("team=pay"), true, &without_pay)),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert!(!actions(&v).iter().any(|a| a.ends_with("pruned")), "{v}");
+    let (_, pay2) = api
+        .call("GET", "/api/v1/projects/web/tasks/pay2", None)
+        .await;
+    assert_eq!(pay2["error"]["code"], "not_found", "dry run wrote nothing");
+    // With an applyset: everything applied carries the label; prune removes pay.
+    let (s, _) = api
+        .call(
+            "POST",
+            "/api/v1/apply",
+            Some(json!({"files": [{"name": "t.yaml", "content": TREE}], "applyset": "web"})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, v) = api.call("POST", "/api/v1/apply", Some(json!({"files": [{"name": "t.yaml", "content": without_pay}], "applyset": "web", "prune": true}))).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert!(actions(&v).contains(&"Task pay pruned".to_string()), "{v}");
+    assert!(
+        !actions(&v)
+            .iter()
+            .any(|a| a.contains("Project") && a.ends_with("pruned")),
+        "{v}"
+    );
+}
+
+#[tokio::test]
+async fn tokens_unauthenticated_revoked_and_worker_scopes() {
+    let api = Api::new().await;
+    let (s, v) = api.call_as(None, "GET", "/api/v1/projects", None).await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    assert_eq!(v["error"]["code"], "unauthorized");
+    let (s, _) = api
+        .call_as(Some("pam_nope"), "GET", "/api/v1/projects", None)
+        .await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    let (s, v) = api
+        .call("POST", "/api/v1/tokens", Some(json!({"name": "ci"})))
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    let ci = v["token"].as_str().unwrap().to_string();
+    let id = v["id"].as_str().unwrap().to_string();
+    let (s, list) = api.call("GET", "/api/v1/tokens", None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(!list.to_string().contains(&ci), "tokens are never listed");
+    assert_eq!(
+        api.call_as(Some(&ci), "GET", "/api/v1/projects", None)
+            .await
+            .0,
+        StatusCode::OK
+    );
+    assert_eq!(
+        api.call("DELETE", &format!("/api/v1/tokens/{id}"), None)
+            .await
+            .0,
+        StatusCode::NO_CONTENT
+    );
+    let (s, v) = api
+        .call_as(Some(&ci), "GET", "/api/v1/projects", None)
+        .await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    assert!(v["error"]["message"].as_str().unwrap().contains("revoked"));
+    // A worker token may not call operator endpoints, nor act for another host.
+    let (s, v) = api
+        .call("POST", "/api/v1/tokens", Some(json!({"worker": "box-a"})))
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    let wt = v["token"].as_str().unwrap().to_string();
+    assert_eq!(
+        api.call_as(Some(&wt), "GET", "/api/v1/projects", None)
+            .await
+            .0,
+        StatusCode::FORBIDDEN
+    );
+    let reg = |name: &str| json!({"name": name, "platform": "linux", "instance_id": Uuid::new_v4(), "capacity": 2, "labels": {}, "version": "t"});
+    assert_eq!(
+        api.call_as(
+            Some(&wt),
+            "POST",
+            "/api/v1/workers/register",
+            Some(reg("box-b"))
+        )
+        .await
+        .0,
+        StatusCode::FORBIDDEN
+    );
+    let (s, v) = api
+        .call_as(
+            Some(&wt),
+            "POST",
+            "/api/v1/workers/register",
+            Some(reg("box-a")),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(
+        api.call_as(
+            Some(&api.token.clone()),
+            "POST",
+            "/api/v1/workers/register",
+            Some(reg("box-a"))
+        )
+        .await
+        .0,
+        StatusCode::FORBIDDEN
+    );
+}
+
+#[tokio::test]
+async fn worker_protocol_claim_signals_and_attempt_guard() {
+    let api = Api::new().await;
+    api.apply("tree.yaml", TREE).await;
+    let run = "apiVersion: pam.dev/v1\nkind: Run\nmetadata: {name: r1, project: web}\nspec: {task: cart, provider: claude, prompt: hi, cwd: /tmp}\n";
+    api.apply("run.yaml", run).await;
+    let wt = make_token(&api.state, TokenKind::Worker, "w", Some("box-a")).await;
+    let inst = Uuid::new_v4();
+    let (s, v) = api
+        .call_as(Some(&wt), "POST", "/api/v1/workers/register", Some(json!({"name": "box-a", "platform": "linux", "instance_id": inst, "capacity": 2, "labels": {"gpu": "no"}, "version": "t"})))
+        .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let (s, v) = api
+        .call_as(Some(&wt), "POST", "/api/v1/workers/claim?wait=0", None)
+        .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["runs"].as_array().unwrap().len(), 1, "{v}");
+    let run_id = v["runs"][0]["run_id"].as_str().unwrap().to_string();
+    assert_eq!(v["runs"][0]["attempt"], 1);
+    let sig = |kind: &str, attempt: i32, extra: Value| {
+        let mut s = json!({"run_id": run_id, "attempt": attempt, "kind": kind, "at": "2026-03-01T12:00:00Z"});
+        s.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        s
+    };
+    let started = sig("started", 1, json!({}));
+    // Delivered ten times: applied once, then duplicates.
+    let mut outcomes = Vec::new();
+    for _ in 0..10 {
+        let (s, v) = api
+            .call_as(
+                Some(&wt),
+                "POST",
+                "/api/v1/workers/signals",
+                Some(json!({"signals": [started.clone()]})),
+            )
+            .await;
+        assert_eq!(s, StatusCode::OK, "{v}");
+        outcomes.push(v["results"][0]["outcome"].as_str().unwrap().to_string());
+    }
+    assert_eq!(outcomes[0], "applied");
+    assert!(outcomes[1..].iter().all(|o| o == "duplicate"));
+    assert_eq!(api.events("run.started").await.len(), 1);
+    // attempt + 1: 4xx, nothing applied.
+    let (s, v) = api
+        .call_as(
+            Some(&wt),
+            "POST",
+            "/api/v1/workers/signals",
+            Some(json!({"signals": [sig("finished", 2, json!({"exit_code": 0}))]})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+    assert_eq!(v["results"][0]["outcome"], "rejected");
+    assert!(api.events("run.finished").await.is_empty());
+    // Desired set shows the run; finished applies.
+    let (_, d) = api
+        .call_as(Some(&wt), "GET", "/api/v1/workers/desired", None)
+        .await;
+    assert_eq!(d["runs"][0]["run_id"], run_id.as_str());
+    let (s, v) = api
+        .call_as(
+            Some(&wt),
+            "POST",
+            "/api/v1/workers/signals",
+            Some(json!({"signals": [sig("finished", 1, json!({"exit_code": 0}))]})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let (_, r) = api.call("GET", "/api/v1/projects/web/runs/r1", None).await;
+    assert_eq!(r["status"]["phase"], "exited");
+    assert_eq!(r["status"]["exitCode"], 0);
+    assert_eq!(r["status"]["host"], "box-a");
+    let _ = &api.clock;
+}
