@@ -100,22 +100,39 @@ pub(crate) fn signal(ctx: &mut Ctx, run: &str, signal: Signal) -> Result<Exit> {
 }
 
 /// What to print of snapshot `next` after `prev` was printed. Snapshots
-/// may be a moving window over the output, so the end of `prev` is looked
-/// for in `next`; `None` when it cannot be found (print all of `next`).
+/// may be a moving window over the output (the start dropped), so this
+/// finds the longest end of `prev` that `next` starts with and returns the
+/// rest; `None` when they do not overlap at all (print all of `next`).
 pub(crate) fn new_output<'a>(prev: &str, next: &'a str) -> Option<&'a str> {
     if let Some(rest) = next.strip_prefix(prev) {
         return Some(rest);
     }
-    if prev.is_empty() {
-        return Some(next);
+    // KMP: run `next` as the pattern over `prev` as the text; the state at
+    // the end is the longest prefix of `next` that is a suffix of `prev`.
+    let (p, t) = (next.as_bytes(), prev.as_bytes());
+    let mut fail = vec![0usize; p.len()];
+    let mut k = 0;
+    for i in 1..p.len() {
+        while k > 0 && p[i] != p[k] {
+            k = fail[k - 1];
+        }
+        if p[i] == p[k] {
+            k += 1;
+        }
+        fail[i] = k;
     }
-    // The last (up to) 512 bytes of what was printed, cut on a char boundary.
-    let mut cut = prev.len().saturating_sub(512);
-    while !prev.is_char_boundary(cut) {
-        cut += 1;
+    let mut state = 0;
+    for &c in t {
+        while state > 0 && (state == p.len() || c != p[state]) {
+            state = fail[state - 1];
+        }
+        if state < p.len() && c == p[state] {
+            state += 1;
+        }
     }
-    let anchor = &prev[cut..];
-    next.rfind(anchor).map(|at| &next[at + anchor.len()..])
+    // A valid UTF-8 `next` cannot start inside a character, and the match
+    // ends where `prev` ends, so `state` is a character boundary.
+    (state > 0).then(|| &next[state..])
 }
 
 /// Whether a run will not produce more output.
@@ -255,7 +272,11 @@ mod tests {
             new_output("line1\nline2\n", "line2\nline3\n"),
             Some("line3\n")
         );
-        assert_eq!(new_output("old\n", "entirely new\n"), None);
+        assert_eq!(new_output("ab\nab\n", "ab\nab\nc\n"), Some("c\n"));
+        assert_eq!(new_output("xab\nab\n", "ab\nab\nc\n"), Some("c\n"));
+        assert_eq!(new_output("same\n", "same\n"), Some(""));
+        assert_eq!(new_output("old", "entirely new"), None);
+        assert_eq!(new_output("é€x", "€xé"), Some("é"));
     }
 
     #[test]

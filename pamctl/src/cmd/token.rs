@@ -91,8 +91,8 @@ mod tests {
         ];
         insta::assert_snapshot!(list_table(&items, crate::render::samples::now()), @r"
         ID    NAME           KIND       HOST     AGE   LAST-USED   REVOKED
-        t-1   ci             operator   <none>   24h   120s        no
-        t-2   worker-alpha   worker     alpha    28d   <never>     2h ago
+        t-1   ci             operator   <none>   24h   2m          no
+        t-2   worker-alpha   worker     alpha    28d   <never>     120m ago
         ");
     }
 }

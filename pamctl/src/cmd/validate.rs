@@ -10,7 +10,8 @@ use crate::error::{CliError, Exit, Result};
 use crate::files::{self, InputFile};
 use crate::term;
 
-/// Every problem in the batch, in file then document order; `Ok(n)` is the
+/// Every problem in the batch, in file, document and line order (files in
+/// input order); `Ok(n)` is the
 /// number of objects when there is none.
 pub(crate) fn check(files: &[InputFile]) -> std::result::Result<usize, Vec<ManifestError>> {
     let mut docs = Vec::new();
@@ -22,6 +23,8 @@ pub(crate) fn check(files: &[InputFile]) -> std::result::Result<usize, Vec<Manif
         }
     }
     errors.extend(validate_batch(&docs, &InMemoryState::default()));
+    let order = |name: &str| files.iter().position(|f| f.name == name);
+    errors.sort_by_key(|e| (order(&e.file), e.document, e.line, e.column));
     if errors.is_empty() {
         Ok(docs.len())
     } else {

@@ -268,7 +268,7 @@ mod tests {
             apiVersion: pam.dev/v1
             kind: Project
             metadata:
-              creationTimestamp: '[TIME]'
+              creationTimestamp: [TIME]
               name: web
               uid: [UID]
             spec:
