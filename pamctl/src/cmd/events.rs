@@ -22,17 +22,41 @@ pub(crate) fn line(e: &Value) -> String {
     format!("{seq}\t{at}\t{topic}\t{payload}")
 }
 
-/// Whether an event belongs to `project` (by its payload's `project`).
-pub(crate) fn in_project(e: &Value, project: Option<&str>) -> bool {
-    match project {
-        None => true,
-        Some(p) => e.pointer("/payload/project").and_then(Value::as_str) == Some(p),
-    }
+/// A project to filter events by: its name and uid. Work item payloads
+/// carry `project` (the name), run payloads `project_id` (the uid).
+pub(crate) struct ProjectFilter {
+    pub name: String,
+    pub uid: String,
+}
+
+/// Whether an event belongs to the project (always, without a filter).
+/// Host events (`worker.*`) belong to no project.
+pub(crate) fn in_project(e: &Value, filter: Option<&ProjectFilter>) -> bool {
+    let Some(f) = filter else { return true };
+    let field = |k: &str| e.pointer(&format!("/payload/{k}")).and_then(Value::as_str);
+    field("project") == Some(f.name.as_str())
+        || (!f.uid.is_empty() && field("project_id") == Some(f.uid.as_str()))
 }
 
 pub(crate) fn events(ctx: &mut Ctx, topic: Option<&str>, follow: bool) -> Result<Exit> {
     let project = ctx.explicit_project().map(str::to_string);
     let client = ctx.client()?;
+    let filter = match project {
+        None => None,
+        Some(name) => {
+            let p = client.get(&crate::object_path(
+                pam_manifests::Kind::Project,
+                None,
+                &name,
+            ))?;
+            let uid = p
+                .pointer("/metadata/uid")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
+            Some(ProjectFilter { name, uid })
+        }
+    };
     let mut after: i64 = 0;
     loop {
         let path = format!(
@@ -52,7 +76,7 @@ pub(crate) fn events(ctx: &mut Ctx, topic: Option<&str>, follow: bool) -> Result
             if let Some(seq) = e.get("seq").and_then(Value::as_i64) {
                 after = after.max(seq);
             }
-            if in_project(e, project.as_deref()) {
+            if in_project(e, filter.as_ref()) {
                 term::outln(&line(e));
             }
         }
@@ -78,8 +102,22 @@ mod tests {
             line(&e),
             "12\t2026-03-01T12:00:00Z\trun.started\t{\"attempt\":1,\"project\":\"web\",\"run_id\":\"r\"}"
         );
-        assert!(in_project(&e, Some("web")));
-        assert!(!in_project(&e, Some("api")));
+        let web = ProjectFilter {
+            name: "web".into(),
+            uid: "p-1".into(),
+        };
+        let api = ProjectFilter {
+            name: "api".into(),
+            uid: "p-2".into(),
+        };
+        assert!(in_project(&e, Some(&web)));
+        assert!(!in_project(&e, Some(&api)));
         assert!(in_project(&e, None));
+        let run = json!({"payload": {"run_id": "r", "project_id": "p-2"}});
+        assert!(in_project(&run, Some(&api)));
+        assert!(!in_project(
+            &json!({"payload": {"host": "alpha"}}),
+            Some(&api)
+        ));
     }
 }

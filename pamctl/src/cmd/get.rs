@@ -80,8 +80,9 @@ const MAX_EVENT_PAGES: usize = 100;
 /// Events `describe` shows.
 const DESCRIBE_EVENTS: usize = 20;
 
-/// The object's last events. The journal is read from the start in
-/// pages and filtered here (docs/pamctl.md, Assumptions).
+/// The object's last events: the journal's events of the kind's topic
+/// family (`topic=run.`, a prefix), read from the start in pages and
+/// filtered here by the object's uid in the payload.
 fn recent_events(client: &Client, kind: Kind, obj: &Value) -> Result<(Vec<Value>, bool)> {
     let uid = obj
         .pointer("/metadata/uid")
@@ -97,7 +98,11 @@ fn recent_events(client: &Client, kind: Kind, obj: &Value) -> Result<(Vec<Value>
     for _ in 0..MAX_EVENT_PAGES {
         let path = format!(
             "/api/v1/events{}",
-            query(&[("after", Some(&after.to_string())), ("limit", Some("1000"))])
+            query(&[
+                ("after", Some(&after.to_string())),
+                ("topic", Some(prefix)),
+                ("limit", Some("1000")),
+            ])
         );
         let page = items(client.get(&path)?)?;
         let n = page.len();
