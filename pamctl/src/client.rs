@@ -22,6 +22,13 @@ pub struct Client {
 
 impl Client {
     pub fn new(resolved: &Resolved) -> Result<Client> {
+        if !resolved.server.starts_with("http://") {
+            return Err(CliError::usage(format!(
+                "server {:?}: this pamctl speaks plain http:// only",
+                resolved.server
+            ))
+            .hint("use an http:// URL (TLS support is not built in yet)"));
+        }
         let http = reqwest::blocking::Client::builder()
             .connect_timeout(Duration::from_secs(10))
             // A large apply is one transaction; give it time.
