@@ -1,0 +1,291 @@
+//! pamctl's command line (clap). Verbs follow kubectl's.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::error::EXIT_CODES_HELP;
+use crate::render::Output;
+
+const AFTER_HELP: &str = concat!(
+    "Connection: --server/--token/-p, else PAM_SERVER/PAM_TOKEN/PAM_PROJECT, else the\n",
+    "config file's context (PAM_CONFIG, $XDG_CONFIG_HOME/pam/config.yaml, ~/.config/pam/config.yaml),\n",
+    "else http://127.0.0.1:7700 with <data dir>/admin.token (PAM_DATA_DIR, ~/.local/share/pam).\n\n",
+);
+
+fn after_help() -> String {
+    format!("{AFTER_HELP}{EXIT_CODES_HELP}")
+}
+
+/// pamctl: operate pam, the controller for AI coding-agent runs.
+#[derive(Debug, Parser)]
+#[command(name = "pamctl", version, after_help = after_help(), propagate_version = true)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: Global,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Args)]
+pub struct Global {
+    /// pamd's URL [env: PAM_SERVER] [default: http://127.0.0.1:7700]
+    #[arg(long, global = true, value_name = "URL")]
+    pub server: Option<String>,
+    /// Bearer token [env: PAM_TOKEN]
+    #[arg(long, global = true, value_name = "TOKEN")]
+    pub token: Option<String>,
+    /// Context of the config file to use instead of its current-context
+    #[arg(long, global = true, value_name = "NAME")]
+    pub context: Option<String>,
+    /// Project of tasks and runs [env: PAM_PROJECT]
+    #[arg(short = 'p', long, global = true, value_name = "P")]
+    pub project: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct FileArgs {
+    /// A manifest file, a directory of *.yaml/*.yml, or - for stdin (repeatable)
+    #[arg(
+        short = 'f',
+        long = "filename",
+        value_name = "FILE|DIR|-",
+        required = true
+    )]
+    pub files: Vec<String>,
+    /// Read directories recursively
+    #[arg(short = 'R', long)]
+    pub recursive: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DryRun {
+    /// Really apply
+    None,
+    /// Run everything on the server and roll back
+    Server,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create or update objects from manifests (one transaction)
+    Apply {
+        #[command(flatten)]
+        files: FileArgs,
+        /// Delete objects of the kinds in play that match -l/--applyset and are not in the input
+        #[arg(long)]
+        prune: bool,
+        /// Label selector (with --prune: which objects may be pruned)
+        #[arg(short = 'l', long = "selector", value_name = "SELECTOR")]
+        selector: Option<String>,
+        /// Apply set name: labels every object and, with --prune, prunes within the set
+        #[arg(long, value_name = "NAME")]
+        applyset: Option<String>,
+        /// --dry-run=server: validate and apply on the server, then roll back
+        #[arg(long, value_enum, value_name = "MODE", num_args = 0..=1, require_equals = true,
+              default_missing_value = "server", default_value = "none")]
+        dry_run: DryRun,
+    },
+    /// Show what apply would change, as unified diffs (exit 1 when something would change)
+    Diff {
+        #[command(flatten)]
+        files: FileArgs,
+    },
+    /// List objects, or show one
+    Get {
+        /// task|tasks|tk, run|runs|rn, host|hosts|ho, project|projects|proj
+        kind: String,
+        /// One object's name
+        name: Option<String>,
+        /// Label selector (app=web,tier!=db)
+        #[arg(short = 'l', long = "selector", value_name = "SELECTOR")]
+        selector: Option<String>,
+        #[arg(short = 'o', long, value_enum, default_value = "table")]
+        output: Output,
+        /// Tasks and runs of every project
+        #[arg(short = 'A', long)]
+        all_projects: bool,
+    },
+    /// Show one object with its conditions and recent events
+    Describe { kind: String, name: String },
+    /// Delete objects by name, by manifest, or by label selector
+    Delete {
+        /// KIND then NAMEs (omit with -f)
+        #[arg(value_name = "KIND NAME")]
+        args: Vec<String>,
+        /// Delete the objects these manifests name
+        #[arg(short = 'f', long = "filename", value_name = "FILE|DIR|-")]
+        files: Vec<String>,
+        #[arg(short = 'R', long)]
+        recursive: bool,
+        /// Delete the objects of KIND matching this selector
+        #[arg(short = 'l', long = "selector", value_name = "SELECTOR")]
+        selector: Option<String>,
+    },
+    /// Check manifests offline (no server): parsing, fields, references within the input
+    Validate {
+        #[command(flatten)]
+        files: FileArgs,
+    },
+    /// Move a task through its workflow
+    #[command(subcommand)]
+    Task(TaskCommand),
+    /// Take hosts out of dispatch and back
+    #[command(subcommand)]
+    Host(HostCommand),
+    /// Manage API tokens
+    #[command(subcommand)]
+    Token(TokenCommand),
+    /// Start runs
+    #[command(subcommand)]
+    Run(RunCommand),
+    /// Stop a run (sets spec.stopped)
+    Stop { run: String },
+    /// Send a signal to a run's process
+    Signal {
+        run: String,
+        #[arg(long, value_enum)]
+        signal: Signal,
+    },
+    /// Print a run's latest output
+    Logs {
+        run: String,
+        /// Keep printing new output until the run ends (polls every second)
+        #[arg(short = 'f', long)]
+        follow: bool,
+    },
+    /// Print the event journal
+    Events {
+        /// Only this topic (run.started, work_item.status_changed, …)
+        #[arg(long, value_name = "T")]
+        topic: Option<String>,
+        /// Keep printing new events (polls every second)
+        #[arg(short = 'f', long)]
+        follow: bool,
+    },
+    /// Print a shell completion script
+    Completion {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TaskCommand {
+    /// todo → doing
+    Start { name: String },
+    /// → done
+    Done { name: String },
+    /// → cancelled, cascading to non-done descendants
+    Cancel {
+        name: String,
+        /// Do not ask before cancelling descendants too
+        #[arg(short = 'y', long)]
+        yes: bool,
+    },
+    /// → todo
+    Reopen { name: String },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum HostCommand {
+    /// Stop dispatching to this host
+    Disable { name: String },
+    /// Dispatch to this host again
+    Enable { name: String },
+    /// Accept the host's newest instance (OQ-14)
+    ClearSuspect { name: String },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Create an operator token NAME, or a worker token with --worker HOST; prints it once
+    Create {
+        #[arg(required_unless_present = "worker", conflicts_with = "worker")]
+        name: Option<String>,
+        /// Create a worker token for this host
+        #[arg(long, value_name = "HOST")]
+        worker: Option<String>,
+    },
+    /// List tokens (never their values)
+    List,
+    /// Revoke a token by id
+    Revoke { id: String },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RunCommand {
+    /// Create a Run for a task
+    Start(RunStart),
+}
+
+#[derive(Debug, Args)]
+pub struct RunStart {
+    #[arg(long, value_name = "T")]
+    pub task: String,
+    /// claude|codex|gemini|grok|exec
+    #[arg(long, value_name = "P")]
+    pub provider: String,
+    /// Working directory on the host
+    #[arg(long, value_name = "DIR")]
+    pub cwd: String,
+    #[arg(long)]
+    pub prompt: Option<String>,
+    /// Run name [default: TASK-<time>]
+    #[arg(long, value_name = "N")]
+    pub name: Option<String>,
+    /// Run on this host only
+    #[arg(long, value_name = "H", conflicts_with = "selector")]
+    pub target_host: Option<String>,
+    /// Run on a host with these labels (repeatable k=v)
+    #[arg(long, value_name = "k=v")]
+    pub selector: Vec<String>,
+    #[arg(long, value_name = "N")]
+    pub max_attempts: Option<u32>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[value(rename_all = "UPPER")]
+pub enum Signal {
+    Int,
+    Term,
+    Kill,
+    Hup,
+}
+
+impl Signal {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Signal::Int => "INT",
+            Signal::Term => "TERM",
+            Signal::Kill => "KILL",
+            Signal::Hup => "HUP",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn clap_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn dry_run_forms() {
+        let parse = |args: &[&str]| match Cli::try_parse_from(args).unwrap().command {
+            Command::Apply { dry_run, .. } => dry_run,
+            _ => unreachable!(),
+        };
+        assert_eq!(parse(&["pamctl", "apply", "-f", "x"]), DryRun::None);
+        assert_eq!(
+            parse(&["pamctl", "apply", "-f", "x", "--dry-run=server"]),
+            DryRun::Server
+        );
+        assert_eq!(
+            parse(&["pamctl", "apply", "-f", "x", "--dry-run"]),
+            DryRun::Server
+        );
+    }
+}

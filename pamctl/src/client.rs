@@ -1,0 +1,241 @@
+//! The HTTP client for `/api/v1` (docs/api.md): bearer token, JSON bodies,
+//! and the mapping from what went wrong to an exit code and a hint.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::config::{Resolved, TokenSource};
+use crate::error::{CliError, Exit, Result};
+
+/// How to start a local pamd; shown when nothing answers.
+pub const START_HINT: &str =
+    "is pamd running? start it with `cargo run --release -p pam-controller --bin pamd`";
+
+pub struct Client {
+    http: reqwest::blocking::Client,
+    base: String,
+    token: Option<String>,
+    token_source: TokenSource,
+    data_dir: std::path::PathBuf,
+}
+
+impl Client {
+    pub fn new(resolved: &Resolved) -> Result<Client> {
+        if !resolved.server.starts_with("http://") {
+            return Err(CliError::usage(format!(
+                "server {:?}: this pamctl speaks plain http:// only",
+                resolved.server
+            ))
+            .hint("use an http:// URL (TLS support is not built in yet)"));
+        }
+        let http = reqwest::blocking::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            // A large apply is one transaction; give it time.
+            .timeout(Duration::from_secs(600))
+            .user_agent(concat!("pamctl/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| {
+                CliError::new(
+                    Exit::Unreachable,
+                    format!("cannot build the HTTP client: {e}"),
+                )
+            })?;
+        Ok(Client {
+            http,
+            base: resolved.server.clone(),
+            token: resolved.token.clone(),
+            token_source: resolved.token_source.clone(),
+            data_dir: resolved.data_dir.clone(),
+        })
+    }
+
+    pub fn get(&self, path: &str) -> Result<Value> {
+        self.send(reqwest::Method::GET, path, None)
+    }
+
+    pub fn post(&self, path: &str, body: &Value) -> Result<Value> {
+        self.send(reqwest::Method::POST, path, Some(body))
+    }
+
+    pub fn delete(&self, path: &str) -> Result<Value> {
+        self.send(reqwest::Method::DELETE, path, None)
+    }
+
+    /// GET that returns `None` on 404 instead of an error.
+    pub fn get_optional(&self, path: &str) -> Result<Option<Value>> {
+        match self.send(reqwest::Method::GET, path, None) {
+            Ok(body) => Ok(Some(body)),
+            Err(e) if e.status == Some(404) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn send(&self, method: reqwest::Method, path: &str, body: Option<&Value>) -> Result<Value> {
+        let url = format!("{}{path}", self.base);
+        let mut req = self.http.request(method.clone(), &url);
+        if let Some(t) = &self.token {
+            req = req.bearer_auth(t);
+        }
+        if let Some(b) = body {
+            req = req.json(b);
+        }
+        let resp = req.send().map_err(|e| self.transport_error(&e))?;
+        let status = resp.status().as_u16();
+        let text = resp.text().map_err(|e| self.transport_error(&e))?;
+        let parsed: Option<Value> = if text.trim().is_empty() {
+            Some(Value::Null)
+        } else {
+            serde_json::from_str(&text).ok()
+        };
+        if (200..300).contains(&status) {
+            return match parsed {
+                Some(body) => Ok(body),
+                None => Err(CliError::new(
+                    Exit::ServerError,
+                    format!("{method} {path}: the server answered {status} with a body that is not JSON"),
+                )),
+            };
+        }
+        Err(self.status_error(&method, path, status, parsed.unwrap_or(Value::Null)))
+    }
+
+    fn transport_error(&self, e: &reqwest::Error) -> CliError {
+        let mut source: Option<&dyn std::error::Error> = Some(e);
+        let mut chain = Vec::new();
+        while let Some(s) = source {
+            chain.push(s.to_string());
+            source = s.source();
+        }
+        let root = chain.last().cloned().unwrap_or_default();
+        if e.is_timeout() {
+            return CliError::new(
+                Exit::Unreachable,
+                format!("{}: timed out ({root})", self.base),
+            )
+            .hint(START_HINT);
+        }
+        if e.is_connect() || e.is_request() {
+            return CliError::new(
+                Exit::Unreachable,
+                format!("cannot reach the server at {}: {root}", self.base),
+            )
+            .hint(START_HINT)
+            .hint("or point pamctl elsewhere with --server, PAM_SERVER or a context in ~/.config/pam/config.yaml");
+        }
+        CliError::new(
+            Exit::Unreachable,
+            format!("{}: {}", self.base, chain.join(": ")),
+        )
+    }
+
+    fn status_error(
+        &self,
+        method: &reqwest::Method,
+        path: &str,
+        status: u16,
+        body: Value,
+    ) -> CliError {
+        let code = body
+            .pointer("/error/code")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let message = body
+            .pointer("/error/message")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .unwrap_or_else(|| format!("{method} {path}"));
+        let exit = if status >= 500 {
+            Exit::ServerError
+        } else {
+            Exit::Refused
+        };
+        let code_part = if code.is_empty() {
+            String::new()
+        } else {
+            format!(" {code}")
+        };
+        let mut err = CliError::new(exit, format!("{status}{code_part}: {message}"));
+        err.status = Some(status);
+        if let Some(errors) = body.get("errors").and_then(Value::as_array) {
+            err.details = errors
+                .iter()
+                .map(|e| {
+                    e.get("display")
+                        .and_then(Value::as_str)
+                        .map(str::to_string)
+                        .unwrap_or_else(|| e.to_string())
+                })
+                .collect();
+        }
+        match status {
+            401 => {
+                let admin = self.data_dir.join("admin.token");
+                let why = match &self.token_source {
+                    TokenSource::None => "no token was sent".to_string(),
+                    TokenSource::Flag => "the --token was refused".to_string(),
+                    TokenSource::Env => "the PAM_TOKEN was refused".to_string(),
+                    TokenSource::Context(c) => format!("the token of context {c:?} was refused"),
+                    TokenSource::AdminFile(p) => format!("the token in {} was refused", p.display()),
+                };
+                err.hints.push(format!(
+                    "{why}; pass --token or set PAM_TOKEN; a local pamd writes {}",
+                    admin.display()
+                ));
+            }
+            403 => err
+                .hints
+                .push("worker tokens (pamw_…) cannot call operator endpoints; use an operator token (pam_…)".into()),
+            409 if code == "conflict" => err
+                .hints
+                .push("re-read the object (`pamctl get … -o yaml`) and apply again".into()),
+            _ => {}
+        }
+        err
+    }
+}
+
+/// Percent-encodes a query value or path segment.
+pub fn enc(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                out.push(b as char)
+            }
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
+}
+
+/// `?a=1&b=2` from the pairs whose value is set (empty string when none).
+pub fn query(pairs: &[(&str, Option<&str>)]) -> String {
+    let parts: Vec<String> = pairs
+        .iter()
+        .filter_map(|(k, v)| v.map(|v| format!("{k}={}", enc(v))))
+        .collect();
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!("?{}", parts.join("&"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_encodes_selectors() {
+        assert_eq!(
+            query(&[
+                ("labelSelector", Some("app=web,tier in (a, b)")),
+                ("phase", None)
+            ]),
+            "?labelSelector=app%3Dweb%2Ctier%20in%20%28a%2C%20b%29"
+        );
+        assert_eq!(query(&[("x", None)]), "");
+    }
+}

@@ -1,0 +1,98 @@
+//! `token create|list|revoke`.
+
+use chrono::{DateTime, Utc};
+use serde_json::{json, Value};
+
+use crate::cli::TokenCommand;
+use crate::client::enc;
+use crate::error::{CliError, Exit, Result};
+use crate::render::age;
+use crate::render::table::{cell, Table};
+use crate::{term, Ctx};
+
+pub(crate) fn token(ctx: &mut Ctx, cmd: TokenCommand) -> Result<Exit> {
+    let client = ctx.client()?;
+    match cmd {
+        TokenCommand::Create { name, worker } => {
+            let body = match (name, worker) {
+                (_, Some(host)) => json!({ "worker": host }),
+                (Some(name), None) => json!({ "name": name }),
+                (None, None) => return Err(CliError::usage("pass NAME or --worker HOST")),
+            };
+            let answer = client.post("/api/v1/tokens", &body)?;
+            let token = answer
+                .get("token")
+                .and_then(Value::as_str)
+                .ok_or_else(|| CliError::new(Exit::ServerError, "the answer has no `token`"))?;
+            term::outln(token);
+            term::note(&format!(
+                "{} token {} (id {}) created; it is not shown again, store it now",
+                cell(&answer, "/kind"),
+                cell(&answer, "/name"),
+                cell(&answer, "/id"),
+            ));
+        }
+        TokenCommand::List => {
+            let answer = client.get("/api/v1/tokens")?;
+            let items = answer
+                .get("items")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            if items.is_empty() {
+                term::note("No tokens.");
+            } else {
+                term::out(&list_table(&items, Utc::now()));
+            }
+        }
+        TokenCommand::Revoke { id } => {
+            client.delete(&format!("/api/v1/tokens/{}", enc(&id)))?;
+            term::outln(&format!("token {id} revoked"));
+        }
+    }
+    Ok(Exit::Ok)
+}
+
+fn list_table(items: &[Value], now: DateTime<Utc>) -> String {
+    let ago = |o: &Value, k: &str| match o.get(k).and_then(Value::as_str) {
+        Some(t) => age::since(Some(t), now),
+        None => "<never>".to_string(),
+    };
+    let mut t = Table::new(&["ID", "NAME", "KIND", "HOST", "AGE", "LAST-USED", "REVOKED"]);
+    for o in items {
+        let revoked = match o.get("revokedAt").and_then(Value::as_str) {
+            Some(r) => format!("{} ago", age::since(Some(r), now)),
+            None => "no".into(),
+        };
+        t.row(vec![
+            cell(o, "/id"),
+            cell(o, "/name"),
+            cell(o, "/kind"),
+            cell(o, "/host"),
+            ago(o, "createdAt"),
+            ago(o, "lastUsedAt"),
+            revoked,
+        ]);
+    }
+    t.render()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_table() {
+        let items = vec![
+            json!({"id": "t-1", "name": "ci", "kind": "operator", "host": null,
+                   "createdAt": "2026-02-28T12:00:00Z", "lastUsedAt": "2026-03-01T11:58:00Z", "revokedAt": null}),
+            json!({"id": "t-2", "name": "worker-alpha", "kind": "worker", "host": "alpha",
+                   "createdAt": "2026-02-01T12:00:00Z", "lastUsedAt": null, "revokedAt": "2026-03-01T10:00:00Z"}),
+        ];
+        insta::assert_snapshot!(list_table(&items, crate::render::samples::now()), @r"
+        ID    NAME           KIND       HOST     AGE   LAST-USED   REVOKED
+        t-1   ci             operator   <none>   24h   2m          no
+        t-2   worker-alpha   worker     alpha    28d   <never>     120m ago
+        ");
+    }
+}

@@ -1,0 +1,195 @@
+//! `pamctl describe`: one object, for people — metadata, spec, status,
+//! conditions and its recent events.
+
+use chrono::{DateTime, Utc};
+use pam_manifests::Kind;
+use serde_json::{Map, Value};
+
+use super::age;
+use super::table::{cell, Table};
+
+fn labels(v: Option<&Value>) -> String {
+    match v.and_then(Value::as_object) {
+        Some(m) if !m.is_empty() => m
+            .iter()
+            .map(|(k, v)| {
+                format!(
+                    "{k}={}",
+                    v.as_str().map_or_else(|| v.to_string(), str::to_string)
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(","),
+        _ => "<none>".into(),
+    }
+}
+
+fn indented_yaml(v: &Value) -> String {
+    let text = super::to_yaml(v);
+    text.lines().map(|l| format!("  {l}\n")).collect()
+}
+
+/// Whether an event is about the object with this uid (and, for hosts,
+/// this name): any top-level payload value equal to it.
+pub fn event_is_about(event: &Value, kind: Kind, uid: &str, name: &str) -> bool {
+    let Some(payload) = event.get("payload").and_then(Value::as_object) else {
+        return false;
+    };
+    payload.iter().any(|(k, v)| match v.as_str() {
+        Some(s) if !uid.is_empty() && s == uid => true,
+        Some(s) => kind == Kind::Host && (k == "host" || k == "host_name") && s == name,
+        None => false,
+    })
+}
+
+/// The event topics' family for a kind (`run.` for runs).
+pub fn topic_prefix(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Project => "project.",
+        Kind::Task => "work_item.",
+        Kind::Run => "run.",
+        Kind::Host => "worker.",
+    }
+}
+
+/// The describe page. `events`: the object's recent events, oldest first.
+pub fn page(kind: Kind, obj: &Value, events: &[Value], now: DateTime<Utc>) -> String {
+    let mut out = String::new();
+    let mut field = |k: &str, v: String| out.push_str(&format!("{:<18}{v}\n", format!("{k}:")));
+    field("Name", cell(obj, "/metadata/name"));
+    field("Kind", kind.as_str().to_string());
+    if kind.is_project_scoped() {
+        field("Project", cell(obj, "/metadata/project"));
+    }
+    field("Labels", labels(obj.pointer("/metadata/labels")));
+    field("Annotations", labels(obj.pointer("/metadata/annotations")));
+    field("UID", cell(obj, "/metadata/uid"));
+    field("Generation", cell(obj, "/metadata/generation"));
+    field("Resource Version", cell(obj, "/metadata/resourceVersion"));
+    let created = obj
+        .pointer("/metadata/creationTimestamp")
+        .and_then(Value::as_str);
+    field(
+        "Created",
+        match created {
+            Some(t) => format!("{t} ({} ago)", age::since(Some(t), now)),
+            None => "<unknown>".into(),
+        },
+    );
+    out.push_str("Spec:\n");
+    out.push_str(&indented_yaml(obj.get("spec").unwrap_or(&Value::Null)));
+    let mut status = obj
+        .get("status")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    let conditions = status.remove("conditions");
+    out.push_str("Status:\n");
+    if status.is_empty() {
+        out.push_str("  <none>\n");
+    } else {
+        out.push_str(&indented_yaml(&Value::Object(status)));
+    }
+    out.push_str("Conditions:\n");
+    match conditions
+        .as_ref()
+        .and_then(Value::as_array)
+        .filter(|c| !c.is_empty())
+    {
+        None => out.push_str("  <none>\n"),
+        Some(conds) => {
+            let mut t = Table::new(&["TYPE", "STATUS", "REASON", "MESSAGE", "LAST-TRANSITION"]);
+            for c in conds {
+                t.row(vec![
+                    cell(c, "/type"),
+                    cell(c, "/status"),
+                    cell(c, "/reason"),
+                    cell(c, "/message"),
+                    age::since(c.get("lastTransitionTime").and_then(Value::as_str), now),
+                ]);
+            }
+            out.extend(t.render().lines().map(|l| format!("  {l}\n")));
+        }
+    }
+    out.push_str("Events:\n");
+    if events.is_empty() {
+        out.push_str("  <none>\n");
+    } else {
+        let mut t = Table::new(&["SEQ", "AGE", "TOPIC", "PAYLOAD"]);
+        for e in events {
+            let payload: Map<String, Value> = e
+                .get("payload")
+                .and_then(Value::as_object)
+                .cloned()
+                .unwrap_or_default();
+            t.row(vec![
+                cell(e, "/seq"),
+                age::since(e.get("createdAt").and_then(Value::as_str), now),
+                cell(e, "/topic"),
+                Value::Object(payload).to_string(),
+            ]);
+        }
+        out.extend(t.render().lines().map(|l| format!("  {l}\n")));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::samples::*;
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_task_page() {
+        let task = &tasks()[1];
+        let events = vec![
+            json!({"seq": 7, "topic": "work_item.created", "createdAt": "2026-03-01T11:55:00Z",
+            "payload": {"work_item_id": "9f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9", "name": "build"}}),
+        ];
+        insta::with_settings!({filters => vec![
+            (r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", "[UID]"),
+            (r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", "[TIME]"),
+        ]}, {
+            insta::assert_snapshot!(page(Kind::Task, task, &events, now()), @r#"
+            Name:             build
+            Kind:             Task
+            Project:          web
+            Labels:           <none>
+            Annotations:      <none>
+            UID:              [UID]
+            Generation:       3
+            Resource Version: 42
+            Created:          [TIME] (5m ago)
+            Spec:
+              assignee: ana
+              description: ''
+              parent: release-1
+              sortOrder: 1
+              status: todo
+              title: Build it
+              type: task
+            Status:
+              observedGeneration: 3
+              path: release-1/build
+              phase: todo
+            Conditions:
+              TYPE    STATUS   REASON       MESSAGE   LAST-TRANSITION
+              Ready   True     Reconciled   <none>    4m
+            Events:
+              SEQ   AGE   TOPIC               PAYLOAD
+              7     5m    work_item.created   {"name":"build","work_item_id":"[UID]"}
+            "#);
+        });
+    }
+
+    #[test]
+    fn events_match_by_uid_or_host_name() {
+        let e = json!({"payload": {"run_id": "u-1", "attempt": 2}});
+        assert!(event_is_about(&e, Kind::Run, "u-1", "r"));
+        assert!(!event_is_about(&e, Kind::Run, "u-2", "r"));
+        let h = json!({"payload": {"host": "alpha", "run_id": "u-1"}});
+        assert!(event_is_about(&h, Kind::Host, "h-1", "alpha"));
+        assert!(!event_is_about(&h, Kind::Run, "u-9", "alpha"));
+    }
+}

@@ -1,0 +1,283 @@
+//! Turning server objects into what pamctl prints: tables, YAML, JSON,
+//! names, unified diffs, `describe` pages. Pure functions of their inputs
+//! (and of `now` where ages are shown), so they are snapshot-tested.
+
+pub mod age;
+pub mod describe;
+pub mod diff;
+pub mod table;
+
+use chrono::{DateTime, Utc};
+use pam_manifests::Kind;
+use serde_json::{Map, Value};
+
+use crate::error::{CliError, Result};
+
+/// `-o`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Output {
+    Table,
+    Wide,
+    Yaml,
+    Json,
+    Name,
+}
+
+pub const API_VERSION: &str = "pam.dev/v1";
+
+/// An object as printed: exactly `{apiVersion, kind, metadata, spec,
+/// status}`, in that order, whatever else the server sent.
+pub fn object(obj: &Value) -> Value {
+    let mut m = Map::new();
+    for key in ["apiVersion", "kind", "metadata", "spec", "status"] {
+        let v = obj.get(key).cloned().unwrap_or_else(|| match key {
+            "apiVersion" => Value::String(API_VERSION.into()),
+            _ => Value::Object(Map::new()),
+        });
+        m.insert(key.to_string(), v);
+    }
+    Value::Object(m)
+}
+
+/// A `List` of printed objects.
+pub fn list(items: &[Value]) -> Value {
+    let mut m = Map::new();
+    m.insert("apiVersion".into(), Value::String(API_VERSION.into()));
+    m.insert("kind".into(), Value::String("List".into()));
+    m.insert(
+        "items".into(),
+        Value::Array(items.iter().map(object).collect()),
+    );
+    Value::Object(m)
+}
+
+/// `task/build`.
+pub fn name(kind: Kind, obj: &Value) -> String {
+    format!(
+        "{}/{}",
+        kind.singular(),
+        obj.pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("<none>")
+    )
+}
+
+/// `task.pam.dev/build`: how apply, delete and friends name what they did.
+pub fn qualified(kind: Kind, name: &str) -> String {
+    format!("{}.pam.dev/{name}", kind.singular())
+}
+
+pub fn to_json(v: &Value) -> String {
+    let mut s = serde_json::to_string_pretty(v).expect("a JSON value serializes");
+    s.push('\n');
+    s
+}
+
+pub fn to_yaml(v: &Value) -> String {
+    serde_yaml::to_string(v).expect("a JSON value serializes as YAML")
+}
+
+/// Renders `get` output. `single`: a named object was asked for (JSON and
+/// YAML print it bare rather than in a List).
+pub fn get(
+    kind: Kind,
+    items: &[Value],
+    output: Output,
+    single: bool,
+    with_project: bool,
+    now: DateTime<Utc>,
+) -> Result<String> {
+    Ok(match output {
+        Output::Table | Output::Wide => {
+            table::objects(kind, items, output == Output::Wide, with_project, now)
+        }
+        Output::Name => items.iter().map(|o| name(kind, o) + "\n").collect(),
+        Output::Json | Output::Yaml => {
+            let v = match (single, items) {
+                (true, [one]) => object(one),
+                (true, _) => {
+                    return Err(CliError::new(
+                        crate::error::Exit::ServerError,
+                        "the server sent a list where one object was expected",
+                    ))
+                }
+                (false, _) => list(items),
+            };
+            if output == Output::Json {
+                to_json(&v)
+            } else {
+                to_yaml(&v)
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+pub(crate) mod samples {
+    //! Sample objects shaped as the server prints them.
+    use serde_json::{json, Value};
+
+    pub fn now() -> chrono::DateTime<chrono::Utc> {
+        chrono::DateTime::parse_from_rfc3339("2026-03-01T12:00:00Z")
+            .unwrap()
+            .with_timezone(&chrono::Utc)
+    }
+
+    pub fn tasks() -> Vec<Value> {
+        vec![
+            json!({"apiVersion": "pam.dev/v1", "kind": "Task",
+                "metadata": {"name": "release-1", "project": "web", "uid": "0b8a6f5e-1c2d-4e5f-8a9b-0c1d2e3f4a5b",
+                    "generation": 1, "resourceVersion": "17", "creationTimestamp": "2026-02-27T09:00:00Z",
+                    "labels": {"app": "web"}},
+                "spec": {"type": "milestone", "title": "Release 1", "description": "", "status": "doing", "sortOrder": 0},
+                "status": {"phase": "doing", "path": "release-1", "completion": {"done": 1, "total": 2}, "observedGeneration": 1}}),
+            json!({"apiVersion": "pam.dev/v1", "kind": "Task",
+                "metadata": {"name": "build", "project": "web", "uid": "9f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9",
+                    "generation": 3, "resourceVersion": "42", "creationTimestamp": "2026-03-01T11:55:00Z"},
+                "spec": {"type": "task", "title": "Build it", "description": "", "parent": "release-1",
+                    "status": "todo", "assignee": "ana", "sortOrder": 1},
+                "status": {"phase": "todo", "path": "release-1/build", "observedGeneration": 3,
+                    "conditions": [{"type": "Ready", "status": "True", "reason": "Reconciled", "lastTransitionTime": "2026-03-01T11:56:00Z"}]},
+                "extra": "dropped by -o json"}),
+        ]
+    }
+
+    pub fn runs() -> Vec<Value> {
+        vec![json!({"apiVersion": "pam.dev/v1", "kind": "Run",
+            "metadata": {"name": "build-1", "project": "web", "uid": "5e4d3c2b-1a09-4f8e-9d7c-6b5a4f3e2d1c",
+                "generation": 1, "resourceVersion": "50", "creationTimestamp": "2026-03-01T09:00:00Z"},
+            "spec": {"task": "build", "provider": "claude", "prompt": "make it build", "cwd": "/src/web",
+                "target": {"host": "alpha"}, "restartPolicy": {"maxAttempts": 3, "backoffSeconds": 10, "backoffMaxSeconds": 300}},
+            "status": {"phase": "failed", "attempt": 2, "host": "alpha", "sessionName": "pam-5e4d3c2b",
+                "exitCode": 1, "failureReason": "exit_nonzero"}})]
+    }
+
+    pub fn hosts() -> Vec<Value> {
+        vec![
+            json!({"apiVersion": "pam.dev/v1", "kind": "Host",
+                "metadata": {"name": "alpha", "uid": "11111111-2222-4333-8444-555555555555", "creationTimestamp": "2026-01-01T00:00:00Z"},
+                "spec": {"platform": "linux", "disabled": false, "capacity": 4},
+                "status": {"phase": "online", "instanceSuspect": false, "lastSeenAt": "2026-03-01T11:59:50Z", "runningRuns": 2}}),
+            json!({"apiVersion": "pam.dev/v1", "kind": "Host",
+                "metadata": {"name": "beta", "uid": "66666666-7777-4888-9999-aaaaaaaaaaaa", "creationTimestamp": "2026-02-01T00:00:00Z"},
+                "spec": {"platform": "darwin", "disabled": true, "capacity": 2},
+                "status": {"phase": "registered", "instanceSuspect": true}}),
+        ]
+    }
+
+    pub fn projects() -> Vec<Value> {
+        vec![json!({"apiVersion": "pam.dev/v1", "kind": "Project",
+            "metadata": {"name": "web", "uid": "abcdef01-2345-4678-9abc-def012345678", "creationTimestamp": "2025-12-01T00:00:00Z"},
+            "spec": {"displayName": "Web", "description": "", "archived": false},
+            "status": {"phase": "active"}})]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::samples::*;
+    use super::*;
+
+    fn show(
+        kind: Kind,
+        items: &[Value],
+        output: Output,
+        single: bool,
+        with_project: bool,
+    ) -> String {
+        get(kind, items, output, single, with_project, now()).unwrap()
+    }
+
+    #[test]
+    fn task_tables() {
+        insta::assert_snapshot!(show(Kind::Task, &tasks(), Output::Table, false, false), @r"
+        NAME        TYPE        STATUS   PARENT      AGE
+        release-1   milestone   doing    <none>      2d3h
+        build       task        todo     release-1   5m
+        ");
+        insta::assert_snapshot!(show(Kind::Task, &tasks(), Output::Wide, false, true), @r"
+        PROJECT   NAME        TYPE        STATUS   PARENT      AGE    PATH              COMPLETION   ASSIGNEE
+        web       release-1   milestone   doing    <none>      2d3h   release-1         1/2          <none>
+        web       build       task        todo     release-1   5m     release-1/build   <none>       ana
+        ");
+    }
+
+    #[test]
+    fn run_tables() {
+        insta::assert_snapshot!(show(Kind::Run, &runs(), Output::Table, false, false), @r"
+        NAME      PHASE    ATTEMPT   HOST    PROVIDER   AGE
+        build-1   failed   2         alpha   claude     3h
+        ");
+        insta::assert_snapshot!(show(Kind::Run, &runs(), Output::Wide, false, false), @r"
+        NAME      PHASE    ATTEMPT   HOST    PROVIDER   AGE   SESSION        EXIT   REASON         TASK
+        build-1   failed   2         alpha   claude     3h    pam-5e4d3c2b   1      exit_nonzero   build
+        ");
+    }
+
+    #[test]
+    fn host_and_project_tables() {
+        insta::assert_snapshot!(show(Kind::Host, &hosts(), Output::Wide, false, false), @r"
+        NAME    PHASE        RUNNING   CAPACITY   LAST-SEEN   SUSPECT   PLATFORM
+        alpha   online       2         4          10s         false     linux
+        beta    registered   0         2          <never>     true      darwin
+        ");
+        insta::assert_snapshot!(show(Kind::Project, &projects(), Output::Table, false, false), @r"
+        NAME   STATUS   AGE
+        web    active   90d
+        ");
+    }
+
+    #[test]
+    fn name_output() {
+        assert_eq!(
+            show(Kind::Task, &tasks(), Output::Name, false, false),
+            "task/release-1\ntask/build\n"
+        );
+        assert_eq!(qualified(Kind::Run, "build-1"), "run.pam.dev/build-1");
+    }
+
+    #[test]
+    fn json_of_one_object_is_exactly_the_five_keys() {
+        let one = &tasks()[1..];
+        let text = show(Kind::Task, one, Output::Json, true, false);
+        let v: Value = serde_json::from_str(&text).unwrap();
+        let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["apiVersion", "kind", "metadata", "spec", "status"]);
+        assert!(!text.contains("dropped by -o json"));
+        assert_eq!(v["status"]["phase"], "todo");
+    }
+
+    #[test]
+    fn json_of_a_list_is_a_list() {
+        let text = show(Kind::Run, &runs(), Output::Json, false, false);
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["apiVersion"], "pam.dev/v1");
+        assert_eq!(v["kind"], "List");
+        assert_eq!(v["items"][0]["status"]["sessionName"], "pam-5e4d3c2b");
+        assert_eq!(v.as_object().unwrap().len(), 3);
+    }
+
+    #[test]
+    fn yaml_of_one_object() {
+        let text = show(Kind::Project, &projects(), Output::Yaml, true, false);
+        insta::with_settings!({filters => vec![
+            (r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", "[UID]"),
+            (r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", "[TIME]"),
+        ]}, {
+            insta::assert_snapshot!(text, @r"
+            apiVersion: pam.dev/v1
+            kind: Project
+            metadata:
+              creationTimestamp: [TIME]
+              name: web
+              uid: [UID]
+            spec:
+              archived: false
+              description: ''
+              displayName: Web
+            status:
+              phase: active
+            ");
+        });
+    }
+}

@@ -1,0 +1,205 @@
+//! kubectl-style tables: upper-case headers, columns padded with three
+//! spaces, `<none>` for an empty cell.
+
+use chrono::{DateTime, Utc};
+use pam_manifests::Kind;
+use serde_json::Value;
+
+use super::age;
+
+/// A table being built.
+#[derive(Debug, Default)]
+pub struct Table {
+    rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    pub fn new(headers: &[&str]) -> Table {
+        Table {
+            rows: vec![headers.iter().map(|h| h.to_string()).collect()],
+        }
+    }
+
+    pub fn row(&mut self, cells: Vec<String>) {
+        self.rows.push(cells);
+    }
+
+    /// Renders with a trailing newline; the last column is not padded.
+    pub fn render(&self) -> String {
+        let cols = self.rows.iter().map(Vec::len).max().unwrap_or(0);
+        let mut widths = vec![0; cols];
+        for row in &self.rows {
+            for (i, cell) in row.iter().enumerate() {
+                widths[i] = widths[i].max(cell.chars().count());
+            }
+        }
+        let mut out = String::new();
+        for row in &self.rows {
+            let mut line = String::new();
+            for (i, cell) in row.iter().enumerate() {
+                if i + 1 == row.len() {
+                    line.push_str(cell);
+                } else {
+                    line.push_str(cell);
+                    let pad = widths[i] - cell.chars().count() + 3;
+                    line.extend(std::iter::repeat_n(' ', pad));
+                }
+            }
+            out.push_str(line.trim_end());
+            out.push('\n');
+        }
+        out
+    }
+}
+
+/// A string field, `<none>` when absent, null or empty.
+pub fn cell(obj: &Value, pointer: &str) -> String {
+    match obj.pointer(pointer) {
+        None | Some(Value::Null) => "<none>".into(),
+        Some(Value::String(s)) if s.is_empty() => "<none>".into(),
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+    }
+}
+
+fn completion(obj: &Value) -> String {
+    let c = obj.pointer("/status/completion");
+    match (
+        c.and_then(|c| c.get("done")).and_then(Value::as_u64),
+        c.and_then(|c| c.get("total")).and_then(Value::as_u64),
+    ) {
+        (Some(done), Some(total)) => format!("{done}/{total}"),
+        _ => "<none>".into(),
+    }
+}
+
+fn task_status(obj: &Value) -> String {
+    match obj.pointer("/status/phase") {
+        Some(Value::String(s)) => s.clone(),
+        _ => cell(obj, "/spec/status"),
+    }
+}
+
+fn host_phase(obj: &Value) -> String {
+    cell(obj, "/status/phase")
+}
+
+/// The table for objects of one kind. `with_project` adds a PROJECT column
+/// (`-A`), like kubectl's NAMESPACE.
+pub fn objects(
+    kind: Kind,
+    items: &[Value],
+    wide: bool,
+    with_project: bool,
+    now: DateTime<Utc>,
+) -> String {
+    let mut headers: Vec<&str> = Vec::new();
+    if with_project {
+        headers.push("PROJECT");
+    }
+    headers.push("NAME");
+    let created = |o: &Value| {
+        age::since(
+            o.pointer("/metadata/creationTimestamp")
+                .and_then(Value::as_str),
+            now,
+        )
+    };
+    match kind {
+        Kind::Task => {
+            headers.extend(["TYPE", "STATUS", "PARENT", "AGE"]);
+            if wide {
+                headers.extend(["PATH", "COMPLETION", "ASSIGNEE"]);
+            }
+        }
+        Kind::Run => {
+            headers.extend(["PHASE", "ATTEMPT", "HOST", "PROVIDER", "AGE"]);
+            if wide {
+                headers.extend(["SESSION", "EXIT", "REASON", "TASK"]);
+            }
+        }
+        Kind::Host => {
+            headers.extend(["PHASE", "RUNNING", "CAPACITY", "LAST-SEEN"]);
+            if wide {
+                headers.extend(["SUSPECT", "PLATFORM"]);
+            }
+        }
+        Kind::Project => headers.extend(["STATUS", "AGE"]),
+    }
+    let mut t = Table::new(&headers);
+    for o in items {
+        let mut row = Vec::new();
+        if with_project {
+            row.push(cell(o, "/metadata/project"));
+        }
+        row.push(cell(o, "/metadata/name"));
+        match kind {
+            Kind::Task => {
+                row.extend([
+                    cell(o, "/spec/type"),
+                    task_status(o),
+                    cell(o, "/spec/parent"),
+                    created(o),
+                ]);
+                if wide {
+                    row.extend([
+                        cell(o, "/status/path"),
+                        completion(o),
+                        cell(o, "/spec/assignee"),
+                    ]);
+                }
+            }
+            Kind::Run => {
+                row.extend([
+                    cell(o, "/status/phase"),
+                    cell(o, "/status/attempt"),
+                    cell(o, "/status/host"),
+                    cell(o, "/spec/provider"),
+                    created(o),
+                ]);
+                if wide {
+                    row.extend([
+                        cell(o, "/status/sessionName"),
+                        cell(o, "/status/exitCode"),
+                        cell(o, "/status/failureReason"),
+                        cell(o, "/spec/task"),
+                    ]);
+                }
+            }
+            Kind::Host => {
+                let last_seen = match o.pointer("/status/lastSeenAt").and_then(Value::as_str) {
+                    Some(t) => age::since(Some(t), now),
+                    None => "<never>".into(),
+                };
+                let running = o
+                    .pointer("/status/runningRuns")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(0)
+                    .to_string();
+                row.extend([host_phase(o), running, cell(o, "/spec/capacity"), last_seen]);
+                if wide {
+                    let suspect = o
+                        .pointer("/status/instanceSuspect")
+                        .and_then(Value::as_bool)
+                        .unwrap_or(false);
+                    row.extend([suspect.to_string(), cell(o, "/spec/platform")]);
+                }
+            }
+            Kind::Project => row.extend([cell(o, "/status/phase"), created(o)]),
+        }
+        t.row(row);
+    }
+    t.render()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn columns_are_padded_by_three_and_trailing_space_trimmed() {
+        let mut t = Table::new(&["NAME", "PHASE", "X"]);
+        t.row(vec!["a-long-name".into(), "ok".into(), "".into()]);
+        assert_eq!(t.render(), "NAME          PHASE   X\na-long-name   ok\n");
+    }
+}
