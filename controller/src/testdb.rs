@@ -55,6 +55,27 @@ pub async fn fresh_pool() -> anyhow::Result<PgPool> {
     Ok(pool)
 }
 
+/// A fresh migrated database, as a URL (for processes such as a pamd
+/// started by an end-to-end test).
+pub async fn fresh_database_url() -> anyhow::Result<String> {
+    let pool = fresh_pool().await?;
+    let name: String = sqlx::query_scalar("SELECT current_database()")
+        .fetch_one(&pool)
+        .await?;
+    pool.close().await;
+    let admin = admin_url().await?;
+    let (base, query) = admin.split_once('?').unwrap_or((&admin, ""));
+    let (prefix, _db) = base
+        .rsplit_once('/')
+        .context("the admin URL has no database path")?;
+    let q = if query.is_empty() {
+        String::new()
+    } else {
+        format!("?{query}")
+    };
+    Ok(format!("{prefix}/{name}{q}"))
+}
+
 /// The URL of the test server's maintenance database: `DATABASE_URL`, or
 /// the shared embedded test cluster (started if needed).
 pub async fn admin_url() -> anyhow::Result<String> {

@@ -1,1 +1,239 @@
+//! Harness for end-to-end tests: real `pamd` processes on real PostgreSQL
+//! (a fresh database on the test server per pamd), real `pamctl`
+//! invocations with an isolated environment. Workers and tmux are added by
+//! the worker end-to-end tests.
 
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+
+/// A workspace binary (`pamd`, `pamctl`, `pam-worker`, `pam-fake-provider`)
+/// from the target directory this test was built into.
+pub fn bin(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    // target/debug/deps/<test> → target/debug/<name>
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target dir layout");
+    let p = dir.join(name);
+    assert!(
+        p.exists(),
+        "{} is not built; run the tests through `cargo nextest run --workspace` (it builds every binary)",
+        p.display()
+    );
+    p
+}
+
+/// A free loopback port (bound then released).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// A running pamd. Killed (SIGKILL) when dropped.
+pub struct Pamd {
+    pub url: String,
+    pub token: String,
+    pub data_dir: PathBuf,
+    pub database_url: String,
+    pub config: PathBuf,
+    listen: String,
+    child: Option<Child>,
+    _tmp: tempfile::TempDir,
+}
+
+/// Extra TOML for pamd's config file, e.g. shortened thresholds:
+/// `"[hosts]\noffline_after_seconds = 3\n"`.
+pub struct PamdOptions {
+    pub config_toml: String,
+}
+
+impl Default for PamdOptions {
+    fn default() -> Self {
+        PamdOptions {
+            config_toml: String::new(),
+        }
+    }
+}
+
+impl Pamd {
+    /// Starts pamd on a fresh database and waits for /readyz.
+    pub async fn start(opts: PamdOptions) -> anyhow::Result<Pamd> {
+        let database_url = pam_controller::testdb::fresh_database_url().await?;
+        let tmp = tempfile::Builder::new().prefix("pam-e2e").tempdir()?;
+        let data_dir = tmp.path().join("data");
+        std::fs::create_dir_all(&data_dir)?;
+        let config = tmp.path().join("pamd.toml");
+        std::fs::write(&config, &opts.config_toml)?;
+        let listen = format!("127.0.0.1:{}", free_port());
+        let mut p = Pamd {
+            url: format!("http://{listen}"),
+            token: String::new(),
+            data_dir,
+            database_url,
+            config,
+            listen,
+            child: None,
+            _tmp: tmp,
+        };
+        p.spawn().await?;
+        p.token = std::fs::read_to_string(p.data_dir.join("admin.token"))?
+            .trim()
+            .to_string();
+        Ok(p)
+    }
+
+    async fn spawn(&mut self) -> anyhow::Result<()> {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.data_dir.join("pamd.log"))?;
+        let child = Command::new(bin("pamd"))
+            .arg("--config")
+            .arg(&self.config)
+            .arg("--data-dir")
+            .arg(&self.data_dir)
+            .arg("--listen")
+            .arg(&self.listen)
+            .arg("--database-url")
+            .arg(&self.database_url)
+            .env("PAM_LOG", "info")
+            .stdout(Stdio::from(log.try_clone()?))
+            .stderr(Stdio::from(log))
+            .spawn()
+            .context("start pamd")?;
+        self.child = Some(child);
+        self.wait_ready(Duration::from_secs(30)).await
+    }
+
+    async fn wait_ready(&mut self, timeout: Duration) -> anyhow::Result<()> {
+        let deadline = Instant::now() + timeout;
+        let client = reqwest::Client::new();
+        loop {
+            if let Some(c) = self.child.as_mut() {
+                if let Some(status) = c.try_wait()? {
+                    bail!("pamd exited with {status}; log:\n{}", self.log());
+                }
+            }
+            if let Ok(r) = client.get(format!("{}/readyz", self.url)).send().await {
+                if r.status().is_success() {
+                    return Ok(());
+                }
+            }
+            if Instant::now() > deadline {
+                bail!("pamd not ready after {timeout:?}; log:\n{}", self.log());
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// pamd's log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.data_dir.join("pamd.log")).unwrap_or_default()
+    }
+
+    /// SIGKILL, no cleanup (a crash).
+    pub fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Starts pamd again on the same data dir and database.
+    pub async fn restart(&mut self) -> anyhow::Result<()> {
+        self.kill9();
+        self.spawn().await
+    }
+
+    /// Runs pamctl against this pamd with an isolated environment (no
+    /// config file, no admin.token fallback beyond this pamd's).
+    pub fn pamctl(&self, args: &[&str]) -> Output {
+        self.pamctl_stdin(args, None)
+    }
+
+    /// Like [`Pamd::pamctl`], feeding `stdin`.
+    pub fn pamctl_stdin(&self, args: &[&str], stdin: Option<&str>) -> Output {
+        use std::io::Write;
+        let home = self.data_dir.join("home");
+        let _ = std::fs::create_dir_all(&home);
+        let mut cmd = Command::new(bin("pamctl"));
+        cmd.args(args)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", &home)
+            .env("PAM_SERVER", &self.url)
+            .env("PAM_TOKEN", &self.token)
+            .env("NO_COLOR", "1")
+            .stdin(if stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("run pamctl");
+        if let Some(input) = stdin {
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(input.as_bytes())
+                .unwrap();
+        }
+        child.wait_with_output().expect("pamctl output")
+    }
+
+    /// GET with the admin token; JSON body.
+    pub async fn get(&self, path: &str) -> anyhow::Result<serde_json::Value> {
+        let r = reqwest::Client::new()
+            .get(format!("{}{path}", self.url))
+            .bearer_auth(&self.token)
+            .send()
+            .await?;
+        Ok(r.json().await?)
+    }
+}
+
+impl Drop for Pamd {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+/// stdout of a pamctl run, asserting success.
+pub fn ok(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "pamctl failed ({}):\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Polls `f` until it returns `Some`, or fails after `timeout`.
+pub async fn eventually<T, F, Fut>(timeout: Duration, what: &str, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
