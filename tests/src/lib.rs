@@ -50,16 +50,9 @@ pub struct Pamd {
 
 /// Extra TOML for pamd's config file, e.g. shortened thresholds:
 /// `"[hosts]\noffline_after_seconds = 3\n"`.
+#[derive(Default)]
 pub struct PamdOptions {
     pub config_toml: String,
-}
-
-impl Default for PamdOptions {
-    fn default() -> Self {
-        PamdOptions {
-            config_toml: String::new(),
-        }
-    }
 }
 
 impl Pamd {
