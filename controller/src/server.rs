@@ -97,12 +97,14 @@ async fn serve(config: &Config, clock: SharedClock, url: &str) -> anyhow::Result
         state.ctx.clone(),
         loops_shutdown,
     ));
+    let leases = tokio::spawn(crate::api::attach::expire_loop(state.clone()));
     let app = api::router(state);
     let served = axum::serve(listener, app)
         .with_graceful_shutdown(shutdown_signal())
         .await
         .context("serve HTTP");
     stop_loops.fire();
+    leases.abort();
     let _ = loops.await;
     pool.close().await;
     served
