@@ -1,7 +1,9 @@
 //! Harness for end-to-end tests: real `pamd` processes on real PostgreSQL
 //! (a fresh database on the test server per pamd), real `pamctl`
-//! invocations with an isolated environment. Workers and tmux are added by
-//! the worker end-to-end tests.
+//! invocations with an isolated environment; [`worker`] adds real
+//! pam-worker processes on private tmux servers.
+
+pub mod worker;
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
