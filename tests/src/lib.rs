@@ -46,6 +46,7 @@ pub struct Pamd {
     pub database_url: String,
     pub config: PathBuf,
     listen: String,
+    args: Vec<String>,
     child: Option<Child>,
     _tmp: tempfile::TempDir,
 }
@@ -55,6 +56,11 @@ pub struct Pamd {
 #[derive(Default)]
 pub struct PamdOptions {
     pub config_toml: String,
+    /// Extra command-line arguments (e.g. `--local-worker`).
+    pub args: Vec<String>,
+    /// Written to `<data_dir>/worker.toml` before start (the local worker's
+    /// config, e.g. a private tmux socket).
+    pub worker_toml: Option<String>,
 }
 
 impl Pamd {
@@ -66,6 +72,9 @@ impl Pamd {
         std::fs::create_dir_all(&data_dir)?;
         let config = tmp.path().join("pamd.toml");
         std::fs::write(&config, &opts.config_toml)?;
+        if let Some(w) = &opts.worker_toml {
+            std::fs::write(data_dir.join("worker.toml"), w)?;
+        }
         let listen = format!("127.0.0.1:{}", free_port());
         let mut p = Pamd {
             url: format!("http://{listen}"),
@@ -74,6 +83,7 @@ impl Pamd {
             database_url,
             config,
             listen,
+            args: opts.args,
             child: None,
             _tmp: tmp,
         };
@@ -98,6 +108,7 @@ impl Pamd {
             .arg(&self.listen)
             .arg("--database-url")
             .arg(&self.database_url)
+            .args(&self.args)
             .env("PAM_LOG", "info")
             .stdout(Stdio::from(log.try_clone()?))
             .stderr(Stdio::from(log))

@@ -15,7 +15,8 @@ use crate::{bin, eventually, Pamd};
 
 /// worker.toml for tests: 1 s heartbeat and tick, 2 s stop grace, fast
 /// snapshots. `{socket}` is filled in.
-pub const FAST_WORKER_TOML: &str = "heartbeat_seconds = 1\ntick_seconds = 1\nstop_grace_seconds = 2\nsnapshot_interval_ms = 200\n";
+pub const FAST_WORKER_TOML: &str =
+    "heartbeat_seconds = 1\ntick_seconds = 1\nstop_grace_seconds = 2\nsnapshot_interval_ms = 200\n";
 
 /// pamd thresholds for tests: 1 s heartbeats, offline after 4 s.
 pub const FAST_PAMD_TOML: &str = "[hosts]\nheartbeat_seconds = 1\noffline_after_seconds = 4\n";
@@ -71,7 +72,10 @@ impl Worker {
         let config = tmp.path().join("worker.toml");
         std::fs::write(
             &config,
-            format!("tmux_socket = {:?}\n{worker_toml}", socket.display().to_string()),
+            format!(
+                "tmux_socket = {:?}\n{worker_toml}",
+                socket.display().to_string()
+            ),
         )?;
         let mut w = Worker {
             name: name.to_string(),
@@ -139,7 +143,9 @@ impl Worker {
 
     /// Whether the process has exited (reaping it if so).
     pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
-        self.child.as_mut().and_then(|c| c.try_wait().ok().flatten())
+        self.child
+            .as_mut()
+            .and_then(|c| c.try_wait().ok().flatten())
     }
 
     /// Sends SIGTERM.
@@ -276,8 +282,10 @@ pub async fn host(pamd: &Pamd, name: &str) -> Value {
 
 /// Waits until host `name` is online.
 pub async fn wait_online(pamd: &Pamd, name: &str) {
-    eventually(Duration::from_secs(30), &format!("host {name} online"), || async {
-        (host(pamd, name).await["status"]["phase"] == "online").then_some(())
-    })
+    eventually(
+        Duration::from_secs(30),
+        &format!("host {name} online"),
+        || async { (host(pamd, name).await["status"]["phase"] == "online").then_some(()) },
+    )
     .await
 }

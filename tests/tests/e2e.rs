@@ -14,12 +14,30 @@ use serde_json::Value;
 const T: Duration = Duration::from_secs(60);
 
 async fn pamd(extra: &str) -> Pamd {
+    pamd_with(&format!("{FAST_PAMD_TOML}{extra}")).await
+}
+
+async fn pamd_with(config_toml: &str) -> Pamd {
     Pamd::start(PamdOptions {
-        config_toml: format!("{FAST_PAMD_TOML}{extra}"),
+        config_toml: config_toml.to_string(),
+        ..PamdOptions::default()
     })
     .await
     .unwrap()
 }
+
+fn outbox_len(w: &Worker) -> usize {
+    std::fs::read_dir(w.data_dir.join("outbox"))
+        .map(|rd| {
+            rd.flatten()
+                .filter(|e| e.file_name().to_string_lossy().ends_with(".json"))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+const RESTART_2: &str =
+    "  restartPolicy:\n    maxAttempts: 2\n    backoffSeconds: 1\n    backoffMaxSeconds: 1\n";
 
 fn topics(evs: &[Value]) -> Vec<String> {
     evs.iter()
@@ -28,7 +46,10 @@ fn topics(evs: &[Value]) -> Vec<String> {
 }
 
 fn run_id(r: &Value) -> String {
-    r["metadata"]["uid"].as_str().unwrap_or_default().to_string()
+    r["metadata"]["uid"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
 }
 
 /// Scenario 1: a run reaches `exited` with exit code 0; events in order
@@ -69,6 +90,283 @@ async fn s1_run_exits_zero_with_ordered_events_and_a_log() {
     );
     assert!(evs.iter().all(|e| e["payload"]["attempt"] == 1), "{evs:#?}");
     let log = w.run_log(&id, 1);
-    assert!(log.exists(), "{} missing; worker log:\n{}", log.display(), w.log());
+    assert!(
+        log.exists(),
+        "{} missing; worker log:\n{}",
+        log.display(),
+        w.log()
+    );
     assert!(std::fs::read_to_string(&log).unwrap().contains("result"));
+}
+
+/// Scenario 2: exit 3 with maxAttempts 2 → failed, requeued as attempt 2,
+/// fails again → restart_exhausted; no run.failed for non-zero exits.
+#[tokio::test]
+async fn s2_nonzero_exit_requeues_then_restart_exhausted() {
+    let pamd = pamd("").await;
+    let w = Worker::start(&pamd, "h1").await.unwrap();
+    wait_online(&pamd, "h1").await;
+    apply(
+        &pamd,
+        &format!(
+            "{}---\n{}",
+            project_yaml(),
+            run_yaml(
+                "r2",
+                w.tmp(),
+                &fake(&["--lines", "1", "--exit", "3"]),
+                RESTART_2
+            )
+        ),
+    );
+    let r = eventually(T, "r2 restart_exhausted", || async {
+        let r = run(&pamd, "r2").await;
+        (r["status"]["failureReason"] == "restart_exhausted").then_some(r)
+    })
+    .await;
+    assert_eq!(r["status"]["phase"], "failed");
+    assert_eq!(r["status"]["attempt"], 2);
+    assert_eq!(r["status"]["exitCode"], 3);
+    let evs = run_events(&pamd, &run_id(&r)).await;
+    let finished: Vec<_> = evs
+        .iter()
+        .filter(|e| e["topic"] == "run.finished")
+        .map(|e| e["payload"]["attempt"].as_i64().unwrap())
+        .collect();
+    assert_eq!(finished, [1, 2], "{evs:#?}");
+    assert!(
+        !topics(&evs).iter().any(|t| t == "run.failed"),
+        "no run.failed for a non-zero exit: {evs:#?}"
+    );
+    assert!(w.run_log(&run_id(&r), 2).exists());
+}
+
+/// Scenario 3: kill -9 the worker running a long run → host offline after
+/// the threshold, run failed host_lost, requeued, finished on the other
+/// worker with attempt 2; the dead attempt's signals, shipped later, are
+/// dropped without events.
+#[tokio::test]
+async fn s3_worker_killed_run_finishes_elsewhere_and_late_signals_are_dropped() {
+    let pamd = pamd("").await;
+    let mut workers = vec![
+        Worker::start(&pamd, "ha").await.unwrap(),
+        Worker::start(&pamd, "hb").await.unwrap(),
+    ];
+    wait_online(&pamd, "ha").await;
+    wait_online(&pamd, "hb").await;
+    let cwd = workers[0].tmp().to_path_buf();
+    apply(
+        &pamd,
+        &format!(
+            "{}---\n{}",
+            project_yaml(),
+            run_yaml(
+                "r3",
+                &cwd,
+                &fake(&["--lines", "24", "--sleep-ms", "250"]),
+                RESTART_2
+            )
+        ),
+    );
+    let r = wait_phase(&pamd, "r3", "running", T).await;
+    let id = run_id(&r);
+    let first_host = r["status"]["host"].as_str().unwrap().to_string();
+    let dead = if first_host == "ha" { 0 } else { 1 };
+    let other = if first_host == "ha" { "hb" } else { "ha" };
+    workers[dead].kill9();
+    eventually(T, "dead host offline", || async {
+        (host(&pamd, &first_host).await["status"]["phase"] == "offline").then_some(())
+    })
+    .await;
+    let evs = run_events(&pamd, &id).await;
+    assert!(
+        evs.iter().any(|e| e["topic"] == "run.failed"
+            && e["payload"]["failure_reason"] == "host_lost"
+            && e["payload"]["attempt"] == 1),
+        "{evs:#?}"
+    );
+    let r = wait_phase(&pamd, "r3", "exited", T).await;
+    assert_eq!(r["status"]["attempt"], 2);
+    assert_eq!(r["status"]["host"], other);
+    // The dead attempt ran on in its tmux session and wrote its signals to
+    // the dead worker's outbox; let it end, then bring that worker back.
+    eventually(T, "attempt 1 session ends", || async {
+        workers[dead].sessions().is_empty().then_some(())
+    })
+    .await;
+    assert!(
+        outbox_len(&workers[dead]) > 0,
+        "attempt 1 left signals behind"
+    );
+    let before = run_events(&pamd, &id).await;
+    workers[dead].restart().unwrap();
+    eventually(T, "late signals shipped", || async {
+        (outbox_len(&workers[dead]) == 0).then_some(())
+    })
+    .await;
+    wait_online(&pamd, &first_host).await;
+    let after = run_events(&pamd, &id).await;
+    assert_eq!(
+        topics(&before),
+        topics(&after),
+        "stale attempt-1 signals must not journal anything"
+    );
+    assert_eq!(phase(&pamd, "r3").await, "exited");
+}
+
+/// Scenario 4: kill -9 pamd while runs are finishing, start it again →
+/// every run's finish is recorded exactly once (outbox replay).
+#[tokio::test]
+async fn s4_pamd_killed_while_runs_finish_each_finish_recorded_once() {
+    // A long offline threshold: pamd's downtime must not read as host loss.
+    let mut pamd = pamd_with("[hosts]\nheartbeat_seconds = 1\noffline_after_seconds = 120\n").await;
+    let w = Worker::start(&pamd, "h1").await.unwrap();
+    wait_online(&pamd, "h1").await;
+    let mut yaml = project_yaml();
+    let n = 6;
+    for i in 0..n {
+        let lines = (4 + 2 * i).to_string();
+        yaml.push_str("---\n");
+        yaml.push_str(&run_yaml(
+            &format!("r4-{i}"),
+            w.tmp(),
+            &fake(&["--lines", &lines, "--sleep-ms", "200"]),
+            "",
+        ));
+    }
+    // capacity 4 by default: allow all at once.
+    apply(&pamd, &yaml);
+    for i in 0..n {
+        let p = phase(&pamd, &format!("r4-{i}")).await;
+        assert!(p == "pending" || p == "spawning" || p == "running" || p == "exited");
+    }
+    eventually(T, "a first run exited", || async {
+        for i in 0..n {
+            if phase(&pamd, &format!("r4-{i}")).await == "exited" {
+                return Some(());
+            }
+        }
+        None
+    })
+    .await;
+    pamd.kill9();
+    // Runs go on finishing while pamd is down; their signals wait in the
+    // worker's outbox.
+    eventually(T, "sessions end while pamd is down", || async {
+        w.sessions().is_empty().then_some(())
+    })
+    .await;
+    pamd.restart().await.unwrap();
+    for i in 0..n {
+        wait_phase(&pamd, &format!("r4-{i}"), "exited", T).await;
+    }
+    eventually(T, "outbox drained", || async {
+        (outbox_len(&w) == 0).then_some(())
+    })
+    .await;
+    let all = events(&pamd, Some("run.finished")).await;
+    for i in 0..n {
+        let id = run_id(&run(&pamd, &format!("r4-{i}")).await);
+        let count = all.iter().filter(|e| e["payload"]["run_id"] == id).count();
+        assert_eq!(count, 1, "run r4-{i}: {count} run.finished events");
+    }
+}
+
+/// Scenario 5: two workers with the same token and name but different data
+/// dirs → instance_suspect, one worker.instance_suspect event, no new
+/// dispatch; `pamctl host clear-suspect` restores it.
+#[tokio::test]
+async fn s5_cloned_token_is_suspect_until_cleared() {
+    let pamd = pamd("").await;
+    let token = pam_tests::worker::create_worker_token(&pamd, "h1")
+        .await
+        .unwrap();
+    let fast = pam_tests::worker::FAST_WORKER_TOML;
+    let mut w1 = Worker::start_with_token(&pamd.url, &token, "h1", fast).unwrap();
+    wait_online(&pamd, "h1").await;
+    let w2 = Worker::start_with_token(&pamd.url, &token, "h1", fast).unwrap();
+    eventually(T, "h1 suspect", || async {
+        (host(&pamd, "h1").await["status"]["instanceSuspect"] == true).then_some(())
+    })
+    .await;
+    apply(
+        &pamd,
+        &format!(
+            "{}---\n{}",
+            project_yaml(),
+            run_yaml("r5", w2.tmp(), &fake(&["--lines", "1"]), "")
+        ),
+    );
+    // Several heartbeats of both instances later: still one event, and the
+    // run was not dispatched.
+    let hb_window = Duration::from_secs(4);
+    tokio::time::sleep(hb_window).await;
+    assert_eq!(phase(&pamd, "r5").await, "pending");
+    assert_eq!(
+        events(&pamd, Some("worker.instance_suspect")).await.len(),
+        1
+    );
+    // Retire the first instance; accept the newest presenter.
+    w1.kill9();
+    ok(&pamd.pamctl(&["host", "clear-suspect", "h1"]));
+    let r = wait_phase(&pamd, "r5", "exited", T).await;
+    assert_eq!(r["status"]["host"], "h1");
+    assert_eq!(host(&pamd, "h1").await["status"]["instanceSuspect"], false);
+    assert_eq!(
+        events(&pamd, Some("worker.instance_suspect")).await.len(),
+        1
+    );
+}
+
+/// Scenario 6: no eligible host → no_eligible_host at the (shortened)
+/// dispatch timeout; `pamctl stop` on a running run → stopped, session gone.
+#[tokio::test]
+async fn s6_no_eligible_host_times_out_and_stop_kills_the_session() {
+    let pamd = pamd("[dispatch]\ntimeout_seconds = 3\n").await;
+    let w = Worker::start(&pamd, "h1").await.unwrap();
+    wait_online(&pamd, "h1").await;
+    let nowhere = run_yaml(
+        "r6-nowhere",
+        w.tmp(),
+        &fake(&["--lines", "1"]),
+        "  target:\n    host: no-such-host\n",
+    );
+    let hang = run_yaml("r6-hang", w.tmp(), &fake(&["--lines", "1", "--hang"]), "");
+    apply(
+        &pamd,
+        &format!("{}---\n{nowhere}---\n{hang}", project_yaml()),
+    );
+    let r = wait_phase(&pamd, "r6-nowhere", "failed", T).await;
+    assert_eq!(r["status"]["failureReason"], "no_eligible_host", "{r}");
+    let r = wait_phase(&pamd, "r6-hang", "running", T).await;
+    let session = r["status"]["sessionName"].as_str().unwrap().to_string();
+    assert_eq!(w.sessions(), [session.clone()]);
+    ok(&pamd.pamctl(&["-p", "e2e", "stop", "r6-hang"]));
+    wait_phase(&pamd, "r6-hang", "stopped", T).await;
+    eventually(T, "session gone", || async {
+        (!w.sessions().contains(&session)).then_some(())
+    })
+    .await;
+}
+
+/// Scenario 7: an unmapped `pam-deadbeef` session on a worker host →
+/// run.orphan_detected.
+#[tokio::test]
+async fn s7_unmapped_session_is_reported_as_orphan() {
+    let pamd = pamd("").await;
+    let w = Worker::start(&pamd, "h1").await.unwrap();
+    wait_online(&pamd, "h1").await;
+    let out = w.tmux(&["new-session", "-d", "-s", "pam-deadbeef", "sleep", "600"]);
+    assert!(out.status.success(), "{out:?}");
+    let ev = eventually(T, "run.orphan_detected", || async {
+        events(&pamd, Some("run.orphan_detected"))
+            .await
+            .into_iter()
+            .next()
+    })
+    .await;
+    assert_eq!(ev["payload"]["session_name"], "pam-deadbeef", "{ev}");
+    assert_eq!(ev["payload"]["host"], "h1");
+    // Reported, never killed by pam.
+    assert!(w.sessions().contains(&"pam-deadbeef".to_string()));
 }
