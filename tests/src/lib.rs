@@ -152,6 +152,28 @@ impl Pamd {
         }
     }
 
+    /// SIGTERM, waiting up to `timeout` for a clean exit; returns whether
+    /// it exited in time (it is SIGKILLed otherwise).
+    pub fn terminate(&mut self, timeout: Duration) -> bool {
+        let Some(mut c) = self.child.take() else {
+            return true;
+        };
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(c.id().to_string())
+            .status();
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = c.try_wait() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = c.kill();
+        let _ = c.wait();
+        false
+    }
+
     /// Starts pamd again on the same data dir and database.
     pub async fn restart(&mut self) -> anyhow::Result<()> {
         self.kill9();

@@ -370,3 +370,145 @@ async fn s7_unmapped_session_is_reported_as_orphan() {
     // Reported, never killed by pam.
     assert!(w.sessions().contains(&"pam-deadbeef".to_string()));
 }
+
+/// `pamd --local-worker`: pamd creates the worker token (0600 file), starts
+/// pam-worker from next to its own executable, and runs get done on it;
+/// SIGTERM to pamd stops the worker too.
+#[tokio::test]
+async fn local_worker_runs_runs_and_stops_with_pamd() {
+    use std::os::unix::fs::PermissionsExt;
+    let sock_dir = tempfile::Builder::new().prefix("pamlw").tempdir().unwrap();
+    let socket = sock_dir.path().join("tmux.sock");
+    let mut pamd = Pamd::start(PamdOptions {
+        config_toml: FAST_PAMD_TOML.to_string(),
+        args: vec!["--local-worker".into()],
+        worker_toml: Some(format!(
+            "tmux_socket = {:?}\n{}",
+            socket.display().to_string(),
+            pam_tests::worker::FAST_WORKER_TOML
+        )),
+    })
+    .await
+    .unwrap();
+    let token = pamd.data_dir.join("local-worker.token");
+    let mode = std::fs::metadata(&token).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "token file mode {mode:o}");
+    let host_name = eventually(T, "local host online", || async {
+        let hosts = pamd.get("/api/v1/hosts").await.ok()?;
+        let h = hosts["items"].as_array()?.first()?.clone();
+        (h["status"]["phase"] == "online")
+            .then(|| h["metadata"]["name"].as_str().unwrap().to_string())
+    })
+    .await;
+    let cwd = sock_dir.path().to_path_buf();
+    apply(
+        &pamd,
+        &format!(
+            "{}---\n{}",
+            project_yaml(),
+            run_yaml("rl", &cwd, &fake(&["--lines", "1"]), "")
+        ),
+    );
+    let r = wait_phase(&pamd, "rl", "exited", T).await;
+    assert_eq!(r["status"]["host"], host_name);
+    assert!(pamd
+        .data_dir
+        .join("worker/runs")
+        .join(run_id(&r))
+        .join("1.log")
+        .exists());
+    let pid: u32 = std::fs::read_to_string(pamd.data_dir.join("local-worker.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        pamd.terminate(Duration::from_secs(20)),
+        "pamd exits on SIGTERM"
+    );
+    let gone = !std::path::Path::new(&format!("/proc/{pid}")).exists()
+        || std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.contains(") Z "));
+    if !gone {
+        let _ = std::process::Command::new("kill")
+            .arg("-9")
+            .arg(pid.to_string())
+            .status();
+    }
+    let _ = std::process::Command::new("tmux")
+        .arg("-S")
+        .arg(&socket)
+        .arg("kill-server")
+        .status();
+    assert!(gone, "the local worker {pid} outlived pamd");
+}
+
+/// The worker exits promptly on SIGTERM (no long-poll keeps it alive), its
+/// session lives on, and the restarted worker adopts it instead of
+/// respawning (same pane process, attempt 1, one run.started); operator
+/// signals reach the session through the desired set.
+#[tokio::test]
+async fn worker_sigterm_is_prompt_and_restart_adopts_running_sessions() {
+    let pamd = pamd("").await;
+    let mut w = Worker::start(&pamd, "h1").await.unwrap();
+    wait_online(&pamd, "h1").await;
+    apply(
+        &pamd,
+        &format!(
+            "{}---\n{}",
+            project_yaml(),
+            run_yaml("ra", w.tmp(), &fake(&["--lines", "1", "--hang"]), "")
+        ),
+    );
+    let r = wait_phase(&pamd, "ra", "running", T).await;
+    let session = r["status"]["sessionName"].as_str().unwrap().to_string();
+    let pane_pid = |w: &Worker| {
+        String::from_utf8_lossy(
+            &w.tmux(&[
+                "display-message",
+                "-p",
+                "-t",
+                &format!("={session}:"),
+                "#{pane_pid}",
+            ])
+            .stdout,
+        )
+        .trim()
+        .to_string()
+    };
+    let pid_before = pane_pid(&w);
+    assert!(!pid_before.is_empty());
+    let t0 = std::time::Instant::now();
+    w.sigterm();
+    eventually(Duration::from_secs(5), "worker exits on SIGTERM", || {
+        let done = w.exited().is_some();
+        async move { done.then_some(()) }
+    })
+    .await;
+    assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());
+    assert_eq!(
+        w.sessions(),
+        [session.clone()],
+        "the session outlives the worker"
+    );
+    w.restart().unwrap();
+    // Adopted: several ticks later the same process runs attempt 1.
+    let id = run_id(&r);
+    eventually(T, "the restarted worker registers", || {
+        let n = w.log().matches("registered host_id").count();
+        async move { (n >= 2).then_some(()) }
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(pane_pid(&w), pid_before, "respawned instead of adopted");
+    let evs = run_events(&pamd, &id).await;
+    assert_eq!(
+        topics(&evs).iter().filter(|t| *t == "run.started").count(),
+        1,
+        "{evs:#?}"
+    );
+    assert_eq!(phase(&pamd, "ra").await, "running");
+    // An operator signal travels pamd → desired set → tmux → wrapper.
+    ok(&pamd.pamctl(&["-p", "e2e", "signal", "ra", "--signal", "INT"]));
+    let r = wait_phase(&pamd, "ra", "failed", T).await;
+    assert_eq!(r["status"]["exitCode"], 130, "{r}");
+}
