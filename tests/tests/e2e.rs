@@ -493,11 +493,16 @@ async fn worker_sigterm_is_prompt_and_restart_adopts_running_sessions() {
     w.restart().unwrap();
     // Adopted: several ticks later the same process runs attempt 1.
     let id = run_id(&r);
-    eventually(T, "the restarted worker registers", || {
-        let n = w.log().matches("registered host_id").count();
-        async move { (n >= 2).then_some(()) }
-    })
-    .await;
+    let deadline = std::time::Instant::now() + T;
+    while w.log().matches("registered host_id").count() < 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the restarted worker did not register ({} seen); log:\n{:?}",
+            w.log().matches("registered host_id").count(),
+            w.log()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(pane_pid(&w), pid_before, "respawned instead of adopted");
     let evs = run_events(&pamd, &id).await;

@@ -81,6 +81,10 @@ struct WrapCli {
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(
+            std::io::IsTerminal::is_terminal(&std::io::stderr())
+                && std::env::var_os("NO_COLOR").is_none(),
+        )
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("PAM_LOG")
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
