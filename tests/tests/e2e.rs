@@ -517,3 +517,148 @@ async fn worker_sigterm_is_prompt_and_restart_adopts_running_sessions() {
     let r = wait_phase(&pamd, "ra", "failed", T).await;
     assert_eq!(r["status"]["exitCode"], 130, "{r}");
 }
+
+async fn post(pamd: &Pamd, path: &str, body: Value) -> (u16, Value) {
+    let r = reqwest::Client::new()
+        .post(format!("{}{path}", pamd.url))
+        .bearer_auth(&pamd.token)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap_or(Value::Null))
+}
+
+/// Attach: one holder (a second gets 409 naming the first), typed input
+/// reaches the session (`cat` echoes it into the log and the pane
+/// snapshot), release and expiry are journaled; `pamctl attach` relays
+/// stdin and releases at end of input.
+#[tokio::test]
+async fn attach_lease_input_release_and_pamctl_attach() {
+    let pamd = pamd("").await;
+    let w = Worker::start(&pamd, "h1").await.unwrap();
+    wait_online(&pamd, "h1").await;
+    apply(
+        &pamd,
+        &format!(
+            "{}---\n{}",
+            project_yaml(),
+            run_yaml("rc", w.tmp(), &["cat".to_string()], "")
+        ),
+    );
+    let r = wait_phase(&pamd, "rc", "running", T).await;
+    let id = run_id(&r);
+    let base = "/api/v1/projects/e2e/runs/rc/attach";
+    let (st, lease) = post(&pamd, base, serde_json::json!({ "holder": "alice" })).await;
+    assert_eq!(st, 201, "{lease}");
+    let lease_id = lease["leaseId"].as_str().unwrap().to_string();
+    let (st, err) = post(&pamd, base, serde_json::json!({ "holder": "bob" })).await;
+    assert_eq!(st, 409, "{err}");
+    assert_eq!(err["error"]["code"], "lease_held");
+    assert!(
+        err["error"]["message"].as_str().unwrap().contains("alice"),
+        "{err}"
+    );
+    // Input without the lease is refused; with it, it reaches the pane.
+    let (st, _) = post(
+        &pamd,
+        &format!("{base}/input"),
+        serde_json::json!({ "leaseId": uuid_like(), "text": "nope" }),
+    )
+    .await;
+    assert_eq!(st, 404);
+    let (st, _) = post(
+        &pamd,
+        &format!("{base}/input"),
+        serde_json::json!({ "leaseId": lease_id, "text": "hello-attach" }),
+    )
+    .await;
+    assert_eq!(st, 202);
+    let log = w.run_log(&id, 1);
+    eventually(T, "input echoed into the log", || {
+        let hit = std::fs::read_to_string(&log).is_ok_and(|t| t.contains("hello-attach"));
+        async move { hit.then_some(()) }
+    })
+    .await;
+    eventually(T, "input visible in the pane snapshot", || async {
+        let out = pamd.get("/api/v1/projects/e2e/runs/rc/output").await.ok()?;
+        out["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("hello-attach"))
+            .then_some(())
+    })
+    .await;
+    let (st, renewed) = post(
+        &pamd,
+        &format!("{base}/renew"),
+        serde_json::json!({ "leaseId": lease_id }),
+    )
+    .await;
+    assert_eq!(st, 200, "{renewed}");
+    let (st, _) = post(
+        &pamd,
+        &format!("{base}/release"),
+        serde_json::json!({ "leaseId": lease_id }),
+    )
+    .await;
+    assert_eq!(st, 204);
+    let evs = run_events(&pamd, &id).await;
+    let acquired: Vec<_> = evs
+        .iter()
+        .filter(|e| e["topic"] == "run.lease_acquired")
+        .collect();
+    let released: Vec<_> = evs
+        .iter()
+        .filter(|e| e["topic"] == "run.lease_released")
+        .collect();
+    assert_eq!(acquired.len(), 1, "{evs:#?}");
+    assert_eq!(released.len(), 1, "{evs:#?}");
+    assert_eq!(released[0]["payload"]["attempt"], 1);
+    assert_eq!(released[0]["payload"]["holder"], "alice");
+
+    // pamctl attach: stdin lines are typed into the session; end of input
+    // detaches and releases.
+    let out = pamd.pamctl_stdin(&["-p", "e2e", "attach", "rc"], Some("from-pamctl\n"));
+    assert!(out.status.success(), "{out:?}");
+    eventually(T, "pamctl input echoed", || {
+        let hit = std::fs::read_to_string(&log).is_ok_and(|t| t.contains("from-pamctl"));
+        async move { hit.then_some(()) }
+    })
+    .await;
+    // A lease nobody renews expires, journaled as such.
+    let (st, _) = post(
+        &pamd,
+        base,
+        serde_json::json!({ "holder": "carol", "ttlSeconds": 1 }),
+    )
+    .await;
+    assert_eq!(st, 201);
+    eventually(T, "expiry journaled", || async {
+        run_events(&pamd, &id)
+            .await
+            .iter()
+            .any(|e| {
+                e["topic"] == "run.lease_released"
+                    && e["payload"]["holder"] == "carol"
+                    && e["payload"]["reason"] == "expired"
+            })
+            .then_some(())
+    })
+    .await;
+    let released = run_events(&pamd, &id)
+        .await
+        .into_iter()
+        .filter(|e| e["topic"] == "run.lease_released")
+        .count();
+    assert_eq!(
+        released, 3,
+        "alice released, pamctl released, carol expired"
+    );
+    ok(&pamd.pamctl(&["-p", "e2e", "stop", "rc"]));
+    wait_phase(&pamd, "rc", "stopped", T).await;
+}
+
+fn uuid_like() -> String {
+    "00000000-0000-4000-8000-000000000000".to_string()
+}

@@ -53,6 +53,7 @@ pub(crate) fn run(ctx: &mut Ctx, command: Command) -> Result<Exit> {
         Command::Stop { run } => runs::stop(ctx, &run),
         Command::Signal { run, signal } => runs::signal(ctx, &run, signal),
         Command::Logs { run, follow } => runs::logs(ctx, &run, follow),
+        Command::Attach { run, ttl } => runs::attach(ctx, &run, ttl),
         Command::Events { topic, follow } => events::events(ctx, topic.as_deref(), follow),
         Command::Completion { shell } => {
             let mut out = Vec::new();
