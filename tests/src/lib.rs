@@ -6,7 +6,7 @@
 pub mod worker;
 
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -16,11 +16,14 @@ use anyhow::{bail, Context};
 /// from the target directory this test was built into.
 pub fn bin(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("test executable path");
-    // target/debug/deps/<test> → target/debug/<name>
-    let dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target dir layout");
+    // target/debug/deps/<test> → target/debug/<name>; a binary of this
+    // crate (a benchmark) sits in target/<profile>/ itself.
+    let parent = exe.parent().expect("target dir layout");
+    let dir = if parent.file_name().is_some_and(|n| n == "deps") {
+        parent.parent().expect("target dir layout")
+    } else {
+        parent
+    };
     let p = dir.join(name);
     assert!(
         p.exists(),

@@ -713,9 +713,24 @@ async fn spawn_run(st: &State, d: &DesiredRun) -> anyhow::Result<()> {
         },
     )?;
     tracing::info!(run_id = %d.run_id, attempt = d.attempt, session = %d.session_name, "spawning");
-    if let Err(e) =
-        crate::spawn::spawn(&st.tmux, &st.opts.worker_exe, data, &st.opts.config, d).await
-    {
+    // tmux exits when its last session ends; a new-session racing that exit
+    // fails with "server exited unexpectedly". Retry a few times before
+    // calling it a spawn failure.
+    let mut result = Ok(());
+    for attempt in 0..4 {
+        if attempt > 0 {
+            if st.tmux.has_session(&d.session_name).await.unwrap_or(false) {
+                result = Ok(());
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50 * attempt)).await;
+        }
+        result = crate::spawn::spawn(&st.tmux, &st.opts.worker_exe, data, &st.opts.config, d).await;
+        if result.is_ok() {
+            break;
+        }
+    }
+    if let Err(e) = result {
         tracing::warn!(run_id = %d.run_id, error = %format!("{e:#}"), "spawn failed");
         let mut s = Signal::new(d.run_id, d.attempt, SignalKind::Failed, now_rfc3339());
         s.reason = Some(REASON_SPAWN_FAILED.into());
