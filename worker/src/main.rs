@@ -148,6 +148,15 @@ async fn run_agent(cli: Cli) -> ExitCode {
             )
             .exit();
     };
+    // SIGTERM/SIGINT end the agent at once: in-flight long-polls are
+    // dropped, sessions keep running and are adopted on the next start.
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("pam-worker: cannot listen for SIGTERM: {e}");
+            return ExitCode::from(1);
+        }
+    };
     let result = (|| -> anyhow::Result<AgentOptions> {
         let mut config = Config::load(cli.config.as_deref())?;
         if let Some(s) = cli.tmux_socket {
@@ -183,15 +192,6 @@ async fn run_agent(cli: Cli) -> ExitCode {
         Err(e) => {
             eprintln!("pam-worker: {e:#}");
             return ExitCode::from(2);
-        }
-    };
-    // SIGTERM/SIGINT end the agent at once: in-flight long-polls are
-    // dropped, sessions keep running and are adopted on the next start.
-    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(t) => t,
-        Err(e) => {
-            eprintln!("pam-worker: cannot listen for SIGTERM: {e}");
-            return ExitCode::from(1);
         }
     };
     tokio::select! {

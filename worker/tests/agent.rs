@@ -1,4 +1,4 @@
-//! The agent entry point: config, instance id, and an honest refusal.
+//! The agent entry point: config, instance id, prompt exit on SIGTERM.
 
 mod common;
 
@@ -17,25 +17,76 @@ fn agent(data: &std::path::Path, token: &std::path::Path, extra: &[&str]) -> std
         .unwrap()
 }
 
+/// Starts the agent against a server that never answers, waits for its
+/// instance id, then SIGTERMs it: it must exit promptly (a register retry
+/// loop must not keep it alive) and report the id it uses.
+fn start_and_terminate(
+    data: &std::path::Path,
+    token: &std::path::Path,
+    sock: &std::path::Path,
+) -> std::time::Duration {
+    let log = sock.with_extension("log");
+    let mut child = std::process::Command::new(WORKER)
+        .args(["--server", "http://127.0.0.1:9", "--name", "host-a"])
+        .arg("--token-file")
+        .arg(token)
+        .arg("--data-dir")
+        .arg(data)
+        .arg("--tmux-socket")
+        .arg(sock)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    // Up and retrying its registration (the server never answers).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .contains("register failed")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the agent never tried to register"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(data.join("instance_id").exists());
+    let t0 = std::time::Instant::now();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            assert!(status.success(), "{status}");
+            return t0.elapsed();
+        }
+        if t0.elapsed() > std::time::Duration::from_secs(10) {
+            let _ = child.kill();
+            panic!("the agent ignored SIGTERM for 10 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
 #[test]
-fn agent_persists_its_instance_id_and_says_the_loop_is_missing() {
+fn agent_persists_its_instance_id_and_exits_promptly_on_sigterm() {
     let d = TestDir::new("agent");
     let token = d.path().join("token");
     std::fs::write(&token, "tok\n").unwrap();
     let data = d.path().join("data");
-    let out = agent(&data, &token, &[]);
-    assert_eq!(out.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("not implemented yet"), "{err}");
+    let sock = d.path().join("tmux.sock");
+    let took = start_and_terminate(&data, &token, &sock);
+    assert!(took < std::time::Duration::from_secs(3), "{took:?}");
     let id = std::fs::read_to_string(data.join("instance_id")).unwrap();
-    let out2 = agent(&data, &token, &[]);
-    assert_eq!(out2.status.code(), Some(1));
+    start_and_terminate(&data, &token, &sock);
     assert_eq!(
         std::fs::read_to_string(data.join("instance_id")).unwrap(),
         id,
         "reused on restart"
     );
-    assert!(String::from_utf8_lossy(&out2.stderr).contains(id.trim()));
 }
 
 #[test]
