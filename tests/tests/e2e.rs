@@ -97,6 +97,14 @@ async fn s1_run_exits_zero_with_ordered_events_and_a_log() {
         w.log()
     );
     assert!(std::fs::read_to_string(&log).unwrap().contains("result"));
+    // The ended session's last snapshot (from its log) serves `pamctl logs`.
+    eventually(T, "final output snapshot", || async {
+        let out = pamd.pamctl(&["-p", "e2e", "logs", "r1"]);
+        String::from_utf8_lossy(&out.stdout)
+            .contains("result")
+            .then_some(())
+    })
+    .await;
 }
 
 /// Scenario 2: exit 3 with maxAttempts 2 → failed, requeued as attempt 2,

@@ -14,7 +14,8 @@
 //!   for a stop, signal or attach input); every return wakes the reconcile
 //!   loop.
 //! * **reconcile** — level-triggered: on every wake-up and every
-//!   `tick_seconds` it fetches the desired set and makes tmux match: spawn
+//!   `tick_seconds` it claims without waiting (so dispatch never hangs on
+//!   one missed long-poll wake-up), fetches the desired set and makes tmux match: spawn
 //!   what is missing, stop what is marked stopped (SIGTERM to the wrapper,
 //!   which forwards it and escalates to SIGKILL after the stop grace; the
 //!   session is killed if it outlives the grace), deliver signals and typed
@@ -30,7 +31,8 @@
 //!
 //! Plus **snapshots**: the pane of every live session (`tmux capture-pane`)
 //! with the log's line and byte counts, to `/api/v1/workers/snapshots`, at
-//! most once per `snapshot_interval_ms` per run and only when it changed.
+//! most once per `snapshot_interval_ms` per run and only when it changed;
+//! and when a session ends, one last snapshot from the tail of its log.
 //!
 //! # Caveats
 //!
@@ -198,6 +200,9 @@ struct State {
     deliveries: Mutex<Deliveries>,
     /// Set when pamd says this host is not registered (re-register).
     reregister: Notify,
+    /// (run, attempt) whose session ended since the snapshot loop last
+    /// looked: they get one final snapshot from the log.
+    ended: Mutex<Vec<(Uuid, i32)>>,
 }
 
 /// Runs the agent until the future is dropped (the caller selects it
@@ -218,6 +223,7 @@ pub async fn run(opts: AgentOptions) -> anyhow::Result<()> {
         running: Mutex::new(Vec::new()),
         deliveries: Mutex::new(Vec::new()),
         reregister: Notify::new(),
+        ended: Mutex::new(Vec::new()),
         opts,
     });
     let api = Api::new(&st.opts.server, &st.opts.token, Duration::from_secs(30))?;
@@ -486,6 +492,14 @@ async fn reconcile_loop(st: Arc<State>) {
     let tick = Duration::from_secs(st.opts.config.tick_seconds);
     let mut local = Local::default();
     loop {
+        // A non-waiting claim each tick as well: dispatch never depends only
+        // on the long-poll's wake-up arriving.
+        if let Err(e) = api
+            .post::<_, DesiredSet>("/api/v1/workers/claim?wait=0", &serde_json::json!({}))
+            .await
+        {
+            tracing::debug!(error = %format!("{e:#}"), "tick claim failed");
+        }
         let fetched_at = Instant::now();
         match api.get::<DesiredSet>("/api/v1/workers/desired").await {
             Ok(set) => {
@@ -696,7 +710,15 @@ async fn reconcile(
         })
         .collect();
     running.sort_by(|a, b| a.session_name.cmp(&b.session_name));
-    *st.running.lock().unwrap() = running;
+    let previous = std::mem::replace(&mut *st.running.lock().unwrap(), running);
+    let ended: Vec<(Uuid, i32)> = previous
+        .iter()
+        .filter(|r| !sessions.contains(&r.session_name))
+        .filter_map(|r| Some((r.run_id?, r.attempt?)))
+        .collect();
+    if !ended.is_empty() {
+        st.ended.lock().unwrap().extend(ended);
+    }
     Ok(())
 }
 
@@ -794,5 +816,22 @@ async fn snapshot_loop(st: Arc<State>) {
             }
         }
         last.retain(|k, _| seen.contains(k));
+        // One last snapshot of each ended session, from its log: the pane is
+        // gone, and `pamctl logs` of a finished run shows how it ended.
+        let ended = std::mem::take(&mut *st.ended.lock().unwrap());
+        for (run_id, attempt) in ended {
+            if let Ok(snap) =
+                crate::snapshot::read(&st.opts.data_dir, run_id, attempt, SNAPSHOT_LINES)
+            {
+                if snap.bytes > 0 {
+                    if let Err(e) = api
+                        .post::<_, serde_json::Value>("/api/v1/workers/snapshots", &snap)
+                        .await
+                    {
+                        tracing::debug!(error = %format!("{e:#}"), "final snapshot upload failed");
+                    }
+                }
+            }
+        }
     }
 }

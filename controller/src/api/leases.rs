@@ -5,6 +5,9 @@
 //! pane with `tmux send-keys -l`). The pane streams back through the output
 //! snapshot cache (`GET …/runs/{name}/output`).
 //!
+//! Input accepted under a valid lease is delivered even if the lease is
+//! released before the worker picks it up.
+//!
 //! In memory, like operator signals: a pamd restart drops every lease (and
 //! any input not yet handed out); the holder's next renew gets 404 and
 //! `pamctl attach` says so. Acquire, release and expiry are journaled
@@ -92,7 +95,6 @@ impl Leases {
             expires_at: expiry(now, ttl),
         };
         g.leases.insert(run_id, lease.clone());
-        g.input.remove(&run_id);
         Ok((lease, expired))
     }
 
@@ -121,7 +123,9 @@ impl Leases {
         Ok(l.clone())
     }
 
-    /// Releases the lease (dropping input not yet handed out).
+    /// Releases the lease. Input accepted while it was held is still
+    /// handed out (a `pamctl attach` fed from a pipe sends its lines and
+    /// releases at once).
     pub fn release(
         &self,
         run_id: Uuid,
@@ -130,7 +134,6 @@ impl Leases {
     ) -> Result<Lease, LeaseError> {
         let mut g = self.0.lock().unwrap();
         Self::held(&mut g, run_id, lease_id, now)?;
-        g.input.remove(&run_id);
         Ok(g.leases.remove(&run_id).expect("held"))
     }
 
@@ -185,7 +188,6 @@ impl Leases {
             .collect();
         let mut out = Vec::new();
         for run in gone {
-            g.input.remove(&run);
             out.extend(g.leases.remove(&run));
         }
         out
@@ -242,8 +244,11 @@ mod tests {
         l.push_input(run, a.id, "three".into(), t(1)).unwrap();
         assert_eq!(l.take_input(run, 2), vec!["three".to_string()]);
         assert!(l.take_input(run, 2).is_empty());
+        l.push_input(run, a.id, "four".into(), t(1)).unwrap();
         l.release(run, a.id, t(2)).unwrap();
         assert_eq!(l.release(run, a.id, t(2)), Err(LeaseError::NotHeld));
+        // Accepted before the release: still delivered.
+        assert_eq!(l.take_input(run, 2), vec!["four".to_string()]);
         assert!(l.get(run, t(2)).is_none());
     }
 }
