@@ -106,6 +106,14 @@ impl Metrics {
             "Times a slow event-stream subscriber was caught up from the journal",
             bus.lagged.clone(),
         );
+        // Every known series from the start (at 0), so rates work from the
+        // first scrape.
+        for outcome in ["applied", "duplicate", "stale", "rejected"] {
+            let _ = signals.get_or_create(&vec![("outcome", outcome.to_string())]);
+        }
+        for name in ["liveness", "timeout", "restart", "integrity"] {
+            let _ = loop_duration.get_or_create(&vec![("loop", name.to_string())]);
+        }
         Metrics {
             registry: Mutex::new(r),
             runs,
