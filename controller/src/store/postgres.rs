@@ -424,6 +424,10 @@ impl Tx for PgTx {
         Ok(me.events)
     }
 
+    fn has_events(&self) -> bool {
+        !self.events.is_empty()
+    }
+
     // ---- projects ----------------------------------------------------------
 
     async fn insert_project(&mut self, p: &Project) -> StoreResult<()> {
