@@ -442,6 +442,14 @@ pub trait Tx: Send {
         kind: &str,
         now: DateTime<Utc>,
     ) -> StoreResult<bool>;
+    /// Whether a one-shot signal was recorded for (run, attempt, kind);
+    /// read-only.
+    async fn signal_processed(
+        &mut self,
+        run_id: Uuid,
+        attempt: i32,
+        kind: &str,
+    ) -> StoreResult<bool>;
     /// Deletes a run (and its processed signals). Returns whether it existed.
     async fn delete_run(&mut self, id: Uuid) -> StoreResult<bool>;
     /// Number of runs in spawning or running on a host.

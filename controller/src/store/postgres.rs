@@ -1178,6 +1178,25 @@ impl Tx for PgTx {
         Ok(r.rows_affected() == 1)
     }
 
+    async fn signal_processed(
+        &mut self,
+        run_id: Uuid,
+        attempt: i32,
+        kind: &str,
+    ) -> StoreResult<bool> {
+        let found: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM processed_signals \
+             WHERE run_id = $1 AND attempt = $2 AND kind = $3)",
+        )
+        .bind(run_id)
+        .bind(attempt)
+        .bind(kind)
+        .fetch_one(self.conn())
+        .await
+        .map_err(db_err)?;
+        Ok(found)
+    }
+
     async fn delete_run(&mut self, id: Uuid) -> StoreResult<bool> {
         let r = sqlx::query("DELETE FROM runs WHERE id = $1")
             .bind(id)
