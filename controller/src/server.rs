@@ -94,6 +94,7 @@ async fn serve(config: &Config, clock: SharedClock, url: &str) -> anyhow::Result
         state.ctx.clone(),
         loops_shutdown,
     ));
+    let bus = state.ctx.bus.clone();
     let leases = tokio::spawn(crate::api::attach::expire_loop(state.clone()));
     let local_worker = if config.local_worker {
         let addr = listener.local_addr()?;
@@ -113,9 +114,12 @@ async fn serve(config: &Config, clock: SharedClock, url: &str) -> anyhow::Result
     };
     let nudge = state.nudge.clone();
     let app = api::router(state);
+    // On SIGINT/SIGTERM, end the event streams too: graceful shutdown waits
+    // for open connections, and an SSE stream never ends by itself.
     let served = axum::serve(listener, app)
         .with_graceful_shutdown(async move {
             shutdown_signal().await;
+            bus.shut_down();
             // Answer the workers' claim long-polls now: graceful shutdown
             // waits for in-flight requests.
             nudge.notify_waiters();

@@ -155,28 +155,6 @@ impl Pamd {
         }
     }
 
-    /// SIGTERM, waiting up to `timeout` for a clean exit; returns whether
-    /// it exited in time (it is SIGKILLed otherwise).
-    pub fn terminate(&mut self, timeout: Duration) -> bool {
-        let Some(mut c) = self.child.take() else {
-            return true;
-        };
-        let _ = Command::new("kill")
-            .arg("-TERM")
-            .arg(c.id().to_string())
-            .status();
-        let deadline = Instant::now() + timeout;
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = c.try_wait() {
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = c.kill();
-        let _ = c.wait();
-        false
-    }
-
     /// Starts pamd again on the same data dir and database.
     pub async fn restart(&mut self) -> anyhow::Result<()> {
         self.kill9();
@@ -191,6 +169,12 @@ impl Pamd {
 
     /// Like [`Pamd::pamctl`], feeding `stdin`.
     pub fn pamctl_stdin(&self, args: &[&str], stdin: Option<&str>) -> Output {
+        self.pamctl_as(Some(&self.token), args, stdin)
+    }
+
+    /// Like [`Pamd::pamctl_stdin`] with `token` as PAM_TOKEN, or no token
+    /// at all (and no admin.token to fall back on) when `None`.
+    pub fn pamctl_as(&self, token: Option<&str>, args: &[&str], stdin: Option<&str>) -> Output {
         use std::io::Write;
         let home = self.data_dir.join("home");
         let _ = std::fs::create_dir_all(&home);
@@ -200,7 +184,6 @@ impl Pamd {
             .env("PATH", std::env::var("PATH").unwrap_or_default())
             .env("HOME", &home)
             .env("PAM_SERVER", &self.url)
-            .env("PAM_TOKEN", &self.token)
             .env("NO_COLOR", "1")
             .stdin(if stdin.is_some() {
                 Stdio::piped()
@@ -209,6 +192,9 @@ impl Pamd {
             })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        if let Some(t) = token {
+            cmd.env("PAM_TOKEN", t);
+        }
         let mut child = cmd.spawn().expect("run pamctl");
         if let Some(input) = stdin {
             child
@@ -250,6 +236,18 @@ pub fn ok(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// stderr of a pamctl run, asserting it failed with exit code `code`.
+pub fn fails(out: &Output, code: i32) -> String {
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "pamctl exit code:\nstdout: {}\nstderr: {}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 /// Polls `f` until it returns `Some`, or fails after `timeout`.
 pub async fn eventually<T, F, Fut>(timeout: Duration, what: &str, mut f: F) -> T
 where
@@ -266,5 +264,115 @@ where
             "timed out after {timeout:?} waiting for {what}"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Signals and background pamctl runs (event-stream tests).
+impl Pamd {
+    /// pamd's process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Sends SIGTERM and waits up to `timeout` for pamd to exit; an error
+    /// (after SIGKILL) if it did not.
+    pub fn terminate(&mut self, timeout: Duration) -> anyhow::Result<std::process::ExitStatus> {
+        let Some(mut c) = self.child.take() else {
+            bail!("pamd is not running");
+        };
+        let sent = Command::new("kill")
+            .arg("-TERM")
+            .arg(c.id().to_string())
+            .status()?;
+        anyhow::ensure!(sent.success(), "kill -TERM failed");
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = c.try_wait()? {
+                return Ok(status);
+            }
+            if Instant::now() > deadline {
+                let _ = c.kill();
+                let _ = c.wait();
+                bail!(
+                    "pamd still running {timeout:?} after SIGTERM; log:\n{}",
+                    self.log()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Starts pamctl in the background (same isolated environment as
+    /// [`Pamd::pamctl`]); stdout lines arrive on the returned channel.
+    pub fn pamctl_background(&self, args: &[&str]) -> Background {
+        use std::io::BufRead;
+        let home = self.data_dir.join("home");
+        let _ = std::fs::create_dir_all(&home);
+        let mut child = Command::new(bin("pamctl"))
+            .args(args)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", &home)
+            .env("PAM_SERVER", &self.url)
+            .env("PAM_TOKEN", &self.token)
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run pamctl");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { return };
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        Background { child, lines }
+    }
+}
+
+/// A pamctl running in the background. Killed when dropped.
+pub struct Background {
+    pub child: Child,
+    pub lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl Background {
+    /// The next stdout line, failing after `timeout`.
+    pub fn line(&self, timeout: Duration) -> String {
+        self.lines
+            .recv_timeout(timeout)
+            .unwrap_or_else(|e| panic!("no pamctl output within {timeout:?}: {e}"))
+    }
+
+    /// Waits up to `timeout` for pamctl to exit: its status and stderr.
+    pub fn exit(mut self, timeout: Duration) -> (std::process::ExitStatus, String) {
+        use std::io::Read;
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait pamctl") {
+                let mut err = String::new();
+                if let Some(mut e) = self.child.stderr.take() {
+                    let _ = e.read_to_string(&mut err);
+                }
+                return (status, err);
+            }
+            assert!(
+                Instant::now() < deadline,
+                "pamctl still running after {timeout:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }

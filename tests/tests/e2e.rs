@@ -439,10 +439,8 @@ async fn local_worker_runs_runs_and_stops_with_pamd() {
         .trim()
         .parse()
         .unwrap();
-    assert!(
-        pamd.terminate(Duration::from_secs(20)),
-        "pamd exits on SIGTERM"
-    );
+    pamd.terminate(Duration::from_secs(20))
+        .expect("pamd exits on SIGTERM");
     let gone = !std::path::Path::new(&format!("/proc/{pid}")).exists()
         || std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.contains(") Z "));
     if !gone {
