@@ -4,7 +4,7 @@
 //! the worker end-to-end tests.
 
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -14,11 +14,12 @@ use anyhow::{bail, Context};
 /// from the target directory this test was built into.
 pub fn bin(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("test executable path");
-    // target/debug/deps/<test> → target/debug/<name>
-    let dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target dir layout");
+    // target/debug/deps/<test> → target/debug/<name>; a binary of this
+    // package (a benchmark) sits in target/<profile>/ itself.
+    let mut dir = exe.parent().expect("target dir layout");
+    if dir.ends_with("deps") {
+        dir = dir.parent().expect("target dir layout");
+    }
     let p = dir.join(name);
     assert!(
         p.exists(),
