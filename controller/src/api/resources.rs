@@ -57,7 +57,7 @@ fn to_json<T: serde::Serialize>(v: &T) -> Value {
     serde_json::to_value(v).expect("objects serialize")
 }
 
-async fn project_by_slug(tx: &mut dyn Tx, slug: &str) -> ApiResult<store::Project> {
+pub(super) async fn project_by_slug(tx: &mut dyn Tx, slug: &str) -> ApiResult<store::Project> {
     tx.get_project_by_slug(slug)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("project {slug:?} not found")))
@@ -360,7 +360,11 @@ pub async fn list_all_runs(
     Ok(list(runs_list(tx.as_mut(), projects, &q).await?))
 }
 
-async fn run_by_name(tx: &mut dyn Tx, p: &store::Project, name: &str) -> ApiResult<store::Run> {
+pub(super) async fn run_by_name(
+    tx: &mut dyn Tx,
+    p: &store::Project,
+    name: &str,
+) -> ApiResult<store::Run> {
     tx.get_run_by_name(p.id, name).await?.ok_or_else(|| {
         ApiError::not_found(format!("run {name:?} not found in project {:?}", p.slug))
     })
@@ -419,6 +423,8 @@ pub async fn stop_run(
     let obj = run_object(tx.as_mut(), &p, &r).await?;
     st.ctx.commit(tx).await?;
     st.ctx.wake.notify_one();
+    // Wake the workers' long-polls so the stop reaches the session now.
+    st.nudge.notify_waiters();
     Ok(Json(obj))
 }
 
@@ -468,6 +474,7 @@ pub async fn signal_run(
     .await?;
     st.ctx.commit(tx).await?;
     st.signals.push(r.id, r.attempt, sig);
+    st.nudge.notify_waiters();
     Ok((StatusCode::ACCEPTED, Json(json!({ "accepted": true }))).into_response())
 }
 
