@@ -5,10 +5,13 @@
 //! each). Prints p50/p99 latency and lost/duplicated counts, for a 1-
 //! subscriber baseline and the full run, and their ratio.
 //!
-//! Latency is measured from the moment the generator *sends* the apply
-//! that creates a task (its name carries that instant) to the moment a
-//! subscriber reads the event, so it includes the apply's own time in
-//! pamd; the generator's request round-trip is printed next to it.
+//! pamd does not expose the instant it publishes an event, so latency is
+//! bracketed: *upper* = read instant − the instant the generator sent the
+//! apply (its task names carry it; includes the apply's own work in pamd),
+//! *lower* = read instant − the instant the apply's answer came back
+//! (publish happens before pamd answers; clamped at 0). The true
+//! publish→receive latency lies between. The 1-subscriber baseline, run
+//! first in the same process, gives the ratio: the cost of fan-out.
 //!
 //! Usage: `bench-sse [SUBSCRIBERS] [EVENTS_PER_SEC] [SECONDS]`
 //! (defaults 1000 1000 10).
@@ -21,11 +24,12 @@ use pam_tests::Pamd;
 use serde_json::json;
 
 /// Tasks per apply; the generator runs `GENERATORS` appliers in parallel.
-const BATCH: usize = 10;
-const GENERATORS: usize = 4;
+const BATCH: usize = 20;
+const GENERATORS: usize = 8;
 
 struct Stats {
-    latencies_us: Vec<u32>,
+    /// (batch index, read instant µs, upper-bound latency µs).
+    reads: Vec<(u32, u64, u32)>,
     received: u64,
     duplicated: u64,
 }
@@ -37,6 +41,8 @@ struct Report {
     p50_ms: f64,
     p99_ms: f64,
     max_ms: f64,
+    low_p50_ms: f64,
+    low_p99_ms: f64,
     lost: u64,
     duplicated: u64,
     apply_p50_ms: f64,
@@ -63,13 +69,6 @@ async fn main() -> anyhow::Result<()> {
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(0)
         .build()?;
-    apply(
-        &http,
-        &pamd,
-        "apiVersion: pam.dev/v1\nkind: Project\nmetadata: {name: bench}\nspec: {displayName: Bench}\n"
-            .to_string(),
-    )
-    .await?;
     let epoch = Instant::now();
 
     println!("SSE fan-out: pamd {}, {rate} events/s", pamd.url);
@@ -77,7 +76,7 @@ async fn main() -> anyhow::Result<()> {
     let full = run(&http, &pamd, epoch, subscribers, rate, seconds, "b").await?;
     for r in [&base, &full] {
         println!(
-            "{:>5} subscribers: {} events in {:.1}s ({:.0}/s); publish→receive p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms; lost {}, duplicated {}; apply round-trip p50 {:.1} ms, p99 {:.1} ms",
+            "{:>5} subscribers: {} events in {:.1}s ({:.0}/s); latency upper bound (from send) p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms; lower bound (from answer) p50 {:.1} ms, p99 {:.1} ms; lost {}, duplicated {}; apply round-trip p50 {:.1} ms, p99 {:.1} ms",
             r.subscribers,
             r.sent,
             r.seconds,
@@ -85,6 +84,8 @@ async fn main() -> anyhow::Result<()> {
             r.p50_ms,
             r.p99_ms,
             r.max_ms,
+            r.low_p50_ms,
+            r.low_p99_ms,
             r.lost,
             r.duplicated,
             r.apply_p50_ms,
@@ -92,28 +93,22 @@ async fn main() -> anyhow::Result<()> {
         );
     }
     println!(
-        "ratio {} vs 1 subscriber: p50 ×{:.2}, p99 ×{:.2}",
+        "ratio {} vs 1 subscriber: upper p50 ×{:.2}, p99 ×{:.2}; lower p50 ×{:.2}, p99 ×{:.2}",
         full.subscribers,
         full.p50_ms / base.p50_ms,
-        full.p99_ms / base.p99_ms
+        full.p99_ms / base.p99_ms,
+        full.low_p50_ms / base.low_p50_ms,
+        full.low_p99_ms / base.low_p99_ms
     );
-    let verdict = if full.p99_ms <= 50.0 && full.lost == 0 && full.duplicated == 0 {
+    let clean = full.lost == 0 && full.duplicated == 0;
+    let verdict = if clean && full.p99_ms <= 50.0 {
         "met"
+    } else if clean && full.low_p99_ms <= 50.0 {
+        "met on the lower bound only (the upper bound includes apply time)"
     } else {
         "MISSED"
     };
     println!("target (p99 <= 50 ms, 0 lost, 0 duplicated): {verdict}");
-    Ok(())
-}
-
-async fn apply(http: &reqwest::Client, pamd: &Pamd, yaml: String) -> anyhow::Result<()> {
-    let r = http
-        .post(format!("{}/api/v1/apply", pamd.url))
-        .bearer_auth(&pamd.token)
-        .json(&json!({"files": [{"name": "bench.yaml", "content": yaml}]}))
-        .send()
-        .await?;
-    anyhow::ensure!(r.status().is_success(), "apply: {}", r.text().await?);
     Ok(())
 }
 
@@ -153,12 +148,19 @@ async fn run(
     let per_gen = rate as f64 / GENERATORS as f64;
     let period = Duration::from_secs_f64(BATCH as f64 / per_gen);
     let batches = (seconds as f64 * per_gen / BATCH as f64).round() as u64;
+    // When each batch's apply answered (µs since epoch), by batch index.
+    let answered: Arc<Vec<AtomicU64>> = Arc::new(
+        (0..GENERATORS as u64 * batches)
+            .map(|_| AtomicU64::new(0))
+            .collect(),
+    );
     let started = Instant::now();
     let mut gens = Vec::new();
     for g in 0..GENERATORS {
         let http = http.clone();
         let url = format!("{}/api/v1/apply", pamd.url);
         let token = pamd.token.clone();
+        let answered = answered.clone();
         gens.push(tokio::spawn(async move {
             let mut tick = tokio::time::interval(period);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -166,10 +168,17 @@ async fn run(
             for b in 0..batches {
                 tick.tick().await;
                 let t0 = epoch.elapsed().as_micros();
-                let mut yaml = String::new();
+                let idx = g as u64 * batches + b;
+                // A fresh project per batch keeps each apply small (apply
+                // reads the project's tasks), so the send instant stays
+                // close to the publish instant.
+                let project = format!("{tag}{g}-{b}");
+                let mut yaml = format!(
+                    "apiVersion: pam.dev/v1\nkind: Project\nmetadata: {{name: {project}}}\nspec: {{displayName: B}}\n"
+                );
                 for k in 0..BATCH {
                     yaml.push_str(&format!(
-                        "---\napiVersion: pam.dev/v1\nkind: Task\nmetadata: {{name: {tag}{t0}-{g}-{b}-{k}, project: bench}}\nspec: {{title: x}}\n"
+                        "---\napiVersion: pam.dev/v1\nkind: Task\nmetadata: {{name: {tag}{t0}-{idx}-{k}, project: {project}}}\nspec: {{title: x}}\n"
                     ));
                 }
                 let sent = Instant::now();
@@ -182,6 +191,7 @@ async fn run(
                     .expect("apply");
                 assert!(r.status().is_success(), "apply failed: {}", r.status());
                 round_trips.push(sent.elapsed().as_micros() as u32);
+                answered[idx as usize].store(epoch.elapsed().as_micros() as u64, Ordering::SeqCst);
             }
             round_trips
         }));
@@ -195,14 +205,20 @@ async fn run(
     expected.store(sent, Ordering::SeqCst);
 
     let mut all = Vec::new();
+    let mut low = Vec::new();
     let (mut received, mut duplicated) = (0u64, 0u64);
     for h in handles {
         let s = h.await?;
         received += s.received;
         duplicated += s.duplicated;
-        all.extend(s.latencies_us);
+        for (idx, read, upper) in s.reads {
+            all.push(upper);
+            let answer = answered[idx as usize].load(Ordering::SeqCst);
+            low.push(read.saturating_sub(answer) as u32);
+        }
     }
     all.sort_unstable();
+    low.sort_unstable();
     round_trips.sort_unstable();
     let want = sent * subs as u64;
     Ok(Report {
@@ -212,6 +228,8 @@ async fn run(
         p50_ms: pct(&all, 0.5),
         p99_ms: pct(&all, 0.99),
         max_ms: all.last().map_or(f64::NAN, |m| f64::from(*m) / 1000.0),
+        low_p50_ms: pct(&low, 0.5),
+        low_p99_ms: pct(&low, 0.99),
         lost: want.saturating_sub(received),
         duplicated,
         apply_p50_ms: pct(&round_trips, 0.5),
@@ -229,7 +247,7 @@ async fn subscribe(
     expected: Arc<AtomicU64>,
 ) -> Stats {
     let mut s = Stats {
-        latencies_us: Vec::new(),
+        reads: Vec::new(),
         received: 0,
         duplicated: 0,
     };
@@ -272,12 +290,12 @@ async fn subscribe(
             }
             last_seq = id;
             s.received += 1;
-            let digits: String = frame[at + needle.len()..]
-                .chars()
-                .take_while(char::is_ascii_digit)
-                .collect();
-            if let Ok(t0) = digits.parse::<i64>() {
-                s.latencies_us.push((now - t0).max(0) as u32);
+            // name: <tag><t0>-<batch index>-<k>
+            let mut parts = frame[at + needle.len()..].split('-');
+            let t0 = parts.next().and_then(|p| p.parse::<i64>().ok());
+            let idx = parts.next().and_then(|p| p.parse::<u32>().ok());
+            if let (Some(t0), Some(idx)) = (t0, idx) {
+                s.reads.push((idx, now as u64, (now - t0).max(0) as u32));
             }
         }
         buf.drain(..consumed);
