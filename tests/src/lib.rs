@@ -3,6 +3,8 @@
 //! invocations with an isolated environment. Workers and tmux are added by
 //! the worker end-to-end tests.
 
+pub mod bench;
+
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};

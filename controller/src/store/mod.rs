@@ -318,6 +318,18 @@ pub trait Tx: Send {
     /// missing project is [`StoreError::NotFound`]. The given `path` is
     /// ignored. Returns the stored item.
     async fn insert_work_item(&mut self, w: &WorkItem) -> StoreResult<WorkItem>;
+    /// Inserts many work items at once (apply's bulk path); same checks
+    /// and path computation as [`Tx::insert_work_item`]. Each item's parent
+    /// is stored already or earlier in `items`. Returns the stored rows in
+    /// input order. After an error, rows of the batch may remain in the
+    /// transaction: callers roll back (apply does).
+    async fn insert_work_items(&mut self, items: &[WorkItem]) -> StoreResult<Vec<WorkItem>> {
+        let mut out = Vec::with_capacity(items.len());
+        for w in items {
+            out.push(self.insert_work_item(w).await?);
+        }
+        Ok(out)
+    }
     async fn get_work_item(&mut self, id: Uuid) -> StoreResult<Option<WorkItem>>;
     async fn get_work_item_by_name(
         &mut self,
@@ -484,6 +496,19 @@ pub trait Tx: Send {
         now: DateTime<Utc>,
     ) -> StoreResult<Event>;
     /// Events with seq > `after`, ascending, at most `limit`.
+    /// Appends many events in order (apply's bulk path); like
+    /// [`Tx::append_event`] for each.
+    async fn append_events(
+        &mut self,
+        events: Vec<(&'static str, Value)>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Vec<Event>> {
+        let mut out = Vec::with_capacity(events.len());
+        for (topic, payload) in events {
+            out.push(self.append_event(topic, payload, now).await?);
+        }
+        Ok(out)
+    }
     async fn events_after(&mut self, after: i64, limit: i64) -> StoreResult<Vec<Event>>;
     /// Deletes events created before `cutoff`; returns how many.
     async fn purge_events_before(&mut self, cutoff: DateTime<Utc>) -> StoreResult<u64>;
