@@ -623,10 +623,9 @@ impl Tx for PgTx {
              $1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[], \
              $8::text[], $9::text[], $10::text[], $11::int4[], $12::jsonb[], $13::jsonb[], \
              $14::jsonb[], $15::int8[], $16::int8[], $17::int8[], $18::jsonb[], \
-             $19::timestamptz[], $20::timestamptz[]) RETURNING {cols}",
+             $19::timestamptz[], $20::timestamptz[])",
             cols = work_item_cols()
         );
-        let mut by_id: HashMap<Uuid, WorkItem> = HashMap::with_capacity(items.len());
         self.savepoint().await?;
         let mut result = Ok(());
         for (chunk, chunk_paths) in items.chunks(5000).zip(paths.chunks(5000)) {
@@ -691,28 +690,26 @@ impl Tx for PgTx {
                 )
                 .bind(chunk.iter().map(|w| w.created_at).collect::<Vec<_>>())
                 .bind(chunk.iter().map(|w| w.updated_at).collect::<Vec<_>>());
-            match q.fetch_all(self.conn()).await {
-                Ok(rows) => {
-                    for row in &rows {
-                        let w = work_item_from_row(row)?;
-                        by_id.insert(w.id, w);
-                    }
-                }
-                Err(e) => {
-                    result = Err(e);
-                    break;
-                }
+            if let Err(e) = q.execute(self.conn()).await {
+                result = Err(e);
+                break;
             }
         }
         self.end_savepoint(result).await?;
-        items
+        // Every column was written from `items` (no database defaults), so
+        // the stored rows are the input with its computed paths (and
+        // PostgreSQL's microsecond timestamps): no RETURNING to decode.
+        use chrono::SubsecRound;
+        Ok(items
             .iter()
-            .map(|w| {
-                by_id.remove(&w.id).ok_or_else(|| {
-                    StoreError::Database(format!("work item {} not returned by the insert", w.id))
-                })
+            .zip(paths)
+            .map(|(w, path)| WorkItem {
+                path,
+                created_at: w.created_at.trunc_subsecs(6),
+                updated_at: w.updated_at.trunc_subsecs(6),
+                ..w.clone()
             })
-            .collect()
+            .collect())
     }
 
     async fn get_work_item(&mut self, id: Uuid) -> StoreResult<Option<WorkItem>> {

@@ -152,11 +152,11 @@ fn run_pgbench(db_url: &str, script: &str, clients: u32, secs: u32) -> anyhow::R
 const PGBENCH_INGEST: &str = r#"\set i random(1, :n)
 BEGIN;
 SELECT r.id AS run_id, r.attempt, r.status, r.host_id FROM runs r JOIN bench_pg_runs b ON b.id = r.id WHERE b.i = :i \gset
-WITH ins AS (INSERT INTO processed_signals (run_id, attempt, kind, received_at) VALUES (:'run_id', :attempt, 'started', now()) ON CONFLICT DO NOTHING RETURNING 1) SELECT count(*) AS fresh FROM ins \gset
+WITH ins AS (INSERT INTO processed_signals (run_id, attempt, kind, received_at) VALUES (:run_id, :attempt, 'started', now()) ON CONFLICT DO NOTHING RETURNING 1) SELECT count(*) AS fresh FROM ins \gset
 \if :fresh
 SELECT pg_advisory_xact_lock(7);
-UPDATE runs SET status = 'running', started_at = now(), resource_version = resource_version + 1, updated_at = now() WHERE id = :'run_id' AND attempt = :attempt AND status = 'spawning';
-INSERT INTO events (topic, payload, created_at) VALUES ('run.started', json_build_object('run_id', :'run_id', 'attempt', :attempt)::jsonb, now());
+UPDATE runs SET status = 'running', started_at = now(), resource_version = resource_version + 1, updated_at = now() WHERE id = :run_id AND attempt = :attempt AND status = 'spawning';
+INSERT INTO events (topic, payload, created_at) VALUES ('run.started', json_build_object('run_id', (:run_id)::uuid, 'attempt', (:attempt)::int)::jsonb, now());
 \endif
 END;
 "#;
