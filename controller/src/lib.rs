@@ -14,6 +14,8 @@ pub mod config;
 pub mod db;
 pub mod embedded_pg;
 pub mod events;
+pub mod local_worker;
+pub mod metrics;
 pub mod reconcile;
 pub mod schema_doc;
 pub mod server;

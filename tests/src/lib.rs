@@ -1,12 +1,14 @@
 //! Harness for end-to-end tests: real `pamd` processes on real PostgreSQL
 //! (a fresh database on the test server per pamd), real `pamctl`
-//! invocations with an isolated environment. Workers and tmux are added by
-//! the worker end-to-end tests.
+//! invocations with an isolated environment; [`worker`] adds real
+//! pam-worker processes on private tmux servers.
+
+pub mod worker;
 
 pub mod bench;
 
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -16,11 +18,14 @@ use anyhow::{bail, Context};
 /// from the target directory this test was built into.
 pub fn bin(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("test executable path");
-    // target/debug/deps/<test> → target/debug/<name>
-    let dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target dir layout");
+    // target/debug/deps/<test> → target/debug/<name>; a binary of this
+    // crate (a benchmark) sits in target/<profile>/ itself.
+    let parent = exe.parent().expect("target dir layout");
+    let dir = if parent.file_name().is_some_and(|n| n == "deps") {
+        parent.parent().expect("target dir layout")
+    } else {
+        parent
+    };
     let p = dir.join(name);
     assert!(
         p.exists(),
@@ -46,6 +51,7 @@ pub struct Pamd {
     pub database_url: String,
     pub config: PathBuf,
     listen: String,
+    args: Vec<String>,
     child: Option<Child>,
     _tmp: tempfile::TempDir,
 }
@@ -55,6 +61,11 @@ pub struct Pamd {
 #[derive(Default)]
 pub struct PamdOptions {
     pub config_toml: String,
+    /// Extra command-line arguments (e.g. `--local-worker`).
+    pub args: Vec<String>,
+    /// Written to `<data_dir>/worker.toml` before start (the local worker's
+    /// config, e.g. a private tmux socket).
+    pub worker_toml: Option<String>,
 }
 
 impl Pamd {
@@ -66,6 +77,9 @@ impl Pamd {
         std::fs::create_dir_all(&data_dir)?;
         let config = tmp.path().join("pamd.toml");
         std::fs::write(&config, &opts.config_toml)?;
+        if let Some(w) = &opts.worker_toml {
+            std::fs::write(data_dir.join("worker.toml"), w)?;
+        }
         let listen = format!("127.0.0.1:{}", free_port());
         let mut p = Pamd {
             url: format!("http://{listen}"),
@@ -74,6 +88,7 @@ impl Pamd {
             database_url,
             config,
             listen,
+            args: opts.args,
             child: None,
             _tmp: tmp,
         };
@@ -98,6 +113,7 @@ impl Pamd {
             .arg(&self.listen)
             .arg("--database-url")
             .arg(&self.database_url)
+            .args(&self.args)
             .env("PAM_LOG", "info")
             .stdout(Stdio::from(log.try_clone()?))
             .stderr(Stdio::from(log))
@@ -250,5 +266,115 @@ where
             "timed out after {timeout:?} waiting for {what}"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Signals and background pamctl runs (event-stream tests).
+impl Pamd {
+    /// pamd's process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Sends SIGTERM and waits up to `timeout` for pamd to exit; an error
+    /// (after SIGKILL) if it did not.
+    pub fn terminate(&mut self, timeout: Duration) -> anyhow::Result<std::process::ExitStatus> {
+        let Some(mut c) = self.child.take() else {
+            bail!("pamd is not running");
+        };
+        let sent = Command::new("kill")
+            .arg("-TERM")
+            .arg(c.id().to_string())
+            .status()?;
+        anyhow::ensure!(sent.success(), "kill -TERM failed");
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = c.try_wait()? {
+                return Ok(status);
+            }
+            if Instant::now() > deadline {
+                let _ = c.kill();
+                let _ = c.wait();
+                bail!(
+                    "pamd still running {timeout:?} after SIGTERM; log:\n{}",
+                    self.log()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Starts pamctl in the background (same isolated environment as
+    /// [`Pamd::pamctl`]); stdout lines arrive on the returned channel.
+    pub fn pamctl_background(&self, args: &[&str]) -> Background {
+        use std::io::BufRead;
+        let home = self.data_dir.join("home");
+        let _ = std::fs::create_dir_all(&home);
+        let mut child = Command::new(bin("pamctl"))
+            .args(args)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", &home)
+            .env("PAM_SERVER", &self.url)
+            .env("PAM_TOKEN", &self.token)
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run pamctl");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { return };
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        Background { child, lines }
+    }
+}
+
+/// A pamctl running in the background. Killed when dropped.
+pub struct Background {
+    pub child: Child,
+    pub lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl Background {
+    /// The next stdout line, failing after `timeout`.
+    pub fn line(&self, timeout: Duration) -> String {
+        self.lines
+            .recv_timeout(timeout)
+            .unwrap_or_else(|e| panic!("no pamctl output within {timeout:?}: {e}"))
+    }
+
+    /// Waits up to `timeout` for pamctl to exit: its status and stderr.
+    pub fn exit(mut self, timeout: Duration) -> (std::process::ExitStatus, String) {
+        use std::io::Read;
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait pamctl") {
+                let mut err = String::new();
+                if let Some(mut e) = self.child.stderr.take() {
+                    let _ = e.read_to_string(&mut err);
+                }
+                return (status, err);
+            }
+            assert!(
+                Instant::now() < deadline,
+                "pamctl still running after {timeout:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }

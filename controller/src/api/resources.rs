@@ -57,7 +57,7 @@ fn to_json<T: serde::Serialize>(v: &T) -> Value {
     serde_json::to_value(v).expect("objects serialize")
 }
 
-async fn project_by_slug(tx: &mut dyn Tx, slug: &str) -> ApiResult<store::Project> {
+pub(super) async fn project_by_slug(tx: &mut dyn Tx, slug: &str) -> ApiResult<store::Project> {
     tx.get_project_by_slug(slug)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("project {slug:?} not found")))
@@ -360,7 +360,11 @@ pub async fn list_all_runs(
     Ok(list(runs_list(tx.as_mut(), projects, &q).await?))
 }
 
-async fn run_by_name(tx: &mut dyn Tx, p: &store::Project, name: &str) -> ApiResult<store::Run> {
+pub(super) async fn run_by_name(
+    tx: &mut dyn Tx,
+    p: &store::Project,
+    name: &str,
+) -> ApiResult<store::Run> {
     tx.get_run_by_name(p.id, name).await?.ok_or_else(|| {
         ApiError::not_found(format!("run {name:?} not found in project {:?}", p.slug))
     })
@@ -419,6 +423,8 @@ pub async fn stop_run(
     let obj = run_object(tx.as_mut(), &p, &r).await?;
     st.ctx.commit(tx).await?;
     st.ctx.wake.notify_one();
+    // Wake the workers' long-polls so the stop reaches the session now.
+    st.nudge.notify_waiters();
     Ok(Json(obj))
 }
 
@@ -468,6 +474,7 @@ pub async fn signal_run(
     .await?;
     st.ctx.commit(tx).await?;
     st.signals.push(r.id, r.attempt, sig);
+    st.nudge.notify_waiters();
     Ok((StatusCode::ACCEPTED, Json(json!({ "accepted": true }))).into_response())
 }
 
@@ -779,41 +786,54 @@ pub struct EventsQuery {
     #[serde(default)]
     after: i64,
     topic: Option<String>,
+    project: Option<String>,
     limit: Option<i64>,
 }
 
-/// Pages the journal: events after `after`, optionally one topic or a
-/// topic prefix ending in `.` (`run.`).
+/// Most events one page returns (`limit` is clamped to it).
+pub const EVENTS_PAGE_MAX: i64 = 10_000;
+/// Most journal rows one filtered page scans; a filter that matches little
+/// returns fewer items and a `next` to continue from.
+const EVENTS_SCAN_MAX: i64 = 100_000;
+
+/// Pages the journal: events after `after`, filtered by `topic` (a comma
+/// list; an entry ending in `.` is a prefix, `run.`) and `project`.
+/// `next` is the seq to pass as `after` for the following page: the last
+/// journal row this page looked at, so a filtered page never rescans.
 pub async fn list_events(
     State(st): State<AppState>,
     _op: Operator,
     Query(q): Query<EventsQuery>,
 ) -> ApiResult<Json<Value>> {
-    let limit = q.limit.unwrap_or(500).clamp(1, 10_000);
+    if q.after < 0 {
+        return Err(ApiError::bad_request(
+            "after must be a non-negative integer",
+        ));
+    }
+    let limit = q.limit.unwrap_or(500).clamp(1, EVENTS_PAGE_MAX);
+    let project =
+        crate::events::stream::project_filter(&st.ctx.store, q.project.as_deref()).await?;
+    let filter = crate::events::stream::Filter::new(q.topic.as_deref(), project);
     let mut tx = st.ctx.store.begin().await?;
     let mut items = Vec::new();
-    let mut after = q.after;
-    // Filtered reads page through the journal until `limit` matches.
-    loop {
-        let page = tx.events_after(after, limit).await?;
-        let last = page.last().map(|e| e.seq);
+    let mut next = q.after;
+    let mut scanned = 0;
+    'pages: loop {
+        let page = tx.events_after(next, limit).await?;
+        let full = (page.len() as i64) == limit;
         for e in &page {
-            let keep = match q.topic.as_deref() {
-                None | Some("") => true,
-                Some(t) if t.ends_with('.') => e.topic.starts_with(t),
-                Some(t) => t.split(',').any(|t| t == e.topic),
-            };
-            if keep && (items.len() as i64) < limit {
-                items.push(json!({
-                    "seq": e.seq, "topic": e.topic, "payload": e.payload,
-                    "createdAt": objects::ts(e.created_at),
-                }));
+            next = e.seq;
+            scanned += 1;
+            if filter.keeps(e) {
+                items.push(crate::events::event_json(e));
+                if (items.len() as i64) == limit {
+                    break 'pages;
+                }
             }
         }
-        match last {
-            Some(l) if (page.len() as i64) == limit && (items.len() as i64) < limit => after = l,
-            _ => break,
+        if !full || scanned >= EVENTS_SCAN_MAX {
+            break;
         }
     }
-    Ok(Json(json!({ "items": items })))
+    Ok(Json(json!({ "items": items, "next": next })))
 }

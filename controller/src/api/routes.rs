@@ -4,7 +4,7 @@ use axum::extract::DefaultBodyLimit;
 use axum::routing::{delete, get, post};
 use axum::Router;
 
-use super::{resources as r, worker as w, AppState};
+use super::{attach as a, resources as r, worker as w, AppState};
 
 /// Request body limit of apply and diff (other routes keep axum's 2 MB).
 pub const APPLY_BODY_LIMIT: usize = 256 << 20;
@@ -52,6 +52,22 @@ pub fn v1() -> Router<AppState> {
             "/api/v1/projects/{project}/runs/{name}/output",
             get(r::run_output),
         )
+        .route(
+            "/api/v1/projects/{project}/runs/{name}/attach",
+            post(a::acquire),
+        )
+        .route(
+            "/api/v1/projects/{project}/runs/{name}/attach/renew",
+            post(a::renew),
+        )
+        .route(
+            "/api/v1/projects/{project}/runs/{name}/attach/release",
+            post(a::release),
+        )
+        .route(
+            "/api/v1/projects/{project}/runs/{name}/attach/input",
+            post(a::input),
+        )
         .route("/api/v1/tasks", get(r::list_all_tasks))
         .route("/api/v1/runs", get(r::list_all_runs))
         .route("/api/v1/hosts", get(r::list_hosts))
@@ -63,6 +79,7 @@ pub fn v1() -> Router<AppState> {
         .route("/api/v1/tokens", get(r::list_tokens).post(r::create_token))
         .route("/api/v1/tokens/{id}", delete(r::revoke_token))
         .route("/api/v1/events", get(r::list_events))
+        .route("/api/v1/events/stream", get(crate::events::stream::stream))
         .route("/api/v1/workers/register", post(w::register))
         .route("/api/v1/workers/heartbeat", post(w::heartbeat))
         .route("/api/v1/workers/desired", get(w::desired))

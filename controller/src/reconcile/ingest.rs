@@ -53,9 +53,15 @@ pub async fn ingest(ctx: &Ctx, host: &Host, signals: &[Signal]) -> anyhow::Resul
         // Only the rejected signals get a result: the others were not
         // applied and stay in the worker's outbox (a short ack).
         results.retain(|r| r.outcome == SignalOutcome::Rejected);
+        for r in &results {
+            ctx.metrics.signal(r.outcome);
+        }
         return Ok(BatchOutcome::Rejected(results));
     }
     ctx.commit(tx).await?;
+    for r in &results {
+        ctx.metrics.signal(r.outcome);
+    }
     if results.iter().any(|r| r.outcome == SignalOutcome::Applied) {
         // A finished or failed run frees capacity and may be requeued.
         ctx.claimable.notify_waiters();

@@ -291,6 +291,13 @@ pub trait Tx: Send {
     /// order) so the caller can publish them now that they are durable.
     async fn commit(self: Box<Self>) -> StoreResult<Vec<Event>>;
 
+    /// Whether this transaction appended events (so its commit must be
+    /// ordered with the other journaling commits before publishing).
+    /// Conservative default: yes.
+    fn has_events(&self) -> bool {
+        true
+    }
+
     // ---- projects ----------------------------------------------------------
 
     /// Inserts a project (`resource_version` is stored as given, normally 1).

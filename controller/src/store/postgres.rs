@@ -426,6 +426,10 @@ impl Tx for PgTx {
         Ok(me.events)
     }
 
+    fn has_events(&self) -> bool {
+        !self.events.is_empty()
+    }
+
     // ---- projects ----------------------------------------------------------
 
     async fn insert_project(&mut self, p: &Project) -> StoreResult<()> {
