@@ -22,7 +22,7 @@ fn name(i: usize) -> String {
 }
 
 fn parent(i: usize) -> Option<usize> {
-    (i % FANOUT != 0).then(|| i - i % FANOUT)
+    (!i.is_multiple_of(FANOUT)).then(|| i - i % FANOUT)
 }
 
 /// `n` Task documents in project `project`, split into files of 1,000
