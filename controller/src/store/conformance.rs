@@ -1324,6 +1324,17 @@ pub async fn mark_signal_processed_once(s: &dyn Store) {
     let (r, r2) = (run(&task, "r", t(1)), run(&task, "r2", t(1)));
     insert_runs(s, &[r.clone(), r2.clone()]).await;
     let mut tx = s.begin().await.unwrap();
+    // get_runs: the existing ones of the ids, like get_run for each.
+    assert!(tx.get_runs(&[]).await.unwrap().is_empty());
+    let mut got = tx.get_runs(&[r2.id, Uuid::new_v4(), r.id]).await.unwrap();
+    got.sort_by_key(|x| x.name.clone());
+    assert_eq!(
+        got,
+        vec![
+            tx.get_run(r.id).await.unwrap().unwrap(),
+            tx.get_run(r2.id).await.unwrap().unwrap()
+        ]
+    );
     assert!(tx
         .mark_signal_processed(r.id, 1, "started", t(2))
         .await

@@ -388,6 +388,17 @@ pub trait Tx: Send {
     /// the caller's to check.
     async fn insert_run(&mut self, r: &Run) -> StoreResult<()>;
     async fn get_run(&mut self, id: Uuid) -> StoreResult<Option<Run>>;
+    /// The runs with these ids that exist, in any order (signal ingest
+    /// reads a batch's runs with one query).
+    async fn get_runs(&mut self, ids: &[Uuid]) -> StoreResult<Vec<Run>> {
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            if let Some(r) = self.get_run(*id).await? {
+                out.push(r);
+            }
+        }
+        Ok(out)
+    }
     async fn get_run_by_name(&mut self, project_id: Uuid, name: &str) -> StoreResult<Option<Run>>;
     /// The run on `host_id` whose session is `session_name` (UNIQUE
     /// (host_id, session_name)).

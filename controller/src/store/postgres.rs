@@ -1028,6 +1028,19 @@ impl Tx for PgTx {
         self.one_run(&sql, id).await
     }
 
+    async fn get_runs(&mut self, ids: &[Uuid]) -> StoreResult<Vec<Run>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let sql = format!("SELECT {} FROM runs WHERE id = ANY($1)", run_cols());
+        let rows = sqlx::query(&sql)
+            .bind(ids)
+            .fetch_all(self.conn())
+            .await
+            .map_err(db_err)?;
+        rows.iter().map(run_from_row).collect()
+    }
+
     async fn get_run_by_session(
         &mut self,
         host_id: Uuid,
