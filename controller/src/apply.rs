@@ -169,6 +169,9 @@ pub async fn apply(ctx: &Ctx, req: &ApplyRequest) -> Result<Vec<ApplyResult>, Ap
         errors: Vec::new(),
         results: Vec::new(),
         projects: HashMap::new(),
+        items: HashMap::new(),
+        new_items: Vec::new(),
+        new_item_projects: Vec::new(),
         new_runs: false,
         offline_after: chrono::Duration::from_std(ctx.thresholds.offline_after)
             .expect("threshold in range"),
@@ -183,6 +186,7 @@ pub async fn apply(ctx: &Ctx, req: &ApplyRequest) -> Result<Vec<ApplyResult>, Ap
         for d in ordered {
             w.apply_one(d).await?;
         }
+        w.flush_new_items().await?;
     }
     if !w.errors.is_empty() {
         return Err(ApplyError::Invalid(w.errors));
@@ -353,6 +357,14 @@ struct Writer<'t> {
     results: Vec<ApplyResult>,
     /// Project slug → id, for tasks and runs.
     projects: HashMap<String, (Uuid, ProjectStatus)>,
+    /// Work items by project id and name: loaded with one query per
+    /// project instead of lookups per document, kept current by the writer.
+    items: HashMap<Uuid, HashMap<String, store::WorkItem>>,
+    /// New work items not written yet (parents first), and their project
+    /// slugs: [`Writer::flush_new_items`] writes them with one bulk insert
+    /// and one bulk event append, not round trips per object.
+    new_items: Vec<store::WorkItem>,
+    new_item_projects: Vec<String>,
     new_runs: bool,
     offline_after: chrono::Duration,
 }
@@ -404,6 +416,52 @@ impl Writer<'_> {
             .ok_or_else(|| StoreError::NotFound(format!("project {slug:?}")))?;
         self.projects.insert(slug.into(), (p.id, p.status));
         Ok((p.id, p.status))
+    }
+
+    /// The project's work items by name (loaded on first use).
+    async fn items_of(
+        &mut self,
+        project_id: Uuid,
+    ) -> Result<&mut HashMap<String, store::WorkItem>, ApplyError> {
+        if !self.items.contains_key(&project_id) {
+            let all = self.tx.list_work_items(project_id).await?;
+            self.items.insert(
+                project_id,
+                all.into_iter().map(|w| (w.name.clone(), w)).collect(),
+            );
+        }
+        Ok(self.items.get_mut(&project_id).expect("loaded above"))
+    }
+
+    /// Writes the pending new work items and their `work_item.created`
+    /// events in bulk. Called before any write that may depend on them.
+    async fn flush_new_items(&mut self) -> Result<(), ApplyError> {
+        if self.new_items.is_empty() {
+            return Ok(());
+        }
+        let items = std::mem::take(&mut self.new_items);
+        let slugs = std::mem::take(&mut self.new_item_projects);
+        let rows = self.tx.insert_work_items(&items).await?;
+        let events = rows
+            .iter()
+            .zip(&slugs)
+            .map(|(w, slug)| (topic::WORK_ITEM_CREATED, work_item_payload(w, slug)))
+            .collect();
+        self.tx.append_events(events, self.now).await?;
+        for w in rows {
+            if let Some(m) = self.items.get_mut(&w.project_id) {
+                m.insert(w.name.clone(), w);
+            }
+        }
+        Ok(())
+    }
+
+    async fn fresh_item(&mut self, id: Uuid) -> Result<store::WorkItem, ApplyError> {
+        Ok(self
+            .tx
+            .get_work_item(id)
+            .await?
+            .ok_or_else(|| StoreError::NotFound(format!("work item {id}")))?)
     }
 
     async fn apply_one(&mut self, d: &Document) -> Result<(), ApplyError> {
@@ -580,21 +638,18 @@ impl Writer<'_> {
         let now = self.now;
         let project_slug = t.metadata.project.to_string();
         let (project_id, _) = self.project_id(&project_slug).await?;
+        let items = self.items_of(project_id).await?;
         let parent_id = match &t.spec.parent {
             None => None,
             Some(p) => Some(
-                self.tx
-                    .get_work_item_by_name(project_id, p.as_str())
-                    .await?
+                items
+                    .get(p.as_str())
                     .ok_or_else(|| StoreError::NotFound(format!("task {p}")))?
                     .id,
             ),
         };
-        let existing = self
-            .tx
-            .get_work_item_by_name(project_id, t.metadata.name.as_str())
-            .await?;
-        let Some(mut row) = existing else {
+        let existing = items.get(t.metadata.name.as_str()).cloned();
+        let Some(cached) = existing else {
             let row = store::WorkItem {
                 id: Uuid::new_v4(),
                 project_id,
@@ -620,16 +675,20 @@ impl Writer<'_> {
                 created_at: now,
                 updated_at: now,
             };
-            let row = self.tx.insert_work_item(&row).await?;
-            self.tx
-                .append_event(
-                    topic::WORK_ITEM_CREATED,
-                    work_item_payload(&row, &project_slug),
-                    now,
-                )
-                .await?;
+            // Written in bulk by flush_new_items; known to later
+            // documents (children, runs) from now on.
+            items.insert(row.name.clone(), row.clone());
+            self.new_items.push(row);
+            self.new_item_projects.push(project_slug);
             self.result(&d.manifest, Action::Created, Some(1));
             return Ok(());
+        };
+        // A cascade or reparent earlier in this batch may have moved the
+        // stored row past the cache: read it again where that matters.
+        let row = if d.manifest.resource_version().is_some() {
+            self.fresh_item(cached.id).await?
+        } else {
+            cached
         };
         self.check_rv(d, row.meta.resource_version)?;
         let immutable = validate::immutable_changes(Kind::Task, &row.meta.spec, &spec);
@@ -650,6 +709,9 @@ impl Writer<'_> {
             self.result(&d.manifest, Action::Unchanged, Some(row.meta.generation));
             return Ok(());
         }
+        // The writes below may refer to new items (a new parent).
+        self.flush_new_items().await?;
+        let mut row = self.fresh_item(row.id).await?;
         let old_spec_status = row
             .meta
             .spec
@@ -710,6 +772,9 @@ impl Writer<'_> {
                 now,
             )
             .await?;
+        if let Some(m) = self.items.get_mut(&project_id) {
+            m.insert(row.name.clone(), row.clone());
+        }
         self.result(&d.manifest, Action::Configured, Some(row.meta.generation));
         Ok(())
     }
@@ -741,9 +806,10 @@ impl Writer<'_> {
         {
             None => {
                 let task = self
-                    .tx
-                    .get_work_item_by_name(project_id, r.spec.task.as_str())
+                    .items_of(project_id)
                     .await?
+                    .get(r.spec.task.as_str())
+                    .cloned()
                     .ok_or_else(|| StoreError::NotFound(format!("task {}", r.spec.task)))?;
                 if !matches!(task.kind, WorkItemKind::Task | WorkItemKind::Subtask) {
                     self.errors.push(d.error_at(

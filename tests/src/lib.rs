@@ -5,6 +5,8 @@
 
 pub mod worker;
 
+pub mod bench;
+
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};

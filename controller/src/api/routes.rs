@@ -1,14 +1,26 @@
 //! The `/api/v1` routes for operators and workers.
 
+use axum::extract::DefaultBodyLimit;
 use axum::routing::{delete, get, post};
 use axum::Router;
 
 use super::{attach as a, resources as r, worker as w, AppState};
 
+/// Request body limit of apply and diff (other routes keep axum's 2 MB).
+pub const APPLY_BODY_LIMIT: usize = 256 << 20;
+
 pub fn v1() -> Router<AppState> {
     Router::new()
-        .route("/api/v1/apply", post(r::apply_handler))
-        .route("/api/v1/diff", post(r::diff_handler))
+        // Large batches (10,000 manifests is several MB of YAML) exceed
+        // axum's 2 MB default body limit.
+        .route(
+            "/api/v1/apply",
+            post(r::apply_handler).layer(DefaultBodyLimit::max(APPLY_BODY_LIMIT)),
+        )
+        .route(
+            "/api/v1/diff",
+            post(r::diff_handler).layer(DefaultBodyLimit::max(APPLY_BODY_LIMIT)),
+        )
         .route("/api/v1/projects", get(r::list_projects))
         .route(
             "/api/v1/projects/{project}",

@@ -15,6 +15,8 @@
 //! so the worker can drop the rejected ones and resend the rest. Events are
 //! published only after commit.
 
+use std::collections::HashMap;
+
 use chrono::{DateTime, Utc};
 use pam_manifests::protocol::{Signal, SignalKind, SignalOutcome, SignalResult};
 use pam_manifests::state::{FailureReason, RunStatus};
@@ -37,10 +39,26 @@ pub enum BatchOutcome {
 pub async fn ingest(ctx: &Ctx, host: &Host, signals: &[Signal]) -> anyhow::Result<BatchOutcome> {
     let now = ctx.now();
     let mut tx = ctx.store.begin().await?;
+    // The batch's runs in one query. Each prefetched row serves the first
+    // signal of its run only (taken out of the map); later signals of the
+    // same run read it again, as an earlier one may have changed it.
+    let mut ids: Vec<uuid::Uuid> = signals
+        .iter()
+        .filter(|s| s.kind != SignalKind::Orphan)
+        .map(|s| s.run_id)
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let mut prefetched: HashMap<uuid::Uuid, Option<Run>> =
+        ids.iter().map(|id| (*id, None)).collect();
+    for r in tx.get_runs(&ids).await? {
+        prefetched.insert(r.id, Some(r));
+    }
     let mut results = Vec::with_capacity(signals.len());
     let mut rejected = false;
     for (index, sig) in signals.iter().enumerate() {
-        let (outcome, message) = apply_one(tx.as_mut(), host, sig, now).await?;
+        let first = prefetched.remove(&sig.run_id);
+        let (outcome, message) = apply_one(tx.as_mut(), host, sig, first, now).await?;
         rejected |= outcome == SignalOutcome::Rejected;
         results.push(SignalResult {
             index,
@@ -76,10 +94,13 @@ fn stale(why: &str) -> Applied {
     (SignalOutcome::Stale, Some(why.to_string()))
 }
 
+/// `prefetched`: the run as read at the start of the batch (`Some(None)`:
+/// it did not exist), for the first signal of each run; `None`: read it now.
 async fn apply_one(
     tx: &mut dyn Tx,
     host: &Host,
     sig: &Signal,
+    prefetched: Option<Option<Run>>,
     now: DateTime<Utc>,
 ) -> StoreResult<Applied> {
     if sig.kind == SignalKind::Orphan {
@@ -88,7 +109,11 @@ async fn apply_one(
     if let Err(e) = sig.validate() {
         return Ok((SignalOutcome::Rejected, Some(e.to_string())));
     }
-    let Some(run) = tx.get_run(sig.run_id).await? else {
+    let run = match prefetched {
+        Some(r) => r,
+        None => tx.get_run(sig.run_id).await?,
+    };
+    let Some(run) = run else {
         // Deleted since: nothing to apply, and nothing to keep retrying.
         return Ok(stale("run no longer exists"));
     };

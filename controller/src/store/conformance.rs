@@ -34,6 +34,7 @@ macro_rules! store_conformance_tests {
             records_round_trip,
             work_item_paths,
             work_item_parent_and_name_checks,
+            insert_work_items_batch,
             subtree_prefix_equals_recursive,
             reparent_rewrites_descendant_paths,
             reparent_refuses_cycle_self_and_cross_project,
@@ -61,6 +62,7 @@ macro_rules! store_conformance_tests {
             list_silent_hosts,
             delete_host_refused_while_referenced,
             events_append_after_bounds_purge,
+            append_events_batch,
             events_commit_returns_and_rollback_discards,
             tokens_insert_lookup_revoke,
             rollback_on_drop,
@@ -467,6 +469,71 @@ pub async fn work_item_paths(s: &dyn Store) {
         ids(&listed, |w| w.id),
         [root.id, child.id, grand.id],
         "ordered by path"
+    );
+}
+
+/// The bulk insert apply uses: same paths and rows as one-by-one inserts,
+/// parents stored or earlier in the batch, the same refusals.
+pub async fn insert_work_items_batch(s: &dyn Store) {
+    let (p, stored) = seed(s).await;
+    let q = project("q");
+    let mut tx = s.begin().await.unwrap();
+    tx.insert_project(&q).await.unwrap();
+    tx.commit().await.unwrap();
+    let a = item(&p, Some(&stored), "a");
+    let b = item(&p, Some(&a), "b");
+    let mut c = item(&p, None, "c");
+    c.path = "bogus".into();
+    c.kind = WorkItemKind::Epic;
+    c.meta.labels = labels_of(&[("bench", "x")]);
+    c.meta.spec = json!({"title": "c"});
+    let mut tx = s.begin().await.unwrap();
+    assert!(tx.insert_work_items(&[]).await.unwrap().is_empty());
+    let rows = tx
+        .insert_work_items(&[a.clone(), b.clone(), c.clone()])
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(ids(&rows, |w| w.id), [a.id, b.id, c.id], "input order");
+    assert_eq!(rows[0].path, format!("{}/{}", stored.path, short_id(a.id)));
+    assert_eq!(rows[1].path, format!("{}/{}", rows[0].path, short_id(b.id)));
+    assert_eq!(rows[2].path, short_id(c.id));
+    assert_eq!(rows[2].kind, WorkItemKind::Epic);
+    assert_eq!(rows[2].meta.labels, c.meta.labels);
+    assert_eq!(rows[2].meta.spec, c.meta.spec);
+    let mut tx = s.begin().await.unwrap();
+    for w in &rows {
+        assert_eq!(tx.get_work_item(w.id).await.unwrap().as_ref(), Some(w));
+    }
+    drop(tx);
+    // Refusals: an unknown parent, a parent in another project, a taken
+    // name — each an error; the caller rolls back.
+    let ghost = item(&p, None, "ghost");
+    let mut tx = s.begin().await.unwrap();
+    assert_err!(
+        tx.insert_work_items(&[item(&p, None, "ok"), item(&p, Some(&ghost), "orphan")])
+            .await,
+        StoreError::Invalid(_) | StoreError::NotFound(_)
+    );
+    drop(tx);
+    let mut tx = s.begin().await.unwrap();
+    assert_err!(
+        tx.insert_work_items(&[item(&q, Some(&stored), "x")]).await,
+        StoreError::Invalid(_)
+    );
+    drop(tx);
+    let mut tx = s.begin().await.unwrap();
+    assert_err!(
+        tx.insert_work_items(&[item(&p, None, "fresh"), item(&p, None, "a")])
+            .await,
+        StoreError::AlreadyExists(_)
+    );
+    drop(tx);
+    let mut tx = s.begin().await.unwrap();
+    assert_eq!(
+        tx.list_work_items(p.id).await.unwrap().len(),
+        4,
+        "nothing of the refused batches was committed"
     );
 }
 
@@ -1257,6 +1324,17 @@ pub async fn mark_signal_processed_once(s: &dyn Store) {
     let (r, r2) = (run(&task, "r", t(1)), run(&task, "r2", t(1)));
     insert_runs(s, &[r.clone(), r2.clone()]).await;
     let mut tx = s.begin().await.unwrap();
+    // get_runs: the existing ones of the ids, like get_run for each.
+    assert!(tx.get_runs(&[]).await.unwrap().is_empty());
+    let mut got = tx.get_runs(&[r2.id, Uuid::new_v4(), r.id]).await.unwrap();
+    got.sort_by_key(|x| x.name.clone());
+    assert_eq!(
+        got,
+        vec![
+            tx.get_run(r.id).await.unwrap().unwrap(),
+            tx.get_run(r2.id).await.unwrap().unwrap()
+        ]
+    );
     assert!(tx
         .mark_signal_processed(r.id, 1, "started", t(2))
         .await
@@ -1584,6 +1662,33 @@ pub async fn events_append_after_bounds_purge(s: &dyn Store) {
     let mut tx = s.begin().await.unwrap();
     let e = tx.append_event("x", json!({}), t(200)).await.unwrap();
     assert!(e.seq > seqs[4]);
+}
+
+/// Bulk event append: input order, increasing seqs, returned by commit
+/// like single appends.
+pub async fn append_events_batch(s: &dyn Store) {
+    let mut tx = s.begin().await.unwrap();
+    assert!(tx.append_events(Vec::new(), t(0)).await.unwrap().is_empty());
+    let first = tx.append_event("a", json!({"i": -1}), t(0)).await.unwrap();
+    let batch: Vec<(&'static str, serde_json::Value)> = (0..7)
+        .map(|i| (if i % 2 == 0 { "even" } else { "odd" }, json!({ "i": i })))
+        .collect();
+    let evs = tx.append_events(batch.clone(), t(1)).await.unwrap();
+    assert_eq!(evs.len(), 7);
+    for (e, (topic, payload)) in evs.iter().zip(&batch) {
+        assert_eq!((e.topic.as_str(), &e.payload), (*topic, payload));
+        assert_eq!(e.created_at, t(1));
+    }
+    assert!(first.seq < evs[0].seq);
+    assert!(evs.windows(2).all(|w| w[0].seq < w[1].seq));
+    let committed = tx.commit().await.unwrap();
+    assert_eq!(committed.len(), 8, "commit returns every appended event");
+    assert_eq!(ids_i64(&committed[1..]), ids_i64(&evs));
+    let mut tx = s.begin().await.unwrap();
+    assert_eq!(
+        ids_i64(&tx.events_after(first.seq, 100).await.unwrap()),
+        ids_i64(&evs)
+    );
 }
 
 fn ids_i64(v: &[super::Event]) -> Vec<i64> {

@@ -325,6 +325,18 @@ pub trait Tx: Send {
     /// missing project is [`StoreError::NotFound`]. The given `path` is
     /// ignored. Returns the stored item.
     async fn insert_work_item(&mut self, w: &WorkItem) -> StoreResult<WorkItem>;
+    /// Inserts many work items at once (apply's bulk path); same checks
+    /// and path computation as [`Tx::insert_work_item`]. Each item's parent
+    /// is stored already or earlier in `items`. Returns the stored rows in
+    /// input order. After an error, rows of the batch may remain in the
+    /// transaction: callers roll back (apply does).
+    async fn insert_work_items(&mut self, items: &[WorkItem]) -> StoreResult<Vec<WorkItem>> {
+        let mut out = Vec::with_capacity(items.len());
+        for w in items {
+            out.push(self.insert_work_item(w).await?);
+        }
+        Ok(out)
+    }
     async fn get_work_item(&mut self, id: Uuid) -> StoreResult<Option<WorkItem>>;
     async fn get_work_item_by_name(
         &mut self,
@@ -376,6 +388,17 @@ pub trait Tx: Send {
     /// the caller's to check.
     async fn insert_run(&mut self, r: &Run) -> StoreResult<()>;
     async fn get_run(&mut self, id: Uuid) -> StoreResult<Option<Run>>;
+    /// The runs with these ids that exist, in any order (signal ingest
+    /// reads a batch's runs with one query).
+    async fn get_runs(&mut self, ids: &[Uuid]) -> StoreResult<Vec<Run>> {
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            if let Some(r) = self.get_run(*id).await? {
+                out.push(r);
+            }
+        }
+        Ok(out)
+    }
     async fn get_run_by_name(&mut self, project_id: Uuid, name: &str) -> StoreResult<Option<Run>>;
     /// The run on `host_id` whose session is `session_name` (UNIQUE
     /// (host_id, session_name)).
@@ -491,6 +514,19 @@ pub trait Tx: Send {
         now: DateTime<Utc>,
     ) -> StoreResult<Event>;
     /// Events with seq > `after`, ascending, at most `limit`.
+    /// Appends many events in order (apply's bulk path); like
+    /// [`Tx::append_event`] for each.
+    async fn append_events(
+        &mut self,
+        events: Vec<(&'static str, Value)>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Vec<Event>> {
+        let mut out = Vec::with_capacity(events.len());
+        for (topic, payload) in events {
+            out.push(self.append_event(topic, payload, now).await?);
+        }
+        Ok(out)
+    }
     async fn events_after(&mut self, after: i64, limit: i64) -> StoreResult<Vec<Event>>;
     /// Deletes events created before `cutoff`; returns how many.
     async fn purge_events_before(&mut self, cutoff: DateTime<Utc>) -> StoreResult<u64>;

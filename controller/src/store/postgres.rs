@@ -12,6 +12,8 @@
 //! - Text ordering uses `COLLATE "C"` (byte order), so it matches
 //!   [`super::memory::MemStore`] whatever the database's collation.
 
+use std::collections::{HashMap, HashSet};
+
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use pam_manifests::state::{transition, HostStatus, RunStatus, WorkItemStatus};
@@ -573,6 +575,147 @@ impl Tx for PgTx {
         work_item_from_row(&row)
     }
 
+    async fn insert_work_items(&mut self, items: &[WorkItem]) -> StoreResult<Vec<WorkItem>> {
+        if items.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Paths: a parent earlier in the batch, else one lookup for every
+        // stored parent.
+        let in_batch: HashSet<Uuid> = items.iter().map(|w| w.id).collect();
+        let stored: Vec<Uuid> = items
+            .iter()
+            .filter_map(|w| w.parent_id)
+            .filter(|p| !in_batch.contains(p))
+            .collect();
+        let mut known: HashMap<Uuid, (Uuid, String)> = HashMap::new();
+        if !stored.is_empty() {
+            let rows =
+                sqlx::query("SELECT id, project_id, path FROM work_items WHERE id = ANY($1)")
+                    .bind(&stored)
+                    .fetch_all(self.conn())
+                    .await
+                    .map_err(db_err)?;
+            for row in rows {
+                known.insert(
+                    get(&row, "id")?,
+                    (get(&row, "project_id")?, get(&row, "path")?),
+                );
+            }
+        }
+        let mut paths = Vec::with_capacity(items.len());
+        for w in items {
+            let path = match w.parent_id {
+                None => short_id(w.id),
+                Some(parent) => {
+                    let (project, parent_path) = known.get(&parent).ok_or_else(|| {
+                        StoreError::Invalid(format!("parent work item {parent} does not exist"))
+                    })?;
+                    if *project != w.project_id {
+                        return Err(StoreError::Invalid(format!(
+                            "parent work item {parent} is in another project"
+                        )));
+                    }
+                    format!("{parent_path}/{}", short_id(w.id))
+                }
+            };
+            known.insert(w.id, (w.project_id, path.clone()));
+            paths.push(path);
+        }
+        // One INSERT … SELECT FROM UNNEST per chunk: no per-row round trip.
+        let sql = format!(
+            "INSERT INTO work_items ({cols}) SELECT * FROM UNNEST(\
+             $1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[], \
+             $8::text[], $9::text[], $10::text[], $11::int4[], $12::jsonb[], $13::jsonb[], \
+             $14::jsonb[], $15::int8[], $16::int8[], $17::int8[], $18::jsonb[], \
+             $19::timestamptz[], $20::timestamptz[])",
+            cols = work_item_cols()
+        );
+        self.savepoint().await?;
+        let mut result = Ok(());
+        for (chunk, chunk_paths) in items.chunks(5000).zip(paths.chunks(5000)) {
+            let q = sqlx::query(&sql)
+                .bind(chunk.iter().map(|w| w.id).collect::<Vec<_>>())
+                .bind(chunk.iter().map(|w| w.project_id).collect::<Vec<_>>())
+                .bind(chunk.iter().map(|w| w.parent_id).collect::<Vec<_>>())
+                .bind(chunk.iter().map(|w| w.name.as_str()).collect::<Vec<_>>())
+                .bind(chunk.iter().map(|w| w.kind.as_str()).collect::<Vec<_>>())
+                .bind(chunk.iter().map(|w| w.title.as_str()).collect::<Vec<_>>())
+                .bind(
+                    chunk
+                        .iter()
+                        .map(|w| w.description.as_str())
+                        .collect::<Vec<_>>(),
+                )
+                .bind(chunk.iter().map(|w| w.status.as_str()).collect::<Vec<_>>())
+                .bind(
+                    chunk
+                        .iter()
+                        .map(|w| w.assignee.as_deref())
+                        .collect::<Vec<_>>(),
+                )
+                .bind(chunk_paths)
+                .bind(chunk.iter().map(|w| w.sort_order).collect::<Vec<_>>())
+                .bind(
+                    chunk
+                        .iter()
+                        .map(|w| w.meta.spec.clone())
+                        .collect::<Vec<_>>(),
+                )
+                .bind(
+                    chunk
+                        .iter()
+                        .map(|w| labels_to_json(&w.meta.labels))
+                        .collect::<Vec<_>>(),
+                )
+                .bind(
+                    chunk
+                        .iter()
+                        .map(|w| labels_to_json(&w.meta.annotations))
+                        .collect::<Vec<_>>(),
+                )
+                .bind(chunk.iter().map(|w| w.meta.generation).collect::<Vec<_>>())
+                .bind(
+                    chunk
+                        .iter()
+                        .map(|w| w.meta.resource_version)
+                        .collect::<Vec<_>>(),
+                )
+                .bind(
+                    chunk
+                        .iter()
+                        .map(|w| w.meta.observed_generation)
+                        .collect::<Vec<_>>(),
+                )
+                .bind(
+                    chunk
+                        .iter()
+                        .map(|w| w.meta.conditions.clone())
+                        .collect::<Vec<_>>(),
+                )
+                .bind(chunk.iter().map(|w| w.created_at).collect::<Vec<_>>())
+                .bind(chunk.iter().map(|w| w.updated_at).collect::<Vec<_>>());
+            if let Err(e) = q.execute(self.conn()).await {
+                result = Err(e);
+                break;
+            }
+        }
+        self.end_savepoint(result).await?;
+        // Every column was written from `items` (no database defaults), so
+        // the stored rows are the input with its computed paths (and
+        // PostgreSQL's microsecond timestamps): no RETURNING to decode.
+        use chrono::SubsecRound;
+        Ok(items
+            .iter()
+            .zip(paths)
+            .map(|(w, path)| WorkItem {
+                path,
+                created_at: w.created_at.trunc_subsecs(6),
+                updated_at: w.updated_at.trunc_subsecs(6),
+                ..w.clone()
+            })
+            .collect())
+    }
+
     async fn get_work_item(&mut self, id: Uuid) -> StoreResult<Option<WorkItem>> {
         let sql = format!("SELECT {} FROM work_items WHERE id = $1", work_item_cols());
         let row = sqlx::query(&sql)
@@ -883,6 +1026,19 @@ impl Tx for PgTx {
     async fn get_run(&mut self, id: Uuid) -> StoreResult<Option<Run>> {
         let sql = format!("SELECT {} FROM runs WHERE id = $1", run_cols());
         self.one_run(&sql, id).await
+    }
+
+    async fn get_runs(&mut self, ids: &[Uuid]) -> StoreResult<Vec<Run>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let sql = format!("SELECT {} FROM runs WHERE id = ANY($1)", run_cols());
+        let rows = sqlx::query(&sql)
+            .bind(ids)
+            .fetch_all(self.conn())
+            .await
+            .map_err(db_err)?;
+        rows.iter().map(run_from_row).collect()
     }
 
     async fn get_run_by_session(
@@ -1414,6 +1570,47 @@ impl Tx for PgTx {
         let ev = event_from_row(&row)?;
         self.events.push(ev.clone());
         Ok(ev)
+    }
+
+    async fn append_events(
+        &mut self,
+        events: Vec<(&'static str, Value)>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Vec<Event>> {
+        if events.is_empty() {
+            return Ok(Vec::new());
+        }
+        if !self.event_lock {
+            sqlx::query("SELECT pg_advisory_xact_lock($1)")
+                .bind(EVENT_LOCK_KEY)
+                .execute(self.conn())
+                .await
+                .map_err(db_err)?;
+            self.event_lock = true;
+        }
+        let mut out = Vec::with_capacity(events.len());
+        for chunk in events.chunks(5000) {
+            // WITH ORDINALITY + ORDER BY: seq follows the input order.
+            let rows = sqlx::query(
+                "INSERT INTO events (topic, payload, created_at) \
+                 SELECT t, p, $3 FROM UNNEST($1::text[], $2::jsonb[]) WITH ORDINALITY AS u(t, p, i) \
+                 ORDER BY i RETURNING seq, topic, payload, created_at",
+            )
+            .bind(chunk.iter().map(|(t, _)| *t).collect::<Vec<_>>())
+            .bind(chunk.iter().map(|(_, p)| p.clone()).collect::<Vec<_>>())
+            .bind(now)
+            .fetch_all(self.conn())
+            .await
+            .map_err(db_err)?;
+            let mut evs = rows
+                .iter()
+                .map(event_from_row)
+                .collect::<StoreResult<Vec<_>>>()?;
+            evs.sort_by_key(|e| e.seq);
+            out.extend(evs);
+        }
+        self.events.extend(out.iter().cloned());
+        Ok(out)
     }
 
     async fn events_after(&mut self, after: i64, limit: i64) -> StoreResult<Vec<Event>> {

@@ -1,0 +1,83 @@
+//! Shared pieces of the benchmark binaries (`src/bin/bench-*.rs`): a fresh
+//! database on the test server, the real API router served in-process on a
+//! loopback port, tokens, timing and reporting.
+//!
+//! Benchmarks are binaries, not tests: they print figures and ratios
+//! against a baseline measured in the same run on the same database.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+use pam_controller::api::{auth, router, AppState};
+use pam_controller::clock::SystemClock;
+use pam_controller::store::{ApiToken, TokenKind};
+use sqlx::PgPool;
+use uuid::Uuid;
+
+/// A fresh migrated database with a bigger pool than the tests use.
+pub async fn pool(max_connections: u32) -> anyhow::Result<(PgPool, String)> {
+    let url = pam_controller::testdb::fresh_database_url().await?;
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(max_connections)
+        .connect(&url)
+        .await?;
+    Ok((pool, url))
+}
+
+/// The real router over `pool`, served on 127.0.0.1; returns its base URL
+/// and the state.
+pub async fn serve(pool: PgPool) -> anyhow::Result<(String, AppState)> {
+    let state = AppState::new(pool, Arc::new(SystemClock), Default::default());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let url = format!("http://{}", listener.local_addr()?);
+    let app = router(state.clone());
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    Ok((url, state))
+}
+
+/// Creates a token of `kind` (for `host` when a worker token).
+pub async fn token(
+    state: &AppState,
+    kind: TokenKind,
+    host: Option<&str>,
+) -> anyhow::Result<String> {
+    let (token, fingerprint) = auth::generate(kind);
+    let mut tx = state.ctx.store.begin().await?;
+    tx.insert_token(&ApiToken {
+        id: Uuid::new_v4(),
+        name: format!("bench-{}", &Uuid::new_v4().simple().to_string()[..8]),
+        kind,
+        fingerprint,
+        host_name: host.map(str::to_string),
+        created_at: Utc::now(),
+        last_used_at: None,
+        revoked_at: None,
+    })
+    .await?;
+    tx.commit().await?;
+    Ok(token)
+}
+
+/// Runs `f` once and returns its result and wall time.
+pub async fn timed<T, F: std::future::Future<Output = T>>(f: F) -> (T, Duration) {
+    let t = Instant::now();
+    let v = f.await;
+    (v, t.elapsed())
+}
+
+/// `n / d` per second.
+pub fn rate(n: usize, d: Duration) -> f64 {
+    n as f64 / d.as_secs_f64()
+}
+
+/// `PASS`/`MISS` against a target.
+pub fn verdict(ok: bool) -> &'static str {
+    if ok {
+        "PASS"
+    } else {
+        "MISS"
+    }
+}

@@ -1,0 +1,396 @@
+//! bench-loops: the controller's hot paths on real PostgreSQL, each next to
+//! a baseline measured in the same run on the same database (issue 4).
+//!
+//! - `ingest`: worker signal batches (1,000 signals per POST
+//!   /api/v1/workers/signals, 50 % duplicates: every batch re-sends the
+//!   previous batch's signals) → signals/s, next to `pgbench` running the
+//!   same SQL shape per signal (look up the run, `INSERT … ON CONFLICT DO
+//!   NOTHING` into processed_signals, then the status update and the event
+//!   insert only when the marker was new). Targets: ≥ 0.7× pgbench, ≥
+//!   10,000 signals/s.
+//! - `claim`: 16 simulated workers claiming 10,000 pending runs through
+//!   POST /api/v1/workers/claim → runs claimed/s (and each run claimed
+//!   exactly once).
+//! - `sweep`: one reconcile pass (liveness, timeouts, restarts, stops) with
+//!   10k finished runs, then with 1M: the cost must not grow.
+//!
+//! Run: `cargo run --release -p pam-tests --bin bench-loops -- [ingest|claim|sweep|all]`.
+//! pgbench: `$PGBENCH`, else /usr/lib/postgresql/15/bin/pgbench.
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use pam_controller::store::TokenKind;
+use pam_tests::bench::{self, rate, timed, verdict};
+use serde_json::{json, Value};
+use sqlx::PgPool;
+use uuid::Uuid;
+
+const PROJECT: &str = "apiVersion: pam.dev/v1\nkind: Project\nmetadata: {name: bench}\nspec: {}\n---\napiVersion: pam.dev/v1\nkind: Task\nmetadata: {name: t, project: bench}\nspec: {title: T}\n";
+
+struct Env {
+    pool: PgPool,
+    url: String,
+    db_url: String,
+    state: pam_controller::api::AppState,
+    client: reqwest::Client,
+}
+
+impl Env {
+    async fn new() -> anyhow::Result<Env> {
+        let (pool, db_url) = bench::pool(20).await?;
+        let (url, state) = bench::serve(pool.clone()).await?;
+        let env = Env {
+            pool,
+            url,
+            db_url,
+            state,
+            client: reqwest::Client::new(),
+        };
+        let op = bench::token(&env.state, TokenKind::Operator, None).await?;
+        env.post(
+            &op,
+            "/api/v1/apply",
+            json!({"files": [{"name": "p.yaml", "content": PROJECT}]}),
+        )
+        .await?;
+        Ok(env)
+    }
+
+    async fn post(&self, token: &str, path: &str, body: Value) -> anyhow::Result<Value> {
+        let r = self
+            .client
+            .post(format!("{}{path}", self.url))
+            .bearer_auth(token)
+            .json(&body)
+            .send()
+            .await?;
+        let status = r.status();
+        let v: Value = r.json().await?;
+        anyhow::ensure!(status.is_success(), "{path}: {status}: {v}");
+        Ok(v)
+    }
+
+    /// A registered (online) host with a worker token.
+    async fn host(&self, name: &str, capacity: i32) -> anyhow::Result<(String, Uuid)> {
+        let t = bench::token(&self.state, TokenKind::Worker, Some(name)).await?;
+        self.post(&t, "/api/v1/workers/register", json!({"name": name, "platform": "linux", "instance_id": Uuid::new_v4(), "capacity": capacity, "labels": {}, "version": "bench"}))
+            .await?;
+        let id: Uuid = sqlx::query_scalar("SELECT id FROM hosts WHERE name = $1")
+            .bind(name)
+            .fetch_one(&self.pool)
+            .await?;
+        Ok((t, id))
+    }
+
+    /// Inserts `n` runs of task t with the given status and host, named
+    /// `<prefix>-<i>`; returns their ids in order.
+    async fn runs(
+        &self,
+        prefix: &str,
+        n: usize,
+        status: &str,
+        host: Option<Uuid>,
+    ) -> anyhow::Result<Vec<Uuid>> {
+        let ids: Vec<Uuid> = sqlx::query_scalar(
+            "INSERT INTO runs (id, project_id, task_id, name, host_id, provider, prompt, cwd, \
+               session_name, status, attempt, pending_since, created_at, updated_at, \
+               finished_at, exit_code) \
+             SELECT u.id, w.project_id, w.id, $1 || '-' || g, $3, 'claude', 'bench', '/tmp', \
+               'pam-' || replace(u.id::text, '-', ''), $4, 1, now(), now(), now(), \
+               CASE WHEN $4 IN ('exited', 'failed', 'stopped') THEN now() END, \
+               CASE WHEN $4 IN ('exited', 'failed') THEN 0 END \
+             FROM generate_series(1, $2) g \
+             CROSS JOIN LATERAL (SELECT gen_random_uuid() AS id, g AS k) u \
+             CROSS JOIN (SELECT id, project_id FROM work_items WHERE name = 't') w \
+             ORDER BY g RETURNING id",
+        )
+        .bind(prefix)
+        .bind(n as i64)
+        .bind(host)
+        .bind(status)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(ids)
+    }
+}
+
+fn pgbench() -> String {
+    std::env::var("PGBENCH").unwrap_or_else(|_| "/usr/lib/postgresql/15/bin/pgbench".into())
+}
+
+/// Runs pgbench with `script` for `secs` seconds on `clients`; returns
+/// transactions per second (excluding connection time).
+fn run_pgbench(db_url: &str, script: &str, clients: u32, secs: u32) -> anyhow::Result<f64> {
+    let dir = tempfile::tempdir()?;
+    let file = dir.path().join("script.sql");
+    std::fs::write(&file, script)?;
+    let out = std::process::Command::new(pgbench())
+        .args(["-n", "-M", "prepared", "-c", &clients.to_string(), "-j"])
+        .arg(clients.min(2).to_string())
+        .args(["-T", &secs.to_string(), "-f"])
+        .arg(&file)
+        .arg(db_url)
+        .output()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    anyhow::ensure!(
+        out.status.success(),
+        "pgbench failed: {text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let tps = text
+        .lines()
+        .find(|l| l.starts_with("tps = "))
+        .and_then(|l| l.split_whitespace().nth(2))
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| anyhow::anyhow!("no tps in pgbench output: {text}"))?;
+    Ok(tps)
+}
+
+/// pgbench's script file: one signal per transaction, the SQL shape of
+/// ingest (run lookup, marker insert, then update + event only if new).
+const PGBENCH_INGEST: &str = r#"\set i random(1, :n)
+BEGIN;
+SELECT r.id AS run_id, r.attempt, r.status, r.host_id FROM runs r JOIN bench_pg_runs b ON b.id = r.id WHERE b.i = :i \gset
+WITH ins AS (INSERT INTO processed_signals (run_id, attempt, kind, received_at) VALUES (:run_id, :attempt, 'started', now()) ON CONFLICT DO NOTHING RETURNING 1) SELECT count(*) AS fresh FROM ins \gset
+\if :fresh
+SELECT pg_advisory_xact_lock(7);
+UPDATE runs SET status = 'running', started_at = now(), resource_version = resource_version + 1, updated_at = now() WHERE id = :run_id AND attempt = :attempt AND status = 'spawning';
+INSERT INTO events (topic, payload, created_at) VALUES ('run.started', json_build_object('run_id', (:run_id)::uuid, 'attempt', (:attempt)::int)::jsonb, now());
+\endif
+END;
+"#;
+
+async fn ingest(env: &Env) -> anyhow::Result<()> {
+    const BATCH: usize = 1000;
+    const BATCHES: usize = 20;
+    let half = BATCH / 2;
+    let (token, host) = env.host("ingest-host", 1_000_000).await?;
+    // Fresh signals for half of every batch; the other half re-sends the
+    // previous batch's fresh ones (the first batch re-sends a warm-up set).
+    let ours = env
+        .runs("ingest", half * (BATCHES + 1), "spawning", Some(host))
+        .await?;
+    let sig = |id: &Uuid| json!({"run_id": id, "attempt": 1, "kind": "started", "at": "2026-01-01T00:00:00Z"});
+    let warm: Vec<Value> = ours[..half].iter().map(sig).collect();
+    env.post(
+        &token,
+        "/api/v1/workers/signals",
+        json!({ "signals": warm }),
+    )
+    .await?;
+    let mut applied = 0usize;
+    let mut duplicates = 0usize;
+    let (r, t) = timed(async {
+        for b in 0..BATCHES {
+            let fresh = &ours[half * (b + 1)..half * (b + 2)];
+            let again = &ours[half * b..half * (b + 1)];
+            let signals: Vec<Value> = fresh.iter().chain(again).map(sig).collect();
+            let v = env
+                .post(
+                    &token,
+                    "/api/v1/workers/signals",
+                    json!({ "signals": signals }),
+                )
+                .await?;
+            for r in v["results"].as_array().into_iter().flatten() {
+                match r["outcome"].as_str() {
+                    Some("applied") => applied += 1,
+                    Some("duplicate") => duplicates += 1,
+                    o => anyhow::bail!("unexpected outcome {o:?}: {r}"),
+                }
+            }
+        }
+        anyhow::Ok(())
+    })
+    .await;
+    r?;
+    let n = BATCH * BATCHES;
+    anyhow::ensure!(
+        applied == n / 2 && duplicates == n / 2,
+        "{applied} applied, {duplicates} duplicates"
+    );
+    let ours_rate = rate(n, t);
+
+    // pgbench on the same database: its own spawning runs, half of them
+    // already marked (and running), so about half its signals are
+    // duplicates too.
+    let pg_n = 200_000;
+    let (_, pg_host) = env.host("pgbench-host", 1_000_000).await?;
+    let pg_runs = env.runs("pgbench", pg_n, "spawning", Some(pg_host)).await?;
+    sqlx::query("CREATE TABLE bench_pg_runs (i INT PRIMARY KEY, id UUID NOT NULL)")
+        .execute(&env.pool)
+        .await?;
+    sqlx::query("INSERT INTO bench_pg_runs SELECT * FROM UNNEST($1::int4[], $2::uuid[])")
+        .bind((1..=pg_n as i32).collect::<Vec<_>>())
+        .bind(&pg_runs)
+        .execute(&env.pool)
+        .await?;
+    sqlx::query(
+        "WITH d AS (SELECT id FROM bench_pg_runs WHERE i % 2 = 0) \
+         INSERT INTO processed_signals (run_id, attempt, kind, received_at) \
+         SELECT id, 1, 'started', now() FROM d",
+    )
+    .execute(&env.pool)
+    .await?;
+    sqlx::query("UPDATE runs SET status = 'running' WHERE id IN (SELECT id FROM bench_pg_runs WHERE i % 2 = 0)")
+        .execute(&env.pool)
+        .await?;
+    sqlx::query("ANALYZE").execute(&env.pool).await?;
+    let script = PGBENCH_INGEST.replace(":n", &pg_n.to_string());
+    let db = env.db_url.clone();
+    let tps = tokio::task::spawn_blocking(move || run_pgbench(&db, &script, 1, 10)).await??;
+    let ratio = ours_rate / tps;
+    println!("bench-loops ingest: {BATCHES} batches of {BATCH} `started` signals, 50 % duplicates, one client");
+    println!(
+        "  pam ingest (HTTP, batched)   {:>9.0} signals/s  ({n} in {:.2} s)   target >= 10000: {}",
+        ours_rate,
+        t.as_secs_f64(),
+        verdict(ours_rate >= 10_000.0)
+    );
+    println!("  pgbench same SQL shape       {tps:>9.0} signals/s  (1 client, 1 signal per transaction, 10 s)");
+    println!(
+        "  ratio pam / pgbench          {ratio:>9.2}x                        target >= 0.7: {}",
+        verdict(ratio >= 0.7)
+    );
+    Ok(())
+}
+
+async fn claim(env: &Env) -> anyhow::Result<()> {
+    const WORKERS: usize = 16;
+    const RUNS: usize = 10_000;
+    let mut tokens = Vec::new();
+    for i in 0..WORKERS {
+        tokens.push(env.host(&format!("w{i:02}"), 1_000_000).await?.0);
+    }
+    env.runs("claim", RUNS, "pending", None).await?;
+    sqlx::query("ANALYZE").execute(&env.pool).await?;
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for t in tokens {
+        let (client, url) = (env.client.clone(), env.url.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut got: Vec<String> = Vec::new();
+            let mut calls = 0usize;
+            loop {
+                let v: Value = client
+                    .post(format!("{url}/api/v1/workers/claim?wait=0"))
+                    .bearer_auth(&t)
+                    .send()
+                    .await?
+                    .json()
+                    .await?;
+                calls += 1;
+                let runs = v["runs"].as_array().cloned().unwrap_or_default();
+                if runs.is_empty() {
+                    break;
+                }
+                got.extend(
+                    runs.iter()
+                        .map(|r| r["run_id"].as_str().unwrap_or("").to_string()),
+                );
+            }
+            anyhow::Ok((got, calls))
+        }));
+    }
+    let mut all = Vec::new();
+    let mut calls = 0;
+    for t in tasks {
+        let (got, c) = t.await??;
+        all.extend(got);
+        calls += c;
+    }
+    let elapsed = start.elapsed();
+    let unique: HashSet<&String> = all.iter().collect();
+    anyhow::ensure!(
+        all.len() == RUNS && unique.len() == RUNS,
+        "claimed {} ({} unique) of {RUNS}",
+        all.len(),
+        unique.len()
+    );
+    println!("bench-loops claim: {WORKERS} workers claiming {RUNS} pending runs (POST /api/v1/workers/claim?wait=0, up to 16 per call)");
+    println!(
+        "  runs claimed                 {:>9.0} runs/s   ({RUNS} in {:.2} s, {calls} calls; each run claimed exactly once)",
+        rate(RUNS, elapsed),
+        elapsed.as_secs_f64()
+    );
+    Ok(())
+}
+
+/// Median of `k` reconcile passes.
+async fn sweep_time(env: &Env, k: usize) -> anyhow::Result<Duration> {
+    let mut times = Vec::new();
+    for _ in 0..k {
+        let (r, t) = timed(pam_controller::reconcile::pass(&env.state.ctx)).await;
+        r?;
+        times.push(t);
+    }
+    times.sort();
+    Ok(times[k / 2])
+}
+
+async fn sweep(env: &Env) -> anyhow::Result<()> {
+    // Live work next to the finished history: some pending runs, some
+    // running ones on an online host.
+    let (_, host) = env.host("sweep-host", 1_000).await?;
+    env.runs("pending", 100, "pending", None).await?;
+    env.runs("running", 100, "running", Some(host)).await?;
+    env.runs("fin-a", 10_000, "exited", None).await?;
+    sqlx::query("ANALYZE").execute(&env.pool).await?;
+    let small = sweep_time(env, 21).await?;
+    let (r, fill) = timed(async {
+        for chunk in 0..99 {
+            env.runs(
+                &format!("fin-b{chunk}"),
+                10_000,
+                if chunk % 3 == 0 { "failed" } else { "exited" },
+                None,
+            )
+            .await?;
+        }
+        anyhow::Ok(())
+    })
+    .await;
+    r?;
+    sqlx::query("ANALYZE").execute(&env.pool).await?;
+    let large = sweep_time(env, 21).await?;
+    let ratio = large.as_secs_f64() / small.as_secs_f64();
+    println!(
+        "bench-loops sweep: one reconcile pass (median of 21) with 100 pending + 100 running runs"
+    );
+    println!(
+        "  with     10,000 finished runs   {:>8.2} ms",
+        small.as_secs_f64() * 1e3
+    );
+    println!(
+        "  with  1,000,000 finished runs   {:>8.2} ms   (1M rows inserted in {:.0} s)",
+        large.as_secs_f64() * 1e3,
+        fill.as_secs_f64()
+    );
+    println!(
+        "  ratio 1M / 10k                  {ratio:>8.2}x   target: does not grow (<= 1.5x): {}",
+        verdict(ratio <= 1.5)
+    );
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let what = std::env::args().nth(1).unwrap_or_else(|| "all".into());
+    let all = what == "all";
+    let mut known = false;
+    if all || what == "ingest" {
+        known = true;
+        ingest(&Env::new().await?).await?;
+    }
+    if all || what == "claim" {
+        known = true;
+        claim(&Env::new().await?).await?;
+    }
+    if all || what == "sweep" {
+        known = true;
+        sweep(&Env::new().await?).await?;
+    }
+    anyhow::ensure!(known, "usage: bench-loops [ingest|claim|sweep|all]");
+    Ok(())
+}
