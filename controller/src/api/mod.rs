@@ -22,6 +22,7 @@ pub mod objects;
 pub mod pending_signals;
 pub mod resources;
 pub mod routes;
+pub mod run_events;
 pub mod snapshots;
 pub mod worker;
 
@@ -56,6 +57,7 @@ impl AppState {
 pub fn router(state: AppState) -> Router {
     Router::new()
         .merge(routes::v1())
+        .merge(crate::dashboard::router())
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/api/v1/version", get(version))

@@ -40,6 +40,10 @@ pub fn v1() -> Router<AppState> {
             "/api/v1/projects/{project}/runs/{name}/output",
             get(r::run_output),
         )
+        .route(
+            "/api/v1/projects/{project}/runs/{name}/events",
+            get(super::run_events::run_events),
+        )
         .route("/api/v1/tasks", get(r::list_all_tasks))
         .route("/api/v1/runs", get(r::list_all_runs))
         .route("/api/v1/hosts", get(r::list_hosts))
