@@ -36,11 +36,10 @@ export function render(root) {
       h('h1', 'Projects'),
       projects.length === 0
         ? empty('No projects yet.', 'Describe one in YAML and apply it: ', code('pamctl apply -f examples/'), '.')
-        : [
+        : h('div',
           h('h2', `Active (${active.length})`),
           active.length ? h('div.grid', active.map(card)) : empty('No active projects.'),
-          archived.length ? [h('h2', `Archived (${archived.length})`), h('div.grid', archived.map(card))] : null,
-        ]);
+          archived.length ? [h('h2', `Archived (${archived.length})`), h('div.grid', archived.map(card))] : null));
     fixBars(root);
   };
   const reload = debounce(load, 200);
