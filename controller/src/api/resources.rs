@@ -57,7 +57,7 @@ fn to_json<T: serde::Serialize>(v: &T) -> Value {
     serde_json::to_value(v).expect("objects serialize")
 }
 
-pub(crate) async fn project_by_slug(tx: &mut dyn Tx, slug: &str) -> ApiResult<store::Project> {
+pub(super) async fn project_by_slug(tx: &mut dyn Tx, slug: &str) -> ApiResult<store::Project> {
     tx.get_project_by_slug(slug)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("project {slug:?} not found")))
@@ -360,7 +360,7 @@ pub async fn list_all_runs(
     Ok(list(runs_list(tx.as_mut(), projects, &q).await?))
 }
 
-pub(crate) async fn run_by_name(
+pub(super) async fn run_by_name(
     tx: &mut dyn Tx,
     p: &store::Project,
     name: &str,
