@@ -96,7 +96,9 @@ export function render(root, [project]) {
         c ? h('span.tag', c.spec.type) : null,
         c ? phase(c.status.phase) : null,
         c ? ratio(c.status.completion) : null),
-      h('div.lane-cells', COLUMNS.map((col) => cell(col, list.filter((t) => t.status.phase === col).sort(order).map(card)))));
+      c && !list.length
+        ? h('p.muted.lane-empty', `No tasks directly under this ${c.spec.type}.`)
+        : h('div.lane-cells', COLUMNS.map((col) => cell(col, list.filter((t) => t.status.phase === col).sort(order).map(card)))));
     const laneEls = [];
     for (const c of containers) laneEls.push(lane(c, lanes.get(c.metadata.name)));
     if (lanes.get(null).length) laneEls.push(lane(null, lanes.get(null)));
