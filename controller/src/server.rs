@@ -97,9 +97,15 @@ async fn serve(config: &Config, clock: SharedClock, url: &str) -> anyhow::Result
         state.ctx.clone(),
         loops_shutdown,
     ));
+    let bus = state.ctx.bus.clone();
     let app = api::router(state);
+    // On SIGINT/SIGTERM, end the event streams too: graceful shutdown waits
+    // for open connections, and an SSE stream never ends by itself.
     let served = axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown_signal())
+        .with_graceful_shutdown(async move {
+            shutdown_signal().await;
+            bus.shut_down();
+        })
         .await
         .context("serve HTTP");
     stop_loops.fire();

@@ -666,3 +666,75 @@ async fn worker_protocol_claim_signals_and_attempt_guard() {
     assert_eq!(r["status"]["host"], "box-a");
     let _ = &api.clock;
 }
+
+/// Issue 4: the same signal delivered 10 times CONCURRENTLY (ten requests
+/// racing through the router on real PostgreSQL) → exactly one applied,
+/// nine duplicates, one effect, one event (processed_signals' INSERT … ON
+/// CONFLICT DO NOTHING decides the winner).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_same_signal_delivered_ten_times_concurrently_applies_once() {
+    let api = Api::new().await;
+    api.apply("tree.yaml", TREE).await;
+    let run = "apiVersion: pam.dev/v1\nkind: Run\nmetadata: {name: r1, project: web}\nspec: {task: cart, provider: claude, prompt: hi, cwd: /tmp}\n";
+    api.apply("run.yaml", run).await;
+    let wt = make_token(&api.state, TokenKind::Worker, "w", Some("box-a")).await;
+    let (s, v) = api
+        .call_as(Some(&wt), "POST", "/api/v1/workers/register", Some(json!({"name": "box-a", "platform": "linux", "instance_id": Uuid::new_v4(), "capacity": 2, "labels": {}, "version": "t"})))
+        .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let (_, v) = api
+        .call_as(Some(&wt), "POST", "/api/v1/workers/claim?wait=0", None)
+        .await;
+    let run_id = v["runs"][0]["run_id"].as_str().unwrap().to_string();
+    for (kind, extra, topic) in [
+        ("started", json!({}), "run.started"),
+        ("finished", json!({"exit_code": 3}), "run.finished"),
+    ] {
+        let mut sig =
+            json!({"run_id": run_id, "attempt": 1, "kind": kind, "at": "2026-03-01T12:00:00Z"});
+        sig.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        let body = json!({ "signals": [sig] }).to_string();
+        let barrier = Arc::new(tokio::sync::Barrier::new(10));
+        let mut handles = Vec::new();
+        for _ in 0..10 {
+            let state = api.state.clone();
+            let (wt, body, barrier) = (wt.clone(), body.clone(), barrier.clone());
+            handles.push(tokio::spawn(async move {
+                let req = Request::builder()
+                    .method("POST")
+                    .uri("/api/v1/workers/signals")
+                    .header("authorization", format!("Bearer {wt}"))
+                    .header("content-type", "application/json")
+                    .body(Body::from(body))
+                    .unwrap();
+                barrier.wait().await;
+                let resp = router(state).oneshot(req).await.unwrap();
+                let status = resp.status();
+                let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+                let v: Value = serde_json::from_slice(&bytes).unwrap();
+                (status, v)
+            }));
+        }
+        let mut outcomes = Vec::new();
+        for h in handles {
+            let (s, v) = h.await.unwrap();
+            assert_eq!(s, StatusCode::OK, "{v}");
+            outcomes.push(v["results"][0]["outcome"].as_str().unwrap().to_string());
+        }
+        outcomes.sort();
+        let mut want = vec!["applied".to_string()];
+        want.extend(std::iter::repeat_n("duplicate".to_string(), 9));
+        want.sort();
+        assert_eq!(outcomes, want, "{kind}");
+        assert_eq!(api.events(topic).await.len(), 1, "{kind}: one event");
+    }
+    let (_, r) = api.call("GET", "/api/v1/projects/web/runs/r1", None).await;
+    assert_eq!(r["status"]["phase"], "failed", "exit 3 → failed, once");
+    assert_eq!(r["status"]["exitCode"], 3);
+    assert!(
+        api.events("run.failed").await.is_empty(),
+        "a non-zero exit journals run.finished only"
+    );
+}

@@ -153,6 +153,12 @@ impl Pamd {
 
     /// Like [`Pamd::pamctl`], feeding `stdin`.
     pub fn pamctl_stdin(&self, args: &[&str], stdin: Option<&str>) -> Output {
+        self.pamctl_as(Some(&self.token), args, stdin)
+    }
+
+    /// Like [`Pamd::pamctl_stdin`] with `token` as PAM_TOKEN, or no token
+    /// at all (and no admin.token to fall back on) when `None`.
+    pub fn pamctl_as(&self, token: Option<&str>, args: &[&str], stdin: Option<&str>) -> Output {
         use std::io::Write;
         let home = self.data_dir.join("home");
         let _ = std::fs::create_dir_all(&home);
@@ -162,7 +168,6 @@ impl Pamd {
             .env("PATH", std::env::var("PATH").unwrap_or_default())
             .env("HOME", &home)
             .env("PAM_SERVER", &self.url)
-            .env("PAM_TOKEN", &self.token)
             .env("NO_COLOR", "1")
             .stdin(if stdin.is_some() {
                 Stdio::piped()
@@ -171,6 +176,9 @@ impl Pamd {
             })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        if let Some(t) = token {
+            cmd.env("PAM_TOKEN", t);
+        }
         let mut child = cmd.spawn().expect("run pamctl");
         if let Some(input) = stdin {
             child
@@ -210,6 +218,18 @@ pub fn ok(out: &Output) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// stderr of a pamctl run, asserting it failed with exit code `code`.
+pub fn fails(out: &Output, code: i32) -> String {
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "pamctl exit code:\nstdout: {}\nstderr: {}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 /// Polls `f` until it returns `Some`, or fails after `timeout`.

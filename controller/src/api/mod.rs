@@ -55,14 +55,20 @@ impl AppState {
 }
 
 pub fn router(state: AppState) -> Router {
+    let metrics = state.ctx.metrics.clone();
     Router::new()
         .merge(routes::v1())
         .merge(crate::dashboard::router())
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
+        .route("/metrics", get(crate::metrics::handler))
         .route("/api/v1/version", get(version))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(axum::middleware::from_fn_with_state(
+            metrics,
+            crate::metrics::track,
+        ))
         .with_state(state)
 }
 

@@ -783,41 +783,54 @@ pub struct EventsQuery {
     #[serde(default)]
     after: i64,
     topic: Option<String>,
+    project: Option<String>,
     limit: Option<i64>,
 }
 
-/// Pages the journal: events after `after`, optionally one topic or a
-/// topic prefix ending in `.` (`run.`).
+/// Most events one page returns (`limit` is clamped to it).
+pub const EVENTS_PAGE_MAX: i64 = 10_000;
+/// Most journal rows one filtered page scans; a filter that matches little
+/// returns fewer items and a `next` to continue from.
+const EVENTS_SCAN_MAX: i64 = 100_000;
+
+/// Pages the journal: events after `after`, filtered by `topic` (a comma
+/// list; an entry ending in `.` is a prefix, `run.`) and `project`.
+/// `next` is the seq to pass as `after` for the following page: the last
+/// journal row this page looked at, so a filtered page never rescans.
 pub async fn list_events(
     State(st): State<AppState>,
     _op: Operator,
     Query(q): Query<EventsQuery>,
 ) -> ApiResult<Json<Value>> {
-    let limit = q.limit.unwrap_or(500).clamp(1, 10_000);
+    if q.after < 0 {
+        return Err(ApiError::bad_request(
+            "after must be a non-negative integer",
+        ));
+    }
+    let limit = q.limit.unwrap_or(500).clamp(1, EVENTS_PAGE_MAX);
+    let project =
+        crate::events::stream::project_filter(&st.ctx.store, q.project.as_deref()).await?;
+    let filter = crate::events::stream::Filter::new(q.topic.as_deref(), project);
     let mut tx = st.ctx.store.begin().await?;
     let mut items = Vec::new();
-    let mut after = q.after;
-    // Filtered reads page through the journal until `limit` matches.
-    loop {
-        let page = tx.events_after(after, limit).await?;
-        let last = page.last().map(|e| e.seq);
+    let mut next = q.after;
+    let mut scanned = 0;
+    'pages: loop {
+        let page = tx.events_after(next, limit).await?;
+        let full = (page.len() as i64) == limit;
         for e in &page {
-            let keep = match q.topic.as_deref() {
-                None | Some("") => true,
-                Some(t) if t.ends_with('.') => e.topic.starts_with(t),
-                Some(t) => t.split(',').any(|t| t == e.topic),
-            };
-            if keep && (items.len() as i64) < limit {
-                items.push(json!({
-                    "seq": e.seq, "topic": e.topic, "payload": e.payload,
-                    "createdAt": objects::ts(e.created_at),
-                }));
+            next = e.seq;
+            scanned += 1;
+            if filter.keeps(e) {
+                items.push(crate::events::event_json(e));
+                if (items.len() as i64) == limit {
+                    break 'pages;
+                }
             }
         }
-        match last {
-            Some(l) if (page.len() as i64) == limit && (items.len() as i64) < limit => after = l,
-            _ => break,
+        if !full || scanned >= EVENTS_SCAN_MAX {
+            break;
         }
     }
-    Ok(Json(json!({ "items": items })))
+    Ok(Json(json!({ "items": items, "next": next })))
 }

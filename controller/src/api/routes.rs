@@ -56,6 +56,7 @@ pub fn v1() -> Router<AppState> {
         .route("/api/v1/tokens", get(r::list_tokens).post(r::create_token))
         .route("/api/v1/tokens/{id}", delete(r::revoke_token))
         .route("/api/v1/events", get(r::list_events))
+        .route("/api/v1/events/stream", get(crate::events::stream::stream))
         .route("/api/v1/workers/register", post(w::register))
         .route("/api/v1/workers/heartbeat", post(w::heartbeat))
         .route("/api/v1/workers/desired", get(w::desired))

@@ -6,32 +6,136 @@
 //! [`EventBus::publish`].
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use tokio::sync::broadcast;
+use bytes::Bytes;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
+use tokio::sync::{broadcast, watch, Mutex};
 
 use crate::store::Event;
 
-/// Fan-out of committed events.
+pub mod stream;
+
+/// A committed event as subscribers receive it: serialized once, at
+/// publish, into its whole SSE frame, so fan-out to many subscribers copies
+/// a reference count, not JSON (docs/api.md, "Event stream").
+#[derive(Debug)]
+pub struct Published {
+    pub seq: i64,
+    pub topic: String,
+    /// The payload's `project` (a name), for `?project=`.
+    pub project: Option<String>,
+    /// The payload's `project_id` (a uid), for `?project=`.
+    pub project_id: Option<String>,
+    /// `id: …\nevent: …\ndata: …\n\n`.
+    pub frame: Bytes,
+}
+
+impl Published {
+    pub fn new(e: &Event) -> Published {
+        let field = |k: &str| {
+            e.payload
+                .get(k)
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_string)
+        };
+        Published {
+            seq: e.seq,
+            topic: e.topic.clone(),
+            project: field("project"),
+            project_id: field("project_id"),
+            frame: frame(e),
+        }
+    }
+}
+
+/// The JSON an event is sent as, on the stream and by `GET /api/v1/events`.
+pub fn event_json(e: &Event) -> serde_json::Value {
+    serde_json::json!({
+        "seq": e.seq,
+        "topic": e.topic,
+        "payload": e.payload,
+        "createdAt": crate::api::objects::ts(e.created_at),
+    })
+}
+
+/// One SSE frame. Topics are `[a-z_.]` and compact JSON has no raw
+/// newline, so neither needs escaping.
+pub fn frame(e: &Event) -> Bytes {
+    let data = event_json(e).to_string();
+    Bytes::from(format!(
+        "id: {}\nevent: {}\ndata: {}\n\n",
+        e.seq, e.topic, data
+    ))
+}
+
+/// Fan-out of committed events, plus what the stream handler shares:
+/// the publish-order lock, the shutdown signal, counters.
 #[derive(Clone)]
 pub struct EventBus {
-    tx: broadcast::Sender<Arc<Event>>,
+    tx: broadcast::Sender<Arc<Published>>,
+    /// Held from commit to publish by every journaling commit (see
+    /// [`crate::reconcile::Ctx::commit`]): the journal's advisory lock
+    /// makes seqs commit in order, this makes them *publish* in order, so
+    /// a live subscriber that skips `seq <= last sent` never skips an
+    /// event that committed late.
+    order: Arc<Mutex<()>>,
+    shutdown: watch::Sender<bool>,
+    /// How often idle streams get a `: keep-alive` comment.
+    pub keep_alive: Duration,
+    /// Events published (journaled and committed) by this process.
+    pub journaled: Counter,
+    /// Open SSE streams.
+    pub subscribers: Gauge,
+    /// Times a subscriber fell behind the broadcast and was caught up from
+    /// the journal.
+    pub lagged: Counter,
 }
 
 impl EventBus {
     pub fn new(capacity: usize) -> Self {
         let (tx, _) = broadcast::channel(capacity);
-        EventBus { tx }
+        let (shutdown, _) = watch::channel(false);
+        EventBus {
+            tx,
+            order: Arc::new(Mutex::new(())),
+            shutdown,
+            keep_alive: Duration::from_secs(15),
+            journaled: Counter::default(),
+            subscribers: Gauge::default(),
+            lagged: Counter::default(),
+        }
     }
 
     /// Publishes committed events in seq order. Having no subscriber is fine.
     pub fn publish(&self, events: Vec<Event>) {
         for e in events {
-            let _ = self.tx.send(Arc::new(e));
+            self.journaled.inc();
+            let _ = self.tx.send(Arc::new(Published::new(&e)));
         }
     }
 
-    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Event>> {
+    /// The lock a journaling commit holds until it published.
+    pub async fn order_lock(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        self.order.lock().await
+    }
+
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Published>> {
         self.tx.subscribe()
+    }
+
+    /// Ends every open stream (pamd is shutting down).
+    pub fn shut_down(&self) {
+        let _ = self.shutdown.send(true);
+    }
+
+    /// Resolves once [`EventBus::shut_down`] was called.
+    pub fn on_shutdown(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let mut rx = self.shutdown.subscribe();
+        async move {
+            let _ = rx.wait_for(|stop| *stop).await;
+        }
     }
 }
 

@@ -52,6 +52,10 @@ pub async fn claim(ctx: &Ctx, host_id: Uuid, max: i64) -> anyhow::Result<Vec<Run
         tx.append_event(topic::RUN_SPAWNING, p, now).await?;
     }
     ctx.commit(tx).await?;
+    for r in &claimed {
+        let waited = (now - r.pending_since).to_std().unwrap_or_default();
+        ctx.metrics.dispatch_latency.observe(waited.as_secs_f64());
+    }
     Ok(claimed)
 }
 

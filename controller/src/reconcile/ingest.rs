@@ -53,9 +53,15 @@ pub async fn ingest(ctx: &Ctx, host: &Host, signals: &[Signal]) -> anyhow::Resul
         // Only the rejected signals get a result: the others were not
         // applied and stay in the worker's outbox (a short ack).
         results.retain(|r| r.outcome == SignalOutcome::Rejected);
+        for r in &results {
+            ctx.metrics.signal(r.outcome);
+        }
         return Ok(BatchOutcome::Rejected(results));
     }
     ctx.commit(tx).await?;
+    for r in &results {
+        ctx.metrics.signal(r.outcome);
+    }
     if results.iter().any(|r| r.outcome == SignalOutcome::Applied) {
         // A finished or failed run frees capacity and may be requeued.
         ctx.claimable.notify_waiters();
@@ -128,6 +134,17 @@ async fn first_time(
         .await
 }
 
+/// A one-shot signal for a run that is no longer live: a redelivery of one
+/// that was applied is a `duplicate` (it ended the run), anything else is
+/// `stale`. Read-only: no marker is written for a stale signal.
+async fn not_live(tx: &mut dyn Tx, run: &Run, kind: &str) -> StoreResult<Applied> {
+    if tx.signal_processed(run.id, run.attempt, kind).await? {
+        Ok(DUPLICATE)
+    } else {
+        Ok(stale("run is no longer live"))
+    }
+}
+
 const DUPLICATE: Applied = (SignalOutcome::Duplicate, None);
 const APPLIED: Applied = (SignalOutcome::Applied, None);
 
@@ -147,11 +164,11 @@ async fn progress(tx: &mut dyn Tx, run: &Run, sig: &Signal) -> StoreResult<Appli
 
 async fn started(tx: &mut dyn Tx, run: &Run, now: DateTime<Utc>) -> StoreResult<Applied> {
     if run.status != RunStatus::Spawning {
-        return Ok(if run.status == RunStatus::Running {
-            DUPLICATE
+        return if run.status == RunStatus::Running {
+            Ok(DUPLICATE)
         } else {
-            stale("run is no longer spawning")
-        });
+            not_live(tx, run, "started").await
+        };
     }
     if !first_time(tx, run, "started", now).await? {
         return Ok(DUPLICATE);
@@ -190,7 +207,7 @@ async fn finished(
     now: DateTime<Utc>,
 ) -> StoreResult<Applied> {
     if !matches!(run.status, RunStatus::Spawning | RunStatus::Running) {
-        return Ok(stale("run is no longer live"));
+        return not_live(tx, &run, "finished").await;
     }
     if !first_time(tx, &run, "finished", now).await? {
         return Ok(DUPLICATE);
@@ -252,7 +269,7 @@ async fn failed(
         matches!(run.status, RunStatus::Spawning | RunStatus::Running)
     };
     if !live {
-        return Ok(stale("run is no longer live"));
+        return not_live(tx, run, "failed").await;
     }
     if !first_time(tx, run, "failed", now).await? {
         return Ok(DUPLICATE);
@@ -273,7 +290,7 @@ async fn failed(
 /// `lost`: the worker found the session gone without a `finished`.
 async fn lost(tx: &mut dyn Tx, run: &Run, now: DateTime<Utc>) -> StoreResult<Applied> {
     if !matches!(run.status, RunStatus::Spawning | RunStatus::Running) {
-        return Ok(stale("run is no longer live"));
+        return not_live(tx, run, "lost").await;
     }
     if !first_time(tx, run, "lost", now).await? {
         return Ok(DUPLICATE);

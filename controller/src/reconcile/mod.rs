@@ -63,6 +63,8 @@ pub struct Ctx {
     pub store: Arc<dyn Store>,
     pub clock: Arc<dyn Clock>,
     pub bus: EventBus,
+    /// pamd's metrics (`GET /metrics`).
+    pub metrics: Arc<crate::metrics::Metrics>,
     pub thresholds: Thresholds,
     /// Signalled when a run may have become claimable (new run, requeue,
     /// host change), waking long-polling claims.
@@ -73,10 +75,21 @@ pub struct Ctx {
 
 impl Ctx {
     pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>, thresholds: Thresholds) -> Self {
+        Ctx::with_bus(store, clock, thresholds, EventBus::default())
+    }
+
+    /// A context over a given bus (tests use a tiny broadcast capacity).
+    pub fn with_bus(
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        thresholds: Thresholds,
+        bus: EventBus,
+    ) -> Self {
         Ctx {
             store,
             clock,
-            bus: EventBus::default(),
+            metrics: Arc::new(crate::metrics::Metrics::new(&bus)),
+            bus,
             thresholds,
             claimable: Arc::new(Notify::new()),
             wake: Arc::new(Notify::new()),
@@ -88,8 +101,16 @@ impl Ctx {
     }
 
     /// Commits `tx` and publishes the events it journaled — only after
-    /// the commit succeeded (no phantom events).
+    /// the commit succeeded (no phantom events). Journaling commits hold
+    /// the bus's order lock from commit to publish: seqs already commit in
+    /// order (the journal's advisory lock), and this keeps them published
+    /// in that order, so a resuming reader never skips a late seq.
     pub async fn commit(&self, tx: Box<dyn Tx>) -> StoreResult<()> {
+        if !tx.has_events() {
+            tx.commit().await?;
+            return Ok(());
+        }
+        let _order = self.bus.order_lock().await;
         let events = tx.commit().await?;
         self.bus.publish(events);
         Ok(())
@@ -110,13 +131,19 @@ pub struct Pass {
 /// fails runs the restart loop then requeues), then timeouts and restarts.
 pub async fn pass(ctx: &Ctx) -> anyhow::Result<Pass> {
     let mut p = Pass::default();
+    let started = std::time::Instant::now();
     let (offline, lost) = liveness::sweep(ctx).await?;
+    ctx.metrics.loop_took("liveness", started);
     p.hosts_offline = offline;
     p.runs_host_lost = lost;
+    let started = std::time::Instant::now();
     let (timed_out, stopped) = timeout::sweep(ctx).await?;
+    ctx.metrics.loop_took("timeout", started);
     p.runs_timed_out = timed_out;
     p.runs_stopped = stopped;
+    let started = std::time::Instant::now();
     p.runs_requeued = restart::sweep(ctx).await?;
+    ctx.metrics.loop_took("restart", started);
     if p.runs_requeued > 0 {
         ctx.claimable.notify_waiters();
     }
@@ -134,9 +161,11 @@ pub async fn run_loops(ctx: Ctx, shutdown: tokio_util_like::Shutdown) {
     loop {
         if ctx.now() >= integrity_due {
             integrity_due = ctx.now() + INTEGRITY_EVERY;
+            let started = std::time::Instant::now();
             if let Err(e) = integrity::sweep(&ctx).await {
                 tracing::error!(error = %e, "integrity check failed");
             }
+            ctx.metrics.loop_took("integrity", started);
         }
         if let Err(e) = pass(&ctx).await {
             tracing::error!(error = %e, "reconcile pass failed; retrying on the next resync");

@@ -1279,6 +1279,9 @@ pub async fn mark_signal_processed_once(s: &dyn Store) {
         .unwrap());
     tx.commit().await.unwrap();
     let mut tx = s.begin().await.unwrap();
+    assert!(tx.signal_processed(r.id, 1, "finished").await.unwrap());
+    assert!(!tx.signal_processed(r.id, 1, "failed").await.unwrap());
+    assert!(!tx.signal_processed(r2.id, 2, "started").await.unwrap());
     assert!(!tx
         .mark_signal_processed(r.id, 1, "finished", t(4))
         .await

@@ -764,6 +764,18 @@ impl Tx for MemTx {
         Ok(true)
     }
 
+    async fn signal_processed(
+        &mut self,
+        run_id: Uuid,
+        attempt: i32,
+        kind: &str,
+    ) -> StoreResult<bool> {
+        Ok(self
+            .work
+            .signals
+            .contains_key(&(run_id, attempt, kind.to_string())))
+    }
+
     async fn delete_run(&mut self, id: Uuid) -> StoreResult<bool> {
         if !self.work.runs.contains_key(&id) {
             return Ok(false);

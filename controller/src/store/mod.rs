@@ -291,6 +291,13 @@ pub trait Tx: Send {
     /// order) so the caller can publish them now that they are durable.
     async fn commit(self: Box<Self>) -> StoreResult<Vec<Event>>;
 
+    /// Whether this transaction appended events (so its commit must be
+    /// ordered with the other journaling commits before publishing).
+    /// Conservative default: yes.
+    fn has_events(&self) -> bool {
+        true
+    }
+
     // ---- projects ----------------------------------------------------------
 
     /// Inserts a project (`resource_version` is stored as given, normally 1).
@@ -434,6 +441,14 @@ pub trait Tx: Send {
         attempt: i32,
         kind: &str,
         now: DateTime<Utc>,
+    ) -> StoreResult<bool>;
+    /// Whether a one-shot signal was recorded for (run, attempt, kind);
+    /// read-only.
+    async fn signal_processed(
+        &mut self,
+        run_id: Uuid,
+        attempt: i32,
+        kind: &str,
     ) -> StoreResult<bool>;
     /// Deletes a run (and its processed signals). Returns whether it existed.
     async fn delete_run(&mut self, id: Uuid) -> StoreResult<bool>;

@@ -424,6 +424,10 @@ impl Tx for PgTx {
         Ok(me.events)
     }
 
+    fn has_events(&self) -> bool {
+        !self.events.is_empty()
+    }
+
     // ---- projects ----------------------------------------------------------
 
     async fn insert_project(&mut self, p: &Project) -> StoreResult<()> {
@@ -1172,6 +1176,25 @@ impl Tx for PgTx {
         .await;
         let r = self.end_savepoint(r).await?;
         Ok(r.rows_affected() == 1)
+    }
+
+    async fn signal_processed(
+        &mut self,
+        run_id: Uuid,
+        attempt: i32,
+        kind: &str,
+    ) -> StoreResult<bool> {
+        let found: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM processed_signals \
+             WHERE run_id = $1 AND attempt = $2 AND kind = $3)",
+        )
+        .bind(run_id)
+        .bind(attempt)
+        .bind(kind)
+        .fetch_one(self.conn())
+        .await
+        .map_err(db_err)?;
+        Ok(found)
     }
 
     async fn delete_run(&mut self, id: Uuid) -> StoreResult<bool> {

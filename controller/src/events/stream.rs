@@ -1,0 +1,316 @@
+//! `GET /api/v1/events/stream`: Server-Sent Events (docs/api.md, "Event
+//! stream (SSE)").
+//!
+//! # Guarantees
+//! - Resume (`Last-Event-ID` or `?after=`) loses and repeats nothing across
+//!   the journal/live seam: the handler subscribes to the broadcast
+//!   *first*, then replays the journal after the resume position, then
+//!   forwards live events skipping every `seq <= last seen`. Publishing is
+//!   in seq order ([`super::EventBus`]), so that skip never drops a late
+//!   commit.
+//! - A resume position older than the journal's first event gets one
+//!   `event: gap` naming the purged range, then the stream continues.
+//! - A subscriber that falls behind the broadcast (`Lagged`) is caught up
+//!   from the journal, not dropped.
+//! - A closed connection drops the stream (no task outlives it); pamd's
+//!   shutdown ends every stream.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Query, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use bytes::{Bytes, BytesMut};
+use serde::Deserialize;
+use tokio::sync::broadcast::error::{RecvError, TryRecvError};
+
+use super::{EventBus, Published};
+use crate::api::auth::Operator;
+use crate::api::{ApiError, AppState};
+use crate::store::{Event, Store};
+
+/// Journal page size for replays and catch-ups.
+const PAGE: i64 = 1000;
+/// Live frames gathered into one body chunk at most (bytes), so a busy
+/// stream writes few large chunks rather than one per event.
+const BATCH_BYTES: usize = 64 * 1024;
+
+#[derive(Deserialize)]
+pub struct StreamQuery {
+    after: Option<String>,
+    topic: Option<String>,
+    project: Option<String>,
+}
+
+/// Which events a stream (or a page of `GET /api/v1/events`) keeps.
+#[derive(Debug, Clone, Default)]
+pub struct Filter {
+    exact: Vec<String>,
+    prefixes: Vec<String>,
+    /// The project's name and uid.
+    project: Option<(String, String)>,
+}
+
+impl Filter {
+    /// `topic` is a comma list; an entry ending in `.` is a prefix.
+    pub fn new(topic: Option<&str>, project: Option<(String, String)>) -> Filter {
+        let mut f = Filter {
+            project,
+            ..Filter::default()
+        };
+        for t in topic.unwrap_or("").split(',').map(str::trim) {
+            if t.is_empty() {
+                continue;
+            }
+            if t.ends_with('.') {
+                f.prefixes.push(t.to_string());
+            } else {
+                f.exact.push(t.to_string());
+            }
+        }
+        f
+    }
+
+    fn topic_ok(&self, topic: &str) -> bool {
+        (self.exact.is_empty() && self.prefixes.is_empty())
+            || self.exact.iter().any(|t| t == topic)
+            || self.prefixes.iter().any(|p| topic.starts_with(p.as_str()))
+    }
+
+    fn project_ok(&self, project: Option<&str>, project_id: Option<&str>) -> bool {
+        match &self.project {
+            None => true,
+            Some((name, uid)) => project == Some(name.as_str()) || project_id == Some(uid.as_str()),
+        }
+    }
+
+    pub fn keeps(&self, e: &Event) -> bool {
+        let field = |k: &str| e.payload.get(k).and_then(serde_json::Value::as_str);
+        self.topic_ok(&e.topic) && self.project_ok(field("project"), field("project_id"))
+    }
+
+    fn keeps_published(&self, p: &Published) -> bool {
+        self.topic_ok(&p.topic) && self.project_ok(p.project.as_deref(), p.project_id.as_deref())
+    }
+}
+
+/// Resolves `?project=NAME` to (name, uid); an unknown project is a 404.
+pub async fn project_filter(
+    store: &Arc<dyn Store>,
+    project: Option<&str>,
+) -> Result<Option<(String, String)>, ApiError> {
+    let Some(name) = project.filter(|p| !p.is_empty()) else {
+        return Ok(None);
+    };
+    let mut tx = store.begin().await?;
+    let p = tx
+        .get_project_by_slug(name)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("project {name:?} not found")))?;
+    Ok(Some((name.to_string(), p.id.to_string())))
+}
+
+fn parse_seq(what: &str, v: &str) -> Result<i64, ApiError> {
+    v.trim()
+        .parse::<i64>()
+        .ok()
+        .filter(|s| *s >= 0)
+        .ok_or_else(|| ApiError::bad_request(format!("{what} must be a non-negative integer")))
+}
+
+pub async fn stream(
+    State(st): State<AppState>,
+    _op: Operator,
+    headers: HeaderMap,
+    Query(q): Query<StreamQuery>,
+) -> Result<Response, ApiError> {
+    // Last-Event-ID (a reconnect) wins over ?after= (the first connect).
+    let after = match headers.get("last-event-id") {
+        Some(v) => Some(parse_seq(
+            "Last-Event-ID",
+            v.to_str()
+                .map_err(|_| ApiError::bad_request("bad Last-Event-ID"))?,
+        )?),
+        None => q
+            .after
+            .as_deref()
+            .map(|a| parse_seq("after", a))
+            .transpose()?,
+    };
+    let project = project_filter(&st.ctx.store, q.project.as_deref()).await?;
+    let filter = Filter::new(q.topic.as_deref(), project);
+
+    // Subscribe before reading the journal: whatever commits from now on
+    // reaches us live, whatever committed before is in the journal.
+    let bus = st.ctx.bus.clone();
+    let rx = bus.subscribe();
+    let bounds = {
+        let mut tx = st.ctx.store.begin().await?;
+        tx.event_bounds().await?
+    };
+    let position = bounds.map_or(0, |(_, hi)| hi);
+    let mut queue = VecDeque::new();
+    if let (Some(after), Some((lo, _))) = (after, bounds) {
+        if lo > after + 1 {
+            let data = serde_json::json!({"from": after + 1, "to": lo - 1});
+            queue.push_back(Bytes::from(format!("event: gap\ndata: {data}\n\n")));
+        }
+    }
+    // Without a resume position the stream is live only.
+    let (last, replaying) = match after {
+        Some(a) => (a, true),
+        None => (position, false),
+    };
+    let sub = Subscriber {
+        store: st.ctx.store.clone(),
+        filter,
+        rx,
+        last,
+        replaying,
+        queue,
+        keep_alive: tokio::time::interval_at(
+            tokio::time::Instant::now() + bus.keep_alive,
+            bus.keep_alive,
+        ),
+        shutdown: Box::pin(bus.on_shutdown()),
+        lagged_count: bus.lagged.clone(),
+        _gauge: GaugeGuard::new(&bus),
+    };
+    let body = futures_util::stream::unfold(sub, |mut s| async move {
+        s.next_chunk().await.map(|b| (Ok::<_, Infallible>(b), s))
+    });
+    let mut resp = Body::from_stream(body).into_response();
+    *resp.status_mut() = StatusCode::OK;
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    h.insert("x-pam-stream-position", HeaderValue::from(position));
+    Ok(resp)
+}
+
+/// Counts an open stream for as long as it lives.
+struct GaugeGuard(prometheus_client::metrics::gauge::Gauge);
+
+impl GaugeGuard {
+    fn new(bus: &EventBus) -> GaugeGuard {
+        bus.subscribers.inc();
+        GaugeGuard(bus.subscribers.clone())
+    }
+}
+
+impl Drop for GaugeGuard {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
+struct Subscriber {
+    store: Arc<dyn Store>,
+    filter: Filter,
+    rx: tokio::sync::broadcast::Receiver<Arc<Published>>,
+    /// The highest seq seen (sent or filtered out); nothing at or below it
+    /// is sent again.
+    last: i64,
+    /// Reading the journal after `last` (a resume, or a catch-up after
+    /// lagging) rather than the broadcast.
+    replaying: bool,
+    queue: VecDeque<Bytes>,
+    keep_alive: tokio::time::Interval,
+    shutdown: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
+    lagged_count: prometheus_client::metrics::counter::Counter,
+    _gauge: GaugeGuard,
+}
+
+impl Subscriber {
+    /// The next body chunk; `None` ends the stream.
+    async fn next_chunk(&mut self) -> Option<Bytes> {
+        loop {
+            if let Some(b) = self.queue.pop_front() {
+                return Some(b);
+            }
+            if self.replaying {
+                if let Err(e) = self.replay_page().await {
+                    // The client reconnects with Last-Event-ID.
+                    tracing::warn!(error = %e, "event stream: journal read failed; closing");
+                    return None;
+                }
+                continue;
+            }
+            tokio::select! {
+                biased;
+                _ = &mut self.shutdown => return None,
+                r = self.rx.recv() => match r {
+                    Ok(p) => {
+                        let mut buf = BytesMut::new();
+                        self.take(&p, &mut buf);
+                        // Gather what is already waiting into one chunk.
+                        while buf.len() < BATCH_BYTES {
+                            match self.rx.try_recv() {
+                                Ok(p) => self.take(&p, &mut buf),
+                                Err(TryRecvError::Lagged(_)) => {
+                                    self.lagged();
+                                    break;
+                                }
+                                Err(_) => break,
+                            }
+                        }
+                        if !buf.is_empty() {
+                            self.keep_alive.reset();
+                            return Some(buf.freeze());
+                        }
+                    }
+                    Err(RecvError::Lagged(_)) => self.lagged(),
+                    Err(RecvError::Closed) => return None,
+                },
+                _ = self.keep_alive.tick() => return Some(Bytes::from_static(b": keep-alive\n\n")),
+            }
+        }
+    }
+
+    fn take(&mut self, p: &Published, buf: &mut BytesMut) {
+        if p.seq <= self.last {
+            return;
+        }
+        self.last = p.seq;
+        if self.filter.keeps_published(p) {
+            buf.extend_from_slice(&p.frame);
+        }
+    }
+
+    /// Fell behind the broadcast: what it dropped is committed, hence in
+    /// the journal; read it from there, then go on with the broadcast
+    /// (skipping what the journal gave).
+    fn lagged(&mut self) {
+        self.lagged_count.inc();
+        self.replaying = true;
+    }
+
+    /// One journal page after `last`; ends replaying on a short page.
+    async fn replay_page(&mut self) -> crate::store::StoreResult<()> {
+        let page = {
+            let mut tx = self.store.begin().await?;
+            tx.events_after(self.last, PAGE).await?
+        };
+        if (page.len() as i64) < PAGE {
+            self.replaying = false;
+        }
+        let mut buf = BytesMut::new();
+        for e in &page {
+            self.last = e.seq;
+            if self.filter.keeps(e) {
+                buf.extend_from_slice(&super::frame(e));
+            }
+        }
+        if !buf.is_empty() {
+            self.queue.push_back(buf.freeze());
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,554 @@
+//! The event stream (`GET /api/v1/events/stream`), journal paging, publish
+//! order and `/metrics`, against real PostgreSQL and the real router served
+//! on a loopback socket (docs/api.md, "Event stream (SSE)").
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{TimeZone, Utc};
+use pam_controller::api::{auth, router, AppState};
+use pam_controller::clock::ManualClock;
+use pam_controller::events::EventBus;
+use pam_controller::reconcile::Ctx;
+use pam_controller::store::{ApiToken, TokenKind};
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+struct Server {
+    state: AppState,
+    base: String,
+    token: String,
+    clock: Arc<ManualClock>,
+    http: reqwest::Client,
+}
+
+impl Server {
+    async fn start() -> Server {
+        Server::start_with(EventBus::default()).await
+    }
+
+    async fn start_with(bus: EventBus) -> Server {
+        let clock = Arc::new(ManualClock::new(
+            Utc.with_ymd_and_hms(2026, 3, 1, 12, 0, 0).unwrap(),
+        ));
+        let mut state = AppState::new(
+            pam_controller::testdb::fresh_pool().await.unwrap(),
+            clock.clone(),
+            Default::default(),
+        );
+        state.ctx = Ctx::with_bus(
+            state.ctx.store.clone(),
+            clock.clone(),
+            Default::default(),
+            bus,
+        );
+        let token = make_token(&state).await;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let app = router(state.clone());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        Server {
+            state,
+            base,
+            token,
+            clock,
+            http: reqwest::Client::new(),
+        }
+    }
+
+    fn ctx(&self) -> &Ctx {
+        &self.state.ctx
+    }
+
+    /// Journals `events` in one transaction through the real commit path.
+    async fn journal(&self, events: &[(&str, Value)]) -> Vec<i64> {
+        let ctx = self.ctx();
+        let mut tx = ctx.store.begin().await.unwrap();
+        let mut seqs = Vec::new();
+        for (topic, payload) in events {
+            let e = tx
+                .append_event(topic, payload.clone(), ctx.now())
+                .await
+                .unwrap();
+            seqs.push(e.seq);
+        }
+        ctx.commit(tx).await.unwrap();
+        seqs
+    }
+
+    async fn get(&self, path: &str) -> (u16, Value) {
+        let r = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .bearer_auth(&self.token)
+            .send()
+            .await
+            .unwrap();
+        let status = r.status().as_u16();
+        let text = r.text().await.unwrap();
+        (status, serde_json::from_str(&text).unwrap_or(json!(text)))
+    }
+
+    async fn stream(&self, query: &str, last_event_id: Option<i64>) -> Sse {
+        let mut req = self
+            .http
+            .get(format!("{}/api/v1/events/stream{query}", self.base))
+            .bearer_auth(&self.token);
+        if let Some(id) = last_event_id {
+            req = req.header("last-event-id", id.to_string());
+        }
+        let resp = req.send().await.unwrap();
+        assert_eq!(resp.status().as_u16(), 200);
+        assert_eq!(
+            resp.headers()["content-type"].to_str().unwrap(),
+            "text/event-stream"
+        );
+        let position = resp.headers()["x-pam-stream-position"]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        Sse {
+            resp,
+            buf: String::new(),
+            position,
+        }
+    }
+}
+
+async fn make_token(state: &AppState) -> String {
+    let (token, fp) = auth::generate(TokenKind::Operator);
+    let mut tx = state.ctx.store.begin().await.unwrap();
+    tx.insert_token(&ApiToken {
+        id: Uuid::new_v4(),
+        name: format!("ops-{}", Uuid::new_v4()),
+        kind: TokenKind::Operator,
+        fingerprint: fp,
+        host_name: None,
+        created_at: Utc::now(),
+        last_used_at: None,
+        revoked_at: None,
+    })
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    token
+}
+
+#[derive(Debug, Clone)]
+struct Frame {
+    id: Option<i64>,
+    event: String,
+    data: Value,
+}
+
+/// A minimal SSE reader: frames end with a blank line; comment lines
+/// (keep-alives) are skipped.
+struct Sse {
+    resp: reqwest::Response,
+    buf: String,
+    position: i64,
+}
+
+impl Sse {
+    /// The next frame, `None` when the stream ended; panics after 20 s of
+    /// silence (a test bug, not a wait).
+    async fn next(&mut self) -> Option<Frame> {
+        loop {
+            if let Some(end) = self.buf.find("\n\n") {
+                let raw: String = self.buf.drain(..end + 2).collect();
+                let mut f = Frame {
+                    id: None,
+                    event: "message".into(),
+                    data: Value::Null,
+                };
+                let mut any = false;
+                for line in raw.lines() {
+                    if let Some(v) = line.strip_prefix("id: ") {
+                        f.id = Some(v.parse().unwrap());
+                        any = true;
+                    } else if let Some(v) = line.strip_prefix("event: ") {
+                        f.event = v.to_string();
+                        any = true;
+                    } else if let Some(v) = line.strip_prefix("data: ") {
+                        f.data = serde_json::from_str(v).unwrap();
+                        any = true;
+                    }
+                }
+                if any {
+                    return Some(f);
+                }
+                continue;
+            }
+            let chunk = tokio::time::timeout(Duration::from_secs(20), self.resp.chunk())
+                .await
+                .expect("the stream went silent")
+                .unwrap()?;
+            self.buf.push_str(std::str::from_utf8(&chunk).unwrap());
+        }
+    }
+
+    async fn take(&mut self, n: usize) -> Vec<Frame> {
+        let mut out = Vec::new();
+        while out.len() < n {
+            out.push(self.next().await.expect("stream ended early"));
+        }
+        out
+    }
+}
+
+fn seqs(frames: &[Frame]) -> Vec<i64> {
+    frames.iter().map(|f| f.id.unwrap()).collect()
+}
+
+#[tokio::test]
+async fn resume_across_reconnects_with_10000_events_in_flight_loses_and_repeats_nothing() {
+    let s = Arc::new(Server::start().await);
+    let start = s.journal(&[("project.created", json!({"n": 0}))]).await[0];
+    // 10,000 events, committed concurrently by four writers (250 commits
+    // of 10 each), while the reader keeps dropping its connection.
+    let mut writers = Vec::new();
+    for w in 0..4 {
+        let s = s.clone();
+        writers.push(tokio::spawn(async move {
+            for i in 0..250 {
+                let batch: Vec<(&str, Value)> = (0..10)
+                    .map(|k| ("work_item.updated", json!({"w": w, "i": i, "k": k})))
+                    .collect();
+                s.journal(&batch).await;
+            }
+        }));
+    }
+    let mut got: Vec<i64> = Vec::new();
+    let mut last = start;
+    let mut reconnects = 0;
+    while got.len() < 10_000 {
+        let mut sse = if reconnects == 0 {
+            s.stream(&format!("?after={start}"), None).await
+        } else {
+            s.stream("", Some(last)).await
+        };
+        reconnects += 1;
+        // Read an uneven slice, then drop the connection mid-stream.
+        let want = (700 + reconnects * 37).min(10_000 - got.len());
+        for f in sse.take(want).await {
+            assert_eq!(f.event, "work_item.updated");
+            let id = f.id.unwrap();
+            assert_eq!(f.data["seq"], id);
+            got.push(id);
+            last = id;
+        }
+    }
+    for w in writers {
+        w.await.unwrap();
+    }
+    assert!(reconnects > 5, "only {reconnects} connections");
+    let (status, page) = s
+        .get(&format!("/api/v1/events?after={start}&limit=10000"))
+        .await;
+    assert_eq!(status, 200);
+    let journal: Vec<i64> = page["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["seq"].as_i64().unwrap())
+        .collect();
+    assert_eq!(journal.len(), 10_000);
+    assert_eq!(got, journal, "lost, repeated or reordered events");
+}
+
+#[tokio::test]
+async fn topic_prefix_and_project_filters() {
+    let s = Server::start().await;
+    let (st, v) = s.get("/api/v1/events/stream?project=nope").await;
+    assert_eq!((st, v["error"]["code"].as_str()), (404, Some("not_found")));
+    let (st, v) = s.get("/api/v1/events/stream?after=x").await;
+    assert_eq!(
+        (st, v["error"]["code"].as_str()),
+        (400, Some("bad_request"))
+    );
+    let r = s
+        .http
+        .get(format!("{}/api/v1/events/stream", s.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 401);
+
+    // A project through the API, so ?project= can resolve its uid.
+    let (st, v) = s
+        .state
+        .clone()
+        .pipe_apply("apiVersion: pam.dev/v1\nkind: Project\nmetadata: {name: web}\nspec: {displayName: Web}\n")
+        .await;
+    assert_eq!(st, 200, "{v}");
+    let (_, p) = s.get("/api/v1/projects/web").await;
+    let uid = p["metadata"]["uid"].as_str().unwrap().to_string();
+    let before = s.get("/api/v1/events?after=0&limit=10000").await.1["next"]
+        .as_i64()
+        .unwrap();
+
+    let mut by_topic = s.stream("?topic=run.started,work_item.", None).await;
+    let mut by_prefix = s.stream("?topic=run.", None).await;
+    let mut by_project = s.stream("?project=web", None).await;
+    let mut all = s.stream("", None).await;
+    assert_eq!(all.position, before, "X-Pam-Stream-Position is the max seq");
+    let published = s
+        .journal(&[
+            ("run.created", json!({"project_id": uid})),
+            ("run.started", json!({"project_id": "other"})),
+            ("work_item.created", json!({"project": "web"})),
+            ("worker.registered", json!({"host": "a"})),
+            ("project.updated", json!({"project": "api"})),
+            ("run.finished", json!({"project_id": uid})),
+            ("marker.end", json!({})),
+        ])
+        .await;
+    let topics = |fs: &[Frame]| fs.iter().map(|f| f.event.clone()).collect::<Vec<_>>();
+    assert_eq!(
+        topics(&by_topic.take(2).await),
+        ["run.started", "work_item.created"]
+    );
+    assert_eq!(
+        topics(&by_prefix.take(3).await),
+        ["run.created", "run.started", "run.finished"]
+    );
+    assert_eq!(
+        topics(&by_project.take(3).await),
+        ["run.created", "work_item.created", "run.finished"]
+    );
+    let every = all.take(7).await;
+    assert_eq!(seqs(&every), published);
+    assert!(every[0].data["createdAt"].is_string());
+    assert_eq!(every[0].data["payload"]["project_id"], uid.as_str());
+
+    // The same filters page the journal; `next` continues after the last
+    // row looked at.
+    let (_, page) = s
+        .get(&format!(
+            "/api/v1/events?after={before}&topic=run.,worker.registered&limit=2"
+        ))
+        .await;
+    let items = page["items"].as_array().unwrap();
+    assert_eq!(
+        items
+            .iter()
+            .map(|e| e["topic"].as_str().unwrap())
+            .collect::<Vec<_>>(),
+        ["run.created", "run.started"]
+    );
+    assert_eq!(page["next"], published[1]);
+    let (_, page) = s
+        .get(&format!(
+            "/api/v1/events?after={}&topic=run.,worker.registered&limit=2",
+            published[1]
+        ))
+        .await;
+    let items = page["items"].as_array().unwrap();
+    assert_eq!(
+        items
+            .iter()
+            .map(|e| e["topic"].as_str().unwrap())
+            .collect::<Vec<_>>(),
+        ["worker.registered", "run.finished"]
+    );
+    let (_, page) = s
+        .get(&format!(
+            "/api/v1/events?after={}&project=web",
+            published[1]
+        ))
+        .await;
+    assert_eq!(page["items"].as_array().unwrap().len(), 2);
+    assert_eq!(page["next"], published[6], "the scan reached the end");
+    let (_, page) = s
+        .get(&format!("/api/v1/events?after={}", published[6]))
+        .await;
+    assert_eq!(page["items"], json!([]));
+    assert_eq!(page["next"], published[6], "an empty page keeps the cursor");
+    let (st, _) = s.get("/api/v1/events?after=-1").await;
+    assert_eq!(st, 400);
+}
+
+#[tokio::test]
+async fn purged_resume_position_gets_a_gap_event_then_continues() {
+    let s = Server::start().await;
+    let old = s
+        .journal(&[
+            ("project.created", json!({})),
+            ("project.updated", json!({})),
+            ("project.updated", json!({})),
+        ])
+        .await;
+    s.clock.advance(chrono::Duration::days(31));
+    let kept = s.journal(&[("project.archived", json!({}))]).await;
+    let purged = pam_controller::reconcile::retention::purge(s.ctx(), 30)
+        .await
+        .unwrap();
+    assert_eq!(purged, 3);
+
+    let mut sse = s.stream(&format!("?after={}", old[0]), None).await;
+    let gap = sse.next().await.unwrap();
+    assert_eq!(gap.event, "gap");
+    assert_eq!(gap.id, None, "a gap is not a resume position");
+    assert_eq!(gap.data, json!({"from": old[1], "to": kept[0] - 1}));
+    let next = sse.next().await.unwrap();
+    assert_eq!(
+        (next.id, next.event.as_str()),
+        (Some(kept[0]), "project.archived")
+    );
+    let live = s.journal(&[("project.updated", json!({}))]).await;
+    assert_eq!(sse.next().await.unwrap().id, Some(live[0]));
+
+    // A position still in the journal gets no gap.
+    let mut sse = s.stream("", Some(kept[0] - 1)).await;
+    let f = sse.next().await.unwrap();
+    assert_eq!(
+        (f.event.as_str(), f.id),
+        ("project.archived", Some(kept[0]))
+    );
+}
+
+#[tokio::test]
+async fn a_lagging_subscriber_is_caught_up_from_the_journal() {
+    // A broadcast of 4: one commit of 500 events overruns it at once.
+    let s = Server::start_with(EventBus::new(4)).await;
+    let mut sse = s.stream("", None).await;
+    let batch: Vec<(&str, Value)> = (0..500)
+        .map(|i| ("work_item.updated", json!({"i": i})))
+        .collect();
+    let first = s.journal(&batch).await;
+    let second = s.journal(&batch).await;
+    let got = sse.take(1000).await;
+    assert_eq!(seqs(&got), [first, second].concat());
+    assert!(s.ctx().bus.lagged.get() >= 1, "the subscriber never lagged");
+}
+
+#[tokio::test]
+async fn concurrent_commits_publish_in_seq_order() {
+    let s = Arc::new(Server::start().await);
+    let mut rx = s.ctx().bus.subscribe();
+    let mut sse = s.stream("", None).await;
+    let mut tasks = Vec::new();
+    for w in 0..8 {
+        let s = s.clone();
+        tasks.push(tokio::spawn(async move {
+            for i in 0..60 {
+                let n = 1 + (w + i) % 3;
+                let batch: Vec<(&str, Value)> =
+                    (0..n).map(|_| ("project.updated", json!({}))).collect();
+                s.journal(&batch).await;
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let total = (0..8)
+        .flat_map(|w| (0..60).map(move |i| 1 + (w + i) % 3))
+        .sum::<usize>();
+    let mut published = Vec::new();
+    while let Ok(e) = rx.try_recv() {
+        published.push(e.seq);
+    }
+    assert_eq!(published.len(), total);
+    let mut sorted = published.clone();
+    sorted.sort();
+    assert_eq!(published, sorted, "published out of seq order");
+    assert_eq!(seqs(&sse.take(total).await), sorted);
+}
+
+#[tokio::test]
+async fn shutdown_ends_open_streams() {
+    let s = Server::start().await;
+    let mut sse = s.stream("", None).await;
+    assert_eq!(s.ctx().bus.subscribers.get(), 1);
+    s.ctx().bus.shut_down();
+    assert!(sse.next().await.is_none(), "the stream stayed open");
+    drop(sse);
+    // The server side is gone too.
+    for _ in 0..1000 {
+        if s.ctx().bus.subscribers.get() == 0 {
+            return;
+        }
+        tokio::task::yield_now().await;
+    }
+    panic!("subscriber gauge still {}", s.ctx().bus.subscribers.get());
+}
+
+#[tokio::test]
+async fn metrics_and_readiness() {
+    let s = Server::start().await;
+    let (st, v) = s
+        .state
+        .clone()
+        .pipe_apply("apiVersion: pam.dev/v1\nkind: Project\nmetadata: {name: web}\nspec: {displayName: Web}\n---\napiVersion: pam.dev/v1\nkind: Task\nmetadata: {name: t, project: web}\nspec: {title: T}\n---\napiVersion: pam.dev/v1\nkind: Run\nmetadata: {name: r1, project: web}\nspec: {task: t, provider: claude, prompt: hi, cwd: /tmp}\n")
+        .await;
+    assert_eq!(st, 200, "{v}");
+    let _sse = s.stream("", None).await;
+    s.get("/api/v1/projects/web").await;
+    let (st, _) = s.get("/readyz").await;
+    assert_eq!(st, 200);
+    // No token needed.
+    let r = s
+        .http
+        .get(format!("{}/metrics", s.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    assert!(r.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("application/openmetrics-text"));
+    let text = r.text().await.unwrap();
+    for want in [
+        "pam_runs{phase=\"pending\"} 1",
+        "pam_runs{phase=\"running\"} 0",
+        "pam_hosts{phase=\"online\"} 0",
+        "pam_sse_subscribers 1",
+        "pam_events_journaled_total ",
+        "# TYPE pam_dispatch_latency_seconds histogram",
+        "pam_signals_total{outcome=\"duplicate\"} 0",
+        "pam_loop_duration_seconds_count{loop=\"liveness\"} 0",
+        "pam_http_request_duration_seconds_count{method=\"GET\",route=\"/api/v1/projects/{project}\",status=\"200\"} 1",
+    ] {
+        assert!(text.contains(want), "missing {want:?} in\n{text}");
+    }
+    let journaled: f64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("pam_events_journaled_total "))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(journaled >= 3.0, "{journaled}");
+}
+
+/// Applies manifests through the real router.
+trait PipeApply {
+    async fn pipe_apply(self, yaml: &str) -> (u16, Value);
+}
+
+impl PipeApply for AppState {
+    async fn pipe_apply(self, yaml: &str) -> (u16, Value) {
+        use tower::ServiceExt;
+        let token = make_token(&self).await;
+        let body = json!({"files": [{"name": "m.yaml", "content": yaml}]}).to_string();
+        let req = axum::http::Request::builder()
+            .method("POST")
+            .uri("/api/v1/apply")
+            .header("authorization", format!("Bearer {token}"))
+            .header("content-type", "application/json")
+            .body(axum::body::Body::from(body))
+            .unwrap();
+        let resp = router(self).oneshot(req).await.unwrap();
+        let status = resp.status().as_u16();
+        let bytes = http_body_util::BodyExt::collect(resp.into_body())
+            .await
+            .unwrap()
+            .to_bytes();
+        (
+            status,
+            serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        )
+    }
+}

@@ -1,0 +1,268 @@
+//! Every bad-input case of issue 3 through `pamctl apply` against a real
+//! pamd: each error names the file, document index, line, column, field
+//! path and what was expected; one bad document means nothing of the batch
+//! is written.
+
+use std::path::Path;
+
+use pam_tests::{fails, ok, Pamd, PamdOptions};
+
+/// A valid Project as document 0 of every bad file: it must not be written
+/// either.
+const HEADER: &str = "apiVersion: pam.dev/v1
+kind: Project
+metadata: {name: web}
+spec: {}
+---
+";
+
+fn task(extra_meta: &str, spec: &str) -> String {
+    format!(
+        "apiVersion: pam.dev/v1\nkind: Task\nmetadata:\n  name: a\n  project: web\n{extra_meta}spec:\n{spec}"
+    )
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p.display().to_string()
+}
+
+/// Applies `text` from a file, asserts exit 3 and that stderr has
+/// `error: <file>: <expected>`; returns stderr.
+fn refused(pamd: &Pamd, dir: &Path, name: &str, text: &str, expected: &str) -> String {
+    let f = write(dir, name, text);
+    let err = fails(&pamd.pamctl(&["apply", "-f", &f]), 3);
+    let want = format!("error: {f}: {}", expected.replace("{file}", &f));
+    assert!(err.contains(&want), "{name}: expected\n  {want}\nin\n{err}");
+    assert!(err.contains("422"), "{err}");
+    err
+}
+
+#[tokio::test]
+async fn malformed_documents_are_positioned_errors_and_nothing_is_written() {
+    let pamd = Pamd::start(PamdOptions::default()).await.unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let cases: Vec<(&str, String, &str)> = vec![
+        (
+            "unknown-field.yaml",
+            task("", "  title: A\n  colour: red\n"),
+            "document 1, line 13, column 3: spec.colour: unknown field, expected one of `type`, `title`, `description`, `parent`, `status`, `assignee`, `sortOrder`",
+        ),
+        (
+            "wrong-type.yaml",
+            task("", "  title: A\n  sortOrder: many\n"),
+            "document 1, line 13, column 14: spec.sortOrder: invalid type: string \"many\", expected i32",
+        ),
+        (
+            "bad-enum.yaml",
+            task("", "  title: A\n  type: story\n"),
+            "document 1, line 13, column 9: spec.type: unknown variant `story`, expected one of `milestone`, `epic`, `task`, `subtask`",
+        ),
+        (
+            "missing-required.yaml",
+            task("", "  type: task\n"),
+            "document 1, line 11, column 1: spec.title: missing required field, expected a value",
+        ),
+        (
+            "bad-name.yaml",
+            task("", "  title: A\n").replace("name: a", "name: Bad_Name"),
+            "document 1, line 9, column 9: metadata.name: invalid name \"Bad_Name\", expected a DNS label",
+        ),
+        (
+            "status-block.yaml",
+            format!("{}status:\n  phase: done\n", task("", "  title: A\n")),
+            "document 1, line 13, column 1: status: status is observed state, set by the controller; expected no status in a manifest (remove the block)",
+        ),
+        (
+            "duplicate.yaml",
+            format!("{}---\n{}", task("", "  title: A\n"), task("", "  title: A2\n")),
+            "document 2, line 17, column 9: metadata.name: duplicate Task \"a\" in project \"web\" (first in {file} document 1), expected each (kind, project, name) once per batch",
+        ),
+    ];
+    for (name, body, expected) in &cases {
+        refused(&pamd, dir, name, &format!("{HEADER}{body}"), expected);
+    }
+    // Several problems in one batch: each reported.
+    let many = format!(
+        "{HEADER}{}---\n{}",
+        task("", "  title: A\n  colour: red\n"),
+        task("", "  type: story\n").replace("name: a", "name: b")
+    );
+    let err = refused(
+        &pamd,
+        dir,
+        "many.yaml",
+        &many,
+        "document 1, line 13, column 3: spec.colour: unknown field",
+    );
+    assert!(err.contains("document 2, line "), "{err}");
+    assert!(err.contains("spec.type: unknown variant `story`"), "{err}");
+    // Nothing of any batch was written, not even the valid Project.
+    assert_eq!(ok(&pamd.pamctl(&["get", "projects", "-o", "name"])), "");
+    assert_eq!(ok(&pamd.pamctl(&["events"])), "");
+    // The same content without the bad document applies.
+    let good = format!("{HEADER}{}", task("", "  title: A\n"));
+    let out = ok(&pamd.pamctl_stdin(&["apply", "-f", "-"], Some(&good)));
+    assert_eq!(out, "project.pam.dev/web created\ntask.pam.dev/a created\n");
+}
+
+const STORED: &str = "apiVersion: pam.dev/v1
+kind: Project
+metadata: {name: web}
+spec: {}
+---
+apiVersion: pam.dev/v1
+kind: Project
+metadata: {name: other}
+spec: {}
+---
+apiVersion: pam.dev/v1
+kind: Task
+metadata: {name: launch, project: web}
+spec: {type: milestone, title: Launch}
+---
+apiVersion: pam.dev/v1
+kind: Task
+metadata: {name: checkout, project: web}
+spec: {type: epic, title: Checkout, parent: launch}
+---
+apiVersion: pam.dev/v1
+kind: Task
+metadata: {name: cart, project: web}
+spec: {title: Cart, parent: checkout}
+---
+apiVersion: pam.dev/v1
+kind: Task
+metadata: {name: cart-ui, project: web}
+spec: {type: subtask, title: Cart UI, parent: cart}
+---
+apiVersion: pam.dev/v1
+kind: Task
+metadata: {name: elsewhere, project: other}
+spec: {title: Elsewhere}
+";
+
+fn doc_task(name: &str, project: &str, spec: &str) -> String {
+    format!("apiVersion: pam.dev/v1\nkind: Task\nmetadata: {{name: {name}, project: {project}}}\nspec: {{{spec}}}\n")
+}
+
+fn doc_run(name: &str, project: &str, task: &str) -> String {
+    format!("apiVersion: pam.dev/v1\nkind: Run\nmetadata: {{name: {name}, project: {project}}}\nspec: {{task: {task}, provider: claude, prompt: go, cwd: /tmp}}\n")
+}
+
+#[tokio::test]
+async fn batch_rules_refuse_the_whole_batch() {
+    let pamd = Pamd::start(PamdOptions::default()).await.unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    ok(&pamd.pamctl_stdin(&["apply", "-f", "-"], Some(STORED)));
+    let state = || {
+        (
+            ok(&pamd.pamctl(&["get", "tasks", "-A", "-o", "json"])),
+            ok(&pamd.pamctl(&["get", "runs", "-A", "-o", "name"])),
+            ok(&pamd.pamctl(&["events"])).lines().count(),
+        )
+    };
+    let before = state();
+    // A valid new task first in every batch: it must not be written.
+    let fresh = doc_task("fresh", "web", "title: Fresh");
+    let cases: Vec<(&str, String, &str)> = vec![
+        (
+            // The other project and its task are in the batch.
+            "other-project-parent.yaml",
+            format!(
+                "{}---\n{}",
+                doc_task("x", "web", "title: X, parent: there"),
+                doc_task("there", "other", "title: There")
+            ),
+            "document 1, line 9, column 26: spec.parent: task \"there\" is in project \"other\", expected a task in project \"web\"",
+        ),
+        (
+            // The other project's task is stored: not found in this project.
+            "stored-other-project-parent.yaml",
+            doc_task("x", "web", "title: X, parent: elsewhere"),
+            "document 1, line 9, column 26: spec.parent: no task \"elsewhere\" in project \"web\", expected the name of a Task in this batch or already stored in project \"web\"",
+        ),
+        (
+            "self-parent.yaml",
+            doc_task("x", "web", "title: X, parent: x"),
+            "document 1, line 9, column 26: spec.parent: task \"x\" is its own parent, expected another task's name or no parent",
+        ),
+        (
+            "cycle.yaml",
+            format!(
+                "{}---\n{}",
+                doc_task("x", "web", "title: X, parent: y"),
+                doc_task("y", "web", "title: Y, parent: x")
+            ),
+            "document 1, line 9, column 26: spec.parent: parent \"y\" makes a cycle x → y → x, expected a parent that is not \"x\" or one of its descendants",
+        ),
+        (
+            // OQ-6: the cycle only exists after the reparent of a stored task.
+            "cycle-by-reparent.yaml",
+            doc_task("launch", "web", "type: milestone, title: Launch, parent: cart-ui"),
+            "document 1, line 9, column 48: spec.parent: parent \"cart-ui\" makes a cycle launch → cart-ui → cart → checkout → launch, expected a parent that is not \"launch\" or one of its descendants",
+        ),
+        (
+            "run-on-milestone.yaml",
+            doc_run("r1", "web", "launch"),
+            "document 1, line 9, column 14: spec.task: task \"launch\" is a milestone, expected a task or subtask (runs execute tasks and subtasks only)",
+        ),
+        (
+            "run-on-epic.yaml",
+            doc_run("r1", "web", "checkout"),
+            "document 1, line 9, column 14: spec.task: task \"checkout\" is an epic, expected a task or subtask (runs execute tasks and subtasks only)",
+        ),
+    ];
+    for (name, body, expected) in &cases {
+        refused(&pamd, dir, name, &format!("{fresh}---\n{body}"), expected);
+        assert_eq!(state(), before, "{name}: nothing of the batch was written");
+    }
+
+    // Archived project: no new Task, no new Run; existing ones still apply.
+    let archive =
+        "apiVersion: pam.dev/v1\nkind: Project\nmetadata: {name: web}\nspec: {archived: true}\n";
+    let out = ok(&pamd.pamctl_stdin(&["apply", "-f", "-"], Some(archive)));
+    assert_eq!(out, "project.pam.dev/web configured\n");
+    let before = state();
+    refused(
+        &pamd,
+        dir,
+        "archived-task.yaml",
+        &fresh,
+        "document 0, line 3, column 34: metadata.project: project \"web\" is archived and takes no new Task, expected an active project (set spec.archived: false on the Project first)",
+    );
+    refused(
+        &pamd,
+        dir,
+        "archived-run.yaml",
+        &doc_run("r1", "web", "cart"),
+        "document 0, line 3, column 31: metadata.project: project \"web\" is archived and takes no new Run, expected an active project (set spec.archived: false on the Project first)",
+    );
+    assert_eq!(state(), before);
+    let out = ok(&pamd.pamctl_stdin(
+        &["apply", "-f", "-"],
+        Some(&doc_task(
+            "cart",
+            "web",
+            "title: Cart renamed, parent: checkout",
+        )),
+    ));
+    assert_eq!(
+        out, "task.pam.dev/cart configured\n",
+        "stored tasks still apply"
+    );
+    // Un-archiving (in the same batch) restores.
+    let unarchived = format!(
+        "{}---\n{fresh}---\n{}",
+        archive.replace("archived: true", "archived: false"),
+        doc_run("r1", "web", "cart")
+    );
+    let out = ok(&pamd.pamctl_stdin(&["apply", "-f", "-"], Some(&unarchived)));
+    assert_eq!(
+        out,
+        "project.pam.dev/web configured\ntask.pam.dev/fresh created\nrun.pam.dev/r1 created\n"
+    );
+}
