@@ -58,17 +58,21 @@ export async function startPamd({ configToml = '' } = {}) {
   const url = `http://127.0.0.1:${port}`;
   const log = join(dataDir, 'pamd.log');
   const out = openSync(log, 'a');
-  const child = spawn(bin('pamd'), ['--config', config, '--data-dir', dataDir, '--listen', `127.0.0.1:${port}`, '--database-url', databaseUrl],
-    { env: { ...process.env, PAM_LOG: 'info' }, stdio: ['ignore', out, out] });
-  let exited = null;
-  child.on('exit', (code, sig) => { exited = `${code ?? sig}`; });
-  await eventually('pamd /readyz', async () => {
-    if (exited) throw new Error(`pamd exited (${exited}):\n${readFileSync(log, 'utf8')}`);
-    const r = await fetch(`${url}/readyz`);
-    return r.ok;
-  }, 30000);
+  const launch = async () => {
+    const child = spawn(bin('pamd'), ['--config', config, '--data-dir', dataDir, '--listen', `127.0.0.1:${port}`, '--database-url', databaseUrl],
+      { env: { ...process.env, PAM_LOG: 'info' }, stdio: ['ignore', out, out] });
+    let exited = null;
+    child.on('exit', (code, sig) => { exited = `${code ?? sig}`; });
+    await eventually('pamd /readyz', async () => {
+      if (exited) throw new Error(`pamd exited (${exited}):\n${readFileSync(log, 'utf8')}`);
+      const r = await fetch(`${url}/readyz`);
+      return r.ok;
+    }, 30000);
+    return child;
+  };
+  let child = await launch();
   const token = readFileSync(join(dataDir, 'admin.token'), 'utf8').trim();
-  const children = [child];
+  const children = [];
   const pamd = {
     url, token, dir, dataDir, log: () => readFileSync(log, 'utf8'),
     /** pamctl with an isolated environment. */
@@ -93,9 +97,23 @@ export async function startPamd({ configToml = '' } = {}) {
       if (r.status >= 400) throw new Error(`GET ${path}: ${r.status} ${JSON.stringify(r.body)}`);
       return r.body;
     },
+    /** SIGKILL pamd (a crash). */
+    async kill() {
+      if (child.exitCode === null && child.signalCode === null) {
+        const gone = new Promise((r) => child.once('exit', r));
+        child.kill('SIGKILL');
+        await gone;
+      }
+    },
+    /** Starts pamd again on the same port, data dir and database. */
+    async restart() {
+      await pamd.kill();
+      child = await launch();
+    },
     /** Tracks a child process to kill at stop(). */
     own(c) { children.push(c); return c; },
     async stop() {
+      await pamd.kill();
       for (const c of children.reverse()) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
     },
   };
