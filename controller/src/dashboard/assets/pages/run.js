@@ -1,5 +1,8 @@
 // One run: its state, a timeline of its events (grouped by attempt), the
-// latest output snapshot (updating live), and the stop button.
+// latest output snapshot (updating live), the stop button, and attach: take
+// the run's attach lease (POST …/attach), type into its pane through the
+// input box (…/attach/input), renew the lease while the page is open and
+// release it on leaving.
 
 import { get, post, enc } from '../api.js';
 import { onEvent } from '../sse.js';
@@ -14,10 +17,76 @@ export function render(root, [project, name]) {
   const timeline = h('ol.timeline', { 'aria-label': 'timeline' });
   const output = h('pre.output', { id: 'output', 'aria-label': 'latest output' }, 'No output yet.');
   const outputMeta = h('p.muted', { id: 'output-meta' });
+  const attachBox = h('div.attach', { id: 'attach' });
   root.replaceChildren(head,
     h('div.two',
       h('section.panel', h('h2', 'Timeline'), timeline),
-      h('section.panel', h('h2', 'Latest output'), outputMeta, output)));
+      h('section.panel', h('h2', 'Latest output'), outputMeta, output, attachBox)));
+
+  // Attach lease: held while this page is open.
+  let lease = null;
+  let renewTimer = null;
+  let expiry = null;
+  const dropLease = () => { lease = null; clearInterval(renewTimer); renewTimer = null; };
+  const release = async () => {
+    if (!lease) return;
+    const id = lease.leaseId;
+    dropLease();
+    try { await post(`${base}/attach/release`, { leaseId: id }); } catch { /* expired already */ }
+  };
+  const drawAttach = () => {
+    const live = run && !TERMINAL.has(run.status?.phase) && run.status?.phase !== 'pending';
+    if (!lease) {
+      attachBox.replaceChildren(h('button', {
+        type: 'button', id: 'attach-btn', disabled: !live,
+        title: live ? 'Take the attach lease and type into the run' : 'Only a started, unfinished run can be attached',
+        onclick: acquire,
+      }, 'Attach'));
+      return;
+    }
+    const input = h('input', { type: 'text', id: 'attach-input', placeholder: 'Type a line for the agent, Enter to send', 'aria-label': 'input for the run', autocomplete: 'off' });
+    const form = h('form.attach-form', { id: 'attach-form' }, input, h('button', { type: 'submit' }, 'Send'),
+      h('button.ghost', { type: 'button', onclick: async () => { await release(); drawAttach(); } }, 'Detach'));
+    form.addEventListener('submit', async (e) => {
+      e.preventDefault();
+      const text = input.value;
+      if (!text || !lease) return;
+      try {
+        await post(`${base}/attach/input`, { leaseId: lease.leaseId, text });
+        input.value = '';
+      } catch (ex) {
+        toast(`Input not sent: ${ex.message}`, 'error');
+        if (ex.status === 404) { dropLease(); drawAttach(); }
+      }
+    });
+    expiry = timeEl(lease.expiresAt);
+    attachBox.replaceChildren(h('p.muted', `Attached as ${lease.holder || 'dashboard'}; lease expires `, expiry, ' (renewed while this page is open).'), form);
+    input.focus();
+  };
+  async function acquire() {
+    try {
+      lease = await post(`${base}/attach`, { holder: 'dashboard' });
+    } catch (e) {
+      toast(e.status === 404 && e.code === 'not_found' && /no route/.test(e.message)
+        ? 'This pamd cannot attach to runs.' : `Cannot attach: ${e.message}`, 'error');
+      return;
+    }
+    const every = Math.max(1000, ((lease.ttlSeconds || 30) * 1000) / 2);
+    renewTimer = setInterval(async () => {
+      if (!lease) return;
+      try {
+        lease = { ...lease, ...(await post(`${base}/attach/renew`, { leaseId: lease.leaseId })) };
+        const t = timeEl(lease.expiresAt);
+        expiry?.replaceWith(t);
+        expiry = t;
+      } catch (e) {
+        toast(`Attach lease lost: ${e.message}`, 'error');
+        dropLease();
+        drawAttach();
+      }
+    }, every);
+    drawAttach();
+  }
 
   const loadRun = async () => {
     try {
@@ -55,6 +124,8 @@ export function render(root, [project, name]) {
         kv('Failure reason', s.failureReason ? h('span.reason', s.failureReason) : null),
         kv('Session', s.sessionName ? h('code', s.sessionName) : null),
         kv(run.spec.command ? 'Command' : 'Prompt', h('span.prompt', run.spec.command ? run.spec.command.join(' ') : (run.spec.prompt || '')))));
+    if (lease && TERMINAL.has(s.phase)) dropLease();
+    if (!lease) drawAttach();
   };
 
   const loadEvents = async () => {
@@ -96,5 +167,7 @@ export function render(root, [project, name]) {
     else { reloadRun(); reloadOutput(); }
   });
   loadRun().then(() => { loadEvents(); loadOutput(); });
-  return off;
+  const onUnload = () => { release(); };
+  window.addEventListener('pagehide', onUnload);
+  return () => { off(); window.removeEventListener('pagehide', onUnload); release(); };
 }
