@@ -90,6 +90,39 @@ test('a run goes pending → exited live on its page while a real pam-worker run
   await page.context().close();
 });
 
+test('attach: take the lease on a running run and type into it', { skip }, async () => {
+  if (!worker || worker.exitCode !== null) startWorker();
+  writeFileSync(join(pamd.dir, 'cat.yaml'), `apiVersion: pam.dev/v1
+kind: Run
+metadata:
+  name: dash-cat
+  project: webshop
+spec:
+  task: order-emails
+  provider: exec
+  command: ["cat"]
+  cwd: /tmp
+  target:
+    host: ${HOST}
+`);
+  pamd.pamctl(['apply', '-f', join(pamd.dir, 'cat.yaml')]);
+  const page = await signIn(browser, pamd);
+  await page.goto(`${pamd.url}/#/runs/webshop/dash-cat`);
+  await page.waitForSelector('.page-head [data-phase="running"]', { timeout: 30000 });
+  await page.click('#attach-btn:not([disabled])');
+  await page.fill('#attach-input', 'hello-from-the-browser');
+  await page.press('#attach-input', 'Enter');
+  await eventually('the typed line in the output', async () => (await page.textContent('#output')).includes('hello-from-the-browser'), 30000);
+  // Leaving the page releases the lease: a second holder can take it.
+  await page.goto(`${pamd.url}/#/hosts`);
+  await eventually('the lease released', async () => {
+    const r = await pamd.api('POST', '/api/v1/projects/webshop/runs/dash-cat/attach', { holder: 'test' });
+    return r.status === 201;
+  }, 10000);
+  await pamd.api('POST', '/api/v1/projects/webshop/runs/dash-cat/stop');
+  await page.context().close();
+});
+
 test('a killed worker\'s host turns offline live on the hosts page', { skip }, async () => {
   if (!worker || worker.exitCode !== null) startWorker();
   const page = await signIn(browser, pamd);
