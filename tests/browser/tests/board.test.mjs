@@ -109,3 +109,14 @@ test('cancelling shows the cascade first; keeping it changes nothing, confirming
   await page.waitForSelector(`.cell[data-column="cancelled"] [data-task="search-index"]`);
   await page.context().close();
 });
+
+test('keyboard: → on a focused card moves it to the next column through the same gate', async () => {
+  assert.equal(await phaseOf('payment-provider'), 'todo');
+  const page = await signIn(browser, pamd);
+  await page.goto(`${pamd.url}/#/board/webshop`);
+  await page.focus('[data-task="payment-provider"]');
+  await page.keyboard.press('ArrowRight');
+  await eventually('payment-provider doing', async () => (await phaseOf('payment-provider')) === 'doing');
+  await page.waitForSelector('.cell[data-column="doing"] [data-task="payment-provider"]');
+  await page.context().close();
+});

@@ -58,7 +58,16 @@ export function render(root, [project]) {
     const sub = t.spec.type === 'subtask' || (parent && !CONTAINERS.has(parent.spec.type));
     return h('article.card', {
       draggable: 'true', 'data-task': t.metadata.name, 'data-phase': t.status.phase, tabindex: '0',
-      title: `${t.metadata.name} — drag to another column to change its status`,
+      title: `${t.metadata.name} — drag to another column (or focus and press ← →) to change its status`,
+      'aria-label': `${t.spec.title || t.metadata.name}, ${t.status.phase}`,
+      onkeydown: (e) => {
+        // Keyboard moves: ← / → to the neighbouring column, through the same gate.
+        const i = COLUMNS.indexOf(t.status.phase);
+        const to = e.key === 'ArrowRight' ? COLUMNS[i + 1] : e.key === 'ArrowLeft' ? COLUMNS[i - 1] : null;
+        if (!to) return;
+        e.preventDefault();
+        move(t.metadata.name, to, e.currentTarget.closest('.lane')?.querySelector(`.cell[data-column="${to}"]`));
+      },
       ondragstart: (e) => { e.dataTransfer.setData('text/plain', t.metadata.name); e.dataTransfer.effectAllowed = 'move'; e.currentTarget.classList.add('dragging'); },
       ondragend: (e) => e.currentTarget.classList.remove('dragging'),
     },
@@ -143,9 +152,9 @@ export function render(root, [project]) {
       busy = false;
       await load();
     }
-    if (refused) {
-      root.querySelector(`[data-task="${CSS.escape(name)}"]`)?.classList.add('refused');
-    }
+    const after = root.querySelector(`[data-task="${CSS.escape(name)}"]`);
+    if (refused) after?.classList.add('refused');
+    after?.focus();
   };
 
   const reload = debounce(() => { if (!busy) load(); }, 200);
