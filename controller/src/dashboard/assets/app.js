@@ -87,6 +87,8 @@ document.getElementById('signout').addEventListener('click', () => {
   location.hash = '#/signin';
   signIn();
 });
+// Events purged before we could resume them: refetch the page instead.
+sse.onEvent((e) => { if (e.topic === 'gap') route(); });
 const live = document.getElementById('live');
 const labels = { live: 'live', polling: 'live (polling)', reconnecting: 'reconnecting…', off: 'offline' };
 sse.onState((s) => { live.dataset.state = s; live.textContent = labels[s] || s; });
