@@ -103,6 +103,24 @@ pub enum Command {
         /// Tasks and runs of every project
         #[arg(short = 'A', long)]
         all_projects: bool,
+        /// After the list, print a line per change (from the event stream) until interrupted
+        #[arg(short = 'w', long)]
+        watch: bool,
+    },
+    /// Wait until objects meet a condition (exit 0), or time out (exit 1)
+    Wait {
+        /// KIND/NAME…, KIND NAME…, or KIND with -l
+        #[arg(value_name = "KIND/NAME", required = true)]
+        objects: Vec<String>,
+        /// condition=X[=true|false], phase=Y, or delete
+        #[arg(long = "for", value_name = "CONDITION")]
+        for_: String,
+        /// Give up after this long (30s, 5m, 1h)
+        #[arg(long, default_value = "30s", value_name = "DURATION")]
+        timeout: String,
+        /// Wait for every object of KIND matching this selector
+        #[arg(short = 'l', long = "selector", value_name = "SELECTOR")]
+        selector: Option<String>,
     },
     /// Show one object with its conditions and recent events
     Describe { kind: String, name: String },
@@ -157,7 +175,7 @@ pub enum Command {
         /// Only this topic (run.started, work_item.status_changed, …)
         #[arg(long, value_name = "T")]
         topic: Option<String>,
-        /// Keep printing new events (polls every second)
+        /// Keep printing new events as they happen (the event stream)
         #[arg(short = 'f', long)]
         follow: bool,
     },

@@ -12,8 +12,11 @@ use crate::error::{CliError, Exit, Result};
 pub const START_HINT: &str =
     "is pamd running? start it with `cargo run --release -p pam-controller --bin pamd`";
 
+#[derive(Clone)]
 pub struct Client {
     http: reqwest::blocking::Client,
+    /// For event streams: no overall timeout (a stream is long-lived).
+    stream_http: reqwest::blocking::Client,
     base: String,
     token: Option<String>,
     token_source: TokenSource,
@@ -41,8 +44,20 @@ impl Client {
                     format!("cannot build the HTTP client: {e}"),
                 )
             })?;
+        let stream_http = reqwest::blocking::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .timeout(None::<Duration>)
+            .user_agent(concat!("pamctl/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| {
+                CliError::new(
+                    Exit::Unreachable,
+                    format!("cannot build the HTTP client: {e}"),
+                )
+            })?;
         Ok(Client {
             http,
+            stream_http,
             base: resolved.server.clone(),
             token: resolved.token.clone(),
             token_source: resolved.token_source.clone(),
@@ -69,6 +84,37 @@ impl Client {
             Err(e) if e.status == Some(404) => Ok(None),
             Err(e) => Err(e),
         }
+    }
+
+    /// Opens `GET path` as an event stream (docs/api.md, "Event stream"),
+    /// resuming after `last_event_id` when given.
+    pub fn open_stream(
+        &self,
+        path: &str,
+        last_event_id: Option<i64>,
+    ) -> Result<reqwest::blocking::Response> {
+        let url = format!("{}{path}", self.base);
+        let mut req = self
+            .stream_http
+            .get(&url)
+            .header("accept", "text/event-stream");
+        if let Some(t) = &self.token {
+            req = req.bearer_auth(t);
+        }
+        if let Some(id) = last_event_id {
+            req = req.header("last-event-id", id.to_string());
+        }
+        let resp = req.send().map_err(|e| self.transport_error(&e))?;
+        let status = resp.status().as_u16();
+        if (200..300).contains(&status) {
+            return Ok(resp);
+        }
+        let body = resp
+            .text()
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or(Value::Null);
+        Err(self.status_error(&reqwest::Method::GET, path, status, body))
     }
 
     fn send(&self, method: reqwest::Method, path: &str, body: Option<&Value>) -> Result<Value> {

@@ -8,6 +8,7 @@ pub mod config;
 pub mod error;
 mod files;
 pub mod render;
+mod stream;
 mod term;
 
 use std::process::ExitCode;

@@ -250,3 +250,113 @@ where
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// Signals and background pamctl runs (event-stream tests).
+impl Pamd {
+    /// pamd's process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Sends SIGTERM and waits up to `timeout` for pamd to exit; an error
+    /// (after SIGKILL) if it did not.
+    pub fn terminate(&mut self, timeout: Duration) -> anyhow::Result<std::process::ExitStatus> {
+        let Some(mut c) = self.child.take() else {
+            bail!("pamd is not running");
+        };
+        let sent = Command::new("kill")
+            .arg("-TERM")
+            .arg(c.id().to_string())
+            .status()?;
+        anyhow::ensure!(sent.success(), "kill -TERM failed");
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = c.try_wait()? {
+                return Ok(status);
+            }
+            if Instant::now() > deadline {
+                let _ = c.kill();
+                let _ = c.wait();
+                bail!(
+                    "pamd still running {timeout:?} after SIGTERM; log:\n{}",
+                    self.log()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Starts pamctl in the background (same isolated environment as
+    /// [`Pamd::pamctl`]); stdout lines arrive on the returned channel.
+    pub fn pamctl_background(&self, args: &[&str]) -> Background {
+        use std::io::BufRead;
+        let home = self.data_dir.join("home");
+        let _ = std::fs::create_dir_all(&home);
+        let mut child = Command::new(bin("pamctl"))
+            .args(args)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", &home)
+            .env("PAM_SERVER", &self.url)
+            .env("PAM_TOKEN", &self.token)
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run pamctl");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { return };
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        Background { child, lines }
+    }
+}
+
+/// A pamctl running in the background. Killed when dropped.
+pub struct Background {
+    pub child: Child,
+    pub lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl Background {
+    /// The next stdout line, failing after `timeout`.
+    pub fn line(&self, timeout: Duration) -> String {
+        self.lines
+            .recv_timeout(timeout)
+            .unwrap_or_else(|e| panic!("no pamctl output within {timeout:?}: {e}"))
+    }
+
+    /// Waits up to `timeout` for pamctl to exit: its status and stderr.
+    pub fn exit(mut self, timeout: Duration) -> (std::process::ExitStatus, String) {
+        use std::io::Read;
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait pamctl") {
+                let mut err = String::new();
+                if let Some(mut e) = self.child.stderr.take() {
+                    let _ = e.read_to_string(&mut err);
+                }
+                return (status, err);
+            }
+            assert!(
+                Instant::now() < deadline,
+                "pamctl still running after {timeout:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -1,14 +1,14 @@
-//! `events [--topic T] [-p P] [-f]`: the journal, one line per event.
-
-use std::time::Duration;
+//! `events [--topic T] [-p P] [-f]`: the journal, one line per event;
+//! `-f` then follows the event stream (SSE, resuming on reconnect).
 
 use serde_json::Value;
 
 use crate::client::query;
 use crate::error::{CliError, Exit, Result};
+use crate::stream::{follow, Item};
 use crate::{term, Ctx};
 
-const PAGE: usize = 500;
+const PAGE: usize = 1000;
 
 /// `SEQ  TIME  TOPIC  PAYLOAD` — one line, so `-f` output can be grepped.
 pub(crate) fn line(e: &Value) -> String {
@@ -22,48 +22,28 @@ pub(crate) fn line(e: &Value) -> String {
     format!("{seq}\t{at}\t{topic}\t{payload}")
 }
 
-/// A project to filter events by: its name and uid. Work item payloads
-/// carry `project` (the name), run payloads `project_id` (the uid).
-pub(crate) struct ProjectFilter {
-    pub name: String,
-    pub uid: String,
+/// The stream's path for these filters (the server filters: a topic
+/// ending in `.` is a prefix; `project` matches the payload's `project`
+/// name or `project_id` uid).
+pub(crate) fn stream_path(topic: Option<&str>, project: Option<&str>) -> String {
+    format!(
+        "/api/v1/events/stream{}",
+        query(&[("topic", topic), ("project", project)])
+    )
 }
 
-/// Whether an event belongs to the project (always, without a filter).
-/// Host events (`worker.*`) belong to no project.
-pub(crate) fn in_project(e: &Value, filter: Option<&ProjectFilter>) -> bool {
-    let Some(f) = filter else { return true };
-    let field = |k: &str| e.pointer(&format!("/payload/{k}")).and_then(Value::as_str);
-    field("project") == Some(f.name.as_str())
-        || (!f.uid.is_empty() && field("project_id") == Some(f.uid.as_str()))
-}
-
-pub(crate) fn events(ctx: &mut Ctx, topic: Option<&str>, follow: bool) -> Result<Exit> {
+pub(crate) fn events(ctx: &mut Ctx, topic: Option<&str>, follow_: bool) -> Result<Exit> {
     let project = ctx.explicit_project().map(str::to_string);
     let client = ctx.client()?;
-    let filter = match project {
-        None => None,
-        Some(name) => {
-            let p = client.get(&crate::object_path(
-                pam_manifests::Kind::Project,
-                None,
-                &name,
-            ))?;
-            let uid = p
-                .pointer("/metadata/uid")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string();
-            Some(ProjectFilter { name, uid })
-        }
-    };
     let mut after: i64 = 0;
+    // The journal so far, in pages.
     loop {
         let path = format!(
             "/api/v1/events{}",
             query(&[
                 ("after", Some(&after.to_string())),
                 ("topic", topic),
+                ("project", project.as_deref()),
                 ("limit", Some(&PAGE.to_string()))
             ])
         );
@@ -73,20 +53,32 @@ pub(crate) fn events(ctx: &mut Ctx, topic: Option<&str>, follow: bool) -> Result
             .and_then(Value::as_array)
             .ok_or_else(|| CliError::new(Exit::ServerError, "the events answer has no `items`"))?;
         for e in items {
-            if let Some(seq) = e.get("seq").and_then(Value::as_i64) {
-                after = after.max(seq);
-            }
-            if in_project(e, filter.as_ref()) {
-                term::outln(&line(e));
-            }
+            term::outln(&line(e));
         }
-        if items.len() < PAGE {
-            if !follow {
-                return Ok(Exit::Ok);
+        let next = body.get("next").and_then(Value::as_i64).unwrap_or(after);
+        if next <= after {
+            break;
+        }
+        after = next;
+    }
+    if !follow_ {
+        return Ok(Exit::Ok);
+    }
+    let follower = follow(&client, stream_path(topic, project.as_deref()), Some(after));
+    for item in follower.rx {
+        match item {
+            Item::Event(e) => term::outln(&line(&e)),
+            Item::Gap { from, to } => term::note(&format!(
+                "note: events {from}..{to} were purged by retention before they could be read"
+            )),
+            Item::Lost(why) => {
+                term::note(&format!("note: event stream lost ({why}); reconnecting"))
             }
-            std::thread::sleep(Duration::from_secs(1));
+            Item::Connected => {}
+            Item::Fatal(e) => return Err(e),
         }
     }
+    Ok(Exit::Ok)
 }
 
 #[cfg(test)]
@@ -102,22 +94,10 @@ mod tests {
             line(&e),
             "12\t2026-03-01T12:00:00Z\trun.started\t{\"attempt\":1,\"project\":\"web\",\"run_id\":\"r\"}"
         );
-        let web = ProjectFilter {
-            name: "web".into(),
-            uid: "p-1".into(),
-        };
-        let api = ProjectFilter {
-            name: "api".into(),
-            uid: "p-2".into(),
-        };
-        assert!(in_project(&e, Some(&web)));
-        assert!(!in_project(&e, Some(&api)));
-        assert!(in_project(&e, None));
-        let run = json!({"payload": {"run_id": "r", "project_id": "p-2"}});
-        assert!(in_project(&run, Some(&api)));
-        assert!(!in_project(
-            &json!({"payload": {"host": "alpha"}}),
-            Some(&api)
-        ));
+        assert_eq!(
+            stream_path(Some("run."), Some("web")),
+            "/api/v1/events/stream?topic=run.&project=web"
+        );
+        assert_eq!(stream_path(None, None), "/api/v1/events/stream");
     }
 }

@@ -7,6 +7,7 @@ mod imperative;
 mod runs;
 mod token;
 mod validate;
+mod watch;
 
 use clap::CommandFactory;
 
@@ -30,6 +31,22 @@ pub(crate) fn run(ctx: &mut Ctx, command: Command) -> Result<Exit> {
             selector,
             output,
             all_projects,
+            watch: true,
+        } => watch::get_watch(
+            ctx,
+            &kind,
+            name.as_deref(),
+            selector.as_deref(),
+            output,
+            all_projects,
+        ),
+        Command::Get {
+            kind,
+            name,
+            selector,
+            output,
+            all_projects,
+            watch: false,
         } => get::get(
             ctx,
             &kind,
@@ -53,6 +70,12 @@ pub(crate) fn run(ctx: &mut Ctx, command: Command) -> Result<Exit> {
         Command::Stop { run } => runs::stop(ctx, &run),
         Command::Signal { run, signal } => runs::signal(ctx, &run, signal),
         Command::Logs { run, follow } => runs::logs(ctx, &run, follow),
+        Command::Wait {
+            objects,
+            for_,
+            timeout,
+            selector,
+        } => watch::wait(ctx, &objects, &for_, &timeout, selector.as_deref()),
         Command::Events { topic, follow } => events::events(ctx, topic.as_deref(), follow),
         Command::Completion { shell } => {
             let mut out = Vec::new();
