@@ -15,6 +15,7 @@ pub mod dashboard;
 pub mod db;
 pub mod embedded_pg;
 pub mod events;
+pub mod local_worker;
 pub mod metrics;
 pub mod reconcile;
 pub mod schema_doc;

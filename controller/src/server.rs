@@ -20,9 +20,6 @@ pub const EMBEDDED_DATABASE: &str = "pam";
 
 /// Runs pamd until a shutdown signal.
 pub async fn run(config: Config, clock: SharedClock) -> anyhow::Result<()> {
-    if config.local_worker {
-        tracing::warn!("--local-worker is not yet available (pam-worker is not built yet); running the controller only");
-    }
     let mut embedded = None;
     let url = match &config.database_url {
         Some(url) => crate::config::sqlx_compatible_url(url),
@@ -98,6 +95,24 @@ async fn serve(config: &Config, clock: SharedClock, url: &str) -> anyhow::Result
         loops_shutdown,
     ));
     let bus = state.ctx.bus.clone();
+    let leases = tokio::spawn(crate::api::attach::expire_loop(state.clone()));
+    let local_worker = if config.local_worker {
+        let addr = listener.local_addr()?;
+        let host = if addr.ip().is_unspecified() {
+            std::net::IpAddr::from([127, 0, 0, 1])
+        } else {
+            addr.ip()
+        };
+        let url = format!("http://{}", std::net::SocketAddr::new(host, addr.port()));
+        Some(
+            crate::local_worker::LocalWorker::start(&state.ctx, &config.data_dir, url)
+                .await
+                .context("start the local worker")?,
+        )
+    } else {
+        None
+    };
+    let nudge = state.nudge.clone();
     let app = api::router(state);
     // On SIGINT/SIGTERM, end the event streams too: graceful shutdown waits
     // for open connections, and an SSE stream never ends by itself.
@@ -105,10 +120,17 @@ async fn serve(config: &Config, clock: SharedClock, url: &str) -> anyhow::Result
         .with_graceful_shutdown(async move {
             shutdown_signal().await;
             bus.shut_down();
+            // Answer the workers' claim long-polls now: graceful shutdown
+            // waits for in-flight requests.
+            nudge.notify_waiters();
+            if let Some(w) = local_worker {
+                w.stop().await;
+            }
         })
         .await
         .context("serve HTTP");
     stop_loops.fire();
+    leases.abort();
     let _ = loops.await;
     pool.close().await;
     served

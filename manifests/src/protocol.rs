@@ -143,6 +143,15 @@ pub struct DesiredRun {
     /// stop grace, then kills it.
     #[serde(default)]
     pub stop: bool,
+    /// Operator signals to deliver to the session (`INT`, `TERM`, `KILL`,
+    /// `HUP`, `QUIT`, `USR1`, `USR2`), in order; each is handed out once.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub signals: Vec<String>,
+    /// Lines an attached operator typed (`pamctl attach`), to be typed into
+    /// the session's pane (`tmux send-keys -l`, then Enter), in order; each
+    /// is handed out once.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub input: Vec<String>,
 }
 
 /// The answer to a heartbeat: every run that should exist on this host.

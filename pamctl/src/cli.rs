@@ -163,6 +163,14 @@ pub enum Command {
         #[arg(long, value_enum)]
         signal: Signal,
     },
+    /// Attach to a live run: hold its interactive lease, stream its pane,
+    /// type lines into it; Ctrl-D or Ctrl-C detaches (releases the lease)
+    Attach {
+        run: String,
+        /// Lease time-to-live in seconds (renewed while attached)
+        #[arg(long, default_value_t = 30, value_name = "S")]
+        ttl: u64,
+    },
     /// Print a run's latest output
     Logs {
         run: String,

@@ -1,10 +1,12 @@
 //! Harness for end-to-end tests: real `pamd` processes on real PostgreSQL
 //! (a fresh database on the test server per pamd), real `pamctl`
-//! invocations with an isolated environment. Workers and tmux are added by
-//! the worker end-to-end tests.
+//! invocations with an isolated environment; [`worker`] adds real
+//! pam-worker processes on private tmux servers.
+
+pub mod worker;
 
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -14,11 +16,14 @@ use anyhow::{bail, Context};
 /// from the target directory this test was built into.
 pub fn bin(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("test executable path");
-    // target/debug/deps/<test> → target/debug/<name>
-    let dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target dir layout");
+    // target/debug/deps/<test> → target/debug/<name>; a binary of this
+    // crate (a benchmark) sits in target/<profile>/ itself.
+    let parent = exe.parent().expect("target dir layout");
+    let dir = if parent.file_name().is_some_and(|n| n == "deps") {
+        parent.parent().expect("target dir layout")
+    } else {
+        parent
+    };
     let p = dir.join(name);
     assert!(
         p.exists(),
@@ -44,6 +49,7 @@ pub struct Pamd {
     pub database_url: String,
     pub config: PathBuf,
     listen: String,
+    args: Vec<String>,
     child: Option<Child>,
     _tmp: tempfile::TempDir,
 }
@@ -53,6 +59,11 @@ pub struct Pamd {
 #[derive(Default)]
 pub struct PamdOptions {
     pub config_toml: String,
+    /// Extra command-line arguments (e.g. `--local-worker`).
+    pub args: Vec<String>,
+    /// Written to `<data_dir>/worker.toml` before start (the local worker's
+    /// config, e.g. a private tmux socket).
+    pub worker_toml: Option<String>,
 }
 
 impl Pamd {
@@ -64,6 +75,9 @@ impl Pamd {
         std::fs::create_dir_all(&data_dir)?;
         let config = tmp.path().join("pamd.toml");
         std::fs::write(&config, &opts.config_toml)?;
+        if let Some(w) = &opts.worker_toml {
+            std::fs::write(data_dir.join("worker.toml"), w)?;
+        }
         let listen = format!("127.0.0.1:{}", free_port());
         let mut p = Pamd {
             url: format!("http://{listen}"),
@@ -72,6 +86,7 @@ impl Pamd {
             database_url,
             config,
             listen,
+            args: opts.args,
             child: None,
             _tmp: tmp,
         };
@@ -96,6 +111,7 @@ impl Pamd {
             .arg(&self.listen)
             .arg("--database-url")
             .arg(&self.database_url)
+            .args(&self.args)
             .env("PAM_LOG", "info")
             .stdout(Stdio::from(log.try_clone()?))
             .stderr(Stdio::from(log))

@@ -6,6 +6,8 @@
 //! tick_seconds = 5
 //! stop_grace_seconds = 10
 //! snapshot_interval_ms = 1000
+//! capacity = 4                 # runs at once on this host
+//! labels = { gpu = "no" }      # for run target selectors
 //!
 //! [providers.claude]
 //! command = ["claude", "-p", "{prompt}", "--output-format", "stream-json", "--verbose"]
@@ -37,6 +39,11 @@ pub struct Config {
     pub stop_grace_seconds: u64,
     /// Minimum milliseconds between two output snapshots of one run.
     pub snapshot_interval_ms: u64,
+    /// How many runs this host runs at once (reported at registration; a
+    /// Host manifest's capacity wins).
+    pub capacity: u32,
+    /// Host labels reported at registration (a Host manifest's win).
+    pub labels: BTreeMap<String, String>,
     /// Per-provider overrides.
     pub providers: ProvidersConfig,
 }
@@ -49,6 +56,8 @@ impl Default for Config {
             tick_seconds: 5,
             stop_grace_seconds: 10,
             snapshot_interval_ms: 1000,
+            capacity: 4,
+            labels: BTreeMap::new(),
             providers: ProvidersConfig::default(),
         }
     }
@@ -125,6 +134,7 @@ impl Config {
             ("heartbeat_seconds", self.heartbeat_seconds),
             ("tick_seconds", self.tick_seconds),
             ("snapshot_interval_ms", self.snapshot_interval_ms),
+            ("capacity", u64::from(self.capacity)),
         ] {
             anyhow::ensure!(v > 0, "{key} must be greater than 0");
         }

@@ -3,9 +3,10 @@
 //! each in [`wrap`] so every byte is logged and every lifecycle fact lands in
 //! the durable [`outbox`], and reads the config from [`config`].
 //!
-//! The HTTP agent loop against pamd (register, heartbeat, desired set,
-//! shipping the outbox) is not written yet; the pieces it drives are here.
+//! [`agent`] is the long-running loop against pamd (register, heartbeat,
+//! claim, desired set → tmux, shipping the outbox, snapshots).
 
+pub mod agent;
 pub mod config;
 pub mod instance;
 pub mod outbox;

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{CommandFactory, Parser, Subcommand};
+use pam_worker::agent::{self, AgentOptions};
 use pam_worker::config::Config;
 use pam_worker::providers::ProviderKind;
 use pam_worker::wrap::{wrap, WrapArgs};
@@ -34,6 +35,10 @@ struct Cli {
     /// worker.toml.
     #[arg(long)]
     config: Option<PathBuf>,
+    /// The tmux socket (overrides worker.toml's `tmux_socket`): a name
+    /// (`tmux -L`) or, with a `/`, a path (`tmux -S`).
+    #[arg(long)]
+    tmux_socket: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -76,6 +81,10 @@ struct WrapCli {
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(
+            std::io::IsTerminal::is_terminal(&std::io::stderr())
+                && std::env::var_os("NO_COLOR").is_none(),
+        )
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("PAM_LOG")
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
@@ -93,10 +102,13 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match cli.command {
+    let code = match cli.command {
         Some(Cmd::Wrap(w)) => rt.block_on(run_wrap(w)),
         None => rt.block_on(run_agent(cli)),
-    }
+    };
+    // Do not wait for blocking work (a long-poll's DNS, an fsync) at exit.
+    rt.shutdown_timeout(Duration::from_millis(200));
+    code
 }
 
 async fn run_wrap(w: WrapCli) -> ExitCode {
@@ -136,8 +148,11 @@ async fn run_agent(cli: Cli) -> ExitCode {
             )
             .exit();
     };
-    let result = (|| -> anyhow::Result<Uuid> {
-        let config = Config::load(cli.config.as_deref())?;
+    let result = (|| -> anyhow::Result<AgentOptions> {
+        let mut config = Config::load(cli.config.as_deref())?;
+        if let Some(s) = cli.tmux_socket {
+            config.tmux_socket = s;
+        }
         let data_dir = match cli.data_dir {
             Some(d) => d,
             None => default_data_dir()?,
@@ -149,20 +164,51 @@ async fn run_agent(cli: Cli) -> ExitCode {
             "token file {} is empty",
             token_file.display()
         );
-        let id = instance::load_or_create(&data_dir)?;
-        tracing::info!(%server, %name, instance_id = %id, socket = ?config.socket(), "worker configured");
-        Ok(id)
+        let instance_id = instance::load_or_create(&data_dir)?;
+        let worker_exe = std::env::current_exe()
+            .map_err(|e| anyhow::anyhow!("cannot find my own executable: {e}"))?;
+        tracing::info!(%server, %name, %instance_id, socket = ?config.socket(), "worker configured");
+        Ok(AgentOptions {
+            server,
+            token: token.trim().to_string(),
+            name,
+            data_dir,
+            config,
+            worker_exe,
+            instance_id,
+        })
     })();
-    match result {
-        Ok(id) => {
-            eprintln!(
-                "pam-worker: instance {id} ready, but the agent loop (register, heartbeat, desired set, outbox shipping) is not implemented yet"
-            );
-            ExitCode::from(1)
-        }
+    let opts = match result {
+        Ok(o) => o,
         Err(e) => {
             eprintln!("pam-worker: {e:#}");
-            ExitCode::from(2)
+            return ExitCode::from(2);
+        }
+    };
+    // SIGTERM/SIGINT end the agent at once: in-flight long-polls are
+    // dropped, sessions keep running and are adopted on the next start.
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("pam-worker: cannot listen for SIGTERM: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    tokio::select! {
+        r = agent::run(opts) => match r {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("pam-worker: {e:#}");
+                ExitCode::from(1)
+            }
+        },
+        _ = term.recv() => {
+            tracing::info!("SIGTERM: exiting");
+            ExitCode::SUCCESS
+        }
+        _ = tokio::signal::ctrl_c() => {
+            tracing::info!("SIGINT: exiting");
+            ExitCode::SUCCESS
         }
     }
 }

@@ -304,6 +304,8 @@ fn desired(run: Uuid, cwd: &Path, provider: &str) -> DesiredRun {
         command: None,
         env: BTreeMap::from([("FAKE_ECHO_ENV".to_string(), "secret-ish".to_string())]),
         stop: false,
+        signals: vec![],
+        input: vec![],
     }
 }
 

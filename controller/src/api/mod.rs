@@ -17,7 +17,9 @@ use crate::reconcile::{Ctx, Thresholds};
 use crate::store::postgres::PgStore;
 use crate::store::StoreError;
 
+pub mod attach;
 pub mod auth;
+pub mod leases;
 pub mod objects;
 pub mod pending_signals;
 pub mod resources;
@@ -38,6 +40,11 @@ pub struct AppState {
     pub snapshots: snapshots::SnapshotCache,
     /// Operator signals waiting for their worker.
     pub signals: pending_signals::PendingSignals,
+    /// Attach leases and the input their holders typed (memory only).
+    pub leases: leases::Leases,
+    /// Wakes the workers' claim long-polls early (a stop, a signal, attach
+    /// input), so they fetch their desired set now rather than next tick.
+    pub nudge: std::sync::Arc<tokio::sync::Notify>,
 }
 
 impl AppState {
@@ -50,6 +57,8 @@ impl AppState {
             clock,
             snapshots: Default::default(),
             signals: Default::default(),
+            leases: Default::default(),
+            nudge: Default::default(),
         }
     }
 }

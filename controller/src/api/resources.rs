@@ -423,6 +423,8 @@ pub async fn stop_run(
     let obj = run_object(tx.as_mut(), &p, &r).await?;
     st.ctx.commit(tx).await?;
     st.ctx.wake.notify_one();
+    // Wake the workers' long-polls so the stop reaches the session now.
+    st.nudge.notify_waiters();
     Ok(Json(obj))
 }
 
@@ -472,6 +474,7 @@ pub async fn signal_run(
     .await?;
     st.ctx.commit(tx).await?;
     st.signals.push(r.id, r.attempt, sig);
+    st.nudge.notify_waiters();
     Ok((StatusCode::ACCEPTED, Json(json!({ "accepted": true }))).into_response())
 }
 

@@ -3,7 +3,7 @@
 use axum::routing::{delete, get, post};
 use axum::Router;
 
-use super::{resources as r, worker as w, AppState};
+use super::{attach as a, resources as r, worker as w, AppState};
 
 pub fn v1() -> Router<AppState> {
     Router::new()
@@ -39,6 +39,22 @@ pub fn v1() -> Router<AppState> {
         .route(
             "/api/v1/projects/{project}/runs/{name}/output",
             get(r::run_output),
+        )
+        .route(
+            "/api/v1/projects/{project}/runs/{name}/attach",
+            post(a::acquire),
+        )
+        .route(
+            "/api/v1/projects/{project}/runs/{name}/attach/renew",
+            post(a::renew),
+        )
+        .route(
+            "/api/v1/projects/{project}/runs/{name}/attach/release",
+            post(a::release),
+        )
+        .route(
+            "/api/v1/projects/{project}/runs/{name}/attach/input",
+            post(a::input),
         )
         .route("/api/v1/tasks", get(r::list_all_tasks))
         .route("/api/v1/runs", get(r::list_all_runs))

@@ -48,10 +48,33 @@ async fn host_of(tx: &mut dyn Tx, w: &Worker) -> Result<Host, ApiError> {
     })
 }
 
+/// How often register and heartbeat retry a resourceVersion conflict on
+/// the host row (a heartbeat racing a registration, or the liveness loop):
+/// a worker's liveness report must never fail for that reason.
+const CONFLICT_RETRIES: usize = 8;
+
+fn is_conflict(e: &ApiError) -> bool {
+    e.status == StatusCode::CONFLICT && e.code == "conflict"
+}
+
 pub async fn register(
     State(st): State<AppState>,
     w: Worker,
     Json(req): Json<RegisterRequest>,
+) -> Result<Json<RegisterResponse>, ApiError> {
+    let mut tries = 0;
+    loop {
+        match register_once(&st, &w, &req).await {
+            Err(e) if is_conflict(&e) && tries < CONFLICT_RETRIES => tries += 1,
+            other => return other,
+        }
+    }
+}
+
+async fn register_once(
+    st: &AppState,
+    w: &Worker,
+    req: &RegisterRequest,
 ) -> Result<Json<RegisterResponse>, ApiError> {
     if req.name != w.host {
         return Err(ApiError::new(
@@ -124,9 +147,23 @@ pub async fn heartbeat(
     w: Worker,
     Json(hb): Json<Heartbeat>,
 ) -> Result<Json<DesiredSet>, ApiError> {
+    let mut tries = 0;
+    loop {
+        match heartbeat_once(&st, &w, &hb).await {
+            Err(e) if is_conflict(&e) && tries < CONFLICT_RETRIES => tries += 1,
+            other => return other,
+        }
+    }
+}
+
+async fn heartbeat_once(
+    st: &AppState,
+    w: &Worker,
+    hb: &Heartbeat,
+) -> Result<Json<DesiredSet>, ApiError> {
     let now = st.ctx.now();
     let mut tx = st.ctx.store.begin().await?;
-    let host = host_of(tx.as_mut(), &w).await?;
+    let host = host_of(tx.as_mut(), w).await?;
     let was_eligible = dispatch::host_eligible(&host);
     let (host, _) = identity::present(
         tx.as_mut(),
@@ -136,8 +173,9 @@ pub async fn heartbeat(
         now,
     )
     .await?;
-    let desired = desired_set(tx.as_mut(), &host).await?;
+    let mut desired = desired_set(tx.as_mut(), &host).await?;
     st.ctx.commit(tx).await?;
+    hand_out(st, &mut desired);
     if !was_eligible && dispatch::host_eligible(&host) {
         st.ctx.claimable.notify_waiters();
     }
@@ -147,7 +185,20 @@ pub async fn heartbeat(
 pub async fn desired(State(st): State<AppState>, w: Worker) -> Result<Json<DesiredSet>, ApiError> {
     let mut tx = st.ctx.store.begin().await?;
     let host = host_of(tx.as_mut(), &w).await?;
-    Ok(Json(desired_set(tx.as_mut(), &host).await?))
+    let mut desired = desired_set(tx.as_mut(), &host).await?;
+    drop(tx);
+    hand_out(&st, &mut desired);
+    Ok(Json(desired))
+}
+
+/// Moves the operator signals and attach input queued in memory for each
+/// live run into the set: each is handed out once, to whichever worker
+/// request reads the set first (the worker acts on both).
+fn hand_out(st: &AppState, desired: &mut DesiredSet) {
+    for r in &mut desired.runs {
+        r.signals = st.signals.take(r.run_id, r.attempt);
+        r.input = st.leases.take_input(r.run_id, r.attempt);
+    }
 }
 
 /// The runs that should exist on a host: its spawning and running runs.
@@ -182,6 +233,8 @@ pub fn desired_run(r: &Run) -> DesiredRun {
         command,
         env: Default::default(),
         stop: r.stop_requested,
+        signals: Vec::new(),
+        input: Vec::new(),
     }
 }
 
@@ -205,9 +258,15 @@ pub async fn claim(
         host_of(tx.as_mut(), &w).await?
     };
     let wait = Duration::from_secs(q.wait.unwrap_or(0)).min(MAX_CLAIM_WAIT);
-    let runs = dispatch::claim_wait(&st.ctx, host.id, q.max.unwrap_or(16), wait)
-        .await
-        .map_err(ApiError::internal)?;
+    let nudged = st.nudge.notified();
+    let runs = tokio::select! {
+        r = dispatch::claim_wait(&st.ctx, host.id, q.max.unwrap_or(16), wait) => {
+            r.map_err(ApiError::internal)?
+        }
+        // Something for the worker's desired set (a stop, a signal, attach
+        // input): answer now, empty, so it fetches the set.
+        _ = nudged => Vec::new(),
+    };
     Ok(Json(DesiredSet {
         runs: runs.iter().map(desired_run).collect(),
     }))

@@ -76,6 +76,7 @@ pub(crate) fn run(ctx: &mut Ctx, command: Command) -> Result<Exit> {
             timeout,
             selector,
         } => watch::wait(ctx, &objects, &for_, &timeout, selector.as_deref()),
+        Command::Attach { run, ttl } => runs::attach(ctx, &run, ttl),
         Command::Events { topic, follow } => events::events(ctx, topic.as_deref(), follow),
         Command::Completion { shell } => {
             let mut out = Vec::new();

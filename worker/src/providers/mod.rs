@@ -252,6 +252,8 @@ mod tests {
             command: None,
             env: BTreeMap::from([("RUN_ENV".into(), "1".into())]),
             stop: false,
+            signals: vec![],
+            input: vec![],
         }
     }
 

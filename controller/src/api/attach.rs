@@ -1,0 +1,238 @@
+//! Attach endpoints (operator tokens), over [`super::leases`]:
+//!
+//! - `POST /api/v1/projects/{p}/runs/{name}/attach` `{"holder"?, "ttlSeconds"?}`
+//!   → 201 the lease; 409 `lease_held` naming the holder when someone else
+//!   holds it; 409 `conflict` when the run is not live.
+//! - `POST …/attach/renew` `{"leaseId"}` → 200 the lease with a new expiry;
+//!   404 `lease_not_held` when it expired, was released, or pamd restarted.
+//! - `POST …/attach/release` `{"leaseId"}` → 204.
+//! - `POST …/attach/input` `{"leaseId", "text"}` → 202; the text is typed
+//!   into the run's pane (then Enter) by its worker.
+//!
+//! The pane streams back through `GET …/runs/{name}/output`.
+
+use std::time::Duration;
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use pam_manifests::state::RunStatus;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+use super::auth::{Operator, Principal};
+use super::leases::{Lease, LeaseError, DEFAULT_TTL, MAX_TTL};
+use super::resources::{project_by_slug, run_by_name};
+use super::{objects, ApiError, AppState};
+use crate::events::topic;
+use crate::reconcile::runs as run_rules;
+use crate::store::Run;
+
+type ApiResult<T> = Result<T, ApiError>;
+
+/// Most bytes of one input line.
+const MAX_INPUT: usize = 64 * 1024;
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct AcquireBody {
+    holder: Option<String>,
+    ttl_seconds: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct LeaseBody {
+    lease_id: Uuid,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct InputBody {
+    lease_id: Uuid,
+    text: String,
+}
+
+fn lease_json(l: &Lease) -> Value {
+    json!({
+        "leaseId": l.id,
+        "runId": l.run_id,
+        "attempt": l.attempt,
+        "holder": l.holder,
+        "ttlSeconds": l.ttl.as_secs(),
+        "acquiredAt": objects::ts(l.acquired_at),
+        "expiresAt": objects::ts(l.expires_at),
+    })
+}
+
+fn lease_error(e: LeaseError) -> ApiError {
+    match e {
+        LeaseError::Held(l) => ApiError::new(
+            StatusCode::CONFLICT,
+            "lease_held",
+            format!(
+                "run is attached by {:?} until {} (lease {})",
+                l.holder,
+                objects::ts(l.expires_at),
+                l.id
+            ),
+        ),
+        LeaseError::NotHeld => ApiError::new(
+            StatusCode::NOT_FOUND,
+            "lease_not_held",
+            "no such lease on this run: it expired, was released, or pamd restarted",
+        ),
+        LeaseError::Backlog => ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "input_backlog",
+            "too much input is waiting for the run's worker",
+        ),
+    }
+}
+
+async fn live_run(st: &AppState, slug: &str, name: &str) -> ApiResult<Run> {
+    let mut tx = st.ctx.store.begin().await?;
+    let p = project_by_slug(tx.as_mut(), slug).await?;
+    run_by_name(tx.as_mut(), &p, name).await
+}
+
+/// Journals a lease event for `lease` (run_id and attempt always present).
+async fn journal(
+    st: &AppState,
+    topic: &'static str,
+    lease: &Lease,
+    reason: Option<&str>,
+) -> ApiResult<()> {
+    let now = st.ctx.now();
+    let mut tx = st.ctx.store.begin().await?;
+    let mut extra = json!({ "lease_id": lease.id, "holder": lease.holder });
+    if let Some(r) = reason {
+        extra["reason"] = json!(r);
+    }
+    let payload = match tx.get_run(lease.run_id).await? {
+        Some(run) => {
+            let mut p = run_rules::payload(&run, extra);
+            // The lease's attempt, which a requeue may have moved on from.
+            p["attempt"] = json!(lease.attempt);
+            p
+        }
+        None => {
+            extra["run_id"] = json!(lease.run_id);
+            extra["attempt"] = json!(lease.attempt);
+            extra
+        }
+    };
+    tx.append_event(topic, payload, now).await?;
+    st.ctx.commit(tx).await?;
+    Ok(())
+}
+
+pub async fn acquire(
+    State(st): State<AppState>,
+    Operator(op): Operator,
+    Path((slug, name)): Path<(String, String)>,
+    body: Option<Json<AcquireBody>>,
+) -> ApiResult<Response> {
+    let body = body.map(|Json(b)| b).unwrap_or_default();
+    let ttl = match body.ttl_seconds {
+        None => DEFAULT_TTL,
+        Some(s) if s >= 1 && Duration::from_secs(s) <= MAX_TTL => Duration::from_secs(s),
+        Some(s) => {
+            return Err(ApiError::bad_request(format!(
+                "ttlSeconds {s} is out of range, expected 1..={}",
+                MAX_TTL.as_secs()
+            )))
+        }
+    };
+    let holder = match body.holder.map(|h| h.trim().to_string()) {
+        Some(h) if !h.is_empty() && h.len() <= 200 => h,
+        Some(_) => return Err(ApiError::bad_request("holder must be 1 to 200 characters")),
+        None => match &op {
+            Principal::Operator { name, .. } => name.clone(),
+            Principal::Worker { host, .. } => host.clone(),
+        },
+    };
+    let run = live_run(&st, &slug, &name).await?;
+    if !matches!(run.status, RunStatus::Spawning | RunStatus::Running) {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "conflict",
+            format!(
+                "run {name:?} is {}; only a live run can be attached",
+                run.status
+            ),
+        ));
+    }
+    let (lease, expired) = st
+        .leases
+        .acquire(run.id, run.attempt, &holder, ttl, st.ctx.now())
+        .map_err(lease_error)?;
+    if let Some(old) = expired {
+        journal(&st, topic::RUN_LEASE_RELEASED, &old, Some("expired")).await?;
+    }
+    journal(&st, topic::RUN_LEASE_ACQUIRED, &lease, None).await?;
+    Ok((StatusCode::CREATED, Json(lease_json(&lease))).into_response())
+}
+
+pub async fn renew(
+    State(st): State<AppState>,
+    _op: Operator,
+    Path((slug, name)): Path<(String, String)>,
+    Json(body): Json<LeaseBody>,
+) -> ApiResult<Json<Value>> {
+    let run = live_run(&st, &slug, &name).await?;
+    let lease = st
+        .leases
+        .renew(run.id, body.lease_id, st.ctx.now())
+        .map_err(lease_error)?;
+    Ok(Json(lease_json(&lease)))
+}
+
+pub async fn release(
+    State(st): State<AppState>,
+    _op: Operator,
+    Path((slug, name)): Path<(String, String)>,
+    Json(body): Json<LeaseBody>,
+) -> ApiResult<StatusCode> {
+    let run = live_run(&st, &slug, &name).await?;
+    let lease = st
+        .leases
+        .release(run.id, body.lease_id, st.ctx.now())
+        .map_err(lease_error)?;
+    journal(&st, topic::RUN_LEASE_RELEASED, &lease, Some("released")).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+pub async fn input(
+    State(st): State<AppState>,
+    _op: Operator,
+    Path((slug, name)): Path<(String, String)>,
+    Json(body): Json<InputBody>,
+) -> ApiResult<Response> {
+    if body.text.len() > MAX_INPUT || body.text.contains(['\n', '\r']) {
+        return Err(ApiError::bad_request(format!(
+            "text must be one line of at most {MAX_INPUT} bytes (Enter is sent after it)"
+        )));
+    }
+    let run = live_run(&st, &slug, &name).await?;
+    st.leases
+        .push_input(run.id, body.lease_id, body.text, st.ctx.now())
+        .map_err(lease_error)?;
+    st.nudge.notify_waiters();
+    Ok((StatusCode::ACCEPTED, Json(json!({ "accepted": true }))).into_response())
+}
+
+/// Journals `run.lease_released` (reason `expired`) for leases that ran out,
+/// once a second, until the task is aborted.
+pub async fn expire_loop(st: AppState) {
+    loop {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        for lease in st.leases.take_expired(st.ctx.now()) {
+            if let Err(e) = journal(&st, topic::RUN_LEASE_RELEASED, &lease, Some("expired")).await {
+                tracing::error!(run_id = %lease.run_id, error = %e.message, "could not journal an expired lease");
+            }
+        }
+    }
+}

@@ -1,0 +1,291 @@
+//! Real `pam-worker` processes for end-to-end tests. Each worker gets a
+//! temporary data dir and a private tmux server (`tmux -S <tmp>/tmux.sock`,
+//! through worker.toml's `tmux_socket`), so tests never collide with each
+//! other or with a user's tmux; the server is killed when the [`Worker`] is
+//! dropped.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+use anyhow::Context;
+use serde_json::{json, Value};
+
+use crate::{bin, eventually, Pamd};
+
+/// worker.toml for tests: 1 s heartbeat and tick, 2 s stop grace, fast
+/// snapshots. `{socket}` is filled in.
+pub const FAST_WORKER_TOML: &str =
+    "heartbeat_seconds = 1\ntick_seconds = 1\nstop_grace_seconds = 2\nsnapshot_interval_ms = 200\n";
+
+/// pamd thresholds for tests: 1 s heartbeats, offline after 4 s.
+pub const FAST_PAMD_TOML: &str = "[hosts]\nheartbeat_seconds = 1\noffline_after_seconds = 4\n";
+
+/// A running pam-worker. SIGKILLed, and its tmux server killed, on drop.
+pub struct Worker {
+    pub name: String,
+    pub server: String,
+    pub data_dir: PathBuf,
+    pub socket: PathBuf,
+    pub token_file: PathBuf,
+    pub config: PathBuf,
+    child: Option<Child>,
+    tmp: tempfile::TempDir,
+}
+
+/// Creates a worker token for `host` through the API.
+pub async fn create_worker_token(pamd: &Pamd, host: &str) -> anyhow::Result<String> {
+    let r = reqwest::Client::new()
+        .post(format!("{}/api/v1/tokens", pamd.url))
+        .bearer_auth(&pamd.token)
+        .json(&json!({ "worker": host }))
+        .send()
+        .await?;
+    anyhow::ensure!(r.status().is_success(), "create token: {}", r.status());
+    let v: Value = r.json().await?;
+    v["token"]
+        .as_str()
+        .map(str::to_string)
+        .context("token in answer")
+}
+
+impl Worker {
+    /// Creates a token for `name` and starts a worker with it.
+    pub async fn start(pamd: &Pamd, name: &str) -> anyhow::Result<Worker> {
+        let token = create_worker_token(pamd, name).await?;
+        Worker::start_with_token(&pamd.url, &token, name, FAST_WORKER_TOML)
+    }
+
+    /// Starts a worker with `token` and extra worker.toml text.
+    pub fn start_with_token(
+        server: &str,
+        token: &str,
+        name: &str,
+        worker_toml: &str,
+    ) -> anyhow::Result<Worker> {
+        let tmp = tempfile::Builder::new().prefix("pamw").tempdir()?;
+        let data_dir = tmp.path().join("data");
+        std::fs::create_dir_all(&data_dir)?;
+        let socket = tmp.path().join("tmux.sock");
+        let token_file = tmp.path().join("token");
+        std::fs::write(&token_file, token)?;
+        let config = tmp.path().join("worker.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "tmux_socket = {:?}\n{worker_toml}",
+                socket.display().to_string()
+            ),
+        )?;
+        let mut w = Worker {
+            name: name.to_string(),
+            server: server.to_string(),
+            data_dir,
+            socket,
+            token_file,
+            config,
+            child: None,
+            tmp,
+        };
+        w.spawn()?;
+        Ok(w)
+    }
+
+    fn spawn(&mut self) -> anyhow::Result<()> {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.tmp.path().join("worker.log"))?;
+        let child = Command::new(bin("pam-worker"))
+            .arg("--server")
+            .arg(&self.server)
+            .arg("--token-file")
+            .arg(&self.token_file)
+            .arg("--name")
+            .arg(&self.name)
+            .arg("--data-dir")
+            .arg(&self.data_dir)
+            .arg("--config")
+            .arg(&self.config)
+            .env("PAM_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(log.try_clone()?))
+            .stderr(Stdio::from(log))
+            .spawn()
+            .context("start pam-worker")?;
+        self.child = Some(child);
+        Ok(())
+    }
+
+    /// The worker's log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.tmp.path().join("worker.log")).unwrap_or_default()
+    }
+
+    /// The worker's pid, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// SIGKILL (a crash); its tmux sessions live on.
+    pub fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Starts the worker again on the same data dir, socket and token.
+    pub fn restart(&mut self) -> anyhow::Result<()> {
+        self.kill9();
+        self.spawn()
+    }
+
+    /// Whether the process has exited (reaping it if so).
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child
+            .as_mut()
+            .and_then(|c| c.try_wait().ok().flatten())
+    }
+
+    /// Sends SIGTERM.
+    pub fn sigterm(&self) {
+        if let Some(pid) = self.pid() {
+            let _ = Command::new("kill")
+                .arg("-TERM")
+                .arg(pid.to_string())
+                .status();
+        }
+    }
+
+    /// Runs `tmux -S <socket> <args>`.
+    pub fn tmux(&self, args: &[&str]) -> Output {
+        Command::new("tmux")
+            .arg("-S")
+            .arg(&self.socket)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run tmux")
+    }
+
+    /// The `pam-*` sessions on this worker's tmux server.
+    pub fn sessions(&self) -> Vec<String> {
+        let out = self.tmux(&["list-sessions", "-F", "#{session_name}"]);
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| l.starts_with("pam-"))
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// The data dir's log of one attempt.
+    pub fn run_log(&self, run_id: &str, attempt: u32) -> PathBuf {
+        self.data_dir
+            .join("runs")
+            .join(run_id)
+            .join(format!("{attempt}.log"))
+    }
+
+    /// The temp dir root (for scratch files such as a cwd).
+    pub fn tmp(&self) -> &Path {
+        self.tmp.path()
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        self.kill9();
+        let _ = self.tmux(&["kill-server"]);
+    }
+}
+
+// ------------------------------------------------------------ helpers
+
+/// A project `e2e` and a task `t1`, as YAML.
+pub fn project_yaml() -> String {
+    "apiVersion: pam.dev/v1\nkind: Project\nmetadata:\n  name: e2e\nspec:\n  displayName: E2E\n---\napiVersion: pam.dev/v1\nkind: Task\nmetadata:\n  name: t1\n  project: e2e\nspec:\n  title: T1\n".to_string()
+}
+
+/// A Run manifest for the exec provider running `command` (JSON array).
+pub fn run_yaml(name: &str, cwd: &Path, command: &[String], extra_spec: &str) -> String {
+    format!(
+        "apiVersion: pam.dev/v1\nkind: Run\nmetadata:\n  name: {name}\n  project: e2e\nspec:\n  task: t1\n  provider: exec\n  cwd: {cwd:?}\n  command: {cmd}\n{extra_spec}",
+        cwd = cwd.display().to_string(),
+        cmd = serde_json::to_string(command).unwrap(),
+    )
+}
+
+/// The fake provider's command line with `args`.
+pub fn fake(args: &[&str]) -> Vec<String> {
+    let mut v = vec![bin("pam-fake-provider").display().to_string()];
+    v.extend(args.iter().map(|s| s.to_string()));
+    v
+}
+
+/// `pamctl apply -f -` with `yaml`, asserting success.
+pub fn apply(pamd: &Pamd, yaml: &str) {
+    crate::ok(&pamd.pamctl_stdin(&["apply", "-f", "-"], Some(yaml)));
+}
+
+/// The run object (GET).
+pub async fn run(pamd: &Pamd, name: &str) -> Value {
+    pamd.get(&format!("/api/v1/projects/e2e/runs/{name}"))
+        .await
+        .unwrap_or(Value::Null)
+}
+
+/// The run's `status.phase`.
+pub async fn phase(pamd: &Pamd, name: &str) -> String {
+    run(pamd, name).await["status"]["phase"]
+        .as_str()
+        .unwrap_or("")
+        .to_string()
+}
+
+/// Waits until the run's phase is `want`; returns the run object.
+pub async fn wait_phase(pamd: &Pamd, name: &str, want: &str, timeout: Duration) -> Value {
+    eventually(timeout, &format!("run {name} {want}"), || async {
+        let r = run(pamd, name).await;
+        (r["status"]["phase"] == want).then_some(r)
+    })
+    .await
+}
+
+/// Every journaled event (oldest first), optionally one topic or prefix.
+pub async fn events(pamd: &Pamd, topic: Option<&str>) -> Vec<Value> {
+    let path = match topic {
+        Some(t) => format!("/api/v1/events?limit=10000&topic={t}"),
+        None => "/api/v1/events?limit=10000".to_string(),
+    };
+    pamd.get(&path).await.unwrap_or(Value::Null)["items"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// The `run.*` events of one run id, oldest first.
+pub async fn run_events(pamd: &Pamd, run_id: &str) -> Vec<Value> {
+    events(pamd, Some("run."))
+        .await
+        .into_iter()
+        .filter(|e| e["payload"]["run_id"] == run_id)
+        .collect()
+}
+
+/// The host object (GET).
+pub async fn host(pamd: &Pamd, name: &str) -> Value {
+    pamd.get(&format!("/api/v1/hosts/{name}"))
+        .await
+        .unwrap_or(Value::Null)
+}
+
+/// Waits until host `name` is online.
+pub async fn wait_online(pamd: &Pamd, name: &str) {
+    eventually(
+        Duration::from_secs(30),
+        &format!("host {name} online"),
+        || async { (host(pamd, name).await["status"]["phase"] == "online").then_some(()) },
+    )
+    .await
+}
