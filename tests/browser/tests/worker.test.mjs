@@ -2,27 +2,20 @@
 // pending → exited live on its page and in the runs table, then SIGKILL the
 // worker and watch its host turn offline on the hosts page (pamd's
 // thresholds shortened through its config).
-//
-// Needs pam-worker's agent loop (the `agent` branch). A pam-worker built
-// without it (no `--tmux-socket` flag) makes these tests SKIP, saying so.
+// Also: attach to a running run from its page and type into its pane.
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, execFileSync } from 'node:child_process';
-import { mkdirSync, writeFileSync, openSync, readFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync, openSync } from 'node:fs';
 import { join } from 'node:path';
 import { startPamd, launchBrowser, signIn, eventually, bin } from '../lib.mjs';
 
 const HOST = 'dash-worker-1';
-const agentBuilt = (() => {
-  try { return execFileSync(bin('pam-worker'), ['--help'], { encoding: 'utf8' }).includes('--tmux-socket'); } catch { return false; }
-})();
-const skip = agentBuilt ? false : 'pam-worker has no agent loop in this build (needs the agent branch)';
 
 let pamd, browser, worker, workerDir;
 
 before(async () => {
-  if (skip) return;
   pamd = await startPamd({ configToml: '[hosts]\nheartbeat_seconds = 1\noffline_after_seconds = 3\n' });
   pamd.pamctl(['apply', '-f', 'examples/webshop/project.yaml', '-f', 'examples/webshop/tasks/']);
   workerDir = join(pamd.dir, 'worker');
@@ -69,7 +62,7 @@ spec:
     host: ${HOST}
 `;
 
-test('a run goes pending → exited live on its page while a real pam-worker runs it', { skip }, async () => {
+test('a run goes pending → exited live on its page while a real pam-worker runs it', async () => {
   const page = await signIn(browser, pamd);
   writeFileSync(join(pamd.dir, 'run.yaml'), runManifest);
   pamd.pamctl(['apply', '-f', join(pamd.dir, 'run.yaml')]);
@@ -90,7 +83,7 @@ test('a run goes pending → exited live on its page while a real pam-worker run
   await page.context().close();
 });
 
-test('attach: take the lease on a running run and type into it', { skip }, async () => {
+test('attach: take the lease on a running run and type into it', async () => {
   if (!worker || worker.exitCode !== null) startWorker();
   writeFileSync(join(pamd.dir, 'cat.yaml'), `apiVersion: pam.dev/v1
 kind: Run
@@ -123,7 +116,7 @@ spec:
   await page.context().close();
 });
 
-test('a killed worker\'s host turns offline live on the hosts page', { skip }, async () => {
+test('a killed worker\'s host turns offline live on the hosts page', async () => {
   if (!worker || worker.exitCode !== null) startWorker();
   const page = await signIn(browser, pamd);
   await page.goto(`${pamd.url}/#/hosts`);

@@ -60,12 +60,12 @@ export function render(root, [project, name]) {
       }
     });
     expiry = timeEl(lease.expiresAt);
-    attachBox.replaceChildren(h('p.muted', `Attached as ${lease.holder || 'dashboard'}; lease expires `, expiry, ' (renewed while this page is open).'), form);
+    attachBox.replaceChildren(h('p.muted', `Attached as ${lease.holder}; lease expires `, expiry, ' (renewed while this page is open).'), form);
     input.focus();
   };
   async function acquire() {
     try {
-      lease = await post(`${base}/attach`, { holder: 'dashboard' });
+      lease = await post(`${base}/attach`, {});
     } catch (e) {
       toast(e.status === 404 && e.code === 'not_found' && /no route/.test(e.message)
         ? 'This pamd cannot attach to runs.' : `Cannot attach: ${e.message}`, 'error');
