@@ -1,4 +1,5 @@
-// Projects: active and archived, with completion ratios.
+// Projects: active and archived, with completion ratios (done / non-cancelled
+// tasks and subtasks).
 
 import { get } from '../api.js';
 import { onEvent } from '../sse.js';
@@ -15,7 +16,9 @@ export function render(root) {
   };
   const draw = (projects, tasks) => {
     const per = new Map();
+    // Milestones and epics are containers: the ratio counts tasks and subtasks.
     for (const t of tasks) {
+      if (t.spec.type === 'milestone' || t.spec.type === 'epic') continue;
       const c = per.get(t.metadata.project) || { done: 0, total: 0, open: 0 };
       const p = t.status?.phase;
       if (p !== 'cancelled') c.total += 1;
@@ -28,7 +31,7 @@ export function render(root) {
       return h('a.project-card', { href: `#/board/${encodeURIComponent(p.metadata.name)}`, 'data-project': p.metadata.name },
         h('div.row', h('h3', p.spec.displayName || p.metadata.name), phase(p.status?.phase || 'active')),
         p.spec.description ? h('p.muted', p.spec.description) : null,
-        h('div.row', ratio(c) || h('span.muted', 'no tasks yet'), h('span.muted', `${c.open} open`)));
+        h('div.row', c.total ? h('span', ratio(c), h('span.muted', ' tasks done')) : h('span.muted', 'no tasks yet'), h('span.muted', `${c.open} open`)));
     };
     const active = projects.filter((p) => p.status?.phase !== 'archived');
     const archived = projects.filter((p) => p.status?.phase === 'archived');
