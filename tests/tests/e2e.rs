@@ -148,7 +148,7 @@ async fn s2_nonzero_exit_requeues_then_restart_exhausted() {
 #[tokio::test]
 async fn s3_worker_killed_run_finishes_elsewhere_and_late_signals_are_dropped() {
     let pamd = pamd("").await;
-    let mut workers = vec![
+    let mut workers = [
         Worker::start(&pamd, "ha").await.unwrap(),
         Worker::start(&pamd, "hb").await.unwrap(),
     ];
@@ -340,7 +340,7 @@ async fn s6_no_eligible_host_times_out_and_stop_kills_the_session() {
     assert_eq!(r["status"]["failureReason"], "no_eligible_host", "{r}");
     let r = wait_phase(&pamd, "r6-hang", "running", T).await;
     let session = r["status"]["sessionName"].as_str().unwrap().to_string();
-    assert_eq!(w.sessions(), [session.clone()]);
+    assert_eq!(w.sessions(), std::slice::from_ref(&session));
     ok(&pamd.pamctl(&["-p", "e2e", "stop", "r6-hang"]));
     wait_phase(&pamd, "r6-hang", "stopped", T).await;
     eventually(T, "session gone", || async {
@@ -485,7 +485,7 @@ async fn worker_sigterm_is_prompt_and_restart_adopts_running_sessions() {
     assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());
     assert_eq!(
         w.sessions(),
-        [session.clone()],
+        std::slice::from_ref(&session),
         "the session outlives the worker"
     );
     w.restart().unwrap();

@@ -96,12 +96,12 @@ impl Leases {
         Ok((lease, expired))
     }
 
-    fn held<'a>(
-        g: &'a mut Inner,
+    fn held(
+        g: &mut Inner,
         run_id: Uuid,
         lease_id: Uuid,
         now: DateTime<Utc>,
-    ) -> Result<&'a mut Lease, LeaseError> {
+    ) -> Result<&mut Lease, LeaseError> {
         match g.leases.get_mut(&run_id) {
             Some(l) if l.id == lease_id && l.expires_at > now => Ok(l),
             _ => Err(LeaseError::NotHeld),
