@@ -4,13 +4,14 @@
 //! source of time), `embedded_pg` (the embedded PostgreSQL default), `db`
 //! (migrations), `store` (the Store trait, PostgreSQL and memory
 //! implementations, one conformance suite), `api` (router, error type),
-//! `server` (pamd's lifecycle), `schema_doc` (docs/schema.md generator),
+//! `dashboard` (the web UI at `/`), `server` (pamd's lifecycle), `schema_doc` (docs/schema.md generator),
 //! `testdb` (throwaway databases for tests).
 
 pub mod api;
 pub mod apply;
 pub mod clock;
 pub mod config;
+pub mod dashboard;
 pub mod db;
 pub mod embedded_pg;
 pub mod events;

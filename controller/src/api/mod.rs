@@ -24,6 +24,7 @@ pub mod objects;
 pub mod pending_signals;
 pub mod resources;
 pub mod routes;
+pub mod run_events;
 pub mod snapshots;
 pub mod worker;
 
@@ -66,6 +67,7 @@ pub fn router(state: AppState) -> Router {
     let metrics = state.ctx.metrics.clone();
     Router::new()
         .merge(routes::v1())
+        .merge(crate::dashboard::router())
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(crate::metrics::handler))

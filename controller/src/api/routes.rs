@@ -76,6 +76,11 @@ pub fn v1() -> Router<AppState> {
             get(r::get_host).delete(r::delete_host),
         )
         .route("/api/v1/hosts/{name}/{action}", post(r::host_action))
+        // The dashboard's run timeline.
+        .route(
+            "/api/v1/projects/{project}/runs/{name}/events",
+            get(super::run_events::run_events),
+        )
         .route("/api/v1/tokens", get(r::list_tokens).post(r::create_token))
         .route("/api/v1/tokens/{id}", delete(r::revoke_token))
         .route("/api/v1/events", get(r::list_events))

@@ -3,15 +3,23 @@
 //!
 //! - `pam-testdb url`  — start it if needed; print its admin URL
 //!   (`psql "$(pam-testdb url)"`).
+//! - `pam-testdb fresh` — start it if needed; print the URL of a fresh,
+//!   migrated, empty database on it (the browser tests start pamd on one).
 //! - `pam-testdb stop` — stop it (`.ci/run` does this at the end).
 
 fn main() {
     let cmd = std::env::args().nth(1).unwrap_or_default();
     let result = match cmd.as_str() {
         "url" => pam_controller::testdb::start_test_cluster().map(|url| println!("{url}")),
+        "fresh" => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(anyhow::Error::from)
+            .and_then(|rt| rt.block_on(pam_controller::testdb::fresh_database_url()))
+            .map(|url| println!("{url}")),
         "stop" => pam_controller::testdb::stop_test_cluster(),
         _ => {
-            eprintln!("usage: pam-testdb url|stop");
+            eprintln!("usage: pam-testdb url|fresh|stop");
             std::process::exit(2);
         }
     };

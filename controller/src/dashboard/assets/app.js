@@ -1,0 +1,96 @@
+// The dashboard shell: sign-in, navigation (a hash router), the live
+// indicator. Pages live in pages/*.js and export
+// `render(root, params) → cleanup`.
+
+import { api, setToken, token } from './api.js';
+import * as sse from './sse.js';
+import { h } from './util.js';
+import * as projects from './pages/projects.js';
+import * as board from './pages/board.js';
+import * as runs from './pages/runs.js';
+import * as run from './pages/run.js';
+import * as hosts from './pages/hosts.js';
+import * as activity from './pages/activity.js';
+
+const routes = [
+  [/^#\/projects$/, projects, 'projects'],
+  [/^#\/board\/([^/]+)$/, board, 'projects'],
+  [/^#\/runs$/, runs, 'runs'],
+  [/^#\/runs\/([^/]+)\/([^/]+)$/, run, 'runs'],
+  [/^#\/hosts$/, hosts, 'hosts'],
+  [/^#\/activity$/, activity, 'activity'],
+];
+
+const view = document.getElementById('view');
+let cleanup = null;
+
+function signIn(message) {
+  document.getElementById('top').hidden = true;
+  sse.stop();
+  const input = h('input', { type: 'password', name: 'token', id: 'token', autocomplete: 'off', required: true,
+    placeholder: 'pam_…', 'aria-label': 'operator token', spellcheck: 'false' });
+  const err = h('p.error', { role: 'alert', hidden: !message }, message || '');
+  const form = h('form.signin', { id: 'signin', novalidate: true },
+    h('h1', 'Sign in to pam'),
+    h('p.muted', 'Paste an operator token. pamd wrote one to ', h('code', '<data-dir>/admin.token'),
+      '; create more with ', h('code', 'pamctl token create NAME'), '. It is kept for this browser tab only.'),
+    h('label', { for: 'token' }, 'Operator token'),
+    input,
+    err,
+    h('button', { type: 'submit' }, 'Sign in'));
+  form.addEventListener('submit', async (e) => {
+    e.preventDefault();
+    const t = input.value.trim();
+    if (!t) { err.hidden = false; err.textContent = 'Enter a token.'; return; }
+    try {
+      await api('GET', '/api/v1/projects', undefined, t);
+    } catch (ex) {
+      err.hidden = false;
+      err.textContent = ex.status === 401 ? 'That token was refused (unknown, revoked or not an operator token).'
+        : ex.status === 403 ? 'That is a worker token; the dashboard needs an operator token.'
+          : `Could not sign in: ${ex.message}`;
+      return;
+    }
+    setToken(t);
+    if (!location.hash || location.hash === '#/signin') location.hash = '#/projects';
+    else route();
+  });
+  view.replaceChildren(form);
+  input.focus();
+}
+
+function route() {
+  if (cleanup) { try { cleanup(); } catch { /* page gone */ } cleanup = null; }
+  if (!token()) { signIn(); return; }
+  document.getElementById('top').hidden = false;
+  sse.start();
+  const hash = (location.hash || '#/projects').split('?')[0];
+  for (const [re, page, nav] of routes) {
+    const m = hash.match(re);
+    if (!m) continue;
+    for (const a of document.querySelectorAll('[data-nav]')) a.classList.toggle('active', a.dataset.nav === nav);
+    const root = h('section.page');
+    view.replaceChildren(root);
+    cleanup = page.render(root, m.slice(1).map(decodeURIComponent)) || null;
+    return;
+  }
+  location.hash = '#/projects';
+}
+
+window.addEventListener('hashchange', route);
+window.addEventListener('pam:unauthorized', () => {
+  setToken(null);
+  signIn('Your token is no longer accepted; sign in again.');
+});
+document.getElementById('signout').addEventListener('click', () => {
+  setToken(null);
+  location.hash = '#/signin';
+  signIn();
+});
+// Events purged before we could resume them: refetch the page instead.
+sse.onEvent((e) => { if (e.topic === 'gap') route(); });
+const live = document.getElementById('live');
+const labels = { live: 'live', polling: 'live (polling)', reconnecting: 'reconnecting…', off: 'offline' };
+sse.onState((s) => { live.dataset.state = s; live.textContent = labels[s] || s; });
+
+route();

@@ -1,0 +1,57 @@
+// Activity: the event journal, newest first, live, filterable by topic.
+
+import { get } from '../api.js';
+import { onEvent } from '../sse.js';
+import { h, empty, timeEl, hashParams } from '../util.js';
+
+const GROUPS = ['project.', 'work_item.', 'run.', 'worker.'];
+const KEEP = 300;
+
+export function render(root) {
+  let topic = hashParams().get('topic') || '';
+  let events = [];
+  const list = h('ol.feed', { 'aria-label': 'events' });
+  const match = (e) => !topic || (topic.endsWith('.') ? e.topic.startsWith(topic) : e.topic === topic);
+  const summary = (p) => {
+    if (!p || typeof p !== 'object') return '';
+    const bits = [];
+    for (const k of ['name', 'status', 'from', 'to', 'attempt', 'exit_code', 'cause', 'host', 'reason']) {
+      if (p[k] !== undefined && p[k] !== null) bits.push(`${k}=${typeof p[k] === 'object' ? JSON.stringify(p[k]) : p[k]}`);
+    }
+    return bits.join(' ');
+  };
+  const item = (e) => h('li', { 'data-topic': e.topic, 'data-seq': e.seq },
+    h('span.seq.muted', `#${e.seq}`), h('span.topic', { class: `t-${e.topic.split('.')[0]}` }, e.topic),
+    h('span.summary', summary(e.payload)), timeEl(e.createdAt));
+  const draw = () => {
+    const shown = events.filter(match).slice(0, KEEP);
+    list.replaceChildren(...(shown.length ? shown.map(item)
+      : [h('li', empty(topic ? `No ${topic} events yet.` : 'No events yet.', 'Events appear here as projects, tasks, runs and workers change.'))]));
+  };
+  const select = h('select', { 'data-filter': 'topic', onchange: (e) => { topic = e.target.value; draw(); } },
+    h('option', { value: '' }, 'all topics'),
+    GROUPS.map((g) => h('option', { value: g, selected: topic === g }, `${g}*`)));
+  root.replaceChildren(h('h1', 'Activity'), h('div.filters', h('label.filter', 'Topic', select)), list);
+
+  const load = async () => {
+    // The journal reads oldest-first; page to its end and keep the newest.
+    let after = 0, all = [];
+    for (let i = 0; i < 50; i++) {
+      const { items } = await get(`/api/v1/events?after=${after}&limit=1000`);
+      all = all.concat(items).slice(-2000);
+      if (items.length < 1000) break;
+      after = items[items.length - 1].seq;
+    }
+    const seen = new Set(events.map((e) => e.seq));
+    events = events.concat(all.filter((e) => !seen.has(e.seq))).sort((a, b) => b.seq - a.seq).slice(0, 2000);
+    draw();
+  };
+  const off = onEvent((e) => {
+    if (e.topic === 'gap' || events.some((x) => x.seq === e.seq)) return;
+    events.unshift(e);
+    if (events.length > 2000) events.length = 2000;
+    draw();
+  });
+  load().catch((e) => list.replaceChildren(h('li.error', `Could not load events: ${e.message}`)));
+  return off;
+}

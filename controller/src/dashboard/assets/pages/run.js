@@ -1,0 +1,173 @@
+// One run: its state, a timeline of its events (grouped by attempt), the
+// latest output snapshot (updating live), the stop button, and attach: take
+// the run's attach lease (POST …/attach), type into its pane through the
+// input box (…/attach/input), renew the lease while the page is open and
+// release it on leaving.
+
+import { get, post, enc } from '../api.js';
+import { onEvent } from '../sse.js';
+import { h, phase, timeEl, debounce, toast } from '../util.js';
+
+const TERMINAL = new Set(['exited', 'failed', 'stopped']);
+
+export function render(root, [project, name]) {
+  const base = `/api/v1/projects/${enc(project)}/runs/${enc(name)}`;
+  let run = null;
+  const head = h('div');
+  const timeline = h('ol.timeline', { 'aria-label': 'timeline' });
+  const output = h('pre.output', { id: 'output', 'aria-label': 'latest output' }, 'No output yet.');
+  const outputMeta = h('p.muted', { id: 'output-meta' });
+  const attachBox = h('div.attach', { id: 'attach' });
+  root.replaceChildren(head,
+    h('div.two',
+      h('section.panel', h('h2', 'Timeline'), timeline),
+      h('section.panel', h('h2', 'Latest output'), outputMeta, output, attachBox)));
+
+  // Attach lease: held while this page is open.
+  let lease = null;
+  let renewTimer = null;
+  let expiry = null;
+  const dropLease = () => { lease = null; clearInterval(renewTimer); renewTimer = null; };
+  const release = async () => {
+    if (!lease) return;
+    const id = lease.leaseId;
+    dropLease();
+    try { await post(`${base}/attach/release`, { leaseId: id }); } catch { /* expired already */ }
+  };
+  const drawAttach = () => {
+    const live = run && !TERMINAL.has(run.status?.phase) && run.status?.phase !== 'pending';
+    if (!lease) {
+      attachBox.replaceChildren(h('button', {
+        type: 'button', id: 'attach-btn', disabled: !live,
+        title: live ? 'Take the attach lease and type into the run' : 'Only a started, unfinished run can be attached',
+        onclick: acquire,
+      }, 'Attach'));
+      return;
+    }
+    const input = h('input', { type: 'text', id: 'attach-input', placeholder: 'Type a line for the agent, Enter to send', 'aria-label': 'input for the run', autocomplete: 'off' });
+    const form = h('form.attach-form', { id: 'attach-form' }, input, h('button', { type: 'submit' }, 'Send'),
+      h('button.ghost', { type: 'button', onclick: async () => { await release(); drawAttach(); } }, 'Detach'));
+    form.addEventListener('submit', async (e) => {
+      e.preventDefault();
+      const text = input.value;
+      if (!text || !lease) return;
+      try {
+        await post(`${base}/attach/input`, { leaseId: lease.leaseId, text });
+        input.value = '';
+      } catch (ex) {
+        toast(`Input not sent: ${ex.message}`, 'error');
+        if (ex.status === 404) { dropLease(); drawAttach(); }
+      }
+    });
+    expiry = timeEl(lease.expiresAt);
+    attachBox.replaceChildren(h('p.muted', `Attached as ${lease.holder}; lease expires `, expiry, ' (renewed while this page is open).'), form);
+    input.focus();
+  };
+  async function acquire() {
+    try {
+      lease = await post(`${base}/attach`, {});
+    } catch (e) {
+      toast(e.status === 404 && e.code === 'not_found' && /no route/.test(e.message)
+        ? 'This pamd cannot attach to runs.' : `Cannot attach: ${e.message}`, 'error');
+      return;
+    }
+    const every = Math.max(1000, ((lease.ttlSeconds || 30) * 1000) / 2);
+    renewTimer = setInterval(async () => {
+      if (!lease) return;
+      try {
+        lease = { ...lease, ...(await post(`${base}/attach/renew`, { leaseId: lease.leaseId })) };
+        const t = timeEl(lease.expiresAt);
+        expiry?.replaceWith(t);
+        expiry = t;
+      } catch (e) {
+        toast(`Attach lease lost: ${e.message}`, 'error');
+        dropLease();
+        drawAttach();
+      }
+    }, every);
+    drawAttach();
+  }
+
+  const loadRun = async () => {
+    try {
+      run = await get(base);
+    } catch (e) {
+      head.replaceChildren(h('h1', name), h('p.error', { role: 'alert' },
+        e.status === 404 ? `No run ${name} in ${project}.` : `Could not load the run: ${e.message}`));
+      return;
+    }
+    const s = run.status || {};
+    const stopped = run.spec.stopped || TERMINAL.has(s.phase);
+    const stopBtn = h('button.danger', {
+      type: 'button', id: 'stop', disabled: stopped,
+      title: stopped ? (TERMINAL.has(s.phase) ? 'The run has finished' : 'A stop was requested') : 'Ask the worker to stop this run',
+      onclick: async () => {
+        stopBtn.disabled = true;
+        try { await post(`${base}/stop`); toast(`Stop requested for ${name}`, 'ok'); } catch (e) { toast(`Cannot stop ${name}: ${e.message}`, 'error'); }
+        loadRun();
+      },
+    }, run.spec.stopped && !TERMINAL.has(s.phase) ? 'Stopping…' : 'Stop');
+    const kv = (k, v) => [h('dt', k), h('dd', v ?? h('span.muted', '—'))];
+    head.replaceChildren(
+      h('div.page-head', h('h1', name), phase(s.phase), stopBtn),
+      h('p', h('a', { href: `#/runs?project=${enc(project)}` }, `← runs in ${project}`)),
+      h('dl.kv',
+        kv('Task', h('a', { href: `#/board/${enc(project)}` }, run.spec.task)),
+        kv('Provider', run.spec.provider),
+        kv('Attempt', `${s.attempt ?? 0} of ${run.spec.restartPolicy?.maxAttempts ?? 1}`),
+        kv('Host', s.host),
+        kv('Created', timeEl(run.metadata.creationTimestamp)),
+        kv('Pending since', timeEl(s.pendingSince)),
+        kv('Started', timeEl(s.startedAt)),
+        kv('Finished', timeEl(s.finishedAt)),
+        kv('Exit code', s.exitCode != null ? String(s.exitCode) : null),
+        kv('Failure reason', s.failureReason ? h('span.reason', s.failureReason) : null),
+        kv('Session', s.sessionName ? h('code', s.sessionName) : null),
+        kv(run.spec.command ? 'Command' : 'Prompt', h('span.prompt', run.spec.command ? run.spec.command.join(' ') : (run.spec.prompt || '')))));
+    if (lease && TERMINAL.has(s.phase)) dropLease();
+    if (!lease) drawAttach();
+  };
+
+  const loadEvents = async () => {
+    try {
+      const items = (await get(`${base}/events`)).items.filter((e) => e.topic !== 'run.output_appended');
+      if (!items.length) { timeline.replaceChildren(h('li.muted', 'No events yet.')); return; }
+      let attempt = null;
+      const out = [];
+      for (const e of items) {
+        const a = e.payload?.attempt;
+        if (a !== undefined && a !== attempt) { attempt = a; out.push(h('li.attempt', `attempt ${a}`)); }
+        const detail = [];
+        if (e.payload?.status) detail.push(phase(e.payload.status));
+        for (const k of ['exit_code', 'cause', 'reason', 'signal']) if (e.payload?.[k] != null) detail.push(h('span.muted', `${k.replace('_', ' ')}: ${e.payload[k]}`));
+        out.push(h('li', { 'data-topic': e.topic, 'data-seq': e.seq }, h('span.topic', e.topic), ' ', detail, ' ', timeEl(e.createdAt)));
+      }
+      timeline.replaceChildren(...out);
+    } catch (e) {
+      timeline.replaceChildren(h('li.error', `Could not load events: ${e.message}`));
+    }
+  };
+
+  const loadOutput = async () => {
+    try {
+      const o = await get(`${base}/output`);
+      output.textContent = o.text || '';
+      outputMeta.replaceChildren(`attempt ${o.attempt}, ${o.lines} lines, ${o.bytes} bytes, received `, timeEl(o.receivedAt));
+      output.scrollTop = output.scrollHeight;
+    } catch (e) {
+      if (e.status !== 404) outputMeta.textContent = `Could not load output: ${e.message}`;
+    }
+  };
+
+  const reloadRun = debounce(() => { loadRun(); loadEvents(); }, 150);
+  const reloadOutput = debounce(loadOutput, 300);
+  const off = onEvent((e) => {
+    if (!run || e.payload?.run_id !== run.metadata.uid) return;
+    if (e.topic === 'run.output_appended') reloadOutput();
+    else { reloadRun(); reloadOutput(); }
+  });
+  loadRun().then(() => { loadEvents(); loadOutput(); });
+  const onUnload = () => { release(); };
+  window.addEventListener('pagehide', onUnload);
+  return () => { off(); window.removeEventListener('pagehide', onUnload); release(); };
+}

@@ -1,0 +1,85 @@
+// Takes the README's dashboard screenshots (docs/screenshots/*.png) with the
+// same driver as the browser tests, against seeded data: examples/ applied,
+// and a worker simulated over the worker protocol (so the pictures are the
+// same on every machine): one run running with output, one exited, one
+// failed, one host online, one gone offline and flagged instance-suspect.
+//
+//   CARGO_TARGET_DIR=… node screenshots.mjs   (or: npm run screenshots)
+
+import { randomUUID } from 'node:crypto';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { startPamd, launchBrowser, signIn, eventually, REPO } from './lib.mjs';
+
+const OUT = join(REPO, 'docs', 'screenshots');
+mkdirSync(OUT, { recursive: true });
+
+const pamd = await startPamd({ configToml: '[hosts]\nheartbeat_seconds = 1\noffline_after_seconds = 3\n' });
+let browser;
+try {
+  pamd.pamctl(['apply', '-R', '-f', 'examples/']);
+  const worker = async (host) => {
+    const r = await pamd.api('POST', '/api/v1/tokens', { worker: host });
+    const token = r.body.token;
+    return async (method, path, body) => {
+      const res = await fetch(`${pamd.url}${path}`, {
+        method, headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+      const text = await res.text();
+      if (res.status >= 400) throw new Error(`${method} ${path}: ${res.status} ${text}`);
+      return text ? JSON.parse(text) : null;
+    };
+  };
+  const linux = await worker('build-linux-1');
+  const linuxInstance = randomUUID();
+  await linux('POST', '/api/v1/workers/register', { name: 'build-linux-1', platform: 'linux', instance_id: linuxInstance, capacity: 8, labels: { os: 'linux', 'pam.dev/pool': 'fast' }, version: 'screenshot' });
+  const claimed = (await linux('POST', '/api/v1/workers/claim?wait=0&max=10')).runs;
+  const byName = {};
+  for (const r of (await pamd.get('/api/v1/projects/webshop/runs')).items) byName[r.metadata.name] = r.metadata.uid;
+  const at = () => new Date().toISOString();
+  const sig = (name, attempt, kind, extra = {}) => ({ run_id: byName[name], attempt, kind, at: at(), ...extra });
+  const attemptOf = (name) => claimed.find((c) => c.run_id === byName[name])?.attempt ?? 1;
+  const send = (...signals) => linux('POST', '/api/v1/workers/signals', { signals });
+  for (const n of Object.keys(byName)) if (claimed.some((c) => c.run_id === byName[n])) await send(sig(n, attemptOf(n), 'started'));
+  if (claimed.some((c) => c.run_id === byName['search-index-impl'])) await send(sig('search-index-impl', attemptOf('search-index-impl'), 'finished', { exit_code: 0 }));
+  if (claimed.some((c) => c.run_id === byName['webhook-tests'])) await send(sig('webhook-tests', attemptOf('webhook-tests'), 'failed', { exit_code: 2, reason: 'make: *** [test-webhooks] Error 2' }));
+  const text = [
+    '● Reading docs/cart.md',
+    '● Planning: CartService with add/remove/list, Postgres-backed, idempotent adds',
+    '✎ src/cart/service.rs (+142)', '✎ src/cart/routes.rs (+88)', '✎ tests/cart_api.rs (+121)',
+    '$ cargo test cart_api', '   running 9 tests', '   test cart_api::add_twice_is_idempotent ... ok',
+    '   test cart_api::remove_missing_is_404 ... ok', '   test result: ok. 9 passed; 0 failed',
+    '● Writing the summary for the pull request…',
+  ].join('\n');
+  await linux('POST', '/api/v1/workers/snapshots', { run_id: byName['cart-api-impl'], attempt: attemptOf('cart-api-impl'), text, lines: 11, bytes: text.length });
+  // studio-mac: seen once, then silent (offline), then a second instance id (suspect).
+  const mac = await worker('studio-mac');
+  await mac('POST', '/api/v1/workers/register', { name: 'studio-mac', platform: 'macos', instance_id: randomUUID(), capacity: 2, labels: { os: 'macos' }, version: 'screenshot' });
+  await mac('POST', '/api/v1/workers/register', { name: 'studio-mac', platform: 'macos', instance_id: randomUUID(), capacity: 2, labels: { os: 'macos' }, version: 'screenshot' }).catch(() => {});
+  const beat = setInterval(() => linux('POST', '/api/v1/workers/heartbeat', { instance_id: linuxInstance, running: [] }).catch(() => {}), 700);
+  await eventually('studio-mac offline', async () => (await pamd.get('/api/v1/hosts/studio-mac')).status.phase === 'offline', 20000);
+  // Some board movement.
+  await pamd.api('POST', '/api/v1/projects/webshop/tasks/product-search/transition', { to: 'doing' });
+
+  browser = await launchBrowser();
+  const page = await signIn(browser, pamd, { width: 1400, height: 860 });
+  await page.goto(`${pamd.url}/#/board/webshop`);
+  await page.waitForSelector('.board [data-task="cart-api"]');
+  await page.screenshot({ path: join(OUT, 'board.png'), fullPage: true });
+  await page.goto(`${pamd.url}/#/runs/webshop/cart-api-impl`);
+  await page.waitForSelector('#output:has-text("cargo test")');
+  await page.waitForSelector('.timeline [data-topic="run.started"]');
+  await page.screenshot({ path: join(OUT, 'run.png'), fullPage: true });
+  await page.goto(`${pamd.url}/#/hosts`);
+  await page.waitForSelector('tr[data-host="studio-mac"][data-phase="offline"]');
+  await page.screenshot({ path: join(OUT, 'hosts.png'), fullPage: true });
+  await page.goto(`${pamd.url}/#/runs`);
+  await page.waitForSelector('tr[data-run="cart-api-impl"]');
+  await page.screenshot({ path: join(OUT, 'runs.png'), fullPage: true });
+  clearInterval(beat);
+  console.log(`screenshots written to ${OUT}`);
+} finally {
+  await browser?.close();
+  await pamd.stop();
+}
