@@ -16,8 +16,6 @@
 //!   before a new one starts (Linux: only if that pid still runs
 //!   pam-worker).
 
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -103,18 +101,7 @@ pub async fn ensure_token(ctx: &Ctx, data_dir: &Path, host: &str) -> anyhow::Res
         revoked_at: None,
     })
     .await?;
-    std::fs::create_dir_all(data_dir)?;
-    let tmp = data_dir.join(".local-worker.token.tmp");
-    let _ = std::fs::remove_file(&tmp);
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&tmp)
-        .with_context(|| format!("write {}", tmp.display()))?;
-    f.write_all(token.as_bytes())?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, &path)?;
+    crate::api::auth::write_secret_file(&path, &token)?;
     ctx.commit(tx).await?;
     Ok(path)
 }

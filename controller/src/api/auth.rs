@@ -136,10 +136,6 @@ pub async fn ensure_admin_token(
     ctx: &crate::reconcile::Ctx,
     data_dir: &std::path::Path,
 ) -> anyhow::Result<std::path::PathBuf> {
-    use anyhow::Context;
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-
     let path = data_dir.join(ADMIN_TOKEN_FILE);
     let now = ctx.now();
     let mut tx = ctx.store.begin().await?;
@@ -168,8 +164,25 @@ pub async fn ensure_admin_token(
         revoked_at: None,
     })
     .await?;
-    std::fs::create_dir_all(data_dir).with_context(|| format!("create {}", data_dir.display()))?;
-    let tmp = data_dir.join(".admin.token.tmp");
+    write_secret_file(&path, &format!("{token}\n"))?;
+    // Commit only once the file is in place: a crash in between leaves an
+    // unused row, never a file whose token the database does not know.
+    ctx.commit(tx).await?;
+    tracing::info!(path = %path.display(), "wrote a new admin token");
+    Ok(path)
+}
+
+/// Writes a secret (a token) to `path` atomically with mode 0600: a temp
+/// file created exclusively next to it, synced, then renamed into place, so
+/// a reader never sees a partial token and no other user can read it.
+pub fn write_secret_file(path: &std::path::Path, contents: &str) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let dir = path.parent().context("a secret file needs a directory")?;
+    std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
+    let name = path.file_name().context("a secret file needs a name")?;
+    let tmp = dir.join(format!(".{}.tmp", name.to_string_lossy()));
     let _ = std::fs::remove_file(&tmp);
     let mut f = std::fs::OpenOptions::new()
         .write(true)
@@ -177,13 +190,9 @@ pub async fn ensure_admin_token(
         .mode(0o600)
         .open(&tmp)
         .with_context(|| format!("write {}", tmp.display()))?;
-    f.write_all(token.as_bytes())?;
-    f.write_all(b"\n")?;
+    f.write_all(contents.as_bytes())?;
     f.sync_all()?;
-    std::fs::rename(&tmp, &path)?;
-    // Commit only once the file is in place: a crash in between leaves an
-    // unused row, never a file whose token the database does not know.
-    ctx.commit(tx).await?;
-    tracing::info!(path = %path.display(), "wrote a new admin token");
-    Ok(path)
+    std::fs::rename(&tmp, path)
+        .with_context(|| format!("rename {} to {}", tmp.display(), path.display()))?;
+    Ok(())
 }

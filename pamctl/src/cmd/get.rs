@@ -40,6 +40,40 @@ pub(crate) fn list(
     items(client.get(&path)?)
 }
 
+/// What `get` (and `get -w`) reads: the kind, and the project or, with
+/// `-A`, every project.
+pub(crate) struct GetScope {
+    pub kind: Kind,
+    pub across: bool,
+    pub project: Option<String>,
+}
+
+impl GetScope {
+    /// Checks the arguments `get` and `get -w` share.
+    pub(crate) fn resolve(
+        ctx: &mut Ctx,
+        kind: &str,
+        name: Option<&str>,
+        selector: Option<&str>,
+        all_projects: bool,
+    ) -> Result<GetScope> {
+        let kind = parse_kind(kind)?;
+        if let Some(s) = selector {
+            super::apply::parse_selector(s)?;
+        }
+        if name.is_some() && (all_projects || selector.is_some()) {
+            return Err(CliError::usage("a NAME cannot be combined with -A or -l"));
+        }
+        let across = all_projects && kind.is_project_scoped();
+        let project = if across { None } else { ctx.project_for(kind)? };
+        Ok(GetScope {
+            kind,
+            across,
+            project,
+        })
+    }
+}
+
 pub(crate) fn get(
     ctx: &mut Ctx,
     kind: &str,
@@ -48,15 +82,11 @@ pub(crate) fn get(
     output: Output,
     all_projects: bool,
 ) -> Result<Exit> {
-    let kind = parse_kind(kind)?;
-    if let Some(s) = selector {
-        super::apply::parse_selector(s)?;
-    }
-    if name.is_some() && (all_projects || selector.is_some()) {
-        return Err(CliError::usage("a NAME cannot be combined with -A or -l"));
-    }
-    let across = all_projects && kind.is_project_scoped();
-    let project = if across { None } else { ctx.project_for(kind)? };
+    let GetScope {
+        kind,
+        across,
+        project,
+    } = GetScope::resolve(ctx, kind, name, selector, all_projects)?;
     let client = ctx.client()?;
     let objects = match name {
         Some(n) => vec![client.get(&object_path(kind, project.as_deref(), n))?],

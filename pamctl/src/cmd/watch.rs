@@ -85,15 +85,11 @@ pub(crate) fn get_watch(
     output: Output,
     all_projects: bool,
 ) -> Result<Exit> {
-    let kind = parse_kind(kind)?;
-    if let Some(s) = selector {
-        super::apply::parse_selector(s)?;
-    }
-    if name.is_some() && (all_projects || selector.is_some()) {
-        return Err(CliError::usage("a NAME cannot be combined with -A or -l"));
-    }
-    let across = all_projects && kind.is_project_scoped();
-    let project = if across { None } else { ctx.project_for(kind)? };
+    let super::get::GetScope {
+        kind,
+        across,
+        project,
+    } = super::get::GetScope::resolve(ctx, kind, name, selector, all_projects)?;
     let client = ctx.client()?;
     let follower = watch_stream(&client, kind, project.as_deref())?;
     let read = || -> Result<Vec<Value>> {
