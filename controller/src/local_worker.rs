@@ -20,11 +20,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context;
-use uuid::Uuid;
 
-use crate::api::auth::{fingerprint, generate};
+use crate::api::auth::{fingerprint, insert_new_token};
 use crate::reconcile::Ctx;
-use crate::store::{ApiToken, TokenKind};
+use crate::store::TokenKind;
 
 pub const TOKEN_FILE: &str = "local-worker.token";
 const PID_FILE: &str = "local-worker.pid";
@@ -89,17 +88,13 @@ pub async fn ensure_token(ctx: &Ctx, data_dir: &Path, host: &str) -> anyhow::Res
             }
         }
     }
-    let (token, fp) = generate(TokenKind::Worker);
-    tx.insert_token(&ApiToken {
-        id: Uuid::new_v4(),
-        name: TOKEN_NAME.into(),
-        kind: TokenKind::Worker,
-        fingerprint: fp,
-        host_name: Some(host.to_string()),
-        created_at: now,
-        last_used_at: None,
-        revoked_at: None,
-    })
+    let (_, token) = insert_new_token(
+        &mut *tx,
+        TokenKind::Worker,
+        TOKEN_NAME.into(),
+        Some(host.to_string()),
+        now,
+    )
     .await?;
     crate::api::auth::write_secret_file(&path, &token)?;
     ctx.commit(tx).await?;

@@ -9,7 +9,7 @@ use chrono::{TimeZone, Utc};
 use http_body_util::BodyExt;
 use pam_controller::api::{auth, router, AppState};
 use pam_controller::clock::ManualClock;
-use pam_controller::store::{ApiToken, TokenKind};
+use pam_controller::store::TokenKind;
 use serde_json::{json, Value};
 use tower::ServiceExt;
 use uuid::Uuid;
@@ -92,18 +92,14 @@ impl Api {
 }
 
 async fn make_token(state: &AppState, kind: TokenKind, name: &str, host: Option<&str>) -> String {
-    let (token, fp) = auth::generate(kind);
     let mut tx = state.ctx.store.begin().await.unwrap();
-    tx.insert_token(&ApiToken {
-        id: Uuid::new_v4(),
-        name: name.into(),
+    let (_, token) = auth::insert_new_token(
+        &mut *tx,
         kind,
-        fingerprint: fp,
-        host_name: host.map(str::to_string),
-        created_at: Utc::now(),
-        last_used_at: None,
-        revoked_at: None,
-    })
+        name.into(),
+        host.map(str::to_string),
+        Utc::now(),
+    )
     .await
     .unwrap();
     tx.commit().await.unwrap();

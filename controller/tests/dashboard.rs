@@ -9,10 +9,9 @@ use chrono::{TimeZone, Utc};
 use http_body_util::BodyExt;
 use pam_controller::api::{auth, router, AppState};
 use pam_controller::clock::ManualClock;
-use pam_controller::store::{ApiToken, TokenKind};
+use pam_controller::store::TokenKind;
 use serde_json::{json, Value};
 use tower::ServiceExt;
-use uuid::Uuid;
 
 async fn state() -> AppState {
     AppState::new(
@@ -146,18 +145,14 @@ async fn an_unknown_asset_is_a_json_404() {
 }
 
 async fn operator(state: &AppState) -> String {
-    let (token, fp) = auth::generate(TokenKind::Operator);
     let mut tx = state.ctx.store.begin().await.unwrap();
-    tx.insert_token(&ApiToken {
-        id: Uuid::new_v4(),
-        name: "ops".into(),
-        kind: TokenKind::Operator,
-        fingerprint: fp,
-        host_name: None,
-        created_at: Utc::now(),
-        last_used_at: None,
-        revoked_at: None,
-    })
+    let (_, token) = auth::insert_new_token(
+        &mut *tx,
+        TokenKind::Operator,
+        "ops".into(),
+        None,
+        Utc::now(),
+    )
     .await
     .unwrap();
     tx.commit().await.unwrap();

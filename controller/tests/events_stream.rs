@@ -10,7 +10,7 @@ use pam_controller::api::{auth, router, AppState};
 use pam_controller::clock::ManualClock;
 use pam_controller::events::EventBus;
 use pam_controller::reconcile::Ctx;
-use pam_controller::store::{ApiToken, TokenKind};
+use pam_controller::store::TokenKind;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
@@ -117,18 +117,14 @@ impl Server {
 }
 
 async fn make_token(state: &AppState) -> String {
-    let (token, fp) = auth::generate(TokenKind::Operator);
     let mut tx = state.ctx.store.begin().await.unwrap();
-    tx.insert_token(&ApiToken {
-        id: Uuid::new_v4(),
-        name: format!("ops-{}", Uuid::new_v4()),
-        kind: TokenKind::Operator,
-        fingerprint: fp,
-        host_name: None,
-        created_at: Utc::now(),
-        last_used_at: None,
-        revoked_at: None,
-    })
+    let (_, token) = auth::insert_new_token(
+        &mut *tx,
+        TokenKind::Operator,
+        format!("ops-{}", Uuid::new_v4()),
+        None,
+        Utc::now(),
+    )
     .await
     .unwrap();
     tx.commit().await.unwrap();

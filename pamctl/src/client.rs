@@ -32,29 +32,10 @@ impl Client {
             ))
             .hint("use an http:// URL (TLS support is not built in yet)"));
         }
-        let http = reqwest::blocking::Client::builder()
-            .connect_timeout(Duration::from_secs(10))
-            // A large apply is one transaction; give it time.
-            .timeout(Duration::from_secs(600))
-            .user_agent(concat!("pamctl/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| {
-                CliError::new(
-                    Exit::Unreachable,
-                    format!("cannot build the HTTP client: {e}"),
-                )
-            })?;
-        let stream_http = reqwest::blocking::Client::builder()
-            .connect_timeout(Duration::from_secs(10))
-            .timeout(None::<Duration>)
-            .user_agent(concat!("pamctl/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| {
-                CliError::new(
-                    Exit::Unreachable,
-                    format!("cannot build the HTTP client: {e}"),
-                )
-            })?;
+        // A large apply is one transaction; give it time.
+        let http = http_client(Some(Duration::from_secs(600)))?;
+        // Event streams stay open for as long as the caller reads them.
+        let stream_http = http_client(None)?;
         Ok(Client {
             http,
             stream_http,
@@ -267,6 +248,22 @@ pub fn query(pairs: &[(&str, Option<&str>)]) -> String {
     } else {
         format!("?{}", parts.join("&"))
     }
+}
+
+/// A blocking HTTP client with pamctl's connect timeout and user agent;
+/// `timeout: None` for streams that stay open.
+fn http_client(timeout: Option<Duration>) -> Result<reqwest::blocking::Client> {
+    reqwest::blocking::Client::builder()
+        .connect_timeout(Duration::from_secs(10))
+        .timeout(timeout)
+        .user_agent(concat!("pamctl/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .map_err(|e| {
+            CliError::new(
+                Exit::Unreachable,
+                format!("cannot build the HTTP client: {e}"),
+            )
+        })
 }
 
 #[cfg(test)]

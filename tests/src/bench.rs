@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use chrono::Utc;
 use pam_controller::api::{auth, router, AppState};
 use pam_controller::clock::SystemClock;
-use pam_controller::store::{ApiToken, TokenKind};
+use pam_controller::store::TokenKind;
 use sqlx::PgPool;
 use uuid::Uuid;
 
@@ -44,18 +44,14 @@ pub async fn token(
     kind: TokenKind,
     host: Option<&str>,
 ) -> anyhow::Result<String> {
-    let (token, fingerprint) = auth::generate(kind);
     let mut tx = state.ctx.store.begin().await?;
-    tx.insert_token(&ApiToken {
-        id: Uuid::new_v4(),
-        name: format!("bench-{}", &Uuid::new_v4().simple().to_string()[..8]),
+    let (_, token) = auth::insert_new_token(
+        &mut *tx,
         kind,
-        fingerprint,
-        host_name: host.map(str::to_string),
-        created_at: Utc::now(),
-        last_used_at: None,
-        revoked_at: None,
-    })
+        format!("bench-{}", &Uuid::new_v4().simple().to_string()[..8]),
+        host.map(str::to_string),
+        Utc::now(),
+    )
     .await?;
     tx.commit().await?;
     Ok(token)

@@ -42,6 +42,30 @@ pub fn generate(kind: TokenKind) -> (String, String) {
     (token, fp)
 }
 
+/// Mints a token inside `tx`: the row keeps only the fingerprint, the
+/// token itself is returned once to the caller (to show or write to a file).
+pub async fn insert_new_token(
+    tx: &mut dyn crate::store::Tx,
+    kind: TokenKind,
+    name: String,
+    host_name: Option<String>,
+    now: chrono::DateTime<chrono::Utc>,
+) -> crate::store::StoreResult<(ApiToken, String)> {
+    let (token, fingerprint) = generate(kind);
+    let t = ApiToken {
+        id: Uuid::new_v4(),
+        name,
+        kind,
+        fingerprint,
+        host_name,
+        created_at: now,
+        last_used_at: None,
+        revoked_at: None,
+    };
+    tx.insert_token(&t).await?;
+    Ok((t, token))
+}
+
 fn unauthorized(msg: &str) -> ApiError {
     ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", msg)
 }
@@ -152,18 +176,8 @@ pub async fn ensure_admin_token(
             tx.revoke_token(t.id, now).await?;
         }
     }
-    let (token, fp) = generate(TokenKind::Operator);
-    tx.insert_token(&ApiToken {
-        id: Uuid::new_v4(),
-        name: "admin".into(),
-        kind: TokenKind::Operator,
-        fingerprint: fp,
-        host_name: None,
-        created_at: now,
-        last_used_at: None,
-        revoked_at: None,
-    })
-    .await?;
+    let (_, token) =
+        insert_new_token(&mut *tx, TokenKind::Operator, "admin".into(), None, now).await?;
     write_secret_file(&path, &format!("{token}\n"))?;
     // Commit only once the file is in place: a crash in between leaves an
     // unused row, never a file whose token the database does not know.

@@ -747,19 +747,8 @@ pub async fn create_token(
     if name.trim().is_empty() {
         return Err(ApiError::bad_request("the token name must not be empty"));
     }
-    let (token, fingerprint) = auth::generate(kind);
-    let t = ApiToken {
-        id: Uuid::new_v4(),
-        name,
-        kind,
-        fingerprint,
-        host_name: host,
-        created_at: st.ctx.now(),
-        last_used_at: None,
-        revoked_at: None,
-    };
     let mut tx = st.ctx.store.begin().await?;
-    tx.insert_token(&t).await?;
+    let (t, token) = auth::insert_new_token(&mut *tx, kind, name, host, st.ctx.now()).await?;
     st.ctx.commit(tx).await?;
     let mut body = token_json(&t);
     body["token"] = json!(token);

@@ -57,18 +57,29 @@ fn is_conflict(e: &ApiError) -> bool {
     e.status == StatusCode::CONFLICT && e.code == "conflict"
 }
 
+/// Runs a host-row write again when a concurrent write to the same row
+/// (register vs heartbeat, or a loop) won the resourceVersion guard: a
+/// worker's own report must not fail for that.
+async fn retry_conflicts<T, F, Fut>(mut once: F) -> Result<T, ApiError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, ApiError>>,
+{
+    let mut tries = 0;
+    loop {
+        match once().await {
+            Err(e) if is_conflict(&e) && tries < CONFLICT_RETRIES => tries += 1,
+            other => return other,
+        }
+    }
+}
+
 pub async fn register(
     State(st): State<AppState>,
     w: Worker,
     Json(req): Json<RegisterRequest>,
 ) -> Result<Json<RegisterResponse>, ApiError> {
-    let mut tries = 0;
-    loop {
-        match register_once(&st, &w, &req).await {
-            Err(e) if is_conflict(&e) && tries < CONFLICT_RETRIES => tries += 1,
-            other => return other,
-        }
-    }
+    retry_conflicts(|| register_once(&st, &w, &req)).await
 }
 
 async fn register_once(
@@ -147,13 +158,7 @@ pub async fn heartbeat(
     w: Worker,
     Json(hb): Json<Heartbeat>,
 ) -> Result<Json<DesiredSet>, ApiError> {
-    let mut tries = 0;
-    loop {
-        match heartbeat_once(&st, &w, &hb).await {
-            Err(e) if is_conflict(&e) && tries < CONFLICT_RETRIES => tries += 1,
-            other => return other,
-        }
-    }
+    retry_conflicts(|| heartbeat_once(&st, &w, &hb)).await
 }
 
 async fn heartbeat_once(

@@ -351,6 +351,20 @@ impl PgTx {
         &mut self.tx
     }
 
+    /// Takes the event-order lock before this transaction's first append;
+    /// held until commit, so appends commit in seq order (module doc).
+    async fn lock_event_order(&mut self) -> StoreResult<()> {
+        if !self.event_lock {
+            sqlx::query("SELECT pg_advisory_xact_lock($1)")
+                .bind(EVENT_LOCK_KEY)
+                .execute(self.conn())
+                .await
+                .map_err(db_err)?;
+            self.event_lock = true;
+        }
+        Ok(())
+    }
+
     async fn savepoint(&mut self) -> StoreResult<()> {
         sqlx::query("SAVEPOINT pam_write")
             .execute(self.conn())
@@ -1548,15 +1562,7 @@ impl Tx for PgTx {
         payload: Value,
         now: DateTime<Utc>,
     ) -> StoreResult<Event> {
-        if !self.event_lock {
-            // Held until commit: appends commit in seq order (module doc).
-            sqlx::query("SELECT pg_advisory_xact_lock($1)")
-                .bind(EVENT_LOCK_KEY)
-                .execute(self.conn())
-                .await
-                .map_err(db_err)?;
-            self.event_lock = true;
-        }
+        self.lock_event_order().await?;
         let row = sqlx::query(
             "INSERT INTO events (topic, payload, created_at) VALUES ($1, $2, $3) \
              RETURNING seq, topic, payload, created_at",
@@ -1580,14 +1586,7 @@ impl Tx for PgTx {
         if events.is_empty() {
             return Ok(Vec::new());
         }
-        if !self.event_lock {
-            sqlx::query("SELECT pg_advisory_xact_lock($1)")
-                .bind(EVENT_LOCK_KEY)
-                .execute(self.conn())
-                .await
-                .map_err(db_err)?;
-            self.event_lock = true;
-        }
+        self.lock_event_order().await?;
         let mut out = Vec::with_capacity(events.len());
         for chunk in events.chunks(5000) {
             // WITH ORDINALITY + ORDER BY: seq follows the input order.
