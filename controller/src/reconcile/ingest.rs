@@ -14,17 +14,36 @@
 //! batch is applied and the caller answers 4xx with every signal's outcome,
 //! so the worker can drop the rejected ones and resend the rest. Events are
 //! published only after commit.
+//!
+//! # Set-based
+//! A batch costs a fixed handful of statements, not several per signal:
+//! 1. one read locks the batch's runs (`FOR UPDATE`, in id order) and
+//!    fetches their one-shot markers — with the rows locked, no concurrent
+//!    batch, loop or API write can move these runs or add their markers
+//!    until this transaction ends;
+//! 2. every signal is decided in order against that state in memory
+//!    ([`Staged`]): the rules below are the same per-signal rules, each
+//!    status step through the state-machine gate, a later signal of a run
+//!    seeing what an earlier one did;
+//! 3. one `INSERT … ON CONFLICT DO NOTHING` writes the new markers (and
+//!    must insert every one of them: anything else is a Conflict and the
+//!    batch is retried), one `UPDATE … FROM UNNEST` writes the changed
+//!    runs guarded on their resource_version, one insert journals the
+//!    events in signal order.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use pam_manifests::protocol::{Signal, SignalKind, SignalOutcome, SignalResult};
-use pam_manifests::state::{FailureReason, RunStatus};
-use serde_json::json;
+use pam_manifests::state::{transition, FailureReason, RunStatus};
+use serde_json::{json, Value};
+use uuid::Uuid;
 
-use super::{runs, Ctx};
+use super::runs::{self, RunWrites};
+use super::Ctx;
 use crate::events::topic;
-use crate::store::{Host, Run, RunUpdate, StoreResult, Tx};
+use crate::store::{Host, Run, RunUpdate, SignalMarker, StoreError, StoreResult, Tx};
 
 /// The result of a batch.
 #[derive(Debug)]
@@ -36,29 +55,57 @@ pub enum BatchOutcome {
     Rejected(Vec<SignalResult>),
 }
 
+/// How often a batch is decided again after a Conflict on write (the runs
+/// are locked while it is decided, so this needs a write from outside the
+/// locking discipline; retrying is still cheaper than failing the worker).
+const CONFLICT_RETRIES: usize = 3;
+
 pub async fn ingest(ctx: &Ctx, host: &Host, signals: &[Signal]) -> anyhow::Result<BatchOutcome> {
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        match ingest_once(ctx, host, signals).await {
+            Err(IngestError::Store(StoreError::Conflict(why))) if tries < CONFLICT_RETRIES => {
+                tracing::debug!(%why, "signal batch conflicted; deciding it again");
+            }
+            Err(IngestError::Store(e)) => return Err(e.into()),
+            Err(IngestError::Other(e)) => return Err(e),
+            Ok(o) => return Ok(o),
+        }
+    }
+}
+
+enum IngestError {
+    Store(StoreError),
+    Other(anyhow::Error),
+}
+
+impl From<StoreError> for IngestError {
+    fn from(e: StoreError) -> Self {
+        IngestError::Store(e)
+    }
+}
+
+async fn ingest_once(
+    ctx: &Ctx,
+    host: &Host,
+    signals: &[Signal],
+) -> Result<BatchOutcome, IngestError> {
     let now = ctx.now();
     let mut tx = ctx.store.begin().await?;
-    // The batch's runs in one query. Each prefetched row serves the first
-    // signal of its run only (taken out of the map); later signals of the
-    // same run read it again, as an earlier one may have changed it.
-    let mut ids: Vec<uuid::Uuid> = signals
+    let mut ids: Vec<Uuid> = signals
         .iter()
         .filter(|s| s.kind != SignalKind::Orphan)
         .map(|s| s.run_id)
         .collect();
     ids.sort_unstable();
     ids.dedup();
-    let mut prefetched: HashMap<uuid::Uuid, Option<Run>> =
-        ids.iter().map(|id| (*id, None)).collect();
-    for r in tx.get_runs(&ids).await? {
-        prefetched.insert(r.id, Some(r));
-    }
+    let (locked, markers) = tx.lock_runs_with_signals(&ids).await?;
+    let mut staged = Staged::new(locked, markers);
     let mut results = Vec::with_capacity(signals.len());
     let mut rejected = false;
     for (index, sig) in signals.iter().enumerate() {
-        let first = prefetched.remove(&sig.run_id);
-        let (outcome, message) = apply_one(tx.as_mut(), host, sig, first, now).await?;
+        let (outcome, message) = apply_one(tx.as_mut(), &mut staged, host, sig, now).await?;
         rejected |= outcome == SignalOutcome::Rejected;
         results.push(SignalResult {
             index,
@@ -76,7 +123,8 @@ pub async fn ingest(ctx: &Ctx, host: &Host, signals: &[Signal]) -> anyhow::Resul
         }
         return Ok(BatchOutcome::Rejected(results));
     }
-    ctx.commit(tx).await?;
+    staged.write(tx.as_mut(), now).await?;
+    ctx.commit(tx).await.map_err(|e| IngestError::Other(e.into()))?;
     for r in &results {
         ctx.metrics.signal(r.outcome);
     }
@@ -88,32 +136,170 @@ pub async fn ingest(ctx: &Ctx, host: &Host, signals: &[Signal]) -> anyhow::Resul
     Ok(BatchOutcome::Applied(results))
 }
 
+/// A batch's runs, markers and events as the batch's signals leave them,
+/// held in memory until [`Staged::write`]. It does in memory exactly what
+/// the [`Tx`] calls it stands in for do in a store (same guards, same gate,
+/// same resource_version bumps), so deciding a batch here or signal by
+/// signal in the store gives the same result.
+struct Staged {
+    /// Current state of every locked run.
+    runs: HashMap<Uuid, Run>,
+    /// resource_version of each run as locked (the write's guard).
+    read_rv: HashMap<Uuid, i64>,
+    /// Markers recorded before the batch and by it.
+    markers: HashSet<SignalMarker>,
+    new_markers: Vec<SignalMarker>,
+    events: Vec<(&'static str, Value)>,
+}
+
+impl Staged {
+    fn new(runs: Vec<Run>, markers: Vec<SignalMarker>) -> Staged {
+        Staged {
+            read_rv: runs.iter().map(|r| (r.id, r.meta.resource_version)).collect(),
+            runs: runs.into_iter().map(|r| (r.id, r)).collect(),
+            markers: markers.into_iter().collect(),
+            new_markers: Vec::new(),
+            events: Vec::new(),
+        }
+    }
+
+    fn run(&self, id: Uuid) -> Option<Run> {
+        self.runs.get(&id).cloned()
+    }
+
+    fn marker(run: &Run, kind: &str) -> SignalMarker {
+        SignalMarker {
+            run_id: run.id,
+            attempt: run.attempt,
+            kind: kind.to_string(),
+        }
+    }
+
+    /// [`Tx::mark_signal_processed`]: true the first time.
+    fn mark_processed(&mut self, run: &Run, kind: &str) -> bool {
+        let m = Self::marker(run, kind);
+        if self.markers.contains(&m) {
+            return false;
+        }
+        self.markers.insert(m.clone());
+        self.new_markers.push(m);
+        true
+    }
+
+    /// [`Tx::signal_processed`].
+    fn processed(&self, run: &Run, kind: &str) -> bool {
+        self.markers.contains(&Self::marker(run, kind))
+    }
+
+    /// [`Tx::advance_progress`].
+    fn advance_progress(&mut self, id: Uuid, attempt: i32, seq: i64) -> bool {
+        let Some(r) = self.runs.get_mut(&id) else {
+            return false;
+        };
+        if r.attempt != attempt || r.last_progress_seq.is_some_and(|last| last >= seq) {
+            return false;
+        }
+        r.last_progress_seq = Some(seq);
+        r.meta.resource_version += 1;
+        true
+    }
+
+    /// Writes the batch: new markers, changed runs, events — three
+    /// statements whatever the batch size.
+    async fn write(self, tx: &mut dyn Tx, now: DateTime<Utc>) -> StoreResult<()> {
+        let inserted = tx.insert_signal_markers(&self.new_markers, now).await?;
+        if inserted != self.new_markers.len() as u64 {
+            // Someone recorded one of them after our read, outside the
+            // locks: decide the batch again.
+            return Err(StoreError::Conflict(format!(
+                "{} of {} one-shot markers were recorded concurrently",
+                self.new_markers.len() as u64 - inserted,
+                self.new_markers.len()
+            )));
+        }
+        let mut changed: Vec<(Run, i64)> = self
+            .runs
+            .into_values()
+            .filter_map(|r| {
+                let rv = self.read_rv[&r.id];
+                (r.meta.resource_version != rv).then_some((r, rv))
+            })
+            .collect();
+        changed.sort_by_key(|(r, _)| r.id);
+        tx.write_run_states(&changed).await?;
+        tx.append_events(self.events, now).await?;
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl RunWrites for Staged {
+    /// [`Tx::transition_run`] in memory: the gate, then the status and
+    /// attempt guard, then the COALESCE of the update's fields.
+    async fn write_transition(
+        &mut self,
+        id: Uuid,
+        attempt: i32,
+        from: RunStatus,
+        to: RunStatus,
+        update: &RunUpdate,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Run> {
+        transition(from, to)?;
+        let r = self
+            .runs
+            .get_mut(&id)
+            .ok_or_else(|| StoreError::NotFound(format!("runs {id}")))?;
+        if r.status != from || r.attempt != attempt {
+            return Err(StoreError::Conflict(format!(
+                "run {id} is not {from} at attempt {attempt}"
+            )));
+        }
+        r.status = to;
+        r.host_id = update.host_id.or(r.host_id);
+        r.exit_code = update.exit_code.or(r.exit_code);
+        r.failure_reason = update.failure_reason.or(r.failure_reason);
+        r.started_at = update.started_at.or(r.started_at);
+        r.finished_at = update.finished_at.or(r.finished_at);
+        r.requeue_at = update.requeue_at.or(r.requeue_at);
+        r.updated_at = now;
+        r.meta.resource_version += 1;
+        Ok(r.clone())
+    }
+
+    async fn journal(
+        &mut self,
+        topic: &'static str,
+        payload: Value,
+        _now: DateTime<Utc>,
+    ) -> StoreResult<()> {
+        self.events.push((topic, payload));
+        Ok(())
+    }
+}
+
 type Applied = (SignalOutcome, Option<String>);
 
 fn stale(why: &str) -> Applied {
     (SignalOutcome::Stale, Some(why.to_string()))
 }
 
-/// `prefetched`: the run as read at the start of the batch (`Some(None)`:
-/// it did not exist), for the first signal of each run; `None`: read it now.
+/// Decides one signal against the batch's staged state. `tx` only serves
+/// reads outside the batch's runs (an orphan's session owner).
 async fn apply_one(
     tx: &mut dyn Tx,
+    st: &mut Staged,
     host: &Host,
     sig: &Signal,
-    prefetched: Option<Option<Run>>,
     now: DateTime<Utc>,
 ) -> StoreResult<Applied> {
     if sig.kind == SignalKind::Orphan {
-        return orphan(tx, host, sig, now).await;
+        return orphan(tx, st, host, sig, now).await;
     }
     if let Err(e) = sig.validate() {
         return Ok((SignalOutcome::Rejected, Some(e.to_string())));
     }
-    let run = match prefetched {
-        Some(r) => r,
-        None => tx.get_run(sig.run_id).await?,
-    };
-    let Some(run) = run else {
+    let Some(run) = st.run(sig.run_id) else {
         // Deleted since: nothing to apply, and nothing to keep retrying.
         return Ok(stale("run no longer exists"));
     };
@@ -139,76 +325,70 @@ async fn apply_one(
         ));
     }
     match sig.kind {
-        SignalKind::Progress => progress(tx, &run, sig).await,
-        SignalKind::Started => started(tx, &run, now).await,
-        SignalKind::Finished => finished(tx, run, sig, now).await,
-        SignalKind::Failed => failed(tx, &run, sig, now).await,
-        SignalKind::Lost => lost(tx, &run, now).await,
+        SignalKind::Progress => Ok(progress(st, &run, sig)),
+        SignalKind::Started => started(st, &run, now).await,
+        SignalKind::Finished => finished(st, run, sig, now).await,
+        SignalKind::Failed => failed(st, &run, sig, now).await,
+        SignalKind::Lost => lost(st, &run, now).await,
         SignalKind::Orphan => unreachable!("handled above"),
     }
 }
 
 /// The one-shot dedup marker; `false` means already applied.
-async fn first_time(
-    tx: &mut dyn Tx,
-    run: &Run,
-    kind: &str,
-    now: DateTime<Utc>,
-) -> StoreResult<bool> {
-    tx.mark_signal_processed(run.id, run.attempt, kind, now)
-        .await
+fn first_time(st: &mut Staged, run: &Run, kind: &str) -> bool {
+    st.mark_processed(run, kind)
 }
 
 /// A one-shot signal for a run that is no longer live: a redelivery of one
 /// that was applied is a `duplicate` (it ended the run), anything else is
 /// `stale`. Read-only: no marker is written for a stale signal.
-async fn not_live(tx: &mut dyn Tx, run: &Run, kind: &str) -> StoreResult<Applied> {
-    if tx.signal_processed(run.id, run.attempt, kind).await? {
-        Ok(DUPLICATE)
+fn not_live(st: &Staged, run: &Run, kind: &str) -> Applied {
+    if st.processed(run, kind) {
+        DUPLICATE
     } else {
-        Ok(stale("run is no longer live"))
+        stale("run is no longer live")
     }
 }
 
 const DUPLICATE: Applied = (SignalOutcome::Duplicate, None);
 const APPLIED: Applied = (SignalOutcome::Applied, None);
 
-async fn progress(tx: &mut dyn Tx, run: &Run, sig: &Signal) -> StoreResult<Applied> {
+fn progress(st: &mut Staged, run: &Run, sig: &Signal) -> Applied {
     let Some(seq) = sig.seq else {
-        return Ok((SignalOutcome::Rejected, Some("progress needs seq".into())));
+        return (SignalOutcome::Rejected, Some("progress needs seq".into()));
     };
     if !matches!(run.status, RunStatus::Spawning | RunStatus::Running) {
-        return Ok(stale("run is no longer live"));
+        return stale("run is no longer live");
     }
-    if tx.advance_progress(run.id, run.attempt, seq).await? {
-        Ok(APPLIED)
+    if st.advance_progress(run.id, run.attempt, seq) {
+        APPLIED
     } else {
-        Ok(DUPLICATE)
+        DUPLICATE
     }
 }
 
-async fn started(tx: &mut dyn Tx, run: &Run, now: DateTime<Utc>) -> StoreResult<Applied> {
+async fn started(st: &mut Staged, run: &Run, now: DateTime<Utc>) -> StoreResult<Applied> {
     if run.status != RunStatus::Spawning {
-        return if run.status == RunStatus::Running {
-            Ok(DUPLICATE)
+        return Ok(if run.status == RunStatus::Running {
+            DUPLICATE
         } else {
-            not_live(tx, run, "started").await
-        };
+            not_live(st, run, "started")
+        });
     }
-    if !first_time(tx, run, "started", now).await? {
+    if !first_time(st, run, "started") {
         return Ok(DUPLICATE);
     }
-    mark_running(tx, run, now).await?;
+    mark_running(st, run, now).await?;
     Ok(APPLIED)
 }
 
-async fn mark_running(tx: &mut dyn Tx, run: &Run, now: DateTime<Utc>) -> StoreResult<Run> {
+async fn mark_running(st: &mut Staged, run: &Run, now: DateTime<Utc>) -> StoreResult<Run> {
     let update = RunUpdate {
         started_at: Some(now),
         ..RunUpdate::default()
     };
-    let r = tx
-        .transition_run(
+    let r = st
+        .write_transition(
             run.id,
             run.attempt,
             RunStatus::Spawning,
@@ -217,7 +397,7 @@ async fn mark_running(tx: &mut dyn Tx, run: &Run, now: DateTime<Utc>) -> StoreRe
             now,
         )
         .await?;
-    tx.append_event(topic::RUN_STARTED, runs::payload(&r, json!({})), now)
+    st.journal(topic::RUN_STARTED, runs::payload(&r, json!({})), now)
         .await?;
     Ok(r)
 }
@@ -226,20 +406,20 @@ async fn mark_running(tx: &mut dyn Tx, run: &Run, now: DateTime<Utc>) -> StoreRe
 /// exited; non-zero → failed with no `run.failed` (one rule, no overlap); a
 /// run with a stop request → stopped (the worker confirming the stop).
 async fn finished(
-    tx: &mut dyn Tx,
+    st: &mut Staged,
     mut run: Run,
     sig: &Signal,
     now: DateTime<Utc>,
 ) -> StoreResult<Applied> {
     if !matches!(run.status, RunStatus::Spawning | RunStatus::Running) {
-        return not_live(tx, &run, "finished").await;
+        return Ok(not_live(st, &run, "finished"));
     }
-    if !first_time(tx, &run, "finished", now).await? {
+    if !first_time(st, &run, "finished") {
         return Ok(DUPLICATE);
     }
     if run.status == RunStatus::Spawning {
         // `started` was lost or merged away; the wrapper did run.
-        run = mark_running(tx, &run, now).await?;
+        run = mark_running(st, &run, now).await?;
     }
     let code = sig.exit_code.unwrap_or(-1);
     let to = if run.stop_requested {
@@ -250,24 +430,24 @@ async fn finished(
         RunStatus::Failed
     };
     let done = if to == RunStatus::Failed {
-        runs::fail(tx, &run, None, Some(code), false, now).await?
+        runs::fail(st, &run, None, Some(code), false, now).await?
     } else {
         let update = RunUpdate {
             exit_code: Some(code),
             finished_at: Some(now),
             ..RunUpdate::default()
         };
-        tx.transition_run(run.id, run.attempt, RunStatus::Running, to, &update, now)
+        st.write_transition(run.id, run.attempt, RunStatus::Running, to, &update, now)
             .await?
     };
-    tx.append_event(
+    st.journal(
         topic::RUN_FINISHED,
         runs::payload(&done, json!({ "exit_code": code })),
         now,
     )
     .await?;
     if to == RunStatus::Stopped {
-        tx.append_event(
+        st.journal(
             topic::RUN_STOPPED,
             runs::payload(&done, json!({ "exit_code": code })),
             now,
@@ -282,7 +462,7 @@ async fn finished(
 /// failure journals `run.failed` and leaves the status to the `finished`
 /// that follows.
 async fn failed(
-    tx: &mut dyn Tx,
+    st: &mut Staged,
     run: &Run,
     sig: &Signal,
     now: DateTime<Utc>,
@@ -294,33 +474,33 @@ async fn failed(
         matches!(run.status, RunStatus::Spawning | RunStatus::Running)
     };
     if !live {
-        return not_live(tx, run, "failed").await;
+        return Ok(not_live(st, run, "failed"));
     }
-    if !first_time(tx, run, "failed", now).await? {
+    if !first_time(st, run, "failed") {
         return Ok(DUPLICATE);
     }
     if provider_hook {
-        tx.append_event(
+        st.journal(
             topic::RUN_FAILED,
             runs::payload(run, json!({ "cause": "provider_failed" })),
             now,
         )
         .await?;
     } else {
-        runs::fail(tx, run, Some(FailureReason::SpawnFailed), None, true, now).await?;
+        runs::fail(st, run, Some(FailureReason::SpawnFailed), None, true, now).await?;
     }
     Ok(APPLIED)
 }
 
 /// `lost`: the worker found the session gone without a `finished`.
-async fn lost(tx: &mut dyn Tx, run: &Run, now: DateTime<Utc>) -> StoreResult<Applied> {
+async fn lost(st: &mut Staged, run: &Run, now: DateTime<Utc>) -> StoreResult<Applied> {
     if !matches!(run.status, RunStatus::Spawning | RunStatus::Running) {
-        return not_live(tx, run, "lost").await;
+        return Ok(not_live(st, run, "lost"));
     }
-    if !first_time(tx, run, "lost", now).await? {
+    if !first_time(st, run, "lost") {
         return Ok(DUPLICATE);
     }
-    runs::fail(tx, run, Some(FailureReason::SessionLost), None, true, now).await?;
+    runs::fail(st, run, Some(FailureReason::SessionLost), None, true, now).await?;
     Ok(APPLIED)
 }
 
@@ -329,6 +509,7 @@ async fn lost(tx: &mut dyn Tx, run: &Run, now: DateTime<Utc>) -> StoreResult<App
 /// name belongs to a run of this host (e.g. an older attempt).
 async fn orphan(
     tx: &mut dyn Tx,
+    st: &mut Staged,
     host: &Host,
     sig: &Signal,
     now: DateTime<Utc>,
@@ -347,7 +528,6 @@ async fn orphan(
         "host": host.name,
         "session_name": session,
     });
-    tx.append_event(topic::RUN_ORPHAN_DETECTED, payload, now)
-        .await?;
+    st.journal(topic::RUN_ORPHAN_DETECTED, payload, now).await?;
     Ok(APPLIED)
 }

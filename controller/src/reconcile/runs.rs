@@ -1,12 +1,59 @@
 //! The run rules several loops share: event payloads, and how a run fails
 //! (which decides whether the restart policy will requeue it).
 
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use pam_manifests::state::{FailureReason, RunStatus};
 use serde_json::{json, Value};
+use uuid::Uuid;
 
 use crate::events::topic;
 use crate::store::{Run, RunUpdate, StoreResult, Tx};
+
+/// The two writes the run rules make: a guarded status transition (through
+/// the state-machine gate) and a journal entry. Every [`Tx`] does them
+/// directly; signal ingest stages them in memory for a whole batch and
+/// writes the batch set-based (see `ingest::Staged`).
+#[async_trait]
+pub trait RunWrites: Send {
+    /// [`Tx::transition_run`].
+    async fn write_transition(
+        &mut self,
+        id: Uuid,
+        attempt: i32,
+        from: RunStatus,
+        to: RunStatus,
+        update: &RunUpdate,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Run>;
+    /// [`Tx::append_event`], without the assigned event.
+    async fn journal(&mut self, topic: &'static str, payload: Value, now: DateTime<Utc>)
+        -> StoreResult<()>;
+}
+
+#[async_trait]
+impl<T: Tx + ?Sized> RunWrites for T {
+    async fn write_transition(
+        &mut self,
+        id: Uuid,
+        attempt: i32,
+        from: RunStatus,
+        to: RunStatus,
+        update: &RunUpdate,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Run> {
+        self.transition_run(id, attempt, from, to, update, now).await
+    }
+
+    async fn journal(
+        &mut self,
+        topic: &'static str,
+        payload: Value,
+        now: DateTime<Utc>,
+    ) -> StoreResult<()> {
+        self.append_event(topic, payload, now).await.map(drop)
+    }
+}
 
 /// The payload of a `run.*` event. Every one carries `run_id` and
 /// `attempt` (pam-data-model.txt, "Run topic rules"), so a consumer can tell
@@ -54,8 +101,8 @@ pub fn backoff(run: &Run) -> chrono::Duration {
 /// host or session, a dispatch timeout) and a provider hook reporting
 /// failure; a non-zero exit journals only `run.finished` — one rule, no
 /// overlap.
-pub async fn fail(
-    tx: &mut dyn Tx,
+pub async fn fail<W: RunWrites + ?Sized>(
+    tx: &mut W,
     run: &Run,
     reason: Option<FailureReason>,
     exit_code: Option<i32>,
@@ -77,7 +124,7 @@ pub async fn fail(
         update.failure_reason = Some(FailureReason::RestartExhausted);
     }
     let failed = tx
-        .transition_run(
+        .write_transition(
             run.id,
             run.attempt,
             run.status,
@@ -94,7 +141,7 @@ pub async fn fail(
         if let Some(r) = reason {
             extra["cause"] = json!(r.as_str());
         }
-        tx.append_event(topic::RUN_FAILED, payload(&failed, extra), now)
+        tx.journal(topic::RUN_FAILED, payload(&failed, extra), now)
             .await?;
     }
     Ok(failed)

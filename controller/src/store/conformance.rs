@@ -18,8 +18,8 @@ use serde_json::json;
 use uuid::Uuid;
 
 use super::{
-    short_id, ApiToken, Host, Labels, Meta, Project, Run, RunFilter, RunUpdate, Store, StoreError,
-    Target, TokenKind, WorkItem,
+    short_id, ApiToken, Host, Labels, Meta, Project, Run, RunFilter, RunUpdate, SignalMarker, Store,
+    StoreError, Target, TokenKind, WorkItem,
 };
 
 /// Generates one `#[tokio::test]` per behaviour; `$make` is an expression
@@ -52,7 +52,7 @@ macro_rules! store_conformance_tests {
             claim_runs_at_most_once,
             run_by_session_after_claim,
             advance_progress_monotonic,
-            mark_signal_processed_once,
+            signal_batch_primitives,
             pending_and_requeue_due_lists,
             mark_eligible_host_seen_only_pending,
             update_run_spec_guarded,
@@ -813,10 +813,12 @@ pub async fn delete_project_cascades(s: &dyn Store) {
     let qr = run(&q_task, "r", t(1));
     tx.insert_run(&r).await.unwrap();
     tx.insert_run(&qr).await.unwrap();
-    assert!(tx
-        .mark_signal_processed(r.id, 1, "started", t(2))
-        .await
-        .unwrap());
+    assert_eq!(
+        tx.insert_signal_markers(&[marker(r.id, 1, "started")], t(2))
+            .await
+            .unwrap(),
+        1
+    );
     tx.commit().await.unwrap();
 
     let mut tx = s.begin().await.unwrap();
@@ -836,10 +838,12 @@ pub async fn delete_project_cascades(s: &dyn Store) {
     let mut again = r.clone();
     again.task_id = task.id;
     tx.insert_run(&again).await.unwrap();
-    assert!(tx
-        .mark_signal_processed(r.id, 1, "started", t(3))
-        .await
-        .unwrap());
+    assert_eq!(
+        tx.insert_signal_markers(&[marker(r.id, 1, "started")], t(3))
+            .await
+            .unwrap(),
+        1
+    );
 }
 
 pub async fn delete_work_item_cascades(s: &dyn Store) {
@@ -1319,56 +1323,110 @@ pub async fn advance_progress_monotonic(s: &dyn Store) {
     assert_eq!(get_run(s, r.id).await.last_progress_seq, Some(6));
 }
 
-pub async fn mark_signal_processed_once(s: &dyn Store) {
+fn marker(run_id: Uuid, attempt: i32, kind: &str) -> SignalMarker {
+    SignalMarker {
+        run_id,
+        attempt,
+        kind: kind.into(),
+    }
+}
+
+/// Signal ingest's batch primitives: the locked read of runs and their
+/// markers, the bulk marker insert (exactly once per (run, attempt, kind)),
+/// and the all-or-nothing guarded write of run state.
+pub async fn signal_batch_primitives(s: &dyn Store) {
     let (_, task) = seed(s).await;
     let (r, r2) = (run(&task, "r", t(1)), run(&task, "r2", t(1)));
     insert_runs(s, &[r.clone(), r2.clone()]).await;
     let mut tx = s.begin().await.unwrap();
-    // get_runs: the existing ones of the ids, like get_run for each.
-    assert!(tx.get_runs(&[]).await.unwrap().is_empty());
-    let mut got = tx.get_runs(&[r2.id, Uuid::new_v4(), r.id]).await.unwrap();
-    got.sort_by_key(|x| x.name.clone());
-    assert_eq!(
-        got,
-        vec![
-            tx.get_run(r.id).await.unwrap().unwrap(),
-            tx.get_run(r2.id).await.unwrap().unwrap()
-        ]
-    );
-    assert!(tx
-        .mark_signal_processed(r.id, 1, "started", t(2))
+    let (runs, markers) = tx.lock_runs_with_signals(&[]).await.unwrap();
+    assert!(runs.is_empty() && markers.is_empty());
+    // The existing runs of the ids, in id order; unknown ids are skipped.
+    let (got, markers) = tx
+        .lock_runs_with_signals(&[r2.id, Uuid::new_v4(), r.id])
         .await
-        .unwrap());
-    assert!(!tx
-        .mark_signal_processed(r.id, 1, "started", t(3))
-        .await
-        .unwrap());
-    assert!(tx
-        .mark_signal_processed(r.id, 2, "started", t(3))
-        .await
-        .unwrap());
-    assert!(tx
-        .mark_signal_processed(r.id, 1, "finished", t(3))
-        .await
-        .unwrap());
-    assert!(tx
-        .mark_signal_processed(r2.id, 1, "started", t(3))
-        .await
-        .unwrap());
-    tx.commit().await.unwrap();
-    let mut tx = s.begin().await.unwrap();
-    assert!(tx.signal_processed(r.id, 1, "finished").await.unwrap());
-    assert!(!tx.signal_processed(r.id, 1, "failed").await.unwrap());
-    assert!(!tx.signal_processed(r2.id, 2, "started").await.unwrap());
-    assert!(!tx
-        .mark_signal_processed(r.id, 1, "finished", t(4))
-        .await
-        .unwrap());
+        .unwrap();
+    let mut want = vec![
+        tx.get_run(r.id).await.unwrap().unwrap(),
+        tx.get_run(r2.id).await.unwrap().unwrap(),
+    ];
+    want.sort_by_key(|x| x.id);
+    assert_eq!(got, want);
+    assert!(markers.is_empty());
+
+    assert_eq!(tx.insert_signal_markers(&[], t(2)).await.unwrap(), 0);
+    let first = [marker(r.id, 1, "started")];
+    assert_eq!(tx.insert_signal_markers(&first, t(2)).await.unwrap(), 1);
+    assert_eq!(tx.insert_signal_markers(&first, t(3)).await.unwrap(), 0);
+    let more = [
+        marker(r.id, 2, "started"),
+        marker(r.id, 1, "finished"),
+        marker(r2.id, 1, "started"),
+        marker(r.id, 1, "started"),
+    ];
+    assert_eq!(tx.insert_signal_markers(&more, t(3)).await.unwrap(), 3);
+    // An unknown run is NotFound, and the transaction stays usable.
     assert_err!(
-        tx.mark_signal_processed(Uuid::new_v4(), 1, "started", t(4))
+        tx.insert_signal_markers(&[marker(Uuid::new_v4(), 1, "started")], t(4))
             .await,
         StoreError::NotFound(_)
     );
+    assert_eq!(
+        tx.insert_signal_markers(&[marker(r2.id, 1, "lost")], t(4))
+            .await
+            .unwrap(),
+        1
+    );
+    tx.commit().await.unwrap();
+
+    let mut tx = s.begin().await.unwrap();
+    let (_, mut markers) = tx.lock_runs_with_signals(&[r.id]).await.unwrap();
+    markers.sort();
+    let mut want = vec![
+        marker(r.id, 1, "started"),
+        marker(r.id, 2, "started"),
+        marker(r.id, 1, "finished"),
+    ];
+    want.sort();
+    assert_eq!(markers, want);
+
+    // write_run_states: every per-attempt column, guarded on the
+    // resource_version read; one stale row means nothing is written.
+    let cur = tx.get_run(r.id).await.unwrap().unwrap();
+    let cur2 = tx.get_run(r2.id).await.unwrap().unwrap();
+    let mut next = cur.clone();
+    next.status = RunStatus::Failed;
+    next.exit_code = Some(3);
+    next.failure_reason = Some(FailureReason::SessionLost);
+    next.started_at = Some(t(5));
+    next.finished_at = Some(t(6));
+    next.requeue_at = Some(t(7));
+    next.last_progress_seq = Some(9);
+    next.updated_at = t(6);
+    next.meta.resource_version = cur.meta.resource_version + 2;
+    let mut next2 = cur2.clone();
+    next2.last_progress_seq = Some(1);
+    next2.meta.resource_version = cur2.meta.resource_version + 1;
+    assert_err!(
+        tx.write_run_states(&[
+            (next.clone(), cur.meta.resource_version),
+            (next2.clone(), cur2.meta.resource_version - 1),
+        ])
+        .await,
+        StoreError::Conflict(_)
+    );
+    assert_eq!(tx.get_run(r.id).await.unwrap().unwrap(), cur);
+    assert_eq!(tx.get_run(r2.id).await.unwrap().unwrap(), cur2);
+    tx.write_run_states(&[
+        (next.clone(), cur.meta.resource_version),
+        (next2.clone(), cur2.meta.resource_version),
+    ])
+    .await
+    .unwrap();
+    tx.write_run_states(&[]).await.unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(get_run(s, r.id).await, next);
+    assert_eq!(get_run(s, r2.id).await, next2);
 }
 
 pub async fn pending_and_requeue_due_lists(s: &dyn Store) {
@@ -1812,10 +1870,12 @@ pub async fn rollback_on_drop(s: &dyn Store) {
     tx.requeue_run(failed.id, 1, t(2)).await.unwrap();
     tx.claim_runs(&h, 10, t(2)).await.unwrap();
     tx.advance_progress(pending.id, 1, 1).await.unwrap();
-    assert!(tx
-        .mark_signal_processed(pending.id, 1, "started", t(2))
-        .await
-        .unwrap());
+    assert_eq!(
+        tx.insert_signal_markers(&[marker(pending.id, 1, "started")], t(2))
+            .await
+            .unwrap(),
+        1
+    );
     tx.insert_host(&host("h2", &[])).await.unwrap();
     tx.set_host_status(h.id, HostStatus::Registered, HostStatus::Online, t(2))
         .await
@@ -1829,8 +1889,6 @@ pub async fn rollback_on_drop(s: &dyn Store) {
     assert_eq!(snapshot(s, &p).await, before);
     // The signal mark was rolled back too.
     let mut tx = s.begin().await.unwrap();
-    assert!(tx
-        .mark_signal_processed(pending.id, 1, "started", t(3))
-        .await
-        .unwrap());
+    let (_, markers) = tx.lock_runs_with_signals(&[pending.id]).await.unwrap();
+    assert!(markers.is_empty());
 }

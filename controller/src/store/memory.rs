@@ -30,8 +30,8 @@ use tokio::sync::{Mutex, OwnedMutexGuard};
 use uuid::Uuid;
 
 use super::{
-    short_id, ApiToken, Event, Host, Project, Run, RunFilter, RunUpdate, Store, StoreError,
-    StoreResult, Target, TokenKind, Tx, WorkItem,
+    short_id, ApiToken, Event, Host, Project, Run, RunFilter, RunUpdate, SignalMarker, Store,
+    StoreError, StoreResult, Target, TokenKind, Tx, WorkItem,
 };
 
 #[derive(Clone, Default)]
@@ -743,37 +743,83 @@ impl Tx for MemTx {
         Ok(true)
     }
 
-    async fn mark_signal_processed(
+    async fn lock_runs_with_signals(
         &mut self,
-        run_id: Uuid,
-        attempt: i32,
-        kind: &str,
-        now: DateTime<Utc>,
-    ) -> StoreResult<bool> {
-        let s = &mut self.work;
-        let key = (run_id, attempt, kind.to_string());
-        if s.signals.contains_key(&key) {
-            return Ok(false);
-        }
-        if !s.runs.contains_key(&run_id) {
-            return Err(StoreError::NotFound(format!(
-                "referenced row (run {run_id})"
-            )));
-        }
-        s.signals.insert(key, now);
-        Ok(true)
+        ids: &[Uuid],
+    ) -> StoreResult<(Vec<Run>, Vec<SignalMarker>)> {
+        // The whole store is locked by this transaction already.
+        let mut ids = ids.to_vec();
+        ids.sort_unstable();
+        ids.dedup();
+        let runs = ids
+            .iter()
+            .filter_map(|id| self.work.runs.get(id).cloned())
+            .collect();
+        let markers = ids
+            .iter()
+            .flat_map(|id| {
+                self.work
+                    .signals
+                    .range((*id, i32::MIN, String::new())..)
+                    .take_while(move |((r, _, _), _)| r == id)
+                    .map(|((run_id, attempt, kind), _)| SignalMarker {
+                        run_id: *run_id,
+                        attempt: *attempt,
+                        kind: kind.clone(),
+                    })
+            })
+            .collect();
+        Ok((runs, markers))
     }
 
-    async fn signal_processed(
+    async fn insert_signal_markers(
         &mut self,
-        run_id: Uuid,
-        attempt: i32,
-        kind: &str,
-    ) -> StoreResult<bool> {
-        Ok(self
-            .work
-            .signals
-            .contains_key(&(run_id, attempt, kind.to_string())))
+        markers: &[SignalMarker],
+        now: DateTime<Utc>,
+    ) -> StoreResult<u64> {
+        let s = &mut self.work;
+        if let Some(m) = markers.iter().find(|m| !s.runs.contains_key(&m.run_id)) {
+            return Err(StoreError::NotFound(format!(
+                "referenced row (run {})",
+                m.run_id
+            )));
+        }
+        let mut new = 0;
+        for m in markers {
+            let key = (m.run_id, m.attempt, m.kind.clone());
+            if let std::collections::btree_map::Entry::Vacant(e) = s.signals.entry(key) {
+                e.insert(now);
+                new += 1;
+            }
+        }
+        Ok(new)
+    }
+
+    async fn write_run_states(&mut self, runs: &[(Run, i64)]) -> StoreResult<()> {
+        let s = &mut self.work;
+        for (r, expected) in runs {
+            let cur = s.runs.get(&r.id).ok_or_else(|| not_found("runs", r.id))?;
+            if cur.meta.resource_version != *expected {
+                return Err(conflict(format!(
+                    "run {} changed since it was read (resourceVersion {} ≠ {expected})",
+                    r.id, cur.meta.resource_version
+                )));
+            }
+        }
+        for (r, _) in runs {
+            let cur = s.runs.get_mut(&r.id).expect("checked above");
+            cur.status = r.status;
+            cur.host_id = r.host_id;
+            cur.exit_code = r.exit_code;
+            cur.failure_reason = r.failure_reason;
+            cur.started_at = r.started_at;
+            cur.finished_at = r.finished_at;
+            cur.requeue_at = r.requeue_at;
+            cur.last_progress_seq = r.last_progress_seq;
+            cur.updated_at = r.updated_at;
+            cur.meta.resource_version = r.meta.resource_version;
+        }
+        Ok(())
     }
 
     async fn delete_run(&mut self, id: Uuid) -> StoreResult<bool> {

@@ -264,6 +264,14 @@ pub struct RunFilter {
     pub statuses: Option<Vec<RunStatus>>,
 }
 
+/// A recorded one-shot signal: `processed_signals (run_id, attempt, kind)`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SignalMarker {
+    pub run_id: Uuid,
+    pub attempt: i32,
+    pub kind: String,
+}
+
 /// The per-attempt fields a guarded run transition may set alongside the
 /// status. `None` leaves a column as it is.
 #[derive(Debug, Clone, Default)]
@@ -388,17 +396,6 @@ pub trait Tx: Send {
     /// the caller's to check.
     async fn insert_run(&mut self, r: &Run) -> StoreResult<()>;
     async fn get_run(&mut self, id: Uuid) -> StoreResult<Option<Run>>;
-    /// The runs with these ids that exist, in any order (signal ingest
-    /// reads a batch's runs with one query).
-    async fn get_runs(&mut self, ids: &[Uuid]) -> StoreResult<Vec<Run>> {
-        let mut out = Vec::with_capacity(ids.len());
-        for id in ids {
-            if let Some(r) = self.get_run(*id).await? {
-                out.push(r);
-            }
-        }
-        Ok(out)
-    }
     async fn get_run_by_name(&mut self, project_id: Uuid, name: &str) -> StoreResult<Option<Run>>;
     /// The run on `host_id` whose session is `session_name` (UNIQUE
     /// (host_id, session_name)).
@@ -455,24 +452,34 @@ pub trait Tx: Send {
     /// (or it is NULL) and the attempt matches. Returns whether it applied;
     /// an unknown run is NotFound.
     async fn advance_progress(&mut self, id: Uuid, attempt: i32, seq: i64) -> StoreResult<bool>;
-    /// Records a one-shot signal (`INSERT … ON CONFLICT DO NOTHING`).
-    /// Returns true the first time for (run, attempt, kind), false after.
-    /// An unknown run is NotFound.
-    async fn mark_signal_processed(
+    /// Signal ingest's batch read: the runs with these ids that exist,
+    /// row-locked until commit (`SELECT … ORDER BY id FOR UPDATE`: a fixed
+    /// lock order, so two batches over the same runs serialize instead of
+    /// deadlocking), together with every one-shot marker recorded for them
+    /// (any attempt). Holding the locks, the caller can decide the whole
+    /// batch in memory: no concurrent batch can add a marker or move one of
+    /// these runs before it commits.
+    async fn lock_runs_with_signals(
         &mut self,
-        run_id: Uuid,
-        attempt: i32,
-        kind: &str,
+        ids: &[Uuid],
+    ) -> StoreResult<(Vec<Run>, Vec<SignalMarker>)>;
+    /// Signal ingest's batch write of new one-shot markers (`INSERT … ON
+    /// CONFLICT DO NOTHING`, one statement). Returns how many were new; the
+    /// caller compares with how many it expected. An unknown run is
+    /// NotFound.
+    async fn insert_signal_markers(
+        &mut self,
+        markers: &[SignalMarker],
         now: DateTime<Utc>,
-    ) -> StoreResult<bool>;
-    /// Whether a one-shot signal was recorded for (run, attempt, kind);
-    /// read-only.
-    async fn signal_processed(
-        &mut self,
-        run_id: Uuid,
-        attempt: i32,
-        kind: &str,
-    ) -> StoreResult<bool>;
+    ) -> StoreResult<u64>;
+    /// Signal ingest's batch write of run state decided in memory: for each
+    /// `(run, expected_rv)`, writes the per-attempt columns (status, host_id,
+    /// exit_code, failure_reason, started_at, finished_at, requeue_at,
+    /// last_progress_seq, updated_at, resource_version) where
+    /// `resource_version = expected_rv`, in one statement. Every step that
+    /// produced `run` already passed the state-machine gate. Any row that
+    /// does not match is a Conflict and nothing is written.
+    async fn write_run_states(&mut self, runs: &[(Run, i64)]) -> StoreResult<()>;
     /// Deletes a run (and its processed signals). Returns whether it existed.
     async fn delete_run(&mut self, id: Uuid) -> StoreResult<bool>;
     /// Number of runs in spawning or running on a host.

@@ -23,8 +23,8 @@ use sqlx::{PgPool, Postgres, Row, Transaction};
 use uuid::Uuid;
 
 use super::{
-    short_id, ApiToken, Event, Host, Labels, Meta, Project, Run, RunFilter, RunUpdate, Store,
-    StoreError, StoreResult, Target, TokenKind, Tx, WorkItem,
+    short_id, ApiToken, Event, Host, Labels, Meta, Project, Run, RunFilter, RunUpdate, SignalMarker,
+    Store, StoreError, StoreResult, Target, TokenKind, Tx, WorkItem,
 };
 
 /// Key of the transaction-scoped advisory lock that orders event appends
@@ -1042,19 +1042,6 @@ impl Tx for PgTx {
         self.one_run(&sql, id).await
     }
 
-    async fn get_runs(&mut self, ids: &[Uuid]) -> StoreResult<Vec<Run>> {
-        if ids.is_empty() {
-            return Ok(Vec::new());
-        }
-        let sql = format!("SELECT {} FROM runs WHERE id = ANY($1)", run_cols());
-        let rows = sqlx::query(&sql)
-            .bind(ids)
-            .fetch_all(self.conn())
-            .await
-            .map_err(db_err)?;
-        rows.iter().map(run_from_row).collect()
-    }
-
     async fn get_run_by_session(
         &mut self,
         host_id: Uuid,
@@ -1326,45 +1313,118 @@ impl Tx for PgTx {
         Ok(false)
     }
 
-    async fn mark_signal_processed(
+    async fn lock_runs_with_signals(
         &mut self,
-        run_id: Uuid,
-        attempt: i32,
-        kind: &str,
+        ids: &[Uuid],
+    ) -> StoreResult<(Vec<Run>, Vec<SignalMarker>)> {
+        if ids.is_empty() {
+            return Ok((Vec::new(), Vec::new()));
+        }
+        let sql = format!(
+            "SELECT {} FROM runs WHERE id = ANY($1) ORDER BY id FOR UPDATE",
+            run_cols()
+        );
+        let rows = sqlx::query(&sql)
+            .bind(ids)
+            .fetch_all(self.conn())
+            .await
+            .map_err(db_err)?;
+        let runs = rows.iter().map(run_from_row).collect::<StoreResult<Vec<_>>>()?;
+        let markers: Vec<(Uuid, i32, String)> = sqlx::query_as(
+            "SELECT run_id, attempt, kind FROM processed_signals WHERE run_id = ANY($1)",
+        )
+        .bind(ids)
+        .fetch_all(self.conn())
+        .await
+        .map_err(db_err)?;
+        let markers = markers
+            .into_iter()
+            .map(|(run_id, attempt, kind)| SignalMarker {
+                run_id,
+                attempt,
+                kind,
+            })
+            .collect();
+        Ok((runs, markers))
+    }
+
+    async fn insert_signal_markers(
+        &mut self,
+        markers: &[SignalMarker],
         now: DateTime<Utc>,
-    ) -> StoreResult<bool> {
+    ) -> StoreResult<u64> {
+        if markers.is_empty() {
+            return Ok(0);
+        }
         self.savepoint().await?;
         let r = sqlx::query(
             "INSERT INTO processed_signals (run_id, attempt, kind, received_at) \
-             VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
+             SELECT r, a, k, $4 FROM UNNEST($1::uuid[], $2::int4[], $3::text[]) AS u(r, a, k) \
+             ON CONFLICT DO NOTHING",
         )
-        .bind(run_id)
-        .bind(attempt)
-        .bind(kind)
+        .bind(markers.iter().map(|m| m.run_id).collect::<Vec<_>>())
+        .bind(markers.iter().map(|m| m.attempt).collect::<Vec<_>>())
+        .bind(markers.iter().map(|m| m.kind.as_str()).collect::<Vec<_>>())
         .bind(now)
         .execute(self.conn())
         .await;
         let r = self.end_savepoint(r).await?;
-        Ok(r.rows_affected() == 1)
+        Ok(r.rows_affected())
     }
 
-    async fn signal_processed(
-        &mut self,
-        run_id: Uuid,
-        attempt: i32,
-        kind: &str,
-    ) -> StoreResult<bool> {
-        let found: bool = sqlx::query_scalar(
-            "SELECT EXISTS (SELECT 1 FROM processed_signals \
-             WHERE run_id = $1 AND attempt = $2 AND kind = $3)",
+    async fn write_run_states(&mut self, runs: &[(Run, i64)]) -> StoreResult<()> {
+        if runs.is_empty() {
+            return Ok(());
+        }
+        self.savepoint().await?;
+        let col = |f: &dyn Fn(&Run) -> Option<DateTime<Utc>>| -> Vec<Option<DateTime<Utc>>> {
+            runs.iter().map(|(r, _)| f(r)).collect()
+        };
+        let r = sqlx::query(
+            "UPDATE runs r SET status = u.status, host_id = u.host_id, exit_code = u.exit_code, \
+             failure_reason = u.failure_reason, started_at = u.started_at, \
+             finished_at = u.finished_at, requeue_at = u.requeue_at, \
+             last_progress_seq = u.last_progress_seq, updated_at = u.updated_at, \
+             resource_version = u.resource_version \
+             FROM UNNEST($1::uuid[], $2::text[], $3::uuid[], $4::int4[], $5::text[], \
+               $6::timestamptz[], $7::timestamptz[], $8::timestamptz[], $9::int8[], \
+               $10::timestamptz[], $11::int8[], $12::int8[]) \
+               AS u(id, status, host_id, exit_code, failure_reason, started_at, finished_at, \
+                    requeue_at, last_progress_seq, updated_at, resource_version, expected) \
+             WHERE r.id = u.id AND r.resource_version = u.expected",
         )
-        .bind(run_id)
-        .bind(attempt)
-        .bind(kind)
-        .fetch_one(self.conn())
-        .await
-        .map_err(db_err)?;
-        Ok(found)
+        .bind(runs.iter().map(|(r, _)| r.id).collect::<Vec<_>>())
+        .bind(runs.iter().map(|(r, _)| r.status.as_str()).collect::<Vec<_>>())
+        .bind(runs.iter().map(|(r, _)| r.host_id).collect::<Vec<_>>())
+        .bind(runs.iter().map(|(r, _)| r.exit_code).collect::<Vec<_>>())
+        .bind(
+            runs.iter()
+                .map(|(r, _)| r.failure_reason.map(|f| f.as_str()))
+                .collect::<Vec<_>>(),
+        )
+        .bind(col(&|r| r.started_at))
+        .bind(col(&|r| r.finished_at))
+        .bind(col(&|r| r.requeue_at))
+        .bind(runs.iter().map(|(r, _)| r.last_progress_seq).collect::<Vec<_>>())
+        .bind(col(&|r| Some(r.updated_at)))
+        .bind(runs.iter().map(|(r, _)| r.meta.resource_version).collect::<Vec<_>>())
+        .bind(runs.iter().map(|(_, rv)| *rv).collect::<Vec<_>>())
+        .execute(self.conn())
+        .await;
+        let written = match r {
+            Ok(r) => r.rows_affected(),
+            Err(e) => return self.end_savepoint::<()>(Err(e)).await,
+        };
+        if written != runs.len() as u64 {
+            // All or nothing: undo the rows that did match.
+            self.undo_savepoint().await?;
+            return Err(StoreError::Conflict(format!(
+                "{} of {} runs changed since they were read",
+                runs.len() as u64 - written,
+                runs.len()
+            )));
+        }
+        self.end_savepoint(Ok(())).await
     }
 
     async fn delete_run(&mut self, id: Uuid) -> StoreResult<bool> {
