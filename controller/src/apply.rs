@@ -172,6 +172,8 @@ pub async fn apply(ctx: &Ctx, req: &ApplyRequest) -> Result<Vec<ApplyResult>, Ap
         items: HashMap::new(),
         new_items: Vec::new(),
         new_item_projects: Vec::new(),
+        new_names: HashMap::new(),
+        created_condition: applied_condition(now, 1),
         new_runs: false,
         offline_after: chrono::Duration::from_std(ctx.thresholds.offline_after)
             .expect("threshold in range"),
@@ -365,6 +367,11 @@ struct Writer<'t> {
     /// and one bulk event append, not round trips per object.
     new_items: Vec<store::WorkItem>,
     new_item_projects: Vec<String>,
+    /// The ids of `new_items` by project id and name (parents of later
+    /// documents), without copies of the rows.
+    new_names: HashMap<(Uuid, String), Uuid>,
+    /// `applied_condition(now, 1)`, built once for every created object.
+    created_condition: Value,
     new_runs: bool,
     offline_after: chrono::Duration,
 }
@@ -441,7 +448,8 @@ impl Writer<'_> {
         }
         let items = std::mem::take(&mut self.new_items);
         let slugs = std::mem::take(&mut self.new_item_projects);
-        let rows = self.tx.insert_work_items(&items).await?;
+        self.new_names.clear();
+        let rows = self.tx.insert_work_items(items).await?;
         let events = rows
             .iter()
             .zip(&slugs)
@@ -638,17 +646,26 @@ impl Writer<'_> {
         let now = self.now;
         let project_slug = t.metadata.project.to_string();
         let (project_id, _) = self.project_id(&project_slug).await?;
+        let name = t.metadata.name.to_string();
+        if self.new_names.contains_key(&(project_id, name)) {
+            // Not reached (validation refuses duplicates): the rows below
+            // are read from the store.
+            self.flush_new_items().await?;
+        }
+        let new_names = std::mem::take(&mut self.new_names);
         let items = self.items_of(project_id).await?;
         let parent_id = match &t.spec.parent {
             None => None,
             Some(p) => Some(
-                items
-                    .get(p.as_str())
-                    .ok_or_else(|| StoreError::NotFound(format!("task {p}")))?
-                    .id,
+                match items.get(p.as_str()) {
+                    Some(w) => Some(w.id),
+                    None => new_names.get(&(project_id, p.to_string())).copied(),
+                }
+                .ok_or_else(|| StoreError::NotFound(format!("task {p}")))?,
             ),
         };
         let existing = items.get(t.metadata.name.as_str()).cloned();
+        self.new_names = new_names;
         let Some(cached) = existing else {
             let row = store::WorkItem {
                 id: Uuid::new_v4(),
@@ -669,7 +686,7 @@ impl Writer<'_> {
                     labels,
                     annotations,
                     observed_generation: 1,
-                    conditions: applied_condition(now, 1),
+                    conditions: self.created_condition.clone(),
                     ..Meta::default()
                 },
                 created_at: now,
@@ -677,7 +694,8 @@ impl Writer<'_> {
             };
             // Written in bulk by flush_new_items; known to later
             // documents (children, runs) from now on.
-            items.insert(row.name.clone(), row.clone());
+            self.new_names
+                .insert((project_id, row.name.clone()), row.id);
             self.new_items.push(row);
             self.new_item_projects.push(project_slug);
             self.result(&d.manifest, Action::Created, Some(1));
