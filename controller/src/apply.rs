@@ -353,7 +353,65 @@ async fn load_existing(tx: &mut dyn Tx, docs: &[Document]) -> Result<InMemorySta
             }
         }
     }
+    other_projects_tasks(tx, docs, &mut st).await?;
     Ok(st)
+}
+
+/// A parent (or a Run's task) found neither in its project (batch or
+/// stored) may be stored in a project the batch does not name: those
+/// tasks are added to `st` so that the error names that project (parents
+/// and tasks must be in the same project). Only read when a reference does
+/// not resolve, i.e. on the way to an error.
+async fn other_projects_tasks(
+    tx: &mut dyn Tx,
+    docs: &[Document],
+    st: &mut InMemoryState,
+) -> Result<(), StoreError> {
+    let in_batch: HashSet<(&Name, &Name)> = docs
+        .iter()
+        .filter_map(|d| match &d.manifest {
+            Manifest::Task(t) => Some((&t.metadata.project, &t.metadata.name)),
+            _ => None,
+        })
+        .collect();
+    let mut missing: Vec<&Name> = docs
+        .iter()
+        .filter_map(|d| match &d.manifest {
+            Manifest::Task(t) => t.spec.parent.as_ref().map(|p| (&t.metadata.project, p)),
+            Manifest::Run(r) => Some((&r.metadata.project, &r.spec.task)),
+            _ => None,
+        })
+        .filter(|&(project, task)| {
+            !in_batch.contains(&(project, task))
+                && !st.tasks.contains_key(&(project.clone(), task.clone()))
+        })
+        .map(|(_, task)| task)
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    missing.sort();
+    missing.dedup();
+    for p in tx.list_projects().await? {
+        let Ok(project) = Name::parse(&p.slug) else {
+            continue;
+        };
+        if st.projects.contains_key(&project) {
+            continue;
+        }
+        for &task in &missing {
+            if let Some(w) = tx.get_work_item_by_name(p.id, task.as_str()).await? {
+                st.tasks.insert(
+                    (project.clone(), task.clone()),
+                    StoredTask {
+                        kind: w.kind,
+                        parent: None,
+                    },
+                );
+            }
+        }
+    }
+    Ok(())
 }
 
 pub fn to_store_labels(l: &pam_manifests::Labels) -> Labels {
