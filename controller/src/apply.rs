@@ -103,8 +103,8 @@ pub enum ApplyError {
 pub fn documents(req: &ApplyRequest) -> Result<Vec<Document>, ApplyError> {
     let mut docs = Vec::new();
     let mut errors = Vec::new();
-    for f in &req.files {
-        match pam_manifests::load::parse_documents(&f.name, &f.content) {
+    for parsed in parse_files(&req.files) {
+        match parsed {
             Ok(d) => docs.extend(d),
             Err(e) => errors.extend(e),
         }
@@ -130,6 +130,31 @@ pub fn documents(req: &ApplyRequest) -> Result<Vec<Document>, ApplyError> {
     } else {
         Err(ApplyError::Invalid(errors))
     }
+}
+
+/// Parses files, in input order; a big batch of files on as many threads
+/// as there are cores (YAML parsing is apply's main CPU cost).
+fn parse_files(files: &[FileIn]) -> Vec<Result<Vec<Document>, Vec<ManifestError>>> {
+    let parse = |f: &FileIn| pam_manifests::load::parse_documents(&f.name, &f.content);
+    let bytes: usize = files.iter().map(|f| f.content.len()).sum();
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(files.len());
+    if threads < 2 || bytes < 256 * 1024 {
+        return files.iter().map(parse).collect();
+    }
+    // Contiguous chunks of files, one per thread, joined in order.
+    let per_thread = files.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = files
+            .chunks(per_thread)
+            .map(|chunk| scope.spawn(move || chunk.iter().map(parse).collect::<Vec<_>>()))
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("a parse thread panicked"))
+            .collect()
+    })
 }
 
 fn plain_error(file: &str, document: usize, path: &str, message: &str) -> ManifestError {
@@ -172,6 +197,8 @@ pub async fn apply(ctx: &Ctx, req: &ApplyRequest) -> Result<Vec<ApplyResult>, Ap
         items: HashMap::new(),
         new_items: Vec::new(),
         new_item_projects: Vec::new(),
+        new_names: HashMap::new(),
+        created_condition: applied_condition(now, 1),
         new_runs: false,
         offline_after: chrono::Duration::from_std(ctx.thresholds.offline_after)
             .expect("threshold in range"),
@@ -326,7 +353,65 @@ async fn load_existing(tx: &mut dyn Tx, docs: &[Document]) -> Result<InMemorySta
             }
         }
     }
+    other_projects_tasks(tx, docs, &mut st).await?;
     Ok(st)
+}
+
+/// A parent (or a Run's task) found neither in its project (batch or
+/// stored) may be stored in a project the batch does not name: those
+/// tasks are added to `st` so that the error names that project (parents
+/// and tasks must be in the same project). Only read when a reference does
+/// not resolve, i.e. on the way to an error.
+async fn other_projects_tasks(
+    tx: &mut dyn Tx,
+    docs: &[Document],
+    st: &mut InMemoryState,
+) -> Result<(), StoreError> {
+    let in_batch: HashSet<(&Name, &Name)> = docs
+        .iter()
+        .filter_map(|d| match &d.manifest {
+            Manifest::Task(t) => Some((&t.metadata.project, &t.metadata.name)),
+            _ => None,
+        })
+        .collect();
+    let mut missing: Vec<&Name> = docs
+        .iter()
+        .filter_map(|d| match &d.manifest {
+            Manifest::Task(t) => t.spec.parent.as_ref().map(|p| (&t.metadata.project, p)),
+            Manifest::Run(r) => Some((&r.metadata.project, &r.spec.task)),
+            _ => None,
+        })
+        .filter(|&(project, task)| {
+            !in_batch.contains(&(project, task))
+                && !st.tasks.contains_key(&(project.clone(), task.clone()))
+        })
+        .map(|(_, task)| task)
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    missing.sort();
+    missing.dedup();
+    for p in tx.list_projects().await? {
+        let Ok(project) = Name::parse(&p.slug) else {
+            continue;
+        };
+        if st.projects.contains_key(&project) {
+            continue;
+        }
+        for &task in &missing {
+            if let Some(w) = tx.get_work_item_by_name(p.id, task.as_str()).await? {
+                st.tasks.insert(
+                    (project.clone(), task.clone()),
+                    StoredTask {
+                        kind: w.kind,
+                        parent: None,
+                    },
+                );
+            }
+        }
+    }
+    Ok(())
 }
 
 pub fn to_store_labels(l: &pam_manifests::Labels) -> Labels {
@@ -365,6 +450,11 @@ struct Writer<'t> {
     /// and one bulk event append, not round trips per object.
     new_items: Vec<store::WorkItem>,
     new_item_projects: Vec<String>,
+    /// The ids of `new_items` by project id and name (parents of later
+    /// documents), without copies of the rows.
+    new_names: HashMap<(Uuid, String), Uuid>,
+    /// `applied_condition(now, 1)`, built once for every created object.
+    created_condition: Value,
     new_runs: bool,
     offline_after: chrono::Duration,
 }
@@ -441,7 +531,8 @@ impl Writer<'_> {
         }
         let items = std::mem::take(&mut self.new_items);
         let slugs = std::mem::take(&mut self.new_item_projects);
-        let rows = self.tx.insert_work_items(&items).await?;
+        self.new_names.clear();
+        let rows = self.tx.insert_work_items(items).await?;
         let events = rows
             .iter()
             .zip(&slugs)
@@ -638,17 +729,26 @@ impl Writer<'_> {
         let now = self.now;
         let project_slug = t.metadata.project.to_string();
         let (project_id, _) = self.project_id(&project_slug).await?;
+        let name = t.metadata.name.to_string();
+        if self.new_names.contains_key(&(project_id, name)) {
+            // Not reached (validation refuses duplicates): the rows below
+            // are read from the store.
+            self.flush_new_items().await?;
+        }
+        let new_names = std::mem::take(&mut self.new_names);
         let items = self.items_of(project_id).await?;
         let parent_id = match &t.spec.parent {
             None => None,
             Some(p) => Some(
-                items
-                    .get(p.as_str())
-                    .ok_or_else(|| StoreError::NotFound(format!("task {p}")))?
-                    .id,
+                match items.get(p.as_str()) {
+                    Some(w) => Some(w.id),
+                    None => new_names.get(&(project_id, p.to_string())).copied(),
+                }
+                .ok_or_else(|| StoreError::NotFound(format!("task {p}")))?,
             ),
         };
         let existing = items.get(t.metadata.name.as_str()).cloned();
+        self.new_names = new_names;
         let Some(cached) = existing else {
             let row = store::WorkItem {
                 id: Uuid::new_v4(),
@@ -669,7 +769,7 @@ impl Writer<'_> {
                     labels,
                     annotations,
                     observed_generation: 1,
-                    conditions: applied_condition(now, 1),
+                    conditions: self.created_condition.clone(),
                     ..Meta::default()
                 },
                 created_at: now,
@@ -677,7 +777,8 @@ impl Writer<'_> {
             };
             // Written in bulk by flush_new_items; known to later
             // documents (children, runs) from now on.
-            items.insert(row.name.clone(), row.clone());
+            self.new_names
+                .insert((project_id, row.name.clone()), row.id);
             self.new_items.push(row);
             self.new_item_projects.push(project_slug);
             self.result(&d.manifest, Action::Created, Some(1));

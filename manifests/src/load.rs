@@ -2,12 +2,17 @@
 //! [`ManifestError`] naming file, document index, line, column, field path
 //! and what was expected.
 //!
-//! The text is parsed once with an event parser (`saphyr-parser`, YAML 1.2)
-//! into a small tree that remembers where every key and value starts. The
-//! tree is turned into JSON (YAML 1.2 core-schema scalars: `yes`/`no` stay
-//! strings) and deserialized into the typed kinds through
+//! The text is parsed with an event parser (`saphyr-parser`, YAML 1.2).
+//! A fast path turns the events straight into JSON (YAML 1.2 core-schema
+//! scalars: `yes`/`no` stay strings) and typed kinds, with no positions; at
+//! the first problem of any kind it gives up and the file is loaded again
+//! by the positioned loader: a small tree that remembers where every key
+//! and value starts, turned into JSON and deserialized through
 //! `serde_path_to_error`, whose field path is looked up in the tree to give
-//! the line and column.
+//! the line and column. Errors are therefore always the positioned
+//! loader's. A document loaded by the fast path keeps its file's text; an
+//! error about it later (batch rules, apply) parses that file's positions
+//! once, on first need.
 //!
 //! # Guarantees
 //! - Documents that are empty or hold only comments are skipped, but still
@@ -26,6 +31,7 @@
 //! - Merge keys (`<<`) are not expanded; anchors and aliases are.
 
 use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
 
 use saphyr_parser::{Event, Parser, ScalarStyle, Span};
 use serde::de::DeserializeOwned;
@@ -414,7 +420,50 @@ pub struct Document {
     /// The typed object (never with a `status` when it came from the
     /// loader).
     pub manifest: Manifest,
-    root: Option<Node>,
+    root: Positions,
+}
+
+/// Where a document's positions come from.
+#[derive(Debug, Clone)]
+enum Positions {
+    /// Not from YAML text: errors carry no line or column.
+    None,
+    /// The positioned tree, built while loading.
+    Tree(Node),
+    /// Loaded by the fast path: the file is parsed again, with positions,
+    /// the first time an error about one of its documents needs them.
+    Lazy(Arc<Source>),
+}
+
+/// A file loaded by the fast path, kept for positioning later errors.
+struct Source {
+    file: String,
+    text: String,
+    roots: OnceLock<HashMap<usize, Node>>,
+}
+
+impl Source {
+    fn root(&self, index: usize) -> Option<&Node> {
+        self.roots
+            .get_or_init(|| {
+                parse_yaml(&self.file, &self.text)
+                    .0
+                    .into_iter()
+                    .map(|d| (d.index, d.root))
+                    .collect()
+            })
+            .get(&index)
+    }
+}
+
+impl std::fmt::Debug for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Source")
+            .field("file", &self.file)
+            .field("bytes", &self.text.len())
+            .field("positioned", &self.roots.get().is_some())
+            .finish()
+    }
 }
 
 impl Document {
@@ -425,7 +474,7 @@ impl Document {
             file: file.to_string(),
             index,
             manifest,
-            root: None,
+            root: Positions::None,
         }
     }
 
@@ -443,7 +492,11 @@ impl Document {
         Locator {
             file: &self.file,
             index: self.index,
-            root: self.root.as_ref(),
+            root: match &self.root {
+                Positions::None => None,
+                Positions::Tree(node) => Some(node),
+                Positions::Lazy(source) => source.root(self.index),
+            },
         }
     }
 
@@ -539,6 +592,165 @@ pub fn parse_values(
 /// or every error found is returned; cross-document rules are
 /// [`crate::validate::validate_batch`]'s.
 pub fn parse_documents(file_label: &str, text: &str) -> Result<Vec<Document>, Vec<ManifestError>> {
+    match parse_documents_fast(file_label, text) {
+        Some(docs) => Ok(docs),
+        None => parse_documents_positioned(file_label, text),
+    }
+}
+
+/// The fast path: YAML events straight to JSON values and typed manifests,
+/// with no position tree. `None` at the first problem of any kind — the
+/// caller then loads the file again with positions, which finds and words
+/// every error (so errors are exactly those of the positioned loader).
+/// Documents keep the text: positions for later errors (batch rules) are
+/// parsed once per file, on first need.
+fn parse_documents_fast(file_label: &str, text: &str) -> Option<Vec<Document>> {
+    let values = parse_values_fast(text)?;
+    let source = Arc::new(Source {
+        file: file_label.to_string(),
+        text: text.to_string(),
+        roots: OnceLock::new(),
+    });
+    let mut docs = Vec::with_capacity(values.len());
+    for (index, value) in values {
+        let manifest = type_document_fast(value)?;
+        let doc = Document {
+            file: file_label.to_string(),
+            index,
+            manifest,
+            root: Positions::Lazy(source.clone()),
+        };
+        if !check_document(&doc).is_empty() {
+            return None;
+        }
+        docs.push(doc);
+    }
+    Some(docs)
+}
+
+/// [`type_document`] for a document that has no problem; `None` when it
+/// has any.
+fn type_document_fast(value: Value) -> Option<Manifest> {
+    let top = value.as_object()?;
+    if top.contains_key("status") {
+        return None;
+    }
+    if let Some(meta) = top.get("metadata").and_then(Value::as_object) {
+        if SERVER_SET_METADATA.iter().any(|f| meta.contains_key(*f)) {
+            return None;
+        }
+    }
+    let kind = Kind::parse(top.get("kind")?.as_str()?)?;
+    match kind {
+        Kind::Project => serde_json::from_value(value).ok().map(Manifest::Project),
+        Kind::Task => serde_json::from_value(value).ok().map(Manifest::Task),
+        Kind::Run => serde_json::from_value(value).ok().map(Manifest::Run),
+        Kind::Host => serde_json::from_value(value).ok().map(Manifest::Host),
+    }
+}
+
+/// [`parse_yaml`] then [`to_json`] in one pass without positions, for text
+/// with no problem: `(document index, value)` of the non-empty documents,
+/// or `None` at the first problem (syntax, unknown alias, duplicate key,
+/// non-scalar key, anything unusual).
+fn parse_values_fast(text: &str) -> Option<Vec<(usize, Value)>> {
+    enum Frame {
+        Seq(usize, Vec<Value>),
+        Map(usize, serde_json::Map<String, Value>, Option<String>),
+    }
+    let mut parser = Parser::new_from_str(text);
+    let mut stack: Vec<Frame> = Vec::new();
+    let mut anchors: HashMap<usize, Value> = HashMap::new();
+    let mut docs = Vec::new();
+    let mut root: Option<Value> = None;
+    let mut index: Option<usize> = None;
+    while let Some(next) = parser.next_event() {
+        let (event, _) = next.ok()?;
+        let (value, anchor) = match event {
+            Event::DocumentStart(_) => {
+                index = Some(index.map_or(0, |i| i + 1));
+                root = None;
+                anchors.clear();
+                continue;
+            }
+            Event::DocumentEnd => {
+                if let Some(r) = root.take() {
+                    // A plain null root is an empty document (skipped).
+                    if !r.is_null() {
+                        docs.push((index.unwrap_or(0), r));
+                    }
+                }
+                continue;
+            }
+            Event::Scalar(text, style, anchor, tag) => {
+                let str_tag = tag
+                    .as_ref()
+                    .is_some_and(|t| t.is_yaml_core_schema() && t.suffix == "str");
+                let resolve = |text: &str| {
+                    if style == ScalarStyle::Plain && !str_tag {
+                        resolve_plain(text)
+                    } else {
+                        Value::String(text.to_string())
+                    }
+                };
+                if let Some(Frame::Map(_, _, pending @ None)) = stack.last_mut() {
+                    // A key: its text, whatever its style.
+                    if anchor != 0 {
+                        anchors.insert(anchor, resolve(&text));
+                    }
+                    *pending = Some(text.into_owned());
+                    continue;
+                }
+                let value = if style == ScalarStyle::Plain && !str_tag {
+                    resolve_plain(&text)
+                } else {
+                    Value::String(text.into_owned())
+                };
+                (value, anchor)
+            }
+            Event::Alias(id) => (anchors.get(&id)?.clone(), 0),
+            Event::SequenceStart(anchor, _) => {
+                stack.push(Frame::Seq(anchor, Vec::new()));
+                continue;
+            }
+            Event::MappingStart(anchor, _) => {
+                stack.push(Frame::Map(anchor, serde_json::Map::new(), None));
+                continue;
+            }
+            Event::SequenceEnd => match stack.pop() {
+                Some(Frame::Seq(anchor, items)) => (Value::Array(items), anchor),
+                _ => return None,
+            },
+            Event::MappingEnd => match stack.pop() {
+                Some(Frame::Map(anchor, map, None)) => (Value::Object(map), anchor),
+                _ => return None,
+            },
+            Event::StreamStart | Event::StreamEnd | Event::Nothing => continue,
+        };
+        if anchor != 0 {
+            anchors.insert(anchor, value.clone());
+        }
+        match stack.last_mut() {
+            Some(Frame::Seq(_, items)) => items.push(value),
+            Some(Frame::Map(_, map, pending)) => {
+                // A non-scalar key (pending empty) is the slow path's error.
+                let key = pending.take()?;
+                if map.contains_key(&key) {
+                    return None;
+                }
+                map.insert(key, value);
+            }
+            None => root = Some(value),
+        }
+    }
+    Some(docs)
+}
+
+/// The positioned loader: every error, named and positioned.
+fn parse_documents_positioned(
+    file_label: &str,
+    text: &str,
+) -> Result<Vec<Document>, Vec<ManifestError>> {
     let (raw, mut errors) = parse_yaml(file_label, text);
     let mut docs = Vec::new();
     for doc in raw.into_iter().filter(|d| !d.root.is_empty_document()) {
@@ -569,7 +781,7 @@ pub fn parse_documents(file_label: &str, text: &str) -> Result<Vec<Document>, Ve
                     file: file_label.to_string(),
                     index: doc.index,
                     manifest,
-                    root: Some(doc.root),
+                    root: Positions::Tree(doc.root),
                 };
                 let problems = check_document(&doc);
                 if problems.is_empty() {
@@ -789,6 +1001,44 @@ mod tests {
                 column: 13
             }
         );
+    }
+
+    #[test]
+    fn fast_and_positioned_loaders_agree() {
+        let text = "# c\n---\napiVersion: pam.dev/v1\nkind: Project\nmetadata: {name: web}\nspec: {displayName: \"Web\"}\n---\n---\napiVersion: pam.dev/v1\nkind: Task\nmetadata:\n  name: a\n  project: web\n  labels: &l {tier: '1'}\nspec:\n  title: A\n  sortOrder: 3\n  parent: b\n";
+        let fast = parse_documents_fast("f.yaml", text).expect("fast path");
+        let slow = parse_documents_positioned("f.yaml", text).unwrap();
+        assert_eq!(fast.len(), 2);
+        for (f, s) in fast.iter().zip(&slow) {
+            assert!(matches!(f.root, Positions::Lazy(_)));
+            assert_eq!((f.index, &f.manifest), (s.index, &s.manifest));
+            for path in [
+                "",
+                "kind",
+                "metadata.name",
+                "metadata.labels.tier",
+                "spec.parent",
+                "spec.nope",
+            ] {
+                assert_eq!(f.locate(path), s.locate(path), "{path}");
+            }
+            assert_eq!(
+                f.error_at("spec.parent", "m").to_string(),
+                s.error_at("spec.parent", "m").to_string()
+            );
+        }
+        // Any problem: the fast path gives up (and the positioned loader words it).
+        for bad in [
+            "kind: Project\nkind: Task\n",
+            "apiVersion: pam.dev/v1\nkind: Project\nmetadata: {name: web}\nspec: {}\nstatus: {}\n",
+            "apiVersion: pam.dev/v1\nkind: Nope\n",
+            "a: [1, 2\n",
+            "? [a]\n: b\n",
+            "a: *nope\n",
+        ] {
+            assert!(parse_documents_fast("f.yaml", bad).is_none(), "{bad}");
+            assert!(parse_documents("f.yaml", bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

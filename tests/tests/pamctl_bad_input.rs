@@ -180,10 +180,11 @@ async fn batch_rules_refuse_the_whole_batch() {
             "document 1, line 9, column 26: spec.parent: task \"there\" is in project \"other\", expected a task in project \"web\"",
         ),
         (
-            // The other project's task is stored: not found in this project.
+            // The other project's task is stored, and the batch does not
+            // name that project: the error still names it.
             "stored-other-project-parent.yaml",
             doc_task("x", "web", "title: X, parent: elsewhere"),
-            "document 1, line 9, column 26: spec.parent: no task \"elsewhere\" in project \"web\", expected the name of a Task in this batch or already stored in project \"web\"",
+            "document 1, line 9, column 26: spec.parent: task \"elsewhere\" is in project \"other\", expected a task in project \"web\"",
         ),
         (
             "self-parent.yaml",
@@ -204,6 +205,12 @@ async fn batch_rules_refuse_the_whole_batch() {
             "cycle-by-reparent.yaml",
             doc_task("launch", "web", "type: milestone, title: Launch, parent: cart-ui"),
             "document 1, line 9, column 48: spec.parent: parent \"cart-ui\" makes a cycle launch → cart-ui → cart → checkout → launch, expected a parent that is not \"launch\" or one of its descendants",
+        ),
+        (
+            // A Run's task stored in a project the batch does not name.
+            "run-on-other-project-task.yaml",
+            doc_run("r1", "web", "elsewhere"),
+            "document 1, line 9, column 14: spec.task: task \"elsewhere\" is in project \"other\", expected a task in project \"web\"",
         ),
         (
             "run-on-milestone.yaml",

@@ -620,13 +620,25 @@ fn apply_error(e: ApplyError) -> ApiError {
     }
 }
 
+/// The apply response, serialized straight from the results (no
+/// intermediate JSON tree of every result).
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApplyResponse {
+    dry_run: bool,
+    results: Vec<apply::ApplyResult>,
+}
+
 pub async fn apply_handler(
     State(st): State<AppState>,
     _op: Operator,
     Json(req): Json<ApplyRequest>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<ApplyResponse>> {
     let results = apply::apply(&st.ctx, &req).await.map_err(apply_error)?;
-    Ok(Json(json!({ "dryRun": req.dry_run, "results": results })))
+    Ok(Json(ApplyResponse {
+        dry_run: req.dry_run,
+        results,
+    }))
 }
 
 /// What apply would change, per object: the stored `{spec, labels,

@@ -112,6 +112,12 @@ impl EventBus {
     pub fn publish(&self, events: Vec<Event>) {
         for e in events {
             self.journaled.inc();
+            // No stream listens: no frame to build. A stream subscribing
+            // after this check finds these (committed) events in the
+            // journal, which it reads after subscribing.
+            if self.tx.receiver_count() == 0 {
+                continue;
+            }
             let _ = self.tx.send(Arc::new(Published::new(&e)));
         }
     }

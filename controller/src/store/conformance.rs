@@ -488,9 +488,9 @@ pub async fn insert_work_items_batch(s: &dyn Store) {
     c.meta.labels = labels_of(&[("bench", "x")]);
     c.meta.spec = json!({"title": "c"});
     let mut tx = s.begin().await.unwrap();
-    assert!(tx.insert_work_items(&[]).await.unwrap().is_empty());
+    assert!(tx.insert_work_items(Vec::new()).await.unwrap().is_empty());
     let rows = tx
-        .insert_work_items(&[a.clone(), b.clone(), c.clone()])
+        .insert_work_items(vec![a.clone(), b.clone(), c.clone()])
         .await
         .unwrap();
     tx.commit().await.unwrap();
@@ -511,20 +511,21 @@ pub async fn insert_work_items_batch(s: &dyn Store) {
     let ghost = item(&p, None, "ghost");
     let mut tx = s.begin().await.unwrap();
     assert_err!(
-        tx.insert_work_items(&[item(&p, None, "ok"), item(&p, Some(&ghost), "orphan")])
+        tx.insert_work_items(vec![item(&p, None, "ok"), item(&p, Some(&ghost), "orphan")])
             .await,
         StoreError::Invalid(_) | StoreError::NotFound(_)
     );
     drop(tx);
     let mut tx = s.begin().await.unwrap();
     assert_err!(
-        tx.insert_work_items(&[item(&q, Some(&stored), "x")]).await,
+        tx.insert_work_items(vec![item(&q, Some(&stored), "x")])
+            .await,
         StoreError::Invalid(_)
     );
     drop(tx);
     let mut tx = s.begin().await.unwrap();
     assert_err!(
-        tx.insert_work_items(&[item(&p, None, "fresh"), item(&p, None, "a")])
+        tx.insert_work_items(vec![item(&p, None, "fresh"), item(&p, None, "a")])
             .await,
         StoreError::AlreadyExists(_)
     );

@@ -338,9 +338,9 @@ pub trait Tx: Send {
     /// is stored already or earlier in `items`. Returns the stored rows in
     /// input order. After an error, rows of the batch may remain in the
     /// transaction: callers roll back (apply does).
-    async fn insert_work_items(&mut self, items: &[WorkItem]) -> StoreResult<Vec<WorkItem>> {
+    async fn insert_work_items(&mut self, items: Vec<WorkItem>) -> StoreResult<Vec<WorkItem>> {
         let mut out = Vec::with_capacity(items.len());
-        for w in items {
+        for w in &items {
             out.push(self.insert_work_item(w).await?);
         }
         Ok(out)

@@ -151,6 +151,85 @@ fn labels_to_json(l: &Labels) -> Value {
     serde_json::to_value(l).expect("a string map serializes")
 }
 
+/// Appends `s` to a COPY text-format row, escaped.
+fn copy_text(out: &mut String, s: &str) {
+    if !s.contains(['\\', '\t', '\n', '\r']) {
+        out.push_str(s);
+        return;
+    }
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\t' => out.push_str("\\t"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            c => out.push(c),
+        }
+    }
+}
+
+/// Appends a JSON value to a COPY text-format row.
+fn copy_json<T: serde::Serialize + ?Sized>(out: &mut String, v: &T) {
+    let text = serde_json::to_string(v).expect("JSON serializes");
+    copy_text(out, &text);
+}
+
+/// A timestamp as PostgreSQL stores it (microseconds, truncated as the
+/// binary encoding does).
+fn copy_time(out: &mut String, t: DateTime<Utc>) {
+    use chrono::SubsecRound;
+    out.push_str(
+        &t.trunc_subsecs(6)
+            .to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
+    );
+}
+
+/// One `work_items` row (columns of [`work_item_cols`]) in COPY text format.
+fn copy_work_item_row(out: &mut String, w: &WorkItem, path: &str) {
+    use std::fmt::Write as _;
+    let _ = write!(out, "{}\t{}\t", w.id, w.project_id);
+    match w.parent_id {
+        Some(p) => {
+            let _ = write!(out, "{p}");
+        }
+        None => out.push_str("\\N"),
+    }
+    out.push('\t');
+    for s in [
+        w.name.as_str(),
+        w.kind.as_str(),
+        &w.title,
+        &w.description,
+        w.status.as_str(),
+    ] {
+        copy_text(out, s);
+        out.push('\t');
+    }
+    match &w.assignee {
+        Some(a) => copy_text(out, a),
+        None => out.push_str("\\N"),
+    }
+    out.push('\t');
+    copy_text(out, path);
+    let _ = write!(out, "\t{}\t", w.sort_order);
+    copy_json(out, &w.meta.spec);
+    out.push('\t');
+    copy_json(out, &w.meta.labels);
+    out.push('\t');
+    copy_json(out, &w.meta.annotations);
+    let _ = write!(
+        out,
+        "\t{}\t{}\t{}\t",
+        w.meta.generation, w.meta.resource_version, w.meta.observed_generation
+    );
+    copy_json(out, &w.meta.conditions);
+    out.push('\t');
+    copy_time(out, w.created_at);
+    out.push('\t');
+    copy_time(out, w.updated_at);
+    out.push('\n');
+}
+
 fn labels_from_json(v: Value) -> StoreResult<Labels> {
     serde_json::from_value(v).map_err(|e| corrupt("labels", e))
 }
@@ -363,6 +442,17 @@ impl PgTx {
             self.event_lock = true;
         }
         Ok(())
+    }
+
+    /// Runs `COPY … FROM STDIN` with `data` (text format) in this
+    /// transaction.
+    async fn copy_in(&mut self, statement: &str, data: &[u8]) -> Result<u64, sqlx::Error> {
+        let mut copy = self.conn().copy_in_raw(statement).await?;
+        if let Err(e) = copy.send(data).await {
+            let _ = copy.abort(e.to_string()).await;
+            return Err(e);
+        }
+        copy.finish().await
     }
 
     async fn savepoint(&mut self) -> StoreResult<()> {
@@ -589,7 +679,7 @@ impl Tx for PgTx {
         work_item_from_row(&row)
     }
 
-    async fn insert_work_items(&mut self, items: &[WorkItem]) -> StoreResult<Vec<WorkItem>> {
+    async fn insert_work_items(&mut self, items: Vec<WorkItem>) -> StoreResult<Vec<WorkItem>> {
         if items.is_empty() {
             return Ok(Vec::new());
         }
@@ -617,7 +707,7 @@ impl Tx for PgTx {
             }
         }
         let mut paths = Vec::with_capacity(items.len());
-        for w in items {
+        for w in &items {
             let path = match w.parent_id {
                 None => short_id(w.id),
                 Some(parent) => {
@@ -635,97 +725,32 @@ impl Tx for PgTx {
             known.insert(w.id, (w.project_id, path.clone()));
             paths.push(path);
         }
-        // One INSERT … SELECT FROM UNNEST per chunk: no per-row round trip.
-        let sql = format!(
-            "INSERT INTO work_items ({cols}) SELECT * FROM UNNEST(\
-             $1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[], \
-             $8::text[], $9::text[], $10::text[], $11::int4[], $12::jsonb[], $13::jsonb[], \
-             $14::jsonb[], $15::int8[], $16::int8[], $17::int8[], $18::jsonb[], \
-             $19::timestamptz[], $20::timestamptz[])",
-            cols = work_item_cols()
-        );
-        self.savepoint().await?;
-        let mut result = Ok(());
-        for (chunk, chunk_paths) in items.chunks(5000).zip(paths.chunks(5000)) {
-            let q = sqlx::query(&sql)
-                .bind(chunk.iter().map(|w| w.id).collect::<Vec<_>>())
-                .bind(chunk.iter().map(|w| w.project_id).collect::<Vec<_>>())
-                .bind(chunk.iter().map(|w| w.parent_id).collect::<Vec<_>>())
-                .bind(chunk.iter().map(|w| w.name.as_str()).collect::<Vec<_>>())
-                .bind(chunk.iter().map(|w| w.kind.as_str()).collect::<Vec<_>>())
-                .bind(chunk.iter().map(|w| w.title.as_str()).collect::<Vec<_>>())
-                .bind(
-                    chunk
-                        .iter()
-                        .map(|w| w.description.as_str())
-                        .collect::<Vec<_>>(),
-                )
-                .bind(chunk.iter().map(|w| w.status.as_str()).collect::<Vec<_>>())
-                .bind(
-                    chunk
-                        .iter()
-                        .map(|w| w.assignee.as_deref())
-                        .collect::<Vec<_>>(),
-                )
-                .bind(chunk_paths)
-                .bind(chunk.iter().map(|w| w.sort_order).collect::<Vec<_>>())
-                .bind(
-                    chunk
-                        .iter()
-                        .map(|w| w.meta.spec.clone())
-                        .collect::<Vec<_>>(),
-                )
-                .bind(
-                    chunk
-                        .iter()
-                        .map(|w| labels_to_json(&w.meta.labels))
-                        .collect::<Vec<_>>(),
-                )
-                .bind(
-                    chunk
-                        .iter()
-                        .map(|w| labels_to_json(&w.meta.annotations))
-                        .collect::<Vec<_>>(),
-                )
-                .bind(chunk.iter().map(|w| w.meta.generation).collect::<Vec<_>>())
-                .bind(
-                    chunk
-                        .iter()
-                        .map(|w| w.meta.resource_version)
-                        .collect::<Vec<_>>(),
-                )
-                .bind(
-                    chunk
-                        .iter()
-                        .map(|w| w.meta.observed_generation)
-                        .collect::<Vec<_>>(),
-                )
-                .bind(
-                    chunk
-                        .iter()
-                        .map(|w| w.meta.conditions.clone())
-                        .collect::<Vec<_>>(),
-                )
-                .bind(chunk.iter().map(|w| w.created_at).collect::<Vec<_>>())
-                .bind(chunk.iter().map(|w| w.updated_at).collect::<Vec<_>>());
-            if let Err(e) = q.execute(self.conn()).await {
-                result = Err(e);
-                break;
-            }
+        // One COPY FROM STDIN: no per-row round trip, and the cheapest
+        // write PostgreSQL offers (text format, built here).
+        let mut data = String::with_capacity(items.len() * 512);
+        for (w, path) in items.iter().zip(&paths) {
+            copy_work_item_row(&mut data, w, path);
         }
+        self.savepoint().await?;
+        let result = self
+            .copy_in(
+                &format!("COPY work_items ({}) FROM STDIN", work_item_cols()),
+                data.as_bytes(),
+            )
+            .await;
         self.end_savepoint(result).await?;
         // Every column was written from `items` (no database defaults), so
         // the stored rows are the input with its computed paths (and
         // PostgreSQL's microsecond timestamps): no RETURNING to decode.
         use chrono::SubsecRound;
         Ok(items
-            .iter()
+            .into_iter()
             .zip(paths)
             .map(|(w, path)| WorkItem {
                 path,
                 created_at: w.created_at.trunc_subsecs(6),
                 updated_at: w.updated_at.trunc_subsecs(6),
-                ..w.clone()
+                ..w
             })
             .collect())
     }
@@ -1647,26 +1672,39 @@ impl Tx for PgTx {
             return Ok(Vec::new());
         }
         self.lock_event_order().await?;
+        let created_at = {
+            use chrono::SubsecRound;
+            now.trunc_subsecs(6)
+        };
         let mut out = Vec::with_capacity(events.len());
-        for chunk in events.chunks(5000) {
-            // WITH ORDINALITY + ORDER BY: seq follows the input order.
-            let rows = sqlx::query(
+        let mut events = events.into_iter().peekable();
+        while events.peek().is_some() {
+            let chunk: Vec<(&'static str, Value)> = events.by_ref().take(5000).collect();
+            // WITH ORDINALITY + ORDER BY: rows are inserted, and their seqs
+            // drawn, in input order; only the seqs come back (the topics
+            // and payloads are ours: no JSON to decode again).
+            let mut seqs: Vec<i64> = sqlx::query_scalar(
                 "INSERT INTO events (topic, payload, created_at) \
                  SELECT t, p, $3 FROM UNNEST($1::text[], $2::jsonb[]) WITH ORDINALITY AS u(t, p, i) \
-                 ORDER BY i RETURNING seq, topic, payload, created_at",
+                 ORDER BY i RETURNING seq",
             )
             .bind(chunk.iter().map(|(t, _)| *t).collect::<Vec<_>>())
-            .bind(chunk.iter().map(|(_, p)| p.clone()).collect::<Vec<_>>())
+            .bind(chunk.iter().map(|(_, p)| p).collect::<Vec<_>>())
             .bind(now)
             .fetch_all(self.conn())
             .await
             .map_err(db_err)?;
-            let mut evs = rows
-                .iter()
-                .map(event_from_row)
-                .collect::<StoreResult<Vec<_>>>()?;
-            evs.sort_by_key(|e| e.seq);
-            out.extend(evs);
+            seqs.sort_unstable();
+            out.extend(
+                seqs.into_iter()
+                    .zip(chunk)
+                    .map(|(seq, (topic, payload))| Event {
+                        seq,
+                        topic: topic.to_string(),
+                        payload,
+                        created_at,
+                    }),
+            );
         }
         self.events.extend(out.iter().cloned());
         Ok(out)
