@@ -581,6 +581,146 @@ async fn signals_are_exactly_once_and_attempt_guarded() {
     assert_eq!(finished_events, 1);
 }
 
+/// The signal sequence of four runs' whole lives, interleaved, with
+/// redeliveries, out-of-order progress and stale signals mixed in.
+fn life_signals(r: &[Run]) -> Vec<Signal> {
+    let progress = |run: &Run, seq: i64| {
+        let mut s = sig(run, 1, SignalKind::Progress);
+        s.seq = Some(seq);
+        s
+    };
+    let mut hook = sig(&r[2], 1, SignalKind::Failed);
+    hook.reason = Some("provider_failed".into());
+    vec![
+        sig(&r[0], 1, SignalKind::Started),
+        progress(&r[0], 1),
+        sig(&r[1], 1, SignalKind::Started),
+        progress(&r[0], 3),
+        sig(&r[0], 1, SignalKind::Started),
+        progress(&r[0], 2),
+        // r1 fails with a non-zero exit (restartable: requeue_at set).
+        finished(&r[1], 1, 7),
+        sig(&r[2], 1, SignalKind::Started),
+        finished(&r[1], 1, 7),
+        progress(&r[1], 9),
+        hook,
+        finished(&r[0], 1, 0),
+        // r2: a provider hook failure, then its finished.
+        finished(&r[2], 1, 1),
+        // r3 never got `started`: finished implies it.
+        finished(&r[3], 1, 0),
+        // A late `started` of a run that ended: no marker was written for
+        // it (finished implied it), so it is stale, not a duplicate.
+        sig(&r[3], 1, SignalKind::Started),
+        sig(&r[3], 1, SignalKind::Lost),
+        finished(&r[0], 1, 0),
+    ]
+}
+
+/// The `run.*` events after the claim as (topic, index of the run in
+/// `runs`, status).
+async fn run_journal(w: &World, runs: &[Run]) -> Vec<(String, Option<usize>, serde_json::Value)> {
+    w.events()
+        .await
+        .into_iter()
+        // The claim's run.spawning events are in claim order, which ties
+        // on pending_since break by (random) id: leave them out.
+        .filter(|e| e.topic.starts_with("run.") && e.topic != "run.spawning")
+        .map(|e| {
+            let i = runs
+                .iter()
+                .position(|r| e.payload["run_id"] == serde_json::json!(r.id));
+            (e.topic, i, e.payload["status"].clone())
+        })
+        .collect()
+}
+
+/// A batch is decided in memory and written set-based; it must leave the
+/// store exactly as the same signals sent one by one do: the same
+/// outcomes, the same run rows and the same journal, in order.
+#[tokio::test]
+async fn a_batch_decides_exactly_as_the_same_signals_one_by_one() {
+    async fn world() -> (World, Host, Vec<Run>) {
+        let w = World::new().await;
+        let mut a = w.host("a", &[]).await;
+        let mut tx = w.ctx.store.begin().await.unwrap();
+        a.capacity = 4;
+        let a = tx.update_host(&a, a.meta.resource_version).await.unwrap();
+        w.ctx.commit(tx).await.unwrap();
+        let mut runs = Vec::new();
+        for i in 0..4 {
+            runs.push(w.run(&format!("r{i}"), Target::Any, 3).await);
+        }
+        dispatch::claim(&w.ctx, a.id, 10).await.unwrap();
+        (w, a, runs)
+    }
+    let (one, a1, runs1) = world().await;
+    let (batch, a2, runs2) = world().await;
+    let mut outcomes1 = Vec::new();
+    for s in life_signals(&runs1) {
+        outcomes1.push(one.signal(&a1, s).await);
+    }
+    let outcomes2: Vec<SignalOutcome> = match ingest::ingest(&batch.ctx, &a2, &life_signals(&runs2))
+        .await
+        .unwrap()
+    {
+        ingest::BatchOutcome::Applied(r) => r.into_iter().map(|r| r.outcome).collect(),
+        other => panic!("expected an applied batch, got {other:?}"),
+    };
+    assert_eq!(outcomes1, outcomes2);
+    use SignalOutcome::{Applied as A, Duplicate as D, Stale as S};
+    assert_eq!(
+        outcomes1,
+        vec![A, A, A, A, D, D, A, A, D, S, A, A, A, A, S, S, D]
+    );
+    // Same rows (ids and names differ between the worlds: compare the
+    // state each run reached).
+    let state = |r: &Run| {
+        (
+            r.status,
+            r.attempt,
+            r.last_progress_seq,
+            r.exit_code,
+            r.failure_reason,
+            r.started_at,
+            r.finished_at,
+            r.requeue_at,
+            r.meta.resource_version,
+        )
+    };
+    for (r1, r2) in runs1.iter().zip(&runs2) {
+        assert_eq!(
+            state(&one.get_run(r1.id).await),
+            state(&batch.get_run(r2.id).await),
+            "run {}",
+            r1.name
+        );
+    }
+    let r1 = one.get_run(runs1[1].id).await;
+    assert_eq!(
+        (r1.status, r1.exit_code, r1.requeue_at.is_some()),
+        (RunStatus::Failed, Some(7), true)
+    );
+    // Same journal, in the same order (run ids mapped across the worlds).
+    let j1 = run_journal(&one, &runs1).await;
+    assert_eq!(j1, run_journal(&batch, &runs2).await);
+    let topics: Vec<&str> = j1.iter().map(|(t, _, _)| t.as_str()).collect();
+    assert_eq!(
+        topics,
+        [
+            "run.started",
+            "run.started",
+            "run.finished",
+            "run.started",
+            "run.failed",
+            "run.finished",
+            "run.finished",
+            "run.started",
+            "run.finished"
+        ]
+    );
+}
+
 #[tokio::test]
 async fn spawn_failure_journals_run_failed_and_lost_sessions_fail() {
     let w = World::new().await;

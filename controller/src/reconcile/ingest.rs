@@ -124,7 +124,9 @@ async fn ingest_once(
         return Ok(BatchOutcome::Rejected(results));
     }
     staged.write(tx.as_mut(), now).await?;
-    ctx.commit(tx).await.map_err(|e| IngestError::Other(e.into()))?;
+    ctx.commit(tx)
+        .await
+        .map_err(|e| IngestError::Other(e.into()))?;
     for r in &results {
         ctx.metrics.signal(r.outcome);
     }
@@ -155,7 +157,10 @@ struct Staged {
 impl Staged {
     fn new(runs: Vec<Run>, markers: Vec<SignalMarker>) -> Staged {
         Staged {
-            read_rv: runs.iter().map(|r| (r.id, r.meta.resource_version)).collect(),
+            read_rv: runs
+                .iter()
+                .map(|r| (r.id, r.meta.resource_version))
+                .collect(),
             runs: runs.into_iter().map(|r| (r.id, r)).collect(),
             markers: markers.into_iter().collect(),
             new_markers: Vec::new(),

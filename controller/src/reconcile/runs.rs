@@ -27,8 +27,12 @@ pub trait RunWrites: Send {
         now: DateTime<Utc>,
     ) -> StoreResult<Run>;
     /// [`Tx::append_event`], without the assigned event.
-    async fn journal(&mut self, topic: &'static str, payload: Value, now: DateTime<Utc>)
-        -> StoreResult<()>;
+    async fn journal(
+        &mut self,
+        topic: &'static str,
+        payload: Value,
+        now: DateTime<Utc>,
+    ) -> StoreResult<()>;
 }
 
 #[async_trait]
@@ -42,7 +46,8 @@ impl<T: Tx + ?Sized> RunWrites for T {
         update: &RunUpdate,
         now: DateTime<Utc>,
     ) -> StoreResult<Run> {
-        self.transition_run(id, attempt, from, to, update, now).await
+        self.transition_run(id, attempt, from, to, update, now)
+            .await
     }
 
     async fn journal(

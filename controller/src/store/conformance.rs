@@ -18,8 +18,8 @@ use serde_json::json;
 use uuid::Uuid;
 
 use super::{
-    short_id, ApiToken, Host, Labels, Meta, Project, Run, RunFilter, RunUpdate, SignalMarker, Store,
-    StoreError, Target, TokenKind, WorkItem,
+    short_id, ApiToken, Host, Labels, Meta, Project, Run, RunFilter, RunUpdate, SignalMarker,
+    Store, StoreError, Target, TokenKind, WorkItem,
 };
 
 /// Generates one `#[tokio::test]` per behaviour; `$make` is an expression

@@ -23,8 +23,8 @@ use sqlx::{PgPool, Postgres, Row, Transaction};
 use uuid::Uuid;
 
 use super::{
-    short_id, ApiToken, Event, Host, Labels, Meta, Project, Run, RunFilter, RunUpdate, SignalMarker,
-    Store, StoreError, StoreResult, Target, TokenKind, Tx, WorkItem,
+    short_id, ApiToken, Event, Host, Labels, Meta, Project, Run, RunFilter, RunUpdate,
+    SignalMarker, Store, StoreError, StoreResult, Target, TokenKind, Tx, WorkItem,
 };
 
 /// Key of the transaction-scoped advisory lock that orders event appends
@@ -1354,7 +1354,10 @@ impl Tx for PgTx {
             .fetch_all(self.conn())
             .await
             .map_err(db_err)?;
-        let runs = rows.iter().map(run_from_row).collect::<StoreResult<Vec<_>>>()?;
+        let runs = rows
+            .iter()
+            .map(run_from_row)
+            .collect::<StoreResult<Vec<_>>>()?;
         let markers: Vec<(Uuid, i32, String)> = sqlx::query_as(
             "SELECT run_id, attempt, kind FROM processed_signals WHERE run_id = ANY($1)",
         )
@@ -1419,7 +1422,11 @@ impl Tx for PgTx {
              WHERE r.id = u.id AND r.resource_version = u.expected",
         )
         .bind(runs.iter().map(|(r, _)| r.id).collect::<Vec<_>>())
-        .bind(runs.iter().map(|(r, _)| r.status.as_str()).collect::<Vec<_>>())
+        .bind(
+            runs.iter()
+                .map(|(r, _)| r.status.as_str())
+                .collect::<Vec<_>>(),
+        )
         .bind(runs.iter().map(|(r, _)| r.host_id).collect::<Vec<_>>())
         .bind(runs.iter().map(|(r, _)| r.exit_code).collect::<Vec<_>>())
         .bind(
@@ -1430,9 +1437,17 @@ impl Tx for PgTx {
         .bind(col(&|r| r.started_at))
         .bind(col(&|r| r.finished_at))
         .bind(col(&|r| r.requeue_at))
-        .bind(runs.iter().map(|(r, _)| r.last_progress_seq).collect::<Vec<_>>())
+        .bind(
+            runs.iter()
+                .map(|(r, _)| r.last_progress_seq)
+                .collect::<Vec<_>>(),
+        )
         .bind(col(&|r| Some(r.updated_at)))
-        .bind(runs.iter().map(|(r, _)| r.meta.resource_version).collect::<Vec<_>>())
+        .bind(
+            runs.iter()
+                .map(|(r, _)| r.meta.resource_version)
+                .collect::<Vec<_>>(),
+        )
         .bind(runs.iter().map(|(_, rv)| *rv).collect::<Vec<_>>())
         .execute(self.conn())
         .await;
