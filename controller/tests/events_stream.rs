@@ -406,16 +406,27 @@ async fn purged_resume_position_gets_a_gap_event_then_continues() {
 
 #[tokio::test]
 async fn a_lagging_subscriber_is_caught_up_from_the_journal() {
-    // A broadcast of 4: one commit of 500 events overruns it at once.
+    // A broadcast of 4 commits: 10 commits published back to back (no
+    // await in between, on this single-threaded runtime) overrun it.
     let s = Server::start_with(EventBus::new(4)).await;
     let mut sse = s.stream("", None).await;
-    let batch: Vec<(&str, Value)> = (0..500)
-        .map(|i| ("work_item.updated", json!({"i": i})))
-        .collect();
-    let first = s.journal(&batch).await;
-    let second = s.journal(&batch).await;
-    let got = sse.take(1000).await;
-    assert_eq!(seqs(&got), [first, second].concat());
+    let ctx = s.ctx();
+    let mut commits = Vec::new();
+    for c in 0..10 {
+        let mut tx = ctx.store.begin().await.unwrap();
+        for i in 0..50 {
+            tx.append_event("work_item.updated", json!({"c": c, "i": i}), ctx.now())
+                .await
+                .unwrap();
+        }
+        commits.push(tx.commit().await.unwrap());
+    }
+    let want: Vec<i64> = commits.iter().flatten().map(|e| e.seq).collect();
+    for events in commits {
+        ctx.bus.publish(events);
+    }
+    let got = sse.take(500).await;
+    assert_eq!(seqs(&got), want);
     assert!(s.ctx().bus.lagged.get() >= 1, "the subscriber never lagged");
 }
 
@@ -443,8 +454,8 @@ async fn concurrent_commits_publish_in_seq_order() {
         .flat_map(|w| (0..60).map(move |i| 1 + (w + i) % 3))
         .sum::<usize>();
     let mut published = Vec::new();
-    while let Ok(e) = rx.try_recv() {
-        published.push(e.seq);
+    while let Ok(commit) = rx.try_recv() {
+        published.extend(commit.events.iter().map(|e| e.seq));
     }
     assert_eq!(published.len(), total);
     let mut sorted = published.clone();

@@ -27,7 +27,7 @@ use bytes::{Bytes, BytesMut};
 use serde::Deserialize;
 use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 
-use super::{EventBus, Published};
+use super::{EventBus, Published, PublishedEvent};
 use crate::api::auth::Operator;
 use crate::api::{ApiError, AppState};
 use crate::store::{Event, Store};
@@ -92,7 +92,7 @@ impl Filter {
         self.topic_ok(&e.topic) && self.project_ok(field("project"), field("project_id"))
     }
 
-    fn keeps_published(&self, p: &Published) -> bool {
+    fn keeps_published(&self, p: &PublishedEvent) -> bool {
         self.topic_ok(&p.topic) && self.project_ok(p.project.as_deref(), p.project_id.as_deref())
     }
 }
@@ -248,12 +248,12 @@ impl Subscriber {
                 _ = &mut self.shutdown => return None,
                 r = self.rx.recv() => match r {
                     Ok(p) => {
-                        let mut buf = BytesMut::new();
-                        self.take(&p, &mut buf);
+                        let mut chunk = Chunk::default();
+                        self.take(&p, &mut chunk);
                         // Gather what is already waiting into one chunk.
-                        while buf.len() < BATCH_BYTES {
+                        while chunk.len() < BATCH_BYTES {
                             match self.rx.try_recv() {
-                                Ok(p) => self.take(&p, &mut buf),
+                                Ok(p) => self.take(&p, &mut chunk),
                                 Err(TryRecvError::Lagged(_)) => {
                                     self.lagged();
                                     break;
@@ -261,9 +261,9 @@ impl Subscriber {
                                 Err(_) => break,
                             }
                         }
-                        if !buf.is_empty() {
+                        if let Some(b) = chunk.finish() {
                             self.keep_alive.reset();
-                            return Some(buf.freeze());
+                            return Some(b);
                         }
                     }
                     Err(RecvError::Lagged(_)) => self.lagged(),
@@ -274,13 +274,28 @@ impl Subscriber {
         }
     }
 
-    fn take(&mut self, p: &Published, buf: &mut BytesMut) {
-        if p.seq <= self.last {
-            return;
+    /// Adds the commit's new, kept frames to `chunk`: each run of
+    /// consecutive kept frames as one slice of the shared buffer.
+    fn take(&mut self, p: &Published, chunk: &mut Chunk) {
+        let mut run: Option<std::ops::Range<usize>> = None;
+        for e in &p.events {
+            if e.seq <= self.last {
+                continue;
+            }
+            self.last = e.seq;
+            if self.filter.keeps_published(e) {
+                run = match run {
+                    Some(r) if r.end == e.frame.start => Some(r.start..e.frame.end),
+                    Some(r) => {
+                        chunk.push(p.frames.slice(r), self.rx.len());
+                        Some(e.frame.clone())
+                    }
+                    None => Some(e.frame.clone()),
+                };
+            }
         }
-        self.last = p.seq;
-        if self.filter.keeps_published(p) {
-            buf.extend_from_slice(&p.frame);
+        if let Some(r) = run {
+            chunk.push(p.frames.slice(r), self.rx.len());
         }
     }
 
@@ -312,5 +327,42 @@ impl Subscriber {
             self.queue.push_back(buf.freeze());
         }
         Ok(())
+    }
+}
+
+/// The live frames of one wake-up. A single slice goes out as it is (a
+/// shared buffer: no copy, no allocation); several are copied into one
+/// buffer sized for what is still queued.
+#[derive(Default)]
+struct Chunk {
+    one: Option<Bytes>,
+    buf: BytesMut,
+}
+
+impl Chunk {
+    fn len(&self) -> usize {
+        self.one.as_ref().map_or(0, Bytes::len) + self.buf.len()
+    }
+
+    /// `queued`: commits still waiting in the broadcast (a capacity hint).
+    fn push(&mut self, frames: Bytes, queued: usize) {
+        if self.one.is_none() && self.buf.is_empty() {
+            self.one = Some(frames);
+            return;
+        }
+        if let Some(first) = self.one.take() {
+            let want = first.len() + frames.len() * (queued + 1);
+            self.buf.reserve(want.min(BATCH_BYTES + frames.len()));
+            self.buf.extend_from_slice(&first);
+        }
+        self.buf.extend_from_slice(&frames);
+    }
+
+    fn finish(self) -> Option<Bytes> {
+        match self.one {
+            Some(b) => Some(b),
+            None if self.buf.is_empty() => None,
+            None => Some(self.buf.freeze()),
+        }
     }
 }
