@@ -405,6 +405,45 @@ async fn purged_resume_position_gets_a_gap_event_then_continues() {
 }
 
 #[tokio::test]
+async fn resume_after_retention_emptied_the_whole_journal_gets_a_gap_event() {
+    let s = Server::start().await;
+    let old = s
+        .journal(&[
+            ("project.created", json!({})),
+            ("project.updated", json!({})),
+            ("project.updated", json!({})),
+        ])
+        .await;
+    s.clock.advance(chrono::Duration::days(31));
+    let purged = pam_controller::reconcile::retention::purge(s.ctx(), 30)
+        .await
+        .unwrap();
+    assert_eq!(purged, 3);
+
+    // Behind the purged range: a gap up to the high-water mark, then live.
+    let mut sse = s.stream(&format!("?after={}", old[0]), None).await;
+    let live = s.journal(&[("project.updated", json!({}))]).await;
+    let gap = sse.next().await.unwrap();
+    assert_eq!(gap.event, "gap");
+    assert_eq!(gap.id, None);
+    assert_eq!(gap.data, json!({"from": old[1], "to": old[2]}));
+    assert_eq!(sse.next().await.unwrap().id, Some(live[0]));
+
+    // Empty again; a client that had read everything gets no gap.
+    s.clock.advance(chrono::Duration::days(31));
+    pam_controller::reconcile::retention::purge(s.ctx(), 30)
+        .await
+        .unwrap();
+    let mut sse = s.stream("", Some(live[0])).await;
+    let next = s.journal(&[("project.archived", json!({}))]).await;
+    let f = sse.next().await.unwrap();
+    assert_eq!(
+        (f.event.as_str(), f.id),
+        ("project.archived", Some(next[0]))
+    );
+}
+
+#[tokio::test]
 async fn a_lagging_subscriber_is_caught_up_from_the_journal() {
     // A broadcast of 4 commits: 10 commits published back to back (no
     // await in between, on this single-threaded runtime) overrun it.

@@ -9,7 +9,9 @@
 //!   in seq order ([`super::EventBus`]), so that skip never drops a late
 //!   commit.
 //! - A resume position older than the journal's first event gets one
-//!   `event: gap` naming the purged range, then the stream continues.
+//!   `event: gap` naming the purged range, then the stream continues;
+//!   so does one below the seq high-water mark when retention emptied the
+//!   whole journal (the range then ends at that mark).
 //! - A subscriber that falls behind the broadcast (`Lagged`) is caught up
 //!   from the journal, not dropped.
 //! - A closed connection drops the stream (no task outlives it); pamd's
@@ -147,17 +149,31 @@ pub async fn stream(
     // reaches us live, whatever committed before is in the journal.
     let bus = st.ctx.bus.clone();
     let rx = bus.subscribe();
-    let bounds = {
+    let (bounds, high_water) = {
         let mut tx = st.ctx.store.begin().await?;
-        tx.event_bounds().await?
+        let mut bounds = tx.event_bounds().await?;
+        let mut high_water = 0;
+        if bounds.is_none() && after.is_some_and(|a| a > 0) {
+            // An empty journal: was it purged past the resume position?
+            // Under the order lock no append is in flight, so the bounds
+            // read again now and the high-water mark agree (a commit
+            // between the two reads cannot land inside the gap).
+            high_water = tx.event_high_water().await?;
+            bounds = tx.event_bounds().await?;
+        }
+        (bounds, high_water)
     };
     let position = bounds.map_or(0, |(_, hi)| hi);
     let mut queue = VecDeque::new();
-    if let (Some(after), Some((lo, _))) = (after, bounds) {
-        if lo > after + 1 {
-            let data = serde_json::json!({"from": after + 1, "to": lo - 1});
-            queue.push_back(Bytes::from(format!("event: gap\ndata: {data}\n\n")));
-        }
+    let purged = match (after, bounds) {
+        (Some(after), Some((lo, _))) if lo > after + 1 => Some((after + 1, lo - 1)),
+        // Retention emptied the whole journal.
+        (Some(after), None) if high_water > after => Some((after + 1, high_water)),
+        _ => None,
+    };
+    if let Some((from, to)) = purged {
+        let data = serde_json::json!({"from": from, "to": to});
+        queue.push_back(Bytes::from(format!("event: gap\ndata: {data}\n\n")));
     }
     // Without a resume position the stream is live only.
     let (last, replaying) = match after {
