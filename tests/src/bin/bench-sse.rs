@@ -15,8 +15,9 @@
 //!
 //! The generators run on a thread and runtime of their own (so an answer
 //! is noted when it arrives, not after the subscriber tasks), staggered so
-//! applies arrive at a steady pace. Subscribers find frames, `id:` and the
-//! task name by byte search (no UTF-8 check, no JSON parse), so the
+//! applies arrive at a steady pace. Subscribers read the raw chunked body
+//! from a plain TCP connection and find frames, `id:` and the task name by
+//! byte search (no HTTP client, no UTF-8 check, no JSON parse), so the
 //! 1,000 readers' own CPU cost stays small; they still count every event
 //! and check seq order, so lost/duplicated counts are exact.
 //!
@@ -30,6 +31,8 @@ use std::time::{Duration, Instant};
 use memchr::memmem;
 use pam_tests::Pamd;
 use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
 
 /// Tasks per apply by default; the generator runs `GENERATORS` appliers in
 /// parallel.
@@ -144,21 +147,13 @@ async fn run(
     let mut handles = Vec::new();
     let mut opened = Vec::new();
     for _ in 0..subs {
-        let client = reqwest::Client::builder().build()?;
-        let resp = client
-            .get(format!(
-                "{}/api/v1/events/stream?topic=work_item.created",
-                pamd.url
-            ))
-            .bearer_auth(&pamd.token)
-            .send()
-            .await?;
-        anyhow::ensure!(resp.status().is_success(), "stream: {}", resp.status());
-        opened.push((client, resp));
+        opened.push(open_stream(pamd).await?);
     }
-    for (client, resp) in opened {
+    for (conn, head_rest) in opened {
         let expected = expected.clone();
-        handles.push(tokio::spawn(subscribe(client, resp, epoch, tag, expected)));
+        handles.push(tokio::spawn(subscribe(
+            conn, head_rest, epoch, tag, expected,
+        )));
     }
 
     // Generators: GENERATORS appliers, each at rate/GENERATORS events/s,
@@ -293,9 +288,45 @@ async fn generate(
 
 /// Reads one stream until it has `expected` events of this phase (or 10 s
 /// of silence after the generators finished).
+/// Opens `GET /api/v1/events/stream?topic=work_item.created` on a plain
+/// TCP connection (one task per subscriber, no HTTP client's connection
+/// task and body channel in between); returns it with whatever body bytes
+/// came with the response head.
+async fn open_stream(pamd: &Pamd) -> anyhow::Result<(TcpStream, Vec<u8>)> {
+    let addr = pamd.url.trim_start_matches("http://");
+    let mut conn = TcpStream::connect(addr).await?;
+    conn.set_nodelay(true)?;
+    let req = format!(
+        "GET /api/v1/events/stream?topic=work_item.created HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {}\r\nAccept: text/event-stream\r\n\r\n",
+        pamd.token
+    );
+    conn.write_all(req.as_bytes()).await?;
+    let mut buf = Vec::with_capacity(4096);
+    loop {
+        if let Some(end) = memmem::find(&buf, b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+            anyhow::ensure!(head.starts_with("http/1.1 200"), "stream: {head}");
+            // The raw scan below relies on chunks holding whole frames.
+            anyhow::ensure!(
+                head.contains("transfer-encoding: chunked"),
+                "stream not chunked: {head}"
+            );
+            return Ok((conn, buf[end + 4..].to_vec()));
+        }
+        anyhow::ensure!(conn.read_buf(&mut buf).await? > 0, "stream closed");
+    }
+}
+
+/// Reads one stream until it has `expected` events of this phase (or 10 s
+/// of silence after the generators finished).
+///
+/// It scans the raw chunked body: pamd puts whole frames in every chunk,
+/// so the chunk-size lines (`\r\n<hex>\r\n`) only ever sit between a
+/// frame's `\n\n` and the next `id: `, and a frame is "from after the
+/// previous `\n\n` to the next", with the framing bytes before its `id: `.
 async fn subscribe(
-    _client: reqwest::Client,
-    mut resp: reqwest::Response,
+    mut conn: TcpStream,
+    mut buf: Vec<u8>,
     epoch: Instant,
     tag: &'static str,
     expected: Arc<AtomicU64>,
@@ -305,38 +336,40 @@ async fn subscribe(
         received: 0,
         duplicated: 0,
     };
-    let mut buf = Vec::<u8>::new();
     let mut last_seq = 0i64;
     let needle = format!("\"name\":\"{tag}");
     let name = memmem::Finder::new(needle.as_bytes());
     let end_of_frame = memmem::Finder::new(b"\n\n");
+    let id_field = memmem::Finder::new(b"id: ");
+    buf.reserve(64 * 1024);
+    let mut scan = !buf.is_empty();
     loop {
         if s.received + s.duplicated >= expected.load(Ordering::SeqCst) {
             return s;
         }
-        let chunk = match tokio::time::timeout(Duration::from_secs(10), resp.chunk()).await {
-            Ok(Ok(Some(c))) => c,
-            // Ended, or failed.
-            Ok(_) => return s,
-            // Silent for 10 s after the generators finished: the rest is lost.
-            Err(_) if expected.load(Ordering::SeqCst) != u64::MAX => return s,
-            Err(_) => continue,
-        };
+        if !scan {
+            match tokio::time::timeout(Duration::from_secs(10), conn.read_buf(&mut buf)).await {
+                Ok(Ok(n)) if n > 0 => {}
+                // Ended, or failed.
+                Ok(_) => return s,
+                // Silent for 10 s after the generators finished: the rest is lost.
+                Err(_) if expected.load(Ordering::SeqCst) != u64::MAX => return s,
+                Err(_) => continue,
+            }
+        }
+        scan = false;
         let now = epoch.elapsed().as_micros() as u64;
-        // pamd sends whole frames per chunk; only a partial tail is kept.
-        let data: &[u8] = if buf.is_empty() {
-            &chunk
-        } else {
-            buf.extend_from_slice(&chunk);
-            &buf
-        };
         // Whole frames only; SIMD byte search and digit parsing rather than
         // UTF-8 checks or JSON parsing, so the client's own cost stays small.
         let mut consumed = 0;
-        for end in end_of_frame.find_iter(data) {
-            let frame = &data[consumed..end];
+        for end in end_of_frame.find_iter(&buf) {
+            let frame = &buf[consumed..end];
             consumed = end + 2;
-            let Some(id) = frame.strip_prefix(b"id: ").and_then(|r| digits(r).0) else {
+            let Some(at_id) = id_field.find(frame) else {
+                continue;
+            };
+            let frame = &frame[at_id..];
+            let Some(id) = digits(&frame[4..]).0 else {
                 continue;
             };
             let Some(at) = name.find(frame) else {
@@ -357,14 +390,7 @@ async fn subscribe(
                 s.reads.push((idx as u32, now, upper));
             }
         }
-        let tail = data.len() - consumed;
-        if buf.is_empty() {
-            if tail > 0 {
-                buf.extend_from_slice(&chunk[consumed..]);
-            }
-        } else {
-            buf.drain(..consumed);
-        }
+        buf.drain(..consumed);
     }
 }
 
