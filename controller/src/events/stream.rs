@@ -160,6 +160,9 @@ pub async fn stream(
             // between the two reads cannot land inside the gap).
             high_water = tx.event_high_water().await?;
             bounds = tx.event_bounds().await?;
+            // Ends the transaction now: it holds the order lock, which
+            // every journaling write waits for.
+            tx.commit().await?;
         }
         (bounds, high_water)
     };
