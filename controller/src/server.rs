@@ -116,6 +116,14 @@ async fn serve(config: &Config, clock: SharedClock, url: &str) -> anyhow::Result
     let app = api::router(state);
     // On SIGINT/SIGTERM, end the event streams too: graceful shutdown waits
     // for open connections, and an SSE stream never ends by itself.
+    // TCP_NODELAY: an SSE frame is a small write that must go out now;
+    // with Nagle it waits for the ACK of the previous one (a delayed ACK,
+    // tens of ms, since a subscriber never sends anything back).
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %e, "could not set TCP_NODELAY");
+        }
+    });
     let served = axum::serve(listener, app)
         .with_graceful_shutdown(async move {
             shutdown_signal().await;

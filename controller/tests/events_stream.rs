@@ -405,17 +405,67 @@ async fn purged_resume_position_gets_a_gap_event_then_continues() {
 }
 
 #[tokio::test]
+async fn resume_after_retention_emptied_the_whole_journal_gets_a_gap_event() {
+    let s = Server::start().await;
+    let old = s
+        .journal(&[
+            ("project.created", json!({})),
+            ("project.updated", json!({})),
+            ("project.updated", json!({})),
+        ])
+        .await;
+    s.clock.advance(chrono::Duration::days(31));
+    let purged = pam_controller::reconcile::retention::purge(s.ctx(), 30)
+        .await
+        .unwrap();
+    assert_eq!(purged, 3);
+
+    // Behind the purged range: a gap up to the high-water mark, then live.
+    let mut sse = s.stream(&format!("?after={}", old[0]), None).await;
+    let live = s.journal(&[("project.updated", json!({}))]).await;
+    let gap = sse.next().await.unwrap();
+    assert_eq!(gap.event, "gap");
+    assert_eq!(gap.id, None);
+    assert_eq!(gap.data, json!({"from": old[1], "to": old[2]}));
+    assert_eq!(sse.next().await.unwrap().id, Some(live[0]));
+
+    // Empty again; a client that had read everything gets no gap.
+    s.clock.advance(chrono::Duration::days(31));
+    pam_controller::reconcile::retention::purge(s.ctx(), 30)
+        .await
+        .unwrap();
+    let mut sse = s.stream("", Some(live[0])).await;
+    let next = s.journal(&[("project.archived", json!({}))]).await;
+    let f = sse.next().await.unwrap();
+    assert_eq!(
+        (f.event.as_str(), f.id),
+        ("project.archived", Some(next[0]))
+    );
+}
+
+#[tokio::test]
 async fn a_lagging_subscriber_is_caught_up_from_the_journal() {
-    // A broadcast of 4: one commit of 500 events overruns it at once.
+    // A broadcast of 4 commits: 10 commits published back to back (no
+    // await in between, on this single-threaded runtime) overrun it.
     let s = Server::start_with(EventBus::new(4)).await;
     let mut sse = s.stream("", None).await;
-    let batch: Vec<(&str, Value)> = (0..500)
-        .map(|i| ("work_item.updated", json!({"i": i})))
-        .collect();
-    let first = s.journal(&batch).await;
-    let second = s.journal(&batch).await;
-    let got = sse.take(1000).await;
-    assert_eq!(seqs(&got), [first, second].concat());
+    let ctx = s.ctx();
+    let mut commits = Vec::new();
+    for c in 0..10 {
+        let mut tx = ctx.store.begin().await.unwrap();
+        for i in 0..50 {
+            tx.append_event("work_item.updated", json!({"c": c, "i": i}), ctx.now())
+                .await
+                .unwrap();
+        }
+        commits.push(tx.commit().await.unwrap());
+    }
+    let want: Vec<i64> = commits.iter().flatten().map(|e| e.seq).collect();
+    for events in commits {
+        ctx.bus.publish(events);
+    }
+    let got = sse.take(500).await;
+    assert_eq!(seqs(&got), want);
     assert!(s.ctx().bus.lagged.get() >= 1, "the subscriber never lagged");
 }
 
@@ -443,8 +493,8 @@ async fn concurrent_commits_publish_in_seq_order() {
         .flat_map(|w| (0..60).map(move |i| 1 + (w + i) % 3))
         .sum::<usize>();
     let mut published = Vec::new();
-    while let Ok(e) = rx.try_recv() {
-        published.push(e.seq);
+    while let Ok(commit) = rx.try_recv() {
+        published.extend(commit.events.iter().map(|e| e.seq));
     }
     assert_eq!(published.len(), total);
     let mut sorted = published.clone();

@@ -17,35 +17,59 @@ use crate::store::Event;
 
 pub mod stream;
 
-/// A committed event as subscribers receive it: serialized once, at
-/// publish, into its whole SSE frame, so fan-out to many subscribers copies
-/// a reference count, not JSON (docs/api.md, "Event stream").
+/// One commit's events as subscribers receive them: serialized once, at
+/// publish, into their whole SSE frames, laid end to end in one buffer, so
+/// fan-out to many subscribers copies a reference count, not JSON
+/// (docs/api.md, "Event stream"), and a subscriber gets a commit's events
+/// in one wake-up (usually as one zero-copy slice of [`Published::frames`]).
 #[derive(Debug)]
 pub struct Published {
+    /// In seq order.
+    pub events: Vec<PublishedEvent>,
+    /// Every event's `id: …\nevent: …\ndata: …\n\n`, in seq order.
+    pub frames: Bytes,
+}
+
+/// One event of a [`Published`] commit.
+#[derive(Debug)]
+pub struct PublishedEvent {
     pub seq: i64,
     pub topic: String,
     /// The payload's `project` (a name), for `?project=`.
     pub project: Option<String>,
     /// The payload's `project_id` (a uid), for `?project=`.
     pub project_id: Option<String>,
-    /// `id: …\nevent: …\ndata: …\n\n`.
-    pub frame: Bytes,
+    /// Where its frame lies in [`Published::frames`].
+    pub frame: std::ops::Range<usize>,
 }
 
 impl Published {
-    pub fn new(e: &Event) -> Published {
-        let field = |k: &str| {
-            e.payload
-                .get(k)
-                .and_then(serde_json::Value::as_str)
-                .map(str::to_string)
-        };
+    /// `events`: one commit's, in seq order.
+    pub fn new(events: &[Event]) -> Published {
+        let mut frames = Vec::new();
+        let events = events
+            .iter()
+            .map(|e| {
+                let field = |k: &str| {
+                    e.payload
+                        .get(k)
+                        .and_then(serde_json::Value::as_str)
+                        .map(str::to_string)
+                };
+                let start = frames.len();
+                write_frame(&mut frames, e);
+                PublishedEvent {
+                    seq: e.seq,
+                    topic: e.topic.clone(),
+                    project: field("project"),
+                    project_id: field("project_id"),
+                    frame: start..frames.len(),
+                }
+            })
+            .collect();
         Published {
-            seq: e.seq,
-            topic: e.topic.clone(),
-            project: field("project"),
-            project_id: field("project_id"),
-            frame: frame(e),
+            events,
+            frames: Bytes::from(frames),
         }
     }
 }
@@ -63,11 +87,17 @@ pub fn event_json(e: &Event) -> serde_json::Value {
 /// One SSE frame. Topics are `[a-z_.]` and compact JSON has no raw
 /// newline, so neither needs escaping.
 pub fn frame(e: &Event) -> Bytes {
-    let data = event_json(e).to_string();
-    Bytes::from(format!(
-        "id: {}\nevent: {}\ndata: {}\n\n",
-        e.seq, e.topic, data
-    ))
+    let mut out = Vec::new();
+    write_frame(&mut out, e);
+    Bytes::from(out)
+}
+
+fn write_frame(out: &mut Vec<u8>, e: &Event) {
+    use std::io::Write;
+    let _ = write!(out, "id: {}\nevent: {}\ndata: ", e.seq, e.topic);
+    // Writing into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *out, &event_json(e));
+    out.extend_from_slice(b"\n\n");
 }
 
 /// Fan-out of committed events, plus what the stream handler shares:
@@ -94,6 +124,8 @@ pub struct EventBus {
 }
 
 impl EventBus {
+    /// `capacity`: commits the broadcast keeps for a slow subscriber
+    /// before it lags (and is caught up from the journal).
     pub fn new(capacity: usize) -> Self {
         let (tx, _) = broadcast::channel(capacity);
         let (shutdown, _) = watch::channel(false);
@@ -108,18 +140,20 @@ impl EventBus {
         }
     }
 
-    /// Publishes committed events in seq order. Having no subscriber is fine.
+    /// Publishes one commit's events (in seq order) as one broadcast
+    /// message. Having no subscriber is fine.
     pub fn publish(&self, events: Vec<Event>) {
-        for e in events {
-            self.journaled.inc();
-            // No stream listens: no frame to build. A stream subscribing
-            // after this check finds these (committed) events in the
-            // journal, which it reads after subscribing.
-            if self.tx.receiver_count() == 0 {
-                continue;
-            }
-            let _ = self.tx.send(Arc::new(Published::new(&e)));
+        if events.is_empty() {
+            return;
         }
+        self.journaled.inc_by(events.len() as u64);
+        // No stream listens: no frames to build. A stream subscribing
+        // after this check finds these (committed) events in the journal,
+        // which it reads after subscribing.
+        if self.tx.receiver_count() == 0 {
+            return;
+        }
+        let _ = self.tx.send(Arc::new(Published::new(&events)));
     }
 
     /// The lock a journaling commit holds until it published.

@@ -9,7 +9,9 @@
 //!   in seq order ([`super::EventBus`]), so that skip never drops a late
 //!   commit.
 //! - A resume position older than the journal's first event gets one
-//!   `event: gap` naming the purged range, then the stream continues.
+//!   `event: gap` naming the purged range, then the stream continues;
+//!   so does one below the seq high-water mark when retention emptied the
+//!   whole journal (the range then ends at that mark).
 //! - A subscriber that falls behind the broadcast (`Lagged`) is caught up
 //!   from the journal, not dropped.
 //! - A closed connection drops the stream (no task outlives it); pamd's
@@ -27,7 +29,7 @@ use bytes::{Bytes, BytesMut};
 use serde::Deserialize;
 use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 
-use super::{EventBus, Published};
+use super::{EventBus, Published, PublishedEvent};
 use crate::api::auth::Operator;
 use crate::api::{ApiError, AppState};
 use crate::store::{Event, Store};
@@ -92,7 +94,7 @@ impl Filter {
         self.topic_ok(&e.topic) && self.project_ok(field("project"), field("project_id"))
     }
 
-    fn keeps_published(&self, p: &Published) -> bool {
+    fn keeps_published(&self, p: &PublishedEvent) -> bool {
         self.topic_ok(&p.topic) && self.project_ok(p.project.as_deref(), p.project_id.as_deref())
     }
 }
@@ -147,17 +149,34 @@ pub async fn stream(
     // reaches us live, whatever committed before is in the journal.
     let bus = st.ctx.bus.clone();
     let rx = bus.subscribe();
-    let bounds = {
+    let (bounds, high_water) = {
         let mut tx = st.ctx.store.begin().await?;
-        tx.event_bounds().await?
+        let mut bounds = tx.event_bounds().await?;
+        let mut high_water = 0;
+        if bounds.is_none() && after.is_some_and(|a| a > 0) {
+            // An empty journal: was it purged past the resume position?
+            // Under the order lock no append is in flight, so the bounds
+            // read again now and the high-water mark agree (a commit
+            // between the two reads cannot land inside the gap).
+            high_water = tx.event_high_water().await?;
+            bounds = tx.event_bounds().await?;
+            // Ends the transaction now: it holds the order lock, which
+            // every journaling write waits for.
+            tx.commit().await?;
+        }
+        (bounds, high_water)
     };
     let position = bounds.map_or(0, |(_, hi)| hi);
     let mut queue = VecDeque::new();
-    if let (Some(after), Some((lo, _))) = (after, bounds) {
-        if lo > after + 1 {
-            let data = serde_json::json!({"from": after + 1, "to": lo - 1});
-            queue.push_back(Bytes::from(format!("event: gap\ndata: {data}\n\n")));
-        }
+    let purged = match (after, bounds) {
+        (Some(after), Some((lo, _))) if lo > after + 1 => Some((after + 1, lo - 1)),
+        // Retention emptied the whole journal.
+        (Some(after), None) if high_water > after => Some((after + 1, high_water)),
+        _ => None,
+    };
+    if let Some((from, to)) = purged {
+        let data = serde_json::json!({"from": from, "to": to});
+        queue.push_back(Bytes::from(format!("event: gap\ndata: {data}\n\n")));
     }
     // Without a resume position the stream is live only.
     let (last, replaying) = match after {
@@ -248,12 +267,12 @@ impl Subscriber {
                 _ = &mut self.shutdown => return None,
                 r = self.rx.recv() => match r {
                     Ok(p) => {
-                        let mut buf = BytesMut::new();
-                        self.take(&p, &mut buf);
+                        let mut chunk = Chunk::default();
+                        self.take(&p, &mut chunk);
                         // Gather what is already waiting into one chunk.
-                        while buf.len() < BATCH_BYTES {
+                        while chunk.len() < BATCH_BYTES {
                             match self.rx.try_recv() {
-                                Ok(p) => self.take(&p, &mut buf),
+                                Ok(p) => self.take(&p, &mut chunk),
                                 Err(TryRecvError::Lagged(_)) => {
                                     self.lagged();
                                     break;
@@ -261,9 +280,9 @@ impl Subscriber {
                                 Err(_) => break,
                             }
                         }
-                        if !buf.is_empty() {
+                        if let Some(b) = chunk.finish() {
                             self.keep_alive.reset();
-                            return Some(buf.freeze());
+                            return Some(b);
                         }
                     }
                     Err(RecvError::Lagged(_)) => self.lagged(),
@@ -274,13 +293,28 @@ impl Subscriber {
         }
     }
 
-    fn take(&mut self, p: &Published, buf: &mut BytesMut) {
-        if p.seq <= self.last {
-            return;
+    /// Adds the commit's new, kept frames to `chunk`: each run of
+    /// consecutive kept frames as one slice of the shared buffer.
+    fn take(&mut self, p: &Published, chunk: &mut Chunk) {
+        let mut run: Option<std::ops::Range<usize>> = None;
+        for e in &p.events {
+            if e.seq <= self.last {
+                continue;
+            }
+            self.last = e.seq;
+            if self.filter.keeps_published(e) {
+                run = match run {
+                    Some(r) if r.end == e.frame.start => Some(r.start..e.frame.end),
+                    Some(r) => {
+                        chunk.push(p.frames.slice(r), self.rx.len());
+                        Some(e.frame.clone())
+                    }
+                    None => Some(e.frame.clone()),
+                };
+            }
         }
-        self.last = p.seq;
-        if self.filter.keeps_published(p) {
-            buf.extend_from_slice(&p.frame);
+        if let Some(r) = run {
+            chunk.push(p.frames.slice(r), self.rx.len());
         }
     }
 
@@ -312,5 +346,42 @@ impl Subscriber {
             self.queue.push_back(buf.freeze());
         }
         Ok(())
+    }
+}
+
+/// The live frames of one wake-up. A single slice goes out as it is (a
+/// shared buffer: no copy, no allocation); several are copied into one
+/// buffer sized for what is still queued.
+#[derive(Default)]
+struct Chunk {
+    one: Option<Bytes>,
+    buf: BytesMut,
+}
+
+impl Chunk {
+    fn len(&self) -> usize {
+        self.one.as_ref().map_or(0, Bytes::len) + self.buf.len()
+    }
+
+    /// `queued`: commits still waiting in the broadcast (a capacity hint).
+    fn push(&mut self, frames: Bytes, queued: usize) {
+        if self.one.is_none() && self.buf.is_empty() {
+            self.one = Some(frames);
+            return;
+        }
+        if let Some(first) = self.one.take() {
+            let want = first.len() + frames.len() * (queued + 1);
+            self.buf.reserve(want.min(BATCH_BYTES + frames.len()));
+            self.buf.extend_from_slice(&first);
+        }
+        self.buf.extend_from_slice(&frames);
+    }
+
+    fn finish(self) -> Option<Bytes> {
+        match self.one {
+            Some(b) => Some(b),
+            None if self.buf.is_empty() => None,
+            None => Some(self.buf.freeze()),
+        }
     }
 }

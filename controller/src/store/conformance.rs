@@ -1687,6 +1687,7 @@ pub async fn delete_host_refused_while_referenced(s: &dyn Store) {
 pub async fn events_append_after_bounds_purge(s: &dyn Store) {
     let mut tx = s.begin().await.unwrap();
     assert_eq!(tx.event_bounds().await.unwrap(), None);
+    let before = tx.event_high_water().await.unwrap();
     let mut seqs = Vec::new();
     for i in 0..5 {
         let e = tx
@@ -1699,6 +1700,7 @@ pub async fn events_append_after_bounds_purge(s: &dyn Store) {
         seqs.push(e.seq);
     }
     assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
+    assert!(seqs[0] > before, "{before} {seqs:?}");
     tx.commit().await.unwrap();
 
     let mut tx = s.begin().await.unwrap();
@@ -1715,6 +1717,8 @@ pub async fn events_append_after_bounds_purge(s: &dyn Store) {
     assert_eq!(ids_i64(&tx.events_after(0, 100).await.unwrap()), &seqs[2..]);
     assert_eq!(tx.purge_events_before(t(100)).await.unwrap(), 3);
     assert_eq!(tx.event_bounds().await.unwrap(), None);
+    // The high-water mark outlives the purge.
+    assert_eq!(tx.event_high_water().await.unwrap(), seqs[4]);
     tx.commit().await.unwrap();
 
     // Seqs keep increasing after a purge.

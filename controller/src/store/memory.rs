@@ -998,6 +998,11 @@ impl Tx for MemTx {
             .map(|((lo, _), (hi, _))| (*lo, *hi)))
     }
 
+    async fn event_high_water(&mut self) -> StoreResult<i64> {
+        // A transaction holds the whole state: nothing else is in flight.
+        Ok(self.guard.last_seq)
+    }
+
     // ---- tokens -------------------------------------------------------------
 
     async fn insert_token(&mut self, t: &ApiToken) -> StoreResult<()> {

@@ -539,6 +539,12 @@ pub trait Tx: Send {
     async fn purge_events_before(&mut self, cutoff: DateTime<Utc>) -> StoreResult<u64>;
     /// (lowest, highest) seq still in the journal; None when empty.
     async fn event_bounds(&mut self) -> StoreResult<Option<(i64, i64)>>;
+    /// The highest seq ever handed out (0 if none), committed or rolled
+    /// back, purged or not. Takes the journal's order lock first (held
+    /// until this transaction ends), so no append is in flight: every seq
+    /// up to it is committed, rolled back or purged, and any later event
+    /// gets a higher seq.
+    async fn event_high_water(&mut self) -> StoreResult<i64>;
 
     // ---- tokens -------------------------------------------------------------
 

@@ -1757,6 +1757,22 @@ impl Tx for PgTx {
         Ok(lo.zip(hi))
     }
 
+    async fn event_high_water(&mut self) -> StoreResult<i64> {
+        // The order lock waits out every append in flight (each holds it
+        // from its first append to commit or rollback).
+        self.lock_event_order().await?;
+        let name: String = sqlx::query_scalar("SELECT pg_get_serial_sequence('events', 'seq')")
+            .fetch_one(self.conn())
+            .await
+            .map_err(db_err)?;
+        // `name` comes from the catalog, already quoted.
+        let sql = format!("SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM {name}");
+        sqlx::query_scalar(&sql)
+            .fetch_one(self.conn())
+            .await
+            .map_err(db_err)
+    }
+
     // ---- tokens -------------------------------------------------------------
 
     async fn insert_token(&mut self, t: &ApiToken) -> StoreResult<()> {
