@@ -52,6 +52,7 @@ pub struct Pamd {
     pub config: PathBuf,
     listen: String,
     args: Vec<String>,
+    log_filter: String,
     child: Option<Child>,
     _tmp: tempfile::TempDir,
 }
@@ -66,6 +67,8 @@ pub struct PamdOptions {
     /// Written to `<data_dir>/worker.toml` before start (the local worker's
     /// config, e.g. a private tmux socket).
     pub worker_toml: Option<String>,
+    /// pamd's log filter (`PAM_LOG`); `info` when None.
+    pub log_filter: Option<String>,
 }
 
 impl Pamd {
@@ -89,6 +92,7 @@ impl Pamd {
             config,
             listen,
             args: opts.args,
+            log_filter: opts.log_filter.unwrap_or_else(|| "info".into()),
             child: None,
             _tmp: tmp,
         };
@@ -114,7 +118,7 @@ impl Pamd {
             .arg("--database-url")
             .arg(&self.database_url)
             .args(&self.args)
-            .env("PAM_LOG", "info")
+            .env("PAM_LOG", &self.log_filter)
             .stdout(Stdio::from(log.try_clone()?))
             .stderr(Stdio::from(log))
             .spawn()

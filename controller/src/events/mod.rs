@@ -153,7 +153,19 @@ impl EventBus {
         if self.tx.receiver_count() == 0 {
             return;
         }
-        let _ = self.tx.send(Arc::new(Published::new(&events)));
+        let published = Arc::new(Published::new(&events));
+        // The publish instant, for measuring fan-out latency from outside
+        // (bench-sse reads it from the log). Fields are only evaluated when
+        // this target is enabled at trace level.
+        tracing::trace!(
+            first_seq = events[0].seq,
+            last_seq = events[events.len() - 1].seq,
+            unix_us = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_micros() as u64),
+            "published"
+        );
+        let _ = self.tx.send(published);
     }
 
     /// The lock a journaling commit holds until it published.
