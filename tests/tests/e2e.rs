@@ -404,6 +404,7 @@ async fn local_worker_runs_runs_and_stops_with_pamd() {
             socket.display().to_string(),
             pam_tests::worker::FAST_WORKER_TOML
         )),
+        ..PamdOptions::default()
     })
     .await
     .unwrap();
