@@ -36,7 +36,7 @@ use std::collections::{HashMap, HashSet};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use pam_manifests::protocol::{Signal, SignalKind, SignalOutcome, SignalResult};
-use pam_manifests::state::{transition, FailureReason, RunStatus};
+use pam_manifests::state::{FailureReason, RunStatus};
 use serde_json::{json, Value};
 use uuid::Uuid;
 
@@ -239,8 +239,7 @@ impl Staged {
 
 #[async_trait]
 impl RunWrites for Staged {
-    /// [`Tx::transition_run`] in memory: the gate, then the status and
-    /// attempt guard, then the COALESCE of the update's fields.
+    /// [`Tx::transition_run`] in memory ([`Run::apply_transition`]).
     async fn write_transition(
         &mut self,
         id: Uuid,
@@ -250,25 +249,11 @@ impl RunWrites for Staged {
         update: &RunUpdate,
         now: DateTime<Utc>,
     ) -> StoreResult<Run> {
-        transition(from, to)?;
         let r = self
             .runs
             .get_mut(&id)
             .ok_or_else(|| StoreError::NotFound(format!("runs {id}")))?;
-        if r.status != from || r.attempt != attempt {
-            return Err(StoreError::Conflict(format!(
-                "run {id} is not {from} at attempt {attempt}"
-            )));
-        }
-        r.status = to;
-        r.host_id = update.host_id.or(r.host_id);
-        r.exit_code = update.exit_code.or(r.exit_code);
-        r.failure_reason = update.failure_reason.or(r.failure_reason);
-        r.started_at = update.started_at.or(r.started_at);
-        r.finished_at = update.finished_at.or(r.finished_at);
-        r.requeue_at = update.requeue_at.or(r.requeue_at);
-        r.updated_at = now;
-        r.meta.resource_version += 1;
+        r.apply_transition(attempt, from, to, update, now)?;
         Ok(r.clone())
     }
 

@@ -597,24 +597,13 @@ impl Tx for MemTx {
         update: &RunUpdate,
         now: DateTime<Utc>,
     ) -> StoreResult<Run> {
-        transition(from, to)?;
         let s = &mut self.work;
-        let cur = s.runs.get(&id).ok_or_else(|| not_found("runs", id))?;
-        if cur.status != from || cur.attempt != attempt {
-            return Err(conflict(format!(
-                "run {id} is not {from} at attempt {attempt}"
-            )));
-        }
-        let mut next = cur.clone();
-        next.status = to;
-        next.host_id = update.host_id.or(next.host_id);
-        next.exit_code = update.exit_code.or(next.exit_code);
-        next.failure_reason = update.failure_reason.or(next.failure_reason);
-        next.started_at = update.started_at.or(next.started_at);
-        next.finished_at = update.finished_at.or(next.finished_at);
-        next.requeue_at = update.requeue_at.or(next.requeue_at);
-        next.updated_at = now;
-        next.meta.resource_version += 1;
+        let mut next = s
+            .runs
+            .get(&id)
+            .ok_or_else(|| not_found("runs", id))?
+            .clone();
+        next.apply_transition(attempt, from, to, update, now)?;
         s.check_session_unique(&next)?;
         s.runs.insert(id, next.clone());
         Ok(next)

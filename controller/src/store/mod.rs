@@ -191,6 +191,37 @@ pub struct Run {
 }
 
 impl Run {
+    /// A guarded status transition applied to this row in memory, as
+    /// [`Tx::transition_run`] does it in a store: the state-machine gate,
+    /// then the status and attempt guard (Conflict), then each set field of
+    /// `update` (COALESCE), updated_at = now, resource_version + 1.
+    pub fn apply_transition(
+        &mut self,
+        attempt: i32,
+        from: RunStatus,
+        to: RunStatus,
+        update: &RunUpdate,
+        now: DateTime<Utc>,
+    ) -> StoreResult<()> {
+        pam_manifests::state::transition(from, to)?;
+        if self.status != from || self.attempt != attempt {
+            return Err(StoreError::Conflict(format!(
+                "run {} is not {from} at attempt {attempt}",
+                self.id
+            )));
+        }
+        self.status = to;
+        self.host_id = update.host_id.or(self.host_id);
+        self.exit_code = update.exit_code.or(self.exit_code);
+        self.failure_reason = update.failure_reason.or(self.failure_reason);
+        self.started_at = update.started_at.or(self.started_at);
+        self.finished_at = update.finished_at.or(self.finished_at);
+        self.requeue_at = update.requeue_at.or(self.requeue_at);
+        self.updated_at = now;
+        self.meta.resource_version += 1;
+        Ok(())
+    }
+
     /// The tmux session name for a run id: `pam-<first 8 hex>`.
     pub fn session_name_for(id: Uuid) -> String {
         format!("pam-{}", short_id(id))
