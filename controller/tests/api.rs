@@ -734,3 +734,102 @@ async fn the_same_signal_delivered_ten_times_concurrently_applies_once() {
         "a non-zero exit journals run.finished only"
     );
 }
+
+/// Set-based ingest on real PostgreSQL: concurrent batches naming the same
+/// runs in opposite orders serialize on the runs' row locks (taken in id
+/// order, so no deadlock), each one-shot signal applies exactly once, and
+/// a whole life (started, progress, finished) in one batch lands in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_batches_over_the_same_runs_apply_each_signal_once() {
+    let api = Api::new().await;
+    api.apply("tree.yaml", TREE).await;
+    let runs = "apiVersion: pam.dev/v1\nkind: Run\nmetadata: {name: r1, project: web}\nspec: {task: cart, provider: claude, prompt: hi, cwd: /tmp}\n---\napiVersion: pam.dev/v1\nkind: Run\nmetadata: {name: r2, project: web}\nspec: {task: cart, provider: claude, prompt: hi, cwd: /tmp}\n";
+    api.apply("runs.yaml", runs).await;
+    let wt = make_token(&api.state, TokenKind::Worker, "w", Some("box-a")).await;
+    let (s, v) = api
+        .call_as(Some(&wt), "POST", "/api/v1/workers/register", Some(json!({"name": "box-a", "platform": "linux", "instance_id": Uuid::new_v4(), "capacity": 2, "labels": {}, "version": "t"})))
+        .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let (_, v) = api
+        .call_as(Some(&wt), "POST", "/api/v1/workers/claim?wait=0", None)
+        .await;
+    let ids: Vec<String> = v["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["run_id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(ids.len(), 2, "{v}");
+    let sig = |id: &str, kind: &str, extra: Value| {
+        let mut s = json!({"run_id": id, "attempt": 1, "kind": kind, "at": "2026-03-01T12:00:00Z"});
+        s.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        s
+    };
+    let forward = json!({"signals": [sig(&ids[0], "started", json!({})), sig(&ids[1], "started", json!({}))]}).to_string();
+    let backward = json!({"signals": [sig(&ids[1], "started", json!({})), sig(&ids[0], "started", json!({}))]}).to_string();
+    let barrier = Arc::new(tokio::sync::Barrier::new(8));
+    let mut handles = Vec::new();
+    for i in 0..8 {
+        let state = api.state.clone();
+        let body = if i % 2 == 0 { &forward } else { &backward }.clone();
+        let (wt, barrier) = (wt.clone(), barrier.clone());
+        handles.push(tokio::spawn(async move {
+            let req = Request::builder()
+                .method("POST")
+                .uri("/api/v1/workers/signals")
+                .header("authorization", format!("Bearer {wt}"))
+                .header("content-type", "application/json")
+                .body(Body::from(body))
+                .unwrap();
+            barrier.wait().await;
+            let resp = router(state).oneshot(req).await.unwrap();
+            let status = resp.status();
+            let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+            let v: Value = serde_json::from_slice(&bytes).unwrap();
+            (status, v)
+        }));
+    }
+    let mut applied = 0;
+    for h in handles {
+        let (s, v) = h.await.unwrap();
+        assert_eq!(s, StatusCode::OK, "{v}");
+        for r in v["results"].as_array().unwrap() {
+            match r["outcome"].as_str().unwrap() {
+                "applied" => applied += 1,
+                "duplicate" => {}
+                o => panic!("unexpected outcome {o}: {v}"),
+            }
+        }
+    }
+    assert_eq!(applied, 2, "each run's started applied once");
+    assert_eq!(api.events("run.started").await.len(), 2);
+
+    // One batch: progress out of order, then finished, for r1.
+    let batch = json!({"signals": [
+        sig(&ids[0], "progress", json!({"seq": 2})),
+        sig(&ids[0], "progress", json!({"seq": 1})),
+        sig(&ids[0], "finished", json!({"exit_code": 0})),
+        sig(&ids[0], "progress", json!({"seq": 3})),
+    ]});
+    let (s, v) = api
+        .call_as(Some(&wt), "POST", "/api/v1/workers/signals", Some(batch))
+        .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let outcomes: Vec<&str> = v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["outcome"].as_str().unwrap())
+        .collect();
+    assert_eq!(outcomes, ["applied", "duplicate", "applied", "stale"]);
+    let finished = api.events("run.finished").await;
+    assert_eq!(finished.len(), 1);
+    let mut tx = api.state.ctx.store.begin().await.unwrap();
+    let r1 = tx.get_run(ids[0].parse().unwrap()).await.unwrap().unwrap();
+    assert_eq!(
+        (r1.status, r1.exit_code, r1.last_progress_seq),
+        (pam_manifests::state::RunStatus::Exited, Some(0), Some(2))
+    );
+}
