@@ -20,6 +20,37 @@ struct Api {
     clock: Arc<ManualClock>,
 }
 
+/// One request through the router, in process: status and JSON body
+/// (a non-JSON body as a JSON string, an empty one as null).
+async fn request(
+    state: AppState,
+    token: Option<&str>,
+    method: &str,
+    uri: &str,
+    body: Option<Value>,
+) -> (StatusCode, Value) {
+    let mut req = Request::builder().method(method).uri(uri);
+    if let Some(t) = token {
+        req = req.header("authorization", format!("Bearer {t}"));
+    }
+    let req = match body {
+        Some(b) => req
+            .header("content-type", "application/json")
+            .body(Body::from(b.to_string())),
+        None => req.body(Body::empty()),
+    }
+    .unwrap();
+    let resp = router(state).oneshot(req).await.unwrap();
+    let status = resp.status();
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    let v = if bytes.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&bytes).unwrap_or_else(|_| json!(String::from_utf8_lossy(&bytes)))
+    };
+    (status, v)
+}
+
 impl Api {
     async fn new() -> Api {
         let clock = Arc::new(ManualClock::new(
@@ -45,27 +76,7 @@ impl Api {
         uri: &str,
         body: Option<Value>,
     ) -> (StatusCode, Value) {
-        let mut req = Request::builder().method(method).uri(uri);
-        if let Some(t) = token {
-            req = req.header("authorization", format!("Bearer {t}"));
-        }
-        let req = match body {
-            Some(b) => req
-                .header("content-type", "application/json")
-                .body(Body::from(b.to_string())),
-            None => req.body(Body::empty()),
-        }
-        .unwrap();
-        let resp = router(self.state.clone()).oneshot(req).await.unwrap();
-        let status = resp.status();
-        let bytes = resp.into_body().collect().await.unwrap().to_bytes();
-        let v = if bytes.is_empty() {
-            Value::Null
-        } else {
-            serde_json::from_slice(&bytes)
-                .unwrap_or_else(|_| json!(String::from_utf8_lossy(&bytes)))
-        };
-        (status, v)
+        request(self.state.clone(), token, method, uri, body).await
     }
 
     async fn call(&self, method: &str, uri: &str, body: Option<Value>) -> (StatusCode, Value) {
@@ -691,26 +702,16 @@ async fn the_same_signal_delivered_ten_times_concurrently_applies_once() {
         sig.as_object_mut()
             .unwrap()
             .extend(extra.as_object().unwrap().clone());
-        let body = json!({ "signals": [sig] }).to_string();
+        let body = json!({ "signals": [sig] });
         let barrier = Arc::new(tokio::sync::Barrier::new(10));
         let mut handles = Vec::new();
         for _ in 0..10 {
             let state = api.state.clone();
             let (wt, body, barrier) = (wt.clone(), body.clone(), barrier.clone());
             handles.push(tokio::spawn(async move {
-                let req = Request::builder()
-                    .method("POST")
-                    .uri("/api/v1/workers/signals")
-                    .header("authorization", format!("Bearer {wt}"))
-                    .header("content-type", "application/json")
-                    .body(Body::from(body))
-                    .unwrap();
                 barrier.wait().await;
-                let resp = router(state).oneshot(req).await.unwrap();
-                let status = resp.status();
-                let bytes = resp.into_body().collect().await.unwrap().to_bytes();
-                let v: Value = serde_json::from_slice(&bytes).unwrap();
-                (status, v)
+                let signals = "/api/v1/workers/signals";
+                request(state, Some(&wt), "POST", signals, Some(body)).await
             }));
         }
         let mut outcomes = Vec::new();
@@ -767,8 +768,8 @@ async fn concurrent_batches_over_the_same_runs_apply_each_signal_once() {
             .extend(extra.as_object().unwrap().clone());
         s
     };
-    let forward = json!({"signals": [sig(&ids[0], "started", json!({})), sig(&ids[1], "started", json!({}))]}).to_string();
-    let backward = json!({"signals": [sig(&ids[1], "started", json!({})), sig(&ids[0], "started", json!({}))]}).to_string();
+    let forward = json!({"signals": [sig(&ids[0], "started", json!({})), sig(&ids[1], "started", json!({}))]});
+    let backward = json!({"signals": [sig(&ids[1], "started", json!({})), sig(&ids[0], "started", json!({}))]});
     let barrier = Arc::new(tokio::sync::Barrier::new(8));
     let mut handles = Vec::new();
     for i in 0..8 {
@@ -776,19 +777,9 @@ async fn concurrent_batches_over_the_same_runs_apply_each_signal_once() {
         let body = if i % 2 == 0 { &forward } else { &backward }.clone();
         let (wt, barrier) = (wt.clone(), barrier.clone());
         handles.push(tokio::spawn(async move {
-            let req = Request::builder()
-                .method("POST")
-                .uri("/api/v1/workers/signals")
-                .header("authorization", format!("Bearer {wt}"))
-                .header("content-type", "application/json")
-                .body(Body::from(body))
-                .unwrap();
             barrier.wait().await;
-            let resp = router(state).oneshot(req).await.unwrap();
-            let status = resp.status();
-            let bytes = resp.into_body().collect().await.unwrap().to_bytes();
-            let v: Value = serde_json::from_slice(&bytes).unwrap();
-            (status, v)
+            let signals = "/api/v1/workers/signals";
+            request(state, Some(&wt), "POST", signals, Some(body)).await
         }));
     }
     let mut applied = 0;
