@@ -79,6 +79,34 @@ impl Api {
         request(self.state.clone(), token, method, uri, body).await
     }
 
+    /// Applies Runs named `names` (task cart of project web, which TREE
+    /// must have created), registers host box-a and claims them: its worker
+    /// token and the claimed run ids.
+    async fn claimed_runs(&self, names: &[&str]) -> (String, Vec<String>) {
+        let runs: Vec<String> = names
+            .iter()
+            .map(|n| format!("apiVersion: pam.dev/v1\nkind: Run\nmetadata: {{name: {n}, project: web}}\nspec: {{task: cart, provider: claude, prompt: hi, cwd: /tmp}}\n"))
+            .collect();
+        let (s, v) = self.apply("runs.yaml", &runs.join("---\n")).await;
+        assert_eq!(s, StatusCode::OK, "{v}");
+        let wt = make_token(&self.state, TokenKind::Worker, "w", Some("box-a")).await;
+        let (s, v) = self
+            .call_as(Some(&wt), "POST", "/api/v1/workers/register", Some(json!({"name": "box-a", "platform": "linux", "instance_id": Uuid::new_v4(), "capacity": names.len(), "labels": {}, "version": "t"})))
+            .await;
+        assert_eq!(s, StatusCode::OK, "{v}");
+        let (_, v) = self
+            .call_as(Some(&wt), "POST", "/api/v1/workers/claim?wait=0", None)
+            .await;
+        let ids: Vec<String> = v["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["run_id"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(ids.len(), names.len(), "{v}");
+        (wt, ids)
+    }
+
     async fn call(&self, method: &str, uri: &str, body: Option<Value>) -> (StatusCode, Value) {
         let t = self.token.clone();
         self.call_as(Some(&t), method, uri, body).await
@@ -682,17 +710,8 @@ async fn worker_protocol_claim_signals_and_attempt_guard() {
 async fn the_same_signal_delivered_ten_times_concurrently_applies_once() {
     let api = Api::new().await;
     api.apply("tree.yaml", TREE).await;
-    let run = "apiVersion: pam.dev/v1\nkind: Run\nmetadata: {name: r1, project: web}\nspec: {task: cart, provider: claude, prompt: hi, cwd: /tmp}\n";
-    api.apply("run.yaml", run).await;
-    let wt = make_token(&api.state, TokenKind::Worker, "w", Some("box-a")).await;
-    let (s, v) = api
-        .call_as(Some(&wt), "POST", "/api/v1/workers/register", Some(json!({"name": "box-a", "platform": "linux", "instance_id": Uuid::new_v4(), "capacity": 2, "labels": {}, "version": "t"})))
-        .await;
-    assert_eq!(s, StatusCode::OK, "{v}");
-    let (_, v) = api
-        .call_as(Some(&wt), "POST", "/api/v1/workers/claim?wait=0", None)
-        .await;
-    let run_id = v["runs"][0]["run_id"].as_str().unwrap().to_string();
+    let (wt, ids) = api.claimed_runs(&["r1"]).await;
+    let run_id = ids[0].clone();
     for (kind, extra, topic) in [
         ("started", json!({}), "run.started"),
         ("finished", json!({"exit_code": 3}), "run.finished"),
@@ -744,23 +763,7 @@ async fn the_same_signal_delivered_ten_times_concurrently_applies_once() {
 async fn concurrent_batches_over_the_same_runs_apply_each_signal_once() {
     let api = Api::new().await;
     api.apply("tree.yaml", TREE).await;
-    let runs = "apiVersion: pam.dev/v1\nkind: Run\nmetadata: {name: r1, project: web}\nspec: {task: cart, provider: claude, prompt: hi, cwd: /tmp}\n---\napiVersion: pam.dev/v1\nkind: Run\nmetadata: {name: r2, project: web}\nspec: {task: cart, provider: claude, prompt: hi, cwd: /tmp}\n";
-    api.apply("runs.yaml", runs).await;
-    let wt = make_token(&api.state, TokenKind::Worker, "w", Some("box-a")).await;
-    let (s, v) = api
-        .call_as(Some(&wt), "POST", "/api/v1/workers/register", Some(json!({"name": "box-a", "platform": "linux", "instance_id": Uuid::new_v4(), "capacity": 2, "labels": {}, "version": "t"})))
-        .await;
-    assert_eq!(s, StatusCode::OK, "{v}");
-    let (_, v) = api
-        .call_as(Some(&wt), "POST", "/api/v1/workers/claim?wait=0", None)
-        .await;
-    let ids: Vec<String> = v["runs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["run_id"].as_str().unwrap().to_string())
-        .collect();
-    assert_eq!(ids.len(), 2, "{v}");
+    let (wt, ids) = api.claimed_runs(&["r1", "r2"]).await;
     let sig = |id: &str, kind: &str, extra: Value| {
         let mut s = json!({"run_id": id, "attempt": 1, "kind": kind, "at": "2026-03-01T12:00:00Z"});
         s.as_object_mut()
