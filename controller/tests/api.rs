@@ -1,54 +1,23 @@
 //! The declarative API and the worker protocol through the real router on
 //! real PostgreSQL (`tower::ServiceExt::oneshot`).
 
+mod common;
+
 use std::sync::Arc;
 
-use axum::body::Body;
-use axum::http::{Request, StatusCode};
+use axum::http::StatusCode;
 use chrono::{TimeZone, Utc};
-use http_body_util::BodyExt;
-use pam_controller::api::{auth, router, AppState};
+use common::request;
+use pam_controller::api::{auth, AppState};
 use pam_controller::clock::ManualClock;
 use pam_controller::store::TokenKind;
 use serde_json::{json, Value};
-use tower::ServiceExt;
 use uuid::Uuid;
 
 struct Api {
     state: AppState,
     token: String,
     clock: Arc<ManualClock>,
-}
-
-/// One request through the router, in process: status and JSON body
-/// (a non-JSON body as a JSON string, an empty one as null).
-async fn request(
-    state: AppState,
-    token: Option<&str>,
-    method: &str,
-    uri: &str,
-    body: Option<Value>,
-) -> (StatusCode, Value) {
-    let mut req = Request::builder().method(method).uri(uri);
-    if let Some(t) = token {
-        req = req.header("authorization", format!("Bearer {t}"));
-    }
-    let req = match body {
-        Some(b) => req
-            .header("content-type", "application/json")
-            .body(Body::from(b.to_string())),
-        None => req.body(Body::empty()),
-    }
-    .unwrap();
-    let resp = router(state).oneshot(req).await.unwrap();
-    let status = resp.status();
-    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
-    let v = if bytes.is_empty() {
-        Value::Null
-    } else {
-        serde_json::from_slice(&bytes).unwrap_or_else(|_| json!(String::from_utf8_lossy(&bytes)))
-    };
-    (status, v)
 }
 
 impl Api {

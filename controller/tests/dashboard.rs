@@ -1,6 +1,8 @@
 //! The dashboard's serving (embedded assets, CSP, ETag/304, JSON 404) and
 //! its run-timeline endpoint, through the real router on real PostgreSQL.
 
+mod common;
+
 use std::sync::Arc;
 
 use axum::body::Body;
@@ -166,24 +168,7 @@ async fn call(
     uri: &str,
     body: Option<Value>,
 ) -> (StatusCode, Value) {
-    let mut req = Request::builder().method(method).uri(uri);
-    if let Some(t) = token {
-        req = req.header("authorization", format!("Bearer {t}"));
-    }
-    let req = match body {
-        Some(b) => req
-            .header("content-type", "application/json")
-            .body(Body::from(b.to_string())),
-        None => req.body(Body::empty()),
-    }
-    .unwrap();
-    let r = send(st, req).await;
-    let v = if r.body.is_empty() {
-        Value::Null
-    } else {
-        serde_json::from_slice(&r.body).unwrap()
-    };
-    (r.status, v)
+    common::request(st.clone(), token, method, uri, body).await
 }
 
 const SEED: &str = "apiVersion: pam.dev/v1\nkind: Project\nmetadata: {name: web}\nspec: {displayName: Web}\n---\n\
