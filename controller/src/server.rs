@@ -76,6 +76,19 @@ async fn serve(config: &Config, clock: SharedClock, url: &str) -> anyhow::Result
         events_days = config.retention.events_days,
         "purged old events"
     );
+    // Operator signals accepted before a restart whose runs are still live:
+    // back from the journal, so a restart loses none.
+    let signals = state
+        .signals
+        .load(state.ctx.store.as_ref())
+        .await
+        .context("read operator signals back from the journal")?;
+    if signals > 0 {
+        tracing::info!(
+            signals,
+            "operator signals of live runs read back from the journal"
+        );
+    }
     let token_file = crate::api::auth::ensure_admin_token(&state.ctx, &config.data_dir)
         .await
         .context("write the admin token")?;

@@ -143,15 +143,27 @@ pub struct DesiredRun {
     /// stop grace, then kills it.
     #[serde(default)]
     pub stop: bool,
-    /// Operator signals to deliver to the session (`INT`, `TERM`, `KILL`,
-    /// `HUP`, `QUIT`, `USR1`, `USR2`), in order; each is handed out once.
+    /// Operator signals sent to this attempt (`INT`, `TERM`, `KILL`, `HUP`,
+    /// `QUIT`, `USR1`, `USR2`), in order. Every desired set lists all of
+    /// them while the run is live (they survive a pamd restart: pamd
+    /// rebuilds the list from the journal); the worker delivers each id
+    /// once and remembers the ids it delivered with the session.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub signals: Vec<String>,
+    pub signals: Vec<OperatorSignal>,
     /// Lines an attached operator typed (`pamctl attach`), to be typed into
     /// the session's pane (`tmux send-keys -l`, then Enter), in order; each
     /// is handed out once.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub input: Vec<String>,
+}
+
+/// An operator signal for a run's session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OperatorSignal {
+    /// Its id: the seq of the `run.signal_received` event that journaled it.
+    pub id: i64,
+    /// `INT`, `TERM`, `KILL`, `HUP`, `QUIT`, `USR1` or `USR2`.
+    pub signal: String,
 }
 
 /// The answer to a heartbeat: every run that should exist on this host.

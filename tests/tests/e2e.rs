@@ -534,6 +534,47 @@ async fn worker_sigterm_is_prompt_and_restart_adopts_running_sessions() {
     assert_eq!(r["status"]["exitCode"], 130, "{r}");
 }
 
+/// An operator signal accepted while the run's worker is away survives a
+/// pamd crash: pamd reads it back from the journal when it starts, the
+/// returning worker (which adopts the session) delivers it, and the run
+/// ends on it. Journaled once.
+#[tokio::test]
+async fn operator_signal_survives_a_pamd_crash() {
+    // Offline only after 30 s: the host must stay online across the restarts.
+    let mut pamd = pamd_with("[hosts]\nheartbeat_seconds = 1\noffline_after_seconds = 30\n").await;
+    let mut w = Worker::start(&pamd, "h1").await.unwrap();
+    wait_online(&pamd, "h1").await;
+    apply(
+        &pamd,
+        &format!(
+            "{}---\n{}",
+            project_yaml(),
+            run_yaml("ra", w.tmp(), &fake(&["--lines", "1", "--hang"]), "")
+        ),
+    );
+    let r = wait_phase(&pamd, "ra", "running", T).await;
+    w.sigterm();
+    eventually(Duration::from_secs(5), "worker exits on SIGTERM", || {
+        let done = w.exited().is_some();
+        async move { done.then_some(()) }
+    })
+    .await;
+    ok(&pamd.pamctl(&["-p", "e2e", "signal", "ra", "--signal", "INT"]));
+    pamd.restart().await.unwrap();
+    w.restart().unwrap();
+    let done = wait_phase(&pamd, "ra", "failed", T).await;
+    assert_eq!(done["status"]["exitCode"], 130, "{done}");
+    let evs = run_events(&pamd, &run_id(&r)).await;
+    assert_eq!(
+        topics(&evs)
+            .iter()
+            .filter(|t| *t == "run.signal_received")
+            .count(),
+        1,
+        "{evs:#?}"
+    );
+}
+
 async fn post(pamd: &Pamd, path: &str, body: Value) -> (u16, Value) {
     let r = reqwest::Client::new()
         .post(format!("{}{path}", pamd.url))

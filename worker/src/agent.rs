@@ -53,8 +53,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use pam_manifests::protocol::{
-    DesiredRun, DesiredSet, Heartbeat, OutputSnapshot, RegisterRequest, RegisterResponse,
-    SessionReport, Signal, SignalAck, SignalBatch, SignalKind, REASON_SPAWN_FAILED,
+    DesiredRun, DesiredSet, Heartbeat, OperatorSignal, OutputSnapshot, RegisterRequest,
+    RegisterResponse, SessionReport, Signal, SignalAck, SignalBatch, SignalKind,
+    REASON_SPAWN_FAILED,
 };
 use pam_manifests::state::Platform;
 use serde::{Deserialize, Serialize};
@@ -185,7 +186,7 @@ fn http_code(e: &anyhow::Error) -> Option<(u16, &str)> {
 }
 
 /// Signals and input handed out with a heartbeat's desired set.
-type Deliveries = Vec<(Uuid, i32, Vec<String>, Vec<String>)>;
+type Deliveries = Vec<(Uuid, i32, Vec<OperatorSignal>, Vec<String>)>;
 
 /// What the tasks share.
 struct State {
@@ -448,6 +449,29 @@ fn write_mapping(data_dir: &Path, session: &str, m: Mapping) -> std::io::Result<
 
 fn remove_mapping(data_dir: &Path, session: &str) {
     let _ = std::fs::remove_file(sessions_dir(data_dir).join(format!("{session}.json")));
+    let _ = std::fs::remove_file(sessions_dir(data_dir).join(format!("{session}.signals")));
+}
+
+/// The ids of the operator signals delivered to a session (one per line in
+/// `<session>.signals`, next to its mapping).
+fn read_delivered(data_dir: &Path, session: &str) -> HashSet<i64> {
+    std::fs::read_to_string(sessions_dir(data_dir).join(format!("{session}.signals")))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
+fn record_delivered(data_dir: &Path, session: &str, id: i64) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let dir = sessions_dir(data_dir);
+    std::fs::create_dir_all(&dir)?;
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join(format!("{session}.signals")))?;
+    writeln!(f, "{id}")?;
+    f.sync_data()
 }
 
 fn now_rfc3339() -> String {
@@ -540,7 +564,7 @@ async fn reconcile(
     let data = &st.opts.data_dir;
     let mut sessions: HashSet<String> = st.tmux.list_sessions().await?.into_iter().collect();
     let deliveries = std::mem::take(&mut *st.deliveries.lock().unwrap());
-    let mut extra: HashMap<(Uuid, i32), (Vec<String>, Vec<String>)> = HashMap::new();
+    let mut extra: HashMap<(Uuid, i32), (Vec<OperatorSignal>, Vec<String>)> = HashMap::new();
     for (run, attempt, sigs, input) in deliveries {
         let e = extra.entry((run, attempt)).or_default();
         e.0.extend(sigs);
@@ -583,14 +607,23 @@ async fn reconcile(
             let (mut sigs, mut input) = extra.remove(&key).unwrap_or_default();
             sigs.splice(0..0, d.signals.iter().cloned());
             input.splice(0..0, d.input.iter().cloned());
+            // pamd lists every signal of the attempt in every desired set:
+            // each id is delivered once, remembered with the session.
+            let mut delivered = read_delivered(data, &d.session_name);
             for s in sigs {
-                match parse_signal(&s) {
+                if !delivered.insert(s.id) {
+                    continue;
+                }
+                match parse_signal(&s.signal) {
                     Some(sig) => {
                         if let Err(e) = st.tmux.send_signal(&d.session_name, sig).await {
-                            tracing::warn!(session = %d.session_name, signal = %s, error = %e, "cannot deliver signal");
+                            tracing::warn!(session = %d.session_name, signal = %s.signal, error = %e, "cannot deliver signal");
                         }
                     }
-                    None => tracing::warn!(signal = %s, "unknown signal from pamd ignored"),
+                    None => tracing::warn!(signal = %s.signal, "unknown signal from pamd ignored"),
+                }
+                if let Err(e) = record_delivered(data, &d.session_name, s.id) {
+                    tracing::warn!(session = %d.session_name, error = %e, "cannot record a delivered signal");
                 }
             }
             for line in input {
@@ -687,7 +720,10 @@ async fn reconcile(
     if let Ok(rd) = std::fs::read_dir(sessions_dir(data)) {
         for e in rd.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
-            if let Some(s) = name.strip_suffix(".json") {
+            let session = name
+                .strip_suffix(".json")
+                .or_else(|| name.strip_suffix(".signals"));
+            if let Some(s) = session {
                 if !sessions.contains(s) && !desired_names.contains(s) {
                     remove_mapping(data, s);
                 }

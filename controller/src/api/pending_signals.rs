@@ -1,39 +1,129 @@
-//! Operator signals (`pamctl signal RUN --signal INT`) waiting for the
-//! worker of the run's host to pick them up with its desired set. In
-//! memory: a signal is a one-off nudge to a live process, journaled as
-//! `run.signal_received` when accepted; one lost in a pamd crash is
-//! re-sent by the operator.
+//! Operator signals (`pamctl signal RUN --signal INT`) of live runs.
+//!
+//! A signal is journaled as `run.signal_received` when pamd accepts it; the
+//! event's seq is its id. Every desired set lists all signals of a live
+//! run's current attempt (not "handed out once": a desired set lost on the
+//! way, or a pamd restart, must not lose one); the worker delivers each id
+//! once and keeps the ids it delivered with the session's mapping, so a
+//! repeat or a worker restart does not deliver it twice. The list lives in
+//! memory and is rebuilt from the journal when pamd starts ([`load`]), so
+//! an accepted signal survives a pamd crash.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
+use pam_manifests::protocol::OperatorSignal;
+use pam_manifests::state::RunStatus;
 use uuid::Uuid;
 
-/// Signals per run, each with the attempt it was sent to.
-type Queue = HashMap<Uuid, Vec<(i32, String)>>;
+use crate::events::topic;
+use crate::store::{RunFilter, Store, StoreResult};
+
+struct Sent {
+    host: Option<Uuid>,
+    attempt: i32,
+    signal: OperatorSignal,
+}
 
 #[derive(Clone, Default)]
-pub struct PendingSignals(Arc<Mutex<Queue>>);
+pub struct PendingSignals(Arc<Mutex<HashMap<Uuid, Vec<Sent>>>>);
 
 impl PendingSignals {
-    pub fn push(&self, run: Uuid, attempt: i32, signal: String) {
+    /// Records a signal journaled with seq `id` for this attempt of the
+    /// run, which runs on `host`.
+    pub fn push(&self, run: Uuid, host: Option<Uuid>, attempt: i32, id: i64, signal: String) {
+        let mut m = self.0.lock().unwrap();
+        let sent = m.entry(run).or_default();
+        if !sent.iter().any(|s| s.signal.id == id) {
+            sent.push(Sent {
+                host,
+                attempt,
+                signal: OperatorSignal { id, signal },
+            });
+        }
+    }
+
+    /// The signals sent to this attempt of the run, in order (older
+    /// attempts' are forgotten).
+    pub fn for_run(&self, run: Uuid, attempt: i32) -> Vec<OperatorSignal> {
+        let mut m = self.0.lock().unwrap();
+        let Some(sent) = m.get_mut(&run) else {
+            return Vec::new();
+        };
+        sent.retain(|s| s.attempt >= attempt);
+        sent.iter()
+            .filter(|s| s.attempt == attempt)
+            .map(|s| s.signal.clone())
+            .collect()
+    }
+
+    /// Forgets the signals of `host`'s runs that are no longer live there
+    /// (called with the host's desired set).
+    pub fn forget_ended(&self, host: Uuid, live: &HashSet<Uuid>) {
         self.0
             .lock()
             .unwrap()
-            .entry(run)
-            .or_default()
-            .push((attempt, signal));
+            .retain(|run, sent| live.contains(run) || !sent.iter().any(|s| s.host == Some(host)));
     }
 
-    /// Takes the signals queued for this attempt of the run (older
-    /// attempts' are dropped).
-    pub fn take(&self, run: Uuid, attempt: i32) -> Vec<String> {
-        let mut m = self.0.lock().unwrap();
-        m.remove(&run)
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|(a, _)| *a == attempt)
-            .map(|(_, s)| s)
-            .collect()
+    /// Rebuilds the list from the journal: the `run.signal_received` events
+    /// of every live run's current attempt.
+    pub async fn load(&self, store: &dyn Store) -> StoreResult<usize> {
+        let mut tx = store.begin().await?;
+        let live = tx
+            .list_runs(&RunFilter {
+                statuses: Some(vec![RunStatus::Spawning, RunStatus::Running]),
+                ..RunFilter::default()
+            })
+            .await?;
+        let ids: Vec<Uuid> = live.iter().map(|r| r.id).collect();
+        let events = tx
+            .run_events_of_topic(topic::RUN_SIGNAL_RECEIVED, &ids)
+            .await?;
+        let runs: HashMap<Uuid, _> = live.iter().map(|r| (r.id, r)).collect();
+        let mut n = 0;
+        for e in events {
+            let run = e.payload["run_id"]
+                .as_str()
+                .and_then(|s| s.parse::<Uuid>().ok())
+                .and_then(|id| runs.get(&id));
+            let attempt = e.payload["attempt"].as_i64();
+            let signal = e.payload["signal"].as_str();
+            if let (Some(r), Some(attempt), Some(signal)) = (run, attempt, signal) {
+                if attempt == i64::from(r.attempt) {
+                    self.push(r.id, r.host_id, r.attempt, e.seq, signal.to_string());
+                    n += 1;
+                }
+            }
+        }
+        Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lists_every_signal_of_the_attempt_until_the_run_ends() {
+        let p = PendingSignals::default();
+        let (run, other, host) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
+        p.push(run, Some(host), 1, 10, "INT".into());
+        p.push(run, Some(host), 1, 10, "INT".into()); // the same id again
+        p.push(run, Some(host), 1, 12, "TERM".into());
+        p.push(other, Some(Uuid::new_v4()), 1, 11, "HUP".into());
+        let ids = |v: Vec<OperatorSignal>| v.iter().map(|s| s.id).collect::<Vec<_>>();
+        // Not handed out once: every read lists them.
+        assert_eq!(ids(p.for_run(run, 1)), [10, 12]);
+        assert_eq!(ids(p.for_run(run, 1)), [10, 12]);
+        // A new attempt forgets the old one's.
+        p.push(run, Some(host), 2, 13, "INT".into());
+        assert_eq!(ids(p.for_run(run, 2)), [13]);
+        assert_eq!(ids(p.for_run(run, 1)), Vec::<i64>::new());
+        // The run is no longer live on its host: forgotten; another host's
+        // run is untouched.
+        p.forget_ended(host, &HashSet::new());
+        assert!(p.for_run(run, 2).is_empty());
+        assert_eq!(ids(p.for_run(other, 1)), [11]);
     }
 }

@@ -436,8 +436,9 @@ pub struct SignalBody {
 
 const SIGNALS: &[&str] = &["INT", "TERM", "KILL", "HUP", "QUIT", "USR1", "USR2"];
 
-/// `pamctl signal RUN --signal INT`: journaled (`run.signal_received`); the
-/// worker delivers it (issue: worker side).
+/// `pamctl signal RUN --signal INT`: journaled (`run.signal_received`, whose
+/// seq is the signal's id), then listed in the run's desired set until the
+/// run ends; the worker delivers each id once.
 pub async fn signal_run(
     State(st): State<AppState>,
     _op: Operator,
@@ -466,14 +467,17 @@ pub async fn signal_run(
             ),
         ));
     }
-    tx.append_event(
-        topic::RUN_SIGNAL_RECEIVED,
-        run_rules::payload(&r, json!({ "signal": sig })),
-        now,
-    )
-    .await?;
+    let ev = tx
+        .append_event(
+            topic::RUN_SIGNAL_RECEIVED,
+            run_rules::payload(&r, json!({ "signal": sig })),
+            now,
+        )
+        .await?;
     st.ctx.commit(tx).await?;
-    st.signals.push(r.id, r.attempt, sig);
+    // Durable from here: journaled, and rebuilt from the journal when pamd
+    // starts (pending_signals).
+    st.signals.push(r.id, r.host_id, r.attempt, ev.seq, sig);
     st.nudge.notify_waiters();
     Ok((StatusCode::ACCEPTED, Json(json!({ "accepted": true }))).into_response())
 }

@@ -180,7 +180,7 @@ async fn heartbeat_once(
     .await?;
     let mut desired = desired_set(tx.as_mut(), &host).await?;
     st.ctx.commit(tx).await?;
-    hand_out(st, &mut desired);
+    hand_out(st, &host, &mut desired);
     if !was_eligible && dispatch::host_eligible(&host) {
         st.ctx.claimable.notify_waiters();
     }
@@ -192,16 +192,19 @@ pub async fn desired(State(st): State<AppState>, w: Worker) -> Result<Json<Desir
     let host = host_of(tx.as_mut(), &w).await?;
     let mut desired = desired_set(tx.as_mut(), &host).await?;
     drop(tx);
-    hand_out(&st, &mut desired);
+    hand_out(&st, &host, &mut desired);
     Ok(Json(desired))
 }
 
-/// Moves the operator signals and attach input queued in memory for each
-/// live run into the set: each is handed out once, to whichever worker
-/// request reads the set first (the worker acts on both).
-fn hand_out(st: &AppState, desired: &mut DesiredSet) {
+/// Puts the operator signals of each live run (all of them, every time:
+/// the worker delivers each id once) and the attach input queued in memory
+/// (handed out once, to whichever request reads the set first) into the
+/// set.
+fn hand_out(st: &AppState, host: &Host, desired: &mut DesiredSet) {
+    let live = desired.runs.iter().map(|r| r.run_id).collect();
+    st.signals.forget_ended(host.id, &live);
     for r in &mut desired.runs {
-        r.signals = st.signals.take(r.run_id, r.attempt);
+        r.signals = st.signals.for_run(r.run_id, r.attempt);
         r.input = st.leases.take_input(r.run_id, r.attempt);
     }
 }

@@ -53,6 +53,7 @@ macro_rules! store_conformance_tests {
             run_by_session_after_claim,
             advance_progress_monotonic,
             signal_batch_primitives,
+            run_events_of_topic_filters,
             pending_and_requeue_due_lists,
             mark_eligible_host_seen_only_pending,
             update_run_spec_guarded,
@@ -1729,6 +1730,45 @@ pub async fn events_append_after_bounds_purge(s: &dyn Store) {
 
 /// Bulk event append: input order, increasing seqs, returned by commit
 /// like single appends.
+/// `run_events_of_topic`: the events of one topic naming one of the runs
+/// (`payload.run_id`), in seq order.
+pub async fn run_events_of_topic_filters(s: &dyn Store) {
+    let (a, b, c) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
+    let mut tx = s.begin().await.unwrap();
+    let mut want = Vec::new();
+    for (topic, run) in [
+        ("run.signal_received", a),
+        ("run.started", a),
+        ("run.signal_received", b),
+        ("run.signal_received", c),
+        ("run.signal_received", a),
+    ] {
+        let e = tx
+            .append_event(topic, json!({"run_id": run, "signal": "INT"}), t(2))
+            .await
+            .unwrap();
+        if topic == "run.signal_received" && run != c {
+            want.push(e.seq);
+        }
+    }
+    tx.append_event("run.signal_received", json!({}), t(2))
+        .await
+        .unwrap();
+    let got: Vec<i64> = tx
+        .run_events_of_topic("run.signal_received", &[b, a])
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| e.seq)
+        .collect();
+    assert_eq!(got, want);
+    assert!(tx
+        .run_events_of_topic("run.signal_received", &[])
+        .await
+        .unwrap()
+        .is_empty());
+}
+
 pub async fn append_events_batch(s: &dyn Store) {
     let mut tx = s.begin().await.unwrap();
     assert!(tx.append_events(Vec::new(), t(0)).await.unwrap().is_empty());

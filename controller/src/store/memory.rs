@@ -973,6 +973,20 @@ impl Tx for MemTx {
             .collect())
     }
 
+    async fn run_events_of_topic(&mut self, topic: &str, runs: &[Uuid]) -> StoreResult<Vec<Event>> {
+        let ids: Vec<Value> = runs
+            .iter()
+            .map(|r| serde_json::json!(r.to_string()))
+            .collect();
+        Ok(self
+            .work
+            .events
+            .values()
+            .filter(|e| e.topic == topic && ids.contains(&e.payload["run_id"]))
+            .cloned()
+            .collect())
+    }
+
     async fn purge_events_before(&mut self, cutoff: DateTime<Utc>) -> StoreResult<u64> {
         let before = self.work.events.len();
         self.work.events.retain(|_, e| e.created_at >= cutoff);

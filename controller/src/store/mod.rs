@@ -566,6 +566,10 @@ pub trait Tx: Send {
         Ok(out)
     }
     async fn events_after(&mut self, after: i64, limit: i64) -> StoreResult<Vec<Event>>;
+    /// The journaled events of `topic` whose payload names one of these
+    /// runs (`payload.run_id`), ascending by seq. pamd reads the operator
+    /// signals of live runs back with it when it starts.
+    async fn run_events_of_topic(&mut self, topic: &str, runs: &[Uuid]) -> StoreResult<Vec<Event>>;
     /// Deletes events created before `cutoff`; returns how many.
     async fn purge_events_before(&mut self, cutoff: DateTime<Utc>) -> StoreResult<u64>;
     /// (lowest, highest) seq still in the journal; None when empty.

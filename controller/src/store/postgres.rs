@@ -1738,6 +1738,23 @@ impl Tx for PgTx {
         all(rows, event_from_row)
     }
 
+    async fn run_events_of_topic(&mut self, topic: &str, runs: &[Uuid]) -> StoreResult<Vec<Event>> {
+        if runs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids: Vec<String> = runs.iter().map(Uuid::to_string).collect();
+        let rows = sqlx::query(
+            "SELECT seq, topic, payload, created_at FROM events \
+             WHERE topic = $1 AND payload->>'run_id' = ANY($2) ORDER BY seq",
+        )
+        .bind(topic)
+        .bind(&ids)
+        .fetch_all(self.conn())
+        .await
+        .map_err(db_err)?;
+        all(rows, event_from_row)
+    }
+
     async fn purge_events_before(&mut self, cutoff: DateTime<Utc>) -> StoreResult<u64> {
         let r = sqlx::query("DELETE FROM events WHERE created_at < $1")
             .bind(cutoff)
