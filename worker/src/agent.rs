@@ -18,7 +18,9 @@
 //!   one missed long-poll wake-up), fetches the desired set and makes tmux match: spawn
 //!   what is missing, stop what is marked stopped (SIGTERM to the wrapper,
 //!   which forwards it and escalates to SIGKILL after the stop grace; the
-//!   session is killed if it outlives the grace), deliver signals and typed
+//!   session is killed if it outlives the grace), deliver operator signals
+//!   (each id once: pamd lists all of an attempt's in every desired set;
+//!   the delivered ids are kept in `sessions/<session>.signals`) and typed
 //!   input, report `pam-*` sessions no desired run maps to as orphans
 //!   (`run.orphan_detected`), and report a session that vanished without a
 //!   `finished` as `lost` (→ `session_lost`). Which session runs which
