@@ -365,9 +365,9 @@ async fn topic_prefix_and_project_filters() {
     assert_eq!(st, 400);
 }
 
-#[tokio::test]
-async fn purged_resume_position_gets_a_gap_event_then_continues() {
-    let s = Server::start().await;
+/// Journals three events, then moves the clock 31 days on (past the
+/// 30-day retention of the tests' purges); returns their seqs.
+async fn three_old_events(s: &Server) -> Vec<i64> {
     let old = s
         .journal(&[
             ("project.created", json!({})),
@@ -376,6 +376,13 @@ async fn purged_resume_position_gets_a_gap_event_then_continues() {
         ])
         .await;
     s.clock.advance(chrono::Duration::days(31));
+    old
+}
+
+#[tokio::test]
+async fn purged_resume_position_gets_a_gap_event_then_continues() {
+    let s = Server::start().await;
+    let old = three_old_events(&s).await;
     let kept = s.journal(&[("project.archived", json!({}))]).await;
     let purged = pam_controller::reconcile::retention::purge(s.ctx(), 30)
         .await
@@ -407,14 +414,7 @@ async fn purged_resume_position_gets_a_gap_event_then_continues() {
 #[tokio::test]
 async fn resume_after_retention_emptied_the_whole_journal_gets_a_gap_event() {
     let s = Server::start().await;
-    let old = s
-        .journal(&[
-            ("project.created", json!({})),
-            ("project.updated", json!({})),
-            ("project.updated", json!({})),
-        ])
-        .await;
-    s.clock.advance(chrono::Duration::days(31));
+    let old = three_old_events(&s).await;
     let purged = pam_controller::reconcile::retention::purge(s.ctx(), 30)
         .await
         .unwrap();

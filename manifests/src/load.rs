@@ -701,12 +701,7 @@ fn parse_values_fast(text: &str) -> Option<Vec<(usize, Value)>> {
                     *pending = Some(text.into_owned());
                     continue;
                 }
-                let value = if style == ScalarStyle::Plain && !str_tag {
-                    resolve_plain(&text)
-                } else {
-                    Value::String(text.into_owned())
-                };
-                (value, anchor)
+                (resolve(&text), anchor)
             }
             Event::Alias(id) => (anchors.get(&id)?.clone(), 0),
             Event::SequenceStart(anchor, _) => {

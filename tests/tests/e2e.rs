@@ -467,15 +467,7 @@ async fn worker_sigterm_is_prompt_and_restart_adopts_running_sessions() {
     let pamd = pamd("").await;
     let mut w = Worker::start(&pamd, "h1").await.unwrap();
     wait_online(&pamd, "h1").await;
-    apply(
-        &pamd,
-        &format!(
-            "{}---\n{}",
-            project_yaml(),
-            run_yaml("ra", w.tmp(), &fake(&["--lines", "1", "--hang"]), "")
-        ),
-    );
-    let r = wait_phase(&pamd, "ra", "running", T).await;
+    let r = hanging_run(&pamd, &w).await;
     let session = r["status"]["sessionName"].as_str().unwrap().to_string();
     let pane_pid = |w: &Worker| {
         String::from_utf8_lossy(
@@ -494,12 +486,7 @@ async fn worker_sigterm_is_prompt_and_restart_adopts_running_sessions() {
     let pid_before = pane_pid(&w);
     assert!(!pid_before.is_empty());
     let t0 = std::time::Instant::now();
-    w.sigterm();
-    eventually(Duration::from_secs(5), "worker exits on SIGTERM", || {
-        let done = w.exited().is_some();
-        async move { done.then_some(()) }
-    })
-    .await;
+    sigterm_and_wait(&mut w).await;
     assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());
     assert_eq!(
         w.sessions(),
@@ -544,21 +531,8 @@ async fn operator_signal_survives_a_pamd_crash() {
     let mut pamd = pamd_with("[hosts]\nheartbeat_seconds = 1\noffline_after_seconds = 30\n").await;
     let mut w = Worker::start(&pamd, "h1").await.unwrap();
     wait_online(&pamd, "h1").await;
-    apply(
-        &pamd,
-        &format!(
-            "{}---\n{}",
-            project_yaml(),
-            run_yaml("ra", w.tmp(), &fake(&["--lines", "1", "--hang"]), "")
-        ),
-    );
-    let r = wait_phase(&pamd, "ra", "running", T).await;
-    w.sigterm();
-    eventually(Duration::from_secs(5), "worker exits on SIGTERM", || {
-        let done = w.exited().is_some();
-        async move { done.then_some(()) }
-    })
-    .await;
+    let r = hanging_run(&pamd, &w).await;
+    sigterm_and_wait(&mut w).await;
     ok(&pamd.pamctl(&["-p", "e2e", "signal", "ra", "--signal", "INT"]));
     pamd.restart().await.unwrap();
     w.restart().unwrap();
@@ -573,6 +547,30 @@ async fn operator_signal_survives_a_pamd_crash() {
         1,
         "{evs:#?}"
     );
+}
+
+/// Applies project e2e with run `ra` (the fake provider printing one line,
+/// then hanging) and waits until it runs.
+async fn hanging_run(pamd: &Pamd, w: &Worker) -> Value {
+    apply(
+        pamd,
+        &format!(
+            "{}---\n{}",
+            project_yaml(),
+            run_yaml("ra", w.tmp(), &fake(&["--lines", "1", "--hang"]), "")
+        ),
+    );
+    wait_phase(pamd, "ra", "running", T).await
+}
+
+/// SIGTERMs the worker and waits (up to 5 s) until it exited.
+async fn sigterm_and_wait(w: &mut Worker) {
+    w.sigterm();
+    eventually(Duration::from_secs(5), "worker exits on SIGTERM", || {
+        let done = w.exited().is_some();
+        async move { done.then_some(()) }
+    })
+    .await;
 }
 
 async fn post(pamd: &Pamd, path: &str, body: Value) -> (u16, Value) {

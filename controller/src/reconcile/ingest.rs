@@ -65,32 +65,15 @@ pub async fn ingest(ctx: &Ctx, host: &Host, signals: &[Signal]) -> anyhow::Resul
     loop {
         tries += 1;
         match ingest_once(ctx, host, signals).await {
-            Err(IngestError::Store(StoreError::Conflict(why))) if tries < CONFLICT_RETRIES => {
+            Err(StoreError::Conflict(why)) if tries < CONFLICT_RETRIES => {
                 tracing::debug!(%why, "signal batch conflicted; deciding it again");
             }
-            Err(IngestError::Store(e)) => return Err(e.into()),
-            Err(IngestError::Other(e)) => return Err(e),
-            Ok(o) => return Ok(o),
+            r => return Ok(r?),
         }
     }
 }
 
-enum IngestError {
-    Store(StoreError),
-    Other(anyhow::Error),
-}
-
-impl From<StoreError> for IngestError {
-    fn from(e: StoreError) -> Self {
-        IngestError::Store(e)
-    }
-}
-
-async fn ingest_once(
-    ctx: &Ctx,
-    host: &Host,
-    signals: &[Signal],
-) -> Result<BatchOutcome, IngestError> {
+async fn ingest_once(ctx: &Ctx, host: &Host, signals: &[Signal]) -> StoreResult<BatchOutcome> {
     let now = ctx.now();
     let mut tx = ctx.store.begin().await?;
     let mut ids: Vec<Uuid> = signals
@@ -124,9 +107,7 @@ async fn ingest_once(
         return Ok(BatchOutcome::Rejected(results));
     }
     staged.write(tx.as_mut(), now).await?;
-    ctx.commit(tx)
-        .await
-        .map_err(|e| IngestError::Other(e.into()))?;
+    ctx.commit(tx).await?;
     for r in &results {
         ctx.metrics.signal(r.outcome);
     }
