@@ -1,8 +1,14 @@
-//! The controller's one source of time. Everything that reads the time takes
+//! The controller's one source of time (and its one time format, [`ts`]). Everything that reads the time takes
 //! an `Arc<dyn Clock>`, so tests move a [`ManualClock`] instead of sleeping.
 
-use chrono::{DateTime, Duration, Utc};
+use chrono::{DateTime, Duration, SecondsFormat, Utc};
 use std::sync::{Arc, Mutex};
+
+/// The one way pam prints a time: RFC 3339 in UTC to the second with `Z`
+/// (`2026-12-03T14:26:47Z`) — objects, conditions, events, leases.
+pub fn ts(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Secs, true)
+}
 
 pub trait Clock: Send + Sync + std::fmt::Debug {
     fn now(&self) -> DateTime<Utc>;

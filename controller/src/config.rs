@@ -192,33 +192,6 @@ impl Config {
     }
 }
 
-/// libpq accepts `postgresql://user@/db?host=/socket/dir` (a user and an
-/// empty host); sqlx refuses it ("empty host"). This moves the user (and
-/// password) into the query, a form both read. Other URLs pass unchanged.
-pub fn sqlx_compatible_url(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
-    };
-    let (authority, tail) = rest.split_at(rest.find(['/', '?']).unwrap_or(rest.len()));
-    let Some(userinfo) = authority.strip_suffix('@') else {
-        return url.to_string();
-    };
-    if userinfo.is_empty() {
-        return url.to_string();
-    }
-    let mut params = match userinfo.split_once(':') {
-        Some((user, password)) => format!("user={user}&password={password}"),
-        None => format!("user={userinfo}"),
-    };
-    let tail = if tail.is_empty() { "/" } else { tail };
-    if tail.contains('?') {
-        params.insert(0, '&');
-    } else {
-        params.insert(0, '?');
-    }
-    format!("{scheme}://{tail}{params}")
-}
-
 /// `~/.local/share/pam`.
 pub fn default_data_dir(home: Option<&Path>) -> anyhow::Result<PathBuf> {
     let home = home.context("HOME is not set: pass --data-dir")?;
@@ -351,25 +324,6 @@ mod tests {
         assert!(err.to_string().contains("offline_after_seconds"), "{err}");
         let err = resolve(Some("[retention]\nevents_days = 0\n"), &Cli::default()).unwrap_err();
         assert!(err.to_string().contains("events_days"), "{err}");
-    }
-
-    #[test]
-    fn libpq_socket_urls_become_sqlx_urls() {
-        assert_eq!(
-            sqlx_compatible_url("postgresql://pam@/postgres?host=/tmp/devpg"),
-            "postgresql:///postgres?host=/tmp/devpg&user=pam"
-        );
-        assert_eq!(
-            sqlx_compatible_url("postgres://u:pw@/db"),
-            "postgres:///db?user=u&password=pw"
-        );
-        for unchanged in [
-            "postgresql://u@db.example:5432/pam",
-            "postgresql:///pam?host=/run&user=pam",
-            "postgresql://localhost/pam",
-        ] {
-            assert_eq!(sqlx_compatible_url(unchanged), unchanged);
-        }
     }
 
     #[test]

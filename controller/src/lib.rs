@@ -1,24 +1,33 @@
 //! pam-controller: the library behind `pamd`.
 //!
-//! Layout (ARCHITECTURE.md): `config` (TOML + flags), `clock` (the one
-//! source of time), `embedded_pg` (the embedded PostgreSQL default), `db`
-//! (migrations), `store` (the Store trait, PostgreSQL and memory
-//! implementations, one conformance suite), `api` (router, error type),
-//! `dashboard` (the web UI at `/`), `server` (pamd's lifecycle), `schema_doc` (docs/schema.md generator),
-//! `testdb` (throwaway databases for tests).
+//! # Layers
+//! Imports point one way only, top to bottom (docs/architecture.md; the
+//! test `tests/layers.rs` fails when a module imports a higher layer):
+//!
+//! ```text
+//! server, config                 pamd's process: config, embedded PostgreSQL, local worker
+//! api, dashboard                 HTTP: handlers, SSE, /metrics, auth, lookups
+//! reconcile | apply              the loops and signal ingest | declarative apply, diff, prune
+//! ctx                            store + clock + bus + metrics + wake-ups; commit-then-publish
+//! rules                          every change to a stored object, through the gate, with its event
+//! metrics                        the Prometheus registry
+//! events                         the journal's topics, payloads, rendering; the bus
+//! clock                          injected time, the one time format
+//! ── crates ──
+//! pam-store                      Store traits per aggregate, PostgreSQL, memory, migrations
+//! pam-manifests                  kinds, state machines (the sole gate), validation
+//! ```
+//!
+//! `reconcile` and `apply` are siblings: neither imports the other.
 
 pub mod api;
 pub mod apply;
 pub mod clock;
 pub mod config;
+pub mod ctx;
 pub mod dashboard;
-pub mod db;
-pub mod embedded_pg;
 pub mod events;
-pub mod local_worker;
 pub mod metrics;
 pub mod reconcile;
-pub mod schema_doc;
+pub mod rules;
 pub mod server;
-pub mod store;
-pub mod testdb;

@@ -8,9 +8,9 @@ use std::sync::Arc;
 use axum::http::StatusCode;
 use chrono::{TimeZone, Utc};
 use common::request;
-use pam_controller::api::{auth, AppState};
+use pam_controller::api::AppState;
 use pam_controller::clock::ManualClock;
-use pam_controller::store::TokenKind;
+use pam_store::TokenKind;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
@@ -26,7 +26,9 @@ impl Api {
             Utc.with_ymd_and_hms(2026, 3, 1, 12, 0, 0).unwrap(),
         ));
         let state = AppState::new(
-            pam_controller::testdb::fresh_pool().await.unwrap(),
+            std::sync::Arc::new(pam_store::postgres::PgStore::new(
+                pam_testkit::testdb::fresh_pool().await.unwrap(),
+            )),
             clock.clone(),
             Default::default(),
         );
@@ -101,7 +103,7 @@ impl Api {
 
 async fn make_token(state: &AppState, kind: TokenKind, name: &str, host: Option<&str>) -> String {
     let mut tx = state.ctx.store.begin().await.unwrap();
-    let (_, token) = auth::insert_new_token(
+    let (_, token) = pam_controller::rules::tokens::mint(
         &mut *tx,
         kind,
         name.into(),

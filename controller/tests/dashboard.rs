@@ -9,15 +9,17 @@ use axum::body::Body;
 use axum::http::{header, Request, StatusCode};
 use chrono::{TimeZone, Utc};
 use http_body_util::BodyExt;
-use pam_controller::api::{auth, router, AppState};
+use pam_controller::api::{router, AppState};
 use pam_controller::clock::ManualClock;
-use pam_controller::store::TokenKind;
+use pam_store::TokenKind;
 use serde_json::{json, Value};
 use tower::ServiceExt;
 
 async fn state() -> AppState {
     AppState::new(
-        pam_controller::testdb::fresh_pool().await.unwrap(),
+        std::sync::Arc::new(pam_store::postgres::PgStore::new(
+            pam_testkit::testdb::fresh_pool().await.unwrap(),
+        )),
         Arc::new(ManualClock::new(
             Utc.with_ymd_and_hms(2026, 3, 1, 12, 0, 0).unwrap(),
         )),
@@ -148,7 +150,7 @@ async fn an_unknown_asset_is_a_json_404() {
 
 async fn operator(state: &AppState) -> String {
     let mut tx = state.ctx.store.begin().await.unwrap();
-    let (_, token) = auth::insert_new_token(
+    let (_, token) = pam_controller::rules::tokens::mint(
         &mut *tx,
         TokenKind::Operator,
         "ops".into(),

@@ -6,11 +6,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{TimeZone, Utc};
-use pam_controller::api::{auth, router, AppState};
+use pam_controller::api::{router, AppState};
 use pam_controller::clock::ManualClock;
+use pam_controller::ctx::Ctx;
 use pam_controller::events::EventBus;
-use pam_controller::reconcile::Ctx;
-use pam_controller::store::TokenKind;
+use pam_store::TokenKind;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
@@ -32,7 +32,9 @@ impl Server {
             Utc.with_ymd_and_hms(2026, 3, 1, 12, 0, 0).unwrap(),
         ));
         let mut state = AppState::new(
-            pam_controller::testdb::fresh_pool().await.unwrap(),
+            std::sync::Arc::new(pam_store::postgres::PgStore::new(
+                pam_testkit::testdb::fresh_pool().await.unwrap(),
+            )),
             clock.clone(),
             Default::default(),
         );
@@ -118,7 +120,7 @@ impl Server {
 
 async fn make_token(state: &AppState) -> String {
     let mut tx = state.ctx.store.begin().await.unwrap();
-    let (_, token) = auth::insert_new_token(
+    let (_, token) = pam_controller::rules::tokens::mint(
         &mut *tx,
         TokenKind::Operator,
         format!("ops-{}", Uuid::new_v4()),

@@ -7,13 +7,16 @@ use std::time::Duration;
 
 use chrono::{DateTime, TimeZone, Utc};
 use pam_controller::clock::{Clock, ManualClock};
-use pam_controller::reconcile::{self, dispatch, identity, ingest, Ctx, Thresholds};
-use pam_controller::store::memory::MemStore;
-use pam_controller::store::{Event, Host, Meta, Project, Run, Store, Target, WorkItem};
+use pam_controller::ctx::{Ctx, Thresholds};
+use pam_controller::reconcile::{self, dispatch, ingest};
+use pam_controller::rules::hosts as identity;
 use pam_manifests::protocol::{Signal, SignalKind, SignalOutcome};
 use pam_manifests::state::{
     FailureReason, HostStatus, Platform, ProjectStatus, RunStatus, WorkItemKind, WorkItemStatus,
 };
+use pam_store::memory::MemStore;
+use pam_store::prelude::*;
+use pam_store::{Event, Host, Meta, Project, Run, Target, WorkItem};
 use uuid::Uuid;
 
 fn t0() -> DateTime<Utc> {

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use pam_controller::embedded_pg::{self, EmbeddedPg};
+use pam_store::embedded::{self as embedded_pg, EmbeddedPg};
 use sqlx::Connection;
 
 /// A temp dir holding `data/` (pamd's data dir) and pamd's logs; on drop
@@ -289,7 +289,7 @@ fn an_unknown_config_key_is_named() {
 #[tokio::test(flavor = "multi_thread")]
 async fn config_file_listen_and_database_url() {
     let scratch = Scratch::new();
-    let admin = pam_controller::testdb::admin_url().await.unwrap();
+    let admin = pam_testkit::testdb::admin_url().await.unwrap();
     let db = format!(
         "pam_url_{}",
         &uuid::Uuid::new_v4().simple().to_string()[..12]

@@ -12,12 +12,19 @@ use std::sync::Arc;
 use tower::ServiceExt;
 
 async fn state() -> AppState {
+    state_and_pool().await.0
+}
+
+/// The state and its database (for SQL behind the API's back).
+async fn state_and_pool() -> (AppState, sqlx::PgPool) {
     let start = Utc.with_ymd_and_hms(2026, 3, 1, 12, 0, 0).unwrap();
-    AppState::new(
-        pam_controller::testdb::fresh_pool().await.unwrap(),
+    let pool = pam_testkit::testdb::fresh_pool().await.unwrap();
+    let state = AppState::new(
+        Arc::new(pam_store::postgres::PgStore::new(pool.clone())),
         Arc::new(ManualClock::new(start)),
         Default::default(),
-    )
+    );
+    (state, pool)
 }
 
 async fn call(state: &AppState, method: &str, uri: &str) -> (StatusCode, Value) {
@@ -55,11 +62,11 @@ async fn healthz_version_and_readyz() {
 
 #[tokio::test]
 async fn readyz_is_503_when_a_migration_is_missing() {
-    let state = state().await;
+    let (state, pool) = state_and_pool().await;
     sqlx::query(
         "DELETE FROM _sqlx_migrations WHERE version = (SELECT max(version) FROM _sqlx_migrations)",
     )
-    .execute(&state.pool)
+    .execute(&pool)
     .await
     .unwrap();
     let (status, body) = call(&state, "GET", "/readyz").await;
@@ -89,13 +96,13 @@ async fn unknown_routes_and_methods_are_json_errors() {
 
 #[tokio::test]
 async fn startup_purge_deletes_only_events_past_retention() {
-    let state = state().await;
+    let (state, pool) = state_and_pool().await;
     let now = state.clock.now();
     for (topic, age_days) in [("old", 31), ("edge", 29), ("new", 0)] {
         sqlx::query("INSERT INTO events (topic, payload, created_at) VALUES ($1, '{}', $2)")
             .bind(topic)
             .bind(now - Duration::days(age_days))
-            .execute(&state.pool)
+            .execute(&pool)
             .await
             .unwrap();
     }
@@ -104,7 +111,7 @@ async fn startup_purge_deletes_only_events_past_retention() {
         .unwrap();
     assert_eq!(purged, 1);
     let left: Vec<String> = sqlx::query_scalar("SELECT topic FROM events ORDER BY seq")
-        .fetch_all(&state.pool)
+        .fetch_all(&pool)
         .await
         .unwrap();
     assert_eq!(left, ["edge", "new"]);

@@ -1,11 +1,11 @@
 //! docs/schema.md is generated from the migrations; this fails, printing the
 //! command that regenerates it, when a migration lands without the doc.
 
-use pam_controller::schema_doc;
+use pam_testkit::schema_doc;
 
 #[tokio::test]
 async fn schema_doc_is_up_to_date() {
-    let pool = pam_controller::testdb::fresh_pool().await.unwrap();
+    let pool = pam_testkit::testdb::fresh_pool().await.unwrap();
     let generated = schema_doc::generate(&pool, &schema_doc::migrations_dir())
         .await
         .unwrap();

@@ -4,7 +4,7 @@
 use sqlx::PgPool;
 
 async fn pool() -> PgPool {
-    pam_controller::testdb::fresh_pool().await.unwrap()
+    pam_testkit::testdb::fresh_pool().await.unwrap()
 }
 
 /// (column, type, nullable, default) in the seed's order.

@@ -1,7 +1,7 @@
 //! The embedded default: a private PostgreSQL cluster made with the
 //! machine's own `initdb`/`pg_ctl`, kept in a data dir and listening on a
 //! Unix socket only. pamd uses it when no `--database-url` is given; tests
-//! use the same code for their shared throwaway cluster (`crate::testdb`).
+//! use the same code for their shared throwaway cluster (`pam_testkit::testdb`).
 //!
 //! Layout under the data dir:
 //! - `postgres/` — the cluster (PGDATA), mode 0700;

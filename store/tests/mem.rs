@@ -1,5 +1,8 @@
 //! The Store conformance suite against [`MemStore`].
 
-use pam_controller::store::memory::MemStore;
+use pam_store::memory::MemStore;
 
-pam_controller::store_conformance_tests!(Box::new(MemStore::new()));
+#[macro_use]
+mod conformance;
+
+store_conformance_tests!(Box::new(MemStore::new()));

@@ -3,11 +3,12 @@
 
 use std::collections::HashMap;
 
-use pam_controller::store::conformance::{host, item, project, run, t};
-use pam_controller::store::postgres::PgStore;
-use pam_controller::store::{RunFilter, Store};
-use pam_controller::testdb::fresh_pool;
+use conformance::{host, item, project, run, t};
 use pam_manifests::state::RunStatus;
+use pam_store::postgres::PgStore;
+use pam_store::prelude::*;
+use pam_store::RunFilter;
+use pam_testkit::testdb::fresh_pool;
 
 async fn pg_store() -> Box<PgStore> {
     Box::new(PgStore::new(
@@ -15,7 +16,10 @@ async fn pg_store() -> Box<PgStore> {
     ))
 }
 
-pam_controller::store_conformance_tests!(pg_store().await);
+#[macro_use]
+mod conformance;
+
+store_conformance_tests!(pg_store().await);
 
 /// 8 claimers race over 1,000 pending runs: `FOR UPDATE SKIP LOCKED` must
 /// hand every run to exactly one host.

@@ -11,7 +11,7 @@ use sqlx::PgPool;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-pub const REGENERATE: &str = "cargo run -p pam-controller --bin pam-schema-doc > docs/schema.md";
+pub const REGENERATE: &str = "cargo run -p pam-testkit --bin pam-schema-doc > docs/schema.md";
 
 const PREAMBLE: &str = "\
 # Database schema

@@ -3,7 +3,7 @@
 //!
 //! The server is `DATABASE_URL` when set; otherwise a shared embedded
 //! cluster at `$TMPDIR/pam-test-pg-<uid>` (the same code as pamd's embedded
-//! default, [`crate::embedded_pg`]), started by the first test that needs
+//! default, [`pam_store::embedded`]), started by the first test that needs
 //! it and left running for the next ones: nextest runs every test in its
 //! own process, and a cluster start costs seconds. `pam-testdb stop`
 //! (`.ci/run` does it at the end) stops it.
@@ -26,7 +26,7 @@ use std::str::FromStr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::OnceCell;
 
-use crate::embedded_pg::{self, EmbeddedPg};
+use pam_store::embedded::{self as embedded_pg, EmbeddedPg};
 
 /// Test databases older than this are dropped.
 const MAX_AGE: Duration = Duration::from_secs(3600);
@@ -82,7 +82,7 @@ pub async fn admin_url() -> anyhow::Result<String> {
     static URL: OnceCell<String> = OnceCell::const_new();
     URL.get_or_try_init(|| async {
         if let Ok(url) = std::env::var("DATABASE_URL") {
-            return Ok(crate::config::sqlx_compatible_url(&url));
+            return Ok(pam_store::db::sqlx_compatible_url(&url));
         }
         tokio::task::spawn_blocking(start_test_cluster).await?
     })
@@ -187,7 +187,7 @@ async fn build_template(
             .max_connections(1)
             .connect_with(admin.clone().database(&wip))
             .await?;
-        crate::db::MIGRATOR
+        pam_store::db::MIGRATOR
             .run(&pool)
             .await
             .context("migrate the template")?;
@@ -269,7 +269,7 @@ async fn drop_old_test_databases(conn: &mut PgConnection) {
 /// Hex prefix of SHA-256 over every migration's version and checksum.
 fn migrations_checksum() -> String {
     let mut hash = Sha256::new();
-    for m in crate::db::MIGRATOR.iter() {
+    for m in pam_store::db::MIGRATOR.iter() {
         hash.update(m.version.to_le_bytes());
         hash.update(&*m.checksum);
     }

@@ -9,15 +9,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
-use pam_controller::api::{auth, router, AppState};
+use pam_controller::api::{router, AppState};
 use pam_controller::clock::SystemClock;
-use pam_controller::store::TokenKind;
+use pam_store::TokenKind;
 use sqlx::PgPool;
 use uuid::Uuid;
 
 /// A fresh migrated database with a bigger pool than the tests use.
 pub async fn pool(max_connections: u32) -> anyhow::Result<(PgPool, String)> {
-    let url = pam_controller::testdb::fresh_database_url().await?;
+    let url = pam_testkit::testdb::fresh_database_url().await?;
     let pool = sqlx::postgres::PgPoolOptions::new()
         .max_connections(max_connections)
         .connect(&url)
@@ -28,7 +28,8 @@ pub async fn pool(max_connections: u32) -> anyhow::Result<(PgPool, String)> {
 /// The real router over `pool`, served on 127.0.0.1; returns its base URL
 /// and the state.
 pub async fn serve(pool: PgPool) -> anyhow::Result<(String, AppState)> {
-    let state = AppState::new(pool, Arc::new(SystemClock), Default::default());
+    let store = Arc::new(pam_store::postgres::PgStore::new(pool));
+    let state = AppState::new(store, Arc::new(SystemClock), Default::default());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let url = format!("http://{}", listener.local_addr()?);
     let app = router(state.clone());
@@ -45,7 +46,7 @@ pub async fn token(
     host: Option<&str>,
 ) -> anyhow::Result<String> {
     let mut tx = state.ctx.store.begin().await?;
-    let (_, token) = auth::insert_new_token(
+    let (_, token) = pam_controller::rules::tokens::mint(
         &mut *tx,
         kind,
         format!("bench-{}", &Uuid::new_v4().simple().to_string()[..8]),

@@ -74,7 +74,7 @@ pub struct PamdOptions {
 impl Pamd {
     /// Starts pamd on a fresh database and waits for /readyz.
     pub async fn start(opts: PamdOptions) -> anyhow::Result<Pamd> {
-        let database_url = pam_controller::testdb::fresh_database_url().await?;
+        let database_url = pam_testkit::testdb::fresh_database_url().await?;
         let tmp = tempfile::Builder::new().prefix("pam-e2e").tempdir()?;
         let data_dir = tmp.path().join("data");
         std::fs::create_dir_all(&data_dir)?;

@@ -24,11 +24,11 @@ use uuid::Uuid;
 
 use super::auth::{Operator, Principal};
 use super::leases::{Lease, LeaseError, DEFAULT_TTL, MAX_TTL};
-use super::resources::{project_by_slug, run_by_name};
-use super::{objects, ApiError, AppState};
-use crate::events::topic;
-use crate::reconcile::runs as run_rules;
-use crate::store::Run;
+use pam_store::Run;
+
+use super::{lookup, ApiError, AppState};
+use crate::clock::ts;
+use crate::events::{payload, topic};
 
 type ApiResult<T> = Result<T, ApiError>;
 
@@ -62,8 +62,8 @@ fn lease_json(l: &Lease) -> Value {
         "attempt": l.attempt,
         "holder": l.holder,
         "ttlSeconds": l.ttl.as_secs(),
-        "acquiredAt": objects::ts(l.acquired_at),
-        "expiresAt": objects::ts(l.expires_at),
+        "acquiredAt": ts(l.acquired_at),
+        "expiresAt": ts(l.expires_at),
     })
 }
 
@@ -75,7 +75,7 @@ fn lease_error(e: LeaseError) -> ApiError {
             format!(
                 "run is attached by {:?} until {} (lease {})",
                 l.holder,
-                objects::ts(l.expires_at),
+                ts(l.expires_at),
                 l.id
             ),
         ),
@@ -94,8 +94,8 @@ fn lease_error(e: LeaseError) -> ApiError {
 
 async fn live_run(st: &AppState, slug: &str, name: &str) -> ApiResult<Run> {
     let mut tx = st.ctx.store.begin().await?;
-    let p = project_by_slug(tx.as_mut(), slug).await?;
-    run_by_name(tx.as_mut(), &p, name).await
+    let p = lookup::project(tx.as_mut(), slug).await?;
+    lookup::run(tx.as_mut(), &p, name).await
 }
 
 /// Journals a lease event for `lease` (run_id and attempt always present).
@@ -113,7 +113,7 @@ async fn journal(
     }
     let payload = match tx.get_run(lease.run_id).await? {
         Some(run) => {
-            let mut p = run_rules::payload(&run, extra);
+            let mut p = payload::run(&run, extra);
             // The lease's attempt, which a requeue may have moved on from.
             p["attempt"] = json!(lease.attempt);
             p

@@ -3,35 +3,48 @@
 //! pamd serves the same router on its listener.
 //!
 //! Every error leaves as [`ApiError`]: `{"error": {"code", "message"}}`.
+//!
+//! HTTP only: a handler parses the request, looks objects up
+//! ([`lookup`]), calls a rule (`crate::rules`), apply or the loops'
+//! entry points, commits through [`Ctx::commit`] and renders
+//! ([`objects`]). No handler changes a row by hand.
+
+use std::sync::Arc;
 
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
+use pam_store::{Store, StoreError};
 use serde_json::json;
-use sqlx::PgPool;
 
 use crate::clock::SharedClock;
-use crate::reconcile::{Ctx, Thresholds};
-use crate::store::postgres::PgStore;
-use crate::store::StoreError;
+use crate::ctx::{Ctx, Thresholds};
 
+pub mod apply;
 pub mod attach;
 pub mod auth;
+pub mod events;
+pub mod hosts;
 pub mod leases;
+pub mod list;
+pub mod lookup;
+pub mod metrics;
 pub mod objects;
 pub mod pending_signals;
-pub mod resources;
+pub mod projects;
 pub mod routes;
-pub mod run_events;
+pub mod runs;
 pub mod snapshots;
+pub mod stream;
+pub mod tasks;
+pub mod tokens;
 pub mod worker;
 
 /// What every handler can reach.
 #[derive(Clone)]
 pub struct AppState {
-    pub pool: PgPool,
     pub clock: SharedClock,
     /// Store, clock, event bus, thresholds and wake-ups, shared with the
     /// loops.
@@ -48,12 +61,10 @@ pub struct AppState {
 }
 
 impl AppState {
-    /// State over a PostgreSQL pool.
-    pub fn new(pool: PgPool, clock: SharedClock, thresholds: Thresholds) -> AppState {
-        let store = std::sync::Arc::new(PgStore::new(pool.clone()));
+    /// State over a store (PostgreSQL in pamd, memory in unit tests).
+    pub fn new(store: Arc<dyn Store>, clock: SharedClock, thresholds: Thresholds) -> AppState {
         AppState {
             ctx: Ctx::new(store, clock.clone(), thresholds),
-            pool,
             clock,
             snapshots: Default::default(),
             signals: Default::default(),
@@ -70,13 +81,13 @@ pub fn router(state: AppState) -> Router {
         .merge(crate::dashboard::router())
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
-        .route("/metrics", get(crate::metrics::handler))
+        .route("/metrics", get(metrics::handler))
         .route("/api/v1/version", get(version))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(
             metrics,
-            crate::metrics::track,
+            metrics::track,
         ))
         .with_state(state)
 }
@@ -141,25 +152,17 @@ async fn healthz() -> Json<serde_json::Value> {
 /// Readiness: the database answers and every migration pamd knows is
 /// applied.
 async fn readyz(State(state): State<AppState>) -> Result<Json<serde_json::Value>, ApiError> {
-    let not_ready = |why: String| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "not_ready", why);
-    let applied: Vec<i64> =
-        sqlx::query_scalar("SELECT version FROM _sqlx_migrations WHERE success ORDER BY version")
-            .fetch_all(&state.pool)
-            .await
-            .map_err(|e| not_ready(format!("database: {e}")))?;
-    let missing: Vec<i64> = crate::db::MIGRATOR
-        .iter()
-        .map(|m| m.version)
-        .filter(|v| !applied.contains(v))
-        .collect();
-    if !missing.is_empty() {
-        return Err(not_ready(format!("migrations not applied: {missing:?}")));
-    }
+    state
+        .ctx
+        .store
+        .ready()
+        .await
+        .map_err(|why| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "not_ready", why))?;
     Ok(Json(json!({"status": "ready"})))
 }
 
 async fn version() -> Json<serde_json::Value> {
-    let schema = crate::db::MIGRATOR.iter().map(|m| m.version).max();
+    let schema = pam_store::db::schema_version();
     Json(json!({
         "name": "pamd",
         "version": env!("CARGO_PKG_VERSION"),

@@ -5,19 +5,15 @@
 
 use std::collections::HashMap;
 
-use chrono::{DateTime, SecondsFormat, Utc};
 use pam_manifests::kinds::{self, ApiVersion, Completion, Condition};
 use pam_manifests::names::Name;
 use pam_manifests::state::WorkItemStatus;
+use pam_store::{self as store, Meta, Target};
 use serde_json::Value;
 use uuid::Uuid;
 
-use crate::apply::to_manifest_labels;
-use crate::store::{self, Meta, Target};
-
-pub fn ts(t: DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(SecondsFormat::Secs, true)
-}
+use crate::clock::ts;
+use crate::rules::meta::manifest_labels as to_manifest_labels;
 
 fn name(s: &str) -> Name {
     // Names in the store came through Name::parse (apply) or were made by

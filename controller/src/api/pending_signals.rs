@@ -16,8 +16,10 @@ use pam_manifests::protocol::OperatorSignal;
 use pam_manifests::state::RunStatus;
 use uuid::Uuid;
 
+use pam_store::prelude::*;
+use pam_store::{RunFilter, StoreResult};
+
 use crate::events::topic;
-use crate::store::{RunFilter, Store, StoreResult};
 
 struct Sent {
     host: Option<Uuid>,

@@ -4,7 +4,9 @@ use axum::extract::DefaultBodyLimit;
 use axum::routing::{delete, get, post};
 use axum::Router;
 
-use super::{attach as a, resources as r, worker as w, AppState};
+use super::{
+    apply, attach as a, events, hosts, projects, runs, stream, tasks, tokens, worker as w, AppState,
+};
 
 /// Request body limit of apply and diff (other routes keep axum's 2 MB).
 pub const APPLY_BODY_LIMIT: usize = 256 << 20;
@@ -15,42 +17,42 @@ pub fn v1() -> Router<AppState> {
         // axum's 2 MB default body limit.
         .route(
             "/api/v1/apply",
-            post(r::apply_handler).layer(DefaultBodyLimit::max(APPLY_BODY_LIMIT)),
+            post(apply::apply_handler).layer(DefaultBodyLimit::max(APPLY_BODY_LIMIT)),
         )
         .route(
             "/api/v1/diff",
-            post(r::diff_handler).layer(DefaultBodyLimit::max(APPLY_BODY_LIMIT)),
+            post(apply::diff_handler).layer(DefaultBodyLimit::max(APPLY_BODY_LIMIT)),
         )
-        .route("/api/v1/projects", get(r::list_projects))
+        .route("/api/v1/projects", get(projects::list_projects))
         .route(
             "/api/v1/projects/{project}",
-            get(r::get_project).delete(r::delete_project),
+            get(projects::get_project).delete(projects::delete_project),
         )
-        .route("/api/v1/projects/{project}/tasks", get(r::list_tasks))
+        .route("/api/v1/projects/{project}/tasks", get(tasks::list_tasks))
         .route(
             "/api/v1/projects/{project}/tasks/{name}",
-            get(r::get_task).delete(r::delete_task),
+            get(tasks::get_task).delete(tasks::delete_task),
         )
         .route(
             "/api/v1/projects/{project}/tasks/{name}/transition",
-            post(r::transition_task),
+            post(tasks::transition_task),
         )
-        .route("/api/v1/projects/{project}/runs", get(r::list_runs))
+        .route("/api/v1/projects/{project}/runs", get(runs::list_runs))
         .route(
             "/api/v1/projects/{project}/runs/{name}",
-            get(r::get_run).delete(r::delete_run),
+            get(runs::get_run).delete(runs::delete_run),
         )
         .route(
             "/api/v1/projects/{project}/runs/{name}/stop",
-            post(r::stop_run),
+            post(runs::stop_run),
         )
         .route(
             "/api/v1/projects/{project}/runs/{name}/signal",
-            post(r::signal_run),
+            post(runs::signal_run),
         )
         .route(
             "/api/v1/projects/{project}/runs/{name}/output",
-            get(r::run_output),
+            get(runs::run_output),
         )
         .route(
             "/api/v1/projects/{project}/runs/{name}/attach",
@@ -68,23 +70,26 @@ pub fn v1() -> Router<AppState> {
             "/api/v1/projects/{project}/runs/{name}/attach/input",
             post(a::input),
         )
-        .route("/api/v1/tasks", get(r::list_all_tasks))
-        .route("/api/v1/runs", get(r::list_all_runs))
-        .route("/api/v1/hosts", get(r::list_hosts))
+        .route("/api/v1/tasks", get(tasks::list_all_tasks))
+        .route("/api/v1/runs", get(runs::list_all_runs))
+        .route("/api/v1/hosts", get(hosts::list_hosts))
         .route(
             "/api/v1/hosts/{name}",
-            get(r::get_host).delete(r::delete_host),
+            get(hosts::get_host).delete(hosts::delete_host),
         )
-        .route("/api/v1/hosts/{name}/{action}", post(r::host_action))
+        .route("/api/v1/hosts/{name}/{action}", post(hosts::host_action))
         // The dashboard's run timeline.
         .route(
             "/api/v1/projects/{project}/runs/{name}/events",
-            get(super::run_events::run_events),
+            get(runs::run_events),
         )
-        .route("/api/v1/tokens", get(r::list_tokens).post(r::create_token))
-        .route("/api/v1/tokens/{id}", delete(r::revoke_token))
-        .route("/api/v1/events", get(r::list_events))
-        .route("/api/v1/events/stream", get(crate::events::stream::stream))
+        .route(
+            "/api/v1/tokens",
+            get(tokens::list_tokens).post(tokens::create_token),
+        )
+        .route("/api/v1/tokens/{id}", delete(tokens::revoke_token))
+        .route("/api/v1/events", get(events::list_events))
+        .route("/api/v1/events/stream", get(stream::stream))
         .route("/api/v1/workers/register", post(w::register))
         .route("/api/v1/workers/heartbeat", post(w::heartbeat))
         .route("/api/v1/workers/desired", get(w::desired))

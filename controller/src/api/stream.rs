@@ -6,7 +6,7 @@
 //!   the journal/live seam: the handler subscribes to the broadcast
 //!   *first*, then replays the journal after the resume position, then
 //!   forwards live events skipping every `seq <= last seen`. Publishing is
-//!   in seq order ([`super::EventBus`]), so that skip never drops a late
+//!   in seq order ([`EventBus`]), so that skip never drops a late
 //!   commit.
 //! - A resume position older than the journal's first event gets one
 //!   `event: gap` naming the purged range, then the stream continues;
@@ -29,10 +29,12 @@ use bytes::{Bytes, BytesMut};
 use serde::Deserialize;
 use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 
-use super::{EventBus, Published, PublishedEvent};
-use crate::api::auth::Operator;
-use crate::api::{ApiError, AppState};
-use crate::store::{Event, Store};
+use pam_store::prelude::*;
+use pam_store::Event;
+
+use super::auth::Operator;
+use super::{ApiError, AppState};
+use crate::events::{frame, EventBus, Published, PublishedEvent};
 
 /// Journal page size for replays and catch-ups.
 const PAGE: i64 = 1000;
@@ -123,6 +125,7 @@ fn parse_seq(what: &str, v: &str) -> Result<i64, ApiError> {
         .ok_or_else(|| ApiError::bad_request(format!("{what} must be a non-negative integer")))
 }
 
+#[tracing::instrument(skip_all)]
 pub async fn stream(
     State(st): State<AppState>,
     _op: Operator,
@@ -327,7 +330,7 @@ impl Subscriber {
     }
 
     /// One journal page after `last`; ends replaying on a short page.
-    async fn replay_page(&mut self) -> crate::store::StoreResult<()> {
+    async fn replay_page(&mut self) -> pam_store::StoreResult<()> {
         let page = {
             let mut tx = self.store.begin().await?;
             tx.events_after(self.last, PAGE).await?
@@ -339,7 +342,7 @@ impl Subscriber {
         for e in &page {
             self.last = e.seq;
             if self.filter.keeps(e) {
-                buf.extend_from_slice(&super::frame(e));
+                buf.extend_from_slice(&frame(e));
             }
         }
         if !buf.is_empty() {

@@ -25,15 +25,16 @@ use pam_manifests::protocol::{
     DesiredRun, DesiredSet, Heartbeat, OutputSnapshot, RegisterRequest, RegisterResponse,
     SignalAck, SignalBatch,
 };
-use pam_manifests::state::{HostStatus, RunStatus};
+use pam_manifests::state::RunStatus;
+use pam_store::prelude::*;
+use pam_store::{Host, Run, RunFilter};
 use serde::Deserialize;
 use serde_json::json;
 
 use super::auth::Worker;
 use super::{ApiError, AppState};
-use crate::events::topic;
-use crate::reconcile::{dispatch, identity, ingest, runs};
-use crate::store::{Host, Meta, Run, RunFilter, Tx};
+use crate::reconcile::{dispatch, ingest};
+use crate::rules::{hosts, runs};
 
 /// The longest a claim long-poll may wait.
 const MAX_CLAIM_WAIT: Duration = Duration::from_secs(60);
@@ -99,51 +100,7 @@ async fn register_once(
     }
     let now = st.ctx.now();
     let mut tx = st.ctx.store.begin().await?;
-    let host = match tx.get_host_by_name(&req.name).await? {
-        Some(mut h) => {
-            // A Host manifest's spec wins; a worker-created host takes what
-            // the worker reports.
-            let declared = h.meta.spec.as_object().is_some_and(|o| !o.is_empty());
-            if !declared {
-                let rv = h.meta.resource_version;
-                h.platform = req.platform;
-                h.capacity = i32::try_from(req.capacity).unwrap_or(i32::MAX);
-                h.dispatch_labels = req.labels.clone();
-                h = tx.update_host(&h, rv).await?;
-            }
-            h
-        }
-        None => {
-            let h = Host {
-                id: uuid::Uuid::new_v4(),
-                name: req.name.clone(),
-                platform: req.platform,
-                token_fingerprint: None,
-                status: HostStatus::Registered,
-                instance_id: None,
-                instance_suspect: false,
-                instance_flagged_at: None,
-                presented_instance_id: None,
-                last_seen_at: None,
-                capacity: i32::try_from(req.capacity).unwrap_or(i32::MAX),
-                disabled: false,
-                dispatch_labels: req.labels.clone(),
-                meta: Meta::default(),
-                created_at: now,
-                updated_at: now,
-            };
-            tx.insert_host(&h).await?;
-            h
-        }
-    };
-    let (host, _) = identity::present(
-        tx.as_mut(),
-        host,
-        Some(req.instance_id),
-        st.ctx.thresholds.offline_after,
-        now,
-    )
-    .await?;
+    let host = hosts::register(tx.as_mut(), req, st.ctx.thresholds.offline_after, now).await?;
     st.ctx.commit(tx).await?;
     st.ctx.claimable.notify_waiters();
     Ok(Json(RegisterResponse {
@@ -169,8 +126,8 @@ async fn heartbeat_once(
     let now = st.ctx.now();
     let mut tx = st.ctx.store.begin().await?;
     let host = host_of(tx.as_mut(), w).await?;
-    let was_eligible = dispatch::host_eligible(&host);
-    let (host, _) = identity::present(
+    let was_eligible = hosts::eligible(&host);
+    let (host, _) = hosts::present(
         tx.as_mut(),
         host,
         Some(hb.instance_id),
@@ -181,7 +138,7 @@ async fn heartbeat_once(
     let mut desired = desired_set(tx.as_mut(), &host).await?;
     st.ctx.commit(tx).await?;
     hand_out(st, &host, &mut desired);
-    if !was_eligible && dispatch::host_eligible(&host) {
+    if !was_eligible && hosts::eligible(&host) {
         st.ctx.claimable.notify_waiters();
     }
     Ok(Json(desired))
@@ -334,12 +291,7 @@ pub async fn snapshot(
         return Ok(StatusCode::ACCEPTED);
     }
     // Output text never enters the events table: counts only.
-    tx.append_event(
-        topic::RUN_OUTPUT_APPENDED,
-        runs::payload(&run, json!({ "lines": snap.lines, "bytes": snap.bytes })),
-        now,
-    )
-    .await?;
+    runs::output_appended(tx.as_mut(), &run, snap.lines, snap.bytes, now).await?;
     st.ctx.commit(tx).await?;
     st.snapshots.put(snap, now);
     Ok(StatusCode::NO_CONTENT)

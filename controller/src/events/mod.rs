@@ -2,7 +2,7 @@
 //! that makes the change) and the in-process broadcast that subscribers
 //! (SSE, long-polls) listen on. Events are published only after their
 //! transaction committed (pam-data-model.txt, processed_signals: no phantom
-//! events), by handing [`crate::store::Tx::commit`]'s result to
+//! events), by handing [`pam_store::Tx::commit`]'s result to
 //! [`EventBus::publish`].
 
 use std::sync::Arc;
@@ -13,9 +13,13 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::{broadcast, watch, Mutex};
 
-use crate::store::Event;
+use pam_store::Event;
 
-pub mod stream;
+pub mod payload;
+pub mod render;
+pub mod topic;
+
+pub use render::{event_json, frame};
 
 /// One commit's events as subscribers receive them: serialized once, at
 /// publish, into their whole SSE frames, laid end to end in one buffer, so
@@ -57,7 +61,7 @@ impl Published {
                         .map(str::to_string)
                 };
                 let start = frames.len();
-                write_frame(&mut frames, e);
+                render::write_frame(&mut frames, e);
                 PublishedEvent {
                     seq: e.seq,
                     topic: e.topic.clone(),
@@ -74,39 +78,13 @@ impl Published {
     }
 }
 
-/// The JSON an event is sent as, on the stream and by `GET /api/v1/events`.
-pub fn event_json(e: &Event) -> serde_json::Value {
-    serde_json::json!({
-        "seq": e.seq,
-        "topic": e.topic,
-        "payload": e.payload,
-        "createdAt": crate::api::objects::ts(e.created_at),
-    })
-}
-
-/// One SSE frame. Topics are `[a-z_.]` and compact JSON has no raw
-/// newline, so neither needs escaping.
-pub fn frame(e: &Event) -> Bytes {
-    let mut out = Vec::new();
-    write_frame(&mut out, e);
-    Bytes::from(out)
-}
-
-fn write_frame(out: &mut Vec<u8>, e: &Event) {
-    use std::io::Write;
-    let _ = write!(out, "id: {}\nevent: {}\ndata: ", e.seq, e.topic);
-    // Writing into a Vec cannot fail.
-    let _ = serde_json::to_writer(&mut *out, &event_json(e));
-    out.extend_from_slice(b"\n\n");
-}
-
 /// Fan-out of committed events, plus what the stream handler shares:
 /// the publish-order lock, the shutdown signal, counters.
 #[derive(Clone)]
 pub struct EventBus {
     tx: broadcast::Sender<Arc<Published>>,
     /// Held from commit to publish by every journaling commit (see
-    /// [`crate::reconcile::Ctx::commit`]): the journal's advisory lock
+    /// [`crate::ctx::Ctx::commit`]): the journal's advisory lock
     /// makes seqs commit in order, this makes them *publish* in order, so
     /// a live subscriber that skips `seq <= last sent` never skips an
     /// event that committed late.
@@ -195,34 +173,4 @@ impl Default for EventBus {
     fn default() -> Self {
         EventBus::new(4096)
     }
-}
-
-/// Event topics — exactly the seed's list (pam-data-model.txt, "Event
-/// Topics"), plus `run.integrity_anomaly` for the seed's own rule that a run
-/// pointing at a milestone or epic is "a data-integrity anomaly to journal".
-pub mod topic {
-    pub const PROJECT_CREATED: &str = "project.created";
-    pub const PROJECT_UPDATED: &str = "project.updated";
-    pub const PROJECT_ARCHIVED: &str = "project.archived";
-    pub const WORK_ITEM_CREATED: &str = "work_item.created";
-    pub const WORK_ITEM_UPDATED: &str = "work_item.updated";
-    pub const WORK_ITEM_STATUS_CHANGED: &str = "work_item.status_changed";
-    pub const WORK_ITEM_REPARENTED: &str = "work_item.reparented";
-    pub const WORK_ITEM_DELETED: &str = "work_item.deleted";
-    pub const RUN_CREATED: &str = "run.created";
-    pub const RUN_SPAWNING: &str = "run.spawning";
-    pub const RUN_STARTED: &str = "run.started";
-    pub const RUN_FINISHED: &str = "run.finished";
-    pub const RUN_FAILED: &str = "run.failed";
-    pub const RUN_STOPPED: &str = "run.stopped";
-    pub const RUN_SIGNAL_RECEIVED: &str = "run.signal_received";
-    pub const RUN_OUTPUT_APPENDED: &str = "run.output_appended";
-    pub const RUN_LEASE_ACQUIRED: &str = "run.lease_acquired";
-    pub const RUN_LEASE_RELEASED: &str = "run.lease_released";
-    pub const RUN_ORPHAN_DETECTED: &str = "run.orphan_detected";
-    pub const RUN_INTEGRITY_ANOMALY: &str = "run.integrity_anomaly";
-    pub const WORKER_REGISTERED: &str = "worker.registered";
-    pub const WORKER_OFFLINE: &str = "worker.offline";
-    pub const WORKER_INSTANCE_SUSPECT: &str = "worker.instance_suspect";
-    pub const WORKER_INSTANCE_REINSTALLED: &str = "worker.instance_reinstalled";
 }

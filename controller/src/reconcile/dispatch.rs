@@ -3,31 +3,14 @@
 //! LOCKED` in the store) serialize them, so under any concurrency a run is
 //! claimed by at most one host per attempt.
 
-use pam_manifests::state::HostStatus;
-use serde_json::json;
+use pam_store::Run;
 use uuid::Uuid;
 
-use super::{runs, Ctx};
-use crate::events::topic;
-use crate::store::{Host, Run, Target};
-
-/// A host may receive new runs when it is online, not disabled and not
-/// instance-suspect (OQ-14).
-pub fn host_eligible(h: &Host) -> bool {
-    h.status == HostStatus::Online && !h.disabled && !h.instance_suspect
-}
-
-/// Whether a run's target selects this host (name or label selector).
-pub fn target_matches(t: &Target, h: &Host) -> bool {
-    match t {
-        Target::Any => true,
-        Target::Host(name) => *name == h.name,
-        Target::Selector(sel) => sel.iter().all(|(k, v)| h.dispatch_labels.get(k) == Some(v)),
-    }
-}
+use crate::ctx::Ctx;
+use crate::rules::{hosts, runs};
 
 /// Claims up to `max` runs for the host (bounded by its free capacity),
-/// moving each pending → spawning and journaling `run.spawning`. Returns
+/// moving each pending → spawning ([`runs::lifecycle::claim`]). Returns
 /// nothing when the host is not eligible.
 pub async fn claim(ctx: &Ctx, host_id: Uuid, max: i64) -> anyhow::Result<Vec<Run>> {
     let now = ctx.now();
@@ -35,7 +18,7 @@ pub async fn claim(ctx: &Ctx, host_id: Uuid, max: i64) -> anyhow::Result<Vec<Run
     let Some(host) = tx.get_host(host_id).await? else {
         return Ok(vec![]);
     };
-    if !host_eligible(&host) {
+    if !hosts::eligible(&host) {
         return Ok(vec![]);
     }
     let live = tx.count_live_runs(host.id).await?;
@@ -43,14 +26,7 @@ pub async fn claim(ctx: &Ctx, host_id: Uuid, max: i64) -> anyhow::Result<Vec<Run
     if free <= 0 || max <= 0 {
         return Ok(vec![]);
     }
-    let claimed = tx.claim_runs(&host, free.min(max), now).await?;
-    for r in &claimed {
-        let p = runs::payload(
-            r,
-            json!({ "host": host.name, "session_name": r.session_name }),
-        );
-        tx.append_event(topic::RUN_SPAWNING, p, now).await?;
-    }
+    let claimed = runs::lifecycle::claim(tx.as_mut(), &host, free.min(max), now).await?;
     ctx.commit(tx).await?;
     for r in &claimed {
         let waited = (now - r.pending_since).to_std().unwrap_or_default();

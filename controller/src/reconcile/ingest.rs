@@ -22,9 +22,10 @@
 //!    batch, loop or API write can move these runs or add their markers
 //!    until this transaction ends;
 //! 2. every signal is decided in order against that state in memory
-//!    ([`Staged`]): the rules below are the same per-signal rules, each
-//!    status step through the state-machine gate, a later signal of a run
-//!    seeing what an earlier one did;
+//!    ([`Staged`]) by the same rule functions every other path uses
+//!    ([`crate::rules::runs::lifecycle`], each status step through the
+//!    state-machine gate), a later signal of a run seeing what an earlier
+//!    one did;
 //! 3. one `INSERT … ON CONFLICT DO NOTHING` writes the new markers (and
 //!    must insert every one of them: anything else is a Conflict and the
 //!    batch is retried), one `UPDATE … FROM UNNEST` writes the changed
@@ -40,10 +41,12 @@ use pam_manifests::state::{FailureReason, RunStatus};
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-use super::runs::{self, RunWrites};
-use super::Ctx;
-use crate::events::topic;
-use crate::store::{Host, Run, RunUpdate, SignalMarker, StoreError, StoreResult, Tx};
+use pam_store::prelude::*;
+use pam_store::{Host, Run, RunUpdate, SignalMarker, StoreError, StoreResult};
+
+use crate::ctx::Ctx;
+use crate::events::{payload, topic};
+use crate::rules::runs::{self, lifecycle, RunWrites};
 
 /// The result of a batch.
 #[derive(Debug)]
@@ -349,36 +352,14 @@ async fn started(st: &mut Staged, run: &Run, now: DateTime<Utc>) -> StoreResult<
     if !first_time(st, run, "started") {
         return Ok(DUPLICATE);
     }
-    mark_running(st, run, now).await?;
+    lifecycle::mark_running(st, run, now).await?;
     Ok(APPLIED)
 }
 
-async fn mark_running(st: &mut Staged, run: &Run, now: DateTime<Utc>) -> StoreResult<Run> {
-    let update = RunUpdate {
-        started_at: Some(now),
-        ..RunUpdate::default()
-    };
-    let r = st
-        .write_transition(
-            run.id,
-            run.attempt,
-            RunStatus::Spawning,
-            RunStatus::Running,
-            &update,
-            now,
-        )
-        .await?;
-    st.journal(topic::RUN_STARTED, runs::payload(&r, json!({})), now)
-        .await?;
-    Ok(r)
-}
-
-/// `finished` always journals `run.finished` (any exit code). Exit 0 →
-/// exited; non-zero → failed with no `run.failed` (one rule, no overlap); a
-/// run with a stop request → stopped (the worker confirming the stop).
+/// `finished`: the wrapper exited ([`lifecycle::finish`]).
 async fn finished(
     st: &mut Staged,
-    mut run: Run,
+    run: Run,
     sig: &Signal,
     now: DateTime<Utc>,
 ) -> StoreResult<Applied> {
@@ -388,43 +369,7 @@ async fn finished(
     if !first_time(st, &run, "finished") {
         return Ok(DUPLICATE);
     }
-    if run.status == RunStatus::Spawning {
-        // `started` was lost or merged away; the wrapper did run.
-        run = mark_running(st, &run, now).await?;
-    }
-    let code = sig.exit_code.unwrap_or(-1);
-    let to = if run.stop_requested {
-        RunStatus::Stopped
-    } else if code == 0 {
-        RunStatus::Exited
-    } else {
-        RunStatus::Failed
-    };
-    let done = if to == RunStatus::Failed {
-        runs::fail(st, &run, None, Some(code), false, now).await?
-    } else {
-        let update = RunUpdate {
-            exit_code: Some(code),
-            finished_at: Some(now),
-            ..RunUpdate::default()
-        };
-        st.write_transition(run.id, run.attempt, RunStatus::Running, to, &update, now)
-            .await?
-    };
-    st.journal(
-        topic::RUN_FINISHED,
-        runs::payload(&done, json!({ "exit_code": code })),
-        now,
-    )
-    .await?;
-    if to == RunStatus::Stopped {
-        st.journal(
-            topic::RUN_STOPPED,
-            runs::payload(&done, json!({ "exit_code": code })),
-            now,
-        )
-        .await?;
-    }
+    lifecycle::finish(st, &run, sig.exit_code.unwrap_or(-1), now).await?;
     Ok(APPLIED)
 }
 
@@ -451,12 +396,7 @@ async fn failed(
         return Ok(DUPLICATE);
     }
     if provider_hook {
-        st.journal(
-            topic::RUN_FAILED,
-            runs::payload(run, json!({ "cause": "provider_failed" })),
-            now,
-        )
-        .await?;
+        lifecycle::provider_failed(st, run, now).await?;
     } else {
         runs::fail(st, run, Some(FailureReason::SpawnFailed), None, true, now).await?;
     }
@@ -492,13 +432,14 @@ async fn orphan(
         ));
     };
     let owner = tx.get_run_by_session(host.id, session).await?;
-    let payload = json!({
-        "run_id": owner.as_ref().map(|r| r.id),
-        "attempt": owner.as_ref().map(|r| r.attempt),
-        "host_id": host.id,
-        "host": host.name,
-        "session_name": session,
-    });
-    st.journal(topic::RUN_ORPHAN_DETECTED, payload, now).await?;
+    let p = payload::host(
+        host,
+        json!({
+            "run_id": owner.as_ref().map(|r| r.id),
+            "attempt": owner.as_ref().map(|r| r.attempt),
+            "session_name": session,
+        }),
+    );
+    st.journal(topic::RUN_ORPHAN_DETECTED, p, now).await?;
     Ok(APPLIED)
 }

@@ -2,120 +2,26 @@
 //! nothing about why it runs, reads the rows that need action (index-driven,
 //! never the whole history), and acts idempotently through guarded writes.
 //! A wake-up (a write, a worker report) only makes it sooner; the periodic
-//! resync makes it correct. Time comes from the injected [`Clock`].
+//! resync makes it correct. Time comes from the injected clock.
 //!
-//! One file per loop: [`dispatch`] (claims, eligibility), [`timeout`]
-//! (dispatch timeout, pending stops), [`restart`] (requeue with backoff),
-//! [`liveness`] (offline hosts, host_lost), [`identity`] (OQ-14),
-//! [`integrity`], [`retention`]; [`runs`] holds the failure rule they share,
-//! and [`ingest`] applies worker signals.
+//! A loop decides *which* rows need action and *when*; the change itself
+//! is a rule ([`crate::rules`]). One file per loop: [`dispatch`] (claims),
+//! [`timeout`] (dispatch timeout, pending stops), [`restart`] (requeue
+//! with backoff), [`liveness`] (offline hosts, host_lost), [`integrity`],
+//! [`retention`]; [`ingest`] applies worker signals.
 
 pub mod dispatch;
-pub mod identity;
 pub mod ingest;
 pub mod integrity;
 pub mod liveness;
 pub mod restart;
 pub mod retention;
-pub mod runs;
 pub mod timeout;
 
-use std::sync::Arc;
-use std::time::Duration;
+use pam_store::{StoreError, StoreResult};
+use tokio_util::sync::CancellationToken;
 
-use chrono::{DateTime, Utc};
-use tokio::sync::Notify;
-
-use crate::clock::Clock;
-use crate::events::EventBus;
-use crate::store::{Store, StoreResult, Tx};
-
-/// Thresholds the loops use; config with the seed's defaults.
-#[derive(Debug, Clone)]
-pub struct Thresholds {
-    /// How often workers heartbeat (30 s).
-    pub heartbeat: Duration,
-    /// Online hosts silent this long go offline (90 s); also the OQ-14
-    /// recency window.
-    pub offline_after: Duration,
-    /// Pending runs unclaimed this long fail (5 min, OQ-15), unless the run
-    /// sets its own.
-    pub dispatch_timeout: Duration,
-    /// How often the loops resync without a wake-up.
-    pub resync: Duration,
-}
-
-impl Default for Thresholds {
-    fn default() -> Self {
-        Thresholds {
-            heartbeat: Duration::from_secs(30),
-            offline_after: Duration::from_secs(90),
-            dispatch_timeout: Duration::from_secs(300),
-            resync: Duration::from_secs(1),
-        }
-    }
-}
-
-/// What the loops need: the store, the clock, the event bus, thresholds,
-/// and the wake-ups they share with the API.
-#[derive(Clone)]
-pub struct Ctx {
-    pub store: Arc<dyn Store>,
-    pub clock: Arc<dyn Clock>,
-    pub bus: EventBus,
-    /// pamd's metrics (`GET /metrics`).
-    pub metrics: Arc<crate::metrics::Metrics>,
-    pub thresholds: Thresholds,
-    /// Signalled when a run may have become claimable (new run, requeue,
-    /// host change), waking long-polling claims.
-    pub claimable: Arc<Notify>,
-    /// Signalled to run the loops sooner than the resync period.
-    pub wake: Arc<Notify>,
-}
-
-impl Ctx {
-    pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>, thresholds: Thresholds) -> Self {
-        Ctx::with_bus(store, clock, thresholds, EventBus::default())
-    }
-
-    /// A context over a given bus (tests use a tiny broadcast capacity).
-    pub fn with_bus(
-        store: Arc<dyn Store>,
-        clock: Arc<dyn Clock>,
-        thresholds: Thresholds,
-        bus: EventBus,
-    ) -> Self {
-        Ctx {
-            store,
-            clock,
-            metrics: Arc::new(crate::metrics::Metrics::new(&bus)),
-            bus,
-            thresholds,
-            claimable: Arc::new(Notify::new()),
-            wake: Arc::new(Notify::new()),
-        }
-    }
-
-    pub fn now(&self) -> DateTime<Utc> {
-        self.clock.now()
-    }
-
-    /// Commits `tx` and publishes the events it journaled — only after
-    /// the commit succeeded (no phantom events). Journaling commits hold
-    /// the bus's order lock from commit to publish: seqs already commit in
-    /// order (the journal's advisory lock), and this keeps them published
-    /// in that order, so a resuming reader never skips a late seq.
-    pub async fn commit(&self, tx: Box<dyn Tx>) -> StoreResult<()> {
-        if !tx.has_events() {
-            tx.commit().await?;
-            return Ok(());
-        }
-        let _order = self.bus.order_lock().await;
-        let events = tx.commit().await?;
-        self.bus.publish(events);
-        Ok(())
-    }
-}
+use crate::ctx::Ctx;
 
 /// What one pass of the loops did (for tests and loop-duration metrics).
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -156,7 +62,7 @@ const INTEGRITY_EVERY: chrono::Duration = chrono::Duration::minutes(5);
 
 /// Runs [`pass`] every resync period or on a wake-up, until `shutdown`;
 /// the integrity check at start and every few minutes.
-pub async fn run_loops(ctx: Ctx, shutdown: tokio_util_like::Shutdown) {
+pub async fn run_loops(ctx: Ctx, shutdown: CancellationToken) {
     let mut integrity_due = ctx.now();
     loop {
         if ctx.now() >= integrity_due {
@@ -173,39 +79,7 @@ pub async fn run_loops(ctx: Ctx, shutdown: tokio_util_like::Shutdown) {
         tokio::select! {
             _ = tokio::time::sleep(ctx.thresholds.resync) => {}
             _ = ctx.wake.notified() => {}
-            _ = shutdown.wait() => return,
-        }
-    }
-}
-
-/// A tiny shutdown signal (a watch channel), so the loop stops cleanly.
-pub mod tokio_util_like {
-    use tokio::sync::watch;
-
-    #[derive(Clone)]
-    pub struct Shutdown(watch::Receiver<bool>);
-
-    pub struct Trigger(watch::Sender<bool>);
-
-    pub fn channel() -> (Trigger, Shutdown) {
-        let (tx, rx) = watch::channel(false);
-        (Trigger(tx), Shutdown(rx))
-    }
-
-    impl Trigger {
-        pub fn fire(&self) {
-            let _ = self.0.send(true);
-        }
-    }
-
-    impl Shutdown {
-        pub async fn wait(&self) {
-            let mut rx = self.0.clone();
-            while !*rx.borrow() {
-                if rx.changed().await.is_err() {
-                    return;
-                }
-            }
+            _ = shutdown.cancelled() => return,
         }
     }
 }
@@ -215,7 +89,7 @@ pub mod tokio_util_like {
 pub(crate) fn ignore_conflict<T>(r: StoreResult<T>) -> StoreResult<Option<T>> {
     match r {
         Ok(v) => Ok(Some(v)),
-        Err(crate::store::StoreError::Conflict(_)) => Ok(None),
+        Err(StoreError::Conflict(_)) => Ok(None),
         Err(e) => Err(e),
     }
 }

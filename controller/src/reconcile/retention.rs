@@ -2,7 +2,7 @@
 //! are purged at start — best-effort, and no event is journaled for the
 //! purge (pam-data-model.txt, "Data Retention").
 
-use super::Ctx;
+use crate::ctx::Ctx;
 
 /// Purges events created before `now - days`; returns how many.
 pub async fn purge(ctx: &Ctx, days: u32) -> anyhow::Result<u64> {

@@ -8,13 +8,9 @@
 //! claimed by any other eligible host. A pending run with a stop request is
 //! stopped without dispatch.
 
-use pam_manifests::state::{FailureReason, RunStatus};
-use serde_json::json;
-
-use super::dispatch::{host_eligible, target_matches};
-use super::{ignore_conflict, runs, Ctx};
-use crate::events::topic;
-use crate::store::RunUpdate;
+use super::ignore_conflict;
+use crate::ctx::Ctx;
+use crate::rules::{hosts, runs};
 
 /// Pending runs examined per pass (oldest first).
 const BATCH: i64 = 1000;
@@ -27,31 +23,20 @@ pub async fn sweep(ctx: &Ctx) -> anyhow::Result<(usize, usize)> {
     if pending.is_empty() {
         return Ok((0, 0));
     }
-    let hosts = tx.list_hosts().await?;
-    let eligible: Vec<_> = hosts.iter().filter(|h| host_eligible(h)).collect();
+    let all_hosts = tx.list_hosts().await?;
+    let eligible: Vec<_> = all_hosts.iter().filter(|h| hosts::eligible(h)).collect();
     let (mut timed_out, mut stopped) = (0, 0);
     let mut seen = Vec::new();
     for run in pending {
         if run.stop_requested {
-            let r = ignore_conflict(
-                tx.transition_run(
-                    run.id,
-                    run.attempt,
-                    RunStatus::Pending,
-                    RunStatus::Stopped,
-                    &RunUpdate::default(),
-                    now,
-                )
-                .await,
-            )?;
-            if let Some(r) = r {
-                tx.append_event(topic::RUN_STOPPED, runs::payload(&r, json!({})), now)
-                    .await?;
+            if ignore_conflict(runs::lifecycle::stop_pending(tx.as_mut(), &run, now).await)?
+                .is_some()
+            {
                 stopped += 1;
             }
             continue;
         }
-        let matched = eligible.iter().any(|h| target_matches(&run.target, h));
+        let matched = eligible.iter().any(|h| run.target.matches(h));
         if matched && !run.eligible_host_seen {
             seen.push(run.id);
         }
@@ -62,21 +47,15 @@ pub async fn sweep(ctx: &Ctx) -> anyhow::Result<(usize, usize)> {
                 chrono::Duration::from_std(ctx.thresholds.dispatch_timeout)
                     .expect("timeout in range")
             });
-        if now >= run.pending_since + timeout {
-            let reason = if run.eligible_host_seen || matched {
-                FailureReason::DispatchTimeout
-            } else {
-                FailureReason::NoEligibleHost
-            };
-            if ignore_conflict(runs::fail(tx.as_mut(), &run, Some(reason), None, true, now).await)?
+        if now >= run.pending_since + timeout
+            && ignore_conflict(runs::lifecycle::time_out(tx.as_mut(), &run, matched, now).await)?
                 .is_some()
-            {
-                timed_out += 1;
-            }
+        {
+            timed_out += 1;
         }
     }
     if !seen.is_empty() {
-        tx.mark_eligible_host_seen(&seen).await?;
+        runs::lifecycle::note_eligible_host(tx.as_mut(), &seen).await?;
     }
     ctx.commit(tx).await?;
     Ok((timed_out, stopped))

@@ -1,5 +1,9 @@
-//! Instance identity (OQ-14): one worker token cloned onto two machines must
-//! not alias one host row unnoticed.
+//! Host rules: the registry (declared hosts and worker registrations),
+//! disable/enable, liveness, and instance identity.
+//!
+//! # Instance identity (OQ-14)
+//! One worker token cloned onto two machines must not alias one host row
+//! unnoticed.
 //!
 //! - The first instance-aware registration pins `hosts.instance_id`.
 //! - A different instance_id while the pinned instance was seen within the
@@ -18,12 +22,17 @@
 //! last_seen_at" keeps its meaning).
 
 use chrono::{DateTime, Utc};
-use pam_manifests::state::HostStatus;
+use pam_manifests::kinds;
+use pam_manifests::protocol::RegisterRequest;
+use pam_manifests::state::{FailureReason, HostStatus, Platform, RunStatus};
+use pam_store::prelude::*;
+use pam_store::{Host, Labels, Meta, RunFilter, StoreError, StoreResult};
 use serde_json::json;
 use uuid::Uuid;
 
-use crate::events::topic;
-use crate::store::{Host, StoreError, StoreResult, Tx};
+use super::meta::{self, Change, Desired};
+use super::runs;
+use crate::events::{payload, topic};
 
 /// What a presentation (registration or heartbeat) was judged to be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,11 +97,13 @@ pub async fn present(
             tracing::warn!(host = %host.name, "worker.instance_suspect: a second instance presents this host's token");
             tx.append_event(
                 topic::WORKER_INSTANCE_SUSPECT,
-                json!({
-                    "host_id": host.id, "host": host.name,
-                    "pinned_instance_id": host.instance_id,
-                    "presented_instance_id": instance_id,
-                }),
+                payload::host(
+                    &host,
+                    json!({
+                        "pinned_instance_id": host.instance_id,
+                        "presented_instance_id": instance_id,
+                    }),
+                ),
                 now,
             )
             .await?;
@@ -100,7 +111,7 @@ pub async fn present(
         Presence::Reinstalled => {
             tx.append_event(
                 topic::WORKER_INSTANCE_REINSTALLED,
-                json!({ "host_id": host.id, "host": host.name, "instance_id": instance_id }),
+                payload::host(&host, json!({ "instance_id": instance_id })),
                 now,
             )
             .await?;
@@ -114,7 +125,10 @@ pub async fn present(
             .await?;
         tx.append_event(
             topic::WORKER_REGISTERED,
-            json!({ "host_id": host.id, "host": host.name, "instance_id": host.instance_id, "from": from.as_str() }),
+            payload::host(
+                &host,
+                json!({ "instance_id": host.instance_id, "from": from.as_str() }),
+            ),
             now,
         )
         .await?;
@@ -144,4 +158,230 @@ pub async fn clear_suspect(
     // The newest presenter is now the pinned one; count it as seen.
     host.last_seen_at = Some(now);
     tx.update_host(&host, rv).await
+}
+
+/// A host may receive new runs when it is online, not disabled and not
+/// instance-suspect (OQ-14; pam-data-model.txt, "pending → failed").
+pub fn eligible(h: &Host) -> bool {
+    h.status == HostStatus::Online && !h.disabled && !h.instance_suspect
+}
+
+/// Whether a Host manifest declares this host (its spec then wins over
+/// what the worker reports); a host made by a worker's registration has
+/// no declared platform.
+pub fn declared(h: &Host) -> bool {
+    h.meta.spec.get("platform").is_some()
+}
+
+/// A host as declared by a Host manifest.
+#[derive(Debug, Clone)]
+pub struct HostDesired {
+    pub name: String,
+    pub platform: Platform,
+    pub disabled: bool,
+    pub capacity: i32,
+    pub dispatch_labels: Labels,
+    pub desired: Desired,
+}
+
+impl HostDesired {
+    pub fn of(h: &kinds::Host, desired: Desired) -> HostDesired {
+        HostDesired {
+            name: h.metadata.name.to_string(),
+            platform: h.spec.platform,
+            disabled: h.spec.disabled,
+            capacity: i32::try_from(h.spec.capacity).unwrap_or(i32::MAX),
+            dispatch_labels: meta::store_labels(&h.spec.labels),
+            desired,
+        }
+    }
+}
+
+fn new_host(name: String, platform: Platform, now: DateTime<Utc>) -> Host {
+    Host {
+        id: Uuid::new_v4(),
+        name,
+        platform,
+        token_fingerprint: None,
+        status: HostStatus::Registered,
+        instance_id: None,
+        instance_suspect: false,
+        instance_flagged_at: None,
+        presented_instance_id: None,
+        last_seen_at: None,
+        capacity: 4,
+        dispatch_labels: Labels::new(),
+        disabled: false,
+        meta: Meta::default(),
+        created_at: now,
+        updated_at: now,
+    }
+}
+
+/// Creates a declared host: `registered` until its worker registers, or
+/// `disabled`.
+pub async fn create(tx: &mut dyn Tx, d: HostDesired, now: DateTime<Utc>) -> StoreResult<Host> {
+    let mut h = new_host(d.name, d.platform, now);
+    h.capacity = d.capacity;
+    h.dispatch_labels = d.dispatch_labels;
+    h.disabled = d.disabled;
+    if d.disabled {
+        h.status = HostStatus::Disabled;
+    }
+    h.meta = meta::new_meta(d.desired, now);
+    tx.insert_host(&h).await?;
+    Ok(h)
+}
+
+/// Updates a host to its declared state (platform, capacity, labels,
+/// disabled); the status follows `disabled` through the gate
+/// ([`set_status_for_disabled`]). The same desired state writes nothing.
+pub async fn update(
+    tx: &mut dyn Tx,
+    mut row: Host,
+    d: HostDesired,
+    offline_after: std::time::Duration,
+    now: DateTime<Utc>,
+) -> StoreResult<(Host, Change)> {
+    let rv = row.meta.resource_version;
+    let change = meta::set_desired(&mut row.meta, d.desired, now);
+    if !change.changed() {
+        return Ok((row, change));
+    }
+    row.platform = d.platform;
+    row.capacity = d.capacity;
+    row.dispatch_labels = d.dispatch_labels;
+    row.disabled = d.disabled;
+    let row = tx.update_host(&row, rv).await?;
+    let row = set_status_for_disabled(tx, row, offline_after, now).await?;
+    Ok((row, change))
+}
+
+/// `pamctl host disable|enable` (and the dashboard): records
+/// `spec.disabled` (a spec change, so a new generation) and moves the
+/// status through the gate. Asking for the state the host is in changes
+/// nothing.
+pub async fn set_disabled(
+    tx: &mut dyn Tx,
+    mut h: Host,
+    disabled: bool,
+    offline_after: std::time::Duration,
+    now: DateTime<Utc>,
+) -> StoreResult<Host> {
+    let rv = h.meta.resource_version;
+    let d = Desired::stored(&h.meta).with_spec_field("disabled", json!(disabled));
+    let spec_changed = meta::set_desired(&mut h.meta, d, now).changed();
+    if spec_changed || h.disabled != disabled {
+        h.disabled = disabled;
+        h = tx.update_host(&h, rv).await?;
+    }
+    set_status_for_disabled(tx, h, offline_after, now).await
+}
+
+/// Moves the status to follow `disabled`: a disabled host is `disabled`;
+/// enabling returns it to online, offline or registered by what its
+/// heartbeat says.
+async fn set_status_for_disabled(
+    tx: &mut dyn Tx,
+    h: Host,
+    offline_after: std::time::Duration,
+    now: DateTime<Utc>,
+) -> StoreResult<Host> {
+    let window = chrono::Duration::from_std(offline_after).expect("threshold in range");
+    let to = if h.disabled {
+        HostStatus::Disabled
+    } else if h.status != HostStatus::Disabled {
+        return Ok(h);
+    } else {
+        match h.last_seen_at {
+            None => HostStatus::Registered,
+            Some(seen) if now - seen <= window => HostStatus::Online,
+            Some(_) => HostStatus::Offline,
+        }
+    };
+    if h.status == to {
+        return Ok(h);
+    }
+    tx.set_host_status(h.id, h.status, to, now).await
+}
+
+/// A worker registration for the host its token is bound to: creates the
+/// host on first registration, takes the reported platform, capacity and
+/// labels unless a Host manifest declares them, then applies OQ-14 and
+/// brings the host online ([`present`]).
+pub async fn register(
+    tx: &mut dyn Tx,
+    req: &RegisterRequest,
+    offline_after: std::time::Duration,
+    now: DateTime<Utc>,
+) -> StoreResult<Host> {
+    let capacity = i32::try_from(req.capacity).unwrap_or(i32::MAX);
+    let host = match tx.get_host_by_name(&req.name).await? {
+        Some(mut h) => {
+            if !declared(&h) {
+                let rv = h.meta.resource_version;
+                h.platform = req.platform;
+                h.capacity = capacity;
+                h.dispatch_labels = req.labels.clone();
+                h = tx.update_host(&h, rv).await?;
+            }
+            h
+        }
+        None => {
+            let mut h = new_host(req.name.clone(), req.platform, now);
+            h.capacity = capacity;
+            h.dispatch_labels = req.labels.clone();
+            tx.insert_host(&h).await?;
+            h
+        }
+    };
+    let (host, _) = present(tx, host, Some(req.instance_id), offline_after, now).await?;
+    Ok(host)
+}
+
+/// Host liveness: an online host silent past the offline threshold goes
+/// offline (`worker.offline`), and its spawning and running runs fail
+/// `host_lost` — which the restart policy may requeue onto another host
+/// (OQ-12). Returns the host and how many runs were lost; `None` when the
+/// host was no longer online (another writer moved it first).
+pub async fn go_offline(
+    tx: &mut dyn Tx,
+    host: &Host,
+    now: DateTime<Utc>,
+) -> StoreResult<Option<(Host, usize)>> {
+    let h = match tx
+        .set_host_status(host.id, HostStatus::Online, HostStatus::Offline, now)
+        .await
+    {
+        Ok(h) => h,
+        Err(StoreError::Conflict(_)) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    tx.append_event(
+        topic::WORKER_OFFLINE,
+        payload::host(&h, json!({ "last_seen_at": h.last_seen_at })),
+        now,
+    )
+    .await?;
+    let live = tx
+        .list_runs(&RunFilter {
+            host_id: Some(h.id),
+            statuses: Some(vec![RunStatus::Spawning, RunStatus::Running]),
+            ..RunFilter::default()
+        })
+        .await?;
+    let mut lost = 0;
+    for run in live {
+        match runs::fail(tx, &run, Some(FailureReason::HostLost), None, true, now).await {
+            Ok(_) => lost += 1,
+            Err(StoreError::Conflict(_)) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(Some((h, lost)))
+}
+
+/// Deletes a host; refused while runs reference it.
+pub async fn delete(tx: &mut dyn Tx, h: &Host) -> StoreResult<bool> {
+    tx.delete_host(h.id).await
 }

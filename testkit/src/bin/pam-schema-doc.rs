@@ -2,17 +2,15 @@
 //! (`testdb::fresh_pool`: `DATABASE_URL`, or the embedded test cluster) and
 //! introspects it.
 //!
-//! `cargo run -p pam-controller --bin pam-schema-doc > docs/schema.md`
+//! `cargo run -p pam-testkit --bin pam-schema-doc > docs/schema.md`
 
 #[tokio::main]
 async fn main() {
     let result = async {
-        let pool = pam_controller::testdb::fresh_pool().await?;
-        let doc = pam_controller::schema_doc::generate(
-            &pool,
-            &pam_controller::schema_doc::migrations_dir(),
-        )
-        .await?;
+        let pool = pam_testkit::testdb::fresh_pool().await?;
+        let doc =
+            pam_testkit::schema_doc::generate(&pool, &pam_testkit::schema_doc::migrations_dir())
+                .await?;
         pool.close().await;
         anyhow::Ok(doc)
     }

@@ -9,7 +9,7 @@
 
 use std::fmt::Write as _;
 
-use pam_controller::store::{short_id, TokenKind};
+use pam_store::{short_id, TokenKind};
 use pam_tests::bench::{self, rate, timed, verdict};
 use serde_json::{json, Value};
 use uuid::Uuid;

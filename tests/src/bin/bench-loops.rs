@@ -20,7 +20,7 @@
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use pam_controller::store::TokenKind;
+use pam_store::TokenKind;
 use pam_tests::bench::{self, rate, timed, verdict};
 use serde_json::{json, Value};
 use sqlx::PgPool;

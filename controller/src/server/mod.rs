@@ -7,13 +7,19 @@
 //!   whether serving ended by a signal or by an error.
 //! - Nothing is served before migrations are applied.
 
+pub mod local_worker;
+pub mod secrets;
+
+use std::sync::Arc;
+
 use anyhow::Context;
-use sqlx::postgres::PgPoolOptions;
+use pam_store::embedded::{self as embedded_pg, EmbeddedPg};
+use pam_store::postgres::PgStore;
+use tokio_util::sync::CancellationToken;
 
 use crate::api::{self, AppState};
 use crate::clock::SharedClock;
 use crate::config::Config;
-use crate::embedded_pg::{self, EmbeddedPg};
 
 /// The database pamd uses inside its embedded cluster.
 pub const EMBEDDED_DATABASE: &str = "pam";
@@ -22,7 +28,7 @@ pub const EMBEDDED_DATABASE: &str = "pam";
 pub async fn run(config: Config, clock: SharedClock) -> anyhow::Result<()> {
     let mut embedded = None;
     let url = match &config.database_url {
-        Some(url) => crate::config::sqlx_compatible_url(url),
+        Some(url) => pam_store::db::sqlx_compatible_url(url),
         None => {
             let data_dir = config.data_dir.clone();
             let pg = tokio::task::spawn_blocking(move || {
@@ -57,17 +63,8 @@ async fn stop_embedded(mut pg: EmbeddedPg) {
 }
 
 async fn serve(config: &Config, clock: SharedClock, url: &str) -> anyhow::Result<()> {
-    let pool = PgPoolOptions::new()
-        .max_connections(16)
-        .acquire_timeout(std::time::Duration::from_secs(10))
-        .connect(url)
-        .await
-        .context("connect to PostgreSQL")?;
-    crate::db::MIGRATOR
-        .run(&pool)
-        .await
-        .context("apply migrations")?;
-    let state = AppState::new(pool.clone(), clock, thresholds(config));
+    let store = PgStore::connect(url, 16).await?;
+    let state = AppState::new(Arc::new(store.clone()), clock, thresholds(config));
     let purged = crate::reconcile::retention::purge(&state.ctx, config.retention.events_days)
         .await
         .context("purge old events")?;
@@ -89,7 +86,7 @@ async fn serve(config: &Config, clock: SharedClock, url: &str) -> anyhow::Result
             "operator signals of live runs read back from the journal"
         );
     }
-    let token_file = crate::api::auth::ensure_admin_token(&state.ctx, &config.data_dir)
+    let token_file = secrets::ensure_admin_token(&state.ctx, &config.data_dir)
         .await
         .context("write the admin token")?;
     tracing::info!(path = %token_file.display(), "admin token (pamctl finds it there)");
@@ -102,10 +99,10 @@ async fn serve(config: &Config, clock: SharedClock, url: &str) -> anyhow::Result
         env!("CARGO_PKG_VERSION"),
         listener.local_addr()?
     );
-    let (stop_loops, loops_shutdown) = crate::reconcile::tokio_util_like::channel();
+    let stop_loops = CancellationToken::new();
     let loops = tokio::spawn(crate::reconcile::run_loops(
         state.ctx.clone(),
-        loops_shutdown,
+        stop_loops.clone(),
     ));
     let bus = state.ctx.bus.clone();
     let leases = tokio::spawn(crate::api::attach::expire_loop(state.clone()));
@@ -118,7 +115,7 @@ async fn serve(config: &Config, clock: SharedClock, url: &str) -> anyhow::Result
         };
         let url = format!("http://{}", std::net::SocketAddr::new(host, addr.port()));
         Some(
-            crate::local_worker::LocalWorker::start(&state.ctx, &config.data_dir, url)
+            local_worker::LocalWorker::start(&state.ctx, &config.data_dir, url)
                 .await
                 .context("start the local worker")?,
         )
@@ -150,21 +147,21 @@ async fn serve(config: &Config, clock: SharedClock, url: &str) -> anyhow::Result
         })
         .await
         .context("serve HTTP");
-    stop_loops.fire();
+    stop_loops.cancel();
     leases.abort();
     let _ = loops.await;
-    pool.close().await;
+    store.close().await;
     served
 }
 
 /// The loops' thresholds from the config (the seed's defaults live there).
-pub fn thresholds(config: &Config) -> crate::reconcile::Thresholds {
+pub fn thresholds(config: &Config) -> crate::ctx::Thresholds {
     use std::time::Duration as D;
-    crate::reconcile::Thresholds {
+    crate::ctx::Thresholds {
         heartbeat: D::from_secs(config.hosts.heartbeat_seconds),
         offline_after: D::from_secs(config.hosts.offline_after_seconds),
         dispatch_timeout: D::from_secs(config.dispatch.timeout_seconds),
-        ..crate::reconcile::Thresholds::default()
+        ..crate::ctx::Thresholds::default()
     }
 }
 

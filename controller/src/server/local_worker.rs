@@ -21,9 +21,10 @@ use std::time::Duration;
 
 use anyhow::Context;
 
-use crate::api::auth::{fingerprint, insert_new_token};
-use crate::reconcile::Ctx;
-use crate::store::TokenKind;
+use pam_store::TokenKind;
+
+use super::secrets::ensure_token_file;
+use crate::ctx::Ctx;
 
 pub const TOKEN_FILE: &str = "local-worker.token";
 const PID_FILE: &str = "local-worker.pid";
@@ -73,31 +74,7 @@ fn sanitize(raw: &str) -> String {
 /// for `host`; returns its path.
 pub async fn ensure_token(ctx: &Ctx, data_dir: &Path, host: &str) -> anyhow::Result<PathBuf> {
     let path = data_dir.join(TOKEN_FILE);
-    let now = ctx.now();
-    let mut tx = ctx.store.begin().await?;
-    if let Ok(text) = std::fs::read_to_string(&path) {
-        if let Some(t) = tx
-            .get_token_by_fingerprint(&fingerprint(text.trim()))
-            .await?
-        {
-            if t.revoked_at.is_none()
-                && t.kind == TokenKind::Worker
-                && t.host_name.as_deref() == Some(host)
-            {
-                return Ok(path);
-            }
-        }
-    }
-    let (_, token) = insert_new_token(
-        &mut *tx,
-        TokenKind::Worker,
-        TOKEN_NAME.into(),
-        Some(host.to_string()),
-        now,
-    )
-    .await?;
-    crate::api::auth::write_secret_file(&path, &token)?;
-    ctx.commit(tx).await?;
+    ensure_token_file(ctx, &path, TokenKind::Worker, TOKEN_NAME, Some(host)).await?;
     Ok(path)
 }
 

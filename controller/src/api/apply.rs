@@ -1,0 +1,73 @@
+//! `POST /api/v1/apply` and `POST /api/v1/diff` (see [`crate::apply`]).
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::Json;
+use serde_json::{json, Value};
+
+use super::auth::Operator;
+use super::{ApiError, AppState};
+use crate::apply::{self, ApplyError, ApplyRequest};
+
+type ApiResult<T> = Result<T, ApiError>;
+
+impl From<ApplyError> for ApiError {
+    fn from(e: ApplyError) -> Self {
+        match e {
+            ApplyError::Invalid(errors) => {
+                let n = errors.len();
+                let mut err = ApiError::new(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "invalid",
+                    format!("{n} problem(s) in the input; nothing was written"),
+                );
+                err.details = Some(json!(errors
+                    .iter()
+                    .map(|e| json!({
+                        "file": e.file, "document": e.document, "line": e.line,
+                        "column": e.column, "path": e.path, "message": e.message,
+                        "display": e.to_string(),
+                    }))
+                    .collect::<Vec<_>>()));
+                err
+            }
+            ApplyError::BadRequest(m) => ApiError::bad_request(m),
+            ApplyError::Conflict(m) => ApiError::new(StatusCode::CONFLICT, "conflict", m),
+            ApplyError::Store(e) => e.into(),
+        }
+    }
+}
+
+/// The apply response, serialized straight from the results (no
+/// intermediate JSON tree of every result).
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApplyResponse {
+    dry_run: bool,
+    results: Vec<apply::ApplyResult>,
+}
+
+#[tracing::instrument(skip_all, fields(files = req.files.len(), objects = req.objects.len(), dry_run = req.dry_run))]
+pub async fn apply_handler(
+    State(st): State<AppState>,
+    _op: Operator,
+    Json(req): Json<ApplyRequest>,
+) -> ApiResult<Json<ApplyResponse>> {
+    let results = apply::apply(&st.ctx, &req).await?;
+    Ok(Json(ApplyResponse {
+        dry_run: req.dry_run,
+        results,
+    }))
+}
+
+/// What apply would change, per object: the stored `{spec, labels,
+/// annotations}` next to the desired one.
+#[tracing::instrument(skip_all, fields(files = req.files.len(), objects = req.objects.len()))]
+pub async fn diff_handler(
+    State(st): State<AppState>,
+    _op: Operator,
+    Json(req): Json<ApplyRequest>,
+) -> ApiResult<Json<Value>> {
+    let items = apply::diff(&st.ctx, &req).await?;
+    Ok(Json(json!({ "items": items })))
+}

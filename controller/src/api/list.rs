@@ -1,0 +1,43 @@
+//! What every list endpoint shares: the query (`labelSelector`, `phase`,
+//! `host`), selection, and the `{apiVersion, kind: List, items}` shape.
+
+use axum::Json;
+use pam_manifests::names::LabelSelector;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::ApiError;
+use crate::rules::meta::manifest_labels;
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct ListQuery {
+    pub label_selector: Option<String>,
+    pub phase: Option<String>,
+    pub host: Option<String>,
+}
+
+impl ListQuery {
+    pub fn selector(&self) -> Result<Option<LabelSelector>, ApiError> {
+        match self.label_selector.as_deref().map(str::trim) {
+            None | Some("") => Ok(None),
+            Some(s) => LabelSelector::parse(s)
+                .map(Some)
+                .map_err(|e| ApiError::bad_request(format!("labelSelector {s:?}: {e}"))),
+        }
+    }
+}
+
+/// Whether an object with these (stored) labels is selected.
+pub fn selected(sel: &Option<LabelSelector>, labels: &pam_store::Labels) -> bool {
+    sel.as_ref()
+        .is_none_or(|s| s.matches(&manifest_labels(labels)))
+}
+
+pub fn list(items: Vec<Value>) -> Json<Value> {
+    Json(json!({ "apiVersion": "pam.dev/v1", "kind": "List", "items": items }))
+}
+
+pub fn to_json<T: serde::Serialize>(v: &T) -> Value {
+    serde_json::to_value(v).expect("objects serialize")
+}

@@ -1,0 +1,55 @@
+//! `/api/v1/projects`: list, get, delete.
+
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::Json;
+use serde_json::Value;
+
+use super::auth::Operator;
+use super::list::{list, selected, to_json, ListQuery};
+use super::{lookup, objects, ApiError, AppState};
+use crate::rules::projects;
+
+type ApiResult<T> = Result<T, ApiError>;
+
+#[tracing::instrument(skip_all)]
+pub async fn list_projects(
+    State(st): State<AppState>,
+    _op: Operator,
+    Query(q): Query<ListQuery>,
+) -> ApiResult<Json<Value>> {
+    let sel = q.selector()?;
+    let mut tx = st.ctx.store.begin().await?;
+    let items = tx
+        .list_projects()
+        .await?
+        .iter()
+        .filter(|p| selected(&sel, &p.meta.labels))
+        .map(|p| to_json(&objects::project(p)))
+        .collect();
+    Ok(list(items))
+}
+
+#[tracing::instrument(skip_all, fields(project = %slug))]
+pub async fn get_project(
+    State(st): State<AppState>,
+    _op: Operator,
+    Path(slug): Path<String>,
+) -> ApiResult<Json<Value>> {
+    let mut tx = st.ctx.store.begin().await?;
+    let p = lookup::project(tx.as_mut(), &slug).await?;
+    Ok(Json(to_json(&objects::project(&p))))
+}
+
+#[tracing::instrument(skip_all, fields(project = %slug))]
+pub async fn delete_project(
+    State(st): State<AppState>,
+    _op: Operator,
+    Path(slug): Path<String>,
+) -> ApiResult<StatusCode> {
+    let mut tx = st.ctx.store.begin().await?;
+    let p = lookup::project(tx.as_mut(), &slug).await?;
+    projects::delete(tx.as_mut(), &p).await?;
+    st.ctx.commit(tx).await?;
+    Ok(StatusCode::NO_CONTENT)
+}

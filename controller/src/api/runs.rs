@@ -1,0 +1,285 @@
+//! `/api/v1/projects/{p}/runs` and `/api/v1/runs`: list, get, delete, stop,
+//! signal, the latest output, and a run's event timeline.
+
+use std::collections::HashMap;
+
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use pam_manifests::state::RunStatus;
+use pam_store::prelude::*;
+use pam_store::{Project, Run, RunFilter};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+use super::auth::Operator;
+use super::list::{list, selected, to_json, ListQuery};
+use super::{lookup, objects, ApiError, AppState};
+use crate::clock::ts;
+use crate::events::event_json;
+use crate::rules::runs;
+
+type ApiResult<T> = Result<T, ApiError>;
+
+/// Context to print runs: project slugs, task names, host names.
+struct RunNames {
+    projects: HashMap<Uuid, String>,
+    tasks: HashMap<Uuid, String>,
+    hosts: HashMap<Uuid, String>,
+}
+
+impl RunNames {
+    async fn load(tx: &mut dyn Tx, projects: &[Project]) -> ApiResult<RunNames> {
+        let mut tasks = HashMap::new();
+        for p in projects {
+            for w in tx.list_work_items(p.id).await? {
+                tasks.insert(w.id, w.name);
+            }
+        }
+        Ok(RunNames {
+            projects: projects.iter().map(|p| (p.id, p.slug.clone())).collect(),
+            tasks,
+            hosts: tx
+                .list_hosts()
+                .await?
+                .into_iter()
+                .map(|h| (h.id, h.name))
+                .collect(),
+        })
+    }
+
+    fn object(&self, r: &Run) -> Value {
+        to_json(&objects::run(
+            r,
+            self.projects.get(&r.project_id).map_or("", String::as_str),
+            self.tasks.get(&r.task_id).map_or("", String::as_str),
+            r.host_id
+                .and_then(|h| self.hosts.get(&h))
+                .map(String::as_str),
+        ))
+    }
+}
+
+async fn runs_list(
+    tx: &mut dyn Tx,
+    projects: Vec<Project>,
+    q: &ListQuery,
+) -> ApiResult<Vec<Value>> {
+    let sel = q.selector()?;
+    let phase = match q.phase.as_deref() {
+        None | Some("") => None,
+        Some(s) => Some(
+            s.parse::<RunStatus>()
+                .map_err(|e| ApiError::bad_request(e.to_string()))?,
+        ),
+    };
+    let names = RunNames::load(tx, &projects).await?;
+    let host_id = match q.host.as_deref() {
+        None | Some("") => None,
+        Some(h) => Some(
+            names
+                .hosts
+                .iter()
+                .find(|(_, n)| n.as_str() == h)
+                .map(|(id, _)| *id)
+                .ok_or_else(|| ApiError::not_found(format!("host {h:?} not found")))?,
+        ),
+    };
+    let mut items = Vec::new();
+    for p in &projects {
+        let runs = tx
+            .list_runs(&RunFilter {
+                project_id: Some(p.id),
+                host_id,
+                statuses: phase.map(|s| vec![s]),
+                ..RunFilter::default()
+            })
+            .await?;
+        items.extend(
+            runs.iter()
+                .filter(|r| selected(&sel, &r.meta.labels))
+                .map(|r| names.object(r)),
+        );
+    }
+    Ok(items)
+}
+
+#[tracing::instrument(skip_all, fields(project = %slug))]
+pub async fn list_runs(
+    State(st): State<AppState>,
+    _op: Operator,
+    Path(slug): Path<String>,
+    Query(q): Query<ListQuery>,
+) -> ApiResult<Json<Value>> {
+    let mut tx = st.ctx.store.begin().await?;
+    let p = lookup::project(tx.as_mut(), &slug).await?;
+    Ok(list(runs_list(tx.as_mut(), vec![p], &q).await?))
+}
+
+#[tracing::instrument(skip_all)]
+pub async fn list_all_runs(
+    State(st): State<AppState>,
+    _op: Operator,
+    Query(q): Query<ListQuery>,
+) -> ApiResult<Json<Value>> {
+    let mut tx = st.ctx.store.begin().await?;
+    let projects = tx.list_projects().await?;
+    Ok(list(runs_list(tx.as_mut(), projects, &q).await?))
+}
+
+async fn run_object(tx: &mut dyn Tx, p: &Project, r: &Run) -> ApiResult<Value> {
+    let names = RunNames::load(tx, std::slice::from_ref(p)).await?;
+    Ok(names.object(r))
+}
+
+#[tracing::instrument(skip_all, fields(project = %slug, run = %name))]
+pub async fn get_run(
+    State(st): State<AppState>,
+    _op: Operator,
+    Path((slug, name)): Path<(String, String)>,
+) -> ApiResult<Json<Value>> {
+    let mut tx = st.ctx.store.begin().await?;
+    let p = lookup::project(tx.as_mut(), &slug).await?;
+    let r = lookup::run(tx.as_mut(), &p, &name).await?;
+    Ok(Json(run_object(tx.as_mut(), &p, &r).await?))
+}
+
+#[tracing::instrument(skip_all, fields(project = %slug, run = %name))]
+pub async fn delete_run(
+    State(st): State<AppState>,
+    _op: Operator,
+    Path((slug, name)): Path<(String, String)>,
+) -> ApiResult<StatusCode> {
+    let mut tx = st.ctx.store.begin().await?;
+    let p = lookup::project(tx.as_mut(), &slug).await?;
+    let r = lookup::run(tx.as_mut(), &p, &name).await?;
+    runs::delete(tx.as_mut(), &r).await?;
+    st.ctx.commit(tx).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// `pamctl stop RUN`: the desired stop ([`runs::request_stop`]).
+#[tracing::instrument(skip_all, fields(project = %slug, run = %name))]
+pub async fn stop_run(
+    State(st): State<AppState>,
+    _op: Operator,
+    Path((slug, name)): Path<(String, String)>,
+) -> ApiResult<Json<Value>> {
+    let now = st.ctx.now();
+    let mut tx = st.ctx.store.begin().await?;
+    let p = lookup::project(tx.as_mut(), &slug).await?;
+    let r = lookup::run(tx.as_mut(), &p, &name).await?;
+    let r = runs::request_stop(tx.as_mut(), r, now).await?;
+    let obj = run_object(tx.as_mut(), &p, &r).await?;
+    st.ctx.commit(tx).await?;
+    st.ctx.wake.notify_one();
+    // Wake the workers' long-polls so the stop reaches the session now.
+    st.nudge.notify_waiters();
+    Ok(Json(obj))
+}
+
+const SIGNALS: &[&str] = &["INT", "TERM", "KILL", "HUP", "QUIT", "USR1", "USR2"];
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SignalBody {
+    signal: String,
+}
+
+/// `pamctl signal RUN --signal INT`: journaled (`run.signal_received`, whose
+/// seq is the signal's id), then listed in the run's desired set until the
+/// run ends; the worker delivers each id once.
+#[tracing::instrument(skip_all, fields(project = %slug, run = %name))]
+pub async fn signal_run(
+    State(st): State<AppState>,
+    _op: Operator,
+    Path((slug, name)): Path<(String, String)>,
+    Json(body): Json<SignalBody>,
+) -> ApiResult<Response> {
+    let sig = body.signal.trim_start_matches("SIG").to_ascii_uppercase();
+    if !SIGNALS.contains(&sig.as_str()) {
+        return Err(ApiError::bad_request(format!(
+            "unknown signal {:?}; expected one of {}",
+            body.signal,
+            SIGNALS.join(", ")
+        )));
+    }
+    let now = st.ctx.now();
+    let mut tx = st.ctx.store.begin().await?;
+    let p = lookup::project(tx.as_mut(), &slug).await?;
+    let r = lookup::run(tx.as_mut(), &p, &name).await?;
+    if !matches!(r.status, RunStatus::Spawning | RunStatus::Running) {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "conflict",
+            format!(
+                "run {name:?} is {}; only a live run can be signalled",
+                r.status
+            ),
+        ));
+    }
+    let ev = runs::journal_signal(tx.as_mut(), &r, &sig, now).await?;
+    st.ctx.commit(tx).await?;
+    // Durable from here: journaled, and rebuilt from the journal when pamd
+    // starts (pending_signals).
+    st.signals.push(r.id, r.host_id, r.attempt, ev.seq, sig);
+    st.nudge.notify_waiters();
+    Ok((StatusCode::ACCEPTED, Json(json!({ "accepted": true }))).into_response())
+}
+
+#[tracing::instrument(skip_all, fields(project = %slug, run = %name))]
+pub async fn run_output(
+    State(st): State<AppState>,
+    _op: Operator,
+    Path((slug, name)): Path<(String, String)>,
+) -> ApiResult<Json<Value>> {
+    let mut tx = st.ctx.store.begin().await?;
+    let p = lookup::project(tx.as_mut(), &slug).await?;
+    let r = lookup::run(tx.as_mut(), &p, &name).await?;
+    let snap = st
+        .snapshots
+        .get(r.id)
+        .ok_or_else(|| ApiError::not_found(format!("no output for run {name:?} yet")))?;
+    Ok(Json(json!({
+        "attempt": snap.snapshot.attempt,
+        "text": snap.snapshot.text,
+        "lines": snap.snapshot.lines,
+        "bytes": snap.snapshot.bytes,
+        "receivedAt": ts(snap.received_at),
+    })))
+}
+
+#[derive(Debug, Deserialize)]
+pub struct RunEventsQuery {
+    /// Only events after this seq (a live page resumes from its last one).
+    #[serde(default)]
+    pub after: Option<i64>,
+    /// At most this many, oldest first (default 1000, max 10000).
+    #[serde(default)]
+    pub limit: Option<i64>,
+}
+
+/// `GET /api/v1/projects/{project}/runs/{name}/events`: one run's timeline
+/// (every journaled event whose payload names the run, attempts included),
+/// for the dashboard's run page.
+#[tracing::instrument(skip_all, fields(project = %slug, run = %name))]
+pub async fn run_events(
+    State(st): State<AppState>,
+    _op: Operator,
+    Path((slug, name)): Path<(String, String)>,
+    Query(q): Query<RunEventsQuery>,
+) -> ApiResult<Json<Value>> {
+    let limit = q.limit.unwrap_or(1000).clamp(1, 10_000);
+    let mut tx = st.ctx.store.begin().await?;
+    let p = lookup::project(tx.as_mut(), &slug).await?;
+    let run = lookup::run(tx.as_mut(), &p, &name).await?;
+    let items: Vec<Value> = tx
+        .run_events(run.id, q.after.unwrap_or(0), limit)
+        .await?
+        .iter()
+        .map(event_json)
+        .collect();
+    Ok(Json(json!({ "items": items })))
+}

@@ -1,0 +1,153 @@
+//! `/api/v1/projects/{p}/tasks` and `/api/v1/tasks`: list, get, delete, and
+//! the status verbs (`pamctl task start|done|cancel|reopen`, the board's
+//! drag).
+
+use std::collections::HashMap;
+
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::Json;
+use pam_manifests::names::LabelSelector;
+use pam_manifests::state::WorkItemStatus;
+use pam_store::prelude::*;
+use pam_store::{Project, WorkItem};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+use super::auth::Operator;
+use super::list::{list, selected, to_json, ListQuery};
+use super::{lookup, objects, ApiError, AppState};
+use crate::rules::work_items;
+
+type ApiResult<T> = Result<T, ApiError>;
+
+async fn tasks_of(
+    tx: &mut dyn Tx,
+    p: &Project,
+    sel: &Option<LabelSelector>,
+) -> ApiResult<Vec<Value>> {
+    let items = tx.list_work_items(p.id).await?;
+    let names: HashMap<Uuid, &str> = items.iter().map(|w| (w.id, w.name.as_str())).collect();
+    let completion = objects::completions(&items);
+    Ok(items
+        .iter()
+        .filter(|w| selected(sel, &w.meta.labels))
+        .map(|w| {
+            let parent = w.parent_id.and_then(|id| names.get(&id).copied());
+            to_json(&objects::task(
+                w,
+                &p.slug,
+                parent,
+                completion.get(&w.id).copied(),
+            ))
+        })
+        .collect())
+}
+
+#[tracing::instrument(skip_all, fields(project = %slug))]
+pub async fn list_tasks(
+    State(st): State<AppState>,
+    _op: Operator,
+    Path(slug): Path<String>,
+    Query(q): Query<ListQuery>,
+) -> ApiResult<Json<Value>> {
+    let sel = q.selector()?;
+    let mut tx = st.ctx.store.begin().await?;
+    let p = lookup::project(tx.as_mut(), &slug).await?;
+    Ok(list(tasks_of(tx.as_mut(), &p, &sel).await?))
+}
+
+#[tracing::instrument(skip_all)]
+pub async fn list_all_tasks(
+    State(st): State<AppState>,
+    _op: Operator,
+    Query(q): Query<ListQuery>,
+) -> ApiResult<Json<Value>> {
+    let sel = q.selector()?;
+    let mut tx = st.ctx.store.begin().await?;
+    let mut items = Vec::new();
+    for p in tx.list_projects().await? {
+        items.extend(tasks_of(tx.as_mut(), &p, &sel).await?);
+    }
+    Ok(list(items))
+}
+
+async fn task_object(tx: &mut dyn Tx, p: &Project, w: &WorkItem) -> ApiResult<Value> {
+    let parent = match w.parent_id {
+        Some(id) => tx.get_work_item(id).await?.map(|p| p.name),
+        None => None,
+    };
+    let subtree = tx.subtree(w.id).await?;
+    let completion = objects::completions(&subtree).get(&w.id).copied();
+    Ok(to_json(&objects::task(
+        w,
+        &p.slug,
+        parent.as_deref(),
+        completion,
+    )))
+}
+
+#[tracing::instrument(skip_all, fields(project = %slug, task = %name))]
+pub async fn get_task(
+    State(st): State<AppState>,
+    _op: Operator,
+    Path((slug, name)): Path<(String, String)>,
+) -> ApiResult<Json<Value>> {
+    let mut tx = st.ctx.store.begin().await?;
+    let p = lookup::project(tx.as_mut(), &slug).await?;
+    let w = lookup::task(tx.as_mut(), &p, &name).await?;
+    Ok(Json(task_object(tx.as_mut(), &p, &w).await?))
+}
+
+#[tracing::instrument(skip_all, fields(project = %slug, task = %name))]
+pub async fn delete_task(
+    State(st): State<AppState>,
+    _op: Operator,
+    Path((slug, name)): Path<(String, String)>,
+) -> ApiResult<StatusCode> {
+    let now = st.ctx.now();
+    let mut tx = st.ctx.store.begin().await?;
+    let p = lookup::project(tx.as_mut(), &slug).await?;
+    let w = lookup::task(tx.as_mut(), &p, &name).await?;
+    work_items::delete(tx.as_mut(), &w, &p.slug, now).await?;
+    st.ctx.commit(tx).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TransitionBody {
+    to: WorkItemStatus,
+    #[serde(default)]
+    dry_run: bool,
+}
+
+/// `pamctl task start|done|cancel|reopen`, the dashboard's drag: the same
+/// gate as apply ([`work_items::set_status`]).
+#[tracing::instrument(skip_all, fields(project = %slug, task = %name))]
+pub async fn transition_task(
+    State(st): State<AppState>,
+    _op: Operator,
+    Path((slug, name)): Path<(String, String)>,
+    Json(body): Json<TransitionBody>,
+) -> ApiResult<Json<Value>> {
+    let now = st.ctx.now();
+    let mut tx = st.ctx.store.begin().await?;
+    let p = lookup::project(tx.as_mut(), &slug).await?;
+    let w = lookup::task(tx.as_mut(), &p, &name).await?;
+    let Some((moved, cascade)) =
+        work_items::set_status(tx.as_mut(), &w, body.to, &p.slug, now).await?
+    else {
+        return Ok(Json(
+            json!({ "task": task_object(tx.as_mut(), &p, &w).await?, "cascade": [], "changed": false }),
+        ));
+    };
+    let obj = task_object(tx.as_mut(), &p, &moved).await?;
+    if !body.dry_run {
+        st.ctx.commit(tx).await?;
+    }
+    Ok(Json(
+        json!({ "task": obj, "cascade": cascade, "changed": true, "dryRun": body.dry_run }),
+    ))
+}

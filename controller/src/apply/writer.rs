@@ -1,0 +1,336 @@
+//! Writes a validated batch, object by object, through the rules: apply
+//! decides *which* object changes (create, update, unchanged) and keeps
+//! the batch cheap (one read of a project's items, new items written in
+//! bulk); the rules decide *how* (gate, generation, conditions, events).
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+use pam_manifests::kinds::{self, Manifest};
+use pam_manifests::load::Document;
+use pam_manifests::state::ProjectStatus;
+use pam_manifests::ManifestError;
+use pam_store::prelude::*;
+use pam_store::{StoreError, WorkItem};
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::{Action, ApplyError, ApplyResult};
+use crate::rules::hosts::{self, HostDesired};
+use crate::rules::meta::{self, Change, Desired};
+use crate::rules::projects::{self, ProjectDesired};
+use crate::rules::runs::{self, RunDesired};
+use crate::rules::work_items::{self, TaskDesired};
+use crate::rules::RuleError;
+
+pub(super) struct Writer<'t> {
+    pub(super) tx: &'t mut dyn Tx,
+    pub(super) now: DateTime<Utc>,
+    pub(super) errors: Vec<ManifestError>,
+    pub(super) results: Vec<ApplyResult>,
+    /// Project slug → id, for tasks and runs.
+    projects: HashMap<String, (Uuid, ProjectStatus)>,
+    /// Work items by project id and name: loaded with one query per
+    /// project instead of lookups per document, kept current by the writer.
+    items: HashMap<Uuid, HashMap<String, WorkItem>>,
+    /// New work items not written yet (parents first), and their project
+    /// slugs: [`Writer::flush_new_items`] writes them with one bulk insert
+    /// and one bulk event append, not round trips per object.
+    new_items: Vec<WorkItem>,
+    new_item_projects: Vec<String>,
+    /// The ids of `new_items` by project id and name (parents of later
+    /// documents), without copies of the rows.
+    new_names: HashMap<(Uuid, String), Uuid>,
+    /// The conditions of every object created by this batch, built once.
+    created_conditions: Value,
+    pub(super) new_runs: bool,
+    offline_after: std::time::Duration,
+}
+
+/// The result action of a change.
+fn action(change: Change) -> Action {
+    match change {
+        Change::Unchanged => Action::Unchanged,
+        Change::Metadata | Change::Spec => Action::Configured,
+    }
+}
+
+pub(super) fn object_ref(m: &Manifest) -> String {
+    match m.project() {
+        Some(p) => format!("{p}/{}", m.name()),
+        None => m.name().to_string(),
+    }
+}
+
+/// A guarded-update conflict during apply names the object.
+pub(super) fn conflict_named(e: StoreError, m: &Manifest) -> ApplyError {
+    match e {
+        StoreError::Conflict(_) => ApplyError::Conflict(format!(
+            "{} {} was changed concurrently; reapply",
+            m.kind(),
+            object_ref(m)
+        )),
+        e => e.into(),
+    }
+}
+
+impl<'t> Writer<'t> {
+    pub(super) fn new(
+        tx: &'t mut dyn Tx,
+        now: DateTime<Utc>,
+        offline_after: std::time::Duration,
+    ) -> Writer<'t> {
+        Writer {
+            tx,
+            now,
+            errors: Vec::new(),
+            results: Vec::new(),
+            projects: HashMap::new(),
+            items: HashMap::new(),
+            new_items: Vec::new(),
+            new_item_projects: Vec::new(),
+            new_names: HashMap::new(),
+            created_conditions: meta::created_conditions(now),
+            new_runs: false,
+            offline_after,
+        }
+    }
+
+    fn result(&mut self, m: &Manifest, action: Action, generation: Option<i64>) {
+        self.results.push(ApplyResult {
+            kind: m.kind().as_str(),
+            project: m.project().map(|p| p.to_string()),
+            name: m.name().to_string(),
+            action,
+            generation,
+        });
+    }
+
+    /// A rule refused the document: per-field refusals become positioned
+    /// errors (the batch goes on, to report every problem); anything else
+    /// ends the batch.
+    fn refused(&mut self, d: &Document, e: RuleError) -> Result<(), ApplyError> {
+        match e {
+            RuleError::Fields(fields) => {
+                for (path, message) in fields {
+                    self.errors.push(d.error_at(&path, message));
+                }
+                Ok(())
+            }
+            RuleError::Store(e) => Err(conflict_named(e, &d.manifest)),
+        }
+    }
+
+    /// Checks `metadata.resourceVersion` against the stored one.
+    fn check_rv(&self, d: &Document, stored_rv: i64) -> Result<(), ApplyError> {
+        match d.manifest.resource_version() {
+            Some(rv) if rv != stored_rv.to_string() => Err(ApplyError::Conflict(format!(
+                "{} {}: resourceVersion {rv} is stale (the object is at {stored_rv}); get it again and reapply",
+                d.manifest.kind(),
+                object_ref(&d.manifest),
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    async fn project_id(&mut self, slug: &str) -> Result<(Uuid, ProjectStatus), ApplyError> {
+        if let Some(p) = self.projects.get(slug) {
+            return Ok(*p);
+        }
+        let p = self
+            .tx
+            .get_project_by_slug(slug)
+            .await?
+            .ok_or_else(|| StoreError::NotFound(format!("project {slug:?}")))?;
+        self.projects.insert(slug.into(), (p.id, p.status));
+        Ok((p.id, p.status))
+    }
+
+    /// The project's work items by name (loaded on first use).
+    async fn items_of(
+        &mut self,
+        project_id: Uuid,
+    ) -> Result<&mut HashMap<String, WorkItem>, ApplyError> {
+        if !self.items.contains_key(&project_id) {
+            let all = self.tx.list_work_items(project_id).await?;
+            self.items.insert(
+                project_id,
+                all.into_iter().map(|w| (w.name.clone(), w)).collect(),
+            );
+        }
+        Ok(self.items.get_mut(&project_id).expect("loaded above"))
+    }
+
+    /// Writes the pending new work items and their `work_item.created`
+    /// events in bulk. Called before any write that may depend on them.
+    pub(super) async fn flush_new_items(&mut self) -> Result<(), ApplyError> {
+        if self.new_items.is_empty() {
+            return Ok(());
+        }
+        let items = std::mem::take(&mut self.new_items);
+        let slugs = std::mem::take(&mut self.new_item_projects);
+        self.new_names.clear();
+        let rows = work_items::create_many(self.tx, items, &slugs, self.now).await?;
+        for w in rows {
+            if let Some(m) = self.items.get_mut(&w.project_id) {
+                m.insert(w.name.clone(), w);
+            }
+        }
+        Ok(())
+    }
+
+    async fn fresh_item(&mut self, id: Uuid) -> Result<WorkItem, ApplyError> {
+        Ok(self
+            .tx
+            .get_work_item(id)
+            .await?
+            .ok_or_else(|| StoreError::NotFound(format!("work item {id}")))?)
+    }
+
+    pub(super) async fn apply_one(&mut self, d: &Document) -> Result<(), ApplyError> {
+        match &d.manifest {
+            Manifest::Project(p) => self.project(d, p).await,
+            Manifest::Host(h) => self.host(d, h).await,
+            Manifest::Task(t) => self.task(d, t).await,
+            Manifest::Run(r) => self.run(d, r).await,
+        }
+    }
+
+    async fn project(&mut self, d: &Document, p: &kinds::Project) -> Result<(), ApplyError> {
+        let desired = ProjectDesired::of(p, Desired::of(&d.manifest));
+        let slug = desired.slug.clone();
+        match self.tx.get_project_by_slug(&slug).await? {
+            None => {
+                let row = projects::create(self.tx, desired, self.now).await?;
+                self.projects.insert(slug, (row.id, row.status));
+                self.result(&d.manifest, Action::Created, Some(1));
+            }
+            Some(row) => {
+                self.check_rv(d, row.meta.resource_version)?;
+                let (row, change) = projects::update(self.tx, row, desired, self.now)
+                    .await
+                    .map_err(|e| conflict_named(e, &d.manifest))?;
+                self.projects.insert(slug, (row.id, row.status));
+                self.result(&d.manifest, action(change), Some(row.meta.generation));
+            }
+        }
+        Ok(())
+    }
+
+    async fn host(&mut self, d: &Document, h: &kinds::Host) -> Result<(), ApplyError> {
+        let desired = HostDesired::of(h, Desired::of(&d.manifest));
+        match self.tx.get_host_by_name(&desired.name).await? {
+            None => {
+                hosts::create(self.tx, desired, self.now).await?;
+                self.result(&d.manifest, Action::Created, Some(1));
+            }
+            Some(row) => {
+                self.check_rv(d, row.meta.resource_version)?;
+                let (row, change) =
+                    hosts::update(self.tx, row, desired, self.offline_after, self.now)
+                        .await
+                        .map_err(|e| conflict_named(e, &d.manifest))?;
+                self.result(&d.manifest, action(change), Some(row.meta.generation));
+            }
+        }
+        Ok(())
+    }
+
+    async fn task(&mut self, d: &Document, t: &kinds::Task) -> Result<(), ApplyError> {
+        let now = self.now;
+        let project_slug = t.metadata.project.to_string();
+        let (project_id, _) = self.project_id(&project_slug).await?;
+        let name = t.metadata.name.to_string();
+        if self.new_names.contains_key(&(project_id, name)) {
+            // Not reached (validation refuses duplicates): the rows below
+            // are read from the store.
+            self.flush_new_items().await?;
+        }
+        let new_names = std::mem::take(&mut self.new_names);
+        let items = self.items_of(project_id).await?;
+        let parent_id = match &t.spec.parent {
+            None => None,
+            Some(p) => Some(
+                match items.get(p.as_str()) {
+                    Some(w) => Some(w.id),
+                    None => new_names.get(&(project_id, p.to_string())).copied(),
+                }
+                .ok_or_else(|| StoreError::NotFound(format!("task {p}")))?,
+            ),
+        };
+        let existing = items.get(t.metadata.name.as_str()).cloned();
+        self.new_names = new_names;
+        let desired = TaskDesired::of(t, parent_id, Desired::of(&d.manifest));
+        let Some(cached) = existing else {
+            let row = work_items::new_row(project_id, desired, &self.created_conditions, now);
+            // Written in bulk by flush_new_items; known to later
+            // documents (children, runs) from now on.
+            self.new_names
+                .insert((project_id, row.name.clone()), row.id);
+            self.new_items.push(row);
+            self.new_item_projects.push(project_slug);
+            self.result(&d.manifest, Action::Created, Some(1));
+            return Ok(());
+        };
+        // A cascade or reparent earlier in this batch may have moved the
+        // stored row past the cache: read it again where that matters.
+        let row = if d.manifest.resource_version().is_some() {
+            self.fresh_item(cached.id).await?
+        } else {
+            cached
+        };
+        self.check_rv(d, row.meta.resource_version)?;
+        if Desired::stored(&row.meta) == desired.desired {
+            self.result(&d.manifest, Action::Unchanged, Some(row.meta.generation));
+            return Ok(());
+        }
+        // The writes below may refer to new items (a new parent).
+        self.flush_new_items().await?;
+        let row = self.fresh_item(row.id).await?;
+        match work_items::update(self.tx, row, desired, &project_slug, now).await {
+            Ok((row, change)) => {
+                let generation = row.meta.generation;
+                if let Some(m) = self.items.get_mut(&project_id) {
+                    m.insert(row.name.clone(), row);
+                }
+                self.result(&d.manifest, action(change), Some(generation));
+                Ok(())
+            }
+            Err(e) => self.refused(d, e),
+        }
+    }
+
+    async fn run(&mut self, d: &Document, r: &kinds::Run) -> Result<(), ApplyError> {
+        let project_slug = r.metadata.project.to_string();
+        let (project_id, _) = self.project_id(&project_slug).await?;
+        let desired = RunDesired::of(r, Desired::of(&d.manifest));
+        match self
+            .tx
+            .get_run_by_name(project_id, r.metadata.name.as_str())
+            .await?
+        {
+            None => {
+                // Validation checked the task exists and may carry runs.
+                let task = self
+                    .items_of(project_id)
+                    .await?
+                    .get(r.spec.task.as_str())
+                    .cloned()
+                    .ok_or_else(|| StoreError::NotFound(format!("task {}", r.spec.task)))?;
+                runs::create(self.tx, project_id, &project_slug, &task, desired, self.now).await?;
+                self.new_runs = true;
+                self.result(&d.manifest, Action::Created, Some(1));
+            }
+            Some(row) => {
+                self.check_rv(d, row.meta.resource_version)?;
+                match runs::update(self.tx, row, desired, self.now).await {
+                    Ok((row, change)) => {
+                        self.result(&d.manifest, action(change), Some(row.meta.generation))
+                    }
+                    Err(e) => return self.refused(d, e),
+                }
+            }
+        }
+        Ok(())
+    }
+}

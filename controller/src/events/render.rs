@@ -1,0 +1,32 @@
+//! How a journaled event is rendered, in one place: the JSON of
+//! `GET /api/v1/events`, of a run's timeline and of the SSE stream's `data:`
+//! lines, and the SSE frame around it.
+
+use bytes::Bytes;
+use pam_store::Event;
+
+/// The JSON an event is sent as, on the stream and by `GET /api/v1/events`.
+pub fn event_json(e: &Event) -> serde_json::Value {
+    serde_json::json!({
+        "seq": e.seq,
+        "topic": e.topic,
+        "payload": e.payload,
+        "createdAt": crate::clock::ts(e.created_at),
+    })
+}
+
+/// One SSE frame. Topics are `[a-z_.]` and compact JSON has no raw
+/// newline, so neither needs escaping.
+pub fn frame(e: &Event) -> Bytes {
+    let mut out = Vec::new();
+    write_frame(&mut out, e);
+    Bytes::from(out)
+}
+
+pub(super) fn write_frame(out: &mut Vec<u8>, e: &Event) {
+    use std::io::Write;
+    let _ = write!(out, "id: {}\nevent: {}\ndata: ", e.seq, e.topic);
+    // Writing into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *out, &event_json(e));
+    out.extend_from_slice(b"\n\n");
+}

@@ -1,0 +1,28 @@
+//! Event topics — exactly the seed's list (pam-data-model.txt, "Event
+//! Topics"), plus `run.integrity_anomaly` for the seed's own rule that a run
+//! pointing at a milestone or epic is "a data-integrity anomaly to journal".
+
+pub const PROJECT_CREATED: &str = "project.created";
+pub const PROJECT_UPDATED: &str = "project.updated";
+pub const PROJECT_ARCHIVED: &str = "project.archived";
+pub const WORK_ITEM_CREATED: &str = "work_item.created";
+pub const WORK_ITEM_UPDATED: &str = "work_item.updated";
+pub const WORK_ITEM_STATUS_CHANGED: &str = "work_item.status_changed";
+pub const WORK_ITEM_REPARENTED: &str = "work_item.reparented";
+pub const WORK_ITEM_DELETED: &str = "work_item.deleted";
+pub const RUN_CREATED: &str = "run.created";
+pub const RUN_SPAWNING: &str = "run.spawning";
+pub const RUN_STARTED: &str = "run.started";
+pub const RUN_FINISHED: &str = "run.finished";
+pub const RUN_FAILED: &str = "run.failed";
+pub const RUN_STOPPED: &str = "run.stopped";
+pub const RUN_SIGNAL_RECEIVED: &str = "run.signal_received";
+pub const RUN_OUTPUT_APPENDED: &str = "run.output_appended";
+pub const RUN_LEASE_ACQUIRED: &str = "run.lease_acquired";
+pub const RUN_LEASE_RELEASED: &str = "run.lease_released";
+pub const RUN_ORPHAN_DETECTED: &str = "run.orphan_detected";
+pub const RUN_INTEGRITY_ANOMALY: &str = "run.integrity_anomaly";
+pub const WORKER_REGISTERED: &str = "worker.registered";
+pub const WORKER_OFFLINE: &str = "worker.offline";
+pub const WORKER_INSTANCE_SUSPECT: &str = "worker.instance_suspect";
+pub const WORKER_INSTANCE_REINSTALLED: &str = "worker.instance_reinstalled";

@@ -1,0 +1,179 @@
+//! pamd's Prometheus metrics (served at `GET /metrics` by the API) (OpenMetrics text, which
+//! Prometheus scrapes natively), with the `prometheus-client` crate.
+//!
+//! Counters and histograms are updated where things happen (HTTP
+//! middleware, dispatch, signal ingest, the loops, the event bus); the
+//! runs-by-phase and hosts-by-phase gauges are computed from the database
+//! at scrape time, so they are right across restarts and other writers.
+//! docs/operations.md lists every metric.
+
+use std::time::Instant;
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+use tokio::sync::Mutex;
+
+use pam_store::Store;
+
+use crate::events::EventBus;
+
+type Labels = Vec<(&'static str, String)>;
+type HistogramFamily = Family<Labels, Histogram, fn() -> Histogram>;
+
+/// Run phases (the `runs.status` column) and host phases, always reported
+/// (as 0 when none), so dashboards see every series.
+const RUN_PHASES: [&str; 6] = [
+    "pending", "spawning", "running", "exited", "failed", "stopped",
+];
+const HOST_PHASES: [&str; 4] = ["registered", "online", "offline", "disabled"];
+
+fn seconds_buckets() -> Histogram {
+    // 1 ms … ~33 s.
+    Histogram::new(exponential_buckets(0.001, 2.0, 16))
+}
+
+fn dispatch_buckets() -> Histogram {
+    // 10 ms … ~5.8 h (a pending run can wait for a host for long).
+    Histogram::new(exponential_buckets(0.01, 3.0, 14))
+}
+
+pub struct Metrics {
+    registry: Mutex<Registry>,
+    runs: Family<Labels, Gauge>,
+    hosts: Family<Labels, Gauge>,
+    /// pending_since → spawning (a claim), seconds.
+    pub dispatch_latency: Histogram,
+    /// Worker signals by outcome: applied, duplicate, stale, rejected.
+    pub signals: Family<Labels, Counter>,
+    /// One loop's sweep, seconds, by `loop`.
+    pub loop_duration: HistogramFamily,
+    /// HTTP requests by method, matched route and status, seconds.
+    pub http_duration: HistogramFamily,
+}
+
+impl Metrics {
+    /// Registers everything, including the bus's own counters.
+    pub fn new(bus: &EventBus) -> Metrics {
+        let mut r = Registry::with_prefix("pam");
+        let runs = Family::<Labels, Gauge>::default();
+        r.register("runs", "Runs by phase", runs.clone());
+        let hosts = Family::<Labels, Gauge>::default();
+        r.register("hosts", "Hosts by phase", hosts.clone());
+        let dispatch_latency = dispatch_buckets();
+        r.register(
+            "dispatch_latency_seconds",
+            "Time from a run's pending_since to its claim (spawning)",
+            dispatch_latency.clone(),
+        );
+        let signals = Family::<Labels, Counter>::default();
+        r.register(
+            "signals",
+            "Worker signals ingested, by outcome (applied, duplicate, stale, rejected)",
+            signals.clone(),
+        );
+        let loop_duration = HistogramFamily::new_with_constructor(seconds_buckets);
+        r.register(
+            "loop_duration_seconds",
+            "Duration of one sweep of a controller loop, by loop",
+            loop_duration.clone(),
+        );
+        let http_duration = HistogramFamily::new_with_constructor(seconds_buckets);
+        r.register(
+            "http_request_duration_seconds",
+            "HTTP request duration (to the response head), by method, route and status",
+            http_duration.clone(),
+        );
+        r.register(
+            "events_journaled",
+            "Events committed to the journal and published by this pamd",
+            bus.journaled.clone(),
+        );
+        r.register(
+            "sse_subscribers",
+            "Open event streams (GET /api/v1/events/stream)",
+            bus.subscribers.clone(),
+        );
+        r.register(
+            "sse_lagged",
+            "Times a slow event-stream subscriber was caught up from the journal",
+            bus.lagged.clone(),
+        );
+        // Every known series from the start (at 0), so rates work from the
+        // first scrape.
+        for outcome in ["applied", "duplicate", "stale", "rejected"] {
+            let _ = signals.get_or_create(&vec![("outcome", outcome.to_string())]);
+        }
+        for name in ["liveness", "timeout", "restart", "integrity"] {
+            let _ = loop_duration.get_or_create(&vec![("loop", name.to_string())]);
+        }
+        Metrics {
+            registry: Mutex::new(r),
+            runs,
+            hosts,
+            dispatch_latency,
+            signals,
+            loop_duration,
+            http_duration,
+        }
+    }
+
+    pub fn signal(&self, outcome: pam_manifests::protocol::SignalOutcome) {
+        use pam_manifests::protocol::SignalOutcome as O;
+        let label = match outcome {
+            O::Applied => "applied",
+            O::Duplicate => "duplicate",
+            O::Stale => "stale",
+            O::Rejected => "rejected",
+        };
+        self.signals
+            .get_or_create(&vec![("outcome", label.to_string())])
+            .inc();
+    }
+
+    pub fn loop_took(&self, name: &'static str, started: Instant) {
+        self.loop_duration
+            .get_or_create(&vec![("loop", name.to_string())])
+            .observe(started.elapsed().as_secs_f64());
+    }
+
+    /// The exposition, after refreshing the phase gauges from the store.
+    pub async fn render(&self, store: &dyn Store) -> pam_store::StoreResult<String> {
+        let (runs, hosts) = {
+            let mut tx = store.begin().await?;
+            let runs: Vec<(String, i64)> = tx
+                .count_runs_by_status()
+                .await?
+                .into_iter()
+                .map(|(s, n)| (s.as_str().to_string(), n))
+                .collect();
+            let hosts: Vec<(String, i64)> = tx
+                .count_hosts_by_status()
+                .await?
+                .into_iter()
+                .map(|(s, n)| (s.as_str().to_string(), n))
+                .collect();
+            (runs, hosts)
+        };
+        // One scrape at a time: the gauges are set, then encoded.
+        let registry = self.registry.lock().await;
+        set_phases(&self.runs, &RUN_PHASES, &runs);
+        set_phases(&self.hosts, &HOST_PHASES, &hosts);
+        let mut out = String::new();
+        encode(&mut out, &registry).expect("writing to a String cannot fail");
+        Ok(out)
+    }
+}
+
+fn set_phases(family: &Family<Labels, Gauge>, phases: &[&str], counts: &[(String, i64)]) {
+    family.clear();
+    for p in phases {
+        family.get_or_create(&vec![("phase", p.to_string())]).set(0);
+    }
+    for (p, n) in counts {
+        family.get_or_create(&vec![("phase", p.clone())]).set(*n);
+    }
+}

@@ -1,0 +1,110 @@
+//! Project rules: create, update (archive and un-archive), delete.
+//!
+//! Archived semantics (pam-data-model.txt, projects): an archived project
+//! takes no new work items and no new runs (validation refuses them);
+//! runs in flight continue. Un-archiving restores full mutability.
+
+use chrono::{DateTime, Utc};
+use pam_manifests::kinds;
+use pam_manifests::state::ProjectStatus;
+use pam_store::prelude::*;
+use pam_store::{Project, StoreResult};
+use uuid::Uuid;
+
+use super::meta::{self, Change, Desired};
+use crate::events::{payload, topic};
+
+/// A project as declared.
+#[derive(Debug, Clone)]
+pub struct ProjectDesired {
+    pub slug: String,
+    pub display_name: String,
+    pub description: String,
+    pub archived: bool,
+    pub desired: Desired,
+}
+
+impl ProjectDesired {
+    pub fn of(p: &kinds::Project, desired: Desired) -> ProjectDesired {
+        let slug = p.metadata.name.to_string();
+        ProjectDesired {
+            display_name: p.spec.display_name.clone().unwrap_or_else(|| slug.clone()),
+            slug,
+            description: p.spec.description.clone(),
+            archived: p.spec.archived,
+            desired,
+        }
+    }
+
+    fn status(&self) -> ProjectStatus {
+        if self.archived {
+            ProjectStatus::Archived
+        } else {
+            ProjectStatus::Active
+        }
+    }
+}
+
+/// Creates a project; journals `project.created` (and `project.archived`
+/// when it is born archived).
+pub async fn create(
+    tx: &mut dyn Tx,
+    d: ProjectDesired,
+    now: DateTime<Utc>,
+) -> StoreResult<Project> {
+    let status = d.status();
+    let row = Project {
+        id: Uuid::new_v4(),
+        name: d.display_name,
+        slug: d.slug,
+        description: d.description,
+        status,
+        meta: meta::new_meta(d.desired, now),
+        created_at: now,
+        updated_at: now,
+    };
+    tx.insert_project(&row).await?;
+    let p = payload::project(&row);
+    tx.append_event(topic::PROJECT_CREATED, p.clone(), now)
+        .await?;
+    if status == ProjectStatus::Archived {
+        tx.append_event(topic::PROJECT_ARCHIVED, p, now).await?;
+    }
+    Ok(row)
+}
+
+/// Updates a project to its desired state (guarded by its
+/// resourceVersion); journals `project.archived` when this archives it,
+/// else `project.updated`. The same desired state writes nothing.
+pub async fn update(
+    tx: &mut dyn Tx,
+    mut row: Project,
+    d: ProjectDesired,
+    now: DateTime<Utc>,
+) -> StoreResult<(Project, Change)> {
+    let rv = row.meta.resource_version;
+    let was = row.status;
+    let status = d.status();
+    let change = meta::set_desired(&mut row.meta, d.desired, now);
+    if !change.changed() {
+        return Ok((row, change));
+    }
+    row.name = d.display_name;
+    row.description = d.description;
+    row.status = status;
+    row.updated_at = now;
+    let row = tx.update_project(&row, rv).await?;
+    let t = if was != ProjectStatus::Archived && status == ProjectStatus::Archived {
+        topic::PROJECT_ARCHIVED
+    } else {
+        topic::PROJECT_UPDATED
+    };
+    tx.append_event(t, payload::project(&row), now).await?;
+    Ok((row, change))
+}
+
+/// Deletes a project with (by cascade) its work items, runs and their
+/// signal markers. The seed's journal has no project deletion topic.
+pub async fn delete(tx: &mut dyn Tx, p: &Project) -> StoreResult<bool> {
+    tx.delete_project(p.id).await
+}

@@ -1,0 +1,257 @@
+//! Run rules. This module: what operators declare — create, spec updates,
+//! stop requests, operator signals, deletion — and the integrity anomaly.
+//! [`lifecycle`]: every status transition (dispatch, the worker's
+//! signals, failures and restarts, timeouts).
+//!
+//! Immutable after creation (ARCHITECTURE.md, "Apply semantics"): a run's
+//! task, provider, prompt, cwd (and command). A stop, once asked, is never
+//! withdrawn by a later apply.
+
+pub mod lifecycle;
+
+pub use lifecycle::{backoff, fail, RunWrites};
+
+use chrono::{DateTime, Utc};
+use pam_manifests::kinds::{self, Kind};
+use pam_manifests::state::RunStatus;
+use pam_store::prelude::*;
+use pam_store::{Event, Run, StoreResult, Target, WorkItem};
+use serde_json::json;
+use uuid::Uuid;
+
+use super::meta::{self, Change, Desired};
+use super::{RuleError, RuleResult};
+use crate::events::{payload, topic};
+
+/// The operator-owned fields of a run as declared.
+#[derive(Debug, Clone)]
+pub struct RunDesired {
+    pub name: String,
+    pub provider: String,
+    pub prompt: String,
+    pub cwd: String,
+    pub target: Target,
+    pub max_attempts: i32,
+    pub backoff_seconds: i32,
+    pub backoff_max_seconds: i32,
+    pub dispatch_timeout_seconds: Option<i32>,
+    pub stopped: bool,
+    pub desired: Desired,
+}
+
+fn clamp(n: u32) -> i32 {
+    i32::try_from(n).unwrap_or(i32::MAX)
+}
+
+impl RunDesired {
+    pub fn of(r: &kinds::Run, desired: Desired) -> RunDesired {
+        let rp = &r.spec.restart_policy;
+        RunDesired {
+            name: r.metadata.name.to_string(),
+            provider: r.spec.provider.as_str().to_string(),
+            prompt: r.spec.prompt.clone(),
+            cwd: r.spec.cwd.clone(),
+            target: match &r.spec.target {
+                None => Target::Any,
+                Some(kinds::Target::Host(h)) => Target::Host(h.to_string()),
+                Some(kinds::Target::Selector(s)) => Target::Selector(meta::store_labels(s)),
+            },
+            max_attempts: clamp(rp.max_attempts.get()),
+            backoff_seconds: clamp(rp.backoff_seconds),
+            backoff_max_seconds: clamp(rp.backoff_max_seconds),
+            dispatch_timeout_seconds: r.spec.dispatch_timeout_seconds.map(|s| clamp(s.get())),
+            stopped: r.spec.stopped,
+            desired,
+        }
+    }
+}
+
+/// Creates a pending run of `task` (a task or subtask: validation refuses
+/// milestones and epics, the integrity check journals any that slip past)
+/// and journals `run.created`. Its dispatch-timeout window starts now
+/// (`pending_since = created_at`, OQ-15).
+pub async fn create(
+    tx: &mut dyn Tx,
+    project_id: Uuid,
+    project_slug: &str,
+    task: &WorkItem,
+    d: RunDesired,
+    now: DateTime<Utc>,
+) -> StoreResult<Run> {
+    let id = Uuid::new_v4();
+    let row = Run {
+        id,
+        project_id,
+        task_id: task.id,
+        name: d.name,
+        host_id: None,
+        provider: d.provider,
+        prompt: d.prompt,
+        cwd: d.cwd,
+        session_name: Run::session_name_for(id),
+        status: RunStatus::Pending,
+        attempt: 1,
+        last_progress_seq: None,
+        failure_reason: None,
+        pending_since: now,
+        exit_code: None,
+        started_at: None,
+        finished_at: None,
+        target: d.target,
+        max_attempts: d.max_attempts,
+        backoff_seconds: d.backoff_seconds,
+        backoff_max_seconds: d.backoff_max_seconds,
+        dispatch_timeout_seconds: d.dispatch_timeout_seconds,
+        stop_requested: d.stopped,
+        requeue_at: None,
+        eligible_host_seen: false,
+        meta: meta::new_meta(d.desired, now),
+        created_at: now,
+        updated_at: now,
+    };
+    tx.insert_run(&row).await?;
+    let p = payload::run(
+        &row,
+        json!({ "project": project_slug, "task": task.name, "provider": row.provider }),
+    );
+    tx.append_event(topic::RUN_CREATED, p, now).await?;
+    Ok(row)
+}
+
+/// Updates the operator-owned fields of a stored run (target, restart
+/// policy, dispatch timeout, stop) to their declared values; a changed
+/// immutable field is refused, naming it. The same desired state writes
+/// nothing.
+pub async fn update(
+    tx: &mut dyn Tx,
+    mut row: Run,
+    d: RunDesired,
+    now: DateTime<Utc>,
+) -> RuleResult<(Run, Change)> {
+    let immutable = pam_manifests::immutable_changes(Kind::Run, &row.meta.spec, &d.desired.spec);
+    if !immutable.is_empty() {
+        return Err(RuleError::Fields(
+            immutable
+                .into_iter()
+                .map(|f| {
+                    (
+                        f.to_string(),
+                        "is immutable; create a new run to change it".to_string(),
+                    )
+                })
+                .collect(),
+        ));
+    }
+    let rv = row.meta.resource_version;
+    let change = meta::set_desired(&mut row.meta, d.desired, now);
+    if !change.changed() {
+        return Ok((row, change));
+    }
+    row.target = d.target;
+    row.max_attempts = d.max_attempts;
+    row.backoff_seconds = d.backoff_seconds;
+    row.backoff_max_seconds = d.backoff_max_seconds;
+    row.dispatch_timeout_seconds = d.dispatch_timeout_seconds;
+    // A stop, once asked, is not withdrawn by a later apply.
+    row.stop_requested |= d.stopped;
+    Ok((tx.update_run_spec(&row, rv).await?, change))
+}
+
+/// `pamctl stop RUN`: records the desired stop (`spec.stopped: true`, a
+/// spec change). The worker is told through its desired set; a pending run
+/// is stopped by the loops without dispatch ([`lifecycle::stop_pending`]).
+/// Stopping a run that is already asked to stop changes nothing.
+pub async fn request_stop(tx: &mut dyn Tx, mut run: Run, now: DateTime<Utc>) -> StoreResult<Run> {
+    if run.stop_requested {
+        return Ok(run);
+    }
+    let rv = run.meta.resource_version;
+    run.stop_requested = true;
+    let d = Desired::stored(&run.meta).with_spec_field("stopped", json!(true));
+    meta::set_desired(&mut run.meta, d, now);
+    tx.update_run_spec(&run, rv).await
+}
+
+/// `pamctl signal RUN --signal S`: journals `run.signal_received`; the
+/// event's seq is the signal's id, which the worker delivers once. Only a
+/// live run can be signalled (the caller checks and says so).
+pub async fn journal_signal(
+    tx: &mut dyn Tx,
+    run: &Run,
+    signal: &str,
+    now: DateTime<Utc>,
+) -> StoreResult<Event> {
+    tx.append_event(
+        topic::RUN_SIGNAL_RECEIVED,
+        payload::run(run, json!({ "signal": signal })),
+        now,
+    )
+    .await
+}
+
+/// A worker's output snapshot: the journal gets only its size (output
+/// text never enters the events table).
+pub async fn output_appended(
+    tx: &mut dyn Tx,
+    run: &Run,
+    lines: u64,
+    bytes: u64,
+    now: DateTime<Utc>,
+) -> StoreResult<()> {
+    tx.append_event(
+        topic::RUN_OUTPUT_APPENDED,
+        payload::run(run, json!({ "lines": lines, "bytes": bytes })),
+        now,
+    )
+    .await
+    .map(drop)
+}
+
+/// Deletes a run (and its signal markers).
+pub async fn delete(tx: &mut dyn Tx, run: &Run) -> StoreResult<bool> {
+    tx.delete_run(run.id).await
+}
+
+/// The condition that marks a run whose task is not executable.
+pub const INTEGRITY_ANOMALY: &str = "IntegrityAnomaly";
+
+/// A run pointing at a milestone or epic is "a data-integrity anomaly to
+/// journal, not to auto-repair" (pam-data-model.txt, runs.task_id): marks
+/// the run with the `IntegrityAnomaly` condition (which also debounces the
+/// journal) and journals `run.integrity_anomaly` once. Returns false when
+/// the run was marked already.
+pub async fn mark_integrity_anomaly(
+    tx: &mut dyn Tx,
+    mut run: Run,
+    task: &WorkItem,
+    now: DateTime<Utc>,
+) -> StoreResult<bool> {
+    if meta::has_condition(&run.meta, INTEGRITY_ANOMALY) {
+        return Ok(false);
+    }
+    let message = format!(
+        "run points at {} {:?}; runs may only execute tasks and subtasks",
+        task.kind, task.name
+    );
+    let rv = run.meta.resource_version;
+    meta::set_condition(
+        &mut run.meta,
+        INTEGRITY_ANOMALY,
+        true,
+        "TaskNotExecutable",
+        &message,
+        now,
+    );
+    let run = tx.update_run_spec(&run, rv).await?;
+    tracing::warn!(run_id = %run.id, task = %task.name, kind = %task.kind, "integrity anomaly: run points at a non-executable work item");
+    tx.append_event(
+        topic::RUN_INTEGRITY_ANOMALY,
+        payload::run(
+            &run,
+            json!({ "task_kind": task.kind.as_str(), "message": message }),
+        ),
+        now,
+    )
+    .await?;
+    Ok(true)
+}

@@ -1,0 +1,57 @@
+//! API token rules: tokens are random, shown once, and stored only as
+//! their SHA-256 fingerprint (`api_tokens.fingerprint`); the token itself
+//! never reaches the database, a log or an event.
+
+use chrono::{DateTime, Utc};
+use pam_store::prelude::*;
+use pam_store::{ApiToken, StoreResult, TokenKind};
+use sha2::{Digest, Sha256};
+use uuid::Uuid;
+
+/// The SHA-256 hex fingerprint of a token: what the database keeps.
+pub fn fingerprint(token: &str) -> String {
+    hex::encode(Sha256::digest(token.as_bytes()))
+}
+
+/// A new random token (256 bits) with a kind prefix, and its fingerprint.
+pub fn generate(kind: TokenKind) -> (String, String) {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).expect("the OS random source works");
+    let prefix = match kind {
+        TokenKind::Operator => "pam_",
+        TokenKind::Worker => "pamw_",
+    };
+    let token = format!("{prefix}{}", hex::encode(bytes));
+    let fp = fingerprint(&token);
+    (token, fp)
+}
+
+/// Mints a token: the row keeps only the fingerprint; the token itself is
+/// returned once, to show or to write to a file.
+pub async fn mint(
+    tx: &mut dyn Tx,
+    kind: TokenKind,
+    name: String,
+    host_name: Option<String>,
+    now: DateTime<Utc>,
+) -> StoreResult<(ApiToken, String)> {
+    let (token, fingerprint) = generate(kind);
+    let t = ApiToken {
+        id: Uuid::new_v4(),
+        name,
+        kind,
+        fingerprint,
+        host_name,
+        created_at: now,
+        last_used_at: None,
+        revoked_at: None,
+    };
+    tx.insert_token(&t).await?;
+    Ok((t, token))
+}
+
+/// Revokes a live token; returns whether one was revoked. Every request
+/// looks its token up, so a revoked token is refused at once.
+pub async fn revoke(tx: &mut dyn Tx, id: Uuid, now: DateTime<Utc>) -> StoreResult<bool> {
+    tx.revoke_token(id, now).await
+}

@@ -1,0 +1,94 @@
+//! The secret files pamd keeps in its data dir: the admin token (so a local
+//! pamctl works without configuration) and, with `--local-worker`, the
+//! local worker's token. Written atomically with mode 0600; the tokens
+//! themselves are never logged.
+
+use pam_store::TokenKind;
+
+use crate::ctx::Ctx;
+use crate::rules::tokens;
+
+/// The admin token file in the data dir (mode 0600): written on pamd's
+/// first start so a local pamctl works without configuration.
+pub const ADMIN_TOKEN_FILE: &str = "admin.token";
+
+/// Makes sure `<data_dir>/admin.token` holds a live operator token named
+/// `admin` ([`ensure_token_file`]).
+pub async fn ensure_admin_token(
+    ctx: &Ctx,
+    data_dir: &std::path::Path,
+) -> anyhow::Result<std::path::PathBuf> {
+    let path = data_dir.join(ADMIN_TOKEN_FILE);
+    if ensure_token_file(ctx, &path, TokenKind::Operator, "admin", None).await? {
+        tracing::info!(path = %path.display(), "wrote a new admin token");
+    }
+    Ok(path)
+}
+
+/// Makes sure the file at `path` holds a live token of this kind (and, for
+/// a worker token, this host): reuses the file's token when the database
+/// knows it, else mints a new one named `name` — revoking older live tokens
+/// of that name and kind, whose token was lost with the file — and writes
+/// it with mode 0600. Returns whether it wrote a new token. The token
+/// itself is never logged.
+pub async fn ensure_token_file(
+    ctx: &Ctx,
+    path: &std::path::Path,
+    kind: TokenKind,
+    name: &str,
+    host: Option<&str>,
+) -> anyhow::Result<bool> {
+    let now = ctx.now();
+    let mut tx = ctx.store.begin().await?;
+    if let Ok(text) = std::fs::read_to_string(path) {
+        let fp = tokens::fingerprint(text.trim());
+        if let Some(t) = tx.get_token_by_fingerprint(&fp).await? {
+            if t.revoked_at.is_none() && t.kind == kind && t.host_name.as_deref() == host {
+                return Ok(false);
+            }
+        }
+    }
+    for t in tx.list_tokens().await? {
+        if t.kind == kind && t.name == name && t.revoked_at.is_none() {
+            tokens::revoke(tx.as_mut(), t.id, now).await?;
+        }
+    }
+    let (_, token) = tokens::mint(
+        tx.as_mut(),
+        kind,
+        name.to_string(),
+        host.map(str::to_string),
+        now,
+    )
+    .await?;
+    write_secret_file(path, &format!("{token}\n"))?;
+    // Commit only once the file is in place: a crash in between leaves an
+    // unused row, never a file whose token the database does not know.
+    ctx.commit(tx).await?;
+    Ok(true)
+}
+
+/// Writes a secret (a token) to `path` atomically with mode 0600: a temp
+/// file created exclusively next to it, synced, then renamed into place, so
+/// a reader never sees a partial token and no other user can read it.
+pub fn write_secret_file(path: &std::path::Path, contents: &str) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let dir = path.parent().context("a secret file needs a directory")?;
+    std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
+    let name = path.file_name().context("a secret file needs a name")?;
+    let tmp = dir.join(format!(".{}.tmp", name.to_string_lossy()));
+    let _ = std::fs::remove_file(&tmp);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)
+        .with_context(|| format!("write {}", tmp.display()))?;
+    f.write_all(contents.as_bytes())?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, path)
+        .with_context(|| format!("rename {} to {}", tmp.display(), path.display()))?;
+    Ok(())
+}

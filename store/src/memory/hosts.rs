@@ -1,0 +1,119 @@
+use super::*;
+
+#[async_trait]
+impl HostTx for MemTx {
+    async fn insert_host(&mut self, h: &Host) -> StoreResult<()> {
+        check_host(h)?;
+        let s = &mut self.work;
+        if s.hosts.contains_key(&h.id) {
+            return Err(StoreError::AlreadyExists("hosts_pkey".into()));
+        }
+        if s.hosts.values().any(|o| o.name == h.name) {
+            return Err(StoreError::AlreadyExists("hosts_name_key".into()));
+        }
+        s.hosts.insert(h.id, h.clone());
+        Ok(())
+    }
+
+    async fn get_host(&mut self, id: Uuid) -> StoreResult<Option<Host>> {
+        Ok(self.work.hosts.get(&id).cloned())
+    }
+
+    async fn get_host_by_name(&mut self, name: &str) -> StoreResult<Option<Host>> {
+        Ok(self.work.hosts.values().find(|h| h.name == name).cloned())
+    }
+
+    async fn list_hosts(&mut self) -> StoreResult<Vec<Host>> {
+        let mut v: Vec<Host> = self.work.hosts.values().cloned().collect();
+        v.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(v)
+    }
+
+    async fn update_host(&mut self, h: &Host, expected_rv: i64) -> StoreResult<Host> {
+        let cur = self
+            .work
+            .hosts
+            .get_mut(&h.id)
+            .ok_or_else(|| not_found("hosts", h.id))?;
+        if cur.meta.resource_version != expected_rv {
+            return Err(conflict(format!(
+                "host {} is not at resource version {expected_rv}",
+                h.id
+            )));
+        }
+        check_host(h)?;
+        cur.platform = h.platform;
+        cur.token_fingerprint = h.token_fingerprint.clone();
+        cur.instance_id = h.instance_id;
+        cur.instance_suspect = h.instance_suspect;
+        cur.instance_flagged_at = h.instance_flagged_at;
+        cur.presented_instance_id = h.presented_instance_id;
+        cur.dispatch_labels = h.dispatch_labels.clone();
+        cur.last_seen_at = h.last_seen_at;
+        cur.capacity = h.capacity;
+        cur.disabled = h.disabled;
+        let rv = cur.meta.resource_version + 1;
+        cur.meta = h.meta.clone();
+        cur.meta.resource_version = rv;
+        cur.updated_at = h.updated_at;
+        Ok(cur.clone())
+    }
+
+    async fn set_host_status(
+        &mut self,
+        id: Uuid,
+        from: HostStatus,
+        to: HostStatus,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Host> {
+        transition(from, to)?;
+        let cur = self
+            .work
+            .hosts
+            .get_mut(&id)
+            .ok_or_else(|| not_found("hosts", id))?;
+        if cur.status != from {
+            return Err(conflict(format!("host {id} is not {from}")));
+        }
+        cur.status = to;
+        cur.updated_at = now;
+        cur.meta.resource_version += 1;
+        Ok(cur.clone())
+    }
+
+    async fn count_hosts_by_status(&mut self) -> StoreResult<Vec<(HostStatus, i64)>> {
+        let mut by: BTreeMap<&'static str, (HostStatus, i64)> = BTreeMap::new();
+        for h in self.work.hosts.values() {
+            by.entry(h.status.as_str()).or_insert((h.status, 0)).1 += 1;
+        }
+        Ok(by.into_values().collect())
+    }
+
+    async fn list_silent_hosts(&mut self, cutoff: DateTime<Utc>) -> StoreResult<Vec<Host>> {
+        let mut v: Vec<Host> = self
+            .work
+            .hosts
+            .values()
+            .filter(|h| {
+                h.status == HostStatus::Online && h.last_seen_at.is_some_and(|t| t < cutoff)
+            })
+            .cloned()
+            .collect();
+        v.sort_by(|a, b| (a.last_seen_at, &a.name).cmp(&(b.last_seen_at, &b.name)));
+        Ok(v)
+    }
+
+    async fn delete_host(&mut self, id: Uuid) -> StoreResult<bool> {
+        let s = &mut self.work;
+        if !s.hosts.contains_key(&id) {
+            return Ok(false);
+        }
+        if s.runs.values().any(|r| r.host_id == Some(id)) {
+            return Err(StoreError::Invalid(
+                "still referenced (runs_host_id_fkey)".into(),
+            ));
+        }
+        s.hosts.remove(&id);
+        Ok(true)
+    }
+}

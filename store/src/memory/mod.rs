@@ -1,0 +1,220 @@
+//! [`MemStore`]: an in-memory [`Store`] with PostgreSQL's behaviour, for
+//! fast tests of the loops. The conformance suite holds it to [`PgStore`].
+//!
+//! # Guarantees
+//! - Transactions are serializable: [`Store::begin`] takes the one lock and
+//!   works on a copy of the state; [`Tx::commit`] writes the copy back and
+//!   releases the lock, dropping the `Tx` discards the copy.
+//! - The same keys are unique as in the schema (project slug, work item and
+//!   run `(project, name)`, host name, `(host_id, session_name)`, token
+//!   fingerprint, live operator token name) and deletes cascade like its
+//!   foreign keys.
+//!
+//! # Caveats
+//! - Every transaction copies the whole state: fine for tests, not for
+//!   production sizes.
+//! - A failed call never leaves partial effects and the `Tx` stays usable;
+//!   on PostgreSQL only failed inserts (and Conflict/Illegal) leave it
+//!   usable (see [`crate::postgres`]).
+//!
+//! [`PgStore`]: crate::postgres::PgStore
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use pam_manifests::state::{transition, HostStatus, RunStatus, WorkItemStatus};
+use serde_json::Value;
+use tokio::sync::{Mutex, OwnedMutexGuard};
+use uuid::Uuid;
+
+#[allow(unused_imports)]
+pub(crate) use crate::prelude::*;
+#[allow(unused_imports)]
+pub(crate) use crate::{
+    short_id, ApiToken, Event, Host, Project, Run, RunFilter, RunUpdate, SignalMarker, StoreError,
+    StoreResult, Target, TokenKind, WorkItem,
+};
+
+#[derive(Clone, Default)]
+struct State {
+    projects: HashMap<Uuid, Project>,
+    work_items: HashMap<Uuid, WorkItem>,
+    runs: HashMap<Uuid, Run>,
+    /// (run, attempt, kind) → received_at.
+    signals: BTreeMap<(Uuid, i32, String), DateTime<Utc>>,
+    hosts: HashMap<Uuid, Host>,
+    events: BTreeMap<i64, Event>,
+    /// The last seq handed out. Lives outside the transaction copy
+    /// (see `append_event`).
+    last_seq: i64,
+    tokens: HashMap<Uuid, ApiToken>,
+}
+
+/// The in-memory store.
+#[derive(Clone, Default)]
+pub struct MemStore {
+    state: Arc<Mutex<State>>,
+}
+
+impl MemStore {
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+#[async_trait]
+impl Store for MemStore {
+    async fn begin(&self) -> StoreResult<Box<dyn Tx>> {
+        let guard = self.state.clone().lock_owned().await;
+        let work = guard.clone();
+        Ok(Box::new(MemTx {
+            guard,
+            work,
+            events: Vec::new(),
+        }))
+    }
+
+    async fn ready(&self) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+struct MemTx {
+    guard: OwnedMutexGuard<State>,
+    work: State,
+    events: Vec<Event>,
+}
+
+fn not_found(what: &str, id: Uuid) -> StoreError {
+    StoreError::NotFound(format!("{what} {id}"))
+}
+
+/// The error for a guarded update that did not match.
+fn conflict(why: String) -> StoreError {
+    StoreError::Conflict(why)
+}
+
+/// The schema's CHECK constraints on runs.
+fn check_run(r: &Run) -> StoreResult<()> {
+    if r.max_attempts < 1 {
+        return Err(StoreError::Invalid(
+            "check runs_max_attempts_check failed".into(),
+        ));
+    }
+    if r.backoff_seconds < 0 {
+        return Err(StoreError::Invalid(
+            "check runs_backoff_seconds_check failed".into(),
+        ));
+    }
+    if r.backoff_max_seconds < 0 {
+        return Err(StoreError::Invalid(
+            "check runs_backoff_max_seconds_check failed".into(),
+        ));
+    }
+    if matches!(r.dispatch_timeout_seconds, Some(s) if s <= 0) {
+        return Err(StoreError::Invalid(
+            "check runs_dispatch_timeout_seconds_check failed".into(),
+        ));
+    }
+    Ok(())
+}
+
+fn check_host(h: &Host) -> StoreResult<()> {
+    if h.capacity < 0 {
+        return Err(StoreError::Invalid(
+            "check hosts_capacity_check failed".into(),
+        ));
+    }
+    Ok(())
+}
+
+impl State {
+    /// UNIQUE (host_id, session_name) for `r` as it would be stored.
+    fn check_session_unique(&self, r: &Run) -> StoreResult<()> {
+        if let Some(h) = r.host_id {
+            if !self.hosts.contains_key(&h) {
+                return Err(StoreError::NotFound(format!("referenced row (host {h})")));
+            }
+            if self
+                .runs
+                .values()
+                .any(|o| o.id != r.id && o.host_id == Some(h) && o.session_name == r.session_name)
+            {
+                return Err(StoreError::AlreadyExists(
+                    "runs_host_id_session_name_key".into(),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Ids of `id` and every descendant, by live parent links.
+    fn descendants(&self, id: Uuid) -> BTreeSet<Uuid> {
+        let mut out = BTreeSet::from([id]);
+        let mut frontier = vec![id];
+        while let Some(p) = frontier.pop() {
+            for w in self.work_items.values() {
+                if w.parent_id == Some(p) && out.insert(w.id) {
+                    frontier.push(w.id);
+                }
+            }
+        }
+        out
+    }
+
+    fn remove_runs(&mut self, ids: &BTreeSet<Uuid>) {
+        self.runs.retain(|id, _| !ids.contains(id));
+        self.signals.retain(|(run, _, _), _| !ids.contains(run));
+    }
+
+    fn remove_work_items(&mut self, ids: &BTreeSet<Uuid>) {
+        self.work_items.retain(|id, _| !ids.contains(id));
+        let runs: BTreeSet<Uuid> = self
+            .runs
+            .values()
+            .filter(|r| ids.contains(&r.task_id))
+            .map(|r| r.id)
+            .collect();
+        self.remove_runs(&runs);
+    }
+
+    fn work_items_sorted(&self, mut items: Vec<WorkItem>) -> Vec<WorkItem> {
+        items.sort_by(|a, b| (&a.path, a.sort_order, a.id).cmp(&(&b.path, b.sort_order, b.id)));
+        items
+    }
+}
+
+fn sorted_runs(mut runs: Vec<Run>, key: impl Fn(&Run) -> (DateTime<Utc>, Uuid)) -> Vec<Run> {
+    runs.sort_by_key(|r| key(r));
+    runs
+}
+
+fn take(limit: i64) -> usize {
+    usize::try_from(limit.max(0)).unwrap_or(usize::MAX)
+}
+
+#[async_trait]
+impl Tx for MemTx {
+    async fn commit(self: Box<Self>) -> StoreResult<Vec<Event>> {
+        let MemTx {
+            mut guard,
+            work,
+            events,
+        } = *self;
+        let last_seq = guard.last_seq;
+        *guard = work;
+        guard.last_seq = last_seq;
+        Ok(events)
+    }
+}
+
+// The aggregates' parts of the transaction (after the helpers and
+// macros above, which they use).
+mod events;
+mod hosts;
+mod projects;
+mod runs;
+mod tokens;
+mod work_items;

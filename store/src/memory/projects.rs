@@ -1,0 +1,79 @@
+use super::*;
+
+#[async_trait]
+impl ProjectTx for MemTx {
+    async fn insert_project(&mut self, p: &Project) -> StoreResult<()> {
+        let s = &mut self.work;
+        if s.projects.contains_key(&p.id) {
+            return Err(StoreError::AlreadyExists("projects_pkey".into()));
+        }
+        if s.projects.values().any(|o| o.slug == p.slug) {
+            return Err(StoreError::AlreadyExists("projects_slug_key".into()));
+        }
+        s.projects.insert(p.id, p.clone());
+        Ok(())
+    }
+
+    async fn get_project(&mut self, id: Uuid) -> StoreResult<Option<Project>> {
+        Ok(self.work.projects.get(&id).cloned())
+    }
+
+    async fn get_project_by_slug(&mut self, slug: &str) -> StoreResult<Option<Project>> {
+        Ok(self
+            .work
+            .projects
+            .values()
+            .find(|p| p.slug == slug)
+            .cloned())
+    }
+
+    async fn list_projects(&mut self) -> StoreResult<Vec<Project>> {
+        let mut v: Vec<Project> = self.work.projects.values().cloned().collect();
+        v.sort_by(|a, b| a.slug.cmp(&b.slug));
+        Ok(v)
+    }
+
+    async fn update_project(&mut self, p: &Project, expected_rv: i64) -> StoreResult<Project> {
+        let cur = self
+            .work
+            .projects
+            .get_mut(&p.id)
+            .ok_or_else(|| not_found("projects", p.id))?;
+        if cur.meta.resource_version != expected_rv {
+            return Err(conflict(format!(
+                "project {} is not at resource version {expected_rv}",
+                p.id
+            )));
+        }
+        cur.name = p.name.clone();
+        cur.description = p.description.clone();
+        cur.status = p.status;
+        let rv = cur.meta.resource_version + 1;
+        cur.meta = p.meta.clone();
+        cur.meta.resource_version = rv;
+        cur.updated_at = p.updated_at;
+        Ok(cur.clone())
+    }
+
+    async fn delete_project(&mut self, id: Uuid) -> StoreResult<bool> {
+        let s = &mut self.work;
+        if s.projects.remove(&id).is_none() {
+            return Ok(false);
+        }
+        let items: BTreeSet<Uuid> = s
+            .work_items
+            .values()
+            .filter(|w| w.project_id == id)
+            .map(|w| w.id)
+            .collect();
+        s.remove_work_items(&items);
+        let runs: BTreeSet<Uuid> = s
+            .runs
+            .values()
+            .filter(|r| r.project_id == id)
+            .map(|r| r.id)
+            .collect();
+        s.remove_runs(&runs);
+        Ok(true)
+    }
+}

@@ -1,0 +1,347 @@
+use super::*;
+
+#[async_trait]
+impl RunTx for MemTx {
+    async fn insert_run(&mut self, r: &Run) -> StoreResult<()> {
+        let s = &mut self.work;
+        match s.work_items.get(&r.task_id) {
+            None => return Err(StoreError::NotFound(format!("task {}", r.task_id))),
+            Some(t) if t.project_id != r.project_id => {
+                return Err(StoreError::Invalid(format!(
+                    "task {} is not in project {}",
+                    r.task_id, r.project_id
+                )))
+            }
+            Some(_) => {}
+        }
+        check_run(r)?;
+        if s.runs.contains_key(&r.id) {
+            return Err(StoreError::AlreadyExists("runs_pkey".into()));
+        }
+        if s.runs
+            .values()
+            .any(|o| o.project_id == r.project_id && o.name == r.name)
+        {
+            return Err(StoreError::AlreadyExists("runs_project_name".into()));
+        }
+        s.check_session_unique(r)?;
+        s.runs.insert(r.id, r.clone());
+        Ok(())
+    }
+
+    async fn get_run(&mut self, id: Uuid) -> StoreResult<Option<Run>> {
+        Ok(self.work.runs.get(&id).cloned())
+    }
+
+    async fn get_run_by_session(
+        &mut self,
+        host_id: Uuid,
+        session_name: &str,
+    ) -> StoreResult<Option<Run>> {
+        Ok(self
+            .work
+            .runs
+            .values()
+            .find(|r| r.host_id == Some(host_id) && r.session_name == session_name)
+            .cloned())
+    }
+
+    async fn get_run_by_name(&mut self, project_id: Uuid, name: &str) -> StoreResult<Option<Run>> {
+        Ok(self
+            .work
+            .runs
+            .values()
+            .find(|r| r.project_id == project_id && r.name == name)
+            .cloned())
+    }
+
+    async fn list_runs(&mut self, f: &RunFilter) -> StoreResult<Vec<Run>> {
+        let runs = self
+            .work
+            .runs
+            .values()
+            .filter(|r| f.project_id.is_none_or(|p| r.project_id == p))
+            .filter(|r| f.task_id.is_none_or(|t| r.task_id == t))
+            .filter(|r| f.host_id.is_none_or(|h| r.host_id == Some(h)))
+            .filter(|r| f.statuses.as_ref().is_none_or(|s| s.contains(&r.status)))
+            .cloned()
+            .collect();
+        Ok(sorted_runs(runs, |r| (r.created_at, r.id)))
+    }
+
+    async fn update_run_spec(&mut self, r: &Run, expected_rv: i64) -> StoreResult<Run> {
+        let cur = self
+            .work
+            .runs
+            .get_mut(&r.id)
+            .ok_or_else(|| not_found("runs", r.id))?;
+        if cur.meta.resource_version != expected_rv {
+            return Err(conflict(format!(
+                "run {} is not at resource version {expected_rv}",
+                r.id
+            )));
+        }
+        let mut next = cur.clone();
+        next.target = r.target.clone();
+        next.max_attempts = r.max_attempts;
+        next.backoff_seconds = r.backoff_seconds;
+        next.backoff_max_seconds = r.backoff_max_seconds;
+        next.dispatch_timeout_seconds = r.dispatch_timeout_seconds;
+        next.stop_requested = r.stop_requested;
+        next.meta = r.meta.clone();
+        next.meta.resource_version = cur.meta.resource_version + 1;
+        next.updated_at = r.updated_at;
+        check_run(&next)?;
+        *cur = next;
+        Ok(cur.clone())
+    }
+
+    async fn transition_run(
+        &mut self,
+        id: Uuid,
+        attempt: i32,
+        from: RunStatus,
+        to: RunStatus,
+        update: &RunUpdate,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Run> {
+        let s = &mut self.work;
+        let mut next = s
+            .runs
+            .get(&id)
+            .ok_or_else(|| not_found("runs", id))?
+            .clone();
+        next.apply_transition(attempt, from, to, update, now)?;
+        s.check_session_unique(&next)?;
+        s.runs.insert(id, next.clone());
+        Ok(next)
+    }
+
+    async fn requeue_run(
+        &mut self,
+        id: Uuid,
+        attempt: i32,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Run> {
+        transition(RunStatus::Failed, RunStatus::Pending)?;
+        let cur = self
+            .work
+            .runs
+            .get_mut(&id)
+            .ok_or_else(|| not_found("runs", id))?;
+        if cur.status != RunStatus::Failed || cur.attempt != attempt {
+            return Err(conflict(format!(
+                "run {id} is not failed at attempt {attempt}"
+            )));
+        }
+        cur.status = RunStatus::Pending;
+        cur.attempt += 1;
+        cur.host_id = None;
+        cur.started_at = None;
+        cur.finished_at = None;
+        cur.exit_code = None;
+        cur.last_progress_seq = None;
+        cur.failure_reason = None;
+        cur.requeue_at = None;
+        cur.eligible_host_seen = false;
+        cur.pending_since = now;
+        cur.updated_at = now;
+        cur.meta.resource_version += 1;
+        Ok(cur.clone())
+    }
+
+    async fn claim_runs(
+        &mut self,
+        host: &Host,
+        limit: i64,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Vec<Run>> {
+        transition(RunStatus::Pending, RunStatus::Spawning)?;
+        let s = &mut self.work;
+        let candidates: Vec<Run> = s
+            .runs
+            .values()
+            .filter(|r| {
+                r.status == RunStatus::Pending && !r.stop_requested && r.target.matches(host)
+            })
+            .cloned()
+            .collect();
+        let mut claimed = Vec::new();
+        for mut r in sorted_runs(candidates, |r| (r.pending_since, r.id))
+            .into_iter()
+            .take(take(limit))
+        {
+            r.status = RunStatus::Spawning;
+            r.host_id = Some(host.id);
+            r.updated_at = now;
+            r.meta.resource_version += 1;
+            s.check_session_unique(&r)?;
+            s.runs.insert(r.id, r.clone());
+            claimed.push(r);
+        }
+        Ok(claimed)
+    }
+
+    async fn list_pending_runs(&mut self, limit: i64) -> StoreResult<Vec<Run>> {
+        let runs = self
+            .work
+            .runs
+            .values()
+            .filter(|r| r.status == RunStatus::Pending)
+            .cloned()
+            .collect();
+        let mut v = sorted_runs(runs, |r| (r.pending_since, r.id));
+        v.truncate(take(limit));
+        Ok(v)
+    }
+
+    async fn list_requeue_due(&mut self, now: DateTime<Utc>, limit: i64) -> StoreResult<Vec<Run>> {
+        let runs = self
+            .work
+            .runs
+            .values()
+            .filter(|r| {
+                r.status == RunStatus::Failed
+                    && !r.stop_requested
+                    && r.requeue_at.is_some_and(|t| t <= now)
+            })
+            .cloned()
+            .collect();
+        let mut v = sorted_runs(runs, |r| (r.requeue_at.expect("filtered"), r.id));
+        v.truncate(take(limit));
+        Ok(v)
+    }
+
+    async fn mark_eligible_host_seen(&mut self, ids: &[Uuid]) -> StoreResult<()> {
+        for id in ids {
+            if let Some(r) = self.work.runs.get_mut(id) {
+                if r.status == RunStatus::Pending && !r.eligible_host_seen {
+                    r.eligible_host_seen = true;
+                    r.meta.resource_version += 1;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn advance_progress(&mut self, id: Uuid, attempt: i32, seq: i64) -> StoreResult<bool> {
+        let r = self
+            .work
+            .runs
+            .get_mut(&id)
+            .ok_or_else(|| not_found("run", id))?;
+        if r.attempt != attempt || r.last_progress_seq.is_some_and(|last| last >= seq) {
+            return Ok(false);
+        }
+        r.last_progress_seq = Some(seq);
+        r.meta.resource_version += 1;
+        Ok(true)
+    }
+
+    async fn lock_runs_with_signals(
+        &mut self,
+        ids: &[Uuid],
+    ) -> StoreResult<(Vec<Run>, Vec<SignalMarker>)> {
+        // The whole store is locked by this transaction already.
+        let mut ids = ids.to_vec();
+        ids.sort_unstable();
+        ids.dedup();
+        let runs = ids
+            .iter()
+            .filter_map(|id| self.work.runs.get(id).cloned())
+            .collect();
+        let markers = ids
+            .iter()
+            .flat_map(|id| {
+                self.work
+                    .signals
+                    .range((*id, i32::MIN, String::new())..)
+                    .take_while(move |((r, _, _), _)| r == id)
+                    .map(|((run_id, attempt, kind), _)| SignalMarker {
+                        run_id: *run_id,
+                        attempt: *attempt,
+                        kind: kind.clone(),
+                    })
+            })
+            .collect();
+        Ok((runs, markers))
+    }
+
+    async fn insert_signal_markers(
+        &mut self,
+        markers: &[SignalMarker],
+        now: DateTime<Utc>,
+    ) -> StoreResult<u64> {
+        let s = &mut self.work;
+        if let Some(m) = markers.iter().find(|m| !s.runs.contains_key(&m.run_id)) {
+            return Err(StoreError::NotFound(format!(
+                "referenced row (run {})",
+                m.run_id
+            )));
+        }
+        let mut new = 0;
+        for m in markers {
+            let key = (m.run_id, m.attempt, m.kind.clone());
+            if let std::collections::btree_map::Entry::Vacant(e) = s.signals.entry(key) {
+                e.insert(now);
+                new += 1;
+            }
+        }
+        Ok(new)
+    }
+
+    async fn write_run_states(&mut self, runs: &[(Run, i64)]) -> StoreResult<()> {
+        let s = &mut self.work;
+        for (r, expected) in runs {
+            let cur = s.runs.get(&r.id).ok_or_else(|| not_found("runs", r.id))?;
+            if cur.meta.resource_version != *expected {
+                return Err(conflict(format!(
+                    "run {} changed since it was read (resourceVersion {} ≠ {expected})",
+                    r.id, cur.meta.resource_version
+                )));
+            }
+        }
+        for (r, _) in runs {
+            let cur = s.runs.get_mut(&r.id).expect("checked above");
+            cur.status = r.status;
+            cur.host_id = r.host_id;
+            cur.exit_code = r.exit_code;
+            cur.failure_reason = r.failure_reason;
+            cur.started_at = r.started_at;
+            cur.finished_at = r.finished_at;
+            cur.requeue_at = r.requeue_at;
+            cur.last_progress_seq = r.last_progress_seq;
+            cur.updated_at = r.updated_at;
+            cur.meta.resource_version = r.meta.resource_version;
+        }
+        Ok(())
+    }
+
+    async fn delete_run(&mut self, id: Uuid) -> StoreResult<bool> {
+        if !self.work.runs.contains_key(&id) {
+            return Ok(false);
+        }
+        self.work.remove_runs(&BTreeSet::from([id]));
+        Ok(true)
+    }
+
+    async fn count_runs_by_status(&mut self) -> StoreResult<Vec<(RunStatus, i64)>> {
+        let mut by: BTreeMap<&'static str, (RunStatus, i64)> = BTreeMap::new();
+        for r in self.work.runs.values() {
+            by.entry(r.status.as_str()).or_insert((r.status, 0)).1 += 1;
+        }
+        Ok(by.into_values().collect())
+    }
+
+    async fn count_live_runs(&mut self, host_id: Uuid) -> StoreResult<i64> {
+        Ok(self
+            .work
+            .runs
+            .values()
+            .filter(|r| {
+                r.host_id == Some(host_id)
+                    && matches!(r.status, RunStatus::Spawning | RunStatus::Running)
+            })
+            .count() as i64)
+    }
+}

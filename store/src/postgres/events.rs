@@ -1,0 +1,152 @@
+use super::*;
+
+#[async_trait]
+impl EventTx for PgTx {
+    async fn append_event(
+        &mut self,
+        topic: &str,
+        payload: Value,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Event> {
+        self.lock_event_order().await?;
+        let row = sqlx::query(
+            "INSERT INTO events (topic, payload, created_at) VALUES ($1, $2, $3) \
+             RETURNING seq, topic, payload, created_at",
+        )
+        .bind(topic)
+        .bind(&payload)
+        .bind(now)
+        .fetch_one(self.conn())
+        .await
+        .map_err(db_err)?;
+        let ev = event_from_row(&row)?;
+        self.events.push(ev.clone());
+        Ok(ev)
+    }
+
+    async fn append_events(
+        &mut self,
+        events: Vec<(&'static str, Value)>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Vec<Event>> {
+        if events.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.lock_event_order().await?;
+        let created_at = {
+            use chrono::SubsecRound;
+            now.trunc_subsecs(6)
+        };
+        let mut out = Vec::with_capacity(events.len());
+        let mut events = events.into_iter().peekable();
+        while events.peek().is_some() {
+            let chunk: Vec<(&'static str, Value)> = events.by_ref().take(5000).collect();
+            // WITH ORDINALITY + ORDER BY: rows are inserted, and their seqs
+            // drawn, in input order; only the seqs come back (the topics
+            // and payloads are ours: no JSON to decode again).
+            let mut seqs: Vec<i64> = sqlx::query_scalar(
+                "INSERT INTO events (topic, payload, created_at) \
+                 SELECT t, p, $3 FROM UNNEST($1::text[], $2::jsonb[]) WITH ORDINALITY AS u(t, p, i) \
+                 ORDER BY i RETURNING seq",
+            )
+            .bind(chunk.iter().map(|(t, _)| *t).collect::<Vec<_>>())
+            .bind(chunk.iter().map(|(_, p)| p).collect::<Vec<_>>())
+            .bind(now)
+            .fetch_all(self.conn())
+            .await
+            .map_err(db_err)?;
+            seqs.sort_unstable();
+            out.extend(
+                seqs.into_iter()
+                    .zip(chunk)
+                    .map(|(seq, (topic, payload))| Event {
+                        seq,
+                        topic: topic.to_string(),
+                        payload,
+                        created_at,
+                    }),
+            );
+        }
+        self.events.extend(out.iter().cloned());
+        Ok(out)
+    }
+
+    async fn events_after(&mut self, after: i64, limit: i64) -> StoreResult<Vec<Event>> {
+        let rows = sqlx::query(
+            "SELECT seq, topic, payload, created_at FROM events WHERE seq > $1 \
+             ORDER BY seq LIMIT $2",
+        )
+        .bind(after)
+        .bind(limit)
+        .fetch_all(self.conn())
+        .await
+        .map_err(db_err)?;
+        all(rows, event_from_row)
+    }
+
+    async fn run_events_of_topic(&mut self, topic: &str, runs: &[Uuid]) -> StoreResult<Vec<Event>> {
+        if runs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids: Vec<String> = runs.iter().map(Uuid::to_string).collect();
+        let rows = sqlx::query(
+            "SELECT seq, topic, payload, created_at FROM events \
+             WHERE topic = $1 AND payload->>'run_id' = ANY($2) ORDER BY seq",
+        )
+        .bind(topic)
+        .bind(&ids)
+        .fetch_all(self.conn())
+        .await
+        .map_err(db_err)?;
+        all(rows, event_from_row)
+    }
+
+    async fn run_events(&mut self, run: Uuid, after: i64, limit: i64) -> StoreResult<Vec<Event>> {
+        let rows = sqlx::query(
+            "SELECT seq, topic, payload, created_at FROM events \
+             WHERE payload->>'run_id' = $1 AND seq > $2 ORDER BY seq LIMIT $3",
+        )
+        .bind(run.to_string())
+        .bind(after)
+        .bind(limit)
+        .fetch_all(self.conn())
+        .await
+        .map_err(db_err)?;
+        all(rows, event_from_row)
+    }
+
+    async fn purge_events_before(&mut self, cutoff: DateTime<Utc>) -> StoreResult<u64> {
+        let r = sqlx::query("DELETE FROM events WHERE created_at < $1")
+            .bind(cutoff)
+            .execute(self.conn())
+            .await
+            .map_err(db_err)?;
+        Ok(r.rows_affected())
+    }
+
+    async fn event_bounds(&mut self) -> StoreResult<Option<(i64, i64)>> {
+        let row = sqlx::query("SELECT min(seq) AS lo, max(seq) AS hi FROM events")
+            .fetch_one(self.conn())
+            .await
+            .map_err(db_err)?;
+        let lo: Option<i64> = get(&row, "lo")?;
+        let hi: Option<i64> = get(&row, "hi")?;
+        Ok(lo.zip(hi))
+    }
+
+    async fn event_high_water(&mut self) -> StoreResult<i64> {
+        // The order lock waits out every append in flight (each holds it
+        // from its first append to commit or rollback).
+        self.lock_event_order().await?;
+        let name: String = sqlx::query_scalar("SELECT pg_get_serial_sequence('events', 'seq')")
+            .fetch_one(self.conn())
+            .await
+            .map_err(db_err)?;
+        // `name` comes from the catalog, already quoted.
+        let sql = format!("SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM {name}");
+        sqlx::query_scalar(&sql)
+            .fetch_one(self.conn())
+            .await
+            .map_err(db_err)
+    }
+}

@@ -1,0 +1,98 @@
+use super::*;
+
+#[async_trait]
+impl ProjectTx for PgTx {
+    async fn insert_project(&mut self, p: &Project) -> StoreResult<()> {
+        let sql = format!(
+            "INSERT INTO projects ({}) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14)",
+            project_cols()
+        );
+        let q = sqlx::query(&sql)
+            .bind(p.id)
+            .bind(&p.name)
+            .bind(&p.slug)
+            .bind(&p.description)
+            .bind(p.status.as_str());
+        let q = bind_meta!(q, p.meta).bind(p.created_at).bind(p.updated_at);
+        self.savepoint().await?;
+        let r = q.execute(self.conn()).await;
+        self.end_savepoint(r).await.map(|_| ())
+    }
+
+    async fn get_project(&mut self, id: Uuid) -> StoreResult<Option<Project>> {
+        let sql = format!("SELECT {} FROM projects WHERE id = $1", project_cols());
+        let row = sqlx::query(&sql)
+            .bind(id)
+            .fetch_optional(self.conn())
+            .await
+            .map_err(db_err)?;
+        row.as_ref().map(project_from_row).transpose()
+    }
+
+    async fn get_project_by_slug(&mut self, slug: &str) -> StoreResult<Option<Project>> {
+        let sql = format!("SELECT {} FROM projects WHERE slug = $1", project_cols());
+        let row = sqlx::query(&sql)
+            .bind(slug)
+            .fetch_optional(self.conn())
+            .await
+            .map_err(db_err)?;
+        row.as_ref().map(project_from_row).transpose()
+    }
+
+    async fn list_projects(&mut self) -> StoreResult<Vec<Project>> {
+        let sql = format!(
+            "SELECT {} FROM projects ORDER BY slug COLLATE \"C\"",
+            project_cols()
+        );
+        let rows = sqlx::query(&sql)
+            .fetch_all(self.conn())
+            .await
+            .map_err(db_err)?;
+        all(rows, project_from_row)
+    }
+
+    async fn update_project(&mut self, p: &Project, expected_rv: i64) -> StoreResult<Project> {
+        let sql = format!(
+            "UPDATE projects SET name = $3, description = $4, status = $5, spec = $6, \
+             labels = $7, annotations = $8, generation = $9, observed_generation = $10, \
+             conditions = $11, updated_at = $12, resource_version = resource_version + 1 \
+             WHERE id = $1 AND resource_version = $2 RETURNING {}",
+            project_cols()
+        );
+        let row = sqlx::query(&sql)
+            .bind(p.id)
+            .bind(expected_rv)
+            .bind(&p.name)
+            .bind(&p.description)
+            .bind(p.status.as_str())
+            .bind(&p.meta.spec)
+            .bind(labels_to_json(&p.meta.labels))
+            .bind(labels_to_json(&p.meta.annotations))
+            .bind(p.meta.generation)
+            .bind(p.meta.observed_generation)
+            .bind(&p.meta.conditions)
+            .bind(p.updated_at)
+            .fetch_optional(self.conn())
+            .await
+            .map_err(db_err)?;
+        match row {
+            Some(row) => project_from_row(&row),
+            None => Err(self
+                .zero_rows(
+                    "projects",
+                    p.id,
+                    format!("project {} is not at resource version {expected_rv}", p.id),
+                )
+                .await),
+        }
+    }
+
+    async fn delete_project(&mut self, id: Uuid) -> StoreResult<bool> {
+        let r = sqlx::query("DELETE FROM projects WHERE id = $1")
+            .bind(id)
+            .execute(self.conn())
+            .await
+            .map_err(db_err_delete)?;
+        Ok(r.rows_affected() == 1)
+    }
+}

@@ -1,0 +1,493 @@
+use super::*;
+
+#[async_trait]
+impl RunTx for PgTx {
+    async fn insert_run(&mut self, r: &Run) -> StoreResult<()> {
+        let task_project: Option<Uuid> =
+            sqlx::query_scalar("SELECT project_id FROM work_items WHERE id = $1")
+                .bind(r.task_id)
+                .fetch_optional(self.conn())
+                .await
+                .map_err(db_err)?;
+        match task_project {
+            None => return Err(StoreError::NotFound(format!("task {}", r.task_id))),
+            Some(p) if p != r.project_id => {
+                return Err(StoreError::Invalid(format!(
+                    "task {} is not in project {}",
+                    r.task_id, r.project_id
+                )))
+            }
+            Some(_) => {}
+        }
+        let sql = format!(
+            "INSERT INTO runs ({}) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,\
+             $16,$17,$18,$19,$20,$21,$22,$23,$24,$25,$26,$27,$28,$29,$30,$31,$32,$33,$34)",
+            run_cols()
+        );
+        let q = sqlx::query(&sql)
+            .bind(r.id)
+            .bind(r.project_id)
+            .bind(r.task_id)
+            .bind(&r.name)
+            .bind(r.host_id)
+            .bind(&r.provider)
+            .bind(&r.prompt)
+            .bind(&r.cwd)
+            .bind(&r.session_name)
+            .bind(r.status.as_str())
+            .bind(r.attempt)
+            .bind(r.last_progress_seq)
+            .bind(r.failure_reason.map(|f| f.as_str()))
+            .bind(r.pending_since)
+            .bind(r.exit_code)
+            .bind(r.started_at)
+            .bind(r.finished_at)
+            .bind(target_to_json(&r.target))
+            .bind(r.max_attempts)
+            .bind(r.backoff_seconds)
+            .bind(r.backoff_max_seconds)
+            .bind(r.dispatch_timeout_seconds)
+            .bind(r.stop_requested)
+            .bind(r.requeue_at)
+            .bind(r.eligible_host_seen);
+        let q = bind_meta!(q, r.meta).bind(r.created_at).bind(r.updated_at);
+        self.savepoint().await?;
+        let res = q.execute(self.conn()).await;
+        self.end_savepoint(res).await.map(|_| ())
+    }
+
+    async fn get_run(&mut self, id: Uuid) -> StoreResult<Option<Run>> {
+        let sql = format!("SELECT {} FROM runs WHERE id = $1", run_cols());
+        self.one_run(&sql, id).await
+    }
+
+    async fn get_run_by_session(
+        &mut self,
+        host_id: Uuid,
+        session_name: &str,
+    ) -> StoreResult<Option<Run>> {
+        let sql = format!(
+            "SELECT {} FROM runs WHERE host_id = $1 AND session_name = $2",
+            run_cols()
+        );
+        let row = sqlx::query(&sql)
+            .bind(host_id)
+            .bind(session_name)
+            .fetch_optional(self.conn())
+            .await
+            .map_err(db_err)?;
+        row.as_ref().map(run_from_row).transpose()
+    }
+
+    async fn get_run_by_name(&mut self, project_id: Uuid, name: &str) -> StoreResult<Option<Run>> {
+        let sql = format!(
+            "SELECT {} FROM runs WHERE project_id = $1 AND name = $2",
+            run_cols()
+        );
+        let row = sqlx::query(&sql)
+            .bind(project_id)
+            .bind(name)
+            .fetch_optional(self.conn())
+            .await
+            .map_err(db_err)?;
+        row.as_ref().map(run_from_row).transpose()
+    }
+
+    async fn list_runs(&mut self, f: &RunFilter) -> StoreResult<Vec<Run>> {
+        let statuses: Option<Vec<String>> = f
+            .statuses
+            .as_ref()
+            .map(|v| v.iter().map(|s| s.as_str().to_string()).collect());
+        let sql = format!(
+            "SELECT {} FROM runs WHERE ($1::uuid IS NULL OR project_id = $1) \
+             AND ($2::uuid IS NULL OR task_id = $2) AND ($3::uuid IS NULL OR host_id = $3) \
+             AND ($4::text[] IS NULL OR status = ANY($4)) ORDER BY created_at, id",
+            run_cols()
+        );
+        let rows = sqlx::query(&sql)
+            .bind(f.project_id)
+            .bind(f.task_id)
+            .bind(f.host_id)
+            .bind(statuses)
+            .fetch_all(self.conn())
+            .await
+            .map_err(db_err)?;
+        all(rows, run_from_row)
+    }
+
+    async fn update_run_spec(&mut self, r: &Run, expected_rv: i64) -> StoreResult<Run> {
+        let sql = format!(
+            "UPDATE runs SET target = $3, max_attempts = $4, backoff_seconds = $5, \
+             backoff_max_seconds = $6, dispatch_timeout_seconds = $7, stop_requested = $8, \
+             spec = $9, labels = $10, annotations = $11, generation = $12, \
+             observed_generation = $13, conditions = $14, updated_at = $15, \
+             resource_version = resource_version + 1 \
+             WHERE id = $1 AND resource_version = $2 RETURNING {}",
+            run_cols()
+        );
+        let row = sqlx::query(&sql)
+            .bind(r.id)
+            .bind(expected_rv)
+            .bind(target_to_json(&r.target))
+            .bind(r.max_attempts)
+            .bind(r.backoff_seconds)
+            .bind(r.backoff_max_seconds)
+            .bind(r.dispatch_timeout_seconds)
+            .bind(r.stop_requested)
+            .bind(&r.meta.spec)
+            .bind(labels_to_json(&r.meta.labels))
+            .bind(labels_to_json(&r.meta.annotations))
+            .bind(r.meta.generation)
+            .bind(r.meta.observed_generation)
+            .bind(&r.meta.conditions)
+            .bind(r.updated_at)
+            .fetch_optional(self.conn())
+            .await
+            .map_err(db_err)?;
+        match row {
+            Some(row) => run_from_row(&row),
+            None => Err(self
+                .zero_rows(
+                    "runs",
+                    r.id,
+                    format!("run {} is not at resource version {expected_rv}", r.id),
+                )
+                .await),
+        }
+    }
+
+    async fn transition_run(
+        &mut self,
+        id: Uuid,
+        attempt: i32,
+        from: RunStatus,
+        to: RunStatus,
+        update: &RunUpdate,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Run> {
+        transition(from, to)?;
+        let sql = format!(
+            "UPDATE runs SET status = $4, host_id = COALESCE($5, host_id), \
+             exit_code = COALESCE($6, exit_code), \
+             failure_reason = COALESCE($7, failure_reason), \
+             started_at = COALESCE($8, started_at), finished_at = COALESCE($9, finished_at), \
+             requeue_at = COALESCE($10, requeue_at), updated_at = $11, \
+             resource_version = resource_version + 1 \
+             WHERE id = $1 AND attempt = $2 AND status = $3 RETURNING {}",
+            run_cols()
+        );
+        let row = sqlx::query(&sql)
+            .bind(id)
+            .bind(attempt)
+            .bind(from.as_str())
+            .bind(to.as_str())
+            .bind(update.host_id)
+            .bind(update.exit_code)
+            .bind(update.failure_reason.map(|f| f.as_str()))
+            .bind(update.started_at)
+            .bind(update.finished_at)
+            .bind(update.requeue_at)
+            .bind(now)
+            .fetch_optional(self.conn())
+            .await
+            .map_err(db_err)?;
+        match row {
+            Some(row) => run_from_row(&row),
+            None => Err(self
+                .zero_rows(
+                    "runs",
+                    id,
+                    format!("run {id} is not {from} at attempt {attempt}"),
+                )
+                .await),
+        }
+    }
+
+    async fn requeue_run(
+        &mut self,
+        id: Uuid,
+        attempt: i32,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Run> {
+        transition(RunStatus::Failed, RunStatus::Pending)?;
+        let sql = format!(
+            "UPDATE runs SET status = 'pending', attempt = attempt + 1, host_id = NULL, \
+             started_at = NULL, finished_at = NULL, exit_code = NULL, \
+             last_progress_seq = NULL, failure_reason = NULL, requeue_at = NULL, \
+             eligible_host_seen = false, pending_since = $3, updated_at = $3, \
+             resource_version = resource_version + 1 \
+             WHERE id = $1 AND attempt = $2 AND status = 'failed' RETURNING {}",
+            run_cols()
+        );
+        let row = sqlx::query(&sql)
+            .bind(id)
+            .bind(attempt)
+            .bind(now)
+            .fetch_optional(self.conn())
+            .await
+            .map_err(db_err)?;
+        match row {
+            Some(row) => run_from_row(&row),
+            None => Err(self
+                .zero_rows(
+                    "runs",
+                    id,
+                    format!("run {id} is not failed at attempt {attempt}"),
+                )
+                .await),
+        }
+    }
+
+    async fn claim_runs(
+        &mut self,
+        host: &Host,
+        limit: i64,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Vec<Run>> {
+        transition(RunStatus::Pending, RunStatus::Spawning)?;
+        let sql = format!(
+            "WITH c AS ( \
+                 SELECT id AS cid FROM runs \
+                 WHERE status = 'pending' AND NOT stop_requested \
+                   AND (target = '{{}}'::jsonb OR target->>'host' = $2 \
+                        OR (target ? 'selector' AND $3::jsonb @> (target->'selector'))) \
+                 ORDER BY pending_since, id LIMIT $4 FOR UPDATE SKIP LOCKED \
+             ) UPDATE runs SET status = 'spawning', host_id = $1, updated_at = $5, \
+                 resource_version = resource_version + 1 \
+             FROM c WHERE runs.id = c.cid AND runs.status = 'pending' RETURNING {}",
+            qualified("runs", &run_cols())
+        );
+        let rows = sqlx::query(&sql)
+            .bind(host.id)
+            .bind(&host.name)
+            .bind(labels_to_json(&host.dispatch_labels))
+            .bind(limit)
+            .bind(now)
+            .fetch_all(self.conn())
+            .await
+            .map_err(db_err)?;
+        let mut runs = all(rows, run_from_row)?;
+        runs.sort_by_key(|r| (r.pending_since, r.id));
+        Ok(runs)
+    }
+
+    async fn list_pending_runs(&mut self, limit: i64) -> StoreResult<Vec<Run>> {
+        let sql = format!(
+            "SELECT {} FROM runs WHERE status = 'pending' ORDER BY pending_since, id LIMIT $1",
+            run_cols()
+        );
+        let rows = sqlx::query(&sql)
+            .bind(limit)
+            .fetch_all(self.conn())
+            .await
+            .map_err(db_err)?;
+        all(rows, run_from_row)
+    }
+
+    async fn list_requeue_due(&mut self, now: DateTime<Utc>, limit: i64) -> StoreResult<Vec<Run>> {
+        let sql = format!(
+            "SELECT {} FROM runs WHERE status = 'failed' AND requeue_at IS NOT NULL \
+             AND requeue_at <= $1 AND NOT stop_requested ORDER BY requeue_at, id LIMIT $2",
+            run_cols()
+        );
+        let rows = sqlx::query(&sql)
+            .bind(now)
+            .bind(limit)
+            .fetch_all(self.conn())
+            .await
+            .map_err(db_err)?;
+        all(rows, run_from_row)
+    }
+
+    async fn mark_eligible_host_seen(&mut self, ids: &[Uuid]) -> StoreResult<()> {
+        sqlx::query(
+            "UPDATE runs SET eligible_host_seen = true, resource_version = resource_version + 1 \
+             WHERE id = ANY($1) AND status = 'pending' AND NOT eligible_host_seen",
+        )
+        .bind(ids)
+        .execute(self.conn())
+        .await
+        .map_err(db_err)?;
+        Ok(())
+    }
+
+    async fn advance_progress(&mut self, id: Uuid, attempt: i32, seq: i64) -> StoreResult<bool> {
+        let r = sqlx::query(
+            "UPDATE runs SET last_progress_seq = $3, resource_version = resource_version + 1 \
+             WHERE id = $1 AND attempt = $2 \
+             AND (last_progress_seq IS NULL OR last_progress_seq < $3)",
+        )
+        .bind(id)
+        .bind(attempt)
+        .bind(seq)
+        .execute(self.conn())
+        .await
+        .map_err(db_err)?;
+        if r.rows_affected() == 1 {
+            return Ok(true);
+        }
+        if !self.exists("runs", id).await? {
+            return Err(StoreError::NotFound(format!("run {id}")));
+        }
+        Ok(false)
+    }
+
+    async fn lock_runs_with_signals(
+        &mut self,
+        ids: &[Uuid],
+    ) -> StoreResult<(Vec<Run>, Vec<SignalMarker>)> {
+        if ids.is_empty() {
+            return Ok((Vec::new(), Vec::new()));
+        }
+        let sql = format!(
+            "SELECT {} FROM runs WHERE id = ANY($1) ORDER BY id FOR UPDATE",
+            run_cols()
+        );
+        let rows = sqlx::query(&sql)
+            .bind(ids)
+            .fetch_all(self.conn())
+            .await
+            .map_err(db_err)?;
+        let runs = rows
+            .iter()
+            .map(run_from_row)
+            .collect::<StoreResult<Vec<_>>>()?;
+        let markers: Vec<(Uuid, i32, String)> = sqlx::query_as(
+            "SELECT run_id, attempt, kind FROM processed_signals WHERE run_id = ANY($1)",
+        )
+        .bind(ids)
+        .fetch_all(self.conn())
+        .await
+        .map_err(db_err)?;
+        let markers = markers
+            .into_iter()
+            .map(|(run_id, attempt, kind)| SignalMarker {
+                run_id,
+                attempt,
+                kind,
+            })
+            .collect();
+        Ok((runs, markers))
+    }
+
+    async fn insert_signal_markers(
+        &mut self,
+        markers: &[SignalMarker],
+        now: DateTime<Utc>,
+    ) -> StoreResult<u64> {
+        if markers.is_empty() {
+            return Ok(0);
+        }
+        self.savepoint().await?;
+        let r = sqlx::query(
+            "INSERT INTO processed_signals (run_id, attempt, kind, received_at) \
+             SELECT r, a, k, $4 FROM UNNEST($1::uuid[], $2::int4[], $3::text[]) AS u(r, a, k) \
+             ON CONFLICT DO NOTHING",
+        )
+        .bind(markers.iter().map(|m| m.run_id).collect::<Vec<_>>())
+        .bind(markers.iter().map(|m| m.attempt).collect::<Vec<_>>())
+        .bind(markers.iter().map(|m| m.kind.as_str()).collect::<Vec<_>>())
+        .bind(now)
+        .execute(self.conn())
+        .await;
+        let r = self.end_savepoint(r).await?;
+        Ok(r.rows_affected())
+    }
+
+    async fn write_run_states(&mut self, runs: &[(Run, i64)]) -> StoreResult<()> {
+        if runs.is_empty() {
+            return Ok(());
+        }
+        self.savepoint().await?;
+        let col = |f: &dyn Fn(&Run) -> Option<DateTime<Utc>>| -> Vec<Option<DateTime<Utc>>> {
+            runs.iter().map(|(r, _)| f(r)).collect()
+        };
+        let r = sqlx::query(
+            "UPDATE runs r SET status = u.status, host_id = u.host_id, exit_code = u.exit_code, \
+             failure_reason = u.failure_reason, started_at = u.started_at, \
+             finished_at = u.finished_at, requeue_at = u.requeue_at, \
+             last_progress_seq = u.last_progress_seq, updated_at = u.updated_at, \
+             resource_version = u.resource_version \
+             FROM UNNEST($1::uuid[], $2::text[], $3::uuid[], $4::int4[], $5::text[], \
+               $6::timestamptz[], $7::timestamptz[], $8::timestamptz[], $9::int8[], \
+               $10::timestamptz[], $11::int8[], $12::int8[]) \
+               AS u(id, status, host_id, exit_code, failure_reason, started_at, finished_at, \
+                    requeue_at, last_progress_seq, updated_at, resource_version, expected) \
+             WHERE r.id = u.id AND r.resource_version = u.expected",
+        )
+        .bind(runs.iter().map(|(r, _)| r.id).collect::<Vec<_>>())
+        .bind(
+            runs.iter()
+                .map(|(r, _)| r.status.as_str())
+                .collect::<Vec<_>>(),
+        )
+        .bind(runs.iter().map(|(r, _)| r.host_id).collect::<Vec<_>>())
+        .bind(runs.iter().map(|(r, _)| r.exit_code).collect::<Vec<_>>())
+        .bind(
+            runs.iter()
+                .map(|(r, _)| r.failure_reason.map(|f| f.as_str()))
+                .collect::<Vec<_>>(),
+        )
+        .bind(col(&|r| r.started_at))
+        .bind(col(&|r| r.finished_at))
+        .bind(col(&|r| r.requeue_at))
+        .bind(
+            runs.iter()
+                .map(|(r, _)| r.last_progress_seq)
+                .collect::<Vec<_>>(),
+        )
+        .bind(col(&|r| Some(r.updated_at)))
+        .bind(
+            runs.iter()
+                .map(|(r, _)| r.meta.resource_version)
+                .collect::<Vec<_>>(),
+        )
+        .bind(runs.iter().map(|(_, rv)| *rv).collect::<Vec<_>>())
+        .execute(self.conn())
+        .await;
+        let written = match r {
+            Ok(r) => r.rows_affected(),
+            Err(e) => return self.end_savepoint::<()>(Err(e)).await,
+        };
+        if written != runs.len() as u64 {
+            // All or nothing: undo the rows that did match.
+            self.undo_savepoint().await?;
+            return Err(StoreError::Conflict(format!(
+                "{} of {} runs changed since they were read",
+                runs.len() as u64 - written,
+                runs.len()
+            )));
+        }
+        self.end_savepoint(Ok(())).await
+    }
+
+    async fn delete_run(&mut self, id: Uuid) -> StoreResult<bool> {
+        let r = sqlx::query("DELETE FROM runs WHERE id = $1")
+            .bind(id)
+            .execute(self.conn())
+            .await
+            .map_err(db_err_delete)?;
+        Ok(r.rows_affected() == 1)
+    }
+
+    async fn count_live_runs(&mut self, host_id: Uuid) -> StoreResult<i64> {
+        sqlx::query_scalar(
+            "SELECT count(*) FROM runs WHERE host_id = $1 AND status IN ('spawning', 'running')",
+        )
+        .bind(host_id)
+        .fetch_one(self.conn())
+        .await
+        .map_err(db_err)
+    }
+
+    async fn count_runs_by_status(&mut self) -> StoreResult<Vec<(RunStatus, i64)>> {
+        let rows: Vec<(String, i64)> =
+            sqlx::query_as("SELECT status, count(*) FROM runs GROUP BY status ORDER BY status")
+                .fetch_all(self.conn())
+                .await
+                .map_err(db_err)?;
+        rows.into_iter()
+            .map(|(s, n)| Ok((s.parse().map_err(|e| corrupt("runs.status", e))?, n)))
+            .collect()
+    }
+}

@@ -1,0 +1,51 @@
+use super::*;
+
+#[async_trait]
+impl TokenTx for PgTx {
+    async fn insert_token(&mut self, t: &ApiToken) -> StoreResult<()> {
+        let sql = format!("INSERT INTO api_tokens ({TOKEN_COLS}) VALUES ($1,$2,$3,$4,$5,$6,$7,$8)");
+        let q = sqlx::query(&sql)
+            .bind(t.id)
+            .bind(&t.name)
+            .bind(token_kind_str(t.kind))
+            .bind(&t.fingerprint)
+            .bind(&t.host_name)
+            .bind(t.created_at)
+            .bind(t.last_used_at)
+            .bind(t.revoked_at);
+        self.savepoint().await?;
+        let r = q.execute(self.conn()).await;
+        self.end_savepoint(r).await.map(|_| ())
+    }
+
+    async fn get_token_by_fingerprint(&mut self, fp: &str) -> StoreResult<Option<ApiToken>> {
+        let sql = format!("SELECT {TOKEN_COLS} FROM api_tokens WHERE fingerprint = $1");
+        let row = sqlx::query(&sql)
+            .bind(fp)
+            .fetch_optional(self.conn())
+            .await
+            .map_err(db_err)?;
+        row.as_ref().map(token_from_row).transpose()
+    }
+
+    async fn list_tokens(&mut self) -> StoreResult<Vec<ApiToken>> {
+        let sql = format!("SELECT {TOKEN_COLS} FROM api_tokens ORDER BY created_at, id");
+        let rows = sqlx::query(&sql)
+            .fetch_all(self.conn())
+            .await
+            .map_err(db_err)?;
+        all(rows, token_from_row)
+    }
+
+    async fn revoke_token(&mut self, id: Uuid, now: DateTime<Utc>) -> StoreResult<bool> {
+        let r = sqlx::query(
+            "UPDATE api_tokens SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL",
+        )
+        .bind(id)
+        .bind(now)
+        .execute(self.conn())
+        .await
+        .map_err(db_err)?;
+        Ok(r.rows_affected() == 1)
+    }
+}

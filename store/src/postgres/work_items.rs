@@ -1,0 +1,378 @@
+use super::*;
+
+#[async_trait]
+impl WorkItemTx for PgTx {
+    async fn insert_work_item(&mut self, w: &WorkItem) -> StoreResult<WorkItem> {
+        let path = match w.parent_id {
+            None => short_id(w.id),
+            Some(parent) => {
+                let row = sqlx::query("SELECT project_id, path FROM work_items WHERE id = $1")
+                    .bind(parent)
+                    .fetch_optional(self.conn())
+                    .await
+                    .map_err(db_err)?
+                    .ok_or_else(|| {
+                        StoreError::Invalid(format!("parent work item {parent} does not exist"))
+                    })?;
+                let parent_project: Uuid = get(&row, "project_id")?;
+                if parent_project != w.project_id {
+                    return Err(StoreError::Invalid(format!(
+                        "parent work item {parent} is in another project"
+                    )));
+                }
+                let parent_path: String = get(&row, "path")?;
+                format!("{parent_path}/{}", short_id(w.id))
+            }
+        };
+        let sql = format!(
+            "INSERT INTO work_items ({cols}) VALUES \
+             ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20) \
+             RETURNING {cols}",
+            cols = work_item_cols()
+        );
+        let q = sqlx::query(&sql)
+            .bind(w.id)
+            .bind(w.project_id)
+            .bind(w.parent_id)
+            .bind(&w.name)
+            .bind(w.kind.as_str())
+            .bind(&w.title)
+            .bind(&w.description)
+            .bind(w.status.as_str())
+            .bind(&w.assignee)
+            .bind(&path)
+            .bind(w.sort_order);
+        let q = bind_meta!(q, w.meta).bind(w.created_at).bind(w.updated_at);
+        self.savepoint().await?;
+        let r = q.fetch_one(self.conn()).await;
+        let row = self.end_savepoint(r).await?;
+        work_item_from_row(&row)
+    }
+
+    async fn insert_work_items(&mut self, items: Vec<WorkItem>) -> StoreResult<Vec<WorkItem>> {
+        if items.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Paths: a parent earlier in the batch, else one lookup for every
+        // stored parent.
+        let in_batch: HashSet<Uuid> = items.iter().map(|w| w.id).collect();
+        let stored: Vec<Uuid> = items
+            .iter()
+            .filter_map(|w| w.parent_id)
+            .filter(|p| !in_batch.contains(p))
+            .collect();
+        let mut known: HashMap<Uuid, (Uuid, String)> = HashMap::new();
+        if !stored.is_empty() {
+            let rows =
+                sqlx::query("SELECT id, project_id, path FROM work_items WHERE id = ANY($1)")
+                    .bind(&stored)
+                    .fetch_all(self.conn())
+                    .await
+                    .map_err(db_err)?;
+            for row in rows {
+                known.insert(
+                    get(&row, "id")?,
+                    (get(&row, "project_id")?, get(&row, "path")?),
+                );
+            }
+        }
+        let mut paths = Vec::with_capacity(items.len());
+        for w in &items {
+            let path = match w.parent_id {
+                None => short_id(w.id),
+                Some(parent) => {
+                    let (project, parent_path) = known.get(&parent).ok_or_else(|| {
+                        StoreError::Invalid(format!("parent work item {parent} does not exist"))
+                    })?;
+                    if *project != w.project_id {
+                        return Err(StoreError::Invalid(format!(
+                            "parent work item {parent} is in another project"
+                        )));
+                    }
+                    format!("{parent_path}/{}", short_id(w.id))
+                }
+            };
+            known.insert(w.id, (w.project_id, path.clone()));
+            paths.push(path);
+        }
+        // One COPY FROM STDIN: no per-row round trip, and the cheapest
+        // write PostgreSQL offers (text format, built here).
+        let mut data = String::with_capacity(items.len() * 512);
+        for (w, path) in items.iter().zip(&paths) {
+            copy_work_item_row(&mut data, w, path);
+        }
+        self.savepoint().await?;
+        let result = self
+            .copy_in(
+                &format!("COPY work_items ({}) FROM STDIN", work_item_cols()),
+                data.as_bytes(),
+            )
+            .await;
+        self.end_savepoint(result).await?;
+        // Every column was written from `items` (no database defaults), so
+        // the stored rows are the input with its computed paths (and
+        // PostgreSQL's microsecond timestamps): no RETURNING to decode.
+        use chrono::SubsecRound;
+        Ok(items
+            .into_iter()
+            .zip(paths)
+            .map(|(w, path)| WorkItem {
+                path,
+                created_at: w.created_at.trunc_subsecs(6),
+                updated_at: w.updated_at.trunc_subsecs(6),
+                ..w
+            })
+            .collect())
+    }
+
+    async fn get_work_item(&mut self, id: Uuid) -> StoreResult<Option<WorkItem>> {
+        let sql = format!("SELECT {} FROM work_items WHERE id = $1", work_item_cols());
+        let row = sqlx::query(&sql)
+            .bind(id)
+            .fetch_optional(self.conn())
+            .await
+            .map_err(db_err)?;
+        row.as_ref().map(work_item_from_row).transpose()
+    }
+
+    async fn get_work_item_by_name(
+        &mut self,
+        project_id: Uuid,
+        name: &str,
+    ) -> StoreResult<Option<WorkItem>> {
+        let sql = format!(
+            "SELECT {} FROM work_items WHERE project_id = $1 AND name = $2",
+            work_item_cols()
+        );
+        let row = sqlx::query(&sql)
+            .bind(project_id)
+            .bind(name)
+            .fetch_optional(self.conn())
+            .await
+            .map_err(db_err)?;
+        row.as_ref().map(work_item_from_row).transpose()
+    }
+
+    async fn list_work_items(&mut self, project_id: Uuid) -> StoreResult<Vec<WorkItem>> {
+        let sql = format!(
+            "SELECT {} FROM work_items WHERE project_id = $1 \
+             ORDER BY path COLLATE \"C\", sort_order, id",
+            work_item_cols()
+        );
+        let rows = sqlx::query(&sql)
+            .bind(project_id)
+            .fetch_all(self.conn())
+            .await
+            .map_err(db_err)?;
+        all(rows, work_item_from_row)
+    }
+
+    async fn subtree(&mut self, id: Uuid) -> StoreResult<Vec<WorkItem>> {
+        let root = self
+            .get_work_item(id)
+            .await?
+            .ok_or_else(|| StoreError::NotFound(format!("work item {id}")))?;
+        // project_id too: path short ids are not identities, and two roots
+        // in different projects may share one.
+        let sql = format!(
+            "SELECT {} FROM work_items \
+             WHERE project_id = $2 AND (path = $1 OR path LIKE $1 || '/%') \
+             ORDER BY path COLLATE \"C\", sort_order, id",
+            work_item_cols()
+        );
+        let rows = sqlx::query(&sql)
+            .bind(&root.path)
+            .bind(root.project_id)
+            .fetch_all(self.conn())
+            .await
+            .map_err(db_err)?;
+        all(rows, work_item_from_row)
+    }
+
+    async fn subtree_recursive(&mut self, id: Uuid) -> StoreResult<Vec<WorkItem>> {
+        let cols = work_item_cols();
+        let sql = format!(
+            "WITH RECURSIVE subtree AS ( \
+                 SELECT {cols} FROM work_items WHERE id = $1 \
+                 UNION ALL \
+                 SELECT {wcols} FROM work_items w INNER JOIN subtree s ON w.parent_id = s.id \
+             ) SELECT {cols} FROM subtree ORDER BY path COLLATE \"C\", sort_order, id",
+            wcols = qualified("w", &cols)
+        );
+        let rows = sqlx::query(&sql)
+            .bind(id)
+            .fetch_all(self.conn())
+            .await
+            .map_err(db_err)?;
+        if rows.is_empty() {
+            return Err(StoreError::NotFound(format!("work item {id}")));
+        }
+        all(rows, work_item_from_row)
+    }
+
+    async fn update_work_item(&mut self, w: &WorkItem, expected_rv: i64) -> StoreResult<WorkItem> {
+        let sql = format!(
+            "UPDATE work_items SET title = $3, description = $4, assignee = $5, sort_order = $6, \
+             spec = $7, labels = $8, annotations = $9, generation = $10, \
+             observed_generation = $11, conditions = $12, updated_at = $13, \
+             resource_version = resource_version + 1 \
+             WHERE id = $1 AND resource_version = $2 RETURNING {}",
+            work_item_cols()
+        );
+        let row = sqlx::query(&sql)
+            .bind(w.id)
+            .bind(expected_rv)
+            .bind(&w.title)
+            .bind(&w.description)
+            .bind(&w.assignee)
+            .bind(w.sort_order)
+            .bind(&w.meta.spec)
+            .bind(labels_to_json(&w.meta.labels))
+            .bind(labels_to_json(&w.meta.annotations))
+            .bind(w.meta.generation)
+            .bind(w.meta.observed_generation)
+            .bind(&w.meta.conditions)
+            .bind(w.updated_at)
+            .fetch_optional(self.conn())
+            .await
+            .map_err(db_err)?;
+        match row {
+            Some(row) => work_item_from_row(&row),
+            None => Err(self
+                .zero_rows(
+                    "work_items",
+                    w.id,
+                    format!(
+                        "work item {} is not at resource version {expected_rv}",
+                        w.id
+                    ),
+                )
+                .await),
+        }
+    }
+
+    async fn set_work_item_status(
+        &mut self,
+        id: Uuid,
+        from: WorkItemStatus,
+        to: WorkItemStatus,
+        now: DateTime<Utc>,
+    ) -> StoreResult<WorkItem> {
+        transition(from, to)?;
+        let sql = format!(
+            "UPDATE work_items SET status = $3, updated_at = $4, \
+             resource_version = resource_version + 1 \
+             WHERE id = $1 AND status = $2 RETURNING {}",
+            work_item_cols()
+        );
+        let row = sqlx::query(&sql)
+            .bind(id)
+            .bind(from.as_str())
+            .bind(to.as_str())
+            .bind(now)
+            .fetch_optional(self.conn())
+            .await
+            .map_err(db_err)?;
+        match row {
+            Some(row) => work_item_from_row(&row),
+            None => Err(self
+                .zero_rows("work_items", id, format!("work item {id} is not {from}"))
+                .await),
+        }
+    }
+
+    async fn reparent_work_item(
+        &mut self,
+        id: Uuid,
+        new_parent: Option<Uuid>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<WorkItem> {
+        let row = sqlx::query("SELECT project_id, path FROM work_items WHERE id = $1 FOR UPDATE")
+            .bind(id)
+            .fetch_optional(self.conn())
+            .await
+            .map_err(db_err)?
+            .ok_or_else(|| StoreError::NotFound(format!("work item {id}")))?;
+        let project: Uuid = get(&row, "project_id")?;
+        let old_path: String = get(&row, "path")?;
+        let new_path = match new_parent {
+            None => short_id(id),
+            Some(parent) => {
+                if parent == id {
+                    return Err(StoreError::Invalid(format!(
+                        "work item {id} cannot be its own parent"
+                    )));
+                }
+                let prow = sqlx::query("SELECT project_id, path FROM work_items WHERE id = $1")
+                    .bind(parent)
+                    .fetch_optional(self.conn())
+                    .await
+                    .map_err(db_err)?
+                    .ok_or_else(|| {
+                        StoreError::Invalid(format!("parent work item {parent} does not exist"))
+                    })?;
+                let parent_project: Uuid = get(&prow, "project_id")?;
+                if parent_project != project {
+                    return Err(StoreError::Invalid(format!(
+                        "parent work item {parent} is in another project"
+                    )));
+                }
+                // OQ-6: the new parent must not be a descendant. Walk its
+                // ancestors by live parent links (paths are not identities).
+                let cycle: bool = sqlx::query_scalar(
+                    "WITH RECURSIVE anc AS ( \
+                         SELECT id, parent_id FROM work_items WHERE id = $1 \
+                         UNION \
+                         SELECT w.id, w.parent_id FROM work_items w \
+                         INNER JOIN anc a ON w.id = a.parent_id \
+                     ) SELECT EXISTS (SELECT 1 FROM anc WHERE id = $2)",
+                )
+                .bind(parent)
+                .bind(id)
+                .fetch_one(self.conn())
+                .await
+                .map_err(db_err)?;
+                if cycle {
+                    return Err(StoreError::Invalid(format!(
+                        "work item {parent} is a descendant of {id}: moving would make a cycle"
+                    )));
+                }
+                let parent_path: String = get(&prow, "path")?;
+                format!("{parent_path}/{}", short_id(id))
+            }
+        };
+        // The subtree is located by the OLD prefix, then rewritten at once.
+        sqlx::query(
+            "UPDATE work_items SET path = $1 || substr(path, length($2) + 1) \
+             WHERE project_id = $3 AND (path = $2 OR path LIKE $2 || '/%')",
+        )
+        .bind(&new_path)
+        .bind(&old_path)
+        .bind(project)
+        .execute(self.conn())
+        .await
+        .map_err(db_err)?;
+        let sql = format!(
+            "UPDATE work_items SET parent_id = $2, updated_at = $3, \
+             resource_version = resource_version + 1 WHERE id = $1 RETURNING {}",
+            work_item_cols()
+        );
+        let row = sqlx::query(&sql)
+            .bind(id)
+            .bind(new_parent)
+            .bind(now)
+            .fetch_one(self.conn())
+            .await
+            .map_err(db_err)?;
+        work_item_from_row(&row)
+    }
+
+    async fn delete_work_item(&mut self, id: Uuid) -> StoreResult<bool> {
+        let r = sqlx::query("DELETE FROM work_items WHERE id = $1")
+            .bind(id)
+            .execute(self.conn())
+            .await
+            .map_err(db_err_delete)?;
+        Ok(r.rows_affected() == 1)
+    }
+}

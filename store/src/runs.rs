@@ -1,0 +1,244 @@
+//! The run aggregate: [`Run`] rows, their one-shot signal markers
+//! (`processed_signals`) and the [`RunTx`] calls.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use pam_manifests::state::{FailureReason, RunStatus};
+use uuid::Uuid;
+
+use crate::{short_id, Host, Labels, Meta, StoreError, StoreResult};
+
+/// Where a run may be dispatched.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Target {
+    /// Any eligible host.
+    #[default]
+    Any,
+    /// The host with this name.
+    Host(String),
+    /// Hosts whose labels contain all of these (equality selector).
+    Selector(Labels),
+}
+
+impl Target {
+    /// Whether this target selects `host`: any host, the host of that
+    /// name, or a host whose dispatch labels contain every pair of the
+    /// selector. Eligibility of the host itself (online, capacity) is not
+    /// part of it.
+    pub fn matches(&self, host: &Host) -> bool {
+        match self {
+            Target::Any => true,
+            Target::Host(name) => *name == host.name,
+            Target::Selector(sel) => sel
+                .iter()
+                .all(|(k, v)| host.dispatch_labels.get(k) == Some(v)),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Run {
+    pub id: Uuid,
+    pub project_id: Uuid,
+    pub task_id: Uuid,
+    /// Operator name, unique per project.
+    pub name: String,
+    pub host_id: Option<Uuid>,
+    pub provider: String,
+    pub prompt: String,
+    pub cwd: String,
+    /// `pam-<first 8 hex of id>`.
+    pub session_name: String,
+    pub status: RunStatus,
+    pub attempt: i32,
+    pub last_progress_seq: Option<i64>,
+    pub failure_reason: Option<FailureReason>,
+    pub pending_since: DateTime<Utc>,
+    pub exit_code: Option<i32>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub finished_at: Option<DateTime<Utc>>,
+    pub target: Target,
+    pub max_attempts: i32,
+    pub backoff_seconds: i32,
+    pub backoff_max_seconds: i32,
+    /// None: the controller's configured dispatch timeout.
+    pub dispatch_timeout_seconds: Option<i32>,
+    /// Desired stop (`spec.stopped`).
+    pub stop_requested: bool,
+    /// When a failed run becomes due for its restart requeue.
+    pub requeue_at: Option<DateTime<Utc>>,
+    /// Whether an eligible host ever matched while pending (OQ-15).
+    pub eligible_host_seen: bool,
+    pub meta: Meta,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl Run {
+    /// A guarded status transition applied to this row in memory, as
+    /// [`Tx::transition_run`] does it in a store: the state-machine gate,
+    /// then the status and attempt guard (Conflict), then each set field of
+    /// `update` (COALESCE), updated_at = now, resource_version + 1.
+    pub fn apply_transition(
+        &mut self,
+        attempt: i32,
+        from: RunStatus,
+        to: RunStatus,
+        update: &RunUpdate,
+        now: DateTime<Utc>,
+    ) -> StoreResult<()> {
+        pam_manifests::state::transition(from, to)?;
+        if self.status != from || self.attempt != attempt {
+            return Err(StoreError::Conflict(format!(
+                "run {} is not {from} at attempt {attempt}",
+                self.id
+            )));
+        }
+        self.status = to;
+        self.host_id = update.host_id.or(self.host_id);
+        self.exit_code = update.exit_code.or(self.exit_code);
+        self.failure_reason = update.failure_reason.or(self.failure_reason);
+        self.started_at = update.started_at.or(self.started_at);
+        self.finished_at = update.finished_at.or(self.finished_at);
+        self.requeue_at = update.requeue_at.or(self.requeue_at);
+        self.updated_at = now;
+        self.meta.resource_version += 1;
+        Ok(())
+    }
+
+    /// The tmux session name for a run id: `pam-<first 8 hex>`.
+    pub fn session_name_for(id: Uuid) -> String {
+        format!("pam-{}", short_id(id))
+    }
+}
+
+/// Filter for [`Tx::list_runs`]; `None` fields do not filter.
+#[derive(Debug, Clone, Default)]
+pub struct RunFilter {
+    pub project_id: Option<Uuid>,
+    pub task_id: Option<Uuid>,
+    pub host_id: Option<Uuid>,
+    pub statuses: Option<Vec<RunStatus>>,
+}
+
+/// A recorded one-shot signal: `processed_signals (run_id, attempt, kind)`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SignalMarker {
+    pub run_id: Uuid,
+    pub attempt: i32,
+    pub kind: String,
+}
+
+/// The per-attempt fields a guarded run transition may set alongside the
+/// status. `None` leaves a column as it is.
+#[derive(Debug, Clone, Default)]
+pub struct RunUpdate {
+    pub host_id: Option<Uuid>,
+    pub exit_code: Option<i32>,
+    pub failure_reason: Option<FailureReason>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub finished_at: Option<DateTime<Utc>>,
+    pub requeue_at: Option<DateTime<Utc>>,
+}
+
+/// Runs (`runs`, `processed_signals`). Part of every [`crate::Tx`].
+#[async_trait]
+pub trait RunTx: Send {
+    /// Inserts a run as given (`session_name` included). A taken (project,
+    /// name) or (host, session name) is AlreadyExists; a missing task or
+    /// host is NotFound; a task outside `project_id` is Invalid. Whether the
+    /// task's kind may carry runs, and whether the project is archived, is
+    /// the caller's to check.
+    async fn insert_run(&mut self, r: &Run) -> StoreResult<()>;
+    async fn get_run(&mut self, id: Uuid) -> StoreResult<Option<Run>>;
+    async fn get_run_by_name(&mut self, project_id: Uuid, name: &str) -> StoreResult<Option<Run>>;
+    /// The run on `host_id` whose session is `session_name` (UNIQUE
+    /// (host_id, session_name)).
+    async fn get_run_by_session(
+        &mut self,
+        host_id: Uuid,
+        session_name: &str,
+    ) -> StoreResult<Option<Run>>;
+    /// Runs matching the filter, ordered by created_at, then id.
+    async fn list_runs(&mut self, f: &RunFilter) -> StoreResult<Vec<Run>>;
+    /// Writes the operator-owned fields (target, restart policy,
+    /// dispatch_timeout_seconds, stop_requested, meta except
+    /// resource_version) where `resource_version = expected_rv`, bumping it.
+    async fn update_run_spec(&mut self, r: &Run, expected_rv: i64) -> StoreResult<Run>;
+    /// Guarded status write for the current attempt: passes the gate, then
+    /// updates only `WHERE status = from AND attempt = attempt`, setting the
+    /// given [`RunUpdate`] fields and updated_at. Zero rows: Conflict
+    /// (NotFound if the run is gone).
+    async fn transition_run(
+        &mut self,
+        id: Uuid,
+        attempt: i32,
+        from: RunStatus,
+        to: RunStatus,
+        update: &RunUpdate,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Run>;
+    /// The restart requeue edge failed → pending (guarded on status and
+    /// attempt): attempt += 1; host_id, started_at, finished_at, exit_code,
+    /// last_progress_seq, failure_reason, requeue_at reset to NULL;
+    /// eligible_host_seen = false; pending_since = now (OQ-15).
+    async fn requeue_run(&mut self, id: Uuid, attempt: i32, now: DateTime<Utc>)
+        -> StoreResult<Run>;
+    /// Claims up to `limit` pending runs eligible for `host` (target Any,
+    /// host name equal, or selector contained in the host's labels), oldest
+    /// pending_since first, skipping runs with stop_requested. Locks rows
+    /// (`FOR UPDATE SKIP LOCKED`), so concurrent claimers never claim the
+    /// same run; each claimed run becomes spawning with host_id = host.
+    /// Eligibility of the host itself (online, capacity) is the caller's.
+    async fn claim_runs(
+        &mut self,
+        host: &Host,
+        limit: i64,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Vec<Run>>;
+    /// Pending runs, oldest pending_since first (index-driven).
+    async fn list_pending_runs(&mut self, limit: i64) -> StoreResult<Vec<Run>>;
+    /// Failed runs whose requeue_at is at or before `now` and that have no
+    /// stop request, oldest requeue_at first.
+    async fn list_requeue_due(&mut self, now: DateTime<Utc>, limit: i64) -> StoreResult<Vec<Run>>;
+    /// Marks pending runs as having seen an eligible host (OQ-15).
+    async fn mark_eligible_host_seen(&mut self, ids: &[Uuid]) -> StoreResult<()>;
+    /// Applies progress `seq` for `attempt` only if `seq > last_progress_seq`
+    /// (or it is NULL) and the attempt matches. Returns whether it applied;
+    /// an unknown run is NotFound.
+    async fn advance_progress(&mut self, id: Uuid, attempt: i32, seq: i64) -> StoreResult<bool>;
+    /// Signal ingest's batch read: the runs with these ids that exist,
+    /// row-locked until commit (`SELECT … ORDER BY id FOR UPDATE`: a fixed
+    /// lock order, so two batches over the same runs serialize instead of
+    /// deadlocking), together with every one-shot marker recorded for them
+    /// (any attempt). Holding the locks, the caller can decide the whole
+    /// batch in memory: no concurrent batch can add a marker or move one of
+    /// these runs before it commits.
+    async fn lock_runs_with_signals(
+        &mut self,
+        ids: &[Uuid],
+    ) -> StoreResult<(Vec<Run>, Vec<SignalMarker>)>;
+    /// Signal ingest's batch write of new one-shot markers (`INSERT … ON
+    /// CONFLICT DO NOTHING`, one statement). Returns how many were new; the
+    /// caller compares with how many it expected. An unknown run is
+    /// NotFound.
+    async fn insert_signal_markers(
+        &mut self,
+        markers: &[SignalMarker],
+        now: DateTime<Utc>,
+    ) -> StoreResult<u64>;
+    /// Signal ingest's batch write of run state decided in memory: for each
+    /// `(run, expected_rv)`, writes the per-attempt columns (status, host_id,
+    /// exit_code, failure_reason, started_at, finished_at, requeue_at,
+    /// last_progress_seq, updated_at, resource_version) where
+    /// `resource_version = expected_rv`, in one statement. Every step that
+    /// produced `run` already passed the state-machine gate. Any row that
+    /// does not match is a Conflict and nothing is written.
+    async fn write_run_states(&mut self, runs: &[(Run, i64)]) -> StoreResult<()>;
+    /// Deletes a run (and its processed signals). Returns whether it existed.
+    async fn delete_run(&mut self, id: Uuid) -> StoreResult<bool>;
+    /// Number of runs in spawning or running on a host.
+    async fn count_live_runs(&mut self, host_id: Uuid) -> StoreResult<i64>;
+    /// How many runs are in each status (statuses with none are left out).
+    async fn count_runs_by_status(&mut self) -> StoreResult<Vec<(RunStatus, i64)>>;
+}

@@ -1,0 +1,40 @@
+//! API tokens: [`ApiToken`] rows (fingerprints only) and the [`TokenTx`]
+//! calls.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use crate::StoreResult;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenKind {
+    Operator,
+    Worker,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiToken {
+    pub id: Uuid,
+    pub name: String,
+    pub kind: TokenKind,
+    /// SHA-256 hex of the token; the token itself is never stored.
+    pub fingerprint: String,
+    /// Worker tokens: the host they may act for.
+    pub host_name: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub last_used_at: Option<DateTime<Utc>>,
+    pub revoked_at: Option<DateTime<Utc>>,
+}
+
+/// API tokens (`api_tokens`). Part of every [`crate::Tx`].
+#[async_trait]
+pub trait TokenTx: Send {
+    async fn insert_token(&mut self, t: &ApiToken) -> StoreResult<()>;
+    /// A token by fingerprint, revoked or not.
+    async fn get_token_by_fingerprint(&mut self, fp: &str) -> StoreResult<Option<ApiToken>>;
+    /// All tokens ordered by created_at.
+    async fn list_tokens(&mut self) -> StoreResult<Vec<ApiToken>>;
+    /// Sets revoked_at on a live token; returns whether one was revoked.
+    async fn revoke_token(&mut self, id: Uuid, now: DateTime<Utc>) -> StoreResult<bool>;
+}

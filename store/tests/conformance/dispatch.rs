@@ -1,0 +1,244 @@
+//! Conformance: dispatch — claims, the pending and requeue lists, live-run counts.
+
+use super::*;
+
+pub async fn claim_runs_by_target(s: &dyn Store) {
+    let (_, task) = seed(s).await;
+    let h1 = host("h1", &[("gpu", "yes"), ("os", "linux")]);
+    let h2 = host("h2", &[]);
+    insert_hosts(s, &[&h1, &h2]).await;
+    let any = run(&task, "any", t(1));
+    let mut to_h1 = run(&task, "to-h1", t(2));
+    to_h1.target = Target::Host("h1".into());
+    let mut to_h2 = run(&task, "to-h2", t(3));
+    to_h2.target = Target::Host("h2".into());
+    let mut gpu = run(&task, "gpu", t(4));
+    gpu.target = Target::Selector(labels_of(&[("gpu", "yes")]));
+    let mut no_gpu = run(&task, "no-gpu", t(5));
+    no_gpu.target = Target::Selector(labels_of(&[("gpu", "no")]));
+    let mut both = run(&task, "both", t(6));
+    both.target = Target::Selector(labels_of(&[("gpu", "yes"), ("os", "mac")]));
+    insert_runs(
+        s,
+        &[
+            any.clone(),
+            to_h1.clone(),
+            to_h2.clone(),
+            gpu.clone(),
+            no_gpu.clone(),
+            both.clone(),
+        ],
+    )
+    .await;
+
+    let mut tx = s.begin().await.unwrap();
+    let c1 = tx.claim_runs(&h1, 10, t(7)).await.unwrap();
+    assert_eq!(ids(&c1, |r| r.id), [any.id, to_h1.id, gpu.id]);
+    for r in &c1 {
+        assert_eq!(r.status, RunStatus::Spawning);
+        assert_eq!(r.host_id, Some(h1.id));
+        assert_eq!(r.updated_at, t(7));
+        assert_eq!(r.session_name, Run::session_name_for(r.id));
+    }
+    let c2 = tx.claim_runs(&h2, 10, t(8)).await.unwrap();
+    assert_eq!(ids(&c2, |r| r.id), [to_h2.id]);
+    tx.commit().await.unwrap();
+    let pending = {
+        let mut tx = s.begin().await.unwrap();
+        tx.list_pending_runs(10).await.unwrap()
+    };
+    assert_eq!(ids(&pending, |r| r.id), [no_gpu.id, both.id]);
+    assert_eq!(get_run(s, gpu.id).await.host_id, Some(h1.id));
+}
+
+pub async fn claim_runs_order_limit_and_stop_requested(s: &dyn Store) {
+    let (_, task) = seed(s).await;
+    let h = host("h", &[]);
+    insert_hosts(s, &[&h]).await;
+    let newer = run(&task, "newer", t(3));
+    let older = run(&task, "older", t(1));
+    let mut stopped = run(&task, "stopped", t(0));
+    stopped.stop_requested = true;
+    insert_runs(s, &[newer.clone(), older.clone(), stopped.clone()]).await;
+
+    let mut tx = s.begin().await.unwrap();
+    let first = tx.claim_runs(&h, 1, t(5)).await.unwrap();
+    assert_eq!(ids(&first, |r| r.id), [older.id]);
+    let rest = tx.claim_runs(&h, 10, t(5)).await.unwrap();
+    assert_eq!(ids(&rest, |r| r.id), [newer.id]);
+    assert!(tx.claim_runs(&h, 10, t(5)).await.unwrap().is_empty());
+    tx.commit().await.unwrap();
+    assert_eq!(get_run(s, stopped.id).await.status, RunStatus::Pending);
+}
+
+pub async fn claim_runs_at_most_once(s: &dyn Store) {
+    let (_, task) = seed(s).await;
+    let (h1, h2) = (host("h1", &[]), host("h2", &[]));
+    insert_hosts(s, &[&h1, &h2]).await;
+    let runs: Vec<Run> = (0..5).map(|i| run(&task, &format!("r{i}"), t(i))).collect();
+    insert_runs(s, &runs).await;
+
+    let mut tx = s.begin().await.unwrap();
+    assert_eq!(tx.claim_runs(&h1, 10, t(9)).await.unwrap().len(), 5);
+    tx.commit().await.unwrap();
+    let mut tx = s.begin().await.unwrap();
+    assert!(tx.claim_runs(&h2, 10, t(9)).await.unwrap().is_empty());
+    tx.commit().await.unwrap();
+    let mut tx = s.begin().await.unwrap();
+    assert_eq!(tx.count_live_runs(h1.id).await.unwrap(), 5);
+    assert_eq!(tx.count_live_runs(h2.id).await.unwrap(), 0);
+}
+
+pub async fn run_by_session_after_claim(s: &dyn Store) {
+    let (_, task) = seed(s).await;
+    let (h1, h2) = (host("h1", &[]), host("h2", &[]));
+    insert_hosts(s, &[&h1, &h2]).await;
+    let r = run(&task, "r", t(1));
+    insert_runs(s, std::slice::from_ref(&r)).await;
+    let mut tx = s.begin().await.unwrap();
+    assert!(
+        tx.get_run_by_session(h1.id, &r.session_name)
+            .await
+            .unwrap()
+            .is_none(),
+        "pending: no host yet"
+    );
+    tx.claim_runs(&h1, 1, t(2)).await.unwrap();
+    let found = tx.get_run_by_session(h1.id, &r.session_name).await.unwrap();
+    assert_eq!(found.map(|r| r.id), Some(r.id));
+    assert!(tx
+        .get_run_by_session(h2.id, &r.session_name)
+        .await
+        .unwrap()
+        .is_none());
+    assert!(tx
+        .get_run_by_session(h1.id, "pam-00000000")
+        .await
+        .unwrap()
+        .is_none());
+}
+
+pub async fn pending_and_requeue_due_lists(s: &dyn Store) {
+    let (_, task) = seed(s).await;
+    let p3 = run(&task, "p3", t(3));
+    let p1 = run(&task, "p1", t(1));
+    let p2 = run(&task, "p2", t(2));
+    let failed = |name: &str, at: Option<i64>| {
+        let mut r = run(&task, name, t(0));
+        r.status = RunStatus::Failed;
+        r.requeue_at = at.map(t);
+        r
+    };
+    let (f20, f10, fnone) = (
+        failed("f20", Some(20)),
+        failed("f10", Some(10)),
+        failed("fn", None),
+    );
+    insert_runs(
+        s,
+        &[
+            p3.clone(),
+            p1.clone(),
+            p2.clone(),
+            f20.clone(),
+            f10.clone(),
+            fnone,
+        ],
+    )
+    .await;
+    let mut tx = s.begin().await.unwrap();
+    let id = |r: &Run| r.id;
+    assert_eq!(
+        ids(&tx.list_pending_runs(10).await.unwrap(), id),
+        [p1.id, p2.id, p3.id]
+    );
+    assert_eq!(
+        ids(&tx.list_pending_runs(2).await.unwrap(), id),
+        [p1.id, p2.id]
+    );
+    assert!(tx.list_requeue_due(t(9), 10).await.unwrap().is_empty());
+    assert_eq!(
+        ids(&tx.list_requeue_due(t(15), 10).await.unwrap(), id),
+        [f10.id]
+    );
+    assert_eq!(
+        ids(&tx.list_requeue_due(t(20), 10).await.unwrap(), id),
+        [f10.id, f20.id],
+        "at or before now"
+    );
+    assert_eq!(
+        ids(&tx.list_requeue_due(t(20), 1).await.unwrap(), id),
+        [f10.id]
+    );
+}
+
+pub async fn mark_eligible_host_seen_only_pending(s: &dyn Store) {
+    let (_, task) = seed(s).await;
+    let pending = run(&task, "p", t(1));
+    let mut failed = run(&task, "f", t(1));
+    failed.status = RunStatus::Failed;
+    insert_runs(s, &[pending.clone(), failed.clone()]).await;
+    let mut tx = s.begin().await.unwrap();
+    tx.mark_eligible_host_seen(&[pending.id, failed.id, Uuid::new_v4()])
+        .await
+        .unwrap();
+    tx.mark_eligible_host_seen(&[]).await.unwrap();
+    tx.commit().await.unwrap();
+    assert!(get_run(s, pending.id).await.eligible_host_seen);
+    assert!(!get_run(s, failed.id).await.eligible_host_seen);
+}
+
+pub async fn count_live_runs(s: &dyn Store) {
+    let (_, task) = seed(s).await;
+    let (h1, h2) = (host("h1", &[]), host("h2", &[]));
+    insert_hosts(s, &[&h1, &h2]).await;
+    let mut runs = Vec::new();
+    for (i, (status, h)) in [
+        (RunStatus::Spawning, &h1),
+        (RunStatus::Running, &h1),
+        (RunStatus::Exited, &h1),
+        (RunStatus::Failed, &h1),
+        (RunStatus::Running, &h2),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut r = run(&task, &format!("r{i}"), t(1));
+        r.status = status;
+        r.host_id = Some(h.id);
+        runs.push(r);
+    }
+    insert_runs(s, &runs).await;
+    let mut tx = s.begin().await.unwrap();
+    assert_eq!(tx.count_live_runs(h1.id).await.unwrap(), 2);
+    assert_eq!(tx.count_live_runs(h2.id).await.unwrap(), 1);
+    assert_eq!(tx.count_live_runs(Uuid::new_v4()).await.unwrap(), 0);
+}
+
+/// The phase counts `/metrics` reports: every status with at least one row.
+pub async fn status_counts(s: &dyn Store) {
+    let (_, task) = seed(s).await;
+    let (h1, mut h2) = (host("h1", &[]), host("h2", &[]));
+    h2.status = HostStatus::Online;
+    insert_hosts(s, &[&h1, &h2]).await;
+    let mut runs = Vec::new();
+    for (i, status) in [RunStatus::Pending, RunStatus::Failed, RunStatus::Failed]
+        .into_iter()
+        .enumerate()
+    {
+        let mut r = run(&task, &format!("r{i}"), t(1));
+        r.status = status;
+        runs.push(r);
+    }
+    insert_runs(s, &runs).await;
+    let mut tx = s.begin().await.unwrap();
+    let mut by_run = tx.count_runs_by_status().await.unwrap();
+    by_run.sort_by_key(|(s, _)| s.as_str());
+    assert_eq!(by_run, [(RunStatus::Failed, 2), (RunStatus::Pending, 1)]);
+    let mut by_host = tx.count_hosts_by_status().await.unwrap();
+    by_host.sort_by_key(|(s, _)| s.as_str());
+    assert_eq!(
+        by_host,
+        [(HostStatus::Online, 1), (HostStatus::Registered, 1)]
+    );
+}

@@ -1,0 +1,123 @@
+//! Conformance: hosts.
+
+use super::*;
+
+pub async fn host_crud_and_update(s: &dyn Store) {
+    let (b, a) = (host("b", &[]), host("a", &[("x", "1")]));
+    insert_hosts(s, &[&b, &a]).await;
+    let mut tx = s.begin().await.unwrap();
+    assert_err!(
+        tx.insert_host(&host("a", &[])).await,
+        StoreError::AlreadyExists(_)
+    );
+    let names: Vec<String> = tx
+        .list_hosts()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|h| h.name)
+        .collect();
+    assert_eq!(names, ["a", "b"]);
+    let mut next = a.clone();
+    next.last_seen_at = Some(t(5));
+    next.instance_id = Some(Uuid::new_v4());
+    next.capacity = 1;
+    next.disabled = true;
+    next.meta.labels = labels_of(&[("x", "2")]);
+    next.updated_at = t(5);
+    next.status = HostStatus::Online; // not written by update_host
+    next.name = "renamed".into(); // nor this
+    let got = tx.update_host(&next, 1).await.unwrap();
+    assert_err!(tx.update_host(&next, 1).await, StoreError::Conflict(_));
+    assert_err!(
+        tx.update_host(&host("gone", &[]), 1).await,
+        StoreError::NotFound(_)
+    );
+    tx.commit().await.unwrap();
+    let mut want = next.clone();
+    want.status = HostStatus::Registered;
+    want.name = "a".into();
+    want.meta.resource_version = 2;
+    assert_eq!(got, want);
+    let mut tx = s.begin().await.unwrap();
+    assert_eq!(tx.get_host_by_name("a").await.unwrap(), Some(want));
+    assert!(tx.delete_host(b.id).await.unwrap());
+    assert!(!tx.delete_host(b.id).await.unwrap());
+}
+
+pub async fn host_status_guarded(s: &dyn Store) {
+    let h = host("h", &[]);
+    insert_hosts(s, &[&h]).await;
+    let mut tx = s.begin().await.unwrap();
+    assert_err!(
+        tx.set_host_status(h.id, HostStatus::Registered, HostStatus::Offline, t(1))
+            .await,
+        StoreError::Illegal(_)
+    );
+    assert_err!(
+        tx.set_host_status(h.id, HostStatus::Offline, HostStatus::Online, t(1))
+            .await,
+        StoreError::Conflict(_)
+    );
+    assert_err!(
+        tx.set_host_status(
+            Uuid::new_v4(),
+            HostStatus::Registered,
+            HostStatus::Online,
+            t(1)
+        )
+        .await,
+        StoreError::NotFound(_)
+    );
+    let got = tx
+        .set_host_status(h.id, HostStatus::Registered, HostStatus::Online, t(2))
+        .await
+        .unwrap();
+    assert_eq!(got.status, HostStatus::Online);
+    assert_eq!(got.updated_at, t(2));
+    assert_eq!(got.meta.resource_version, 2);
+    tx.commit().await.unwrap();
+    let mut tx = s.begin().await.unwrap();
+    assert_eq!(tx.get_host(h.id).await.unwrap(), Some(got));
+}
+
+pub async fn list_silent_hosts(s: &dyn Store) {
+    let mk = |name: &str, status, seen: Option<i64>| {
+        let mut h = host(name, &[]);
+        h.status = status;
+        h.last_seen_at = seen.map(t);
+        h
+    };
+    let old2 = mk("old2", HostStatus::Online, Some(20));
+    let old1 = mk("old1", HostStatus::Online, Some(10));
+    let fresh = mk("fresh", HostStatus::Online, Some(100));
+    let edge = mk("edge", HostStatus::Online, Some(50));
+    let offline = mk("offline", HostStatus::Offline, Some(5));
+    let never = mk("never", HostStatus::Registered, None);
+    insert_hosts(s, &[&old2, &old1, &fresh, &edge, &offline, &never]).await;
+    let mut tx = s.begin().await.unwrap();
+    let silent = tx.list_silent_hosts(t(50)).await.unwrap();
+    assert_eq!(
+        ids(&silent, |h| h.id),
+        [old1.id, old2.id],
+        "strictly before"
+    );
+}
+
+pub async fn delete_host_refused_while_referenced(s: &dyn Store) {
+    let (_, task) = seed(s).await;
+    let h = host("h", &[]);
+    insert_hosts(s, &[&h]).await;
+    let mut r = run(&task, "r", t(1));
+    r.host_id = Some(h.id);
+    r.status = RunStatus::Running;
+    insert_runs(s, std::slice::from_ref(&r)).await;
+    let mut tx = s.begin().await.unwrap();
+    assert_err!(tx.delete_host(h.id).await, StoreError::Invalid(_));
+    assert!(tx.delete_run(r.id).await.unwrap());
+    assert!(!tx.delete_run(r.id).await.unwrap());
+    assert!(tx.delete_host(h.id).await.unwrap());
+    tx.commit().await.unwrap();
+    let mut tx = s.begin().await.unwrap();
+    assert!(tx.list_hosts().await.unwrap().is_empty());
+}

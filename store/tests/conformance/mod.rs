@@ -1,0 +1,278 @@
+//! The Store behaviour suite: one `pub async fn` per behaviour, each taking
+//! a fresh, empty store. `store_conformance_tests!`
+//! turns the list into one `#[tokio::test]` per behaviour, so a failure
+//! names the behaviour and (by test file) the store:
+//!
+//! ```ignore
+//! #[macro_use]
+//! mod conformance;
+//! store_conformance_tests!(make_store().await);
+//! ```
+//!
+//! Times are a fixed base plus whole seconds (PostgreSQL keeps
+//! microseconds; these survive the round trip exactly).
+
+use chrono::{DateTime, Duration, TimeZone, Utc};
+use pam_manifests::state::{
+    FailureReason, HostStatus, Platform, ProjectStatus, RunStatus, WorkItemKind, WorkItemStatus,
+};
+use serde_json::json;
+use uuid::Uuid;
+
+#[allow(unused_imports)]
+pub use pam_store::prelude::*;
+#[allow(unused_imports)]
+pub use pam_store::{
+    short_id, ApiToken, Event, Host, Labels, Meta, Project, Run, RunFilter, RunUpdate,
+    SignalMarker, Store, StoreError, Target, TokenKind, WorkItem,
+};
+
+/// Generates one `#[tokio::test]` per behaviour; `$make` is an expression
+/// (evaluated per test) giving something that derefs to a [`Store`].
+macro_rules! store_conformance_tests {
+    ($make:expr) => {
+        store_conformance_tests!(@each $make;
+            project_crud,
+            project_slug_unique_and_tx_usable_after,
+            project_update_guarded_by_resource_version,
+            records_round_trip,
+            work_item_paths,
+            work_item_parent_and_name_checks,
+            insert_work_items_batch,
+            subtree_prefix_equals_recursive,
+            reparent_rewrites_descendant_paths,
+            reparent_refuses_cycle_self_and_cross_project,
+            work_item_status_guarded,
+            work_item_update_guarded,
+            delete_project_cascades,
+            delete_work_item_cascades,
+            run_list_filters_and_order,
+            run_name_unique_and_task_checks,
+            session_name_unique_per_host,
+            transition_run_guarded,
+            requeue_run_resets_attempt,
+            claim_runs_by_target,
+            claim_runs_order_limit_and_stop_requested,
+            claim_runs_at_most_once,
+            run_by_session_after_claim,
+            advance_progress_monotonic,
+            signal_batch_primitives,
+            run_events_of_topic_filters,
+            run_events_timeline,
+            pending_and_requeue_due_lists,
+            mark_eligible_host_seen_only_pending,
+            update_run_spec_guarded,
+            count_live_runs,
+            status_counts,
+            host_crud_and_update,
+            host_status_guarded,
+            list_silent_hosts,
+            delete_host_refused_while_referenced,
+            events_append_after_bounds_purge,
+            append_events_batch,
+            events_commit_returns_and_rollback_discards,
+            tokens_insert_lookup_revoke,
+            rollback_on_drop,
+            store_is_ready,
+        );
+    };
+    (@each $make:expr; $($name:ident),+ $(,)?) => {
+        $(
+            #[tokio::test]
+            async fn $name() {
+                let store = $make;
+                conformance::$name(&*store).await;
+            }
+        )+
+    };
+}
+
+// ---- fixtures -------------------------------------------------------------------
+
+/// The fixed base time plus `secs` seconds.
+pub fn t(secs: i64) -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2025, 1, 1, 0, 0, 0).unwrap() + Duration::seconds(secs)
+}
+
+pub fn project(slug: &str) -> Project {
+    Project {
+        id: Uuid::new_v4(),
+        name: format!("Project {slug}"),
+        slug: slug.to_string(),
+        description: String::new(),
+        status: ProjectStatus::Active,
+        meta: Meta::default(),
+        created_at: t(0),
+        updated_at: t(0),
+    }
+}
+
+pub fn item(p: &Project, parent: Option<&WorkItem>, name: &str) -> WorkItem {
+    WorkItem {
+        id: Uuid::new_v4(),
+        project_id: p.id,
+        parent_id: parent.map(|w| w.id),
+        name: name.to_string(),
+        kind: WorkItemKind::Task,
+        title: format!("Title {name}"),
+        description: String::new(),
+        status: WorkItemStatus::Todo,
+        assignee: None,
+        path: String::new(),
+        sort_order: 0,
+        meta: Meta::default(),
+        created_at: t(0),
+        updated_at: t(0),
+    }
+}
+
+pub fn run(task: &WorkItem, name: &str, pending_since: DateTime<Utc>) -> Run {
+    let id = Uuid::new_v4();
+    Run {
+        id,
+        project_id: task.project_id,
+        task_id: task.id,
+        name: name.to_string(),
+        host_id: None,
+        provider: "claude".into(),
+        prompt: "do it".into(),
+        cwd: "/src".into(),
+        session_name: Run::session_name_for(id),
+        status: RunStatus::Pending,
+        attempt: 1,
+        last_progress_seq: None,
+        failure_reason: None,
+        pending_since,
+        exit_code: None,
+        started_at: None,
+        finished_at: None,
+        target: Target::Any,
+        max_attempts: 1,
+        backoff_seconds: 10,
+        backoff_max_seconds: 300,
+        dispatch_timeout_seconds: None,
+        stop_requested: false,
+        requeue_at: None,
+        eligible_host_seen: false,
+        meta: Meta::default(),
+        created_at: pending_since,
+        updated_at: pending_since,
+    }
+}
+
+pub fn host(name: &str, labels: &[(&str, &str)]) -> Host {
+    Host {
+        id: Uuid::new_v4(),
+        name: name.to_string(),
+        platform: Platform::Linux,
+        token_fingerprint: None,
+        status: HostStatus::Registered,
+        instance_id: None,
+        instance_suspect: false,
+        instance_flagged_at: None,
+        presented_instance_id: None,
+        // Run target selectors match dispatch labels, not metadata labels.
+        dispatch_labels: labels_of(labels),
+        last_seen_at: None,
+        capacity: 4,
+        disabled: false,
+        meta: Meta::default(),
+        created_at: t(0),
+        updated_at: t(0),
+    }
+}
+
+fn labels_of(kv: &[(&str, &str)]) -> Labels {
+    kv.iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn token(name: &str, kind: TokenKind, fp: &str, at: i64) -> ApiToken {
+    ApiToken {
+        id: Uuid::new_v4(),
+        name: name.to_string(),
+        kind,
+        fingerprint: fp.to_string(),
+        host_name: (kind == TokenKind::Worker).then(|| name.to_string()),
+        created_at: t(at),
+        last_used_at: None,
+        revoked_at: None,
+    }
+}
+
+/// A project with one task, committed.
+async fn seed(s: &dyn Store) -> (Project, WorkItem) {
+    let p = project("seed");
+    let mut tx = s.begin().await.unwrap();
+    tx.insert_project(&p).await.unwrap();
+    let task = tx.insert_work_item(&item(&p, None, "task")).await.unwrap();
+    tx.commit().await.unwrap();
+    (p, task)
+}
+
+async fn insert_runs(s: &dyn Store, runs: &[Run]) {
+    let mut tx = s.begin().await.unwrap();
+    for r in runs {
+        tx.insert_run(r).await.unwrap();
+    }
+    tx.commit().await.unwrap();
+}
+
+async fn insert_hosts(s: &dyn Store, hosts: &[&Host]) {
+    let mut tx = s.begin().await.unwrap();
+    for h in hosts {
+        tx.insert_host(h).await.unwrap();
+    }
+    tx.commit().await.unwrap();
+}
+
+async fn get_run(s: &dyn Store, id: Uuid) -> Run {
+    let mut tx = s.begin().await.unwrap();
+    tx.get_run(id).await.unwrap().expect("run exists")
+}
+
+fn ids<T>(v: &[T], id: impl Fn(&T) -> Uuid) -> Vec<Uuid> {
+    v.iter().map(id).collect()
+}
+
+macro_rules! assert_err {
+    ($e:expr, $pat:pat) => {
+        match $e {
+            Err($pat) => {}
+            other => panic!(
+                "expected {}, got {:?}",
+                stringify!($pat),
+                other.map(|_| "Ok(..)")
+            ),
+        }
+    };
+}
+
+mod dispatch;
+mod events;
+mod hosts;
+mod projects;
+mod runs;
+mod signals;
+mod tokens;
+mod transactions;
+mod work_items;
+#[allow(unused_imports)]
+pub use dispatch::*;
+#[allow(unused_imports)]
+pub use events::*;
+#[allow(unused_imports)]
+pub use hosts::*;
+#[allow(unused_imports)]
+pub use projects::*;
+#[allow(unused_imports)]
+pub use runs::*;
+#[allow(unused_imports)]
+pub use signals::*;
+#[allow(unused_imports)]
+pub use tokens::*;
+#[allow(unused_imports)]
+pub use transactions::*;
+#[allow(unused_imports)]
+pub use work_items::*;

@@ -1,0 +1,129 @@
+//! Conformance: signal ingest's primitives — progress ordering and the
+//! one-shot markers of processed_signals.
+
+use super::*;
+
+pub async fn advance_progress_monotonic(s: &dyn Store) {
+    let (_, task) = seed(s).await;
+    let r = run(&task, "r", t(1));
+    insert_runs(s, std::slice::from_ref(&r)).await;
+    let mut tx = s.begin().await.unwrap();
+    assert!(tx.advance_progress(r.id, 1, 5).await.unwrap());
+    assert!(!tx.advance_progress(r.id, 1, 5).await.unwrap());
+    assert!(!tx.advance_progress(r.id, 1, 3).await.unwrap());
+    assert!(!tx.advance_progress(r.id, 2, 100).await.unwrap(), "attempt");
+    assert!(!tx.advance_progress(r.id, 0, 100).await.unwrap(), "attempt");
+    assert!(tx.advance_progress(r.id, 1, 6).await.unwrap());
+    assert_err!(
+        tx.advance_progress(Uuid::new_v4(), 1, 1).await,
+        StoreError::NotFound(_)
+    );
+    tx.commit().await.unwrap();
+    assert_eq!(get_run(s, r.id).await.last_progress_seq, Some(6));
+}
+
+pub(crate) fn marker(run_id: Uuid, attempt: i32, kind: &str) -> SignalMarker {
+    SignalMarker {
+        run_id,
+        attempt,
+        kind: kind.into(),
+    }
+}
+
+/// Signal ingest's batch primitives: the locked read of runs and their
+/// markers, the bulk marker insert (exactly once per (run, attempt, kind)),
+/// and the all-or-nothing guarded write of run state.
+pub async fn signal_batch_primitives(s: &dyn Store) {
+    let (_, task) = seed(s).await;
+    let (r, r2) = (run(&task, "r", t(1)), run(&task, "r2", t(1)));
+    insert_runs(s, &[r.clone(), r2.clone()]).await;
+    let mut tx = s.begin().await.unwrap();
+    let (runs, markers) = tx.lock_runs_with_signals(&[]).await.unwrap();
+    assert!(runs.is_empty() && markers.is_empty());
+    // The existing runs of the ids, in id order; unknown ids are skipped.
+    let (got, markers) = tx
+        .lock_runs_with_signals(&[r2.id, Uuid::new_v4(), r.id])
+        .await
+        .unwrap();
+    let mut want = vec![
+        tx.get_run(r.id).await.unwrap().unwrap(),
+        tx.get_run(r2.id).await.unwrap().unwrap(),
+    ];
+    want.sort_by_key(|x| x.id);
+    assert_eq!(got, want);
+    assert!(markers.is_empty());
+
+    assert_eq!(tx.insert_signal_markers(&[], t(2)).await.unwrap(), 0);
+    let first = [marker(r.id, 1, "started")];
+    assert_eq!(tx.insert_signal_markers(&first, t(2)).await.unwrap(), 1);
+    assert_eq!(tx.insert_signal_markers(&first, t(3)).await.unwrap(), 0);
+    let more = [
+        marker(r.id, 2, "started"),
+        marker(r.id, 1, "finished"),
+        marker(r2.id, 1, "started"),
+        marker(r.id, 1, "started"),
+    ];
+    assert_eq!(tx.insert_signal_markers(&more, t(3)).await.unwrap(), 3);
+    // An unknown run is NotFound, and the transaction stays usable.
+    assert_err!(
+        tx.insert_signal_markers(&[marker(Uuid::new_v4(), 1, "started")], t(4))
+            .await,
+        StoreError::NotFound(_)
+    );
+    assert_eq!(
+        tx.insert_signal_markers(&[marker(r2.id, 1, "lost")], t(4))
+            .await
+            .unwrap(),
+        1
+    );
+    tx.commit().await.unwrap();
+
+    let mut tx = s.begin().await.unwrap();
+    let (_, mut markers) = tx.lock_runs_with_signals(&[r.id]).await.unwrap();
+    markers.sort();
+    let mut want = vec![
+        marker(r.id, 1, "started"),
+        marker(r.id, 2, "started"),
+        marker(r.id, 1, "finished"),
+    ];
+    want.sort();
+    assert_eq!(markers, want);
+
+    // write_run_states: every per-attempt column, guarded on the
+    // resource_version read; one stale row means nothing is written.
+    let cur = tx.get_run(r.id).await.unwrap().unwrap();
+    let cur2 = tx.get_run(r2.id).await.unwrap().unwrap();
+    let mut next = cur.clone();
+    next.status = RunStatus::Failed;
+    next.exit_code = Some(3);
+    next.failure_reason = Some(FailureReason::SessionLost);
+    next.started_at = Some(t(5));
+    next.finished_at = Some(t(6));
+    next.requeue_at = Some(t(7));
+    next.last_progress_seq = Some(9);
+    next.updated_at = t(6);
+    next.meta.resource_version = cur.meta.resource_version + 2;
+    let mut next2 = cur2.clone();
+    next2.last_progress_seq = Some(1);
+    next2.meta.resource_version = cur2.meta.resource_version + 1;
+    assert_err!(
+        tx.write_run_states(&[
+            (next.clone(), cur.meta.resource_version),
+            (next2.clone(), cur2.meta.resource_version - 1),
+        ])
+        .await,
+        StoreError::Conflict(_)
+    );
+    assert_eq!(tx.get_run(r.id).await.unwrap().unwrap(), cur);
+    assert_eq!(tx.get_run(r2.id).await.unwrap().unwrap(), cur2);
+    tx.write_run_states(&[
+        (next.clone(), cur.meta.resource_version),
+        (next2.clone(), cur2.meta.resource_version),
+    ])
+    .await
+    .unwrap();
+    tx.write_run_states(&[]).await.unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(get_run(s, r.id).await, next);
+    assert_eq!(get_run(s, r2.id).await, next2);
+}

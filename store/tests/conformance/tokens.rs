@@ -1,0 +1,48 @@
+//! Conformance: tokens.
+
+use super::*;
+
+pub async fn tokens_insert_lookup_revoke(s: &dyn Store) {
+    let op = token("admin", TokenKind::Operator, "fp-op", 2);
+    let wk = token("h1", TokenKind::Worker, "fp-wk", 1);
+    let mut tx = s.begin().await.unwrap();
+    tx.insert_token(&op).await.unwrap();
+    tx.insert_token(&wk).await.unwrap();
+    assert_err!(
+        tx.insert_token(&token("other", TokenKind::Operator, "fp-op", 3))
+            .await,
+        StoreError::AlreadyExists(_)
+    );
+    assert_err!(
+        tx.insert_token(&token("admin", TokenKind::Operator, "fp-2", 3))
+            .await,
+        StoreError::AlreadyExists(_)
+    );
+    let mut hostless = token("w", TokenKind::Worker, "fp-3", 3);
+    hostless.host_name = None;
+    assert_err!(tx.insert_token(&hostless).await, StoreError::Invalid(_));
+    tx.commit().await.unwrap();
+
+    let mut tx = s.begin().await.unwrap();
+    assert_eq!(
+        tx.get_token_by_fingerprint("fp-op").await.unwrap(),
+        Some(op.clone())
+    );
+    assert_eq!(tx.get_token_by_fingerprint("nope").await.unwrap(), None);
+    assert_eq!(
+        tx.list_tokens().await.unwrap(),
+        vec![wk.clone(), op.clone()]
+    );
+    assert!(tx.revoke_token(op.id, t(9)).await.unwrap());
+    assert!(!tx.revoke_token(op.id, t(10)).await.unwrap());
+    assert!(!tx.revoke_token(Uuid::new_v4(), t(10)).await.unwrap());
+    // A revoked operator token frees its name.
+    tx.insert_token(&token("admin", TokenKind::Operator, "fp-new", 11))
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    let mut tx = s.begin().await.unwrap();
+    let got = tx.get_token_by_fingerprint("fp-op").await.unwrap().unwrap();
+    assert_eq!(got.revoked_at, Some(t(9)), "revoked tokens are still found");
+    assert_eq!(tx.list_tokens().await.unwrap().len(), 3);
+}
