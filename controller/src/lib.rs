@@ -5,8 +5,9 @@
 //! test `tests/layers.rs` fails when a module imports a higher layer):
 //!
 //! ```text
-//! server, config                 pamd's process: config, embedded PostgreSQL, local worker
-//! api, dashboard                 HTTP: handlers, SSE, /metrics, auth, lookups
+//! server                         pamd's process: lifecycle, embedded PostgreSQL, local worker
+//! config                         the config file and flags
+//! api                            HTTP: handlers, SSE, /metrics, auth, lookups, the dashboard
 //! reconcile | apply              the loops and signal ingest | declarative apply, diff, prune
 //! ctx                            store + clock + bus + metrics + wake-ups; commit-then-publish
 //! rules                          every change to a stored object, through the gate, with its event
@@ -25,7 +26,6 @@ pub mod apply;
 pub mod clock;
 pub mod config;
 pub mod ctx;
-pub mod dashboard;
 pub mod events;
 pub mod metrics;
 pub mod reconcile;

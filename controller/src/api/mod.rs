@@ -25,6 +25,7 @@ use crate::ctx::{Ctx, Thresholds};
 pub mod apply;
 pub mod attach;
 pub mod auth;
+pub mod dashboard;
 pub mod events;
 pub mod hosts;
 pub mod leases;
@@ -78,7 +79,7 @@ pub fn router(state: AppState) -> Router {
     let metrics = state.ctx.metrics.clone();
     Router::new()
         .merge(routes::v1())
-        .merge(crate::dashboard::router())
+        .merge(dashboard::router())
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics::handler))

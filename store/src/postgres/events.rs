@@ -2,6 +2,7 @@ use super::*;
 
 #[async_trait]
 impl EventTx for PgTx {
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn append_event(
         &mut self,
         topic: &str,
@@ -24,6 +25,7 @@ impl EventTx for PgTx {
         Ok(ev)
     }
 
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn append_events(
         &mut self,
         events: Vec<(&'static str, Value)>,
@@ -71,6 +73,7 @@ impl EventTx for PgTx {
         Ok(out)
     }
 
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn events_after(&mut self, after: i64, limit: i64) -> StoreResult<Vec<Event>> {
         let rows = sqlx::query(
             "SELECT seq, topic, payload, created_at FROM events WHERE seq > $1 \
@@ -84,6 +87,7 @@ impl EventTx for PgTx {
         all(rows, event_from_row)
     }
 
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn run_events_of_topic(&mut self, topic: &str, runs: &[Uuid]) -> StoreResult<Vec<Event>> {
         if runs.is_empty() {
             return Ok(Vec::new());
@@ -101,6 +105,7 @@ impl EventTx for PgTx {
         all(rows, event_from_row)
     }
 
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn run_events(&mut self, run: Uuid, after: i64, limit: i64) -> StoreResult<Vec<Event>> {
         let rows = sqlx::query(
             "SELECT seq, topic, payload, created_at FROM events \
@@ -115,6 +120,7 @@ impl EventTx for PgTx {
         all(rows, event_from_row)
     }
 
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn purge_events_before(&mut self, cutoff: DateTime<Utc>) -> StoreResult<u64> {
         let r = sqlx::query("DELETE FROM events WHERE created_at < $1")
             .bind(cutoff)
@@ -124,6 +130,7 @@ impl EventTx for PgTx {
         Ok(r.rows_affected())
     }
 
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn event_bounds(&mut self) -> StoreResult<Option<(i64, i64)>> {
         let row = sqlx::query("SELECT min(seq) AS lo, max(seq) AS hi FROM events")
             .fetch_one(self.conn())
@@ -134,6 +141,7 @@ impl EventTx for PgTx {
         Ok(lo.zip(hi))
     }
 
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn event_high_water(&mut self) -> StoreResult<i64> {
         // The order lock waits out every append in flight (each holds it
         // from its first append to commit or rollback).

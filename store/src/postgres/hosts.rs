@@ -2,6 +2,7 @@ use super::*;
 
 #[async_trait]
 impl HostTx for PgTx {
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn insert_host(&mut self, h: &Host) -> StoreResult<()> {
         let sql = format!(
             "INSERT INTO hosts ({}) VALUES \
@@ -28,6 +29,7 @@ impl HostTx for PgTx {
         self.end_savepoint(r).await.map(|_| ())
     }
 
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn get_host(&mut self, id: Uuid) -> StoreResult<Option<Host>> {
         let sql = format!("SELECT {} FROM hosts WHERE id = $1", host_cols());
         let row = sqlx::query(&sql)
@@ -38,6 +40,7 @@ impl HostTx for PgTx {
         row.as_ref().map(host_from_row).transpose()
     }
 
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn get_host_by_name(&mut self, name: &str) -> StoreResult<Option<Host>> {
         let sql = format!("SELECT {} FROM hosts WHERE name = $1", host_cols());
         let row = sqlx::query(&sql)
@@ -48,6 +51,7 @@ impl HostTx for PgTx {
         row.as_ref().map(host_from_row).transpose()
     }
 
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn list_hosts(&mut self) -> StoreResult<Vec<Host>> {
         let sql = format!(
             "SELECT {} FROM hosts ORDER BY name COLLATE \"C\"",
@@ -60,6 +64,7 @@ impl HostTx for PgTx {
         all(rows, host_from_row)
     }
 
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn update_host(&mut self, h: &Host, expected_rv: i64) -> StoreResult<Host> {
         let sql = format!(
             "UPDATE hosts SET platform = $3, token_fingerprint = $4, instance_id = $5, \
@@ -106,6 +111,7 @@ impl HostTx for PgTx {
         }
     }
 
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn set_host_status(
         &mut self,
         id: Uuid,
@@ -136,6 +142,7 @@ impl HostTx for PgTx {
         }
     }
 
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn count_hosts_by_status(&mut self) -> StoreResult<Vec<(HostStatus, i64)>> {
         let rows: Vec<(String, i64)> =
             sqlx::query_as("SELECT status, count(*) FROM hosts GROUP BY status ORDER BY status")
@@ -147,6 +154,7 @@ impl HostTx for PgTx {
             .collect()
     }
 
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn list_silent_hosts(&mut self, cutoff: DateTime<Utc>) -> StoreResult<Vec<Host>> {
         let sql = format!(
             "SELECT {} FROM hosts WHERE status = 'online' AND last_seen_at < $1 \
@@ -161,6 +169,7 @@ impl HostTx for PgTx {
         all(rows, host_from_row)
     }
 
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn delete_host(&mut self, id: Uuid) -> StoreResult<bool> {
         self.savepoint().await?;
         let r = sqlx::query("DELETE FROM hosts WHERE id = $1")

@@ -2,6 +2,7 @@ use super::*;
 
 #[async_trait]
 impl ProjectTx for PgTx {
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn insert_project(&mut self, p: &Project) -> StoreResult<()> {
         let sql = format!(
             "INSERT INTO projects ({}) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14)",
@@ -19,6 +20,7 @@ impl ProjectTx for PgTx {
         self.end_savepoint(r).await.map(|_| ())
     }
 
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn get_project(&mut self, id: Uuid) -> StoreResult<Option<Project>> {
         let sql = format!("SELECT {} FROM projects WHERE id = $1", project_cols());
         let row = sqlx::query(&sql)
@@ -29,6 +31,7 @@ impl ProjectTx for PgTx {
         row.as_ref().map(project_from_row).transpose()
     }
 
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn get_project_by_slug(&mut self, slug: &str) -> StoreResult<Option<Project>> {
         let sql = format!("SELECT {} FROM projects WHERE slug = $1", project_cols());
         let row = sqlx::query(&sql)
@@ -39,6 +42,7 @@ impl ProjectTx for PgTx {
         row.as_ref().map(project_from_row).transpose()
     }
 
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn list_projects(&mut self) -> StoreResult<Vec<Project>> {
         let sql = format!(
             "SELECT {} FROM projects ORDER BY slug COLLATE \"C\"",
@@ -51,6 +55,7 @@ impl ProjectTx for PgTx {
         all(rows, project_from_row)
     }
 
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn update_project(&mut self, p: &Project, expected_rv: i64) -> StoreResult<Project> {
         let sql = format!(
             "UPDATE projects SET name = $3, description = $4, status = $5, spec = $6, \
@@ -87,6 +92,7 @@ impl ProjectTx for PgTx {
         }
     }
 
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn delete_project(&mut self, id: Uuid) -> StoreResult<bool> {
         let r = sqlx::query("DELETE FROM projects WHERE id = $1")
             .bind(id)

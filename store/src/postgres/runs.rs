@@ -2,6 +2,7 @@ use super::*;
 
 #[async_trait]
 impl RunTx for PgTx {
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn insert_run(&mut self, r: &Run) -> StoreResult<()> {
         let task_project: Option<Uuid> =
             sqlx::query_scalar("SELECT project_id FROM work_items WHERE id = $1")
@@ -56,11 +57,13 @@ impl RunTx for PgTx {
         self.end_savepoint(res).await.map(|_| ())
     }
 
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn get_run(&mut self, id: Uuid) -> StoreResult<Option<Run>> {
         let sql = format!("SELECT {} FROM runs WHERE id = $1", run_cols());
         self.one_run(&sql, id).await
     }
 
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn get_run_by_session(
         &mut self,
         host_id: Uuid,
@@ -79,6 +82,7 @@ impl RunTx for PgTx {
         row.as_ref().map(run_from_row).transpose()
     }
 
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn get_run_by_name(&mut self, project_id: Uuid, name: &str) -> StoreResult<Option<Run>> {
         let sql = format!(
             "SELECT {} FROM runs WHERE project_id = $1 AND name = $2",
@@ -93,6 +97,7 @@ impl RunTx for PgTx {
         row.as_ref().map(run_from_row).transpose()
     }
 
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn list_runs(&mut self, f: &RunFilter) -> StoreResult<Vec<Run>> {
         let statuses: Option<Vec<String>> = f
             .statuses
@@ -115,6 +120,7 @@ impl RunTx for PgTx {
         all(rows, run_from_row)
     }
 
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn update_run_spec(&mut self, r: &Run, expected_rv: i64) -> StoreResult<Run> {
         let sql = format!(
             "UPDATE runs SET target = $3, max_attempts = $4, backoff_seconds = $5, \
@@ -156,6 +162,7 @@ impl RunTx for PgTx {
         }
     }
 
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn transition_run(
         &mut self,
         id: Uuid,
@@ -203,6 +210,7 @@ impl RunTx for PgTx {
         }
     }
 
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn requeue_run(
         &mut self,
         id: Uuid,
@@ -238,6 +246,7 @@ impl RunTx for PgTx {
         }
     }
 
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn claim_runs(
         &mut self,
         host: &Host,
@@ -271,6 +280,7 @@ impl RunTx for PgTx {
         Ok(runs)
     }
 
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn list_pending_runs(&mut self, limit: i64) -> StoreResult<Vec<Run>> {
         let sql = format!(
             "SELECT {} FROM runs WHERE status = 'pending' ORDER BY pending_since, id LIMIT $1",
@@ -284,6 +294,7 @@ impl RunTx for PgTx {
         all(rows, run_from_row)
     }
 
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn list_requeue_due(&mut self, now: DateTime<Utc>, limit: i64) -> StoreResult<Vec<Run>> {
         let sql = format!(
             "SELECT {} FROM runs WHERE status = 'failed' AND requeue_at IS NOT NULL \
@@ -299,6 +310,7 @@ impl RunTx for PgTx {
         all(rows, run_from_row)
     }
 
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn mark_eligible_host_seen(&mut self, ids: &[Uuid]) -> StoreResult<()> {
         sqlx::query(
             "UPDATE runs SET eligible_host_seen = true, resource_version = resource_version + 1 \
@@ -311,6 +323,7 @@ impl RunTx for PgTx {
         Ok(())
     }
 
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn advance_progress(&mut self, id: Uuid, attempt: i32, seq: i64) -> StoreResult<bool> {
         let r = sqlx::query(
             "UPDATE runs SET last_progress_seq = $3, resource_version = resource_version + 1 \
@@ -332,6 +345,7 @@ impl RunTx for PgTx {
         Ok(false)
     }
 
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn lock_runs_with_signals(
         &mut self,
         ids: &[Uuid],
@@ -370,6 +384,7 @@ impl RunTx for PgTx {
         Ok((runs, markers))
     }
 
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn insert_signal_markers(
         &mut self,
         markers: &[SignalMarker],
@@ -394,6 +409,7 @@ impl RunTx for PgTx {
         Ok(r.rows_affected())
     }
 
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn write_run_states(&mut self, runs: &[(Run, i64)]) -> StoreResult<()> {
         if runs.is_empty() {
             return Ok(());
@@ -461,6 +477,7 @@ impl RunTx for PgTx {
         self.end_savepoint(Ok(())).await
     }
 
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn delete_run(&mut self, id: Uuid) -> StoreResult<bool> {
         let r = sqlx::query("DELETE FROM runs WHERE id = $1")
             .bind(id)
@@ -470,6 +487,7 @@ impl RunTx for PgTx {
         Ok(r.rows_affected() == 1)
     }
 
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn count_live_runs(&mut self, host_id: Uuid) -> StoreResult<i64> {
         sqlx::query_scalar(
             "SELECT count(*) FROM runs WHERE host_id = $1 AND status IN ('spawning', 'running')",
@@ -480,6 +498,7 @@ impl RunTx for PgTx {
         .map_err(db_err)
     }
 
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn count_runs_by_status(&mut self) -> StoreResult<Vec<(RunStatus, i64)>> {
         let rows: Vec<(String, i64)> =
             sqlx::query_as("SELECT status, count(*) FROM runs GROUP BY status ORDER BY status")

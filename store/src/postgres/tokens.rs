@@ -2,6 +2,7 @@ use super::*;
 
 #[async_trait]
 impl TokenTx for PgTx {
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn insert_token(&mut self, t: &ApiToken) -> StoreResult<()> {
         let sql = format!("INSERT INTO api_tokens ({TOKEN_COLS}) VALUES ($1,$2,$3,$4,$5,$6,$7,$8)");
         let q = sqlx::query(&sql)
@@ -18,6 +19,7 @@ impl TokenTx for PgTx {
         self.end_savepoint(r).await.map(|_| ())
     }
 
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn get_token_by_fingerprint(&mut self, fp: &str) -> StoreResult<Option<ApiToken>> {
         let sql = format!("SELECT {TOKEN_COLS} FROM api_tokens WHERE fingerprint = $1");
         let row = sqlx::query(&sql)
@@ -28,6 +30,7 @@ impl TokenTx for PgTx {
         row.as_ref().map(token_from_row).transpose()
     }
 
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn list_tokens(&mut self) -> StoreResult<Vec<ApiToken>> {
         let sql = format!("SELECT {TOKEN_COLS} FROM api_tokens ORDER BY created_at, id");
         let rows = sqlx::query(&sql)
@@ -37,6 +40,7 @@ impl TokenTx for PgTx {
         all(rows, token_from_row)
     }
 
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn revoke_token(&mut self, id: Uuid, now: DateTime<Utc>) -> StoreResult<bool> {
         let r = sqlx::query(
             "UPDATE api_tokens SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL",

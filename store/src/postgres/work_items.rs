@@ -2,6 +2,7 @@ use super::*;
 
 #[async_trait]
 impl WorkItemTx for PgTx {
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn insert_work_item(&mut self, w: &WorkItem) -> StoreResult<WorkItem> {
         let path = match w.parent_id {
             None => short_id(w.id),
@@ -49,6 +50,7 @@ impl WorkItemTx for PgTx {
         work_item_from_row(&row)
     }
 
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn insert_work_items(&mut self, items: Vec<WorkItem>) -> StoreResult<Vec<WorkItem>> {
         if items.is_empty() {
             return Ok(Vec::new());
@@ -125,6 +127,7 @@ impl WorkItemTx for PgTx {
             .collect())
     }
 
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn get_work_item(&mut self, id: Uuid) -> StoreResult<Option<WorkItem>> {
         let sql = format!("SELECT {} FROM work_items WHERE id = $1", work_item_cols());
         let row = sqlx::query(&sql)
@@ -135,6 +138,7 @@ impl WorkItemTx for PgTx {
         row.as_ref().map(work_item_from_row).transpose()
     }
 
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn get_work_item_by_name(
         &mut self,
         project_id: Uuid,
@@ -153,6 +157,7 @@ impl WorkItemTx for PgTx {
         row.as_ref().map(work_item_from_row).transpose()
     }
 
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn list_work_items(&mut self, project_id: Uuid) -> StoreResult<Vec<WorkItem>> {
         let sql = format!(
             "SELECT {} FROM work_items WHERE project_id = $1 \
@@ -167,6 +172,7 @@ impl WorkItemTx for PgTx {
         all(rows, work_item_from_row)
     }
 
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn subtree(&mut self, id: Uuid) -> StoreResult<Vec<WorkItem>> {
         let root = self
             .get_work_item(id)
@@ -189,6 +195,7 @@ impl WorkItemTx for PgTx {
         all(rows, work_item_from_row)
     }
 
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn subtree_recursive(&mut self, id: Uuid) -> StoreResult<Vec<WorkItem>> {
         let cols = work_item_cols();
         let sql = format!(
@@ -210,6 +217,7 @@ impl WorkItemTx for PgTx {
         all(rows, work_item_from_row)
     }
 
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn update_work_item(&mut self, w: &WorkItem, expected_rv: i64) -> StoreResult<WorkItem> {
         let sql = format!(
             "UPDATE work_items SET title = $3, description = $4, assignee = $5, sort_order = $6, \
@@ -251,6 +259,7 @@ impl WorkItemTx for PgTx {
         }
     }
 
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn set_work_item_status(
         &mut self,
         id: Uuid,
@@ -281,6 +290,7 @@ impl WorkItemTx for PgTx {
         }
     }
 
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn reparent_work_item(
         &mut self,
         id: Uuid,
@@ -367,6 +377,7 @@ impl WorkItemTx for PgTx {
         work_item_from_row(&row)
     }
 
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn delete_work_item(&mut self, id: Uuid) -> StoreResult<bool> {
         let r = sqlx::query("DELETE FROM work_items WHERE id = $1")
             .bind(id)

@@ -24,7 +24,7 @@ use axum::routing::get;
 use axum::Router;
 use sha2::{Digest, Sha256};
 
-use crate::api::{ApiError, AppState};
+use super::{ApiError, AppState};
 
 /// The Content-Security-Policy of every dashboard response.
 pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \

@@ -1,0 +1,312 @@
+//! Row mapping: the column lists every query selects, rows to records and
+//! back (JSON columns, COPY text).
+
+use super::*;
+
+pub(super) const META_COLS: &str =
+    "spec, labels, annotations, generation, resource_version, observed_generation, conditions";
+
+pub(super) fn project_cols() -> String {
+    format!("id, name, slug, description, status, {META_COLS}, created_at, updated_at")
+}
+
+pub(super) fn work_item_cols() -> String {
+    format!(
+        "id, project_id, parent_id, name, kind, title, description, status, assignee, path, \
+         sort_order, {META_COLS}, created_at, updated_at"
+    )
+}
+
+pub(super) fn run_cols() -> String {
+    format!(
+        "id, project_id, task_id, name, host_id, provider, prompt, cwd, session_name, status, \
+         attempt, last_progress_seq, failure_reason, pending_since, exit_code, started_at, \
+         finished_at, target, max_attempts, backoff_seconds, backoff_max_seconds, \
+         dispatch_timeout_seconds, stop_requested, requeue_at, eligible_host_seen, {META_COLS}, \
+         created_at, updated_at"
+    )
+}
+
+pub(super) fn host_cols() -> String {
+    format!(
+        "id, name, platform, token_fingerprint, status, instance_id, instance_suspect, \
+         instance_flagged_at, last_seen_at, capacity, disabled, presented_instance_id, \
+         dispatch_labels, {META_COLS}, created_at, updated_at"
+    )
+}
+
+pub(super) const TOKEN_COLS: &str =
+    "id, name, kind, fingerprint, host_name, created_at, last_used_at, revoked_at";
+
+/// `cols` with every column qualified by `alias` (for joins and CTEs).
+pub(super) fn qualified(alias: &str, cols: &str) -> String {
+    cols.split(',')
+        .map(|c| format!("{alias}.{}", c.trim()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+pub(super) fn labels_to_json(l: &Labels) -> Value {
+    serde_json::to_value(l).expect("a string map serializes")
+}
+
+/// Appends `s` to a COPY text-format row, escaped.
+pub(super) fn copy_text(out: &mut String, s: &str) {
+    if !s.contains(['\\', '\t', '\n', '\r']) {
+        out.push_str(s);
+        return;
+    }
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\t' => out.push_str("\\t"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            c => out.push(c),
+        }
+    }
+}
+
+/// Appends a JSON value to a COPY text-format row.
+pub(super) fn copy_json<T: serde::Serialize + ?Sized>(out: &mut String, v: &T) {
+    let text = serde_json::to_string(v).expect("JSON serializes");
+    copy_text(out, &text);
+}
+
+/// A timestamp as PostgreSQL stores it (microseconds, truncated as the
+/// binary encoding does).
+pub(super) fn copy_time(out: &mut String, t: DateTime<Utc>) {
+    use chrono::SubsecRound;
+    out.push_str(
+        &t.trunc_subsecs(6)
+            .to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
+    );
+}
+
+/// One `work_items` row (columns of [`work_item_cols`]) in COPY text format.
+pub(super) fn copy_work_item_row(out: &mut String, w: &WorkItem, path: &str) {
+    use std::fmt::Write as _;
+    let _ = write!(out, "{}\t{}\t", w.id, w.project_id);
+    match w.parent_id {
+        Some(p) => {
+            let _ = write!(out, "{p}");
+        }
+        None => out.push_str("\\N"),
+    }
+    out.push('\t');
+    for s in [
+        w.name.as_str(),
+        w.kind.as_str(),
+        &w.title,
+        &w.description,
+        w.status.as_str(),
+    ] {
+        copy_text(out, s);
+        out.push('\t');
+    }
+    match &w.assignee {
+        Some(a) => copy_text(out, a),
+        None => out.push_str("\\N"),
+    }
+    out.push('\t');
+    copy_text(out, path);
+    let _ = write!(out, "\t{}\t", w.sort_order);
+    copy_json(out, &w.meta.spec);
+    out.push('\t');
+    copy_json(out, &w.meta.labels);
+    out.push('\t');
+    copy_json(out, &w.meta.annotations);
+    let _ = write!(
+        out,
+        "\t{}\t{}\t{}\t",
+        w.meta.generation, w.meta.resource_version, w.meta.observed_generation
+    );
+    copy_json(out, &w.meta.conditions);
+    out.push('\t');
+    copy_time(out, w.created_at);
+    out.push('\t');
+    copy_time(out, w.updated_at);
+    out.push('\n');
+}
+
+pub(super) fn labels_from_json(v: Value) -> StoreResult<Labels> {
+    serde_json::from_value(v).map_err(|e| corrupt("labels", e))
+}
+
+pub(super) fn target_to_json(t: &Target) -> Value {
+    match t {
+        Target::Any => json!({}),
+        Target::Host(h) => json!({ "host": h }),
+        Target::Selector(s) => json!({ "selector": s }),
+    }
+}
+
+pub(super) fn target_from_json(v: Value) -> StoreResult<Target> {
+    let obj = v
+        .as_object()
+        .ok_or_else(|| corrupt("target", "not an object"))?;
+    if obj.is_empty() {
+        return Ok(Target::Any);
+    }
+    if let Some(h) = obj.get("host").and_then(Value::as_str) {
+        return Ok(Target::Host(h.to_string()));
+    }
+    if let Some(s) = obj.get("selector") {
+        return Ok(Target::Selector(labels_from_json(s.clone())?));
+    }
+    Err(corrupt("target", v))
+}
+
+pub(super) fn parse<T: std::str::FromStr>(row: &PgRow, col: &str) -> StoreResult<T>
+where
+    T::Err: std::fmt::Display,
+{
+    let s: String = row.try_get(col).map_err(db_err)?;
+    s.parse().map_err(|e| corrupt(col, e))
+}
+
+pub(super) fn get<'r, T>(row: &'r PgRow, col: &str) -> StoreResult<T>
+where
+    T: sqlx::Decode<'r, Postgres> + sqlx::Type<Postgres>,
+{
+    row.try_get(col).map_err(db_err)
+}
+
+pub(super) fn meta_from_row(row: &PgRow) -> StoreResult<Meta> {
+    Ok(Meta {
+        spec: get(row, "spec")?,
+        labels: labels_from_json(get(row, "labels")?)?,
+        annotations: labels_from_json(get(row, "annotations")?)?,
+        generation: get(row, "generation")?,
+        resource_version: get(row, "resource_version")?,
+        observed_generation: get(row, "observed_generation")?,
+        conditions: get(row, "conditions")?,
+    })
+}
+
+pub(super) fn project_from_row(row: &PgRow) -> StoreResult<Project> {
+    Ok(Project {
+        id: get(row, "id")?,
+        name: get(row, "name")?,
+        slug: get(row, "slug")?,
+        description: get(row, "description")?,
+        status: parse(row, "status")?,
+        meta: meta_from_row(row)?,
+        created_at: get(row, "created_at")?,
+        updated_at: get(row, "updated_at")?,
+    })
+}
+
+pub(super) fn work_item_from_row(row: &PgRow) -> StoreResult<WorkItem> {
+    Ok(WorkItem {
+        id: get(row, "id")?,
+        project_id: get(row, "project_id")?,
+        parent_id: get(row, "parent_id")?,
+        name: get(row, "name")?,
+        kind: parse(row, "kind")?,
+        title: get(row, "title")?,
+        description: get(row, "description")?,
+        status: parse(row, "status")?,
+        assignee: get(row, "assignee")?,
+        path: get(row, "path")?,
+        sort_order: get(row, "sort_order")?,
+        meta: meta_from_row(row)?,
+        created_at: get(row, "created_at")?,
+        updated_at: get(row, "updated_at")?,
+    })
+}
+
+pub(super) fn run_from_row(row: &PgRow) -> StoreResult<Run> {
+    let failure_reason: Option<String> = get(row, "failure_reason")?;
+    Ok(Run {
+        id: get(row, "id")?,
+        project_id: get(row, "project_id")?,
+        task_id: get(row, "task_id")?,
+        name: get(row, "name")?,
+        host_id: get(row, "host_id")?,
+        provider: get(row, "provider")?,
+        prompt: get(row, "prompt")?,
+        cwd: get(row, "cwd")?,
+        session_name: get(row, "session_name")?,
+        status: parse(row, "status")?,
+        attempt: get(row, "attempt")?,
+        last_progress_seq: get(row, "last_progress_seq")?,
+        failure_reason: failure_reason
+            .map(|s| s.parse().map_err(|e| corrupt("failure_reason", e)))
+            .transpose()?,
+        pending_since: get(row, "pending_since")?,
+        exit_code: get(row, "exit_code")?,
+        started_at: get(row, "started_at")?,
+        finished_at: get(row, "finished_at")?,
+        target: target_from_json(get(row, "target")?)?,
+        max_attempts: get(row, "max_attempts")?,
+        backoff_seconds: get(row, "backoff_seconds")?,
+        backoff_max_seconds: get(row, "backoff_max_seconds")?,
+        dispatch_timeout_seconds: get(row, "dispatch_timeout_seconds")?,
+        stop_requested: get(row, "stop_requested")?,
+        requeue_at: get(row, "requeue_at")?,
+        eligible_host_seen: get(row, "eligible_host_seen")?,
+        meta: meta_from_row(row)?,
+        created_at: get(row, "created_at")?,
+        updated_at: get(row, "updated_at")?,
+    })
+}
+
+pub(super) fn host_from_row(row: &PgRow) -> StoreResult<Host> {
+    Ok(Host {
+        id: get(row, "id")?,
+        name: get(row, "name")?,
+        platform: parse(row, "platform")?,
+        token_fingerprint: get(row, "token_fingerprint")?,
+        status: parse(row, "status")?,
+        instance_id: get(row, "instance_id")?,
+        instance_suspect: get(row, "instance_suspect")?,
+        instance_flagged_at: get(row, "instance_flagged_at")?,
+        last_seen_at: get(row, "last_seen_at")?,
+        capacity: get(row, "capacity")?,
+        disabled: get(row, "disabled")?,
+        presented_instance_id: get(row, "presented_instance_id")?,
+        dispatch_labels: labels_from_json(get(row, "dispatch_labels")?)?,
+        meta: meta_from_row(row)?,
+        created_at: get(row, "created_at")?,
+        updated_at: get(row, "updated_at")?,
+    })
+}
+
+pub(super) fn token_from_row(row: &PgRow) -> StoreResult<ApiToken> {
+    let kind: String = get(row, "kind")?;
+    Ok(ApiToken {
+        id: get(row, "id")?,
+        name: get(row, "name")?,
+        kind: match kind.as_str() {
+            "operator" => TokenKind::Operator,
+            "worker" => TokenKind::Worker,
+            other => return Err(corrupt("token kind", other)),
+        },
+        fingerprint: get(row, "fingerprint")?,
+        host_name: get(row, "host_name")?,
+        created_at: get(row, "created_at")?,
+        last_used_at: get(row, "last_used_at")?,
+        revoked_at: get(row, "revoked_at")?,
+    })
+}
+
+pub(super) fn token_kind_str(k: TokenKind) -> &'static str {
+    match k {
+        TokenKind::Operator => "operator",
+        TokenKind::Worker => "worker",
+    }
+}
+
+pub(super) fn event_from_row(row: &PgRow) -> StoreResult<Event> {
+    Ok(Event {
+        seq: get(row, "seq")?,
+        topic: get(row, "topic")?,
+        payload: get(row, "payload")?,
+        created_at: get(row, "created_at")?,
+    })
+}
+
+pub(super) fn all<T>(rows: Vec<PgRow>, f: fn(&PgRow) -> StoreResult<T>) -> StoreResult<Vec<T>> {
+    rows.iter().map(f).collect()
+}
