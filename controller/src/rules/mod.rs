@@ -54,4 +54,24 @@ impl RuleError {
     }
 }
 
+/// Refuses a change to an immutable field (a Run's task, provider, prompt,
+/// cwd, command; a Task's type), naming each field with `message`.
+fn check_immutable(
+    kind: pam_manifests::Kind,
+    stored: &serde_json::Value,
+    desired: &serde_json::Value,
+    message: &str,
+) -> RuleResult<()> {
+    let changed = pam_manifests::immutable_changes(kind, stored, desired);
+    if changed.is_empty() {
+        return Ok(());
+    }
+    Err(RuleError::Fields(
+        changed
+            .into_iter()
+            .map(|f| (f.to_string(), message.to_string()))
+            .collect(),
+    ))
+}
+
 pub type RuleResult<T> = Result<T, RuleError>;

@@ -25,7 +25,7 @@ use serde_json::{json, Value};
 use uuid::Uuid;
 
 use super::meta::{self, Change, Desired};
-use super::{RuleError, RuleResult};
+use super::{check_immutable, RuleError, RuleResult};
 use crate::events::{payload, topic};
 
 /// A task as declared, its parent resolved to an id.
@@ -123,23 +123,15 @@ pub async fn update(
     project_slug: &str,
     now: DateTime<Utc>,
 ) -> RuleResult<(WorkItem, Change)> {
-    let immutable = pam_manifests::immutable_changes(Kind::Task, &row.meta.spec, &d.desired.spec);
-    if !immutable.is_empty() {
-        return Err(RuleError::Fields(
-            immutable
-                .into_iter()
-                .map(|f| {
-                    (
-                        f.to_string(),
-                        format!(
-                            "is immutable (stored: {}); delete and recreate the task to change it",
-                            row.kind
-                        ),
-                    )
-                })
-                .collect(),
-        ));
-    }
+    check_immutable(
+        Kind::Task,
+        &row.meta.spec,
+        &d.desired.spec,
+        &format!(
+            "is immutable (stored: {}); delete and recreate the task to change it",
+            row.kind
+        ),
+    )?;
     if Desired::stored(&row.meta) == d.desired {
         return Ok((row, Change::Unchanged));
     }

@@ -20,7 +20,7 @@ use serde_json::json;
 use uuid::Uuid;
 
 use super::meta::{self, Change, Desired};
-use super::{RuleError, RuleResult};
+use super::{check_immutable, RuleResult};
 use crate::events::{payload, topic};
 
 /// The operator-owned fields of a run as declared.
@@ -128,20 +128,12 @@ pub async fn update(
     d: RunDesired,
     now: DateTime<Utc>,
 ) -> RuleResult<(Run, Change)> {
-    let immutable = pam_manifests::immutable_changes(Kind::Run, &row.meta.spec, &d.desired.spec);
-    if !immutable.is_empty() {
-        return Err(RuleError::Fields(
-            immutable
-                .into_iter()
-                .map(|f| {
-                    (
-                        f.to_string(),
-                        "is immutable; create a new run to change it".to_string(),
-                    )
-                })
-                .collect(),
-        ));
-    }
+    check_immutable(
+        Kind::Run,
+        &row.meta.spec,
+        &d.desired.spec,
+        "is immutable; create a new run to change it",
+    )?;
     let rv = row.meta.resource_version;
     let change = meta::set_desired(&mut row.meta, d.desired, now);
     if !change.changed() {
