@@ -56,6 +56,24 @@ impl Worker {
         Worker::start_with_token(&pamd.url, &token, name, FAST_WORKER_TOML)
     }
 
+    /// Creates a token for `name` and starts a worker on `other`'s tmux
+    /// server: two agents sharing one socket, as two workers left on the
+    /// default `pam` socket on one machine do.
+    pub async fn start_sharing_socket(
+        pamd: &Pamd,
+        name: &str,
+        other: &Worker,
+    ) -> anyhow::Result<Worker> {
+        let token = create_worker_token(pamd, name).await?;
+        Worker::start_on(
+            &pamd.url,
+            &token,
+            name,
+            FAST_WORKER_TOML,
+            Some(&other.socket),
+        )
+    }
+
     /// Starts a worker with `token` and extra worker.toml text.
     pub fn start_with_token(
         server: &str,
@@ -63,10 +81,21 @@ impl Worker {
         name: &str,
         worker_toml: &str,
     ) -> anyhow::Result<Worker> {
+        Worker::start_on(server, token, name, worker_toml, None)
+    }
+
+    /// Starts a worker on `socket`, or on a private tmux server.
+    fn start_on(
+        server: &str,
+        token: &str,
+        name: &str,
+        worker_toml: &str,
+        socket: Option<&Path>,
+    ) -> anyhow::Result<Worker> {
         let tmp = tempfile::Builder::new().prefix("pamw").tempdir()?;
         let data_dir = tmp.path().join("data");
         std::fs::create_dir_all(&data_dir)?;
-        let socket = tmp.path().join("tmux.sock");
+        let socket = socket.map_or_else(|| tmp.path().join("tmux.sock"), Path::to_path_buf);
         let token_file = tmp.path().join("token");
         std::fs::write(&token_file, token)?;
         let config = tmp.path().join("worker.toml");

@@ -549,18 +549,68 @@ async fn operator_signal_survives_a_pamd_crash() {
     );
 }
 
+/// Issue 13: two workers on one tmux socket. Attempt 1 runs on h1, h1
+/// dies (its session lives on), the run is requeued as attempt 2 to h2 on
+/// the same socket. h2 must not take attempt 1's session (same name) for
+/// attempt 2: it replaces the stale incarnation and runs attempt 2 itself.
+#[tokio::test]
+async fn a_new_attempt_on_a_shared_socket_never_adopts_the_old_attempts_session() {
+    let pamd = pamd("").await;
+    let mut w1 = Worker::start(&pamd, "h1").await.unwrap();
+    wait_online(&pamd, "h1").await;
+    let r = hanging_run_named(&pamd, &w1, "rs", RESTART_2).await;
+    let id = run_id(&r);
+    let session = r["status"]["sessionName"].as_str().unwrap().to_string();
+    w1.kill9();
+    let w2 = Worker::start_sharing_socket(&pamd, "h2", &w1)
+        .await
+        .unwrap();
+    let r = eventually(T, "attempt 2 running on h2", || async {
+        let r = run(&pamd, "rs").await;
+        (r["status"]["attempt"] == 2 && r["status"]["phase"] == "running").then_some(r)
+    })
+    .await;
+    assert_eq!(r["status"]["host"], "h2");
+    assert!(w2.run_log(&id, 2).exists(), "h2 ran attempt 2 itself");
+    let tag = w2.tmux(&[
+        "display-message",
+        "-p",
+        "-t",
+        &format!("={session}:"),
+        "#{@pam_attempt}",
+    ]);
+    assert_eq!(String::from_utf8_lossy(&tag.stdout).trim(), "2");
+    let evs = run_events(&pamd, &id).await;
+    assert!(
+        !evs.iter()
+            .any(|e| e["payload"]["failure_reason"] == "session_lost"),
+        "{evs:#?}"
+    );
+}
+
 /// Applies project e2e with run `ra` (the fake provider printing one line,
 /// then hanging) and waits until it runs.
 async fn hanging_run(pamd: &Pamd, w: &Worker) -> Value {
+    hanging_run_named(pamd, w, "ra", "").await
+}
+
+/// Applies project e2e with a hanging run `name` (`extra_spec` added to its
+/// spec) and waits until it runs.
+async fn hanging_run_named(pamd: &Pamd, w: &Worker, name: &str, extra_spec: &str) -> Value {
     apply(
         pamd,
         &format!(
             "{}---\n{}",
             project_yaml(),
-            run_yaml("ra", w.tmp(), &fake(&["--lines", "1", "--hang"]), "")
+            run_yaml(
+                name,
+                w.tmp(),
+                &fake(&["--lines", "1", "--hang"]),
+                extra_spec
+            )
         ),
     );
-    wait_phase(pamd, "ra", "running", T).await
+    wait_phase(pamd, name, "running", T).await
 }
 
 /// SIGTERMs the worker and waits (up to 5 s) until it exited.

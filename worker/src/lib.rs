@@ -7,6 +7,7 @@
 //! claim, desired set → tmux, shipping the outbox, snapshots).
 
 pub mod agent;
+mod backoff;
 pub mod config;
 pub mod instance;
 pub mod outbox;

@@ -5,6 +5,12 @@
 //! command line, where `ps` would show it: it goes to a 0600 file
 //! `<data_dir>/runs/<run_id>/<attempt>.env` that the wrapper reads and
 //! deletes before it starts the provider.
+//!
+//! Every session is tagged with its run and attempt when it is created
+//! (see [`crate::tmux`]); [`start`] accepts only a session tagged with the
+//! run and attempt it was asked for (issue 13: two workers on one tmux
+//! socket, and a new attempt that took the old attempt's session for its
+//! own, which then ended and was reported `session_lost`).
 
 use std::collections::BTreeMap;
 use std::fs::OpenOptions;
@@ -18,7 +24,7 @@ use pam_manifests::protocol::DesiredRun;
 
 use crate::config::Config;
 use crate::providers::{command_line, ProviderKind};
-use crate::tmux::{SessionSpec, Tmux};
+use crate::tmux::{SessionSpec, SessionTag, Tmux};
 
 /// Where the wrapper finds the run's environment.
 pub fn env_file(data_dir: &Path, run: &DesiredRun) -> PathBuf {
@@ -78,11 +84,52 @@ pub fn session_spec(
             ("PAM_ATTEMPT".to_string(), run.attempt.to_string()),
         ]),
         argv,
+        tag: Some(SessionTag {
+            run_id: run.run_id,
+            attempt: run.attempt,
+        }),
     })
 }
 
-/// Creates the session for `run` on `tmux`.
-pub async fn spawn(
+/// Who holds a session name, seen from the run that wants it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Holder {
+    /// This very run and attempt: the session is ours.
+    This,
+    /// An older attempt of the same run: a dead incarnation (its attempt
+    /// was failed and requeued) that must make room for this one.
+    OlderAttempt(SessionTag),
+    /// Anything else: another run whose id shares the first 8 hex digits,
+    /// a newer attempt of this run (this worker's desired set is behind),
+    /// or a `pam-*` session pam did not create (no tag). Never adopted,
+    /// never killed by the worker.
+    Other(Option<SessionTag>),
+}
+
+/// Classifies the holder of `run`'s session name by the session's tag.
+pub fn holder(tag: Option<SessionTag>, run: &DesiredRun) -> Holder {
+    match tag {
+        Some(t) if t.run_id == run.run_id && t.attempt == run.attempt => Holder::This,
+        Some(t) if t.run_id == run.run_id && t.attempt < run.attempt => Holder::OlderAttempt(t),
+        other => Holder::Other(other),
+    }
+}
+
+/// How many times [`start`] tries `new-session`.
+const TRIES: u64 = 4;
+
+/// Creates the session for `run` on `tmux`, tagged with its run and
+/// attempt, and accepts no session it did not create for them:
+///
+/// * `new-session` fails (tmux exits when its last session ends, and a
+///   `new-session` racing that exit fails with "server exited
+///   unexpectedly"; or the name is taken): the session now holding the name
+///   decides, by its tag ([`holder`]). This run and attempt → an earlier
+///   try did create it: accepted. An older attempt of this run → killed
+///   (the reconcile loop's rule for dead incarnations), then tried again.
+///   Anything else → an error naming the holder; it is left alone.
+/// * No session holds the name → tried again, a few times.
+pub async fn start(
     tmux: &Tmux,
     worker_exe: &Path,
     data_dir: &Path,
@@ -90,12 +137,49 @@ pub async fn spawn(
     run: &DesiredRun,
 ) -> anyhow::Result<()> {
     let spec = session_spec(worker_exe, data_dir, config, run)?;
-    tmux.new_session(&spec).await.with_context(|| {
-        format!(
-            "create tmux session {} for run {}",
-            run.session_name, run.run_id
-        )
-    })
+    let created = create(tmux, &spec, run).await;
+    if created.is_err() {
+        // No wrapper of this attempt will read (and delete) the run's
+        // environment: it must not stay on disk.
+        let _ = std::fs::remove_file(env_file(data_dir, run));
+    }
+    created
+}
+
+/// [`start`]'s tries at `new-session`.
+async fn create(tmux: &Tmux, spec: &SessionSpec, run: &DesiredRun) -> anyhow::Result<()> {
+    let name = &run.session_name;
+    let mut last = None;
+    for n in 0..TRIES {
+        if n > 0 {
+            tokio::time::sleep(Duration::from_millis(50 * n)).await;
+        }
+        match tmux.new_session(spec).await {
+            Ok(()) => return Ok(()),
+            Err(e) => last = Some(e),
+        }
+        let Ok(Some(held)) = tmux.session(name).await else {
+            continue;
+        };
+        match holder(held.tag, run) {
+            Holder::This => {
+                tracing::info!(session = %name, run_id = %run.run_id, attempt = run.attempt, "an earlier try created the session; accepted");
+                return Ok(());
+            }
+            Holder::OlderAttempt(old) => {
+                tracing::warn!(session = %name, holder = %old, "killing an older attempt's session to make room");
+                tmux.kill_session(name).await?;
+            }
+            Holder::Other(tag) => anyhow::bail!(
+                "tmux session {name} is taken by {}, not by run {} attempt {}: not adopted, left alone",
+                tag.map_or("a session pam did not create".to_string(), |t| t.to_string()),
+                run.run_id,
+                run.attempt
+            ),
+        }
+    }
+    Err(anyhow::Error::from(last.expect("at least one try")))
+        .with_context(|| format!("create tmux session {name} for run {}", run.run_id))
 }
 
 fn write_env_file(path: &Path, env: &BTreeMap<String, String>) -> anyhow::Result<()> {

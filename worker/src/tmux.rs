@@ -5,6 +5,15 @@
 //! tests run on a private server each. Session targets use tmux's exact-match
 //! form (`=NAME`): `pam-1234` must never match `pam-12345678`.
 //!
+//! # Guarantees
+//!
+//! * A session created with a [`SessionTag`] carries it (the user options
+//!   `@pam_run_id` and `@pam_attempt`) from its first moment: the tag is
+//!   set by the same tmux command list that creates it, which tmux runs
+//!   without another client's command in between, and when `new-session`
+//!   fails (e.g. the name is taken) the rest of that list is skipped, so an
+//!   existing session's tag is never overwritten.
+//!
 //! # Caveats
 //!
 //! * `new-session -e` needs tmux ≥ 3.2; [`Tmux::check_version`] says so.
@@ -17,7 +26,9 @@ use std::process::Stdio;
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
+use serde::{Deserialize, Serialize};
 use tokio::process::Command;
+use uuid::Uuid;
 
 /// Which tmux server to talk to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,6 +54,9 @@ pub enum TmuxError {
     /// The named session does not exist.
     #[error("no tmux session {0}")]
     NoSession(String),
+    /// `new-session`: a session of that name already exists.
+    #[error("a tmux session named {0} already exists")]
+    DuplicateSession(String),
     /// tmux ran and failed.
     #[error("tmux {args} failed ({status}): {stderr}")]
     Failed {
@@ -66,6 +80,34 @@ pub struct SessionSpec {
     pub env: BTreeMap<String, String>,
     /// The command, program first; run directly, not through a shell.
     pub argv: Vec<String>,
+    /// What the session is for, set on it at creation.
+    pub tag: Option<SessionTag>,
+}
+
+/// Which run and attempt a session was created for (the user options
+/// `@pam_run_id` and `@pam_attempt`). A `pam-*` session without one was
+/// not created by pam for a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct SessionTag {
+    pub run_id: Uuid,
+    pub attempt: i32,
+}
+
+impl std::fmt::Display for SessionTag {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "run {} attempt {}", self.run_id, self.attempt)
+    }
+}
+
+const TAG_RUN: &str = "@pam_run_id";
+const TAG_ATTEMPT: &str = "@pam_attempt";
+
+/// A live `pam-*` session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Session {
+    pub name: String,
+    /// None when the session carries no (or no well-formed) tag.
+    pub tag: Option<SessionTag>,
 }
 
 /// A handle on one tmux server.
@@ -137,6 +179,9 @@ impl Tmux {
             return Ok(String::from_utf8_lossy(&out.stdout).into_owned());
         }
         let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
+        if let Some(name) = stderr.strip_prefix("duplicate session: ") {
+            return Err(TmuxError::DuplicateSession(name.to_string()));
+        }
         if let Some(t) = args
             .iter()
             .position(|a| *a == "-t")
@@ -153,7 +198,8 @@ impl Tmux {
         })
     }
 
-    /// Creates a detached session running `spec.argv` in `spec.cwd`.
+    /// Creates a detached session running `spec.argv` in `spec.cwd`, tagged
+    /// with `spec.tag`. A taken name is [`TmuxError::DuplicateSession`].
     pub async fn new_session(&self, spec: &SessionSpec) -> Result<(), TmuxError> {
         if spec.argv.is_empty() {
             return Err(TmuxError::Other("new_session: empty command".into()));
@@ -183,6 +229,17 @@ impl Tmux {
         } else {
             args.extend(spec.argv.iter().map(|a| arg(a)));
         }
+        if let Some(tag) = spec.tag {
+            // ";" as an argument of its own separates tmux commands (argv
+            // items ending in ";" are escaped by `arg`).
+            for (key, value) in [
+                (TAG_RUN, tag.run_id.to_string()),
+                (TAG_ATTEMPT, tag.attempt.to_string()),
+            ] {
+                args.extend([";", "set-option", "-t"].map(String::from));
+                args.extend([pane(&spec.name), key.into(), value]);
+            }
+        }
         let refs: Vec<&str> = args.iter().map(String::as_str).collect();
         self.run(&refs).await.map(drop)
     }
@@ -199,9 +256,21 @@ impl Tmux {
     /// Names of the sessions starting with `pam-`, sorted. No server yet
     /// means no sessions.
     pub async fn list_sessions(&self) -> Result<Vec<String>, TmuxError> {
+        Ok(self.sessions().await?.into_iter().map(|s| s.name).collect())
+    }
+
+    /// The session named `name` with its tag, if it exists.
+    pub async fn session(&self, name: &str) -> Result<Option<Session>, TmuxError> {
+        Ok(self.sessions().await?.into_iter().find(|s| s.name == name))
+    }
+
+    /// The sessions starting with `pam-` with their tags, sorted by name.
+    /// No server yet means no sessions.
+    pub async fn sessions(&self) -> Result<Vec<Session>, TmuxError> {
+        let format = format!("#{{session_name}}\t#{{{TAG_RUN}}}\t#{{{TAG_ATTEMPT}}}");
         let out = self
             .command()
-            .args(["list-sessions", "-F", "#{session_name}"])
+            .args(["list-sessions", "-F", &format])
             .output()
             .await
             .map_err(spawn_error)?;
@@ -216,13 +285,13 @@ impl Tmux {
                 stderr: stderr.trim().to_string(),
             });
         }
-        let mut names: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        let mut sessions: Vec<Session> = String::from_utf8_lossy(&out.stdout)
             .lines()
             .filter(|l| l.starts_with(SESSION_PREFIX))
-            .map(str::to_string)
+            .map(parse_session_line)
             .collect();
-        names.sort();
-        Ok(names)
+        sessions.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(sessions)
     }
 
     /// Kills session `name`; returns false when it did not exist.
@@ -330,6 +399,27 @@ fn arg(s: &str) -> String {
     }
 }
 
+/// `NAME\tRUN\tATTEMPT` from `list-sessions`; split from the right, so a
+/// tab in a session name cannot shift the tag.
+fn parse_session_line(line: &str) -> Session {
+    let mut parts = line.rsplitn(3, '\t');
+    let (attempt, run, name) = (parts.next(), parts.next(), parts.next());
+    let Some(name) = name else {
+        return Session {
+            name: line.to_string(),
+            tag: None,
+        };
+    };
+    let tag = match (run.map(str::parse), attempt.map(str::parse)) {
+        (Some(Ok(run_id)), Some(Ok(attempt))) => Some(SessionTag { run_id, attempt }),
+        _ => None,
+    };
+    Session {
+        name: name.to_string(),
+        tag,
+    }
+}
+
 fn exact(name: &str) -> String {
     format!("={name}")
 }
@@ -368,5 +458,35 @@ mod tests {
         assert_eq!(session_of("=pam-1:"), "pam-1");
         assert_eq!(arg("a;"), "a\\;");
         assert_eq!(arg("a;b"), "a;b");
+    }
+
+    #[test]
+    fn session_lines_parse_tags() {
+        let id = Uuid::new_v4();
+        assert_eq!(
+            parse_session_line(&format!("pam-1\t{id}\t2")),
+            Session {
+                name: "pam-1".into(),
+                tag: Some(SessionTag {
+                    run_id: id,
+                    attempt: 2
+                })
+            }
+        );
+        for untagged in [
+            "pam-1\t\t",
+            "pam-1\tnot-a-uuid\t2",
+            &format!("pam-1\t{id}\tx"),
+        ] {
+            assert_eq!(
+                parse_session_line(untagged),
+                Session {
+                    name: "pam-1".into(),
+                    tag: None
+                },
+                "{untagged:?}"
+            );
+        }
+        assert_eq!(parse_session_line("pam-odd").name, "pam-odd");
     }
 }

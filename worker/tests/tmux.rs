@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 use common::PrivateTmux;
 use nix::sys::signal::Signal;
 use pam_worker::testdir::TestDir;
-use pam_worker::tmux::{SessionSpec, Tmux, TmuxError};
+use pam_worker::tmux::{Session, SessionSpec, SessionTag, Tmux, TmuxError};
+use uuid::Uuid;
 
 fn spec(name: &str, cwd: &std::path::Path, argv: &[&str]) -> SessionSpec {
     SessionSpec {
@@ -15,6 +16,7 @@ fn spec(name: &str, cwd: &std::path::Path, argv: &[&str]) -> SessionSpec {
         cwd: cwd.into(),
         env: BTreeMap::from([("PAM_TEST_VAR".to_string(), "from -e".to_string())]),
         argv: argv.iter().map(|s| s.to_string()).collect(),
+        tag: None,
     }
 }
 
@@ -139,4 +141,47 @@ async fn send_signal_reaches_the_pane_process() {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     assert!(gone, "session should end when its process dies");
+}
+
+#[tokio::test]
+async fn sessions_carry_their_tag_and_a_taken_name_keeps_its_own() {
+    let t = PrivateTmux::new();
+    let dir = TestDir::new("tmux");
+    let first = SessionTag {
+        run_id: Uuid::new_v4(),
+        attempt: 1,
+    };
+    let mut s = spec("pam-00000004", dir.path(), &["sleep", "60"]);
+    s.tag = Some(first);
+    t.tmux.new_session(&s).await.unwrap();
+    t.tmux
+        .new_session(&spec("pam-00000005", dir.path(), &["sleep", "60"]))
+        .await
+        .unwrap();
+    assert_eq!(
+        t.tmux.sessions().await.unwrap(),
+        [
+            Session {
+                name: "pam-00000004".into(),
+                tag: Some(first)
+            },
+            Session {
+                name: "pam-00000005".into(),
+                tag: None
+            }
+        ]
+    );
+    // The name is taken: tmux says so, and the failed command's tags do
+    // not land on the existing session.
+    s.tag = Some(SessionTag {
+        run_id: Uuid::new_v4(),
+        attempt: 2,
+    });
+    assert!(matches!(
+        t.tmux.new_session(&s).await,
+        Err(TmuxError::DuplicateSession(n)) if n == "pam-00000004"
+    ));
+    let held = t.tmux.session("pam-00000004").await.unwrap().unwrap();
+    assert_eq!(held.tag, Some(first));
+    assert_eq!(t.tmux.session("pam-00000009").await.unwrap(), None);
 }

@@ -3,16 +3,13 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Stdio;
 
-use common::{eventually, kinds, signals, PrivateTmux, FAKE, WORKER};
+use common::{desired, eventually, kinds, signals, PrivateTmux, FAKE, WORKER};
 use nix::sys::signal::{kill, Signal as Sig};
 use nix::unistd::Pid;
-use pam_manifests::protocol::{
-    session_name, DesiredRun, Signal, SignalKind, REASON_PROVIDER_FAILED, REASON_SPAWN_FAILED,
-};
+use pam_manifests::protocol::{Signal, SignalKind, REASON_PROVIDER_FAILED, REASON_SPAWN_FAILED};
 use pam_worker::config::Config;
 use pam_worker::outbox::Outbox;
 use pam_worker::spawn;
@@ -293,22 +290,6 @@ async fn a_child_ignoring_sigterm_is_killed_after_the_grace() {
     );
 }
 
-fn desired(run: Uuid, cwd: &Path, provider: &str) -> DesiredRun {
-    DesiredRun {
-        run_id: run,
-        attempt: 3,
-        session_name: session_name(run),
-        provider: provider.into(),
-        prompt: "fix it; don't $break;".into(),
-        cwd: cwd.to_string_lossy().into_owned(),
-        command: None,
-        env: BTreeMap::from([("FAKE_ECHO_ENV".to_string(), "secret-ish".to_string())]),
-        stop: false,
-        signals: vec![],
-        input: vec![],
-    }
-}
-
 #[tokio::test]
 async fn spawned_run_in_real_tmux_reports_everything() {
     let t = PrivateTmux::new();
@@ -325,7 +306,7 @@ async fn spawned_run_in_real_tmux_reports_everything() {
     .unwrap();
     let run = Uuid::new_v4();
     let want = desired(run, &cwd, "claude");
-    spawn::spawn(&t.tmux, Path::new(WORKER), &data, &config, &want)
+    spawn::start(&t.tmux, Path::new(WORKER), &data, &config, &want)
         .await
         .unwrap();
     let ob = Outbox::open(&data).unwrap();
@@ -387,7 +368,7 @@ async fn stopping_a_tmux_run_via_its_pane_pid() {
     .unwrap();
     let run = Uuid::new_v4();
     let want = desired(run, d.path(), "codex");
-    spawn::spawn(&t.tmux, Path::new(WORKER), &data, &config, &want)
+    spawn::start(&t.tmux, Path::new(WORKER), &data, &config, &want)
         .await
         .unwrap();
     let ob = Outbox::open(&data).unwrap();

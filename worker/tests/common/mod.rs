@@ -1,12 +1,15 @@
 //! Shared helpers: a private tmux server per test, polling with a timeout.
 #![allow(dead_code)]
 
+use std::collections::BTreeMap;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-use pam_manifests::protocol::{Signal, SignalKind};
+use pam_manifests::protocol::{session_name, DesiredRun, Signal, SignalKind};
 use pam_worker::outbox::Outbox;
 use pam_worker::testdir::TestDir;
 use pam_worker::tmux::{Socket, Tmux};
+use uuid::Uuid;
 
 pub const WORKER: &str = env!("CARGO_BIN_EXE_pam-worker");
 pub const FAKE: &str = env!("CARGO_BIN_EXE_pam-fake-provider");
@@ -66,4 +69,22 @@ pub fn signals(ob: &Outbox) -> Vec<Signal> {
 
 pub fn kinds(sigs: &[Signal]) -> Vec<SignalKind> {
     sigs.iter().map(|s| s.kind).collect()
+}
+
+/// Attempt 3 of `run` on `provider` in `cwd`, with a prompt full of shell
+/// and tmux metacharacters and one environment variable.
+pub fn desired(run: Uuid, cwd: &Path, provider: &str) -> DesiredRun {
+    DesiredRun {
+        run_id: run,
+        attempt: 3,
+        session_name: session_name(run),
+        provider: provider.into(),
+        prompt: "fix it; don't $break;".into(),
+        cwd: cwd.to_string_lossy().into_owned(),
+        command: None,
+        env: BTreeMap::from([("FAKE_ECHO_ENV".to_string(), "secret-ish".to_string())]),
+        stop: false,
+        signals: vec![],
+        input: vec![],
+    }
 }

@@ -1,0 +1,360 @@
+//! The agent: the long-running half of `pam-worker` that talks to pamd.
+//!
+//! Four tasks share one [`State`]:
+//!
+//! * **heartbeat** — every heartbeat interval (the smaller of worker.toml's
+//!   `heartbeat_seconds` and what pamd asked for at registration), on a task
+//!   of its own with its own HTTP client, so nothing (a slow spawn, a big
+//!   upload, a stuck long-poll) can delay it. It reports the `pam-*`
+//!   sessions the reconcile loop last saw; a `not_registered` answer makes
+//!   it register again. Operator signals and attach input that pamd hands
+//!   out with the heartbeat's desired set are passed to the reconcile loop.
+//! * **claim** — a long-poll (`POST /api/v1/workers/claim?wait=`) that
+//!   returns as soon as a run is dispatched to this host (or pamd nudges it
+//!   for a stop, signal or attach input); every return wakes the reconcile
+//!   loop.
+//! * **reconcile** — level-triggered: on every wake-up and every
+//!   `tick_seconds` it claims without waiting (so dispatch never hangs on
+//!   one missed long-poll wake-up), fetches the desired set and makes tmux match: spawn
+//!   what is missing, stop what is marked stopped (SIGTERM to the wrapper,
+//!   which forwards it and escalates to SIGKILL after the stop grace; the
+//!   session is killed if it outlives the grace), deliver operator signals
+//!   (each id once: pamd lists all of an attempt's in every desired set;
+//!   the delivered ids are kept in `sessions/<session>.signals`) and typed
+//!   input, report `pam-*` sessions no desired run maps to as orphans
+//!   (`run.orphan_detected`), and report a session that vanished without a
+//!   `finished` as `lost` (→ `session_lost`). Every session is tagged with
+//!   its (run, attempt) at creation, and only a session tagged with a
+//!   desired attempt is taken to run it (see [`reconcile`]); which attempts
+//!   this worker started is kept in `<data_dir>/sessions/<name>.json` (see
+//!   [`records`]), so after a restart still-running sessions are adopted,
+//!   not respawned, and an attempt that already ran is never started twice.
+//! * **ship** — sends outbox entries in batches and deletes them only after
+//!   pamd acknowledged them (applied, duplicate or stale); a 422 answer
+//!   counts rejections per entry (see [`crate::outbox`]).
+//!
+//! Plus **snapshots** of each live session's pane (see [`snapshots`]).
+//!
+//! Registration, claim and ship retry after a failure on the schedule of
+//! [`crate::backoff`]: 200 ms doubling to 5 s, but 10 s doubling to 60 s
+//! after pamd refused the token (401/403). Heartbeat and reconcile keep
+//! their fixed pace.
+//!
+//! # Caveats
+//!
+//! * "Vanished without `finished`" is judged from the worker's side: the
+//!   session is gone, no outbox entry of that attempt is waiting, and a
+//!   desired set fetched at least [`LOST_GRACE`] after the session was seen
+//!   gone still lists the run. pamd applies `lost` at most once per
+//!   attempt, and a `finished` that did arrive first makes it a no-op.
+//! * Orphans are reported once per session per agent process, after the
+//!   session has been unmapped for [`ORPHAN_AFTER`] (a wrapper draining
+//!   output after its run finished is not an orphan). The agent never kills
+//!   an orphan: an operator decides.
+
+mod client;
+mod reconcile;
+mod records;
+mod snapshots;
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::Context;
+use pam_manifests::protocol::{
+    DesiredSet, Heartbeat, OperatorSignal, RegisterRequest, RegisterResponse, SessionReport,
+    SignalAck, SignalBatch,
+};
+use pam_manifests::state::Platform;
+use tokio::sync::Notify;
+use uuid::Uuid;
+
+use crate::backoff::Backoff;
+use crate::config::Config;
+use crate::outbox::Outbox;
+use crate::tmux::Tmux;
+use client::{failure, http_code, Api, HttpError};
+
+/// How long a vanished session's run must still be desired before the
+/// agent reports it lost.
+pub const LOST_GRACE: Duration = Duration::from_secs(3);
+/// How long a `pam-*` session must stay unmapped before it is an orphan.
+pub const ORPHAN_AFTER: Duration = Duration::from_secs(4);
+/// The claim long-poll's wait (pamd caps it at 60 s).
+const CLAIM_WAIT_SECONDS: u64 = 20;
+/// Most signals per batch.
+const BATCH: usize = 256;
+/// How often the shipper looks at the outbox when it is empty.
+const SHIP_POLL: Duration = Duration::from_millis(50);
+
+/// What the agent needs to run.
+#[derive(Debug, Clone)]
+pub struct AgentOptions {
+    /// pamd's base URL, e.g. `http://127.0.0.1:7700`.
+    pub server: String,
+    /// The worker token (never logged).
+    pub token: String,
+    /// This host's name.
+    pub name: String,
+    /// The data dir (instance id, outbox, runs/, sessions/).
+    pub data_dir: PathBuf,
+    /// worker.toml.
+    pub config: Config,
+    /// The pam-worker executable the sessions run as the wrapper.
+    pub worker_exe: PathBuf,
+    /// The persistent instance id (OQ-14).
+    pub instance_id: Uuid,
+}
+
+/// Signals and input handed out with a heartbeat's desired set.
+type Deliveries = Vec<(Uuid, i32, Vec<OperatorSignal>, Vec<String>)>;
+
+/// What the tasks share.
+struct State {
+    opts: AgentOptions,
+    tmux: Tmux,
+    outbox: Outbox,
+    /// Wakes the reconcile loop.
+    wake: Notify,
+    /// The sessions the reconcile loop last saw, for the heartbeat.
+    running: Mutex<Vec<SessionReport>>,
+    /// Deliveries the heartbeat received, for the reconcile loop.
+    deliveries: Mutex<Deliveries>,
+    /// Set when pamd says this host is not registered (re-register).
+    reregister: Notify,
+    /// (run, attempt) whose session ended since the snapshot loop last
+    /// looked: they get one final snapshot from the log.
+    ended: Mutex<Vec<(Uuid, i32)>>,
+}
+
+/// Runs the agent until the future is dropped (the caller selects it
+/// against a shutdown signal).
+pub async fn run(opts: AgentOptions) -> anyhow::Result<()> {
+    let tmux = Tmux::new(opts.config.socket());
+    match Tmux::check_version().await {
+        Ok(v) => tracing::info!(version = %v, "tmux found"),
+        Err(e) => anyhow::bail!("{e}"),
+    }
+    let outbox = Outbox::open(&opts.data_dir)
+        .with_context(|| format!("open the outbox in {}", opts.data_dir.display()))?;
+    records::create_dir(&opts.data_dir)?;
+    let st = Arc::new(State {
+        tmux,
+        outbox,
+        wake: Notify::new(),
+        running: Mutex::new(Vec::new()),
+        deliveries: Mutex::new(Vec::new()),
+        reregister: Notify::new(),
+        ended: Mutex::new(Vec::new()),
+        opts,
+    });
+    let api = Api::new(&st.opts.server, &st.opts.token, Duration::from_secs(30))?;
+    let hb_every = register_until_ok(&st, &api).await;
+    let mut tasks = tokio::task::JoinSet::new();
+    tasks.spawn(heartbeat_loop(st.clone(), hb_every));
+    tasks.spawn(claim_loop(st.clone()));
+    tasks.spawn(ship_loop(st.clone()));
+    tasks.spawn(snapshots::snapshot_loop(st.clone()));
+    tasks.spawn(reconcile::reconcile_loop(st.clone()));
+    // The tasks loop forever; one ending is a bug worth exiting over.
+    match tasks.join_next().await {
+        Some(Err(e)) => anyhow::bail!("an agent task died: {e}"),
+        _ => anyhow::bail!("an agent task ended unexpectedly"),
+    }
+}
+
+fn platform() -> Platform {
+    if cfg!(target_os = "macos") {
+        Platform::Macos
+    } else {
+        Platform::Linux
+    }
+}
+
+async fn register(st: &State, api: &Api) -> anyhow::Result<RegisterResponse> {
+    let req = RegisterRequest {
+        name: st.opts.name.clone(),
+        platform: platform(),
+        instance_id: st.opts.instance_id,
+        capacity: st.opts.config.capacity,
+        labels: st.opts.config.labels.clone(),
+        version: env!("CARGO_PKG_VERSION").to_string(),
+    };
+    api.post("/api/v1/workers/register", &req)
+        .await?
+        .context("register: empty answer")
+}
+
+/// Registers, retrying with backoff; returns the heartbeat interval.
+async fn register_until_ok(st: &State, api: &Api) -> Duration {
+    let mut backoff = Backoff::new();
+    loop {
+        match register(st, api).await {
+            Ok(r) => {
+                if r.instance_suspect {
+                    tracing::warn!("pamd flags this instance as suspect (another worker presents the same token); it gets no new runs until `pamctl host clear-suspect`");
+                }
+                tracing::info!(host_id = %r.host_id, "registered");
+                let server = Duration::from_secs(r.heartbeat_seconds.max(1));
+                let ours = Duration::from_secs(st.opts.config.heartbeat_seconds);
+                return server.min(ours);
+            }
+            Err(e) => {
+                tracing::warn!(error = %format!("{e:#}"), "register failed; retrying");
+                tokio::time::sleep(backoff.after(failure(&e))).await;
+            }
+        }
+    }
+}
+
+async fn heartbeat_loop(st: Arc<State>, mut every: Duration) {
+    // A client of its own: a slow upload elsewhere cannot hold its
+    // connection.
+    let api = Api::new(
+        &st.opts.server,
+        &st.opts.token,
+        every.max(Duration::from_secs(5)),
+    )
+    .expect("http client");
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = st.reregister.notified() => {}
+        }
+        let hb = Heartbeat {
+            instance_id: st.opts.instance_id,
+            running: st.running.lock().unwrap().clone(),
+        };
+        match api
+            .post::<_, DesiredSet>("/api/v1/workers/heartbeat", &hb)
+            .await
+        {
+            Ok(Some(set)) => deliver(&st, &set),
+            Ok(None) => {}
+            Err(e) if matches!(http_code(&e), Some((409, "not_registered"))) => {
+                tracing::warn!(
+                    "pamd does not know this host (a database reset?); registering again"
+                );
+                if let Ok(r) = register(&st, &api).await {
+                    let server = Duration::from_secs(r.heartbeat_seconds.max(1));
+                    let new = server.min(Duration::from_secs(st.opts.config.heartbeat_seconds));
+                    if new != every {
+                        every = new;
+                        tick = tokio::time::interval(every);
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(error = %format!("{e:#}"), "heartbeat failed"),
+        }
+    }
+}
+
+/// Hands signals/input from a desired set to the reconcile loop.
+fn deliver(st: &State, set: &DesiredSet) {
+    let mut any = false;
+    {
+        let mut d = st.deliveries.lock().unwrap();
+        for r in &set.runs {
+            if !r.signals.is_empty() || !r.input.is_empty() {
+                d.push((r.run_id, r.attempt, r.signals.clone(), r.input.clone()));
+                any = true;
+            }
+        }
+    }
+    if any {
+        st.wake.notify_one();
+    }
+}
+
+async fn claim_loop(st: Arc<State>) {
+    let api = Api::new(
+        &st.opts.server,
+        &st.opts.token,
+        Duration::from_secs(CLAIM_WAIT_SECONDS + 15),
+    )
+    .expect("http client");
+    let path = format!("/api/v1/workers/claim?wait={CLAIM_WAIT_SECONDS}");
+    let mut backoff = Backoff::new();
+    loop {
+        match api
+            .post::<_, DesiredSet>(&path, &serde_json::json!({}))
+            .await
+        {
+            Ok(_) => {
+                backoff.reset();
+                st.wake.notify_one();
+            }
+            Err(e) => {
+                tracing::debug!(error = %format!("{e:#}"), "claim failed");
+                if matches!(http_code(&e), Some((409, "not_registered"))) {
+                    st.reregister.notify_one();
+                }
+                tokio::time::sleep(backoff.after(failure(&e))).await;
+            }
+        }
+    }
+}
+
+async fn ship_loop(st: Arc<State>) {
+    let api =
+        Api::new(&st.opts.server, &st.opts.token, Duration::from_secs(30)).expect("http client");
+    let mut backoff = Backoff::new();
+    loop {
+        match ship_once(&st, &api).await {
+            Ok(n) => {
+                backoff.reset();
+                if n == 0 {
+                    tokio::time::sleep(SHIP_POLL).await;
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %format!("{e:#}"), "shipping signals failed; retrying");
+                tokio::time::sleep(backoff.after(failure(&e))).await;
+            }
+        }
+    }
+}
+
+/// Ships one batch; returns how many entries it settled.
+async fn ship_once(st: &State, api: &Api) -> anyhow::Result<usize> {
+    let pending = st.outbox.pending(BATCH)?;
+    if pending.is_empty() {
+        return Ok(0);
+    }
+    let (ids, signals): (Vec<_>, Vec<_>) = pending.into_iter().unzip();
+    let batch = SignalBatch { signals };
+    match api
+        .post::<_, SignalAck>("/api/v1/workers/signals", &batch)
+        .await
+    {
+        Ok(Some(ack)) => {
+            let n = st.outbox.settle(&ids, &ack)?;
+            if n > 0 {
+                // A finished run leaves the desired set: look again soon.
+                st.wake.notify_one();
+            }
+            Ok(n.max(1))
+        }
+        Ok(None) => anyhow::bail!("signals: empty answer"),
+        Err(e) => {
+            if let Some(h) = e.downcast_ref::<HttpError>() {
+                if h.status == 422 {
+                    let ack: SignalAck = serde_json::from_value(serde_json::json!({
+                        "results": h.body["results"].clone()
+                    }))
+                    .unwrap_or_default();
+                    st.outbox.settle(&ids, &ack)?;
+                    return Ok(1);
+                }
+            }
+            Err(e)
+        }
+    }
+}
+
+fn now_rfc3339() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
