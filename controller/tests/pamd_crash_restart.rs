@@ -62,7 +62,10 @@ impl Scratch {
     /// recorded in line 7 of its pid file.
     fn shm_segment(&self) -> (u64, u64) {
         let text = std::fs::read_to_string(self.pid_file()).unwrap();
-        let line = text.lines().nth(6).expect("line 7: shared memory key and id");
+        let line = text
+            .lines()
+            .nth(6)
+            .expect("line 7: shared memory key and id");
         let mut it = line.split_whitespace().map(|n| n.parse().unwrap());
         (it.next().unwrap(), it.next().unwrap())
     }
@@ -138,13 +141,25 @@ impl Pamd {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// Prints `label` and what pamd logged about its cluster (seen with
+    /// `--no-capture`).
+    fn show(&self, label: &str) {
+        eprintln!("{label}");
+        for line in self.log().lines().filter(|l| l.contains("embedded_pg")) {
+            eprintln!("  {line}");
+        }
+    }
+
     /// Waits for `/readyz` to answer 200; panics with pamd's log if pamd
     /// exits first or the bound passes. Returns how long it took.
     async fn wait_ready(&mut self, within: Duration) -> Duration {
         let start = Instant::now();
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
-                panic!("pamd exited ({status}) before it was ready:\n{}", self.log());
+                panic!(
+                    "pamd exited ({status}) before it was ready:\n{}",
+                    self.log()
+                );
             }
             if self.ready().await {
                 return start.elapsed();
@@ -172,7 +187,11 @@ impl Pamd {
                 assert!(status.success(), "{status}:\n{}", self.log());
                 return;
             }
-            assert!(Instant::now() < deadline, "pamd did not stop:\n{}", self.log());
+            assert!(
+                Instant::now() < deadline,
+                "pamd did not stop:\n{}",
+                self.log()
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
     }
@@ -217,7 +236,11 @@ impl Api {
             .await
             .map_err(|e| e.to_string())?;
         if !resp.status().is_success() {
-            return Err(format!("{}: {}", resp.status(), resp.text().await.unwrap_or_default()));
+            return Err(format!(
+                "{}: {}",
+                resp.status(),
+                resp.text().await.unwrap_or_default()
+            ));
         }
         Ok(())
     }
@@ -233,7 +256,10 @@ impl Api {
         match resp.status().as_u16() {
             200 => true,
             404 => false,
-            s => panic!("GET project {name}: {s}: {}", resp.text().await.unwrap_or_default()),
+            s => panic!(
+                "GET project {name}: {s}: {}",
+                resp.text().await.unwrap_or_default()
+            ),
         }
     }
 }
@@ -252,7 +278,9 @@ async fn comes_back_after_the_whole_stack_is_killed() {
         std::thread::sleep(Duration::from_millis(delay_ms));
         pamd = scratch.start_pamd(&format!("restart-{cycle}"));
         let took = pamd.wait_ready(READY_WITHIN).await;
-        eprintln!("cycle {cycle}: restarted {delay_ms} ms after the kill, ready in {took:?}");
+        pamd.show(&format!(
+            "cycle {cycle}: restarted {delay_ms} ms after the kill, ready in {took:?}"
+        ));
         reap_zombies();
     }
     pamd.stop();
@@ -265,7 +293,10 @@ async fn comes_back_after_the_whole_stack_is_killed() {
             let f: Vec<&str> = l.split_whitespace().collect();
             f.len() > 1 && f[0] == key.to_string() && f[1] == id.to_string()
         });
-        assert!(!still, "shared memory segment key {key} id {id} leaked:\n{segments}");
+        assert!(
+            !still,
+            "shared memory segment key {key} id {id} leaked:\n{segments}"
+        );
     }
 }
 
@@ -308,7 +339,10 @@ async fn acknowledged_writes_survive_a_kill_mid_write() {
         let acked = acked.lock().unwrap().clone();
         pamd = scratch.start_pamd(&format!("restart-{cycle}"));
         let took = pamd.wait_ready(READY_WITHIN).await;
-        eprintln!("cycle {cycle}: {} writes acknowledged, ready in {took:?}", acked.len());
+        eprintln!(
+            "cycle {cycle}: {} writes acknowledged, ready in {took:?}",
+            acked.len()
+        );
         acked_all.extend(acked);
         for name in &acked_all {
             assert!(
@@ -337,7 +371,10 @@ async fn comes_back_when_the_pid_files_name_other_processes() {
     set_pid(&scratch.socket_lock(), sleeper.id());
     pamd = scratch.start_pamd("pid-is-a-sleep");
     pamd.wait_ready(READY_WITHIN).await;
-    assert!(sleeper.try_wait().unwrap().is_none(), "the other process is left alone");
+    assert!(
+        sleeper.try_wait().unwrap().is_none(),
+        "the other process is left alone"
+    );
     sleeper.kill().unwrap();
     sleeper.wait().unwrap();
 
@@ -350,7 +387,11 @@ async fn comes_back_when_the_pid_files_name_other_processes() {
     set_pid(&scratch.socket_lock(), other);
     pamd = scratch.start_pamd("pid-is-another-postmaster");
     pamd.wait_ready(READY_WITHIN).await;
-    assert_eq!(first_line_pid(&other_pid_file), Some(other), "the other cluster is left alone");
+    assert_eq!(
+        first_line_pid(&other_pid_file),
+        Some(other),
+        "the other cluster is left alone"
+    );
     assert!(process(other).is_some_and(|p| p.state != 'Z'));
     use sqlx::Connection;
     let conn = sqlx::PgConnection::connect(&admin).await;
@@ -375,11 +416,23 @@ async fn waits_for_an_orphaned_backend_to_exit() {
     // Still waiting after 3 s: the backend holds the shared memory.
     let deadline = Instant::now() + Duration::from_secs(3);
     while Instant::now() < deadline {
-        assert!(pamd.child.try_wait().unwrap().is_none(), "pamd gave up:\n{}", pamd.log());
-        assert!(!pamd.ready().await, "ready while an old backend runs:\n{}", pamd.log());
+        assert!(
+            pamd.child.try_wait().unwrap().is_none(),
+            "pamd gave up:\n{}",
+            pamd.log()
+        );
+        assert!(
+            !pamd.ready().await,
+            "ready while an old backend runs:\n{}",
+            pamd.log()
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert!(pamd.log().contains(&backend.to_string()), "the log names pid {backend}:\n{}", pamd.log());
+    assert!(
+        pamd.log().contains(&backend.to_string()),
+        "the log names pid {backend}:\n{}",
+        pamd.log()
+    );
     kill("-CONT", &[backend]);
     pamd.wait_ready(READY_WITHIN).await;
     reap_zombies();
@@ -402,8 +455,13 @@ async fn waits_for_a_postmaster_in_recovery_or_shutting_down() {
         kill("-KILL", &[pamd.child.id(), backend]);
         pamd.child.wait().unwrap();
         pamd = scratch.start_pamd(&format!("recovery-{cycle}"));
-        pamd.wait_ready(READY_WITHIN).await;
-        assert_eq!(scratch.postmaster(), postmaster, "the recovered postmaster is reused");
+        let took = pamd.wait_ready(READY_WITHIN).await;
+        pamd.show(&format!("recovery {cycle}: ready in {took:?}"));
+        assert_eq!(
+            scratch.postmaster(),
+            postmaster,
+            "the recovered postmaster is reused"
+        );
         reap_zombies();
     }
 
@@ -413,7 +471,8 @@ async fn waits_for_a_postmaster_in_recovery_or_shutting_down() {
         kill("-INT", &[postmaster]);
         pamd.child.wait().unwrap();
         pamd = scratch.start_pamd(&format!("shutdown-{cycle}"));
-        pamd.wait_ready(READY_WITHIN).await;
+        let took = pamd.wait_ready(READY_WITHIN).await;
+        pamd.show(&format!("shutdown {cycle}: ready in {took:?}"));
         reap_zombies();
     }
     pamd.stop();
@@ -426,7 +485,12 @@ fn become_subreaper() {
     // SAFETY: PR_SET_CHILD_SUBREAPER takes an integer flag; no memory is
     // passed.
     let rc = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
-    assert_eq!(rc, 0, "prctl(PR_SET_CHILD_SUBREAPER): {}", std::io::Error::last_os_error());
+    assert_eq!(
+        rc,
+        0,
+        "prctl(PR_SET_CHILD_SUBREAPER): {}",
+        std::io::Error::last_os_error()
+    );
 }
 
 /// Reaps this process's zombie children other than pamd (std's `Child`
@@ -495,14 +559,19 @@ fn kill(signal: &str, pids: &[u32]) {
 }
 
 fn first_line_pid(file: &Path) -> Option<u32> {
-    std::fs::read_to_string(file).ok()?.lines().next()?.trim().parse().ok()
+    std::fs::read_to_string(file)
+        .ok()?
+        .lines()
+        .next()?
+        .trim()
+        .parse()
+        .ok()
 }
 
 /// Rewrites line 1 (the pid) of a PostgreSQL lock file, as if the pid had
 /// been reused.
 fn set_pid(file: &Path, pid: u32) {
-    let text = std::fs::read_to_string(file)
-        .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    let text = std::fs::read_to_string(file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
     let rest = text.split_once('\n').map(|(_, r)| r).unwrap_or("");
     std::fs::write(file, format!("{pid}\n{rest}")).unwrap();
 }
