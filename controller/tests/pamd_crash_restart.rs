@@ -108,25 +108,42 @@ impl Scratch {
         let postmaster = self.postmaster();
         let mut pids = vec![pamd.child.id(), postmaster];
         pids.extend(children_of(postmaster));
-        kill("-KILL", &pids);
+        kill(libc::SIGKILL, &pids);
         pamd.child.wait().unwrap();
     }
 }
 
 impl Drop for Scratch {
     fn drop(&mut self) {
-        // A failed test may leave a postmaster or backends behind.
-        let ours: Vec<u32> = processes()
-            .into_iter()
-            .filter(|p| p.state != 'Z' && cwd_of(p.pid).is_some_and(|c| c.starts_with(&self.root)))
-            .map(|p| p.pid)
-            .collect();
-        if !ours.is_empty() {
-            kill("-KILL", &ours);
+        // A failed test may leave a postmaster or backends behind: SIGQUIT
+        // (immediate shutdown, which removes the shared memory), then
+        // SIGKILL what is left after 5 s.
+        let left = || -> Vec<u32> {
+            processes()
+                .into_iter()
+                .filter(|p| p.state != 'Z')
+                .filter(|p| cwd_of(p.pid).is_some_and(|c| c.starts_with(&self.root)))
+                .map(|p| p.pid)
+                .collect()
+        };
+        kill(libc::SIGQUIT, &left());
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !left().is_empty() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(100));
         }
+        kill(libc::SIGKILL, &left());
         reap_zombies();
         let _ = std::fs::remove_dir_all(&self.root);
     }
+}
+
+/// A fresh data dir and a pamd ready on it (the first start creates the
+/// cluster: slower).
+async fn first_pamd() -> (Scratch, Pamd) {
+    let scratch = Scratch::new();
+    let mut pamd = scratch.start_pamd("first");
+    pamd.wait_ready(Duration::from_secs(90)).await;
+    (scratch, pamd)
 }
 
 struct Pamd {
@@ -180,7 +197,7 @@ impl Pamd {
 
     /// SIGTERM; pamd stops its cluster and exits 0.
     fn stop(mut self) {
-        kill("-TERM", &[self.child.id()]);
+        kill(libc::SIGTERM, &[self.child.id()]);
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
@@ -268,9 +285,7 @@ impl Api {
 /// while the postmaster and backends are zombies: five times over.
 #[tokio::test(flavor = "multi_thread")]
 async fn comes_back_after_the_whole_stack_is_killed() {
-    let scratch = Scratch::new();
-    let mut pamd = scratch.start_pamd("first");
-    pamd.wait_ready(Duration::from_secs(90)).await;
+    let (scratch, mut pamd) = first_pamd().await;
     let mut leaked = Vec::new();
     for (cycle, delay_ms) in [0, 100, 250, 500, 0].into_iter().enumerate() {
         leaked.push(scratch.shm_segment());
@@ -304,9 +319,7 @@ async fn comes_back_after_the_whole_stack_is_killed() {
 /// acknowledged is there after the restart (fsync is on in pamd's cluster).
 #[tokio::test(flavor = "multi_thread")]
 async fn acknowledged_writes_survive_a_kill_mid_write() {
-    let scratch = Scratch::new();
-    let mut pamd = scratch.start_pamd("first");
-    pamd.wait_ready(Duration::from_secs(90)).await;
+    let (scratch, mut pamd) = first_pamd().await;
     let api = std::sync::Arc::new(Api::new(&scratch.data_dir()));
     let mut acked_all = Vec::new();
     for cycle in 0..3 {
@@ -360,9 +373,7 @@ async fn acknowledged_writes_survive_a_kill_mid_write() {
 /// cluster, which must be left alone).
 #[tokio::test(flavor = "multi_thread")]
 async fn comes_back_when_the_pid_files_name_other_processes() {
-    let scratch = Scratch::new();
-    let mut pamd = scratch.start_pamd("first");
-    pamd.wait_ready(Duration::from_secs(90)).await;
+    let (scratch, mut pamd) = first_pamd().await;
 
     scratch.kill_stack(&mut pamd);
     reap_zombies();
@@ -404,13 +415,11 @@ async fn comes_back_when_the_pid_files_name_other_processes() {
 /// gone. pamd waits for it, naming its pid, and comes up once it exits.
 #[tokio::test(flavor = "multi_thread")]
 async fn waits_for_an_orphaned_backend_to_exit() {
-    let scratch = Scratch::new();
-    let mut pamd = scratch.start_pamd("first");
-    pamd.wait_ready(Duration::from_secs(90)).await;
+    let (scratch, mut pamd) = first_pamd().await;
     let postmaster = scratch.postmaster();
     let backend = *children_of(postmaster).first().expect("a backend");
-    kill("-STOP", &[backend]);
-    kill("-KILL", &[pamd.child.id(), postmaster]);
+    kill(libc::SIGSTOP, &[backend]);
+    kill(libc::SIGKILL, &[pamd.child.id(), postmaster]);
     pamd.child.wait().unwrap();
     pamd = scratch.start_pamd("orphan");
     // Still waiting after 3 s: the backend holds the shared memory.
@@ -433,7 +442,7 @@ async fn waits_for_an_orphaned_backend_to_exit() {
         "the log names pid {backend}:\n{}",
         pamd.log()
     );
-    kill("-CONT", &[backend]);
+    kill(libc::SIGCONT, &[backend]);
     pamd.wait_ready(READY_WITHIN).await;
     reap_zombies();
     pamd.stop();
@@ -445,14 +454,12 @@ async fn waits_for_an_orphaned_backend_to_exit() {
 /// it to end and starts a new one.
 #[tokio::test(flavor = "multi_thread")]
 async fn waits_for_a_postmaster_in_recovery_or_shutting_down() {
-    let scratch = Scratch::new();
-    let mut pamd = scratch.start_pamd("first");
-    pamd.wait_ready(Duration::from_secs(90)).await;
+    let (scratch, mut pamd) = first_pamd().await;
 
     for cycle in 0..2 {
         let postmaster = scratch.postmaster();
         let backend = *children_of(postmaster).first().expect("a backend");
-        kill("-KILL", &[pamd.child.id(), backend]);
+        kill(libc::SIGKILL, &[pamd.child.id(), backend]);
         pamd.child.wait().unwrap();
         pamd = scratch.start_pamd(&format!("recovery-{cycle}"));
         let took = pamd.wait_ready(READY_WITHIN).await;
@@ -467,8 +474,8 @@ async fn waits_for_a_postmaster_in_recovery_or_shutting_down() {
 
     for cycle in 0..2 {
         let postmaster = scratch.postmaster();
-        kill("-KILL", &[pamd.child.id()]);
-        kill("-INT", &[postmaster]);
+        kill(libc::SIGKILL, &[pamd.child.id()]);
+        kill(libc::SIGINT, &[postmaster]);
         pamd.child.wait().unwrap();
         pamd = scratch.start_pamd(&format!("shutdown-{cycle}"));
         let took = pamd.wait_ready(READY_WITHIN).await;
@@ -549,13 +556,19 @@ fn cwd_of(pid: u32) -> Option<PathBuf> {
     std::fs::read_link(format!("/proc/{pid}/cwd")).ok()
 }
 
-fn kill(signal: &str, pids: &[u32]) {
-    let status = Command::new("kill")
-        .arg(signal)
-        .args(pids.iter().map(u32::to_string))
-        .status()
-        .unwrap();
-    assert!(status.success(), "kill {signal} {pids:?}");
+/// Sends `signal` to each of `pids`, one right after the other; a pid
+/// already gone is fine (a backend may exit while we list them).
+#[allow(unsafe_code)]
+fn kill(signal: i32, pids: &[u32]) {
+    for &pid in pids {
+        // SAFETY: kill has no memory effects.
+        let rc = unsafe { libc::kill(pid as libc::pid_t, signal) };
+        let e = std::io::Error::last_os_error();
+        assert!(
+            rc == 0 || e.raw_os_error() == Some(libc::ESRCH),
+            "kill({pid}, {signal}): {e}"
+        );
+    }
 }
 
 fn first_line_pid(file: &Path) -> Option<u32> {
