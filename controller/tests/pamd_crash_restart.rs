@@ -389,8 +389,8 @@ async fn comes_back_when_the_pid_files_name_other_processes() {
     sleeper.kill().unwrap();
     sleeper.wait().unwrap();
 
-    let admin = pam_controller::testdb::admin_url().await.unwrap();
-    let other_pid_file = pam_controller::testdb::test_cluster_dir().join("postgres/postmaster.pid");
+    let admin = pam_testkit::testdb::admin_url().await.unwrap();
+    let other_pid_file = pam_testkit::testdb::test_cluster_dir().join("postgres/postmaster.pid");
     let other = first_line_pid(&other_pid_file).unwrap();
     scratch.kill_stack(&mut pamd);
     reap_zombies();
