@@ -13,9 +13,18 @@
 //! - [`EmbeddedPg::start`] is idempotent: it creates the cluster on first
 //!   use, reuses it later, and reuses a server that is already running on
 //!   this cluster with our socket dir (a pamd that was `kill -9`'d leaves
-//!   its postmaster behind).
+//!   its postmaster behind) once it accepts connections.
+//! - [`EmbeddedPg::start`] comes up after any crash (issue 13), whatever
+//!   the cluster was left in: lock files (`postmaster.pid`, the socket
+//!   lock) naming a pid that is gone, a zombie or another process are
+//!   removed ([`leftovers`]); it waits, up to [`START_WAIT`], for a server
+//!   in crash recovery or shutting down, and for backends of a killed
+//!   postmaster to exit (PostgreSQL refuses to start while they hold its
+//!   shared memory). It never reuses a server that does not accept
+//!   connections ([`ping`]).
 //! - Every failure is one line saying what to do: install PostgreSQL, pick a
-//!   shorter data dir, stop a foreign server, or which lock file to remove.
+//!   shorter data dir, stop a foreign server, which lock file to remove, or
+//!   which pids to kill.
 //!
 //! # Caveats
 //! - PostgreSQL refuses to run as root. As root, the cluster is owned by and
@@ -23,14 +32,22 @@
 //!   falling back to `nobody`), and the data dir's ancestors get the search
 //!   bit (o+x) when they lack it, so that user can reach the cluster.
 //!   Each change is logged at info level (docs/operations.md).
+//! - Telling our server from a stale lock file reads `/proc` (Linux); see
+//!   [`leftovers`] for elsewhere.
+
+mod leftovers;
+mod ping;
 
 use anyhow::{bail, Context};
 use std::fs;
-use std::io::Write as _;
+use std::io::{Read as _, Seek as _, Write as _};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use leftovers::{LockFile, Observed, Wait};
 
 /// The server binaries the cluster needs, all from one directory.
 const BINARIES: [&str; 3] = ["initdb", "pg_ctl", "postgres"];
@@ -43,6 +60,10 @@ pub const ROLE: &str = "pam";
 const PORT: u16 = 5432;
 /// `sun_path` is 108 bytes including the terminating NUL.
 const MAX_SOCKET_PATH: usize = 107;
+/// How long [`EmbeddedPg::start`] waits for what an earlier server left
+/// running (crash recovery, a shutdown, orphaned backends) before it gives
+/// up; `pg_ctl start` gets as long.
+pub const START_WAIT: Duration = Duration::from_secs(120);
 
 /// How the cluster is tuned.
 #[derive(Debug, Clone, Copy, Default)]
@@ -82,7 +103,7 @@ impl EmbeddedPg {
         let data_dir = fs::canonicalize(data_dir)
             .with_context(|| format!("resolve data dir {}", data_dir.display()))?;
         let socket_dir = data_dir.join("run");
-        let socket = socket_dir.join(format!(".s.PGSQL.{PORT}"));
+        let socket = socket_path(&socket_dir);
         let len = socket.as_os_str().len();
         if len > MAX_SOCKET_PATH {
             bail!(
@@ -132,25 +153,63 @@ impl EmbeddedPg {
             self.initdb()?;
         }
         self.write_conf()?;
-        if self.running()? {
-            self.check_ours()?;
-            tracing::info!(cluster = %self.cluster_dir.display(), "reusing the running embedded PostgreSQL");
-            return Ok(());
+        let deadline = Instant::now() + START_WAIT;
+        let mut logged: Option<String> = None;
+        loop {
+            let wait = match self.observe()? {
+                Observed::Accepting => {
+                    tracing::info!(cluster = %self.cluster_dir.display(), "reusing the running embedded PostgreSQL");
+                    return Ok(());
+                }
+                Observed::Down => match self.pg_ctl_start()? {
+                    None => {
+                        tracing::info!(cluster = %self.cluster_dir.display(), socket_dir = %self.socket_dir.display(), "embedded PostgreSQL started");
+                        return Ok(());
+                    }
+                    Some(wait) => wait,
+                },
+                Observed::Wait(wait) => wait,
+            };
+            if Instant::now() >= deadline {
+                bail!(
+                    "{} (waited {} s); {}",
+                    wait.what,
+                    START_WAIT.as_secs(),
+                    wait.remedy
+                );
+            }
+            if logged.as_deref() != Some(&wait.what) {
+                tracing::warn!(cluster = %self.cluster_dir.display(), "waiting: {}", wait.what);
+                logged = Some(wait.what);
+            }
+            std::thread::sleep(Duration::from_millis(200));
         }
+    }
+
+    /// `pg_ctl start`; `Some` when a process of an earlier server still
+    /// holds the cluster's shared memory (worth waiting for).
+    fn pg_ctl_start(&self) -> anyhow::Result<Option<Wait>> {
+        let log_start = fs::metadata(&self.log_file).map(|m| m.len()).unwrap_or(0);
         let mut cmd = self.command("pg_ctl");
         cmd.arg("start")
             .arg("-w")
-            .args(["-t", "120"])
+            .args(["-t", &START_WAIT.as_secs().to_string()])
             .arg("-D")
             .arg(&self.cluster_dir)
             .arg("-l")
             .arg(&self.log_file);
         let out = cmd.output().context("run pg_ctl start")?;
-        if !out.status.success() {
-            bail!("{}", self.diagnose_start_failure(&out));
+        if out.status.success() {
+            return Ok(None);
         }
-        tracing::info!(cluster = %self.cluster_dir.display(), socket_dir = %self.socket_dir.display(), "embedded PostgreSQL started");
-        Ok(())
+        let failure = self.diagnose_start_failure(&out, log_start);
+        if failure.contains("pre-existing shared memory block") {
+            return Ok(Some(Wait {
+                what: failure,
+                remedy: "a process of an earlier server still uses its shared memory: find it with `ipcs -mp` and kill it, then start pamd again".to_string(),
+            }));
+        }
+        bail!("{failure}")
     }
 
     /// Stops the server (fast shutdown: open transactions are rolled back)
@@ -159,7 +218,8 @@ impl EmbeddedPg {
         if self.run_as.is_none() && is_root() {
             self.run_as = Some(pg_user()?);
         }
-        if !self.cluster_dir.join("PG_VERSION").exists() || !self.running()? {
+        let pid_file = LockFile::read(&self.cluster_dir.join("postmaster.pid"));
+        if self.live_postmaster(pid_file.as_ref()).is_none() {
             return Ok(());
         }
         let mut cmd = self.command("pg_ctl");
@@ -176,22 +236,6 @@ impl EmbeddedPg {
         }
         tracing::info!(cluster = %self.cluster_dir.display(), "embedded PostgreSQL stopped");
         Ok(())
-    }
-
-    /// `pg_ctl status`: exit 0 = running, 3 = not running.
-    fn running(&self) -> anyhow::Result<bool> {
-        let mut cmd = self.command("pg_ctl");
-        cmd.arg("status").arg("-D").arg(&self.cluster_dir);
-        let out = cmd.output().context("run pg_ctl status")?;
-        match out.status.code() {
-            Some(0) => Ok(true),
-            Some(3) => Ok(false),
-            _ => bail!(
-                "pg_ctl status failed for {}: {}",
-                self.cluster_dir.display(),
-                last_line(&out)
-            ),
-        }
     }
 
     /// A running server is ours when it listens in our socket dir
@@ -308,9 +352,15 @@ impl EmbeddedPg {
     }
 
     /// Turns a failed `pg_ctl start` into one line, naming the lock file to
-    /// remove when a lock is in the way.
-    fn diagnose_start_failure(&self, out: &Output) -> String {
-        let log = fs::read_to_string(&self.log_file).unwrap_or_default();
+    /// remove when a lock is in the way. Reads the log from `log_start`
+    /// (its length before this start): older lines are older failures.
+    fn diagnose_start_failure(&self, out: &Output, log_start: u64) -> String {
+        let mut log = String::new();
+        if let Ok(mut file) = fs::File::open(&self.log_file) {
+            if file.seek(std::io::SeekFrom::Start(log_start)).is_ok() {
+                let _ = file.read_to_string(&mut log);
+            }
+        }
         let fatal = log
             .lines()
             .rev()
@@ -351,6 +401,14 @@ impl EmbeddedPg {
         }
         cmd
     }
+}
+
+fn socket_path(socket_dir: &Path) -> PathBuf {
+    socket_dir.join(format!(".s.PGSQL.{PORT}"))
+}
+
+fn lock_path(socket_dir: &Path) -> PathBuf {
+    socket_dir.join(format!(".s.PGSQL.{PORT}.lock"))
 }
 
 /// Creates database `name` on the server at `admin_url` unless it exists.
