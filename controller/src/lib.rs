@@ -8,6 +8,7 @@
 //! server                         pamd's process: lifecycle, embedded PostgreSQL, local worker
 //! config                         the config file and flags
 //! api                            HTTP: handlers, SSE, /metrics, auth, lookups, the dashboard
+//! sync                           GitOps: Sources pulled from git or a directory, applied through apply
 //! reconcile | apply              the loops and signal ingest | declarative apply, diff, prune
 //! ctx                            store + clock + bus + metrics + wake-ups; commit-then-publish
 //! rules                          every change to a stored object, through the gate, with its event
@@ -31,3 +32,4 @@ pub mod metrics;
 pub mod reconcile;
 pub mod rules;
 pub mod server;
+pub mod sync;

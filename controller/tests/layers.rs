@@ -17,6 +17,7 @@ const LAYERS: &[&[&str]] = &[
     &["rules"],
     &["ctx"],
     &["reconcile", "apply"],
+    &["sync"],
     &["api"],
     &["config"],
     &["server", "main"],

@@ -1,0 +1,451 @@
+//! Reading a Source's tree at a revision: a directory on pamd's host, or a
+//! git repository fetched into a private bare mirror under the data dir.
+//!
+//! A tree is the manifest files under the source's path — `*.yaml`,
+//! `*.yml`, `*.json`, recursively, as `pamctl apply -R` reads a directory,
+//! hidden files and directories left out — each with a content id (a git
+//! blob id, or a SHA-256 of the bytes) so the sync can reuse what it parsed
+//! for files that did not change. The revision is the commit SHA for git,
+//! and a SHA-256 over every path and content id for a directory.
+//!
+//! # Security
+//! The URL comes from a manifest, so git runs with only the `file`,
+//! `http(s)`, `ssh` and `git` transports allowed (never `ext::`, which runs
+//! commands), with no system or global config, no terminal prompts, and a
+//! time limit. Credentials are never read from a manifest.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use sha2::{Digest, Sha256};
+use tokio::process::Command;
+
+/// Most bytes one manifest file may have (a bigger one is reported, not
+/// read).
+pub const MAX_FILE_BYTES: u64 = 8 << 20;
+/// Most manifest files in one tree.
+pub const MAX_FILES: usize = 50_000;
+/// How long one git command may take.
+const GIT_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// One manifest file of a tree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TreeFile {
+    /// The path relative to the source's root (`/`-separated), as errors
+    /// name it.
+    pub path: String,
+    /// A content id: equal ids mean equal content.
+    pub id: String,
+    pub content: String,
+}
+
+/// A tree at a revision.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tree {
+    pub revision: String,
+    /// Sorted by path.
+    pub files: Vec<TreeFile>,
+}
+
+fn is_manifest(name: &str) -> bool {
+    !name.starts_with('.')
+        && (name.ends_with(".yaml") || name.ends_with(".yml") || name.ends_with(".json"))
+}
+
+fn hidden(name: &str) -> bool {
+    name.starts_with('.')
+}
+
+/// The revision of a directory tree: a SHA-256 over each file's path and
+/// content id.
+fn dir_revision(files: &[TreeFile]) -> String {
+    let mut h = Sha256::new();
+    for f in files {
+        h.update(f.path.as_bytes());
+        h.update([0]);
+        h.update(f.id.as_bytes());
+        h.update([0]);
+    }
+    format!("sha256:{}", hex::encode(h.finalize()))
+}
+
+/// Reads the manifest files under `root` (blocking: call it on a blocking
+/// thread). A file that is not UTF-8 or too big is an error naming it.
+pub fn read_dir(root: &Path) -> anyhow::Result<Tree> {
+    let meta = std::fs::metadata(root).with_context(|| format!("read {}", root.display()))?;
+    if !meta.is_dir() {
+        bail!("{} is not a directory", root.display());
+    }
+    let mut files = Vec::new();
+    let mut stack: Vec<PathBuf> = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let entries =
+            std::fs::read_dir(&dir).with_context(|| format!("read {}", dir.display()))?;
+        for entry in entries {
+            let entry = entry.with_context(|| format!("read {}", dir.display()))?;
+            let name = entry.file_name().to_string_lossy().to_string();
+            let path = entry.path();
+            // Symlinks are not followed: a tree must not reach outside
+            // its root.
+            let ft = entry.file_type()?;
+            if ft.is_dir() {
+                if !hidden(&name) {
+                    stack.push(path);
+                }
+                continue;
+            }
+            if !ft.is_file() || !is_manifest(&name) {
+                continue;
+            }
+            let rel = path
+                .strip_prefix(root)
+                .expect("under the root")
+                .to_string_lossy()
+                .replace('\\', "/");
+            let len = entry.metadata()?.len();
+            if len > MAX_FILE_BYTES {
+                bail!("{rel}: {len} bytes, over the {MAX_FILE_BYTES}-byte limit of a manifest file");
+            }
+            let bytes = std::fs::read(&path).with_context(|| format!("read {rel}"))?;
+            let id = hex::encode(Sha256::digest(&bytes));
+            let content = String::from_utf8(bytes)
+                .map_err(|_| anyhow::anyhow!("{rel}: not UTF-8 text"))?;
+            files.push(TreeFile {
+                path: rel,
+                id,
+                content,
+            });
+            if files.len() > MAX_FILES {
+                bail!("more than {MAX_FILES} manifest files under {}", root.display());
+            }
+        }
+    }
+    files.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(Tree {
+        revision: dir_revision(&files),
+        files,
+    })
+}
+
+/// A git repository's private bare mirror (`<data dir>/sources/<uid>.git`).
+pub struct GitMirror {
+    dir: PathBuf,
+}
+
+/// The transports a Source URL may use.
+const ALLOWED_PROTOCOLS: &str = "file:https:http:ssh:git";
+
+impl GitMirror {
+    pub fn new(dir: PathBuf) -> GitMirror {
+        GitMirror { dir }
+    }
+
+    fn git(&self) -> Command {
+        let mut c = Command::new("git");
+        c.arg("--git-dir")
+            .arg(&self.dir)
+            .env("GIT_ALLOW_PROTOCOL", ALLOWED_PROTOCOLS)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_TERMINAL_PROMPT", "0")
+            .env("GIT_ASKPASS", "/bin/false")
+            .env("GIT_SSH_COMMAND", "ssh -o BatchMode=yes")
+            .env_remove("GIT_DIR")
+            .env_remove("GIT_WORK_TREE")
+            .kill_on_drop(true);
+        c
+    }
+
+    async fn run(&self, mut c: Command, what: &str) -> anyhow::Result<Vec<u8>> {
+        let out = tokio::time::timeout(GIT_TIMEOUT, c.output())
+            .await
+            .map_err(|_| anyhow::anyhow!("git {what}: no answer in {GIT_TIMEOUT:?}"))?
+            .with_context(|| format!("run git {what} (is git installed?)"))?;
+        if !out.status.success() {
+            let err = String::from_utf8_lossy(&out.stderr);
+            let line = err
+                .lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("failed")
+                .trim();
+            bail!("git {what}: {line}");
+        }
+        Ok(out.stdout)
+    }
+
+    /// Fetches `reference` (a branch, a tag or a commit) of `url` and
+    /// returns its commit SHA.
+    pub async fn fetch(&self, url: &str, reference: &str) -> anyhow::Result<String> {
+        if url.starts_with('-') || reference.starts_with('-') {
+            bail!("a git url or ref must not start with '-'");
+        }
+        if !self.dir.join("HEAD").exists() {
+            std::fs::create_dir_all(&self.dir)
+                .with_context(|| format!("create {}", self.dir.display()))?;
+            let mut c = self.git();
+            c.args(["init", "--bare", "--quiet"]);
+            self.run(c, "init").await?;
+        }
+        let mut c = self.git();
+        c.args([
+            "-c",
+            "protocol.ext.allow=never",
+            "fetch",
+            "--quiet",
+            "--no-tags",
+            "--force",
+            "--",
+            url,
+            &format!("{reference}:refs/pam/source"),
+        ]);
+        match self.run(c, "fetch").await {
+            Ok(_) => {}
+            // A bare commit id is not a ref to map: fetch it as it is.
+            Err(_) if reference.len() >= 7 && reference.chars().all(|c| c.is_ascii_hexdigit()) => {
+                let mut c = self.git();
+                c.args([
+                    "-c",
+                    "protocol.ext.allow=never",
+                    "fetch",
+                    "--quiet",
+                    "--no-tags",
+                    "--",
+                    url,
+                    reference,
+                ]);
+                self.run(c, "fetch").await?;
+                let mut c = self.git();
+                c.args(["update-ref", "refs/pam/source", "FETCH_HEAD"]);
+                self.run(c, "update-ref").await?;
+            }
+            Err(e) => return Err(e),
+        }
+        let mut c = self.git();
+        c.args(["rev-parse", "--verify", "refs/pam/source^{commit}"]);
+        let out = self.run(c, "rev-parse").await?;
+        Ok(String::from_utf8_lossy(&out).trim().to_string())
+    }
+
+    /// The manifest files under `path` in `commit`, each with its blob id.
+    /// `known` gives the content of blobs read before (by id), so only new
+    /// blobs are read from git.
+    pub async fn tree(
+        &self,
+        commit: &str,
+        path: &str,
+        known: &dyn Fn(&str) -> Option<String>,
+    ) -> anyhow::Result<Tree> {
+        let prefix = path.trim_matches('/');
+        let mut c = self.git();
+        c.args(["ls-tree", "-r", "-z", "--full-tree", "-l", commit]);
+        if !prefix.is_empty() {
+            c.arg("--").arg(prefix);
+        }
+        let out = self.run(c, "ls-tree").await?;
+        let mut entries = Vec::new();
+        for rec in out.split(|b| *b == 0).filter(|r| !r.is_empty()) {
+            let rec = String::from_utf8_lossy(rec);
+            // `<mode> <type> <id> <size>\t<path>`
+            let Some((head, file)) = rec.split_once('\t') else {
+                continue;
+            };
+            let parts: Vec<&str> = head.split_whitespace().collect();
+            if parts.len() < 4 || parts[1] != "blob" || parts[0] == "120000" {
+                continue;
+            }
+            let rel = match file.strip_prefix(prefix) {
+                Some(r) if !prefix.is_empty() => r.trim_start_matches('/'),
+                _ => file,
+            };
+            let name = rel.rsplit('/').next().unwrap_or(rel);
+            if !is_manifest(name) || rel.split('/').any(hidden) {
+                continue;
+            }
+            let size: u64 = parts[3].parse().unwrap_or(0);
+            if size > MAX_FILE_BYTES {
+                bail!("{rel}: {size} bytes, over the {MAX_FILE_BYTES}-byte limit of a manifest file");
+            }
+            entries.push((rel.to_string(), parts[2].to_string()));
+            if entries.len() > MAX_FILES {
+                bail!("more than {MAX_FILES} manifest files under {path:?}");
+            }
+        }
+        if entries.is_empty() && !prefix.is_empty() {
+            let mut c = self.git();
+            c.args(["cat-file", "-e", &format!("{commit}:{prefix}")]);
+            if self.run(c, "cat-file").await.is_err() {
+                bail!("path {path:?} does not exist at {commit}");
+            }
+        }
+        let mut files = Vec::with_capacity(entries.len());
+        let mut unknown = Vec::new();
+        for (rel, id) in entries {
+            match known(&id) {
+                Some(content) => files.push(TreeFile {
+                    path: rel,
+                    id,
+                    content,
+                }),
+                None => unknown.push((rel, id)),
+            }
+        }
+        if !unknown.is_empty() {
+            let blobs = self.read_blobs(&unknown).await?;
+            for ((rel, id), bytes) in unknown.into_iter().zip(blobs) {
+                let content = String::from_utf8(bytes)
+                    .map_err(|_| anyhow::anyhow!("{rel}: not UTF-8 text"))?;
+                files.push(TreeFile {
+                    path: rel,
+                    id,
+                    content,
+                });
+            }
+        }
+        files.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(Tree {
+            revision: commit.to_string(),
+            files,
+        })
+    }
+
+    /// Reads blobs by id with one `git cat-file --batch`.
+    async fn read_blobs(&self, entries: &[(String, String)]) -> anyhow::Result<Vec<Vec<u8>>> {
+        use std::process::Stdio;
+        use tokio::io::AsyncWriteExt;
+        let mut c = self.git();
+        c.args(["cat-file", "--batch"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = c.spawn().context("run git cat-file")?;
+        let mut stdin = child.stdin.take().expect("piped");
+        let ids: String = entries.iter().map(|(_, id)| format!("{id}\n")).collect();
+        let writer = tokio::spawn(async move {
+            let r = stdin.write_all(ids.as_bytes()).await;
+            drop(stdin);
+            r
+        });
+        let out = tokio::time::timeout(GIT_TIMEOUT, child.wait_with_output())
+            .await
+            .map_err(|_| anyhow::anyhow!("git cat-file: no answer in {GIT_TIMEOUT:?}"))??;
+        writer.await??;
+        if !out.status.success() {
+            bail!(
+                "git cat-file: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        // `<id> <type> <size>\n<bytes>\n` per blob.
+        let data = out.stdout;
+        let mut pos = 0;
+        let mut blobs = Vec::with_capacity(entries.len());
+        for (rel, _) in entries {
+            let nl = data[pos..]
+                .iter()
+                .position(|b| *b == b'\n')
+                .context("git cat-file: short output")?;
+            let header = String::from_utf8_lossy(&data[pos..pos + nl]).to_string();
+            pos += nl + 1;
+            let size: usize = header
+                .rsplit(' ')
+                .next()
+                .and_then(|s| s.parse().ok())
+                .with_context(|| format!("git cat-file: {rel}: {header}"))?;
+            let end = pos + size;
+            if end > data.len() {
+                bail!("git cat-file: short output for {rel}");
+            }
+            blobs.push(data[pos..end].to_vec());
+            pos = end + 1;
+        }
+        Ok(blobs)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(root: &Path, rel: &str, text: &str) {
+        let p = root.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+
+    fn git(dir: &Path, args: &[&str]) {
+        let st = std::process::Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"])
+            .args(args)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .status()
+            .unwrap();
+        assert!(st.success(), "git {args:?}");
+    }
+
+    #[test]
+    fn a_directory_tree_is_its_manifest_files_and_a_content_revision() {
+        let d = tempfile::tempdir().unwrap();
+        write(d.path(), "a.yaml", "x: 1\n");
+        write(d.path(), "sub/b.yml", "y: 2\n");
+        write(d.path(), "sub/c.json", "{}\n");
+        write(d.path(), "README.md", "no\n");
+        write(d.path(), ".hidden/d.yaml", "no\n");
+        write(d.path(), "sub/.e.yaml", "no\n");
+        let t = read_dir(d.path()).unwrap();
+        let paths: Vec<_> = t.files.iter().map(|f| f.path.as_str()).collect();
+        assert_eq!(paths, ["a.yaml", "sub/b.yml", "sub/c.json"]);
+        assert!(t.revision.starts_with("sha256:"));
+        assert_eq!(read_dir(d.path()).unwrap().revision, t.revision);
+        write(d.path(), "a.yaml", "x: 2\n");
+        assert_ne!(read_dir(d.path()).unwrap().revision, t.revision);
+    }
+
+    #[tokio::test]
+    async fn a_git_tree_at_a_ref_reading_only_new_blobs() {
+        let repo = tempfile::tempdir().unwrap();
+        git(repo.path(), &["init", "-q", "-b", "main"]);
+        write(repo.path(), "m/a.yaml", "x: 1\n");
+        write(repo.path(), "m/b.yaml", "y: 1\n");
+        write(repo.path(), "other.yaml", "z: 1\n");
+        git(repo.path(), &["add", "."]);
+        git(repo.path(), &["commit", "-q", "-m", "one"]);
+        let mirror = tempfile::tempdir().unwrap();
+        let m = GitMirror::new(mirror.path().join("s.git"));
+        let url = format!("file://{}", repo.path().display());
+        let c1 = m.fetch(&url, "main").await.unwrap();
+        let t1 = m.tree(&c1, "m", &|_| None).await.unwrap();
+        let paths: Vec<_> = t1.files.iter().map(|f| f.path.as_str()).collect();
+        assert_eq!(paths, ["a.yaml", "b.yaml"]);
+        assert_eq!(t1.files[0].content, "x: 1\n");
+        assert_eq!(t1.revision, c1);
+
+        write(repo.path(), "m/b.yaml", "y: 2\n");
+        git(repo.path(), &["commit", "-q", "-am", "two"]);
+        let c2 = m.fetch(&url, "main").await.unwrap();
+        assert_ne!(c1, c2);
+        let old: std::collections::HashMap<String, String> = t1
+            .files
+            .iter()
+            .map(|f| (f.id.clone(), f.content.clone()))
+            .collect();
+        let t2 = m
+            .tree(&c2, "/m/", &|id| old.get(id).cloned())
+            .await
+            .unwrap();
+        assert_eq!(t2.files[0].id, t1.files[0].id, "a.yaml unchanged");
+        assert_eq!(t2.files[1].content, "y: 2\n");
+        // A commit id is a ref too; a missing path is an error naming it.
+        let again = m.fetch(&url, &c1).await.unwrap();
+        assert_eq!(again, c1);
+        let err = m.tree(&c1, "nope", &|_| None).await.unwrap_err();
+        assert!(err.to_string().contains("\"nope\" does not exist"), "{err}");
+        // The ext transport runs commands: refused.
+        let err = m.fetch("ext::sh -c touch% /tmp/pwned", "main").await.unwrap_err();
+        assert!(err.to_string().contains("git fetch"), "{err}");
+    }
+}
