@@ -32,7 +32,7 @@
 //! # Layout
 //! One module per aggregate — [`projects`], [`work_items`], [`runs`] (with
 //! the one-shot signal markers), [`hosts`], [`events`] (the journal),
-//! [`tokens`] — each holding its row types and its part of the
+//! [`tokens`], [`sources`] (GitOps) — each holding its row types and its part of the
 //! transaction ([`ProjectTx`], [`WorkItemTx`], [`RunTx`], [`HostTx`],
 //! [`EventTx`], [`TokenTx`]); [`Tx`] is all of them plus commit. The two
 //! implementations follow the same split ([`postgres`], [`memory`]). The
@@ -49,6 +49,7 @@ pub mod memory;
 pub mod postgres;
 pub mod projects;
 pub mod runs;
+pub mod sources;
 pub mod tokens;
 pub mod work_items;
 
@@ -63,13 +64,14 @@ pub use events::{Event, EventTx};
 pub use hosts::{Host, HostTx};
 pub use projects::{Project, ProjectTx};
 pub use runs::{Run, RunFilter, RunTx, RunUpdate, SignalMarker, Target};
+pub use sources::{OwnedObject, Source, SourceObject, SourceStatus, SourceTx};
 pub use tokens::{ApiToken, TokenKind, TokenTx};
 pub use work_items::{WorkItem, WorkItemTx};
 
 /// Every store trait, for `use pam_store::prelude::*`: calling a method of
 /// a `dyn Tx` needs the aggregate trait that declares it in scope.
 pub mod prelude {
-    pub use crate::{EventTx, HostTx, ProjectTx, RunTx, Store, TokenTx, Tx, WorkItemTx};
+    pub use crate::{EventTx, HostTx, ProjectTx, RunTx, SourceTx, Store, TokenTx, Tx, WorkItemTx};
 }
 
 pub type Labels = BTreeMap<String, String>;
@@ -155,7 +157,9 @@ pub trait Store: Send + Sync + 'static {
 /// One transaction over every aggregate. `now` arguments come from the
 /// caller's injected clock; stores never read the wall clock.
 #[async_trait]
-pub trait Tx: ProjectTx + WorkItemTx + RunTx + HostTx + EventTx + TokenTx + Send {
+pub trait Tx:
+    ProjectTx + WorkItemTx + RunTx + HostTx + EventTx + TokenTx + SourceTx + Send
+{
     /// Commits, returning the events appended in this transaction (in seq
     /// order) so the caller can publish them now that they are durable.
     async fn commit(self: Box<Self>) -> StoreResult<Vec<Event>>;

@@ -80,8 +80,7 @@ pub fn read_dir(root: &Path) -> anyhow::Result<Tree> {
     let mut files = Vec::new();
     let mut stack: Vec<PathBuf> = vec![root.to_path_buf()];
     while let Some(dir) = stack.pop() {
-        let entries =
-            std::fs::read_dir(&dir).with_context(|| format!("read {}", dir.display()))?;
+        let entries = std::fs::read_dir(&dir).with_context(|| format!("read {}", dir.display()))?;
         for entry in entries {
             let entry = entry.with_context(|| format!("read {}", dir.display()))?;
             let name = entry.file_name().to_string_lossy().to_string();
@@ -105,19 +104,24 @@ pub fn read_dir(root: &Path) -> anyhow::Result<Tree> {
                 .replace('\\', "/");
             let len = entry.metadata()?.len();
             if len > MAX_FILE_BYTES {
-                bail!("{rel}: {len} bytes, over the {MAX_FILE_BYTES}-byte limit of a manifest file");
+                bail!(
+                    "{rel}: {len} bytes, over the {MAX_FILE_BYTES}-byte limit of a manifest file"
+                );
             }
             let bytes = std::fs::read(&path).with_context(|| format!("read {rel}"))?;
             let id = hex::encode(Sha256::digest(&bytes));
-            let content = String::from_utf8(bytes)
-                .map_err(|_| anyhow::anyhow!("{rel}: not UTF-8 text"))?;
+            let content =
+                String::from_utf8(bytes).map_err(|_| anyhow::anyhow!("{rel}: not UTF-8 text"))?;
             files.push(TreeFile {
                 path: rel,
                 id,
                 content,
             });
             if files.len() > MAX_FILES {
-                bail!("more than {MAX_FILES} manifest files under {}", root.display());
+                bail!(
+                    "more than {MAX_FILES} manifest files under {}",
+                    root.display()
+                );
             }
         }
     }
@@ -265,7 +269,9 @@ impl GitMirror {
             }
             let size: u64 = parts[3].parse().unwrap_or(0);
             if size > MAX_FILE_BYTES {
-                bail!("{rel}: {size} bytes, over the {MAX_FILE_BYTES}-byte limit of a manifest file");
+                bail!(
+                    "{rel}: {size} bytes, over the {MAX_FILE_BYTES}-byte limit of a manifest file"
+                );
             }
             entries.push((rel.to_string(), parts[2].to_string()));
             if entries.len() > MAX_FILES {
@@ -378,7 +384,14 @@ mod tests {
         let st = std::process::Command::new("git")
             .arg("-C")
             .arg(dir)
-            .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"])
+            .args([
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "-c",
+                "commit.gpgsign=false",
+            ])
             .args(args)
             .env("GIT_CONFIG_NOSYSTEM", "1")
             .env("GIT_CONFIG_GLOBAL", "/dev/null")
@@ -445,7 +458,10 @@ mod tests {
         let err = m.tree(&c1, "nope", &|_| None).await.unwrap_err();
         assert!(err.to_string().contains("\"nope\" does not exist"), "{err}");
         // The ext transport runs commands: refused.
-        let err = m.fetch("ext::sh -c touch% /tmp/pwned", "main").await.unwrap_err();
+        let err = m
+            .fetch("ext::sh -c touch% /tmp/pwned", "main")
+            .await
+            .unwrap_err();
         assert!(err.to_string().contains("git fetch"), "{err}");
     }
 }

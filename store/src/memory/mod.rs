@@ -33,8 +33,8 @@ use uuid::Uuid;
 pub(crate) use crate::prelude::*;
 #[allow(unused_imports)]
 pub(crate) use crate::{
-    short_id, ApiToken, Event, Host, Project, Run, RunFilter, RunUpdate, SignalMarker, StoreError,
-    StoreResult, Target, TokenKind, WorkItem,
+    short_id, ApiToken, Event, Host, OwnedObject, Project, Run, RunFilter, RunUpdate, SignalMarker,
+    Source, SourceObject, SourceStatus, StoreError, StoreResult, Target, TokenKind, WorkItem,
 };
 
 #[derive(Clone, Default)]
@@ -50,6 +50,9 @@ struct State {
     /// (see `append_event`).
     last_seq: i64,
     tokens: HashMap<Uuid, ApiToken>,
+    sources: HashMap<Uuid, Source>,
+    /// (kind, object id) → the owning Source's row.
+    source_objects: BTreeMap<(String, Uuid), SourceObject>,
 }
 
 /// The in-memory store.
@@ -216,5 +219,6 @@ mod events;
 mod hosts;
 mod projects;
 mod runs;
+mod sources;
 mod tokens;
 mod work_items;

@@ -26,8 +26,9 @@ use uuid::Uuid;
 pub(crate) use crate::prelude::*;
 #[allow(unused_imports)]
 pub(crate) use crate::{
-    short_id, ApiToken, Event, Host, Labels, Meta, Project, Run, RunFilter, RunUpdate,
-    SignalMarker, StoreError, StoreResult, Target, TokenKind, WorkItem,
+    short_id, ApiToken, Event, Host, Labels, Meta, OwnedObject, Project, Run, RunFilter, RunUpdate,
+    SignalMarker, Source, SourceObject, SourceStatus, StoreError, StoreResult, Target, TokenKind,
+    WorkItem,
 };
 
 #[allow(unused_imports)]
@@ -282,5 +283,6 @@ mod hosts;
 mod projects;
 mod rows;
 mod runs;
+mod sources;
 mod tokens;
 mod work_items;

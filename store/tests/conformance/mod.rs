@@ -24,7 +24,8 @@ pub use pam_store::prelude::*;
 #[allow(unused_imports)]
 pub use pam_store::{
     short_id, ApiToken, Event, Host, Labels, Meta, Project, Run, RunFilter, RunUpdate,
-    SignalMarker, Store, StoreError, Target, TokenKind, WorkItem,
+    SignalMarker, Source, SourceObject, SourceStatus, Store, StoreError, Target, TokenKind,
+    WorkItem,
 };
 
 /// Generates one `#[tokio::test]` per behaviour; `$make` is an expression
@@ -74,6 +75,8 @@ macro_rules! store_conformance_tests {
             tokens_insert_lookup_revoke,
             rollback_on_drop,
             store_is_ready,
+            source_crud_and_status,
+            source_inventory_has_one_owner,
         );
     };
     (@each $make:expr; $($name:ident),+ $(,)?) => {
@@ -255,6 +258,7 @@ mod hosts;
 mod projects;
 mod runs;
 mod signals;
+mod sources;
 mod tokens;
 mod transactions;
 mod work_items;
@@ -270,6 +274,8 @@ pub use projects::*;
 pub use runs::*;
 #[allow(unused_imports)]
 pub use signals::*;
+#[allow(unused_imports)]
+pub use sources::*;
 #[allow(unused_imports)]
 pub use tokens::*;
 #[allow(unused_imports)]

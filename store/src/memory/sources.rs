@@ -1,0 +1,203 @@
+use super::*;
+
+const SYNC_STATUSES: [&str; 4] = ["Unknown", "Synced", "OutOfSync", "Failed"];
+const HEALTHS: [&str; 4] = ["Unknown", "Healthy", "Progressing", "Degraded"];
+
+fn object_order(o: &SourceObject) -> (String, Option<String>, String) {
+    (o.kind.clone(), o.project.clone(), o.name.clone())
+}
+
+#[async_trait]
+impl SourceTx for MemTx {
+    async fn insert_source(&mut self, s: &Source) -> StoreResult<()> {
+        let st = &mut self.work;
+        if st.sources.contains_key(&s.id) {
+            return Err(StoreError::AlreadyExists("sources_pkey".into()));
+        }
+        if st.sources.values().any(|o| o.name == s.name) {
+            return Err(StoreError::AlreadyExists("sources_name_key".into()));
+        }
+        let mut row = s.clone();
+        row.status = SourceStatus {
+            sync: "Unknown".into(),
+            health: "Unknown".into(),
+            errors: serde_json::json!([]),
+            drift: serde_json::json!([]),
+            ..SourceStatus::default()
+        };
+        st.sources.insert(s.id, row);
+        Ok(())
+    }
+
+    async fn get_source(&mut self, id: Uuid) -> StoreResult<Option<Source>> {
+        Ok(self.work.sources.get(&id).cloned())
+    }
+
+    async fn get_source_by_name(&mut self, name: &str) -> StoreResult<Option<Source>> {
+        Ok(self.work.sources.values().find(|s| s.name == name).cloned())
+    }
+
+    async fn list_sources(&mut self) -> StoreResult<Vec<Source>> {
+        let mut v: Vec<Source> = self.work.sources.values().cloned().collect();
+        v.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(v)
+    }
+
+    async fn update_source(&mut self, s: &Source, expected_rv: i64) -> StoreResult<Source> {
+        let row = self
+            .work
+            .sources
+            .get_mut(&s.id)
+            .ok_or_else(|| not_found("sources", s.id))?;
+        if row.meta.resource_version != expected_rv {
+            return Err(conflict(format!(
+                "source {} is not at resource version {expected_rv}",
+                s.name
+            )));
+        }
+        let rv = row.meta.resource_version + 1;
+        row.meta = s.meta.clone();
+        row.meta.resource_version = rv;
+        row.updated_at = s.updated_at;
+        Ok(row.clone())
+    }
+
+    async fn write_source_status(
+        &mut self,
+        s: &Source,
+        clear_request: bool,
+    ) -> StoreResult<Source> {
+        if !SYNC_STATUSES.contains(&s.status.sync.as_str())
+            || !HEALTHS.contains(&s.status.health.as_str())
+        {
+            return Err(StoreError::Invalid("check sources_check failed".into()));
+        }
+        let row = self
+            .work
+            .sources
+            .get_mut(&s.id)
+            .ok_or_else(|| StoreError::NotFound(format!("sources {}", s.id)))?;
+        let requested = row.status.sync_requested_at;
+        row.status = s.status.clone();
+        row.status.sync_requested_at = match (clear_request, requested, s.status.sync_requested_at)
+        {
+            (true, Some(r), Some(seen)) if r <= seen => None,
+            _ => requested,
+        };
+        row.meta.conditions = s.meta.conditions.clone();
+        row.meta.observed_generation = s.meta.observed_generation;
+        row.meta.resource_version += 1;
+        row.updated_at = s.updated_at;
+        Ok(row.clone())
+    }
+
+    async fn request_source_sync(&mut self, id: Uuid, at: DateTime<Utc>) -> StoreResult<Source> {
+        let row = self
+            .work
+            .sources
+            .get_mut(&id)
+            .ok_or_else(|| StoreError::NotFound(format!("sources {id}")))?;
+        row.status.sync_requested_at = Some(at);
+        row.meta.resource_version += 1;
+        Ok(row.clone())
+    }
+
+    async fn delete_source(&mut self, id: Uuid) -> StoreResult<bool> {
+        let st = &mut self.work;
+        st.source_objects.retain(|_, o| o.source_id != id);
+        Ok(st.sources.remove(&id).is_some())
+    }
+
+    async fn list_source_objects(&mut self, source_id: Uuid) -> StoreResult<Vec<SourceObject>> {
+        let mut v: Vec<SourceObject> = self
+            .work
+            .source_objects
+            .values()
+            .filter(|o| o.source_id == source_id)
+            .cloned()
+            .collect();
+        v.sort_by_key(object_order);
+        Ok(v)
+    }
+
+    async fn owners_of(&mut self, objects: &[(String, Uuid)]) -> StoreResult<Vec<SourceObject>> {
+        Ok(objects
+            .iter()
+            .filter_map(|k| self.work.source_objects.get(k).cloned())
+            .collect())
+    }
+
+    async fn put_source_objects(&mut self, rows: &[SourceObject]) -> StoreResult<u64> {
+        let st = &mut self.work;
+        let mut n = 0;
+        for r in rows {
+            if !st.sources.contains_key(&r.source_id) {
+                return Err(StoreError::NotFound(format!(
+                    "referenced row (source {})",
+                    r.source_id
+                )));
+            }
+            if !["Project", "Task", "Run"].contains(&r.kind.as_str()) {
+                return Err(StoreError::Invalid(
+                    "check source_objects_kind_check failed".into(),
+                ));
+            }
+            let key = (r.kind.clone(), r.object_id);
+            match st.source_objects.get(&key) {
+                Some(o) if o.source_id != r.source_id => {}
+                _ => {
+                    st.source_objects.insert(key, r.clone());
+                    n += 1;
+                }
+            }
+        }
+        Ok(n)
+    }
+
+    async fn delete_source_objects(
+        &mut self,
+        source_id: Uuid,
+        objects: &[(String, Uuid)],
+    ) -> StoreResult<()> {
+        for k in objects {
+            if self
+                .work
+                .source_objects
+                .get(k)
+                .is_some_and(|o| o.source_id == source_id)
+            {
+                self.work.source_objects.remove(k);
+            }
+        }
+        Ok(())
+    }
+
+    async fn owned_objects(&mut self, source_id: Uuid) -> StoreResult<Vec<OwnedObject>> {
+        let owned = self.list_source_objects(source_id).await?;
+        let st = &self.work;
+        Ok(owned
+            .into_iter()
+            .map(|owner| {
+                let (meta, run_status) = match owner.kind.as_str() {
+                    "Project" => (
+                        st.projects.get(&owner.object_id).map(|p| p.meta.clone()),
+                        None,
+                    ),
+                    "Task" => (
+                        st.work_items.get(&owner.object_id).map(|w| w.meta.clone()),
+                        None,
+                    ),
+                    _ => match st.runs.get(&owner.object_id) {
+                        Some(r) => (Some(r.meta.clone()), Some(r.status)),
+                        None => (None, None),
+                    },
+                };
+                OwnedObject {
+                    owner,
+                    meta,
+                    run_status,
+                }
+            })
+            .collect())
+    }
+}

@@ -1,0 +1,130 @@
+//! The source aggregate (GitOps): [`Source`] rows — where desired state
+//! lives and how its last sync went — and their inventory
+//! ([`SourceObject`]: the objects a Source owns, with the fields its
+//! manifests declare), and the [`SourceTx`] calls.
+//!
+//! # Guarantees
+//! - An object has at most one owning Source (`PRIMARY KEY (kind,
+//!   object_id)`); [`SourceTx::put_source_objects`] never takes an object
+//!   from another Source.
+//! - Deleting a Source deletes its inventory rows, never the objects.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::{Meta, StoreResult};
+
+/// A Source: its desired state (`meta.spec`: path or git, projects, prune,
+/// selfHeal, suspend, interval) and what its sync loop observed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Source {
+    pub id: Uuid,
+    /// Operator name, unique.
+    pub name: String,
+    pub meta: Meta,
+    pub status: SourceStatus,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// What the sync loop observed of a Source; written only by the loop
+/// ([`SourceTx::write_source_status`]), except the sync request.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SourceStatus {
+    /// The last revision applied in full (the last good one).
+    pub revision: Option<String>,
+    /// The last revision a sync tried, good or bad.
+    pub attempted_revision: Option<String>,
+    /// When a sync last applied a revision or confirmed nothing changed.
+    pub last_synced_at: Option<DateTime<Utc>>,
+    /// When a sync was last tried.
+    pub last_attempt_at: Option<DateTime<Utc>>,
+    /// `Unknown`, `Synced`, `OutOfSync` or `Failed`.
+    pub sync: String,
+    pub sync_message: String,
+    /// `Unknown`, `Healthy`, `Progressing` or `Degraded`.
+    pub health: String,
+    pub health_message: String,
+    /// The last failed sync's problems (`[{file, document, line, column,
+    /// path, message}]`); empty after a good one.
+    pub errors: Value,
+    /// Owned objects whose owned fields differ from the Source's
+    /// (`[{kind, project, name, fields}]`).
+    pub drift: Value,
+    /// `pamctl sync NAME`: a sync is due now (cleared by the loop's next
+    /// status write).
+    pub sync_requested_at: Option<DateTime<Utc>>,
+}
+
+/// One object a Source owns.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SourceObject {
+    pub source_id: Uuid,
+    /// `Project`, `Task` or `Run`.
+    pub kind: String,
+    pub object_id: Uuid,
+    /// The project's name for tasks and runs.
+    pub project: Option<String>,
+    pub name: String,
+    /// What the Source's manifest declares of the object, as written
+    /// (`{"spec": {…}, "labels": {…}, "annotations": {…}}`): its keys are
+    /// the fields the Source owns.
+    pub declared: Value,
+    /// The file the object was declared in (for messages).
+    pub file: String,
+}
+
+/// An owned object as it is stored now.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OwnedObject {
+    pub owner: SourceObject,
+    /// `None`: the object no longer exists (deleted behind the Source's
+    /// back).
+    pub meta: Option<Meta>,
+    /// Runs only: the run's status (for health).
+    pub run_status: Option<pam_manifests::state::RunStatus>,
+}
+
+/// Sources (`sources`, `source_objects`). Part of every [`crate::Tx`].
+#[async_trait]
+pub trait SourceTx: Send {
+    /// Inserts a Source. A taken name is AlreadyExists.
+    async fn insert_source(&mut self, s: &Source) -> StoreResult<()>;
+    async fn get_source(&mut self, id: Uuid) -> StoreResult<Option<Source>>;
+    async fn get_source_by_name(&mut self, name: &str) -> StoreResult<Option<Source>>;
+    /// All Sources ordered by name.
+    async fn list_sources(&mut self) -> StoreResult<Vec<Source>>;
+    /// Writes meta (except resource_version) and updated_at where
+    /// `resource_version = expected_rv`, bumping it. Never the status.
+    async fn update_source(&mut self, s: &Source, expected_rv: i64) -> StoreResult<Source>;
+    /// Writes the status columns (not the sync request, unless
+    /// `clear_request`, which clears a request made at or before
+    /// `s.status.sync_requested_at`), bumping resource_version. The sync
+    /// loop is the only writer of status.
+    async fn write_source_status(&mut self, s: &Source, clear_request: bool)
+        -> StoreResult<Source>;
+    /// Records a request to sync now; returns the Source.
+    async fn request_source_sync(&mut self, id: Uuid, at: DateTime<Utc>) -> StoreResult<Source>;
+    /// Deletes a Source and its inventory (not the objects).
+    async fn delete_source(&mut self, id: Uuid) -> StoreResult<bool>;
+
+    /// A Source's inventory, ordered by kind, project, name.
+    async fn list_source_objects(&mut self, source_id: Uuid) -> StoreResult<Vec<SourceObject>>;
+    /// The owners of these objects (`(kind, object_id)`), any Source.
+    async fn owners_of(&mut self, objects: &[(String, Uuid)]) -> StoreResult<Vec<SourceObject>>;
+    /// Inserts or updates inventory rows of one Source. A row whose object
+    /// another Source owns is not written; returns how many were written
+    /// (the caller compares with how many it gave).
+    async fn put_source_objects(&mut self, rows: &[SourceObject]) -> StoreResult<u64>;
+    /// Removes these objects from a Source's inventory.
+    async fn delete_source_objects(
+        &mut self,
+        source_id: Uuid,
+        objects: &[(String, Uuid)],
+    ) -> StoreResult<()>;
+    /// A Source's inventory with each object's stored meta (None when it is
+    /// gone), and each run's status.
+    async fn owned_objects(&mut self, source_id: Uuid) -> StoreResult<Vec<OwnedObject>>;
+}
