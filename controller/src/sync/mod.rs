@@ -3,3 +3,4 @@
 //! Source owns (ARCHITECTURE.md, "Sources").
 
 pub mod fetch;
+pub mod ownership;
