@@ -81,21 +81,17 @@ fn labels_map(l: &Labels) -> Map<String, Value> {
 /// the Source's document (apiVersion, kind, metadata name and project
 /// kept); `stored` is None for an object that does not exist yet, which
 /// gets the document as written.
-pub fn merged_document(
-    doc: &Value,
-    stored: Option<&Desired>,
-    prev: Option<&Declared>,
-) -> Value {
+pub fn merged_document(doc: &Value, stored: Option<&Desired>, prev: Option<&Declared>) -> Value {
     let Some(stored) = stored else {
         return doc.clone();
     };
     let now = Declared::of_document(doc);
-    let spec = overlay(
-        object(Some(&stored.spec)),
-        prev.map(|p| &p.spec),
-        &now.spec,
+    let spec = overlay(object(Some(&stored.spec)), prev.map(|p| &p.spec), &now.spec);
+    let labels = overlay(
+        labels_map(&stored.labels),
+        prev.map(|p| &p.labels),
+        &now.labels,
     );
-    let labels = overlay(labels_map(&stored.labels), prev.map(|p| &p.labels), &now.labels);
     let annotations = overlay(
         labels_map(&stored.annotations),
         prev.map(|p| &p.annotations),
