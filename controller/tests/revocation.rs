@@ -55,6 +55,25 @@ impl Replica {
         (status, serde_json::from_str(&text).unwrap_or(json!(text)))
     }
 
+    /// Attaches to run r1 with `token`, asserting 201: the lease.
+    async fn attach(&self, token: &str) -> Value {
+        let (s, v) = self
+            .call(token, "POST", "/api/v1/projects/web/runs/r1/attach", None)
+            .await;
+        assert_eq!(s, 201, "{v}");
+        v
+    }
+
+    /// Revokes token `id` with `admin`, asserting 204: when it was asked.
+    async fn revoke(&self, admin: &str, id: Uuid) -> Instant {
+        let asked = Instant::now();
+        let (s, v) = self
+            .call(admin, "DELETE", &format!("/api/v1/tokens/{id}"), None)
+            .await;
+        assert_eq!(s, 204, "{v}");
+        asked
+    }
+
     /// Opens the event stream with `token`: the response, or the status.
     async fn stream(&self, token: &str) -> Result<reqwest::Response, u16> {
         let r = self
@@ -177,22 +196,9 @@ async fn revoking_a_token_ends_its_streams_and_releases_its_leases_at_once() {
     let a1 = r.stream(&alice).await.unwrap();
     let a2 = r.stream(&alice).await.unwrap();
     let mut other = r.stream(&admin).await.unwrap();
-    let (s, v) = r
-        .call(&alice, "POST", "/api/v1/projects/web/runs/r1/attach", None)
-        .await;
-    assert_eq!(s, 201, "{v}");
-    assert_eq!(v["holder"], "alice");
+    assert_eq!(r.attach(&alice).await["holder"], "alice");
 
-    let revoked = Instant::now();
-    let (s, v) = r
-        .call(
-            &admin,
-            "DELETE",
-            &format!("/api/v1/tokens/{alice_id}"),
-            None,
-        )
-        .await;
-    assert_eq!(s, 204, "{v}");
+    let revoked = r.revoke(&admin, alice_id).await;
     let deadline = revoked + Duration::from_secs(1);
     ends_by(a1, deadline).await;
     ends_by(a2, deadline).await;
@@ -203,10 +209,7 @@ async fn revoking_a_token_ends_its_streams_and_releases_its_leases_at_once() {
     assert_eq!(released[0]["payload"]["holder"], "alice");
     assert_eq!(released[0]["payload"]["attempt"], 1);
     // Someone else may attach now; the other token's stream goes on.
-    let (s, v) = r
-        .call(&admin, "POST", "/api/v1/projects/web/runs/r1/attach", None)
-        .await;
-    assert_eq!(s, 201, "{v}");
+    r.attach(&admin).await;
     carries(&mut other, "event: run.lease_acquired").await;
     assert_eq!(r.stream(&alice).await.err(), Some(401));
 }
@@ -220,21 +223,9 @@ async fn a_revocation_through_another_replica_ends_streams_and_leases_within_a_s
     let (alice_id, alice) = token(&store, TokenKind::Operator, "alice", None).await;
     live_run(&a, &admin).await;
     let stream = a.stream(&alice).await.unwrap();
-    let (s, v) = a
-        .call(&alice, "POST", "/api/v1/projects/web/runs/r1/attach", None)
-        .await;
-    assert_eq!(s, 201, "{v}");
+    a.attach(&alice).await;
 
-    let revoked = Instant::now();
-    let (s, v) = b
-        .call(
-            &admin,
-            "DELETE",
-            &format!("/api/v1/tokens/{alice_id}"),
-            None,
-        )
-        .await;
-    assert_eq!(s, 204, "{v}");
+    let revoked = b.revoke(&admin, alice_id).await;
     // The re-check runs once a second: a little slack for a busy machine.
     ends_by(stream, revoked + Duration::from_millis(1500)).await;
     let took = revoked.elapsed();

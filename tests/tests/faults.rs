@@ -22,14 +22,18 @@ const T: Duration = Duration::from_secs(60);
 /// 1 s heartbeats; a host silent for 3 s goes offline.
 const PAMD_TOML: &str = "[hosts]\nheartbeat_seconds = 1\noffline_after_seconds = 3\n";
 
-async fn pamd(embedded: bool) -> Pamd {
-    Pamd::start(PamdOptions {
+/// pamd (on a fresh test database, or `embedded`) and worker h1, online.
+async fn fleet(embedded: bool) -> (Pamd, Worker) {
+    let pamd = Pamd::start(PamdOptions {
         config_toml: PAMD_TOML.to_string(),
         embedded,
         ..PamdOptions::default()
     })
     .await
-    .unwrap()
+    .unwrap();
+    let w = Worker::start(&pamd, "h1").await.unwrap();
+    wait_online(&pamd, "h1").await;
+    (pamd, w)
 }
 
 /// Applies project e2e and runs `{prefix}-0..n`: run i prints
@@ -176,9 +180,7 @@ async fn assert_exactly_once(pamd: &Pamd, workers: &[&Worker], names: &[String])
 /// applied exactly once.
 #[tokio::test]
 async fn a_pamd_killed_repeatedly_while_runs_finish() {
-    let mut pamd = pamd(false).await;
-    let w = Worker::start(&pamd, "h1").await.unwrap();
-    wait_online(&pamd, "h1").await;
+    let (mut pamd, w) = fleet(false).await;
     // Eight runs of 1 to 4.5 s on capacity 4: some finish, some are
     // claimed, across the crashes.
     let names = start_runs(&pamd, &w, "ra", 8, |i| 4 + 2 * i, 250);
@@ -197,9 +199,7 @@ async fn a_pamd_killed_repeatedly_while_runs_finish() {
 /// fails, no session is killed — every run finishes in its first attempt.
 #[tokio::test]
 async fn b_pamd_down_longer_than_the_offline_window_fails_nothing() {
-    let mut pamd = pamd(false).await;
-    let w = Worker::start(&pamd, "h1").await.unwrap();
-    wait_online(&pamd, "h1").await;
+    let (mut pamd, w) = fleet(false).await;
     // ~16 s each: still running well after pamd is back.
     let names = start_runs(&pamd, &w, "rb", 3, |_| 32, 500);
     running(&pamd, &names, 3).await;
@@ -236,9 +236,7 @@ async fn b_pamd_down_longer_than_the_offline_window_fails_nothing() {
 /// sessions, and their signals are applied exactly once.
 #[tokio::test]
 async fn c_worker_killed_and_restarted_with_runs_live() {
-    let pamd = pamd(false).await;
-    let mut w = Worker::start(&pamd, "h1").await.unwrap();
-    wait_online(&pamd, "h1").await;
+    let (pamd, mut w) = fleet(false).await;
     let names = start_runs(&pamd, &w, "rc", 6, |i| 6 + 3 * i, 250);
     running(&pamd, &names, 2).await;
     for _ in 0..2 {
@@ -294,7 +292,7 @@ async fn open_stream(pamd: &Pamd, token: &str) -> reqwest::Response {
 /// token's stream carries every journaled event exactly once.
 #[tokio::test]
 async fn d_a_revoked_tokens_stream_ends_within_a_second() {
-    let pamd = pamd(false).await;
+    let (pamd, w) = fleet(false).await;
     let http = reqwest::Client::new();
     let created: Value = http
         .post(format!("{}/api/v1/tokens", pamd.url))
@@ -310,9 +308,6 @@ async fn d_a_revoked_tokens_stream_ends_within_a_second() {
     let alice_id = created["id"].as_str().unwrap().to_string();
     let mut alice_events = follow(open_stream(&pamd, &alice).await);
     let mut admin_events = follow(open_stream(&pamd, &pamd.token).await);
-
-    let w = Worker::start(&pamd, "h1").await.unwrap();
-    wait_online(&pamd, "h1").await;
     let names = start_runs(&pamd, &w, "rd", 4, |i| 4 + 2 * i, 250);
     running(&pamd, &names, 1).await;
     let revoked = Instant::now();
@@ -362,9 +357,7 @@ async fn d_a_revoked_tokens_stream_ends_within_a_second() {
 /// pamd comes up every time, and nothing is lost or duplicated.
 #[tokio::test]
 async fn e_pamd_and_its_embedded_postgres_killed_together() {
-    let mut pamd = pamd(true).await;
-    let w = Worker::start(&pamd, "h1").await.unwrap();
-    wait_online(&pamd, "h1").await;
+    let (mut pamd, w) = fleet(true).await;
     let names = start_runs(&pamd, &w, "re", 6, |i| 6 + 3 * i, 250);
     running(&pamd, &names, 1).await;
     for round in 0..3 {
