@@ -1,9 +1,11 @@
 //! The runtime context the API, apply and the loops share: the store, the
-//! injected clock, the event bus, metrics, thresholds and the wake-ups —
+//! injected clock, the event bus, metrics, thresholds, the wake-ups and
+//! what this pamd has observed of the fleet ([`Ctx::observing_since`]) —
 //! and [`Ctx::commit`], the one way a transaction is committed and its
 //! events published.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -55,6 +57,24 @@ pub struct Ctx {
     pub claimable: Arc<Notify>,
     /// Signalled to run the loops sooner than the resync period.
     pub wake: Arc<Notify>,
+    /// Since when this pamd has been able to observe the fleet.
+    observation: Arc<Observation>,
+}
+
+/// Since when this pamd has been watching the workers report: its start, or
+/// the pass at which its loops reached the database again after failing to
+/// (kept in memory: it is what *this* process saw, Kubernetes' node
+/// lifecycle controller style). A host's silence counts only from here
+/// (`reconcile::liveness`), and a pending run's dispatch timeout fires only
+/// once the fleet had a full offline window to come back (OQ-15,
+/// `reconcile::timeout`): workers that went on heartbeating into a pamd
+/// that was down, or cut off from its database, are not taken for lost.
+#[derive(Debug)]
+struct Observation {
+    since: Mutex<DateTime<Utc>>,
+    /// The last pass failed because the database did not answer: the next
+    /// pass restarts the observation.
+    blind: AtomicBool,
 }
 
 impl Ctx {
@@ -71,17 +91,69 @@ impl Ctx {
     ) -> Self {
         Ctx {
             store,
-            clock,
             metrics: Arc::new(Metrics::new(&bus)),
             bus,
             thresholds,
             claimable: Arc::new(Notify::new()),
             wake: Arc::new(Notify::new()),
+            observation: Arc::new(Observation {
+                since: Mutex::new(clock.now()),
+                blind: AtomicBool::new(false),
+            }),
+            clock,
         }
     }
 
     pub fn now(&self) -> DateTime<Utc> {
         self.clock.now()
+    }
+
+    /// Since when this pamd has observed the fleet (see [`Observation`]):
+    /// a host is silent only when `now - max(last_seen_at, observing_since)
+    /// > offline_after`.
+    pub fn observing_since(&self) -> DateTime<Utc> {
+        *self.observation.since.lock().expect("observation lock")
+    }
+
+    /// Whether the fleet has had a full offline window to report since
+    /// [`Ctx::observing_since`]: before that, a host's silence and a
+    /// pending run's wait say nothing about the workers (OQ-15).
+    pub fn observed_a_full_window(&self, now: DateTime<Utc>) -> bool {
+        now - self.observing_since() > self.offline_window()
+    }
+
+    /// `offline_after` as a chrono duration.
+    pub fn offline_window(&self) -> chrono::Duration {
+        chrono::Duration::from_std(self.thresholds.offline_after).expect("threshold in range")
+    }
+
+    /// The loops could not reach the database: what the workers reported
+    /// meanwhile was lost, so the observation starts again at the next
+    /// pass ([`Ctx::begin_observing_pass`]).
+    pub fn lost_sight(&self) {
+        if !self.observation.blind.swap(true, Ordering::SeqCst) {
+            tracing::warn!(
+                "the loops cannot reach the database; hosts get a full offline window once they can again"
+            );
+        }
+    }
+
+    /// Called at the start of every loop pass: after [`Ctx::lost_sight`],
+    /// the observation starts again now.
+    pub fn begin_observing_pass(&self, now: DateTime<Utc>) {
+        if self.observation.blind.load(Ordering::SeqCst) {
+            *self.observation.since.lock().expect("observation lock") = now;
+        }
+    }
+
+    /// Called after a pass that reached the database.
+    pub fn pass_succeeded(&self) {
+        if self.observation.blind.swap(false, Ordering::SeqCst) {
+            tracing::info!(
+                since = %crate::clock::ts(self.observing_since()),
+                "the loops reach the database again; host liveness and dispatch timeouts count from now"
+            );
+        }
     }
 
     /// Commits `tx` and publishes the events it journaled — only after

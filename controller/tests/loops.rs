@@ -32,8 +32,11 @@ struct World {
 
 impl World {
     async fn new() -> World {
+        World::with_store(Arc::new(MemStore::new())).await
+    }
+
+    async fn with_store(store: Arc<dyn Store>) -> World {
         let clock = Arc::new(ManualClock::new(t0()));
-        let store: Arc<dyn Store> = Arc::new(MemStore::new());
         let ctx = Ctx::new(store, clock.clone(), Thresholds::default());
         let (project, task) = seed_project(&ctx, WorkItemKind::Task).await;
         World {
@@ -42,6 +45,16 @@ impl World {
             project,
             task,
         }
+    }
+
+    /// pamd starts again (after a crash) on the same database: a new
+    /// context, as `pamd` builds at start, at the clock's current time.
+    fn restart_pamd(&mut self) {
+        self.ctx = Ctx::new(
+            self.ctx.store.clone(),
+            self.clock.clone(),
+            Thresholds::default(),
+        );
     }
 
     fn advance(&self, secs: u64) {
@@ -518,10 +531,52 @@ async fn nonzero_exit_restarts_until_exhausted_without_run_failed() {
             ("run.spawning".to_string(), 1),
             ("run.started".to_string(), 1),
             ("run.finished".to_string(), 1),
+            ("run.requeued".to_string(), 2),
             ("run.spawning".to_string(), 2),
             ("run.started".to_string(), 2),
             ("run.finished".to_string(), 2),
         ]
+    );
+}
+
+#[tokio::test]
+async fn a_requeue_journals_run_requeued_and_progress_journals_nothing() {
+    let w = World::new().await;
+    let a = w.host("a", &[]).await;
+    let run = w.run("r1", Target::Any, 3).await;
+    claim_one(&w, &a).await;
+    w.signal(&a, sig(&run, 1, SignalKind::Started)).await;
+    let before = w.topics_for(run.id).await;
+    // progress only moves last_progress_seq: applied, no event.
+    let mut p = sig(&run, 1, SignalKind::Progress);
+    p.seq = Some(7);
+    assert_eq!(w.signal(&a, p).await, SignalOutcome::Applied);
+    assert_eq!(w.get_run(run.id).await.last_progress_seq, Some(7));
+    assert_eq!(w.topics_for(run.id).await, before);
+
+    // host_lost, then the requeue after the backoff.
+    w.advance(91);
+    reconcile::pass(&w.ctx).await.unwrap();
+    w.advance(10);
+    let requeued_at = w.clock.now();
+    assert_eq!(reconcile::pass(&w.ctx).await.unwrap().runs_requeued, 1);
+    let evs: Vec<Event> = w
+        .events()
+        .await
+        .into_iter()
+        .filter(|e| e.topic == "run.requeued")
+        .collect();
+    assert_eq!(evs.len(), 1);
+    let p = &evs[0].payload;
+    assert_eq!(p["run_id"], serde_json::json!(run.id));
+    assert_eq!(p["attempt"], 2);
+    assert_eq!(p["status"], "pending");
+    assert_eq!(p["previous_attempt"], 1);
+    assert_eq!(p["previous_failure_reason"], "host_lost");
+    assert_eq!(p["previous_exit_code"], serde_json::Value::Null);
+    assert_eq!(
+        p["pending_since"],
+        pam_controller::clock::ts(requeued_at).as_str()
     );
 }
 
@@ -912,4 +967,198 @@ async fn long_poll_claim_returns_as_soon_as_a_run_is_created() {
         .unwrap();
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].id, run.id);
+}
+
+// ---- what this pamd observed: outages of pamd and of its database --------
+
+/// A worker heartbeat that pamd receives.
+async fn heartbeat(w: &World, h: &Host) {
+    w.present(h.id, h.instance_id).await;
+}
+
+/// The `worker.offline` events so far.
+async fn offline_events(w: &World) -> usize {
+    w.events()
+        .await
+        .iter()
+        .filter(|e| e.topic == "worker.offline")
+        .count()
+}
+
+#[tokio::test]
+async fn a_pamd_outage_longer_than_the_offline_window_fails_no_run() {
+    let mut w = World::new().await;
+    let a = w.host("a", &[]).await;
+    let b = w.host("b", &[]).await;
+    w.run("r1", Target::Host("a".into()), 1).await;
+    let run = claim_one(&w, &a).await;
+    w.signal(&a, sig(&run, 1, SignalKind::Started)).await;
+    heartbeat(&w, &b).await;
+
+    // pamd is down for five minutes; the workers heartbeat into the void.
+    w.advance(300);
+    w.restart_pamd();
+    let p = reconcile::pass(&w.ctx).await.unwrap();
+    assert_eq!((p.hosts_offline, p.runs_host_lost), (0, 0));
+    assert_eq!(w.get_host(a.id).await.status, HostStatus::Online);
+    assert_eq!(w.get_run(run.id).await.status, RunStatus::Running);
+
+    // Worker a is back at its next heartbeat and keeps beating; worker b
+    // never comes back.
+    for _ in 0..3 {
+        w.advance(30);
+        heartbeat(&w, &a).await;
+        reconcile::pass(&w.ctx).await.unwrap();
+    }
+    // 90 s after the restart: b had a full window, not yet more.
+    assert_eq!(w.get_host(b.id).await.status, HostStatus::Online);
+    w.advance(1);
+    let p = reconcile::pass(&w.ctx).await.unwrap();
+    assert_eq!((p.hosts_offline, p.runs_host_lost), (1, 0));
+    assert_eq!(w.get_host(b.id).await.status, HostStatus::Offline);
+    assert_eq!(w.get_host(a.id).await.status, HostStatus::Online);
+    assert_eq!(w.get_run(run.id).await.status, RunStatus::Running);
+    assert_eq!(offline_events(&w).await, 1);
+
+    // Liveness is back to normal: a silent a goes offline 91 s after its
+    // last heartbeat, and only then is its run lost.
+    w.advance(89);
+    assert_eq!(reconcile::pass(&w.ctx).await.unwrap().hosts_offline, 0);
+    w.advance(1);
+    let p = reconcile::pass(&w.ctx).await.unwrap();
+    assert_eq!((p.hosts_offline, p.runs_host_lost), (1, 1));
+    let lost = w.get_run(run.id).await;
+    assert_eq!(lost.failure_reason, Some(FailureReason::HostLost));
+}
+
+#[tokio::test]
+async fn dispatch_timeouts_that_passed_while_pamd_was_down_wait_for_the_workers() {
+    let mut w = World::new().await;
+    let a = w.host("a", &[]).await;
+    let b = w.host("b", &[]).await;
+    // a is full (capacity 1, one run live); b is idle.
+    let mut tx = w.ctx.store.begin().await.unwrap();
+    let mut h = tx.get_host(a.id).await.unwrap().unwrap();
+    let rv = h.meta.resource_version;
+    h.capacity = 1;
+    tx.update_host(&h, rv).await.unwrap();
+    w.ctx.commit(tx).await.unwrap();
+    w.run("live", Target::Host("a".into()), 1).await;
+    let live = claim_one(&w, &a).await;
+    w.signal(&a, sig(&live, 1, SignalKind::Started)).await;
+    // Created just before the crash: no pass saw them with their host.
+    let busy = w.run("busy", Target::Host("a".into()), 1).await;
+    let on_b = w.run("on-b", Target::Host("b".into()), 1).await;
+    let ghost = w.run("ghost", Target::Host("c".into()), 1).await;
+
+    // Down for ten minutes: twice the dispatch timeout.
+    w.advance(600);
+    w.restart_pamd();
+    let p = reconcile::pass(&w.ctx).await.unwrap();
+    assert_eq!((p.hosts_offline, p.runs_timed_out), (0, 0));
+    for r in [&busy, &on_b, &ghost] {
+        assert_eq!(
+            w.get_run(r.id).await.status,
+            RunStatus::Pending,
+            "{}",
+            r.name
+        );
+    }
+
+    // Both workers come back; b claims its run.
+    w.advance(2);
+    heartbeat(&w, &a).await;
+    heartbeat(&w, &b).await;
+    assert_eq!(claim_one(&w, &b).await.id, on_b.id);
+    for secs in [30, 30, 28] {
+        w.advance(secs);
+        heartbeat(&w, &a).await;
+        heartbeat(&w, &b).await;
+        assert_eq!(reconcile::pass(&w.ctx).await.unwrap().runs_timed_out, 0);
+    }
+    // The window has passed (91 s): the timeouts fire, decided against
+    // the hosts as they are now — a is back (only full), c never existed.
+    w.advance(1);
+    let p = reconcile::pass(&w.ctx).await.unwrap();
+    assert_eq!((p.hosts_offline, p.runs_timed_out), (0, 2));
+    let busy = w.get_run(busy.id).await;
+    assert_eq!(busy.failure_reason, Some(FailureReason::DispatchTimeout));
+    let ghost = w.get_run(ghost.id).await;
+    assert_eq!(ghost.failure_reason, Some(FailureReason::NoEligibleHost));
+    assert_eq!(w.get_run(live.id).await.status, RunStatus::Running);
+    assert_eq!(w.get_run(on_b.id).await.status, RunStatus::Spawning);
+}
+
+#[tokio::test]
+async fn a_timeout_after_pamd_restarts_is_no_eligible_host_when_the_host_never_returns() {
+    let mut w = World::new().await;
+    let a = w.host("a", &[]).await;
+    let r = w.run("r", Target::Host("a".into()), 1).await;
+    w.advance(600);
+    w.restart_pamd();
+    // a stays silent: it goes offline at the end of the window, and the
+    // timeout, firing in the same pass, finds no eligible host.
+    w.advance(90);
+    assert_eq!(reconcile::pass(&w.ctx).await.unwrap().runs_timed_out, 0);
+    w.advance(1);
+    let p = reconcile::pass(&w.ctx).await.unwrap();
+    assert_eq!((p.hosts_offline, p.runs_timed_out), (1, 1));
+    assert_eq!(w.get_host(a.id).await.status, HostStatus::Offline);
+    let r = w.get_run(r.id).await;
+    assert_eq!(r.failure_reason, Some(FailureReason::NoEligibleHost));
+}
+
+/// A store whose database can be made unreachable: `begin` and `ready`
+/// fail while it is down.
+struct Unreachable {
+    inner: MemStore,
+    down: std::sync::atomic::AtomicBool,
+}
+
+#[async_trait::async_trait]
+impl Store for Unreachable {
+    async fn begin(&self) -> pam_store::StoreResult<Box<dyn Tx>> {
+        if self.down.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(pam_store::StoreError::Database("connection refused".into()));
+        }
+        self.inner.begin().await
+    }
+
+    async fn ready(&self) -> Result<(), String> {
+        if self.down.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err("database: connection refused".into());
+        }
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn the_database_coming_back_gives_every_host_a_full_window() {
+    let store = Arc::new(Unreachable {
+        inner: MemStore::new(),
+        down: false.into(),
+    });
+    let w = World::with_store(store.clone()).await;
+    let a = w.host("a", &[]).await;
+    w.run("r1", Target::Any, 1).await;
+    let run = claim_one(&w, &a).await;
+    w.signal(&a, sig(&run, 1, SignalKind::Started)).await;
+
+    // PostgreSQL is unreachable for three minutes: the loops fail, and
+    // the worker's heartbeats fail with them.
+    store.down.store(true, std::sync::atomic::Ordering::SeqCst);
+    for _ in 0..6 {
+        w.advance(30);
+        assert!(reconcile::pass(&w.ctx).await.is_err());
+    }
+    store.down.store(false, std::sync::atomic::Ordering::SeqCst);
+    let p = reconcile::pass(&w.ctx).await.unwrap();
+    assert_eq!((p.hosts_offline, p.runs_host_lost), (0, 0));
+    assert_eq!(w.get_run(run.id).await.status, RunStatus::Running);
+
+    // A host still silent a full window after the database came back is
+    // offline.
+    w.advance(91);
+    let p = reconcile::pass(&w.ctx).await.unwrap();
+    assert_eq!((p.hosts_offline, p.runs_host_lost), (1, 1));
 }

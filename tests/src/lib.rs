@@ -1,7 +1,7 @@
 //! Harness for end-to-end tests: real `pamd` processes on real PostgreSQL
-//! (a fresh database on the test server per pamd), real `pamctl`
-//! invocations with an isolated environment; [`worker`] adds real
-//! pam-worker processes on private tmux servers.
+//! (a fresh database on the test server per pamd, or pamd's own embedded
+//! cluster), real `pamctl` invocations with an isolated environment;
+//! [`worker`] adds real pam-worker processes on private tmux servers.
 
 pub mod worker;
 
@@ -43,11 +43,13 @@ pub fn free_port() -> u16 {
         .expect("a free port")
 }
 
-/// A running pamd. Killed (SIGKILL) when dropped.
+/// A running pamd. Killed (SIGKILL) when dropped, with its embedded
+/// PostgreSQL if it has one.
 pub struct Pamd {
     pub url: String,
     pub token: String,
     pub data_dir: PathBuf,
+    /// Empty when pamd runs its embedded PostgreSQL.
     pub database_url: String,
     pub config: PathBuf,
     listen: String,
@@ -69,12 +71,20 @@ pub struct PamdOptions {
     pub worker_toml: Option<String>,
     /// pamd's log filter (`PAM_LOG`); `info` when None.
     pub log_filter: Option<String>,
+    /// Run pamd on its embedded PostgreSQL (no `--database-url`): a
+    /// private cluster in its data dir, made at the first start.
+    pub embedded: bool,
 }
 
 impl Pamd {
-    /// Starts pamd on a fresh database and waits for /readyz.
+    /// Starts pamd on a fresh database (or its embedded cluster) and waits
+    /// for /readyz.
     pub async fn start(opts: PamdOptions) -> anyhow::Result<Pamd> {
-        let database_url = pam_testkit::testdb::fresh_database_url().await?;
+        let database_url = if opts.embedded {
+            String::new()
+        } else {
+            pam_testkit::testdb::fresh_database_url().await?
+        };
         let tmp = tempfile::Builder::new().prefix("pam-e2e").tempdir()?;
         let data_dir = tmp.path().join("data");
         std::fs::create_dir_all(&data_dir)?;
@@ -108,15 +118,17 @@ impl Pamd {
             .create(true)
             .append(true)
             .open(self.data_dir.join("pamd.log"))?;
-        let child = Command::new(bin("pamd"))
-            .arg("--config")
+        let mut cmd = Command::new(bin("pamd"));
+        cmd.arg("--config")
             .arg(&self.config)
             .arg("--data-dir")
             .arg(&self.data_dir)
             .arg("--listen")
-            .arg(&self.listen)
-            .arg("--database-url")
-            .arg(&self.database_url)
+            .arg(&self.listen);
+        if !self.database_url.is_empty() {
+            cmd.arg("--database-url").arg(&self.database_url);
+        }
+        let child = cmd
             .args(&self.args)
             .env("PAM_LOG", &self.log_filter)
             .stdout(Stdio::from(log.try_clone()?))
@@ -124,7 +136,9 @@ impl Pamd {
             .spawn()
             .context("start pamd")?;
         self.child = Some(child);
-        self.wait_ready(Duration::from_secs(30)).await
+        // initdb on a busy 2-core machine takes a while.
+        let ready_within = if self.database_url.is_empty() { 90 } else { 30 };
+        self.wait_ready(Duration::from_secs(ready_within)).await
     }
 
     async fn wait_ready(&mut self, timeout: Duration) -> anyhow::Result<()> {
@@ -165,6 +179,40 @@ impl Pamd {
     pub async fn restart(&mut self) -> anyhow::Result<()> {
         self.kill9();
         self.spawn().await
+    }
+
+    /// Starts pamd after [`Pamd::kill9`] (without killing anything).
+    pub async fn start_again(&mut self) -> anyhow::Result<()> {
+        anyhow::ensure!(self.child.is_none(), "pamd is still running");
+        self.spawn().await
+    }
+
+    /// The embedded cluster's postmaster pid, while its pid file exists.
+    pub fn postmaster_pid(&self) -> Option<u32> {
+        let text = std::fs::read_to_string(self.data_dir.join("postgres/postmaster.pid")).ok()?;
+        text.lines().next()?.trim().parse().ok()
+    }
+
+    /// A crash of the whole machine's pam side at once: SIGKILL to pamd,
+    /// the embedded postmaster and every backend it forked, in one `kill`.
+    /// Returns how many processes were killed.
+    pub fn kill9_with_postgres(&mut self) -> anyhow::Result<usize> {
+        let mut pids: Vec<u32> = self.pid().into_iter().collect();
+        if let Some(pm) = self.postmaster_pid() {
+            pids.push(pm);
+            pids.extend(children_of(pm));
+        }
+        let status = Command::new("kill")
+            .arg("-KILL")
+            .args(pids.iter().map(u32::to_string))
+            .stderr(Stdio::null())
+            .status()?;
+        // Some backends may have exited by themselves meanwhile.
+        let _ = status;
+        if let Some(mut c) = self.child.take() {
+            let _ = c.wait();
+        }
+        Ok(pids.len())
     }
 
     /// Runs pamctl against this pamd with an isolated environment (no
@@ -227,7 +275,36 @@ impl Pamd {
 impl Drop for Pamd {
     fn drop(&mut self) {
         self.kill9();
+        // A SIGKILLed pamd leaves its embedded postmaster behind: an
+        // immediate shutdown, so no cluster outlives the test.
+        if let Some(pm) = self.postmaster_pid() {
+            let _ = Command::new("kill")
+                .arg("-QUIT")
+                .arg(pm.to_string())
+                .stderr(Stdio::null())
+                .status();
+        }
     }
+}
+
+/// The pids whose parent is `parent` (from /proc).
+pub fn children_of(parent: u32) -> Vec<u32> {
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return vec![];
+    };
+    rd.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|s| {
+                    // pid (comm) state ppid …; comm may hold spaces.
+                    let rest = &s[s.rfind(')')? + 2..];
+                    rest.split(' ').nth(1)?.parse::<u32>().ok()
+                })
+                == Some(parent)
+        })
+        .collect()
 }
 
 /// stdout of a pamctl run, asserting success.

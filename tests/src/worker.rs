@@ -216,6 +216,18 @@ impl Worker {
             .join(format!("{attempt}.log"))
     }
 
+    /// How many signals wait in the worker's outbox (not yet acknowledged
+    /// by pamd).
+    pub fn outbox_len(&self) -> usize {
+        std::fs::read_dir(self.data_dir.join("outbox"))
+            .map(|rd| {
+                rd.flatten()
+                    .filter(|e| e.file_name().to_string_lossy().ends_with(".json"))
+                    .count()
+            })
+            .unwrap_or(0)
+    }
+
     /// The temp dir root (for scratch files such as a cwd).
     pub fn tmp(&self) -> &Path {
         self.tmp.path()

@@ -26,16 +26,6 @@ async fn pamd_with(config_toml: &str) -> Pamd {
     .unwrap()
 }
 
-fn outbox_len(w: &Worker) -> usize {
-    std::fs::read_dir(w.data_dir.join("outbox"))
-        .map(|rd| {
-            rd.flatten()
-                .filter(|e| e.file_name().to_string_lossy().ends_with(".json"))
-                .count()
-        })
-        .unwrap_or(0)
-}
-
 const RESTART_2: &str =
     "  restartPolicy:\n    maxAttempts: 2\n    backoffSeconds: 1\n    backoffMaxSeconds: 1\n";
 
@@ -203,13 +193,13 @@ async fn s3_worker_killed_run_finishes_elsewhere_and_late_signals_are_dropped() 
     })
     .await;
     assert!(
-        outbox_len(&workers[dead]) > 0,
+        workers[dead].outbox_len() > 0,
         "attempt 1 left signals behind"
     );
     let before = run_events(&pamd, &id).await;
     workers[dead].restart().unwrap();
     eventually(T, "late signals shipped", || async {
-        (outbox_len(&workers[dead]) == 0).then_some(())
+        (workers[dead].outbox_len() == 0).then_some(())
     })
     .await;
     wait_online(&pamd, &first_host).await;
@@ -278,7 +268,7 @@ async fn s4_pamd_killed_while_runs_finish_each_finish_recorded_once() {
         wait_phase(&pamd, &format!("r4-{i}"), "exited", T).await;
     }
     eventually(T, "outbox drained", || async {
-        (outbox_len(&w) == 0).then_some(())
+        (w.outbox_len() == 0).then_some(())
     })
     .await;
     let all = events(&pamd, Some("run.finished")).await;

@@ -10,6 +10,10 @@
 //!   into the run's pane (then Enter) by its worker.
 //!
 //! The pane streams back through `GET …/runs/{name}/output`.
+//!
+//! A lease ends with its acquirer's token: revoking the token releases it
+//! within a second, journaled `run.lease_released` with `reason: revoked`
+//! ([`release_revoked`]).
 
 use std::time::Duration;
 
@@ -167,7 +171,14 @@ pub async fn acquire(
     }
     let (lease, expired) = st
         .leases
-        .acquire(run.id, run.attempt, &holder, ttl, st.ctx.now())
+        .acquire(
+            run.id,
+            run.attempt,
+            &holder,
+            Some(op.hold(&st)),
+            ttl,
+            st.ctx.now(),
+        )
         .map_err(lease_error)?;
     if let Some(old) = expired {
         journal(&st, topic::RUN_LEASE_RELEASED, &old, Some("expired")).await?;
@@ -225,14 +236,32 @@ pub async fn input(
 }
 
 /// Journals `run.lease_released` (reason `expired`) for leases that ran out,
-/// once a second, until the task is aborted.
+/// once a second, and releases the leases of revoked tokens as soon as one
+/// is found revoked ([`release_revoked`]), until the task is aborted.
 pub async fn expire_loop(st: AppState) {
     loop {
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            _ = st.revocations.revoked_any() => {}
+        }
         for lease in st.leases.take_expired(st.ctx.now()) {
             if let Err(e) = journal(&st, topic::RUN_LEASE_RELEASED, &lease, Some("expired")).await {
                 tracing::error!(run_id = %lease.run_id, error = %e.message, "could not journal an expired lease");
             }
+        }
+        release_revoked(&st).await;
+    }
+}
+
+/// Releases every lease whose acquirer's token has been revoked, journaling
+/// `run.lease_released` with `reason: revoked`. Called by the revoke
+/// handler (this pamd's revocations, at once) and by [`expire_loop`] (the
+/// token re-check's, e.g. a revocation through another replica).
+pub async fn release_revoked(st: &AppState) {
+    for lease in st.leases.take_revoked() {
+        tracing::info!(run_id = %lease.run_id, holder = %lease.holder, "attach lease released: its token was revoked");
+        if let Err(e) = journal(st, topic::RUN_LEASE_RELEASED, &lease, Some("revoked")).await {
+            tracing::error!(run_id = %lease.run_id, error = %e.message, "could not journal a revoked lease");
         }
     }
 }

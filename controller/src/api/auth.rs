@@ -2,7 +2,10 @@
 //! `Authorization: Bearer <token>`. Tokens are random, shown once, and
 //! stored only as their SHA-256 fingerprint ([`crate::rules::tokens`]) (`api_tokens.fingerprint`,
 //! `hosts.token_fingerprint`); a revoked token is refused at once because
-//! every request looks its fingerprint up.
+//! every request looks its fingerprint up. What outlives its request (an
+//! event stream, an attach lease) holds its token in
+//! [`super::revocation::Revocations`], which ends it when the token is
+//! revoked.
 //!
 //! Two kinds: operator tokens (the API, pamctl, the dashboard) and worker
 //! tokens, each bound to one host name, which may only call the worker
@@ -14,14 +17,44 @@ use axum::http::StatusCode;
 use pam_store::{ApiToken, TokenKind};
 use uuid::Uuid;
 
+use super::revocation::Hold;
 use super::{ApiError, AppState};
 use crate::rules::tokens::fingerprint;
 
-/// Who is calling.
+/// Who is calling, and with which token (its id and fingerprint, to hold
+/// it: [`Principal::hold`]).
 #[derive(Debug, Clone)]
 pub enum Principal {
-    Operator { token_id: Uuid, name: String },
-    Worker { token_id: Uuid, host: String },
+    Operator {
+        token_id: Uuid,
+        fingerprint: String,
+        name: String,
+    },
+    Worker {
+        token_id: Uuid,
+        fingerprint: String,
+        host: String,
+    },
+}
+
+impl Principal {
+    /// Holds the caller's token for something that outlives this request
+    /// (a stream, a lease): it ends when the token is revoked.
+    pub fn hold(&self, state: &AppState) -> Hold {
+        let (id, fp) = match self {
+            Principal::Operator {
+                token_id,
+                fingerprint,
+                ..
+            }
+            | Principal::Worker {
+                token_id,
+                fingerprint,
+                ..
+            } => (*token_id, fingerprint),
+        };
+        state.revocations.hold(&state.ctx.store, id, fp)
+    }
 }
 
 fn unauthorized(msg: &str) -> ApiError {
@@ -53,10 +86,12 @@ pub async fn authenticate(state: &AppState, header: Option<&str>) -> Result<Prin
         Some(t) => Ok(match t.kind {
             TokenKind::Operator => Principal::Operator {
                 token_id: t.id,
+                fingerprint: fp,
                 name: t.name,
             },
             TokenKind::Worker => Principal::Worker {
                 token_id: t.id,
+                fingerprint: fp,
                 host: t.host_name.unwrap_or_default(),
             },
         }),

@@ -13,6 +13,10 @@
 //! `pamctl attach` says so. Acquire, release and expiry are journaled
 //! (`run.lease_acquired`, `run.lease_released` with `reason`), each payload
 //! carrying run_id and attempt.
+//!
+//! A lease holds its acquirer's token ([`super::revocation::Hold`]):
+//! revoking the token releases the lease within a second
+//! ([`Leases::take_revoked`], journaled with `reason: revoked`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -20,6 +24,8 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
+
+use super::revocation::Hold;
 
 /// The default lease time-to-live; `pamctl attach` renews well within it.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
@@ -56,7 +62,18 @@ pub enum LeaseError {
 #[derive(Default)]
 struct Inner {
     leases: HashMap<Uuid, Lease>,
+    /// The acquirer's token per lease id (none in unit tests).
+    tokens: HashMap<Uuid, Hold>,
     input: HashMap<Uuid, Vec<(i32, String)>>,
+}
+
+impl Inner {
+    /// Removes the lease on `run_id` (and lets go of its token).
+    fn remove(&mut self, run_id: Uuid) -> Option<Lease> {
+        let l = self.leases.remove(&run_id)?;
+        self.tokens.remove(&l.id);
+        Some(l)
+    }
 }
 
 /// All leases and queued input, shared by the API handlers.
@@ -68,21 +85,23 @@ fn expiry(now: DateTime<Utc>, ttl: Duration) -> DateTime<Utc> {
 }
 
 impl Leases {
-    /// Acquires the lease on `run_id` for `holder`, unless someone holds an
-    /// unexpired one. Returns the new lease and, when an expired lease was
-    /// replaced, that lease (to journal its release).
+    /// Acquires the lease on `run_id` for `holder` (holding the acquirer's
+    /// `token`), unless someone holds an unexpired one. Returns the new
+    /// lease and, when an expired lease was replaced, that lease (to
+    /// journal its release).
     pub fn acquire(
         &self,
         run_id: Uuid,
         attempt: i32,
         holder: &str,
+        token: Option<Hold>,
         ttl: Duration,
         now: DateTime<Utc>,
     ) -> Result<(Lease, Option<Lease>), LeaseError> {
         let mut g = self.0.lock().unwrap();
         let expired = match g.leases.get(&run_id) {
             Some(l) if l.expires_at > now => return Err(LeaseError::Held(l.clone())),
-            Some(l) => Some(l.clone()),
+            Some(_) => g.remove(run_id),
             None => None,
         };
         let lease = Lease {
@@ -95,6 +114,9 @@ impl Leases {
             expires_at: expiry(now, ttl),
         };
         g.leases.insert(run_id, lease.clone());
+        if let Some(t) = token {
+            g.tokens.insert(lease.id, t);
+        }
         Ok((lease, expired))
     }
 
@@ -134,7 +156,7 @@ impl Leases {
     ) -> Result<Lease, LeaseError> {
         let mut g = self.0.lock().unwrap();
         Self::held(&mut g, run_id, lease_id, now)?;
-        Ok(g.leases.remove(&run_id).expect("held"))
+        Ok(g.remove(run_id).expect("held"))
     }
 
     /// Queues a typed line for the run's worker.
@@ -186,11 +208,20 @@ impl Leases {
             .filter(|l| l.expires_at <= now)
             .map(|l| l.run_id)
             .collect();
-        let mut out = Vec::new();
-        for run in gone {
-            out.extend(g.leases.remove(&run));
-        }
-        out
+        gone.into_iter().filter_map(|run| g.remove(run)).collect()
+    }
+
+    /// Removes and returns every lease whose acquirer's token has been
+    /// revoked (to journal).
+    pub fn take_revoked(&self) -> Vec<Lease> {
+        let mut g = self.0.lock().unwrap();
+        let gone: Vec<Uuid> = g
+            .leases
+            .values()
+            .filter(|l| g.tokens.get(&l.id).is_some_and(Hold::is_revoked))
+            .map(|l| l.run_id)
+            .collect();
+        gone.into_iter().filter_map(|run| g.remove(run)).collect()
     }
 }
 
@@ -207,14 +238,14 @@ mod tests {
         let l = Leases::default();
         let run = Uuid::new_v4();
         let ttl = Duration::from_secs(10);
-        let (a, _) = l.acquire(run, 1, "alice", ttl, t(0)).unwrap();
-        match l.acquire(run, 1, "bob", ttl, t(5)) {
+        let (a, _) = l.acquire(run, 1, "alice", None, ttl, t(0)).unwrap();
+        match l.acquire(run, 1, "bob", None, ttl, t(5)) {
             Err(LeaseError::Held(h)) => assert_eq!(h.holder, "alice"),
             other => panic!("{other:?}"),
         }
         l.renew(run, a.id, t(9)).unwrap();
         assert!(matches!(
-            l.acquire(run, 1, "bob", ttl, t(15)),
+            l.acquire(run, 1, "bob", None, ttl, t(15)),
             Err(LeaseError::Held(_))
         ));
         assert!(l.take_expired(t(18)).is_empty());
@@ -222,7 +253,7 @@ mod tests {
         assert_eq!(gone.len(), 1);
         assert_eq!(gone[0].holder, "alice");
         assert_eq!(l.renew(run, a.id, t(19)), Err(LeaseError::NotHeld));
-        let (b, expired) = l.acquire(run, 1, "bob", ttl, t(20)).unwrap();
+        let (b, expired) = l.acquire(run, 1, "bob", None, ttl, t(20)).unwrap();
         assert!(expired.is_none());
         assert_eq!(l.get(run, t(21)).unwrap().id, b.id);
     }
@@ -232,7 +263,7 @@ mod tests {
         let l = Leases::default();
         let run = Uuid::new_v4();
         let (a, _) = l
-            .acquire(run, 2, "alice", Duration::from_secs(10), t(0))
+            .acquire(run, 2, "alice", None, Duration::from_secs(10), t(0))
             .unwrap();
         assert_eq!(
             l.push_input(run, Uuid::new_v4(), "x".into(), t(1)),

@@ -35,6 +35,7 @@ pub mod metrics;
 pub mod objects;
 pub mod pending_signals;
 pub mod projects;
+pub mod revocation;
 pub mod routes;
 pub mod runs;
 pub mod snapshots;
@@ -56,6 +57,8 @@ pub struct AppState {
     pub signals: pending_signals::PendingSignals,
     /// Attach leases and the input their holders typed (memory only).
     pub leases: leases::Leases,
+    /// The tokens open streams and leases hold: revoking one ends them.
+    pub revocations: revocation::Revocations,
     /// Wakes the workers' claim long-polls early (a stop, a signal, attach
     /// input), so they fetch their desired set now rather than next tick.
     pub nudge: std::sync::Arc<tokio::sync::Notify>,
@@ -70,6 +73,7 @@ impl AppState {
             snapshots: Default::default(),
             signals: Default::default(),
             leases: Default::default(),
+            revocations: Default::default(),
             nudge: Default::default(),
         }
     }

@@ -16,6 +16,8 @@
 //!   from the journal, not dropped.
 //! - A closed connection drops the stream (no task outlives it); pamd's
 //!   shutdown ends every stream.
+//! - Revoking the stream's token ends the stream within a second
+//!   ([`super::revocation`]); the client's reconnect is refused (401).
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -33,6 +35,7 @@ use pam_store::prelude::*;
 use pam_store::Event;
 
 use super::auth::Operator;
+use super::revocation::Hold;
 use super::{ApiError, AppState};
 use crate::events::{frame, EventBus, Published, PublishedEvent};
 
@@ -128,7 +131,7 @@ fn parse_seq(what: &str, v: &str) -> Result<i64, ApiError> {
 #[tracing::instrument(skip_all)]
 pub async fn stream(
     State(st): State<AppState>,
-    _op: Operator,
+    Operator(op): Operator,
     headers: HeaderMap,
     Query(q): Query<StreamQuery>,
 ) -> Result<Response, ApiError> {
@@ -186,7 +189,10 @@ pub async fn stream(
         Some(a) => (a, true),
         None => (position, false),
     };
+    let token = op.hold(&st);
     let sub = Subscriber {
+        revoked: Box::pin(token.revoked()),
+        token,
         store: st.ctx.store.clone(),
         filter,
         rx,
@@ -246,6 +252,9 @@ struct Subscriber {
     queue: VecDeque<Bytes>,
     keep_alive: tokio::time::Interval,
     shutdown: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
+    /// The stream's token: revoking it ends the stream.
+    token: Hold,
+    revoked: std::pin::Pin<Box<tokio_util::sync::WaitForCancellationFutureOwned>>,
     lagged_count: prometheus_client::metrics::counter::Counter,
     _gauge: GaugeGuard,
 }
@@ -254,6 +263,9 @@ impl Subscriber {
     /// The next body chunk; `None` ends the stream.
     async fn next_chunk(&mut self) -> Option<Bytes> {
         loop {
+            if self.token.is_revoked() {
+                return None;
+            }
             if let Some(b) = self.queue.pop_front() {
                 return Some(b);
             }
@@ -268,6 +280,7 @@ impl Subscriber {
             tokio::select! {
                 biased;
                 _ = &mut self.shutdown => return None,
+                _ = &mut self.revoked => return None,
                 r = self.rx.recv() => match r {
                     Ok(p) => {
                         let mut chunk = Chunk::default();

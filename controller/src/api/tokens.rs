@@ -1,5 +1,7 @@
 //! `/api/v1/tokens`: list, create (operator or worker), revoke. A token is
 //! shown once, at creation; the database keeps its fingerprint only.
+//! Revoking ends the token's open event streams and attach leases
+//! ([`super::revocation`]).
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -85,5 +87,9 @@ pub async fn revoke_token(
         return Err(ApiError::not_found(format!("no live token with id {id}")));
     }
     st.ctx.commit(tx).await?;
+    // End what the token holds open here now; other replicas' re-checks
+    // find the revocation in the database within a second.
+    st.revocations.revoke(id);
+    super::attach::release_revoked(&st).await;
     Ok(StatusCode::NO_CONTENT)
 }

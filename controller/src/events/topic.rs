@@ -1,6 +1,9 @@
 //! Event topics — exactly the seed's list (pam-data-model.txt, "Event
-//! Topics"), plus `run.integrity_anomaly` for the seed's own rule that a run
-//! pointing at a milestone or epic is "a data-integrity anomaly to journal".
+//! Topics"), plus two it implies but does not name:
+//! `run.integrity_anomaly` for the seed's own rule that a run pointing at
+//! a milestone or epic is "a data-integrity anomaly to journal", and
+//! `run.requeued` for the restart requeue (failed → pending), so the
+//! journal shows every status change of a run.
 
 pub const PROJECT_CREATED: &str = "project.created";
 pub const PROJECT_UPDATED: &str = "project.updated";
@@ -22,6 +25,7 @@ pub const RUN_LEASE_ACQUIRED: &str = "run.lease_acquired";
 pub const RUN_LEASE_RELEASED: &str = "run.lease_released";
 pub const RUN_ORPHAN_DETECTED: &str = "run.orphan_detected";
 pub const RUN_INTEGRITY_ANOMALY: &str = "run.integrity_anomaly";
+pub const RUN_REQUEUED: &str = "run.requeued";
 pub const WORKER_REGISTERED: &str = "worker.registered";
 pub const WORKER_OFFLINE: &str = "worker.offline";
 pub const WORKER_INSTANCE_SUSPECT: &str = "worker.instance_suspect";

@@ -35,7 +35,28 @@ pub struct Pass {
 
 /// One pass of every periodic loop, in dependency order: liveness first (it
 /// fails runs the restart loop then requeues), then timeouts and restarts.
+///
+/// A pass that fails because the database does not answer (`Store::ready`
+/// fails too) makes pamd blind to the workers' reports; the next pass
+/// starts observing the fleet again ([`Ctx::lost_sight`]), so hosts get a
+/// full offline window once the database is back.
 pub async fn pass(ctx: &Ctx) -> anyhow::Result<Pass> {
+    ctx.begin_observing_pass(ctx.now());
+    match sweep_all(ctx).await {
+        Ok(p) => {
+            ctx.pass_succeeded();
+            Ok(p)
+        }
+        Err(e) => {
+            if ctx.store.ready().await.is_err() {
+                ctx.lost_sight();
+            }
+            Err(e)
+        }
+    }
+}
+
+async fn sweep_all(ctx: &Ctx) -> anyhow::Result<Pass> {
     let mut p = Pass::default();
     let started = std::time::Instant::now();
     let (offline, lost) = liveness::sweep(ctx).await?;

@@ -7,6 +7,19 @@
 //! whose target host turns ineligible stays pending until then and may be
 //! claimed by any other eligible host. A pending run with a stop request is
 //! stopped without dispatch.
+//!
+//! # After pamd was away (OQ-15)
+//! A timeout that passed while pamd was down (or its loops could not reach
+//! the database) does not fire the moment pamd is back: no timeout fires
+//! until the fleet had a full offline window to report since pamd began
+//! observing ([`Ctx::observed_a_full_window`], the window
+//! `reconcile::liveness` gives hosts), so a worker that is still there
+//! reconnects and claims first. When the timeout then fires, the reason is
+//! decided against the hosts as they are at that moment — the liveness
+//! sweep of the same pass has already moved hosts that stayed silent to
+//! offline. Until that window has passed, only hosts that reported to this
+//! pamd mark `eligible_host_seen`: the others' `online` is inherited state,
+//! not an observation.
 
 use super::ignore_conflict;
 use crate::ctx::Ctx;
@@ -23,8 +36,16 @@ pub async fn sweep(ctx: &Ctx) -> anyhow::Result<(usize, usize)> {
     if pending.is_empty() {
         return Ok((0, 0));
     }
+    let observing = ctx.observed_a_full_window(now);
+    let since = ctx.observing_since();
     let all_hosts = tx.list_hosts().await?;
-    let eligible: Vec<_> = all_hosts.iter().filter(|h| hosts::eligible(h)).collect();
+    // Before a full window, an `online` host this pamd has not heard from
+    // is inherited state, not an observation.
+    let eligible: Vec<_> = all_hosts
+        .iter()
+        .filter(|h| hosts::eligible(h))
+        .filter(|h| observing || h.last_seen_at.is_some_and(|t| t >= since))
+        .collect();
     let (mut timed_out, mut stopped) = (0, 0);
     let mut seen = Vec::new();
     for run in pending {
@@ -39,6 +60,9 @@ pub async fn sweep(ctx: &Ctx) -> anyhow::Result<(usize, usize)> {
         let matched = eligible.iter().any(|h| run.target.matches(h));
         if matched && !run.eligible_host_seen {
             seen.push(run.id);
+        }
+        if !observing {
+            continue;
         }
         let timeout = run
             .dispatch_timeout_seconds

@@ -2,6 +2,19 @@
 //! pamctl works without configuration) and, with `--local-worker`, the
 //! local worker's token. Written atomically with mode 0600; the tokens
 //! themselves are never logged.
+//!
+//! # Guarantees
+//! - A secret file pamd finds at start that other users may read (group or
+//!   other bits set, e.g. 0644 after a restore or a hand copy) is made 0600
+//!   and a warning names it and its old mode ([`make_private`]): pamd owns
+//!   these files, so it repairs them rather than refusing to start (and
+//!   with it the fleet). When it cannot (not the owner, a read-only
+//!   file system) it refuses to start, saying which file and what to run.
+//!   The token is kept: rotate it by deleting the file and restarting pamd.
+//! - A path that is not a regular file (a directory, a FIFO) is refused,
+//!   never read.
+
+use std::os::unix::fs::PermissionsExt as _;
 
 use pam_store::TokenKind;
 
@@ -38,6 +51,7 @@ pub async fn ensure_token_file(
     name: &str,
     host: Option<&str>,
 ) -> anyhow::Result<bool> {
+    make_private(path)?;
     let now = ctx.now();
     let mut tx = ctx.store.begin().await?;
     if let Ok(text) = std::fs::read_to_string(path) {
@@ -66,6 +80,43 @@ pub async fn ensure_token_file(
     // unused row, never a file whose token the database does not know.
     ctx.commit(tx).await?;
     Ok(true)
+}
+
+/// Makes an existing secret file readable by its owner only (mode 0600),
+/// warning when it was not; refuses what is not a regular file, and a mode
+/// it cannot fix. A missing file is fine (it is written next).
+pub fn make_private(path: &std::path::Path) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e).with_context(|| format!("inspect {}", path.display())),
+    };
+    anyhow::ensure!(
+        meta.is_file(),
+        "{} is not a regular file; remove it and start pamd again to write a new token there",
+        path.display()
+    );
+    let mode = meta.permissions().mode() & 0o7777;
+    if mode & 0o077 == 0 {
+        return Ok(());
+    }
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).with_context(|| {
+        format!(
+            "{} holds a token and has mode {mode:04o} (other users may read it), and pamd \
+             cannot make it 0600; run `chmod 600 {}` (or delete the file to get a new \
+             token) and start pamd again",
+            path.display(),
+            path.display()
+        )
+    })?;
+    tracing::warn!(
+        path = %path.display(),
+        old_mode = %format!("{mode:04o}"),
+        "a token file was readable by other users; its mode is now 0600 \
+         (if others could have read it, rotate it: delete the file and restart pamd)"
+    );
+    Ok(())
 }
 
 /// Writes a secret (a token) to `path` atomically with mode 0600: a temp

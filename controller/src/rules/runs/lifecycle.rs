@@ -2,6 +2,10 @@
 //! what the worker reports, failure and the restart decision, requeue,
 //! dispatch timeout (OQ-15), pending stops.
 //!
+//! Every transition journals its event; `progress` is not a transition
+//! (signal ingest only moves `last_progress_seq`) and
+//! journals none.
+//!
 //! Every transition goes through [`RunWrites`]: a guarded, gated status
 //! write and its journal entry. A [`Tx`] implements it directly; signal
 //! ingest implements it over a whole batch held in memory and writes the
@@ -17,6 +21,7 @@ use uuid::Uuid;
 use pam_store::prelude::*;
 use pam_store::{Host, Run, RunUpdate, StoreResult};
 
+use crate::clock::ts;
 use crate::events::{payload, topic};
 
 /// The two writes the run rules make: a guarded status transition (through
@@ -298,6 +303,19 @@ pub async fn note_eligible_host(tx: &mut dyn Tx, ids: &[Uuid]) -> StoreResult<()
 /// `attempt` + 1, the per-attempt columns reset, `pending_since = now` — a
 /// fresh dispatch-timeout window (OQ-15). The next attempt may land on any
 /// eligible host, including after `host_lost` (OQ-12).
+///
+/// Journals `run.requeued` (a topic beyond the seed's list, which has none
+/// for this edge): the new attempt, its `pending_since`, and what ended
+/// the previous attempt (`previous_failure_reason`, `previous_exit_code`).
 pub async fn requeue(tx: &mut dyn Tx, run: &Run, now: DateTime<Utc>) -> StoreResult<Run> {
-    tx.requeue_run(run.id, run.attempt, now).await
+    let r = tx.requeue_run(run.id, run.attempt, now).await?;
+    let extra = json!({
+        "pending_since": ts(r.pending_since),
+        "previous_attempt": run.attempt,
+        "previous_failure_reason": run.failure_reason.map(FailureReason::as_str),
+        "previous_exit_code": run.exit_code,
+    });
+    tx.append_event(topic::RUN_REQUEUED, payload::run(&r, extra), now)
+        .await?;
+    Ok(r)
 }
