@@ -16,6 +16,8 @@ use std::fmt;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use crate::limits::{LABEL_KEY_PREFIX_MAX_BYTES, NAME_MAX_BYTES};
+
 /// Labels as stored on an object: key → value.
 pub type Labels = BTreeMap<LabelKey, LabelValue>;
 
@@ -51,7 +53,7 @@ impl Name {
         let ok_char = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-';
         let alnum = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit();
         let ok = !b.is_empty()
-            && b.len() <= 63
+            && b.len() <= NAME_MAX_BYTES
             && b.iter().all(ok_char)
             && alnum(&b[0])
             && alnum(&b[b.len() - 1]);
@@ -80,7 +82,7 @@ const VALUE_EXPECTED: &str =
 fn is_label_name(s: &str) -> bool {
     let b = s.as_bytes();
     !b.is_empty()
-        && b.len() <= 63
+        && b.len() <= NAME_MAX_BYTES
         && b[0].is_ascii_alphanumeric()
         && b[b.len() - 1].is_ascii_alphanumeric()
         && b.iter()
@@ -89,7 +91,9 @@ fn is_label_name(s: &str) -> bool {
 
 /// A DNS subdomain: dot-separated DNS labels, at most 253 characters.
 fn is_dns_subdomain(s: &str) -> bool {
-    !s.is_empty() && s.len() <= 253 && s.split('.').all(|l| Name::parse(l).is_ok())
+    !s.is_empty()
+        && s.len() <= LABEL_KEY_PREFIX_MAX_BYTES
+        && s.split('.').all(|l| Name::parse(l).is_ok())
 }
 
 impl LabelKey {
