@@ -33,6 +33,7 @@
 //!   is not read.
 //! - Merge keys (`<<`) are not expanded; anchors and aliases are.
 
+mod budget;
 mod positions;
 mod scalar;
 mod typing;

@@ -66,13 +66,13 @@ pub fn split_path(path: &str) -> Vec<Segment> {
 #[derive(Debug, Clone)]
 pub(super) struct Pos {
     pub(super) at: Position,
-    pub(super) body: PosBody,
+    /// Where its children are; `None` for a scalar, and for anything in
+    /// the fast read (boxed: a leaf costs nothing to make or drop).
+    pub(super) body: Option<Box<PosBody>>,
 }
 
 #[derive(Debug, Clone)]
 pub(super) enum PosBody {
-    /// A scalar (or, in the fast read, anything: it records no shape).
-    Leaf,
     /// A sequence's items.
     Seq(Vec<Pos>),
     /// A mapping's entries: key text, where the key starts, the value. Only
@@ -82,10 +82,7 @@ pub(super) enum PosBody {
 
 impl Pos {
     pub(super) fn leaf(at: Position) -> Pos {
-        Pos {
-            at,
-            body: PosBody::Leaf,
-        }
+        Pos { at, body: None }
     }
 
     /// Where `path` is: a scalar's or sequence's own position, a mapping's
@@ -96,12 +93,12 @@ impl Pos {
         let mut node = self;
         let mut key_at = self.at;
         for seg in path {
-            let next = match (seg, &node.body) {
-                (Segment::Key(k), PosBody::Map(entries)) => entries
+            let next = match (seg, node.body.as_deref()) {
+                (Segment::Key(k), Some(PosBody::Map(entries))) => entries
                     .iter()
                     .find(|(text, _, _)| text == k)
                     .map(|(_, at, value)| (*at, value)),
-                (Segment::Index(i), PosBody::Seq(items)) => items.get(*i).map(|v| (v.at, v)),
+                (Segment::Index(i), Some(PosBody::Seq(items))) => items.get(*i).map(|v| (v.at, v)),
                 _ => None,
             };
             match next {
@@ -112,10 +109,10 @@ impl Pos {
                 None => return key_at,
             }
         }
-        match node.body {
+        match node.body.as_deref() {
             _ if key => key_at,
-            PosBody::Map(_) => key_at,
-            PosBody::Leaf | PosBody::Seq(_) => node.at,
+            Some(PosBody::Map(_)) => key_at,
+            None | Some(PosBody::Seq(_)) => node.at,
         }
     }
 }

@@ -1,6 +1,8 @@
 //! Scalars: YAML 1.2 core-schema resolution of a scalar's text to a JSON
 //! value, the one rule both reads use.
 
+use std::borrow::Cow;
+
 use serde_json::Value;
 
 /// Whether a plain scalar's text is null.
@@ -9,42 +11,45 @@ pub(super) fn is_null(text: &str) -> bool {
 }
 
 /// The value of a scalar: a plain scalar without a `!!str` tag resolves
-/// like YAML 1.2's core schema; any other is a string.
-pub(super) fn scalar_value(text: &str, plain: bool, str_tag: bool) -> Value {
-    if plain && !str_tag {
-        resolve_plain(text)
+/// like YAML 1.2's core schema; any other is a string. The parser's text
+/// becomes the string as it is, without a copy.
+pub(super) fn scalar_value(text: Cow<'_, str>, plain: bool, str_tag: bool) -> Value {
+    let resolved = if plain && !str_tag {
+        resolve_plain(&text)
     } else {
-        Value::String(text.to_string())
-    }
+        None
+    };
+    resolved.unwrap_or_else(|| Value::String(text.into_owned()))
 }
 
-/// YAML 1.2 core schema resolution of a plain scalar.
-fn resolve_plain(text: &str) -> Value {
+/// YAML 1.2 core schema resolution of a plain scalar: null, a boolean or
+/// a number; `None` when it is a string.
+fn resolve_plain(text: &str) -> Option<Value> {
     if is_null(text) {
-        return Value::Null;
+        return Some(Value::Null);
     }
     match text {
-        "true" | "True" | "TRUE" => return Value::Bool(true),
-        "false" | "False" | "FALSE" => return Value::Bool(false),
+        "true" | "True" | "TRUE" => return Some(Value::Bool(true)),
+        "false" | "False" | "FALSE" => return Some(Value::Bool(false)),
         _ => {}
     }
     let digits = text.strip_prefix(['-', '+']).unwrap_or(text);
     if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
         if let Ok(i) = text.parse::<i64>() {
-            return Value::from(i);
+            return Some(Value::from(i));
         }
         if let Ok(u) = text.trim_start_matches('+').parse::<u64>() {
-            return Value::from(u);
+            return Some(Value::from(u));
         }
     }
     if let Some(oct) = text.strip_prefix("0o") {
         if let Ok(i) = i64::from_str_radix(oct, 8) {
-            return Value::from(i);
+            return Some(Value::from(i));
         }
     }
     if let Some(hex) = text.strip_prefix("0x") {
         if let Ok(i) = i64::from_str_radix(hex, 16) {
-            return Value::from(i);
+            return Some(Value::from(i));
         }
     }
     if is_float(digits) {
@@ -53,10 +58,10 @@ fn resolve_plain(text: &str) -> Value {
             .ok()
             .and_then(serde_json::Number::from_f64)
         {
-            return Value::Number(n);
+            return Some(Value::Number(n));
         }
     }
-    Value::String(text.to_string())
+    None
 }
 
 /// `(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?` (sign already removed).
@@ -84,6 +89,10 @@ fn is_float(s: &str) -> bool {
 mod tests {
     use super::*;
 
+    fn resolve_plain(text: &str) -> Value {
+        scalar_value(text.into(), true, false)
+    }
+
     #[test]
     fn plain_scalars_resolve_like_yaml_1_2() {
         assert_eq!(resolve_plain("~"), Value::Null);
@@ -96,5 +105,13 @@ mod tests {
         assert_eq!(resolve_plain("1e3"), serde_json::json!(1000.0));
         assert_eq!(resolve_plain("1.2.3"), Value::String("1.2.3".into()));
         assert_eq!(resolve_plain("v1"), Value::String("v1".into()));
+        assert_eq!(
+            scalar_value("42".into(), false, false),
+            Value::String("42".into())
+        );
+        assert_eq!(
+            scalar_value("true".into(), true, true),
+            Value::String("true".into())
+        );
     }
 }

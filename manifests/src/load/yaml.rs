@@ -21,13 +21,11 @@ use std::collections::HashMap;
 use saphyr_parser::{Event, Parser, ScalarStyle, Span, StrInput};
 use serde_json::Value;
 
+use super::budget::{Budget, Exceeded};
 use super::positions::{render_path, Pos, PosBody, Position, Segment};
 use super::scalar::{is_null, scalar_value};
 use crate::error::ManifestError;
-use crate::limits::{
-    too_deep_message, ALIAS_EXPANSION_MAX_NODES, DOCUMENT_MAX_BYTES, FILE_MAX_BYTES,
-    NESTING_MAX_DEPTH,
-};
+use crate::limits::{too_deep_message, NESTING_MAX_DEPTH};
 
 /// One non-empty document as read.
 pub(super) struct Tree {
@@ -160,7 +158,6 @@ enum FrameBody {
 
 struct Reader<'a> {
     file: &'a str,
-    text: &'a str,
     positioned: bool,
     parser: Parser<'a, StrInput<'a>>,
     stack: Vec<Frame>,
@@ -169,26 +166,15 @@ struct Reader<'a> {
     index: Option<usize>,
     root: Option<Node>,
     problems: Vec<Problem>,
-    /// Where the document being read starts (character index, position),
-    /// the character index where its last event ends, whether it is open.
-    doc_start: (usize, Position),
-    doc_end: usize,
-    in_document: bool,
-    /// A character index and its byte offset in `text`, moved forward to
-    /// measure big documents in bytes.
-    cursor: (usize, usize),
     docs: Vec<Tree>,
     errors: Vec<ManifestError>,
-    /// Nodes written out in the file so far, and nodes aliases added.
-    written: usize,
-    aliased: usize,
+    budget: Budget<'a>,
 }
 
 impl<'a> Reader<'a> {
     fn new(file: &'a str, text: &'a str, positioned: bool) -> Reader<'a> {
         Reader {
             file,
-            text,
             positioned,
             parser: Parser::new_from_str(text),
             stack: Vec::new(),
@@ -196,26 +182,16 @@ impl<'a> Reader<'a> {
             index: None,
             root: None,
             problems: Vec::new(),
-            doc_start: (0, Position::default()),
-            doc_end: 0,
-            in_document: false,
-            cursor: (0, 0),
             docs: Vec::new(),
             errors: Vec::new(),
-            written: 0,
-            aliased: 0,
+            budget: Budget::new(text),
         }
     }
 
     fn run(mut self) -> Result<Read, GaveUp> {
-        let outcome = if self.text.len() > FILE_MAX_BYTES {
-            let message = format!(
-                "file is {} bytes, expected at most {FILE_MAX_BYTES} bytes (16 MiB)",
-                self.text.len()
-            );
-            self.fatal(Position::default(), message)
-        } else {
-            self.events()
+        let outcome = match self.budget.file() {
+            Ok(()) => self.events(),
+            Err(exceeded) => self.exceeded(exceeded),
         };
         match outcome {
             Ok(()) | Err(Halt::Stop) => Ok(Read {
@@ -238,12 +214,8 @@ impl<'a> Reader<'a> {
                     return self.fatal(at, format!("invalid YAML: {}", e.info()));
                 }
             };
-            self.doc_end = span.end.index();
-            // A character is at least one byte: a document past the limit
-            // in characters is past it in bytes (checked exactly at its
-            // end), and is not read further.
-            if self.in_document && self.doc_end - self.doc_start.0 > DOCUMENT_MAX_BYTES {
-                return self.document_too_big();
+            if let Err(exceeded) = self.budget.event(&span) {
+                return self.exceeded(exceeded);
             }
             self.event(event, &span)?;
         }
@@ -254,20 +226,19 @@ impl<'a> Reader<'a> {
         let at = position(span);
         match event {
             Event::DocumentStart(_) => {
-                self.doc_start = (span.start.index(), at);
-                self.in_document = true;
+                self.budget.document_start(span, at);
                 self.index = Some(self.index.map_or(0, |i| i + 1));
                 self.root = None;
                 self.anchors.clear();
                 self.problems.clear();
                 Ok(())
             }
-            Event::DocumentEnd => {
-                self.in_document = false;
-                self.end_document()
-            }
+            Event::DocumentEnd => match self.budget.document_end() {
+                Ok(()) => self.end_document(),
+                Err(exceeded) => self.exceeded(exceeded),
+            },
             Event::Scalar(text, style, anchor, tag) => {
-                self.written += 1;
+                self.budget.written();
                 let plain = style == ScalarStyle::Plain;
                 let str_tag = tag
                     .as_ref()
@@ -276,7 +247,7 @@ impl<'a> Reader<'a> {
                     self.anchors.insert(
                         anchor,
                         Anchor {
-                            value: scalar_value(&text, plain, str_tag),
+                            value: scalar_value(text.clone(), plain, str_tag),
                             positions: Pos::leaf(at),
                             nodes: 1,
                             key: Some(text.to_string()),
@@ -290,7 +261,7 @@ impl<'a> Reader<'a> {
                 }
                 let null = plain && is_null(&text);
                 self.add(Node {
-                    value: scalar_value(&text, plain, str_tag),
+                    value: scalar_value(text, plain, str_tag),
                     positions: Pos::leaf(at),
                     nodes: 1,
                     null,
@@ -334,7 +305,7 @@ impl<'a> Reader<'a> {
 
     /// A mapping or sequence starts.
     fn start(&mut self, at: Position, anchor: usize, body: FrameBody) -> Result<(), Halt> {
-        self.written += 1;
+        self.budget.written();
         if self.stack.len() >= NESTING_MAX_DEPTH {
             return self.fatal(at, too_deep_message());
         }
@@ -376,7 +347,7 @@ impl<'a> Reader<'a> {
         };
         let positions = Pos {
             at: frame.at,
-            body: body.unwrap_or(PosBody::Leaf),
+            body: body.map(Box::new),
         };
         let nodes = frame.nodes + 1;
         if frame.anchor != 0 {
@@ -419,15 +390,8 @@ impl<'a> Reader<'a> {
             // node is not finished yet (`&a [*a]`) is not ours yet.
             return self.file_error(at, "unknown alias, expected an anchor defined earlier");
         };
-        // Counted before copying: the budget bounds the work, not only the
-        // result.
-        self.aliased += nodes;
-        if self.aliased > ALIAS_EXPANSION_MAX_NODES + self.written {
-            let message = format!(
-                "aliases expand to more than {} nodes, expected at most {ALIAS_EXPANSION_MAX_NODES} more than the file writes out",
-                ALIAS_EXPANSION_MAX_NODES + self.written
-            );
-            return self.fatal(at, message);
+        if let Err(exceeded) = self.budget.alias(nodes, at) {
+            return self.exceeded(exceeded);
         }
         let anchor = &self.anchors[&id];
         if self.expects_key() {
@@ -471,19 +435,19 @@ impl<'a> Reader<'a> {
     /// A scalar key of the mapping on top of the stack.
     fn key(&mut self, text: String, at: Position) -> Result<(), Halt> {
         let Some(Frame {
-            body: FrameBody::Map(map, _, _),
+            body: FrameBody::Map(map, _, pending),
             ..
-        }) = self.stack.last()
+        }) = self.stack.last_mut()
         else {
             return Ok(());
         };
-        if !map.contains_key(&text) {
-            self.set_pending(Key::Text(text, at));
+        *pending = Some(if !map.contains_key(&text) {
+            Key::Text(text, at)
         } else if self.positioned {
-            self.set_pending(Key::Duplicate(text, at));
+            Key::Duplicate(text, at)
         } else {
             return Err(Halt::GiveUp);
-        }
+        });
         Ok(())
     }
 
@@ -557,9 +521,6 @@ impl<'a> Reader<'a> {
         if root.null {
             return Ok(());
         }
-        if self.document_bytes() > DOCUMENT_MAX_BYTES {
-            return self.document_too_big();
-        }
         let problems = std::mem::take(&mut self.problems)
             .into_iter()
             .filter(|p| p.refused.is_none())
@@ -572,32 +533,6 @@ impl<'a> Reader<'a> {
             problems,
         });
         Ok(())
-    }
-
-    /// The document's size in bytes, exactly when it may be near the limit
-    /// (a character is at most 4 bytes).
-    fn document_bytes(&mut self) -> usize {
-        let (start, end) = (self.doc_start.0, self.doc_end);
-        if (end - start) * 4 <= DOCUMENT_MAX_BYTES {
-            return end - start;
-        }
-        self.byte_offset(end) - self.byte_offset(start)
-    }
-
-    /// The byte offset of a character index; documents come in file order,
-    /// so the cursor mostly moves forward.
-    fn byte_offset(&mut self, char_index: usize) -> usize {
-        if char_index < self.cursor.0 {
-            self.cursor = (0, 0);
-        }
-        let (chars, bytes) = self.cursor;
-        let ahead: usize = self.text[bytes..]
-            .chars()
-            .take(char_index - chars)
-            .map(char::len_utf8)
-            .sum();
-        self.cursor = (char_index, bytes + ahead);
-        self.cursor.1
     }
 
     /// The field path to the mapping or sequence on top of the stack, or
@@ -653,11 +588,8 @@ impl<'a> Reader<'a> {
         Err(Halt::Stop)
     }
 
-    fn document_too_big(&mut self) -> Result<(), Halt> {
-        let at = self.doc_start.1;
-        self.fatal(
-            at,
-            format!("document is larger than 1 MiB, expected at most {DOCUMENT_MAX_BYTES} bytes per document"),
-        )
+    /// A limit of [`Budget`] passed: the file is not read further.
+    fn exceeded(&mut self, (at, message): Exceeded) -> Result<(), Halt> {
+        self.fatal(at, message)
     }
 }
