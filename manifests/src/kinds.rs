@@ -684,9 +684,14 @@ impl Manifest {
     }
 
     /// Parses an object from JSON as printed by the server (status
-    /// allowed), dispatching on `kind`.
+    /// allowed), dispatching on `kind`. A value nested deeper than
+    /// [`crate::limits::NESTING_MAX_DEPTH`] is refused before serde walks
+    /// it.
     pub fn from_json(value: serde_json::Value) -> Result<Manifest, serde_json::Error> {
         use serde::de::Error;
+        if crate::limits::too_deep(&value) {
+            return Err(serde_json::Error::custom(crate::limits::too_deep_message()));
+        }
         let kind = value
             .get("kind")
             .and_then(|k| k.as_str())

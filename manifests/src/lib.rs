@@ -3,6 +3,7 @@
 
 pub mod error;
 pub mod kinds;
+pub mod limits;
 pub mod load;
 pub mod names;
 pub mod protocol;

@@ -16,6 +16,8 @@ use std::fmt;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use crate::limits::{LABEL_KEY_PREFIX_MAX_BYTES, NAME_MAX_BYTES};
+
 /// Labels as stored on an object: key → value.
 pub type Labels = BTreeMap<LabelKey, LabelValue>;
 
@@ -44,19 +46,27 @@ const NAME_EXPECTED: &str = "a DNS label: 1-63 lowercase letters, digits or '-',
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Name(String);
 
+/// `^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`, at most 63 characters.
+fn is_dns_label(text: &str) -> bool {
+    let b = text.as_bytes();
+    let ok_char = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-';
+    let alnum = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit();
+    !b.is_empty()
+        && b.len() <= NAME_MAX_BYTES
+        && b.iter().all(ok_char)
+        && alnum(&b[0])
+        && alnum(&b[b.len() - 1])
+}
+
 impl Name {
     /// Parses a DNS-label-like name.
     pub fn parse(text: &str) -> Result<Name, NameError> {
-        let b = text.as_bytes();
-        let ok_char = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-';
-        let alnum = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit();
-        let ok = !b.is_empty()
-            && b.len() <= 63
-            && b.iter().all(ok_char)
-            && alnum(&b[0])
-            && alnum(&b[b.len() - 1]);
-        if ok {
-            Ok(Name(text.to_string()))
+        Name::check(text).map(|()| Name(text.to_string()))
+    }
+
+    fn check(text: &str) -> Result<(), NameError> {
+        if is_dns_label(text) {
+            Ok(())
         } else {
             Err(refuse("name", text, NAME_EXPECTED))
         }
@@ -80,7 +90,7 @@ const VALUE_EXPECTED: &str =
 fn is_label_name(s: &str) -> bool {
     let b = s.as_bytes();
     !b.is_empty()
-        && b.len() <= 63
+        && b.len() <= NAME_MAX_BYTES
         && b[0].is_ascii_alphanumeric()
         && b[b.len() - 1].is_ascii_alphanumeric()
         && b.iter()
@@ -89,18 +99,22 @@ fn is_label_name(s: &str) -> bool {
 
 /// A DNS subdomain: dot-separated DNS labels, at most 253 characters.
 fn is_dns_subdomain(s: &str) -> bool {
-    !s.is_empty() && s.len() <= 253 && s.split('.').all(|l| Name::parse(l).is_ok())
+    !s.is_empty() && s.len() <= LABEL_KEY_PREFIX_MAX_BYTES && s.split('.').all(is_dns_label)
 }
 
 impl LabelKey {
     /// Parses a label (or annotation) key.
     pub fn parse(text: &str) -> Result<LabelKey, NameError> {
+        LabelKey::check(text).map(|()| LabelKey(text.to_string()))
+    }
+
+    fn check(text: &str) -> Result<(), NameError> {
         let ok = match text.split_once('/') {
             Some((prefix, name)) => is_dns_subdomain(prefix) && is_label_name(name),
             None => is_label_name(text),
         };
         if ok {
-            Ok(LabelKey(text.to_string()))
+            Ok(())
         } else {
             Err(refuse("label key", text, KEY_EXPECTED))
         }
@@ -120,8 +134,12 @@ pub struct LabelValue(String);
 impl LabelValue {
     /// Parses a label value.
     pub fn parse(text: &str) -> Result<LabelValue, NameError> {
+        LabelValue::check(text).map(|()| LabelValue(text.to_string()))
+    }
+
+    fn check(text: &str) -> Result<(), NameError> {
         if text.is_empty() || is_label_name(text) {
-            Ok(LabelValue(text.to_string()))
+            Ok(())
         } else {
             Err(refuse("label value", text, VALUE_EXPECTED))
         }
@@ -155,9 +173,12 @@ macro_rules! string_newtype {
         }
 
         impl<'de> Deserialize<'de> for $ty {
+            // Checked, then kept as given: an owned string (from a JSON
+            // value) is not copied.
             fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
                 let text = Cow::<'de, str>::deserialize(d)?;
-                $ty::parse(&text).map_err(serde::de::Error::custom)
+                $ty::check(&text).map_err(serde::de::Error::custom)?;
+                Ok($ty(text.into_owned()))
             }
         }
 

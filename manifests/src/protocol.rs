@@ -31,6 +31,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -162,8 +163,114 @@ pub struct DesiredRun {
 pub struct OperatorSignal {
     /// Its id: the seq of the `run.signal_received` event that journaled it.
     pub id: i64,
-    /// `INT`, `TERM`, `KILL`, `HUP`, `QUIT`, `USR1` or `USR2`.
+    /// A [`SignalName`] as text (`INT`, `TERM`, `KILL`, `HUP`, `QUIT`,
+    /// `USR1` or `USR2`). Text, not the enum, on purpose: a worker that
+    /// meets a name it does not know (a newer pamd) skips that one signal
+    /// instead of failing to read its whole desired set. Read it with
+    /// [`OperatorSignal::name`].
     pub signal: String,
+}
+
+impl OperatorSignal {
+    /// The signal, when it is one this side knows.
+    pub fn name(&self) -> Result<SignalName, UnknownSignal> {
+        self.signal.parse()
+    }
+}
+
+/// A signal an operator may send to a run's process (`pamctl signal`,
+/// `POST …/runs/{name}/signal`, [`OperatorSignal`]): the one list, shared by
+/// pamctl, pamd and the worker.
+///
+/// Written as the bare upper-case name (`INT`); [`FromStr`] also takes any
+/// case and a `SIG` prefix (`int`, `SIGINT`, `sigint`). Serde reads and
+/// writes the bare upper-case name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum SignalName {
+    /// `SIGINT`: interrupt, as Ctrl-C.
+    Int,
+    /// `SIGTERM`: ask to terminate.
+    Term,
+    /// `SIGKILL`: kill; cannot be caught.
+    Kill,
+    /// `SIGHUP`: hang-up.
+    Hup,
+    /// `SIGQUIT`: quit, with a core dump where enabled.
+    Quit,
+    /// `SIGUSR1`: user-defined.
+    Usr1,
+    /// `SIGUSR2`: user-defined.
+    Usr2,
+}
+
+impl SignalName {
+    /// Every signal, in the order help texts list them.
+    pub const ALL: [SignalName; 7] = [
+        SignalName::Int,
+        SignalName::Term,
+        SignalName::Kill,
+        SignalName::Hup,
+        SignalName::Quit,
+        SignalName::Usr1,
+        SignalName::Usr2,
+    ];
+
+    /// The bare upper-case name (`"INT"`): on the wire, in events, in
+    /// output.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            SignalName::Int => "INT",
+            SignalName::Term => "TERM",
+            SignalName::Kill => "KILL",
+            SignalName::Hup => "HUP",
+            SignalName::Quit => "QUIT",
+            SignalName::Usr1 => "USR1",
+            SignalName::Usr2 => "USR2",
+        }
+    }
+}
+
+impl fmt::Display for SignalName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A signal name that is not a [`SignalName`]; displays as
+/// `unknown signal "FOO"; expected one of INT, TERM, KILL, HUP, QUIT, USR1, USR2`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown signal {text:?}; expected one of INT, TERM, KILL, HUP, QUIT, USR1, USR2")]
+pub struct UnknownSignal {
+    /// The text as given.
+    pub text: String,
+}
+
+impl FromStr for SignalName {
+    type Err = UnknownSignal;
+
+    fn from_str(text: &str) -> Result<SignalName, UnknownSignal> {
+        let upper = text.to_ascii_uppercase();
+        let bare = upper.strip_prefix("SIG").unwrap_or(&upper);
+        SignalName::ALL
+            .into_iter()
+            .find(|s| s.as_str() == bare)
+            .ok_or_else(|| UnknownSignal {
+                text: text.to_string(),
+            })
+    }
+}
+
+impl Serialize for SignalName {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for SignalName {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = std::borrow::Cow::<'de, str>::deserialize(d)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
 }
 
 /// The answer to a heartbeat: every run that should exist on this host.
@@ -454,6 +561,58 @@ mod tests {
         assert!(!SignalOutcome::Rejected.settles());
         assert!(SignalKind::Started.is_one_shot());
         assert!(!SignalKind::Progress.is_one_shot());
+    }
+
+    #[test]
+    fn signal_names_parse_any_case_with_or_without_sig() {
+        for (text, want) in [
+            ("INT", SignalName::Int),
+            ("int", SignalName::Int),
+            ("SIGINT", SignalName::Int),
+            ("sigterm", SignalName::Term),
+            ("Kill", SignalName::Kill),
+            ("HUP", SignalName::Hup),
+            ("QUIT", SignalName::Quit),
+            ("usr1", SignalName::Usr1),
+            ("SIGUSR2", SignalName::Usr2),
+        ] {
+            assert_eq!(text.parse::<SignalName>(), Ok(want), "{text}");
+        }
+        for s in SignalName::ALL {
+            assert_eq!(s.as_str().parse::<SignalName>(), Ok(s));
+            assert_eq!(s.to_string(), s.as_str());
+        }
+        assert_eq!(
+            "STOP".parse::<SignalName>().unwrap_err().to_string(),
+            "unknown signal \"STOP\"; expected one of INT, TERM, KILL, HUP, QUIT, USR1, USR2"
+        );
+        assert!("SIG".parse::<SignalName>().is_err());
+        assert!("".parse::<SignalName>().is_err());
+    }
+
+    #[test]
+    fn signal_names_are_the_bare_name_on_the_wire() {
+        assert_eq!(
+            serde_json::to_value(SignalName::Usr1).unwrap(),
+            serde_json::json!("USR1")
+        );
+        let s: SignalName = serde_json::from_value(serde_json::json!("SIGHUP")).unwrap();
+        assert_eq!(s, SignalName::Hup);
+        assert!(serde_json::from_value::<SignalName>(serde_json::json!("NOPE")).is_err());
+        // OperatorSignal keeps the text: an unknown name is one bad entry,
+        // not an unreadable desired set.
+        let o: OperatorSignal =
+            serde_json::from_value(serde_json::json!({"id": 7, "signal": "WINCH"})).unwrap();
+        assert!(o.name().is_err());
+        let o = OperatorSignal {
+            id: 8,
+            signal: SignalName::Quit.to_string(),
+        };
+        assert_eq!(
+            serde_json::to_value(&o).unwrap(),
+            serde_json::json!({"id": 8, "signal": "QUIT"})
+        );
+        assert_eq!(o.name(), Ok(SignalName::Quit));
     }
 
     #[test]

@@ -5,6 +5,9 @@
 //! anything: one error means nothing of the batch is written.
 //!
 //! # Rules
+//! - Every document keeps the field limits of [`crate::limits`] (text
+//!   sizes, label counts, no NUL in free text): YAML files and JSON objects
+//!   alike, as both come through here.
 //! - (kind, project, name) appears once per batch.
 //! - No `status:` (the loader already refuses it; checked again for
 //!   documents built without the loader).
@@ -27,6 +30,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use crate::error::ManifestError;
 use crate::kinds::{Kind, Manifest, RunSpec, TaskSpec};
+use crate::limits;
 use crate::load::Document;
 use crate::names::Name;
 use crate::state::WorkItemKind;
@@ -205,6 +209,7 @@ pub fn validate_batch(docs: &[Document], existing: &dyn ExistingState) -> Vec<Ma
     let mut errors = Vec::new();
     let mut seen: HashMap<(Kind, Option<&Name>, &Name), &Document> = HashMap::new();
     for doc in batch.docs {
+        errors.extend(limits::check_document(doc));
         let m = &doc.manifest;
         let key = (m.kind(), m.project(), m.name());
         if let Some(first) = seen.get(&key) {

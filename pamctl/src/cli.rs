@@ -1,6 +1,9 @@
 //! pamctl's command line (clap). Verbs follow kubectl's.
 
+use clap::builder::{PossibleValue, TypedValueParser};
+use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use pam_manifests::protocol::SignalName;
 
 use crate::error::EXIT_CODES_HELP;
 use crate::render::Output;
@@ -160,8 +163,9 @@ pub enum Command {
     /// Send a signal to a run's process
     Signal {
         run: String,
-        #[arg(long, value_enum)]
-        signal: Signal,
+        /// Any case, with or without SIG (int, SIGINT)
+        #[arg(long, value_parser = SignalParser)]
+        signal: SignalName,
     },
     /// Attach to a live run: hold its interactive lease, stream its pane,
     /// type lines into it; Ctrl-D or Ctrl-C detaches (releases the lease)
@@ -268,23 +272,49 @@ pub struct RunStart {
     pub max_attempts: Option<u32>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-#[value(rename_all = "UPPER")]
-pub enum Signal {
-    Int,
-    Term,
-    Kill,
-    Hup,
-}
+/// `--signal`: pam's one list of operator signals ([`SignalName`]), parsed
+/// by its own rule (any case, `SIG` prefix optional); help, completions and
+/// errors list the names.
+#[derive(Debug, Clone, Copy)]
+pub struct SignalParser;
 
-impl Signal {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Signal::Int => "INT",
-            Signal::Term => "TERM",
-            Signal::Kill => "KILL",
-            Signal::Hup => "HUP",
-        }
+impl TypedValueParser for SignalParser {
+    type Value = SignalName;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<SignalName, clap::Error> {
+        let text = value.to_string_lossy();
+        text.parse().map_err(|_| {
+            // Worded by clap, like any other invalid value.
+            let mut e = clap::Error::new(ErrorKind::InvalidValue).with_cmd(cmd);
+            if let Some(arg) = arg {
+                e.insert(
+                    ContextKind::InvalidArg,
+                    ContextValue::String(arg.to_string()),
+                );
+            }
+            e.insert(
+                ContextKind::InvalidValue,
+                ContextValue::String(text.into_owned()),
+            );
+            e.insert(
+                ContextKind::ValidValue,
+                ContextValue::Strings(SignalName::ALL.map(|s| s.as_str().to_string()).to_vec()),
+            );
+            e
+        })
+    }
+
+    fn possible_values(&self) -> Option<Box<dyn Iterator<Item = PossibleValue> + '_>> {
+        Some(Box::new(
+            SignalName::ALL
+                .into_iter()
+                .map(|s| PossibleValue::new(s.as_str())),
+        ))
     }
 }
 
@@ -296,6 +326,34 @@ mod tests {
     #[test]
     fn clap_definition_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn every_operator_signal_is_offered_in_any_case() {
+        let parse = |args: &[&str]| match Cli::try_parse_from(args).map(|c| c.command) {
+            Ok(Command::Signal { signal, .. }) => Ok(signal),
+            Ok(_) => unreachable!(),
+            Err(e) => Err(e.to_string()),
+        };
+        for s in SignalName::ALL {
+            assert_eq!(
+                parse(&["pamctl", "signal", "r", "--signal", s.as_str()]),
+                Ok(s)
+            );
+        }
+        assert_eq!(
+            parse(&["pamctl", "signal", "r", "--signal", "sigusr1"]),
+            Ok(SignalName::Usr1)
+        );
+        assert_eq!(
+            parse(&["pamctl", "signal", "r", "--signal", "int"]),
+            Ok(SignalName::Int)
+        );
+        let e = parse(&["pamctl", "signal", "r", "--signal", "STOP"]).unwrap_err();
+        assert!(
+            e.starts_with("error: invalid value 'STOP' for '--signal <SIGNAL>'\n  [possible values: INT, TERM, KILL, HUP, QUIT, USR1, USR2]"),
+            "{e}"
+        );
     }
 
     #[test]

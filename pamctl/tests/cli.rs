@@ -208,6 +208,48 @@ fn validate_prints_positioned_errors() {
     );
 }
 
+/// Issue 13: hostile manifests are errors with file and line, never an
+/// abort (deep nesting overflowed pamctl's stack) or a memory blow-up (an
+/// alias bomb).
+#[test]
+fn validate_refuses_hostile_input_with_positions() {
+    let env = Env::new();
+    let deep = format!(
+        "apiVersion: pam.dev/v1\nkind: Task\nmetadata: {{name: a, project: web}}\nspec: {{title: A}}\nx:\n{}a\n",
+        "- ".repeat(100_000)
+    );
+    env.write("hostile/deep.yaml", &deep);
+    let mut laughs = String::from(
+        "kind: Task\nx:\n  a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n",
+    );
+    for w in ["a", "b", "c", "d", "e", "f", "g", "h", "i"].windows(2) {
+        let items = vec![format!("*{}", w[0]); 10].join(", ");
+        laughs.push_str(&format!("  {}: &{} [{items}]\n", w[1], w[1]));
+    }
+    env.write("hostile/laughs.yaml", &laughs);
+    env.write(
+        "hostile/nul.yaml",
+        &format!(
+            "{PROJECT}---\n{}",
+            TASKS.replace("title: Build", "title: \"Bu\\0ild\"")
+        ),
+    );
+    let started = std::time::Instant::now();
+    let r = env.run(&["validate", "-f", "hostile"]);
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    let lines: Vec<&str> = r.stderr.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "error: hostile/deep.yaml: document 0, line 6, column 127: nesting deeper than 64 levels, expected at most 64 mappings and sequences inside one another",
+            "error: hostile/laughs.yaml: document 0, line 6, column 38: aliases expand to more than 10023 nodes, expected at most 10000 more than the file writes out",
+            "error: hostile/nul.yaml: document 2, line 22, column 10: spec.title: must not contain NUL (\\0) characters, expected text without them",
+            "hint: 3 errors in 3 file(s); nothing was sent to a server",
+        ]
+    );
+}
+
 #[test]
 fn nothing_listening_exits_4_with_a_hint() {
     // A port that was free a moment ago: bind, read it, close.

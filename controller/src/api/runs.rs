@@ -7,6 +7,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use pam_manifests::protocol::{SignalName, UnknownSignal};
 use pam_manifests::state::RunStatus;
 use pam_store::prelude::*;
 use pam_store::{Project, Run, RunFilter};
@@ -180,8 +181,6 @@ pub async fn stop_run(
     Ok(Json(obj))
 }
 
-const SIGNALS: &[&str] = &["INT", "TERM", "KILL", "HUP", "QUIT", "USR1", "USR2"];
-
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SignalBody {
@@ -198,14 +197,11 @@ pub async fn signal_run(
     Path((slug, name)): Path<(String, String)>,
     Json(body): Json<SignalBody>,
 ) -> ApiResult<Response> {
-    let sig = body.signal.trim_start_matches("SIG").to_ascii_uppercase();
-    if !SIGNALS.contains(&sig.as_str()) {
-        return Err(ApiError::bad_request(format!(
-            "unknown signal {:?}; expected one of {}",
-            body.signal,
-            SIGNALS.join(", ")
-        )));
-    }
+    // The one operator-signal list: pam_manifests::protocol::SignalName.
+    let sig: SignalName = body
+        .signal
+        .parse()
+        .map_err(|e: UnknownSignal| ApiError::bad_request(e.to_string()))?;
     let now = st.ctx.now();
     let mut tx = st.ctx.store.begin().await?;
     let p = lookup::project(tx.as_mut(), &slug).await?;
@@ -220,11 +216,11 @@ pub async fn signal_run(
             ),
         ));
     }
-    let ev = runs::journal_signal(tx.as_mut(), &r, &sig, now).await?;
+    let ev = runs::journal_signal(tx.as_mut(), &r, sig, now).await?;
     st.ctx.commit(tx).await?;
     // Durable from here: journaled, and rebuilt from the journal when pamd
     // starts (pending_signals).
-    st.signals.push(r.id, r.host_id, r.attempt, ev.seq, sig);
+    st.signals.push(r.id, r.host_id, r.attempt, ev.seq, sig.to_string());
     st.nudge.notify_waiters();
     Ok((StatusCode::ACCEPTED, Json(json!({ "accepted": true }))).into_response())
 }

@@ -2,10 +2,11 @@
 
 use std::time::Duration;
 
+use pam_manifests::protocol::SignalName;
 use pam_manifests::{Kind, Manifest};
 use serde_json::{json, Map, Value};
 
-use crate::cli::{RunStart, Signal};
+use crate::cli::RunStart;
 use crate::error::{CliError, Exit, Result};
 use crate::{object_path, render, term, Ctx};
 
@@ -84,7 +85,7 @@ pub(crate) fn stop(ctx: &mut Ctx, run: &str) -> Result<Exit> {
     Ok(Exit::Ok)
 }
 
-pub(crate) fn signal(ctx: &mut Ctx, run: &str, signal: Signal) -> Result<Exit> {
+pub(crate) fn signal(ctx: &mut Ctx, run: &str, signal: SignalName) -> Result<Exit> {
     let project = ctx.project()?;
     let client = ctx.client()?;
     client.post(

@@ -20,7 +20,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use pam_manifests::protocol::{
-    DesiredRun, DesiredSet, OperatorSignal, SessionReport, Signal, SignalKind, REASON_SPAWN_FAILED,
+    DesiredRun, DesiredSet, OperatorSignal, SessionReport, Signal, SignalKind, SignalName,
+    REASON_SPAWN_FAILED,
 };
 use uuid::Uuid;
 
@@ -223,13 +224,17 @@ async fn tend(
         if !delivered.insert(s.id) {
             continue;
         }
-        match parse_signal(&s.signal) {
-            Some(sig) => {
-                if let Err(e) = st.tmux.send_signal(&d.session_name, sig).await {
+        match s.name() {
+            Ok(name) => {
+                if let Err(e) = st
+                    .tmux
+                    .send_signal(&d.session_name, unix_signal(name))
+                    .await
+                {
                     tracing::warn!(session = %d.session_name, signal = %s.signal, error = %e, "cannot deliver signal");
                 }
             }
-            None => tracing::warn!(signal = %s.signal, "unknown signal from pamd ignored"),
+            Err(e) => tracing::warn!(error = %e, "unknown signal from pamd ignored"),
         }
         if let Err(e) = records::record_delivered(data, &d.session_name, s.id) {
             tracing::warn!(session = %d.session_name, error = %e, "cannot record a delivered signal");
@@ -360,18 +365,16 @@ fn has_pending_signals(outbox: &Outbox, run: Uuid, attempt: i32) -> bool {
         .unwrap_or(true)
 }
 
-fn parse_signal(s: &str) -> Option<nix::sys::signal::Signal> {
+/// The one place an operator signal becomes a Unix signal.
+fn unix_signal(name: SignalName) -> nix::sys::signal::Signal {
     use nix::sys::signal::Signal as S;
-    Some(
-        match s.trim_start_matches("SIG").to_ascii_uppercase().as_str() {
-            "INT" => S::SIGINT,
-            "TERM" => S::SIGTERM,
-            "KILL" => S::SIGKILL,
-            "HUP" => S::SIGHUP,
-            "QUIT" => S::SIGQUIT,
-            "USR1" => S::SIGUSR1,
-            "USR2" => S::SIGUSR2,
-            _ => return None,
-        },
-    )
+    match name {
+        SignalName::Int => S::SIGINT,
+        SignalName::Term => S::SIGTERM,
+        SignalName::Kill => S::SIGKILL,
+        SignalName::Hup => S::SIGHUP,
+        SignalName::Quit => S::SIGQUIT,
+        SignalName::Usr1 => S::SIGUSR1,
+        SignalName::Usr2 => S::SIGUSR2,
+    }
 }

@@ -13,6 +13,7 @@ pub use lifecycle::{backoff, fail, RunWrites};
 
 use chrono::{DateTime, Utc};
 use pam_manifests::kinds::{self, Kind};
+use pam_manifests::protocol::SignalName;
 use pam_manifests::state::RunStatus;
 use pam_store::prelude::*;
 use pam_store::{Event, Run, StoreResult, Target, WorkItem};
@@ -170,12 +171,12 @@ pub async fn request_stop(tx: &mut dyn Tx, mut run: Run, now: DateTime<Utc>) -> 
 pub async fn journal_signal(
     tx: &mut dyn Tx,
     run: &Run,
-    signal: &str,
+    signal: SignalName,
     now: DateTime<Utc>,
 ) -> StoreResult<Event> {
     tx.append_event(
         topic::RUN_SIGNAL_RECEIVED,
-        payload::run(run, json!({ "signal": signal })),
+        payload::run(run, json!({ "signal": signal.as_str() })),
         now,
     )
     .await

@@ -1,0 +1,331 @@
+//! Positioned YAML loading: text → [`Document`]s, every problem a
+//! [`ManifestError`] naming file, document index, line, column, field path
+//! and what was expected.
+//!
+//! One reader ([`yaml`]) turns YAML events into JSON values; one typing step
+//! ([`typing`]) turns a value into a typed [`Manifest`]. The reader runs
+//! fast first: values only, giving up at the first problem of any kind, so
+//! good input pays no position cost. When it gives up, the file is read
+//! again positioned: the same reader also builds a position tree and
+//! records every problem, and serde's error paths are looked up in that
+//! tree to give the line and column. Errors are therefore always the
+//! positioned read's. A document loaded by the fast read keeps its file's
+//! text; an error about it later (batch rules, apply) reads that file's
+//! positions once, on first need.
+//!
+//! # Guarantees
+//! - Documents that are empty or hold only comments are skipped, but still
+//!   counted: document indexes are those of the file (0-based).
+//! - A document with a `status:` block, or with the server-set metadata
+//!   `uid`, `generation` or `creationTimestamp`, is refused (see
+//!   [`crate::kinds`]); `metadata.resourceVersion` is accepted.
+//! - Every refused document yields at least one error; the result is either
+//!   every document or the errors — never a partial batch.
+//! - The YAML limits of [`crate::limits`] (file and document size, nesting
+//!   depth, alias expansion) hold on every path: a file past one is a
+//!   positioned error, never a stack overflow or an unbounded expansion.
+//!
+//! # Caveats
+//! - serde stops at the first type error inside a document, so one document
+//!   reports at most one typing error (plus the structural checks made
+//!   before typing: kind, apiVersion, status, server-set metadata).
+//! - After a YAML syntax error, or past a YAML limit, the rest of the file
+//!   is not read.
+//! - Merge keys (`<<`) are not expanded; anchors and aliases are.
+
+mod budget;
+mod positions;
+mod scalar;
+mod typing;
+mod yaml;
+
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
+
+use serde_json::Value;
+
+use crate::error::ManifestError;
+use crate::kinds::Manifest;
+pub use positions::{render_path, split_path, Position, Segment};
+use positions::{Locator, Pos};
+
+/// One manifest read from a file, with the positions of its fields.
+#[derive(Debug, Clone)]
+pub struct Document {
+    /// The file label given to the loader.
+    pub file: String,
+    /// 0-based index of the document in its file.
+    pub index: usize,
+    /// The typed object (never with a `status` when it came from the
+    /// loader).
+    pub manifest: Manifest,
+    root: Positions,
+}
+
+/// Where a document's positions come from.
+#[derive(Debug, Clone)]
+enum Positions {
+    /// Not from YAML text: errors carry no line or column.
+    None,
+    /// The position tree, built while loading.
+    Tree(Pos),
+    /// Loaded by the fast read: the file is read again, with positions,
+    /// the first time an error about one of its documents needs them.
+    Lazy(Arc<Source>),
+}
+
+/// A file loaded by the fast read, kept for positioning later errors.
+struct Source {
+    file: String,
+    text: String,
+    roots: OnceLock<HashMap<usize, Pos>>,
+}
+
+impl Source {
+    fn root(&self, index: usize) -> Option<&Pos> {
+        self.roots
+            .get_or_init(|| {
+                yaml::read_positioned(&self.file, &self.text)
+                    .docs
+                    .into_iter()
+                    .map(|d| (d.index, d.positions))
+                    .collect()
+            })
+            .get(&index)
+    }
+}
+
+impl std::fmt::Debug for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Source")
+            .field("file", &self.file)
+            .field("bytes", &self.text.len())
+            .field("positioned", &self.roots.get().is_some())
+            .finish()
+    }
+}
+
+impl Document {
+    /// A document that did not come from YAML text (errors about it carry
+    /// no line or column).
+    pub fn from_manifest(file: &str, index: usize, manifest: Manifest) -> Document {
+        Document {
+            file: file.to_string(),
+            index,
+            manifest,
+            root: Positions::None,
+        }
+    }
+
+    /// Where a field is (see [`ManifestError`] for what position a path
+    /// names); unknown positions are `0:0`.
+    pub fn locate(&self, path: &str) -> Position {
+        self.locator().locate(&split_path(path), false)
+    }
+
+    fn locator(&self) -> Locator<'_> {
+        Locator {
+            file: &self.file,
+            index: self.index,
+            root: match &self.root {
+                Positions::None => None,
+                Positions::Tree(pos) => Some(pos),
+                Positions::Lazy(source) => source.root(self.index),
+            },
+        }
+    }
+
+    /// An error about the field at `path` (`spec.parent`) of this document.
+    pub fn error_at(&self, path: &str, message: impl Into<String>) -> ManifestError {
+        self.locator().error_at(path, message)
+    }
+
+    /// Like [`Document::error_at`], for paths whose keys contain dots.
+    pub fn error_at_segments(&self, path: &[Segment], message: impl Into<String>) -> ManifestError {
+        self.locator().error_at_segments(path, message)
+    }
+}
+
+/// Parses every YAML document of `text` into JSON values, skipping empty
+/// documents; returns `(document index, value)` pairs. For callers that
+/// need the raw objects (diffs, schema checks).
+pub fn parse_values(
+    file_label: &str,
+    text: &str,
+) -> Result<Vec<(usize, Value)>, Vec<ManifestError>> {
+    if let Some(values) = yaml::read_fast(text) {
+        return Ok(values);
+    }
+    let read = yaml::read_positioned(file_label, text);
+    let mut errors = read.errors;
+    let mut out = Vec::new();
+    for doc in read.docs {
+        errors.extend(doc.problems);
+        out.push((doc.index, doc.value));
+    }
+    if errors.is_empty() {
+        Ok(out)
+    } else {
+        Err(errors)
+    }
+}
+
+/// Parses a (multi-document) YAML file into typed manifests.
+///
+/// `file_label` is only used in errors. Empty and comment-only documents
+/// are skipped. Either every document parses and is well-formed on its own,
+/// or every error found is returned; cross-document rules are
+/// [`crate::validate::validate_batch`]'s.
+pub fn parse_documents(file_label: &str, text: &str) -> Result<Vec<Document>, Vec<ManifestError>> {
+    match parse_documents_fast(file_label, text) {
+        Some(docs) => Ok(docs),
+        None => parse_documents_positioned(file_label, text),
+    }
+}
+
+/// The fast read, then typing, with no positions. `None` at the first
+/// problem of any kind — the caller then loads the file again with
+/// positions, which finds and words every error (so errors are exactly
+/// those of the positioned load). Documents keep the text: positions for
+/// later errors (batch rules) are read once per file, on first need.
+fn parse_documents_fast(file_label: &str, text: &str) -> Option<Vec<Document>> {
+    let values = yaml::read_fast(text)?;
+    let source = Arc::new(Source {
+        file: file_label.to_string(),
+        text: text.to_string(),
+        roots: OnceLock::new(),
+    });
+    let mut docs = Vec::with_capacity(values.len());
+    for (index, value) in values {
+        let locator = Locator {
+            file: file_label,
+            index,
+            root: None,
+        };
+        let mut doc = Document {
+            file: file_label.to_string(),
+            index,
+            manifest: typing::type_document(&locator, value).ok()?,
+            root: Positions::None,
+        };
+        // Checked before the positions are attached: a problem here means
+        // the positioned load, not a lazy read of positions first.
+        if !typing::check_document(&doc).is_empty() {
+            return None;
+        }
+        doc.root = Positions::Lazy(source.clone());
+        docs.push(doc);
+    }
+    Some(docs)
+}
+
+/// The positioned load: every error, named and positioned.
+fn parse_documents_positioned(
+    file_label: &str,
+    text: &str,
+) -> Result<Vec<Document>, Vec<ManifestError>> {
+    let read = yaml::read_positioned(file_label, text);
+    let mut errors = read.errors;
+    let mut docs = Vec::new();
+    for tree in read.docs {
+        if !tree.problems.is_empty() {
+            errors.extend(tree.problems);
+            continue;
+        }
+        let locator = Locator {
+            file: file_label,
+            index: tree.index,
+            root: Some(&tree.positions),
+        };
+        match typing::type_document(&locator, tree.value) {
+            Ok(manifest) => {
+                let doc = Document {
+                    file: file_label.to_string(),
+                    index: tree.index,
+                    manifest,
+                    root: Positions::Tree(tree.positions),
+                };
+                let problems = typing::check_document(&doc);
+                if problems.is_empty() {
+                    docs.push(doc);
+                } else {
+                    errors.extend(problems);
+                }
+            }
+            Err(e) => errors.extend(e),
+        }
+    }
+    if errors.is_empty() {
+        Ok(docs)
+    } else {
+        Err(errors)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn anchors_expand_and_yaml_1_1_booleans_stay_strings() {
+        let text = "apiVersion: pam.dev/v1\nkind: Host\nmetadata:\n  name: h1\n  labels: &l {enabled: yes}\nspec:\n  platform: linux\n  labels: *l\n";
+        let docs = parse_documents("h.yaml", text).unwrap();
+        let Manifest::Host(h) = &docs[0].manifest else {
+            panic!("not a host")
+        };
+        assert_eq!(h.spec.labels, h.metadata.labels);
+        assert_eq!(h.spec.labels.values().next().unwrap().as_str(), "yes");
+        assert_eq!(
+            docs[0].locate("spec.platform"),
+            Position {
+                line: 7,
+                column: 13
+            }
+        );
+    }
+
+    #[test]
+    fn fast_and_positioned_loaders_agree() {
+        let text = "# c\n---\napiVersion: pam.dev/v1\nkind: Project\nmetadata: {name: web}\nspec: {displayName: \"Web\"}\n---\n---\napiVersion: pam.dev/v1\nkind: Task\nmetadata:\n  name: a\n  project: web\n  labels: &l {tier: '1'}\nspec:\n  title: A\n  sortOrder: 3\n  parent: b\n";
+        let fast = parse_documents_fast("f.yaml", text).expect("fast path");
+        let slow = parse_documents_positioned("f.yaml", text).unwrap();
+        assert_eq!(fast.len(), 2);
+        for (f, s) in fast.iter().zip(&slow) {
+            assert!(matches!(f.root, Positions::Lazy(_)));
+            assert_eq!((f.index, &f.manifest), (s.index, &s.manifest));
+            for path in [
+                "",
+                "kind",
+                "metadata.name",
+                "metadata.labels.tier",
+                "spec.parent",
+                "spec.nope",
+            ] {
+                assert_eq!(f.locate(path), s.locate(path), "{path}");
+            }
+            assert_eq!(
+                f.error_at("spec.parent", "m").to_string(),
+                s.error_at("spec.parent", "m").to_string()
+            );
+        }
+        // Any problem: the fast path gives up (and the positioned loader words it).
+        for bad in [
+            "kind: Project\nkind: Task\n",
+            "apiVersion: pam.dev/v1\nkind: Project\nmetadata: {name: web}\nspec: {}\nstatus: {}\n",
+            "apiVersion: pam.dev/v1\nkind: Nope\n",
+            "a: [1, 2\n",
+            "? [a]\n: b\n",
+            "a: *nope\n",
+        ] {
+            assert!(parse_documents_fast("f.yaml", bad).is_none(), "{bad}");
+            assert!(parse_documents("f.yaml", bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn paths_split_and_render() {
+        let p = split_path("spec.command[2].x");
+        assert_eq!(render_path(&p), "spec.command[2].x");
+        assert_eq!(p[2], Segment::Index(2));
+    }
+}

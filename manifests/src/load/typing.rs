@@ -1,0 +1,195 @@
+//! JSON value → typed [`Manifest`]: the one typing step of both reads.
+//!
+//! [`type_document`] makes the structural checks (a mapping; no `status`;
+//! no server-set metadata; a known `kind`), then deserializes the kind's
+//! type; serde's error path is turned into a positioned error through the
+//! document's [`Locator`]. [`check_document`] adds the per-document rules
+//! typing cannot express.
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use super::positions::{Locator, Segment};
+use super::Document;
+use crate::error::ManifestError;
+use crate::kinds::{Kind, Manifest, Provider, SERVER_SET_METADATA};
+
+const KINDS_EXPECTED: &str = "one of `Project`, `Task`, `Run`, `Host`";
+
+/// Structural checks, then typing of one document. Every problem found is
+/// returned; serde stops at the first type error, so there is at most one of
+/// those.
+pub(super) fn type_document(
+    doc: &Locator<'_>,
+    mut value: Value,
+) -> Result<Manifest, Vec<ManifestError>> {
+    let Some(top) = value.as_object_mut() else {
+        return Err(vec![doc.error_at(
+            "",
+            "expected a mapping with apiVersion, kind, metadata and spec",
+        )]);
+    };
+    let mut errors = Vec::new();
+    if top.contains_key("status") {
+        errors.push(doc.error_at(
+            "status",
+            "status is observed state, set by the controller; expected no status in a manifest (remove the block)",
+        ));
+        top.remove("status");
+    }
+    if let Some(meta) = top.get_mut("metadata").and_then(Value::as_object_mut) {
+        for field in SERVER_SET_METADATA {
+            if meta.remove(field).is_some() {
+                errors.push(doc.error_at(
+                    &format!("metadata.{field}"),
+                    "set by the server; expected it absent in a manifest (only resourceVersion may be given)",
+                ));
+            }
+        }
+    }
+    let kind = match top.get("kind") {
+        None => {
+            errors.push(doc.error_at(
+                "kind",
+                format!("missing required field, expected {KINDS_EXPECTED}"),
+            ));
+            return Err(errors);
+        }
+        Some(Value::String(s)) => match Kind::parse(s) {
+            Some(k) => k,
+            None => {
+                errors.push(doc.error_at(
+                    "kind",
+                    format!("unknown kind {s:?}, expected {KINDS_EXPECTED}"),
+                ));
+                return Err(errors);
+            }
+        },
+        Some(other) => {
+            errors.push(doc.error_at(
+                "kind",
+                format!(
+                    "invalid type: {}, expected {KINDS_EXPECTED}",
+                    describe(other)
+                ),
+            ));
+            return Err(errors);
+        }
+    };
+    let typed = match kind {
+        Kind::Project => typed(doc, value).map(Manifest::Project),
+        Kind::Task => typed(doc, value).map(Manifest::Task),
+        Kind::Run => typed(doc, value).map(Manifest::Run),
+        Kind::Host => typed(doc, value).map(Manifest::Host),
+    };
+    match typed {
+        Ok(m) if errors.is_empty() => Ok(m),
+        Ok(_) => Err(errors),
+        Err(e) => {
+            errors.push(e);
+            Err(errors)
+        }
+    }
+}
+
+fn describe(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "sequence",
+        Value::Object(_) => "mapping",
+    }
+}
+
+/// Deserializes a kind's type; an error names the field path serde was at.
+///
+/// With no positions to look a path up in (the fast load, which only needs
+/// to know that typing failed: it then loads the file again positioned),
+/// the path is not tracked: tracking it costs a sixth of a load.
+fn typed<T: DeserializeOwned>(doc: &Locator<'_>, value: Value) -> Result<T, ManifestError> {
+    if doc.root.is_none() {
+        return serde_json::from_value(value).map_err(|e| doc.error_at("", e.to_string()));
+    }
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let mut path: Vec<Segment> = e
+            .path()
+            .iter()
+            .filter_map(|seg| match seg {
+                serde_path_to_error::Segment::Seq { index } => Some(Segment::Index(*index)),
+                serde_path_to_error::Segment::Map { key } => Some(Segment::Key(key.clone())),
+                serde_path_to_error::Segment::Enum { variant } => {
+                    Some(Segment::Key(variant.clone()))
+                }
+                serde_path_to_error::Segment::Unknown => None,
+            })
+            .collect();
+        let message = e.inner().to_string();
+        let mut on_key = message.starts_with("invalid label key");
+        let message = if let Some(field) = backticked(&message, "missing field `") {
+            path.push(Segment::Key(field.to_string()));
+            "missing required field, expected a value".to_string()
+        } else if let Some(field) = backticked(&message, "unknown field `") {
+            // The unknown key may already be the last path segment.
+            if path.last() != Some(&Segment::Key(field.to_string())) {
+                path.push(Segment::Key(field.to_string()));
+            }
+            on_key = true;
+            let rest = message.split_once("`, ").map_or("", |(_, r)| r);
+            match rest {
+                "there are no fields" => "unknown field, expected no fields here".to_string(),
+                rest => format!("unknown field, {rest}"),
+            }
+        } else {
+            message
+        };
+        if on_key {
+            doc.error_at_key(&path, message)
+        } else {
+            doc.error_at_segments(&path, message)
+        }
+    })
+}
+
+/// The text between `prefix` and the next backtick.
+fn backticked<'a>(message: &'a str, prefix: &str) -> Option<&'a str> {
+    let rest = message.strip_prefix(prefix)?;
+    rest.split_once('`').map(|(field, _)| field)
+}
+
+/// Per-document rules that typing cannot express.
+pub(super) fn check_document(doc: &Document) -> Vec<ManifestError> {
+    let mut errors = Vec::new();
+    if let Manifest::Run(run) = &doc.manifest {
+        let spec = &run.spec;
+        match (&spec.command, spec.provider) {
+            (None, Provider::Exec) => errors.push(doc.error_at(
+                "spec.command",
+                "missing required field for provider exec, expected the argv to run (a non-empty list)",
+            )),
+            (Some(argv), Provider::Exec) if argv.is_empty() || argv[0].is_empty() => {
+                errors.push(doc.error_at(
+                    "spec.command",
+                    "empty command, expected the argv to run (a non-empty list whose first item is the program)",
+                ))
+            }
+            (Some(_), p) if p != Provider::Exec => errors.push(doc.error_at(
+                "spec.command",
+                format!("command is only for provider exec, expected no command for provider {p} (its command line is the worker's)"),
+            )),
+            _ => {}
+        }
+        let policy = &spec.restart_policy;
+        if policy.backoff_max_seconds < policy.backoff_seconds {
+            errors.push(doc.error_at(
+                "spec.restartPolicy.backoffMaxSeconds",
+                format!(
+                    "{} is below backoffSeconds, expected at least {}",
+                    policy.backoff_max_seconds, policy.backoff_seconds
+                ),
+            ));
+        }
+    }
+    errors
+}
