@@ -6,6 +6,24 @@ use pam_controller::clock::SystemClock;
 use pam_controller::config::{Cli, Config};
 use std::sync::Arc;
 
+/// jemalloc, not the system allocator: glibc keeps what requests freed in
+/// its per-thread arenas (after issue 13's load: 185 MB held, 4 MB in
+/// use) and returns it only from the top of a heap; jemalloc's background
+/// thread purges freed pages after its decay time (10 s) even while pamd
+/// is idle (docs/benchmarks.md, "pamd's memory").
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+/// jemalloc reads its options from this symbol at start. Without
+/// `background_thread` it purges only while allocating, so an idle pamd
+/// would keep the pages of its last big request. The lint is about
+/// `export_name` (a symbol clash would be undefined behaviour): this name
+/// belongs to the jemalloc that tikv-jemalloc-sys links in, with its
+/// `_rjem_` prefix, and to nothing else.
+#[allow(unsafe_code)]
+#[export_name = "_rjem_malloc_conf"]
+static MALLOC_CONF: &[u8; 23] = b"background_thread:true\0";
+
 #[tokio::main]
 async fn main() {
     let cli = Cli::parse();

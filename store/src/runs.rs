@@ -161,6 +161,10 @@ pub trait RunTx: Send {
     ) -> StoreResult<Option<Run>>;
     /// Runs matching the filter, ordered by created_at, then id.
     async fn list_runs(&mut self, f: &RunFilter) -> StoreResult<Vec<Run>>;
+    /// The runs of `project_id` whose names are in `names`, ordered by
+    /// created_at, then id; names that are not stored are left out (apply
+    /// reads the runs its batch names, not the project's).
+    async fn runs_named(&mut self, project_id: Uuid, names: &[String]) -> StoreResult<Vec<Run>>;
     /// Writes the operator-owned fields (target, restart policy,
     /// dispatch_timeout_seconds, stop_requested, meta except
     /// resource_version) where `resource_version = expected_rv`, bumping it.

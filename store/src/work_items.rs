@@ -57,6 +57,22 @@ pub trait WorkItemTx: Send {
     ) -> StoreResult<Option<WorkItem>>;
     /// A project's items ordered by path, then sort_order.
     async fn list_work_items(&mut self, project_id: Uuid) -> StoreResult<Vec<WorkItem>>;
+    /// The items of `project_id` whose names are in `names`, together with
+    /// every ancestor of each (by live parent links), each once, ordered
+    /// like [`WorkItemTx::list_work_items`]. Names that are not stored are
+    /// left out. The result is closed under "parent of": apply validates
+    /// parent chains (OQ-6, same project) from it without reading the
+    /// whole project, so its cost follows the batch, not the project.
+    async fn work_items_with_ancestors(
+        &mut self,
+        project_id: Uuid,
+        names: &[String],
+    ) -> StoreResult<Vec<WorkItem>>;
+    /// The items whose names are in `names`, in every project, ordered by
+    /// name, then project_id. Apply reads it only on the way to an error,
+    /// to name the project a parent or task that is missing from its own
+    /// project lives in.
+    async fn work_items_named(&mut self, names: &[String]) -> StoreResult<Vec<WorkItem>>;
     /// The item and its descendants, by path prefix
     /// (`path = $p OR path LIKE $p || '/%'`, within the item's project:
     /// short ids are not identities), ordered by path (byte order),

@@ -1,7 +1,20 @@
-//! What validation needs of the stored state: the projects a batch names,
-//! their tasks and runs.
+//! What validation and the writer need of the stored state — only what the
+//! batch can touch, so that an apply's cost follows the batch, not the
+//! size of its projects (issue 13): the projects it names; in each, the
+//! tasks it names (its Tasks, their parents, its Runs' tasks) with their
+//! stored ancestors; the runs it names.
+//!
+//! # Why that is enough
+//! `validate_batch` asks the stored state about: projects a document
+//! names; whether a Task or Run of the batch is stored (is it new?); the
+//! type of a Run's task; and parent links, walking up from a Task's parent
+//! (OQ-6: no cycle after the batch). On that walk each step is either a
+//! task of the batch (its next step is a parent the batch names) or a
+//! stored task reached from a named one by stored links, i.e. one of the
+//! named tasks' ancestors. A reference that resolves nowhere in its own
+//! project is looked up by name in every project, to word the error.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use pam_manifests::kinds::Manifest;
 use pam_manifests::load::Document;
@@ -9,26 +22,56 @@ use pam_manifests::names::Name;
 use pam_manifests::state::ProjectStatus;
 use pam_manifests::validate::{InMemoryState, StoredProject, StoredTask};
 use pam_store::prelude::*;
-use pam_store::{RunFilter, StoreError, WorkItem};
+use pam_store::{StoreError, WorkItem};
 use uuid::Uuid;
 
-/// What validation needs of the stored state: the projects the batch
-/// names, their tasks and runs.
+/// The stored state a batch can touch.
+pub(super) struct Existing {
+    /// For `validate_batch`.
+    pub(super) state: InMemoryState,
+    /// The stored work items the batch names and their ancestors, by
+    /// project id and name: the writer's rows (a name the batch uses that
+    /// is not here is not stored).
+    pub(super) items: HashMap<Uuid, HashMap<String, WorkItem>>,
+}
+
+/// What one project's documents name.
+#[derive(Default)]
+struct Named {
+    /// Tasks, their parents, Runs' tasks.
+    tasks: BTreeSet<String>,
+    runs: BTreeSet<String>,
+}
+
+/// Reads the stored state the batch can touch (module doc).
 pub(super) async fn load_existing(
     tx: &mut dyn Tx,
     docs: &[Document],
-) -> Result<InMemoryState, StoreError> {
-    let mut names: Vec<Name> = docs
-        .iter()
-        .filter_map(|d| match &d.manifest {
-            Manifest::Project(p) => Some(p.metadata.name.clone()),
-            m => m.project().cloned(),
-        })
-        .collect();
-    names.sort();
-    names.dedup();
+) -> Result<Existing, StoreError> {
+    let mut named: HashMap<Name, Named> = HashMap::new();
+    for d in docs {
+        match &d.manifest {
+            Manifest::Project(p) => {
+                named.entry(p.metadata.name.clone()).or_default();
+            }
+            Manifest::Task(t) => {
+                let n = named.entry(t.metadata.project.clone()).or_default();
+                n.tasks.insert(t.metadata.name.to_string());
+                n.tasks.extend(t.spec.parent.as_ref().map(|p| p.to_string()));
+            }
+            Manifest::Run(r) => {
+                let n = named.entry(r.metadata.project.clone()).or_default();
+                n.runs.insert(r.metadata.name.to_string());
+                n.tasks.insert(r.spec.task.to_string());
+            }
+            Manifest::Host(_) => {}
+        }
+    }
+    let mut projects: Vec<(Name, Named)> = named.into_iter().collect();
+    projects.sort_by(|a, b| a.0.cmp(&b.0));
     let mut st = InMemoryState::default();
-    for name in names {
+    let mut items = HashMap::new();
+    for (name, named) in projects {
         let Some(p) = tx.get_project_by_slug(name.as_str()).await? else {
             continue;
         };
@@ -38,13 +81,16 @@ pub(super) async fn load_existing(
                 archived: p.status == ProjectStatus::Archived,
             },
         );
-        let items = tx.list_work_items(p.id).await?;
-        let by_id: HashMap<Uuid, &WorkItem> = items.iter().map(|w| (w.id, w)).collect();
-        for w in &items {
+        let task_names: Vec<String> = named.tasks.into_iter().collect();
+        let chains = tx.work_items_with_ancestors(p.id, &task_names).await?;
+        let name_of: HashMap<Uuid, &str> = chains.iter().map(|w| (w.id, w.name.as_str())).collect();
+        for w in &chains {
+            // The result holds every ancestor of its items: a parent is
+            // always found (the store's contract, in its conformance suite).
             let parent = w
                 .parent_id
-                .and_then(|id| by_id.get(&id))
-                .and_then(|p| Name::parse(&p.name).ok());
+                .and_then(|id| name_of.get(&id))
+                .and_then(|n| Name::parse(n).ok());
             if let Ok(n) = Name::parse(&w.name) {
                 st.tasks.insert(
                     (name.clone(), n),
@@ -55,27 +101,26 @@ pub(super) async fn load_existing(
                 );
             }
         }
-        for r in tx
-            .list_runs(&RunFilter {
-                project_id: Some(p.id),
-                ..Default::default()
-            })
-            .await?
-        {
+        let run_names: Vec<String> = named.runs.into_iter().collect();
+        for r in tx.runs_named(p.id, &run_names).await? {
             if let Ok(n) = Name::parse(&r.name) {
                 st.runs.insert((name.clone(), n));
             }
         }
+        items.insert(
+            p.id,
+            chains.into_iter().map(|w| (w.name.clone(), w)).collect(),
+        );
     }
     other_projects_tasks(tx, docs, &mut st).await?;
-    Ok(st)
+    Ok(Existing { state: st, items })
 }
 
 /// A parent (or a Run's task) found neither in its project (batch or
-/// stored) may be stored in a project the batch does not name: those
-/// tasks are added to `st` so that the error names that project (parents
-/// and tasks must be in the same project). Only read when a reference does
-/// not resolve, i.e. on the way to an error.
+/// stored) may be stored in another project: those tasks are added to
+/// `st` so that the error names that project (parents and tasks must be
+/// in the same project). Only read when a reference does not resolve,
+/// i.e. on the way to an error.
 async fn other_projects_tasks(
     tx: &mut dyn Tx,
     docs: &[Document],
@@ -88,7 +133,7 @@ async fn other_projects_tasks(
             _ => None,
         })
         .collect();
-    let mut missing: Vec<&Name> = docs
+    let missing: BTreeSet<String> = docs
         .iter()
         .filter_map(|d| match &d.manifest {
             Manifest::Task(t) => t.spec.parent.as_ref().map(|p| (&t.metadata.project, p)),
@@ -99,31 +144,36 @@ async fn other_projects_tasks(
             !in_batch.contains(&(project, task))
                 && !st.tasks.contains_key(&(project.clone(), task.clone()))
         })
-        .map(|(_, task)| task)
+        .map(|(_, task)| task.to_string())
         .collect();
     if missing.is_empty() {
         return Ok(());
     }
-    missing.sort();
-    missing.dedup();
-    for p in tx.list_projects().await? {
-        let Ok(project) = Name::parse(&p.slug) else {
+    let found = tx
+        .work_items_named(&missing.into_iter().collect::<Vec<_>>())
+        .await?;
+    if found.is_empty() {
+        return Ok(());
+    }
+    let slugs: HashMap<Uuid, String> = tx
+        .list_projects()
+        .await?
+        .into_iter()
+        .map(|p| (p.id, p.slug))
+        .collect();
+    for w in found {
+        let (Some(Ok(project)), Ok(task)) = (
+            slugs.get(&w.project_id).map(|s| Name::parse(s)),
+            Name::parse(&w.name),
+        ) else {
             continue;
         };
-        if st.projects.contains_key(&project) {
-            continue;
-        }
-        for &task in &missing {
-            if let Some(w) = tx.get_work_item_by_name(p.id, task.as_str()).await? {
-                st.tasks.insert(
-                    (project.clone(), task.clone()),
-                    StoredTask {
-                        kind: w.kind,
-                        parent: None,
-                    },
-                );
-            }
-        }
+        // Never over a task read above (with its parent): those are the
+        // ones validation walks.
+        st.tasks.entry((project, task)).or_insert(StoredTask {
+            kind: w.kind,
+            parent: None,
+        });
     }
     Ok(())
 }

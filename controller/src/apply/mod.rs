@@ -117,12 +117,18 @@ pub async fn apply(ctx: &Ctx, req: &ApplyRequest) -> Result<Vec<ApplyResult>, Ap
     }
     let now = ctx.now();
     let mut tx = ctx.store.begin().await?;
+    // Only what the batch can touch, never whole projects (issue 13).
     let existing = existing::load_existing(tx.as_mut(), &docs).await?;
-    let errors = validate::validate_batch(&docs, &existing);
+    let errors = validate::validate_batch(&docs, &existing.state);
     if !errors.is_empty() {
         return Err(ApplyError::Invalid(errors));
     }
-    let mut w = Writer::new(tx.as_mut(), now, ctx.thresholds.offline_after);
+    let mut w = Writer::new(
+        tx.as_mut(),
+        now,
+        ctx.thresholds.offline_after,
+        existing.items,
+    );
     for kind in [Kind::Project, Kind::Host, Kind::Task, Kind::Run] {
         let of_kind: Vec<&Document> = docs.iter().filter(|d| d.manifest.kind() == kind).collect();
         let ordered = if kind == Kind::Task {

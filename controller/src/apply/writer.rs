@@ -1,7 +1,8 @@
 //! Writes a validated batch, object by object, through the rules: apply
 //! decides *which* object changes (create, update, unchanged) and keeps
-//! the batch cheap (one read of a project's items, new items written in
-//! bulk); the rules decide *how* (gate, generation, conditions, events).
+//! the batch cheap (the stored items it names read once, before
+//! validation; new items written in bulk); the rules decide *how* (gate,
+//! generation, conditions, events).
 
 use std::collections::HashMap;
 
@@ -30,8 +31,11 @@ pub(super) struct Writer<'t> {
     pub(super) results: Vec<ApplyResult>,
     /// Project slug → id, for tasks and runs.
     projects: HashMap<String, (Uuid, ProjectStatus)>,
-    /// Work items by project id and name: loaded with one query per
-    /// project instead of lookups per document, kept current by the writer.
+    /// Work items by project id and name: every stored item the batch
+    /// names (its tasks, their parents, its runs' tasks) with their
+    /// ancestors, read once for validation ([`super::existing`]) — a name
+    /// of the batch that is not here is not stored — and kept current by
+    /// the writer. Never the whole project (issue 13).
     items: HashMap<Uuid, HashMap<String, WorkItem>>,
     /// New work items not written yet (parents first), and their project
     /// slugs: [`Writer::flush_new_items`] writes them with one bulk insert
@@ -79,6 +83,7 @@ impl<'t> Writer<'t> {
         tx: &'t mut dyn Tx,
         now: DateTime<Utc>,
         offline_after: std::time::Duration,
+        items: HashMap<Uuid, HashMap<String, WorkItem>>,
     ) -> Writer<'t> {
         Writer {
             tx,
@@ -86,7 +91,7 @@ impl<'t> Writer<'t> {
             errors: Vec::new(),
             results: Vec::new(),
             projects: HashMap::new(),
-            items: HashMap::new(),
+            items,
             new_items: Vec::new(),
             new_item_projects: Vec::new(),
             new_names: HashMap::new(),
@@ -146,19 +151,10 @@ impl<'t> Writer<'t> {
         Ok((p.id, p.status))
     }
 
-    /// The project's work items by name (loaded on first use).
-    async fn items_of(
-        &mut self,
-        project_id: Uuid,
-    ) -> Result<&mut HashMap<String, WorkItem>, ApplyError> {
-        if !self.items.contains_key(&project_id) {
-            let all = self.tx.list_work_items(project_id).await?;
-            self.items.insert(
-                project_id,
-                all.into_iter().map(|w| (w.name.clone(), w)).collect(),
-            );
-        }
-        Ok(self.items.get_mut(&project_id).expect("loaded above"))
+    /// The stored items of the project that the batch names, by name
+    /// (none for a project this batch creates).
+    fn items_of(&mut self, project_id: Uuid) -> &mut HashMap<String, WorkItem> {
+        self.items.entry(project_id).or_default()
     }
 
     /// Writes the pending new work items and their `work_item.created`
@@ -172,9 +168,7 @@ impl<'t> Writer<'t> {
         self.new_names.clear();
         let rows = work_items::create_many(self.tx, items, &slugs, self.now).await?;
         for w in rows {
-            if let Some(m) = self.items.get_mut(&w.project_id) {
-                m.insert(w.name.clone(), w);
-            }
+            self.items_of(w.project_id).insert(w.name.clone(), w);
         }
         Ok(())
     }
@@ -247,7 +241,7 @@ impl<'t> Writer<'t> {
             self.flush_new_items().await?;
         }
         let new_names = std::mem::take(&mut self.new_names);
-        let items = self.items_of(project_id).await?;
+        let items = self.items_of(project_id);
         let parent_id = match &t.spec.parent {
             None => None,
             Some(p) => Some(
@@ -290,9 +284,7 @@ impl<'t> Writer<'t> {
         match work_items::update(self.tx, row, desired, &project_slug, now).await {
             Ok((row, change)) => {
                 let generation = row.meta.generation;
-                if let Some(m) = self.items.get_mut(&project_id) {
-                    m.insert(row.name.clone(), row);
-                }
+                self.items_of(project_id).insert(row.name.clone(), row);
                 self.result(&d.manifest, action(change), Some(generation));
                 Ok(())
             }
@@ -313,7 +305,6 @@ impl<'t> Writer<'t> {
                 // Validation checked the task exists and may carry runs.
                 let task = self
                     .items_of(project_id)
-                    .await?
                     .get(r.spec.task.as_str())
                     .cloned()
                     .ok_or_else(|| StoreError::NotFound(format!("task {}", r.spec.task)))?;

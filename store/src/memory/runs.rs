@@ -69,6 +69,17 @@ impl RunTx for MemTx {
         Ok(sorted_runs(runs, |r| (r.created_at, r.id)))
     }
 
+    async fn runs_named(&mut self, project_id: Uuid, names: &[String]) -> StoreResult<Vec<Run>> {
+        let runs = self
+            .work
+            .runs
+            .values()
+            .filter(|r| r.project_id == project_id && names.contains(&r.name))
+            .cloned()
+            .collect();
+        Ok(sorted_runs(runs, |r| (r.created_at, r.id)))
+    }
+
     async fn update_run_spec(&mut self, r: &Run, expected_rv: i64) -> StoreResult<Run> {
         let cur = self
             .work

@@ -67,6 +67,39 @@ impl WorkItemTx for MemTx {
         Ok(self.work.work_items_sorted(items))
     }
 
+    async fn work_items_with_ancestors(
+        &mut self,
+        project_id: Uuid,
+        names: &[String],
+    ) -> StoreResult<Vec<WorkItem>> {
+        let s = &self.work;
+        let mut found: HashMap<Uuid, &WorkItem> = HashMap::new();
+        let mut up: Vec<&WorkItem> = s
+            .work_items
+            .values()
+            .filter(|w| w.project_id == project_id && names.contains(&w.name))
+            .collect();
+        while let Some(w) = up.pop() {
+            if found.insert(w.id, w).is_none() {
+                up.extend(w.parent_id.and_then(|p| s.work_items.get(&p)));
+            }
+        }
+        let items = found.into_values().cloned().collect();
+        Ok(s.work_items_sorted(items))
+    }
+
+    async fn work_items_named(&mut self, names: &[String]) -> StoreResult<Vec<WorkItem>> {
+        let mut items: Vec<WorkItem> = self
+            .work
+            .work_items
+            .values()
+            .filter(|w| names.contains(&w.name))
+            .cloned()
+            .collect();
+        items.sort_by(|a, b| (&a.name, a.project_id).cmp(&(&b.name, b.project_id)));
+        Ok(items)
+    }
+
     async fn subtree(&mut self, id: Uuid) -> StoreResult<Vec<WorkItem>> {
         let root = self
             .work

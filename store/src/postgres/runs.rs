@@ -120,6 +120,24 @@ impl RunTx for PgTx {
         all(rows, run_from_row)
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(names = names.len()))]
+    async fn runs_named(&mut self, project_id: Uuid, names: &[String]) -> StoreResult<Vec<Run>> {
+        if names.is_empty() {
+            return Ok(Vec::new());
+        }
+        let sql = format!(
+            "SELECT {} FROM runs WHERE project_id = $1 AND name = ANY($2) ORDER BY created_at, id",
+            run_cols()
+        );
+        let rows = sqlx::query(&sql)
+            .bind(project_id)
+            .bind(names)
+            .fetch_all(self.conn())
+            .await
+            .map_err(db_err)?;
+        all(rows, run_from_row)
+    }
+
     #[tracing::instrument(level = "debug", skip_all)]
     async fn update_run_spec(&mut self, r: &Run, expected_rv: i64) -> StoreResult<Run> {
         let sql = format!(

@@ -172,6 +172,63 @@ impl WorkItemTx for PgTx {
         all(rows, work_item_from_row)
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(names = names.len()))]
+    async fn work_items_with_ancestors(
+        &mut self,
+        project_id: Uuid,
+        names: &[String],
+    ) -> StoreResult<Vec<WorkItem>> {
+        if names.is_empty() {
+            return Ok(Vec::new());
+        }
+        // The walk goes up parent_id (one primary-key lookup per step) on
+        // (id, parent_id) pairs only, so UNION drops shared ancestors
+        // cheaply; the rows are read once at the end. Parents are in the
+        // item's project (insert and reparent refuse others).
+        let sql = format!(
+            "WITH RECURSIVE chain (id, parent_id) AS ( \
+                 SELECT id, parent_id FROM work_items WHERE project_id = $1 AND name = ANY($2) \
+                 UNION \
+                 SELECT w.id, w.parent_id FROM work_items w INNER JOIN chain c ON w.id = c.parent_id \
+             ) SELECT {} FROM work_items WHERE id IN (SELECT id FROM chain) \
+             ORDER BY path COLLATE \"C\", sort_order, id",
+            work_item_cols()
+        );
+        let rows = sqlx::query(&sql)
+            .bind(project_id)
+            .bind(names)
+            .fetch_all(self.conn())
+            .await
+            .map_err(db_err)?;
+        all(rows, work_item_from_row)
+    }
+
+    #[tracing::instrument(level = "debug", skip_all, fields(names = names.len()))]
+    async fn work_items_named(&mut self, names: &[String]) -> StoreResult<Vec<WorkItem>> {
+        if names.is_empty() {
+            return Ok(Vec::new());
+        }
+        // One (project_id, name) index lookup per project, where `name =
+        // ANY` alone scans every item (no index leads with name). The
+        // LIMIT (a project holds each name once, so it cuts nothing) keeps
+        // the planner from flattening the lateral into a hash join over a
+        // scan of work_items.
+        let sql = format!(
+            "SELECT {} FROM projects p CROSS JOIN LATERAL ( \
+                 SELECT * FROM work_items x WHERE x.project_id = p.id AND x.name = ANY($1) \
+                 LIMIT $2 \
+             ) w ORDER BY w.name COLLATE \"C\", w.project_id",
+            qualified("w", &work_item_cols())
+        );
+        let rows = sqlx::query(&sql)
+            .bind(names)
+            .bind(names.len() as i64)
+            .fetch_all(self.conn())
+            .await
+            .map_err(db_err)?;
+        all(rows, work_item_from_row)
+    }
+
     #[tracing::instrument(level = "debug", skip_all)]
     async fn subtree(&mut self, id: Uuid) -> StoreResult<Vec<WorkItem>> {
         let root = self

@@ -47,6 +47,9 @@ macro_rules! store_conformance_tests {
             work_item_update_guarded,
             delete_project_cascades,
             delete_work_item_cascades,
+            work_items_with_ancestors_reads_chains,
+            work_items_named_across_projects,
+            runs_named_in_project,
             run_list_filters_and_order,
             run_name_unique_and_task_checks,
             session_name_unique_per_host,
@@ -255,6 +258,7 @@ macro_rules! assert_err {
 mod dispatch;
 mod events;
 mod hosts;
+mod named;
 mod projects;
 mod runs;
 mod signals;
@@ -268,6 +272,8 @@ pub use dispatch::*;
 pub use events::*;
 #[allow(unused_imports)]
 pub use hosts::*;
+#[allow(unused_imports)]
+pub use named::*;
 #[allow(unused_imports)]
 pub use projects::*;
 #[allow(unused_imports)]
