@@ -355,7 +355,12 @@ pub struct RunStart {
     #[arg(long, value_name = "N")]
     pub max_attempts: Option<u32>,
     /// exec: one argv item (repeatable); or give the command after `--`
-    #[arg(long = "command", value_name = "ARG", conflicts_with = "args")]
+    #[arg(
+        long = "command",
+        value_name = "ARG",
+        conflicts_with = "args",
+        allow_hyphen_values = true
+    )]
     pub command: Vec<String>,
     /// exec: the command and its arguments, after `--` (kubectl-run style)
     #[arg(last = true, value_name = "COMMAND")]

@@ -74,7 +74,7 @@ pub fn format(d: Duration) -> String {
         out.push_str(&format!("{m}m"));
     }
     if s_ms > 0 {
-        if s_ms % 1000 == 0 {
+        if s_ms.is_multiple_of(1000) {
             out.push_str(&format!("{}s", s_ms / 1000));
         } else {
             let frac = format!("{:03}", s_ms % 1000);

@@ -217,7 +217,7 @@ async fn edit_applies_on_save_and_reopens_on_errors() {
     let shown = std::fs::read_to_string(format!("{ed}.log")).unwrap();
     assert!(shown.contains("  resourceVersion: '"), "{shown}");
     assert!(
-        !shown.contains("status:") && !shown.contains("uid:"),
+        !shown.contains("\nstatus:") && !shown.contains("uid:"),
         "{shown}"
     );
 

@@ -145,7 +145,7 @@ async fn a3_wait_for_a_phase_a_failed_run_cannot_reach_ends_at_once() {
     let started = Instant::now();
     let waited = demo(
         &pamd,
-        &["wait", "run/r7", "--for=phase=exited", "--timeout", "1m30s"],
+        &["wait", "run/r7", "--for=phase=exited", "--timeout", "1m"],
     );
     let err = fails(&waited, 1);
     assert!(
@@ -349,6 +349,20 @@ async fn delete_all_ignore_not_found_and_version() {
             .lines()
             .count(),
         4
+    );
+    // Go durations: 1m30s.
+    assert_eq!(
+        ok(&demo(
+            &pamd,
+            &[
+                "wait",
+                "run/r1",
+                "--for=phase=pending",
+                "--timeout",
+                "1m30s"
+            ]
+        )),
+        "run.pam.dev/r1 condition met\n"
     );
     let out = ok(&demo(&pamd, &["delete", "tasks", "--all", "--yes"]));
     let lines: Vec<&str> = out.lines().collect();
