@@ -3,7 +3,7 @@
 //! editor), `get -o yaml | apply -f -`, and dynamic shell completion.
 
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
 use pam_tests::{bin, fails, ok, Pamd, PamdOptions};
 
@@ -40,23 +40,10 @@ fn demo(pamd: &Pamd, args: &[&str]) -> Output {
     pamd.pamctl(&all)
 }
 
-/// pamctl with extra environment (EDITOR, PATH), otherwise isolated like
-/// `Pamd::pamctl`.
+/// pamctl with extra environment (EDITOR, VISUAL).
 fn pamctl_env(pamd: &Pamd, args: &[&str], env: &[(&str, &str)]) -> Output {
-    let home = pamd.data_dir.join("home");
-    std::fs::create_dir_all(&home).unwrap();
-    let mut cmd = Command::new(bin("pamctl"));
-    cmd.args(args)
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", &home)
-        .env("PAM_SERVER", &pamd.url)
-        .env("PAM_TOKEN", &pamd.token)
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null());
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
+    let mut cmd = pamd.isolated(&bin("pamctl"), Some(&pamd.token));
+    cmd.args(args).envs(env.iter().copied());
     cmd.output().unwrap()
 }
 
@@ -346,17 +333,7 @@ async fn completion_asks_the_server_for_names() {
 
 /// Runs `program` with pamctl's isolated environment and `path` as PATH.
 fn pamctl_env_cmd(program: &str, args: &[&str], pamd: &Pamd, path: &str) -> Output {
-    let home = pamd.data_dir.join("home");
-    std::fs::create_dir_all(&home).unwrap();
-    Command::new(program)
-        .args(args)
-        .env_clear()
-        .env("PATH", path)
-        .env("HOME", &home)
-        .env("PAM_SERVER", &pamd.url)
-        .env("PAM_TOKEN", &pamd.token)
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
+    let mut cmd = pamd.isolated(Path::new(program), Some(&pamd.token));
+    cmd.args(args).env("PATH", path);
+    cmd.output().unwrap()
 }

@@ -68,6 +68,30 @@ pub(crate) fn fail_after(errors: Vec<CliError>) -> Result<Exit> {
     }
 }
 
+/// The objects a request names (each one; a 404 goes to `missing`, the
+/// rest are still read, as kubectl does), or every object of its kind
+/// matching `selector`.
+fn read(
+    client: &Client,
+    r: &targets::Request,
+    project: Option<&str>,
+    selector: Option<&str>,
+    missing: &mut Vec<CliError>,
+) -> Result<Vec<Value>> {
+    if r.names.is_empty() {
+        return list(client, r.kind, project, selector);
+    }
+    let mut found = Vec::new();
+    for n in &r.names {
+        match client.get(&object_path(r.kind, project, n)) {
+            Ok(o) => found.push(o),
+            Err(e) if e.status == Some(404) => missing.push(e),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(found)
+}
+
 /// Where `get` reads one kind: the project, or with `-A` every project.
 pub(crate) fn scope(
     ctx: &mut Ctx,
@@ -132,19 +156,13 @@ pub(crate) fn get(ctx: &mut Ctx, a: GetArgs) -> Result<Exit> {
     for r in &requests {
         let (across, project) = scope(ctx, r.kind, a.all_projects)?;
         with_project |= across;
-        let mut items = if r.names.is_empty() {
-            list(&client, r.kind, project.as_deref(), a.selector.as_deref())?
-        } else {
-            let mut found = Vec::new();
-            for n in &r.names {
-                match client.get(&object_path(r.kind, project.as_deref(), n)) {
-                    Ok(o) => found.push(o),
-                    Err(e) if e.status == Some(404) => missing.push(e),
-                    Err(e) => return Err(e),
-                }
-            }
-            found
-        };
+        let mut items = read(
+            &client,
+            r,
+            project.as_deref(),
+            a.selector.as_deref(),
+            &mut missing,
+        )?;
         if let Some(p) = &sort {
             render::columns::sort_by(&mut items, p);
         }
@@ -236,19 +254,7 @@ pub(crate) fn describe(ctx: &mut Ctx, args: &[String]) -> Result<Exit> {
     let mut missing = Vec::new();
     for r in requests {
         let project = ctx.project_for(r.kind)?;
-        let objects = if r.names.is_empty() {
-            list(&client, r.kind, project.as_deref(), None)?
-        } else {
-            let mut found = Vec::new();
-            for n in &r.names {
-                match client.get(&object_path(r.kind, project.as_deref(), n)) {
-                    Ok(o) => found.push(o),
-                    Err(e) if e.status == Some(404) => missing.push(e),
-                    Err(e) => return Err(e),
-                }
-            }
-            found
-        };
+        let objects = read(&client, &r, project.as_deref(), None, &mut missing)?;
         for obj in objects {
             let events = match recent_events(&client, r.kind, &obj) {
                 Ok((events, truncated)) => {
