@@ -218,6 +218,13 @@ pub fn complete(words: &[String], names: &mut dyn Names) -> Candidates {
     };
     c.words.retain(|cand| cand.starts_with(current));
     c.words.dedup();
+    // A space after `table` but not after `jsonpath=` or `run/`: shells
+    // add one only when a single candidate is inserted, so the bit
+    // matters only when one is left. Field paths may always go deeper.
+    let open_ended = c.words.iter().any(|w| w.ends_with(['=', '/']));
+    if w.path.first().map(String::as_str) != Some("explain") && !open_ended {
+        c.directive &= !NO_SPACE;
+    }
     c
 }
 

@@ -88,6 +88,7 @@ fn flags_and_their_values() {
     assert_eq!(words("-p "), ["api", "web"]);
     assert_eq!(words("get runs -o j"), ["json", "jsonpath="]);
     assert_eq!(c("get runs -o j").directive, NO_SPACE);
+    assert_eq!(c("get runs -o ta").directive, 0);
     assert_eq!(words("wait run/x --for "), {
         let mut w = vec!["condition=", "phase=", "delete"];
         w.extend([
