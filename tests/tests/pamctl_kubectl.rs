@@ -129,9 +129,17 @@ async fn a2_delete_f_deletes_children_before_their_project() {
 
 #[tokio::test]
 async fn a3_wait_for_a_phase_a_failed_run_cannot_reach_ends_at_once() {
-    let pamd = pamd_with_tree().await;
-    // No host exists: the run fails no_eligible_host after a second and
-    // is never restarted.
+    // Dispatch timeouts fire once pamd has watched the fleet for a full
+    // offline window (OQ-15): a short one.
+    let pamd = Pamd::start(PamdOptions {
+        config_toml: pam_tests::worker::FAST_PAMD_TOML.to_string(),
+        ..PamdOptions::default()
+    })
+    .await
+    .unwrap();
+    ok(&pamd.pamctl_stdin(&["apply", "-f", "-"], Some(TREE)));
+    // No host exists: the run fails (no_eligible_host) once that window
+    // and its own 1 s timeout have passed, and is never restarted.
     let r7 = run(
         "r7",
         "  dispatchTimeoutSeconds: 1\n  restartPolicy: {maxAttempts: 3}\n",
