@@ -213,7 +213,7 @@ fn offline_verbs_explain_api_resources_version_client() {
     assert_eq!(r.stdout, "hosts\nprojects\nruns\ntasks\n");
     let r = env.run(&["explain", "task"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    insta::assert_snapshot!(r.stdout, @r"
+    insta::assert_snapshot!(r.stdout.trim_end(), @r"
     KIND:       Task
     VERSION:    pam.dev/v1
 
