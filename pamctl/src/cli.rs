@@ -6,7 +6,6 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use pam_manifests::protocol::SignalName;
 
 use crate::error::EXIT_CODES_HELP;
-use crate::render::Output;
 
 const AFTER_HELP: &str = concat!(
     "Connection: --server/--token/-p, else PAM_SERVER/PAM_TOKEN/PAM_PROJECT, else the\n",
@@ -28,7 +27,7 @@ pub struct Cli {
     pub command: Command,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Default, Args)]
 pub struct Global {
     /// pamd's URL [env: PAM_SERVER] [default: http://127.0.0.1:7700]
     #[arg(long, global = true, value_name = "URL")]
@@ -92,24 +91,8 @@ pub enum Command {
         #[command(flatten)]
         files: FileArgs,
     },
-    /// List objects, or show one
-    Get {
-        /// task|tasks|tk, run|runs|rn, host|hosts|ho, project|projects|proj
-        kind: String,
-        /// One object's name
-        name: Option<String>,
-        /// Label selector (app=web,tier!=db)
-        #[arg(short = 'l', long = "selector", value_name = "SELECTOR")]
-        selector: Option<String>,
-        #[arg(short = 'o', long, value_enum, default_value = "table")]
-        output: Output,
-        /// Tasks and runs of every project
-        #[arg(short = 'A', long)]
-        all_projects: bool,
-        /// After the list, print a line per change (from the event stream) until interrupted
-        #[arg(short = 'w', long)]
-        watch: bool,
-    },
+    /// List objects, or show some
+    Get(GetArgs),
     /// Wait until objects meet a condition (exit 0), or time out (exit 1)
     Wait {
         /// KIND/NAME…, KIND NAME…, or KIND with -l
@@ -118,29 +101,21 @@ pub enum Command {
         /// condition=X[=true|false], phase=Y, or delete
         #[arg(long = "for", value_name = "CONDITION")]
         for_: String,
-        /// Give up after this long (30s, 5m, 1h)
+        /// Give up after this long (Go duration: 500ms, 30s, 1m30s, 1h)
         #[arg(long, default_value = "30s", value_name = "DURATION")]
         timeout: String,
         /// Wait for every object of KIND matching this selector
         #[arg(short = 'l', long = "selector", value_name = "SELECTOR")]
         selector: Option<String>,
     },
-    /// Show one object with its conditions and recent events
-    Describe { kind: String, name: String },
-    /// Delete objects by name, by manifest, or by label selector
-    Delete {
-        /// KIND then NAMEs (omit with -f)
-        #[arg(value_name = "KIND NAME")]
+    /// Show objects with their conditions and recent events
+    Describe {
+        /// KIND NAME…, or KIND/NAME…
+        #[arg(value_name = "KIND[/NAME]", required = true)]
         args: Vec<String>,
-        /// Delete the objects these manifests name
-        #[arg(short = 'f', long = "filename", value_name = "FILE|DIR|-")]
-        files: Vec<String>,
-        #[arg(short = 'R', long)]
-        recursive: bool,
-        /// Delete the objects of KIND matching this selector
-        #[arg(short = 'l', long = "selector", value_name = "SELECTOR")]
-        selector: Option<String>,
     },
+    /// Delete objects by name, by manifest, by label selector, or all of a kind
+    Delete(DeleteArgs),
     /// Check manifests offline (no server): parsing, fields, references within the input
     Validate {
         #[command(flatten)]
@@ -171,9 +146,9 @@ pub enum Command {
     /// type lines into it; Ctrl-D or Ctrl-C detaches (releases the lease)
     Attach {
         run: String,
-        /// Lease time-to-live in seconds (renewed while attached)
-        #[arg(long, default_value_t = 30, value_name = "S")]
-        ttl: u64,
+        /// Lease time-to-live (renewed while attached; a bare number is seconds)
+        #[arg(long, default_value = "30s", value_name = "DURATION")]
+        ttl: String,
     },
     /// Print a run's latest output
     Logs {
@@ -181,6 +156,12 @@ pub enum Command {
         /// Keep printing new output until the run ends (polls every second)
         #[arg(short = 'f', long)]
         follow: bool,
+        /// Only the last N lines of the snapshot
+        #[arg(long, value_name = "N")]
+        tail: Option<usize>,
+        /// Only if the snapshot was received within this long (Go duration: 10m, 1h5m)
+        #[arg(long, value_name = "DURATION")]
+        since: Option<String>,
     },
     /// Print the event journal
     Events {
@@ -191,11 +172,118 @@ pub enum Command {
         #[arg(short = 'f', long)]
         follow: bool,
     },
-    /// Print a shell completion script
+    /// Print a shell completion script (dynamic: kinds, projects and names come from the server)
     Completion {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
+    /// Print the client version and the server's
+    Version {
+        /// The client version only (no server contact)
+        #[arg(long)]
+        client: bool,
+        #[arg(short = 'o', long, value_parser = ["json", "yaml"], value_name = "FORMAT")]
+        output: Option<String>,
+    },
+    /// Document a kind or one of its fields, from the JSON Schemas
+    Explain {
+        /// KIND, or KIND.FIELD[.FIELD…] (run.spec.restartPolicy)
+        #[arg(value_name = "KIND[.FIELD]")]
+        path: String,
+        /// Every field below, with its type, as a tree
+        #[arg(long)]
+        recursive: bool,
+    },
+    /// List the kinds this pamctl knows
+    ApiResources {
+        /// name: only the plural names
+        #[arg(short = 'o', long, value_parser = ["wide", "name"], value_name = "FORMAT")]
+        output: Option<String>,
+        #[arg(long)]
+        no_headers: bool,
+    },
+    /// Add, change or remove labels (k=v, k-)
+    Label(MetaArgs),
+    /// Add, change or remove annotations (k=v, k-)
+    Annotate(MetaArgs),
+    /// Edit objects in $VISUAL/$EDITOR and apply them on save
+    Edit {
+        /// KIND/NAME…, or KIND NAME…
+        #[arg(value_name = "KIND[/NAME]", required = true)]
+        args: Vec<String>,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct GetArgs {
+    /// KIND [NAME…], KIND/NAME…, or KIND,KIND… (task|tasks|tk, run|runs|rn,
+    /// host|hosts|ho, project|projects|proj)
+    #[arg(value_name = "KIND[/NAME]", required = true)]
+    pub args: Vec<String>,
+    /// Label selector (app=web,tier!=db)
+    #[arg(short = 'l', long = "selector", value_name = "SELECTOR")]
+    pub selector: Option<String>,
+    /// table, wide, yaml, json, name, jsonpath=TEMPLATE, custom-columns=HEADER:PATH,…
+    #[arg(short = 'o', long, default_value = "table", value_name = "FORMAT",
+          value_parser = crate::render::Output::parse)]
+    pub output: crate::render::Output,
+    /// Tasks and runs of every project
+    #[arg(short = 'A', long)]
+    pub all_projects: bool,
+    /// After the list, print a line per change (from the event stream) until interrupted
+    #[arg(short = 'w', long)]
+    pub watch: bool,
+    /// Sort by this JSONPath (.metadata.name, {.status.attempt})
+    #[arg(long, value_name = "JSONPATH")]
+    pub sort_by: Option<String>,
+    /// Tables without the header row
+    #[arg(long)]
+    pub no_headers: bool,
+    /// A LABELS column with every label
+    #[arg(long)]
+    pub show_labels: bool,
+    /// A column per label key (repeatable, or comma-separated)
+    #[arg(
+        short = 'L',
+        long = "label-columns",
+        value_name = "KEY",
+        value_delimiter = ','
+    )]
+    pub label_columns: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct DeleteArgs {
+    /// KIND NAME…, KIND/NAME…, or KIND with -l or --all (omit with -f)
+    #[arg(value_name = "KIND NAME")]
+    pub args: Vec<String>,
+    /// Delete the objects these manifests name
+    #[arg(short = 'f', long = "filename", value_name = "FILE|DIR|-")]
+    pub files: Vec<String>,
+    #[arg(short = 'R', long)]
+    pub recursive: bool,
+    /// Delete the objects of KIND matching this selector
+    #[arg(short = 'l', long = "selector", value_name = "SELECTOR")]
+    pub selector: Option<String>,
+    /// Every object of KIND (tasks and runs: in the project); asks first on a terminal
+    #[arg(long)]
+    pub all: bool,
+    /// An object that does not exist is not an error
+    #[arg(long)]
+    pub ignore_not_found: bool,
+    /// Do not ask before deleting with --all
+    #[arg(short = 'y', long)]
+    pub yes: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct MetaArgs {
+    /// KIND NAME… or KIND/NAME…, then KEY=VALUE to set and KEY- to remove
+    #[arg(value_name = "KIND[/NAME] KEY=VALUE|KEY-", required = true)]
+    pub args: Vec<String>,
+    /// Replace a key that already has a different value
+    #[arg(long)]
+    pub overwrite: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -270,6 +358,17 @@ pub struct RunStart {
     pub selector: Vec<String>,
     #[arg(long, value_name = "N")]
     pub max_attempts: Option<u32>,
+    /// exec: one argv item (repeatable); or give the command after `--`
+    #[arg(
+        long = "command",
+        value_name = "ARG",
+        conflicts_with = "args",
+        allow_hyphen_values = true
+    )]
+    pub command: Vec<String>,
+    /// exec: the command and its arguments, after `--` (kubectl-run style)
+    #[arg(last = true, value_name = "COMMAND")]
+    pub args: Vec<String>,
 }
 
 /// `--signal`: pam's one list of operator signals ([`SignalName`]), parsed

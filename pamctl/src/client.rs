@@ -25,15 +25,15 @@ pub struct Client {
 
 impl Client {
     pub fn new(resolved: &Resolved) -> Result<Client> {
-        if !resolved.server.starts_with("http://") {
-            return Err(CliError::usage(format!(
-                "server {:?}: this pamctl speaks plain http:// only",
-                resolved.server
-            ))
-            .hint("use an http:// URL (TLS support is not built in yet)"));
-        }
         // A large apply is one transaction; give it time.
-        let http = http_client(Some(Duration::from_secs(600)))?;
+        Client::with_timeout(resolved, Duration::from_secs(600))
+    }
+
+    /// A client whose requests give up after `timeout` (completion asks
+    /// the server with a short one).
+    pub fn with_timeout(resolved: &Resolved, timeout: Duration) -> Result<Client> {
+        check_scheme(&resolved.server)?;
+        let http = http_client(Some(timeout))?;
         // Event streams stay open for as long as the caller reads them.
         let stream_http = http_client(None)?;
         Ok(Client {
@@ -223,6 +223,23 @@ impl Client {
     }
 }
 
+/// Refuses a server URL this pamctl cannot speak to: no scheme (a bare
+/// `host:port`), or a scheme other than plain `http://` (reqwest is built
+/// without TLS).
+fn check_scheme(server: &str) -> Result<()> {
+    if server.starts_with("http://") {
+        return Ok(());
+    }
+    match server.split_once("://") {
+        None => Err(CliError::usage(format!("server {server:?} has no scheme"))
+            .hint(format!("use http://{server}"))),
+        Some((scheme, _)) => Err(CliError::usage(format!(
+            "server {server:?}: this pamctl speaks plain http:// only, not {scheme}://"
+        ))
+        .hint("use an http:// URL (TLS support is not built in yet)")),
+    }
+}
+
 /// Percent-encodes a query value or path segment.
 pub fn enc(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
@@ -269,6 +286,19 @@ fn http_client(timeout: Option<Duration>) -> Result<reqwest::blocking::Client> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn schemes() {
+        check_scheme("http://127.0.0.1:7700").unwrap();
+        let e = check_scheme("127.0.0.1:7811").unwrap_err();
+        assert_eq!(e.message, "server \"127.0.0.1:7811\" has no scheme");
+        assert_eq!(e.hints, ["use http://127.0.0.1:7811"]);
+        let e = check_scheme("https://pam.example.com").unwrap_err();
+        assert_eq!(
+            e.message,
+            "server \"https://pam.example.com\": this pamctl speaks plain http:// only, not https://"
+        );
+    }
 
     #[test]
     fn query_encodes_selectors() {

@@ -4,16 +4,21 @@
 pub mod cli;
 mod client;
 mod cmd;
+pub mod complete;
 pub mod config;
+pub mod duration;
 pub mod error;
+pub mod examples;
 mod files;
+pub mod jsonpath;
 pub mod render;
+mod roundtrip;
 mod stream;
 mod term;
 
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::FromArgMatches;
 use pam_manifests::Kind;
 
 use crate::client::{enc, Client};
@@ -24,7 +29,16 @@ use crate::term::{paint, Stream, Style};
 /// Parses the command line, runs the verb, prints any error, and returns
 /// the documented exit code.
 pub fn main() -> ExitCode {
-    let cli = match cli::Cli::try_parse() {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    // The completion entry point sits outside clap: the words it gets are
+    // a half-typed command line, not pamctl's own flags.
+    if args.get(1).is_some_and(|a| a == "__complete") {
+        return complete::run(&args[2..]);
+    }
+    let parsed = examples::command()
+        .try_get_matches_from(args)
+        .and_then(|m| cli::Cli::from_arg_matches(&m));
+    let cli = match parsed {
         Ok(cli) => cli,
         Err(e) => {
             // clap prints help/version on stdout (exit 0) and usage errors

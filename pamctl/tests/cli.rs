@@ -1,73 +1,16 @@
 //! pamctl as a process: offline verbs (validate, completion, help), config
 //! errors, and exit-code plumbing.
 //!
-//! Tests marked STUB talk to `Stub`, a few lines of canned HTTP on a
-//! loopback port. It is NOT pamd and proves nothing about the server: it
-//! only checks that pamctl maps status codes and bodies to exit codes and
-//! messages. Behaviour against a real pamd belongs in `tests/` (pam-tests)
-//! once the server serves `/api/v1`.
+//! Tests marked STUB talk to `Stub` (common/mod.rs): canned HTTP, not
+//! pamd.
 
-use std::io::{BufRead, BufReader, Read, Write};
+mod common;
+
+use std::io::Write;
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::sync::mpsc;
+use std::process::Stdio;
 
-struct Env {
-    home: tempfile::TempDir,
-}
-
-impl Env {
-    fn new() -> Env {
-        Env {
-            home: tempfile::tempdir().unwrap(),
-        }
-    }
-
-    fn path(&self) -> &Path {
-        self.home.path()
-    }
-
-    fn write(&self, rel: &str, text: &str) -> PathBuf {
-        let p = self.path().join(rel);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(&p, text).unwrap();
-        p
-    }
-
-    /// pamctl with a clean environment: HOME in a temp dir, no PAM_*.
-    fn cmd(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_pamctl"));
-        c.args(args)
-            .current_dir(self.path())
-            .env_clear()
-            .env("HOME", self.path())
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("NO_COLOR", "1")
-            .stdin(Stdio::null());
-        c
-    }
-
-    fn run(&self, args: &[&str]) -> Run {
-        Run::from(self.cmd(args).output().unwrap())
-    }
-}
-
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl From<Output> for Run {
-    fn from(o: Output) -> Run {
-        Run {
-            code: o.status.code().expect("exited"),
-            stdout: String::from_utf8(o.stdout).unwrap(),
-            stderr: String::from_utf8(o.stderr).unwrap(),
-        }
-    }
-}
+use common::{Env, Run, Stub};
 
 const PROJECT: &str = "apiVersion: pam.dev/v1\nkind: Project\nmetadata:\n  name: web\nspec: {}\n";
 const TASKS: &str = "\
@@ -135,21 +78,6 @@ fn usage_errors_exit_2() {
         "{}",
         r.stderr
     );
-}
-
-#[test]
-fn completion_scripts() {
-    let env = Env::new();
-    for (shell, marker) in [
-        ("bash", "_pamctl()"),
-        ("zsh", "#compdef pamctl"),
-        ("fish", "complete -c pamctl"),
-    ] {
-        let r = env.run(&["completion", shell]);
-        assert_eq!(r.code, 0, "{shell}: {}", r.stderr);
-        assert!(r.stdout.contains(marker), "{shell}: no {marker:?}");
-        assert!(r.stdout.contains("apply"), "{shell}");
-    }
 }
 
 #[test]
@@ -302,63 +230,7 @@ fn bad_config_files_are_usage_errors() {
 }
 
 // ---------------------------------------------------------------- STUB
-
-/// STUB: answers each request with the next canned `(status, body)` and
-/// reports what it was asked (`METHOD path`, body, authorization).
-struct Stub {
-    url: String,
-    seen: mpsc::Receiver<(String, String, String)>,
-}
-
-impl Stub {
-    fn start(answers: Vec<(u16, &'static str)>) -> Stub {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let (tx, seen) = mpsc::channel();
-        std::thread::spawn(move || {
-            for (status, body) in answers {
-                let Ok((stream, _)) = listener.accept() else {
-                    return;
-                };
-                let mut reader = BufReader::new(stream.try_clone().unwrap());
-                let mut request_line = String::new();
-                reader.read_line(&mut request_line).unwrap();
-                let (mut len, mut auth) = (0usize, String::new());
-                loop {
-                    let mut h = String::new();
-                    reader.read_line(&mut h).unwrap();
-                    if h.trim().is_empty() {
-                        break;
-                    }
-                    let lower = h.to_ascii_lowercase();
-                    if let Some(v) = lower.strip_prefix("content-length:") {
-                        len = v.trim().parse().unwrap();
-                    }
-                    if lower.starts_with("authorization:") {
-                        auth = h["authorization:".len()..].trim().to_string();
-                    }
-                }
-                let mut req_body = vec![0; len];
-                reader.read_exact(&mut req_body).unwrap();
-                let what: Vec<&str> = request_line.split_whitespace().take(2).collect();
-                let _ = tx.send((what.join(" "), String::from_utf8(req_body).unwrap(), auth));
-                let mut stream = stream;
-                let _ = write!(
-                    stream,
-                    "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                    body.len()
-                );
-            }
-        });
-        Stub { url, seen }
-    }
-
-    fn next(&self) -> (String, String, String) {
-        self.seen
-            .recv_timeout(std::time::Duration::from_secs(10))
-            .unwrap()
-    }
-}
+// ---------------------------------------------------------------- STUB
 
 #[test]
 fn stub_401_exits_3_with_the_token_hint_and_admin_token_is_sent() {

@@ -230,15 +230,8 @@ impl Pamd {
     /// at all (and no admin.token to fall back on) when `None`.
     pub fn pamctl_as(&self, token: Option<&str>, args: &[&str], stdin: Option<&str>) -> Output {
         use std::io::Write;
-        let home = self.data_dir.join("home");
-        let _ = std::fs::create_dir_all(&home);
-        let mut cmd = Command::new(bin("pamctl"));
+        let mut cmd = self.isolated(&bin("pamctl"), None);
         cmd.args(args)
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("HOME", &home)
-            .env("PAM_SERVER", &self.url)
-            .env("NO_COLOR", "1")
             .stdin(if stdin.is_some() {
                 Stdio::piped()
             } else {
@@ -259,6 +252,27 @@ impl Pamd {
                 .unwrap();
         }
         child.wait_with_output().expect("pamctl output")
+    }
+
+    /// `program` with pamctl's isolated environment: nothing inherited but
+    /// PATH, HOME in the data dir (no config file, no admin.token but this
+    /// pamd's), PAM_SERVER set to this pamd, NO_COLOR, and PAM_TOKEN when
+    /// `token` is given. For tests that add environment (EDITOR) or run
+    /// pamctl through a shell.
+    pub fn isolated(&self, program: &std::path::Path, token: Option<&str>) -> Command {
+        let home = self.data_dir.join("home");
+        let _ = std::fs::create_dir_all(&home);
+        let mut cmd = Command::new(program);
+        cmd.env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", &home)
+            .env("PAM_SERVER", &self.url)
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null());
+        if let Some(t) = token {
+            cmd.env("PAM_TOKEN", t);
+        }
+        cmd
     }
 
     /// GET with the admin token; JSON body.
@@ -389,17 +403,9 @@ impl Pamd {
     /// [`Pamd::pamctl`]); stdout lines arrive on the returned channel.
     pub fn pamctl_background(&self, args: &[&str]) -> Background {
         use std::io::BufRead;
-        let home = self.data_dir.join("home");
-        let _ = std::fs::create_dir_all(&home);
-        let mut child = Command::new(bin("pamctl"))
+        let mut child = self
+            .isolated(&bin("pamctl"), Some(&self.token))
             .args(args)
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("HOME", &home)
-            .env("PAM_SERVER", &self.url)
-            .env("PAM_TOKEN", &self.token)
-            .env("NO_COLOR", "1")
-            .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()

@@ -74,13 +74,13 @@ async fn wait_exits_0_when_the_condition_comes_true_and_1_on_timeout() {
     let (status, _) = w.exit(Duration::from_secs(10));
     assert_eq!(status.code(), Some(0));
 
-    // Never true: exit 1 and a message naming the object and its state.
+    // Not true in time: exit 1 and a message naming the object and its state.
     let out = p.pamctl(&[
         "-p",
         "web",
         "wait",
-        "run/r1",
-        "--for=phase=running",
+        "task/cart",
+        "--for=phase=done",
         "--timeout",
         "1s",
     ]);
@@ -88,7 +88,24 @@ async fn wait_exits_0_when_the_condition_comes_true_and_1_on_timeout() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("timed out after 1s"), "{err}");
     assert!(
-        err.contains("run.pam.dev/r1: phase is \"stopped\""),
+        err.contains("task.pam.dev/cart: phase is \"todo\""),
+        "{err}"
+    );
+    // Never true: a stopped run will not run again, so the wait ends at
+    // once (issue 16) instead of running out its timeout.
+    let out = p.pamctl(&[
+        "-p",
+        "web",
+        "wait",
+        "run/r1",
+        "--for=phase=running",
+        "--timeout",
+        "60s",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("run.pam.dev/r1 ended in phase \"stopped\""),
         "{err}"
     );
 

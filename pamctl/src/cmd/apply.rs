@@ -16,8 +16,11 @@ use crate::Ctx;
 /// Above this many objects an apply shows a spinner on a terminal.
 const PROGRESS_THRESHOLD: usize = 300;
 
-fn read_files(args: &FileArgs) -> Result<Vec<InputFile>> {
-    files::collect(&args.files, args.recursive, &mut std::io::stdin().lock())
+/// The input files, with what `get` prints but a manifest must not carry
+/// dropped ([`crate::roundtrip`]).
+pub(crate) fn read_files(args: &FileArgs) -> Result<Vec<InputFile>> {
+    let files = files::collect(&args.files, args.recursive, &mut std::io::stdin().lock())?;
+    Ok(crate::roundtrip::prepare(files))
 }
 
 /// A cheap count of the objects in the input (top-level `kind:` lines),

@@ -1,13 +1,16 @@
-//! `get`, `describe`, `delete`.
+//! `get` and `describe`.
 
 use chrono::Utc;
 use pam_manifests::Kind;
 use serde_json::Value;
 
+use super::targets;
+use crate::cli::GetArgs;
 use crate::client::{query, Client};
 use crate::error::{CliError, Exit, Result};
-use crate::render::{self, describe, Output};
-use crate::{collection_path, object_path, parse_kind, term, Ctx};
+use crate::jsonpath::Path;
+use crate::render::{self, describe, GetOpts};
+use crate::{collection_path, object_path, term, Ctx};
 
 fn items(body: Value) -> Result<Vec<Value>> {
     match body {
@@ -40,69 +43,158 @@ pub(crate) fn list(
     items(client.get(&path)?)
 }
 
-/// What `get` (and `get -w`) reads: the kind, and the project or, with
-/// `-A`, every project.
-pub(crate) struct GetScope {
-    pub kind: Kind,
-    pub across: bool,
-    pub project: Option<String>,
-}
-
-impl GetScope {
-    /// Checks the arguments `get` and `get -w` share.
-    pub(crate) fn resolve(
-        ctx: &mut Ctx,
-        kind: &str,
-        name: Option<&str>,
-        selector: Option<&str>,
-        all_projects: bool,
-    ) -> Result<GetScope> {
-        let kind = parse_kind(kind)?;
-        if let Some(s) = selector {
-            super::apply::parse_selector(s)?;
+/// Prints `errors` (already worded) and returns the worst one's exit code
+/// as an error with nothing left to print: for verbs that go on past a
+/// missing object, as kubectl does, and fail at the end.
+pub(crate) fn fail_after(errors: Vec<CliError>) -> Result<Exit> {
+    let mut worst: Option<CliError> = None;
+    for e in errors {
+        crate::report(&e);
+        if worst
+            .as_ref()
+            .is_none_or(|w| (e.exit as u8) > (w.exit as u8))
+        {
+            worst = Some(e);
         }
-        if name.is_some() && (all_projects || selector.is_some()) {
-            return Err(CliError::usage("a NAME cannot be combined with -A or -l"));
-        }
-        let across = all_projects && kind.is_project_scoped();
-        let project = if across { None } else { ctx.project_for(kind)? };
-        Ok(GetScope {
-            kind,
-            across,
-            project,
-        })
+    }
+    match worst {
+        Some(e) => Err(CliError {
+            message: String::new(),
+            details: vec![],
+            hints: vec![],
+            ..e
+        }),
+        None => Ok(Exit::Ok),
     }
 }
 
-pub(crate) fn get(
-    ctx: &mut Ctx,
-    kind: &str,
-    name: Option<&str>,
+/// The objects a request names (each one; a 404 goes to `missing`, the
+/// rest are still read, as kubectl does), or every object of its kind
+/// matching `selector`.
+fn read(
+    client: &Client,
+    r: &targets::Request,
+    project: Option<&str>,
     selector: Option<&str>,
-    output: Output,
-    all_projects: bool,
-) -> Result<Exit> {
-    let GetScope {
-        kind,
-        across,
-        project,
-    } = GetScope::resolve(ctx, kind, name, selector, all_projects)?;
-    let client = ctx.client()?;
-    let objects = match name {
-        Some(n) => vec![client.get(&object_path(kind, project.as_deref(), n))?],
-        None => list(&client, kind, project.as_deref(), selector)?,
-    };
-    if objects.is_empty() && matches!(output, Output::Table | Output::Wide) {
-        let scope = match &project {
-            Some(p) => format!(" in project {p:?}"),
-            None => String::new(),
-        };
-        term::note(&format!("No {}{scope}.", kind.plural()));
-        return Ok(Exit::Ok);
+    missing: &mut Vec<CliError>,
+) -> Result<Vec<Value>> {
+    if r.names.is_empty() {
+        return list(client, r.kind, project, selector);
     }
-    let text = render::get(kind, &objects, output, name.is_some(), across, Utc::now())?;
+    let mut found = Vec::new();
+    for n in &r.names {
+        match client.get(&object_path(r.kind, project, n)) {
+            Ok(o) => found.push(o),
+            Err(e) if e.status == Some(404) => missing.push(e),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(found)
+}
+
+/// Where `get` reads one kind: the project, or with `-A` every project.
+pub(crate) fn scope(
+    ctx: &mut Ctx,
+    kind: Kind,
+    all_projects: bool,
+) -> Result<(bool, Option<String>)> {
+    let across = all_projects && kind.is_project_scoped();
+    let project = if across { None } else { ctx.project_for(kind)? };
+    Ok((across, project))
+}
+
+pub(crate) fn get(ctx: &mut Ctx, a: GetArgs) -> Result<Exit> {
+    let requests = targets::parse(&a.args)?;
+    if let Some(s) = &a.selector {
+        super::apply::parse_selector(s)?;
+    }
+    let named = requests.iter().any(|r| !r.names.is_empty());
+    if named && (a.all_projects || a.selector.is_some()) {
+        return Err(CliError::usage("a NAME cannot be combined with -A or -l"));
+    }
+    let sort = match &a.sort_by {
+        Some(p) => {
+            Some(Path::parse(p).map_err(|e| CliError::usage(format!("--sort-by {p:?}: {e}")))?)
+        }
+        None => None,
+    };
+    let opts = GetOpts {
+        with_project: false,
+        no_headers: a.no_headers,
+        show_labels: a.show_labels,
+        label_columns: a.label_columns.clone(),
+    };
+    if a.watch {
+        let [one] = requests.as_slice() else {
+            return Err(CliError::usage("-w watches one kind at a time"));
+        };
+        if one.names.len() > 1 {
+            return Err(CliError::usage(
+                "-w watches one NAME, or every object of a kind",
+            ));
+        }
+        let (across, project) = scope(ctx, one.kind, a.all_projects)?;
+        let w = super::watch::Watch {
+            kind: one.kind,
+            name: one.names.first().map(String::as_str),
+            selector: a.selector.as_deref(),
+            output: &a.output,
+            opts: GetOpts {
+                with_project: across,
+                ..opts
+            },
+            project,
+        };
+        return super::watch::get_watch(ctx, w);
+    }
+    let client = ctx.client()?;
+    let single = matches!(requests.as_slice(), [r] if r.names.len() == 1);
+    let mut groups: Vec<(Kind, Vec<Value>)> = Vec::new();
+    let mut missing = Vec::new();
+    let mut with_project = false;
+    let mut projects = Vec::new();
+    for r in &requests {
+        let (across, project) = scope(ctx, r.kind, a.all_projects)?;
+        with_project |= across;
+        let mut items = read(
+            &client,
+            r,
+            project.as_deref(),
+            a.selector.as_deref(),
+            &mut missing,
+        )?;
+        if let Some(p) = &sort {
+            render::columns::sort_by(&mut items, p);
+        }
+        if let Some(p) = project {
+            if !projects.contains(&p) {
+                projects.push(p);
+            }
+        }
+        groups.push((r.kind, items));
+    }
+    let opts = GetOpts {
+        with_project,
+        ..opts
+    };
+    let empty = groups.iter().all(|(_, items)| items.is_empty());
+    if empty && a.output.is_table() {
+        if missing.is_empty() {
+            let kinds: Vec<&str> = groups.iter().map(|(k, _)| k.plural()).collect();
+            let scope = match projects.as_slice() {
+                [p] => format!(" in project {p:?}"),
+                _ => String::new(),
+            };
+            term::note(&format!("No {}{scope}.", kinds.join(" or ")));
+        }
+        return fail_after(missing);
+    }
+    if single && !missing.is_empty() {
+        return fail_after(missing);
+    }
+    let text = render::get_groups(&groups, &a.output, single, &opts, Utc::now())?;
     term::out(&text);
-    Ok(Exit::Ok)
+    fail_after(missing)
 }
 
 /// Pages of events read by `describe` (1000 each) before it gives up.
@@ -155,226 +247,32 @@ fn recent_events(client: &Client, kind: Kind, obj: &Value) -> Result<(Vec<Value>
     Ok((found, true))
 }
 
-pub(crate) fn describe(ctx: &mut Ctx, kind: &str, name: &str) -> Result<Exit> {
-    let kind = parse_kind(kind)?;
-    let project = ctx.project_for(kind)?;
+pub(crate) fn describe(ctx: &mut Ctx, args: &[String]) -> Result<Exit> {
+    let requests = targets::parse(args)?;
     let client = ctx.client()?;
-    let obj = client.get(&object_path(kind, project.as_deref(), name))?;
-    let events = match recent_events(&client, kind, &obj) {
-        Ok((events, truncated)) => {
-            if truncated {
-                term::note(
-                    "note: the event journal is long; events after the first 100000 were not read",
-                );
-            }
-            events
-        }
-        Err(e) => {
-            term::note(&format!("note: events unavailable: {}", e.message));
-            Vec::new()
-        }
-    };
-    term::out(&describe::page(kind, &obj, &events, Utc::now()));
-    Ok(Exit::Ok)
-}
-
-/// One object to delete.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) struct Target {
-    pub kind: Kind,
-    pub project: Option<String>,
-    pub name: String,
-}
-
-/// The objects named by manifest files (`delete -f`); a document without
-/// `metadata.project` uses `default_project`.
-pub(crate) fn targets_from_files(
-    files: &[crate::files::InputFile],
-    default_project: Option<&str>,
-) -> Result<Vec<Target>> {
-    let mut out = Vec::new();
-    let mut errors = Vec::new();
-    for f in files {
-        let docs = match pam_manifests::load::parse_values(&f.name, &f.content) {
-            Ok(d) => d,
-            Err(es) => {
-                errors.extend(es.iter().map(ToString::to_string));
-                continue;
-            }
-        };
-        for (index, v) in docs {
-            let kind_text = v.get("kind").and_then(Value::as_str).unwrap_or("");
-            let Some(kind) = Kind::parse(kind_text) else {
-                errors.push(format!(
-                    "{}: document {index}: kind: unknown kind {kind_text:?}",
-                    f.name
-                ));
-                continue;
-            };
-            let Some(name) = v.pointer("/metadata/name").and_then(Value::as_str) else {
-                errors.push(format!(
-                    "{}: document {index}: metadata.name: missing",
-                    f.name
-                ));
-                continue;
-            };
-            let project = if kind.is_project_scoped() {
-                match v
-                    .pointer("/metadata/project")
-                    .and_then(Value::as_str)
-                    .or(default_project)
-                {
-                    Some(p) => Some(p.to_string()),
-                    None => {
-                        errors.push(format!(
-                            "{}: document {index}: metadata.project: missing and no -p given",
-                            f.name
-                        ));
-                        continue;
+    let mut pages = Vec::new();
+    let mut missing = Vec::new();
+    for r in requests {
+        let project = ctx.project_for(r.kind)?;
+        let objects = read(&client, &r, project.as_deref(), None, &mut missing)?;
+        for obj in objects {
+            let events = match recent_events(&client, r.kind, &obj) {
+                Ok((events, truncated)) => {
+                    if truncated {
+                        term::note(
+                            "note: the event journal is long; events after the first 100000 were not read",
+                        );
                     }
+                    events
                 }
-            } else {
-                None
+                Err(e) => {
+                    term::note(&format!("note: events unavailable: {}", e.message));
+                    Vec::new()
+                }
             };
-            out.push(Target {
-                kind,
-                project,
-                name: name.to_string(),
-            });
+            pages.push(describe::page(r.kind, &obj, &events, Utc::now()));
         }
     }
-    if !errors.is_empty() {
-        return Err(CliError::usage("cannot read the objects to delete").details(errors));
-    }
-    Ok(out)
-}
-
-pub(crate) fn delete(
-    ctx: &mut Ctx,
-    args: &[String],
-    files: &[String],
-    recursive: bool,
-    selector: Option<&str>,
-) -> Result<Exit> {
-    let targets = if !files.is_empty() {
-        if !args.is_empty() || selector.is_some() {
-            return Err(CliError::usage(
-                "-f cannot be combined with KIND NAME or -l",
-            ));
-        }
-        let inputs = crate::files::collect(files, recursive, &mut std::io::stdin().lock())?;
-        let project = ctx.resolved()?.project.clone();
-        targets_from_files(&inputs, project.as_deref())?
-    } else {
-        let Some((kind, names)) = args.split_first() else {
-            return Err(CliError::usage(
-                "nothing to delete: pass KIND NAME…, KIND -l SELECTOR, or -f FILE",
-            ));
-        };
-        let kind = parse_kind(kind)?;
-        let project = ctx.project_for(kind)?;
-        match (names.is_empty(), selector) {
-            (false, None) => names
-                .iter()
-                .map(|n| Target {
-                    kind,
-                    project: project.clone(),
-                    name: n.clone(),
-                })
-                .collect(),
-            (true, Some(sel)) => {
-                super::apply::parse_selector(sel)?;
-                let client = ctx.client()?;
-                let found = list(&client, kind, project.as_deref(), Some(sel))?;
-                if found.is_empty() {
-                    term::note(&format!("No {} match {sel:?}.", kind.plural()));
-                }
-                found
-                    .iter()
-                    .filter_map(|o| o.pointer("/metadata/name").and_then(Value::as_str))
-                    .map(|n| Target {
-                        kind,
-                        project: project.clone(),
-                        name: n.to_string(),
-                    })
-                    .collect()
-            }
-            (false, Some(_)) => return Err(CliError::usage("pass either NAMEs or -l, not both")),
-            (true, None) => {
-                return Err(CliError::usage(format!(
-                    "delete {}: which? pass NAMEs or -l SELECTOR",
-                    kind.plural()
-                )))
-            }
-        }
-    };
-    let client = ctx.client()?;
-    let mut worst: Option<CliError> = None;
-    for t in targets {
-        match client.delete(&object_path(t.kind, t.project.as_deref(), &t.name)) {
-            Ok(_) => term::outln(&format!("{} deleted", render::qualified(t.kind, &t.name))),
-            Err(e) => {
-                crate::report(&e);
-                if worst
-                    .as_ref()
-                    .is_none_or(|w| (e.exit as u8) > (w.exit as u8))
-                {
-                    worst = Some(e);
-                }
-            }
-        }
-    }
-    match worst {
-        // Already printed; exit with its code.
-        Some(e) => Err(CliError {
-            message: String::new(),
-            details: vec![],
-            hints: vec![],
-            ..e
-        }),
-        None => Ok(Exit::Ok),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::files::InputFile;
-
-    #[test]
-    fn delete_targets_from_manifests() {
-        let f = InputFile {
-            name: "web.yaml".into(),
-            content: "apiVersion: pam.dev/v1\nkind: Project\nmetadata: {name: web}\n---\n\
-                      apiVersion: pam.dev/v1\nkind: Task\nmetadata: {name: build}\nspec: {title: B}\n---\n\
-                      apiVersion: pam.dev/v1\nkind: Run\nmetadata: {name: r1, project: api}\n"
-                .into(),
-        };
-        let t = targets_from_files(std::slice::from_ref(&f), Some("web")).unwrap();
-        assert_eq!(
-            t,
-            [
-                Target {
-                    kind: Kind::Project,
-                    project: None,
-                    name: "web".into()
-                },
-                Target {
-                    kind: Kind::Task,
-                    project: Some("web".into()),
-                    name: "build".into()
-                },
-                Target {
-                    kind: Kind::Run,
-                    project: Some("api".into()),
-                    name: "r1".into()
-                },
-            ]
-        );
-        let e = targets_from_files(&[f], None).unwrap_err();
-        assert_eq!(
-            e.details,
-            ["web.yaml: document 1: metadata.project: missing and no -p given"]
-        );
-    }
+    term::out(&pages.join("\n\n"));
+    fail_after(missing)
 }

@@ -1,19 +1,43 @@
 //! One module per verb family; [`run`] dispatches.
 
 mod apply;
+mod attach;
+mod delete;
+mod edit;
 mod events;
+mod explain;
 mod get;
 mod imperative;
+mod info;
+mod logs;
+mod meta;
 mod runs;
+mod targets;
 mod token;
 mod validate;
+mod wait;
 mod watch;
 
-use clap::CommandFactory;
+use pam_manifests::Kind;
+use serde_json::Value;
 
-use crate::cli::{Cli, Command};
+use crate::cli::Command;
+use crate::client::Client;
 use crate::error::{Exit, Result};
 use crate::Ctx;
+
+pub(crate) use explain::children as explain_children;
+pub(crate) use wait::phases;
+
+/// The names of the objects of `kind` (for completion).
+pub(crate) fn list_names(client: &Client, kind: Kind, project: Option<&str>) -> Vec<String> {
+    get::list(client, kind, project, None)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|o| o.pointer("/metadata/name").and_then(Value::as_str))
+        .map(str::to_string)
+        .collect()
+}
 
 pub(crate) fn run(ctx: &mut Ctx, command: Command) -> Result<Exit> {
     match command {
@@ -25,43 +49,9 @@ pub(crate) fn run(ctx: &mut Ctx, command: Command) -> Result<Exit> {
             dry_run,
         } => apply::apply(ctx, &files, prune, selector, applyset, dry_run),
         Command::Diff { files } => apply::diff(ctx, &files),
-        Command::Get {
-            kind,
-            name,
-            selector,
-            output,
-            all_projects,
-            watch: true,
-        } => watch::get_watch(
-            ctx,
-            &kind,
-            name.as_deref(),
-            selector.as_deref(),
-            output,
-            all_projects,
-        ),
-        Command::Get {
-            kind,
-            name,
-            selector,
-            output,
-            all_projects,
-            watch: false,
-        } => get::get(
-            ctx,
-            &kind,
-            name.as_deref(),
-            selector.as_deref(),
-            output,
-            all_projects,
-        ),
-        Command::Describe { kind, name } => get::describe(ctx, &kind, &name),
-        Command::Delete {
-            args,
-            files,
-            recursive,
-            selector,
-        } => get::delete(ctx, &args, &files, recursive, selector.as_deref()),
+        Command::Get(a) => get::get(ctx, a),
+        Command::Describe { args } => get::describe(ctx, &args),
+        Command::Delete(a) => delete::delete(ctx, a),
         Command::Validate { files } => validate::validate(&files),
         Command::Task(t) => imperative::task(ctx, t),
         Command::Host(h) => imperative::host(ctx, h),
@@ -69,20 +59,31 @@ pub(crate) fn run(ctx: &mut Ctx, command: Command) -> Result<Exit> {
         Command::Run(crate::cli::RunCommand::Start(s)) => runs::start(ctx, s),
         Command::Stop { run } => runs::stop(ctx, &run),
         Command::Signal { run, signal } => runs::signal(ctx, &run, signal),
-        Command::Logs { run, follow } => runs::logs(ctx, &run, follow),
+        Command::Logs {
+            run,
+            follow,
+            tail,
+            since,
+        } => logs::logs(ctx, &run, follow, tail, since.as_deref()),
         Command::Wait {
             objects,
             for_,
             timeout,
             selector,
-        } => watch::wait(ctx, &objects, &for_, &timeout, selector.as_deref()),
-        Command::Attach { run, ttl } => runs::attach(ctx, &run, ttl),
+        } => wait::wait(ctx, &objects, &for_, &timeout, selector.as_deref()),
+        Command::Attach { run, ttl } => attach::attach(ctx, &run, &ttl),
         Command::Events { topic, follow } => events::events(ctx, topic.as_deref(), follow),
         Command::Completion { shell } => {
-            let mut out = Vec::new();
-            clap_complete::generate(shell, &mut Cli::command(), "pamctl", &mut out);
-            crate::term::out(&String::from_utf8_lossy(&out));
+            crate::term::out(&crate::complete::script(shell));
             Ok(Exit::Ok)
         }
+        Command::Version { client, output } => info::version(ctx, client, output.as_deref()),
+        Command::Explain { path, recursive } => explain::explain(&path, recursive),
+        Command::ApiResources { output, no_headers } => {
+            info::api_resources(output.as_deref(), no_headers)
+        }
+        Command::Label(a) => meta::label(ctx, meta::Which::Labels, &a),
+        Command::Annotate(a) => meta::label(ctx, meta::Which::Annotations, &a),
+        Command::Edit { args } => edit::edit(ctx, &args),
     }
 }

@@ -1,6 +1,4 @@
-//! `run start`, `stop`, `signal`, `logs`.
-
-use std::time::Duration;
+//! `run start`, `stop`, `signal`.
 
 use pam_manifests::protocol::SignalName;
 use pam_manifests::{Kind, Manifest};
@@ -47,6 +45,14 @@ pub(crate) fn run_manifest(
     if let Some(n) = s.max_attempts {
         spec.insert("restartPolicy".into(), json!({ "maxAttempts": n }));
     }
+    let argv = if s.args.is_empty() {
+        &s.command
+    } else {
+        &s.args
+    };
+    if !argv.is_empty() {
+        spec.insert("command".into(), json!(argv));
+    }
     let run = json!({
         "apiVersion": render::API_VERSION,
         "kind": "Run",
@@ -54,7 +60,35 @@ pub(crate) fn run_manifest(
         "spec": spec,
     });
     Manifest::from_json(run.clone()).map_err(|e| CliError::usage(format!("invalid run: {e}")))?;
+    check_like_a_file(&run, argv.is_empty())?;
     Ok(run)
+}
+
+/// Runs the loader's per-document rules (the ones the server applies to
+/// `files`, e.g. "exec needs a command") on the Run, so `run start` refuses
+/// locally what could only fail later, with the server's words.
+fn check_like_a_file(run: &Value, no_command: bool) -> Result<()> {
+    let text = serde_yaml::to_string(run).expect("a JSON value serializes as YAML");
+    let Err(errors) = pam_manifests::load::parse_documents("run start", &text) else {
+        return Ok(());
+    };
+    let details: Vec<String> = errors
+        .iter()
+        .map(|e| {
+            if e.path.is_empty() {
+                e.message.clone()
+            } else {
+                format!("{}: {}", e.path, e.message)
+            }
+        })
+        .collect();
+    let mut err = CliError::usage(format!("invalid run: {}", details.join("; ")));
+    if no_command && errors.iter().any(|e| e.path == "spec.command") {
+        err = err.hint(
+            "give the command after the flags: pamctl run start … --provider exec -- cat, or --command ARG (repeatable)",
+        );
+    }
+    Err(err)
 }
 
 pub(crate) fn start(ctx: &mut Ctx, s: RunStart) -> Result<Exit> {
@@ -100,244 +134,6 @@ pub(crate) fn signal(ctx: &mut Ctx, run: &str, signal: SignalName) -> Result<Exi
     Ok(Exit::Ok)
 }
 
-/// What to print of snapshot `next` after `prev` was printed. Snapshots
-/// may be a moving window over the output (the start dropped), so this
-/// finds the longest end of `prev` that `next` starts with and returns the
-/// rest; `None` when they do not overlap at all (print all of `next`).
-pub(crate) fn new_output<'a>(prev: &str, next: &'a str) -> Option<&'a str> {
-    if let Some(rest) = next.strip_prefix(prev) {
-        return Some(rest);
-    }
-    // KMP: run `next` as the pattern over `prev` as the text; the state at
-    // the end is the longest prefix of `next` that is a suffix of `prev`.
-    let (p, t) = (next.as_bytes(), prev.as_bytes());
-    let mut fail = vec![0usize; p.len()];
-    let mut k = 0;
-    for i in 1..p.len() {
-        while k > 0 && p[i] != p[k] {
-            k = fail[k - 1];
-        }
-        if p[i] == p[k] {
-            k += 1;
-        }
-        fail[i] = k;
-    }
-    let mut state = 0;
-    for &c in t {
-        while state > 0 && (state == p.len() || c != p[state]) {
-            state = fail[state - 1];
-        }
-        if state < p.len() && c == p[state] {
-            state += 1;
-        }
-    }
-    // A valid UTF-8 `next` cannot start inside a character, and the match
-    // ends where `prev` ends, so `state` is a character boundary.
-    (state > 0).then(|| &next[state..])
-}
-
-/// Whether a run will not produce more output.
-fn finished(run: &Value) -> bool {
-    let phase = run
-        .pointer("/status/phase")
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    match phase {
-        "exited" | "stopped" => true,
-        "failed" => {
-            let attempt = run
-                .pointer("/status/attempt")
-                .and_then(Value::as_u64)
-                .unwrap_or(0);
-            let max = run
-                .pointer("/spec/restartPolicy/maxAttempts")
-                .and_then(Value::as_u64)
-                .unwrap_or(1);
-            let reason = run
-                .pointer("/status/failureReason")
-                .and_then(Value::as_str)
-                .unwrap_or("");
-            let stopped = run
-                .pointer("/spec/stopped")
-                .and_then(Value::as_bool)
-                .unwrap_or(false);
-            stopped
-                || attempt >= max
-                || matches!(
-                    reason,
-                    "dispatch_timeout" | "no_eligible_host" | "restart_exhausted"
-                )
-        }
-        _ => false,
-    }
-}
-
-pub(crate) fn logs(ctx: &mut Ctx, run: &str, follow: bool) -> Result<Exit> {
-    let project = ctx.project()?;
-    let client = ctx.client()?;
-    let run_path = object_path(Kind::Run, Some(&project), run);
-    let out_path = format!("{run_path}/output");
-    if !follow {
-        let snap = client.get_optional(&out_path)?.ok_or_else(|| {
-            CliError::new(Exit::Refused, format!("run {run:?} has no output yet"))
-                .hint("follow it with `pamctl logs -f`")
-        })?;
-        term::out(snap.get("text").and_then(Value::as_str).unwrap_or(""));
-        return Ok(Exit::Ok);
-    }
-    let mut printed = String::new();
-    let mut attempt: Option<u64> = None;
-    loop {
-        // Read the run first: output read after seeing it finished is final.
-        let state = client.get(&run_path)?;
-        if let Some(snap) = client.get_optional(&out_path)? {
-            let a = snap.get("attempt").and_then(Value::as_u64);
-            let text = snap.get("text").and_then(Value::as_str).unwrap_or("");
-            if attempt.is_some() && a != attempt {
-                term::note(&format!(
-                    "--- attempt {} ---",
-                    a.map_or("?".into(), |a| a.to_string())
-                ));
-                printed.clear();
-            }
-            attempt = a;
-            match new_output(&printed, text) {
-                Some(new) => term::out(new),
-                None => {
-                    term::note("--- output skipped ahead; showing the latest snapshot ---");
-                    term::out(text);
-                }
-            }
-            printed = text.to_string();
-        }
-        if finished(&state) {
-            return Ok(Exit::Ok);
-        }
-        std::thread::sleep(Duration::from_secs(1));
-    }
-}
-
-/// What the attach loop hears from its helper threads.
-enum AttachEvent {
-    Line(String),
-    Eof,
-    Interrupt,
-}
-
-/// `pamctl attach RUN`: acquire the lease, then stream the pane and relay
-/// typed lines until Ctrl-D, Ctrl-C or the run ends; release on the way out.
-pub(crate) fn attach(ctx: &mut Ctx, run: &str, ttl: u64) -> Result<Exit> {
-    use std::io::BufRead;
-    use std::sync::mpsc;
-
-    let project = ctx.project()?;
-    let client = ctx.client()?;
-    let run_path = object_path(Kind::Run, Some(&project), run);
-    let holder = format!(
-        "{}@{}",
-        std::env::var("USER").unwrap_or_else(|_| "operator".into()),
-        std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .map(|h| h.trim().to_string())
-            .unwrap_or_else(|_| "pamctl".into())
-    );
-    let lease = client.post(
-        &format!("{run_path}/attach"),
-        &json!({ "holder": holder, "ttlSeconds": ttl }),
-    )?;
-    let lease_id = lease
-        .get("leaseId")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string();
-    term::note(&format!(
-        "attached to {} (lease {lease_id}); type lines to send them, Ctrl-D or Ctrl-C to detach",
-        render::qualified(Kind::Run, run)
-    ));
-    let (tx, rx) = mpsc::channel();
-    {
-        let tx = tx.clone();
-        std::thread::spawn(move || {
-            for line in std::io::stdin().lock().lines() {
-                match line {
-                    Ok(l) => {
-                        if tx.send(AttachEvent::Line(l)).is_err() {
-                            return;
-                        }
-                    }
-                    Err(_) => break,
-                }
-            }
-            let _ = tx.send(AttachEvent::Eof);
-        });
-    }
-    std::thread::spawn(move || {
-        let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-        else {
-            return;
-        };
-        if rt.block_on(tokio::signal::ctrl_c()).is_ok() {
-            let _ = tx.send(AttachEvent::Interrupt);
-        }
-    });
-    let release = |why: &str| -> Result<Exit> {
-        let _ = client.post(
-            &format!("{run_path}/attach/release"),
-            &json!({ "leaseId": lease_id }),
-        );
-        term::note(&format!("detached ({why})"));
-        Ok(Exit::Ok)
-    };
-    let renew_every = Duration::from_secs((ttl / 3).max(1));
-    let mut renewed = std::time::Instant::now();
-    let mut printed = String::new();
-    let mut last_poll = std::time::Instant::now() - Duration::from_secs(1);
-    loop {
-        match rx.recv_timeout(Duration::from_millis(100)) {
-            Ok(AttachEvent::Line(l)) => {
-                if let Err(e) = client.post(
-                    &format!("{run_path}/attach/input"),
-                    &json!({ "leaseId": lease_id, "text": l }),
-                ) {
-                    let _ = release("error");
-                    return Err(e);
-                }
-            }
-            Ok(AttachEvent::Eof) => return release("end of input"),
-            Ok(AttachEvent::Interrupt) => return release("interrupted"),
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
-            Err(mpsc::RecvTimeoutError::Disconnected) => return release("end of input"),
-        }
-        if renewed.elapsed() >= renew_every {
-            client.post(
-                &format!("{run_path}/attach/renew"),
-                &json!({ "leaseId": lease_id }),
-            )?;
-            renewed = std::time::Instant::now();
-        }
-        if last_poll.elapsed() >= Duration::from_millis(500) {
-            last_poll = std::time::Instant::now();
-            let state = client.get(&run_path)?;
-            if let Some(snap) = client.get_optional(&format!("{run_path}/output"))? {
-                let text = snap.get("text").and_then(Value::as_str).unwrap_or("");
-                match new_output(&printed, text) {
-                    Some(new) => term::out(new),
-                    None => term::out(text),
-                }
-                printed = text.to_string();
-            }
-            let phase = state
-                .pointer("/status/phase")
-                .and_then(Value::as_str)
-                .unwrap_or("");
-            if !matches!(phase, "spawning" | "running") {
-                return release(&format!("the run is {phase}"));
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -352,6 +148,8 @@ mod tests {
             target_host: None,
             selector: vec!["gpu=true".into(), "os=linux".into()],
             max_attempts: Some(3),
+            command: vec![],
+            args: vec![],
         }
     }
 
@@ -386,30 +184,43 @@ mod tests {
     }
 
     #[test]
-    fn follow_prints_only_what_is_new() {
-        assert_eq!(new_output("", "a\n"), Some("a\n"));
-        assert_eq!(new_output("a\n", "a\nb\n"), Some("b\n"));
-        // A moving window: the start dropped, the end of what was printed is still there.
+    fn exec_runs_need_a_command_and_others_refuse_one() {
+        let now = crate::render::samples::now();
+        let exec = RunStart {
+            provider: "exec".into(),
+            prompt: None,
+            ..start_args()
+        };
+        let e = run_manifest(&exec, "web", now).unwrap_err();
+        assert_eq!(e.exit, Exit::Usage);
         assert_eq!(
-            new_output("line1\nline2\n", "line2\nline3\n"),
-            Some("line3\n")
+            e.message,
+            "invalid run: spec.command: missing required field for provider exec, expected the argv to run (a non-empty list)"
         );
-        assert_eq!(new_output("ab\nab\n", "ab\nab\nc\n"), Some("c\n"));
-        assert_eq!(new_output("xab\nab\n", "ab\nab\nc\n"), Some("c\n"));
-        assert_eq!(new_output("same\n", "same\n"), Some(""));
-        assert_eq!(new_output("old", "entirely new"), None);
-        assert_eq!(new_output("é€x", "€xé"), Some("é"));
-    }
-
-    #[test]
-    fn when_a_run_is_finished() {
-        assert!(finished(&json!({"status": {"phase": "exited"}})));
-        assert!(!finished(&json!({"status": {"phase": "running"}})));
-        assert!(!finished(
-            &json!({"spec": {"restartPolicy": {"maxAttempts": 3}}, "status": {"phase": "failed", "attempt": 1}})
-        ));
-        assert!(finished(
-            &json!({"spec": {"restartPolicy": {"maxAttempts": 3}}, "status": {"phase": "failed", "attempt": 3}})
-        ));
+        assert_eq!(e.hints.len(), 1);
+        let after_dashes = RunStart {
+            args: vec!["cat".into(), "-n".into()],
+            ..exec
+        };
+        let run = run_manifest(&after_dashes, "web", now).unwrap();
+        assert_eq!(run["spec"]["command"], json!(["cat", "-n"]));
+        let repeated = RunStart {
+            command: vec!["sh".into(), "-c".into(), "make test".into()],
+            args: vec![],
+            ..after_dashes
+        };
+        let run = run_manifest(&repeated, "web", now).unwrap();
+        assert_eq!(run["spec"]["command"], json!(["sh", "-c", "make test"]));
+        let claude_with_command = RunStart {
+            args: vec!["cat".into()],
+            ..start_args()
+        };
+        let e = run_manifest(&claude_with_command, "web", now).unwrap_err();
+        assert!(
+            e.message
+                .starts_with("invalid run: spec.command: command is only for provider exec"),
+            "{}",
+            e.message
+        );
     }
 }

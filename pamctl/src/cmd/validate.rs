@@ -7,7 +7,7 @@ use pam_manifests::{parse_documents, validate_batch, ManifestError};
 
 use crate::cli::FileArgs;
 use crate::error::{CliError, Exit, Result};
-use crate::files::{self, InputFile};
+use crate::files::InputFile;
 use crate::term;
 
 /// Every problem in the batch, in file, document and line order (files in
@@ -33,7 +33,7 @@ pub(crate) fn check(files: &[InputFile]) -> std::result::Result<usize, Vec<Manif
 }
 
 pub(crate) fn validate(args: &FileArgs) -> Result<Exit> {
-    let files = files::collect(&args.files, args.recursive, &mut std::io::stdin().lock())?;
+    let files = super::apply::read_files(args)?;
     match check(&files) {
         Ok(n) => {
             let noun = if n == 1 { "object" } else { "objects" };

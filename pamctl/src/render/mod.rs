@@ -3,6 +3,7 @@
 //! (and of `now` where ages are shown), so they are snapshot-tested.
 
 pub mod age;
+pub mod columns;
 pub mod describe;
 pub mod diff;
 pub mod table;
@@ -13,15 +14,7 @@ use serde_json::{Map, Value};
 
 use crate::error::{CliError, Result};
 
-/// `-o`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Output {
-    Table,
-    Wide,
-    Yaml,
-    Json,
-    Name,
-}
+pub use columns::Output;
 
 pub const API_VERSION: &str = "pam.dev/v1";
 
@@ -77,38 +70,86 @@ pub fn to_yaml(v: &Value) -> String {
     serde_yaml::to_string(v).expect("a JSON value serializes as YAML")
 }
 
-/// Renders `get` output. `single`: a named object was asked for (JSON and
-/// YAML print it bare rather than in a List).
+/// How `get` lays out tables and lists, beyond `-o`.
+#[derive(Debug, Clone, Default)]
+pub struct GetOpts {
+    /// A PROJECT column (`-A`).
+    pub with_project: bool,
+    /// `--no-headers`.
+    pub no_headers: bool,
+    /// `--show-labels`.
+    pub show_labels: bool,
+    /// `-L key`: one column per label key.
+    pub label_columns: Vec<String>,
+}
+
+/// Renders `get` output for one kind. `single`: a named object was asked
+/// for (JSON, YAML and jsonpath print it bare rather than in a List).
 pub fn get(
     kind: Kind,
     items: &[Value],
-    output: Output,
+    output: &Output,
     single: bool,
-    with_project: bool,
+    opts: &GetOpts,
     now: DateTime<Utc>,
 ) -> Result<String> {
+    get_groups(&[(kind, items.to_vec())], output, single, opts, now)
+}
+
+/// Renders `get` output for objects of one or more kinds (`get
+/// runs,tasks`): a table per kind, separated by a blank line, names
+/// printed `kind/name` when there is more than one kind; one List (or the
+/// single object) for JSON, YAML and jsonpath; one custom-columns table.
+pub fn get_groups(
+    groups: &[(Kind, Vec<Value>)],
+    output: &Output,
+    single: bool,
+    opts: &GetOpts,
+    now: DateTime<Utc>,
+) -> Result<String> {
+    let all: Vec<Value> = groups.iter().flat_map(|(_, items)| items.clone()).collect();
+    let whole = || -> Result<Value> {
+        match (single, all.as_slice()) {
+            (true, [one]) => Ok(object(one)),
+            (true, _) => Err(CliError::new(
+                crate::error::Exit::ServerError,
+                "the server sent a list where one object was expected",
+            )),
+            (false, _) => Ok(list(&all)),
+        }
+    };
     Ok(match output {
         Output::Table | Output::Wide => {
-            table::objects(kind, items, output == Output::Wide, with_project, now)
+            let qualify = groups.len() > 1;
+            let tables: Vec<String> = groups
+                .iter()
+                .filter(|(_, items)| !items.is_empty())
+                .map(|(kind, items)| {
+                    let wide = *output == Output::Wide;
+                    let mut t = table::objects(*kind, items, wide, opts.with_project, qualify, now);
+                    columns::add_label_columns(
+                        &mut t,
+                        items,
+                        &opts.label_columns,
+                        opts.show_labels,
+                    );
+                    t.render_rows(!opts.no_headers)
+                })
+                .collect();
+            tables.join("\n")
         }
-        Output::Name => items.iter().map(|o| name(kind, o) + "\n").collect(),
-        Output::Json | Output::Yaml => {
-            let v = match (single, items) {
-                (true, [one]) => object(one),
-                (true, _) => {
-                    return Err(CliError::new(
-                        crate::error::Exit::ServerError,
-                        "the server sent a list where one object was expected",
-                    ))
-                }
-                (false, _) => list(items),
-            };
-            if output == Output::Json {
-                to_json(&v)
-            } else {
-                to_yaml(&v)
-            }
+        Output::CustomColumns(cols) => {
+            let mut t = columns::custom_table(cols, &all);
+            columns::add_label_columns(&mut t, &all, &opts.label_columns, opts.show_labels);
+            t.render_rows(!opts.no_headers)
         }
+        Output::Name => groups
+            .iter()
+            .flat_map(|(kind, items)| items.iter().map(|o| name(*kind, o) + "\n"))
+            .collect(),
+        Output::Json => to_json(&whole()?),
+        Output::Yaml => to_yaml(&whole()?),
+        Output::JsonPath(t) => t.render(&whole()?),
     })
 }
 
@@ -185,7 +226,11 @@ mod tests {
         single: bool,
         with_project: bool,
     ) -> String {
-        get(kind, items, output, single, with_project, now()).unwrap()
+        let opts = GetOpts {
+            with_project,
+            ..GetOpts::default()
+        };
+        get(kind, items, &output, single, &opts, now()).unwrap()
     }
 
     #[test]

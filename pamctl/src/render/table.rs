@@ -24,8 +24,27 @@ impl Table {
         self.rows.push(cells);
     }
 
+    /// Appends a column: its header and one cell per row, in row order.
+    pub fn push_column(&mut self, header: &str, cells: impl IntoIterator<Item = String>) {
+        let mut cells = cells.into_iter();
+        for (i, row) in self.rows.iter_mut().enumerate() {
+            row.push(if i == 0 {
+                header.to_string()
+            } else {
+                cells.next().unwrap_or_default()
+            });
+        }
+    }
+
     /// Renders with a trailing newline; the last column is not padded.
     pub fn render(&self) -> String {
+        self.render_rows(true)
+    }
+
+    /// [`Table::render`], with or without the header row (`--no-headers`;
+    /// the widths still count the header, so rows align with a headed
+    /// table printed before, as `get -w` does).
+    pub fn render_rows(&self, header: bool) -> String {
         let cols = self.rows.iter().map(Vec::len).max().unwrap_or(0);
         let mut widths = vec![0; cols];
         for row in &self.rows {
@@ -34,7 +53,7 @@ impl Table {
             }
         }
         let mut out = String::new();
-        for row in &self.rows {
+        for row in self.rows.iter().skip(usize::from(!header)) {
             let mut line = String::new();
             for (i, cell) in row.iter().enumerate() {
                 if i + 1 == row.len() {
@@ -85,14 +104,16 @@ fn host_phase(obj: &Value) -> String {
 }
 
 /// The table for objects of one kind. `with_project` adds a PROJECT column
-/// (`-A`), like kubectl's NAMESPACE.
+/// (`-A`), like kubectl's NAMESPACE; `qualify` prints names as
+/// `kind/name` (kubectl's form when several kinds are listed at once).
 pub fn objects(
     kind: Kind,
     items: &[Value],
     wide: bool,
     with_project: bool,
+    qualify: bool,
     now: DateTime<Utc>,
-) -> String {
+) -> Table {
     let mut headers: Vec<&str> = Vec::new();
     if with_project {
         headers.push("PROJECT");
@@ -132,7 +153,11 @@ pub fn objects(
         if with_project {
             row.push(cell(o, "/metadata/project"));
         }
-        row.push(cell(o, "/metadata/name"));
+        row.push(if qualify {
+            super::name(kind, o)
+        } else {
+            cell(o, "/metadata/name")
+        });
         match kind {
             Kind::Task => {
                 row.extend([
@@ -189,7 +214,7 @@ pub fn objects(
         }
         t.row(row);
     }
-    t.render()
+    t
 }
 
 #[cfg(test)]
