@@ -78,13 +78,17 @@ async fn scenarios(store: Arc<dyn Store>) {
     assert_eq!(st, StatusCode::OK, "{v}");
 
     // The walk from b's new parent x (new) goes to d (named), then to c
-    // — stored, named by nobody — then to b: a cycle.
+    // — stored, named by nobody — then to b: a cycle. Both documents that
+    // close it are named, each at its own parent field.
     let batch = task("x", "web", Some("d")) + &task("b", "web", Some("x"));
     let (st, v) = apply(&s, &batch).await;
     assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
     assert_eq!(
         displays(&v),
-        ["b.yaml: document 2, line 9, column 23: spec.parent: parent \"x\" makes a cycle b → x → d → c → b, expected a parent that is not \"b\" or one of its descendants"],
+        [
+            "b.yaml: document 0, line 5, column 26: spec.parent: parent \"d\" makes a cycle x → d → c → b → x, expected a parent that is not \"x\" or one of its descendants",
+            "b.yaml: document 1, line 10, column 26: spec.parent: parent \"x\" makes a cycle b → x → d → c → b, expected a parent that is not \"b\" or one of its descendants",
+        ],
         "{v}"
     );
 
@@ -95,7 +99,7 @@ async fn scenarios(store: Arc<dyn Store>) {
     assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
     assert_eq!(
         displays(&v),
-        ["b.yaml: document 1, line 9, column 23: spec.parent: task \"far\" is in project \"other\", expected a task in project \"web\""],
+        ["b.yaml: document 0, line 5, column 26: spec.parent: task \"far\" is in project \"other\", expected a task in project \"web\""],
         "{v}"
     );
 
