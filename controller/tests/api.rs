@@ -241,6 +241,39 @@ async fn a_bad_document_writes_nothing_and_names_file_line_column() {
     );
 }
 
+/// Issue 16: the objects path (what `pamctl run start` sends) applies the
+/// file path's per-document rules: an exec run without a command is refused
+/// on both, with the same words, and nothing is written.
+#[tokio::test]
+async fn an_exec_run_without_a_command_is_refused_on_the_objects_path_too() {
+    let api = Api::new().await;
+    let (s, v) = api.apply("tree.yaml", TREE).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let run = json!({
+        "apiVersion": "pam.dev/v1", "kind": "Run",
+        "metadata": {"name": "r2", "project": "web"},
+        "spec": {"task": "cart", "provider": "exec", "cwd": "/tmp"},
+    });
+    let (s, v) = api
+        .call("POST", "/api/v1/apply", Some(json!({ "objects": [run] })))
+        .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+    assert_eq!(v["errors"][0]["path"], "spec.command", "{v}");
+    assert!(
+        v["errors"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("missing required field for provider exec"),
+        "{v}"
+    );
+    let file = "apiVersion: pam.dev/v1\nkind: Run\nmetadata: {name: r2, project: web}\nspec: {task: cart, provider: exec, cwd: /tmp}\n";
+    let (s, f) = api.apply("run.yaml", file).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{f}");
+    assert_eq!(f["errors"][0]["message"], v["errors"][0]["message"]);
+    let (_, runs) = api.call("GET", "/api/v1/projects/web/runs", None).await;
+    assert_eq!(runs["items"], json!([]), "nothing is written");
+}
+
 #[tokio::test]
 async fn stale_resource_version_is_a_409_naming_the_object() {
     let api = Api::new().await;

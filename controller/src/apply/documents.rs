@@ -21,19 +21,11 @@ pub fn documents(req: &ApplyRequest) -> Result<Vec<Document>, ApplyError> {
         }
     }
     for (i, obj) in req.objects.iter().enumerate() {
-        let label = "<request>";
-        if obj.get("status").is_some() {
-            errors.push(plain_error(
-                label,
-                i,
-                "status",
-                "status is set by the controller; remove the status block",
-            ));
-            continue;
-        }
-        match Manifest::from_json(obj.clone()) {
-            Ok(m) => docs.push(Document::from_manifest(label, i, m)),
-            Err(e) => errors.push(plain_error(label, i, "", &e.to_string())),
+        // The rules of a file's document, without positions (issue 16: an
+        // exec run without a command is refused on both paths alike).
+        match pam_manifests::load::document_from_value("<request>", i, obj.clone()) {
+            Ok(d) => docs.push(d),
+            Err(e) => errors.extend(e),
         }
     }
     if errors.is_empty() {
@@ -66,17 +58,6 @@ fn parse_files(files: &[FileIn]) -> Vec<Result<Vec<Document>, Vec<ManifestError>
             .flat_map(|h| h.join().expect("a parse thread panicked"))
             .collect()
     })
-}
-
-fn plain_error(file: &str, document: usize, path: &str, message: &str) -> ManifestError {
-    ManifestError {
-        file: file.into(),
-        document,
-        line: 0,
-        column: 0,
-        path: path.into(),
-        message: message.into(),
-    }
 }
 
 pub(super) fn labels_mut(m: &mut Manifest) -> &mut pam_manifests::Labels {

@@ -170,6 +170,38 @@ pub fn parse_values(
     }
 }
 
+/// Types one object given as JSON (an API request's `objects`, a Run that
+/// `pamctl run start` builds) with exactly the rules of a document read
+/// from a file: the structural checks, typing, and the per-document rules
+/// (an exec run needs a command, …). One validation for both paths (issue
+/// 16); errors carry no line or column.
+pub fn document_from_value(
+    file_label: &str,
+    index: usize,
+    value: Value,
+) -> Result<Document, Vec<ManifestError>> {
+    let locator = Locator {
+        file: file_label,
+        index,
+        root: None,
+    };
+    if crate::limits::too_deep(&value) {
+        return Err(vec![locator.error_at("", crate::limits::too_deep_message())]);
+    }
+    let doc = Document {
+        file: file_label.to_string(),
+        index,
+        manifest: typing::type_document(&locator, value)?,
+        root: Positions::None,
+    };
+    let problems = typing::check_document(&doc);
+    if problems.is_empty() {
+        Ok(doc)
+    } else {
+        Err(problems)
+    }
+}
+
 /// Parses a (multi-document) YAML file into typed manifests.
 ///
 /// `file_label` is only used in errors. Empty and comment-only documents

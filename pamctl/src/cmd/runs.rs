@@ -1,7 +1,7 @@
 //! `run start`, `stop`, `signal`.
 
 use pam_manifests::protocol::SignalName;
-use pam_manifests::{Kind, Manifest};
+use pam_manifests::Kind;
 use serde_json::{json, Map, Value};
 
 use crate::cli::RunStart;
@@ -59,17 +59,16 @@ pub(crate) fn run_manifest(
         "metadata": { "name": name, "project": project },
         "spec": spec,
     });
-    Manifest::from_json(run.clone()).map_err(|e| CliError::usage(format!("invalid run: {e}")))?;
     check_like_a_file(&run, argv.is_empty())?;
     Ok(run)
 }
 
-/// Runs the loader's per-document rules (the ones the server applies to
-/// `files`, e.g. "exec needs a command") on the Run, so `run start` refuses
-/// locally what could only fail later, with the server's words.
+/// Types the Run with the rules the server applies to every object
+/// (`pam_manifests::load::document_from_value`, e.g. "exec needs a
+/// command"), so `run start` refuses locally what the server would, with
+/// the server's words.
 fn check_like_a_file(run: &Value, no_command: bool) -> Result<()> {
-    let text = serde_yaml::to_string(run).expect("a JSON value serializes as YAML");
-    let Err(errors) = pam_manifests::load::parse_documents("run start", &text) else {
+    let Err(errors) = pam_manifests::load::document_from_value("run start", 0, run.clone()) else {
         return Ok(());
     };
     let details: Vec<String> = errors
