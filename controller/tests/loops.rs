@@ -211,6 +211,7 @@ async fn new_run(
         attempt: 1,
         last_progress_seq: None,
         failure_reason: None,
+        failure_message: None,
         pending_since: now,
         exit_code: None,
         started_at: None,

@@ -475,6 +475,9 @@ pub struct ObservedRun {
     /// Why it failed, when the failure has a distinct reason.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure_reason: Option<FailureReason>,
+    /// Why, in words (a spawn failure's cause as the worker saw it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
     /// RFC 3339.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at: Option<String>,

@@ -346,6 +346,23 @@ pub struct TokenUsage {
     pub cost_usd: Option<f64>,
 }
 
+/// The longest [`Signal::message`] a worker sends (longer text is cut at a
+/// character boundary) and pamd accepts.
+pub const SIGNAL_MESSAGE_MAX_BYTES: usize = 1024;
+
+/// `text` cut to at most `max` bytes at a character boundary, with `…` when
+/// cut.
+pub fn truncate_message(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut end = max.saturating_sub('…'.len_utf8());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
 /// One fact about one attempt of one run, written by the wrapper (or the
 /// agent, for `lost`/`orphan`) to the outbox and shipped at least once.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -366,6 +383,12 @@ pub struct Signal {
     /// `lost`/`orphan`: a short human explanation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// `failed` with [`REASON_SPAWN_FAILED`]: why, in words, as the worker
+    /// saw it (`run cwd /srv/x is not a directory on this host`); at most
+    /// [`SIGNAL_MESSAGE_MAX_BYTES`]. pamd keeps it as the run's
+    /// `status.message` and in `run.failed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
     /// `progress`: usage of that step; `finished`: the provider's final
     /// totals.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -395,6 +418,7 @@ impl Signal {
             seq: None,
             exit_code: None,
             reason: None,
+            message: None,
             usage: None,
             session_name: None,
             at,
@@ -423,6 +447,13 @@ impl Signal {
             }
             SignalKind::Finished if self.exit_code.is_none() => bad("finished needs exit_code"),
             SignalKind::Failed if self.reason.is_none() => bad("failed needs a reason"),
+            _ if self
+                .message
+                .as_ref()
+                .is_some_and(|m| m.len() > SIGNAL_MESSAGE_MAX_BYTES) =>
+            {
+                bad("message is longer than 1024 bytes")
+            }
             _ => Ok(()),
         }
     }

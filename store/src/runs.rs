@@ -53,6 +53,9 @@ pub struct Run {
     pub attempt: i32,
     pub last_progress_seq: Option<i64>,
     pub failure_reason: Option<FailureReason>,
+    /// Why the attempt failed, in words (a spawn failure's cause as the
+    /// worker saw it); per attempt, cleared on requeue.
+    pub failure_message: Option<String>,
     pub pending_since: DateTime<Utc>,
     pub exit_code: Option<i32>,
     pub started_at: Option<DateTime<Utc>>,
@@ -98,6 +101,9 @@ impl Run {
         self.host_id = update.host_id.or(self.host_id);
         self.exit_code = update.exit_code.or(self.exit_code);
         self.failure_reason = update.failure_reason.or(self.failure_reason);
+        if update.failure_message.is_some() {
+            self.failure_message = update.failure_message.clone();
+        }
         self.started_at = update.started_at.or(self.started_at);
         self.finished_at = update.finished_at.or(self.finished_at);
         self.requeue_at = update.requeue_at.or(self.requeue_at);
@@ -136,6 +142,7 @@ pub struct RunUpdate {
     pub host_id: Option<Uuid>,
     pub exit_code: Option<i32>,
     pub failure_reason: Option<FailureReason>,
+    pub failure_message: Option<String>,
     pub started_at: Option<DateTime<Utc>>,
     pub finished_at: Option<DateTime<Utc>>,
     pub requeue_at: Option<DateTime<Utc>>,

@@ -179,6 +179,7 @@ pub fn run(
             session_name: Some(r.session_name.clone()),
             exit_code: r.exit_code,
             failure_reason: r.failure_reason,
+            message: r.failure_message.clone(),
             started_at: r.started_at.map(ts),
             finished_at: r.finished_at.map(ts),
             pending_since: Some(ts(r.pending_since)),

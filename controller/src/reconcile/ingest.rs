@@ -398,7 +398,19 @@ async fn failed(
     if provider_hook {
         lifecycle::provider_failed(st, run, now).await?;
     } else {
-        runs::fail(st, run, Some(FailureReason::SpawnFailed), None, true, now).await?;
+        // Issue 16: the worker's words for why, carried into the run's
+        // status and its run.failed event.
+        let message = sig.message.as_deref();
+        runs::fail(
+            st,
+            run,
+            Some(FailureReason::SpawnFailed),
+            message,
+            None,
+            true,
+            now,
+        )
+        .await?;
     }
     Ok(APPLIED)
 }
@@ -411,7 +423,16 @@ async fn lost(st: &mut Staged, run: &Run, now: DateTime<Utc>) -> StoreResult<App
     if !first_time(st, run, "lost") {
         return Ok(DUPLICATE);
     }
-    runs::fail(st, run, Some(FailureReason::SessionLost), None, true, now).await?;
+    runs::fail(
+        st,
+        run,
+        Some(FailureReason::SessionLost),
+        None,
+        None,
+        true,
+        now,
+    )
+    .await?;
     Ok(APPLIED)
 }
 

@@ -372,7 +372,17 @@ pub async fn go_offline(
         .await?;
     let mut lost = 0;
     for run in live {
-        match runs::fail(tx, &run, Some(FailureReason::HostLost), None, true, now).await {
+        match runs::fail(
+            tx,
+            &run,
+            Some(FailureReason::HostLost),
+            None,
+            None,
+            true,
+            now,
+        )
+        .await
+        {
             Ok(_) => lost += 1,
             Err(StoreError::Conflict(_)) => {}
             Err(e) => return Err(e),

@@ -153,6 +153,7 @@ impl RunTx for MemTx {
         cur.exit_code = None;
         cur.last_progress_seq = None;
         cur.failure_reason = None;
+        cur.failure_message = None;
         cur.requeue_at = None;
         cur.eligible_host_seen = false;
         cur.pending_since = now;
@@ -318,6 +319,7 @@ impl RunTx for MemTx {
             cur.host_id = r.host_id;
             cur.exit_code = r.exit_code;
             cur.failure_reason = r.failure_reason;
+            cur.failure_message = r.failure_message.clone();
             cur.started_at = r.started_at;
             cur.finished_at = r.finished_at;
             cur.requeue_at = r.requeue_at;

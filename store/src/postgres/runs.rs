@@ -22,7 +22,7 @@ impl RunTx for PgTx {
         }
         let sql = format!(
             "INSERT INTO runs ({}) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,\
-             $16,$17,$18,$19,$20,$21,$22,$23,$24,$25,$26,$27,$28,$29,$30,$31,$32,$33,$34)",
+             $16,$17,$18,$19,$20,$21,$22,$23,$24,$25,$26,$27,$28,$29,$30,$31,$32,$33,$34,$35)",
             run_cols()
         );
         let q = sqlx::query(&sql)
@@ -51,7 +51,10 @@ impl RunTx for PgTx {
             .bind(r.stop_requested)
             .bind(r.requeue_at)
             .bind(r.eligible_host_seen);
-        let q = bind_meta!(q, r.meta).bind(r.created_at).bind(r.updated_at);
+        let q = bind_meta!(q, r.meta)
+            .bind(r.created_at)
+            .bind(r.updated_at)
+            .bind(&r.failure_message);
         self.savepoint().await?;
         let res = q.execute(self.conn()).await;
         self.end_savepoint(res).await.map(|_| ())
@@ -197,6 +200,7 @@ impl RunTx for PgTx {
              failure_reason = COALESCE($7, failure_reason), \
              started_at = COALESCE($8, started_at), finished_at = COALESCE($9, finished_at), \
              requeue_at = COALESCE($10, requeue_at), updated_at = $11, \
+             failure_message = COALESCE($12, failure_message), \
              resource_version = resource_version + 1 \
              WHERE id = $1 AND attempt = $2 AND status = $3 RETURNING {}",
             run_cols()
@@ -213,6 +217,7 @@ impl RunTx for PgTx {
             .bind(update.finished_at)
             .bind(update.requeue_at)
             .bind(now)
+            .bind(&update.failure_message)
             .fetch_optional(self.conn())
             .await
             .map_err(db_err)?;
@@ -239,7 +244,8 @@ impl RunTx for PgTx {
         let sql = format!(
             "UPDATE runs SET status = 'pending', attempt = attempt + 1, host_id = NULL, \
              started_at = NULL, finished_at = NULL, exit_code = NULL, \
-             last_progress_seq = NULL, failure_reason = NULL, requeue_at = NULL, \
+             last_progress_seq = NULL, failure_reason = NULL, failure_message = NULL, \
+             requeue_at = NULL, \
              eligible_host_seen = false, pending_since = $3, updated_at = $3, \
              resource_version = resource_version + 1 \
              WHERE id = $1 AND attempt = $2 AND status = 'failed' RETURNING {}",
@@ -441,12 +447,13 @@ impl RunTx for PgTx {
              failure_reason = u.failure_reason, started_at = u.started_at, \
              finished_at = u.finished_at, requeue_at = u.requeue_at, \
              last_progress_seq = u.last_progress_seq, updated_at = u.updated_at, \
-             resource_version = u.resource_version \
+             resource_version = u.resource_version, failure_message = u.failure_message \
              FROM UNNEST($1::uuid[], $2::text[], $3::uuid[], $4::int4[], $5::text[], \
                $6::timestamptz[], $7::timestamptz[], $8::timestamptz[], $9::int8[], \
-               $10::timestamptz[], $11::int8[], $12::int8[]) \
+               $10::timestamptz[], $11::int8[], $12::int8[], $13::text[]) \
                AS u(id, status, host_id, exit_code, failure_reason, started_at, finished_at, \
-                    requeue_at, last_progress_seq, updated_at, resource_version, expected) \
+                    requeue_at, last_progress_seq, updated_at, resource_version, expected, \
+                    failure_message) \
              WHERE r.id = u.id AND r.resource_version = u.expected",
         )
         .bind(runs.iter().map(|(r, _)| r.id).collect::<Vec<_>>())
@@ -477,6 +484,11 @@ impl RunTx for PgTx {
                 .collect::<Vec<_>>(),
         )
         .bind(runs.iter().map(|(_, rv)| *rv).collect::<Vec<_>>())
+        .bind(
+            runs.iter()
+                .map(|(r, _)| r.failure_message.as_deref())
+                .collect::<Vec<_>>(),
+        )
         .execute(self.conn())
         .await;
         let written = match r {

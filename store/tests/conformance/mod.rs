@@ -148,6 +148,7 @@ pub fn run(task: &WorkItem, name: &str, pending_since: DateTime<Utc>) -> Run {
         attempt: 1,
         last_progress_seq: None,
         failure_reason: None,
+        failure_message: None,
         pending_since,
         exit_code: None,
         started_at: None,

@@ -232,6 +232,7 @@ pub async fn transition_run_guarded(s: &dyn Store) {
     let failed = RunUpdate {
         exit_code: Some(3),
         failure_reason: Some(FailureReason::SessionLost),
+        failure_message: Some("cwd /x is not a directory".into()),
         finished_at: Some(t(4)),
         requeue_at: Some(t(14)),
         ..Default::default()
@@ -264,6 +265,10 @@ pub async fn transition_run_guarded(s: &dyn Store) {
     assert_eq!(got.finished_at, Some(t(4)));
     assert_eq!(got.exit_code, Some(3));
     assert_eq!(got.failure_reason, Some(FailureReason::SessionLost));
+    assert_eq!(
+        got.failure_message.as_deref(),
+        Some("cwd /x is not a directory")
+    );
     assert_eq!(got.requeue_at, Some(t(14)));
     assert_eq!(got.meta.resource_version, 4);
     assert_eq!(got.attempt, 1);
@@ -281,6 +286,7 @@ pub async fn requeue_run_resets_attempt(s: &dyn Store) {
     r.exit_code = Some(1);
     r.last_progress_seq = Some(9);
     r.failure_reason = Some(FailureReason::HostLost);
+    r.failure_message = Some("why".into());
     r.requeue_at = Some(t(4));
     r.eligible_host_seen = true;
     insert_runs(s, std::slice::from_ref(&r)).await;
@@ -307,6 +313,7 @@ pub async fn requeue_run_resets_attempt(s: &dyn Store) {
     want.exit_code = None;
     want.last_progress_seq = None;
     want.failure_reason = None;
+    want.failure_message = None;
     want.requeue_at = None;
     want.eligible_host_seen = false;
     want.pending_since = t(50);

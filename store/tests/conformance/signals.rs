@@ -97,6 +97,7 @@ pub async fn signal_batch_primitives(s: &dyn Store) {
     next.status = RunStatus::Failed;
     next.exit_code = Some(3);
     next.failure_reason = Some(FailureReason::SessionLost);
+    next.failure_message = Some("session gone".into());
     next.started_at = Some(t(5));
     next.finished_at = Some(t(6));
     next.requeue_at = Some(t(7));

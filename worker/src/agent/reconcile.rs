@@ -20,8 +20,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use pam_manifests::protocol::{
-    DesiredRun, DesiredSet, OperatorSignal, SessionReport, Signal, SignalKind, SignalName,
-    REASON_SPAWN_FAILED,
+    truncate_message, DesiredRun, DesiredSet, OperatorSignal, SessionReport, Signal, SignalKind,
+    SignalName, REASON_SPAWN_FAILED, SIGNAL_MESSAGE_MAX_BYTES,
 };
 use uuid::Uuid;
 
@@ -350,6 +350,12 @@ async fn spawn_run(st: &State, d: &DesiredRun) -> anyhow::Result<bool> {
     tracing::warn!(run_id = %d.run_id, attempt = d.attempt, error = %format!("{e:#}"), "spawn failed");
     let mut s = Signal::new(d.run_id, d.attempt, SignalKind::Failed, now_rfc3339());
     s.reason = Some(REASON_SPAWN_FAILED.into());
+    // Issue 16: the cause travels with the signal, so the run's status,
+    // run.failed, describe and the dashboard say why.
+    s.message = Some(truncate_message(
+        &format!("{e:#}"),
+        SIGNAL_MESSAGE_MAX_BYTES,
+    ));
     s.session_name = Some(d.session_name.clone());
     st.outbox.append(&s)?;
     Ok(false)

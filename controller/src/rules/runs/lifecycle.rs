@@ -97,11 +97,14 @@ pub fn backoff(run: &Run) -> chrono::Duration {
 /// it for failures where no wrapper exit occurred (spawn failure, a lost
 /// host or session, a dispatch timeout) and a provider hook reporting
 /// failure; a non-zero exit journals only `run.finished` — one rule, no
-/// overlap.
+/// overlap. `message` says why in words (a spawn failure's cause as the
+/// worker saw it): kept per attempt in `failure_message` and carried in
+/// `run.failed`.
 pub async fn fail<W: RunWrites + ?Sized>(
     tx: &mut W,
     run: &Run,
     reason: Option<FailureReason>,
+    message: Option<&str>,
     exit_code: Option<i32>,
     journal_failed: bool,
     now: DateTime<Utc>,
@@ -109,6 +112,7 @@ pub async fn fail<W: RunWrites + ?Sized>(
     let restartable = FailureReason::restartable(reason) && !run.stop_requested;
     let mut update = RunUpdate {
         failure_reason: reason,
+        failure_message: message.map(str::to_string),
         exit_code,
         ..RunUpdate::default()
     };
@@ -137,6 +141,9 @@ pub async fn fail<W: RunWrites + ?Sized>(
         }
         if let Some(r) = reason {
             extra["cause"] = json!(r.as_str());
+        }
+        if let Some(m) = message {
+            extra["message"] = json!(m);
         }
         tx.journal(topic::RUN_FAILED, payload::run(&failed, extra), now)
             .await?;
@@ -214,7 +221,7 @@ pub async fn finish<W: RunWrites + ?Sized>(
         RunStatus::Failed
     };
     let done = if to == RunStatus::Failed {
-        fail(w, &run, None, Some(code), false, now).await?
+        fail(w, &run, None, None, Some(code), false, now).await?
     } else {
         let update = RunUpdate {
             exit_code: Some(code),
@@ -290,7 +297,7 @@ pub async fn time_out(
     } else {
         FailureReason::NoEligibleHost
     };
-    fail(tx, run, Some(reason), None, true, now).await
+    fail(tx, run, Some(reason), None, None, true, now).await
 }
 
 /// Records that an eligible host matched these pending runs' targets while

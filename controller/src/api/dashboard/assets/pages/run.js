@@ -122,6 +122,7 @@ export function render(root, [project, name]) {
         kv('Finished', timeEl(s.finishedAt)),
         kv('Exit code', s.exitCode != null ? String(s.exitCode) : null),
         kv('Failure reason', s.failureReason ? h('span.reason', s.failureReason) : null),
+        kv('Message', s.message ? h('span.message', s.message) : null),
         kv('Session', s.sessionName ? h('code', s.sessionName) : null),
         kv(run.spec.command ? 'Command' : 'Prompt', h('span.prompt', run.spec.command ? run.spec.command.join(' ') : (run.spec.prompt || '')))));
     if (lease && TERMINAL.has(s.phase)) dropLease();

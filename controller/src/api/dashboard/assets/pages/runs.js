@@ -51,7 +51,7 @@ export function render(root) {
         h('td', s.host || h('span.muted', '—')),
         h('td', r.spec.provider),
         h('td', timeEl(r.metadata.creationTimestamp)),
-        h('td', s.failureReason ? h('span.reason', s.failureReason) : (s.exitCode != null ? h('span.muted', `exit ${s.exitCode}`) : '')));
+        h('td', s.failureReason ? h('span.reason', { title: s.message || '' }, s.failureReason) : (s.exitCode != null ? h('span.muted', `exit ${s.exitCode}`) : '')));
     };
     root.replaceChildren(
       h('h1', 'Runs'),
