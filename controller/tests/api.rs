@@ -547,6 +547,50 @@ async fn prune_needs_a_selector_and_deletes_only_the_set() {
     );
 }
 
+/// Issue 16: `lastUsedAt` is written when a token is used — at most once a
+/// minute (by the injected clock), not once per request.
+#[tokio::test]
+async fn token_last_used_is_written_at_most_once_a_minute() {
+    let api = Api::new().await;
+    let last_used = || async {
+        let (_, list) = api.call("GET", "/api/v1/tokens", None).await;
+        list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == "ops")
+            .map(|t| t["lastUsedAt"].clone())
+            .unwrap()
+    };
+    let settled = |want: Value| async move {
+        for _ in 0..100 {
+            if last_used().await == want {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        panic!("lastUsedAt never became {want}: {}", last_used().await);
+    };
+    use pam_controller::clock::Clock;
+    let t0 = api.clock.now();
+    settled(json!(pam_controller::clock::ts(t0))).await;
+    api.clock.advance(chrono::Duration::seconds(30));
+    for _ in 0..5 {
+        api.call("GET", "/api/v1/projects", None).await;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert_eq!(
+        last_used().await,
+        json!(pam_controller::clock::ts(t0)),
+        "within a minute: not written again"
+    );
+    api.clock.advance(chrono::Duration::seconds(31));
+    settled(json!(pam_controller::clock::ts(
+        t0 + chrono::Duration::seconds(61)
+    )))
+    .await;
+}
+
 #[tokio::test]
 async fn tokens_unauthenticated_revoked_and_worker_scopes() {
     let api = Api::new().await;

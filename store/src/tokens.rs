@@ -37,4 +37,13 @@ pub trait TokenTx: Send {
     async fn list_tokens(&mut self) -> StoreResult<Vec<ApiToken>>;
     /// Sets revoked_at on a live token; returns whether one was revoked.
     async fn revoke_token(&mut self, id: Uuid, now: DateTime<Utc>) -> StoreResult<bool>;
+    /// Sets last_used_at = `now` unless it is already at or after
+    /// `unless_since`; returns whether it was written. The guard makes a
+    /// burst of requests write once.
+    async fn touch_token(
+        &mut self,
+        id: Uuid,
+        now: DateTime<Utc>,
+        unless_since: DateTime<Utc>,
+    ) -> StoreResult<bool>;
 }

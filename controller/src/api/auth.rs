@@ -19,7 +19,7 @@ use uuid::Uuid;
 
 use super::revocation::Hold;
 use super::{ApiError, AppState};
-use crate::rules::tokens::fingerprint;
+use crate::rules::tokens::{self, fingerprint};
 
 /// Who is calling, and with which token (its id and fingerprint, to hold
 /// it: [`Principal::hold`]).
@@ -83,18 +83,47 @@ pub async fn authenticate(state: &AppState, header: Option<&str>) -> Result<Prin
     match found {
         None => Err(unauthorized("unknown token")),
         Some(t) if t.revoked_at.is_some() => Err(unauthorized("this token has been revoked")),
-        Some(t) => Ok(match t.kind {
-            TokenKind::Operator => Principal::Operator {
-                token_id: t.id,
-                fingerprint: fp,
-                name: t.name,
-            },
-            TokenKind::Worker => Principal::Worker {
-                token_id: t.id,
-                fingerprint: fp,
-                host: t.host_name.unwrap_or_default(),
-            },
-        }),
+        Some(t) => {
+            record_use(state, &t);
+            Ok(principal(t, fp))
+        }
+    }
+}
+
+/// `lastUsedAt` (issue 16), written off the request's path and at most once
+/// a minute per token: the row just read says whether it is stale, so a
+/// fresh token costs nothing more.
+fn record_use(state: &AppState, t: &ApiToken) {
+    let now = state.ctx.now();
+    if !tokens::last_used_is_stale(t, now) {
+        return;
+    }
+    let store = state.ctx.store.clone();
+    let id = t.id;
+    tokio::spawn(async move {
+        let written = async {
+            let mut tx = store.begin().await?;
+            tokens::touch(tx.as_mut(), id, now).await?;
+            tx.commit().await.map(|_| ())
+        };
+        if let Err(e) = written.await {
+            tracing::debug!(error = %e, "cannot record a token's last use");
+        }
+    });
+}
+
+fn principal(t: ApiToken, fp: String) -> Principal {
+    match t.kind {
+        TokenKind::Operator => Principal::Operator {
+            token_id: t.id,
+            fingerprint: fp,
+            name: t.name,
+        },
+        TokenKind::Worker => Principal::Worker {
+            token_id: t.id,
+            fingerprint: fp,
+            host: t.host_name.unwrap_or_default(),
+        },
     }
 }
 

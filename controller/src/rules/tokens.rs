@@ -55,3 +55,21 @@ pub async fn mint(
 pub async fn revoke(tx: &mut dyn Tx, id: Uuid, now: DateTime<Utc>) -> StoreResult<bool> {
     tx.revoke_token(id, now).await
 }
+
+/// How stale `last_used_at` may be (issue 16): a token is written at most
+/// once per this window, not once per request.
+pub const LAST_USED_GRANULARITY: chrono::Duration = chrono::Duration::seconds(60);
+
+/// Whether `t`'s `last_used_at` is stale at `now`: then the caller should
+/// [`touch`] it.
+pub fn last_used_is_stale(t: &ApiToken, now: DateTime<Utc>) -> bool {
+    t.last_used_at
+        .is_none_or(|at| at <= now - LAST_USED_GRANULARITY)
+}
+
+/// Records a use of token `id` at `now`, unless another request already
+/// did within [`LAST_USED_GRANULARITY`] (the store's guard: a burst of
+/// requests writes once).
+pub async fn touch(tx: &mut dyn Tx, id: Uuid, now: DateTime<Utc>) -> StoreResult<bool> {
+    tx.touch_token(id, now, now - LAST_USED_GRANULARITY).await
+}

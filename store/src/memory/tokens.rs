@@ -51,4 +51,19 @@ impl TokenTx for MemTx {
             _ => Ok(false),
         }
     }
+
+    async fn touch_token(
+        &mut self,
+        id: Uuid,
+        now: DateTime<Utc>,
+        unless_since: DateTime<Utc>,
+    ) -> StoreResult<bool> {
+        match self.work.tokens.get_mut(&id) {
+            Some(t) if t.last_used_at.is_none_or(|at| at < unless_since) => {
+                t.last_used_at = Some(now);
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
 }

@@ -52,4 +52,24 @@ impl TokenTx for PgTx {
         .map_err(db_err)?;
         Ok(r.rows_affected() == 1)
     }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn touch_token(
+        &mut self,
+        id: Uuid,
+        now: DateTime<Utc>,
+        unless_since: DateTime<Utc>,
+    ) -> StoreResult<bool> {
+        let r = sqlx::query(
+            "UPDATE api_tokens SET last_used_at = $2 WHERE id = $1 \
+             AND (last_used_at IS NULL OR last_used_at < $3)",
+        )
+        .bind(id)
+        .bind(now)
+        .bind(unless_since)
+        .execute(self.conn())
+        .await
+        .map_err(db_err)?;
+        Ok(r.rows_affected() == 1)
+    }
 }

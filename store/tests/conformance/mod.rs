@@ -76,6 +76,7 @@ macro_rules! store_conformance_tests {
             append_events_batch,
             events_commit_returns_and_rollback_discards,
             tokens_insert_lookup_revoke,
+            tokens_touch_writes_at_most_once_per_window,
             rollback_on_drop,
             store_is_ready,
             source_crud_and_status,

@@ -46,3 +46,27 @@ pub async fn tokens_insert_lookup_revoke(s: &dyn Store) {
     assert_eq!(got.revoked_at, Some(t(9)), "revoked tokens are still found");
     assert_eq!(tx.list_tokens().await.unwrap().len(), 3);
 }
+
+pub async fn tokens_touch_writes_at_most_once_per_window(s: &dyn Store) {
+    let op = token("ops", TokenKind::Operator, "fp-touch", 1);
+    let mut tx = s.begin().await.unwrap();
+    tx.insert_token(&op).await.unwrap();
+    assert!(
+        tx.touch_token(op.id, t(10), t(0)).await.unwrap(),
+        "never used"
+    );
+    assert!(
+        !tx.touch_token(op.id, t(20), t(10)).await.unwrap(),
+        "used at the window's start: not written"
+    );
+    assert!(tx.touch_token(op.id, t(80), t(20)).await.unwrap());
+    assert!(!tx.touch_token(Uuid::new_v4(), t(80), t(20)).await.unwrap());
+    tx.commit().await.unwrap();
+    let mut tx = s.begin().await.unwrap();
+    let got = tx
+        .get_token_by_fingerprint("fp-touch")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(got.last_used_at, Some(t(80)));
+}
