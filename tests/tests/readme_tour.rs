@@ -1,0 +1,122 @@
+//! Issue 16: the README's tour, run as a newcomer runs it — pamd with its
+//! local worker, the tour's manifest (read from README.md, so the two
+//! cannot drift apart), then `examples/webshop/` — ends with every run it
+//! creates in the phase the README says: `hello-1` stopped, `webhook-tests`
+//! exited with code 0.
+
+use std::path::{Path, PathBuf};
+
+use pam_tests::worker::{FAST_PAMD_TOML, FAST_WORKER_TOML};
+use pam_tests::{ok, Pamd, PamdOptions};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// The tour's heredoc: the lines between `pamctl apply -f - <<'EOF'` and
+/// `EOF` in README.md.
+fn tour_manifest() -> String {
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let start = readme
+        .find("pamctl apply -f - <<'EOF'\n")
+        .expect("the README's tour applies a heredoc");
+    let body = &readme[start..];
+    let body = &body[body.find('\n').unwrap() + 1..];
+    body[..body.find("\nEOF\n").expect("the heredoc ends")].to_string()
+}
+
+#[tokio::test]
+async fn the_readme_tour_ends_with_every_run_in_the_phase_it_says() {
+    let sock_dir = tempfile::Builder::new()
+        .prefix("pamtour")
+        .tempdir()
+        .unwrap();
+    let socket = sock_dir.path().join("tmux.sock");
+    let pamd = Pamd::start(PamdOptions {
+        config_toml: FAST_PAMD_TOML.to_string(),
+        args: vec!["--local-worker".into()],
+        worker_toml: Some(format!(
+            "tmux_socket = {:?}\n{FAST_WORKER_TOML}",
+            socket.display().to_string()
+        )),
+        ..PamdOptions::default()
+    })
+    .await
+    .unwrap();
+
+    ok(&pamd.pamctl_stdin(&["apply", "-f", "-"], Some(&tour_manifest())));
+    ok(&pamd.pamctl(&[
+        "-p",
+        "demo",
+        "wait",
+        "run/hello-1",
+        "--for=phase=running",
+        "--timeout",
+        "1m",
+    ]));
+    ok(&pamd.pamctl(&["-p", "demo", "stop", "hello-1"]));
+    ok(&pamd.pamctl(&[
+        "-p",
+        "demo",
+        "wait",
+        "run/hello-1",
+        "--for=phase=stopped",
+        "--timeout",
+        "1m",
+    ]));
+
+    let webshop = repo().join("examples/webshop");
+    let webshop = webshop.to_str().unwrap();
+    ok(&pamd.pamctl(&["apply", "-R", "-f", webshop]));
+    let again = ok(&pamd.pamctl(&["apply", "-R", "-f", webshop]));
+    assert!(
+        again.lines().all(|l| l.ends_with("unchanged")),
+        "a second apply changes nothing: {again}"
+    );
+    ok(&pamd.pamctl(&[
+        "-p",
+        "webshop",
+        "wait",
+        "run/webhook-tests",
+        "--for=phase=exited",
+        "--timeout",
+        "1m",
+    ]));
+    ok(&pamd.pamctl(&["diff", "-R", "-f", webshop]));
+
+    let runs = pamd.get("/api/v1/runs").await.unwrap();
+    let mut phases: Vec<(String, String, Option<i64>)> = runs["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["metadata"]["name"].as_str().unwrap().to_string(),
+                r["status"]["phase"].as_str().unwrap().to_string(),
+                r["status"]["exitCode"].as_i64(),
+            )
+        })
+        .collect();
+    phases.sort();
+    let names: Vec<(&str, &str)> = phases
+        .iter()
+        .map(|(n, p, _)| (n.as_str(), p.as_str()))
+        .collect();
+    assert_eq!(
+        names,
+        [("hello-1", "stopped"), ("webhook-tests", "exited")],
+        "{runs}"
+    );
+    assert_eq!(phases[1].2, Some(0), "webhook-tests exits 0: {runs}");
+    // The agent runs are apart, and say what they need.
+    let agents = std::fs::read_to_string(repo().join("examples/agents/runs.yaml")).unwrap();
+    assert!(agents.contains("NEED THE PROVIDER'S CLI"), "{agents}");
+    let _ = std::process::Command::new("tmux")
+        .arg("-S")
+        .arg(&socket)
+        .arg("kill-server")
+        .status();
+}
