@@ -591,6 +591,48 @@ async fn token_last_used_is_written_at_most_once_a_minute() {
     .await;
 }
 
+/// Issue 16: a host's one label set is what `-l` selects and what the host
+/// shows (`status.labels`): the labels of examples/hosts.yaml (metadata)
+/// and those a worker reports at registration alike.
+#[tokio::test]
+async fn host_selectors_match_the_labels_users_see() {
+    let api = Api::new().await;
+    let hosts = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/hosts.yaml"),
+    )
+    .unwrap();
+    let (s, v) = api.apply("hosts.yaml", &hosts).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let (s, v) = api
+        .call("POST", "/api/v1/tokens", Some(json!({"worker": "box-r"})))
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    let wt = v["token"].as_str().unwrap().to_string();
+    let reg = json!({"name": "box-r", "platform": "linux", "instance_id": Uuid::new_v4(),
+        "capacity": 2, "labels": {"os": "linux"}, "version": "t"});
+    let (s, v) = api
+        .call_as(Some(&wt), "POST", "/api/v1/workers/register", Some(reg))
+        .await;
+    assert!(s.is_success(), "{s} {v}");
+    let (s, v) = api
+        .call("GET", "/api/v1/hosts?labelSelector=os%3Dlinux", None)
+        .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let names: Vec<&str> = v["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["box-r", "build-linux-1"], "{v}");
+    let (_, h) = api.call("GET", "/api/v1/hosts/build-linux-1", None).await;
+    assert_eq!(
+        h["status"]["labels"],
+        json!({"os": "linux", "pam.dev/pool": "fast"}),
+        "{h}"
+    );
+}
+
 #[tokio::test]
 async fn tokens_unauthenticated_revoked_and_worker_scopes() {
     let api = Api::new().await;

@@ -537,6 +537,11 @@ pub struct ObservedHost {
     /// Runs spawning or running on it now.
     #[serde(default)]
     pub running_runs: u32,
+    /// The host's one label set: metadata.labels with the labels the host
+    /// brings (spec.labels, or its worker's report) over them. Run target
+    /// selectors and `pamctl get hosts -l` match these.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub labels: std::collections::BTreeMap<String, String>,
     /// The spec generation this status reflects.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,

@@ -23,14 +23,32 @@ pub struct Host {
     pub presented_instance_id: Option<Uuid>,
     pub last_seen_at: Option<DateTime<Utc>>,
     pub capacity: i32,
-    /// Labels matched by run target selectors (Host `spec.labels`, or what
-    /// the worker reports); `meta.labels` are for selecting manifests.
+    /// The labels the host itself brings: Host `spec.labels`, or what the
+    /// worker reports at registration. Selectors never read this alone:
+    /// see [`Host::labels`].
     pub dispatch_labels: Labels,
     /// Desired (spec.disabled); status follows through the gate.
     pub disabled: bool,
     pub meta: Meta,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+}
+
+impl Host {
+    /// The host's one label set (issue 16): `metadata.labels` with the
+    /// labels the host brings (`spec.labels` or the worker's report) over
+    /// them. Run target selectors, `pamctl get hosts -l` and the host's
+    /// `status.labels` all use this set, so what users see is what
+    /// selects.
+    pub fn labels(&self) -> Labels {
+        let mut all = self.meta.labels.clone();
+        all.extend(
+            self.dispatch_labels
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone())),
+        );
+        all
+    }
 }
 
 /// Hosts (`hosts`). Part of every [`crate::Tx`].

@@ -22,16 +22,17 @@ pub enum Target {
 
 impl Target {
     /// Whether this target selects `host`: any host, the host of that
-    /// name, or a host whose dispatch labels contain every pair of the
-    /// selector. Eligibility of the host itself (online, capacity) is not
+    /// name, or a host whose labels ([`Host::labels`]) contain every pair
+    /// of the selector. Eligibility of the host itself (online, capacity) is not
     /// part of it.
     pub fn matches(&self, host: &Host) -> bool {
         match self {
             Target::Any => true,
             Target::Host(name) => *name == host.name,
-            Target::Selector(sel) => sel
-                .iter()
-                .all(|(k, v)| host.dispatch_labels.get(k) == Some(v)),
+            Target::Selector(sel) => {
+                let labels = host.labels();
+                sel.iter().all(|(k, v)| labels.get(k) == Some(v))
+            }
         }
     }
 }

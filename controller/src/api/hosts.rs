@@ -30,7 +30,8 @@ pub async fn list_hosts(
     let mut tx = st.ctx.store.begin().await?;
     let mut items = Vec::new();
     for h in tx.list_hosts().await? {
-        if selected(&sel, &h.meta.labels) {
+        // The host's one label set (issue 16), as targets match it.
+        if selected(&sel, &h.labels()) {
             items.push(host_object(tx.as_mut(), &h).await?);
         }
     }

@@ -206,6 +206,7 @@ pub fn host(h: &store::Host, running: u32) -> kinds::Host {
             instance_flagged_at: h.instance_flagged_at.map(ts),
             last_seen_at: h.last_seen_at.map(ts),
             running_runs: running,
+            labels: h.labels().into_iter().collect(),
             observed_generation: Some(h.meta.observed_generation),
             conditions: conditions(&h.meta),
         }),

@@ -151,8 +151,15 @@ pub fn label_header(key: &str) -> String {
     key.rsplit('/').next().unwrap_or(key).to_ascii_uppercase()
 }
 
+/// The labels selectors match: a host's one label set (`status.labels`:
+/// its metadata labels with the labels it brings), else `metadata.labels`.
+fn labels_of(o: &Value) -> Option<&Value> {
+    o.pointer("/status/labels")
+        .or_else(|| o.pointer("/metadata/labels"))
+}
+
 fn label_value(o: &Value, key: &str) -> String {
-    o.pointer("/metadata/labels")
+    labels_of(o)
         .and_then(|l| l.get(key))
         .and_then(Value::as_str)
         .unwrap_or("")
@@ -161,8 +168,7 @@ fn label_value(o: &Value, key: &str) -> String {
 
 /// `--show-labels`' cell: `k=v,k2=v2` in key order, `<none>` when empty.
 pub fn labels_cell(o: &Value) -> String {
-    let mut pairs: Vec<String> = o
-        .pointer("/metadata/labels")
+    let mut pairs: Vec<String> = labels_of(o)
         .and_then(Value::as_object)
         .into_iter()
         .flatten()

@@ -293,7 +293,7 @@ impl RunTx for PgTx {
         let rows = sqlx::query(&sql)
             .bind(host.id)
             .bind(&host.name)
-            .bind(labels_to_json(&host.dispatch_labels))
+            .bind(labels_to_json(&host.labels()))
             .bind(limit)
             .bind(now)
             .fetch_all(self.conn())

@@ -51,6 +51,26 @@ pub async fn claim_runs_by_target(s: &dyn Store) {
     assert_eq!(get_run(s, gpu.id).await.host_id, Some(h1.id));
 }
 
+/// Issue 16: a host's one label set — metadata.labels with the labels it
+/// brings over them — is what selectors match: a label given only in
+/// metadata selects, and the host's own value wins a conflict.
+pub async fn claim_runs_match_the_hosts_one_label_set(s: &dyn Store) {
+    let (_, task) = seed(s).await;
+    let mut h = host("h", &[("os", "linux")]);
+    h.meta.labels = labels_of(&[("pool", "fast"), ("os", "macos")]);
+    insert_hosts(s, &[&h]).await;
+    let mut fast = run(&task, "fast", t(1));
+    fast.target = Target::Selector(labels_of(&[("pool", "fast"), ("os", "linux")]));
+    let mut mac = run(&task, "mac", t(2));
+    mac.target = Target::Selector(labels_of(&[("os", "macos")]));
+    insert_runs(s, &[fast.clone(), mac.clone()]).await;
+    assert_eq!(h.labels(), labels_of(&[("os", "linux"), ("pool", "fast")]));
+    let mut tx = s.begin().await.unwrap();
+    let claimed = tx.claim_runs(&h, 10, t(3)).await.unwrap();
+    assert_eq!(ids(&claimed, |r| r.id), [fast.id]);
+    tx.commit().await.unwrap();
+}
+
 pub async fn claim_runs_order_limit_and_stop_requested(s: &dyn Store) {
     let (_, task) = seed(s).await;
     let h = host("h", &[]);

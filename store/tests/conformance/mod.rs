@@ -56,6 +56,7 @@ macro_rules! store_conformance_tests {
             transition_run_guarded,
             requeue_run_resets_attempt,
             claim_runs_by_target,
+            claim_runs_match_the_hosts_one_label_set,
             claim_runs_order_limit_and_stop_requested,
             claim_runs_at_most_once,
             run_by_session_after_claim,
@@ -179,7 +180,7 @@ pub fn host(name: &str, labels: &[(&str, &str)]) -> Host {
         instance_suspect: false,
         instance_flagged_at: None,
         presented_instance_id: None,
-        // Run target selectors match dispatch labels, not metadata labels.
+        // The labels the host brings (spec.labels or its worker's report).
         dispatch_labels: labels_of(labels),
         last_seen_at: None,
         capacity: 4,
