@@ -13,6 +13,7 @@ impl Names for Fake {
             Kind::Task => &["build", "release-1"],
             Kind::Run => &["build-1", "build-2", "lint-1"],
             Kind::Host => &["alpha", "beta"],
+            Kind::Source => &["webshop"],
         };
         names.iter().map(|s| s.to_string()).collect()
     }
