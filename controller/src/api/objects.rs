@@ -217,8 +217,10 @@ pub fn source(s: &store::Source, inventory: usize) -> Value {
     let spec: kinds::SourceSpec = match serde_json::from_value(s.meta.spec.clone()) {
         Ok(spec) => spec,
         // Written through apply, so it types; print what is stored if not.
-        Err(_) => return serde_json::json!({"apiVersion": "pam.dev/v1", "kind": "Source",
-            "metadata": {"name": s.name}, "spec": s.meta.spec}),
+        Err(_) => {
+            return serde_json::json!({"apiVersion": "pam.dev/v1", "kind": "Source",
+            "metadata": {"name": s.name}, "spec": s.meta.spec})
+        }
     };
     let st = &s.status;
     let obj = kinds::Source {

@@ -31,8 +31,16 @@ pub async fn stored_objects(
             (Kind::Project, _) => {
                 by_project.entry(name.clone()).or_default();
             }
-            (Kind::Task, Some(p)) => by_project.entry(p.clone()).or_default().0.push(name.clone()),
-            (Kind::Run, Some(p)) => by_project.entry(p.clone()).or_default().1.push(name.clone()),
+            (Kind::Task, Some(p)) => by_project
+                .entry(p.clone())
+                .or_default()
+                .0
+                .push(name.clone()),
+            (Kind::Run, Some(p)) => by_project
+                .entry(p.clone())
+                .or_default()
+                .1
+                .push(name.clone()),
             _ => {}
         }
     }

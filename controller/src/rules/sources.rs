@@ -45,7 +45,14 @@ impl SourceDesired {
 pub async fn create(tx: &mut dyn Tx, d: SourceDesired, now: DateTime<Utc>) -> StoreResult<Source> {
     let mut m = meta::new_meta(d.desired, now);
     meta::set_condition(&mut m, READY, false, "NotSynced", "not synced yet", now);
-    meta::set_condition(&mut m, RECONCILING, true, "Created", "first sync pending", now);
+    meta::set_condition(
+        &mut m,
+        RECONCILING,
+        true,
+        "Created",
+        "first sync pending",
+        now,
+    );
     let row = Source {
         id: Uuid::new_v4(),
         name: d.name,
@@ -189,7 +196,14 @@ pub async fn write_status(
                 ));
             }
             let m = &mut s.meta;
-            meta::set_condition(m, READY, true, "Synced", &format!("revision {revision} applied"), now);
+            meta::set_condition(
+                m,
+                READY,
+                true,
+                "Synced",
+                &format!("revision {revision} applied"),
+                now,
+            );
             meta::set_condition(m, STALLED, false, "Synced", "", now);
         }
         Outcome::OutOfSync { drift } => {

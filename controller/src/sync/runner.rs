@@ -268,7 +268,10 @@ pub async fn sync_source(
         ctx.commit(tx).await?;
         return Ok(s);
     }
-    let healed = if same { drift } else { Vec::new() };
+    // Owned fields changed by another path are put back by this sync too
+    // (a new revision or a new spec rewrites them): journaled as a heal
+    // only when the Source asks for healing.
+    let healed = if spec.self_heal { drift } else { Vec::new() };
     let offline_after = ctx.thresholds.offline_after;
     match apply_tree(tx.as_mut(), &s, spec, &tree, &owned, now, offline_after).await {
         Ok((counts, n)) => {

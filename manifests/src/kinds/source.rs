@@ -115,10 +115,12 @@ impl SourceSpec {
                 "the ext:: transport runs commands, expected file://, https://, ssh:// or git://"
                     .to_string(),
             )),
-            (None, Some(g)) if g.reference.is_empty() || g.reference.starts_with('-') => out.push((
-                "spec.git.ref",
-                "expected a branch, tag or commit".to_string(),
-            )),
+            (None, Some(g)) if g.reference.is_empty() || g.reference.starts_with('-') => {
+                out.push((
+                    "spec.git.ref",
+                    "expected a branch, tag or commit".to_string(),
+                ))
+            }
             _ => {}
         }
         match parse_go_duration(&self.interval) {

@@ -56,7 +56,9 @@ pub(crate) fn sync(ctx: &mut Ctx, name: &str, timeout: &str) -> Result<Exit> {
                 "source.pam.dev/{name}: no sync within {}",
                 duration::format(timeout)
             ))
-            .hint("is the Source suspended, or pamd's sync loop stuck? see `pamctl describe source`"));
+            .hint(
+                "is the Source suspended, or pamd's sync loop stuck? see `pamctl describe source`",
+            ));
         }
         std::thread::sleep(Duration::from_millis(200));
     }
