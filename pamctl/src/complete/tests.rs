@@ -74,7 +74,7 @@ fn kinds_kind_slash_name_and_names() {
     assert_eq!(words("task start r"), ["release-1"]);
     assert_eq!(
         words("delete run/build-1 "),
-        ["project/", "host/", "task/", "run/"]
+        ["project/", "host/", "task/", "run/", "source/"]
     );
 }
 
