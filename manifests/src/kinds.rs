@@ -1,4 +1,5 @@
-//! The manifest kinds — `Project`, `Task`, `Run`, `Host` — as they are read
+//! The manifest kinds — `Project`, `Task`, `Run`, `Host`, `Source`
+//! ([`source`]) — as they are read
 //! and printed: `{apiVersion, kind, metadata, spec, status}`.
 //!
 //! Field names are camelCase; unknown fields are refused everywhere
@@ -23,6 +24,12 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::names::{Annotations, LabelKey, LabelValue, Labels, Name};
+mod source;
+pub use source::{
+    parse_go_duration, Drift, GitSource, ObservedSource, Source, SourceError, SourceKind,
+    SourceSpec,
+};
+
 use crate::state::{
     FailureReason, HostStatus, Platform, ProjectStatus, RunStatus, WorkItemKind, WorkItemStatus,
 };
@@ -50,12 +57,20 @@ pub enum Kind {
     Run,
     /// A worker host.
     Host,
+    /// A GitOps source of desired state (cluster-scoped).
+    Source,
 }
 
 impl Kind {
     /// Every kind, in apply order (projects before their tasks, tasks
     /// before their runs).
-    pub const ALL: [Kind; 4] = [Kind::Project, Kind::Host, Kind::Task, Kind::Run];
+    pub const ALL: [Kind; 5] = [
+        Kind::Project,
+        Kind::Host,
+        Kind::Task,
+        Kind::Run,
+        Kind::Source,
+    ];
 
     /// The kind as written in `kind:` (`"Task"`).
     pub const fn as_str(self) -> &'static str {
@@ -64,6 +79,7 @@ impl Kind {
             Kind::Task => "Task",
             Kind::Run => "Run",
             Kind::Host => "Host",
+            Kind::Source => "Source",
         }
     }
 
@@ -74,6 +90,7 @@ impl Kind {
             Kind::Task => "task",
             Kind::Run => "run",
             Kind::Host => "host",
+            Kind::Source => "source",
         }
     }
 
@@ -84,6 +101,7 @@ impl Kind {
             Kind::Task => "tasks",
             Kind::Run => "runs",
             Kind::Host => "hosts",
+            Kind::Source => "sources",
         }
     }
 
@@ -94,6 +112,7 @@ impl Kind {
             Kind::Task => "tk",
             Kind::Run => "rn",
             Kind::Host => "ho",
+            Kind::Source => "src",
         }
     }
 
@@ -617,6 +636,8 @@ pub enum Manifest {
     Run(Run),
     /// `kind: Host`.
     Host(Host),
+    /// `kind: Source`.
+    Source(Source),
 }
 
 impl Manifest {
@@ -627,6 +648,7 @@ impl Manifest {
             Manifest::Task(_) => Kind::Task,
             Manifest::Run(_) => Kind::Run,
             Manifest::Host(_) => Kind::Host,
+            Manifest::Source(_) => Kind::Source,
         }
     }
 
@@ -637,6 +659,7 @@ impl Manifest {
             Manifest::Task(o) => &o.metadata.name,
             Manifest::Run(o) => &o.metadata.name,
             Manifest::Host(o) => &o.metadata.name,
+            Manifest::Source(o) => &o.metadata.name,
         }
     }
 
@@ -645,7 +668,7 @@ impl Manifest {
         match self {
             Manifest::Task(o) => Some(&o.metadata.project),
             Manifest::Run(o) => Some(&o.metadata.project),
-            Manifest::Project(_) | Manifest::Host(_) => None,
+            Manifest::Project(_) | Manifest::Host(_) | Manifest::Source(_) => None,
         }
     }
 
@@ -656,6 +679,7 @@ impl Manifest {
             Manifest::Task(o) => &o.metadata.labels,
             Manifest::Run(o) => &o.metadata.labels,
             Manifest::Host(o) => &o.metadata.labels,
+            Manifest::Source(o) => &o.metadata.labels,
         }
     }
 
@@ -667,6 +691,7 @@ impl Manifest {
             Manifest::Task(o) => o.metadata.resource_version.as_deref(),
             Manifest::Run(o) => o.metadata.resource_version.as_deref(),
             Manifest::Host(o) => o.metadata.resource_version.as_deref(),
+            Manifest::Source(o) => o.metadata.resource_version.as_deref(),
         }
     }
 
@@ -677,6 +702,7 @@ impl Manifest {
             Manifest::Task(o) => o.status.is_some(),
             Manifest::Run(o) => o.status.is_some(),
             Manifest::Host(o) => o.status.is_some(),
+            Manifest::Source(o) => o.status.is_some(),
         }
     }
 
@@ -687,6 +713,7 @@ impl Manifest {
             Manifest::Task(o) => serde_json::to_value(&o.spec),
             Manifest::Run(o) => serde_json::to_value(&o.spec),
             Manifest::Host(o) => serde_json::to_value(&o.spec),
+            Manifest::Source(o) => serde_json::to_value(&o.spec),
         };
         v.expect("specs serialize to JSON")
     }
@@ -709,9 +736,10 @@ impl Manifest {
             Some(Kind::Task) => serde_json::from_value(value).map(Manifest::Task),
             Some(Kind::Run) => serde_json::from_value(value).map(Manifest::Run),
             Some(Kind::Host) => serde_json::from_value(value).map(Manifest::Host),
+            Some(Kind::Source) => serde_json::from_value(value).map(Manifest::Source),
             None => Err(serde_json::Error::unknown_variant(
                 kind,
-                &["Project", "Task", "Run", "Host"],
+                &["Project", "Task", "Run", "Host", "Source"],
             )),
         }
     }

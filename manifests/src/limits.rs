@@ -162,6 +162,18 @@ pub fn check_document(doc: &Document) -> Vec<ManifestError> {
             c.resource_version(h.metadata.resource_version.as_deref());
             c.label_count("spec.labels", &h.spec.labels);
         }
+        Manifest::Source(s) => {
+            c.metadata(&s.metadata.labels, &s.metadata.annotations);
+            c.resource_version(s.metadata.resource_version.as_deref());
+            if let Some(path) = &s.spec.path {
+                c.text("spec.path", path, CWD_MAX_BYTES);
+            }
+            if let Some(git) = &s.spec.git {
+                c.text("spec.git.url", &git.url, CWD_MAX_BYTES);
+                c.text("spec.git.ref", &git.reference, CWD_MAX_BYTES);
+                c.text("spec.git.path", &git.path, CWD_MAX_BYTES);
+            }
+        }
     }
     c.errors
 }

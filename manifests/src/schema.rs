@@ -11,7 +11,7 @@ use schemars::generate::SchemaSettings;
 use schemars::JsonSchema;
 use serde_json::Value;
 
-use crate::kinds::{Host, Kind, Project, Run, Task, SERVER_SET_METADATA};
+use crate::kinds::{Host, Kind, Project, Run, Source, Task, SERVER_SET_METADATA};
 
 /// The command that rewrites `schemas/` from the types.
 pub const REGENERATE_COMMAND: &str = "cargo run -p pam-manifests --bin pam-schemas -- schemas/";
@@ -28,12 +28,13 @@ pub fn schema_for(kind: Kind) -> Value {
         Kind::Task => generate::<Task>(kind),
         Kind::Run => generate::<Run>(kind),
         Kind::Host => generate::<Host>(kind),
+        Kind::Source => generate::<Source>(kind),
     }
 }
 
 /// Every kind's schema file: `(file name, pretty JSON with a final newline)`.
 pub fn all_schema_files() -> Vec<(String, String)> {
-    [Kind::Project, Kind::Task, Kind::Run, Kind::Host]
+    Kind::ALL
         .into_iter()
         .map(|kind| {
             let text = serde_json::to_string_pretty(&schema_for(kind)).expect("schema is JSON");

@@ -249,7 +249,7 @@ pub fn validate_batch(docs: &[Document], existing: &dyn ExistingState) -> Vec<Ma
                 check_project(&batch, doc, project, is_new, &mut errors);
                 check_run_task(&batch, doc, project, &r.spec, &mut errors);
             }
-            Manifest::Project(_) | Manifest::Host(_) => {}
+            Manifest::Project(_) | Manifest::Host(_) | Manifest::Source(_) => {}
         }
     }
     errors
@@ -406,7 +406,7 @@ pub fn immutable_changes(
             ("cwd", "spec.cwd"),
         ],
         Kind::Task => &[("type", "spec.type")],
-        Kind::Project | Kind::Host => &[],
+        Kind::Project | Kind::Host | Kind::Source => &[],
     };
     let normalize = |spec: &serde_json::Value| -> serde_json::Value {
         let typed = match kind {
@@ -416,7 +416,7 @@ pub fn immutable_changes(
             Kind::Task => serde_json::from_value::<TaskSpec>(spec.clone())
                 .ok()
                 .and_then(|s| serde_json::to_value(s).ok()),
-            Kind::Project | Kind::Host => None,
+            Kind::Project | Kind::Host | Kind::Source => None,
         };
         typed.unwrap_or_else(|| spec.clone())
     };

@@ -85,6 +85,19 @@ pub enum Command {
         #[arg(long, value_enum, value_name = "MODE", num_args = 0..=1, require_equals = true,
               default_missing_value = "server", default_value = "none")]
         dry_run: DryRun,
+        /// Take fields a GitOps Source owns (it then reports drift, or
+        /// puts them back with selfHeal)
+        #[arg(long)]
+        force_conflicts: bool,
+    },
+    /// Sync a GitOps Source now and wait for the result (exit 1 on Failed)
+    Sync {
+        /// The Source's name
+        #[arg(value_name = "NAME")]
+        name: String,
+        /// Give up after this long (Go duration: 500ms, 30s, 1m30s, 1h)
+        #[arg(long, default_value = "60s", value_name = "DURATION")]
+        timeout: String,
     },
     /// Show what apply would change, as unified diffs (exit 1 when something would change)
     Diff {

@@ -38,6 +38,11 @@ const EXAMPLES: &[(&[&str], &str)] = &[
   pamctl -p web wait run/build-1 --for=delete",
     ),
     (
+        &["sync"],
+        "  pamctl sync webshop
+  pamctl sync webshop --timeout 2m",
+    ),
+    (
         &["describe"],
         "  pamctl -p web describe run build-1
   pamctl describe host/alpha",

@@ -1,6 +1,6 @@
 //! `POST /api/v1/apply` and `POST /api/v1/diff` (see [`crate::apply`]).
 
-use axum::extract::State;
+use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::Json;
 use serde_json::{json, Value};
@@ -47,12 +47,23 @@ pub struct ApplyResponse {
     results: Vec<apply::ApplyResult>,
 }
 
+/// `?forceConflicts=true`: take fields a Source owns (server-side
+/// apply's `--force-conflicts`).
+#[derive(serde::Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct ApplyQuery {
+    #[serde(default)]
+    force_conflicts: bool,
+}
+
 #[tracing::instrument(skip_all, fields(files = req.files.len(), objects = req.objects.len(), dry_run = req.dry_run))]
 pub async fn apply_handler(
     State(st): State<AppState>,
     _op: Operator,
-    Json(req): Json<ApplyRequest>,
+    Query(q): Query<ApplyQuery>,
+    Json(mut req): Json<ApplyRequest>,
 ) -> ApiResult<Json<ApplyResponse>> {
+    req.force_conflicts = q.force_conflicts;
     let results = apply::apply(&st.ctx, &req).await?;
     Ok(Json(ApplyResponse {
         dry_run: req.dry_run,

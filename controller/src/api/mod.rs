@@ -39,6 +39,7 @@ pub mod revocation;
 pub mod routes;
 pub mod runs;
 pub mod snapshots;
+pub mod sources;
 pub mod stream;
 pub mod tasks;
 pub mod tokens;

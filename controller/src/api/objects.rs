@@ -212,3 +212,40 @@ pub fn host(h: &store::Host, running: u32) -> kinds::Host {
         }),
     }
 }
+
+/// A Source as printed: its spec as applied, and the sync loop's status
+/// (`inventory`: how many objects it owns).
+pub fn source(s: &store::Source, inventory: usize) -> Value {
+    let spec: kinds::SourceSpec = match serde_json::from_value(s.meta.spec.clone()) {
+        Ok(spec) => spec,
+        // Written through apply, so it types; print what is stored if not.
+        Err(_) => {
+            return serde_json::json!({"apiVersion": "pam.dev/v1", "kind": "Source",
+            "metadata": {"name": s.name}, "spec": s.meta.spec})
+        }
+    };
+    let st = &s.status;
+    let obj = kinds::Source {
+        api_version: ApiVersion::V1,
+        kind: kinds::SourceKind::Source,
+        metadata: object_meta!(ObjectMeta, &s.meta, &s.name, s.id, s.created_at),
+        spec,
+        status: Some(kinds::ObservedSource {
+            revision: st.revision.clone(),
+            attempted_revision: st.attempted_revision.clone(),
+            last_synced_at: st.last_synced_at.map(ts),
+            last_attempt_at: st.last_attempt_at.map(ts),
+            sync_requested_at: st.sync_requested_at.map(ts),
+            sync: st.sync.clone(),
+            sync_message: st.sync_message.clone(),
+            health: st.health.clone(),
+            health_message: st.health_message.clone(),
+            errors: serde_json::from_value(st.errors.clone()).unwrap_or_default(),
+            drift: serde_json::from_value(st.drift.clone()).unwrap_or_default(),
+            inventory: inventory as u32,
+            observed_generation: Some(s.meta.observed_generation),
+            conditions: conditions(&s.meta),
+        }),
+    };
+    serde_json::to_value(obj).expect("a Source is JSON")
+}

@@ -5,7 +5,8 @@ use axum::routing::{delete, get, post};
 use axum::Router;
 
 use super::{
-    apply, attach as a, events, hosts, projects, runs, stream, tasks, tokens, worker as w, AppState,
+    apply, attach as a, events, hosts, projects, runs, sources, stream, tasks, tokens, worker as w,
+    AppState,
 };
 
 /// Request body limit of apply and diff (other routes keep axum's 2 MB).
@@ -78,6 +79,12 @@ pub fn v1() -> Router<AppState> {
             get(hosts::get_host).delete(hosts::delete_host),
         )
         .route("/api/v1/hosts/{name}/{action}", post(hosts::host_action))
+        .route("/api/v1/sources", get(sources::list_sources))
+        .route(
+            "/api/v1/sources/{name}",
+            get(sources::get_source).delete(sources::delete_source),
+        )
+        .route("/api/v1/sources/{name}/sync", post(sources::sync_source))
         // The dashboard's run timeline.
         .route(
             "/api/v1/projects/{project}/runs/{name}/events",

@@ -49,6 +49,10 @@ async fn live_meta(tx: &mut dyn Tx, m: &Manifest) -> Result<Option<Meta>, ApplyE
             .get_host_by_name(h.metadata.name.as_str())
             .await?
             .map(|h| h.meta),
+        Manifest::Source(s) => tx
+            .get_source_by_name(s.metadata.name.as_str())
+            .await?
+            .map(|s| s.meta),
         Manifest::Task(t) => match tx.get_project_by_slug(t.metadata.project.as_str()).await? {
             None => None,
             Some(p) => tx

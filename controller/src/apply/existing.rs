@@ -65,7 +65,7 @@ pub(super) async fn load_existing(
                 n.runs.insert(r.metadata.name.to_string());
                 n.tasks.insert(r.spec.task.to_string());
             }
-            Manifest::Host(_) => {}
+            Manifest::Host(_) | Manifest::Source(_) => {}
         }
     }
     let mut projects: Vec<(Name, Named)> = named.into_iter().collect();

@@ -22,7 +22,9 @@
 mod diff;
 mod documents;
 mod existing;
+pub mod ownership;
 mod prune;
+pub mod stored;
 mod writer;
 
 pub use diff::diff;
@@ -59,6 +61,10 @@ pub struct ApplyRequest {
     pub selector: Option<String>,
     #[serde(default)]
     pub applyset: Option<String>,
+    /// Take fields a Source owns (`--force-conflicts`; the API's
+    /// `?forceConflicts=true`), like server-side apply.
+    #[serde(skip)]
+    pub force_conflicts: bool,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -95,11 +101,20 @@ pub enum ApplyError {
     /// A request-level problem (prune without selector, bad selector).
     #[error("{0}")]
     BadRequest(String),
-    /// A stale resourceVersion or a lost race, naming the object.
+    /// A stale resourceVersion or a lost race, naming the object; or a
+    /// change to fields a Source owns without `forceConflicts`, naming the
+    /// Source and the fields.
     #[error("{0}")]
     Conflict(String),
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+/// What a written batch did.
+pub struct Written {
+    pub results: Vec<ApplyResult>,
+    /// Whether it created runs (the claim long-polls are woken).
+    pub new_runs: bool,
 }
 
 /// Applies a request: parse, validate whole, write in one transaction (or
@@ -115,21 +130,49 @@ pub async fn apply(ctx: &Ctx, req: &ApplyRequest) -> Result<Vec<ApplyResult>, Ap
             labels_mut(&mut d.manifest).insert(key.clone(), value.clone());
         }
     }
-    let now = ctx.now();
     let mut tx = ctx.store.begin().await?;
+    let written = write_batch(
+        tx.as_mut(),
+        ctx.now(),
+        ctx.thresholds.offline_after,
+        &docs,
+        prune_selector.as_ref(),
+    )
+    .await?;
+    if !req.force_conflicts {
+        ownership::refuse_owned_changes(tx.as_mut(), &written.results).await?;
+    }
+    if req.dry_run {
+        drop(tx);
+    } else {
+        ctx.commit(tx).await?;
+        if written.new_runs {
+            ctx.claimable.notify_waiters();
+        }
+        ctx.wake.notify_one();
+    }
+    Ok(written.results)
+}
+
+/// Validates `docs` whole against the stored state they can touch and
+/// writes them through the rules in `tx`, pruning by `prune` when given;
+/// the caller commits (or drops `tx` to roll back). The sync loop calls it
+/// inside its own transaction, with the Source's merged documents.
+pub async fn write_batch(
+    tx: &mut dyn pam_store::Tx,
+    now: chrono::DateTime<chrono::Utc>,
+    offline_after: std::time::Duration,
+    docs: &[Document],
+    prune: Option<&LabelSelector>,
+) -> Result<Written, ApplyError> {
     // Only what the batch can touch, never whole projects (issue 13).
-    let existing = existing::load_existing(tx.as_mut(), &docs).await?;
-    let errors = validate::validate_batch(&docs, &existing.state);
+    let existing = existing::load_existing(tx, docs).await?;
+    let errors = validate::validate_batch(docs, &existing.state);
     if !errors.is_empty() {
         return Err(ApplyError::Invalid(errors));
     }
-    let mut w = Writer::new(
-        tx.as_mut(),
-        now,
-        ctx.thresholds.offline_after,
-        existing.items,
-    );
-    for kind in [Kind::Project, Kind::Host, Kind::Task, Kind::Run] {
+    let mut w = Writer::new(tx, now, offline_after, existing.items);
+    for kind in Kind::ALL {
         let of_kind: Vec<&Document> = docs.iter().filter(|d| d.manifest.kind() == kind).collect();
         let ordered = if kind == Kind::Task {
             parents_first(of_kind)
@@ -144,21 +187,13 @@ pub async fn apply(ctx: &Ctx, req: &ApplyRequest) -> Result<Vec<ApplyResult>, Ap
     if !w.errors.is_empty() {
         return Err(ApplyError::Invalid(w.errors));
     }
-    if let Some(sel) = prune_selector {
-        w.prune(&docs, &sel).await?;
+    if let Some(sel) = prune {
+        w.prune(docs, sel).await?;
     }
-    let results = w.results;
-    let new_runs = w.new_runs;
-    if req.dry_run {
-        drop(tx);
-    } else {
-        ctx.commit(tx).await?;
-        if new_runs {
-            ctx.claimable.notify_waiters();
-        }
-        ctx.wake.notify_one();
-    }
-    Ok(results)
+    Ok(Written {
+        results: w.results,
+        new_runs: w.new_runs,
+    })
 }
 
 /// The selector prune uses: `-l`, or the applyset label. Never none.

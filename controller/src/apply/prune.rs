@@ -1,6 +1,9 @@
 //! Prune: deletes the objects of the input's kinds that match the
 //! selector (or applyset) and that the input does not name — never
-//! without a selector.
+//! without a selector. Tasks and Runs are pruned only in the projects the
+//! batch names (a Project it declares, or a Task's or Run's project):
+//! `apply --prune -l team=web -f web/` never reaches into another
+//! project whose objects happen to carry the label (issue 14).
 
 use std::collections::{HashMap, HashSet};
 
@@ -34,12 +37,23 @@ impl Writer<'_> {
             })
             .collect();
         let matches = |l: &Labels| sel.matches(&meta::manifest_labels(l));
+        let in_batch: HashSet<String> = docs
+            .iter()
+            .filter_map(|d| match d.manifest.kind() {
+                Kind::Project => Some(d.manifest.name().to_string()),
+                _ => d.manifest.project().map(|p| p.to_string()),
+            })
+            .collect();
         let projects = self.tx.list_projects().await?;
+        let batch_projects: Vec<&pam_store::Project> = projects
+            .iter()
+            .filter(|p| in_batch.contains(&p.slug))
+            .collect();
         let now = self.now;
         // Runs and tasks first (children before parents), then hosts and
         // projects.
         if kinds.contains(&Kind::Run) {
-            for p in &projects {
+            for p in &batch_projects {
                 for r in self
                     .tx
                     .list_runs(&RunFilter {
@@ -58,7 +72,7 @@ impl Writer<'_> {
             }
         }
         if kinds.contains(&Kind::Task) {
-            for p in &projects {
+            for p in &batch_projects {
                 let items = self.tx.list_work_items(p.id).await?;
                 let by_id: HashMap<Uuid, &WorkItem> = items.iter().map(|w| (w.id, w)).collect();
                 let doomed = |w: &WorkItem| {

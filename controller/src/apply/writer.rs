@@ -21,6 +21,7 @@ use crate::rules::hosts::{self, HostDesired};
 use crate::rules::meta::{self, Change, Desired};
 use crate::rules::projects::{self, ProjectDesired};
 use crate::rules::runs::{self, RunDesired};
+use crate::rules::sources::{self, SourceDesired};
 use crate::rules::work_items::{self, TaskDesired};
 use crate::rules::RuleError;
 
@@ -187,7 +188,26 @@ impl<'t> Writer<'t> {
             Manifest::Host(h) => self.host(d, h).await,
             Manifest::Task(t) => self.task(d, t).await,
             Manifest::Run(r) => self.run(d, r).await,
+            Manifest::Source(s) => self.source(d, s).await,
         }
+    }
+
+    async fn source(&mut self, d: &Document, s: &kinds::Source) -> Result<(), ApplyError> {
+        let desired = SourceDesired::of(s, Desired::of(&d.manifest));
+        match self.tx.get_source_by_name(&desired.name).await? {
+            None => {
+                sources::create(self.tx, desired, self.now).await?;
+                self.result(&d.manifest, Action::Created, Some(1));
+            }
+            Some(row) => {
+                self.check_rv(d, row.meta.resource_version)?;
+                let (row, change) = sources::update(self.tx, row, desired, self.now)
+                    .await
+                    .map_err(|e| conflict_named(e, &d.manifest))?;
+                self.result(&d.manifest, action(change), Some(row.meta.generation));
+            }
+        }
+        Ok(())
     }
 
     async fn project(&mut self, d: &Document, p: &kinds::Project) -> Result<(), ApplyError> {

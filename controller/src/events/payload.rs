@@ -3,7 +3,7 @@
 //! structured metadata; output text never enters the journal
 //! (pam-data-model.txt, "Data Retention").
 
-use pam_store::{Host, Project, Run, WorkItem};
+use pam_store::{Host, Project, Run, Source, WorkItem};
 use serde_json::{json, Value};
 
 /// Merges `extra`'s keys into `p` (an object).
@@ -51,4 +51,9 @@ pub fn project(p: &Project) -> Value {
 /// merged in.
 pub fn host(h: &Host, extra: Value) -> Value {
     merged(json!({ "host_id": h.id, "host": h.name }), extra)
+}
+
+/// The payload of a `source.*` event; `extra`'s keys are merged in.
+pub fn source(s: &Source, extra: Value) -> Value {
+    merged(json!({ "source_id": s.id, "source": s.name }), extra)
 }

@@ -3,7 +3,9 @@
 //! `run.integrity_anomaly` for the seed's own rule that a run pointing at
 //! a milestone or epic is "a data-integrity anomaly to journal", and
 //! `run.requeued` for the restart requeue (failed → pending), so the
-//! journal shows every status change of a run.
+//! journal shows every status change of a run. The `source.*` topics are
+//! GitOps' (docs/gitops.md): a Source's syncs, failures, drift, heals and
+//! prunes.
 
 pub const PROJECT_CREATED: &str = "project.created";
 pub const PROJECT_UPDATED: &str = "project.updated";
@@ -30,3 +32,8 @@ pub const WORKER_REGISTERED: &str = "worker.registered";
 pub const WORKER_OFFLINE: &str = "worker.offline";
 pub const WORKER_INSTANCE_SUSPECT: &str = "worker.instance_suspect";
 pub const WORKER_INSTANCE_REINSTALLED: &str = "worker.instance_reinstalled";
+pub const SOURCE_SYNCED: &str = "source.synced";
+pub const SOURCE_SYNC_FAILED: &str = "source.sync_failed";
+pub const SOURCE_DRIFT_DETECTED: &str = "source.drift_detected";
+pub const SOURCE_HEALED: &str = "source.healed";
+pub const SOURCE_PRUNED: &str = "source.pruned";

@@ -69,6 +69,7 @@ fn annotations_of(m: &Manifest) -> &pam_manifests::names::Annotations {
         Manifest::Task(o) => &o.metadata.annotations,
         Manifest::Run(o) => &o.metadata.annotations,
         Manifest::Host(o) => &o.metadata.annotations,
+        Manifest::Source(o) => &o.metadata.annotations,
     }
 }
 

@@ -104,6 +104,11 @@ async fn serve(config: &Config, clock: SharedClock, url: &str) -> anyhow::Result
         state.ctx.clone(),
         stop_loops.clone(),
     ));
+    let sync_loop = tokio::spawn(crate::sync::runner::run(
+        state.ctx.clone(),
+        config.data_dir.clone(),
+        stop_loops.clone(),
+    ));
     let bus = state.ctx.bus.clone();
     let leases = tokio::spawn(crate::api::attach::expire_loop(state.clone()));
     let local_worker = if config.local_worker {
@@ -150,6 +155,7 @@ async fn serve(config: &Config, clock: SharedClock, url: &str) -> anyhow::Result
     stop_loops.cancel();
     leases.abort();
     let _ = loops.await;
+    let _ = sync_loop.await;
     store.close().await;
     served
 }

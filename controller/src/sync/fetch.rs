@@ -239,7 +239,7 @@ impl GitMirror {
         &self,
         commit: &str,
         path: &str,
-        known: &dyn Fn(&str) -> Option<String>,
+        known: &(dyn Fn(&str) -> Option<String> + Sync),
     ) -> anyhow::Result<Tree> {
         let prefix = path.trim_matches('/');
         let mut c = self.git();

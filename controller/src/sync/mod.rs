@@ -1,6 +1,12 @@
 //! GitOps: Sources — desired state pulled from a directory on pamd's host
 //! or a git repository, validated whole and applied as an applyset the
-//! Source owns (ARCHITECTURE.md, "Sources").
+//! Source owns (ARCHITECTURE.md, "Sources"; docs/gitops.md).
+//!
+//! [`fetch`] reads a tree at a revision; [`apply`] applies one tree in the
+//! caller's transaction (merge with what operators own, inventory,
+//! prune); [`runner`] is pamd's loop that decides when. Ownership and
+//! drift live in [`crate::apply::ownership`], shared with the push side.
 
+pub mod apply;
 pub mod fetch;
-pub mod ownership;
+pub mod runner;

@@ -117,6 +117,18 @@ impl Document {
         }
     }
 
+    /// This document holding another manifest (the same object with
+    /// fields merged in, say): errors about it keep this document's file
+    /// and positions.
+    pub fn with_manifest(&self, manifest: Manifest) -> Document {
+        Document {
+            file: self.file.clone(),
+            index: self.index,
+            manifest,
+            root: self.root.clone(),
+        }
+    }
+
     /// Where a field is (see [`ManifestError`] for what position a path
     /// names); unknown positions are `0:0`.
     pub fn locate(&self, path: &str) -> Position {

@@ -14,7 +14,7 @@ use super::Document;
 use crate::error::ManifestError;
 use crate::kinds::{Kind, Manifest, Provider, SERVER_SET_METADATA};
 
-const KINDS_EXPECTED: &str = "one of `Project`, `Task`, `Run`, `Host`";
+const KINDS_EXPECTED: &str = "one of `Project`, `Task`, `Run`, `Host`, `Source`";
 
 /// Structural checks, then typing of one document. Every problem found is
 /// returned; serde stops at the first type error, so there is at most one of
@@ -81,6 +81,7 @@ pub(super) fn type_document(
         Kind::Task => typed(doc, value).map(Manifest::Task),
         Kind::Run => typed(doc, value).map(Manifest::Run),
         Kind::Host => typed(doc, value).map(Manifest::Host),
+        Kind::Source => typed(doc, value).map(Manifest::Source),
     };
     match typed {
         Ok(m) if errors.is_empty() => Ok(m),
@@ -161,6 +162,11 @@ fn backticked<'a>(message: &'a str, prefix: &str) -> Option<&'a str> {
 /// Per-document rules that typing cannot express.
 pub(super) fn check_document(doc: &Document) -> Vec<ManifestError> {
     let mut errors = Vec::new();
+    if let Manifest::Source(s) = &doc.manifest {
+        for (path, message) in s.spec.problems() {
+            errors.push(doc.error_at(path, message));
+        }
+    }
     if let Manifest::Run(run) = &doc.manifest {
         let spec = &run.spec;
         match (&spec.command, spec.provider) {

@@ -99,14 +99,23 @@ pub(crate) fn result_lines(body: &Value) -> Vec<String> {
         .collect()
 }
 
-pub(crate) fn apply(
-    ctx: &mut Ctx,
-    args: &FileArgs,
-    prune: bool,
-    selector: Option<String>,
-    applyset: Option<String>,
-    dry_run: DryRun,
-) -> Result<Exit> {
+/// `pamctl apply`'s flags.
+pub(crate) struct Flags {
+    pub prune: bool,
+    pub selector: Option<String>,
+    pub applyset: Option<String>,
+    pub dry_run: DryRun,
+    pub force_conflicts: bool,
+}
+
+pub(crate) fn apply(ctx: &mut Ctx, args: &FileArgs, flags: Flags) -> Result<Exit> {
+    let Flags {
+        prune,
+        selector,
+        applyset,
+        dry_run,
+        force_conflicts,
+    } = flags;
     check_prune(prune, selector.as_deref(), applyset.as_deref())?;
     let files = read_files(args)?;
     let client = ctx.client()?;
@@ -122,7 +131,12 @@ pub(crate) fn apply(
         body["applyset"] = json!(a);
     }
     let answer = with_progress(rough_count(&files), "applying", || {
-        client.post("/api/v1/apply", &body)
+        let path = if force_conflicts {
+            "/api/v1/apply?forceConflicts=true"
+        } else {
+            "/api/v1/apply"
+        };
+        client.post(path, &body)
     })?;
     for line in result_lines(&answer) {
         term::outln(&line);

@@ -238,6 +238,7 @@ fn order(targets: &mut [Target], paths: &HashMap<(String, String), String>) {
             Kind::Task => 1,
             Kind::Host => 2,
             Kind::Project => 3,
+            Kind::Source => 4,
         };
         (rank, std::cmp::Reverse(depth(t)))
     });

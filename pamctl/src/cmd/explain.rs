@@ -18,6 +18,7 @@ fn schema_text(kind: Kind) -> &'static str {
         Kind::Task => include_str!("../../../schemas/task.schema.json"),
         Kind::Run => include_str!("../../../schemas/run.schema.json"),
         Kind::Host => include_str!("../../../schemas/host.schema.json"),
+        Kind::Source => include_str!("../../../schemas/source.schema.json"),
     }
 }
 

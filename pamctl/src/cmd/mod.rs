@@ -12,6 +12,7 @@ mod info;
 mod logs;
 mod meta;
 mod runs;
+mod sync;
 mod targets;
 mod token;
 mod validate;
@@ -47,7 +48,19 @@ pub(crate) fn run(ctx: &mut Ctx, command: Command) -> Result<Exit> {
             selector,
             applyset,
             dry_run,
-        } => apply::apply(ctx, &files, prune, selector, applyset, dry_run),
+            force_conflicts,
+        } => apply::apply(
+            ctx,
+            &files,
+            apply::Flags {
+                prune,
+                selector,
+                applyset,
+                dry_run,
+                force_conflicts,
+            },
+        ),
+        Command::Sync { name, timeout } => sync::sync(ctx, &name, &timeout),
         Command::Diff { files } => apply::diff(ctx, &files),
         Command::Get(a) => get::get(ctx, a),
         Command::Describe { args } => get::describe(ctx, &args),

@@ -127,6 +127,9 @@ pub(crate) fn phases(kind: Kind) -> Vec<&'static str> {
         Kind::Host => HostStatus::VALUES.iter().map(|s| s.as_str()).collect(),
         Kind::Task => WorkItemStatus::VALUES.iter().map(|s| s.as_str()).collect(),
         Kind::Project => ProjectStatus::VALUES.iter().map(|s| s.as_str()).collect(),
+        // A Source has no phase; its conditions (Ready, Stalled) are what
+        // `wait --for=condition=` reads.
+        Kind::Source => Vec::new(),
     }
 }
 

@@ -49,6 +49,7 @@ pub fn topic_prefix(kind: Kind) -> &'static str {
         Kind::Task => "work_item.",
         Kind::Run => "run.",
         Kind::Host => "worker.",
+        Kind::Source => "source.",
     }
 }
 

@@ -99,6 +99,14 @@ fn task_status(obj: &Value) -> String {
     }
 }
 
+/// A revision as `git log --oneline` shows it: 7 hex digits (a directory's
+/// `sha256:` hash too).
+fn short_revision(obj: &Value) -> String {
+    let rev = cell(obj, "/status/revision");
+    let hex = rev.strip_prefix("sha256:").unwrap_or(&rev);
+    hex.chars().take(7).collect()
+}
+
 fn host_phase(obj: &Value) -> String {
     cell(obj, "/status/phase")
 }
@@ -146,6 +154,12 @@ pub fn objects(
             }
         }
         Kind::Project => headers.extend(["STATUS", "AGE"]),
+        Kind::Source => {
+            headers.extend(["SYNC", "HEALTH", "REVISION", "AGE"]);
+            if wide {
+                headers.extend(["INVENTORY", "LAST-SYNCED", "MESSAGE"]);
+            }
+        }
     }
     let mut t = Table::new(&headers);
     for o in items {
@@ -211,6 +225,22 @@ pub fn objects(
                 }
             }
             Kind::Project => row.extend([cell(o, "/status/phase"), created(o)]),
+            Kind::Source => {
+                row.extend([
+                    cell(o, "/status/sync"),
+                    cell(o, "/status/health"),
+                    short_revision(o),
+                    created(o),
+                ]);
+                if wide {
+                    let synced = o.pointer("/status/lastSyncedAt").and_then(Value::as_str);
+                    row.extend([
+                        cell(o, "/status/inventory"),
+                        synced.map_or("<never>".into(), |t| age::since(Some(t), now)),
+                        cell(o, "/status/syncMessage"),
+                    ]);
+                }
+            }
         }
         t.row(row);
     }

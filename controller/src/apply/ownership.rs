@@ -6,10 +6,21 @@
 //! field the Source declared before and no longer declares is released —
 //! removed, so it falls back to its default — as when a field is deleted
 //! from a server-side-applied configuration that alone managed it.
+//!
+//! It sits in apply because both sides use it: the push side refuses a
+//! change to fields a Source owns ([`refuse_owned_changes`], a 409 unless
+//! `forceConflicts`), and the sync loop merges and detects drift.
 
-use pam_store::Labels;
+use std::collections::HashMap;
+
+use pam_manifests::kinds::{Kind, Manifest};
+use pam_store::prelude::*;
+use pam_store::{Labels, Meta, SourceObject};
 use serde_json::{json, Map, Value};
+use uuid::Uuid;
 
+use super::stored::{stored_objects, ObjectKey};
+use super::{Action, ApplyError, ApplyResult};
 use crate::rules::meta::Desired;
 
 /// What a Source's manifest declares of one object, as written.
@@ -132,6 +143,92 @@ pub fn drifted_fields(stored: &Desired, effective: &Desired, declared: &Declared
         }
     }
     out
+}
+
+/// The document a Source declares for one of its inventory rows.
+pub fn declared_document(row: &SourceObject) -> Value {
+    let declared = Declared::from_json(&row.declared);
+    let mut metadata = json!({
+        "name": row.name, "labels": declared.labels, "annotations": declared.annotations,
+    });
+    if let Some(p) = &row.project {
+        metadata["project"] = json!(p);
+    }
+    json!({"apiVersion": pam_manifests::kinds::API_VERSION, "kind": row.kind,
+           "metadata": metadata, "spec": declared.spec})
+}
+
+/// The owned fields of a stored object that differ from what its Source
+/// declares (drift); the fields its manifests omit are never drift.
+pub fn owned_drift(row: &SourceObject, stored: &Meta) -> Vec<String> {
+    let declared = Declared::from_json(&row.declared);
+    let now = Desired::stored(stored);
+    let merged = merged_document(&declared_document(row), Some(&now), Some(&declared));
+    match Manifest::from_json(merged) {
+        Ok(m) => drifted_fields(&now, &Desired::of(&m), &declared),
+        // The stored object no longer types with the declared fields
+        // over it: every declared field is in question.
+        Err(_) => declared.spec.keys().map(|k| format!("spec.{k}")).collect(),
+    }
+}
+
+/// The push side: refuses a batch that changed fields a Source owns (a
+/// conflict naming the Source, the object and the fields), as
+/// server-side apply does without `--force-conflicts`. Called after the
+/// batch is written in `tx`, before the commit: the stored values are the
+/// ones the batch would leave.
+pub(super) async fn refuse_owned_changes(
+    tx: &mut dyn Tx,
+    results: &[ApplyResult],
+) -> Result<(), ApplyError> {
+    let keys: Vec<ObjectKey> = results
+        .iter()
+        .filter(|r| r.action == Action::Configured)
+        .filter_map(|r| Some((Kind::parse(r.kind)?, r.project.clone(), r.name.clone())))
+        .collect();
+    if keys.is_empty() {
+        return Ok(());
+    }
+    let stored = stored_objects(tx, &keys).await?;
+    let ids: Vec<(String, Uuid)> = stored
+        .iter()
+        .map(|((kind, _, _), o)| (kind.as_str().to_string(), o.id))
+        .collect();
+    let owners = tx.owners_of(&ids).await?;
+    if owners.is_empty() {
+        return Ok(());
+    }
+    let by_id: HashMap<Uuid, &Meta> = stored.values().map(|o| (o.id, &o.meta)).collect();
+    let mut problems = Vec::new();
+    for row in &owners {
+        let Some(meta) = by_id.get(&row.object_id) else {
+            continue;
+        };
+        let fields = owned_drift(row, meta);
+        if fields.is_empty() {
+            continue;
+        }
+        let source = match tx.get_source(row.source_id).await? {
+            Some(s) => s.name,
+            None => row.source_id.to_string(),
+        };
+        let object = match &row.project {
+            Some(p) => format!("{} {p}/{}", row.kind, row.name),
+            None => format!("{} {}", row.kind, row.name),
+        };
+        problems.push(format!(
+            "{object}: {} owned by Source {source} (declared in {})",
+            fields.join(", "),
+            row.file
+        ));
+    }
+    if problems.is_empty() {
+        return Ok(());
+    }
+    Err(ApplyError::Conflict(format!(
+        "conflict with a Source: {}; change the Source's manifests, or apply with --force-conflicts to take the fields (the Source then reports drift)",
+        problems.join("; ")
+    )))
 }
 
 #[cfg(test)]

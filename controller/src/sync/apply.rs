@@ -1,0 +1,320 @@
+//! One sync of one Source: the tree at a revision, loaded and validated
+//! whole as `pamctl apply -R` loads a directory (errors name the file
+//! relative to the Source's root, line, column and field), refused outside
+//! `spec.projects`, merged with what operators own, and written in the
+//! caller's transaction with the inventory and the prune.
+//!
+//! # Guarantees
+//! - All or nothing: any problem returns [`SyncError::Invalid`] before the
+//!   caller commits, so a bad revision (a truncated file, a cycle, an
+//!   unknown field) applies nothing.
+//! - Prune deletes only objects in this Source's inventory, never another
+//!   Source's or an operator's; an object another Source owns is refused.
+
+use std::collections::{HashMap, HashSet};
+
+use chrono::{DateTime, Utc};
+use pam_manifests::kinds::{Kind, Manifest, SourceError, SourceSpec};
+use pam_manifests::load::{parse_documents, parse_values, Document};
+use pam_manifests::ManifestError;
+use pam_store::prelude::*;
+use pam_store::{OwnedObject, Source, SourceObject};
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::fetch::Tree;
+use crate::apply::ownership::{merged_document, Declared};
+use crate::apply::stored::{stored_objects, ObjectKey};
+use crate::apply::{self, Action, ApplyError};
+use crate::rules::meta::Desired;
+use crate::rules::sources::{self, Counts};
+use crate::rules::{projects, runs, work_items};
+
+/// Why a sync applied nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError {
+    /// The tree is invalid: every problem, positioned.
+    #[error("{} problem(s)", .0.len())]
+    Invalid(Vec<ManifestError>),
+    /// Anything else (the store, a lost race), as a message.
+    #[error("{0}")]
+    Other(String),
+}
+
+impl From<pam_store::StoreError> for SyncError {
+    fn from(e: pam_store::StoreError) -> Self {
+        SyncError::Other(e.to_string())
+    }
+}
+
+impl From<ApplyError> for SyncError {
+    fn from(e: ApplyError) -> Self {
+        match e {
+            ApplyError::Invalid(errors) => SyncError::Invalid(errors),
+            other => SyncError::Other(other.to_string()),
+        }
+    }
+}
+
+/// A positioned problem as the Source's status shows it.
+pub fn source_error(e: &ManifestError) -> SourceError {
+    SourceError {
+        file: e.file.clone(),
+        document: e.document,
+        line: e.line,
+        column: e.column,
+        path: e.path.clone(),
+        message: e.message.clone(),
+    }
+}
+
+fn key_of(m: &Manifest) -> ObjectKey {
+    (
+        m.kind(),
+        m.project().map(|p| p.to_string()),
+        m.name().to_string(),
+    )
+}
+
+fn key_of_row(o: &SourceObject) -> Option<ObjectKey> {
+    Some((Kind::parse(&o.kind)?, o.project.clone(), o.name.clone()))
+}
+
+/// The tree's documents with their raw values (as written: the keys a
+/// Source owns), or every problem of every file.
+fn load(tree: &Tree) -> Result<Vec<(Document, Value)>, Vec<ManifestError>> {
+    let mut out = Vec::new();
+    let mut errors = Vec::new();
+    for f in &tree.files {
+        match (
+            parse_documents(&f.path, &f.content),
+            parse_values(&f.path, &f.content),
+        ) {
+            (Ok(docs), Ok(values)) => {
+                let raw: HashMap<usize, Value> = values.into_iter().collect();
+                for d in docs {
+                    let v = raw.get(&d.index).cloned().unwrap_or(Value::Null);
+                    out.push((d, v));
+                }
+            }
+            (Err(e), _) => errors.extend(e),
+            (Ok(_), Err(e)) => errors.extend(e),
+        }
+    }
+    if errors.is_empty() {
+        Ok(out)
+    } else {
+        Err(errors)
+    }
+}
+
+/// A document outside what this Source may write: another kind than
+/// Project, Task and Run, or a project not in `spec.projects`.
+fn out_of_scope(d: &Document, spec: &SourceSpec) -> Option<ManifestError> {
+    let allowed: Vec<&str> = spec.projects.iter().map(|p| p.as_str()).collect();
+    let (path, project) = match &d.manifest {
+        Manifest::Project(p) => ("metadata.name", p.metadata.name.as_str()),
+        Manifest::Task(t) => ("metadata.project", t.metadata.project.as_str()),
+        Manifest::Run(r) => ("metadata.project", r.metadata.project.as_str()),
+        Manifest::Host(_) | Manifest::Source(_) => {
+            return Some(d.error_at(
+                "kind",
+                format!(
+                    "a Source writes Projects, Tasks and Runs, expected no {} in its tree",
+                    d.manifest.kind()
+                ),
+            ))
+        }
+    };
+    if allowed.contains(&project) {
+        return None;
+    }
+    Some(d.error_at(
+        path,
+        format!(
+            "project {project:?} is outside this Source's spec.projects, expected one of {allowed:?}"
+        ),
+    ))
+}
+
+/// Applies `tree` as `source`'s desired state in `tx`: returns what
+/// changed. `prev` is the inventory with the stored objects
+/// ([`pam_store::SourceTx::owned_objects`]).
+pub async fn apply_tree(
+    tx: &mut dyn Tx,
+    source: &Source,
+    spec: &SourceSpec,
+    tree: &Tree,
+    prev: &[OwnedObject],
+    now: DateTime<Utc>,
+    offline_after: std::time::Duration,
+) -> Result<(Counts, usize), SyncError> {
+    let loaded = load(tree).map_err(SyncError::Invalid)?;
+    let scope: Vec<ManifestError> = loaded
+        .iter()
+        .filter_map(|(d, _)| out_of_scope(d, spec))
+        .collect();
+    if !scope.is_empty() {
+        return Err(SyncError::Invalid(scope));
+    }
+    let keys: Vec<ObjectKey> = loaded.iter().map(|(d, _)| key_of(&d.manifest)).collect();
+    let stored = stored_objects(tx, &keys).await?;
+    let ids: Vec<(String, Uuid)> = stored
+        .iter()
+        .map(|((k, _, _), o)| (k.as_str().to_string(), o.id))
+        .collect();
+    let foreign: HashMap<Uuid, Uuid> = tx
+        .owners_of(&ids)
+        .await?
+        .into_iter()
+        .filter(|o| o.source_id != source.id)
+        .map(|o| (o.object_id, o.source_id))
+        .collect();
+    let prev_by_key: HashMap<ObjectKey, &SourceObject> = prev
+        .iter()
+        .filter_map(|o| Some((key_of_row(&o.owner)?, &o.owner)))
+        .collect();
+    let mut errors = Vec::new();
+    let mut merged = Vec::with_capacity(loaded.len());
+    for (d, raw) in &loaded {
+        let key = key_of(&d.manifest);
+        let here = stored.get(&key);
+        if let Some(other) = here.and_then(|o| foreign.get(&o.id)) {
+            let name = match tx.get_source(*other).await? {
+                Some(s) => s.name,
+                None => other.to_string(),
+            };
+            errors.push(d.error_at(
+                "metadata.name",
+                format!("owned by Source {name:?}, expected an object no other Source owns"),
+            ));
+            continue;
+        }
+        let prev_declared = prev_by_key
+            .get(&key)
+            .map(|o| Declared::from_json(&o.declared));
+        let doc = merged_document(
+            raw,
+            here.map(|o| Desired::stored(&o.meta)).as_ref(),
+            prev_declared.as_ref(),
+        );
+        match Manifest::from_json(doc) {
+            Ok(m) => merged.push(d.with_manifest(m)),
+            Err(e) => errors.push(d.error_at("", e.to_string())),
+        }
+    }
+    if !errors.is_empty() {
+        return Err(SyncError::Invalid(errors));
+    }
+    let written = apply::write_batch(tx, now, offline_after, &merged, None).await?;
+    let mut counts = Counts::default();
+    for r in &written.results {
+        match r.action {
+            Action::Created => counts.created += 1,
+            Action::Configured => counts.configured += 1,
+            _ => {}
+        }
+    }
+    let now_keys: HashSet<&ObjectKey> = keys.iter().collect();
+    let gone: Vec<&OwnedObject> = prev
+        .iter()
+        .filter(|o| key_of_row(&o.owner).is_none_or(|k| !now_keys.contains(&k)))
+        .collect();
+    if spec.prune {
+        counts.pruned = prune(tx, source, &gone, now).await?;
+    }
+    if !gone.is_empty() {
+        let objects: Vec<(String, Uuid)> = gone
+            .iter()
+            .map(|o| (o.owner.kind.clone(), o.owner.object_id))
+            .collect();
+        tx.delete_source_objects(source.id, &objects).await?;
+    }
+    let after = stored_objects(tx, &keys).await?;
+    let rows: Vec<SourceObject> = loaded
+        .iter()
+        .filter_map(|(d, raw)| {
+            let key = key_of(&d.manifest);
+            let o = after.get(&key)?;
+            Some(SourceObject {
+                source_id: source.id,
+                kind: key.0.as_str().to_string(),
+                object_id: o.id,
+                project: key.1,
+                name: key.2,
+                declared: Declared::of_document(raw).to_json(),
+                file: d.file.clone(),
+            })
+        })
+        .collect();
+    let put = tx.put_source_objects(&rows).await?;
+    if put as usize != rows.len() {
+        return Err(SyncError::Other(format!(
+            "another Source took {} object(s) of this one during the sync; retrying",
+            rows.len() - put as usize
+        )));
+    }
+    Ok((counts, rows.len()))
+}
+
+/// Deletes the owned objects that left the tree — runs, then tasks
+/// (deepest first), then projects — journaling `source.pruned` for each.
+async fn prune(
+    tx: &mut dyn Tx,
+    source: &Source,
+    gone: &[&OwnedObject],
+    now: DateTime<Utc>,
+) -> Result<usize, SyncError> {
+    let mut n = 0;
+    for o in gone.iter().filter(|o| o.owner.kind == "Run") {
+        if let Some(r) = tx.get_run(o.owner.object_id).await? {
+            if runs::delete(tx, &r).await? {
+                pruned(tx, source, o, now).await?;
+                n += 1;
+            }
+        }
+    }
+    let mut tasks = Vec::new();
+    for o in gone.iter().filter(|o| o.owner.kind == "Task") {
+        if let Some(w) = tx.get_work_item(o.owner.object_id).await? {
+            tasks.push((w, *o));
+        }
+    }
+    tasks.sort_by_key(|(w, _)| std::cmp::Reverse(w.path.len()));
+    for (w, o) in tasks {
+        let slug = o.owner.project.clone().unwrap_or_default();
+        // A parent pruned earlier took this one with it (FK cascade).
+        if tx.get_work_item(w.id).await?.is_some() {
+            work_items::delete(tx, &w, &slug, now).await?;
+        }
+        pruned(tx, source, o, now).await?;
+        n += 1;
+    }
+    for o in gone.iter().filter(|o| o.owner.kind == "Project") {
+        if let Some(p) = tx.get_project(o.owner.object_id).await? {
+            if projects::delete(tx, &p).await? {
+                pruned(tx, source, o, now).await?;
+                n += 1;
+            }
+        }
+    }
+    Ok(n)
+}
+
+async fn pruned(
+    tx: &mut dyn Tx,
+    source: &Source,
+    o: &OwnedObject,
+    now: DateTime<Utc>,
+) -> Result<(), SyncError> {
+    sources::pruned(
+        tx,
+        source,
+        &o.owner.kind,
+        o.owner.project.as_deref(),
+        &o.owner.name,
+        now,
+    )
+    .await?;
+    Ok(())
+}

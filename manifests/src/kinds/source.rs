@@ -1,0 +1,316 @@
+//! The `Source` kind (GitOps): where desired state lives — a directory on
+//! pamd's host (`spec.path`) or a git repository (`spec.git`) — which
+//! projects it may write, and how pamd keeps the cluster in sync with it.
+//!
+//! A Source is cluster-scoped, like a Project or a Host. Its status is the
+//! sync loop's: the revision applied, sync (Synced | OutOfSync | Failed),
+//! health (Healthy | Progressing | Degraded), drift, the last errors with
+//! file:line, and the inventory size.
+
+use std::time::Duration;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::{ApiVersion, Condition, ObjectMeta};
+use crate::names::Name;
+
+/// The `kind:` of a Source: always `Source`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+pub enum SourceKind {
+    /// `Source`.
+    #[default]
+    Source,
+}
+
+/// A git repository to pull desired state from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GitSource {
+    /// The repository: `file://`, a local path, `https://`, `ssh://` or
+    /// `git://` (never `ext::`). Credentials never come from a manifest.
+    pub url: String,
+    /// A branch, tag or commit; the remote's HEAD by default.
+    #[serde(default = "default_ref", rename = "ref")]
+    pub reference: String,
+    /// The directory inside the repository holding the manifests (the
+    /// whole tree by default).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub path: String,
+}
+
+fn default_ref() -> String {
+    "HEAD".into()
+}
+
+fn default_interval() -> String {
+    "1m".into()
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// Desired state of a Source.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SourceSpec {
+    /// A directory on pamd's host (absolute), watched for changes. Exactly
+    /// one of `path` and `git`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// A git repository. Exactly one of `path` and `git`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git: Option<GitSource>,
+    /// How often to fetch and re-check (Go duration: `30s`, `1m`, `1h`).
+    #[serde(default = "default_interval")]
+    pub interval: String,
+    /// The projects this Source may write; a document outside them is
+    /// refused (with its file and line).
+    pub projects: Vec<Name>,
+    /// Delete the objects this Source owns when they leave its tree.
+    #[serde(default = "yes")]
+    pub prune: bool,
+    /// Put owned fields changed by another path back on the next sync.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub self_heal: bool,
+    /// Stop syncing (the objects stay).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub suspend: bool,
+}
+
+impl SourceSpec {
+    /// `spec.interval` as a duration (checked on load).
+    pub fn interval(&self) -> Duration {
+        parse_go_duration(&self.interval).unwrap_or(Duration::from_secs(60))
+    }
+
+    /// Per-document rules typing cannot express: `(field path, message)`.
+    pub fn problems(&self) -> Vec<(&'static str, String)> {
+        let mut out = Vec::new();
+        match (&self.path, &self.git) {
+            (None, None) => out.push((
+                "spec",
+                "missing source, expected exactly one of spec.path and spec.git".to_string(),
+            )),
+            (Some(_), Some(_)) => out.push((
+                "spec.git",
+                "both path and git given, expected exactly one of spec.path and spec.git"
+                    .to_string(),
+            )),
+            (Some(p), None) if !p.starts_with('/') => out.push((
+                "spec.path",
+                format!("{p:?} is relative, expected an absolute directory on pamd's host"),
+            )),
+            (None, Some(g)) if g.url.trim().is_empty() || g.url.starts_with('-') => out.push((
+                "spec.git.url",
+                "expected a repository URL (file://, https://, ssh://, git://)".to_string(),
+            )),
+            (None, Some(g)) if g.url.starts_with("ext::") => out.push((
+                "spec.git.url",
+                "the ext:: transport runs commands, expected file://, https://, ssh:// or git://"
+                    .to_string(),
+            )),
+            (None, Some(g)) if g.reference.is_empty() || g.reference.starts_with('-') => {
+                out.push((
+                    "spec.git.ref",
+                    "expected a branch, tag or commit".to_string(),
+                ))
+            }
+            _ => {}
+        }
+        match parse_go_duration(&self.interval) {
+            Some(d) if d >= Duration::from_millis(100) => {}
+            Some(_) => out.push((
+                "spec.interval",
+                format!("{:?} is too short, expected at least 100ms", self.interval),
+            )),
+            None => out.push((
+                "spec.interval",
+                format!(
+                    "{:?} is not a duration, expected e.g. 30s, 1m, 1h30m",
+                    self.interval
+                ),
+            )),
+        }
+        if self.projects.is_empty() {
+            out.push((
+                "spec.projects",
+                "empty, expected the projects this Source may write".to_string(),
+            ));
+        }
+        out
+    }
+}
+
+/// One positioned problem of a failed sync.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SourceError {
+    /// The file, relative to the Source's root.
+    pub file: String,
+    /// 0-based document index in the file.
+    #[serde(default)]
+    pub document: usize,
+    /// 1-based; 0 when unknown.
+    #[serde(default)]
+    pub line: usize,
+    /// 1-based; 0 when unknown.
+    #[serde(default)]
+    pub column: usize,
+    /// The field path (`spec.parent`).
+    #[serde(default)]
+    pub path: String,
+    pub message: String,
+}
+
+/// An owned object whose owned fields were changed by another path.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Drift {
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
+    pub name: String,
+    /// `spec.title`, `metadata.labels.team`; `(deleted)` when the object is
+    /// gone.
+    pub fields: Vec<String>,
+}
+
+/// Observed state of a Source (the sync loop's).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ObservedSource {
+    /// The last revision applied in full (commit SHA, or `sha256:` of a
+    /// directory).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<String>,
+    /// The last revision tried, good or bad.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempted_revision: Option<String>,
+    /// RFC 3339: when a sync last applied or confirmed the revision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_synced_at: Option<String>,
+    /// RFC 3339: when a sync was last tried.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_attempt_at: Option<String>,
+    /// RFC 3339: a sync requested (`pamctl sync`) and not yet done.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sync_requested_at: Option<String>,
+    /// Unknown | Synced | OutOfSync | Failed.
+    pub sync: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub sync_message: String,
+    /// Unknown | Healthy | Progressing | Degraded.
+    pub health: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub health_message: String,
+    /// The last failed sync's problems, positioned.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<SourceError>,
+    /// Owned objects changed by another path.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub drift: Vec<Drift>,
+    /// How many objects the Source owns.
+    #[serde(default)]
+    pub inventory: u32,
+    /// The spec generation this status reflects.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// Ready, Reconciling, Stalled.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+}
+
+/// A GitOps Source.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Source {
+    /// Always `pam.dev/v1`.
+    pub api_version: ApiVersion,
+    /// Always `Source`.
+    pub kind: SourceKind,
+    /// Identity and labels.
+    pub metadata: ObjectMeta,
+    /// Desired state, operator-owned.
+    pub spec: SourceSpec,
+    /// Observed state, controller-owned: printed, never read from a
+    /// manifest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<ObservedSource>,
+}
+
+/// Parses a Go duration (`500ms`, `30s`, `1m30s`, `1.5h`); `None` when it
+/// is not one. Negative durations are not durations here.
+pub fn parse_go_duration(text: &str) -> Option<Duration> {
+    let t = text.trim();
+    if t == "0" {
+        return Some(Duration::ZERO);
+    }
+    if t.is_empty() || t.starts_with('-') {
+        return None;
+    }
+    let mut rest = t.strip_prefix('+').unwrap_or(t);
+    let mut total = 0f64;
+    while !rest.is_empty() {
+        let num_end = rest.find(|c: char| !c.is_ascii_digit() && c != '.')?;
+        if num_end == 0 {
+            return None;
+        }
+        let n: f64 = rest[..num_end].parse().ok()?;
+        rest = &rest[num_end..];
+        let unit_end = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let scale = match &rest[..unit_end] {
+            "ns" => 1e-9,
+            "us" | "µs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return None,
+        };
+        total += n * scale;
+        rest = &rest[unit_end..];
+    }
+    Duration::try_from_secs_f64(total).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn go_durations() {
+        assert_eq!(parse_go_duration("1m"), Some(Duration::from_secs(60)));
+        assert_eq!(parse_go_duration("1m30s"), Some(Duration::from_secs(90)));
+        assert_eq!(parse_go_duration("500ms"), Some(Duration::from_millis(500)));
+        assert_eq!(parse_go_duration("1.5h"), Some(Duration::from_secs(5400)));
+        for bad in ["", "-1s", "1x", "m", "1m-"] {
+            assert_eq!(parse_go_duration(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn defaults_and_problems() {
+        let s: SourceSpec = serde_json::from_value(serde_json::json!({
+            "git": {"url": "file:///r"}, "projects": ["web"]
+        }))
+        .unwrap();
+        assert_eq!(s.interval(), Duration::from_secs(60));
+        assert!(s.prune && !s.self_heal && !s.suspend);
+        assert_eq!(s.git.as_ref().unwrap().reference, "HEAD");
+        assert!(s.problems().is_empty());
+        let bad: SourceSpec = serde_json::from_value(serde_json::json!({
+            "path": "rel", "interval": "soon", "projects": []
+        }))
+        .unwrap();
+        let fields: Vec<&str> = bad.problems().iter().map(|p| p.0).collect();
+        assert_eq!(fields, ["spec.path", "spec.interval", "spec.projects"]);
+    }
+}

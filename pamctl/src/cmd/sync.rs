@@ -1,0 +1,65 @@
+//! `pamctl sync NAME`: sync a GitOps Source now and wait for the result —
+//! the loop clears the request when its sync is written; exit 1 when that
+//! sync Failed, with the message (file:line and field).
+
+use std::time::{Duration, Instant};
+
+use pam_manifests::Kind;
+use serde_json::{json, Value};
+
+use crate::error::{CliError, Exit, Result};
+use crate::{duration, object_path, term, Ctx};
+
+fn text<'a>(o: &'a Value, pointer: &str) -> &'a str {
+    o.pointer(pointer).and_then(Value::as_str).unwrap_or("")
+}
+
+pub(crate) fn sync(ctx: &mut Ctx, name: &str, timeout: &str) -> Result<Exit> {
+    let timeout = duration::parse(timeout)?;
+    let client = ctx.client()?;
+    let path = object_path(Kind::Source, None, name);
+    client.post(&format!("{path}/sync"), &json!({}))?;
+    let started = Instant::now();
+    loop {
+        let o = client.get(&path)?;
+        // The loop clears the request in the status write of its sync.
+        if o.pointer("/status/syncRequestedAt").is_none() {
+            let sync = text(&o, "/status/sync");
+            let revision = text(&o, "/status/revision");
+            let short: String = revision
+                .strip_prefix("sha256:")
+                .unwrap_or(revision)
+                .chars()
+                .take(7)
+                .collect();
+            if sync == "Failed" {
+                return Err(CliError::failed(format!(
+                    "source.pam.dev/{name} sync failed: {}",
+                    text(&o, "/status/syncMessage")
+                ))
+                .hint(format!("pamctl describe source {name}")));
+            }
+            let health = text(&o, "/status/health");
+            let mut line = format!("source.pam.dev/{name} {sync} at {short} ({health})");
+            if sync == "OutOfSync" {
+                line.push_str(&format!(": {}", text(&o, "/status/syncMessage")));
+            }
+            term::outln(&line);
+            return Ok(if sync == "OutOfSync" {
+                Exit::Failed
+            } else {
+                Exit::Ok
+            });
+        }
+        if started.elapsed() >= timeout {
+            return Err(CliError::failed(format!(
+                "source.pam.dev/{name}: no sync within {}",
+                duration::format(timeout)
+            ))
+            .hint(
+                "is the Source suspended, or pamd's sync loop stuck? see `pamctl describe source`",
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}

@@ -1,0 +1,375 @@
+//! Issue 14 end to end: GitOps Sources on a real pamd and real PostgreSQL,
+//! with local git repositories made in the test (`file://` URLs) and
+//! watched directories.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use pam_tests::{eventually, fails, ok, Pamd, PamdOptions};
+use serde_json::Value;
+
+const PROJECT: &str = "apiVersion: pam.dev/v1\nkind: Project\nmetadata: {name: web}\nspec: {}\n";
+
+fn task(project: &str, name: &str, title: &str) -> String {
+    format!(
+        "apiVersion: pam.dev/v1\nkind: Task\nmetadata: {{name: {name}, project: {project}}}\nspec: {{title: {title}}}\n"
+    )
+}
+
+fn write(dir: &Path, rel: &str, text: &str) {
+    let p = dir.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, text).unwrap();
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "-c",
+            "init.defaultBranch=main",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+fn commit(dir: &Path, message: &str) -> String {
+    git(dir, &["add", "-A"]);
+    git(dir, &["commit", "-q", "--allow-empty", "-m", message]);
+    git(dir, &["rev-parse", "HEAD"])
+}
+
+fn git_source(name: &str, repo: &Path, projects: &str, extra: &str) -> String {
+    format!(
+        "apiVersion: pam.dev/v1\nkind: Source\nmetadata: {{name: {name}}}\nspec:\n  git: {{url: 'file://{}', ref: main}}\n  interval: 1s\n  projects: [{projects}]\n{extra}",
+        repo.display()
+    )
+}
+
+fn dir_source(name: &str, dir: &Path, projects: &str) -> String {
+    format!(
+        "apiVersion: pam.dev/v1\nkind: Source\nmetadata: {{name: {name}}}\nspec:\n  path: '{}'\n  interval: 1m\n  projects: [{projects}]\n",
+        dir.display()
+    )
+}
+
+async fn source(pamd: &Pamd, name: &str) -> Value {
+    pamd.get(&format!("/api/v1/sources/{name}")).await.unwrap()
+}
+
+/// Waits until the Source's status matches.
+async fn until(pamd: &Pamd, name: &str, what: &str, f: impl Fn(&Value) -> bool) -> Value {
+    eventually(Duration::from_secs(20), what, || async {
+        let s = source(pamd, name).await;
+        f(&s["status"]).then_some(s)
+    })
+    .await
+}
+
+fn tasks(pamd: &Pamd, project: &str) -> Vec<String> {
+    let mut v: Vec<String> = ok(&pamd.pamctl(&["get", "tasks", "-p", project, "-o", "name"]))
+        .lines()
+        .map(str::to_string)
+        .collect();
+    v.sort();
+    v
+}
+
+fn topics(pamd: &Pamd, topic: &str) -> usize {
+    ok(&pamd.pamctl(&["events", "--topic", topic]))
+        .lines()
+        .count()
+}
+
+#[tokio::test]
+async fn a_git_source_applies_prunes_fails_whole_and_recovers() {
+    let pamd = Pamd::start(PamdOptions::default()).await.unwrap();
+    let repo = tempfile::tempdir().unwrap();
+    git(repo.path(), &["init", "-q"]);
+    write(repo.path(), "project.yaml", PROJECT);
+    write(repo.path(), "tasks/a.yaml", &task("web", "a", "A"));
+    let c1 = commit(repo.path(), "one");
+    let src = git_source("web", repo.path(), "web", "");
+    ok(&pamd.pamctl_stdin(&["apply", "-f", "-"], Some(&src)));
+    let s = until(&pamd, "web", "first sync", |st| {
+        st["revision"] == c1.as_str()
+    })
+    .await;
+    assert_eq!(s["status"]["sync"], "Synced");
+    assert_eq!(s["status"]["health"], "Healthy");
+    assert_eq!(s["status"]["inventory"], 2);
+    assert_eq!(tasks(&pamd, "web"), ["task/a"]);
+
+    // A commit adding a task is applied within the interval.
+    write(repo.path(), "tasks/b.yaml", &task("web", "b", "B"));
+    let c2 = commit(repo.path(), "two");
+    until(&pamd, "web", "second sync", |st| {
+        st["revision"] == c2.as_str()
+    })
+    .await;
+    assert_eq!(tasks(&pamd, "web"), ["task/a", "task/b"]);
+
+    // A commit removing a file prunes exactly that object; an operator's
+    // task in the same project stays.
+    ok(&pamd.pamctl_stdin(&["apply", "-f", "-"], Some(&task("web", "mine", "Mine"))));
+    std::fs::remove_file(repo.path().join("tasks/a.yaml")).unwrap();
+    let c3 = commit(repo.path(), "three");
+    until(&pamd, "web", "prune", |st| st["revision"] == c3.as_str()).await;
+    assert_eq!(tasks(&pamd, "web"), ["task/b", "task/mine"]);
+    assert_eq!(topics(&pamd, "source.pruned"), 1);
+
+    // A bad commit (an unknown field) applies nothing: Failed with
+    // file:line, the last good revision kept.
+    write(repo.path(), "tasks/c.yaml", &task("web", "c", "C"));
+    write(
+        repo.path(),
+        "tasks/b.yaml",
+        "apiVersion: pam.dev/v1\nkind: Task\nmetadata: {name: b, project: web}\nspec:\n  title: B\n  colour: red\n",
+    );
+    let bad = commit(repo.path(), "bad");
+    let s = until(&pamd, "web", "failure", |st| st["sync"] == "Failed").await;
+    let st = &s["status"];
+    assert_eq!(st["revision"], c3.as_str(), "the last good revision stays");
+    assert_eq!(st["attemptedRevision"], bad.as_str());
+    let msg = st["syncMessage"].as_str().unwrap();
+    assert!(
+        msg.contains("tasks/b.yaml") && msg.contains("line 6"),
+        "{msg}"
+    );
+    assert!(msg.contains("colour"), "{msg}");
+    assert_eq!(st["errors"][0]["file"], "tasks/b.yaml");
+    assert!(st["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|c| c["type"] == "Stalled" && c["status"] == "True"));
+    assert_eq!(
+        tasks(&pamd, "web"),
+        ["task/b", "task/mine"],
+        "nothing applied"
+    );
+    // pamctl sync reports the failure with a non-zero exit.
+    let err = fails(&pamd.pamctl(&["sync", "web", "--timeout", "20s"]), 1);
+    assert!(err.contains("tasks/b.yaml"), "{err}");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        topics(&pamd, "source.sync_failed"),
+        1,
+        "journaled once per revision"
+    );
+
+    // A revert brings Synced back.
+    git(repo.path(), &["revert", "--no-edit", "HEAD"]);
+    let c5 = git(repo.path(), &["rev-parse", "HEAD"]);
+    until(&pamd, "web", "revert", |st| {
+        st["revision"] == c5.as_str() && st["sync"] == "Synced"
+    })
+    .await;
+    assert_eq!(tasks(&pamd, "web"), ["task/b", "task/mine"]);
+    let out = ok(&pamd.pamctl(&["sync", "web"]));
+    assert!(out.starts_with("source.pam.dev/web Synced at "), "{out}");
+    let table = ok(&pamd.pamctl(&["get", "sources"]));
+    assert!(table.starts_with("NAME"), "{table}");
+    assert!(
+        table.contains(&format!("web    Synced   Healthy   {}", &c5[..7])),
+        "{table}"
+    );
+}
+
+#[tokio::test]
+async fn two_sources_never_prune_each_others_objects_and_stay_in_their_projects() {
+    let pamd = Pamd::start(PamdOptions::default()).await.unwrap();
+    let one = tempfile::tempdir().unwrap();
+    let two = tempfile::tempdir().unwrap();
+    write(one.path(), "p.yaml", PROJECT);
+    write(one.path(), "a.yaml", &task("web", "a", "A"));
+    write(two.path(), "b.yaml", &task("web", "b", "B"));
+    let srcs = format!(
+        "{}---\n{}",
+        dir_source("one", one.path(), "web"),
+        dir_source("two", two.path(), "web")
+    );
+    ok(&pamd.pamctl_stdin(&["apply", "-f", "-"], Some(&srcs)));
+    until(&pamd, "one", "one synced", |st| st["sync"] == "Synced").await;
+    until(&pamd, "two", "two synced", |st| {
+        st["sync"] == "Synced" && st["inventory"] == 1
+    })
+    .await;
+    assert_eq!(tasks(&pamd, "web"), ["task/a", "task/b"]);
+    // Source two empties its tree: only its own task goes.
+    std::fs::remove_file(two.path().join("b.yaml")).unwrap();
+    until(&pamd, "two", "two pruned", |st| st["inventory"] == 0).await;
+    assert_eq!(tasks(&pamd, "web"), ["task/a"]);
+    // Source two declaring one's object is refused, naming the owner.
+    write(two.path(), "a.yaml", &task("web", "a", "Taken"));
+    let s = until(&pamd, "two", "conflict", |st| st["sync"] == "Failed").await;
+    let msg = s["status"]["syncMessage"].as_str().unwrap();
+    assert!(msg.contains("a.yaml") && msg.contains("\"one\""), "{msg}");
+    // A project outside spec.projects is refused with file:line.
+    std::fs::remove_file(two.path().join("a.yaml")).unwrap();
+    write(two.path(), "x.yaml", &task("other", "x", "X"));
+    let s = until(&pamd, "two", "scope", |st| {
+        st["syncMessage"]
+            .as_str()
+            .unwrap_or("")
+            .contains("spec.projects")
+    })
+    .await;
+    let msg = s["status"]["syncMessage"].as_str().unwrap();
+    assert!(msg.starts_with("x.yaml: document 0, line 3"), "{msg}");
+    assert_eq!(tasks(&pamd, "web"), ["task/a"]);
+}
+
+#[tokio::test]
+async fn a_watched_directory_applies_an_edit_quickly_and_never_half_a_batch() {
+    let pamd = Pamd::start(PamdOptions::default()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "p.yaml", PROJECT);
+    write(dir.path(), "a.yaml", &task("web", "a", "A"));
+    ok(&pamd.pamctl_stdin(
+        &["apply", "-f", "-"],
+        Some(&dir_source("d", dir.path(), "web")),
+    ));
+    until(&pamd, "d", "synced", |st| st["sync"] == "Synced").await;
+    // The interval is a minute: the watch applies an edit within 2 s.
+    write(dir.path(), "a.yaml", &task("web", "a", "Edited"));
+    let t0 = std::time::Instant::now();
+    eventually(Duration::from_secs(2), "the edit applied", || async {
+        let t = pamd.get("/api/v1/projects/web/tasks/a").await.unwrap();
+        (t["spec"]["title"] == "Edited").then_some(())
+    })
+    .await;
+    assert!(t0.elapsed() < Duration::from_secs(2));
+    // A half-written file: two new tasks, the second document cut mid-way.
+    let whole = format!(
+        "{}---\n{}",
+        task("web", "n1", "N1"),
+        task("web", "n2", "N2")
+    );
+    write(dir.path(), "new.yaml", &whole[..whole.len() - 12]);
+    until(&pamd, "d", "failed", |st| st["sync"] == "Failed").await;
+    assert_eq!(tasks(&pamd, "web"), ["task/a"], "nothing of the batch");
+    write(dir.path(), "new.yaml", &whole);
+    until(&pamd, "d", "resynced", |st| st["sync"] == "Synced").await;
+    assert_eq!(tasks(&pamd, "web"), ["task/a", "task/n1", "task/n2"]);
+}
+
+#[tokio::test]
+async fn drift_is_reported_refused_without_force_and_healed_once() {
+    let pamd = Pamd::start(PamdOptions::default()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "p.yaml", PROJECT);
+    write(dir.path(), "a.yaml", &task("web", "a", "A"));
+    ok(&pamd.pamctl_stdin(
+        &["apply", "-f", "-"],
+        Some(&dir_source("d", dir.path(), "web")),
+    ));
+    until(&pamd, "d", "synced", |st| st["sync"] == "Synced").await;
+    // A status moved on the board: the manifest does not set it, no drift.
+    ok(&pamd.pamctl(&["task", "start", "a", "-p", "web"]));
+    let out = ok(&pamd.pamctl(&["sync", "d"]));
+    assert!(out.contains(" Synced "), "{out}");
+    let t = pamd.get("/api/v1/projects/web/tasks/a").await.unwrap();
+    assert_eq!(
+        t["status"]["phase"], "doing",
+        "the sync left the operator's status"
+    );
+    // pamctl apply of an owned title: 409 naming the Source and the field.
+    let mine = task("web", "a", "Mine");
+    let err = fails(&pamd.pamctl_stdin(&["apply", "-f", "-"], Some(&mine)), 3);
+    assert!(
+        err.contains("spec.title") && err.contains("Source d"),
+        "{err}"
+    );
+    ok(&pamd.pamctl_stdin(&["apply", "--force-conflicts", "-f", "-"], Some(&mine)));
+    let out = fails(&pamd.pamctl(&["sync", "d"]), 1);
+    let s = source(&pamd, "d").await;
+    assert_eq!(s["status"]["sync"], "OutOfSync", "{out}");
+    assert_eq!(
+        s["status"]["drift"][0]["fields"],
+        serde_json::json!(["spec.title"])
+    );
+    // selfHeal puts it back, journaled once.
+    let healing = dir_source("d", dir.path(), "web") + "  selfHeal: true\n";
+    ok(&pamd.pamctl_stdin(&["apply", "-f", "-"], Some(&healing)));
+    until(&pamd, "d", "healed", |st| st["sync"] == "Synced").await;
+    let t = pamd.get("/api/v1/projects/web/tasks/a").await.unwrap();
+    assert_eq!(t["spec"]["title"], "A");
+    ok(&pamd.pamctl(&["sync", "d"]));
+    assert_eq!(topics(&pamd, "source.healed"), 1);
+    assert_eq!(topics(&pamd, "source.drift_detected"), 1);
+}
+
+#[tokio::test]
+async fn pamd_killed_mid_sync_applies_nothing_twice() {
+    let mut pamd = Pamd::start(PamdOptions::default()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "p.yaml", PROJECT);
+    let mut many = String::new();
+    for i in 0..300 {
+        many.push_str(&task("web", &format!("t{i}"), "T"));
+        many.push_str("---\n");
+    }
+    write(dir.path(), "many.yaml", &many);
+    ok(&pamd.pamctl_stdin(
+        &["apply", "-f", "-"],
+        Some(&dir_source("d", dir.path(), "web")),
+    ));
+    // Kill as soon as the Source exists: the first sync may or may not
+    // have committed; either way it is all or nothing.
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    pamd.kill9();
+    pamd.start_again().await.unwrap();
+    until(&pamd, "d", "synced after restart", |st| {
+        st["sync"] == "Synced"
+    })
+    .await;
+    ok(&pamd.pamctl(&["sync", "d"]));
+    assert_eq!(tasks(&pamd, "web").len(), 300);
+    assert_eq!(
+        topics(&pamd, "work_item.created"),
+        300,
+        "each task created once"
+    );
+    assert_eq!(topics(&pamd, "source.synced"), 1, "one sync applied it");
+}
+
+/// Regression (issue 14): `apply --prune -l` pruned matching objects in
+/// every project, also projects the batch never names.
+#[tokio::test]
+async fn prune_with_a_selector_stays_in_the_batch_projects() {
+    let pamd = Pamd::start(PamdOptions::default()).await.unwrap();
+    let labelled = |p: &str, n: &str| {
+        format!("apiVersion: pam.dev/v1\nkind: Task\nmetadata: {{name: {n}, project: {p}, labels: {{team: x}}}}\nspec: {{title: T}}\n")
+    };
+    let both = format!(
+        "{PROJECT}---\napiVersion: pam.dev/v1\nkind: Project\nmetadata: {{name: ops}}\nspec: {{}}\n---\n{}---\n{}---\n{}",
+        labelled("web", "keep"),
+        labelled("web", "old"),
+        labelled("ops", "theirs")
+    );
+    ok(&pamd.pamctl_stdin(&["apply", "-f", "-"], Some(&both)));
+    let out = ok(&pamd.pamctl_stdin(
+        &["apply", "--prune", "-l", "team=x", "-f", "-"],
+        Some(&labelled("web", "keep")),
+    ));
+    assert!(out.contains("task.pam.dev/old pruned"), "{out}");
+    assert_eq!(
+        tasks(&pamd, "ops"),
+        ["task/theirs"],
+        "another project is not pruned"
+    );
+}
