@@ -393,14 +393,6 @@ pub enum Target {
 }
 
 impl Target {
-    /// Whether a host with this name and these labels may take the run.
-    pub fn matches(&self, host: &Name, labels: &Labels) -> bool {
-        match self {
-            Target::Host(name) => name == host,
-            Target::Selector(want) => want.iter().all(|(k, v)| labels.get(k) == Some(v)),
-        }
-    }
-
     /// The selector's pairs, for callers that build a target from
     /// `key=value` text.
     pub fn selector<I: IntoIterator<Item = (LabelKey, LabelValue)>>(pairs: I) -> Target {
@@ -818,22 +810,5 @@ mod tests {
             serde_json::json!({"type": "task", "title": "A", "description": "", "status": "todo", "sortOrder": 0})
         );
         assert_eq!(RestartPolicy::default().max_attempts.get(), 1);
-    }
-
-    #[test]
-    fn target_matching() {
-        let labels: Labels = [("gpu", "true"), ("os", "linux")]
-            .iter()
-            .map(|(k, v)| (LabelKey::parse(k).unwrap(), LabelValue::parse(v).unwrap()))
-            .collect();
-        let host = Name::parse("box").unwrap();
-        assert!(Target::Host(host.clone()).matches(&host, &labels));
-        assert!(!Target::Host(Name::parse("other").unwrap()).matches(&host, &labels));
-        let sel = Target::selector([(
-            LabelKey::parse("gpu").unwrap(),
-            LabelValue::parse("true").unwrap(),
-        )]);
-        assert!(sel.matches(&host, &labels));
-        assert!(Target::Selector(Labels::new()).matches(&host, &labels));
     }
 }
