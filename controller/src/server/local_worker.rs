@@ -7,6 +7,8 @@
 //! - pamd creates the worker token itself (a worker token for that host,
 //!   named `local-worker`) and keeps it in `<data_dir>/local-worker.token`
 //!   (mode 0600); an existing unrevoked one is reused across restarts.
+//! - With TLS on, it connects over https:// and trusts `<data_dir>/tls/ca.pem`
+//!   (`--tls-self-signed`'s CA, or an operator's put there).
 //! - The worker's data dir is `<data_dir>/worker`; `<data_dir>/worker.toml`
 //!   is passed as its config when it exists.
 //! - pam-worker is looked up next to pamd's own executable (then on PATH).
@@ -122,6 +124,7 @@ impl LocalWorker {
         ctx: &Ctx,
         data_dir: &Path,
         server_url: String,
+        ca_file: Option<PathBuf>,
     ) -> anyhow::Result<LocalWorker> {
         let host = host_name();
         let token_file = ensure_token(ctx, data_dir, &host)
@@ -150,6 +153,9 @@ impl LocalWorker {
                     .kill_on_drop(true);
                 if config.exists() {
                     cmd.arg("--config").arg(&config);
+                }
+                if let Some(ca) = &ca_file {
+                    cmd.arg("--ca-file").arg(ca);
                 }
                 let mut child = match cmd.spawn() {
                     Ok(c) => c,
