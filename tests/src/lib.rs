@@ -83,13 +83,18 @@ pub struct PamdOptions {
     /// `--tls-self-signed`: HTTPS with the CA pamd makes in
     /// `<data_dir>/tls/ca.pem`, which the harness's clients trust.
     pub tls_self_signed: bool,
+    /// `--database-url` to pass as is (an external PostgreSQL the test
+    /// started); otherwise a fresh database on the test cluster.
+    pub database_url: Option<String>,
 }
 
 impl Pamd {
     /// Starts pamd on a fresh database (or its embedded cluster) and waits
     /// for /readyz.
     pub async fn start(opts: PamdOptions) -> anyhow::Result<Pamd> {
-        let database_url = if opts.embedded {
+        let database_url = if let Some(url) = opts.database_url.clone() {
+            url
+        } else if opts.embedded {
             String::new()
         } else {
             pam_testkit::testdb::fresh_database_url().await?
