@@ -236,7 +236,11 @@ impl Config {
 fn tls_mode(cli: &Cli, file: TlsFile, home: Option<&Path>) -> anyhow::Result<Tls> {
     let (cert, key, self_signed) =
         if cli.tls_cert.is_some() || cli.tls_key.is_some() || cli.tls_self_signed {
-            (cli.tls_cert.clone(), cli.tls_key.clone(), cli.tls_self_signed)
+            (
+                cli.tls_cert.clone(),
+                cli.tls_key.clone(),
+                cli.tls_self_signed,
+            )
         } else {
             (file.cert_file, file.key_file, file.self_signed)
         };
@@ -250,7 +254,9 @@ fn tls_mode(cli: &Cli, file: TlsFile, home: Option<&Path>) -> anyhow::Result<Tls
             cert_file: expand_home(&c, home)?,
             key_file: expand_home(&k, home)?,
         }),
-        (Some(_), None, _) => bail!("a TLS certificate needs its key: --tls-key FILE ([tls] key_file)"),
+        (Some(_), None, _) => {
+            bail!("a TLS certificate needs its key: --tls-key FILE ([tls] key_file)")
+        }
         (None, Some(_), _) => {
             bail!("a TLS key needs its certificate: --tls-cert FILE ([tls] cert_file)")
         }

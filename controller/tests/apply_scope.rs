@@ -19,10 +19,15 @@ use serde_json::{json, Value};
 async fn state(store: Arc<dyn Store>) -> (AppState, String) {
     let state = AppState::new(store, Arc::new(SystemClock), Default::default());
     let mut tx = state.ctx.store.begin().await.unwrap();
-    let (_, token) =
-        pam_controller::rules::tokens::mint(&mut *tx, TokenKind::Operator, "ops".into(), None, Utc::now())
-            .await
-            .unwrap();
+    let (_, token) = pam_controller::rules::tokens::mint(
+        &mut *tx,
+        TokenKind::Operator,
+        "ops".into(),
+        None,
+        Utc::now(),
+    )
+    .await
+    .unwrap();
     tx.commit().await.unwrap();
     (state, token)
 }

@@ -278,7 +278,9 @@ fn http_client(
     ca_file: Option<&std::path::Path>,
 ) -> Result<reqwest::blocking::Client> {
     pam_tls::blocking_builder(ca_file)
-        .map_err(|e| CliError::usage(e).hint("--ca-file, PAM_CA_FILE or a context's ca-file names it"))?
+        .map_err(|e| {
+            CliError::usage(e).hint("--ca-file, PAM_CA_FILE or a context's ca-file names it")
+        })?
         .connect_timeout(Duration::from_secs(10))
         .timeout(timeout)
         .user_agent(concat!("pamctl/", env!("CARGO_PKG_VERSION")))

@@ -356,7 +356,11 @@ impl EmbeddedPg {
              port = {}\n\
              unix_socket_directories = '{}'\n\
              unix_socket_permissions = 0700\n",
-            if self.options.tcp_port.is_some() { "127.0.0.1" } else { "" },
+            if self.options.tcp_port.is_some() {
+                "127.0.0.1"
+            } else {
+                ""
+            },
             self.port(),
             self.socket_dir.to_string_lossy().replace('\'', "''")
         );

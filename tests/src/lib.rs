@@ -114,11 +114,7 @@ impl Pamd {
             args.push("--tls-self-signed".into());
             https_ca = Some(data_dir.join("tls/ca.pem"));
         }
-        let scheme = if https_ca.is_some() {
-            "https"
-        } else {
-            "http"
-        };
+        let scheme = if https_ca.is_some() { "https" } else { "http" };
         let mut p = Pamd {
             url: format!("{scheme}://{listen}"),
             ca_file: https_ca,

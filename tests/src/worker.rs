@@ -55,7 +55,10 @@ impl Worker {
     pub async fn start(pamd: &Pamd, name: &str) -> anyhow::Result<Worker> {
         let token = create_worker_token(pamd, name).await?;
         let toml = match &pamd.ca_file {
-            Some(ca) => format!("{FAST_WORKER_TOML}\nca_file = {:?}\n", ca.display().to_string()),
+            Some(ca) => format!(
+                "{FAST_WORKER_TOML}\nca_file = {:?}\n",
+                ca.display().to_string()
+            ),
             None => FAST_WORKER_TOML.to_string(),
         };
         Worker::start_with_token(&pamd.url, &token, name, &toml)

@@ -74,10 +74,8 @@ fn systemd_units_verify() {
     let bin_dir = pam_tests::bin("pamd").parent().unwrap().to_path_buf();
     let mut paths = Vec::new();
     for u in units {
-        let text = read(&format!("deploy/systemd/{u}")).replace(
-            "/usr/local/bin/",
-            &format!("{}/", bin_dir.display()),
-        );
+        let text = read(&format!("deploy/systemd/{u}"))
+            .replace("/usr/local/bin/", &format!("{}/", bin_dir.display()));
         let p = tmp.path().join(u);
         std::fs::write(&p, text).unwrap();
         paths.push(p);
@@ -130,7 +128,10 @@ fn kubernetes_manifests_have_what_a_deployment_needs() {
 fn compose_has_pamd_postgres_and_a_worker() {
     let d = &docs("deploy/compose.yaml")[0];
     let s = &d["services"];
-    assert!(s["postgres"]["image"].as_str().unwrap().starts_with("postgres"));
+    assert!(s["postgres"]["image"]
+        .as_str()
+        .unwrap()
+        .starts_with("postgres"));
     assert_eq!(s["pamd"]["build"]["dockerfile"], "deploy/Dockerfile");
     assert!(s["pamd"]["environment"]["PAM_DATABASE_URL"].is_string());
     let worker = s["worker"]["command"].as_sequence().unwrap();
@@ -160,11 +161,7 @@ fn well_formed(text: &str) -> Result<(), String> {
             return Err(format!("stray '>' before {:?}", &rest[i..].lines().next()));
         }
         rest = &rest[i..];
-        let end_marker = if rest.starts_with("<!--") {
-            "-->"
-        } else {
-            ">"
-        };
+        let end_marker = if rest.starts_with("<!--") { "-->" } else { ">" };
         let end = rest.find(end_marker).ok_or("unclosed tag")? + end_marker.len();
         let tag = &rest[..end];
         rest = &rest[end..];
@@ -182,7 +179,7 @@ fn well_formed(text: &str) -> Result<(), String> {
         let self_closing = inner.ends_with('/');
         let inner = inner.trim_end_matches('/');
         let name = inner.split_whitespace().next().ok_or("empty tag")?;
-        if inner.matches('"').count() % 2 != 0 {
+        if !inner.matches('"').count().is_multiple_of(2) {
             return Err(format!("unbalanced quotes in {tag}"));
         }
         if !self_closing {
@@ -247,7 +244,10 @@ fn dockerfile_copies_what_exists_and_ships_the_three_binaries() {
         .unwrap()
         .to_string();
     for m in members.split('"').skip(1).step_by(2) {
-        assert!(text.contains(&format!("COPY {m} {m}")), "member {m} not copied");
+        assert!(
+            text.contains(&format!("COPY {m} {m}")),
+            "member {m} not copied"
+        );
     }
     assert!(text.contains("USER pam"), "non-root");
 }

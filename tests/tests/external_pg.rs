@@ -54,7 +54,10 @@ async fn persists_across_restart(url: String) -> Pamd {
     // The admin token is stored (hashed) in that database too.
     let out = ok(&pamd.pamctl(&["get", "projects"]));
     assert!(out.contains("ext"), "{out}");
-    assert!(!pamd.data_dir.join("postgres").exists(), "no embedded cluster");
+    assert!(
+        !pamd.data_dir.join("postgres").exists(),
+        "no embedded cluster"
+    );
     pamd
 }
 

@@ -113,7 +113,8 @@ async fn a_wrong_ca_is_refused_with_a_clear_message() {
     let pamd = https_pamd(&good, &[]).await;
 
     let mut cmd = pamd.isolated(&pam_tests::bin("pamctl"), Some(&pamd.token));
-    cmd.env("PAM_CA_FILE", &other.ca_file).args(["get", "hosts"]);
+    cmd.env("PAM_CA_FILE", &other.ca_file)
+        .args(["get", "hosts"]);
     let err = fails(&cmd.output().unwrap(), 4);
     assert!(
         err.contains("certificate was refused") && err.contains("unknown authority"),
@@ -133,10 +134,14 @@ async fn a_wrong_ca_is_refused_with_a_clear_message() {
         .unwrap();
     let toml = format!("ca_file = {:?}\n", other.ca_file.display().to_string());
     let w = Worker::start_with_token(&pamd.url, &token, "h2", &toml).unwrap();
-    eventually(T, "the worker's log names the certificate problem", || async {
-        let log = w.log();
-        (log.contains("unknown authority") && log.contains("--ca-file")).then_some(())
-    })
+    eventually(
+        T,
+        "the worker's log names the certificate problem",
+        || async {
+            let log = w.log();
+            (log.contains("unknown authority") && log.contains("--ca-file")).then_some(())
+        },
+    )
     .await;
 
     // A certificate for another name: the host name is the problem.
@@ -171,7 +176,9 @@ async fn a_replaced_certificate_is_served_to_new_connections() {
     // A broken pair keeps the old one.
     std::fs::write(&first.cert_file, "-----BEGIN CERTIFICATE-----\nnope\n").unwrap();
     eventually(T, "pamd logs the bad pair", || async {
-        pamd.log().contains("still serving the old one").then_some(())
+        pamd.log()
+            .contains("still serving the old one")
+            .then_some(())
     })
     .await;
     let r = trusting(&first.ca_file).get(&url).send().await.unwrap();

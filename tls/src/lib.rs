@@ -106,9 +106,8 @@ mod tests {
         let msg = explain(&io).unwrap();
         assert!(msg.contains("unknown authority"), "{msg}");
 
-        let io = std::io::Error::other(rustls::Error::InvalidCertificate(
-            CertificateError::Expired,
-        ));
+        let io =
+            std::io::Error::other(rustls::Error::InvalidCertificate(CertificateError::Expired));
         assert!(explain(&io).unwrap().contains("expired"));
         let io = std::io::Error::other(rustls::Error::InvalidCertificate(
             CertificateError::NotValidForName,

@@ -220,7 +220,8 @@ pub async fn signal_run(
     st.ctx.commit(tx).await?;
     // Durable from here: journaled, and rebuilt from the journal when pamd
     // starts (pending_signals).
-    st.signals.push(r.id, r.host_id, r.attempt, ev.seq, sig.to_string());
+    st.signals
+        .push(r.id, r.host_id, r.attempt, ev.seq, sig.to_string());
     st.nudge.notify_waiters();
     Ok((StatusCode::ACCEPTED, Json(json!({ "accepted": true }))).into_response())
 }

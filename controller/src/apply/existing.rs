@@ -57,7 +57,8 @@ pub(super) async fn load_existing(
             Manifest::Task(t) => {
                 let n = named.entry(t.metadata.project.clone()).or_default();
                 n.tasks.insert(t.metadata.name.to_string());
-                n.tasks.extend(t.spec.parent.as_ref().map(|p| p.to_string()));
+                n.tasks
+                    .extend(t.spec.parent.as_ref().map(|p| p.to_string()));
             }
             Manifest::Run(r) => {
                 let n = named.entry(r.metadata.project.clone()).or_default();

@@ -202,11 +202,9 @@ fn https(config: &Config) -> anyhow::Result<Option<Https>> {
         }
         Tls::SelfSigned => {
             let dir = tls::self_signed_dir(&config.data_dir);
-            let made = tls::certs::ensure_self_signed(
-                &dir,
-                &tls::certs::server_names(&config.listen),
-            )
-            .context("make the self-signed TLS certificate")?;
+            let made =
+                tls::certs::ensure_self_signed(&dir, &tls::certs::server_names(&config.listen))
+                    .context("make the self-signed TLS certificate")?;
             let ca = made.ca_file.display();
             if made.created {
                 tracing::info!(%ca, "made a self-signed CA and server certificate");

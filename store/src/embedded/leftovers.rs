@@ -320,7 +320,14 @@ mod tests {
             "pam-left-{}",
             &uuid::Uuid::new_v4().simple().to_string()[..12]
         ));
-        let mut pg = EmbeddedPg::new(&root, Options { ephemeral: true, ..Options::default() }).unwrap();
+        let mut pg = EmbeddedPg::new(
+            &root,
+            Options {
+                ephemeral: true,
+                ..Options::default()
+            },
+        )
+        .unwrap();
         pg.start().unwrap();
         pg.stop().unwrap();
 

@@ -98,10 +98,7 @@ pub async fn work_items_named_across_projects(s: &dyn Store) {
     want.sort_by_key(|w| (w.name.clone(), w.project_id));
     assert_eq!(got, want.into_iter().cloned().collect::<Vec<_>>());
     let got = tx.work_items_named(&names(&["f"])).await.unwrap();
-    assert_eq!(
-        got.iter().map(|w| w.project_id).collect::<Vec<_>>(),
-        [p.id]
-    );
+    assert_eq!(got.iter().map(|w| w.project_id).collect::<Vec<_>>(), [p.id]);
     assert!(tx.work_items_named(&[]).await.unwrap().is_empty());
 }
 

@@ -280,7 +280,9 @@ async fn growth(o: &Opts) -> anyhow::Result<()> {
 /// project; pamd's RSS during and after.
 async fn memory(o: &Opts) -> anyhow::Result<()> {
     let pamd = Arc::new(start_pamd().await?);
-    let pid = pamd.pid().ok_or_else(|| anyhow::anyhow!("pamd has no pid"))?;
+    let pid = pamd
+        .pid()
+        .ok_or_else(|| anyhow::anyhow!("pamd has no pid"))?;
     let client = reqwest::Client::new();
     apply(&client, &pamd, project_yaml("load"), None).await?;
     tokio::time::sleep(Duration::from_secs(1)).await;

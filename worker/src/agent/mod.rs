@@ -214,11 +214,7 @@ async fn register_until_ok(st: &State, api: &Api) -> Duration {
 async fn heartbeat_loop(st: Arc<State>, mut every: Duration) {
     // A client of its own: a slow upload elsewhere cannot hold its
     // connection.
-    let api = Api::new(
-        &st.opts,
-        every.max(Duration::from_secs(5)),
-    )
-    .expect("http client");
+    let api = Api::new(&st.opts, every.max(Duration::from_secs(5))).expect("http client");
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -272,11 +268,8 @@ fn deliver(st: &State, set: &DesiredSet) {
 }
 
 async fn claim_loop(st: Arc<State>) {
-    let api = Api::new(
-        &st.opts,
-        Duration::from_secs(CLAIM_WAIT_SECONDS + 15),
-    )
-    .expect("http client");
+    let api =
+        Api::new(&st.opts, Duration::from_secs(CLAIM_WAIT_SECONDS + 15)).expect("http client");
     let path = format!("/api/v1/workers/claim?wait={CLAIM_WAIT_SECONDS}");
     let mut backoff = Backoff::new();
     loop {
@@ -300,8 +293,7 @@ async fn claim_loop(st: Arc<State>) {
 }
 
 async fn ship_loop(st: Arc<State>) {
-    let api =
-        Api::new(&st.opts, Duration::from_secs(30)).expect("http client");
+    let api = Api::new(&st.opts, Duration::from_secs(30)).expect("http client");
     let mut backoff = Backoff::new();
     loop {
         match ship_once(&st, &api).await {

@@ -140,8 +140,11 @@ pub fn ensure_self_signed(dir: &Path, names: &[String]) -> anyhow::Result<SelfSi
     // The key first and the CA last: a crash in between leaves the set
     // incomplete, so the next start makes a fresh one.
     write_secret_file(&pair.key_file, &issued.key_pem)?;
-    std::fs::write(&pair.cert_file, format!("{}{}", issued.cert_pem, ca.cert_pem()))
-        .with_context(|| format!("write {}", pair.cert_file.display()))?;
+    std::fs::write(
+        &pair.cert_file,
+        format!("{}{}", issued.cert_pem, ca.cert_pem()),
+    )
+    .with_context(|| format!("write {}", pair.cert_file.display()))?;
     std::fs::write(&ca_file, ca.cert_pem())
         .with_context(|| format!("write {}", ca_file.display()))?;
     Ok(SelfSigned {
