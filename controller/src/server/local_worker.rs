@@ -39,6 +39,11 @@ pub fn host_name() -> String {
             return n.trim().to_string();
         }
     }
+    sanitize(&machine_host_name().unwrap_or_default())
+}
+
+/// The machine's host name as the system has it (trimmed), if any.
+pub fn machine_host_name() -> Option<String> {
     let raw = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .ok()
         .or_else(|| {
@@ -46,9 +51,9 @@ pub fn host_name() -> String {
                 .output()
                 .ok()
                 .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-        })
-        .unwrap_or_default();
-    sanitize(&raw)
+        })?;
+    let h = raw.trim();
+    (!h.is_empty()).then(|| h.to_string())
 }
 
 fn sanitize(raw: &str) -> String {

@@ -82,8 +82,8 @@ pub fn server_names(listen: &str) -> Vec<String> {
         "127.0.0.1".to_string(),
         "::1".to_string(),
     ];
-    if let Some(h) = machine_host_name() {
-        names.push(h);
+    if let Some(h) = crate::server::local_worker::machine_host_name() {
+        names.push(h.to_ascii_lowercase());
     }
     if let Ok(addr) = listen.parse::<std::net::SocketAddr>() {
         if !addr.ip().is_unspecified() {
@@ -97,19 +97,6 @@ pub fn server_names(listen: &str) -> Vec<String> {
     let mut seen = std::collections::HashSet::new();
     names.retain(|n| seen.insert(n.clone()));
     names
-}
-
-fn machine_host_name() -> Option<String> {
-    let raw = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .or_else(|| {
-            std::process::Command::new("hostname")
-                .output()
-                .ok()
-                .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-        })?;
-    let h = raw.trim().to_ascii_lowercase();
-    (!h.is_empty()).then_some(h)
 }
 
 /// The files of `--tls-self-signed`.
