@@ -13,6 +13,10 @@
 //! timeout_seconds = 300
 //! [retention]
 //! events_days = 30
+//! [tls]                 # unset: plain HTTP
+//! # cert_file = "/etc/pam/tls/server.pem"   (PEM chain, leaf first)
+//! # key_file = "/etc/pam/tls/server.key"
+//! # self_signed = false  (true: make a CA and certificate in data_dir/tls)
 //! ```
 //! An unknown key is an error naming it: a typo must not silently fall back
 //! to a default.
@@ -47,6 +51,38 @@ pub struct Cli {
     /// Also run a worker for this machine.
     #[arg(long, env = "PAM_LOCAL_WORKER")]
     pub local_worker: bool,
+    /// Serve HTTPS with this certificate (PEM chain, leaf first); re-read
+    /// when the file changes. Needs --tls-key.
+    #[arg(long, env = "PAM_TLS_CERT", value_name = "FILE")]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key (PEM) of --tls-cert.
+    #[arg(long, env = "PAM_TLS_KEY", value_name = "FILE")]
+    pub tls_key: Option<PathBuf>,
+    /// Serve HTTPS with a CA and certificate pamd makes once in
+    /// <data dir>/tls (clients trust <data dir>/tls/ca.pem).
+    #[arg(long, env = "PAM_TLS_SELF_SIGNED", conflicts_with_all = ["tls_cert", "tls_key"])]
+    pub tls_self_signed: bool,
+}
+
+/// How pamd serves: plain HTTP, or HTTPS from files or self-signed.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum Tls {
+    #[default]
+    Off,
+    Files {
+        cert_file: PathBuf,
+        key_file: PathBuf,
+    },
+    SelfSigned,
+}
+
+/// The `[tls]` table.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct TlsFile {
+    cert_file: Option<PathBuf>,
+    key_file: Option<PathBuf>,
+    self_signed: bool,
 }
 
 /// The resolved configuration pamd runs with.
@@ -57,6 +93,7 @@ pub struct Config {
     /// `None`: the embedded PostgreSQL in `data_dir`.
     pub database_url: Option<String>,
     pub local_worker: bool,
+    pub tls: Tls,
     pub hosts: HostsConfig,
     pub dispatch: DispatchConfig,
     pub retention: RetentionConfig,
@@ -118,6 +155,7 @@ struct FileConfig {
     hosts: HostsConfig,
     dispatch: DispatchConfig,
     retention: RetentionConfig,
+    tls: TlsFile,
 }
 
 impl Config {
@@ -162,6 +200,7 @@ impl Config {
             data_dir,
             database_url: cli.database_url.clone().or(parsed.database_url),
             local_worker: cli.local_worker,
+            tls: tls_mode(cli, parsed.tls, home)?,
             hosts: parsed.hosts,
             dispatch: parsed.dispatch,
             retention: parsed.retention,
@@ -189,6 +228,38 @@ impl Config {
             bail!("[retention] events_days must be at least 1");
         }
         Ok(())
+    }
+}
+
+/// Flags over the `[tls]` table; a flag replaces the whole table, so a
+/// file's pair and a flag's self-signed never mix.
+fn tls_mode(cli: &Cli, file: TlsFile, home: Option<&Path>) -> anyhow::Result<Tls> {
+    let (cert, key, self_signed) =
+        if cli.tls_cert.is_some() || cli.tls_key.is_some() || cli.tls_self_signed {
+            (
+                cli.tls_cert.clone(),
+                cli.tls_key.clone(),
+                cli.tls_self_signed,
+            )
+        } else {
+            (file.cert_file, file.key_file, file.self_signed)
+        };
+    match (cert, key, self_signed) {
+        (None, None, false) => Ok(Tls::Off),
+        (None, None, true) => Ok(Tls::SelfSigned),
+        (Some(_), Some(_), true) => {
+            bail!("[tls] self_signed cannot go with cert_file/key_file: choose one")
+        }
+        (Some(c), Some(k), false) => Ok(Tls::Files {
+            cert_file: expand_home(&c, home)?,
+            key_file: expand_home(&k, home)?,
+        }),
+        (Some(_), None, _) => {
+            bail!("a TLS certificate needs its key: --tls-key FILE ([tls] key_file)")
+        }
+        (None, Some(_), _) => {
+            bail!("a TLS key needs its certificate: --tls-cert FILE ([tls] cert_file)")
+        }
     }
 }
 
@@ -247,6 +318,31 @@ mod tests {
         assert_eq!(c.hosts.offline_after_seconds, 90);
         assert_eq!(c.dispatch.timeout_seconds, 300);
         assert_eq!(c.retention.events_days, 30);
+        assert_eq!(c.tls, Tls::Off);
+    }
+
+    #[test]
+    fn tls_from_the_file_and_from_flags() {
+        let text = "[tls]\ncert_file = \"~/c.pem\"\nkey_file = \"/k.pem\"\n";
+        let c = resolve(Some(text), &Cli::default()).unwrap();
+        assert_eq!(
+            c.tls,
+            Tls::Files {
+                cert_file: PathBuf::from("/home/op/c.pem"),
+                key_file: PathBuf::from("/k.pem")
+            }
+        );
+        let c = resolve(Some(text), &cli(&["--tls-self-signed"])).unwrap();
+        assert_eq!(c.tls, Tls::SelfSigned, "a flag replaces the table");
+        let c = resolve(Some("[tls]\nself_signed = true\n"), &Cli::default()).unwrap();
+        assert_eq!(c.tls, Tls::SelfSigned);
+        let err = resolve(None, &cli(&["--tls-cert", "/c.pem"])).unwrap_err();
+        assert!(err.to_string().contains("--tls-key"), "{err}");
+        let err = resolve(Some("[tls]\nkey_file = \"/k\"\n"), &Cli::default()).unwrap_err();
+        assert!(err.to_string().contains("cert_file"), "{err}");
+        let both = "[tls]\ncert_file = \"/c\"\nkey_file = \"/k\"\nself_signed = true\n";
+        assert!(resolve(Some(both), &Cli::default()).is_err());
+        assert!(Cli::try_parse_from(["pamd", "--tls-self-signed", "--tls-cert", "/c"]).is_err());
     }
 
     #[test]

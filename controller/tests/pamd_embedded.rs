@@ -331,14 +331,26 @@ async fn config_file_listen_and_database_url() {
 fn a_lock_conflict_names_the_file_to_remove() {
     let first = Scratch::new();
     let second = Scratch::new();
-    let mut a =
-        EmbeddedPg::new(&first.data_dir(), embedded_pg::Options { ephemeral: true }).unwrap();
+    let mut a = EmbeddedPg::new(
+        &first.data_dir(),
+        embedded_pg::Options {
+            ephemeral: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     a.start().unwrap();
     std::fs::create_dir_all(second.data_dir()).unwrap();
     std::os::unix::fs::symlink(first.data_dir().join("run"), second.data_dir().join("run"))
         .unwrap();
-    let mut b =
-        EmbeddedPg::new(&second.data_dir(), embedded_pg::Options { ephemeral: true }).unwrap();
+    let mut b = EmbeddedPg::new(
+        &second.data_dir(),
+        embedded_pg::Options {
+            ephemeral: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     let err = format!("{:#}", b.start().unwrap_err());
     a.stop().unwrap();
     assert!(!err.contains('\n'), "one line: {err}");
@@ -356,7 +368,14 @@ fn ancestors_get_only_the_search_bit() {
     std::fs::create_dir_all(&locked).unwrap();
     std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o700)).unwrap();
     let data_dir = locked.join("data");
-    let mut pg = EmbeddedPg::new(&data_dir, embedded_pg::Options { ephemeral: true }).unwrap();
+    let mut pg = EmbeddedPg::new(
+        &data_dir,
+        embedded_pg::Options {
+            ephemeral: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     pg.start().unwrap();
     pg.stop().unwrap();
     let mode = std::fs::metadata(&locked).unwrap().permissions().mode() & 0o777;

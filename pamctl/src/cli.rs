@@ -41,6 +41,10 @@ pub struct Global {
     /// Project of tasks and runs [env: PAM_PROJECT]
     #[arg(short = 'p', long, global = true, value_name = "P")]
     pub project: Option<String>,
+    /// Trust only the CA certificates in this PEM file for an https://
+    /// server [env: PAM_CA_FILE] [default: the bundled public roots]
+    #[arg(long, global = true, value_name = "FILE")]
+    pub ca_file: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -33,9 +33,10 @@ impl Client {
     /// the server with a short one).
     pub fn with_timeout(resolved: &Resolved, timeout: Duration) -> Result<Client> {
         check_scheme(&resolved.server)?;
-        let http = http_client(Some(timeout))?;
+        let ca = resolved.ca_file.as_deref();
+        let http = http_client(Some(timeout), ca)?;
         // Event streams stay open for as long as the caller reads them.
-        let stream_http = http_client(None)?;
+        let stream_http = http_client(None, ca)?;
         Ok(Client {
             http,
             stream_http,
@@ -135,6 +136,10 @@ impl Client {
             source = s.source();
         }
         let root = chain.last().cloned().unwrap_or_default();
+        if let Some(why) = pam_tls::explain(e) {
+            return CliError::new(Exit::Unreachable, format!("{}: {why}", self.base))
+                .hint(pam_tls::CA_FILE_HINT);
+        }
         if e.is_timeout() {
             return CliError::new(
                 Exit::Unreachable,
@@ -224,19 +229,17 @@ impl Client {
 }
 
 /// Refuses a server URL this pamctl cannot speak to: no scheme (a bare
-/// `host:port`), or a scheme other than plain `http://` (reqwest is built
-/// without TLS).
+/// `host:port`), or one other than `http://` and `https://`.
 fn check_scheme(server: &str) -> Result<()> {
-    if server.starts_with("http://") {
+    if server.starts_with("http://") || server.starts_with("https://") {
         return Ok(());
     }
     match server.split_once("://") {
         None => Err(CliError::usage(format!("server {server:?} has no scheme"))
             .hint(format!("use http://{server}"))),
         Some((scheme, _)) => Err(CliError::usage(format!(
-            "server {server:?}: this pamctl speaks plain http:// only, not {scheme}://"
-        ))
-        .hint("use an http:// URL (TLS support is not built in yet)")),
+            "server {server:?}: pamctl speaks http:// and https://, not {scheme}://"
+        ))),
     }
 }
 
@@ -267,10 +270,17 @@ pub fn query(pairs: &[(&str, Option<&str>)]) -> String {
     }
 }
 
-/// A blocking HTTP client with pamctl's connect timeout and user agent;
-/// `timeout: None` for streams that stay open.
-fn http_client(timeout: Option<Duration>) -> Result<reqwest::blocking::Client> {
-    reqwest::blocking::Client::builder()
+/// A blocking HTTP client with pamctl's connect timeout and user agent,
+/// trusting `ca_file` (else the bundled roots); `timeout: None` for
+/// streams that stay open.
+fn http_client(
+    timeout: Option<Duration>,
+    ca_file: Option<&std::path::Path>,
+) -> Result<reqwest::blocking::Client> {
+    pam_tls::blocking_builder(ca_file)
+        .map_err(|e| {
+            CliError::usage(e).hint("--ca-file, PAM_CA_FILE or a context's ca-file names it")
+        })?
         .connect_timeout(Duration::from_secs(10))
         .timeout(timeout)
         .user_agent(concat!("pamctl/", env!("CARGO_PKG_VERSION")))
@@ -293,10 +303,11 @@ mod tests {
         let e = check_scheme("127.0.0.1:7811").unwrap_err();
         assert_eq!(e.message, "server \"127.0.0.1:7811\" has no scheme");
         assert_eq!(e.hints, ["use http://127.0.0.1:7811"]);
-        let e = check_scheme("https://pam.example.com").unwrap_err();
+        check_scheme("https://pam.example.com").unwrap();
+        let e = check_scheme("ftp://pam.example.com").unwrap_err();
         assert_eq!(
             e.message,
-            "server \"https://pam.example.com\": this pamctl speaks plain http:// only, not https://"
+            "server \"ftp://pam.example.com\": pamctl speaks http:// and https://, not ftp://"
         );
     }
 

@@ -2,8 +2,9 @@
 //!
 //! Each setting is taken from the first of:
 //!
-//! 1. the flag (`--server`, `--token`, `-p/--project`),
-//! 2. the environment (`PAM_SERVER`, `PAM_TOKEN`, `PAM_PROJECT`),
+//! 1. the flag (`--server`, `--token`, `-p/--project`, `--ca-file`),
+//! 2. the environment (`PAM_SERVER`, `PAM_TOKEN`, `PAM_PROJECT`,
+//!    `PAM_CA_FILE`),
 //! 3. the selected context of the config file (`--context NAME`, else its
 //!    `current-context`),
 //! 4. the local defaults: `http://127.0.0.1:7700`, and the token pamd
@@ -20,7 +21,11 @@
 //!     server: https://pam.example.com
 //!     token-file: ~/.secrets/pam-prod   # or token: pam_…
 //!     project: web
+//!     ca-file: ~/.config/pam/prod-ca.pem  # trust only this CA (https://)
 //! ```
+//!
+//! Without a CA file an https:// server must chain to the bundled public
+//! roots (webpki-roots).
 //!
 //! # Caveats
 //!
@@ -44,9 +49,11 @@ pub struct Inputs {
     pub flag_token: Option<String>,
     pub flag_context: Option<String>,
     pub flag_project: Option<String>,
+    pub flag_ca_file: Option<PathBuf>,
     pub env_server: Option<String>,
     pub env_token: Option<String>,
     pub env_project: Option<String>,
+    pub env_ca_file: Option<PathBuf>,
     pub env_config: Option<PathBuf>,
     pub env_data_dir: Option<PathBuf>,
     pub xdg_config_home: Option<PathBuf>,
@@ -62,6 +69,7 @@ impl Inputs {
             env_server: var("PAM_SERVER"),
             env_token: var("PAM_TOKEN"),
             env_project: var("PAM_PROJECT"),
+            env_ca_file: var("PAM_CA_FILE").map(PathBuf::from),
             env_config: var("PAM_CONFIG").map(PathBuf::from),
             env_data_dir: var("PAM_DATA_DIR").map(PathBuf::from),
             xdg_config_home: var("XDG_CONFIG_HOME").map(PathBuf::from),
@@ -99,6 +107,8 @@ pub struct Resolved {
     pub token: Option<String>,
     pub token_source: TokenSource,
     pub project: Option<String>,
+    /// The CA file an https:// server must chain to; `None`: public roots.
+    pub ca_file: Option<PathBuf>,
     pub data_dir: PathBuf,
     /// The config file consulted (whether or not it exists).
     pub config_path: Option<PathBuf>,
@@ -127,6 +137,8 @@ pub struct Context {
     pub token_file: Option<PathBuf>,
     #[serde(default)]
     pub project: Option<String>,
+    #[serde(default)]
+    pub ca_file: Option<PathBuf>,
 }
 
 fn expand_tilde(path: &Path, home: Option<&Path>) -> PathBuf {
@@ -295,6 +307,12 @@ pub fn resolve(inputs: &Inputs) -> Result<Resolved> {
         .clone()
         .or_else(|| inputs.env_project.clone())
         .or_else(|| context.as_ref().and_then(|c| c.project.clone()));
+    let ca_file = inputs
+        .flag_ca_file
+        .clone()
+        .or_else(|| inputs.env_ca_file.clone())
+        .or_else(|| context.as_ref().and_then(|c| c.ca_file.clone()))
+        .map(|f| expand_tilde(&f, inputs.home.as_deref()));
 
     Ok(Resolved {
         server,
@@ -302,6 +320,7 @@ pub fn resolve(inputs: &Inputs) -> Result<Resolved> {
         token,
         token_source,
         project,
+        ca_file,
         data_dir,
         config_path: path,
     })

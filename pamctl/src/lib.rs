@@ -92,6 +92,7 @@ impl Ctx {
                 flag_token: self.global.token.clone(),
                 flag_context: self.global.context.clone(),
                 flag_project: self.global.project.clone(),
+                flag_ca_file: self.global.ca_file.clone(),
                 ..Inputs::from_env()
             };
             self.resolved = Some(config::resolve(&inputs)?);

@@ -153,9 +153,15 @@ fn a_server_without_a_scheme_is_named_as_such() {
             "error: server \"127.0.0.1:7811\" has no scheme\nhint: use http://127.0.0.1:7811\n"
         )
     );
-    let r = env.run(&["--server", "https://pam.example.com", "get", "hosts"]);
+    // https:// is spoken (issue 15); another scheme is a usage error.
+    let r = env.run(&["--server", "ftp://pam.example.com", "get", "hosts"]);
     assert_eq!(r.code, 2);
-    assert!(r.stderr.contains("plain http:// only"), "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("pamctl speaks http:// and https://, not ftp://"),
+        "{}",
+        r.stderr
+    );
 }
 
 #[test]

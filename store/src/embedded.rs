@@ -45,7 +45,7 @@ pub use system::{euid, find_bin_dir};
 use anyhow::{bail, Context};
 use std::fs;
 use std::io::{Read as _, Seek as _, Write as _};
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -70,11 +70,20 @@ const MAX_SOCKET_PATH: usize = 107;
 pub const START_WAIT: Duration = Duration::from_secs(120);
 
 /// How the cluster is tuned.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Options {
     /// A throwaway cluster (tests): no fsync, no synchronous commit. A crash
     /// may lose or corrupt data, which is fine for data nobody keeps.
     pub ephemeral: bool,
+    /// Also listen on 127.0.0.1 at this TCP port (the socket file follows
+    /// the port): tests of `--database-url` against a server that is not
+    /// pamd's own. `None`: the Unix socket only.
+    pub tcp_port: Option<u16>,
+    /// Lines added to the rewritten settings (e.g. `ssl = on`).
+    pub extra_conf: String,
+    /// Files (name, contents) written into the cluster dir at each start,
+    /// owned by the server's user with mode 0600: a TLS key, an hba file.
+    pub private_files: Vec<(String, String)>,
 }
 
 /// The unprivileged account the cluster runs as when pamd is root.
@@ -107,7 +116,7 @@ impl EmbeddedPg {
         let data_dir = fs::canonicalize(data_dir)
             .with_context(|| format!("resolve data dir {}", data_dir.display()))?;
         let socket_dir = data_dir.join("run");
-        let socket = socket_path(&socket_dir);
+        let socket = socket_path(&socket_dir, options.tcp_port.unwrap_or(PORT));
         let len = socket.as_os_str().len();
         if len > MAX_SOCKET_PATH {
             bail!(
@@ -143,7 +152,12 @@ impl EmbeddedPg {
     /// empty host); both sqlx and libpq (psql) read this form.
     pub fn url(&self, db: &str) -> String {
         let host = percent_encode(&self.socket_dir.to_string_lossy());
-        format!("postgresql:///{db}?host={host}&port={PORT}&user={ROLE}")
+        let port = self.port();
+        format!("postgresql:///{db}?host={host}&port={port}&user={ROLE}")
+    }
+
+    fn port(&self) -> u16 {
+        self.options.tcp_port.unwrap_or(PORT)
     }
 
     /// Creates the cluster if needed and starts it unless our server is
@@ -338,12 +352,34 @@ impl EmbeddedPg {
         let mut text = format!(
             "# Written by pamd at every start: edits here are lost.\n\
              # Put your own settings in postgresql.conf.\n\
-             listen_addresses = ''\n\
-             port = {PORT}\n\
+             listen_addresses = '{}'\n\
+             port = {}\n\
              unix_socket_directories = '{}'\n\
              unix_socket_permissions = 0700\n",
+            if self.options.tcp_port.is_some() {
+                "127.0.0.1"
+            } else {
+                ""
+            },
+            self.port(),
             self.socket_dir.to_string_lossy().replace('\'', "''")
         );
+        text.push_str(&self.options.extra_conf);
+        text.push('\n');
+        for (name, contents) in &self.options.private_files {
+            let path = self.cluster_dir.join(name);
+            let _ = fs::remove_file(&path);
+            fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&path)
+                .and_then(|mut f| f.write_all(contents.as_bytes()))
+                .with_context(|| format!("write {}", path.display()))?;
+            if let Some(user) = &self.run_as {
+                std::os::unix::fs::chown(&path, Some(user.uid), Some(user.gid))?;
+            }
+        }
         if self.options.ephemeral {
             text.push_str("fsync = off\nsynchronous_commit = off\nfull_page_writes = off\n");
         }
@@ -407,12 +443,12 @@ impl EmbeddedPg {
     }
 }
 
-fn socket_path(socket_dir: &Path) -> PathBuf {
-    socket_dir.join(format!(".s.PGSQL.{PORT}"))
+fn socket_path(socket_dir: &Path, port: u16) -> PathBuf {
+    socket_dir.join(format!(".s.PGSQL.{port}"))
 }
 
-fn lock_path(socket_dir: &Path) -> PathBuf {
-    socket_dir.join(format!(".s.PGSQL.{PORT}.lock"))
+fn lock_path(socket_dir: &Path, port: u16) -> PathBuf {
+    socket_dir.join(format!(".s.PGSQL.{port}.lock"))
 }
 
 /// Creates database `name` on the server at `admin_url` unless it exists.

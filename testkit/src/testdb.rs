@@ -100,7 +100,13 @@ pub fn test_cluster_dir() -> PathBuf {
 pub fn start_test_cluster() -> anyhow::Result<String> {
     let dir = test_cluster_dir();
     let _lock = lock_file(&dir)?;
-    let mut pg = EmbeddedPg::new(&dir, embedded_pg::Options { ephemeral: true })?;
+    let mut pg = EmbeddedPg::new(
+        &dir,
+        embedded_pg::Options {
+            ephemeral: true,
+            ..Default::default()
+        },
+    )?;
     pg.start().context("start the test cluster")?;
     Ok(pg.url("postgres"))
 }
@@ -112,7 +118,14 @@ pub fn stop_test_cluster() -> anyhow::Result<()> {
         return Ok(());
     }
     let _lock = lock_file(&dir)?;
-    EmbeddedPg::new(&dir, embedded_pg::Options { ephemeral: true })?.stop()
+    EmbeddedPg::new(
+        &dir,
+        embedded_pg::Options {
+            ephemeral: true,
+            ..Default::default()
+        },
+    )?
+    .stop()
 }
 
 /// An exclusive `flock` on `<dir>.lock`, released when the file closes.

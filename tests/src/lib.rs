@@ -52,6 +52,8 @@ pub struct Pamd {
     /// Empty when pamd runs its embedded PostgreSQL.
     pub database_url: String,
     pub config: PathBuf,
+    /// The CA that pamd's HTTPS certificate chains to (TLS tests).
+    pub ca_file: Option<PathBuf>,
     listen: String,
     args: Vec<String>,
     log_filter: String,
@@ -74,13 +76,25 @@ pub struct PamdOptions {
     /// Run pamd on its embedded PostgreSQL (no `--database-url`): a
     /// private cluster in its data dir, made at the first start.
     pub embedded: bool,
+    /// Serve HTTPS (the caller passes --tls-cert/--tls-key or
+    /// --tls-self-signed in `args`); the URL is https:// and every client
+    /// of the harness trusts this CA file.
+    pub https_ca: Option<PathBuf>,
+    /// `--tls-self-signed`: HTTPS with the CA pamd makes in
+    /// `<data_dir>/tls/ca.pem`, which the harness's clients trust.
+    pub tls_self_signed: bool,
+    /// `--database-url` to pass as is (an external PostgreSQL the test
+    /// started); otherwise a fresh database on the test cluster.
+    pub database_url: Option<String>,
 }
 
 impl Pamd {
     /// Starts pamd on a fresh database (or its embedded cluster) and waits
     /// for /readyz.
     pub async fn start(opts: PamdOptions) -> anyhow::Result<Pamd> {
-        let database_url = if opts.embedded {
+        let database_url = if let Some(url) = opts.database_url.clone() {
+            url
+        } else if opts.embedded {
             String::new()
         } else {
             pam_testkit::testdb::fresh_database_url().await?
@@ -94,14 +108,22 @@ impl Pamd {
             std::fs::write(data_dir.join("worker.toml"), w)?;
         }
         let listen = format!("127.0.0.1:{}", free_port());
+        let mut args = opts.args;
+        let mut https_ca = opts.https_ca;
+        if opts.tls_self_signed {
+            args.push("--tls-self-signed".into());
+            https_ca = Some(data_dir.join("tls/ca.pem"));
+        }
+        let scheme = if https_ca.is_some() { "https" } else { "http" };
         let mut p = Pamd {
-            url: format!("http://{listen}"),
+            url: format!("{scheme}://{listen}"),
+            ca_file: https_ca,
             token: String::new(),
             data_dir,
             database_url,
             config,
             listen,
-            args: opts.args,
+            args,
             log_filter: opts.log_filter.unwrap_or_else(|| "info".into()),
             child: None,
             _tmp: tmp,
@@ -143,8 +165,9 @@ impl Pamd {
 
     async fn wait_ready(&mut self, timeout: Duration) -> anyhow::Result<()> {
         let deadline = Instant::now() + timeout;
-        let client = reqwest::Client::new();
         loop {
+            // Anew each time: a self-signed CA appears once pamd made it.
+            let client = self.http();
             if let Some(c) = self.child.as_mut() {
                 if let Some(status) = c.try_wait()? {
                     bail!("pamd exited with {status}; log:\n{}", self.log());
@@ -269,15 +292,32 @@ impl Pamd {
             .env("PAM_SERVER", &self.url)
             .env("NO_COLOR", "1")
             .stdin(Stdio::null());
+        if let Some(ca) = &self.ca_file {
+            cmd.env("PAM_CA_FILE", ca);
+        }
         if let Some(t) = token {
             cmd.env("PAM_TOKEN", t);
         }
         cmd
     }
 
+    /// An HTTP client for this pamd: trusting its CA when it serves TLS
+    /// (the CA file may appear only once pamd made it: self-signed).
+    pub fn http(&self) -> reqwest::Client {
+        let mut b = reqwest::Client::builder();
+        if let Some(pem) = self.ca_file.as_ref().and_then(|f| std::fs::read(f).ok()) {
+            b = b.tls_built_in_root_certs(false);
+            for c in reqwest::Certificate::from_pem_bundle(&pem).expect("CA PEM") {
+                b = b.add_root_certificate(c);
+            }
+        }
+        b.build().expect("http client")
+    }
+
     /// GET with the admin token; JSON body.
     pub async fn get(&self, path: &str) -> anyhow::Result<serde_json::Value> {
-        let r = reqwest::Client::new()
+        let r = self
+            .http()
             .get(format!("{}{path}", self.url))
             .bearer_auth(&self.token)
             .send()

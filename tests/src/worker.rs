@@ -35,7 +35,8 @@ pub struct Worker {
 
 /// Creates a worker token for `host` through the API.
 pub async fn create_worker_token(pamd: &Pamd, host: &str) -> anyhow::Result<String> {
-    let r = reqwest::Client::new()
+    let r = pamd
+        .http()
         .post(format!("{}/api/v1/tokens", pamd.url))
         .bearer_auth(&pamd.token)
         .json(&json!({ "worker": host }))
@@ -53,7 +54,14 @@ impl Worker {
     /// Creates a token for `name` and starts a worker with it.
     pub async fn start(pamd: &Pamd, name: &str) -> anyhow::Result<Worker> {
         let token = create_worker_token(pamd, name).await?;
-        Worker::start_with_token(&pamd.url, &token, name, FAST_WORKER_TOML)
+        let toml = match &pamd.ca_file {
+            Some(ca) => format!(
+                "{FAST_WORKER_TOML}\nca_file = {:?}\n",
+                ca.display().to_string()
+            ),
+            None => FAST_WORKER_TOML.to_string(),
+        };
+        Worker::start_with_token(&pamd.url, &token, name, &toml)
     }
 
     /// Creates a token for `name` and starts a worker on `other`'s tmux

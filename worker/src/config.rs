@@ -8,6 +8,7 @@
 //! snapshot_interval_ms = 1000
 //! capacity = 4                 # runs at once on this host
 //! labels = { gpu = "no" }      # for run target selectors
+//! ca_file = "/etc/pam/ca.pem"  # trust only this CA for https:// (--ca-file wins)
 //!
 //! [providers.claude]
 //! command = ["claude", "-p", "{prompt}", "--output-format", "stream-json", "--verbose"]
@@ -46,6 +47,8 @@ pub struct Config {
     pub labels: BTreeMap<String, String>,
     /// Per-provider overrides.
     pub providers: ProvidersConfig,
+    /// The CA file an https:// pamd must chain to (`--ca-file` wins).
+    pub ca_file: Option<PathBuf>,
 }
 
 impl Default for Config {
@@ -59,6 +62,7 @@ impl Default for Config {
             capacity: 4,
             labels: BTreeMap::new(),
             providers: ProvidersConfig::default(),
+            ca_file: None,
         }
     }
 }

@@ -35,6 +35,11 @@ struct Cli {
     /// worker.toml.
     #[arg(long)]
     config: Option<PathBuf>,
+    /// Trust only the CA certificates in this PEM file for an https://
+    /// server (overrides worker.toml's `ca_file`) [default: the bundled
+    /// public roots].
+    #[arg(long, env = "PAM_CA_FILE", value_name = "FILE")]
+    ca_file: Option<PathBuf>,
     /// The tmux socket (overrides worker.toml's `tmux_socket`): a name
     /// (`tmux -L`) or, with a `/`, a path (`tmux -S`).
     #[arg(long)]
@@ -173,6 +178,10 @@ async fn run_agent(cli: Cli) -> ExitCode {
             "token file {} is empty",
             token_file.display()
         );
+        let ca_certs = match cli.ca_file.as_ref().or(config.ca_file.as_ref()) {
+            Some(f) => Some(pam_tls::read_ca_file(f).map_err(anyhow::Error::msg)?),
+            None => None,
+        };
         let instance_id = instance::load_or_create(&data_dir)?;
         let worker_exe = std::env::current_exe()
             .map_err(|e| anyhow::anyhow!("cannot find my own executable: {e}"))?;
@@ -185,6 +194,7 @@ async fn run_agent(cli: Cli) -> ExitCode {
             config,
             worker_exe,
             instance_id,
+            ca_certs,
         })
     })();
     let opts = match result {

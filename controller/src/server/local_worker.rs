@@ -7,6 +7,8 @@
 //! - pamd creates the worker token itself (a worker token for that host,
 //!   named `local-worker`) and keeps it in `<data_dir>/local-worker.token`
 //!   (mode 0600); an existing unrevoked one is reused across restarts.
+//! - With TLS on, it connects over https:// and trusts `<data_dir>/tls/ca.pem`
+//!   (`--tls-self-signed`'s CA, or an operator's put there).
 //! - The worker's data dir is `<data_dir>/worker`; `<data_dir>/worker.toml`
 //!   is passed as its config when it exists.
 //! - pam-worker is looked up next to pamd's own executable (then on PATH).
@@ -37,6 +39,11 @@ pub fn host_name() -> String {
             return n.trim().to_string();
         }
     }
+    sanitize(&machine_host_name().unwrap_or_default())
+}
+
+/// The machine's host name as the system has it (trimmed), if any.
+pub fn machine_host_name() -> Option<String> {
     let raw = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .ok()
         .or_else(|| {
@@ -44,9 +51,9 @@ pub fn host_name() -> String {
                 .output()
                 .ok()
                 .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-        })
-        .unwrap_or_default();
-    sanitize(&raw)
+        })?;
+    let h = raw.trim();
+    (!h.is_empty()).then(|| h.to_string())
 }
 
 fn sanitize(raw: &str) -> String {
@@ -122,6 +129,7 @@ impl LocalWorker {
         ctx: &Ctx,
         data_dir: &Path,
         server_url: String,
+        ca_file: Option<PathBuf>,
     ) -> anyhow::Result<LocalWorker> {
         let host = host_name();
         let token_file = ensure_token(ctx, data_dir, &host)
@@ -150,6 +158,9 @@ impl LocalWorker {
                     .kill_on_drop(true);
                 if config.exists() {
                     cmd.arg("--config").arg(&config);
+                }
+                if let Some(ca) = &ca_file {
+                    cmd.arg("--ca-file").arg(ca);
                 }
                 let mut child = match cmd.spawn() {
                     Ok(c) => c,

@@ -9,6 +9,7 @@
 
 pub mod local_worker;
 pub mod secrets;
+pub mod tls;
 
 use std::sync::Arc;
 
@@ -19,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::api::{self, AppState};
 use crate::clock::SharedClock;
-use crate::config::Config;
+use crate::config::{Config, Tls};
 
 /// The database pamd uses inside its embedded cluster.
 pub const EMBEDDED_DATABASE: &str = "pam";
@@ -94,10 +95,12 @@ async fn serve(config: &Config, clock: SharedClock, url: &str) -> anyhow::Result
     let listener = tokio::net::TcpListener::bind(&config.listen)
         .await
         .with_context(|| format!("listen on {}", config.listen))?;
+    let https = https(config)?;
+    let scheme = if https.is_some() { "https" } else { "http" };
+    let local_addr = listener.local_addr()?;
     tracing::info!(
-        "pamd {} listening on http://{}",
+        "pamd {} listening on {scheme}://{local_addr}",
         env!("CARGO_PKG_VERSION"),
-        listener.local_addr()?
     );
     let stop_loops = CancellationToken::new();
     let loops = tokio::spawn(crate::reconcile::run_loops(
@@ -112,15 +115,18 @@ async fn serve(config: &Config, clock: SharedClock, url: &str) -> anyhow::Result
     let bus = state.ctx.bus.clone();
     let leases = tokio::spawn(crate::api::attach::expire_loop(state.clone()));
     let local_worker = if config.local_worker {
-        let addr = listener.local_addr()?;
-        let host = if addr.ip().is_unspecified() {
+        let host = if local_addr.ip().is_unspecified() {
             std::net::IpAddr::from([127, 0, 0, 1])
         } else {
-            addr.ip()
+            local_addr.ip()
         };
-        let url = format!("http://{}", std::net::SocketAddr::new(host, addr.port()));
+        let url = format!(
+            "{scheme}://{}",
+            std::net::SocketAddr::new(host, local_addr.port())
+        );
+        let ca_file = https.as_ref().and_then(|h| h.ca_file.clone());
         Some(
-            local_worker::LocalWorker::start(&state.ctx, &config.data_dir, url)
+            local_worker::LocalWorker::start(&state.ctx, &config.data_dir, url, ca_file)
                 .await
                 .context("start the local worker")?,
         )
@@ -131,33 +137,98 @@ async fn serve(config: &Config, clock: SharedClock, url: &str) -> anyhow::Result
     let app = api::router(state);
     // On SIGINT/SIGTERM, end the event streams too: graceful shutdown waits
     // for open connections, and an SSE stream never ends by itself.
-    // TCP_NODELAY: an SSE frame is a small write that must go out now;
-    // with Nagle it waits for the ACK of the previous one (a delayed ACK,
-    // tens of ms, since a subscriber never sends anything back).
-    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::debug!(error = %e, "could not set TCP_NODELAY");
+    let shutdown = async move {
+        shutdown_signal().await;
+        bus.shut_down();
+        // Answer the workers' claim long-polls now: graceful shutdown
+        // waits for in-flight requests.
+        nudge.notify_waiters();
+        if let Some(w) = local_worker {
+            w.stop().await;
         }
-    });
-    let served = axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            shutdown_signal().await;
-            bus.shut_down();
-            // Answer the workers' claim long-polls now: graceful shutdown
-            // waits for in-flight requests.
-            nudge.notify_waiters();
-            if let Some(w) = local_worker {
-                w.stop().await;
-            }
-        })
-        .await
-        .context("serve HTTP");
+    };
+    let served = match https {
+        // With TLS on, the TLS listener is the only one (no plain port).
+        Some(h) => {
+            let listener = tls::listener::TlsListener::new(listener, h.current)?;
+            let served = axum::serve(listener, app)
+                .with_graceful_shutdown(shutdown)
+                .await;
+            drop(h.reloader);
+            served
+        }
+        None => {
+            // TCP_NODELAY: an SSE frame is a small write that must go out
+            // now; with Nagle it waits for the ACK of the previous one (a
+            // delayed ACK, tens of ms, since a subscriber never sends
+            // anything back).
+            let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+                if let Err(e) = tcp.set_nodelay(true) {
+                    tracing::debug!(error = %e, "could not set TCP_NODELAY");
+                }
+            });
+            axum::serve(listener, app)
+                .with_graceful_shutdown(shutdown)
+                .await
+        }
+    }
+    .context("serve HTTP");
     stop_loops.cancel();
     leases.abort();
     let _ = loops.await;
     let _ = sync_loop.await;
     store.close().await;
     served
+}
+
+/// HTTPS as configured: the served pair (reloaded while it runs) and the
+/// CA file a local worker trusts.
+struct Https {
+    current: tls::Current,
+    reloader: tls::Reloader,
+    ca_file: Option<std::path::PathBuf>,
+}
+
+fn https(config: &Config) -> anyhow::Result<Option<Https>> {
+    let (pair, ca_file) = match &config.tls {
+        Tls::Off => return Ok(None),
+        Tls::Files {
+            cert_file,
+            key_file,
+        } => {
+            let pair = tls::Pair {
+                cert_file: cert_file.clone(),
+                key_file: key_file.clone(),
+            };
+            // An operator's own CA, when they keep it where
+            // --tls-self-signed would; else the local worker trusts the
+            // bundled public roots.
+            let ca = tls::self_signed_dir(&config.data_dir).join("ca.pem");
+            (pair, ca.exists().then_some(ca))
+        }
+        Tls::SelfSigned => {
+            let dir = tls::self_signed_dir(&config.data_dir);
+            let made =
+                tls::certs::ensure_self_signed(&dir, &tls::certs::server_names(&config.listen))
+                    .context("make the self-signed TLS certificate")?;
+            let ca = made.ca_file.display();
+            if made.created {
+                tracing::info!(%ca, "made a self-signed CA and server certificate");
+            }
+            tracing::info!(
+                "HTTPS with a self-signed certificate: trust it with `pamctl --ca-file {ca}` \
+                 (or PAM_CA_FILE={ca}, or `ca-file: {ca}` in a pamctl context); \
+                 workers: --ca-file {ca}"
+            );
+            (made.pair, Some(made.ca_file))
+        }
+    };
+    let (current, reloader) = tls::start(pair)?;
+    Ok(Some(Https {
+        current,
+        reloader,
+        ca_file,
+    }))
 }
 
 /// The loops' thresholds from the config (the seed's defaults live there).

@@ -64,7 +64,7 @@ impl EmbeddedPg {
         let cluster = self.cluster_dir.display();
         if let Some(pid) = self.live_postmaster(pid_file.as_ref()) {
             self.check_ours()?;
-            let not_yet = match ping::ping(&socket_path(&self.socket_dir), ROLE) {
+            let not_yet = match ping::ping(&socket_path(&self.socket_dir, self.port()), ROLE) {
                 Ping::Accepting => return Ok(Observed::Accepting),
                 Ping::NotYet(message) => message,
                 Ping::NoAnswer(e) => format!("no answer on its socket: {e}"),
@@ -94,7 +94,7 @@ impl EmbeddedPg {
         // against the data dir it names: a socket dir may be shared with
         // another cluster, whose live lock stays (`postgres` then fails
         // and we name the file).
-        let socket_lock = LockFile::read(&lock_path(&self.socket_dir));
+        let socket_lock = LockFile::read(&lock_path(&self.socket_dir, self.port()));
         let judged = [
             pid_file.map(|l| (l.stale(Some(&self.cluster_dir)), l)),
             socket_lock.map(|l| (l.stale(l.data_dir.as_deref()), l)),
@@ -320,7 +320,14 @@ mod tests {
             "pam-left-{}",
             &uuid::Uuid::new_v4().simple().to_string()[..12]
         ));
-        let mut pg = EmbeddedPg::new(&root, Options { ephemeral: true }).unwrap();
+        let mut pg = EmbeddedPg::new(
+            &root,
+            Options {
+                ephemeral: true,
+                ..Options::default()
+            },
+        )
+        .unwrap();
         pg.start().unwrap();
         pg.stop().unwrap();
 
@@ -372,7 +379,7 @@ mod tests {
         });
         assert!(matches!(pg.observe(), Ok(Observed::Down)));
         assert!(!pg.cluster_dir.join("postmaster.pid").exists());
-        assert!(!lock_path(&pg.socket_dir).exists());
+        assert!(!lock_path(&pg.socket_dir, pg.port()).exists());
         pg.start().unwrap();
         pg.stop().unwrap();
         fs::remove_dir_all(&root).unwrap();

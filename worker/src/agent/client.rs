@@ -32,11 +32,19 @@ impl std::fmt::Display for HttpError {
 impl std::error::Error for HttpError {}
 
 impl Api {
-    pub(super) fn new(base: &str, token: &str, timeout: Duration) -> anyhow::Result<Api> {
+    pub(super) fn new(opts: &super::AgentOptions, timeout: Duration) -> anyhow::Result<Api> {
+        let mut http = reqwest::Client::builder().use_rustls_tls();
+        if let Some(certs) = &opts.ca_certs {
+            // A CA file replaces the public roots (pam-tls's rule).
+            http = http.tls_built_in_root_certs(false);
+            for c in certs {
+                http = http.add_root_certificate(c.clone());
+            }
+        }
         Ok(Api {
-            base: base.trim_end_matches('/').to_string(),
-            token: token.trim().to_string(),
-            http: reqwest::Client::builder()
+            base: opts.server.trim_end_matches('/').to_string(),
+            token: opts.token.trim().to_string(),
+            http: http
                 .timeout(timeout)
                 .connect_timeout(Duration::from_secs(5))
                 .build()?,
@@ -47,7 +55,15 @@ impl Api {
         &self,
         req: reqwest::RequestBuilder,
     ) -> anyhow::Result<Option<T>> {
-        let resp = req.bearer_auth(&self.token).send().await?;
+        let resp = match req.bearer_auth(&self.token).send().await {
+            Ok(r) => r,
+            // A certificate problem retries forever like any other
+            // failure; its log line says what is wrong and what to do.
+            Err(e) => match pam_tls::explain(&e) {
+                Some(why) => anyhow::bail!("{}: {why}; {}", self.base, pam_tls::CA_FILE_HINT),
+                None => return Err(e.into()),
+            },
+        };
         let status = resp.status();
         if status.is_success() {
             if status == reqwest::StatusCode::NO_CONTENT || status == reqwest::StatusCode::ACCEPTED

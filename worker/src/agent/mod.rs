@@ -105,6 +105,9 @@ pub struct AgentOptions {
     pub worker_exe: PathBuf,
     /// The persistent instance id (OQ-14).
     pub instance_id: Uuid,
+    /// The CA certificates an https:// server must chain to (`--ca-file`);
+    /// `None`: the bundled public roots.
+    pub ca_certs: Option<Vec<reqwest::Certificate>>,
 }
 
 /// Signals and input handed out with a heartbeat's desired set.
@@ -149,7 +152,7 @@ pub async fn run(opts: AgentOptions) -> anyhow::Result<()> {
         ended: Mutex::new(Vec::new()),
         opts,
     });
-    let api = Api::new(&st.opts.server, &st.opts.token, Duration::from_secs(30))?;
+    let api = Api::new(&st.opts, Duration::from_secs(30))?;
     let hb_every = register_until_ok(&st, &api).await;
     let mut tasks = tokio::task::JoinSet::new();
     tasks.spawn(heartbeat_loop(st.clone(), hb_every));
@@ -211,12 +214,7 @@ async fn register_until_ok(st: &State, api: &Api) -> Duration {
 async fn heartbeat_loop(st: Arc<State>, mut every: Duration) {
     // A client of its own: a slow upload elsewhere cannot hold its
     // connection.
-    let api = Api::new(
-        &st.opts.server,
-        &st.opts.token,
-        every.max(Duration::from_secs(5)),
-    )
-    .expect("http client");
+    let api = Api::new(&st.opts, every.max(Duration::from_secs(5))).expect("http client");
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -270,12 +268,8 @@ fn deliver(st: &State, set: &DesiredSet) {
 }
 
 async fn claim_loop(st: Arc<State>) {
-    let api = Api::new(
-        &st.opts.server,
-        &st.opts.token,
-        Duration::from_secs(CLAIM_WAIT_SECONDS + 15),
-    )
-    .expect("http client");
+    let api =
+        Api::new(&st.opts, Duration::from_secs(CLAIM_WAIT_SECONDS + 15)).expect("http client");
     let path = format!("/api/v1/workers/claim?wait={CLAIM_WAIT_SECONDS}");
     let mut backoff = Backoff::new();
     loop {
@@ -299,8 +293,7 @@ async fn claim_loop(st: Arc<State>) {
 }
 
 async fn ship_loop(st: Arc<State>) {
-    let api =
-        Api::new(&st.opts.server, &st.opts.token, Duration::from_secs(30)).expect("http client");
+    let api = Api::new(&st.opts, Duration::from_secs(30)).expect("http client");
     let mut backoff = Backoff::new();
     loop {
         match ship_once(&st, &api).await {

@@ -51,8 +51,7 @@ pub(super) struct Local {
 type Extra = HashMap<(Uuid, i32), (Vec<OperatorSignal>, Vec<String>)>;
 
 pub(super) async fn reconcile_loop(st: Arc<State>) {
-    let api =
-        Api::new(&st.opts.server, &st.opts.token, Duration::from_secs(30)).expect("http client");
+    let api = Api::new(&st.opts, Duration::from_secs(30)).expect("http client");
     let tick = Duration::from_secs(st.opts.config.tick_seconds);
     let mut local = Local::default();
     loop {

@@ -18,8 +18,7 @@ use super::State;
 const SNAPSHOT_LINES: usize = 200;
 
 pub(super) async fn snapshot_loop(st: Arc<State>) {
-    let api =
-        Api::new(&st.opts.server, &st.opts.token, Duration::from_secs(30)).expect("http client");
+    let api = Api::new(&st.opts, Duration::from_secs(30)).expect("http client");
     let every = Duration::from_millis(st.opts.config.snapshot_interval_ms);
     let mut last: BTreeMap<(Uuid, i32), (u64, String)> = BTreeMap::new();
     loop {

@@ -1,0 +1,141 @@
+//! Issue 15: `--database-url` as a first-class mode. The test starts a
+//! PostgreSQL server of its own on a free TCP port (initdb + postgres in a
+//! temp dir, as an unprivileged user when root: pam-store's embedded-cluster
+//! code with a TCP port), not pamd's embedded one; real pamd connects to it
+//! by URL, objects persist across a pamd restart; a variant whose server
+//! requires TLS, which pamd verifies (sslmode=verify-full).
+
+use std::path::Path;
+
+use pam_controller::server::tls::certs::Ca;
+use pam_store::embedded::{EmbeddedPg, Options};
+use pam_tests::{free_port, ok, Pamd, PamdOptions};
+use sqlx::Connection;
+
+const PROJECT: &str =
+    "apiVersion: pam.dev/v1\nkind: Project\nmetadata:\n  name: ext\nspec:\n  displayName: External\n";
+
+/// A server on 127.0.0.1:`port` with a role and database `pamapp` owned by it.
+async fn server(dir: &Path, options: Options) -> EmbeddedPg {
+    let dir = dir.to_path_buf();
+    let pg = tokio::task::spawn_blocking(move || {
+        let mut pg = EmbeddedPg::new(&dir, options)?;
+        pg.start()?;
+        anyhow::Ok(pg)
+    })
+    .await
+    .unwrap()
+    .expect("start the external PostgreSQL");
+    let mut admin = sqlx::PgConnection::connect(&pg.url("postgres"))
+        .await
+        .unwrap();
+    for sql in [
+        "CREATE ROLE pamapp LOGIN PASSWORD 'secret'",
+        "CREATE DATABASE pamapp OWNER pamapp",
+    ] {
+        sqlx::query(sql).execute(&mut admin).await.unwrap();
+    }
+    pg
+}
+
+fn stop(mut pg: EmbeddedPg) {
+    pg.stop().unwrap();
+}
+
+async fn persists_across_restart(url: String) -> Pamd {
+    let mut pamd = Pamd::start(PamdOptions {
+        database_url: Some(url),
+        ..PamdOptions::default()
+    })
+    .await
+    .unwrap();
+    ok(&pamd.pamctl_stdin(&["apply", "-f", "-"], Some(PROJECT)));
+    pamd.restart().await.unwrap();
+    // The admin token is stored (hashed) in that database too.
+    let out = ok(&pamd.pamctl(&["get", "projects"]));
+    assert!(out.contains("ext"), "{out}");
+    assert!(
+        !pamd.data_dir.join("postgres").exists(),
+        "no embedded cluster"
+    );
+    pamd
+}
+
+#[tokio::test]
+async fn pamd_runs_on_an_external_postgresql_over_tcp() {
+    let tmp = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let pg = server(
+        &tmp.path().join("pg"),
+        Options {
+            ephemeral: true,
+            tcp_port: Some(port),
+            ..Options::default()
+        },
+    )
+    .await;
+    let url = format!("postgresql://pamapp:secret@127.0.0.1:{port}/pamapp");
+    let pamd = persists_across_restart(url).await;
+    drop(pamd);
+    tokio::task::spawn_blocking(move || stop(pg)).await.unwrap();
+}
+
+#[tokio::test]
+async fn pamd_verifies_an_external_postgresql_that_requires_tls() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(tmp.path()).unwrap();
+    let cluster = root.join("pg/postgres");
+    let ca = Ca::new("pam test PostgreSQL CA").unwrap();
+    let issued = ca
+        .issue(&["localhost".to_string(), "127.0.0.1".to_string()])
+        .unwrap();
+    let ca_file = root.join("pg-ca.pem");
+    std::fs::write(&ca_file, ca.cert_pem()).unwrap();
+    let port = free_port();
+    let in_cluster = |f: &str| cluster.join(f).display().to_string();
+    let pg = server(
+        &root.join("pg"),
+        Options {
+            ephemeral: true,
+            tcp_port: Some(port),
+            // TCP only with TLS: plain TCP has no hba line.
+            extra_conf: format!(
+                "ssl = on\nssl_cert_file = '{}'\nssl_key_file = '{}'\nhba_file = '{}'\n",
+                in_cluster("server.crt"),
+                in_cluster("server.key"),
+                in_cluster("pam_hba.conf"),
+            ),
+            private_files: vec![
+                ("server.crt".into(), issued.cert_pem),
+                ("server.key".into(), issued.key_pem),
+                (
+                    "pam_hba.conf".into(),
+                    "local all all trust\nhostssl all all 127.0.0.1/32 scram-sha-256\n".into(),
+                ),
+            ],
+        },
+    )
+    .await;
+    let base = format!("postgresql://pamapp:secret@127.0.0.1:{port}/pamapp");
+    // Plain TCP is refused by the server: TLS is required.
+    let plain = sqlx::PgConnection::connect(&format!("{base}?sslmode=disable")).await;
+    assert!(plain.is_err(), "plain TCP was accepted");
+    // verify-full with the wrong CA is refused by pamd's side.
+    let other = Ca::new("another CA").unwrap();
+    let other_file = root.join("other-ca.pem");
+    std::fs::write(&other_file, other.cert_pem()).unwrap();
+    let wrong = sqlx::PgConnection::connect(&format!(
+        "{base}?sslmode=verify-full&sslrootcert={}",
+        other_file.display()
+    ))
+    .await;
+    assert!(wrong.is_err(), "an unknown CA was accepted");
+
+    let url = format!(
+        "{base}?sslmode=verify-full&sslrootcert={}",
+        ca_file.display()
+    );
+    let pamd = persists_across_restart(url).await;
+    drop(pamd);
+    tokio::task::spawn_blocking(move || stop(pg)).await.unwrap();
+}
