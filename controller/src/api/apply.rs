@@ -2,7 +2,7 @@
 
 use axum::extract::State;
 use axum::http::StatusCode;
-use axum::Json;
+use crate::api::extract::Json;
 use serde_json::{json, Value};
 
 use super::auth::Operator;

@@ -24,9 +24,10 @@ use std::convert::Infallible;
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use crate::api::extract::Query;
 use bytes::{Bytes, BytesMut};
 use serde::Deserialize;
 use tokio::sync::broadcast::error::{RecvError, TryRecvError};
@@ -46,6 +47,7 @@ const PAGE: i64 = 1000;
 const BATCH_BYTES: usize = 64 * 1024;
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct StreamQuery {
     after: Option<String>,
     topic: Option<String>,
