@@ -562,7 +562,16 @@ mod tests {
     fn session_name_is_pam_and_8_hex() {
         assert_eq!(session_name(run()), "pam-1234abcd");
         assert!(parse_session_name(&session_name(run())).is_ok());
-        for bad in ["pam-1234ABCD", "pam-1234abc", "pam-1234abcde", "evil name 2 ; <script>", "pam-", "", "xam-1234abcd", "pam-1234abcg"] {
+        for bad in [
+            "pam-1234ABCD",
+            "pam-1234abc",
+            "pam-1234abcde",
+            "evil name 2 ; <script>",
+            "pam-",
+            "",
+            "xam-1234abcd",
+            "pam-1234abcg",
+        ] {
             assert!(parse_session_name(bad).is_err(), "{bad}");
         }
     }

@@ -147,19 +147,97 @@ fn body_routes() -> Vec<BodyRoute> {
         with_nul,
     };
     vec![
-        r("/api/v1/apply", Tok::Admin, true, json!({"files": "x"}), json!({"files": [{"name": "a\u{0}.yaml", "content": ""}]})),
-        r("/api/v1/diff", Tok::Admin, true, json!({"objects": 5}), json!({"objects": [{"kind": "Task\u{0}"}]})),
-        r("/api/v1/projects/web/tasks/cart/transition", Tok::Admin, true, json!({"to": 5}), json!({"to": "done\u{0}"})),
-        r("/api/v1/projects/web/runs/r1/signal", Tok::Admin, true, json!({"signal": ["INT"]}), json!({"signal": "INT\u{0}"})),
-        r("/api/v1/projects/web/runs/r1/attach", Tok::Admin, true, json!({"ttlSeconds": "long"}), json!({"holder": "me\u{0}"})),
-        r("/api/v1/projects/web/runs/r1/attach/renew", Tok::Admin, true, json!({"leaseId": 7}), json!({"leaseId": lease, "x": "\u{0}"})),
-        r("/api/v1/projects/web/runs/r1/attach/release", Tok::Admin, true, json!({"leaseId": "not-a-uuid"}), json!({"leaseId": "\u{0}"})),
-        r("/api/v1/projects/web/runs/r1/attach/input", Tok::Admin, true, json!({"leaseId": lease, "text": 1}), json!({"leaseId": lease, "text": "ls\u{0}"})),
-        r("/api/v1/tokens", Tok::Admin, true, json!({"name": 42}), json!({"name": "ci\u{0}"})),
-        r("/api/v1/workers/register", Tok::W1, false, json!({"name": "h1", "platform": "linux", "instance_id": "x", "capacity": 1, "version": "t"}), json!({"name": "h1", "platform": "linux", "instance_id": uuid(), "capacity": 1, "version": "t\u{0}"})),
-        r("/api/v1/workers/heartbeat", Tok::W1, false, json!({"instance_id": uuid(), "running": {}}), json!({"instance_id": uuid(), "running": [{"session_name": "pam-\u{0}"}]})),
-        r("/api/v1/workers/signals", Tok::W1, false, json!({"signals": [{"run_id": uuid(), "attempt": "one", "kind": "started", "at": "now"}]}), json!({"signals": [{"run_id": uuid(), "attempt": 1, "kind": "orphan", "at": "now", "session_name": "pam-\u{0}"}]})),
-        r("/api/v1/workers/snapshots", Tok::W1, false, json!({"run_id": uuid(), "attempt": 1, "text": 5, "lines": 1, "bytes": 1}), json!({"run_id": uuid(), "attempt": 1, "text": "a\u{0}", "lines": 1, "bytes": 1})),
+        r(
+            "/api/v1/apply",
+            Tok::Admin,
+            true,
+            json!({"files": "x"}),
+            json!({"files": [{"name": "a\u{0}.yaml", "content": ""}]}),
+        ),
+        r(
+            "/api/v1/diff",
+            Tok::Admin,
+            true,
+            json!({"objects": 5}),
+            json!({"objects": [{"kind": "Task\u{0}"}]}),
+        ),
+        r(
+            "/api/v1/projects/web/tasks/cart/transition",
+            Tok::Admin,
+            true,
+            json!({"to": 5}),
+            json!({"to": "done\u{0}"}),
+        ),
+        r(
+            "/api/v1/projects/web/runs/r1/signal",
+            Tok::Admin,
+            true,
+            json!({"signal": ["INT"]}),
+            json!({"signal": "INT\u{0}"}),
+        ),
+        r(
+            "/api/v1/projects/web/runs/r1/attach",
+            Tok::Admin,
+            true,
+            json!({"ttlSeconds": "long"}),
+            json!({"holder": "me\u{0}"}),
+        ),
+        r(
+            "/api/v1/projects/web/runs/r1/attach/renew",
+            Tok::Admin,
+            true,
+            json!({"leaseId": 7}),
+            json!({"leaseId": lease, "x": "\u{0}"}),
+        ),
+        r(
+            "/api/v1/projects/web/runs/r1/attach/release",
+            Tok::Admin,
+            true,
+            json!({"leaseId": "not-a-uuid"}),
+            json!({"leaseId": "\u{0}"}),
+        ),
+        r(
+            "/api/v1/projects/web/runs/r1/attach/input",
+            Tok::Admin,
+            true,
+            json!({"leaseId": lease, "text": 1}),
+            json!({"leaseId": lease, "text": "ls\u{0}"}),
+        ),
+        r(
+            "/api/v1/tokens",
+            Tok::Admin,
+            true,
+            json!({"name": 42}),
+            json!({"name": "ci\u{0}"}),
+        ),
+        r(
+            "/api/v1/workers/register",
+            Tok::W1,
+            false,
+            json!({"name": "h1", "platform": "linux", "instance_id": "x", "capacity": 1, "version": "t"}),
+            json!({"name": "h1", "platform": "linux", "instance_id": uuid(), "capacity": 1, "version": "t\u{0}"}),
+        ),
+        r(
+            "/api/v1/workers/heartbeat",
+            Tok::W1,
+            false,
+            json!({"instance_id": uuid(), "running": {}}),
+            json!({"instance_id": uuid(), "running": [{"session_name": "pam-\u{0}"}]}),
+        ),
+        r(
+            "/api/v1/workers/signals",
+            Tok::W1,
+            false,
+            json!({"signals": [{"run_id": uuid(), "attempt": "one", "kind": "started", "at": "now"}]}),
+            json!({"signals": [{"run_id": uuid(), "attempt": 1, "kind": "orphan", "at": "now", "session_name": "pam-\u{0}"}]}),
+        ),
+        r(
+            "/api/v1/workers/snapshots",
+            Tok::W1,
+            false,
+            json!({"run_id": uuid(), "attempt": 1, "text": 5, "lines": 1, "bytes": 1}),
+            json!({"run_id": uuid(), "attempt": 1, "text": "a\u{0}", "lines": 1, "bytes": 1}),
+        ),
     ]
 }
 
@@ -172,41 +250,143 @@ fn extractor_cases() -> Vec<Case> {
     let mut out = Vec::new();
     for r in body_routes() {
         let p = r.path;
-        out.push(case(format!("{p}: malformed JSON"), Method::POST, p, r.tok).raw(Some("application/json"), b"{\"a\": "));
-        out.push(case(format!("{p}: not JSON at all"), Method::POST, p, r.tok).raw(Some("application/json"), b"<xml/>"));
-        out.push(case(format!("{p}: text/plain"), Method::POST, p, r.tok).raw(Some("text/plain"), b"{}").expect(415, "unsupported_media_type"));
-        out.push(case(format!("{p}: no content type"), Method::POST, p, r.tok).raw(None, b"{}").expect(415, "unsupported_media_type"));
-        out.push(case(format!("{p}: empty body"), Method::POST, p, r.tok).raw(Some("application/json"), b""));
-        out.push(case(format!("{p}: wrong types"), Method::POST, p, r.tok).json(r.mistyped.clone()).expect(422, "unprocessable"));
-        out.push(case(format!("{p}: a JSON array"), Method::POST, p, r.tok).json(json!([1, 2])).expect(422, "unprocessable"));
-        out.push(case(format!("{p}: NUL in a string"), Method::POST, p, r.tok).json(r.with_nul.clone()).naming("NUL"));
+        out.push(
+            case(format!("{p}: malformed JSON"), Method::POST, p, r.tok)
+                .raw(Some("application/json"), b"{,}"),
+        );
+        out.push(
+            case(format!("{p}: not JSON at all"), Method::POST, p, r.tok)
+                .raw(Some("application/json"), b"<xml/>"),
+        );
+        out.push(
+            case(format!("{p}: text/plain"), Method::POST, p, r.tok)
+                .raw(Some("text/plain"), b"{}")
+                .expect(415, "unsupported_media_type"),
+        );
+        out.push(
+            case(format!("{p}: no content type"), Method::POST, p, r.tok)
+                .raw(None, b"{}")
+                .expect(415, "unsupported_media_type"),
+        );
+        out.push(
+            case(format!("{p}: empty body"), Method::POST, p, r.tok)
+                .raw(Some("application/json"), b""),
+        );
+        out.push(
+            case(format!("{p}: wrong types"), Method::POST, p, r.tok)
+                .json(r.mistyped.clone())
+                .expect(422, "unprocessable"),
+        );
+        out.push(
+            case(format!("{p}: a JSON array"), Method::POST, p, r.tok)
+                .json(json!([1, 2]))
+                .expect(422, "unprocessable"),
+        );
+        out.push(
+            case(format!("{p}: NUL in a string"), Method::POST, p, r.tok)
+                .json(r.with_nul.clone())
+                .naming("NUL"),
+        );
         if r.strict {
-            out.push(case(format!("{p}: unknown field"), Method::POST, p, r.tok).json(json!({"colour": "red"})).expect(422, "unprocessable").naming("colour"));
+            out.push(
+                case(format!("{p}: unknown field"), Method::POST, p, r.tok)
+                    .json(json!({"colour": "red"}))
+                    .expect(422, "unprocessable")
+                    .naming("colour"),
+            );
         }
         // A worker route with an operator token and the other way round.
-        let other = if matches!(r.tok, Tok::Admin) { Tok::W1 } else { Tok::Admin };
-        out.push(case(format!("{p}: the other kind of token"), Method::POST, p, other).json(json!({})).expect(403, "forbidden"));
-        out.push(case(format!("{p}: no token"), Method::POST, p, Tok::None).json(json!({})).expect(401, "unauthorized"));
+        let other = if matches!(r.tok, Tok::Admin) {
+            Tok::W1
+        } else {
+            Tok::Admin
+        };
+        out.push(
+            case(
+                format!("{p}: the other kind of token"),
+                Method::POST,
+                p,
+                other,
+            )
+            .json(json!({}))
+            .expect(403, "forbidden"),
+        );
+        out.push(
+            case(format!("{p}: no token"), Method::POST, p, Tok::None)
+                .json(json!({}))
+                .expect(401, "unauthorized"),
+        );
     }
     // 413: a body over the 2 MiB default limit, and over apply's.
     let big = format!("{{\"name\": \"{}\"}}", "x".repeat(3 << 20));
-    out.push(case("tokens: 3 MiB body", Method::POST, "/api/v1/tokens", Tok::Admin).raw(Some("application/json"), big.as_bytes()).expect(413, "payload_too_large"));
-    out.push(case("signals: 3 MiB body", Method::POST, "/api/v1/workers/signals", Tok::W1).raw(Some("application/json"), big.as_bytes()).expect(413, "payload_too_large"));
-    out.push(case("transition: 3 MiB body", Method::POST, "/api/v1/projects/web/tasks/cart/transition", Tok::Admin).raw(Some("application/json"), big.as_bytes()).expect(413, "payload_too_large"));
+    out.push(
+        case(
+            "tokens: 3 MiB body",
+            Method::POST,
+            "/api/v1/tokens",
+            Tok::Admin,
+        )
+        .raw(Some("application/json"), big.as_bytes())
+        .expect(413, "payload_too_large"),
+    );
+    out.push(
+        case(
+            "signals: 3 MiB body",
+            Method::POST,
+            "/api/v1/workers/signals",
+            Tok::W1,
+        )
+        .raw(Some("application/json"), big.as_bytes())
+        .expect(413, "payload_too_large"),
+    );
+    out.push(
+        case(
+            "transition: 3 MiB body",
+            Method::POST,
+            "/api/v1/projects/web/tasks/cart/transition",
+            Tok::Admin,
+        )
+        .raw(Some("application/json"), big.as_bytes())
+        .expect(413, "payload_too_large"),
+    );
     out
 }
 
 fn auth_cases() -> Vec<Case> {
     let mut out = Vec::new();
-    for p in ["/api/v1/projects", "/api/v1/hosts", "/api/v1/tokens", "/api/v1/events", "/api/v1/runs"] {
-        out.push(case(format!("{p}: no token"), Method::GET, p, Tok::None).expect(401, "unauthorized"));
-        out.push(case(format!("{p}: unknown token"), Method::GET, p, Tok::Bad).expect(401, "unauthorized"));
-        out.push(case(format!("{p}: revoked token"), Method::GET, p, Tok::Revoked).expect(401, "unauthorized").naming("revoked"));
-        out.push(case(format!("{p}: worker token"), Method::GET, p, Tok::W1).expect(403, "forbidden"));
+    for p in [
+        "/api/v1/projects",
+        "/api/v1/hosts",
+        "/api/v1/tokens",
+        "/api/v1/events",
+        "/api/v1/runs",
+    ] {
+        out.push(
+            case(format!("{p}: no token"), Method::GET, p, Tok::None).expect(401, "unauthorized"),
+        );
+        out.push(
+            case(format!("{p}: unknown token"), Method::GET, p, Tok::Bad)
+                .expect(401, "unauthorized"),
+        );
+        out.push(
+            case(format!("{p}: revoked token"), Method::GET, p, Tok::Revoked)
+                .expect(401, "unauthorized")
+                .naming("revoked"),
+        );
+        out.push(
+            case(format!("{p}: worker token"), Method::GET, p, Tok::W1).expect(403, "forbidden"),
+        );
     }
     for p in ["/api/v1/workers/desired", "/api/v1/workers/claim"] {
-        let m = if p.ends_with("claim") { Method::POST } else { Method::GET };
-        out.push(case(format!("{p}: revoked token"), m.clone(), p, Tok::Revoked).expect(401, "unauthorized"));
+        let m = if p.ends_with("claim") {
+            Method::POST
+        } else {
+            Method::GET
+        };
+        out.push(
+            case(format!("{p}: revoked token"), m.clone(), p, Tok::Revoked)
+                .expect(401, "unauthorized"),
+        );
         out.push(case(format!("{p}: operator token"), m, p, Tok::Admin).expect(403, "forbidden"));
     }
     out
@@ -215,50 +395,289 @@ fn auth_cases() -> Vec<Case> {
 fn path_and_query_cases() -> Vec<Case> {
     let long = "a".repeat(10 << 10);
     vec![
-        case("token id not a uuid", Method::DELETE, "/api/v1/tokens/not-a-uuid", Tok::Admin),
-        case("token id %00", Method::DELETE, "/api/v1/tokens/%00", Tok::Admin).naming("NUL"),
-        case("token id 10 KB", Method::DELETE, format!("/api/v1/tokens/{long}"), Tok::Admin).expect(414, "uri_too_long"),
-        case("project %00", Method::GET, "/api/v1/projects/web%00", Tok::Admin).naming("NUL"),
-        case("project 10 KB", Method::GET, format!("/api/v1/projects/{long}"), Tok::Admin).expect(414, "uri_too_long"),
-        case("delete project %00", Method::DELETE, "/api/v1/projects/%00", Tok::Admin),
-        case("task %00", Method::GET, "/api/v1/projects/web/tasks/ca%00rt", Tok::Admin),
-        case("delete task %00", Method::DELETE, "/api/v1/projects/web/tasks/%00", Tok::Admin),
-        case("run %00", Method::GET, "/api/v1/projects/web/runs/%00", Tok::Admin),
-        case("stop run %00", Method::POST, "/api/v1/projects/web/runs/r%001/stop", Tok::Admin),
-        case("run output %00", Method::GET, "/api/v1/projects/web/runs/%00/output", Tok::Admin),
+        case(
+            "token id not a uuid",
+            Method::DELETE,
+            "/api/v1/tokens/not-a-uuid",
+            Tok::Admin,
+        ),
+        case(
+            "token id %00",
+            Method::DELETE,
+            "/api/v1/tokens/%00",
+            Tok::Admin,
+        )
+        .naming("NUL"),
+        case(
+            "token id 10 KB",
+            Method::DELETE,
+            format!("/api/v1/tokens/{long}"),
+            Tok::Admin,
+        )
+        .expect(414, "uri_too_long"),
+        case(
+            "project %00",
+            Method::GET,
+            "/api/v1/projects/web%00",
+            Tok::Admin,
+        )
+        .naming("NUL"),
+        case(
+            "project 10 KB",
+            Method::GET,
+            format!("/api/v1/projects/{long}"),
+            Tok::Admin,
+        )
+        .expect(414, "uri_too_long"),
+        case(
+            "delete project %00",
+            Method::DELETE,
+            "/api/v1/projects/%00",
+            Tok::Admin,
+        ),
+        case(
+            "task %00",
+            Method::GET,
+            "/api/v1/projects/web/tasks/ca%00rt",
+            Tok::Admin,
+        ),
+        case(
+            "delete task %00",
+            Method::DELETE,
+            "/api/v1/projects/web/tasks/%00",
+            Tok::Admin,
+        ),
+        case(
+            "run %00",
+            Method::GET,
+            "/api/v1/projects/web/runs/%00",
+            Tok::Admin,
+        ),
+        case(
+            "stop run %00",
+            Method::POST,
+            "/api/v1/projects/web/runs/r%001/stop",
+            Tok::Admin,
+        ),
+        case(
+            "run output %00",
+            Method::GET,
+            "/api/v1/projects/web/runs/%00/output",
+            Tok::Admin,
+        ),
         case("host %00", Method::GET, "/api/v1/hosts/%00", Tok::Admin),
-        case("host action %00", Method::POST, "/api/v1/hosts/h1/dis%00able", Tok::Admin),
-        case("host 10 KB", Method::DELETE, format!("/api/v1/hosts/{long}"), Tok::Admin).expect(414, "uri_too_long"),
-        case("unknown host action", Method::POST, "/api/v1/hosts/h1/explode", Tok::Admin).expect(404, "not_found").naming("explode"),
-        case("no such project", Method::GET, "/api/v1/projects/nope", Tok::Admin).expect(404, "not_found"),
-        case("no such run", Method::POST, "/api/v1/projects/web/runs/nope/stop", Tok::Admin).expect(404, "not_found"),
+        case(
+            "host action %00",
+            Method::POST,
+            "/api/v1/hosts/h1/dis%00able",
+            Tok::Admin,
+        ),
+        case(
+            "host 10 KB",
+            Method::DELETE,
+            format!("/api/v1/hosts/{long}"),
+            Tok::Admin,
+        )
+        .expect(414, "uri_too_long"),
+        case(
+            "unknown host action",
+            Method::POST,
+            "/api/v1/hosts/h1/explode",
+            Tok::Admin,
+        )
+        .expect(404, "not_found")
+        .naming("explode"),
+        case(
+            "no such project",
+            Method::GET,
+            "/api/v1/projects/nope",
+            Tok::Admin,
+        )
+        .expect(404, "not_found"),
+        case(
+            "no such run",
+            Method::POST,
+            "/api/v1/projects/web/runs/nope/stop",
+            Tok::Admin,
+        )
+        .expect(404, "not_found"),
         case("no such route", Method::GET, "/api/v1/nothing", Tok::Admin).expect(404, "not_found"),
-        case("wrong method", Method::PUT, "/api/v1/projects", Tok::Admin).expect(405, "method_not_allowed"),
-        case("events limit=-1", Method::GET, "/api/v1/events?limit=-1", Tok::Admin).naming("limit"),
-        case("events limit=0", Method::GET, "/api/v1/events?limit=0", Tok::Admin).naming("limit"),
-        case("events limit=abc", Method::GET, "/api/v1/events?limit=abc", Tok::Admin).naming("limit"),
-        case("events after=abc", Method::GET, "/api/v1/events?after=abc", Tok::Admin).naming("after"),
-        case("events after=-5", Method::GET, "/api/v1/events?after=-5", Tok::Admin).naming("after"),
-        case("events after=1e99", Method::GET, "/api/v1/events?after=1e99", Tok::Admin).naming("after"),
-        case("events since=garbage", Method::GET, "/api/v1/events?since=garbage", Tok::Admin).naming("since"),
-        case("events topic %00", Method::GET, "/api/v1/events?topic=run.%00", Tok::Admin).naming("NUL"),
-        case("events project %00", Method::GET, "/api/v1/events?project=w%00eb", Tok::Admin).naming("NUL"),
-        case("events limit twice", Method::GET, "/api/v1/events?limit=1&limit=2", Tok::Admin),
-        case("stream after=garbage", Method::GET, "/api/v1/events/stream?after=garbage", Tok::Admin).naming("after"),
-        case("stream since=x", Method::GET, "/api/v1/events/stream?since=x", Tok::Admin).naming("since"),
-        case("run events limit=-1", Method::GET, "/api/v1/projects/web/runs/r1/events?limit=-1", Tok::Admin).naming("limit"),
-        case("run events limit=abc", Method::GET, "/api/v1/projects/web/runs/r1/events?limit=abc", Tok::Admin).naming("limit"),
-        case("run events after=-1", Method::GET, "/api/v1/projects/web/runs/r1/events?after=-1", Tok::Admin).naming("after"),
-        case("projects bad selector", Method::GET, "/api/v1/projects?labelSelector=%3Dx", Tok::Admin).naming("labelSelector"),
-        case("projects unknown param", Method::GET, "/api/v1/projects?colour=red", Tok::Admin).naming("colour"),
-        case("tasks bad selector", Method::GET, "/api/v1/projects/web/tasks?labelSelector=a%3D%3D%3Db", Tok::Admin).naming("labelSelector"),
-        case("all tasks selector %00", Method::GET, "/api/v1/tasks?labelSelector=a%00", Tok::Admin).naming("NUL"),
-        case("runs unknown param", Method::GET, "/api/v1/runs?since=yesterday", Tok::Admin).naming("since"),
-        case("hosts bad selector", Method::GET, "/api/v1/hosts?labelSelector=Bad%20Key%21%3Dx", Tok::Admin).naming("labelSelector"),
-        case("claim wait=abc", Method::POST, "/api/v1/workers/claim?wait=abc", Tok::W1).naming("wait"),
-        case("claim wait=-1", Method::POST, "/api/v1/workers/claim?wait=-1", Tok::W1).naming("wait"),
-        case("claim max=0", Method::POST, "/api/v1/workers/claim?max=0", Tok::W1).naming("max"),
-        case("claim max=abc", Method::POST, "/api/v1/workers/claim?max=abc", Tok::W1).naming("max"),
+        case("wrong method", Method::PUT, "/api/v1/projects", Tok::Admin)
+            .expect(405, "method_not_allowed"),
+        case(
+            "events limit=-1",
+            Method::GET,
+            "/api/v1/events?limit=-1",
+            Tok::Admin,
+        )
+        .naming("limit"),
+        case(
+            "events limit=0",
+            Method::GET,
+            "/api/v1/events?limit=0",
+            Tok::Admin,
+        )
+        .naming("limit"),
+        case(
+            "events limit=abc",
+            Method::GET,
+            "/api/v1/events?limit=abc",
+            Tok::Admin,
+        )
+        .naming("limit"),
+        case(
+            "events after=abc",
+            Method::GET,
+            "/api/v1/events?after=abc",
+            Tok::Admin,
+        )
+        .naming("after"),
+        case(
+            "events after=-5",
+            Method::GET,
+            "/api/v1/events?after=-5",
+            Tok::Admin,
+        )
+        .naming("after"),
+        case(
+            "events after=1e99",
+            Method::GET,
+            "/api/v1/events?after=1e99",
+            Tok::Admin,
+        )
+        .naming("after"),
+        case(
+            "events since=garbage",
+            Method::GET,
+            "/api/v1/events?since=garbage",
+            Tok::Admin,
+        )
+        .naming("since"),
+        case(
+            "events topic %00",
+            Method::GET,
+            "/api/v1/events?topic=run.%00",
+            Tok::Admin,
+        )
+        .naming("NUL"),
+        case(
+            "events project %00",
+            Method::GET,
+            "/api/v1/events?project=w%00eb",
+            Tok::Admin,
+        )
+        .naming("NUL"),
+        case(
+            "events limit twice",
+            Method::GET,
+            "/api/v1/events?limit=1&limit=2",
+            Tok::Admin,
+        ),
+        case(
+            "stream after=garbage",
+            Method::GET,
+            "/api/v1/events/stream?after=garbage",
+            Tok::Admin,
+        )
+        .naming("after"),
+        case(
+            "stream since=x",
+            Method::GET,
+            "/api/v1/events/stream?since=x",
+            Tok::Admin,
+        )
+        .naming("since"),
+        case(
+            "run events limit=-1",
+            Method::GET,
+            "/api/v1/projects/web/runs/r1/events?limit=-1",
+            Tok::Admin,
+        )
+        .naming("limit"),
+        case(
+            "run events limit=abc",
+            Method::GET,
+            "/api/v1/projects/web/runs/r1/events?limit=abc",
+            Tok::Admin,
+        )
+        .naming("limit"),
+        case(
+            "run events after=-1",
+            Method::GET,
+            "/api/v1/projects/web/runs/r1/events?after=-1",
+            Tok::Admin,
+        )
+        .naming("after"),
+        case(
+            "projects bad selector",
+            Method::GET,
+            "/api/v1/projects?labelSelector=%3Dx",
+            Tok::Admin,
+        )
+        .naming("labelSelector"),
+        case(
+            "projects unknown param",
+            Method::GET,
+            "/api/v1/projects?colour=red",
+            Tok::Admin,
+        )
+        .naming("colour"),
+        case(
+            "tasks bad selector",
+            Method::GET,
+            "/api/v1/projects/web/tasks?labelSelector=a%3D%3D%3Db",
+            Tok::Admin,
+        )
+        .naming("labelSelector"),
+        case(
+            "all tasks selector %00",
+            Method::GET,
+            "/api/v1/tasks?labelSelector=a%00",
+            Tok::Admin,
+        )
+        .naming("NUL"),
+        case(
+            "runs unknown param",
+            Method::GET,
+            "/api/v1/runs?since=yesterday",
+            Tok::Admin,
+        )
+        .naming("since"),
+        case(
+            "hosts bad selector",
+            Method::GET,
+            "/api/v1/hosts?labelSelector=Bad%20Key%21%3Dx",
+            Tok::Admin,
+        )
+        .naming("labelSelector"),
+        case(
+            "claim wait=abc",
+            Method::POST,
+            "/api/v1/workers/claim?wait=abc",
+            Tok::W1,
+        )
+        .naming("wait"),
+        case(
+            "claim wait=-1",
+            Method::POST,
+            "/api/v1/workers/claim?wait=-1",
+            Tok::W1,
+        )
+        .naming("wait"),
+        case(
+            "claim max=0",
+            Method::POST,
+            "/api/v1/workers/claim?max=0",
+            Tok::W1,
+        )
+        .naming("max"),
+        case(
+            "claim max=abc",
+            Method::POST,
+            "/api/v1/workers/claim?max=abc",
+            Tok::W1,
+        )
+        .naming("max"),
     ]
 }
 
@@ -269,12 +688,18 @@ fn yaml(route: &'static str, what: &str, content: String, mentions: &'static str
         .expect(422, "invalid")
         .positioned();
     // Every YAML error names its file.
-    c.mentions = Some(if mentions.is_empty() { "yaml" } else { mentions });
+    c.mentions = Some(if mentions.is_empty() {
+        "yaml"
+    } else {
+        mentions
+    });
     c
 }
 
 fn task_yaml(spec: &str) -> String {
-    format!("apiVersion: pam.dev/v1\nkind: Task\nmetadata: {{name: t9, project: web}}\nspec:\n{spec}")
+    format!(
+        "apiVersion: pam.dev/v1\nkind: Task\nmetadata: {{name: t9, project: web}}\nspec:\n{spec}"
+    )
 }
 
 fn manifest_cases() -> Vec<Case> {
@@ -293,41 +718,136 @@ fn manifest_cases() -> Vec<Case> {
     for route in ["/api/v1/apply", "/api/v1/diff"] {
         out.push(yaml(route, "deep", deep.clone(), "nesting deeper"));
         out.push(yaml(route, "alias-bomb", bomb.clone(), "alias"));
-        out.push(yaml(route, "nul-title", task_yaml("  title: \"a\\0b\"\n"), "spec.title"));
-        out.push(yaml(route, "1mb-title", task_yaml(&format!("  title: {}\n", "x".repeat(1 << 20))), ""));
-        out.push(yaml(route, "big-description", task_yaml(&format!("  title: A\n  description: {}\n", "d".repeat(100_000))), "spec.description"));
+        out.push(yaml(
+            route,
+            "nul-title",
+            task_yaml("  title: \"a\\0b\"\n"),
+            "spec.title",
+        ));
+        out.push(yaml(
+            route,
+            "1mb-title",
+            task_yaml(&format!("  title: {}\n", "x".repeat(1 << 20))),
+            "",
+        ));
+        out.push(yaml(
+            route,
+            "big-description",
+            task_yaml(&format!(
+                "  title: A\n  description: {}\n",
+                "d".repeat(100_000)
+            )),
+            "spec.description",
+        ));
         out.push(yaml(route, "10000-labels", format!("apiVersion: pam.dev/v1\nkind: Task\nmetadata:\n  name: t9\n  project: web\n  labels:\n{labels}spec: {{title: A}}\n"), "metadata.labels"));
-        out.push(yaml(route, "bad-label-key", task_yaml("  title: A\n").replace("project: web}", "project: web, labels: {\"Bad Key!\": x}}"), "Bad Key!"));
-        out.push(yaml(route, "long-name", task_yaml("  title: A\n").replace("name: t9", &format!("name: {}", "n".repeat(64))), "metadata.name"));
-        out.push(yaml(route, "unknown-field", task_yaml("  title: A\n  colour: red\n"), "colour"));
-        out.push(yaml(route, "wrong-type", task_yaml("  title: A\n  sortOrder: many\n"), "sortOrder"));
-        out.push(yaml(route, "not-yaml", "{{{{ : : :".into(), "not-yaml.yaml"));
+        out.push(yaml(
+            route,
+            "bad-label-key",
+            task_yaml("  title: A\n")
+                .replace("project: web}", "project: web, labels: {\"Bad Key!\": x}}"),
+            "Bad Key!",
+        ));
+        out.push(yaml(
+            route,
+            "long-name",
+            task_yaml("  title: A\n").replace("name: t9", &format!("name: {}", "n".repeat(64))),
+            "metadata.name",
+        ));
+        out.push(yaml(
+            route,
+            "unknown-field",
+            task_yaml("  title: A\n  colour: red\n"),
+            "colour",
+        ));
+        out.push(yaml(
+            route,
+            "wrong-type",
+            task_yaml("  title: A\n  sortOrder: many\n"),
+            "sortOrder",
+        ));
+        out.push(yaml(
+            route,
+            "not-yaml",
+            "{{{{ : : :".into(),
+            "not-yaml.yaml",
+        ));
         out.push(yaml(route, "huge-prompt", format!("apiVersion: pam.dev/v1\nkind: Run\nmetadata: {{name: r9, project: web}}\nspec: {{task: cart, provider: claude, cwd: /tmp, prompt: {}}}\n", "p".repeat(300 << 10)), "spec.prompt"));
         // The same limits on JSON objects (the objects path).
         let obj = |spec: Value| json!({"objects": [{"apiVersion": "pam.dev/v1", "kind": "Task", "metadata": {"name": "t9", "project": "web"}, "spec": spec}]});
-        out.push(case(format!("{route}: object NUL title"), Method::POST, route, Tok::Admin).json(obj(json!({"title": "a\u{0}b"}))).naming("NUL"));
-        out.push(case(format!("{route}: object 1 MB title"), Method::POST, route, Tok::Admin).json(obj(json!({"title": "x".repeat(1 << 20)}))).expect(422, "invalid").naming("spec.title"));
-        out.push(case(format!("{route}: object 5 MB description"), Method::POST, route, Tok::Admin).json(obj(json!({"title": "A", "description": "d".repeat(5 << 20)}))).expect(422, "invalid").naming("spec.description"));
-        let many: serde_json::Map<String, Value> = (0..10_000).map(|i| (format!("k{i}"), json!("v"))).collect();
+        out.push(
+            case(
+                format!("{route}: object NUL title"),
+                Method::POST,
+                route,
+                Tok::Admin,
+            )
+            .json(obj(json!({"title": "a\u{0}b"})))
+            .naming("NUL"),
+        );
+        out.push(
+            case(
+                format!("{route}: object 1 MB title"),
+                Method::POST,
+                route,
+                Tok::Admin,
+            )
+            .json(obj(json!({"title": "x".repeat(1 << 20)})))
+            .expect(422, "invalid")
+            .naming("spec.title"),
+        );
+        out.push(
+            case(
+                format!("{route}: object 5 MB description"),
+                Method::POST,
+                route,
+                Tok::Admin,
+            )
+            .json(obj(
+                json!({"title": "A", "description": "d".repeat(5 << 20)}),
+            ))
+            .expect(422, "invalid")
+            .naming("spec.description"),
+        );
+        let many: serde_json::Map<String, Value> =
+            (0..10_000).map(|i| (format!("k{i}"), json!("v"))).collect();
         out.push(case(format!("{route}: object 10,000 labels"), Method::POST, route, Tok::Admin).json(json!({"objects": [{"apiVersion": "pam.dev/v1", "kind": "Task", "metadata": {"name": "t9", "project": "web", "labels": many}, "spec": {"title": "A"}}]})).expect(422, "invalid").naming("metadata.labels"));
-        out.push(case(format!("{route}: object not a manifest"), Method::POST, route, Tok::Admin).json(json!({"objects": [42]})).expect(422, "invalid"));
+        out.push(
+            case(
+                format!("{route}: object not a manifest"),
+                Method::POST,
+                route,
+                Tok::Admin,
+            )
+            .json(json!({"objects": [42]}))
+            .expect(422, "invalid"),
+        );
     }
     out
 }
 
 fn worker_cases(r1: &str) -> Vec<Case> {
     let reg = |labels: Value, version: Value| json!({"name": "h1", "platform": "linux", "instance_id": uuid(), "capacity": 1, "labels": labels, "version": version});
-    let many: serde_json::Map<String, Value> = (0..10_000).map(|i| (format!("k{i}"), json!("v"))).collect();
+    let many: serde_json::Map<String, Value> =
+        (0..10_000).map(|i| (format!("k{i}"), json!("v"))).collect();
     let sig = |run: &str, kind: &str, session: Option<&str>| {
-        let mut s = json!({"run_id": run, "attempt": 1, "kind": kind, "at": "2026-03-01T12:00:00Z"});
+        let mut s =
+            json!({"run_id": run, "attempt": 1, "kind": kind, "at": "2026-03-01T12:00:00Z"});
         if let Some(n) = session {
             s["session_name"] = json!(n);
         }
         json!({"signals": [s]})
     };
-    let snap = |run: &str| json!({"run_id": run, "attempt": 1, "text": "hello", "lines": 1, "bytes": 5});
-    let w = |what: &str, path: &'static str, tok: Tok, body: Value| case(what, Method::POST, path, tok).json(body);
-    let (reg_p, sig_p, snap_p, hb_p) = ("/api/v1/workers/register", "/api/v1/workers/signals", "/api/v1/workers/snapshots", "/api/v1/workers/heartbeat");
+    let snap =
+        |run: &str| json!({"run_id": run, "attempt": 1, "text": "hello", "lines": 1, "bytes": 5});
+    let w = |what: &str, path: &'static str, tok: Tok, body: Value| {
+        case(what, Method::POST, path, tok).json(body)
+    };
+    let (reg_p, sig_p, snap_p, hb_p) = (
+        "/api/v1/workers/register",
+        "/api/v1/workers/signals",
+        "/api/v1/workers/snapshots",
+        "/api/v1/workers/heartbeat",
+    );
     let hb = |name: &str| json!({"instance_id": uuid(), "running": [{"session_name": name}]});
     vec![
         w("register: 1 MB version", reg_p, Tok::W1, reg(json!({}), json!("v".repeat(1 << 20)))).expect(422, "unprocessable").naming("version"),
@@ -365,26 +885,101 @@ fn worker_cases(r1: &str) -> Vec<Case> {
 fn operator_body_cases() -> Vec<Case> {
     let t = "/api/v1/tokens";
     vec![
-        case("token: 1 MB name", Method::POST, t, Tok::Admin).json(json!({"name": "n".repeat(1 << 20)})).expect(422, "unprocessable").naming("name"),
-        case("token: 64-byte name", Method::POST, t, Tok::Admin).json(json!({"name": "n".repeat(64)})).expect(422, "unprocessable").naming("name"),
-        case("token: name with a newline", Method::POST, t, Tok::Admin).json(json!({"name": "a\nb"})).expect(422, "unprocessable").naming("name"),
-        case("token: empty name", Method::POST, t, Tok::Admin).json(json!({"name": "  "})).naming("name"),
-        case("token: both name and worker", Method::POST, t, Tok::Admin).json(json!({"name": "a", "worker": "h1"})),
+        case("token: 1 MB name", Method::POST, t, Tok::Admin)
+            .json(json!({"name": "n".repeat(1 << 20)}))
+            .expect(422, "unprocessable")
+            .naming("name"),
+        case("token: 64-byte name", Method::POST, t, Tok::Admin)
+            .json(json!({"name": "n".repeat(64)}))
+            .expect(422, "unprocessable")
+            .naming("name"),
+        case("token: name with a newline", Method::POST, t, Tok::Admin)
+            .json(json!({"name": "a\nb"}))
+            .expect(422, "unprocessable")
+            .naming("name"),
+        case("token: empty name", Method::POST, t, Tok::Admin)
+            .json(json!({"name": "  "}))
+            .naming("name"),
+        case("token: both name and worker", Method::POST, t, Tok::Admin)
+            .json(json!({"name": "a", "worker": "h1"})),
         case("token: neither", Method::POST, t, Tok::Admin).json(json!({})),
-        case("token: bad worker host", Method::POST, t, Tok::Admin).json(json!({"worker": "Bad Host!"})).naming("worker"),
-        case("token: 1 MB worker host", Method::POST, t, Tok::Admin).json(json!({"worker": "h".repeat(1 << 20)})).naming("worker"),
-        case("transition: unknown status", Method::POST, "/api/v1/projects/web/tasks/cart/transition", Tok::Admin).json(json!({"to": "exploded"})).expect(422, "unprocessable").naming("to"),
-        case("signal: unknown signal", Method::POST, "/api/v1/projects/web/runs/r1/signal", Tok::Admin).json(json!({"signal": "NOPE"})),
-        case("signal: 1 MB signal", Method::POST, "/api/v1/projects/web/runs/r1/signal", Tok::Admin).json(json!({"signal": "S".repeat(1 << 20)})),
-        case("attach: ttl 0", Method::POST, "/api/v1/projects/web/runs/r1/attach", Tok::Admin).json(json!({"ttlSeconds": 0})).naming("ttlSeconds"),
-        case("attach: 1 KB holder", Method::POST, "/api/v1/projects/web/runs/r1/attach", Tok::Admin).json(json!({"holder": "h".repeat(1024)})).naming("holder"),
-        case("attach input: two lines", Method::POST, "/api/v1/projects/web/runs/r1/attach/input", Tok::Admin).json(json!({"leaseId": uuid(), "text": "a\nb"})).naming("text"),
-        case("attach renew: no such lease", Method::POST, "/api/v1/projects/web/runs/r1/attach/renew", Tok::Admin).json(json!({"leaseId": uuid()})).expect(404, "lease_not_held"),
-        case("apply: prune without applyset", Method::POST, "/api/v1/apply", Tok::Admin).json(json!({"files": [], "prune": true})),
+        case("token: bad worker host", Method::POST, t, Tok::Admin)
+            .json(json!({"worker": "Bad Host!"}))
+            .naming("worker"),
+        case("token: 1 MB worker host", Method::POST, t, Tok::Admin)
+            .json(json!({"worker": "h".repeat(1 << 20)}))
+            .naming("worker"),
+        case(
+            "transition: unknown status",
+            Method::POST,
+            "/api/v1/projects/web/tasks/cart/transition",
+            Tok::Admin,
+        )
+        .json(json!({"to": "exploded"}))
+        .expect(422, "unprocessable")
+        .naming("to"),
+        case(
+            "signal: unknown signal",
+            Method::POST,
+            "/api/v1/projects/web/runs/r1/signal",
+            Tok::Admin,
+        )
+        .json(json!({"signal": "NOPE"})),
+        case(
+            "signal: 1 MB signal",
+            Method::POST,
+            "/api/v1/projects/web/runs/r1/signal",
+            Tok::Admin,
+        )
+        .json(json!({"signal": "S".repeat(1 << 20)})),
+        case(
+            "attach: ttl 0",
+            Method::POST,
+            "/api/v1/projects/web/runs/r1/attach",
+            Tok::Admin,
+        )
+        .json(json!({"ttlSeconds": 0}))
+        .naming("ttlSeconds"),
+        case(
+            "attach: 1 KB holder",
+            Method::POST,
+            "/api/v1/projects/web/runs/r1/attach",
+            Tok::Admin,
+        )
+        .json(json!({"holder": "h".repeat(1024)}))
+        .naming("holder"),
+        case(
+            "attach input: two lines",
+            Method::POST,
+            "/api/v1/projects/web/runs/r1/attach/input",
+            Tok::Admin,
+        )
+        .json(json!({"leaseId": uuid(), "text": "a\nb"}))
+        .naming("text"),
+        case(
+            "attach renew: no such lease",
+            Method::POST,
+            "/api/v1/projects/web/runs/r1/attach/renew",
+            Tok::Admin,
+        )
+        .json(json!({"leaseId": uuid()}))
+        .expect(404, "lease_not_held"),
+        case(
+            "apply: prune without applyset",
+            Method::POST,
+            "/api/v1/apply",
+            Tok::Admin,
+        )
+        .json(json!({"files": [], "prune": true})),
     ]
 }
 
-async fn send(http: &reqwest::Client, url: &str, tokens: &Tokens, c: &Case) -> (u16, Value, Duration) {
+async fn send(
+    http: &reqwest::Client,
+    url: &str,
+    tokens: &Tokens,
+    c: &Case,
+) -> (u16, Value, Duration) {
     let start = Instant::now();
     let (status, text) = if c.status == 413 {
         tokio::time::timeout(Duration::from_secs(5), raw_send(url, tokens, c))
@@ -425,7 +1020,12 @@ async fn raw_send(url: &str, tokens: &Tokens, c: &Case) -> (u16, String) {
     let stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
     let (mut rd, mut wr) = stream.into_split();
     let body = c.body.clone().unwrap_or_default();
-    let mut head = format!("{} {} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: {}\r\nConnection: close\r\n", c.method, c.path, body.len());
+    let mut head = format!(
+        "{} {} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: {}\r\nConnection: close\r\n",
+        c.method,
+        c.path,
+        body.len()
+    );
     if let Some(t) = tokens.get(c.tok) {
         head.push_str(&format!("Authorization: Bearer {t}\r\n"));
     }
@@ -447,17 +1047,26 @@ async fn raw_send(url: &str, tokens: &Tokens, c: &Case) -> (u16, String) {
         }
         let text = String::from_utf8_lossy(&got).into_owned();
         if let Some((head, rest)) = text.split_once("\r\n\r\n") {
-            let len = head
-                .lines()
-                .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse::<usize>().unwrap_or(0)));
+            let len = head.lines().find_map(|l| {
+                l.to_ascii_lowercase()
+                    .strip_prefix("content-length:")
+                    .map(|v| v.trim().parse::<usize>().unwrap_or(0))
+            });
             if len.is_some_and(|n| rest.len() >= n) {
                 break text;
             }
         }
     };
     writer.abort();
-    let status = answer.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
-    let body = answer.split_once("\r\n\r\n").map_or("", |(_, b)| b).to_string();
+    let status = answer
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = answer
+        .split_once("\r\n\r\n")
+        .map_or("", |(_, b)| b)
+        .to_string();
     (status, body)
 }
 
@@ -497,7 +1106,10 @@ fn problems(c: &Case, status: u16, body: &Value, took: Duration) -> Vec<String> 
         p.push(format!("took {took:?}"));
     }
     if !p.is_empty() {
-        p.push(format!("body: {}", body.to_string().chars().take(400).collect::<String>()));
+        p.push(format!(
+            "body: {}",
+            body.to_string().chars().take(400).collect::<String>()
+        ));
     }
     p
 }
@@ -506,7 +1118,10 @@ fn problems(c: &Case, status: u16, body: &Value, took: Duration) -> Vec<String> 
 /// and every object count.
 async fn written(pamd: &Pamd) -> Value {
     let count = |v: &Value| v["items"].as_array().map_or(0, Vec::len);
-    let events = pamd.get("/api/v1/events?after=0&limit=10000").await.unwrap();
+    let events = pamd
+        .get("/api/v1/events?after=0&limit=10000")
+        .await
+        .unwrap();
     json!({
         "events": count(&events),
         "next": events["next"],
@@ -518,35 +1133,89 @@ async fn written(pamd: &Pamd) -> Value {
     })
 }
 
-async fn post(http: &reqwest::Client, pamd: &Pamd, token: &str, path: &str, body: Value) -> (u16, Value) {
-    let r = http.post(format!("{}{path}", pamd.url)).bearer_auth(token).json(&body).send().await.unwrap();
+async fn post(
+    http: &reqwest::Client,
+    pamd: &Pamd,
+    token: &str,
+    path: &str,
+    body: Value,
+) -> (u16, Value) {
+    let r = http
+        .post(format!("{}{path}", pamd.url))
+        .bearer_auth(token)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
     let status = r.status().as_u16();
     (status, r.json().await.unwrap_or(Value::Null))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_bad_request_is_a_json_4xx_and_writes_nothing() {
-    let pamd = Pamd::start(PamdOptions { config_toml: CONFIG.into(), ..Default::default() }).await.unwrap();
+    let pamd = Pamd::start(PamdOptions {
+        config_toml: CONFIG.into(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
     // A case that hangs (an event stream opened where a refusal was due)
     // fails, not the suite.
-    let http = reqwest::Client::builder().timeout(Duration::from_secs(5)).build().unwrap();
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
     // Two registered hosts, r1 claimed by h1, a revoked operator token.
-    let (w1, w2) = (create_worker_token(&pamd, "h1").await.unwrap(), create_worker_token(&pamd, "h2").await.unwrap());
+    let (w1, w2) = (
+        create_worker_token(&pamd, "h1").await.unwrap(),
+        create_worker_token(&pamd, "h2").await.unwrap(),
+    );
     for (tok, name) in [(&w1, "h1"), (&w2, "h2")] {
         let (s, b) = post(&http, &pamd, tok, "/api/v1/workers/register", json!({"name": name, "platform": "linux", "instance_id": uuid(), "capacity": 2, "labels": {}, "version": "t"})).await;
         assert_eq!(s, 200, "{b}");
     }
-    let (s, b) = post(&http, &pamd, &pamd.token, "/api/v1/apply", json!({"files": [{"name": "tree.yaml", "content": TREE}]})).await;
+    let (s, b) = post(
+        &http,
+        &pamd,
+        &pamd.token,
+        "/api/v1/apply",
+        json!({"files": [{"name": "tree.yaml", "content": TREE}]}),
+    )
+    .await;
     assert_eq!(s, 200, "{b}");
     let (s, claim) = post(&http, &pamd, &w1, "/api/v1/workers/claim?wait=5", json!({})).await;
     assert_eq!(s, 200, "{claim}");
-    let r1 = claim["runs"][0]["run_id"].as_str().expect("h1 claimed r1").to_string();
-    let (s, t) = post(&http, &pamd, &pamd.token, "/api/v1/tokens", json!({"name": "gone"})).await;
+    let r1 = claim["runs"][0]["run_id"]
+        .as_str()
+        .expect("h1 claimed r1")
+        .to_string();
+    let (s, t) = post(
+        &http,
+        &pamd,
+        &pamd.token,
+        "/api/v1/tokens",
+        json!({"name": "gone"}),
+    )
+    .await;
     assert_eq!(s, 201, "{t}");
     let revoked = t["token"].as_str().unwrap().to_string();
-    let r = http.delete(format!("{}/api/v1/tokens/{}", pamd.url, t["id"].as_str().unwrap())).bearer_auth(&pamd.token).send().await.unwrap();
+    let r = http
+        .delete(format!(
+            "{}/api/v1/tokens/{}",
+            pamd.url,
+            t["id"].as_str().unwrap()
+        ))
+        .bearer_auth(&pamd.token)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 204);
-    let tokens = Tokens { admin: pamd.token.clone(), w1: w1.clone(), w2, revoked };
+    let tokens = Tokens {
+        admin: pamd.token.clone(),
+        w1: w1.clone(),
+        w2,
+        revoked,
+    };
     tokio::time::sleep(Duration::from_millis(500)).await;
     let before = written(&pamd).await;
 
@@ -563,13 +1232,33 @@ async fn every_bad_request_is_a_json_4xx_and_writes_nothing() {
         let (status, body, took) = send(&http, &pamd.url, &tokens, c).await;
         let p = problems(c, status, &body, took);
         if !p.is_empty() {
-            failed.push(format!("{} {} [{}]: {}", c.method, c.path.chars().take(80).collect::<String>(), c.what, p.join("; ")));
+            failed.push(format!(
+                "{} {} [{}]: {}",
+                c.method,
+                c.path.chars().take(80).collect::<String>(),
+                c.what,
+                p.join("; ")
+            ));
         }
     }
     let after = written(&pamd).await;
-    let health = http.get(format!("{}/healthz", pamd.url)).send().await.unwrap();
-    assert!(health.status().is_success(), "pamd died; log:\n{}", pamd.log());
-    assert!(failed.is_empty(), "{} of {} cases failed:\n{}", failed.len(), cases.len(), failed.join("\n"));
+    let health = http
+        .get(format!("{}/healthz", pamd.url))
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        health.status().is_success(),
+        "pamd died; log:\n{}",
+        pamd.log()
+    );
+    assert!(
+        failed.is_empty(),
+        "{} of {} cases failed:\n{}",
+        failed.len(),
+        cases.len(),
+        failed.join("\n")
+    );
     assert_eq!(before, after, "a rejected request wrote something");
     eprintln!("{} bad-input cases passed", cases.len());
 
@@ -579,11 +1268,29 @@ async fn every_bad_request_is_a_json_4xx_and_writes_nothing() {
         .map(|i| json!({"run_id": uuid::Uuid::nil(), "attempt": 1, "kind": "orphan", "at": "now", "reason": "test", "session_name": sessions[i % 2]}))
         .collect();
     for _ in 0..2 {
-        let (s, b) = post(&http, &pamd, &w1, "/api/v1/workers/signals", json!({"signals": signals})).await;
+        let (s, b) = post(
+            &http,
+            &pamd,
+            &w1,
+            "/api/v1/workers/signals",
+            json!({"signals": signals}),
+        )
+        .await;
         assert_eq!(s, 200, "{b}");
     }
-    let events = pamd.get("/api/v1/events?after=0&limit=10000&topic=run.orphan_detected").await.unwrap();
-    let mut named: Vec<&str> = events["items"].as_array().unwrap().iter().map(|e| e["payload"]["session_name"].as_str().unwrap()).collect();
+    let events = pamd
+        .get("/api/v1/events?after=0&limit=10000&topic=run.orphan_detected")
+        .await
+        .unwrap();
+    let mut named: Vec<&str> = events["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["payload"]["session_name"].as_str().unwrap())
+        .collect();
     named.sort_unstable();
-    assert_eq!(named, sessions, "one run.orphan_detected per distinct session");
+    assert_eq!(
+        named, sessions,
+        "one run.orphan_detected per distinct session"
+    );
 }

@@ -282,21 +282,45 @@ async fn batch_rules_refuse_the_whole_batch() {
 #[tokio::test]
 async fn hostile_arguments_and_files_are_refused_not_crashed() {
     let pamd = Pamd::start(PamdOptions::default()).await.unwrap();
-    ok(&pamd.pamctl_stdin(&["apply", "-f", "-"], Some(HEADER.trim_end_matches("---\n"))));
+    ok(&pamd.pamctl_stdin(
+        &["apply", "-f", "-"],
+        Some(HEADER.trim_end_matches("---\n")),
+    ));
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let deep = |n: usize| format!("{HEADER}apiVersion: pam.dev/v1\nkind: Task\nmetadata: {{name: a, project: web}}\nspec: {{title: A}}\nx:\n{}a\n", "- ".repeat(n));
+    let deep = |n: usize| {
+        format!("{HEADER}apiVersion: pam.dev/v1\nkind: Task\nmetadata: {{name: a, project: web}}\nspec: {{title: A}}\nx:\n{}a\n", "- ".repeat(n))
+    };
     let mut bomb = format!("{HEADER}apiVersion: pam.dev/v1\nkind: Task\nmetadata: {{name: a, project: web}}\nspec: {{title: A}}\nx:\n  a: &a [lol,lol,lol,lol,lol,lol,lol,lol,lol,lol]\n");
     for w in ["a", "b", "c", "d", "e", "f", "g", "h", "i"].windows(2) {
-        bomb.push_str(&format!("  {}: &{} [{}]\n", w[1], w[1], vec![format!("*{}", w[0]); 10].join(",")));
+        bomb.push_str(&format!(
+            "  {}: &{} [{}]\n",
+            w[1],
+            w[1],
+            vec![format!("*{}", w[0]); 10].join(",")
+        ));
     }
     let files = [
         ("deep.yaml", deep(5_000)),
         ("deeper.yaml", deep(100_000)),
         ("laughs.yaml", bomb),
         ("nul.yaml", task("", "  title: \"a\\0b\"\n")),
-        ("title.yaml", task("", &format!("  title: {}\n", "t".repeat(600)))),
-        ("labels.yaml", task(&format!("  labels:\n{}", (0..200).map(|i| format!("    k{i}: v\n")).collect::<String>()), "  title: A\n")),
+        (
+            "title.yaml",
+            task("", &format!("  title: {}\n", "t".repeat(600))),
+        ),
+        (
+            "labels.yaml",
+            task(
+                &format!(
+                    "  labels:\n{}",
+                    (0..200)
+                        .map(|i| format!("    k{i}: v\n"))
+                        .collect::<String>()
+                ),
+                "  title: A\n",
+            ),
+        ),
     ];
     let mut cases: Vec<Vec<String>> = Vec::new();
     for (name, text) in &files {
@@ -319,11 +343,25 @@ async fn hostile_arguments_and_files_are_refused_not_crashed() {
         let out = pamd.pamctl(&argv);
         let took = started.elapsed();
         let err = String::from_utf8_lossy(&out.stderr);
-        let what = format!("pamctl {}", argv.join(" ").chars().take(100).collect::<String>());
-        assert!(matches!(out.status.code(), Some(1..=3)), "{what}: exit {:?}\n{err}", out.status);
+        let what = format!(
+            "pamctl {}",
+            argv.join(" ").chars().take(100).collect::<String>()
+        );
+        assert!(
+            matches!(out.status.code(), Some(1..=3)),
+            "{what}: exit {:?}\n{err}",
+            out.status
+        );
         assert!(err.contains("error"), "{what}: no error line:\n{err}");
-        assert!(took < std::time::Duration::from_secs(5), "{what}: took {took:?}");
+        assert!(
+            took < std::time::Duration::from_secs(5),
+            "{what}: took {took:?}"
+        );
     }
-    assert_eq!(ok(&pamd.pamctl(&["events"])), before, "a refused command wrote something");
+    assert_eq!(
+        ok(&pamd.pamctl(&["events"])),
+        before,
+        "a refused command wrote something"
+    );
     assert!(cases.len() >= 20, "{}", cases.len());
 }

@@ -1,8 +1,8 @@
 //! `POST /api/v1/apply` and `POST /api/v1/diff` (see [`crate::apply`]).
 
+use crate::api::extract::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use crate::api::extract::Json;
 use serde_json::{json, Value};
 
 use super::auth::Operator;

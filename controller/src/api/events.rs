@@ -1,8 +1,8 @@
 //! `GET /api/v1/events`: pages of the journal, filtered like the stream
 //! (`/api/v1/events/stream`, [`super::stream`]).
 
-use axum::extract::State;
 use crate::api::extract::{Json, Query};
+use axum::extract::State;
 use serde::Deserialize;
 use serde_json::{json, Value};
 

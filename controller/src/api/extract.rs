@@ -23,7 +23,7 @@ use axum::http::header::CONTENT_TYPE;
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use serde::de::DeserializeOwned;
+use serde::de::{DeserializeOwned, IgnoredAny};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -68,7 +68,12 @@ fn is_json(headers: &HeaderMap) -> bool {
     let Some(ct) = headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok()) else {
         return false;
     };
-    let essence = ct.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    let essence = ct
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
     essence == "application/json"
         || (essence.starts_with("application/") && essence.ends_with("+json"))
 }
@@ -83,8 +88,16 @@ fn body_error(e: BytesRejection) -> ApiError {
     status_error(status, message)
 }
 
-fn json_error(e: JsonRejection) -> ApiError {
-    status_error(e.status(), e.body_text())
+/// axum calls some typing errors syntax errors (400): a body that is
+/// well-formed JSON is the caller's types going wrong, 422 `unprocessable`.
+fn json_error(e: JsonRejection, bytes: &[u8]) -> ApiError {
+    let status = match e.status() {
+        StatusCode::BAD_REQUEST if serde_json::from_slice::<IgnoredAny>(bytes).is_ok() => {
+            StatusCode::UNPROCESSABLE_ENTITY
+        }
+        s => s,
+    };
+    status_error(status, e.body_text())
 }
 
 async fn json_body<S: Send + Sync, T: DeserializeOwned>(
@@ -104,7 +117,8 @@ async fn json_body<S: Send + Sync, T: DeserializeOwned>(
         ));
     }
     check_no_nul(&bytes)?;
-    let axum::Json(value) = axum::Json::<T>::from_bytes(&bytes).map_err(json_error)?;
+    let axum::Json(value) =
+        axum::Json::<T>::from_bytes(&bytes).map_err(|e| json_error(e, &bytes))?;
     Ok(value)
 }
 
@@ -143,7 +157,11 @@ fn has_nul_escape(bytes: &[u8]) -> bool {
     let mut i = 0;
     while let Some(off) = bytes[i..].windows(ESC.len()).position(|w| w == ESC) {
         let at = i + off;
-        let slashes = bytes[..at].iter().rev().take_while(|&&b| b == b'\\').count();
+        let slashes = bytes[..at]
+            .iter()
+            .rev()
+            .take_while(|&&b| b == b'\\')
+            .count();
         if slashes % 2 == 1 {
             return true;
         }
@@ -172,7 +190,13 @@ pub fn check_no_nul(bytes: &[u8]) -> Result<(), ApiError> {
 fn nul_field(root: &Value) -> Option<String> {
     let mut stack = vec![(root, String::new())];
     while let Some((v, path)) = stack.pop() {
-        let name = |p: &str| if p.is_empty() { "the body".to_string() } else { p.to_string() };
+        let name = |p: &str| {
+            if p.is_empty() {
+                "the body".to_string()
+            } else {
+                p.to_string()
+            }
+        };
         match v {
             Value::String(s) if s.contains('\0') => return Some(name(&path)),
             Value::Array(items) => {
@@ -182,7 +206,11 @@ fn nul_field(root: &Value) -> Option<String> {
             }
             Value::Object(map) => {
                 for (k, c) in map.iter() {
-                    let p = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
+                    let p = if path.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{path}.{k}")
+                    };
                     if k.contains('\0') {
                         return Some(format!("{} (a key)", p.escape_debug()));
                     }

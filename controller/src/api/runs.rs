@@ -3,10 +3,10 @@
 
 use std::collections::HashMap;
 
+use crate::api::extract::{Json, Path, Query};
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use crate::api::extract::{Json, Path, Query};
 use pam_manifests::protocol::{SignalName, UnknownSignal};
 use pam_manifests::state::RunStatus;
 use pam_store::prelude::*;

@@ -23,11 +23,11 @@ use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::sync::Arc;
 
+use crate::api::extract::Query;
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use crate::api::extract::Query;
 use bytes::{Bytes, BytesMut};
 use serde::Deserialize;
 use tokio::sync::broadcast::error::{RecvError, TryRecvError};

@@ -4,9 +4,9 @@
 
 use std::collections::HashMap;
 
+use crate::api::extract::{Json, Path, Query};
 use axum::extract::State;
 use axum::http::StatusCode;
-use crate::api::extract::{Json, Path, Query};
 use pam_manifests::names::LabelSelector;
 use pam_manifests::state::WorkItemStatus;
 use pam_store::prelude::*;

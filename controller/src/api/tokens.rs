@@ -3,10 +3,10 @@
 //! Revoking ends the token's open event streams and attach leases
 //! ([`super::revocation`]).
 
+use crate::api::extract::{Json, Path};
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use crate::api::extract::{Json, Path};
 use pam_store::{ApiToken, TokenKind};
 use serde::Deserialize;
 use serde_json::{json, Value};

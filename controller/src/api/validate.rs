@@ -175,7 +175,11 @@ mod tests {
         .unwrap();
         assert_eq!(r.len(), 1);
         assert_eq!(r[0].index, 1);
-        assert!(r[0].message.as_deref().unwrap().starts_with("session_name:"));
+        assert!(r[0]
+            .message
+            .as_deref()
+            .unwrap()
+            .starts_with("session_name:"));
     }
 
     #[test]

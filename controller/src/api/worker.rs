@@ -21,10 +21,10 @@
 
 use std::time::Duration;
 
+use crate::api::extract::{Json, Query};
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use crate::api::extract::{Json, Query};
 use pam_manifests::protocol::{
     DesiredRun, DesiredSet, Heartbeat, OutputSnapshot, RegisterRequest, RegisterResponse,
     SignalAck, SignalBatch, SignalResult,

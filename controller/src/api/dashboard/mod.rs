@@ -17,11 +17,11 @@
 
 use std::sync::OnceLock;
 
+use crate::api::extract::Path;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
-use crate::api::extract::Path;
 use sha2::{Digest, Sha256};
 
 use super::{ApiError, AppState};
