@@ -147,7 +147,7 @@ impl World {
     async fn signal(&self, host: &Host, sig: Signal) -> SignalOutcome {
         match ingest::ingest(&self.ctx, host, &[sig]).await.unwrap() {
             ingest::BatchOutcome::Applied(r) => r[0].outcome,
-            ingest::BatchOutcome::Rejected(r) => r[0].outcome,
+            ingest::BatchOutcome::Rejected { results: r, .. } => r[0].outcome,
         }
     }
 }
@@ -618,7 +618,7 @@ async fn signals_are_exactly_once_and_attempt_guarded() {
     // a rejected signal in a batch rolls back the whole batch.
     let batch = [finished(&run, 1, 0), finished(&run, 2, 0)];
     match ingest::ingest(&w.ctx, &a, &batch).await.unwrap() {
-        ingest::BatchOutcome::Rejected(r) => {
+        ingest::BatchOutcome::Rejected { results: r, .. } => {
             assert_eq!(r.len(), 1);
             assert_eq!(r[0].index, 1);
         }

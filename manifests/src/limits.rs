@@ -86,6 +86,25 @@ pub const COMMAND_MAX_ARGS: usize = 1024;
 /// Bytes of a Run's `spec.command`, all arguments together (256 KiB).
 pub const COMMAND_MAX_BYTES: usize = 256 << 10;
 
+/// Bytes in an operator token's name (as a name: [`NAME_MAX_BYTES`]).
+pub const TOKEN_NAME_MAX_BYTES: usize = NAME_MAX_BYTES;
+
+/// Bytes in a worker's reported `version` at registration.
+pub const WORKER_VERSION_MAX_BYTES: usize = 128;
+
+/// Signals in one worker signal batch (the worker sends at most 256).
+pub const SIGNAL_BATCH_MAX_SIGNALS: usize = 1024;
+
+/// Bytes in a signal's free text (`reason`, `at`).
+pub const SIGNAL_TEXT_MAX_BYTES: usize = 1024;
+
+/// Sessions in one heartbeat's `running` list.
+pub const HEARTBEAT_MAX_SESSIONS: usize = 4096;
+
+/// Bytes of an output snapshot's `text` (the worker sends a tail of at
+/// most 256 KiB; 1 MiB).
+pub const SNAPSHOT_TEXT_MAX_BYTES: usize = 1 << 20;
+
 /// The message for a nesting deeper than [`NESTING_MAX_DEPTH`].
 pub(crate) fn too_deep_message() -> String {
     format!("nesting deeper than {NESTING_MAX_DEPTH} levels, expected at most {NESTING_MAX_DEPTH} mappings and sequences inside one another")

@@ -58,6 +58,30 @@ pub fn session_name(run_id: Uuid) -> String {
     format!("pam-{}", &hex[..8])
 }
 
+/// The prefix of every session name ([`session_name`]).
+pub const SESSION_PREFIX: &str = "pam-";
+
+/// Why a string is not a session name of the protocol's format.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("session name {0:?} is not `pam-` and 8 lowercase hex digits")]
+pub struct InvalidSessionName(pub String);
+
+/// Parses a session name in the one format [`session_name`] makes: `pam-`
+/// and 8 lowercase hex digits. The controller refuses any other name in a
+/// worker report; the worker reports only sessions whose names parse (a
+/// `pam-*` session someone else named is not pam's).
+pub fn parse_session_name(s: &str) -> Result<&str, InvalidSessionName> {
+    let ok = s.strip_prefix(SESSION_PREFIX).is_some_and(|hex| {
+        hex.len() == 8 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+    });
+    if ok {
+        Ok(s)
+    } else {
+        // Bounded: the name may be anything a peer sent.
+        Err(InvalidSessionName(s.chars().take(64).collect()))
+    }
+}
+
 /// `POST /api/v1/workers/register`: a worker introduces itself at start.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RegisterRequest {
@@ -470,7 +494,9 @@ pub struct SignalBatch {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SignalOutcome {
-    /// Written: the run changed and an event was journaled.
+    /// Written: a one-shot signal's transition was applied and its event
+    /// journaled; a `progress` signal only moved `last_progress_seq` and
+    /// journals no event.
     Applied,
     /// Already applied before (a one-shot seen again, or a progress seq not
     /// above `last_progress_seq`): nothing written.
@@ -535,6 +561,19 @@ mod tests {
     #[test]
     fn session_name_is_pam_and_8_hex() {
         assert_eq!(session_name(run()), "pam-1234abcd");
+        assert!(parse_session_name(&session_name(run())).is_ok());
+        for bad in [
+            "pam-1234ABCD",
+            "pam-1234abc",
+            "pam-1234abcde",
+            "evil name 2 ; <script>",
+            "pam-",
+            "",
+            "xam-1234abcd",
+            "pam-1234abcg",
+        ] {
+            assert!(parse_session_name(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -48,6 +48,15 @@ pub trait EventTx: Send {
     /// runs (`payload.run_id`), ascending by seq. pamd reads the operator
     /// signals of live runs back with it when it starts.
     async fn run_events_of_topic(&mut self, topic: &str, runs: &[Uuid]) -> StoreResult<Vec<Event>>;
+    /// Which of `sessions` an event of `topic` about this host already
+    /// names (`payload.host_id` and `payload.session_name`): ingest
+    /// journals an orphan session once, not once per report.
+    async fn sessions_journaled(
+        &mut self,
+        topic: &str,
+        host: Uuid,
+        sessions: &[String],
+    ) -> StoreResult<Vec<String>>;
     /// Deletes events created before `cutoff`; returns how many.
     async fn purge_events_before(&mut self, cutoff: DateTime<Utc>) -> StoreResult<u64>;
     /// (lowest, highest) seq still in the journal; None when empty.

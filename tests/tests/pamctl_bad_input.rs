@@ -274,3 +274,94 @@ async fn batch_rules_refuse_the_whole_batch() {
         "project.pam.dev/web configured\ntask.pam.dev/fresh created\nrun.pam.dev/r1 created\n"
     );
 }
+
+/// Issue 13's pamctl half: hostile input on the command line and in files
+/// ends in a refusal with an `error:` line and a documented exit code (1
+/// validation, 2 usage, 3 refused by pamd), never a crash (a signal, a
+/// stack overflow), a 5xx (exit 5) or a hang; and nothing is written.
+#[tokio::test]
+async fn hostile_arguments_and_files_are_refused_not_crashed() {
+    let pamd = Pamd::start(PamdOptions::default()).await.unwrap();
+    ok(&pamd.pamctl_stdin(
+        &["apply", "-f", "-"],
+        Some(HEADER.trim_end_matches("---\n")),
+    ));
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let deep = |n: usize| {
+        format!("{HEADER}apiVersion: pam.dev/v1\nkind: Task\nmetadata: {{name: a, project: web}}\nspec: {{title: A}}\nx:\n{}a\n", "- ".repeat(n))
+    };
+    let mut bomb = format!("{HEADER}apiVersion: pam.dev/v1\nkind: Task\nmetadata: {{name: a, project: web}}\nspec: {{title: A}}\nx:\n  a: &a [lol,lol,lol,lol,lol,lol,lol,lol,lol,lol]\n");
+    for w in ["a", "b", "c", "d", "e", "f", "g", "h", "i"].windows(2) {
+        bomb.push_str(&format!(
+            "  {}: &{} [{}]\n",
+            w[1],
+            w[1],
+            vec![format!("*{}", w[0]); 10].join(",")
+        ));
+    }
+    let files = [
+        ("deep.yaml", deep(5_000)),
+        ("deeper.yaml", deep(100_000)),
+        ("laughs.yaml", bomb),
+        ("nul.yaml", task("", "  title: \"a\\0b\"\n")),
+        (
+            "title.yaml",
+            task("", &format!("  title: {}\n", "t".repeat(600))),
+        ),
+        (
+            "labels.yaml",
+            task(
+                &format!(
+                    "  labels:\n{}",
+                    (0..200)
+                        .map(|i| format!("    k{i}: v\n"))
+                        .collect::<String>()
+                ),
+                "  title: A\n",
+            ),
+        ),
+    ];
+    let mut cases: Vec<Vec<String>> = Vec::new();
+    for (name, text) in &files {
+        let f = write(dir, name, text);
+        for verb in ["apply", "validate", "diff"] {
+            cases.push(vec![verb.into(), "-f".into(), f.clone()]);
+        }
+    }
+    let s = |v: &[&str]| v.iter().map(|a| a.to_string()).collect::<Vec<String>>();
+    cases.push(s(&["token", "create", &"n".repeat(100)]));
+    cases.push(s(&["token", "create", "a\nb"]));
+    cases.push(s(&["token", "revoke", "not-a-uuid"]));
+    cases.push(s(&["get", "tasks", "-A", "-l", "Bad Key!=x"]));
+    cases.push(s(&["get", "project", &"p".repeat(10_000)]));
+    cases.push(s(&["get", "task", "-p", "web", "no-such-task"]));
+    let before = ok(&pamd.pamctl(&["events"]));
+    for args in &cases {
+        let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+        let started = std::time::Instant::now();
+        let out = pamd.pamctl(&argv);
+        let took = started.elapsed();
+        let err = String::from_utf8_lossy(&out.stderr);
+        let what = format!(
+            "pamctl {}",
+            argv.join(" ").chars().take(100).collect::<String>()
+        );
+        assert!(
+            matches!(out.status.code(), Some(1..=3)),
+            "{what}: exit {:?}\n{err}",
+            out.status
+        );
+        assert!(err.contains("error"), "{what}: no error line:\n{err}");
+        assert!(
+            took < std::time::Duration::from_secs(5),
+            "{what}: took {took:?}"
+        );
+    }
+    assert_eq!(
+        ok(&pamd.pamctl(&["events"])),
+        before,
+        "a refused command wrote something"
+    );
+    assert!(cases.len() >= 20, "{}", cases.len());
+}

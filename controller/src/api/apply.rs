@@ -1,8 +1,8 @@
 //! `POST /api/v1/apply` and `POST /api/v1/diff` (see [`crate::apply`]).
 
-use axum::extract::{Query, State};
+use crate::api::extract::{Json, Query};
+use axum::extract::State;
 use axum::http::StatusCode;
-use axum::Json;
 use serde_json::{json, Value};
 
 use super::auth::Operator;
@@ -50,7 +50,7 @@ pub struct ApplyResponse {
 /// `?forceConflicts=true`: take fields a Source owns (server-side
 /// apply's `--force-conflicts`).
 #[derive(serde::Deserialize, Default)]
-#[serde(rename_all = "camelCase")]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ApplyQuery {
     #[serde(default)]
     force_conflicts: bool,

@@ -17,10 +17,10 @@
 
 use std::time::Duration;
 
-use axum::extract::{Path, State};
+use crate::api::extract::{Json, Path};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::Json;
 use pam_manifests::state::RunStatus;
 use serde::Deserialize;
 use serde_json::{json, Value};

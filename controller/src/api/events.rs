@@ -1,8 +1,8 @@
 //! `GET /api/v1/events`: pages of the journal, filtered like the stream
 //! (`/api/v1/events/stream`, [`super::stream`]).
 
-use axum::extract::{Query, State};
-use axum::Json;
+use crate::api::extract::{Json, Query};
+use axum::extract::State;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -13,6 +13,7 @@ use crate::events::event_json;
 type ApiResult<T> = Result<T, ApiError>;
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct EventsQuery {
     #[serde(default)]
     after: i64,
@@ -26,6 +27,18 @@ pub const EVENTS_PAGE_MAX: i64 = 10_000;
 /// Most journal rows one filtered page scans; a filter that matches little
 /// returns fewer items and a `next` to continue from.
 const EVENTS_SCAN_MAX: i64 = 100_000;
+
+/// A page size: `requested` (or `default`) when at least 1, clamped to
+/// `max`; 0 or less is a 400 naming `limit`.
+pub fn page_limit(requested: Option<i64>, default: i64, max: i64) -> Result<i64, ApiError> {
+    match requested {
+        None => Ok(default.min(max)),
+        Some(n) if n >= 1 => Ok(n.min(max)),
+        Some(n) => Err(ApiError::bad_request(format!(
+            "limit: {n} is out of range, expected 1 to {max}"
+        ))),
+    }
+}
 
 /// Pages the journal: events after `after`, filtered by `topic` (a comma
 /// list; an entry ending in `.` is a prefix, `run.`) and `project`.
@@ -42,7 +55,7 @@ pub async fn list_events(
             "after must be a non-negative integer",
         ));
     }
-    let limit = q.limit.unwrap_or(500).clamp(1, EVENTS_PAGE_MAX);
+    let limit = page_limit(q.limit, 500, EVENTS_PAGE_MAX)?;
     let project = super::stream::project_filter(&st.ctx.store, q.project.as_deref()).await?;
     let filter = super::stream::Filter::new(q.topic.as_deref(), project);
     let mut tx = st.ctx.store.begin().await?;

@@ -1,9 +1,9 @@
 //! `/api/v1/hosts`: list, get, delete, and the verbs `disable`, `enable`,
 //! `clear-suspect`.
 
-use axum::extract::{Path, Query, State};
+use crate::api::extract::{Json, Path, Query};
+use axum::extract::State;
 use axum::http::StatusCode;
-use axum::Json;
 use pam_store::prelude::*;
 use pam_store::Host;
 use serde_json::Value;

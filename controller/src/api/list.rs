@@ -1,7 +1,7 @@
 //! What every list endpoint shares: the query (`labelSelector`, `phase`,
 //! `host`), selection, and the `{apiVersion, kind: List, items}` shape.
 
-use axum::Json;
+use crate::api::extract::Json;
 use pam_manifests::names::LabelSelector;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -10,7 +10,7 @@ use super::ApiError;
 use crate::rules::meta::manifest_labels;
 
 #[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase")]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ListQuery {
     pub label_selector: Option<String>,
     pub phase: Option<String>,

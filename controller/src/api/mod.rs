@@ -15,7 +15,8 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use axum::{Json, Router};
+use axum::Router;
+use extract::Json;
 use pam_store::{Store, StoreError};
 use serde_json::json;
 
@@ -27,6 +28,8 @@ pub mod attach;
 pub mod auth;
 pub mod dashboard;
 pub mod events;
+pub mod extract;
+pub mod guard;
 pub mod hosts;
 pub mod leases;
 pub mod list;
@@ -43,6 +46,7 @@ pub mod sources;
 pub mod stream;
 pub mod tasks;
 pub mod tokens;
+pub mod validate;
 pub mod worker;
 
 /// What every handler can reach.
@@ -91,6 +95,8 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/version", get(version))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(axum::middleware::from_fn(guard::check_uri))
+        .layer(axum::middleware::from_fn(guard::json_errors))
         .layer(axum::middleware::from_fn_with_state(
             metrics,
             metrics::track,

@@ -1,8 +1,8 @@
 //! `/api/v1/projects`: list, get, delete.
 
-use axum::extract::{Path, Query, State};
+use crate::api::extract::{Json, Path, Query};
+use axum::extract::State;
 use axum::http::StatusCode;
-use axum::Json;
 use serde_json::Value;
 
 use super::auth::Operator;

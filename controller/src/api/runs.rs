@@ -3,10 +3,10 @@
 
 use std::collections::HashMap;
 
-use axum::extract::{Path, Query, State};
+use crate::api::extract::{Json, Path, Query};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::Json;
 use pam_manifests::protocol::{SignalName, UnknownSignal};
 use pam_manifests::state::RunStatus;
 use pam_store::prelude::*;
@@ -249,6 +249,7 @@ pub async fn run_output(
 }
 
 #[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct RunEventsQuery {
     /// Only events after this seq (a live page resumes from its last one).
     #[serde(default)]
@@ -268,7 +269,12 @@ pub async fn run_events(
     Path((slug, name)): Path<(String, String)>,
     Query(q): Query<RunEventsQuery>,
 ) -> ApiResult<Json<Value>> {
-    let limit = q.limit.unwrap_or(1000).clamp(1, 10_000);
+    if q.after.is_some_and(|a| a < 0) {
+        return Err(ApiError::bad_request(
+            "after: must be a non-negative integer",
+        ));
+    }
+    let limit = super::events::page_limit(q.limit, 1000, 10_000)?;
     let mut tx = st.ctx.store.begin().await?;
     let p = lookup::project(tx.as_mut(), &slug).await?;
     let run = lookup::run(tx.as_mut(), &p, &name).await?;

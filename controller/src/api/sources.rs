@@ -2,9 +2,9 @@
 //! `POST /api/v1/sources/NAME/sync` — sync now (202; the sync loop does
 //! it, `pamctl sync` waits for `lastSyncedAt` or a failure).
 
-use axum::extract::{Path, Query, State};
+use crate::api::extract::{Json, Path, Query};
+use axum::extract::State;
 use axum::http::StatusCode;
-use axum::Json;
 use pam_store::prelude::*;
 use pam_store::Source;
 use serde_json::Value;

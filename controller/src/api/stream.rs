@@ -23,8 +23,9 @@ use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::sync::Arc;
 
+use crate::api::extract::Query;
 use axum::body::Body;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::{Bytes, BytesMut};
@@ -46,6 +47,7 @@ const PAGE: i64 = 1000;
 const BATCH_BYTES: usize = 64 * 1024;
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct StreamQuery {
     after: Option<String>,
     topic: Option<String>,

@@ -4,9 +4,9 @@
 
 use std::collections::HashMap;
 
-use axum::extract::{Path, Query, State};
+use crate::api::extract::{Json, Path, Query};
+use axum::extract::State;
 use axum::http::StatusCode;
-use axum::Json;
 use pam_manifests::names::LabelSelector;
 use pam_manifests::state::WorkItemStatus;
 use pam_store::prelude::*;

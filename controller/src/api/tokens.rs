@@ -3,10 +3,10 @@
 //! Revoking ends the token's open event streams and attach leases
 //! ([`super::revocation`]).
 
-use axum::extract::{Path, State};
+use crate::api::extract::{Json, Path};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::Json;
 use pam_store::{ApiToken, TokenKind};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -65,8 +65,8 @@ pub async fn create_token(
             ))
         }
     };
-    if name.trim().is_empty() {
-        return Err(ApiError::bad_request("the token name must not be empty"));
+    if kind == TokenKind::Operator {
+        super::validate::token_name(&name)?;
     }
     let mut tx = st.ctx.store.begin().await?;
     let (t, token) = tokens::mint(tx.as_mut(), kind, name, host, st.ctx.now()).await?;

@@ -11,19 +11,23 @@
 //!   as a run is claimable for this host (not on the next poll tick).
 //! - `POST /api/v1/workers/signals` — a batch, applied in one transaction;
 //!   per-signal applied / duplicate / stale (200), or 422 with the rejected
-//!   ones when any is a protocol error (nothing applied).
+//!   ones when any is a protocol error (nothing applied), 403 when one is
+//!   about a run of another host.
 //! - `POST /api/v1/workers/snapshots` — pane text for the in-memory cache;
-//!   the journal gets only line and byte counts.
+//!   the journal gets only line and byte counts; another host's run is 403.
+//!
+//! Every body is checked by [`super::validate`] first (sizes, label rules,
+//! session names in the protocol's format).
 
 use std::time::Duration;
 
-use axum::extract::{Query, State};
+use crate::api::extract::{Json, Query};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::Json;
 use pam_manifests::protocol::{
     DesiredRun, DesiredSet, Heartbeat, OutputSnapshot, RegisterRequest, RegisterResponse,
-    SignalAck, SignalBatch,
+    SignalAck, SignalBatch, SignalResult,
 };
 use pam_manifests::state::RunStatus;
 use pam_store::prelude::*;
@@ -32,7 +36,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::auth::Worker;
-use super::{ApiError, AppState};
+use super::{validate, ApiError, AppState};
 use crate::reconcile::{dispatch, ingest};
 use crate::rules::{hosts, runs};
 
@@ -80,6 +84,7 @@ pub async fn register(
     w: Worker,
     Json(req): Json<RegisterRequest>,
 ) -> Result<Json<RegisterResponse>, ApiError> {
+    validate::register(&req)?;
     retry_conflicts(|| register_once(&st, &w, &req)).await
 }
 
@@ -115,6 +120,7 @@ pub async fn heartbeat(
     w: Worker,
     Json(hb): Json<Heartbeat>,
 ) -> Result<Json<DesiredSet>, ApiError> {
+    validate::heartbeat(&hb)?;
     retry_conflicts(|| heartbeat_once(&st, &w, &hb)).await
 }
 
@@ -204,6 +210,7 @@ pub fn desired_run(r: &Run) -> DesiredRun {
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ClaimQuery {
     /// Seconds to wait for a claimable run (0 = don't wait).
     #[serde(default)]
@@ -222,6 +229,9 @@ pub async fn claim(
         let mut tx = st.ctx.store.begin().await?;
         host_of(tx.as_mut(), &w).await?
     };
+    if q.max.is_some_and(|m| m < 1) {
+        return Err(ApiError::bad_request("max: must be at least 1"));
+    }
     let wait = Duration::from_secs(q.wait.unwrap_or(0)).min(MAX_CLAIM_WAIT);
     let nudged = st.nudge.notified();
     let runs = tokio::select! {
@@ -242,6 +252,10 @@ pub async fn signals(
     w: Worker,
     Json(batch): Json<SignalBatch>,
 ) -> Result<Response, ApiError> {
+    let invalid = validate::signal_batch(&batch)?;
+    if !invalid.is_empty() {
+        return Ok(rejected(StatusCode::UNPROCESSABLE_ENTITY, &invalid));
+    }
     let host = {
         let mut tx = st.ctx.store.begin().await?;
         host_of(tx.as_mut(), &w).await?
@@ -251,25 +265,41 @@ pub async fn signals(
         .map_err(ApiError::internal)?
     {
         ingest::BatchOutcome::Applied(results) => Ok(Json(SignalAck { results }).into_response()),
-        ingest::BatchOutcome::Rejected(results) => {
-            let message = results
-                .iter()
-                .map(|r| {
-                    format!(
-                        "signal {}: {}",
-                        r.index,
-                        r.message.as_deref().unwrap_or("rejected")
-                    )
-                })
-                .collect::<Vec<_>>()
-                .join("; ");
-            let body = json!({
-                "error": { "code": "signal_rejected", "message": message },
-                "results": results,
-            });
-            Ok((StatusCode::UNPROCESSABLE_ENTITY, Json(body)).into_response())
+        ingest::BatchOutcome::Rejected { results, foreign } => {
+            let status = if foreign {
+                StatusCode::FORBIDDEN
+            } else {
+                StatusCode::UNPROCESSABLE_ENTITY
+            };
+            Ok(rejected(status, &results))
         }
     }
+}
+
+/// The answer to a batch with rejected signals: the error shape, plus every
+/// rejected signal's result (the worker settles its outbox from them).
+fn rejected(status: StatusCode, results: &[SignalResult]) -> Response {
+    let message = results
+        .iter()
+        .map(|r| {
+            format!(
+                "signal {}: {}",
+                r.index,
+                r.message.as_deref().unwrap_or("rejected")
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    let code = if status == StatusCode::FORBIDDEN {
+        "forbidden"
+    } else {
+        "signal_rejected"
+    };
+    let body = json!({
+        "error": { "code": code, "message": message },
+        "results": results,
+    });
+    (status, Json(body)).into_response()
 }
 
 pub async fn snapshot(
@@ -277,6 +307,7 @@ pub async fn snapshot(
     w: Worker,
     Json(snap): Json<OutputSnapshot>,
 ) -> Result<StatusCode, ApiError> {
+    validate::snapshot(&snap)?;
     let now = st.ctx.now();
     let mut tx = st.ctx.store.begin().await?;
     let host = host_of(tx.as_mut(), &w).await?;
@@ -286,8 +317,15 @@ pub async fn snapshot(
             snap.run_id
         )));
     };
-    if run.host_id != Some(host.id) || snap.attempt != run.attempt {
-        // An old attempt's or another host's output: not this run's now.
+    if run.host_id != Some(host.id) {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            format!("run {} is not assigned to host {:?}", snap.run_id, w.host),
+        ));
+    }
+    if snap.attempt != run.attempt {
+        // An old attempt's output: not this run's now.
         return Ok(StatusCode::ACCEPTED);
     }
     // Output text never enters the events table: counts only.

@@ -18,6 +18,15 @@ fn desired_json(d: &Desired) -> Value {
 /// One item per document of the request, in input order.
 pub async fn diff(ctx: &Ctx, req: &ApplyRequest) -> Result<Vec<Value>, ApplyError> {
     let docs = documents(req)?;
+    // The same field limits as apply (no NUL, sizes, label counts): a diff
+    // of a batch apply would refuse says so, with file and line.
+    let errors: Vec<_> = docs
+        .iter()
+        .flat_map(pam_manifests::limits::check_document)
+        .collect();
+    if !errors.is_empty() {
+        return Err(ApplyError::Invalid(errors));
+    }
     let mut tx = ctx.store.begin().await?;
     let mut items = Vec::with_capacity(docs.len());
     for d in &docs {

@@ -8,7 +8,16 @@
 //! 2. ownership — a worker may only report on runs of its own host;
 //! 3. dedup — one-shot kinds (`started`, `finished`, `failed`, `lost`) are
 //!    exactly-once through `processed_signals` (`INSERT … ON CONFLICT DO
-//!    NOTHING`); `progress` is ordered by `seq > last_progress_seq` instead.
+//!    NOTHING`); `progress` is ordered by `seq > last_progress_seq` instead;
+//!    an `orphan` is journaled once per (host, session name): a report of a
+//!    session the journal already names for the host is a `duplicate`.
+//!
+//! # Caveats
+//! The orphan dedup reads the journal, so an orphan whose event retention
+//! purged is journaled again when it is reported again (a still-live
+//! orphan is worth a fresh event by then); two batches of one host racing
+//! with the same orphan could both journal it (a worker sends one batch
+//! at a time).
 //!
 //! A batch is one transaction. If any signal is rejected, nothing of the
 //! batch is applied and the caller answers 4xx with every signal's outcome,
@@ -55,7 +64,12 @@ pub enum BatchOutcome {
     Applied(Vec<SignalResult>),
     /// Rolled back because at least one signal was rejected; results only
     /// for the rejected ones (the rest stay pending in the outbox).
-    Rejected(Vec<SignalResult>),
+    /// `foreign`: one of them is about a run of another host (the API
+    /// answers 403 rather than 422).
+    Rejected {
+        results: Vec<SignalResult>,
+        foreign: bool,
+    },
 }
 
 /// How often a batch is decided again after a Conflict on write (the runs
@@ -88,6 +102,18 @@ async fn ingest_once(ctx: &Ctx, host: &Host, signals: &[Signal]) -> StoreResult<
     ids.dedup();
     let (locked, markers) = tx.lock_runs_with_signals(&ids).await?;
     let mut staged = Staged::new(locked, markers);
+    let mut orphans: Vec<String> = signals
+        .iter()
+        .filter(|s| s.kind == SignalKind::Orphan)
+        .filter_map(|s| s.session_name.clone())
+        .collect();
+    orphans.sort_unstable();
+    orphans.dedup();
+    staged.orphans = tx
+        .sessions_journaled(topic::RUN_ORPHAN_DETECTED, host.id, &orphans)
+        .await?
+        .into_iter()
+        .collect();
     let mut results = Vec::with_capacity(signals.len());
     let mut rejected = false;
     for (index, sig) in signals.iter().enumerate() {
@@ -107,7 +133,15 @@ async fn ingest_once(ctx: &Ctx, host: &Host, signals: &[Signal]) -> StoreResult<
         for r in &results {
             ctx.metrics.signal(r.outcome);
         }
-        return Ok(BatchOutcome::Rejected(results));
+        let foreign = results.iter().any(|r| {
+            let sig = &signals[r.index];
+            sig.kind != SignalKind::Orphan
+                && staged
+                    .runs
+                    .get(&sig.run_id)
+                    .is_some_and(|run| run.host_id != Some(host.id))
+        });
+        return Ok(BatchOutcome::Rejected { results, foreign });
     }
     staged.write(tx.as_mut(), now).await?;
     ctx.commit(tx).await?;
@@ -136,6 +170,9 @@ struct Staged {
     markers: HashSet<SignalMarker>,
     new_markers: Vec<SignalMarker>,
     events: Vec<(&'static str, Value)>,
+    /// Orphan sessions of the batch's host that the journal names already
+    /// or this batch journals.
+    orphans: HashSet<String>,
 }
 
 impl Staged {
@@ -149,6 +186,7 @@ impl Staged {
             markers: markers.into_iter().collect(),
             new_markers: Vec::new(),
             events: Vec::new(),
+            orphans: HashSet::new(),
         }
     }
 
@@ -436,8 +474,9 @@ async fn lost(st: &mut Staged, run: &Run, now: DateTime<Utc>) -> StoreResult<App
     Ok(APPLIED)
 }
 
-/// An unmapped `pam-*` session on the worker's host: journaled, never
-/// killed by the controller. The payload names the run when the session
+/// An unmapped `pam-*` session on the worker's host: journaled once per
+/// session (a repeated report is a `duplicate`), never killed by the
+/// controller. The payload names the run when the session
 /// name belongs to a run of this host (e.g. an older attempt).
 async fn orphan(
     tx: &mut dyn Tx,
@@ -452,6 +491,9 @@ async fn orphan(
             Some("orphan needs session_name".into()),
         ));
     };
+    if !st.orphans.insert(session.to_string()) {
+        return Ok(DUPLICATE);
+    }
     let owner = tx.get_run_by_session(host.id, session).await?;
     let p = payload::host(
         host,

@@ -47,6 +47,27 @@ impl EventTx for MemTx {
             .collect())
     }
 
+    async fn sessions_journaled(
+        &mut self,
+        topic: &str,
+        host: Uuid,
+        sessions: &[String],
+    ) -> StoreResult<Vec<String>> {
+        let host = serde_json::json!(host.to_string());
+        let mut found: Vec<String> = self
+            .work
+            .events
+            .values()
+            .filter(|e| e.topic == topic && e.payload["host_id"] == host)
+            .filter_map(|e| e.payload["session_name"].as_str())
+            .filter(|s| sessions.iter().any(|x| x == s))
+            .map(str::to_string)
+            .collect();
+        found.sort();
+        found.dedup();
+        Ok(found)
+    }
+
     async fn run_events(&mut self, run: Uuid, after: i64, limit: i64) -> StoreResult<Vec<Event>> {
         let id = serde_json::json!(run.to_string());
         Ok(self

@@ -106,6 +106,32 @@ impl EventTx for PgTx {
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
+    async fn sessions_journaled(
+        &mut self,
+        topic: &str,
+        host: Uuid,
+        sessions: &[String],
+    ) -> StoreResult<Vec<String>> {
+        if sessions.is_empty() {
+            return Ok(Vec::new());
+        }
+        // events_topic_created_at narrows this to the topic's rows (orphans
+        // are rare), then the payload fields are compared.
+        let rows: Vec<(String,)> = sqlx::query_as(
+            "SELECT DISTINCT payload->>'session_name' FROM events \
+             WHERE topic = $1 AND payload->>'host_id' = $2 \
+             AND payload->>'session_name' = ANY($3)",
+        )
+        .bind(topic)
+        .bind(host.to_string())
+        .bind(sessions)
+        .fetch_all(self.conn())
+        .await
+        .map_err(db_err)?;
+        Ok(rows.into_iter().map(|(s,)| s).collect())
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn run_events(&mut self, run: Uuid, after: i64, limit: i64) -> StoreResult<Vec<Event>> {
         let rows = sqlx::query(
             "SELECT seq, topic, payload, created_at FROM events \

@@ -177,3 +177,39 @@ pub async fn run_events_timeline(s: &dyn Store) {
         .unwrap()
         .is_empty());
 }
+
+/// `sessions_journaled`: the given sessions an event of the topic already
+/// names for this host, and only this host's.
+pub async fn sessions_journaled_names_this_hosts_sessions(s: &dyn Store) {
+    let (h1, h2) = (Uuid::new_v4(), Uuid::new_v4());
+    let mut tx = s.begin().await.unwrap();
+    for (topic, host, session) in [
+        ("run.orphan_detected", h1, "pam-0000000a"),
+        ("run.orphan_detected", h1, "pam-0000000a"),
+        ("run.orphan_detected", h2, "pam-0000000b"),
+        ("run.started", h1, "pam-0000000c"),
+    ] {
+        tx.append_event(
+            topic,
+            json!({ "host_id": host, "session_name": session }),
+            t(1),
+        )
+        .await
+        .unwrap();
+    }
+    tx.commit().await.unwrap();
+    let mut tx = s.begin().await.unwrap();
+    let ask: Vec<String> = ["pam-0000000a", "pam-0000000b", "pam-0000000c"]
+        .map(String::from)
+        .to_vec();
+    let found = tx
+        .sessions_journaled("run.orphan_detected", h1, &ask)
+        .await
+        .unwrap();
+    assert_eq!(found, vec!["pam-0000000a".to_string()]);
+    assert!(tx
+        .sessions_journaled("run.orphan_detected", h1, &[])
+        .await
+        .unwrap()
+        .is_empty());
+}

@@ -63,6 +63,7 @@ macro_rules! store_conformance_tests {
             advance_progress_monotonic,
             signal_batch_primitives,
             run_events_of_topic_filters,
+            sessions_journaled_names_this_hosts_sessions,
             run_events_timeline,
             pending_and_requeue_due_lists,
             mark_eligible_host_seen_only_pending,

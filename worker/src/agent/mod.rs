@@ -334,7 +334,9 @@ async fn ship_once(st: &State, api: &Api) -> anyhow::Result<usize> {
         Ok(None) => anyhow::bail!("signals: empty answer"),
         Err(e) => {
             if let Some(h) = e.downcast_ref::<HttpError>() {
-                if h.status == 422 {
+                // 422: protocol errors; 403: a signal about a run now on
+                // another host. Both carry per-signal results.
+                if h.status == 422 || h.status == 403 {
                     let ack: SignalAck = serde_json::from_value(serde_json::json!({
                         "results": h.body["results"].clone()
                     }))

@@ -20,8 +20,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use pam_manifests::protocol::{
-    truncate_message, DesiredRun, DesiredSet, OperatorSignal, SessionReport, Signal, SignalKind,
-    SignalName, REASON_SPAWN_FAILED, SIGNAL_MESSAGE_MAX_BYTES,
+    parse_session_name, truncate_message, DesiredRun, DesiredSet, OperatorSignal, SessionReport,
+    Signal, SignalKind, SignalName, REASON_SPAWN_FAILED, SIGNAL_MESSAGE_MAX_BYTES,
 };
 use uuid::Uuid;
 
@@ -106,6 +106,10 @@ async fn reconcile(
         .sessions()
         .await?
         .into_iter()
+        // Only names of the protocol's format are pam's (and the only ones
+        // the controller accepts in a report): a `pam-odd` session someone
+        // made by hand is left alone and never reported.
+        .filter(|s| parse_session_name(&s.name).is_ok())
         .map(|s| (s.name, s.tag))
         .collect();
     let mut extra: Extra = HashMap::new();

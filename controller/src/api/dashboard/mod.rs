@@ -17,7 +17,7 @@
 
 use std::sync::OnceLock;
 
-use axum::extract::Path;
+use crate::api::extract::Path;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
