@@ -40,7 +40,9 @@ mod tests {
 
     #[test]
     fn bad_forms_are_usage_errors() {
-        for bad in ["", "-5s", "5x", "m", "1h-5m", "s5", "1..5s", "5 s", "1d", "-5"] {
+        for bad in [
+            "", "-5s", "5x", "m", "1h-5m", "s5", "1..5s", "5 s", "1d", "-5",
+        ] {
             let e = parse(bad).unwrap_err();
             assert_eq!(e.exit, crate::error::Exit::Usage, "{bad}");
             assert!(e.message.contains("expected e.g. 500ms"), "{bad}");
