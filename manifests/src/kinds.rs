@@ -25,10 +25,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::names::{Annotations, LabelKey, LabelValue, Labels, Name};
 mod source;
-pub use source::{
-    parse_go_duration, Drift, GitSource, ObservedSource, Source, SourceError, SourceKind,
-    SourceSpec,
-};
+pub use source::{Drift, GitSource, ObservedSource, SourceError, SourceSpec};
 
 use crate::state::{
     FailureReason, HostStatus, Platform, ProjectStatus, RunStatus, WorkItemKind, WorkItemStatus,
@@ -159,6 +156,7 @@ kind_tag!(ProjectKind, Project);
 kind_tag!(TaskKind, Task);
 kind_tag!(RunKind, Run);
 kind_tag!(HostKind, Host);
+kind_tag!(SourceKind, Source);
 
 macro_rules! object_meta {
     ($(#[$meta:meta])* $name:ident { $($project:tt)* }) => {
@@ -613,6 +611,10 @@ object!(
 object!(
     /// A worker host.
     Host, HostKind, ObjectMeta, HostSpec, ObservedHost
+);
+object!(
+    /// A GitOps Source.
+    Source, SourceKind, ObjectMeta, SourceSpec, ObservedSource
 );
 
 /// Any manifest. Serializes as the object itself (its `kind` field says

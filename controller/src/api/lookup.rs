@@ -1,7 +1,7 @@
 //! Finding the objects a URL names; a missing one is a 404 naming it.
 
 use pam_store::prelude::*;
-use pam_store::{Host, Project, Run, WorkItem};
+use pam_store::{Host, Project, Run, Source, WorkItem};
 
 use super::ApiError;
 
@@ -29,4 +29,10 @@ pub async fn host(tx: &mut dyn Tx, name: &str) -> ApiResult<Host> {
     tx.get_host_by_name(name)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("host {name:?} not found")))
+}
+
+pub async fn source(tx: &mut dyn Tx, name: &str) -> ApiResult<Source> {
+    tx.get_source_by_name(name)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("source {name:?} not found")))
 }

@@ -11,16 +11,10 @@ use serde_json::Value;
 
 use super::auth::Operator;
 use super::list::{list, selected, ListQuery};
-use super::{objects, ApiError, AppState};
+use super::{lookup, objects, ApiError, AppState};
 use crate::rules::sources;
 
 type ApiResult<T> = Result<T, ApiError>;
-
-async fn lookup(tx: &mut dyn Tx, name: &str) -> ApiResult<Source> {
-    tx.get_source_by_name(name)
-        .await?
-        .ok_or_else(|| ApiError::not_found(format!("source {name:?} not found")))
-}
 
 async fn printed(tx: &mut dyn Tx, s: &Source) -> ApiResult<Value> {
     let inventory = tx.list_source_objects(s.id).await?.len();
@@ -51,7 +45,7 @@ pub async fn get_source(
     Path(name): Path<String>,
 ) -> ApiResult<Json<Value>> {
     let mut tx = st.ctx.store.begin().await?;
-    let s = lookup(tx.as_mut(), &name).await?;
+    let s = lookup::source(tx.as_mut(), &name).await?;
     Ok(Json(printed(tx.as_mut(), &s).await?))
 }
 
@@ -62,7 +56,7 @@ pub async fn delete_source(
     Path(name): Path<String>,
 ) -> ApiResult<StatusCode> {
     let mut tx = st.ctx.store.begin().await?;
-    let s = lookup(tx.as_mut(), &name).await?;
+    let s = lookup::source(tx.as_mut(), &name).await?;
     sources::delete(tx.as_mut(), &s).await?;
     st.ctx.commit(tx).await?;
     Ok(StatusCode::NO_CONTENT)
@@ -75,7 +69,7 @@ pub async fn sync_source(
     Path(name): Path<String>,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     let mut tx = st.ctx.store.begin().await?;
-    let s = lookup(tx.as_mut(), &name).await?;
+    let s = lookup::source(tx.as_mut(), &name).await?;
     let s = sources::request_sync(tx.as_mut(), &s, st.ctx.now()).await?;
     let body = printed(tx.as_mut(), &s).await?;
     st.ctx.commit(tx).await?;

@@ -4,9 +4,11 @@
 //!
 //! [`fetch`] reads a tree at a revision; [`apply`] applies one tree in the
 //! caller's transaction (merge with what operators own, inventory,
-//! prune); [`runner`] is pamd's loop that decides when. Ownership and
+//! prune); [`runner`] is pamd's loop that decides when, woken by
+//! [`watch`] when a watched directory changes. Ownership and
 //! drift live in [`crate::apply::ownership`], shared with the push side.
 
 pub mod apply;
 pub mod fetch;
 pub mod runner;
+pub mod watch;

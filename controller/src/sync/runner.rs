@@ -5,12 +5,10 @@
 //! the tree, the inventory and the stored objects, and acts idempotently.
 //!
 //! # Watching
-//! A directory Source is watched by polling a cheap fingerprint (every
-//! file's path, size and mtime) each tick — the `notify` crate is not in
-//! this workspace's dependencies; polling needs no platform backend — and
-//! a change is synced once the fingerprint has been still for
-//! [`DEBOUNCE`] (an editor writing a file in several steps is synced
-//! once). The interval's full resync is the safety net.
+//! A directory Source is watched with `notify` ([`super::watch`]): a
+//! change wakes the loop, which syncs once the tree has been still for
+//! [`super::watch::DEBOUNCE`]; polling is the fallback when a watcher cannot start. The
+//! interval's full resync is the safety net.
 //!
 //! # Caveats
 //! - Time for "due" comes from the injected clock; the tick itself is a
@@ -18,6 +16,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
@@ -28,32 +27,34 @@ use uuid::Uuid;
 
 use super::apply::{apply_tree, source_error, SyncError};
 use super::fetch::{self, GitMirror, Tree};
+use super::watch::DirWatch;
 use crate::apply::ownership::owned_drift;
 use crate::ctx::Ctx;
 use crate::rules::sources::{self, Health, Outcome};
 
 /// How often the loop looks at the Sources.
 pub const TICK: Duration = Duration::from_millis(200);
-/// How long a watched directory must be still before it is synced.
-pub const DEBOUNCE: Duration = Duration::from_millis(200);
-
-/// What the loop remembers of a watched directory.
-struct Watch {
-    fingerprint: u64,
-    changed_at: Instant,
-    synced: u64,
-}
-
 /// Runs the sync loop until `stop`.
 pub async fn run(ctx: Ctx, data_dir: PathBuf, stop: CancellationToken) {
-    let mut watches: HashMap<Uuid, Watch> = HashMap::new();
+    let mut watches: HashMap<Uuid, DirWatch> = HashMap::new();
+    let wake = Arc::new(tokio::sync::Notify::new());
     loop {
-        if let Err(e) = pass(&ctx, &data_dir, &mut watches).await {
-            tracing::warn!(error = %format!("{e:#}"), "sync pass failed; retrying");
-        }
+        let next = match pass(&ctx, &data_dir, &mut watches, &wake).await {
+            Ok(next) => next,
+            Err(e) => {
+                tracing::warn!(error = %format!("{e:#}"), "sync pass failed; retrying");
+                None
+            }
+        };
+        // A change still settling is looked at again when its debounce
+        // ends; a new change wakes the loop at once.
+        let nap = next.map_or(TICK, |at| {
+            at.saturating_duration_since(Instant::now()).min(TICK)
+        });
         tokio::select! {
             _ = stop.cancelled() => return,
-            _ = tokio::time::sleep(TICK) => {}
+            _ = wake.notified() => {}
+            _ = tokio::time::sleep(nap) => {}
         }
     }
 }
@@ -61,8 +62,10 @@ pub async fn run(ctx: Ctx, data_dir: PathBuf, stop: CancellationToken) {
 async fn pass(
     ctx: &Ctx,
     data_dir: &Path,
-    watches: &mut HashMap<Uuid, Watch>,
-) -> anyhow::Result<()> {
+    watches: &mut HashMap<Uuid, DirWatch>,
+    wake: &Arc<tokio::sync::Notify>,
+) -> anyhow::Result<Option<Instant>> {
+    let mut next: Option<Instant> = None;
     let list = {
         let mut tx = ctx.store.begin().await?;
         tx.list_sources().await?
@@ -76,19 +79,21 @@ async fn pass(
             continue;
         }
         let mut changed = false;
+        let mut mark = None;
         if let Some(path) = &spec.path {
             let root = PathBuf::from(path);
-            let fp = tokio::task::spawn_blocking(move || fingerprint(&root)).await?;
-            let w = watches.entry(s.id).or_insert(Watch {
-                fingerprint: fp,
-                changed_at: Instant::now(),
-                synced: fp,
-            });
-            if w.fingerprint != fp {
-                w.fingerprint = fp;
-                w.changed_at = Instant::now();
+            if watches.get(&s.id).is_none_or(|w| w.root() != root) {
+                watches.insert(s.id, DirWatch::new(root, wake.clone()));
             }
-            changed = w.synced != w.fingerprint && w.changed_at.elapsed() >= DEBOUNCE;
+            if let Some(w) = watches.get_mut(&s.id) {
+                match w.check(wake).await {
+                    Ok(c) => changed = c,
+                    Err(at) => next = Some(next.map_or(at, |n| n.min(at))),
+                }
+                mark = Some(w.mark());
+            }
+        } else {
+            watches.remove(&s.id);
         }
         if !(changed || due(&s, &spec, ctx.now())) {
             continue;
@@ -97,14 +102,14 @@ async fn pass(
         let id = s.id;
         match sync_source(ctx, data_dir, s, &spec).await {
             Ok(_) => {
-                if let Some(w) = watches.get_mut(&id) {
-                    w.synced = w.fingerprint;
+                if let (Some(w), Some(mark)) = (watches.get_mut(&id), mark) {
+                    w.synced(mark);
                 }
             }
             Err(e) => tracing::warn!(source = %name, error = %format!("{e:#}"), "sync failed"),
         }
     }
-    Ok(())
+    Ok(next)
 }
 
 /// Whether a Source is due by time or request.
@@ -119,43 +124,6 @@ fn due(s: &Source, spec: &SourceSpec, now: DateTime<Utc>) -> bool {
             now - at >= interval
         }
     }
-}
-
-/// A cheap fingerprint of a directory: every entry's path, size and
-/// mtime (0 when it cannot be read: the sync then reports the error).
-fn fingerprint(root: &Path) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    let mut stack = vec![root.to_path_buf()];
-    let mut n = 0usize;
-    while let Some(dir) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        let mut entries: Vec<_> = entries.flatten().collect();
-        entries.sort_by_key(|e| e.file_name());
-        for e in entries {
-            n += 1;
-            if n > fetch::MAX_FILES * 2 {
-                return h.finish();
-            }
-            let Ok(ft) = e.file_type() else { continue };
-            let name = e.file_name();
-            if name.to_string_lossy().starts_with('.') {
-                continue;
-            }
-            e.path().hash(&mut h);
-            if ft.is_dir() {
-                stack.push(e.path());
-            } else if let Ok(m) = e.metadata() {
-                m.len().hash(&mut h);
-                if let Ok(t) = m.modified() {
-                    t.hash(&mut h);
-                }
-            }
-        }
-    }
-    h.finish()
 }
 
 /// Reads the Source's tree at its current revision.

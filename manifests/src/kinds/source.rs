@@ -12,16 +12,8 @@ use std::time::Duration;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{ApiVersion, Condition, ObjectMeta};
+use super::Condition;
 use crate::names::Name;
-
-/// The `kind:` of a Source: always `Source`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
-pub enum SourceKind {
-    /// `Source`.
-    #[default]
-    Source,
-}
 
 /// A git repository to pull desired state from.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -86,7 +78,7 @@ pub struct SourceSpec {
 impl SourceSpec {
     /// `spec.interval` as a duration (checked on load).
     pub fn interval(&self) -> Duration {
-        parse_go_duration(&self.interval).unwrap_or(Duration::from_secs(60))
+        crate::duration::parse(&self.interval).unwrap_or(Duration::from_secs(60))
     }
 
     /// Per-document rules typing cannot express: `(field path, message)`.
@@ -123,7 +115,7 @@ impl SourceSpec {
             }
             _ => {}
         }
-        match parse_go_duration(&self.interval) {
+        match crate::duration::parse(&self.interval) {
             Some(d) if d >= Duration::from_millis(100) => {}
             Some(_) => out.push((
                 "spec.interval",
@@ -226,75 +218,9 @@ pub struct ObservedSource {
     pub conditions: Vec<Condition>,
 }
 
-/// A GitOps Source.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Source {
-    /// Always `pam.dev/v1`.
-    pub api_version: ApiVersion,
-    /// Always `Source`.
-    pub kind: SourceKind,
-    /// Identity and labels.
-    pub metadata: ObjectMeta,
-    /// Desired state, operator-owned.
-    pub spec: SourceSpec,
-    /// Observed state, controller-owned: printed, never read from a
-    /// manifest.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<ObservedSource>,
-}
-
-/// Parses a Go duration (`500ms`, `30s`, `1m30s`, `1.5h`); `None` when it
-/// is not one. Negative durations are not durations here.
-pub fn parse_go_duration(text: &str) -> Option<Duration> {
-    let t = text.trim();
-    if t == "0" {
-        return Some(Duration::ZERO);
-    }
-    if t.is_empty() || t.starts_with('-') {
-        return None;
-    }
-    let mut rest = t.strip_prefix('+').unwrap_or(t);
-    let mut total = 0f64;
-    while !rest.is_empty() {
-        let num_end = rest.find(|c: char| !c.is_ascii_digit() && c != '.')?;
-        if num_end == 0 {
-            return None;
-        }
-        let n: f64 = rest[..num_end].parse().ok()?;
-        rest = &rest[num_end..];
-        let unit_end = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let scale = match &rest[..unit_end] {
-            "ns" => 1e-9,
-            "us" | "µs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            _ => return None,
-        };
-        total += n * scale;
-        rest = &rest[unit_end..];
-    }
-    Duration::try_from_secs_f64(total).ok()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn go_durations() {
-        assert_eq!(parse_go_duration("1m"), Some(Duration::from_secs(60)));
-        assert_eq!(parse_go_duration("1m30s"), Some(Duration::from_secs(90)));
-        assert_eq!(parse_go_duration("500ms"), Some(Duration::from_millis(500)));
-        assert_eq!(parse_go_duration("1.5h"), Some(Duration::from_secs(5400)));
-        for bad in ["", "-1s", "1x", "m", "1m-"] {
-            assert_eq!(parse_go_duration(bad), None, "{bad}");
-        }
-    }
 
     #[test]
     fn defaults_and_problems() {

@@ -1,0 +1,305 @@
+//! Watching a directory Source (issue 14): the `notify` crate (inotify on
+//! Linux) reports changes in the directory tree; the sync loop syncs once
+//! the tree has been still for [`DEBOUNCE`] (an editor writing a file in
+//! several steps is synced once). The interval's full resync stays the
+//! safety net for events a watcher can miss (a queue overflow, a network
+//! filesystem).
+//!
+//! When a watcher cannot start (the directory is missing, the inotify
+//! watch limit is reached) the directory is polled instead — a cheap
+//! fingerprint of every entry's path, size and mtime each tick — and
+//! starting a watcher is retried every [`RETRY`].
+
+use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
+use tokio::sync::Notify;
+
+use super::fetch;
+
+/// How long a watched directory must be still before it is synced.
+pub const DEBOUNCE: Duration = Duration::from_millis(200);
+/// How often a polled directory tries to get a watcher again.
+pub const RETRY: Duration = Duration::from_secs(10);
+
+/// What the watcher's thread and the loop share.
+struct Changes {
+    /// Bumped on every relevant change.
+    count: AtomicU64,
+    /// When the last change was seen.
+    last: Mutex<Instant>,
+    /// The watcher lost its directory (removed or an error): fall back to
+    /// polling and try again.
+    broken: AtomicBool,
+}
+
+impl Changes {
+    fn bump(&self) {
+        *self.last.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+        self.count.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+enum Mode {
+    /// Kept alive for its events; dropping it stops the watch.
+    Notify(#[allow(dead_code)] RecommendedWatcher),
+    Poll {
+        fingerprint: u64,
+        retry_at: Instant,
+    },
+}
+
+/// One watched directory.
+pub struct DirWatch {
+    root: PathBuf,
+    changes: Arc<Changes>,
+    mode: Mode,
+    /// `changes.count` as of the last successful sync's start.
+    synced: u64,
+}
+
+impl DirWatch {
+    /// Starts watching `root`; `wake` is notified on every change so the
+    /// loop does not wait for its tick.
+    pub fn new(root: PathBuf, wake: Arc<Notify>) -> DirWatch {
+        let changes = Arc::new(Changes {
+            count: AtomicU64::new(0),
+            last: Mutex::new(Instant::now()),
+            broken: AtomicBool::new(false),
+        });
+        let mode = start(&root, &changes, &wake);
+        DirWatch {
+            root,
+            changes,
+            mode,
+            synced: 0,
+        }
+    }
+
+    /// The directory watched.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Whether the watch runs on `notify` (false: polling).
+    pub fn is_notified(&self) -> bool {
+        matches!(self.mode, Mode::Notify(_))
+    }
+
+    /// Looks again (polls, or retries a watcher) and says whether the tree
+    /// changed since the last sync and has been still for [`DEBOUNCE`].
+    /// `Err(deadline)`: changed, but not still yet — look again then.
+    pub async fn check(&mut self, wake: &Arc<Notify>) -> Result<bool, Instant> {
+        if self.changes.broken.swap(false, Ordering::SeqCst) {
+            tracing::warn!(path = %self.root.display(), "directory watch lost; polling");
+            self.mode = Mode::Poll {
+                fingerprint: self.fingerprint().await,
+                retry_at: Instant::now() + RETRY,
+            };
+            // The tree may have changed with the loss (removed, replaced).
+            self.changes.bump();
+        }
+        if let Mode::Poll { retry_at, .. } = &mut self.mode {
+            if Instant::now() >= *retry_at {
+                let mode = start(&self.root, &self.changes, wake);
+                if matches!(mode, Mode::Notify(_)) {
+                    tracing::info!(path = %self.root.display(), "directory watch started");
+                    self.mode = mode;
+                    // What changed while no watcher ran is caught by
+                    // syncing once.
+                    self.changes.bump();
+                } else {
+                    *retry_at = Instant::now() + RETRY;
+                }
+            }
+        }
+        if let Mode::Poll { fingerprint, .. } = &self.mode {
+            let old = *fingerprint;
+            let fp = self.fingerprint().await;
+            if fp != old {
+                self.changes.bump();
+                if let Mode::Poll { fingerprint, .. } = &mut self.mode {
+                    *fingerprint = fp;
+                }
+            }
+        }
+        let count = self.changes.count.load(Ordering::SeqCst);
+        if count == self.synced {
+            return Ok(false);
+        }
+        let last = *self.changes.last.lock().unwrap_or_else(|p| p.into_inner());
+        if last.elapsed() >= DEBOUNCE {
+            Ok(true)
+        } else {
+            Err(last + DEBOUNCE)
+        }
+    }
+
+    /// A mark to pass to [`DirWatch::synced`] once a sync that starts now
+    /// has committed (changes during the sync sync again).
+    pub fn mark(&self) -> u64 {
+        self.changes.count.load(Ordering::SeqCst)
+    }
+
+    /// The sync that started at `mark` committed.
+    pub fn synced(&mut self, mark: u64) {
+        self.synced = mark;
+    }
+
+    async fn fingerprint(&self) -> u64 {
+        let root = self.root.clone();
+        tokio::task::spawn_blocking(move || fingerprint(&root))
+            .await
+            .unwrap_or(0)
+    }
+}
+
+/// Starts a `notify` watcher on `root`, or the polling fallback (logged).
+fn start(root: &Path, changes: &Arc<Changes>, wake: &Arc<Notify>) -> Mode {
+    let (c, w, r) = (changes.clone(), wake.clone(), root.to_path_buf());
+    let watcher =
+        notify::recommended_watcher(move |res: notify::Result<notify::Event>| match res {
+            Ok(ev) => {
+                if ev.paths.iter().any(|p| p == &r) && matches!(ev.kind, EventKind::Remove(_)) {
+                    c.broken.store(true, Ordering::SeqCst);
+                }
+                if relevant(&r, &ev) {
+                    c.bump();
+                    w.notify_one();
+                }
+            }
+            Err(_) => {
+                c.broken.store(true, Ordering::SeqCst);
+                w.notify_one();
+            }
+        });
+    let started = watcher.and_then(|mut w| w.watch(root, RecursiveMode::Recursive).map(|_| w));
+    match started {
+        Ok(w) => Mode::Notify(w),
+        Err(e) => {
+            tracing::warn!(path = %root.display(), error = %e,
+                "cannot watch directory; polling it instead");
+            Mode::Poll {
+                fingerprint: fingerprint(root),
+                retry_at: Instant::now() + RETRY,
+            }
+        }
+    }
+}
+
+/// Whether an event changes the tree as a sync reads it: reads (the sync's
+/// own, `Access`) do not, nor do hidden entries below the root (editor
+/// swap files, `.git`), which [`fetch::read_dir`] skips too.
+fn relevant(root: &Path, ev: &notify::Event) -> bool {
+    if matches!(ev.kind, EventKind::Access(_)) {
+        return false;
+    }
+    ev.paths.iter().any(|p| {
+        let Ok(rel) = p.strip_prefix(root) else {
+            return true;
+        };
+        !rel.components().any(|c| match c {
+            Component::Normal(n) => n.to_string_lossy().starts_with('.'),
+            _ => false,
+        })
+    })
+}
+
+/// A cheap fingerprint of a directory: every entry's path, size and
+/// mtime (0 when it cannot be read: the sync then reports the error).
+fn fingerprint(root: &Path) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    let mut stack = vec![root.to_path_buf()];
+    let mut n = 0usize;
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        let mut entries: Vec<_> = entries.flatten().collect();
+        entries.sort_by_key(|e| e.file_name());
+        for e in entries {
+            n += 1;
+            if n > fetch::MAX_FILES * 2 {
+                return h.finish();
+            }
+            let Ok(ft) = e.file_type() else { continue };
+            let name = e.file_name();
+            if name.to_string_lossy().starts_with('.') {
+                continue;
+            }
+            e.path().hash(&mut h);
+            if ft.is_dir() {
+                stack.push(e.path());
+            } else if let Ok(m) = e.metadata() {
+                m.len().hash(&mut h);
+                if let Ok(t) = m.modified() {
+                    t.hash(&mut h);
+                }
+            }
+        }
+    }
+    h.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn settle(w: &mut DirWatch, wake: &Arc<Notify>) -> bool {
+        let until = Instant::now() + Duration::from_secs(3);
+        while Instant::now() < until {
+            match w.check(wake).await {
+                Ok(changed) if changed => return true,
+                Ok(_) => {}
+                Err(_) => {}
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        false
+    }
+
+    #[tokio::test]
+    async fn a_write_is_seen_through_notify_and_reads_are_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().to_path_buf();
+        std::fs::create_dir(root.join("sub")).unwrap();
+        let wake = Arc::new(Notify::new());
+        let mut w = DirWatch::new(root.clone(), wake.clone());
+        assert!(w.is_notified(), "inotify is available here");
+        assert_eq!(w.check(&wake).await, Ok(false));
+
+        std::fs::write(root.join("sub/a.yaml"), "x: 1\n").unwrap();
+        assert!(settle(&mut w, &wake).await, "a write in a subdirectory");
+        let mark = w.mark();
+        // A sync reads the tree: that is no change.
+        let _ = std::fs::read_to_string(root.join("sub/a.yaml")).unwrap();
+        let _ = fetch::read_dir(&root);
+        w.synced(mark);
+        tokio::time::sleep(DEBOUNCE + Duration::from_millis(100)).await;
+        assert_eq!(w.check(&wake).await, Ok(false));
+
+        // Hidden entries (editor swap files) are no change either.
+        std::fs::write(root.join(".a.yaml.swp"), "x").unwrap();
+        tokio::time::sleep(DEBOUNCE + Duration::from_millis(100)).await;
+        assert_eq!(w.check(&wake).await, Ok(false));
+
+        std::fs::remove_file(root.join("sub/a.yaml")).unwrap();
+        assert!(settle(&mut w, &wake).await, "a removal");
+    }
+
+    #[tokio::test]
+    async fn a_missing_directory_is_polled_then_watched() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("later");
+        let wake = Arc::new(Notify::new());
+        let mut w = DirWatch::new(root.clone(), wake.clone());
+        assert!(!w.is_notified(), "nothing to watch yet");
+        std::fs::create_dir(&root).unwrap();
+        std::fs::write(root.join("a.yaml"), "x: 1\n").unwrap();
+        assert!(settle(&mut w, &wake).await, "the poll sees the new tree");
+    }
+}
