@@ -1,0 +1,165 @@
+//! The `Run` kind: one execution of a task by a provider CLI on a host.
+
+use super::*;
+
+/// The CLI a run executes.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Provider {
+    /// Claude Code (`claude -p --output-format stream-json`).
+    Claude,
+    /// Codex CLI (`codex exec --json`).
+    Codex,
+    /// Gemini CLI (`gemini -p --output-format stream-json`).
+    Gemini,
+    /// Grok CLI (`grok -p`).
+    Grok,
+    /// An arbitrary argv given in `spec.command`.
+    Exec,
+}
+
+impl Provider {
+    /// The value as written in manifests and stored.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Provider::Claude => "claude",
+            Provider::Codex => "codex",
+            Provider::Gemini => "gemini",
+            Provider::Grok => "grok",
+            Provider::Exec => "exec",
+        }
+    }
+}
+
+impl fmt::Display for Provider {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Where a run may be dispatched: one named host, or any host whose labels
+/// match every `key: value` of the selector. No target: any eligible host.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub enum Target {
+    /// `host: NAME` — only this host.
+    Host(Name),
+    /// `selector: {k: v}` — hosts whose labels contain all these pairs.
+    Selector(Labels),
+}
+
+impl Target {
+    /// The selector's pairs, for callers that build a target from
+    /// `key=value` text.
+    pub fn selector<I: IntoIterator<Item = (LabelKey, LabelValue)>>(pairs: I) -> Target {
+        Target::Selector(pairs.into_iter().collect())
+    }
+}
+
+/// When a failed run is requeued (failed → pending).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RestartPolicy {
+    /// Attempts in all, the first included (≥ 1; 1 = never restart).
+    #[serde(default = "default_max_attempts")]
+    pub max_attempts: NonZeroU32,
+    /// Wait before the first requeue; doubles per attempt.
+    #[serde(default = "default_backoff")]
+    pub backoff_seconds: u32,
+    /// Upper bound of the doubling wait.
+    #[serde(default = "default_backoff_max")]
+    pub backoff_max_seconds: u32,
+}
+
+fn default_max_attempts() -> NonZeroU32 {
+    NonZeroU32::MIN
+}
+fn default_backoff() -> u32 {
+    10
+}
+fn default_backoff_max() -> u32 {
+    300
+}
+
+impl Default for RestartPolicy {
+    fn default() -> Self {
+        RestartPolicy {
+            max_attempts: default_max_attempts(),
+            backoff_seconds: default_backoff(),
+            backoff_max_seconds: default_backoff_max(),
+        }
+    }
+}
+
+/// Desired state of a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RunSpec {
+    /// The task or subtask (a name in the run's project). Immutable.
+    pub task: Name,
+    /// The CLI to run. Immutable.
+    pub provider: Provider,
+    /// The prompt given to the provider. Immutable.
+    #[serde(default)]
+    pub prompt: String,
+    /// Working directory on the worker host. Immutable.
+    pub cwd: String,
+    /// Where it may run; absent = any eligible host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<Target>,
+    /// Restart policy for failed attempts.
+    #[serde(default)]
+    pub restart_policy: RestartPolicy,
+    /// Seconds a pending run waits for a host before failing; absent = the
+    /// controller's `[dispatch] timeout_seconds`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dispatch_timeout_seconds: Option<NonZeroU32>,
+    /// Desired stop: true stops the run and keeps it from restarting.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub stopped: bool,
+    /// The argv for provider `exec` (required there, refused otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<Vec<String>>,
+}
+
+/// Observed state of a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ObservedRun {
+    /// The run's status (`runs.status`).
+    pub phase: RunStatus,
+    /// The current attempt (incarnation epoch), from 1.
+    pub attempt: u32,
+    /// The host it was dispatched to, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    /// tmux session name (`pam-<8 hex>`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_name: Option<String>,
+    /// Exit code of the last attempt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// Why it failed, when the failure has a distinct reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_reason: Option<FailureReason>,
+    /// Why, in words (a spawn failure's cause as the worker saw it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// RFC 3339.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<String>,
+    /// RFC 3339.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<String>,
+    /// RFC 3339: the dispatch-timeout anchor (OQ-15).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_since: Option<String>,
+    /// The spec generation this status reflects.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// Latest observations.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+}
