@@ -5,9 +5,10 @@
 use crate::api::extract::{Json, Path, Query};
 use axum::extract::State;
 use axum::http::StatusCode;
-use pam_store::prelude::*;
 use pam_store::Source;
 use serde_json::Value;
+use std::collections::HashMap;
+use uuid::Uuid;
 
 use super::auth::Operator;
 use super::list::{list, selected, ListQuery};
@@ -16,9 +17,11 @@ use crate::rules::sources;
 
 type ApiResult<T> = Result<T, ApiError>;
 
-async fn printed(tx: &mut dyn Tx, s: &Source) -> ApiResult<Value> {
-    let inventory = tx.list_source_objects(s.id).await?.len();
-    Ok(objects::source(s, inventory))
+/// One Source as the API shows it; `counts` from
+/// [`SourceTx::count_source_objects`] (one read for a whole listing).
+fn printed(s: &Source, counts: &HashMap<Uuid, u64>) -> Value {
+    let inventory = counts.get(&s.id).copied().unwrap_or(0);
+    objects::source(s, usize::try_from(inventory).unwrap_or(usize::MAX))
 }
 
 #[tracing::instrument(skip_all)]
@@ -29,12 +32,14 @@ pub async fn list_sources(
 ) -> ApiResult<Json<Value>> {
     let sel = q.selector()?;
     let mut tx = st.ctx.store.begin().await?;
-    let mut items = Vec::new();
-    for s in tx.list_sources().await? {
-        if selected(&sel, &s.meta.labels) {
-            items.push(printed(tx.as_mut(), &s).await?);
-        }
-    }
+    let counts = tx.count_source_objects().await?;
+    let items = tx
+        .list_sources()
+        .await?
+        .iter()
+        .filter(|s| selected(&sel, &s.meta.labels))
+        .map(|s| printed(s, &counts))
+        .collect();
     Ok(list(items))
 }
 
@@ -46,7 +51,8 @@ pub async fn get_source(
 ) -> ApiResult<Json<Value>> {
     let mut tx = st.ctx.store.begin().await?;
     let s = lookup::source(tx.as_mut(), &name).await?;
-    Ok(Json(printed(tx.as_mut(), &s).await?))
+    let counts = tx.count_source_objects().await?;
+    Ok(Json(printed(&s, &counts)))
 }
 
 #[tracing::instrument(skip_all, fields(source = %name))]
@@ -71,7 +77,8 @@ pub async fn sync_source(
     let mut tx = st.ctx.store.begin().await?;
     let s = lookup::source(tx.as_mut(), &name).await?;
     let s = sources::request_sync(tx.as_mut(), &s, st.ctx.now()).await?;
-    let body = printed(tx.as_mut(), &s).await?;
+    let counts = tx.count_source_objects().await?;
+    let body = printed(&s, &counts);
     st.ctx.commit(tx).await?;
     st.ctx.wake.notify_one();
     Ok((StatusCode::ACCEPTED, Json(body)))

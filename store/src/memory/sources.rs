@@ -120,6 +120,14 @@ impl SourceTx for MemTx {
         Ok(v)
     }
 
+    async fn count_source_objects(&mut self) -> StoreResult<std::collections::HashMap<Uuid, u64>> {
+        let mut counts = std::collections::HashMap::new();
+        for o in self.work.source_objects.values() {
+            *counts.entry(o.source_id).or_insert(0) += 1;
+        }
+        Ok(counts)
+    }
+
     async fn owners_of(&mut self, objects: &[(String, Uuid)]) -> StoreResult<Vec<SourceObject>> {
         Ok(objects
             .iter()
