@@ -266,6 +266,9 @@ pub struct ProjectSpec {
 pub struct ObservedProject {
     /// The `projects.status` column.
     pub phase: ProjectStatus,
+    /// The Source (GitOps) whose manifests declare this project, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
     /// The spec generation this status reflects.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
@@ -356,8 +359,9 @@ pub struct HostSpec {
     /// Excluded from dispatch when true.
     #[serde(default)]
     pub disabled: bool,
-    /// Labels matched by Run `target.selector` (the host's own labels, not
-    /// `metadata.labels`, which are for selecting manifests).
+    /// The labels the host brings, standing in for its worker's report:
+    /// over `metadata.labels` they make `status.labels`, the one set Run
+    /// `target.selector` and `pamctl get hosts -l` match.
     #[serde(default, skip_serializing_if = "Labels::is_empty")]
     pub labels: Labels,
     /// Runs it may hold at once (spawning + running).

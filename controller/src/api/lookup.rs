@@ -36,3 +36,26 @@ pub async fn source(tx: &mut dyn Tx, name: &str) -> ApiResult<Source> {
         .await?
         .ok_or_else(|| ApiError::not_found(format!("source {name:?} not found")))
 }
+
+/// The name of the Source that owns each of these projects (GitOps), for
+/// `status.source`: one read of the owners, one of the Sources when any.
+pub async fn project_owners(
+    tx: &mut dyn Tx,
+    ids: &[uuid::Uuid],
+) -> ApiResult<std::collections::HashMap<uuid::Uuid, String>> {
+    let keys: Vec<(String, uuid::Uuid)> = ids.iter().map(|id| ("Project".into(), *id)).collect();
+    let owners = tx.owners_of(&keys).await?;
+    if owners.is_empty() {
+        return Ok(Default::default());
+    }
+    let names: std::collections::HashMap<_, _> = tx
+        .list_sources()
+        .await?
+        .into_iter()
+        .map(|s| (s.id, s.name))
+        .collect();
+    Ok(owners
+        .into_iter()
+        .filter_map(|o| Some((o.object_id, names.get(&o.source_id)?.clone())))
+        .collect())
+}

@@ -47,7 +47,9 @@ macro_rules! object_meta {
     };
 }
 
-pub fn project(p: &store::Project) -> kinds::Project {
+/// A project as the API shows it; `source`: the Source that owns it
+/// ([`crate::api::lookup::project_owners`]).
+pub fn project(p: &store::Project, source: Option<String>) -> kinds::Project {
     kinds::Project {
         api_version: ApiVersion::V1,
         kind: kinds::ProjectKind::Project,
@@ -59,6 +61,7 @@ pub fn project(p: &store::Project) -> kinds::Project {
         },
         status: Some(kinds::ObservedProject {
             phase: p.status,
+            source,
             observed_generation: Some(p.meta.observed_generation),
             conditions: conditions(&p.meta),
         }),

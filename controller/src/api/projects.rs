@@ -20,12 +20,17 @@ pub async fn list_projects(
 ) -> ApiResult<Json<Value>> {
     let sel = q.selector()?;
     let mut tx = st.ctx.store.begin().await?;
-    let items = tx
+    let projects: Vec<_> = tx
         .list_projects()
         .await?
-        .iter()
+        .into_iter()
         .filter(|p| selected(&sel, &p.meta.labels))
-        .map(|p| to_json(&objects::project(p)))
+        .collect();
+    let ids: Vec<_> = projects.iter().map(|p| p.id).collect();
+    let mut owners = lookup::project_owners(tx.as_mut(), &ids).await?;
+    let items = projects
+        .iter()
+        .map(|p| to_json(&objects::project(p, owners.remove(&p.id))))
         .collect();
     Ok(list(items))
 }
@@ -38,7 +43,8 @@ pub async fn get_project(
 ) -> ApiResult<Json<Value>> {
     let mut tx = st.ctx.store.begin().await?;
     let p = lookup::project(tx.as_mut(), &slug).await?;
-    Ok(Json(to_json(&objects::project(&p))))
+    let mut owners = lookup::project_owners(tx.as_mut(), &[p.id]).await?;
+    Ok(Json(to_json(&objects::project(&p, owners.remove(&p.id)))))
 }
 
 #[tracing::instrument(skip_all, fields(project = %slug))]

@@ -174,6 +174,10 @@ pub async fn write_status(
             healed,
         } => {
             let moved = before.revision.as_deref() != Some(revision.as_str());
+            // Back to Synced from Failed or OutOfSync (say a directory
+            // reverted to the last good revision): journaled too, so
+            // watchers (the dashboard) see the recovery.
+            let recovered = before.sync != "Synced";
             st.revision = Some(revision.clone());
             st.attempted_revision = Some(revision.clone());
             st.last_synced_at = Some(now);
@@ -181,7 +185,7 @@ pub async fn write_status(
             st.sync_message = String::new();
             st.errors = json!([]);
             st.drift = json!([]);
-            if moved || counts.any() {
+            if moved || recovered || counts.any() {
                 events.push((
                     topic::SOURCE_SYNCED,
                     json!({"revision": revision, "created": counts.created,

@@ -64,6 +64,7 @@ static ASSETS: &[Asset] = &[
     asset!("pages/run.js", JS),
     asset!("pages/hosts.js", JS),
     asset!("pages/activity.js", JS),
+    asset!("pages/sources.js", JS),
 ];
 
 /// `"<sha256 prefix>"` per asset, computed once.

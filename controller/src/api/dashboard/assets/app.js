@@ -11,6 +11,7 @@ import * as runs from './pages/runs.js';
 import * as run from './pages/run.js';
 import * as hosts from './pages/hosts.js';
 import * as activity from './pages/activity.js';
+import * as sources from './pages/sources.js';
 
 const routes = [
   [/^#\/projects$/, projects, 'projects'],
@@ -18,6 +19,7 @@ const routes = [
   [/^#\/runs$/, runs, 'runs'],
   [/^#\/runs\/([^/]+)\/([^/]+)$/, run, 'runs'],
   [/^#\/hosts$/, hosts, 'hosts'],
+  [/^#\/sources$/, sources, 'sources'],
   [/^#\/activity$/, activity, 'activity'],
 ];
 

@@ -42,7 +42,7 @@ export function render(root) {
           ? h('span.suspect', { 'data-suspect': 'true' }, '⚠ instance suspect, flagged ', timeEl(s.instanceFlaggedAt), ' ',
             h('button.small', { type: 'button', 'data-action': 'clear-suspect', onclick: () => act(name, 'clear-suspect', 'Clear it once you know the worker on this host is the one you installed (a reinstall or a cloned disk raises the flag).') }, 'Clear suspect'))
           : h('span.muted', 'ok')),
-        h('td', Object.entries(x.spec.labels || {}).map(([k, v]) => h('span.tag', `${k}=${v}`))),
+        h('td', Object.entries(s.labels || x.metadata.labels || {}).map(([k, v]) => h('span.tag', `${k}=${v}`))),
         h('td', x.spec.disabled
           ? h('button.small', { type: 'button', 'data-action': 'enable', onclick: () => act(name, 'enable') }, 'Enable')
           : h('button.small.ghost', { type: 'button', 'data-action': 'disable', onclick: () => act(name, 'disable', 'No new runs are dispatched to a disabled host; its running runs go on.') }, 'Disable')));

@@ -31,6 +31,7 @@ export function render(root) {
       return h('a.project-card', { href: `#/board/${encodeURIComponent(p.metadata.name)}`, 'data-project': p.metadata.name },
         h('div.row', h('h3', p.spec.displayName || p.metadata.name), phase(p.status?.phase || 'active')),
         p.spec.description ? h('p.muted', p.spec.description) : null,
+        p.status?.source ? h('p.muted', { 'data-source': p.status.source }, 'from Source ', h('strong', p.status.source)) : null,
         h('div.row', c.total ? h('span', ratio(c), h('span.muted', ' tasks done')) : h('span.muted', 'no tasks yet'), h('span.muted', `${c.open} open`)));
     };
     const active = projects.filter((p) => p.status?.phase !== 'archived');
@@ -46,7 +47,7 @@ export function render(root) {
     fixBars(root);
   };
   const reload = debounce(load, 200);
-  const off = onEvent((e) => { if (/^(project|work_item)\./.test(e.topic)) reload(); });
+  const off = onEvent((e) => { if (/^(project|work_item|source)\./.test(e.topic)) reload(); });
   load();
   return off;
 }

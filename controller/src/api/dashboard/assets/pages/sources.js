@@ -1,0 +1,109 @@
+// Sources (GitOps): each Source's sync and health, the revision it applied,
+// when it last synced, the last failed sync's errors with file:line, the
+// drift list, and a "Sync now" button. Live: every source.* event (and the
+// project/work_item/run changes that move health) reloads the list.
+
+import { get, post, enc } from '../api.js';
+import { onEvent } from '../sse.js';
+import { h, empty, phase, timeEl, debounce, toast, code } from '../util.js';
+
+/** Where a Source reads from, in one line. */
+function origin(spec) {
+  if (spec.path) return h('span', 'directory ', code(spec.path));
+  const g = spec.git || {};
+  return h('span', 'git ', code(g.url || '?'), g.ref ? [' @ ', code(g.ref)] : null, g.path ? [' / ', code(g.path)] : null);
+}
+
+/** `file: document N, line L, column C: path: message`, as pamctl prints it. */
+function where(e) {
+  const at = [e.file || '-'];
+  if (e.document !== undefined && e.document !== null) at.push(`document ${e.document}`);
+  if (e.line) at.push(`line ${e.line}`);
+  if (e.column) at.push(`column ${e.column}`);
+  return at.join(', ');
+}
+
+export function render(root) {
+  let gone = false;
+  const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+  const syncNow = async (name) => {
+    try {
+      await post(`/api/v1/sources/${enc(name)}/sync`);
+      toast(`${name}: sync requested`, 'ok');
+    } catch (e) {
+      toast(`Cannot sync ${name}: ${e.message}`, 'error');
+      load();
+      return;
+    }
+    load();
+    // A sync that finds nothing new journals no event: watch the request
+    // until the loop has taken it (at most 30 s), then redraw.
+    for (let i = 0; i < 60 && !gone; i++) {
+      await sleep(500);
+      try {
+        const s = await get(`/api/v1/sources/${enc(name)}`);
+        if (!s.status?.syncRequestedAt) break;
+      } catch { break; }
+    }
+    if (!gone) load();
+  };
+
+  const load = async () => {
+    try {
+      draw((await get('/api/v1/sources')).items);
+    } catch (e) {
+      root.replaceChildren(h('h1', 'Sources'), h('p.error', { role: 'alert' }, `Could not load sources: ${e.message}`));
+    }
+  };
+
+  const card = (x) => {
+    const s = x.status || {};
+    const name = x.metadata.name;
+    const errors = s.errors || [];
+    const drift = s.drift || [];
+    const rev = s.revision ? s.revision.replace(/^sha256:/, '').slice(0, 7) : null;
+    return h('article.source', { 'data-source': name, 'data-sync': s.sync || 'Unknown', 'data-health': s.health || 'Unknown' },
+      h('div.row',
+        h('h3', name),
+        h('span', phase(s.sync || 'Unknown', s.syncMessage), ' ', phase(s.health || 'Unknown', s.healthMessage)),
+        h('button.small', { type: 'button', 'data-action': 'sync', disabled: x.spec.suspend,
+          title: x.spec.suspend ? 'suspended: resume it (spec.suspend: false) to sync' : 'fetch and apply now',
+          onclick: () => syncNow(name) }, s.syncRequestedAt ? 'Sync requested…' : 'Sync now')),
+      h('p.muted', origin(x.spec), ' → projects ', (x.spec.projects || []).map((p) => h('a.tag', { href: `#/board/${enc(p)}` }, p)),
+        x.spec.suspend ? h('span.tag', 'suspended') : null,
+        x.spec.selfHeal ? h('span.tag', 'self-heal') : null,
+        x.spec.prune === false ? h('span.tag', 'no prune') : null),
+      h('dl.facts',
+        h('dt', 'Revision'), h('dd', { 'data-field': 'revision', title: s.revision || '' }, rev ? code(rev) : h('span.muted', 'none applied yet')),
+        h('dt', 'Last synced'), h('dd', timeEl(s.lastSyncedAt)),
+        h('dt', 'Objects'), h('dd', { 'data-field': 'inventory' }, String(s.inventory ?? 0))),
+      s.syncMessage && s.sync !== 'Synced' ? h('p', { class: s.sync === 'Failed' ? 'error' : 'muted', 'data-field': 'message' }, s.syncMessage) : null,
+      errors.length
+        ? h('div.source-errors', { role: s.sync === 'Failed' ? 'alert' : null },
+          h('h4', `Last error${errors.length > 1 ? `s (${errors.length})` : ''}`),
+          h('ul', errors.map((e) => h('li', { 'data-file': e.file || '', 'data-line': e.line ?? '' },
+            code(where(e)), ': ', e.path ? [code(e.path), ': '] : null, e.message))))
+        : null,
+      drift.length
+        ? h('div.source-drift',
+          h('h4', `Drift (${drift.length})`),
+          h('ul', drift.map((d) => h('li', { 'data-drift': `${d.kind}/${d.project ? `${d.project}/` : ''}${d.name}` },
+            `${d.kind} `, code(d.project ? `${d.project}/${d.name}` : d.name), ': ', (d.fields || []).map((f) => h('span.tag', f))))))
+        : null);
+  };
+
+  const draw = (sources) => {
+    sources.sort((a, b) => a.metadata.name.localeCompare(b.metadata.name));
+    root.replaceChildren(
+      h('h1', 'Sources'),
+      sources.length === 0
+        ? empty('No sources yet.', 'Let pamd pull desired state from git or a directory: apply a ', code('kind: Source'),
+          ' (see ', code('examples/sources.yaml'), ' and docs/gitops.md).')
+        : h('div.sources', sources.map(card)));
+  };
+
+  const reload = debounce(load, 200);
+  const off = onEvent((e) => { if (/^(source|project|work_item|run)\./.test(e.topic) && e.topic !== 'run.output_appended') reload(); });
+  load();
+  return () => { gone = true; off(); };
+}

@@ -1,0 +1,81 @@
+// The Sources page (GitOps) on a real pamd syncing a watched directory: sync
+// and health badges, the revision, the inventory, the owning Source on the
+// projects page, a failed sync's error with file:line shown live (no
+// reload), and "Sync now".
+
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { startPamd, launchBrowser, signIn, eventually } from '../lib.mjs';
+
+let pamd, browser;
+
+before(async () => {
+  pamd = await startPamd();
+  browser = await launchBrowser();
+});
+
+after(async () => {
+  await browser?.close();
+  await pamd?.stop();
+});
+
+const TREE = `apiVersion: pam.dev/v1
+kind: Project
+metadata: {name: gp}
+spec: {displayName: GitOps project}
+---
+apiVersion: pam.dev/v1
+kind: Task
+metadata: {name: t1, project: gp}
+spec: {title: Declared in a directory}
+`;
+
+test('sources page: badges, revision, owner, live failure with file:line, sync now', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'pam-src-'));
+  writeFileSync(join(dir, 'tree.yaml'), TREE);
+  const manifest = join(dir, '..', `${dir.split('/').pop()}-source.yaml`);
+  writeFileSync(manifest, `apiVersion: pam.dev/v1\nkind: Source\nmetadata: {name: docs}\nspec:\n  path: '${dir}'\n  interval: 1h\n  projects: [gp]\n`);
+  pamd.pamctl(['apply', '-f', manifest]);
+  await eventually('docs synced', async () => (await pamd.get('/api/v1/sources/docs')).status?.sync === 'Synced');
+
+  const page = await signIn(browser, pamd);
+  // The projects page says which Source owns the project.
+  await page.waitForSelector('[data-project="gp"] [data-source="docs"]');
+
+  await page.click('[data-nav="sources"]');
+  const card = 'article[data-source="docs"]';
+  await page.waitForSelector(`${card}[data-sync="Synced"][data-health="Healthy"]`);
+  await page.waitForSelector(`${card} .phase[data-phase="Synced"]`);
+  await page.waitForSelector(`${card} .phase[data-phase="Healthy"]`);
+  const src = await pamd.get('/api/v1/sources/docs');
+  const rev = src.status.revision.replace(/^sha256:/, '').slice(0, 7);
+  assert.equal(await page.textContent(`${card} [data-field="revision"]`), rev);
+  assert.equal(await page.textContent(`${card} [data-field="inventory"]`), '2');
+
+  // A truncated file: the sync fails whole; the page shows it live, with
+  // the file and line, and without a reload.
+  await page.evaluate(() => { window.__samePage = true; });
+  writeFileSync(join(dir, 'bad.yaml'), 'apiVersion: pam.dev/v1\nkind: Task\nmetadata: {name: t2, project: gp\nspec: {title: x}\n');
+  await page.waitForSelector(`${card}[data-sync="Failed"] .source-errors li[data-file="bad.yaml"]`, { timeout: 20000 });
+  const err = await page.textContent(`${card} .source-errors li[data-file="bad.yaml"]`);
+  assert.match(err, /^bad\.yaml, document 0, line \d+/, err);
+  assert.equal(await page.evaluate(() => window.__samePage), true, 'updated live, not by a reload');
+  assert.equal(await page.textContent(`${card} [data-field="revision"]`), rev, 'the last good revision stays');
+
+  // Mended: Synced again; then "Sync now" runs a sync (lastSyncedAt moves).
+  rmSync(join(dir, 'bad.yaml'));
+  await page.waitForSelector(`${card}[data-sync="Synced"]`, { timeout: 20000 });
+  const before = (await pamd.get('/api/v1/sources/docs')).status.lastSyncedAt;
+  await new Promise((r) => setTimeout(r, 1100));
+  await page.click(`${card} [data-action="sync"]`);
+  await eventually('a sync after Sync now', async () => {
+    const s = (await pamd.get('/api/v1/sources/docs')).status;
+    return s.lastSyncedAt !== before && !s.syncRequestedAt;
+  });
+  await page.waitForSelector(`${card} [data-action="sync"]:has-text("Sync now")`);
+  assert.deepEqual(page.errors, []);
+  await page.context().close();
+});
