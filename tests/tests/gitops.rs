@@ -373,3 +373,70 @@ async fn prune_with_a_selector_stays_in_the_batch_projects() {
         "another project is not pruned"
     );
 }
+
+/// Prune never deletes what the Source does not own through a cascade: a
+/// source-owned epic that leaves the tree while an operator's subtask (with
+/// a run) hangs under it is kept and released, journaled as
+/// `source.prune_skipped` naming what held it; likewise a source-owned
+/// project holding an operator's task. With nothing of the operator's under
+/// it, the same prune deletes.
+#[tokio::test]
+async fn prune_never_cascades_into_what_the_source_does_not_own() {
+    let pamd = Pamd::start(PamdOptions::default()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "p.yaml", PROJECT);
+    let epic = |name: &str| {
+        format!("apiVersion: pam.dev/v1\nkind: Task\nmetadata: {{name: {name}, project: web}}\nspec: {{type: epic, title: E}}\n")
+    };
+    write(dir.path(), "epic.yaml", &epic("epic"));
+    write(dir.path(), "lone.yaml", &epic("lone"));
+    ok(&pamd.pamctl_stdin(
+        &["apply", "-f", "-"],
+        Some(&dir_source("d", dir.path(), "web")),
+    ));
+    until(&pamd, "d", "first sync", |st| st["inventory"] == 3).await;
+    // The operator hangs a task (with a run) under the Source's epic.
+    let mine = "apiVersion: pam.dev/v1\nkind: Task\nmetadata: {name: mine, project: web}\nspec: {title: Mine, parent: epic}\n---\napiVersion: pam.dev/v1\nkind: Run\nmetadata: {name: r-mine, project: web}\nspec: {task: mine, provider: claude, prompt: hi, cwd: /tmp}\n";
+    ok(&pamd.pamctl_stdin(&["apply", "-f", "-"], Some(mine)));
+
+    std::fs::remove_file(dir.path().join("epic.yaml")).unwrap();
+    std::fs::remove_file(dir.path().join("lone.yaml")).unwrap();
+    ok(&pamd.pamctl(&["sync", "d"]));
+    let s = until(&pamd, "d", "prune", |st| st["inventory"] == 1).await;
+    assert_eq!(s["status"]["sync"], "Synced", "{s}");
+    // `lone` had nothing under it: pruned. `epic` holds the operator's
+    // task and run: kept, with them, and no longer the Source's.
+    assert_eq!(tasks(&pamd, "web"), ["task/epic", "task/mine"]);
+    assert_eq!(
+        ok(&pamd.pamctl(&["-p", "web", "get", "runs", "-o", "name"])),
+        "run/r-mine\n"
+    );
+    assert_eq!(topics(&pamd, "source.pruned"), 1);
+    let skipped = pamd
+        .get("/api/v1/events?topic=source.prune_skipped")
+        .await
+        .unwrap();
+    let items = skipped["items"].as_array().unwrap();
+    assert_eq!(items.len(), 1, "{skipped}");
+    let p = &items[0]["payload"];
+    assert_eq!(
+        (p["kind"].as_str(), p["name"].as_str()),
+        (Some("Task"), Some("epic"))
+    );
+    assert_eq!(
+        p["held"],
+        serde_json::json!(["task mine", "run r-mine"]),
+        "{p}"
+    );
+    // Released: a later sync neither retries nor journals it again.
+    ok(&pamd.pamctl(&["sync", "d"]));
+    assert_eq!(topics(&pamd, "source.prune_skipped"), 1);
+
+    // The project itself leaves the tree: it holds the operator's tasks,
+    // so it is kept too.
+    std::fs::remove_file(dir.path().join("p.yaml")).unwrap();
+    ok(&pamd.pamctl(&["sync", "d"]));
+    until(&pamd, "d", "project released", |st| st["inventory"] == 0).await;
+    assert_eq!(tasks(&pamd, "web"), ["task/epic", "task/mine"]);
+    assert_eq!(topics(&pamd, "source.prune_skipped"), 2);
+}

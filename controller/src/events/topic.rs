@@ -37,3 +37,4 @@ pub const SOURCE_SYNC_FAILED: &str = "source.sync_failed";
 pub const SOURCE_DRIFT_DETECTED: &str = "source.drift_detected";
 pub const SOURCE_HEALED: &str = "source.healed";
 pub const SOURCE_PRUNED: &str = "source.pruned";
+pub const SOURCE_PRUNE_SKIPPED: &str = "source.prune_skipped";

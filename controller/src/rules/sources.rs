@@ -280,6 +280,33 @@ pub async fn pruned(
     Ok(())
 }
 
+/// An owned object that left the tree but was kept (and released from the
+/// inventory) because deleting it would cascade into `held`: objects this
+/// prune does not delete. At most 10 are named; `held_count` says how many.
+pub async fn prune_skipped(
+    tx: &mut dyn Tx,
+    s: &Source,
+    kind: &str,
+    project: Option<&str>,
+    name: &str,
+    held: &[String],
+    now: DateTime<Utc>,
+) -> StoreResult<()> {
+    let named: Vec<&String> = held.iter().take(10).collect();
+    tx.append_event(
+        topic::SOURCE_PRUNE_SKIPPED,
+        source_payload(
+            s,
+            json!({"kind": kind, "project": project, "name": name,
+                   "held": named, "held_count": held.len(),
+                   "reason": "deleting it would also delete objects this Source does not prune"}),
+        ),
+        now,
+    )
+    .await?;
+    Ok(())
+}
+
 /// `spec.title of Task web/a; …` — the sync message of a drift.
 pub fn drift_message(drift: &[Drift]) -> String {
     let parts: Vec<String> = drift

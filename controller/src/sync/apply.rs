@@ -259,12 +259,20 @@ pub async fn apply_tree(
 
 /// Deletes the owned objects that left the tree — runs, then tasks
 /// (deepest first), then projects — journaling `source.pruned` for each.
+///
+/// Never what the Source does not prune: deleting a task or a project
+/// takes its descendants and their runs with it (FK cascades), so an owned
+/// object whose deletion would take anything that is not itself being
+/// pruned here (an operator's subtask or run, another Source's object, one
+/// the tree still declares) is kept and released from the inventory
+/// instead, journaled as `source.prune_skipped` naming what held it.
 async fn prune(
     tx: &mut dyn Tx,
     source: &Source,
     gone: &[&OwnedObject],
     now: DateTime<Utc>,
 ) -> Result<usize, SyncError> {
+    let pruning: HashSet<Uuid> = gone.iter().map(|o| o.owner.object_id).collect();
     let mut n = 0;
     for o in gone.iter().filter(|o| o.owner.kind == "Run") {
         if let Some(r) = tx.get_run(o.owner.object_id).await? {
@@ -285,6 +293,12 @@ async fn prune(
         let slug = o.owner.project.clone().unwrap_or_default();
         // A parent pruned earlier took this one with it (FK cascade).
         if tx.get_work_item(w.id).await?.is_some() {
+            let subtree = tx.subtree(w.id).await?;
+            let held = cascade(tx, w.project_id, &subtree, &pruning).await?;
+            if !held.is_empty() {
+                skipped(tx, source, o, &held, now).await?;
+                continue;
+            }
             work_items::delete(tx, &w, &slug, now).await?;
         }
         pruned(tx, source, o, now).await?;
@@ -292,6 +306,12 @@ async fn prune(
     }
     for o in gone.iter().filter(|o| o.owner.kind == "Project") {
         if let Some(p) = tx.get_project(o.owner.object_id).await? {
+            let items = tx.list_work_items(p.id).await?;
+            let held = cascade(tx, p.id, &items, &pruning).await?;
+            if !held.is_empty() {
+                skipped(tx, source, o, &held, now).await?;
+                continue;
+            }
             if projects::delete(tx, &p).await? {
                 pruned(tx, source, o, now).await?;
                 n += 1;
@@ -299,6 +319,56 @@ async fn prune(
         }
     }
     Ok(n)
+}
+
+/// What deleting these work items (a subtree, or a whole project's) would
+/// also delete that is not being pruned: the items themselves and their
+/// runs, as `task NAME` / `run NAME`.
+async fn cascade(
+    tx: &mut dyn Tx,
+    project_id: Uuid,
+    items: &[pam_store::WorkItem],
+    pruning: &HashSet<Uuid>,
+) -> Result<Vec<String>, SyncError> {
+    let mut held: Vec<String> = items
+        .iter()
+        .filter(|w| !pruning.contains(&w.id))
+        .map(|w| format!("task {}", w.name))
+        .collect();
+    let ids: HashSet<Uuid> = items.iter().map(|w| w.id).collect();
+    let runs = tx
+        .list_runs(&pam_store::RunFilter {
+            project_id: Some(project_id),
+            ..Default::default()
+        })
+        .await?;
+    held.extend(
+        runs.iter()
+            .filter(|r| ids.contains(&r.task_id) && !pruning.contains(&r.id))
+            .map(|r| format!("run {}", r.name)),
+    );
+    Ok(held)
+}
+
+/// An owned object kept because pruning it would cascade (see [`prune`]).
+async fn skipped(
+    tx: &mut dyn Tx,
+    source: &Source,
+    o: &OwnedObject,
+    held: &[String],
+    now: DateTime<Utc>,
+) -> Result<(), SyncError> {
+    sources::prune_skipped(
+        tx,
+        source,
+        &o.owner.kind,
+        o.owner.project.as_deref(),
+        &o.owner.name,
+        held,
+        now,
+    )
+    .await?;
+    Ok(())
 }
 
 async fn pruned(
