@@ -66,11 +66,11 @@ async fn apply_created_unchanged_configured_from_stdin_and_directories() {
         sorted_lines(&out),
         [
             "project.pam.dev/web created",
-            "task.pam.dev/cart created",
-            "task.pam.dev/cart-ui created",
-            "task.pam.dev/checkout created",
-            "task.pam.dev/launch created",
-            "task.pam.dev/pay created",
+            "web/task.pam.dev/cart created",
+            "web/task.pam.dev/cart-ui created",
+            "web/task.pam.dev/checkout created",
+            "web/task.pam.dev/launch created",
+            "web/task.pam.dev/pay created",
         ]
     );
     // The same objects from a directory tree (-R): all unchanged, no event.
@@ -104,7 +104,7 @@ async fn apply_created_unchanged_configured_from_stdin_and_directories() {
             .replace("title: Cart,", "title: Shopping cart,"),
     );
     let out = ok(&pamd.pamctl(&["apply", "-R", "-f", &dir]));
-    assert!(out.contains("task.pam.dev/cart configured\n"), "{out}");
+    assert!(out.contains("web/task.pam.dev/cart configured\n"), "{out}");
     assert_eq!(out.matches(" configured").count(), 1, "{out}");
     let cart: serde_json::Value = serde_json::from_str(&ok(
         &pamd.pamctl(&["get", "task", "cart", "-p", "web", "-o", "json"])
@@ -177,7 +177,7 @@ async fn diff_exit_codes_and_dry_run_writes_nothing() {
     // A dry-run of the change writes nothing either.
     let out = ok(&pamd.pamctl(&["apply", "-f", &g, "--dry-run=server"]));
     assert!(
-        out.contains("task.pam.dev/pay configured (server dry run)"),
+        out.contains("web/task.pam.dev/pay configured (server dry run)"),
         "{out}"
     );
     assert_eq!(pamd.pamctl(&["diff", "-f", &g]).status.code(), Some(1));
@@ -229,7 +229,7 @@ async fn prune_needs_a_selector_and_deletes_only_the_selected_set() {
         "--dry-run=server",
     ]));
     assert!(
-        out.contains("task.pam.dev/cart-ui pruned (server dry run)\n"),
+        out.contains("web/task.pam.dev/cart-ui pruned (server dry run)\n"),
         "{out}"
     );
     assert_eq!(out.matches("pruned").count(), 1, "only cart-ui: {out}");
@@ -237,7 +237,7 @@ async fn prune_needs_a_selector_and_deletes_only_the_selected_set() {
 
     // For real: cart-ui goes; pay (outside the selector) stays.
     let out = ok(&pamd.pamctl(&["apply", "-f", &g, "--prune", "-l", "team=pay"]));
-    assert!(out.contains("task.pam.dev/cart-ui pruned\n"), "{out}");
+    assert!(out.contains("web/task.pam.dev/cart-ui pruned\n"), "{out}");
     assert_eq!(
         task_names(&pamd),
         ["task/cart", "task/checkout", "task/launch", "task/pay"]
@@ -254,7 +254,10 @@ async fn prune_needs_a_selector_and_deletes_only_the_selected_set() {
     pruned.sort();
     assert_eq!(
         pruned,
-        ["task.pam.dev/cart-ui pruned", "task.pam.dev/pay pruned"]
+        [
+            "web/task.pam.dev/cart-ui pruned",
+            "web/task.pam.dev/pay pruned"
+        ]
     );
     assert_eq!(
         task_names(&pamd),
@@ -306,5 +309,5 @@ async fn stale_resource_version_is_a_409_naming_the_object() {
         .to_string();
     let fresh = stale.replace(&format!("\"{rv}\""), &format!("\"{rv2}\""));
     let out = ok(&pamd.pamctl_stdin(&["apply", "-f", "-"], Some(&fresh)));
-    assert_eq!(out, "task.pam.dev/cart configured\n");
+    assert_eq!(out, "web/task.pam.dev/cart configured\n");
 }

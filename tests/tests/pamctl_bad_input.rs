@@ -106,7 +106,10 @@ async fn malformed_documents_are_positioned_errors_and_nothing_is_written() {
         task("", "  title: A\n")
     );
     let out = ok(&pamd.pamctl_stdin(&["apply", "-f", "-"], Some(&good)));
-    assert_eq!(out, "project.pam.dev/web created\ntask.pam.dev/a created\n");
+    assert_eq!(
+        out,
+        "project.pam.dev/web created\nweb/task.pam.dev/a created\n"
+    );
 }
 
 const STORED: &str = "apiVersion: pam.dev/v1
@@ -259,7 +262,7 @@ async fn batch_rules_refuse_the_whole_batch() {
         )),
     ));
     assert_eq!(
-        out, "task.pam.dev/cart configured\n",
+        out, "web/task.pam.dev/cart configured\n",
         "stored tasks still apply"
     );
     // Un-archiving (in the same batch) restores.
@@ -271,7 +274,7 @@ async fn batch_rules_refuse_the_whole_batch() {
     let out = ok(&pamd.pamctl_stdin(&["apply", "-f", "-"], Some(&unarchived)));
     assert_eq!(
         out,
-        "project.pam.dev/web configured\ntask.pam.dev/fresh created\nrun.pam.dev/r1 created\n"
+        "project.pam.dev/web configured\nweb/task.pam.dev/fresh created\nweb/run.pam.dev/r1 created\n"
     );
 }
 

@@ -135,7 +135,7 @@ async fn get_yaml_applies_back_unchanged_and_a_stale_copy_conflicts() {
     );
     assert_eq!(
         ok(&pamd.pamctl_stdin(&["apply", "-f", "-"], Some(&one))),
-        "task.pam.dev/build unchanged\n"
+        "demo/task.pam.dev/build unchanged\n"
     );
     let list = ok(&demo(&pamd, &["get", "tasks,runs", "-o", "yaml"]));
     let mut lines: Vec<String> = ok(&pamd.pamctl_stdin(&["apply", "-f", "-"], Some(&list)))
@@ -146,9 +146,9 @@ async fn get_yaml_applies_back_unchanged_and_a_stale_copy_conflicts() {
     assert_eq!(
         lines,
         [
-            "run.pam.dev/r1 unchanged",
-            "task.pam.dev/build unchanged",
-            "task.pam.dev/test unchanged"
+            "demo/run.pam.dev/r1 unchanged",
+            "demo/task.pam.dev/build unchanged",
+            "demo/task.pam.dev/test unchanged"
         ]
     );
     let json = ok(&demo(&pamd, &["get", "task", "build", "-o", "json"]));
@@ -199,7 +199,7 @@ async fn edit_applies_on_save_and_reopens_on_errors() {
         &["-p", "demo", "edit", "task/build"],
         &[("EDITOR", &ed)],
     );
-    assert_eq!(ok(&out), "task.pam.dev/build edited\n");
+    assert_eq!(ok(&out), "demo/task.pam.dev/build edited\n");
     assert_eq!(jsonpath(&pamd, "task/build", "{.spec.title}"), "Build it");
     let shown = std::fs::read_to_string(format!("{ed}.log")).unwrap();
     assert!(shown.contains("  resourceVersion: '"), "{shown}");
@@ -222,7 +222,7 @@ async fn edit_applies_on_save_and_reopens_on_errors() {
         &["-p", "demo", "edit", "task", "build"],
         &[("VISUAL", &ed)],
     );
-    assert_eq!(ok(&out), "task.pam.dev/build edited\n");
+    assert_eq!(ok(&out), "demo/task.pam.dev/build edited\n");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("spec.colour: unknown field"), "{err}");
     let log = std::fs::read_to_string(format!("{ed}.log")).unwrap();

@@ -109,11 +109,11 @@ async fn a2_delete_f_deletes_children_before_their_project() {
     let out = ok(&demo(&pamd, &["delete", "-f", &d]));
     assert_eq!(
         out,
-        "run.pam.dev/r1 deleted\n\
-         task.pam.dev/ui deleted\n\
-         task.pam.dev/build deleted\n\
-         task.pam.dev/release deleted\n\
-         task.pam.dev/hello deleted\n\
+        "demo/run.pam.dev/r1 deleted\n\
+         demo/task.pam.dev/ui deleted\n\
+         demo/task.pam.dev/build deleted\n\
+         demo/task.pam.dev/release deleted\n\
+         demo/task.pam.dev/hello deleted\n\
          project.pam.dev/demo deleted\n"
     );
     assert_eq!(ok(&pamd.pamctl(&["get", "projects", "-o", "name"])), "");
@@ -199,7 +199,7 @@ async fn a5_run_start_takes_the_exec_command_after_dashes() {
     assert_eq!(ok(&demo(&pamd, &["get", "runs", "-o", "name"])), "");
     let mut with_cmd = args.to_vec();
     with_cmd.extend(["r2", "--", "cat", "-n"]);
-    assert_eq!(ok(&demo(&pamd, &with_cmd)), "run.pam.dev/r2 created\n");
+    assert_eq!(ok(&demo(&pamd, &with_cmd)), "demo/run.pam.dev/r2 created\n");
     let mut repeated = args.to_vec();
     repeated.extend([
         "r3",
@@ -348,7 +348,7 @@ async fn delete_all_ignore_not_found_and_version() {
     // --all without a terminal needs --yes and deletes nothing.
     let err = fails(&demo(&pamd, &["delete", "tasks", "--all"]), 2);
     assert!(
-        err.starts_with("error: --all deletes 4 object(s) (and, by cascade, everything in or below them): task.pam.dev/"),
+        err.starts_with("error: --all deletes 4 object(s) (and, by cascade, everything in or below them): demo/task.pam.dev/"),
         "{err}"
     );
     assert!(err.contains("hint: pass --yes"), "{err}");
@@ -377,13 +377,19 @@ async fn delete_all_ignore_not_found_and_version() {
     // Deepest first; the two roots in the server's order.
     assert_eq!(
         lines[..2],
-        ["task.pam.dev/ui deleted", "task.pam.dev/build deleted"]
+        [
+            "demo/task.pam.dev/ui deleted",
+            "demo/task.pam.dev/build deleted"
+        ]
     );
     let mut roots = lines[2..].to_vec();
     roots.sort();
     assert_eq!(
         roots,
-        ["task.pam.dev/hello deleted", "task.pam.dev/release deleted"]
+        [
+            "demo/task.pam.dev/hello deleted",
+            "demo/task.pam.dev/release deleted"
+        ]
     );
     // hello's run went with it.
     assert_eq!(ok(&demo(&pamd, &["get", "runs", "-o", "name"])), "");

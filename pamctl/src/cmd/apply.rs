@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use crate::cli::{DryRun, FileArgs};
 use crate::error::{CliError, Exit, Result};
 use crate::files::{self, InputFile};
-use crate::render::diff;
+use crate::render::{self, diff};
 use crate::term::{self, Stream};
 use crate::Ctx;
 
@@ -90,11 +90,14 @@ pub(crate) fn result_lines(body: &Value) -> Vec<String> {
         .flatten()
         .map(|r| {
             let kind = r.get("kind").and_then(Value::as_str).unwrap_or("?");
-            let kind = Kind::parse(kind)
-                .map_or_else(|| kind.to_ascii_lowercase(), |k| k.singular().to_string());
+            let project = r.get("project").and_then(Value::as_str);
             let name = r.get("name").and_then(Value::as_str).unwrap_or("?");
             let action = r.get("action").and_then(Value::as_str).unwrap_or("?");
-            format!("{kind}.pam.dev/{name} {action}{suffix}")
+            let object = match Kind::parse(kind) {
+                Some(k) => render::qualified_in(project, k, name),
+                None => format!("{}.pam.dev/{name}", kind.to_ascii_lowercase()),
+            };
+            format!("{object} {action}{suffix}")
         })
         .collect()
 }
@@ -223,9 +226,9 @@ mod tests {
             result_lines(&body),
             [
                 "project.pam.dev/web unchanged",
-                "task.pam.dev/build created",
-                "task.pam.dev/test configured",
-                "run.pam.dev/old pruned",
+                "web/task.pam.dev/build created",
+                "web/task.pam.dev/test configured",
+                "web/run.pam.dev/old pruned",
             ]
         );
         let dry = json!({"dryRun": true, "results": [{"kind": "Host", "name": "alpha", "action": "created"}]});

@@ -174,7 +174,7 @@ fn confirm_all(targets: &[Target], yes: bool) -> Result<bool> {
     }
     let names: Vec<String> = targets
         .iter()
-        .map(|t| render::qualified(t.kind, &t.name))
+        .map(|t| render::qualified_in(t.project.as_deref(), t.kind, &t.name))
         .collect();
     let cascade = if targets
         .iter()
@@ -283,7 +283,10 @@ pub(crate) fn delete(ctx: &mut Ctx, a: DeleteArgs) -> Result<Exit> {
     let mut deleted = Deleted::default();
     let mut errors = Vec::new();
     for t in targets {
-        let done = format!("{} deleted", render::qualified(t.kind, &t.name));
+        let done = format!(
+            "{} deleted",
+            render::qualified_in(t.project.as_deref(), t.kind, &t.name)
+        );
         match client.delete(&object_path(t.kind, t.project.as_deref(), &t.name)) {
             Ok(_) => {
                 term::outln(&done);

@@ -33,11 +33,7 @@ pub struct Item<'a> {
 
 impl Item<'_> {
     fn label(&self) -> String {
-        let q = super::qualified(self.kind, self.name);
-        match self.project {
-            Some(p) => format!("{p}/{q}"),
-            None => q,
-        }
+        super::qualified_in(self.project, self.kind, self.name)
     }
 }
 

@@ -60,6 +60,16 @@ pub fn qualified(kind: Kind, name: &str) -> String {
     format!("{}.pam.dev/{name}", kind.singular())
 }
 
+/// `web/task.pam.dev/build`: [`qualified`] with the project of a project
+/// object in front, so every line of apply, diff and delete names it (a
+/// batch may span projects); projects, hosts and sources have none.
+pub fn qualified_in(project: Option<&str>, kind: Kind, name: &str) -> String {
+    match project {
+        Some(p) => format!("{p}/{}", qualified(kind, name)),
+        None => qualified(kind, name),
+    }
+}
+
 pub fn to_json(v: &Value) -> String {
     let mut s = serde_json::to_string_pretty(v).expect("a JSON value serializes");
     s.push('\n');
