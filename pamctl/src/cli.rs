@@ -107,6 +107,16 @@ pub enum Command {
     Diff {
         #[command(flatten)]
         files: FileArgs,
+        /// Also list what `apply --prune` would delete (needs -l or --applyset)
+        #[arg(long)]
+        prune: bool,
+        /// Label selector (with --prune: which objects may be pruned)
+        #[arg(short = 'l', long = "selector", value_name = "SELECTOR")]
+        selector: Option<String>,
+        /// Apply set name: compare as `apply --applyset NAME` would write, and
+        /// list what `apply --prune --applyset NAME` would prune
+        #[arg(long, value_name = "NAME")]
+        applyset: Option<String>,
     },
     /// List objects, or show some
     Get(GetArgs),

@@ -248,6 +248,29 @@ async fn prune_needs_a_selector_and_deletes_only_the_selected_set() {
     // With an applyset: apply labels every object, prune removes what left.
     ok(&pamd.pamctl(&["apply", "-f", &f, "--applyset", "web"]));
     assert_eq!(task_names(&pamd).len(), 5);
+    // `diff --applyset` compares as that apply would write (no label
+    // noise: exit 0 on the same input) and lists what it would prune as
+    // deletions, writing nothing.
+    let same = pamd.pamctl(&["diff", "-f", &f, "--applyset", "web"]);
+    assert_eq!(same.status.code(), Some(0), "{same:?}");
+    let d = pamd.pamctl(&["diff", "-f", &g, "--applyset", "web"]);
+    assert_eq!(d.status.code(), Some(1), "{d:?}");
+    let text = String::from_utf8_lossy(&d.stdout).to_string();
+    for gone in ["cart-ui", "pay"] {
+        assert!(
+            text.contains(&format!(
+                "--- web/task.pam.dev/{gone} (live)\n+++ /dev/null\n"
+            )),
+            "{text}"
+        );
+    }
+    assert_eq!(text.matches("+++ /dev/null").count(), 2, "{text}");
+    assert_eq!(task_names(&pamd).len(), 5, "diff deleted nothing");
+    let err = fails(&pamd.pamctl(&["diff", "-f", &g, "--prune"]), 2);
+    assert!(
+        err.contains("--prune needs -l SELECTOR or --applyset NAME"),
+        "{err}"
+    );
     let out = ok(&pamd.pamctl(&["apply", "-f", &g, "--applyset", "web", "--prune"]));
     let pruned: Vec<&str> = out.lines().filter(|l| l.ends_with(" pruned")).collect();
     let mut pruned = pruned.clone();

@@ -1,13 +1,16 @@
 //! What apply would change, per object: the stored desired state (`spec`,
 //! `labels`, `annotations`) next to the declared one, and the action
-//! (`create`, `update`, `unchanged`). Nothing is written.
+//! (`create`, `update`, `unchanged`); with `prune` (and `selector` or
+//! `applyset`), also what apply would prune (`prune`, with `live` and no
+//! `desired`), found by running that very apply as a dry run (one home for
+//! the prune rule). Nothing is written.
 
 use pam_manifests::kinds::Manifest;
 use pam_store::prelude::*;
 use pam_store::Meta;
 use serde_json::{json, Value};
 
-use super::{documents, ApplyError, ApplyRequest};
+use super::{labelled_documents, ApplyError, ApplyRequest};
 use crate::ctx::Ctx;
 use crate::rules::meta::Desired;
 
@@ -17,7 +20,7 @@ fn desired_json(d: &Desired) -> Value {
 
 /// One item per document of the request, in input order.
 pub async fn diff(ctx: &Ctx, req: &ApplyRequest) -> Result<Vec<Value>, ApplyError> {
-    let docs = documents(req)?;
+    let docs = labelled_documents(req)?;
     // The same field limits as apply (no NUL, sizes, label counts): a diff
     // of a batch apply would refuse says so, with file and line.
     let errors: Vec<_> = docs
@@ -45,36 +48,67 @@ pub async fn diff(ctx: &Ctx, req: &ApplyRequest) -> Result<Vec<Value>, ApplyErro
             "name": m.name().to_string(), "action": action, "live": live, "desired": desired,
         }));
     }
+    drop(tx);
+    if req.prune {
+        items.extend(prune_items(ctx, req).await?);
+    }
+    Ok(items)
+}
+
+/// What `apply --prune` of this request would delete: the apply itself,
+/// as a dry run (rolled back). Fields a Source owns do not stop a diff.
+async fn prune_items(ctx: &Ctx, req: &ApplyRequest) -> Result<Vec<Value>, ApplyError> {
+    let dry = ApplyRequest {
+        dry_run: true,
+        force_conflicts: true,
+        ..req.clone()
+    };
+    let results = super::apply(ctx, &dry).await?;
+    let mut tx = ctx.store.begin().await?;
+    let mut items = Vec::new();
+    for r in results.iter().filter(|r| r.action == super::Action::Pruned) {
+        let Some(kind) = pam_manifests::Kind::parse(r.kind) else {
+            continue;
+        };
+        let live = live_of(tx.as_mut(), kind, r.project.as_deref(), &r.name)
+            .await?
+            .map(|meta| desired_json(&Desired::stored(&meta)));
+        items.push(json!({
+            "kind": r.kind, "project": r.project, "name": r.name,
+            "action": "prune", "live": live, "desired": null,
+        }));
+    }
     Ok(items)
 }
 
 async fn live_meta(tx: &mut dyn Tx, m: &Manifest) -> Result<Option<Meta>, ApplyError> {
-    Ok(match m {
-        Manifest::Project(p) => tx
-            .get_project_by_slug(p.metadata.name.as_str())
-            .await?
-            .map(|p| p.meta),
-        Manifest::Host(h) => tx
-            .get_host_by_name(h.metadata.name.as_str())
-            .await?
-            .map(|h| h.meta),
-        Manifest::Source(s) => tx
-            .get_source_by_name(s.metadata.name.as_str())
-            .await?
-            .map(|s| s.meta),
-        Manifest::Task(t) => match tx.get_project_by_slug(t.metadata.project.as_str()).await? {
-            None => None,
-            Some(p) => tx
-                .get_work_item_by_name(p.id, t.metadata.name.as_str())
-                .await?
-                .map(|w| w.meta),
-        },
-        Manifest::Run(r) => match tx.get_project_by_slug(r.metadata.project.as_str()).await? {
-            None => None,
-            Some(p) => tx
-                .get_run_by_name(p.id, r.metadata.name.as_str())
-                .await?
-                .map(|r| r.meta),
-        },
+    live_of(
+        tx,
+        m.kind(),
+        m.project().map(|p| p.as_str()),
+        m.name().as_str(),
+    )
+    .await
+}
+
+/// The stored meta of one object, by kind, project and name.
+async fn live_of(
+    tx: &mut dyn Tx,
+    kind: pam_manifests::Kind,
+    project: Option<&str>,
+    name: &str,
+) -> Result<Option<Meta>, ApplyError> {
+    use pam_manifests::Kind;
+    let project = match project {
+        Some(slug) => tx.get_project_by_slug(slug).await?,
+        None => None,
+    };
+    Ok(match (kind, project) {
+        (Kind::Project, _) => tx.get_project_by_slug(name).await?.map(|p| p.meta),
+        (Kind::Host, _) => tx.get_host_by_name(name).await?.map(|h| h.meta),
+        (Kind::Source, _) => tx.get_source_by_name(name).await?.map(|s| s.meta),
+        (Kind::Task, Some(p)) => tx.get_work_item_by_name(p.id, name).await?.map(|w| w.meta),
+        (Kind::Run, Some(p)) => tx.get_run_by_name(p.id, name).await?.map(|r| r.meta),
+        (Kind::Task | Kind::Run, None) => None,
     })
 }

@@ -121,15 +121,7 @@ pub struct Written {
 /// roll back on dry run), publish events after commit.
 pub async fn apply(ctx: &Ctx, req: &ApplyRequest) -> Result<Vec<ApplyResult>, ApplyError> {
     let prune_selector = prune_selector(req)?;
-    let mut docs = documents(req)?;
-    if let Some(set) = &req.applyset {
-        let key = pam_manifests::LabelKey::parse(APPLYSET_LABEL).expect("valid key");
-        let value = pam_manifests::LabelValue::parse(set)
-            .map_err(|e| ApplyError::BadRequest(format!("applyset: {e}")))?;
-        for d in &mut docs {
-            labels_mut(&mut d.manifest).insert(key.clone(), value.clone());
-        }
-    }
+    let docs = labelled_documents(req)?;
     let mut tx = ctx.store.begin().await?;
     let written = write_batch(
         tx.as_mut(),
@@ -194,6 +186,21 @@ pub async fn write_batch(
         results: w.results,
         new_runs: w.new_runs,
     })
+}
+
+/// The request's documents, each labelled with the applyset when one is
+/// given (what apply writes, and so what diff compares).
+pub(crate) fn labelled_documents(req: &ApplyRequest) -> Result<Vec<Document>, ApplyError> {
+    let mut docs = documents(req)?;
+    if let Some(set) = &req.applyset {
+        let key = pam_manifests::LabelKey::parse(APPLYSET_LABEL).expect("valid key");
+        let value = pam_manifests::LabelValue::parse(set)
+            .map_err(|e| ApplyError::BadRequest(format!("applyset: {e}")))?;
+        for d in &mut docs {
+            labels_mut(&mut d.manifest).insert(key.clone(), value.clone());
+        }
+    }
+    Ok(docs)
 }
 
 /// The selector prune uses: `-l`, or the applyset label. Never none.

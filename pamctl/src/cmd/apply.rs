@@ -147,10 +147,27 @@ pub(crate) fn apply(ctx: &mut Ctx, args: &FileArgs, flags: Flags) -> Result<Exit
     Ok(Exit::Ok)
 }
 
-pub(crate) fn diff(ctx: &mut Ctx, args: &FileArgs) -> Result<Exit> {
+/// `pamctl diff`: what apply would change; with `--applyset NAME` (or
+/// `--prune -l SEL`) also what it would prune, as deletions.
+pub(crate) fn diff(
+    ctx: &mut Ctx,
+    args: &FileArgs,
+    prune: bool,
+    selector: Option<String>,
+    applyset: Option<String>,
+) -> Result<Exit> {
+    // An applyset is the pruning unit: diffing one lists its prunes.
+    let prune = prune || applyset.is_some();
+    check_prune(prune, selector.as_deref(), applyset.as_deref())?;
     let files = read_files(args)?;
     let client = ctx.client()?;
-    let body = json!({ "files": files });
+    let mut body = json!({ "files": files, "prune": prune });
+    if let Some(s) = selector {
+        body["selector"] = json!(s);
+    }
+    if let Some(a) = applyset {
+        body["applyset"] = json!(a);
+    }
     let answer = with_progress(rough_count(&files), "diffing", || {
         client.post("/api/v1/diff", &body)
     })?;
@@ -181,13 +198,13 @@ pub(crate) fn render_diff(answer: &Value, colour: bool) -> Result<String> {
                 format!("the diff answer has an unknown kind {kind_text:?}"),
             )
         })?;
-        let empty = json!({});
         let item = diff::Item {
             kind,
             project: it.get("project").and_then(Value::as_str),
             name: it.get("name").and_then(Value::as_str).unwrap_or("?"),
             live: it.get("live").filter(|l| !l.is_null()),
-            desired: it.get("desired").unwrap_or(&empty),
+            // None: pruned.
+            desired: it.get("desired").filter(|d| !d.is_null()),
         };
         out.push_str(&diff::unified(&item, colour));
     }

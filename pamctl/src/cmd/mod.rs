@@ -61,7 +61,12 @@ pub(crate) fn run(ctx: &mut Ctx, command: Command) -> Result<Exit> {
             },
         ),
         Command::Sync { name, timeout } => sync::sync(ctx, &name, &timeout),
-        Command::Diff { files } => apply::diff(ctx, &files),
+        Command::Diff {
+            files,
+            prune,
+            selector,
+            applyset,
+        } => apply::diff(ctx, &files, prune, selector, applyset),
         Command::Get(a) => get::get(ctx, a),
         Command::Describe { args } => get::describe(ctx, &args),
         Command::Delete(a) => delete::delete(ctx, a),

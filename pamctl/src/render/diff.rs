@@ -28,7 +28,8 @@ pub struct Item<'a> {
     pub project: Option<&'a str>,
     pub name: &'a str,
     pub live: Option<&'a Value>,
-    pub desired: &'a Value,
+    /// None: apply would prune it.
+    pub desired: Option<&'a Value>,
 }
 
 impl Item<'_> {
@@ -40,7 +41,7 @@ impl Item<'_> {
 /// The unified diff of one object, empty when nothing differs.
 pub fn unified(item: &Item<'_>, colour: bool) -> String {
     let old = item.live.map(comparable).unwrap_or_default();
-    let new = comparable(item.desired);
+    let new = item.desired.map(comparable).unwrap_or_default();
     if old == new {
         return String::new();
     }
@@ -50,7 +51,11 @@ pub fn unified(item: &Item<'_>, colour: bool) -> String {
     } else {
         "/dev/null".to_string()
     };
-    let new_header = format!("{label} (desired)");
+    let new_header = if item.desired.is_some() {
+        format!("{label} (desired)")
+    } else {
+        "/dev/null".to_string()
+    };
     let text = TextDiff::from_lines(&old, &new)
         .unified_diff()
         .context_radius(3)
@@ -91,7 +96,7 @@ mod tests {
             project: Some("web"),
             name: "build",
             live: Some(&live),
-            desired: &desired,
+            desired: Some(&desired),
         };
         insta::assert_snapshot!(unified(&item, false), @r"
         --- web/task.pam.dev/build (live)
@@ -110,6 +115,27 @@ mod tests {
     }
 
     #[test]
+    fn a_prune_diffs_to_dev_null() {
+        let live = json!({"spec": {"title": "Old"}, "labels": {}, "annotations": {}});
+        let item = Item {
+            kind: Kind::Task,
+            project: Some("web"),
+            name: "old",
+            live: Some(&live),
+            desired: None,
+        };
+        insta::assert_snapshot!(unified(&item, false), @r"
+        --- web/task.pam.dev/old (live)
+        +++ /dev/null
+        @@ -1,4 +0,0 @@
+        -annotations: {}
+        -labels: {}
+        -spec:
+        -  title: Old
+        ");
+    }
+
+    #[test]
     fn create_diffs_from_dev_null() {
         let desired = json!({"spec": {"platform": "linux"}, "labels": {}, "annotations": {}});
         let item = Item {
@@ -117,7 +143,7 @@ mod tests {
             project: None,
             name: "alpha",
             live: None,
-            desired: &desired,
+            desired: Some(&desired),
         };
         insta::assert_snapshot!(unified(&item, false), @r"
         --- /dev/null
@@ -138,12 +164,12 @@ mod tests {
             project: None,
             name: "p",
             live: Some(&v),
-            desired: &v,
+            desired: Some(&v),
         };
         assert_eq!(unified(&item, false), "");
         let new = json!({"spec": {"a": 2}});
         let item = Item {
-            desired: &new,
+            desired: Some(&new),
             ..item
         };
         let coloured = unified(&item, true);
