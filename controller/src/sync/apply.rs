@@ -247,11 +247,22 @@ pub async fn apply_tree(
             })
         })
         .collect();
-    let put = tx.put_source_objects(&rows).await?;
-    if put as usize != rows.len() {
+    // Only rows that are new or changed are written: a one-file change in
+    // a big tree rewrites that file's rows, not the whole inventory.
+    let before: HashMap<(&str, Uuid), &SourceObject> = prev
+        .iter()
+        .map(|o| ((o.owner.kind.as_str(), o.owner.object_id), &o.owner))
+        .collect();
+    let changed: Vec<SourceObject> = rows
+        .iter()
+        .filter(|r| before.get(&(r.kind.as_str(), r.object_id)) != Some(&r))
+        .cloned()
+        .collect();
+    let put = tx.put_source_objects(&changed).await?;
+    if put as usize != changed.len() {
         return Err(SyncError::Other(format!(
             "another Source took {} object(s) of this one during the sync; retrying",
-            rows.len() - put as usize
+            changed.len() - put as usize
         )));
     }
     Ok((counts, rows.len()))
