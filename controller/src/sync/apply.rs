@@ -255,7 +255,7 @@ pub async fn apply_tree(
         .collect();
     let changed: Vec<SourceObject> = rows
         .iter()
-        .filter(|r| before.get(&(r.kind.as_str(), r.object_id)) != Some(&r))
+        .filter(|r| before.get(&(r.kind.as_str(), r.object_id)) != Some(r))
         .cloned()
         .collect();
     let put = tx.put_source_objects(&changed).await?;
