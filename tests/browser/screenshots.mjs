@@ -7,7 +7,8 @@
 //   CARGO_TARGET_DIR=… node screenshots.mjs   (or: npm run screenshots)
 
 import { randomUUID } from 'node:crypto';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startPamd, launchBrowser, signIn, eventually, REPO } from './lib.mjs';
 
@@ -77,6 +78,19 @@ try {
   await page.goto(`${pamd.url}/#/runs`);
   await page.waitForSelector('tr[data-run="cart-api-impl"]');
   await page.screenshot({ path: join(OUT, 'runs.png'), fullPage: true });
+  // Sources: a watched directory in sync next to examples/sources.yaml's
+  // git Source, which cannot reach its (example) remote here.
+  const tree = mkdtempSync(join(tmpdir(), 'pam-shot-'));
+  writeFileSync(join(tree, 'docs.yaml'), 'apiVersion: pam.dev/v1\nkind: Project\nmetadata: {name: docs-site}\nspec: {displayName: Docs site}\n---\napiVersion: pam.dev/v1\nkind: Task\nmetadata: {name: search-page, project: docs-site}\nspec: {title: Search page}\n');
+  const src = join(tree, '..', `${tree.split('/').pop()}.yaml`);
+  writeFileSync(src, `apiVersion: pam.dev/v1\nkind: Source\nmetadata: {name: docs-site}\nspec:\n  path: '${tree}'\n  interval: 5m\n  projects: [docs-site]\n`);
+  pamd.pamctl(['apply', '-f', src]);
+  await eventually('docs-site synced', async () => (await pamd.get('/api/v1/sources/docs-site')).status?.sync === 'Synced', 20000);
+  await eventually('webshop source tried', async () => (await pamd.get('/api/v1/sources/webshop')).status?.sync === 'Failed', 60000);
+  await page.goto(`${pamd.url}/#/sources`);
+  await page.waitForSelector('article[data-source="docs-site"][data-sync="Synced"]');
+  await page.waitForSelector('article[data-source="webshop"][data-sync="Failed"]');
+  await page.screenshot({ path: join(OUT, 'sources.png'), fullPage: true });
   clearInterval(beat);
   console.log(`screenshots written to ${OUT}`);
 } finally {
