@@ -440,3 +440,30 @@ async fn prune_never_cascades_into_what_the_source_does_not_own() {
     assert_eq!(tasks(&pamd, "web"), ["task/epic", "task/mine"]);
     assert_eq!(topics(&pamd, "source.prune_skipped"), 2);
 }
+
+/// Health rolls up the owned runs: a run the sync creates is pending
+/// (Progressing, counted from what the sync wrote); once it is stopped,
+/// the next sync reads it back (Healthy).
+#[tokio::test]
+async fn health_follows_the_owned_runs() {
+    let pamd = Pamd::start(PamdOptions::default()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "p.yaml", PROJECT);
+    write(dir.path(), "t.yaml", &task("web", "t", "T"));
+    write(
+        dir.path(),
+        "r.yaml",
+        "apiVersion: pam.dev/v1\nkind: Run\nmetadata: {name: r1, project: web}\nspec: {task: t, provider: claude, prompt: hi, cwd: /tmp}\n",
+    );
+    ok(&pamd.pamctl_stdin(
+        &["apply", "-f", "-"],
+        Some(&dir_source("d", dir.path(), "web")),
+    ));
+    let s = until(&pamd, "d", "first sync", |st| st["sync"] == "Synced").await;
+    assert_eq!(s["status"]["health"], "Progressing", "{s}");
+    assert_eq!(s["status"]["healthMessage"], "1 run(s) pending or running");
+    assert_eq!(s["status"]["inventory"], 3);
+    ok(&pamd.pamctl(&["-p", "web", "stop", "r1"]));
+    ok(&pamd.pamctl(&["sync", "d"]));
+    until(&pamd, "d", "healthy", |st| st["health"] == "Healthy").await;
+}

@@ -137,6 +137,14 @@ fn out_of_scope(d: &Document, spec: &SourceSpec) -> Option<ManifestError> {
     ))
 }
 
+/// What a sync wrote: the counts, the inventory's size, and the owned
+/// runs with their statuses (for health).
+pub struct Applied {
+    pub counts: Counts,
+    pub inventory: usize,
+    pub runs: Vec<(String, pam_manifests::state::RunStatus)>,
+}
+
 /// Applies `tree` as `source`'s desired state in `tx`: returns what
 /// changed. `prev` is the inventory with the stored objects
 /// ([`pam_store::SourceTx::owned_objects`]).
@@ -148,7 +156,7 @@ pub async fn apply_tree(
     prev: &[OwnedObject],
     now: DateTime<Utc>,
     offline_after: std::time::Duration,
-) -> Result<(Counts, usize), SyncError> {
+) -> Result<Applied, SyncError> {
     let loaded = load(tree).map_err(SyncError::Invalid)?;
     let scope: Vec<ManifestError> = loaded
         .iter()
@@ -230,16 +238,24 @@ pub async fn apply_tree(
             .collect();
         tx.delete_source_objects(source.id, &objects).await?;
     }
-    let after = stored_objects(tx, &keys).await?;
+    // Ids of what exists now: the objects read before the write keep
+    // theirs (a sync updates in place); only the new ones are read.
+    let new_keys: Vec<ObjectKey> = keys
+        .iter()
+        .filter(|k| !stored.contains_key(*k))
+        .cloned()
+        .collect();
+    let created = stored_objects(tx, &new_keys).await?;
+    let id_of = |key: &ObjectKey| stored.get(key).or_else(|| created.get(key)).map(|o| o.id);
     let rows: Vec<SourceObject> = loaded
         .iter()
         .filter_map(|(d, raw)| {
             let key = key_of(&d.manifest);
-            let o = after.get(&key)?;
+            let id = id_of(&key)?;
             Some(SourceObject {
                 source_id: source.id,
                 kind: key.0.as_str().to_string(),
-                object_id: o.id,
+                object_id: id,
                 project: key.1,
                 name: key.2,
                 declared: Declared::of_document(raw).to_json(),
@@ -265,7 +281,27 @@ pub async fn apply_tree(
             changed.len() - put as usize
         )));
     }
-    Ok((counts, rows.len()))
+    let status_of: HashMap<Uuid, pam_manifests::state::RunStatus> = prev
+        .iter()
+        .filter_map(|o| Some((o.owner.object_id, o.run_status?)))
+        .collect();
+    let runs = rows
+        .iter()
+        .filter(|r| r.kind == "Run")
+        .map(|r| {
+            // A run this sync created is pending.
+            let status = status_of
+                .get(&r.object_id)
+                .copied()
+                .unwrap_or(pam_manifests::state::RunStatus::Pending);
+            (r.name.clone(), status)
+        })
+        .collect();
+    Ok(Applied {
+        counts,
+        inventory: rows.len(),
+        runs,
+    })
 }
 
 /// Deletes the owned objects that left the tree — runs, then tasks

@@ -164,11 +164,23 @@ pub fn drift_of(owned: &[OwnedObject]) -> Vec<Drift> {
 /// Health rolled up from the owned objects: a failed run is Degraded, a
 /// pending or running one Progressing, else Healthy.
 pub fn health_of(owned: &[OwnedObject]) -> Health {
+    health_of_runs(
+        owned
+            .iter()
+            .filter_map(|o| Some((o.owner.name.as_str(), o.run_status?))),
+    )
+}
+
+/// [`health_of`] from the owned runs' names and statuses.
+pub fn health_of_runs<'a>(
+    runs: impl IntoIterator<Item = (&'a str, pam_manifests::state::RunStatus)>,
+) -> Health {
     use pam_manifests::state::RunStatus as R;
-    let failed: Vec<&str> = owned
+    let runs: Vec<(&str, R)> = runs.into_iter().collect();
+    let failed: Vec<&str> = runs
         .iter()
-        .filter(|o| o.run_status == Some(R::Failed))
-        .map(|o| o.owner.name.as_str())
+        .filter(|(_, s)| *s == R::Failed)
+        .map(|(name, _)| *name)
         .collect();
     if !failed.is_empty() {
         return Health {
@@ -176,9 +188,9 @@ pub fn health_of(owned: &[OwnedObject]) -> Health {
             message: format!("failed run(s): {}", failed.join(", ")),
         };
     }
-    let busy = owned
+    let busy = runs
         .iter()
-        .filter(|o| matches!(o.run_status, Some(R::Pending | R::Spawning | R::Running)))
+        .filter(|(_, s)| matches!(s, R::Pending | R::Spawning | R::Running))
         .count();
     if busy > 0 {
         return Health {
@@ -242,9 +254,11 @@ pub async fn sync_source(
     let healed = if spec.self_heal { drift } else { Vec::new() };
     let offline_after = ctx.thresholds.offline_after;
     match apply_tree(tx.as_mut(), &s, spec, &tree, &owned, now, offline_after).await {
-        Ok((counts, n)) => {
-            let owned = tx.owned_objects(s.id).await?;
-            let health = health_of(&owned);
+        Ok(applied) => {
+            // The inventory's runs as this sync left them: no second read
+            // of the whole inventory.
+            let health = health_of_runs(applied.runs.iter().map(|(n, s)| (n.as_str(), *s)));
+            let (counts, n) = (applied.counts, applied.inventory);
             let outcome = Outcome::Synced {
                 revision: tree.revision,
                 counts,
