@@ -49,7 +49,16 @@ impl Declared {
 
     /// As kept in the inventory (`source_objects.declared`).
     pub fn to_json(&self) -> Value {
-        json!({ "spec": self.spec, "labels": self.labels, "annotations": self.annotations })
+        self.clone().into_json()
+    }
+
+    /// [`Declared::to_json`] without copying (no serializer round trip).
+    pub fn into_json(self) -> Value {
+        let mut m = Map::with_capacity(3);
+        m.insert("spec".into(), Value::Object(self.spec));
+        m.insert("labels".into(), Value::Object(self.labels));
+        m.insert("annotations".into(), Value::Object(self.annotations));
+        Value::Object(m)
     }
 
     pub fn from_json(v: &Value) -> Declared {

@@ -258,7 +258,7 @@ pub async fn apply_tree(
                 object_id: id,
                 project: key.1,
                 name: key.2,
-                declared: Declared::of_document(raw).to_json(),
+                declared: Declared::of_document(raw).into_json(),
                 file: d.file.clone(),
             })
         })
