@@ -482,3 +482,44 @@ fn no_new_tasks_or_runs_in_an_archived_project() {
         ["d.yaml: document 0, line 5, column 12: metadata.project: project \"nope\" does not exist, expected a Project in this batch or already stored"]
     );
 }
+
+/// `parse_documents_and_values` (one read, for GitOps): the same documents
+/// as `parse_documents` with the values `parse_values` reads, and on a bad
+/// file exactly `parse_documents`' errors.
+#[test]
+fn documents_and_values_in_one_read_match_the_two_reads() {
+    use pam_manifests::load::{parse_documents_and_values, parse_values};
+    let text = "# leading comment\n---\napiVersion: pam.dev/v1\nkind: Project\nmetadata: {name: web}\nspec: {}\n---\n---\napiVersion: pam.dev/v1\nkind: Task\nmetadata: {name: a, project: web, labels: {x: 'y'}}\nspec: {title: A}\n";
+    let both = parse_documents_and_values("f.yaml", text).unwrap();
+    let docs = parse_documents("f.yaml", text).unwrap();
+    let values = parse_values("f.yaml", text).unwrap();
+    assert_eq!(both.len(), 2);
+    for (((d, v), d2), (i, v2)) in both.iter().zip(&docs).zip(&values) {
+        assert_eq!(d.index, d2.index);
+        assert_eq!(d.manifest, d2.manifest);
+        assert_eq!((d.index, v), (*i, v2));
+    }
+    // Positions still reach batch errors (lazily, from the one read).
+    let existing = InMemoryState::default();
+    let only: Vec<Document> = both.into_iter().map(|(d, _)| d).collect();
+    let mut dup = only.clone();
+    dup.push(only[1].clone());
+    let errs: Vec<String> = validate_batch(&dup, &existing)
+        .iter()
+        .map(|e| e.to_string())
+        .collect();
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert!(
+        errs[0]
+            .starts_with("f.yaml: document 2, line 11, column 18: metadata.name: duplicate Task"),
+        "{errs:?}"
+    );
+
+    let bad = "apiVersion: pam.dev/v1\nkind: Task\nmetadata: {name: a, project: web}\nspec: {title: A, colour: red}\n";
+    let e1: Vec<String> = parse_documents_and_values("b.yaml", bad)
+        .unwrap_err()
+        .iter()
+        .map(|e| e.to_string())
+        .collect();
+    assert_eq!(e1, load_errors("b.yaml", bad));
+}

@@ -15,7 +15,7 @@ use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
 use pam_manifests::kinds::{Kind, Manifest, SourceError, SourceSpec};
-use pam_manifests::load::{parse_documents, parse_values, Document};
+use pam_manifests::load::{parse_documents_and_values, Document};
 use pam_manifests::ManifestError;
 use pam_store::prelude::*;
 use pam_store::{OwnedObject, Source, SourceObject};
@@ -86,19 +86,9 @@ fn load(tree: &Tree) -> Result<Vec<(Document, Value)>, Vec<ManifestError>> {
     let mut out = Vec::new();
     let mut errors = Vec::new();
     for f in &tree.files {
-        match (
-            parse_documents(&f.path, &f.content),
-            parse_values(&f.path, &f.content),
-        ) {
-            (Ok(docs), Ok(values)) => {
-                let raw: HashMap<usize, Value> = values.into_iter().collect();
-                for d in docs {
-                    let v = raw.get(&d.index).cloned().unwrap_or(Value::Null);
-                    out.push((d, v));
-                }
-            }
-            (Err(e), _) => errors.extend(e),
-            (Ok(_), Err(e)) => errors.extend(e),
+        match parse_documents_and_values(&f.path, &f.content) {
+            Ok(docs) => out.extend(docs),
+            Err(e) => errors.extend(e),
         }
     }
     if errors.is_empty() {

@@ -221,10 +221,36 @@ pub fn document_from_value(
 /// or every error found is returned; cross-document rules are
 /// [`crate::validate::validate_batch`]'s.
 pub fn parse_documents(file_label: &str, text: &str) -> Result<Vec<Document>, Vec<ManifestError>> {
-    match parse_documents_fast(file_label, text) {
-        Some(docs) => Ok(docs),
+    match parse_documents_fast(file_label, text, false) {
+        Some(docs) => Ok(docs.into_iter().map(|(d, _)| d).collect()),
         None => parse_documents_positioned(file_label, text),
     }
+}
+
+/// [`parse_documents`] with each document's value as written (before
+/// typing), for callers that keep what a manifest declares (a GitOps
+/// Source's field ownership): one read of the text where both are well
+/// formed, else the positioned load's errors.
+pub fn parse_documents_and_values(
+    file_label: &str,
+    text: &str,
+) -> Result<Vec<(Document, Value)>, Vec<ManifestError>> {
+    if let Some(docs) = parse_documents_fast(file_label, text, true) {
+        return Ok(docs
+            .into_iter()
+            .map(|(d, v)| (d, v.unwrap_or(Value::Null)))
+            .collect());
+    }
+    let docs = parse_documents_positioned(file_label, text)?;
+    let mut values: std::collections::HashMap<usize, Value> =
+        parse_values(file_label, text)?.into_iter().collect();
+    Ok(docs
+        .into_iter()
+        .map(|d| {
+            let v = values.remove(&d.index).unwrap_or(Value::Null);
+            (d, v)
+        })
+        .collect())
 }
 
 /// The fast read, then typing, with no positions. `None` at the first
@@ -232,7 +258,12 @@ pub fn parse_documents(file_label: &str, text: &str) -> Result<Vec<Document>, Ve
 /// positions, which finds and words every error (so errors are exactly
 /// those of the positioned load). Documents keep the text: positions for
 /// later errors (batch rules) are read once per file, on first need.
-fn parse_documents_fast(file_label: &str, text: &str) -> Option<Vec<Document>> {
+/// `keep_values`: each document also comes with its value before typing.
+fn parse_documents_fast(
+    file_label: &str,
+    text: &str,
+    keep_values: bool,
+) -> Option<Vec<(Document, Option<Value>)>> {
     let values = yaml::read_fast(text)?;
     let source = Arc::new(Source {
         file: file_label.to_string(),
@@ -246,6 +277,7 @@ fn parse_documents_fast(file_label: &str, text: &str) -> Option<Vec<Document>> {
             index,
             root: None,
         };
+        let kept = keep_values.then(|| value.clone());
         let mut doc = Document {
             file: file_label.to_string(),
             index,
@@ -258,7 +290,7 @@ fn parse_documents_fast(file_label: &str, text: &str) -> Option<Vec<Document>> {
             return None;
         }
         doc.root = Positions::Lazy(source.clone());
-        docs.push(doc);
+        docs.push((doc, kept));
     }
     Some(docs)
 }
@@ -331,7 +363,14 @@ mod tests {
     #[test]
     fn fast_and_positioned_loaders_agree() {
         let text = "# c\n---\napiVersion: pam.dev/v1\nkind: Project\nmetadata: {name: web}\nspec: {displayName: \"Web\"}\n---\n---\napiVersion: pam.dev/v1\nkind: Task\nmetadata:\n  name: a\n  project: web\n  labels: &l {tier: '1'}\nspec:\n  title: A\n  sortOrder: 3\n  parent: b\n";
-        let fast = parse_documents_fast("f.yaml", text).expect("fast path");
+        let fast: Vec<Document> = parse_documents_fast("f.yaml", text, false)
+            .expect("fast path")
+            .into_iter()
+            .map(|(d, v)| {
+                assert!(v.is_none(), "values only when asked for");
+                d
+            })
+            .collect();
         let slow = parse_documents_positioned("f.yaml", text).unwrap();
         assert_eq!(fast.len(), 2);
         for (f, s) in fast.iter().zip(&slow) {
@@ -361,7 +400,7 @@ mod tests {
             "? [a]\n: b\n",
             "a: *nope\n",
         ] {
-            assert!(parse_documents_fast("f.yaml", bad).is_none(), "{bad}");
+            assert!(parse_documents_fast("f.yaml", bad, true).is_none(), "{bad}");
             assert!(parse_documents("f.yaml", bad).is_err(), "{bad}");
         }
     }
