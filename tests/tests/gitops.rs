@@ -467,3 +467,34 @@ async fn health_follows_the_owned_runs() {
     ok(&pamd.pamctl(&["sync", "d"]));
     until(&pamd, "d", "healthy", |st| st["health"] == "Healthy").await;
 }
+
+/// A Source whose first revision is bad has applied nothing: Failed with
+/// file:line, and its health is Unknown (there is nothing to roll up),
+/// not Healthy; once the file is mended it is Synced and Healthy.
+#[tokio::test]
+async fn a_source_that_never_applied_has_unknown_health() {
+    let pamd = Pamd::start(PamdOptions::default()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "p.yaml",
+        "apiVersion: pam.dev/v1\nkind: Project\nmetadata: {name: web}\nspec: {colour: red}\n",
+    );
+    ok(&pamd.pamctl_stdin(
+        &["apply", "-f", "-"],
+        Some(&dir_source("d", dir.path(), "web")),
+    ));
+    let s = until(&pamd, "d", "failed", |st| st["sync"] == "Failed").await;
+    assert_eq!(s["status"]["health"], "Unknown", "{s}");
+    assert_eq!(s["status"]["healthMessage"], "no revision applied yet");
+    assert!(
+        s["status"]["syncMessage"]
+            .as_str()
+            .unwrap()
+            .starts_with("p.yaml: document 0, line 4"),
+        "{s}"
+    );
+    write(dir.path(), "p.yaml", PROJECT);
+    let s = until(&pamd, "d", "synced", |st| st["sync"] == "Synced").await;
+    assert_eq!(s["status"]["health"], "Healthy", "{s}");
+}

@@ -122,7 +122,8 @@ impl Counts {
 /// Health rolled up from the owned objects.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Health {
-    /// Healthy | Progressing | Degraded.
+    /// Healthy | Progressing | Degraded, or Unknown before any revision
+    /// was applied.
     pub status: &'static str,
     pub message: String,
 }

@@ -298,7 +298,15 @@ async fn failed(
     let mut tx = ctx.store.begin().await?;
     let s = tx.get_source(s.id).await?.unwrap_or(s);
     let owned = tx.owned_objects(s.id).await?;
-    let health = health_of(&owned);
+    // Nothing applied yet: no health to roll up (not "Healthy").
+    let health = if s.status.revision.is_none() {
+        Health {
+            status: "Unknown",
+            message: "no revision applied yet".into(),
+        }
+    } else {
+        health_of(&owned)
+    };
     let n = owned.len();
     let outcome = Outcome::Failed {
         attempted,
