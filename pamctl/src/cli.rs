@@ -70,21 +70,30 @@ pub enum DryRun {
     Server,
 }
 
+/// What apply may prune (`apply` deletes it, `diff` lists it).
+#[derive(Debug, Clone, Default, Args)]
+pub struct PruneArgs {
+    /// Delete objects of the kinds in play that match -l/--applyset and are
+    /// not in the input (diff: list them)
+    #[arg(long)]
+    pub prune: bool,
+    /// Label selector (with --prune: which objects may be pruned)
+    #[arg(short = 'l', long = "selector", value_name = "SELECTOR")]
+    pub selector: Option<String>,
+    /// Apply set name: labels every object and, with --prune, prunes within
+    /// the set (diff: compares so, and lists what would be pruned)
+    #[arg(long, value_name = "NAME")]
+    pub applyset: Option<String>,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Create or update objects from manifests (one transaction)
     Apply {
         #[command(flatten)]
         files: FileArgs,
-        /// Delete objects of the kinds in play that match -l/--applyset and are not in the input
-        #[arg(long)]
-        prune: bool,
-        /// Label selector (with --prune: which objects may be pruned)
-        #[arg(short = 'l', long = "selector", value_name = "SELECTOR")]
-        selector: Option<String>,
-        /// Apply set name: labels every object and, with --prune, prunes within the set
-        #[arg(long, value_name = "NAME")]
-        applyset: Option<String>,
+        #[command(flatten)]
+        prune: PruneArgs,
         /// --dry-run=server: validate and apply on the server, then roll back
         #[arg(long, value_enum, value_name = "MODE", num_args = 0..=1, require_equals = true,
               default_missing_value = "server", default_value = "none")]
@@ -107,16 +116,8 @@ pub enum Command {
     Diff {
         #[command(flatten)]
         files: FileArgs,
-        /// Also list what `apply --prune` would delete (needs -l or --applyset)
-        #[arg(long)]
-        prune: bool,
-        /// Label selector (with --prune: which objects may be pruned)
-        #[arg(short = 'l', long = "selector", value_name = "SELECTOR")]
-        selector: Option<String>,
-        /// Apply set name: compare as `apply --applyset NAME` would write, and
-        /// list what `apply --prune --applyset NAME` would prune
-        #[arg(long, value_name = "NAME")]
-        applyset: Option<String>,
+        #[command(flatten)]
+        prune: PruneArgs,
     },
     /// List objects, or show some
     Get(GetArgs),

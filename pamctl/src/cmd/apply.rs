@@ -6,7 +6,7 @@ use std::time::Duration;
 use pam_manifests::{Kind, LabelSelector};
 use serde_json::{json, Value};
 
-use crate::cli::{DryRun, FileArgs};
+use crate::cli::{DryRun, FileArgs, PruneArgs};
 use crate::error::{CliError, Exit, Result};
 use crate::files::{self, InputFile};
 use crate::render::{self, diff};
@@ -104,35 +104,35 @@ pub(crate) fn result_lines(body: &Value) -> Vec<String> {
 
 /// `pamctl apply`'s flags.
 pub(crate) struct Flags {
-    pub prune: bool,
-    pub selector: Option<String>,
-    pub applyset: Option<String>,
+    pub prune: PruneArgs,
     pub dry_run: DryRun,
     pub force_conflicts: bool,
+}
+
+/// Checks the prune flags and writes them into an apply or diff body.
+fn add_prune(body: &mut Value, p: PruneArgs) -> Result<()> {
+    check_prune(p.prune, p.selector.as_deref(), p.applyset.as_deref())?;
+    body["prune"] = json!(p.prune);
+    if let Some(s) = p.selector {
+        body["selector"] = json!(s);
+    }
+    if let Some(a) = p.applyset {
+        body["applyset"] = json!(a);
+    }
+    Ok(())
 }
 
 pub(crate) fn apply(ctx: &mut Ctx, args: &FileArgs, flags: Flags) -> Result<Exit> {
     let Flags {
         prune,
-        selector,
-        applyset,
         dry_run,
         force_conflicts,
     } = flags;
-    check_prune(prune, selector.as_deref(), applyset.as_deref())?;
+    let mut body = json!({ "dryRun": dry_run == DryRun::Server });
+    add_prune(&mut body, prune)?;
     let files = read_files(args)?;
+    body["files"] = json!(files);
     let client = ctx.client()?;
-    let mut body = json!({
-        "files": files,
-        "dryRun": dry_run == DryRun::Server,
-        "prune": prune,
-    });
-    if let Some(s) = selector {
-        body["selector"] = json!(s);
-    }
-    if let Some(a) = applyset {
-        body["applyset"] = json!(a);
-    }
     let answer = with_progress(rough_count(&files), "applying", || {
         let path = if force_conflicts {
             "/api/v1/apply?forceConflicts=true"
@@ -149,25 +149,14 @@ pub(crate) fn apply(ctx: &mut Ctx, args: &FileArgs, flags: Flags) -> Result<Exit
 
 /// `pamctl diff`: what apply would change; with `--applyset NAME` (or
 /// `--prune -l SEL`) also what it would prune, as deletions.
-pub(crate) fn diff(
-    ctx: &mut Ctx,
-    args: &FileArgs,
-    prune: bool,
-    selector: Option<String>,
-    applyset: Option<String>,
-) -> Result<Exit> {
+pub(crate) fn diff(ctx: &mut Ctx, args: &FileArgs, mut prune: PruneArgs) -> Result<Exit> {
     // An applyset is the pruning unit: diffing one lists its prunes.
-    let prune = prune || applyset.is_some();
-    check_prune(prune, selector.as_deref(), applyset.as_deref())?;
+    prune.prune |= prune.applyset.is_some();
+    let mut body = json!({});
+    add_prune(&mut body, prune)?;
     let files = read_files(args)?;
+    body["files"] = json!(files);
     let client = ctx.client()?;
-    let mut body = json!({ "files": files, "prune": prune });
-    if let Some(s) = selector {
-        body["selector"] = json!(s);
-    }
-    if let Some(a) = applyset {
-        body["applyset"] = json!(a);
-    }
     let answer = with_progress(rough_count(&files), "diffing", || {
         client.post("/api/v1/diff", &body)
     })?;

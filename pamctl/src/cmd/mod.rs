@@ -45,8 +45,6 @@ pub(crate) fn run(ctx: &mut Ctx, command: Command) -> Result<Exit> {
         Command::Apply {
             files,
             prune,
-            selector,
-            applyset,
             dry_run,
             force_conflicts,
         } => apply::apply(
@@ -54,19 +52,12 @@ pub(crate) fn run(ctx: &mut Ctx, command: Command) -> Result<Exit> {
             &files,
             apply::Flags {
                 prune,
-                selector,
-                applyset,
                 dry_run,
                 force_conflicts,
             },
         ),
         Command::Sync { name, timeout } => sync::sync(ctx, &name, &timeout),
-        Command::Diff {
-            files,
-            prune,
-            selector,
-            applyset,
-        } => apply::diff(ctx, &files, prune, selector, applyset),
+        Command::Diff { files, prune } => apply::diff(ctx, &files, prune),
         Command::Get(a) => get::get(ctx, a),
         Command::Describe { args } => get::describe(ctx, &args),
         Command::Delete(a) => delete::delete(ctx, a),
