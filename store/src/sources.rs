@@ -112,9 +112,12 @@ pub trait SourceTx: Send {
 
     /// A Source's inventory, ordered by kind, project, name.
     async fn list_source_objects(&mut self, source_id: Uuid) -> StoreResult<Vec<SourceObject>>;
-    /// How many objects each Source owns, in one read (Sources owning
-    /// nothing are absent), for listings.
-    async fn count_source_objects(&mut self) -> StoreResult<std::collections::HashMap<Uuid, u64>>;
+    /// How many objects each of these Sources owns, in one read (Sources
+    /// owning nothing are absent), for listings.
+    async fn count_source_objects(
+        &mut self,
+        source_ids: &[Uuid],
+    ) -> StoreResult<std::collections::HashMap<Uuid, u64>>;
     /// The owners of these objects (`(kind, object_id)`), any Source.
     async fn owners_of(&mut self, objects: &[(String, Uuid)]) -> StoreResult<Vec<SourceObject>>;
     /// Inserts or updates inventory rows of one Source. A row whose object

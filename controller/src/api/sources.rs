@@ -18,7 +18,7 @@ use crate::rules::sources;
 type ApiResult<T> = Result<T, ApiError>;
 
 /// One Source as the API shows it; `counts` from
-/// [`SourceTx::count_source_objects`] (one read for a whole listing).
+/// `SourceTx::count_source_objects` (one read for a whole listing).
 fn printed(s: &Source, counts: &HashMap<Uuid, u64>) -> Value {
     let inventory = counts.get(&s.id).copied().unwrap_or(0);
     objects::source(s, usize::try_from(inventory).unwrap_or(usize::MAX))
@@ -32,14 +32,15 @@ pub async fn list_sources(
 ) -> ApiResult<Json<Value>> {
     let sel = q.selector()?;
     let mut tx = st.ctx.store.begin().await?;
-    let counts = tx.count_source_objects().await?;
-    let items = tx
+    let sources: Vec<Source> = tx
         .list_sources()
         .await?
-        .iter()
+        .into_iter()
         .filter(|s| selected(&sel, &s.meta.labels))
-        .map(|s| printed(s, &counts))
         .collect();
+    let ids: Vec<Uuid> = sources.iter().map(|s| s.id).collect();
+    let counts = tx.count_source_objects(&ids).await?;
+    let items = sources.iter().map(|s| printed(s, &counts)).collect();
     Ok(list(items))
 }
 
@@ -51,7 +52,7 @@ pub async fn get_source(
 ) -> ApiResult<Json<Value>> {
     let mut tx = st.ctx.store.begin().await?;
     let s = lookup::source(tx.as_mut(), &name).await?;
-    let counts = tx.count_source_objects().await?;
+    let counts = tx.count_source_objects(&[s.id]).await?;
     Ok(Json(printed(&s, &counts)))
 }
 
@@ -77,7 +78,7 @@ pub async fn sync_source(
     let mut tx = st.ctx.store.begin().await?;
     let s = lookup::source(tx.as_mut(), &name).await?;
     let s = sources::request_sync(tx.as_mut(), &s, st.ctx.now()).await?;
-    let counts = tx.count_source_objects().await?;
+    let counts = tx.count_source_objects(&[s.id]).await?;
     let body = printed(&s, &counts);
     st.ctx.commit(tx).await?;
     st.ctx.wake.notify_one();

@@ -120,9 +120,17 @@ impl SourceTx for MemTx {
         Ok(v)
     }
 
-    async fn count_source_objects(&mut self) -> StoreResult<std::collections::HashMap<Uuid, u64>> {
+    async fn count_source_objects(
+        &mut self,
+        source_ids: &[Uuid],
+    ) -> StoreResult<std::collections::HashMap<Uuid, u64>> {
         let mut counts = std::collections::HashMap::new();
-        for o in self.work.source_objects.values() {
+        for o in self
+            .work
+            .source_objects
+            .values()
+            .filter(|o| source_ids.contains(&o.source_id))
+        {
             *counts.entry(o.source_id).or_insert(0) += 1;
         }
         Ok(counts)

@@ -218,12 +218,18 @@ impl SourceTx for PgTx {
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
-    async fn count_source_objects(&mut self) -> StoreResult<std::collections::HashMap<Uuid, u64>> {
-        let rows: Vec<(Uuid, i64)> =
-            sqlx::query_as("SELECT source_id, count(*) FROM source_objects GROUP BY source_id")
-                .fetch_all(self.conn())
-                .await
-                .map_err(db_err)?;
+    async fn count_source_objects(
+        &mut self,
+        source_ids: &[Uuid],
+    ) -> StoreResult<std::collections::HashMap<Uuid, u64>> {
+        let rows: Vec<(Uuid, i64)> = sqlx::query_as(
+            "SELECT source_id, count(*) FROM source_objects \
+             WHERE source_id = ANY($1) GROUP BY source_id",
+        )
+        .bind(source_ids)
+        .fetch_all(self.conn())
+        .await
+        .map_err(db_err)?;
         Ok(rows
             .into_iter()
             .map(|(id, n)| (id, u64::try_from(n).unwrap_or(0)))

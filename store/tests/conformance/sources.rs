@@ -140,9 +140,11 @@ pub async fn source_inventory_has_one_owner(s: &dyn Store) {
         .await
         .unwrap();
     assert_eq!(n, 1);
-    let counts = tx.count_source_objects().await.unwrap();
+    let counts = tx.count_source_objects(&[a.id, b.id]).await.unwrap();
     assert_eq!(counts.len(), 2, "{counts:?}");
     assert_eq!((counts[&a.id], counts[&b.id]), (4, 1));
+    let only_b = tx.count_source_objects(&[b.id]).await.unwrap();
+    assert_eq!(only_b.into_iter().collect::<Vec<_>>(), [(b.id, 1)]);
     // Updating an owned row (same Source) is a write.
     let mut again = owned(&a, "Task", task.id, "task");
     again.declared = json!({"spec": {"title": "new"}});
@@ -184,12 +186,16 @@ pub async fn source_inventory_has_one_owner(s: &dyn Store) {
         .unwrap();
     assert_eq!(tx.list_source_objects(a.id).await.unwrap().len(), 3);
     assert_eq!(tx.list_source_objects(b.id).await.unwrap().len(), 1);
-    let counts = tx.count_source_objects().await.unwrap();
+    let counts = tx.count_source_objects(&[a.id, b.id]).await.unwrap();
     assert_eq!((counts[&a.id], counts[&b.id]), (3, 1));
     // Deleting a Source drops its inventory, not the objects.
     assert!(tx.delete_source(a.id).await.unwrap());
     assert!(tx.list_source_objects(a.id).await.unwrap().is_empty());
-    assert!(!tx.count_source_objects().await.unwrap().contains_key(&a.id));
+    assert!(!tx
+        .count_source_objects(&[a.id])
+        .await
+        .unwrap()
+        .contains_key(&a.id));
     assert!(tx.get_work_item(task.id).await.unwrap().is_some());
     assert_eq!(
         tx.put_source_objects(&[owned(&b, "Task", task.id, "task")])
