@@ -25,7 +25,11 @@ use pam_store::{OwnedObject, Source};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use super::apply::{apply_tree, source_error, SyncError};
+use pam_manifests::load::Document;
+use serde_json::Value;
+
+use super::apply::{apply_tree, source_error, Prev, SyncError};
+use super::cache::{Loaded, Plan, SourceCache};
 use super::fetch::{self, GitMirror, Tree};
 use super::watch::DirWatch;
 use crate::apply::ownership::owned_drift;
@@ -37,9 +41,10 @@ pub const TICK: Duration = Duration::from_millis(200);
 /// Runs the sync loop until `stop`.
 pub async fn run(ctx: Ctx, data_dir: PathBuf, stop: CancellationToken) {
     let mut watches: HashMap<Uuid, DirWatch> = HashMap::new();
+    let mut caches: HashMap<Uuid, SourceCache> = HashMap::new();
     let wake = Arc::new(tokio::sync::Notify::new());
     loop {
-        let next = match pass(&ctx, &data_dir, &mut watches, &wake).await {
+        let next = match pass(&ctx, &data_dir, &mut watches, &mut caches, &wake).await {
             Ok(next) => next,
             Err(e) => {
                 tracing::warn!(error = %format!("{e:#}"), "sync pass failed; retrying");
@@ -63,6 +68,7 @@ async fn pass(
     ctx: &Ctx,
     data_dir: &Path,
     watches: &mut HashMap<Uuid, DirWatch>,
+    caches: &mut HashMap<Uuid, SourceCache>,
     wake: &Arc<tokio::sync::Notify>,
 ) -> anyhow::Result<Option<Instant>> {
     let mut next: Option<Instant> = None;
@@ -71,6 +77,7 @@ async fn pass(
         tx.list_sources().await?
     };
     watches.retain(|id, _| list.iter().any(|s| s.id == *id));
+    caches.retain(|id, _| list.iter().any(|s| s.id == *id));
     for s in list {
         let Ok(spec) = serde_json::from_value::<SourceSpec>(s.meta.spec.clone()) else {
             continue;
@@ -95,12 +102,17 @@ async fn pass(
         } else {
             watches.remove(&s.id);
         }
-        if !(changed || due(&s, &spec, ctx.now())) {
+        let trigger = if due(&s, &spec, ctx.now()) {
+            Trigger::Due
+        } else if changed {
+            Trigger::Changed
+        } else {
             continue;
-        }
+        };
         let name = s.name.clone();
         let id = s.id;
-        match sync_source(ctx, data_dir, s, &spec).await {
+        let cache = caches.entry(id).or_default();
+        match sync_source(ctx, data_dir, s, &spec, cache, trigger).await {
             Ok(_) => {
                 if let (Some(w), Some(mark)) = (watches.get_mut(&id), mark) {
                     w.synced(mark);
@@ -204,6 +216,17 @@ pub fn health_of_runs<'a>(
     }
 }
 
+/// Why a Source is synced now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trigger {
+    /// Its watched directory changed (and nothing else made it due): the
+    /// changed files alone may be applied ([`Plan::Changed`]).
+    Changed,
+    /// The interval, a request, a new generation or a first look: a full
+    /// sync, which also looks for drift in the whole inventory.
+    Due,
+}
+
 /// Syncs one Source now: the whole sync — writes, inventory, prune,
 /// status and events — commits in one transaction, or a failure status is
 /// written and nothing else.
@@ -212,18 +235,82 @@ pub async fn sync_source(
     data_dir: &Path,
     s: Source,
     spec: &SourceSpec,
+    cache: &mut SourceCache,
+    trigger: Trigger,
 ) -> anyhow::Result<Source> {
+    let started = Instant::now();
+    let (s, result) = sync_once(ctx, data_dir, s, spec, cache, trigger).await?;
+    ctx.metrics.source_synced(result, started);
+    Ok(s)
+}
+
+/// [`sync_source`], saying how it ended (a [`crate::metrics::SYNC_RESULTS`]).
+async fn sync_once(
+    ctx: &Ctx,
+    data_dir: &Path,
+    s: Source,
+    spec: &SourceSpec,
+    cache: &mut SourceCache,
+    trigger: Trigger,
+) -> anyhow::Result<(Source, &'static str)> {
     let now = ctx.now();
     let tree = match read_tree(data_dir, &s, spec).await {
         Ok(t) => t,
         Err(e) => {
-            return failed(ctx, s, None, Vec::new(), format!("{e:#}")).await;
+            cache.forget();
+            return Ok((
+                failed(ctx, s, None, Vec::new(), format!("{e:#}")).await?,
+                "failed",
+            ));
         }
     };
+    let loaded = cache.load(&tree);
+    let errors = loaded.errors();
+    if !errors.is_empty() {
+        cache.forget();
+        return Ok((invalid(ctx, s, tree.revision, errors).await?, "failed"));
+    }
     let mut tx = ctx.store.begin().await?;
     // The row as of this transaction (a request may have come since the
     // list was read).
     let s = tx.get_source(s.id).await?.unwrap_or(s);
+    let offline_after = ctx.thresholds.offline_after;
+    if let Some(files) = changed_files(&s, &tree, &loaded, cache, trigger) {
+        let wanted: std::collections::HashSet<&str> = files.iter().map(String::as_str).collect();
+        let docs: Vec<&(Document, Value)> = loaded
+            .files
+            .iter()
+            .filter(|(path, _)| wanted.contains(path.as_str()))
+            .filter_map(|(_, p)| p.as_ref().as_ref().ok())
+            .flatten()
+            .collect();
+        let applied =
+            apply_tree(tx.as_mut(), &s, spec, &docs, Prev::Part, now, offline_after).await;
+        return match applied {
+            Ok(applied) => {
+                let runs = tx.owned_runs(s.id).await?;
+                let health = health_of_runs(runs.iter().map(|(n, s)| (n.as_str(), *s)));
+                let n = tx.count_source_objects(&[s.id]).await?;
+                let n = n.get(&s.id).copied().unwrap_or(0) as usize;
+                let generation = s.meta.generation;
+                let outcome = Outcome::Synced {
+                    revision: tree.revision.clone(),
+                    counts: applied.counts,
+                    healed: Vec::new(),
+                };
+                let s = sources::write_status(tx.as_mut(), s, outcome, health, n, now).await?;
+                ctx.commit(tx).await?;
+                cache.applied(&tree, &loaded, generation);
+                ctx.claimable.notify_waiters();
+                Ok((s, "changed"))
+            }
+            Err(e) => {
+                drop(tx);
+                cache.forget();
+                Ok((refused(ctx, s, tree.revision, e).await?, "failed"))
+            }
+        };
+    }
     let owned = tx.owned_objects(s.id).await?;
     let drift = drift_of(&owned);
     let same = s.status.revision.as_deref() == Some(tree.revision.as_str())
@@ -231,58 +318,118 @@ pub async fn sync_source(
     if same && drift.is_empty() {
         let health = health_of(&owned);
         let n = owned.len();
+        let generation = s.meta.generation;
         let outcome = Outcome::Synced {
-            revision: tree.revision,
+            revision: tree.revision.clone(),
             counts: Default::default(),
             healed: Vec::new(),
         };
         let s = sources::write_status(tx.as_mut(), s, outcome, health, n, now).await?;
         ctx.commit(tx).await?;
-        return Ok(s);
+        cache.applied(&tree, &loaded, generation);
+        return Ok((s, "unchanged"));
     }
+    cache.forget();
     if same && !spec.self_heal {
         let health = health_of(&owned);
         let n = owned.len();
         let s = sources::write_status(tx.as_mut(), s, Outcome::OutOfSync { drift }, health, n, now)
             .await?;
         ctx.commit(tx).await?;
-        return Ok(s);
+        return Ok((s, "out_of_sync"));
     }
     // Owned fields changed by another path are put back by this sync too
     // (a new revision or a new spec rewrites them): journaled as a heal
     // only when the Source asks for healing.
     let healed = if spec.self_heal { drift } else { Vec::new() };
-    let offline_after = ctx.thresholds.offline_after;
-    match apply_tree(tx.as_mut(), &s, spec, &tree, &owned, now, offline_after).await {
+    let docs: Vec<&(Document, Value)> = loaded.documents().collect();
+    match apply_tree(
+        tx.as_mut(),
+        &s,
+        spec,
+        &docs,
+        Prev::Whole(&owned),
+        now,
+        offline_after,
+    )
+    .await
+    {
         Ok(applied) => {
             // The inventory's runs as this sync left them: no second read
             // of the whole inventory.
-            let health = health_of_runs(applied.runs.iter().map(|(n, s)| (n.as_str(), *s)));
-            let (counts, n) = (applied.counts, applied.inventory);
+            let whole = applied.whole.expect("a whole tree's inventory");
+            let health = health_of_runs(whole.runs.iter().map(|(n, s)| (n.as_str(), *s)));
+            let generation = s.meta.generation;
             let outcome = Outcome::Synced {
-                revision: tree.revision,
-                counts,
+                revision: tree.revision.clone(),
+                counts: applied.counts,
                 healed,
             };
-            let s = sources::write_status(tx.as_mut(), s, outcome, health, n, now).await?;
+            let s = sources::write_status(tx.as_mut(), s, outcome, health, whole.size, now).await?;
             ctx.commit(tx).await?;
+            cache.applied(&tree, &loaded, generation);
             ctx.claimable.notify_waiters();
-            Ok(s)
+            Ok((s, "full"))
         }
-        Err(SyncError::Invalid(errors)) => {
+        Err(e) => {
             drop(tx);
-            let list: Vec<_> = errors.iter().map(source_error).collect();
-            let message = match errors.len() {
-                1 => errors[0].to_string(),
-                n => format!("{} (and {} more problem(s))", errors[0], n - 1),
-            };
-            failed(ctx, s, Some(tree.revision), list, message).await
-        }
-        Err(SyncError::Other(m)) => {
-            drop(tx);
-            failed(ctx, s, Some(tree.revision), Vec::new(), m).await
+            Ok((refused(ctx, s, tree.revision, e).await?, "failed"))
         }
     }
+}
+
+/// The files to apply alone, when this sync may apply only what changed
+/// (see [`SourceCache::plan`]): a watched change, to a Source whose
+/// status says Synced at the revision this process last applied, at the
+/// generation observed then. Drift is looked for by the full syncs (the
+/// interval's, a request's); a changed file's objects are rewritten here
+/// as declared, putting back owned fields another path changed, as a full
+/// sync does.
+fn changed_files(
+    s: &Source,
+    tree: &Tree,
+    loaded: &Loaded,
+    cache: &SourceCache,
+    trigger: Trigger,
+) -> Option<Vec<String>> {
+    if trigger != Trigger::Changed
+        || s.status.sync != "Synced"
+        || s.status.sync_requested_at.is_some()
+        || s.meta.observed_generation < s.meta.generation
+    {
+        return None;
+    }
+    let revision = s.status.revision.as_deref()?;
+    if revision == tree.revision {
+        return None;
+    }
+    match cache.plan(tree, loaded, revision, s.meta.generation) {
+        Plan::Changed(files) => Some(files),
+        Plan::Full => None,
+    }
+}
+
+/// A sync that applied nothing: its status, from its error.
+async fn refused(ctx: &Ctx, s: Source, revision: String, e: SyncError) -> anyhow::Result<Source> {
+    match e {
+        SyncError::Invalid(errors) => invalid(ctx, s, revision, errors).await,
+        SyncError::Other(m) => failed(ctx, s, Some(revision), Vec::new(), m).await,
+    }
+}
+
+/// A tree with problems: Failed, naming each (file, line, field).
+async fn invalid(
+    ctx: &Ctx,
+    s: Source,
+    revision: String,
+    errors: Vec<pam_manifests::ManifestError>,
+) -> anyhow::Result<Source> {
+    let list: Vec<_> = errors.iter().map(source_error).collect();
+    let message = match errors.len() {
+        1 => errors[0].to_string(),
+        n => format!("{} (and {} more problem(s))", errors[0], n - 1),
+    };
+    failed(ctx, s, Some(revision), list, message).await
 }
 
 /// Writes a failed sync's status (in its own transaction: the sync's was
