@@ -15,7 +15,8 @@ use pam_controller::ctx::{Ctx, Thresholds};
 use pam_controller::sync::cache::{Plan, SourceCache};
 use pam_controller::sync::fetch;
 use pam_controller::sync::runner::{sync_source, Trigger};
-use pam_manifests::kinds::SourceSpec;
+use pam_controller::sync::watch::{DEBOUNCE, SETTLE};
+use pam_manifests::kinds::{Kind, SourceSpec};
 use pam_store::memory::MemStore;
 use pam_store::Source;
 use serde_json::json;
@@ -98,6 +99,11 @@ impl World {
     }
 
     async fn sync(&mut self, trigger: Trigger) -> Source {
+        self.try_sync(trigger).await.expect("synced, not deferred")
+    }
+
+    /// None: deferred (the tree is still settling).
+    async fn try_sync(&mut self, trigger: Trigger) -> Option<Source> {
         let s = self.source().await;
         let spec: SourceSpec = serde_json::from_value(s.meta.spec.clone()).unwrap();
         let data = self.dir.path().join("data");
@@ -128,8 +134,20 @@ impl World {
     }
 }
 
-fn files(v: &[&str]) -> Plan {
-    Plan::Changed(v.iter().map(|s| s.to_string()).collect())
+/// A watched change, the tree still for long enough for any sync.
+const CHANGED: Trigger = Trigger::Changed { still: DEBOUNCE };
+/// A watched change that completed its files just now.
+const JUST_CHANGED: Trigger = Trigger::Changed { still: SETTLE };
+
+/// Only `files` changed, and of their objects only these tasks.
+fn changed(files: &[&str], tasks: &[&str]) -> Plan {
+    Plan::Changed {
+        files: files.iter().map(|s| s.to_string()).collect(),
+        objects: tasks
+            .iter()
+            .map(|t| (Kind::Task, Some("big".to_string()), t.to_string()))
+            .collect(),
+    }
 }
 
 #[tokio::test]
@@ -146,8 +164,9 @@ async fn a_changed_file_alone_is_applied() {
         "b.yaml",
         &(task("b1", "B one again", Some("a1")) + &task("b2", "B two", None)),
     );
-    assert_eq!(w.plan().await, files(&["b.yaml"]));
-    let s = w.sync(Trigger::Changed).await;
+    assert_eq!(w.plan().await, changed(&["b.yaml"], &["b1"]));
+    // An edit is applied as soon as the file is complete.
+    let s = w.sync(JUST_CHANGED).await;
     assert_eq!(s.status.sync, "Synced", "{:?}", s.status);
     assert_eq!(w.syncs("changed").await, 1);
     assert_eq!(w.syncs("full").await, 1);
@@ -157,8 +176,8 @@ async fn a_changed_file_alone_is_applied() {
 
     // A new file whose task's parent is in a file that did not change.
     w.write("c.yaml", &task("c1", "C one", Some("a2")));
-    assert_eq!(w.plan().await, files(&["c.yaml"]));
-    let s = w.sync(Trigger::Changed).await;
+    assert_eq!(w.plan().await, changed(&["c.yaml"], &["c1"]));
+    let s = w.sync(CHANGED).await;
     assert_eq!(s.status.sync, "Synced", "{:?}", s.status);
     assert_eq!(w.syncs("changed").await, 2);
     assert_eq!(w.title("c1").await.as_deref(), Some("C one"));
@@ -183,7 +202,7 @@ async fn what_a_changed_file_cannot_decide_alone_is_a_full_sync() {
     // full sync names the problem, nothing is written.
     w.write("c.yaml", &task("a1", "A again", None));
     assert_eq!(w.plan().await, Plan::Full);
-    let s = w.sync(Trigger::Changed).await;
+    let s = w.sync(CHANGED).await;
     assert_eq!(s.status.sync, "Failed", "{:?}", s.status);
     assert!(
         s.status.sync_message.contains("a1"),
@@ -194,15 +213,18 @@ async fn what_a_changed_file_cannot_decide_alone_is_a_full_sync() {
     std::fs::remove_file(w.tree().join("c.yaml")).unwrap();
     // Failed: the next sync is a full one.
     assert_eq!(w.plan().await, Plan::Full);
-    let s = w.sync(Trigger::Changed).await;
+    let s = w.sync(CHANGED).await;
     assert_eq!(s.status.sync, "Synced", "{:?}", s.status);
 
     // A file removed: its objects leave the tree and are pruned, which
-    // only the full sync decides.
+    // only the full sync decides — once the tree has been still for
+    // DEBOUNCE, never half-way through a burst of changes.
     std::fs::remove_file(w.tree().join("b.yaml")).unwrap();
     assert_eq!(w.plan().await, Plan::Full);
+    assert!(w.try_sync(JUST_CHANGED).await.is_none(), "deferred");
+    assert_eq!(w.title("b1").await.as_deref(), Some("B one"), "not yet");
     let full = w.syncs("full").await;
-    let s = w.sync(Trigger::Changed).await;
+    let s = w.sync(CHANGED).await;
     assert_eq!(s.status.sync, "Synced", "{:?}", s.status);
     assert_eq!(w.syncs("full").await, full + 1);
     assert_eq!(w.title("b1").await, None, "pruned");
@@ -212,9 +234,22 @@ async fn what_a_changed_file_cannot_decide_alone_is_a_full_sync() {
     // A task moved to another file is no removal.
     w.write("a.yaml", &task("a1", "A one", None));
     w.write("d.yaml", &task("a2", "A two moved", Some("a1")));
-    assert_eq!(w.plan().await, files(&["a.yaml", "d.yaml"]));
-    w.sync(Trigger::Changed).await;
+    assert_eq!(w.plan().await, changed(&["a.yaml", "d.yaml"], &["a2"]));
+    w.sync(CHANGED).await;
     assert_eq!(w.title("a2").await.as_deref(), Some("A two moved"));
+    // Nor is a file renamed: what it declared is still declared (and is
+    // written again: its inventory names the new file).
+    std::fs::rename(w.tree().join("d.yaml"), w.tree().join("e.yaml")).unwrap();
+    assert_eq!(w.plan().await, changed(&["e.yaml"], &["a2"]));
+    let changed = w.syncs("changed").await;
+    let s = w.sync(CHANGED).await;
+    assert_eq!(s.status.sync, "Synced", "{:?}", s.status);
+    assert_eq!(w.syncs("changed").await, changed + 1);
+    assert_eq!(w.title("a2").await.as_deref(), Some("A two moved"));
+    let mut tx = w.ctx.store.begin().await.unwrap();
+    let inv = tx.list_source_objects(s.id).await.unwrap();
+    let a2 = inv.iter().find(|o| o.name == "a2").unwrap();
+    assert_eq!(a2.file, "e.yaml");
 }
 
 #[tokio::test]
@@ -229,8 +264,8 @@ async fn a_changed_file_is_validated_against_the_stored_tree() {
         "a.yaml",
         &(task("a1", "A one", Some("b1")) + &task("a2", "A two", Some("a1"))),
     );
-    assert_eq!(w.plan().await, files(&["a.yaml"]));
-    let s = w.sync(Trigger::Changed).await;
+    assert_eq!(w.plan().await, changed(&["a.yaml"], &["a1"]));
+    let s = w.sync(CHANGED).await;
     assert_eq!(s.status.sync, "Failed", "{:?}", s.status);
     let err = &s.status.errors[0];
     assert_eq!(err["file"], "a.yaml", "{err}");
@@ -243,7 +278,7 @@ async fn a_changed_file_is_validated_against_the_stored_tree() {
         "a.yaml",
         &(task("a1", "A one", None) + &task("a2", "A two", Some("nope"))),
     );
-    let s = w.sync(Trigger::Changed).await;
+    let s = w.sync(CHANGED).await;
     assert_eq!(s.status.sync, "Failed", "{:?}", s.status);
     assert_eq!(s.status.errors[0]["file"], "a.yaml");
     assert!(
@@ -257,7 +292,7 @@ async fn a_changed_file_is_validated_against_the_stored_tree() {
         "a.yaml",
         &(task("a1", "A one", None) + &task("a2", "A two", Some("a1"))),
     );
-    let s = w.sync(Trigger::Changed).await;
+    let s = w.sync(CHANGED).await;
     assert_eq!(s.status.sync, "Synced", "{:?}", s.status);
     assert_eq!(s.status.revision, applied);
     let mut tx = w.ctx.store.begin().await.unwrap();

@@ -153,7 +153,11 @@ pub async fn apply_tree(
         return Err(SyncError::Invalid(scope));
     }
     let keys: Vec<ObjectKey> = loaded.iter().map(|(d, _)| key_of(&d.manifest)).collect();
-    let stored = stored_objects(tx, &keys).await?;
+    // The stored state the tree names, read once: the merge's, the
+    // inventory's and the write's.
+    let manifests: Vec<&Manifest> = loaded.iter().map(|(d, _)| &d.manifest).collect();
+    let existing = apply::existing::load_existing(tx, &manifests).await?;
+    let stored = existing.stored(&keys);
     let ids: Vec<(String, Uuid)> = stored
         .iter()
         .map(|((k, _, _), o)| (k.as_str().to_string(), o.id))
@@ -213,7 +217,7 @@ pub async fn apply_tree(
     if !errors.is_empty() {
         return Err(SyncError::Invalid(errors));
     }
-    let written = apply::write_batch(tx, now, offline_after, &merged, None).await?;
+    let written = apply::write_loaded(tx, now, offline_after, &merged, None, existing).await?;
     let mut counts = Counts::default();
     for r in &written.results {
         match r.action {

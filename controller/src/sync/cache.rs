@@ -2,7 +2,8 @@
 //! "fast on big trees"): each file's parsed documents by content id, and
 //! the tree it last applied. A one-file change in a 10,000-object tree
 //! parses that one file, and — when the last sync applied the tree before
-//! it — writes only that file's documents (see [`Plan`]).
+//! it — validates and writes only the objects whose documents changed (see
+//! [`Plan`]).
 //!
 //! The cache is memory only: after a restart (or on any doubt) the sync is
 //! a full one, which is always correct. Parsing is a pure function of the
@@ -31,15 +32,14 @@ pub struct SourceCache {
     applied: Option<AppliedTree>,
 }
 
-/// A tree a sync applied: its revision, the Source's generation then, and
-/// each file's content id.
-#[derive(Debug, Clone)]
+/// A tree a sync applied: its revision, the Source's generation then,
+/// each file's content id and objects, and each object's file.
+#[derive(Clone)]
 struct AppliedTree {
     revision: String,
     generation: i64,
-    files: HashMap<String, String>,
-    /// Every object the tree declares.
-    keys: HashSet<ObjectKey>,
+    files: HashMap<String, (String, Arc<Parsed>)>,
+    file_of: HashMap<ObjectKey, String>,
 }
 
 /// A tree loaded through the cache.
@@ -73,12 +73,15 @@ impl Loaded {
 pub enum Plan {
     /// Validate and write the whole tree against the whole inventory.
     Full,
-    /// Only these files changed since the tree the Source's status says is
+    /// Only `files` changed since the tree the Source's status says is
     /// applied, and every object of the applied tree is still declared:
-    /// their documents are validated and written (against the stored
-    /// state, as `pamctl apply -f` of those files is), the rest is
-    /// already in place.
-    Changed(Vec<String>),
+    /// the documents of `objects` — new, or changed as written, or moved
+    /// to another file — are validated and written (against the stored
+    /// state, as `pamctl apply -f` of them is); the rest is in place.
+    Changed {
+        files: Vec<String>,
+        objects: Vec<ObjectKey>,
+    },
 }
 
 impl SourceCache {
@@ -105,10 +108,11 @@ impl SourceCache {
 
     /// Whether `tree` can be applied by its changed files alone: the last
     /// sync of this process applied `revision` at `generation` (and the
-    /// caller checked the Source still says so, Synced), every file
-    /// parsed, no declared object left the tree (a removal prunes, which
-    /// the full sync decides), and no object is declared twice (the full
-    /// sync names both places). Anything else is [`Plan::Full`].
+    /// caller checked the Source still says so, Synced), every changed
+    /// file parsed, no declared object left the tree (a removal prunes,
+    /// which the full sync decides), and no object is declared twice (the
+    /// full sync names both places). Anything else is [`Plan::Full`].
+    /// Costs the changed files' objects, not the tree's.
     pub fn plan(&self, tree: &Tree, loaded: &Loaded, revision: &str, generation: i64) -> Plan {
         let Some(applied) = &self.applied else {
             return Plan::Full;
@@ -116,42 +120,75 @@ impl SourceCache {
         if applied.revision != revision || applied.generation != generation {
             return Plan::Full;
         }
-        if !loaded.errors().is_empty() {
-            return Plan::Full;
-        }
-        let mut keys: HashSet<ObjectKey> = HashSet::with_capacity(applied.keys.len());
-        for (d, _) in loaded.documents() {
-            if !keys.insert(key_of(&d.manifest)) {
-                return Plan::Full;
+        let changed: HashSet<&str> = tree
+            .files
+            .iter()
+            .filter(|f| applied.files.get(&f.path).is_none_or(|(id, _)| *id != f.id))
+            .map(|f| f.path.as_str())
+            .collect();
+        let present: HashSet<&str> = tree.files.iter().map(|f| f.path.as_str()).collect();
+        // What the changed and the removed files declared, as written.
+        let mut before: HashMap<ObjectKey, (&str, &Value)> = HashMap::new();
+        for (path, (_, parsed)) in &applied.files {
+            if changed.contains(path.as_str()) || !present.contains(path.as_str()) {
+                for (d, raw) in parsed.as_ref().as_ref().into_iter().flatten() {
+                    before.insert(key_of(&d.manifest), (path.as_str(), raw));
+                }
             }
         }
-        if applied.keys.iter().any(|k| !keys.contains(k)) {
+        let mut keys: HashSet<ObjectKey> = HashSet::new();
+        let mut objects = Vec::new();
+        for (path, parsed) in &loaded.files {
+            if !changed.contains(path.as_str()) {
+                continue;
+            }
+            let Ok(docs) = parsed.as_ref() else {
+                return Plan::Full;
+            };
+            for (d, raw) in docs {
+                let key = key_of(&d.manifest);
+                // Declared twice: in this change, or here and in a file
+                // that did not change.
+                let elsewhere = applied
+                    .file_of
+                    .get(&key)
+                    .is_some_and(|f| !changed.contains(f.as_str()) && present.contains(f.as_str()));
+                if elsewhere || keys.contains(&key) {
+                    return Plan::Full;
+                }
+                if before.get(&key) != Some(&(path.as_str(), raw)) {
+                    objects.push(key.clone());
+                }
+                keys.insert(key);
+            }
+        }
+        // What the changed and the removed files declared is still
+        // declared.
+        if before.keys().any(|k| !keys.contains(k)) {
             return Plan::Full;
         }
-        Plan::Changed(
-            tree.files
-                .iter()
-                .filter(|f| applied.files.get(&f.path) != Some(&f.id))
-                .map(|f| f.path.clone())
-                .collect(),
-        )
+        let mut files: Vec<String> = changed.into_iter().map(str::to_string).collect();
+        files.sort();
+        Plan::Changed { files, objects }
     }
 
     /// The sync that loaded `tree` (as `loaded`) committed it at
     /// `generation`.
     pub fn applied(&mut self, tree: &Tree, loaded: &Loaded, generation: i64) {
+        let mut files = HashMap::with_capacity(tree.files.len());
+        let mut file_of = HashMap::new();
+        for (f, (path, parsed)) in tree.files.iter().zip(&loaded.files) {
+            debug_assert_eq!(&f.path, path);
+            for (d, _) in parsed.as_ref().as_ref().into_iter().flatten() {
+                file_of.insert(key_of(&d.manifest), f.path.clone());
+            }
+            files.insert(f.path.clone(), (f.id.clone(), parsed.clone()));
+        }
         self.applied = Some(AppliedTree {
             revision: tree.revision.clone(),
             generation,
-            files: tree
-                .files
-                .iter()
-                .map(|f| (f.path.clone(), f.id.clone()))
-                .collect(),
-            keys: loaded
-                .documents()
-                .map(|(d, _)| key_of(&d.manifest))
-                .collect(),
+            files,
+            file_of,
         });
     }
 

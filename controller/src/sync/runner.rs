@@ -1,14 +1,18 @@
 //! pamd's sync loop (GitOps), level-triggered like the others: each tick
 //! it looks at every Source and syncs the ones that are due — the
 //! interval elapsed, a sync was requested (`pamctl sync`), or a watched
-//! directory changed. A sync is told nothing about why it runs: it reads
-//! the tree, the inventory and the stored objects, and acts idempotently.
+//! directory changed. A sync acts idempotently on what it reads (the
+//! tree, the inventory, the stored objects); why it runs only decides how
+//! much it may skip ([`Trigger`]).
 //!
 //! # Watching
 //! A directory Source is watched with `notify` ([`super::watch`]): a
 //! change wakes the loop, which syncs once the tree has been still for
-//! [`super::watch::DEBOUNCE`]; polling is the fallback when a watcher cannot start. The
-//! interval's full resync is the safety net.
+//! [`super::watch::SETTLE`] after a completed file (else
+//! [`super::watch::DEBOUNCE`]) — applying only what changed when it can
+//! ([`super::cache`]), and waiting for DEBOUNCE when it needs the whole
+//! tree; polling is the fallback when a watcher cannot start. The
+//! interval's full resync is the safety net (and the drift pass).
 //!
 //! # Caveats
 //! - Time for "due" comes from the injected clock; the tick itself is a
@@ -28,11 +32,12 @@ use uuid::Uuid;
 use pam_manifests::load::Document;
 use serde_json::Value;
 
-use super::apply::{apply_tree, source_error, Prev, SyncError};
+use super::apply::{apply_tree, key_of, source_error, Prev, SyncError};
 use super::cache::{Loaded, Plan, SourceCache};
 use super::fetch::{self, GitMirror, Tree};
-use super::watch::DirWatch;
+use super::watch::{DirWatch, DEBOUNCE};
 use crate::apply::ownership::owned_drift;
+use crate::apply::stored::ObjectKey;
 use crate::ctx::Ctx;
 use crate::rules::sources::{self, Health, Outcome};
 
@@ -85,7 +90,7 @@ async fn pass(
         if spec.suspend {
             continue;
         }
-        let mut changed = false;
+        let mut changed = None;
         let mut mark = None;
         if let Some(path) = &spec.path {
             let root = PathBuf::from(path);
@@ -94,7 +99,8 @@ async fn pass(
             }
             if let Some(w) = watches.get_mut(&s.id) {
                 match w.check(wake).await {
-                    Ok(c) => changed = c,
+                    Ok(true) => changed = Some(w.still_for()),
+                    Ok(false) => {}
                     Err(at) => next = Some(next.map_or(at, |n| n.min(at))),
                 }
                 mark = Some(w.mark());
@@ -104,8 +110,8 @@ async fn pass(
         }
         let trigger = if due(&s, &spec, ctx.now()) {
             Trigger::Due
-        } else if changed {
-            Trigger::Changed
+        } else if let Some(still) = changed {
+            Trigger::Changed { still }
         } else {
             continue;
         };
@@ -113,9 +119,16 @@ async fn pass(
         let id = s.id;
         let cache = caches.entry(id).or_default();
         match sync_source(ctx, data_dir, s, &spec, cache, trigger).await {
-            Ok(_) => {
+            Ok(Some(_)) => {
                 if let (Some(w), Some(mark)) = (watches.get_mut(&id), mark) {
                     w.synced(mark);
+                }
+            }
+            Ok(None) => {
+                // Settling: looked at again once still for DEBOUNCE.
+                if let Trigger::Changed { still } = trigger {
+                    let at = Instant::now() + DEBOUNCE.saturating_sub(still);
+                    next = Some(next.map_or(at, |n| n.min(at)));
                 }
             }
             Err(e) => tracing::warn!(source = %name, error = %format!("{e:#}"), "sync failed"),
@@ -219,9 +232,14 @@ pub fn health_of_runs<'a>(
 /// Why a Source is synced now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Trigger {
-    /// Its watched directory changed (and nothing else made it due): the
-    /// changed files alone may be applied ([`Plan::Changed`]).
-    Changed,
+    /// Its watched directory changed (and nothing else made it due), and
+    /// has been still for `still` since: the changed files alone may be
+    /// applied ([`Plan::Changed`]) once the change completed its files
+    /// ([`super::watch::SETTLE`]); a sync of the whole tree — which may
+    /// prune — waits until the tree has been still for [`DEBOUNCE`] (a
+    /// burst of changes, a file moved between files in two steps, is
+    /// never pruned from half-way).
+    Changed { still: Duration },
     /// The interval, a request, a new generation or a first look: a full
     /// sync, which also looks for drift in the whole inventory.
     Due,
@@ -229,7 +247,8 @@ pub enum Trigger {
 
 /// Syncs one Source now: the whole sync — writes, inventory, prune,
 /// status and events — commits in one transaction, or a failure status is
-/// written and nothing else.
+/// written and nothing else. `None`: nothing was done yet, the tree is
+/// still settling (see [`Trigger::Changed`]).
 pub async fn sync_source(
     ctx: &Ctx,
     data_dir: &Path,
@@ -237,11 +256,13 @@ pub async fn sync_source(
     spec: &SourceSpec,
     cache: &mut SourceCache,
     trigger: Trigger,
-) -> anyhow::Result<Source> {
+) -> anyhow::Result<Option<Source>> {
     let started = Instant::now();
-    let (s, result) = sync_once(ctx, data_dir, s, spec, cache, trigger).await?;
+    let Some((s, result)) = sync_once(ctx, data_dir, s, spec, cache, trigger).await? else {
+        return Ok(None);
+    };
     ctx.metrics.source_synced(result, started);
-    Ok(s)
+    Ok(Some(s))
 }
 
 /// [`sync_source`], saying how it ended (a [`crate::metrics::SYNC_RESULTS`]).
@@ -252,37 +273,37 @@ async fn sync_once(
     spec: &SourceSpec,
     cache: &mut SourceCache,
     trigger: Trigger,
-) -> anyhow::Result<(Source, &'static str)> {
+) -> anyhow::Result<Option<(Source, &'static str)>> {
     let now = ctx.now();
     let tree = match read_tree(data_dir, &s, spec).await {
         Ok(t) => t,
         Err(e) => {
             cache.forget();
-            return Ok((
+            return Ok(Some((
                 failed(ctx, s, None, Vec::new(), format!("{e:#}")).await?,
                 "failed",
-            ));
+            )));
         }
     };
     let loaded = cache.load(&tree);
     let errors = loaded.errors();
     if !errors.is_empty() {
         cache.forget();
-        return Ok((invalid(ctx, s, tree.revision, errors).await?, "failed"));
+        return Ok(Some((
+            invalid(ctx, s, tree.revision, errors).await?,
+            "failed",
+        )));
     }
     let mut tx = ctx.store.begin().await?;
     // The row as of this transaction (a request may have come since the
     // list was read).
     let s = tx.get_source(s.id).await?.unwrap_or(s);
     let offline_after = ctx.thresholds.offline_after;
-    if let Some(files) = changed_files(&s, &tree, &loaded, cache, trigger) {
-        let wanted: std::collections::HashSet<&str> = files.iter().map(String::as_str).collect();
+    if let Some(objects) = changed_objects(&s, &tree, &loaded, cache, trigger) {
+        let wanted: std::collections::HashSet<&ObjectKey> = objects.iter().collect();
         let docs: Vec<&(Document, Value)> = loaded
-            .files
-            .iter()
-            .filter(|(path, _)| wanted.contains(path.as_str()))
-            .filter_map(|(_, p)| p.as_ref().as_ref().ok())
-            .flatten()
+            .documents()
+            .filter(|(d, _)| wanted.contains(&key_of(&d.manifest)))
             .collect();
         let applied =
             apply_tree(tx.as_mut(), &s, spec, &docs, Prev::Part, now, offline_after).await;
@@ -302,14 +323,19 @@ async fn sync_once(
                 ctx.commit(tx).await?;
                 cache.applied(&tree, &loaded, generation);
                 ctx.claimable.notify_waiters();
-                Ok((s, "changed"))
+                Ok(Some((s, "changed")))
             }
             Err(e) => {
                 drop(tx);
                 cache.forget();
-                Ok((refused(ctx, s, tree.revision, e).await?, "failed"))
+                Ok(Some((refused(ctx, s, tree.revision, e).await?, "failed")))
             }
         };
+    }
+    if let Trigger::Changed { still } = trigger {
+        if still < DEBOUNCE {
+            return Ok(None);
+        }
     }
     let owned = tx.owned_objects(s.id).await?;
     let drift = drift_of(&owned);
@@ -327,7 +353,7 @@ async fn sync_once(
         let s = sources::write_status(tx.as_mut(), s, outcome, health, n, now).await?;
         ctx.commit(tx).await?;
         cache.applied(&tree, &loaded, generation);
-        return Ok((s, "unchanged"));
+        return Ok(Some((s, "unchanged")));
     }
     cache.forget();
     if same && !spec.self_heal {
@@ -336,7 +362,7 @@ async fn sync_once(
         let s = sources::write_status(tx.as_mut(), s, Outcome::OutOfSync { drift }, health, n, now)
             .await?;
         ctx.commit(tx).await?;
-        return Ok((s, "out_of_sync"));
+        return Ok(Some((s, "out_of_sync")));
     }
     // Owned fields changed by another path are put back by this sync too
     // (a new revision or a new spec rewrites them): journaled as a heal
@@ -369,30 +395,30 @@ async fn sync_once(
             ctx.commit(tx).await?;
             cache.applied(&tree, &loaded, generation);
             ctx.claimable.notify_waiters();
-            Ok((s, "full"))
+            Ok(Some((s, "full")))
         }
         Err(e) => {
             drop(tx);
-            Ok((refused(ctx, s, tree.revision, e).await?, "failed"))
+            Ok(Some((refused(ctx, s, tree.revision, e).await?, "failed")))
         }
     }
 }
 
-/// The files to apply alone, when this sync may apply only what changed
-/// (see [`SourceCache::plan`]): a watched change, to a Source whose
-/// status says Synced at the revision this process last applied, at the
-/// generation observed then. Drift is looked for by the full syncs (the
-/// interval's, a request's); a changed file's objects are rewritten here
-/// as declared, putting back owned fields another path changed, as a full
+/// The objects to apply alone, when this sync may apply only what
+/// changed (see [`SourceCache::plan`]): a watched change, to a Source
+/// whose status says Synced at the revision this process last applied, at
+/// the generation observed then. Drift is looked for by the full syncs
+/// (the interval's, a request's); a changed object is written as
+/// declared, putting back owned fields another path changed, as a full
 /// sync does.
-fn changed_files(
+fn changed_objects(
     s: &Source,
     tree: &Tree,
     loaded: &Loaded,
     cache: &SourceCache,
     trigger: Trigger,
-) -> Option<Vec<String>> {
-    if trigger != Trigger::Changed
+) -> Option<Vec<ObjectKey>> {
+    if !matches!(trigger, Trigger::Changed { .. })
         || s.status.sync != "Synced"
         || s.status.sync_requested_at.is_some()
         || s.meta.observed_generation < s.meta.generation
@@ -404,7 +430,7 @@ fn changed_files(
         return None;
     }
     match cache.plan(tree, loaded, revision, s.meta.generation) {
-        Plan::Changed(files) => Some(files),
+        Plan::Changed { objects, .. } => Some(objects),
         Plan::Full => None,
     }
 }

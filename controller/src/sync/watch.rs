@@ -29,7 +29,7 @@ pub const DEBOUNCE: Duration = Duration::from_millis(200);
 /// burst of such changes (a checkout, a copy of several files) into one
 /// sync, short enough that one file's change is applied at once (issue 14:
 /// a one-file change within 2× a `pamctl apply` of it).
-pub const SETTLE: Duration = Duration::from_millis(40);
+pub const SETTLE: Duration = Duration::from_millis(20);
 /// How often a polled directory tries to get a watcher again.
 pub const RETRY: Duration = Duration::from_secs(10);
 
@@ -164,6 +164,15 @@ impl DirWatch {
         } else {
             Err(last + quiet)
         }
+    }
+
+    /// How long the tree has been still (since the last change seen).
+    pub fn still_for(&self) -> Duration {
+        self.changes
+            .last
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .elapsed()
     }
 
     /// A mark to pass to [`DirWatch::synced`] once a sync that starts now
