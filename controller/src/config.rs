@@ -17,6 +17,10 @@
 //! # cert_file = "/etc/pam/tls/server.pem"   (PEM chain, leaf first)
 //! # key_file = "/etc/pam/tls/server.key"
 //! # self_signed = false  (true: make a CA and certificate in data_dir/tls)
+//! [git]                 # how git Sources authenticate (never a manifest)
+//! # credentials_file = "/etc/pam/git-credentials"  (https://user:token@host per line)
+//! # ssh_key_file = "/etc/pam/git_ed25519"
+//! # known_hosts_file = "/etc/pam/known_hosts"      (then strict host checking)
 //! ```
 //! An unknown key is an error naming it: a typo must not silently fall back
 //! to a default.
@@ -24,6 +28,8 @@
 use anyhow::{bail, Context};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
+
+use crate::sync::fetch::GitAuth;
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7700";
 
@@ -97,6 +103,17 @@ pub struct Config {
     pub hosts: HostsConfig,
     pub dispatch: DispatchConfig,
     pub retention: RetentionConfig,
+    /// How git Sources authenticate.
+    pub git: GitAuth,
+}
+
+/// The `[git]` table.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct GitFile {
+    credentials_file: Option<PathBuf>,
+    ssh_key_file: Option<PathBuf>,
+    known_hosts_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -156,6 +173,7 @@ struct FileConfig {
     dispatch: DispatchConfig,
     retention: RetentionConfig,
     tls: TlsFile,
+    git: GitFile,
 }
 
 impl Config {
@@ -204,6 +222,7 @@ impl Config {
             hosts: parsed.hosts,
             dispatch: parsed.dispatch,
             retention: parsed.retention,
+            git: git_auth(parsed.git, home)?,
         };
         config.validate()?;
         Ok(config)
@@ -261,6 +280,24 @@ fn tls_mode(cli: &Cli, file: TlsFile, home: Option<&Path>) -> anyhow::Result<Tls
             bail!("a TLS key needs its certificate: --tls-cert FILE ([tls] cert_file)")
         }
     }
+}
+
+/// The `[git]` table, `~` expanded; each file must exist (a typo is found
+/// at start, not at the first fetch).
+fn git_auth(file: GitFile, home: Option<&Path>) -> anyhow::Result<GitAuth> {
+    let check = |key: &str, p: Option<PathBuf>| -> anyhow::Result<Option<PathBuf>> {
+        let Some(p) = p else { return Ok(None) };
+        let p = expand_home(&p, home)?;
+        if !p.is_file() {
+            bail!("[git] {key}: {} is not a readable file", p.display());
+        }
+        Ok(Some(p))
+    };
+    Ok(GitAuth {
+        credentials_file: check("credentials_file", file.credentials_file)?,
+        ssh_key_file: check("ssh_key_file", file.ssh_key_file)?,
+        known_hosts_file: check("known_hosts_file", file.known_hosts_file)?,
+    })
 }
 
 /// `~/.local/share/pam`.
@@ -396,6 +433,34 @@ mod tests {
         assert_eq!(c.data_dir, PathBuf::from("/tmp/x"));
         assert_eq!(c.database_url.as_deref(), Some("postgresql://h/db"));
         assert!(c.local_worker);
+    }
+
+    #[test]
+    fn git_credentials_come_from_files_that_exist() {
+        let dir = tempfile::tempdir().unwrap();
+        let creds = dir.path().join("creds");
+        std::fs::write(&creds, "https://u:t@example.com\n").unwrap();
+        let text = format!(
+            "[git]\ncredentials_file = {:?}\n",
+            creds.display().to_string()
+        );
+        let c = resolve(Some(&text), &Cli::default()).unwrap();
+        assert_eq!(c.git.credentials_file, Some(creds));
+        assert_eq!(c.git.ssh_key_file, None);
+        assert_eq!(
+            resolve(None, &Cli::default()).unwrap().git,
+            GitAuth::default()
+        );
+        let err = resolve(
+            Some("[git]\nssh_key_file = \"/nope/key\"\n"),
+            &Cli::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("[git] ssh_key_file") && err.contains("/nope/key"),
+            "{err}"
+        );
     }
 
     #[test]

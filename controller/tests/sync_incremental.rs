@@ -13,7 +13,7 @@ use pam_controller::apply::{self, ApplyRequest};
 use pam_controller::clock::ManualClock;
 use pam_controller::ctx::{Ctx, Thresholds};
 use pam_controller::sync::cache::{Plan, SourceCache};
-use pam_controller::sync::fetch;
+use pam_controller::sync::fetch::{self, GitAuth, Repos};
 use pam_controller::sync::runner::{sync_source, Trigger};
 use pam_controller::sync::watch::{DEBOUNCE, SETTLE};
 use pam_manifests::kinds::{Kind, SourceSpec};
@@ -107,7 +107,8 @@ impl World {
         let s = self.source().await;
         let spec: SourceSpec = serde_json::from_value(s.meta.spec.clone()).unwrap();
         let data = self.dir.path().join("data");
-        sync_source(&self.ctx, &data, s, &spec, &mut self.cache, trigger)
+        let repos = Repos::new(&data, GitAuth::default());
+        sync_source(&self.ctx, &repos, s, &spec, &mut self.cache, trigger)
             .await
             .unwrap()
     }

@@ -109,7 +109,7 @@ async fn serve(config: &Config, clock: SharedClock, url: &str) -> anyhow::Result
     ));
     let sync_loop = tokio::spawn(crate::sync::runner::run(
         state.ctx.clone(),
-        config.data_dir.clone(),
+        crate::sync::fetch::Repos::new(&config.data_dir, config.git.clone()),
         stop_loops.clone(),
     ));
     let bus = state.ctx.bus.clone();

@@ -19,7 +19,7 @@
 //!   real sleep.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -34,7 +34,7 @@ use serde_json::Value;
 
 use super::apply::{apply_tree, key_of, source_error, Prev, SyncError};
 use super::cache::{Loaded, Plan, SourceCache};
-use super::fetch::{self, GitMirror, Tree};
+use super::fetch::{self, Repos, Tree};
 use super::watch::{DirWatch, DEBOUNCE};
 use crate::apply::ownership::owned_drift;
 use crate::apply::stored::ObjectKey;
@@ -44,12 +44,12 @@ use crate::rules::sources::{self, Health, Outcome};
 /// How often the loop looks at the Sources.
 pub const TICK: Duration = Duration::from_millis(200);
 /// Runs the sync loop until `stop`.
-pub async fn run(ctx: Ctx, data_dir: PathBuf, stop: CancellationToken) {
+pub async fn run(ctx: Ctx, repos: Repos, stop: CancellationToken) {
     let mut watches: HashMap<Uuid, DirWatch> = HashMap::new();
     let mut caches: HashMap<Uuid, SourceCache> = HashMap::new();
     let wake = Arc::new(tokio::sync::Notify::new());
     loop {
-        let next = match pass(&ctx, &data_dir, &mut watches, &mut caches, &wake).await {
+        let next = match pass(&ctx, &repos, &mut watches, &mut caches, &wake).await {
             Ok(next) => next,
             Err(e) => {
                 tracing::warn!(error = %format!("{e:#}"), "sync pass failed; retrying");
@@ -71,7 +71,7 @@ pub async fn run(ctx: Ctx, data_dir: PathBuf, stop: CancellationToken) {
 
 async fn pass(
     ctx: &Ctx,
-    data_dir: &Path,
+    repos: &Repos,
     watches: &mut HashMap<Uuid, DirWatch>,
     caches: &mut HashMap<Uuid, SourceCache>,
     wake: &Arc<tokio::sync::Notify>,
@@ -118,7 +118,7 @@ async fn pass(
         let name = s.name.clone();
         let id = s.id;
         let cache = caches.entry(id).or_default();
-        match sync_source(ctx, data_dir, s, &spec, cache, trigger).await {
+        match sync_source(ctx, repos, s, &spec, cache, trigger).await {
             Ok(Some(_)) => {
                 if let (Some(w), Some(mark)) = (watches.get_mut(&id), mark) {
                     w.synced(mark);
@@ -152,7 +152,7 @@ fn due(s: &Source, spec: &SourceSpec, now: DateTime<Utc>) -> bool {
 }
 
 /// Reads the Source's tree at its current revision.
-async fn read_tree(data_dir: &Path, s: &Source, spec: &SourceSpec) -> anyhow::Result<Tree> {
+async fn read_tree(repos: &Repos, s: &Source, spec: &SourceSpec) -> anyhow::Result<Tree> {
     if let Some(path) = &spec.path {
         let root = PathBuf::from(path);
         return tokio::task::spawn_blocking(move || fetch::read_dir(&root)).await?;
@@ -161,7 +161,7 @@ async fn read_tree(data_dir: &Path, s: &Source, spec: &SourceSpec) -> anyhow::Re
         .git
         .as_ref()
         .ok_or_else(|| anyhow::anyhow!("neither spec.path nor spec.git"))?;
-    let mirror = GitMirror::new(data_dir.join("sources").join(format!("{}.git", s.id)));
+    let mirror = repos.mirror(s.id);
     let commit = mirror.fetch(&git.url, &git.reference).await?;
     mirror.tree(&commit, &git.path, &|_| None).await
 }
@@ -251,14 +251,14 @@ pub enum Trigger {
 /// still settling (see [`Trigger::Changed`]).
 pub async fn sync_source(
     ctx: &Ctx,
-    data_dir: &Path,
+    repos: &Repos,
     s: Source,
     spec: &SourceSpec,
     cache: &mut SourceCache,
     trigger: Trigger,
 ) -> anyhow::Result<Option<Source>> {
     let started = Instant::now();
-    let Some((s, result)) = sync_once(ctx, data_dir, s, spec, cache, trigger).await? else {
+    let Some((s, result)) = sync_once(ctx, repos, s, spec, cache, trigger).await? else {
         return Ok(None);
     };
     ctx.metrics.source_synced(result, started);
@@ -268,14 +268,14 @@ pub async fn sync_source(
 /// [`sync_source`], saying how it ended (a [`crate::metrics::SYNC_RESULTS`]).
 async fn sync_once(
     ctx: &Ctx,
-    data_dir: &Path,
+    repos: &Repos,
     s: Source,
     spec: &SourceSpec,
     cache: &mut SourceCache,
     trigger: Trigger,
 ) -> anyhow::Result<Option<(Source, &'static str)>> {
     let now = ctx.now();
-    let tree = match read_tree(data_dir, &s, spec).await {
+    let tree = match read_tree(repos, &s, spec).await {
         Ok(t) => t,
         Err(e) => {
             cache.forget();
