@@ -17,6 +17,8 @@
 //! # cert_file = "/etc/pam/tls/server.pem"   (PEM chain, leaf first)
 //! # key_file = "/etc/pam/tls/server.key"
 //! # self_signed = false  (true: make a CA and certificate in data_dir/tls)
+//! [leader]
+//! lease_seconds = 15    # the loops' lease among replicas
 //! [git]                 # how git Sources authenticate (never a manifest)
 //! # credentials_file = "/etc/pam/git-credentials"  (https://user:token@host per line)
 //! # ssh_key_file = "/etc/pam/git_ed25519"
@@ -105,6 +107,21 @@ pub struct Config {
     pub retention: RetentionConfig,
     /// How git Sources authenticate.
     pub git: GitAuth,
+    pub leader: LeaderConfig,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LeaderConfig {
+    /// The loops' lease (replicas, issue 15): renewed every third of it; a
+    /// dead leader's loops move within twice it.
+    pub lease_seconds: u64,
+}
+
+impl Default for LeaderConfig {
+    fn default() -> Self {
+        Self { lease_seconds: 15 }
+    }
 }
 
 /// The `[git]` table.
@@ -174,6 +191,7 @@ struct FileConfig {
     retention: RetentionConfig,
     tls: TlsFile,
     git: GitFile,
+    leader: LeaderConfig,
 }
 
 impl Config {
@@ -223,6 +241,7 @@ impl Config {
             dispatch: parsed.dispatch,
             retention: parsed.retention,
             git: git_auth(parsed.git, home)?,
+            leader: parsed.leader,
         };
         config.validate()?;
         Ok(config)
@@ -242,6 +261,9 @@ impl Config {
         }
         if self.dispatch.timeout_seconds == 0 {
             bail!("[dispatch] timeout_seconds must be at least 1");
+        }
+        if self.leader.lease_seconds < 3 {
+            bail!("[leader] lease_seconds must be at least 3");
         }
         if self.retention.events_days == 0 {
             bail!("[retention] events_days must be at least 1");

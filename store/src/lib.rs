@@ -45,6 +45,7 @@ pub mod db;
 pub mod embedded;
 pub mod events;
 pub mod hosts;
+pub mod leader;
 pub mod memory;
 pub mod postgres;
 pub mod projects;
@@ -62,6 +63,7 @@ use uuid::Uuid;
 
 pub use events::{Event, EventTx};
 pub use hosts::{Host, HostTx};
+pub use leader::{LeaderTx, Lease};
 pub use projects::{Project, ProjectTx};
 pub use runs::{Run, RunFilter, RunTx, RunUpdate, SignalMarker, Target};
 pub use sources::{OwnedObject, Source, SourceObject, SourceStatus, SourceTx};
@@ -71,7 +73,9 @@ pub use work_items::{WorkItem, WorkItemTx};
 /// Every store trait, for `use pam_store::prelude::*`: calling a method of
 /// a `dyn Tx` needs the aggregate trait that declares it in scope.
 pub mod prelude {
-    pub use crate::{EventTx, HostTx, ProjectTx, RunTx, SourceTx, Store, TokenTx, Tx, WorkItemTx};
+    pub use crate::{
+        EventTx, HostTx, LeaderTx, ProjectTx, RunTx, SourceTx, Store, TokenTx, Tx, WorkItemTx,
+    };
 }
 
 pub type Labels = BTreeMap<String, String>;
@@ -99,6 +103,10 @@ pub enum StoreError {
     /// constraint, deleting a host that runs still reference, …).
     #[error("invalid: {0}")]
     Invalid(String),
+    /// A fenced transaction's leader lease moved on: another process
+    /// leads now, and this one must write nothing (issue 15).
+    #[error("fenced: {0}")]
+    Fenced(String),
     /// The database failed (connection lost, …). Not the caller's fault.
     #[error("database error: {0}")]
     Database(String),
@@ -158,7 +166,7 @@ pub trait Store: Send + Sync + 'static {
 /// caller's injected clock; stores never read the wall clock.
 #[async_trait]
 pub trait Tx:
-    ProjectTx + WorkItemTx + RunTx + HostTx + EventTx + TokenTx + SourceTx + Send
+    ProjectTx + WorkItemTx + RunTx + HostTx + EventTx + TokenTx + SourceTx + LeaderTx + Send
 {
     /// Commits, returning the events appended in this transaction (in seq
     /// order) so the caller can publish them now that they are durable.

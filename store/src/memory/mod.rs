@@ -53,6 +53,7 @@ struct State {
     sources: HashMap<Uuid, Source>,
     /// (kind, object id) → the owning Source's row.
     source_objects: BTreeMap<(String, Uuid), SourceObject>,
+    leases: HashMap<String, crate::Lease>,
 }
 
 /// The in-memory store.
@@ -217,6 +218,7 @@ impl Tx for MemTx {
 // macros above, which they use).
 mod events;
 mod hosts;
+mod leader;
 mod projects;
 mod runs;
 mod sources;

@@ -280,6 +280,7 @@ impl Tx for PgTx {
 // macros above, which they use), and the row mapping they share.
 mod events;
 mod hosts;
+mod leader;
 mod projects;
 mod rows;
 mod runs;

@@ -83,6 +83,7 @@ macro_rules! store_conformance_tests {
             store_is_ready,
             source_crud_and_status,
             source_inventory_has_one_owner,
+            leader_lease_take_renew_expire_and_fence,
         );
     };
     (@each $make:expr; $($name:ident),+ $(,)?) => {
@@ -262,6 +263,7 @@ macro_rules! assert_err {
 mod dispatch;
 mod events;
 mod hosts;
+mod leader;
 mod named;
 mod projects;
 mod runs;
@@ -276,6 +278,8 @@ pub use dispatch::*;
 pub use events::*;
 #[allow(unused_imports)]
 pub use hosts::*;
+#[allow(unused_imports)]
+pub use leader::*;
 #[allow(unused_imports)]
 pub use named::*;
 #[allow(unused_imports)]
