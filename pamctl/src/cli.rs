@@ -29,7 +29,8 @@ pub struct Cli {
 
 #[derive(Debug, Clone, Default, Args)]
 pub struct Global {
-    /// pamd's URL [env: PAM_SERVER] [default: http://127.0.0.1:7700]
+    /// pamd's URL; several replicas comma-separated (one that cannot be
+    /// connected to is skipped) [env: PAM_SERVER] [default: http://127.0.0.1:7700]
     #[arg(long, global = true, value_name = "URL")]
     pub server: Option<String>,
     /// Bearer token [env: PAM_TOKEN]

@@ -17,7 +17,11 @@ pub struct Client {
     http: reqwest::blocking::Client,
     /// For event streams: no overall timeout (a stream is long-lived).
     stream_http: reqwest::blocking::Client,
-    base: String,
+    /// pamd replicas (`--server a,b`): a request goes to the first that
+    /// can be connected to (one that cannot never got the request).
+    bases: Vec<String>,
+    /// The one that answered last.
+    current: std::sync::Arc<std::sync::atomic::AtomicUsize>,
     token: Option<String>,
     token_source: TokenSource,
     data_dir: std::path::PathBuf,
@@ -32,7 +36,18 @@ impl Client {
     /// A client whose requests give up after `timeout` (completion asks
     /// the server with a short one).
     pub fn with_timeout(resolved: &Resolved, timeout: Duration) -> Result<Client> {
-        check_scheme(&resolved.server)?;
+        let bases: Vec<String> = resolved
+            .server
+            .split(',')
+            .map(|s| s.trim().trim_end_matches('/').to_string())
+            .filter(|s| !s.is_empty())
+            .collect();
+        if bases.is_empty() {
+            return Err(CliError::usage("--server: no URL"));
+        }
+        for b in &bases {
+            check_scheme(b)?;
+        }
         let ca = resolved.ca_file.as_deref();
         let http = http_client(Some(timeout), ca)?;
         // Event streams stay open for as long as the caller reads them.
@@ -40,7 +55,8 @@ impl Client {
         Ok(Client {
             http,
             stream_http,
-            base: resolved.server.clone(),
+            bases,
+            current: Default::default(),
             token: resolved.token.clone(),
             token_source: resolved.token_source.clone(),
             data_dir: resolved.data_dir.clone(),
@@ -75,18 +91,19 @@ impl Client {
         path: &str,
         last_event_id: Option<i64>,
     ) -> Result<reqwest::blocking::Response> {
-        let url = format!("{}{path}", self.base);
-        let mut req = self
-            .stream_http
-            .get(&url)
-            .header("accept", "text/event-stream");
-        if let Some(t) = &self.token {
-            req = req.bearer_auth(t);
-        }
-        if let Some(id) = last_event_id {
-            req = req.header("last-event-id", id.to_string());
-        }
-        let resp = req.send().map_err(|e| self.transport_error(&e))?;
+        let resp = self.each_server(|base| {
+            let mut req = self
+                .stream_http
+                .get(format!("{base}{path}"))
+                .header("accept", "text/event-stream");
+            if let Some(t) = &self.token {
+                req = req.bearer_auth(t);
+            }
+            if let Some(id) = last_event_id {
+                req = req.header("last-event-id", id.to_string());
+            }
+            req.send()
+        })?;
         let status = resp.status().as_u16();
         if (200..300).contains(&status) {
             return Ok(resp);
@@ -100,17 +117,20 @@ impl Client {
     }
 
     fn send(&self, method: reqwest::Method, path: &str, body: Option<&Value>) -> Result<Value> {
-        let url = format!("{}{path}", self.base);
-        let mut req = self.http.request(method.clone(), &url);
-        if let Some(t) = &self.token {
-            req = req.bearer_auth(t);
-        }
-        if let Some(b) = body {
-            req = req.json(b);
-        }
-        let resp = req.send().map_err(|e| self.transport_error(&e))?;
+        let resp = self.each_server(|base| {
+            let mut req = self.http.request(method.clone(), format!("{base}{path}"));
+            if let Some(t) = &self.token {
+                req = req.bearer_auth(t);
+            }
+            if let Some(b) = body {
+                req = req.json(b);
+            }
+            req.send()
+        })?;
         let status = resp.status().as_u16();
-        let text = resp.text().map_err(|e| self.transport_error(&e))?;
+        let text = resp
+            .text()
+            .map_err(|e| self.transport_error(self.base(), &e))?;
         let parsed: Option<Value> = if text.trim().is_empty() {
             Some(Value::Null)
         } else {
@@ -128,7 +148,37 @@ impl Client {
         Err(self.status_error(&method, path, status, parsed.unwrap_or(Value::Null)))
     }
 
-    fn transport_error(&self, e: &reqwest::Error) -> CliError {
+    /// The server that answered last (the first before any).
+    fn base(&self) -> &str {
+        &self.bases[self.current.load(std::sync::atomic::Ordering::SeqCst) % self.bases.len()]
+    }
+
+    /// Sends with `send` to the servers in turn, from the one that answered
+    /// last, moving on only when one cannot be connected to.
+    fn each_server(
+        &self,
+        send: impl Fn(&str) -> reqwest::Result<reqwest::blocking::Response>,
+    ) -> Result<reqwest::blocking::Response> {
+        use std::sync::atomic::Ordering;
+        let n = self.bases.len();
+        let first = self.current.load(Ordering::SeqCst);
+        let mut last = None;
+        for k in 0..n {
+            let i = (first + k) % n;
+            match send(&self.bases[i]) {
+                Ok(resp) => {
+                    self.current.store(i, Ordering::SeqCst);
+                    return Ok(resp);
+                }
+                Err(e) if e.is_connect() && k + 1 < n => last = Some(e),
+                Err(e) => return Err(self.transport_error(&self.bases[i], &e)),
+            }
+        }
+        let e = last.expect("at least one server");
+        Err(self.transport_error(&self.bases[first % n], &e))
+    }
+
+    fn transport_error(&self, base: &str, e: &reqwest::Error) -> CliError {
         let mut source: Option<&dyn std::error::Error> = Some(e);
         let mut chain = Vec::new();
         while let Some(s) = source {
@@ -137,28 +187,22 @@ impl Client {
         }
         let root = chain.last().cloned().unwrap_or_default();
         if let Some(why) = pam_tls::explain(e) {
-            return CliError::new(Exit::Unreachable, format!("{}: {why}", self.base))
+            return CliError::new(Exit::Unreachable, format!("{}: {why}", base))
                 .hint(pam_tls::CA_FILE_HINT);
         }
         if e.is_timeout() {
-            return CliError::new(
-                Exit::Unreachable,
-                format!("{}: timed out ({root})", self.base),
-            )
-            .hint(START_HINT);
+            return CliError::new(Exit::Unreachable, format!("{}: timed out ({root})", base))
+                .hint(START_HINT);
         }
         if e.is_connect() || e.is_request() {
             return CliError::new(
                 Exit::Unreachable,
-                format!("cannot reach the server at {}: {root}", self.base),
+                format!("cannot reach the server at {}: {root}", base),
             )
             .hint(START_HINT)
             .hint("or point pamctl elsewhere with --server, PAM_SERVER or a context in ~/.config/pam/config.yaml");
         }
-        CliError::new(
-            Exit::Unreachable,
-            format!("{}: {}", self.base, chain.join(": ")),
-        )
+        CliError::new(Exit::Unreachable, format!("{}: {}", base, chain.join(": ")))
     }
 
     fn status_error(

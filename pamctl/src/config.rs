@@ -205,6 +205,10 @@ fn read_token_file(path: &Path) -> std::io::Result<String> {
 
 /// Whether a server URL points at this machine.
 pub fn is_loopback(server: &str) -> bool {
+    // Several replicas (comma-separated): every one must be loopback.
+    if server.contains(',') {
+        return server.split(',').all(|s| is_loopback(s.trim()));
+    }
     let rest = server.split_once("://").map_or(server, |(_, r)| r);
     let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
     let authority = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
@@ -548,6 +552,7 @@ contexts:
             "http://localhost",
             "http://[::1]:7700/x",
             "127.0.0.2:80",
+            "http://127.0.0.1:7700,http://localhost:7701",
         ] {
             assert!(is_loopback(s), "{s}");
         }
@@ -555,6 +560,9 @@ contexts:
             "https://pam.example.com",
             "http://10.0.0.1:7700",
             "http://localhost.evil.com",
+            // Every replica must be loopback for the admin token to go.
+            "http://127.0.0.1:7700,https://pam.example.com",
+            "https://pam.example.com,http://127.0.0.1:7700",
         ] {
             assert!(!is_loopback(s), "{s}");
         }

@@ -278,3 +278,37 @@ async fn a_paused_leader_is_fenced_and_steps_down() {
     assert_eq!(leaders(&ps, &[0, 1]).await, [other]);
     assert_eq!(metric(&ps[other], "pam_leader_term").await, Some(term));
 }
+
+#[tokio::test]
+async fn workers_and_pamctl_fail_over_to_a_replica_that_answers() {
+    let mut ps = replicas(2).await;
+    let dead = ps[0].url.clone();
+    ps[0].kill9();
+    let live = &ps[1];
+    let both = format!("{dead},{}", live.url);
+    // pamctl: the first server cannot be connected to, the second answers.
+    let out = live.pamctl(&["--server", &both, "get", "projects"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The only server down: the error names it.
+    let out = live.pamctl(&["--server", &dead, "get", "projects"]);
+    assert_eq!(out.status.code(), Some(4), "unreachable");
+    assert!(String::from_utf8_lossy(&out.stderr).contains(&dead));
+    // A worker given both comes online and runs a run.
+    let token = pam_tests::worker::create_worker_token(live, "h1")
+        .await
+        .unwrap();
+    let w =
+        Worker::start_with_token(&both, &token, "h1", pam_tests::worker::FAST_WORKER_TOML).unwrap();
+    wait_online(live, "h1").await;
+    let yaml = format!(
+        "{}---\n{}",
+        project_yaml(),
+        run_yaml("r1", w.tmp(), &fake(&["--lines", "2"]), "")
+    );
+    apply(live, &yaml);
+    pam_tests::worker::wait_phase(live, "r1", "exited", T).await;
+}

@@ -19,7 +19,8 @@ use uuid::Uuid;
 struct Cli {
     #[command(subcommand)]
     command: Option<Cmd>,
-    /// The controller's URL, e.g. http://pamd.example:7700.
+    /// The controller's URL, e.g. http://pamd.example:7700; several pamd
+    /// replicas comma-separated (one that does not answer is skipped).
     #[arg(long, env = "PAM_SERVER")]
     server: Option<String>,
     /// A file holding this worker's token.

@@ -9,11 +9,27 @@ use serde::Serialize;
 use crate::backoff::Failure;
 
 /// A thin JSON client for the worker endpoints.
+///
+/// `--server` may name several pamd replicas (comma-separated): requests
+/// go to one of them; one that cannot be connected to is skipped at once
+/// (the request was never sent), and after any other transport failure
+/// (a timeout: a hung replica) the next request goes to the next one.
 #[derive(Clone)]
 pub(super) struct Api {
-    base: String,
+    bases: Vec<String>,
+    current: std::sync::Arc<std::sync::atomic::AtomicUsize>,
     token: String,
     http: reqwest::Client,
+}
+
+/// The server URLs of a `--server` value: comma-separated, each without a
+/// trailing `/`.
+pub fn server_urls(server: &str) -> Vec<String> {
+    server
+        .split(',')
+        .map(|s| s.trim().trim_end_matches('/').to_string())
+        .filter(|s| !s.is_empty())
+        .collect()
 }
 
 /// A non-2xx answer.
@@ -41,8 +57,11 @@ impl Api {
                 http = http.add_root_certificate(c.clone());
             }
         }
+        let bases = server_urls(&opts.server);
+        anyhow::ensure!(!bases.is_empty(), "--server: no URL");
         Ok(Api {
-            base: opts.server.trim_end_matches('/').to_string(),
+            bases,
+            current: Default::default(),
             token: opts.token.trim().to_string(),
             http: http
                 .timeout(timeout)
@@ -53,33 +72,48 @@ impl Api {
 
     async fn send<T: serde::de::DeserializeOwned>(
         &self,
-        req: reqwest::RequestBuilder,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<serde_json::Value>,
     ) -> anyhow::Result<Option<T>> {
-        let resp = match req.bearer_auth(&self.token).send().await {
-            Ok(r) => r,
-            // A certificate problem retries forever like any other
-            // failure; its log line says what is wrong and what to do.
-            Err(e) => match pam_tls::explain(&e) {
-                Some(why) => anyhow::bail!("{}: {why}; {}", self.base, pam_tls::CA_FILE_HINT),
-                None => return Err(e.into()),
-            },
-        };
-        let status = resp.status();
-        if status.is_success() {
-            if status == reqwest::StatusCode::NO_CONTENT || status == reqwest::StatusCode::ACCEPTED
-            {
-                return Ok(None);
+        use std::sync::atomic::Ordering;
+        let first = self.current.load(Ordering::SeqCst);
+        let n = self.bases.len();
+        let mut last_err = None;
+        for k in 0..n {
+            let i = (first + k) % n;
+            let base = &self.bases[i];
+            let mut req = self
+                .http
+                .request(method.clone(), format!("{base}{path}"))
+                .bearer_auth(&self.token);
+            if let Some(b) = &body {
+                req = req.json(b);
             }
-            return Ok(Some(resp.json().await?));
+            match req.send().await {
+                Ok(resp) => {
+                    self.current.store(i, Ordering::SeqCst);
+                    return answer(resp).await;
+                }
+                // A certificate problem retries forever like any other
+                // failure; its log line says what is wrong and what to do.
+                Err(e) => {
+                    let connect = e.is_connect();
+                    let err = match pam_tls::explain(&e) {
+                        Some(why) => anyhow::anyhow!("{base}: {why}; {}", pam_tls::CA_FILE_HINT),
+                        None => anyhow::Error::from(e),
+                    };
+                    if !connect {
+                        // Maybe sent: never again here; the next request
+                        // tries the next replica.
+                        self.current.store((i + 1) % n, Ordering::SeqCst);
+                        return Err(err);
+                    }
+                    last_err = Some(err);
+                }
+            }
         }
-        let body: serde_json::Value = resp.json().await.unwrap_or(serde_json::Value::Null);
-        let code = body["error"]["code"].as_str().unwrap_or("").to_string();
-        Err(HttpError {
-            status: status.as_u16(),
-            code,
-            body,
-        }
-        .into())
+        Err(last_err.unwrap_or_else(|| anyhow::anyhow!("no server")))
     }
 
     pub(super) async fn post<B: Serialize, T: serde::de::DeserializeOwned>(
@@ -87,18 +121,40 @@ impl Api {
         path: &str,
         body: &B,
     ) -> anyhow::Result<Option<T>> {
-        self.send(self.http.post(format!("{}{path}", self.base)).json(body))
-            .await
+        let body = serde_json::to_value(body)?;
+        self.send(reqwest::Method::POST, path, Some(body)).await
     }
 
     pub(super) async fn get<T: serde::de::DeserializeOwned>(
         &self,
         path: &str,
     ) -> anyhow::Result<T> {
-        self.send(self.http.get(format!("{}{path}", self.base)))
+        self.send(reqwest::Method::GET, path, None)
             .await?
             .context("empty answer")
     }
+}
+
+/// A response as the worker reads it: 2xx JSON (or nothing), else an
+/// [`HttpError`].
+async fn answer<T: serde::de::DeserializeOwned>(
+    resp: reqwest::Response,
+) -> anyhow::Result<Option<T>> {
+    let status = resp.status();
+    if status.is_success() {
+        if status == reqwest::StatusCode::NO_CONTENT || status == reqwest::StatusCode::ACCEPTED {
+            return Ok(None);
+        }
+        return Ok(Some(resp.json().await?));
+    }
+    let body: serde_json::Value = resp.json().await.unwrap_or(serde_json::Value::Null);
+    let code = body["error"]["code"].as_str().unwrap_or("").to_string();
+    Err(HttpError {
+        status: status.as_u16(),
+        code,
+        body,
+    }
+    .into())
 }
 
 pub(super) fn http_code(e: &anyhow::Error) -> Option<(u16, &str)> {
