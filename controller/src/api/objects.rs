@@ -115,6 +115,12 @@ pub fn task(
             title: w.title.clone(),
             description: w.description.clone(),
             parent: parent_name.map(name),
+            depends_on: w
+                .meta
+                .spec
+                .get("dependsOn")
+                .and_then(|d| serde_json::from_value(d.clone()).ok())
+                .unwrap_or_default(),
             status: desired,
             assignee: w.assignee.clone(),
             sort_order: w.sort_order,
@@ -123,6 +129,7 @@ pub fn task(
             phase: w.status,
             path: Some(w.path.clone()),
             completion,
+            blocked_by: Vec::new(),
             observed_generation: Some(w.meta.observed_generation),
             conditions: conditions(&w.meta),
         }),

@@ -98,6 +98,7 @@ pub(super) async fn load_existing(
                     StoredTask {
                         kind: w.kind,
                         parent,
+                        depends_on: vec![],
                     },
                 );
             }
@@ -174,6 +175,7 @@ async fn other_projects_tasks(
         st.tasks.entry((project, task)).or_insert(StoredTask {
             kind: w.kind,
             parent: None,
+            depends_on: vec![],
         });
     }
     Ok(())
