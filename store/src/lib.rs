@@ -42,6 +42,7 @@
 //! the loops or the event bus: this crate is the bottom layer of pamd.
 
 pub mod db;
+pub mod deps;
 pub mod embedded;
 pub mod events;
 pub mod hosts;
@@ -60,6 +61,7 @@ use pam_manifests::state::IllegalTransition;
 use serde_json::Value;
 use uuid::Uuid;
 
+pub use deps::{DependencyLink, DependencyTx, Gated};
 pub use events::{Event, EventTx};
 pub use hosts::{Host, HostTx};
 pub use projects::{Project, ProjectTx};
@@ -71,7 +73,9 @@ pub use work_items::{WorkItem, WorkItemTx};
 /// Every store trait, for `use pam_store::prelude::*`: calling a method of
 /// a `dyn Tx` needs the aggregate trait that declares it in scope.
 pub mod prelude {
-    pub use crate::{EventTx, HostTx, ProjectTx, RunTx, SourceTx, Store, TokenTx, Tx, WorkItemTx};
+    pub use crate::{
+        DependencyTx, EventTx, HostTx, ProjectTx, RunTx, SourceTx, Store, TokenTx, Tx, WorkItemTx,
+    };
 }
 
 pub type Labels = BTreeMap<String, String>;
@@ -158,7 +162,7 @@ pub trait Store: Send + Sync + 'static {
 /// caller's injected clock; stores never read the wall clock.
 #[async_trait]
 pub trait Tx:
-    ProjectTx + WorkItemTx + RunTx + HostTx + EventTx + TokenTx + SourceTx + Send
+    ProjectTx + WorkItemTx + RunTx + DependencyTx + HostTx + EventTx + TokenTx + SourceTx + Send
 {
     /// Commits, returning the events appended in this transaction (in seq
     /// order) so the caller can publish them now that they are durable.

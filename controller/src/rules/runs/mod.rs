@@ -107,6 +107,7 @@ pub async fn create(
         stop_requested: d.stopped,
         requeue_at: None,
         eligible_host_seen: false,
+        dispatchable_since: None,
         meta: meta::new_meta(d.desired, now),
         created_at: now,
         updated_at: now,
