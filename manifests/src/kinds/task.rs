@@ -67,6 +67,9 @@ pub struct ObservedTask {
     /// listed, runs of this task stay pending (issue 17).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub blocked_by: Vec<Name>,
+    /// The tasks whose `spec.dependsOn` names this one (what waits for it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dependents: Vec<Name>,
     /// The spec generation this status reflects.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
