@@ -56,14 +56,24 @@ pub struct GatePass {
 /// that wait for a cancelled task.
 pub async fn pass(tx: &mut dyn Tx, now: DateTime<Utc>) -> StoreResult<GatePass> {
     let gated = tx.refresh_dispatchable(now).await?;
-    for r in &gated.unblocked {
-        let extra = json!({ "dispatchable_since": ts(now) });
-        tx.append_event(topic::RUN_UNBLOCKED, payload::run(r, extra), now)
-            .await?;
-    }
-    for r in &gated.blocked {
-        tx.append_event(topic::RUN_BLOCKED, payload::run(r, json!({})), now)
-            .await?;
+    // One bulk append for the pass (the PostgreSQL store writes it in one
+    // statement): a wave of unblocked runs costs one round trip.
+    let mut events: Vec<(&'static str, serde_json::Value)> = gated
+        .unblocked
+        .iter()
+        .map(|r| {
+            let extra = json!({ "dispatchable_since": ts(now) });
+            (topic::RUN_UNBLOCKED, payload::run(r, extra))
+        })
+        .collect();
+    events.extend(
+        gated
+            .blocked
+            .iter()
+            .map(|r| (topic::RUN_BLOCKED, payload::run(r, json!({})))),
+    );
+    if !events.is_empty() {
+        tx.append_events(events, now).await?;
     }
     let waiting = tx.runs_waiting_on_cancelled(BATCH).await?;
     for (run, dep) in &waiting {
