@@ -156,3 +156,15 @@ fn unknown_cross_project_self_duplicate_and_ancestor_are_refused() {
         ]
     );
 }
+
+#[test]
+fn too_many_dependencies_are_refused() {
+    let names: Vec<String> = (0..257).map(|i| format!("t{i}")).collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let text = [PROJECT.to_string(), task("a", &refs, "")].join("---\n");
+    let errors = batch_errors(&[("t.yaml", &text)], &InMemoryState::default());
+    assert_eq!(
+        errors[0],
+        "t.yaml: document 1, line 15, column 5: spec.dependsOn: 257 dependencies, expected at most 256"
+    );
+}
