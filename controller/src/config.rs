@@ -17,6 +17,12 @@
 //! # cert_file = "/etc/pam/tls/server.pem"   (PEM chain, leaf first)
 //! # key_file = "/etc/pam/tls/server.key"
 //! # self_signed = false  (true: make a CA and certificate in data_dir/tls)
+//! [leader]
+//! lease_seconds = 15    # the loops' lease among replicas
+//! [git]                 # how git Sources authenticate (never a manifest)
+//! # credentials_file = "/etc/pam/git-credentials"  (https://user:token@host per line)
+//! # ssh_key_file = "/etc/pam/git_ed25519"
+//! # known_hosts_file = "/etc/pam/known_hosts"      (then strict host checking)
 //! ```
 //! An unknown key is an error naming it: a typo must not silently fall back
 //! to a default.
@@ -24,6 +30,8 @@
 use anyhow::{bail, Context};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
+
+use crate::sync::fetch::GitAuth;
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7700";
 
@@ -97,6 +105,32 @@ pub struct Config {
     pub hosts: HostsConfig,
     pub dispatch: DispatchConfig,
     pub retention: RetentionConfig,
+    /// How git Sources authenticate.
+    pub git: GitAuth,
+    pub leader: LeaderConfig,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LeaderConfig {
+    /// The loops' lease (replicas, issue 15): renewed every third of it; a
+    /// dead leader's loops move within twice it.
+    pub lease_seconds: u64,
+}
+
+impl Default for LeaderConfig {
+    fn default() -> Self {
+        Self { lease_seconds: 15 }
+    }
+}
+
+/// The `[git]` table.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct GitFile {
+    credentials_file: Option<PathBuf>,
+    ssh_key_file: Option<PathBuf>,
+    known_hosts_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -156,6 +190,8 @@ struct FileConfig {
     dispatch: DispatchConfig,
     retention: RetentionConfig,
     tls: TlsFile,
+    git: GitFile,
+    leader: LeaderConfig,
 }
 
 impl Config {
@@ -204,6 +240,8 @@ impl Config {
             hosts: parsed.hosts,
             dispatch: parsed.dispatch,
             retention: parsed.retention,
+            git: git_auth(parsed.git, home)?,
+            leader: parsed.leader,
         };
         config.validate()?;
         Ok(config)
@@ -223,6 +261,9 @@ impl Config {
         }
         if self.dispatch.timeout_seconds == 0 {
             bail!("[dispatch] timeout_seconds must be at least 1");
+        }
+        if self.leader.lease_seconds < 3 {
+            bail!("[leader] lease_seconds must be at least 3");
         }
         if self.retention.events_days == 0 {
             bail!("[retention] events_days must be at least 1");
@@ -261,6 +302,24 @@ fn tls_mode(cli: &Cli, file: TlsFile, home: Option<&Path>) -> anyhow::Result<Tls
             bail!("a TLS key needs its certificate: --tls-cert FILE ([tls] cert_file)")
         }
     }
+}
+
+/// The `[git]` table, `~` expanded; each file must exist (a typo is found
+/// at start, not at the first fetch).
+fn git_auth(file: GitFile, home: Option<&Path>) -> anyhow::Result<GitAuth> {
+    let check = |key: &str, p: Option<PathBuf>| -> anyhow::Result<Option<PathBuf>> {
+        let Some(p) = p else { return Ok(None) };
+        let p = expand_home(&p, home)?;
+        if !p.is_file() {
+            bail!("[git] {key}: {} is not a readable file", p.display());
+        }
+        Ok(Some(p))
+    };
+    Ok(GitAuth {
+        credentials_file: check("credentials_file", file.credentials_file)?,
+        ssh_key_file: check("ssh_key_file", file.ssh_key_file)?,
+        known_hosts_file: check("known_hosts_file", file.known_hosts_file)?,
+    })
 }
 
 /// `~/.local/share/pam`.
@@ -396,6 +455,34 @@ mod tests {
         assert_eq!(c.data_dir, PathBuf::from("/tmp/x"));
         assert_eq!(c.database_url.as_deref(), Some("postgresql://h/db"));
         assert!(c.local_worker);
+    }
+
+    #[test]
+    fn git_credentials_come_from_files_that_exist() {
+        let dir = tempfile::tempdir().unwrap();
+        let creds = dir.path().join("creds");
+        std::fs::write(&creds, "https://u:t@example.com\n").unwrap();
+        let text = format!(
+            "[git]\ncredentials_file = {:?}\n",
+            creds.display().to_string()
+        );
+        let c = resolve(Some(&text), &Cli::default()).unwrap();
+        assert_eq!(c.git.credentials_file, Some(creds));
+        assert_eq!(c.git.ssh_key_file, None);
+        assert_eq!(
+            resolve(None, &Cli::default()).unwrap().git,
+            GitAuth::default()
+        );
+        let err = resolve(
+            Some("[git]\nssh_key_file = \"/nope/key\"\n"),
+            &Cli::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("[git] ssh_key_file") && err.contains("/nope/key"),
+            "{err}"
+        );
     }
 
     #[test]

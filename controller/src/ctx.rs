@@ -4,7 +4,7 @@
 //! and [`Ctx::commit`], the one way a transaction is committed and its
 //! events published.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -59,6 +59,37 @@ pub struct Ctx {
     pub wake: Arc<Notify>,
     /// Since when this pamd has been able to observe the fleet.
     observation: Arc<Observation>,
+    /// The leader lease this context's commits are fenced by: the loops'
+    /// context has one, the API's none (issue 15).
+    pub fence: Option<Arc<Fence>>,
+}
+
+/// A fencing token: the term of a leader lease this process holds (0:
+/// none). [`Ctx::commit`] of a fenced context checks it in the
+/// transaction, so once another process took the lease over, a loop of
+/// this one (say, resumed after a pause) commits nothing.
+#[derive(Debug)]
+pub struct Fence {
+    pub lease: &'static str,
+    term: AtomicI64,
+}
+
+impl Fence {
+    pub fn new(lease: &'static str) -> Fence {
+        Fence {
+            lease,
+            term: AtomicI64::new(0),
+        }
+    }
+
+    /// The term held (0: not leading).
+    pub fn term(&self) -> i64 {
+        self.term.load(Ordering::SeqCst)
+    }
+
+    pub fn set(&self, term: i64) {
+        self.term.store(term, Ordering::SeqCst);
+    }
 }
 
 /// Since when this pamd has been watching the workers report: its start, or
@@ -101,6 +132,15 @@ impl Ctx {
                 blind: AtomicBool::new(false),
             }),
             clock,
+            fence: None,
+        }
+    }
+
+    /// This context with its commits fenced by `fence` (the loops').
+    pub fn fenced(&self, fence: Arc<Fence>) -> Ctx {
+        Ctx {
+            fence: Some(fence),
+            ..self.clone()
         }
     }
 
@@ -160,8 +200,13 @@ impl Ctx {
     /// the commit succeeded (no phantom events). Journaling commits hold
     /// the bus's order lock from commit to publish: seqs already commit in
     /// order (the journal's advisory lock), and this keeps them published
-    /// in that order, so a resuming reader never skips a late seq.
-    pub async fn commit(&self, tx: Box<dyn Tx>) -> StoreResult<()> {
+    /// in that order, so a resuming reader never skips a late seq. A
+    /// fenced context commits only while its leader lease is at its term
+    /// ([`pam_store::StoreError::Fenced`] otherwise, nothing written).
+    pub async fn commit(&self, mut tx: Box<dyn Tx>) -> StoreResult<()> {
+        if let Some(f) = &self.fence {
+            tx.fence(f.lease, f.term()).await?;
+        }
         if !tx.has_events() {
             tx.commit().await?;
             return Ok(());

@@ -53,7 +53,14 @@ pub struct Metrics {
     pub loop_duration: HistogramFamily,
     /// HTTP requests by method, matched route and status, seconds.
     pub http_duration: HistogramFamily,
+    /// One Source sync, seconds, by `result` (see [`SYNC_RESULTS`]).
+    pub source_sync: HistogramFamily,
 }
+
+/// How a Source sync ended: `changed` (only the changed files applied),
+/// `full` (the whole tree applied), `unchanged` (the revision applied
+/// already, no drift), `out_of_sync` (drift left in place), `failed`.
+pub const SYNC_RESULTS: [&str; 5] = ["changed", "full", "unchanged", "out_of_sync", "failed"];
 
 impl Metrics {
     /// Registers everything, including the bus's own counters.
@@ -87,6 +94,12 @@ impl Metrics {
             "HTTP request duration (to the response head), by method, route and status",
             http_duration.clone(),
         );
+        let source_sync = HistogramFamily::new_with_constructor(seconds_buckets);
+        r.register(
+            "source_sync_duration_seconds",
+            "Duration of one Source sync (GitOps), by result: changed, full, unchanged, out_of_sync, failed",
+            source_sync.clone(),
+        );
         r.register(
             "events_journaled",
             "Events committed to the journal and published by this pamd",
@@ -110,6 +123,9 @@ impl Metrics {
         for name in ["liveness", "timeout", "restart", "integrity"] {
             let _ = loop_duration.get_or_create(&vec![("loop", name.to_string())]);
         }
+        for result in SYNC_RESULTS {
+            let _ = source_sync.get_or_create(&vec![("result", result.to_string())]);
+        }
         Metrics {
             registry: Mutex::new(r),
             runs,
@@ -118,6 +134,7 @@ impl Metrics {
             signals,
             loop_duration,
             http_duration,
+            source_sync,
         }
     }
 
@@ -137,6 +154,15 @@ impl Metrics {
     pub fn loop_took(&self, name: &'static str, started: Instant) {
         self.loop_duration
             .get_or_create(&vec![("loop", name.to_string())])
+            .observe(started.elapsed().as_secs_f64());
+    }
+
+    /// One Source sync took from `started` to now and ended as `result`
+    /// (one of [`SYNC_RESULTS`]).
+    pub fn source_synced(&self, result: &'static str, started: Instant) {
+        debug_assert!(SYNC_RESULTS.contains(&result));
+        self.source_sync
+            .get_or_create(&vec![("result", result.to_string())])
             .observe(started.elapsed().as_secs_f64());
     }
 

@@ -46,6 +46,7 @@ pub mod deps;
 pub mod embedded;
 pub mod events;
 pub mod hosts;
+pub mod leader;
 pub mod memory;
 pub mod postgres;
 pub mod projects;
@@ -64,6 +65,7 @@ use uuid::Uuid;
 pub use deps::{DependencyLink, DependencyTx, Gated};
 pub use events::{Event, EventTx};
 pub use hosts::{Host, HostTx};
+pub use leader::{LeaderTx, Lease};
 pub use projects::{Project, ProjectTx};
 pub use runs::{Run, RunFilter, RunTx, RunUpdate, SignalMarker, Target};
 pub use sources::{OwnedObject, Source, SourceObject, SourceStatus, SourceTx};
@@ -74,7 +76,8 @@ pub use work_items::{WorkItem, WorkItemTx};
 /// a `dyn Tx` needs the aggregate trait that declares it in scope.
 pub mod prelude {
     pub use crate::{
-        DependencyTx, EventTx, HostTx, ProjectTx, RunTx, SourceTx, Store, TokenTx, Tx, WorkItemTx,
+        DependencyTx, EventTx, HostTx, LeaderTx, ProjectTx, RunTx, SourceTx, Store, TokenTx, Tx,
+        WorkItemTx,
     };
 }
 
@@ -103,6 +106,10 @@ pub enum StoreError {
     /// constraint, deleting a host that runs still reference, …).
     #[error("invalid: {0}")]
     Invalid(String),
+    /// A fenced transaction's leader lease moved on: another process
+    /// leads now, and this one must write nothing (issue 15).
+    #[error("fenced: {0}")]
+    Fenced(String),
     /// The database failed (connection lost, …). Not the caller's fault.
     #[error("database error: {0}")]
     Database(String),
@@ -162,7 +169,16 @@ pub trait Store: Send + Sync + 'static {
 /// caller's injected clock; stores never read the wall clock.
 #[async_trait]
 pub trait Tx:
-    ProjectTx + WorkItemTx + RunTx + DependencyTx + HostTx + EventTx + TokenTx + SourceTx + Send
+    ProjectTx
+    + WorkItemTx
+    + RunTx
+    + DependencyTx
+    + HostTx
+    + EventTx
+    + TokenTx
+    + SourceTx
+    + LeaderTx
+    + Send
 {
     /// Commits, returning the events appended in this transaction (in seq
     /// order) so the caller can publish them now that they are durable.

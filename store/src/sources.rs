@@ -133,4 +133,10 @@ pub trait SourceTx: Send {
     /// A Source's inventory with each object's stored meta (None when it is
     /// gone), and each run's status.
     async fn owned_objects(&mut self, source_id: Uuid) -> StoreResult<Vec<OwnedObject>>;
+    /// The runs a Source owns that exist, by name with their status (its
+    /// health, without reading the whole inventory).
+    async fn owned_runs(
+        &mut self,
+        source_id: Uuid,
+    ) -> StoreResult<Vec<(String, pam_manifests::state::RunStatus)>>;
 }

@@ -8,6 +8,19 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// The allocator pamd runs on (jemalloc, controller/src/main.rs), for a
+/// benchmark that serves pamd's router in-process: its figures are then
+/// pamd's, not the system allocator's. Expands to the
+/// `#[global_allocator]` item; use it once, at a bench binary's top.
+#[macro_export]
+macro_rules! pamd_allocator {
+    () => {
+        #[global_allocator]
+        static GLOBAL: $crate::bench::Jemalloc = $crate::bench::Jemalloc;
+    };
+}
+pub use tikv_jemallocator::Jemalloc;
+
 use chrono::Utc;
 use pam_controller::api::{router, AppState};
 use pam_controller::clock::SystemClock;

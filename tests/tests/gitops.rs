@@ -253,6 +253,8 @@ async fn a_watched_directory_applies_an_edit_quickly_and_never_half_a_batch() {
     })
     .await;
     assert!(t0.elapsed() < Duration::from_secs(2));
+    // Applied incrementally: only the changed file's changed object.
+    assert_eq!(syncs(&pamd, "changed").await, 1);
     // A half-written file: two new tasks, the second document cut mid-way.
     let whole = format!(
         "{}---\n{}",
@@ -265,6 +267,24 @@ async fn a_watched_directory_applies_an_edit_quickly_and_never_half_a_batch() {
     write(dir.path(), "new.yaml", &whole);
     until(&pamd, "d", "resynced", |st| st["sync"] == "Synced").await;
     assert_eq!(tasks(&pamd, "web"), ["task/a", "task/n1", "task/n2"]);
+}
+
+/// How many Source syncs ended as `result`, from pamd's metrics.
+async fn syncs(pamd: &Pamd, result: &str) -> u64 {
+    let text = pamd
+        .http()
+        .get(format!("{}/metrics", pamd.url))
+        .bearer_auth(&pamd.token)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let key = format!("pam_source_sync_duration_seconds_count{{result=\"{result}\"}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&key))
+        .map_or(0, |n| n.trim().parse().unwrap())
 }
 
 #[tokio::test]

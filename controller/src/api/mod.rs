@@ -207,6 +207,11 @@ impl From<StoreError> for ApiError {
             StoreError::NotFound(m) => ApiError::not_found(format!("not found: {m}")),
             StoreError::Illegal(t) => t.into(),
             StoreError::Invalid(m) => ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid", m),
+            // The API is not fenced; a request reaching a fenced write
+            // (a sync run on behalf of a request) retries on the leader.
+            StoreError::Fenced(m) => {
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", m)
+            }
             StoreError::Database(m) => ApiError::internal(m),
         }
     }

@@ -18,23 +18,62 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
-use pam_manifests::kinds::Manifest;
-use pam_manifests::load::Document;
+use pam_manifests::kinds::{Kind, Manifest};
 use pam_manifests::names::Name;
 use pam_manifests::state::ProjectStatus;
 use pam_manifests::validate::{InMemoryState, StoredProject, StoredTask};
 use pam_store::prelude::*;
-use pam_store::{StoreError, WorkItem};
+use pam_store::{Project, Run, StoreError, WorkItem};
+
+use super::stored::{ObjectKey, StoredObject};
 use uuid::Uuid;
 
 /// The stored state a batch can touch.
-pub(super) struct Existing {
+pub struct Existing {
     /// For `validate_batch`.
     pub(super) state: InMemoryState,
     /// The stored work items the batch names and their ancestors, by
     /// project id and name: the writer's rows (a name the batch uses that
     /// is not here is not stored).
     pub(super) items: HashMap<Uuid, HashMap<String, WorkItem>>,
+    /// The stored projects the batch names, by slug.
+    projects: HashMap<String, Project>,
+    /// The stored runs the batch names, by project id and name.
+    runs: HashMap<Uuid, HashMap<String, Run>>,
+}
+
+impl Existing {
+    /// The stored objects among `keys`, from what was read (a key the
+    /// batch does not name is not here): what a sync merges and owns,
+    /// without reading them again.
+    pub fn stored(&self, keys: &[ObjectKey]) -> HashMap<ObjectKey, StoredObject> {
+        let mut out = HashMap::with_capacity(keys.len());
+        for key in keys {
+            let (kind, project, name) = key;
+            let found = match (kind, project) {
+                (Kind::Project, _) => self.projects.get(name).map(|p| (p.id, &p.meta)),
+                (Kind::Task, Some(slug)) => self.projects.get(slug).and_then(|p| {
+                    let w = self.items.get(&p.id)?.get(name)?;
+                    Some((w.id, &w.meta))
+                }),
+                (Kind::Run, Some(slug)) => self.projects.get(slug).and_then(|p| {
+                    let r = self.runs.get(&p.id)?.get(name)?;
+                    Some((r.id, &r.meta))
+                }),
+                _ => None,
+            };
+            if let Some((id, meta)) = found {
+                out.insert(
+                    key.clone(),
+                    StoredObject {
+                        id,
+                        meta: meta.clone(),
+                    },
+                );
+            }
+        }
+        out
+    }
 }
 
 /// What one project's documents name.
@@ -46,13 +85,10 @@ struct Named {
 }
 
 /// Reads the stored state the batch can touch (module doc).
-pub(super) async fn load_existing(
-    tx: &mut dyn Tx,
-    docs: &[Document],
-) -> Result<Existing, StoreError> {
+pub async fn load_existing(tx: &mut dyn Tx, docs: &[&Manifest]) -> Result<Existing, StoreError> {
     let mut named: HashMap<Name, Named> = HashMap::new();
-    for d in docs {
-        match &d.manifest {
+    for m in docs {
+        match m {
             Manifest::Project(p) => {
                 named.entry(p.metadata.name.clone()).or_default();
             }
@@ -76,6 +112,8 @@ pub(super) async fn load_existing(
     projects.sort_by(|a, b| a.0.cmp(&b.0));
     let mut st = InMemoryState::default();
     let mut items = HashMap::new();
+    let mut stored_projects = HashMap::new();
+    let mut runs = HashMap::new();
     for (name, named) in projects {
         let Some(p) = tx.get_project_by_slug(name.as_str()).await? else {
             continue;
@@ -109,18 +147,29 @@ pub(super) async fn load_existing(
         }
         stored_dependencies(tx, &name, &chains, &mut st).await?;
         let run_names: Vec<String> = named.runs.into_iter().collect();
-        for r in tx.runs_named(p.id, &run_names).await? {
-            if let Ok(n) = Name::parse(&r.name) {
-                st.runs.insert((name.clone(), n));
+        let mut named_runs = HashMap::new();
+        if !run_names.is_empty() {
+            for r in tx.runs_named(p.id, &run_names).await? {
+                if let Ok(n) = Name::parse(&r.name) {
+                    st.runs.insert((name.clone(), n));
+                }
+                named_runs.insert(r.name.clone(), r);
             }
         }
+        runs.insert(p.id, named_runs);
         items.insert(
             p.id,
             chains.into_iter().map(|w| (w.name.clone(), w)).collect(),
         );
+        stored_projects.insert(name.to_string(), p);
     }
     other_projects_tasks(tx, docs, &mut st).await?;
-    Ok(Existing { state: st, items })
+    Ok(Existing {
+        state: st,
+        items,
+        projects: stored_projects,
+        runs,
+    })
 }
 
 /// The stored dependency links validation can walk from the tasks the
@@ -173,19 +222,19 @@ async fn stored_dependencies(
 /// i.e. on the way to an error.
 async fn other_projects_tasks(
     tx: &mut dyn Tx,
-    docs: &[Document],
+    docs: &[&Manifest],
     st: &mut InMemoryState,
 ) -> Result<(), StoreError> {
     let in_batch: HashSet<(&Name, &Name)> = docs
         .iter()
-        .filter_map(|d| match &d.manifest {
+        .filter_map(|m| match m {
             Manifest::Task(t) => Some((&t.metadata.project, &t.metadata.name)),
             _ => None,
         })
         .collect();
     let missing: BTreeSet<String> = docs
         .iter()
-        .filter_map(|d| match &d.manifest {
+        .filter_map(|m| match m {
             Manifest::Task(t) => t.spec.parent.as_ref().map(|p| (&t.metadata.project, p)),
             Manifest::Run(r) => Some((&r.metadata.project, &r.spec.task)),
             _ => None,

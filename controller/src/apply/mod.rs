@@ -21,7 +21,7 @@
 
 mod diff;
 mod documents;
-mod existing;
+pub mod existing;
 pub mod ownership;
 mod prune;
 pub mod stored;
@@ -30,7 +30,7 @@ mod writer;
 pub use diff::diff;
 pub use documents::documents;
 
-use pam_manifests::kinds::Kind;
+use pam_manifests::kinds::{Kind, Manifest};
 use pam_manifests::load::Document;
 use pam_manifests::names::LabelSelector;
 use pam_manifests::validate;
@@ -158,7 +158,23 @@ pub async fn write_batch(
     prune: Option<&LabelSelector>,
 ) -> Result<Written, ApplyError> {
     // Only what the batch can touch, never whole projects (issue 13).
-    let existing = existing::load_existing(tx, docs).await?;
+    let manifests: Vec<&Manifest> = docs.iter().map(|d| &d.manifest).collect();
+    let existing = existing::load_existing(tx, &manifests).await?;
+    write_loaded(tx, now, offline_after, docs, prune, existing).await
+}
+
+/// [`write_batch`] with the stored state already read
+/// ([`existing::load_existing`], of these documents or of documents
+/// naming the same objects: the sync reads it once for its merge and its
+/// write).
+pub async fn write_loaded(
+    tx: &mut dyn pam_store::Tx,
+    now: chrono::DateTime<chrono::Utc>,
+    offline_after: std::time::Duration,
+    docs: &[Document],
+    prune: Option<&LabelSelector>,
+    existing: existing::Existing,
+) -> Result<Written, ApplyError> {
     let errors = validate::validate_batch(docs, &existing.state);
     if !errors.is_empty() {
         return Err(ApplyError::Invalid(errors));

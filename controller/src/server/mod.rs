@@ -7,6 +7,7 @@
 //!   whether serving ended by a signal or by an error.
 //! - Nothing is served before migrations are applied.
 
+pub mod leader;
 pub mod local_worker;
 pub mod secrets;
 pub mod tls;
@@ -102,14 +103,23 @@ async fn serve(config: &Config, clock: SharedClock, url: &str) -> anyhow::Result
         "pamd {} listening on {scheme}://{local_addr}",
         env!("CARGO_PKG_VERSION"),
     );
+    // The loops run on the replica that leads (server/leader.rs).
     let stop_loops = CancellationToken::new();
-    let loops = tokio::spawn(crate::reconcile::run_loops(
+    let repos = crate::sync::fetch::Repos::new(&config.data_dir, config.git.clone());
+    let start = move |ctx: crate::ctx::Ctx, stop: CancellationToken| {
+        let repos = repos.clone();
+        async move {
+            vec![
+                tokio::spawn(crate::reconcile::run_loops(ctx.clone(), stop.clone())),
+                tokio::spawn(crate::sync::runner::run(ctx, repos, stop)),
+            ]
+        }
+    };
+    let election = tokio::spawn(leader::run(
         state.ctx.clone(),
-        stop_loops.clone(),
-    ));
-    let sync_loop = tokio::spawn(crate::sync::runner::run(
-        state.ctx.clone(),
-        config.data_dir.clone(),
+        leader::replica_id(&config.data_dir).context("the replica id")?,
+        std::time::Duration::from_secs(config.leader.lease_seconds),
+        start,
         stop_loops.clone(),
     ));
     let bus = state.ctx.bus.clone();
@@ -175,8 +185,7 @@ async fn serve(config: &Config, clock: SharedClock, url: &str) -> anyhow::Result
     .context("serve HTTP");
     stop_loops.cancel();
     leases.abort();
-    let _ = loops.await;
-    let _ = sync_loop.await;
+    let _ = election.await;
     store.close().await;
     served
 }

@@ -15,14 +15,13 @@ use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
 use pam_manifests::kinds::{Kind, Manifest, SourceError, SourceSpec};
-use pam_manifests::load::{parse_documents_and_values, Document};
+use pam_manifests::load::Document;
 use pam_manifests::ManifestError;
 use pam_store::prelude::*;
 use pam_store::{OwnedObject, Source, SourceObject};
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::fetch::Tree;
 use crate::apply::ownership::{merged_document, Declared};
 use crate::apply::stored::{stored_objects, ObjectKey};
 use crate::apply::{self, Action, ApplyError};
@@ -68,7 +67,7 @@ pub fn source_error(e: &ManifestError) -> SourceError {
     }
 }
 
-fn key_of(m: &Manifest) -> ObjectKey {
+pub(super) fn key_of(m: &Manifest) -> ObjectKey {
     (
         m.kind(),
         m.project().map(|p| p.to_string()),
@@ -78,24 +77,6 @@ fn key_of(m: &Manifest) -> ObjectKey {
 
 fn key_of_row(o: &SourceObject) -> Option<ObjectKey> {
     Some((Kind::parse(&o.kind)?, o.project.clone(), o.name.clone()))
-}
-
-/// The tree's documents with their raw values (as written: the keys a
-/// Source owns), or every problem of every file.
-fn load(tree: &Tree) -> Result<Vec<(Document, Value)>, Vec<ManifestError>> {
-    let mut out = Vec::new();
-    let mut errors = Vec::new();
-    for f in &tree.files {
-        match parse_documents_and_values(&f.path, &f.content) {
-            Ok(docs) => out.extend(docs),
-            Err(e) => errors.extend(e),
-        }
-    }
-    if errors.is_empty() {
-        Ok(out)
-    } else {
-        Err(errors)
-    }
 }
 
 /// A document outside what this Source may write: another kind than
@@ -127,27 +108,43 @@ fn out_of_scope(d: &Document, spec: &SourceSpec) -> Option<ManifestError> {
     ))
 }
 
-/// What a sync wrote: the counts, the inventory's size, and the owned
-/// runs with their statuses (for health).
+/// What a sync wrote: the counts, and — for a whole tree — the
+/// inventory's size and the owned runs with their statuses (for health).
 pub struct Applied {
     pub counts: Counts,
-    pub inventory: usize,
+    pub whole: Option<WholeInventory>,
+}
+
+/// The inventory a whole-tree sync left.
+pub struct WholeInventory {
+    pub size: usize,
     pub runs: Vec<(String, pam_manifests::state::RunStatus)>,
 }
 
-/// Applies `tree` as `source`'s desired state in `tx`: returns what
-/// changed. `prev` is the inventory with the stored objects
-/// ([`pam_store::SourceTx::owned_objects`]).
+/// What a sync applies against.
+pub enum Prev<'a> {
+    /// The whole tree against the whole inventory with the stored objects
+    /// ([`pam_store::SourceTx::owned_objects`]): owned objects the tree no
+    /// longer declares are pruned.
+    Whole(&'a [OwnedObject]),
+    /// Part of the tree (its changed files, [`super::cache::Plan`]): the
+    /// inventory rows of just these objects are read; nothing left the
+    /// tree, so nothing is pruned.
+    Part,
+}
+
+/// Applies `loaded` (the whole tree, or its changed files' documents) as
+/// `source`'s desired state in `tx`: returns what changed.
+#[allow(clippy::too_many_arguments)]
 pub async fn apply_tree(
     tx: &mut dyn Tx,
     source: &Source,
     spec: &SourceSpec,
-    tree: &Tree,
-    prev: &[OwnedObject],
+    loaded: &[&(Document, Value)],
+    prev: Prev<'_>,
     now: DateTime<Utc>,
     offline_after: std::time::Duration,
 ) -> Result<Applied, SyncError> {
-    let loaded = load(tree).map_err(SyncError::Invalid)?;
     let scope: Vec<ManifestError> = loaded
         .iter()
         .filter_map(|(d, _)| out_of_scope(d, spec))
@@ -156,25 +153,41 @@ pub async fn apply_tree(
         return Err(SyncError::Invalid(scope));
     }
     let keys: Vec<ObjectKey> = loaded.iter().map(|(d, _)| key_of(&d.manifest)).collect();
-    let stored = stored_objects(tx, &keys).await?;
+    // The stored state the tree names, read once: the merge's, the
+    // inventory's and the write's.
+    let manifests: Vec<&Manifest> = loaded.iter().map(|(d, _)| &d.manifest).collect();
+    let existing = apply::existing::load_existing(tx, &manifests).await?;
+    let stored = existing.stored(&keys);
     let ids: Vec<(String, Uuid)> = stored
         .iter()
         .map(|((k, _, _), o)| (k.as_str().to_string(), o.id))
         .collect();
-    let foreign: HashMap<Uuid, Uuid> = tx
+    let (foreign, mine): (Vec<SourceObject>, Vec<SourceObject>) = tx
         .owners_of(&ids)
         .await?
         .into_iter()
-        .filter(|o| o.source_id != source.id)
+        .partition(|o| o.source_id != source.id);
+    let foreign: HashMap<Uuid, Uuid> = foreign
+        .into_iter()
         .map(|o| (o.object_id, o.source_id))
         .collect();
-    let prev_by_key: HashMap<ObjectKey, &SourceObject> = prev
+    // The inventory rows of these objects: from the whole inventory, or
+    // (part of a tree) the ones just read.
+    let whole = match prev {
+        Prev::Whole(rows) => Some(rows),
+        Prev::Part => None,
+    };
+    let prev_rows: Vec<&SourceObject> = match whole {
+        Some(rows) => rows.iter().map(|o| &o.owner).collect(),
+        None => mine.iter().collect(),
+    };
+    let prev_by_key: HashMap<ObjectKey, &SourceObject> = prev_rows
         .iter()
-        .filter_map(|o| Some((key_of_row(&o.owner)?, &o.owner)))
+        .filter_map(|o| Some((key_of_row(o)?, *o)))
         .collect();
     let mut errors = Vec::new();
     let mut merged = Vec::with_capacity(loaded.len());
-    for (d, raw) in &loaded {
+    for (d, raw) in loaded {
         let key = key_of(&d.manifest);
         let here = stored.get(&key);
         if let Some(other) = here.and_then(|o| foreign.get(&o.id)) {
@@ -204,7 +217,7 @@ pub async fn apply_tree(
     if !errors.is_empty() {
         return Err(SyncError::Invalid(errors));
     }
-    let written = apply::write_batch(tx, now, offline_after, &merged, None).await?;
+    let written = apply::write_loaded(tx, now, offline_after, &merged, None, existing).await?;
     let mut counts = Counts::default();
     for r in &written.results {
         match r.action {
@@ -214,7 +227,8 @@ pub async fn apply_tree(
         }
     }
     let now_keys: HashSet<&ObjectKey> = keys.iter().collect();
-    let gone: Vec<&OwnedObject> = prev
+    let gone: Vec<&OwnedObject> = whole
+        .unwrap_or_default()
         .iter()
         .filter(|o| key_of_row(&o.owner).is_none_or(|k| !now_keys.contains(&k)))
         .collect();
@@ -255,9 +269,9 @@ pub async fn apply_tree(
         .collect();
     // Only rows that are new or changed are written: a one-file change in
     // a big tree rewrites that file's rows, not the whole inventory.
-    let before: HashMap<(&str, Uuid), &SourceObject> = prev
+    let before: HashMap<(&str, Uuid), &SourceObject> = prev_rows
         .iter()
-        .map(|o| ((o.owner.kind.as_str(), o.owner.object_id), &o.owner))
+        .map(|o| ((o.kind.as_str(), o.object_id), *o))
         .collect();
     let changed: Vec<SourceObject> = rows
         .iter()
@@ -271,27 +285,29 @@ pub async fn apply_tree(
             changed.len() - put as usize
         )));
     }
-    let status_of: HashMap<Uuid, pam_manifests::state::RunStatus> = prev
-        .iter()
-        .filter_map(|o| Some((o.owner.object_id, o.run_status?)))
-        .collect();
-    let runs = rows
-        .iter()
-        .filter(|r| r.kind == "Run")
-        .map(|r| {
-            // A run this sync created is pending.
-            let status = status_of
-                .get(&r.object_id)
-                .copied()
-                .unwrap_or(pam_manifests::state::RunStatus::Pending);
-            (r.name.clone(), status)
-        })
-        .collect();
-    Ok(Applied {
-        counts,
-        inventory: rows.len(),
-        runs,
-    })
+    let whole = whole.map(|prev| {
+        let status_of: HashMap<Uuid, pam_manifests::state::RunStatus> = prev
+            .iter()
+            .filter_map(|o| Some((o.owner.object_id, o.run_status?)))
+            .collect();
+        let runs = rows
+            .iter()
+            .filter(|r| r.kind == "Run")
+            .map(|r| {
+                // A run this sync created is pending.
+                let status = status_of
+                    .get(&r.object_id)
+                    .copied()
+                    .unwrap_or(pam_manifests::state::RunStatus::Pending);
+                (r.name.clone(), status)
+            })
+            .collect();
+        WholeInventory {
+            size: rows.len(),
+            runs,
+        }
+    });
+    Ok(Applied { counts, whole })
 }
 
 /// Deletes the owned objects that left the tree — runs, then tasks

@@ -132,9 +132,68 @@ pub fn read_dir(root: &Path) -> anyhow::Result<Tree> {
     })
 }
 
+/// How pamd authenticates to git remotes (pamd's `[git]` config, never a
+/// manifest): a git-credential-store file (`https://user:token@host`, one
+/// per line) for http(s), an ssh key and a known_hosts file for ssh.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GitAuth {
+    pub credentials_file: Option<PathBuf>,
+    pub ssh_key_file: Option<PathBuf>,
+    pub known_hosts_file: Option<PathBuf>,
+}
+
+impl GitAuth {
+    /// The ssh command git runs: never a prompt; with the key and the
+    /// known hosts when given (then only those, strictly).
+    fn ssh_command(&self) -> String {
+        let mut c = String::from("ssh -o BatchMode=yes");
+        if let Some(key) = &self.ssh_key_file {
+            c += &format!(" -o IdentitiesOnly=yes -i {}", shell_quote(key));
+        }
+        if let Some(hosts) = &self.known_hosts_file {
+            c += &format!(
+                " -o StrictHostKeyChecking=yes -o UserKnownHostsFile={}",
+                shell_quote(hosts)
+            );
+        }
+        c
+    }
+}
+
+/// A path as one word for `sh` (git runs GIT_SSH_COMMAND through it).
+fn shell_quote(p: &Path) -> String {
+    format!("'{}'", p.display().to_string().replace('\'', "'\\''"))
+}
+
+/// Where the git Sources' mirrors live (`<data dir>/sources`) and how
+/// they authenticate.
+#[derive(Debug, Clone)]
+pub struct Repos {
+    dir: PathBuf,
+    auth: GitAuth,
+}
+
+impl Repos {
+    pub fn new(data_dir: &Path, auth: GitAuth) -> Repos {
+        Repos {
+            dir: data_dir.join("sources"),
+            auth,
+        }
+    }
+
+    /// The mirror of the Source with this id.
+    pub fn mirror(&self, source: uuid::Uuid) -> GitMirror {
+        GitMirror {
+            dir: self.dir.join(format!("{source}.git")),
+            auth: self.auth.clone(),
+        }
+    }
+}
+
 /// A git repository's private bare mirror (`<data dir>/sources/<uid>.git`).
 pub struct GitMirror {
     dir: PathBuf,
+    auth: GitAuth,
 }
 
 /// The transports a Source URL may use.
@@ -142,19 +201,30 @@ const ALLOWED_PROTOCOLS: &str = "file:https:http:ssh:git";
 
 impl GitMirror {
     pub fn new(dir: PathBuf) -> GitMirror {
-        GitMirror { dir }
+        GitMirror {
+            dir,
+            auth: GitAuth::default(),
+        }
     }
 
     fn git(&self) -> Command {
         let mut c = Command::new("git");
-        c.arg("--git-dir")
-            .arg(&self.dir)
+        c.arg("--git-dir").arg(&self.dir);
+        if let Some(file) = &self.auth.credentials_file {
+            // The store helper's lookups only: git would otherwise ask it
+            // to store (rewrite) the file after a fetch, or erase from it
+            // after a refusal — it is the operator's, pamd only reads it.
+            c.arg("-c").arg(format!(
+                "credential.helper=!f() {{ test \"$1\" = get && git credential-store --file={} get; }}; f",
+                shell_quote(file)
+            ));
+        }
+        c.env("GIT_SSH_COMMAND", self.auth.ssh_command())
             .env("GIT_ALLOW_PROTOCOL", ALLOWED_PROTOCOLS)
             .env("GIT_CONFIG_NOSYSTEM", "1")
             .env("GIT_CONFIG_GLOBAL", "/dev/null")
             .env("GIT_TERMINAL_PROMPT", "0")
             .env("GIT_ASKPASS", "/bin/false")
-            .env("GIT_SSH_COMMAND", "ssh -o BatchMode=yes")
             .env_remove("GIT_DIR")
             .env_remove("GIT_WORK_TREE")
             .kill_on_drop(true);

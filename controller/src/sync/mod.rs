@@ -9,6 +9,7 @@
 //! drift live in [`crate::apply::ownership`], shared with the push side.
 
 pub mod apply;
+pub mod cache;
 pub mod fetch;
 pub mod runner;
 pub mod watch;

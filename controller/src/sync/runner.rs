@@ -1,21 +1,25 @@
 //! pamd's sync loop (GitOps), level-triggered like the others: each tick
 //! it looks at every Source and syncs the ones that are due — the
 //! interval elapsed, a sync was requested (`pamctl sync`), or a watched
-//! directory changed. A sync is told nothing about why it runs: it reads
-//! the tree, the inventory and the stored objects, and acts idempotently.
+//! directory changed. A sync acts idempotently on what it reads (the
+//! tree, the inventory, the stored objects); why it runs only decides how
+//! much it may skip ([`Trigger`]).
 //!
 //! # Watching
 //! A directory Source is watched with `notify` ([`super::watch`]): a
 //! change wakes the loop, which syncs once the tree has been still for
-//! [`super::watch::DEBOUNCE`]; polling is the fallback when a watcher cannot start. The
-//! interval's full resync is the safety net.
+//! [`super::watch::SETTLE`] after a completed file (else
+//! [`super::watch::DEBOUNCE`]) — applying only what changed when it can
+//! ([`super::cache`]), and waiting for DEBOUNCE when it needs the whole
+//! tree; polling is the fallback when a watcher cannot start. The
+//! interval's full resync is the safety net (and the drift pass).
 //!
 //! # Caveats
 //! - Time for "due" comes from the injected clock; the tick itself is a
 //!   real sleep.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -25,21 +29,27 @@ use pam_store::{OwnedObject, Source};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use super::apply::{apply_tree, source_error, SyncError};
-use super::fetch::{self, GitMirror, Tree};
-use super::watch::DirWatch;
+use pam_manifests::load::Document;
+use serde_json::Value;
+
+use super::apply::{apply_tree, key_of, source_error, Prev, SyncError};
+use super::cache::{Loaded, Plan, SourceCache};
+use super::fetch::{self, Repos, Tree};
+use super::watch::{DirWatch, DEBOUNCE};
 use crate::apply::ownership::owned_drift;
+use crate::apply::stored::ObjectKey;
 use crate::ctx::Ctx;
 use crate::rules::sources::{self, Health, Outcome};
 
 /// How often the loop looks at the Sources.
 pub const TICK: Duration = Duration::from_millis(200);
 /// Runs the sync loop until `stop`.
-pub async fn run(ctx: Ctx, data_dir: PathBuf, stop: CancellationToken) {
+pub async fn run(ctx: Ctx, repos: Repos, stop: CancellationToken) {
     let mut watches: HashMap<Uuid, DirWatch> = HashMap::new();
+    let mut caches: HashMap<Uuid, SourceCache> = HashMap::new();
     let wake = Arc::new(tokio::sync::Notify::new());
     loop {
-        let next = match pass(&ctx, &data_dir, &mut watches, &wake).await {
+        let next = match pass(&ctx, &repos, &mut watches, &mut caches, &wake).await {
             Ok(next) => next,
             Err(e) => {
                 tracing::warn!(error = %format!("{e:#}"), "sync pass failed; retrying");
@@ -61,8 +71,9 @@ pub async fn run(ctx: Ctx, data_dir: PathBuf, stop: CancellationToken) {
 
 async fn pass(
     ctx: &Ctx,
-    data_dir: &Path,
+    repos: &Repos,
     watches: &mut HashMap<Uuid, DirWatch>,
+    caches: &mut HashMap<Uuid, SourceCache>,
     wake: &Arc<tokio::sync::Notify>,
 ) -> anyhow::Result<Option<Instant>> {
     let mut next: Option<Instant> = None;
@@ -71,6 +82,7 @@ async fn pass(
         tx.list_sources().await?
     };
     watches.retain(|id, _| list.iter().any(|s| s.id == *id));
+    caches.retain(|id, _| list.iter().any(|s| s.id == *id));
     for s in list {
         let Ok(spec) = serde_json::from_value::<SourceSpec>(s.meta.spec.clone()) else {
             continue;
@@ -78,7 +90,7 @@ async fn pass(
         if spec.suspend {
             continue;
         }
-        let mut changed = false;
+        let mut changed = None;
         let mut mark = None;
         if let Some(path) = &spec.path {
             let root = PathBuf::from(path);
@@ -87,7 +99,8 @@ async fn pass(
             }
             if let Some(w) = watches.get_mut(&s.id) {
                 match w.check(wake).await {
-                    Ok(c) => changed = c,
+                    Ok(true) => changed = Some(w.still_for()),
+                    Ok(false) => {}
                     Err(at) => next = Some(next.map_or(at, |n| n.min(at))),
                 }
                 mark = Some(w.mark());
@@ -95,15 +108,27 @@ async fn pass(
         } else {
             watches.remove(&s.id);
         }
-        if !(changed || due(&s, &spec, ctx.now())) {
+        let trigger = if due(&s, &spec, ctx.now()) {
+            Trigger::Due
+        } else if let Some(still) = changed {
+            Trigger::Changed { still }
+        } else {
             continue;
-        }
+        };
         let name = s.name.clone();
         let id = s.id;
-        match sync_source(ctx, data_dir, s, &spec).await {
-            Ok(_) => {
+        let cache = caches.entry(id).or_default();
+        match sync_source(ctx, repos, s, &spec, cache, trigger).await {
+            Ok(Some(_)) => {
                 if let (Some(w), Some(mark)) = (watches.get_mut(&id), mark) {
                     w.synced(mark);
+                }
+            }
+            Ok(None) => {
+                // Settling: looked at again once still for DEBOUNCE.
+                if let Trigger::Changed { still } = trigger {
+                    let at = Instant::now() + DEBOUNCE.saturating_sub(still);
+                    next = Some(next.map_or(at, |n| n.min(at)));
                 }
             }
             Err(e) => tracing::warn!(source = %name, error = %format!("{e:#}"), "sync failed"),
@@ -127,7 +152,7 @@ fn due(s: &Source, spec: &SourceSpec, now: DateTime<Utc>) -> bool {
 }
 
 /// Reads the Source's tree at its current revision.
-async fn read_tree(data_dir: &Path, s: &Source, spec: &SourceSpec) -> anyhow::Result<Tree> {
+async fn read_tree(repos: &Repos, s: &Source, spec: &SourceSpec) -> anyhow::Result<Tree> {
     if let Some(path) = &spec.path {
         let root = PathBuf::from(path);
         return tokio::task::spawn_blocking(move || fetch::read_dir(&root)).await?;
@@ -136,7 +161,7 @@ async fn read_tree(data_dir: &Path, s: &Source, spec: &SourceSpec) -> anyhow::Re
         .git
         .as_ref()
         .ok_or_else(|| anyhow::anyhow!("neither spec.path nor spec.git"))?;
-    let mirror = GitMirror::new(data_dir.join("sources").join(format!("{}.git", s.id)));
+    let mirror = repos.mirror(s.id);
     let commit = mirror.fetch(&git.url, &git.reference).await?;
     mirror.tree(&commit, &git.path, &|_| None).await
 }
@@ -204,26 +229,114 @@ pub fn health_of_runs<'a>(
     }
 }
 
+/// Why a Source is synced now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trigger {
+    /// Its watched directory changed (and nothing else made it due), and
+    /// has been still for `still` since: the changed files alone may be
+    /// applied ([`Plan::Changed`]) once the change completed its files
+    /// ([`super::watch::SETTLE`]); a sync of the whole tree — which may
+    /// prune — waits until the tree has been still for [`DEBOUNCE`] (a
+    /// burst of changes, a file moved between files in two steps, is
+    /// never pruned from half-way).
+    Changed { still: Duration },
+    /// The interval, a request, a new generation or a first look: a full
+    /// sync, which also looks for drift in the whole inventory.
+    Due,
+}
+
 /// Syncs one Source now: the whole sync — writes, inventory, prune,
 /// status and events — commits in one transaction, or a failure status is
-/// written and nothing else.
+/// written and nothing else. `None`: nothing was done yet, the tree is
+/// still settling (see [`Trigger::Changed`]).
 pub async fn sync_source(
     ctx: &Ctx,
-    data_dir: &Path,
+    repos: &Repos,
     s: Source,
     spec: &SourceSpec,
-) -> anyhow::Result<Source> {
+    cache: &mut SourceCache,
+    trigger: Trigger,
+) -> anyhow::Result<Option<Source>> {
+    let started = Instant::now();
+    let Some((s, result)) = sync_once(ctx, repos, s, spec, cache, trigger).await? else {
+        return Ok(None);
+    };
+    ctx.metrics.source_synced(result, started);
+    Ok(Some(s))
+}
+
+/// [`sync_source`], saying how it ended (a [`crate::metrics::SYNC_RESULTS`]).
+async fn sync_once(
+    ctx: &Ctx,
+    repos: &Repos,
+    s: Source,
+    spec: &SourceSpec,
+    cache: &mut SourceCache,
+    trigger: Trigger,
+) -> anyhow::Result<Option<(Source, &'static str)>> {
     let now = ctx.now();
-    let tree = match read_tree(data_dir, &s, spec).await {
+    let tree = match read_tree(repos, &s, spec).await {
         Ok(t) => t,
         Err(e) => {
-            return failed(ctx, s, None, Vec::new(), format!("{e:#}")).await;
+            cache.forget();
+            return Ok(Some((
+                failed(ctx, s, None, Vec::new(), format!("{e:#}")).await?,
+                "failed",
+            )));
         }
     };
+    let loaded = cache.load(&tree);
+    let errors = loaded.errors();
+    if !errors.is_empty() {
+        cache.forget();
+        return Ok(Some((
+            invalid(ctx, s, tree.revision, errors).await?,
+            "failed",
+        )));
+    }
     let mut tx = ctx.store.begin().await?;
     // The row as of this transaction (a request may have come since the
     // list was read).
     let s = tx.get_source(s.id).await?.unwrap_or(s);
+    let offline_after = ctx.thresholds.offline_after;
+    if let Some(objects) = changed_objects(&s, &tree, &loaded, cache, trigger) {
+        let wanted: std::collections::HashSet<&ObjectKey> = objects.iter().collect();
+        let docs: Vec<&(Document, Value)> = loaded
+            .documents()
+            .filter(|(d, _)| wanted.contains(&key_of(&d.manifest)))
+            .collect();
+        let applied =
+            apply_tree(tx.as_mut(), &s, spec, &docs, Prev::Part, now, offline_after).await;
+        return match applied {
+            Ok(applied) => {
+                let runs = tx.owned_runs(s.id).await?;
+                let health = health_of_runs(runs.iter().map(|(n, s)| (n.as_str(), *s)));
+                let n = tx.count_source_objects(&[s.id]).await?;
+                let n = n.get(&s.id).copied().unwrap_or(0) as usize;
+                let generation = s.meta.generation;
+                let outcome = Outcome::Synced {
+                    revision: tree.revision.clone(),
+                    counts: applied.counts,
+                    healed: Vec::new(),
+                };
+                let s = sources::write_status(tx.as_mut(), s, outcome, health, n, now).await?;
+                ctx.commit(tx).await?;
+                cache.applied(&tree, &loaded, generation);
+                ctx.claimable.notify_waiters();
+                Ok(Some((s, "changed")))
+            }
+            Err(e) => {
+                drop(tx);
+                cache.forget();
+                Ok(Some((refused(ctx, s, tree.revision, e).await?, "failed")))
+            }
+        };
+    }
+    if let Trigger::Changed { still } = trigger {
+        if still < DEBOUNCE {
+            return Ok(None);
+        }
+    }
     let owned = tx.owned_objects(s.id).await?;
     let drift = drift_of(&owned);
     let same = s.status.revision.as_deref() == Some(tree.revision.as_str())
@@ -231,58 +344,118 @@ pub async fn sync_source(
     if same && drift.is_empty() {
         let health = health_of(&owned);
         let n = owned.len();
+        let generation = s.meta.generation;
         let outcome = Outcome::Synced {
-            revision: tree.revision,
+            revision: tree.revision.clone(),
             counts: Default::default(),
             healed: Vec::new(),
         };
         let s = sources::write_status(tx.as_mut(), s, outcome, health, n, now).await?;
         ctx.commit(tx).await?;
-        return Ok(s);
+        cache.applied(&tree, &loaded, generation);
+        return Ok(Some((s, "unchanged")));
     }
+    cache.forget();
     if same && !spec.self_heal {
         let health = health_of(&owned);
         let n = owned.len();
         let s = sources::write_status(tx.as_mut(), s, Outcome::OutOfSync { drift }, health, n, now)
             .await?;
         ctx.commit(tx).await?;
-        return Ok(s);
+        return Ok(Some((s, "out_of_sync")));
     }
     // Owned fields changed by another path are put back by this sync too
     // (a new revision or a new spec rewrites them): journaled as a heal
     // only when the Source asks for healing.
     let healed = if spec.self_heal { drift } else { Vec::new() };
-    let offline_after = ctx.thresholds.offline_after;
-    match apply_tree(tx.as_mut(), &s, spec, &tree, &owned, now, offline_after).await {
+    let docs: Vec<&(Document, Value)> = loaded.documents().collect();
+    match apply_tree(
+        tx.as_mut(),
+        &s,
+        spec,
+        &docs,
+        Prev::Whole(&owned),
+        now,
+        offline_after,
+    )
+    .await
+    {
         Ok(applied) => {
             // The inventory's runs as this sync left them: no second read
             // of the whole inventory.
-            let health = health_of_runs(applied.runs.iter().map(|(n, s)| (n.as_str(), *s)));
-            let (counts, n) = (applied.counts, applied.inventory);
+            let whole = applied.whole.expect("a whole tree's inventory");
+            let health = health_of_runs(whole.runs.iter().map(|(n, s)| (n.as_str(), *s)));
+            let generation = s.meta.generation;
             let outcome = Outcome::Synced {
-                revision: tree.revision,
-                counts,
+                revision: tree.revision.clone(),
+                counts: applied.counts,
                 healed,
             };
-            let s = sources::write_status(tx.as_mut(), s, outcome, health, n, now).await?;
+            let s = sources::write_status(tx.as_mut(), s, outcome, health, whole.size, now).await?;
             ctx.commit(tx).await?;
+            cache.applied(&tree, &loaded, generation);
             ctx.claimable.notify_waiters();
-            Ok(s)
+            Ok(Some((s, "full")))
         }
-        Err(SyncError::Invalid(errors)) => {
+        Err(e) => {
             drop(tx);
-            let list: Vec<_> = errors.iter().map(source_error).collect();
-            let message = match errors.len() {
-                1 => errors[0].to_string(),
-                n => format!("{} (and {} more problem(s))", errors[0], n - 1),
-            };
-            failed(ctx, s, Some(tree.revision), list, message).await
-        }
-        Err(SyncError::Other(m)) => {
-            drop(tx);
-            failed(ctx, s, Some(tree.revision), Vec::new(), m).await
+            Ok(Some((refused(ctx, s, tree.revision, e).await?, "failed")))
         }
     }
+}
+
+/// The objects to apply alone, when this sync may apply only what
+/// changed (see [`SourceCache::plan`]): a watched change, to a Source
+/// whose status says Synced at the revision this process last applied, at
+/// the generation observed then. Drift is looked for by the full syncs
+/// (the interval's, a request's); a changed object is written as
+/// declared, putting back owned fields another path changed, as a full
+/// sync does.
+fn changed_objects(
+    s: &Source,
+    tree: &Tree,
+    loaded: &Loaded,
+    cache: &SourceCache,
+    trigger: Trigger,
+) -> Option<Vec<ObjectKey>> {
+    if !matches!(trigger, Trigger::Changed { .. })
+        || s.status.sync != "Synced"
+        || s.status.sync_requested_at.is_some()
+        || s.meta.observed_generation < s.meta.generation
+    {
+        return None;
+    }
+    let revision = s.status.revision.as_deref()?;
+    if revision == tree.revision {
+        return None;
+    }
+    match cache.plan(tree, loaded, revision, s.meta.generation) {
+        Plan::Changed { objects, .. } => Some(objects),
+        Plan::Full => None,
+    }
+}
+
+/// A sync that applied nothing: its status, from its error.
+async fn refused(ctx: &Ctx, s: Source, revision: String, e: SyncError) -> anyhow::Result<Source> {
+    match e {
+        SyncError::Invalid(errors) => invalid(ctx, s, revision, errors).await,
+        SyncError::Other(m) => failed(ctx, s, Some(revision), Vec::new(), m).await,
+    }
+}
+
+/// A tree with problems: Failed, naming each (file, line, field).
+async fn invalid(
+    ctx: &Ctx,
+    s: Source,
+    revision: String,
+    errors: Vec<pam_manifests::ManifestError>,
+) -> anyhow::Result<Source> {
+    let list: Vec<_> = errors.iter().map(source_error).collect();
+    let message = match errors.len() {
+        1 => errors[0].to_string(),
+        n => format!("{} (and {} more problem(s))", errors[0], n - 1),
+    };
+    failed(ctx, s, Some(revision), list, message).await
 }
 
 /// Writes a failed sync's status (in its own transaction: the sync's was

@@ -20,8 +20,16 @@ use tokio::sync::Notify;
 
 use super::fetch;
 
-/// How long a watched directory must be still before it is synced.
+/// How long a watched directory must be still before it is synced, when
+/// the last change may be a write still under way (data written to a file
+/// still open).
 pub const DEBOUNCE: Duration = Duration::from_millis(200);
+/// How long it must be still when the last change completed a file (the
+/// writer closed it, or renamed a whole file in): long enough to gather a
+/// burst of such changes (a checkout, a copy of several files) into one
+/// sync, short enough that one file's change is applied at once (issue 14:
+/// a one-file change within 2× a `pamctl apply` of it).
+pub const SETTLE: Duration = Duration::from_millis(20);
 /// How often a polled directory tries to get a watcher again.
 pub const RETRY: Duration = Duration::from_secs(10);
 
@@ -29,6 +37,9 @@ pub const RETRY: Duration = Duration::from_secs(10);
 struct Changes {
     /// Bumped on every relevant change.
     count: AtomicU64,
+    /// The last change completed a file (closed after writing, renamed
+    /// in, removed): [`SETTLE`] applies, not [`DEBOUNCE`].
+    complete: AtomicBool,
     /// When the last change was seen.
     last: Mutex<Instant>,
     /// The watcher lost its directory (removed or an error): fall back to
@@ -38,8 +49,22 @@ struct Changes {
 
 impl Changes {
     fn bump(&self) {
+        self.bump_as(false);
+    }
+
+    fn bump_as(&self, complete: bool) {
         *self.last.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+        self.complete.store(complete, Ordering::SeqCst);
         self.count.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// How long the tree must be still after the last change.
+    fn quiet(&self) -> Duration {
+        if self.complete.load(Ordering::SeqCst) {
+            SETTLE
+        } else {
+            DEBOUNCE
+        }
     }
 }
 
@@ -67,6 +92,7 @@ impl DirWatch {
     pub fn new(root: PathBuf, wake: Arc<Notify>) -> DirWatch {
         let changes = Arc::new(Changes {
             count: AtomicU64::new(0),
+            complete: AtomicBool::new(false),
             last: Mutex::new(Instant::now()),
             broken: AtomicBool::new(false),
         });
@@ -90,7 +116,8 @@ impl DirWatch {
     }
 
     /// Looks again (polls, or retries a watcher) and says whether the tree
-    /// changed since the last sync and has been still for [`DEBOUNCE`].
+    /// changed since the last sync and has been still since: [`SETTLE`]
+    /// after a change that completed a file, else [`DEBOUNCE`].
     /// `Err(deadline)`: changed, but not still yet — look again then.
     pub async fn check(&mut self, wake: &Arc<Notify>) -> Result<bool, Instant> {
         if self.changes.broken.swap(false, Ordering::SeqCst) {
@@ -131,11 +158,21 @@ impl DirWatch {
             return Ok(false);
         }
         let last = *self.changes.last.lock().unwrap_or_else(|p| p.into_inner());
-        if last.elapsed() >= DEBOUNCE {
+        let quiet = self.changes.quiet();
+        if last.elapsed() >= quiet {
             Ok(true)
         } else {
-            Err(last + DEBOUNCE)
+            Err(last + quiet)
         }
+    }
+
+    /// How long the tree has been still (since the last change seen).
+    pub fn still_for(&self) -> Duration {
+        self.changes
+            .last
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .elapsed()
     }
 
     /// A mark to pass to [`DirWatch::synced`] once a sync that starts now
@@ -167,7 +204,7 @@ fn start(root: &Path, changes: &Arc<Changes>, wake: &Arc<Notify>) -> Mode {
                     c.broken.store(true, Ordering::SeqCst);
                 }
                 if relevant(&r, &ev) {
-                    c.bump();
+                    c.bump_as(completes(&ev.kind));
                     w.notify_one();
                 }
             }
@@ -190,11 +227,25 @@ fn start(root: &Path, changes: &Arc<Changes>, wake: &Arc<Notify>) -> Mode {
     }
 }
 
+/// Whether an event completes a file: its writer closed it, or a whole
+/// file was renamed in or removed (data writes and creations may be
+/// followed by more writes).
+fn completes(kind: &EventKind) -> bool {
+    use notify::event::{AccessKind, AccessMode, ModifyKind, RenameMode};
+    matches!(
+        kind,
+        EventKind::Access(AccessKind::Close(AccessMode::Write))
+            | EventKind::Modify(ModifyKind::Name(RenameMode::To | RenameMode::Both))
+            | EventKind::Remove(_)
+    )
+}
+
 /// Whether an event changes the tree as a sync reads it: reads (the sync's
-/// own, `Access`) do not, nor do hidden entries below the root (editor
-/// swap files, `.git`), which [`fetch::read_dir`] skips too.
+/// own, `Access`) do not — closing a file written does — nor do hidden
+/// entries below the root (editor swap files, `.git`), which
+/// [`fetch::read_dir`] skips too.
 fn relevant(root: &Path, ev: &notify::Event) -> bool {
-    if matches!(ev.kind, EventKind::Access(_)) {
+    if matches!(ev.kind, EventKind::Access(_)) && !completes(&ev.kind) {
         return false;
     }
     ev.paths.iter().any(|p| {
@@ -289,6 +340,70 @@ mod tests {
 
         std::fs::remove_file(root.join("sub/a.yaml")).unwrap();
         assert!(settle(&mut w, &wake).await, "a removal");
+    }
+
+    #[test]
+    fn a_closed_or_renamed_file_is_complete_and_a_data_write_is_not() {
+        use notify::event::{
+            AccessKind, AccessMode, CreateKind, DataChange, ModifyKind, RemoveKind, RenameMode,
+        };
+        let close = EventKind::Access(AccessKind::Close(AccessMode::Write));
+        assert!(completes(&close));
+        assert!(completes(&EventKind::Modify(ModifyKind::Name(
+            RenameMode::To
+        ))));
+        assert!(completes(&EventKind::Modify(ModifyKind::Name(
+            RenameMode::Both
+        ))));
+        assert!(completes(&EventKind::Remove(RemoveKind::File)));
+        assert!(!completes(&EventKind::Modify(ModifyKind::Data(
+            DataChange::Any
+        ))));
+        assert!(!completes(&EventKind::Create(CreateKind::File)));
+        assert!(!completes(&EventKind::Access(AccessKind::Close(
+            AccessMode::Read
+        ))));
+        // Closing a file written is a change; reading one is not.
+        let root = Path::new("/tree");
+        let ev = |kind| notify::Event::new(kind).add_path(root.join("a.yaml"));
+        assert!(relevant(root, &ev(close)));
+        assert!(!relevant(
+            root,
+            &ev(EventKind::Access(AccessKind::Close(AccessMode::Read)))
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_whole_file_written_settles_sooner_than_a_write_under_way() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().to_path_buf();
+        let wake = Arc::new(Notify::new());
+        let mut w = DirWatch::new(root.clone(), wake.clone());
+        assert!(w.is_notified());
+        assert_eq!(w.changes.quiet(), DEBOUNCE, "nothing seen yet");
+        // Written and closed: SETTLE once the close is seen.
+        std::fs::write(root.join("a.yaml"), "x: 1\n").unwrap();
+        let until = Instant::now() + Duration::from_secs(3);
+        while w.changes.quiet() != SETTLE {
+            assert!(Instant::now() < until, "the closed write was never seen");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert!(settle(&mut w, &wake).await);
+        let mark = w.mark();
+        w.synced(mark);
+        // Still open: the write may go on, DEBOUNCE applies.
+        use std::io::Write as _;
+        let mut f = std::fs::File::create(root.join("b.yaml")).unwrap();
+        f.write_all(b"x: ").unwrap();
+        f.flush().unwrap();
+        let until = Instant::now() + Duration::from_secs(3);
+        while w.mark() == mark {
+            assert!(Instant::now() < until, "the write was never seen");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(w.changes.quiet(), DEBOUNCE, "an open file may grow");
+        drop(f);
     }
 
     #[tokio::test]

@@ -107,6 +107,11 @@ impl SourceSpec {
                 "the ext:: transport runs commands, expected file://, https://, ssh:// or git://"
                     .to_string(),
             )),
+            (None, Some(g)) if url_has_secret(&g.url) => out.push((
+                "spec.git.url",
+                "holds a password or token, expected a URL without one: credentials never come from a manifest (pamd's [git] credentials_file or ssh_key_file)"
+                    .to_string(),
+            )),
             (None, Some(g)) if g.reference.is_empty() || g.reference.starts_with('-') => {
                 out.push((
                     "spec.git.ref",
@@ -218,6 +223,21 @@ pub struct ObservedSource {
     pub conditions: Vec<Condition>,
 }
 
+/// Whether a URL carries a secret in its user info (`https://user:token@host`,
+/// `https://token@host`); `ssh://git@host` and scp-like `git@host:path`
+/// name a user only.
+fn url_has_secret(url: &str) -> bool {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return false;
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let Some((userinfo, _)) = authority.rsplit_once('@') else {
+        return false;
+    };
+    // A user alone is a name over ssh, but a token over http(s).
+    userinfo.contains(':') || scheme.starts_with("http")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -238,5 +258,32 @@ mod tests {
         .unwrap();
         let fields: Vec<&str> = bad.problems().iter().map(|p| p.0).collect();
         assert_eq!(fields, ["spec.path", "spec.interval", "spec.projects"]);
+    }
+
+    #[test]
+    fn a_url_with_a_secret_is_refused() {
+        for url in [
+            "https://user:tok@example.com/r.git",
+            "https://ghp_token@example.com/r.git",
+            "ssh://git:pw@example.com/r.git",
+        ] {
+            let s: SourceSpec = serde_json::from_value(serde_json::json!({
+                "git": {"url": url}, "projects": ["web"]
+            }))
+            .unwrap();
+            let p = s.problems();
+            assert_eq!(p.len(), 1, "{url}: {p:?}");
+            assert_eq!(p[0].0, "spec.git.url");
+            assert!(p[0].1.contains("credentials never come from a manifest"));
+        }
+        for url in [
+            "ssh://git@example.com/r.git",
+            "git@example.com:r.git",
+            "https://example.com/r.git",
+            "file:///srv/r.git",
+            "https://example.com/r@v1.git",
+        ] {
+            assert!(!url_has_secret(url), "{url}");
+        }
     }
 }

@@ -55,6 +55,7 @@ struct State {
     sources: HashMap<Uuid, Source>,
     /// (kind, object id) → the owning Source's row.
     source_objects: BTreeMap<(String, Uuid), SourceObject>,
+    leases: HashMap<String, crate::Lease>,
 }
 
 /// The in-memory store.
@@ -236,6 +237,7 @@ impl Tx for MemTx {
 mod deps;
 mod events;
 mod hosts;
+mod leader;
 mod projects;
 mod runs;
 mod sources;

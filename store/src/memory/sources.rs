@@ -216,4 +216,17 @@ impl SourceTx for MemTx {
             })
             .collect())
     }
+
+    async fn owned_runs(
+        &mut self,
+        source_id: Uuid,
+    ) -> StoreResult<Vec<(String, pam_manifests::state::RunStatus)>> {
+        let owned = self.list_source_objects(source_id).await?;
+        let runs = &self.work.runs;
+        Ok(owned
+            .into_iter()
+            .filter(|o| o.kind == "Run")
+            .filter_map(|o| Some((o.name, runs.get(&o.object_id)?.status)))
+            .collect())
+    }
 }

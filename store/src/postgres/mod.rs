@@ -281,6 +281,7 @@ impl Tx for PgTx {
 mod deps;
 mod events;
 mod hosts;
+mod leader;
 mod projects;
 mod rows;
 mod runs;

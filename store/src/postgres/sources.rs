@@ -315,6 +315,28 @@ impl SourceTx for PgTx {
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
+    async fn owned_runs(
+        &mut self,
+        source_id: Uuid,
+    ) -> StoreResult<Vec<(String, pam_manifests::state::RunStatus)>> {
+        let rows: Vec<(String, String)> = sqlx::query_as(
+            "SELECT o.name, r.status FROM source_objects o \
+             JOIN runs r ON r.id = o.object_id \
+             WHERE o.source_id = $1 AND o.kind = 'Run' \
+             ORDER BY o.project COLLATE \"C\", o.name COLLATE \"C\"",
+        )
+        .bind(source_id)
+        .fetch_all(self.conn())
+        .await
+        .map_err(db_err)?;
+        rows.into_iter()
+            .map(|(name, status)| {
+                Ok((name, status.parse().map_err(|e| corrupt("runs.status", e))?))
+            })
+            .collect()
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn owned_objects(&mut self, source_id: Uuid) -> StoreResult<Vec<OwnedObject>> {
         // One query: the inventory left-joined to each kind's table, each
         // table's meta columns under its own prefix.

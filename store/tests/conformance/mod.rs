@@ -89,6 +89,7 @@ macro_rules! store_conformance_tests {
             deps_reopened_dependency_blocks_at_once,
             deps_requeue_of_a_blocked_task,
             deps_runs_waiting_on_cancelled,
+            leader_lease_take_renew_expire_and_fence,
         );
     };
     (@each $make:expr; $($name:ident),+ $(,)?) => {
@@ -271,6 +272,7 @@ mod deps;
 mod dispatch;
 mod events;
 mod hosts;
+mod leader;
 mod named;
 mod projects;
 mod runs;
@@ -287,6 +289,8 @@ pub use dispatch::*;
 pub use events::*;
 #[allow(unused_imports)]
 pub use hosts::*;
+#[allow(unused_imports)]
+pub use leader::*;
 #[allow(unused_imports)]
 pub use named::*;
 #[allow(unused_imports)]

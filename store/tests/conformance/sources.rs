@@ -179,6 +179,12 @@ pub async fn source_inventory_has_one_owner(s: &dyn Store) {
     assert!(by_name("gone").meta.is_none());
     assert_eq!(by_name("r1").run_status, Some(RunStatus::Pending));
     assert_eq!(by_name("task").run_status, None);
+    // The owned runs alone (health): the run that exists, with its status.
+    assert_eq!(
+        tx.owned_runs(a.id).await.unwrap(),
+        [("r1".to_string(), RunStatus::Pending)]
+    );
+    assert!(tx.owned_runs(b.id).await.unwrap().is_empty());
 
     // Removing rows touches only the named Source's.
     tx.delete_source_objects(a.id, &[("Task".into(), gone), ("Task".into(), other)])

@@ -22,6 +22,8 @@
 //! [--batch N] [--seconds S] [--appliers N] [--idle S]`
 //! (defaults all, 9, 30000, 200, 60, 8, 30).
 
+pam_tests::pamd_allocator!();
+
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

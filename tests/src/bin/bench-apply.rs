@@ -7,6 +7,8 @@
 //!
 //! Run: `cargo run --release -p pam-tests --bin bench-apply [-- N]`.
 
+pam_tests::pamd_allocator!();
+
 use std::fmt::Write as _;
 
 use pam_store::{short_id, TokenKind};

@@ -17,6 +17,8 @@
 //! Run: `cargo run --release -p pam-tests --bin bench-loops -- [ingest|claim|sweep|all]`.
 //! pgbench: `$PGBENCH`, else /usr/lib/postgresql/15/bin/pgbench.
 
+pam_tests::pamd_allocator!();
+
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 

@@ -149,6 +149,29 @@ async fn main() -> anyhow::Result<()> {
         // Let the watcher's debounce and the loop settle between rounds.
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+    // How the syncs ran, from pamd's own metrics: incremental (`changed`)
+    // or whole-tree, and the sync's own time (without the watch's settle).
+    let metrics = pamd
+        .http()
+        .get(format!("{}/metrics", pamd.url))
+        .bearer_auth(&pamd.token)
+        .send()
+        .await?
+        .text()
+        .await?;
+    let metric = |name: &str, result: &str| -> f64 {
+        let key = format!("pam_source_sync_duration_seconds_{name}{{result=\"{result}\"}} ");
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(&key))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0.0)
+    };
+    let (changed, full) = (metric("count", "changed"), metric("count", "full"));
+    println!(
+        "  syncs: {changed} incremental (only the changed file), {full} whole-tree; an incremental sync itself took {:.1} ms on average",
+        if changed > 0.0 { metric("sum", "changed") / changed * 1e3 } else { 0.0 }
+    );
     let (s, a) = (median(sync.clone()), median(apply.clone()));
     let fmt = |v: &[f64]| {
         v.iter()
