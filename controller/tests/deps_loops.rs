@@ -375,3 +375,42 @@ async fn a_cycle_through_stored_links_is_refused() {
         other => panic!("expected Invalid, got {other:?}"),
     }
 }
+
+#[tokio::test]
+async fn links_follow_the_manifests_in_any_order_and_reapply_is_idempotent() {
+    let w = World::new().await;
+    // b names a, declared later in the same batch.
+    w.graph(&[("b", &["a"]), ("a", &[])]).await;
+    let h = w.host("h", 4).await;
+    assert_eq!(w.claim(&h).await, ["run-a"]);
+    let events = |w: &World| {
+        let store = w.ctx.store.clone();
+        async move {
+            let mut tx = store.begin().await.unwrap();
+            tx.events_after(0, 10_000).await.unwrap().len()
+        }
+    };
+    // The same input again changes nothing: no generation, no event.
+    let before = events(&w).await;
+    let gen = |w: &World| {
+        let store = w.ctx.store.clone();
+        async move {
+            let mut tx = store.begin().await.unwrap();
+            let p = tx.get_project_by_slug("web").await.unwrap().unwrap();
+            let b = tx.get_work_item_by_name(p.id, "b").await.unwrap().unwrap();
+            (
+                b.meta.generation,
+                tx.dependencies_of(&[b.id]).await.unwrap().len(),
+            )
+        }
+    };
+    assert_eq!(gen(&w).await, (1, 1));
+    w.graph(&[("b", &["a"]), ("a", &[])]).await;
+    assert_eq!(events(&w).await, before);
+    assert_eq!(gen(&w).await, (1, 1));
+    // Dropping the link from the manifest unblocks b on the next pass.
+    w.graph(&[("b", &[]), ("a", &[])]).await;
+    assert_eq!(gen(&w).await, (2, 0));
+    assert_eq!(reconcile::pass(&w.ctx).await.unwrap().runs_unblocked, 1);
+    assert_eq!(w.claim(&h).await, ["run-b"]);
+}
