@@ -213,6 +213,27 @@ impl Ctx {
         }
         let _order = self.bus.order_lock().await;
         let events = tx.commit().await?;
+        // Replicas (issue 15): seqs commit in order across processes, so
+        // what others committed between our last publish and this commit
+        // is published first (the follower may not have read it yet).
+        if let Some(first) = events.first().filter(|_| self.bus.is_following()) {
+            if first.seq > self.bus.published_upto() + 1 {
+                match crate::events::follow::publish_before(
+                    self.store.as_ref(),
+                    &self.bus,
+                    first.seq,
+                )
+                .await
+                {
+                    Ok(theirs) => {
+                        if theirs.iter().any(|e| e.topic.starts_with("run.")) {
+                            self.claimable.notify_waiters();
+                        }
+                    }
+                    Err(e) => tracing::warn!(error = %e, "reading other replicas' events failed"),
+                }
+            }
+        }
         self.bus.publish(events);
         Ok(())
     }

@@ -55,6 +55,9 @@ pub struct Metrics {
     pub http_duration: HistogramFamily,
     /// One Source sync, seconds, by `result` (see [`SYNC_RESULTS`]).
     pub source_sync: HistogramFamily,
+    /// 1 while this replica leads (runs the loops), else 0; the term.
+    pub leader: Gauge,
+    pub leader_term: Gauge,
 }
 
 /// How a Source sync ended: `changed` (only the changed files applied),
@@ -100,6 +103,18 @@ impl Metrics {
             "Duration of one Source sync (GitOps), by result: changed, full, unchanged, out_of_sync, failed",
             source_sync.clone(),
         );
+        let leader = Gauge::default();
+        r.register(
+            "leader",
+            "1 while this pamd replica holds the loops' lease (runs the loops), else 0",
+            leader.clone(),
+        );
+        let leader_term = Gauge::default();
+        r.register(
+            "leader_term",
+            "The term of the loops' lease this replica holds (0: none)",
+            leader_term.clone(),
+        );
         r.register(
             "events_journaled",
             "Events committed to the journal and published by this pamd",
@@ -135,6 +150,8 @@ impl Metrics {
             loop_duration,
             http_duration,
             source_sync,
+            leader,
+            leader_term,
         }
     }
 

@@ -163,6 +163,16 @@ pub trait Store: Send + Sync + 'static {
     /// migration this build knows is applied (`/readyz`). The reason when
     /// not.
     async fn ready(&self) -> Result<(), String>;
+
+    /// A wake-up each time another process may have committed events
+    /// (PostgreSQL: `LISTEN pam_events`, notified by every journaling
+    /// commit; a reconnect wakes too, since notifications may have been
+    /// missed while it lasted). `None`: no other process shares this store
+    /// (MemStore). The journal stays the truth: a wake-up says "read
+    /// after what you have", never what to read.
+    async fn journal_wakeups(&self) -> StoreResult<Option<tokio::sync::mpsc::Receiver<()>>> {
+        Ok(None)
+    }
 }
 
 /// One transaction over every aggregate. `now` arguments come from the

@@ -5,6 +5,7 @@
 //! events), by handing [`pam_store::Tx::commit`]'s result to
 //! [`EventBus::publish`].
 
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,6 +16,7 @@ use tokio::sync::{broadcast, watch, Mutex};
 
 use pam_store::Event;
 
+pub mod follow;
 pub mod payload;
 pub mod render;
 pub mod topic;
@@ -89,6 +91,13 @@ pub struct EventBus {
     /// a live subscriber that skips `seq <= last sent` never skips an
     /// event that committed late.
     order: Arc<Mutex<()>>,
+    /// The highest seq published (by this process's commits or read from
+    /// the journal after another replica's, [`follow`]): nothing at or
+    /// below it is published again.
+    upto: Arc<AtomicI64>,
+    /// Whether other processes' events are followed ([`follow`]): then a
+    /// local commit first publishes what others committed before it.
+    following: Arc<std::sync::atomic::AtomicBool>,
     shutdown: watch::Sender<bool>,
     /// How often idle streams get a `: keep-alive` comment.
     pub keep_alive: Duration,
@@ -110,6 +119,8 @@ impl EventBus {
         EventBus {
             tx,
             order: Arc::new(Mutex::new(())),
+            upto: Arc::new(AtomicI64::new(0)),
+            following: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             shutdown,
             keep_alive: Duration::from_secs(15),
             journaled: Counter::default(),
@@ -121,10 +132,36 @@ impl EventBus {
     /// Publishes one commit's events (in seq order) as one broadcast
     /// message. Having no subscriber is fine.
     pub fn publish(&self, events: Vec<Event>) {
-        if events.is_empty() {
-            return;
-        }
         self.journaled.inc_by(events.len() as u64);
+        self.publish_read(events);
+    }
+
+    /// Publishes nothing at or below `seq` from now on (a follower
+    /// starting: what committed before is the journal's).
+    pub fn skip_to(&self, seq: i64) {
+        self.upto.fetch_max(seq, Ordering::SeqCst);
+    }
+
+    /// Whether other processes' events are followed.
+    pub fn is_following(&self) -> bool {
+        self.following.load(Ordering::SeqCst)
+    }
+
+    /// The highest seq published.
+    pub fn published_upto(&self) -> i64 {
+        self.upto.load(Ordering::SeqCst)
+    }
+
+    /// Publishes events read from the journal (another replica's, in seq
+    /// order), skipping what was published already; the caller holds
+    /// [`EventBus::order_lock`].
+    pub fn publish_read(&self, mut events: Vec<Event>) {
+        let upto = self.upto.load(Ordering::SeqCst);
+        events.retain(|e| e.seq > upto);
+        let Some(last) = events.last() else {
+            return;
+        };
+        self.upto.store(last.seq, Ordering::SeqCst);
         // No stream listens: no frames to build. A stream subscribing
         // after this check finds these (committed) events in the journal,
         // which it reads after subscribing.

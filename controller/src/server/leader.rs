@@ -100,6 +100,8 @@ where
                 if fence.term() != term {
                     stop_loops(&mut running).await;
                     fence.set(term);
+                    ctx.metrics.leader.set(1);
+                    ctx.metrics.leader_term.set(term);
                     tracing::info!(term, replica = %holder, "leading: the loops run here");
                     let token = stop.child_token();
                     let handles = start(loops_ctx.clone(), token.clone()).await;
@@ -111,6 +113,8 @@ where
                     tracing::warn!(replica = %holder, "lost the lead: another replica runs the loops");
                 }
                 fence.set(0);
+                ctx.metrics.leader.set(0);
+                ctx.metrics.leader_term.set(0);
                 stop_loops(&mut running).await;
             }
             Err(e) => {
@@ -120,6 +124,8 @@ where
                 if expired && fence.term() != 0 {
                     tracing::warn!(error = %e, "cannot renew the lead; stepping down");
                     fence.set(0);
+                    ctx.metrics.leader.set(0);
+                    ctx.metrics.leader_term.set(0);
                     stop_loops(&mut running).await;
                 } else {
                     tracing::debug!(error = %e, "lease renewal failed; retrying");

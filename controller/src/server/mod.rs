@@ -122,6 +122,24 @@ async fn serve(config: &Config, clock: SharedClock, url: &str) -> anyhow::Result
         start,
         stop_loops.clone(),
     ));
+    // Events other replicas commit reach this one's streams; runs they
+    // create wake this one's claim long-polls and loops.
+    let follower = {
+        let ctx = state.ctx.clone();
+        let woken = ctx.clone();
+        let on_read = move |events: &[pam_store::Event]| {
+            if events.iter().any(|e| e.topic.starts_with("run.")) {
+                woken.claimable.notify_waiters();
+            }
+            woken.wake.notify_one();
+        };
+        let stop = stop_loops.clone();
+        tokio::spawn(async move {
+            if let Err(e) = crate::events::follow::follow(ctx.store, ctx.bus, on_read, stop).await {
+                tracing::warn!(error = %e, "cannot follow other replicas' events");
+            }
+        })
+    };
     let bus = state.ctx.bus.clone();
     let leases = tokio::spawn(crate::api::attach::expire_loop(state.clone()));
     let local_worker = if config.local_worker {
@@ -186,6 +204,7 @@ async fn serve(config: &Config, clock: SharedClock, url: &str) -> anyhow::Result
     stop_loops.cancel();
     leases.abort();
     let _ = election.await;
+    let _ = follower.await;
     store.close().await;
     served
 }

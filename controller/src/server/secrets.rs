@@ -26,13 +26,27 @@ use crate::rules::tokens;
 pub const ADMIN_TOKEN_FILE: &str = "admin.token";
 
 /// Makes sure `<data_dir>/admin.token` holds a live operator token named
-/// `admin` ([`ensure_token_file`]).
+/// `admin-<replica id>` ([`ensure_token_file`]): per replica, so pamd
+/// replicas sharing a database (issue 15) never revoke each other's. A
+/// new one also revokes a live token named plain `admin` (what pamd
+/// before replicas named it), whose file is then lost.
 pub async fn ensure_admin_token(
     ctx: &Ctx,
     data_dir: &std::path::Path,
 ) -> anyhow::Result<std::path::PathBuf> {
     let path = data_dir.join(ADMIN_TOKEN_FILE);
-    if ensure_token_file(ctx, &path, TokenKind::Operator, "admin", None).await? {
+    let name = format!("admin-{}", super::leader::replica_id(data_dir)?);
+    let wrote = ensure_token_file(ctx, &path, TokenKind::Operator, &name, None).await?;
+    if wrote {
+        let mut tx = ctx.store.begin().await?;
+        for t in tx.list_tokens().await? {
+            if t.kind == TokenKind::Operator && t.name == "admin" && t.revoked_at.is_none() {
+                tokens::revoke(tx.as_mut(), t.id, ctx.now()).await?;
+            }
+        }
+        ctx.commit(tx).await?;
+    }
+    if wrote {
         tracing::info!(path = %path.display(), "wrote a new admin token");
     }
     Ok(path)

@@ -77,6 +77,9 @@ impl PgStore {
     }
 }
 
+/// The channel journaling commits notify (issue 15: replicas).
+const JOURNAL_CHANNEL: &str = "pam_events";
+
 #[async_trait]
 impl Store for PgStore {
     #[tracing::instrument(level = "debug", skip_all)]
@@ -87,6 +90,34 @@ impl Store for PgStore {
             events: Vec::new(),
             event_lock: false,
         }))
+    }
+
+    async fn journal_wakeups(&self) -> StoreResult<Option<tokio::sync::mpsc::Receiver<()>>> {
+        let mut listener = sqlx::postgres::PgListener::connect_with(&self.pool)
+            .await
+            .map_err(db_err)?;
+        listener.listen(JOURNAL_CHANNEL).await.map_err(db_err)?;
+        let (tx, rx) = tokio::sync::mpsc::channel(1);
+        tokio::spawn(async move {
+            loop {
+                let woke = match listener.try_recv().await {
+                    // A notification, or the connection lost (reconnected
+                    // at the next call): either way, look.
+                    Ok(_) => true,
+                    Err(sqlx::Error::PoolClosed) => return,
+                    Err(e) => {
+                        tracing::debug!(error = %e, "journal listener: reconnecting");
+                        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+                        true
+                    }
+                };
+                // Full: a wake-up is pending already (they coalesce).
+                if woke && tx.try_send(()).is_err() && tx.is_closed() {
+                    return;
+                }
+            }
+        });
+        Ok(Some(rx))
     }
 
     async fn ready(&self) -> Result<(), String> {
@@ -266,7 +297,17 @@ impl PgTx {
 impl Tx for PgTx {
     #[tracing::instrument(level = "debug", skip_all)]
     async fn commit(self: Box<Self>) -> StoreResult<Vec<Event>> {
-        let me = *self;
+        let mut me = *self;
+        if let Some(last) = me.events.last() {
+            // Delivered at commit, in commit order: other pamd replicas
+            // read the journal after what they have (Store::journal_wakeups).
+            sqlx::query("SELECT pg_notify($1, $2)")
+                .bind(JOURNAL_CHANNEL)
+                .bind(last.seq.to_string())
+                .execute(&mut *me.tx)
+                .await
+                .map_err(db_err)?;
+        }
         me.tx.commit().await.map_err(db_err)?;
         Ok(me.events)
     }

@@ -1,0 +1,280 @@
+//! Several pamd replicas on one database (issue 15), with real processes:
+//! real pamd replicas on a fresh test database, real pam-workers on
+//! private tmux servers, the fake provider. One replica leads (runs the
+//! loops, `pam_leader` 1 in its metrics); every replica serves the API and
+//! SSE; events committed through any replica reach every replica's
+//! streams; a killed leader's loops move to another replica within twice
+//! the lease; a paused leader is fenced.
+
+use std::time::{Duration, Instant};
+
+use pam_tests::worker::{apply, events, fake, project_yaml, run, run_yaml, wait_online, Worker};
+use pam_tests::{eventually, Pamd, PamdOptions};
+use serde_json::Value;
+
+/// The longest any one wait may take.
+const T: Duration = Duration::from_secs(90);
+/// 1 s heartbeats, a 3 s lease (renewed every second).
+const TOML: &str =
+    "[hosts]\nheartbeat_seconds = 1\noffline_after_seconds = 4\n[leader]\nlease_seconds = 3\n";
+const LEASE: Duration = Duration::from_secs(3);
+
+async fn replicas(n: usize) -> Vec<Pamd> {
+    let url = pam_testkit::testdb::fresh_database_url().await.unwrap();
+    let mut out = Vec::new();
+    for _ in 0..n {
+        out.push(
+            Pamd::start(PamdOptions {
+                config_toml: TOML.to_string(),
+                database_url: Some(url.clone()),
+                ..PamdOptions::default()
+            })
+            .await
+            .unwrap(),
+        );
+    }
+    out
+}
+
+/// A metric of one replica (None: the replica does not answer).
+async fn metric(p: &Pamd, name: &str) -> Option<f64> {
+    let text = reqwest::Client::new()
+        .get(format!("{}/metrics", p.url))
+        .bearer_auth(&p.token)
+        .timeout(Duration::from_secs(2))
+        .send()
+        .await
+        .ok()?
+        .text()
+        .await
+        .ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name} ")))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// The replicas (of `among`) that say they lead.
+async fn leaders(ps: &[Pamd], among: &[usize]) -> Vec<usize> {
+    let mut out = Vec::new();
+    for &i in among {
+        if metric(&ps[i], "pam_leader").await == Some(1.0) {
+            out.push(i);
+        }
+    }
+    out
+}
+
+/// Waits until exactly one of `among` leads; returns it.
+async fn one_leader(ps: &[Pamd], among: &[usize]) -> usize {
+    eventually(T, "exactly one leader", || async {
+        let l = leaders(ps, among).await;
+        (l.len() == 1).then(|| l[0])
+    })
+    .await
+}
+
+/// An SSE stream's seqs as they arrive (`None`: it ended).
+fn stream(
+    p: &Pamd,
+    last_event_id: Option<i64>,
+) -> tokio::sync::mpsc::UnboundedReceiver<Option<i64>> {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let mut req = reqwest::Client::new()
+        .get(format!("{}/api/v1/events/stream", p.url))
+        .bearer_auth(&p.token);
+    req = match last_event_id {
+        Some(id) => req.header("Last-Event-ID", id.to_string()),
+        None => req.query(&[("after", "0")]),
+    };
+    tokio::spawn(async move {
+        let Ok(mut resp) = req.send().await else {
+            let _ = tx.send(None);
+            return;
+        };
+        let mut buf = String::new();
+        loop {
+            match resp.chunk().await {
+                Ok(Some(b)) => buf.push_str(&String::from_utf8_lossy(&b)),
+                _ => {
+                    let _ = tx.send(None);
+                    return;
+                }
+            }
+            while let Some(end) = buf.find("\n\n") {
+                let frame: String = buf.drain(..end + 2).collect();
+                for line in frame.lines() {
+                    if let Some(id) = line.strip_prefix("id: ") {
+                        if tx.send(id.trim().parse().ok()).is_err() {
+                            return;
+                        }
+                    }
+                }
+            }
+        }
+    });
+    rx
+}
+
+/// Reads `rx` until it has seen `last`; every seq it carried, in order.
+async fn seqs_until(
+    rx: &mut tokio::sync::mpsc::UnboundedReceiver<Option<i64>>,
+    last: i64,
+) -> Vec<i64> {
+    let mut seen = Vec::new();
+    while seen.last().is_none_or(|s| *s < last) {
+        match tokio::time::timeout(T, rx.recv()).await {
+            Ok(Some(Some(seq))) => seen.push(seq),
+            other => panic!("stream: {other:?} after {} events", seen.len()),
+        }
+    }
+    seen
+}
+
+fn phase_of(r: &Value) -> &str {
+    r["status"]["phase"].as_str().unwrap_or("")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_replicas_one_leader_events_everywhere_and_the_leader_killed() {
+    let mut ps = replicas(3).await;
+    let leader = one_leader(&ps, &[0, 1, 2]).await;
+    let others: Vec<usize> = (0..3).filter(|i| *i != leader).collect();
+    let (a, b) = (others[0], others[1]);
+    // A stream on a replica that does not lead, from the start.
+    let mut on_a = stream(&ps[a], None);
+    let w1 = Worker::start(&ps[a], "h1").await.unwrap();
+    let w2 = Worker::start(&ps[b], "h2").await.unwrap();
+    wait_online(&ps[a], "h1").await;
+    wait_online(&ps[a], "h2").await;
+
+    // 100 runs applied through the leader.
+    let mut yaml = project_yaml();
+    let names: Vec<String> = (0..100).map(|i| format!("r{i:03}")).collect();
+    for name in &names {
+        yaml.push_str("---\n");
+        yaml.push_str(&run_yaml(
+            name,
+            w1.tmp(),
+            &fake(&["--lines", "3", "--sleep-ms", "100"]),
+            "",
+        ));
+    }
+    apply(&ps[leader], &yaml);
+    // Mid-flight: some runs done, most not.
+    eventually(T, "the first runs exited", || async {
+        let mut n = 0;
+        for name in names.iter().take(20) {
+            if phase_of(&run(&ps[a], name).await) == "exited" {
+                n += 1;
+            }
+        }
+        (n >= 2).then_some(())
+    })
+    .await;
+    let killed = Instant::now();
+    ps[leader].kill9();
+    let next = one_leader(&ps, &[a, b]).await;
+    let failover = killed.elapsed();
+    println!(
+        "failover: replica {next} leads {:.2} s after the leader was killed (lease {} s)",
+        failover.as_secs_f64(),
+        LEASE.as_secs()
+    );
+    assert!(
+        failover <= LEASE * 2 + Duration::from_secs(1),
+        "{failover:?}"
+    );
+
+    // Every run ends exited, first attempt, one finish each.
+    let deadline = Instant::now() + T;
+    loop {
+        let mut live = Vec::new();
+        for name in &names {
+            let r = run(&ps[a], name).await;
+            if !matches!(phase_of(&r), "exited" | "failed" | "stopped") {
+                live.push(name.clone());
+            }
+        }
+        if live.is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "stuck: {live:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    for name in &names {
+        let r = run(&ps[b], name).await;
+        let st = &r["status"];
+        assert_eq!(
+            (
+                phase_of(&r),
+                st["attempt"].as_i64(),
+                st["exitCode"].as_i64()
+            ),
+            ("exited", Some(1), Some(0)),
+            "{name}: {st}"
+        );
+    }
+    let journal = events(&ps[a], None).await;
+    let seqs: Vec<i64> = journal.iter().filter_map(|e| e["seq"].as_i64()).collect();
+    let finished = journal
+        .iter()
+        .filter(|e| e["topic"] == "run.finished")
+        .count();
+    assert_eq!(finished, 100, "one run.finished per run");
+    let mut sorted = seqs.clone();
+    sorted.dedup();
+    assert_eq!(sorted.len(), seqs.len(), "a seq twice in the journal");
+
+    // The stream on a surviving replica carried every event once, in
+    // order — those committed through the killed one included.
+    let last = *seqs.last().unwrap();
+    assert_eq!(seqs_until(&mut on_a, last).await, seqs);
+    // A stream resumed on the other replica (Last-Event-ID) gets the
+    // rest, once.
+    let mid = seqs[seqs.len() / 2];
+    let mut resumed = stream(&ps[b], Some(mid));
+    let rest: Vec<i64> = seqs.iter().copied().filter(|s| *s > mid).collect();
+    assert_eq!(seqs_until(&mut resumed, last).await, rest);
+    drop((w1, w2));
+}
+
+#[tokio::test]
+async fn a_paused_leader_is_fenced_and_steps_down() {
+    let ps = replicas(2).await;
+    let leader = one_leader(&ps, &[0, 1]).await;
+    let other = 1 - leader;
+    let pid = ps[leader].pid().expect("pid").to_string();
+    let signal = |sig: &str| {
+        let st = std::process::Command::new("kill")
+            .args([sig, &pid])
+            .status()
+            .unwrap();
+        assert!(st.success());
+    };
+    signal("-STOP");
+    let stopped = Instant::now();
+    eventually(T, "the other replica leads", || async {
+        (metric(&ps[other], "pam_leader").await == Some(1.0)).then_some(())
+    })
+    .await;
+    let took = stopped.elapsed();
+    println!("takeover after SIGSTOP: {:.2} s", took.as_secs_f64());
+    assert!(took <= LEASE * 2 + Duration::from_secs(1), "{took:?}");
+    let term = metric(&ps[other], "pam_leader_term").await.unwrap();
+    assert!(term >= 2.0, "a new term: {term}");
+    // Resumed: it learns it lost the lead (its loops' commits are fenced
+    // meanwhile) and does not take it back.
+    signal("-CONT");
+    eventually(T, "the paused replica steps down", || async {
+        (metric(&ps[leader], "pam_leader").await == Some(0.0)).then_some(())
+    })
+    .await;
+    assert!(
+        ps[leader].log().contains("lost the lead"),
+        "{}",
+        ps[leader].log()
+    );
+    tokio::time::sleep(LEASE).await;
+    assert_eq!(leaders(&ps, &[0, 1]).await, [other]);
+    assert_eq!(metric(&ps[other], "pam_leader_term").await, Some(term));
+}
