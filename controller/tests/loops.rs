@@ -224,6 +224,7 @@ async fn new_run(
         stop_requested: false,
         requeue_at: None,
         eligible_host_seen: false,
+        dispatchable_since: None,
         meta: Meta::default(),
         created_at: now,
         updated_at: now,

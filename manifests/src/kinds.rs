@@ -279,69 +279,8 @@ pub struct ObservedProject {
 
 // ---------------------------------------------------------------- Task
 
-/// Desired state of a work item.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct TaskSpec {
-    /// milestone | epic | task | subtask. Immutable.
-    #[serde(rename = "type", default = "default_task_type")]
-    pub type_: WorkItemKind,
-    /// The work item's title.
-    pub title: String,
-    /// Free text.
-    #[serde(default)]
-    pub description: String,
-    /// The parent's name, a Task in the same project; none for a root.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub parent: Option<Name>,
-    /// Desired workflow state; reached through legal transitions only.
-    #[serde(default = "default_task_status")]
-    pub status: WorkItemStatus,
-    /// Who works on it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub assignee: Option<String>,
-    /// Order among siblings.
-    #[serde(default)]
-    pub sort_order: i32,
-}
-
-fn default_task_type() -> WorkItemKind {
-    WorkItemKind::Task
-}
-fn default_task_status() -> WorkItemStatus {
-    WorkItemStatus::Todo
-}
-
-/// Done/total of a work item's children (display only: a parent never
-/// completes on its own).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Completion {
-    /// Children that are done.
-    pub done: u32,
-    /// All children that are not cancelled.
-    pub total: u32,
-}
-
-/// Observed state of a work item.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ObservedTask {
-    /// The stored `work_items.status`.
-    pub phase: WorkItemStatus,
-    /// The materialized path (`work_items.path`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub path: Option<String>,
-    /// Children's completion ratio.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub completion: Option<Completion>,
-    /// The spec generation this status reflects.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub observed_generation: Option<i64>,
-    /// Latest observations.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub conditions: Vec<Condition>,
-}
+mod task;
+pub use task::*;
 
 // ---------------------------------------------------------------- Run
 

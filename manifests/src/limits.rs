@@ -80,6 +80,9 @@ pub const PROMPT_MAX_BYTES: usize = 256 << 10;
 /// Bytes in a Run's `spec.cwd` (Linux's `PATH_MAX`).
 pub const CWD_MAX_BYTES: usize = 4096;
 
+/// Names in a Task's `spec.dependsOn` (issue 17).
+pub const DEPENDS_ON_MAX: usize = 256;
+
 /// Arguments in a Run's `spec.command`.
 pub const COMMAND_MAX_ARGS: usize = 1024;
 
@@ -162,6 +165,15 @@ pub fn check_document(doc: &Document) -> Vec<ManifestError> {
             );
             if let Some(who) = &t.spec.assignee {
                 c.text("spec.assignee", who, ASSIGNEE_MAX_BYTES);
+            }
+            if t.spec.depends_on.len() > DEPENDS_ON_MAX {
+                c.errors.push(doc.error_at(
+                    "spec.dependsOn",
+                    format!(
+                        "{} dependencies, expected at most {DEPENDS_ON_MAX}",
+                        t.spec.depends_on.len()
+                    ),
+                ));
             }
         }
         Manifest::Run(r) => {

@@ -283,13 +283,17 @@ string_enum! {
         /// No online, enabled, non-suspect host ever matched the target
         /// before the dispatch timeout (OQ-15).
         NoEligibleHost = "no_eligible_host",
+        /// A task the run's task depends on was cancelled while the run
+        /// waited for it (issue 17; a pam extension to the seed's list).
+        DependencyCancelled = "dependency_cancelled",
     }
 }
 
 impl FailureReason {
     /// Whether the restart policy may requeue a run that failed for this
     /// reason (`None`: a non-zero exit). dispatch_timeout and
-    /// no_eligible_host never restart (the run never ran); restart_exhausted
+    /// no_eligible_host never restart (the run never ran), nor does
+    /// dependency_cancelled (it would wait forever); restart_exhausted
     /// is itself the end; host_lost is requeue-eligible (OQ-12).
     pub fn restartable(reason: Option<FailureReason>) -> bool {
         !matches!(
@@ -298,6 +302,7 @@ impl FailureReason {
                 FailureReason::DispatchTimeout
                     | FailureReason::NoEligibleHost
                     | FailureReason::RestartExhausted
+                    | FailureReason::DependencyCancelled
             )
         )
     }

@@ -301,6 +301,7 @@ fn parent_in_another_project() {
         StoredTask {
             kind: WorkItemKind::Task,
             parent: None,
+            depends_on: vec![],
         },
     );
     let text = task("deploy", "web", "  parent: build\n");
@@ -367,6 +368,7 @@ fn reparent_that_closes_a_loop_through_stored_tasks() {
             StoredTask {
                 kind: WorkItemKind::Task,
                 parent: parent.map(name),
+                depends_on: vec![],
             },
         );
     }
@@ -408,6 +410,7 @@ fn runs_only_point_at_tasks_and_subtasks() {
         StoredTask {
             kind: WorkItemKind::Subtask,
             parent: None,
+            depends_on: vec![],
         },
     );
     stored.tasks.insert(
@@ -415,6 +418,7 @@ fn runs_only_point_at_tasks_and_subtasks() {
         StoredTask {
             kind: WorkItemKind::Epic,
             parent: None,
+            depends_on: vec![],
         },
     );
     assert_eq!(
@@ -442,6 +446,7 @@ fn no_new_tasks_or_runs_in_an_archived_project() {
         StoredTask {
             kind: WorkItemKind::Task,
             parent: None,
+            depends_on: vec![],
         },
     );
     let text = format!("{}---\n{}", task("new", "web", ""), run_for("old"));

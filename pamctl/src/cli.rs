@@ -279,6 +279,9 @@ pub struct GetArgs {
         value_delimiter = ','
     )]
     pub label_columns: Vec<String>,
+    /// Tasks only: those waiting for a dependency that is not done
+    #[arg(long)]
+    pub blocked: bool,
 }
 
 #[derive(Debug, Args)]

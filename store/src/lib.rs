@@ -42,6 +42,7 @@
 //! the loops or the event bus: this crate is the bottom layer of pamd.
 
 pub mod db;
+pub mod deps;
 pub mod embedded;
 pub mod events;
 pub mod hosts;
@@ -61,6 +62,7 @@ use pam_manifests::state::IllegalTransition;
 use serde_json::Value;
 use uuid::Uuid;
 
+pub use deps::{DependencyLink, DependencyTx, Gated};
 pub use events::{Event, EventTx};
 pub use hosts::{Host, HostTx};
 pub use leader::{LeaderTx, Lease};
@@ -74,7 +76,8 @@ pub use work_items::{WorkItem, WorkItemTx};
 /// a `dyn Tx` needs the aggregate trait that declares it in scope.
 pub mod prelude {
     pub use crate::{
-        EventTx, HostTx, LeaderTx, ProjectTx, RunTx, SourceTx, Store, TokenTx, Tx, WorkItemTx,
+        DependencyTx, EventTx, HostTx, LeaderTx, ProjectTx, RunTx, SourceTx, Store, TokenTx, Tx,
+        WorkItemTx,
     };
 }
 
@@ -176,7 +179,16 @@ pub trait Store: Send + Sync + 'static {
 /// caller's injected clock; stores never read the wall clock.
 #[async_trait]
 pub trait Tx:
-    ProjectTx + WorkItemTx + RunTx + HostTx + EventTx + TokenTx + SourceTx + LeaderTx + Send
+    ProjectTx
+    + WorkItemTx
+    + RunTx
+    + DependencyTx
+    + HostTx
+    + EventTx
+    + TokenTx
+    + SourceTx
+    + LeaderTx
+    + Send
 {
     /// Commits, returning the events appended in this transaction (in seq
     /// order) so the caller can publish them now that they are durable.

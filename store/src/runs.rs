@@ -58,6 +58,11 @@ pub struct Run {
     /// worker saw it); per attempt, cleared on requeue.
     pub failure_message: Option<String>,
     pub pending_since: DateTime<Utc>,
+    /// When this pending run became dispatchable (issue 17): its
+    /// `pending_since`, or when its task's last dependency became done;
+    /// `None` while blocked (a dependency not done). The dispatch timeout
+    /// (OQ-15) counts from it. Computed by the store.
+    pub dispatchable_since: Option<DateTime<Utc>>,
     pub exit_code: Option<i32>,
     pub started_at: Option<DateTime<Utc>>,
     pub finished_at: Option<DateTime<Utc>>,
@@ -156,7 +161,8 @@ pub trait RunTx: Send {
     /// name) or (host, session name) is AlreadyExists; a missing task or
     /// host is NotFound; a task outside `project_id` is Invalid. Whether the
     /// task's kind may carry runs, and whether the project is archived, is
-    /// the caller's to check.
+    /// the caller's to check. `dispatchable_since` is computed: NULL when
+    /// the task has a dependency that is not done, else `pending_since`.
     async fn insert_run(&mut self, r: &Run) -> StoreResult<()>;
     async fn get_run(&mut self, id: Uuid) -> StoreResult<Option<Run>>;
     async fn get_run_by_name(&mut self, project_id: Uuid, name: &str) -> StoreResult<Option<Run>>;
@@ -193,12 +199,15 @@ pub trait RunTx: Send {
     /// The restart requeue edge failed → pending (guarded on status and
     /// attempt): attempt += 1; host_id, started_at, finished_at, exit_code,
     /// last_progress_seq, failure_reason, requeue_at reset to NULL;
-    /// eligible_host_seen = false; pending_since = now (OQ-15).
+    /// eligible_host_seen = false; pending_since = now (OQ-15);
+    /// dispatchable_since = now, or NULL when the task is blocked.
     async fn requeue_run(&mut self, id: Uuid, attempt: i32, now: DateTime<Utc>)
         -> StoreResult<Run>;
     /// Claims up to `limit` pending runs eligible for `host` (target Any,
     /// host name equal, or selector contained in the host's labels), oldest
-    /// pending_since first, skipping runs with stop_requested. Locks rows
+    /// dispatchable_since first, skipping runs with stop_requested and
+    /// blocked runs (dispatchable_since NULL, or a dependency not done now:
+    /// a reopened dependency blocks before the gating pass notices). Locks rows
     /// (`FOR UPDATE SKIP LOCKED`), so concurrent claimers never claim the
     /// same run; each claimed run becomes spawning with host_id = host.
     /// Eligibility of the host itself (online, capacity) is the caller's.
@@ -208,7 +217,8 @@ pub trait RunTx: Send {
         limit: i64,
         now: DateTime<Utc>,
     ) -> StoreResult<Vec<Run>>;
-    /// Pending runs, oldest pending_since first (index-driven).
+    /// Pending runs that are dispatchable or have a stop request (blocked
+    /// runs wait without a dispatch timeout), oldest pending_since first.
     async fn list_pending_runs(&mut self, limit: i64) -> StoreResult<Vec<Run>>;
     /// Failed runs whose requeue_at is at or before `now` and that have no
     /// stop request, oldest requeue_at first.

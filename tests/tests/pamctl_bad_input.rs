@@ -48,7 +48,7 @@ async fn malformed_documents_are_positioned_errors_and_nothing_is_written() {
         (
             "unknown-field.yaml",
             task("", "  title: A\n  colour: red\n"),
-            "document 1, line 13, column 3: spec.colour: unknown field, expected one of `type`, `title`, `description`, `parent`, `status`, `assignee`, `sortOrder`",
+            "document 1, line 13, column 3: spec.colour: unknown field, expected one of `type`, `title`, `description`, `parent`, `dependsOn`, `status`, `assignee`, `sortOrder`",
         ),
         (
             "wrong-type.yaml",
@@ -367,4 +367,97 @@ async fn hostile_arguments_and_files_are_refused_not_crashed() {
         "a refused command wrote something"
     );
     assert!(cases.len() >= 20, "{}", cases.len());
+}
+
+/// Issue 17: `spec.dependsOn` is validated with the whole batch. A cycle
+/// (of 2, of 5 across two files) names every link with its file and line;
+/// an unknown or cross-project name is positioned at its list entry;
+/// nothing of the batch is written.
+#[tokio::test]
+async fn bad_dependencies_are_refused_with_file_and_line_and_nothing_is_written() {
+    let pamd = Pamd::start(PamdOptions::default()).await.unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let dep_task = |name: &str, project: &str, deps: &[&str]| {
+        format!(
+            "apiVersion: pam.dev/v1\nkind: Task\nmetadata:\n  name: {name}\n  project: {project}\nspec:\n  title: {name}\n  dependsOn:\n{}",
+            deps.iter().map(|d| format!("  - {d}\n")).collect::<String>()
+        )
+    };
+    let root = |name: &str, project: &str| {
+        format!("apiVersion: pam.dev/v1\nkind: Task\nmetadata:\n  name: {name}\n  project: {project}\nspec:\n  title: {name}\n")
+    };
+    // A cycle of two.
+    let two = format!(
+        "{HEADER}{}---\n{}",
+        dep_task("a", "web", &["b"]),
+        dep_task("b", "web", &["a"])
+    );
+    refused(
+        &pamd,
+        dir,
+        "two.yaml",
+        &two,
+        "document 1, line 14, column 5: spec.dependsOn[0]: dependsOn makes a cycle a → b → a, expected dependencies without a cycle; links: a → b ({file}:14), b → a ({file}:24)",
+    );
+    // A cycle of five across two files.
+    let one_f = write(
+        dir,
+        "five-1.yaml",
+        &format!(
+            "{HEADER}{}---\n{}",
+            dep_task("t1", "web", &["t2"]),
+            dep_task("t2", "web", &["t3"])
+        ),
+    );
+    let two_f = write(
+        dir,
+        "five-2.yaml",
+        &[
+            dep_task("t3", "web", &["t4"]),
+            dep_task("t4", "web", &["t5"]),
+            dep_task("t5", "web", &["t1"]),
+        ]
+        .join("---\n"),
+    );
+    let err = fails(&pamd.pamctl(&["apply", "-f", &one_f, "-f", &two_f]), 3);
+    let want = format!(
+        "error: {one_f}: document 1, line 14, column 5: spec.dependsOn[0]: dependsOn makes a cycle t1 → t2 → t3 → t4 → t5 → t1, expected dependencies without a cycle; links: t1 → t2 ({one_f}:14), t2 → t3 ({one_f}:24), t3 → t4 ({two_f}:9), t4 → t5 ({two_f}:19), t5 → t1 ({two_f}:29)"
+    );
+    assert!(err.contains(&want), "expected\n  {want}\nin\n{err}");
+    assert_eq!(
+        err.matches("makes a cycle").count(),
+        1,
+        "one error per cycle: {err}"
+    );
+    // An unknown name and another project's task.
+    let other = HEADER.replace("name: web", "name: api");
+    let bad = format!(
+        "{HEADER}{other}{}---\n{}",
+        root("lib", "api"),
+        dep_task("a", "web", &["ghost", "lib"])
+    );
+    let err = refused(
+        &pamd,
+        dir,
+        "names.yaml",
+        &bad,
+        "document 3, line 27, column 5: spec.dependsOn[0]: no task \"ghost\" in project \"web\", expected the name of a Task in this batch or already stored in project \"web\"",
+    );
+    let f = dir.join("names.yaml").display().to_string();
+    assert!(
+        err.contains(&format!("error: {f}: document 3, line 28, column 5: spec.dependsOn[1]: task \"lib\" is in project \"api\", expected a task in project \"web\" (dependencies stay within a project)")),
+        "{err}"
+    );
+    // Nothing of any batch was written.
+    assert_eq!(ok(&pamd.pamctl(&["get", "projects", "-o", "name"])), "");
+    assert_eq!(ok(&pamd.pamctl(&["events"])), "");
+    // The chain without its closing link applies.
+    let fine = format!(
+        "{HEADER}{}---\n{}",
+        root("a", "web"),
+        dep_task("b", "web", &["a"])
+    );
+    let f = write(dir, "fine.yaml", &fine);
+    ok(&pamd.pamctl(&["apply", "-f", &f]));
 }

@@ -59,3 +59,36 @@ pub async fn project_owners(
         .filter_map(|o| Some((o.object_id, names.get(&o.source_id)?.clone())))
         .collect())
 }
+
+/// A task's dependency links as the API shows them (issue 17).
+#[derive(Debug, Default, Clone)]
+pub struct TaskDeps {
+    /// The tasks it depends on that are not done (names, sorted).
+    pub blocked_by: Vec<String>,
+    /// The tasks that depend on it (names, sorted).
+    pub dependents: Vec<String>,
+}
+
+/// [`TaskDeps`] of these tasks, in two queries; tasks without links are
+/// left out.
+pub async fn task_deps(
+    tx: &mut dyn Tx,
+    ids: &[uuid::Uuid],
+) -> Result<std::collections::HashMap<uuid::Uuid, TaskDeps>, pam_store::StoreError> {
+    let mut out: std::collections::HashMap<uuid::Uuid, TaskDeps> = Default::default();
+    for l in tx.dependencies_of(ids).await? {
+        if l.other.status != pam_manifests::state::WorkItemStatus::Done {
+            out.entry(l.task_id)
+                .or_default()
+                .blocked_by
+                .push(l.other.name);
+        }
+    }
+    for l in tx.dependents_of(ids).await? {
+        out.entry(l.task_id)
+            .or_default()
+            .dependents
+            .push(l.other.name);
+    }
+    Ok(out)
+}

@@ -12,8 +12,10 @@ use pam_store::{self as store, Meta, Target};
 use serde_json::Value;
 use uuid::Uuid;
 
+use super::lookup::TaskDeps;
 use crate::clock::ts;
 use crate::rules::meta::manifest_labels as to_manifest_labels;
+use crate::rules::runs::gate;
 
 fn name(s: &str) -> Name {
     // Names in the store came through Name::parse (apply) or were made by
@@ -89,6 +91,7 @@ pub fn task(
     project_slug: &str,
     parent_name: Option<&str>,
     completion: Option<Completion>,
+    deps: Option<&TaskDeps>,
 ) -> kinds::Task {
     // spec.status is the desired status last applied (or set by a verb);
     // status.phase is the stored one (a cascade may have moved it).
@@ -115,6 +118,12 @@ pub fn task(
             title: w.title.clone(),
             description: w.description.clone(),
             parent: parent_name.map(name),
+            depends_on: w
+                .meta
+                .spec
+                .get("dependsOn")
+                .and_then(|d| serde_json::from_value(d.clone()).ok())
+                .unwrap_or_default(),
             status: desired,
             assignee: w.assignee.clone(),
             sort_order: w.sort_order,
@@ -123,18 +132,30 @@ pub fn task(
             phase: w.status,
             path: Some(w.path.clone()),
             completion,
+            blocked_by: deps
+                .map_or_else(Vec::new, |d| d.blocked_by.iter().map(|n| name(n)).collect()),
+            dependents: deps
+                .map_or_else(Vec::new, |d| d.dependents.iter().map(|n| name(n)).collect()),
             observed_generation: Some(w.meta.observed_generation),
             conditions: conditions(&w.meta),
         }),
     }
 }
 
+/// A run; `waiting_for`: the tasks its task depends on that are not done
+/// (a pending run shows them in its Blocked condition, issue 17).
 pub fn run(
     r: &store::Run,
     project_slug: &str,
     task_name: &str,
     host_name: Option<&str>,
+    waiting_for: &[String],
 ) -> kinds::Run {
+    let meta = if r.status == pam_manifests::state::RunStatus::Pending {
+        gate::with_blocked_condition(&r.meta, waiting_for, r.pending_since)
+    } else {
+        r.meta.clone()
+    };
     let spec_command = r
         .meta
         .spec
@@ -187,7 +208,7 @@ pub fn run(
             finished_at: r.finished_at.map(ts),
             pending_since: Some(ts(r.pending_since)),
             observed_generation: Some(r.meta.observed_generation),
-            conditions: conditions(&r.meta),
+            conditions: conditions(&meta),
         }),
     }
 }

@@ -29,6 +29,8 @@ struct RunNames {
     projects: HashMap<Uuid, String>,
     tasks: HashMap<Uuid, String>,
     hosts: HashMap<Uuid, String>,
+    /// Task id → the tasks it waits for (not done), issue 17.
+    waiting: HashMap<Uuid, Vec<String>>,
 }
 
 impl RunNames {
@@ -39,7 +41,14 @@ impl RunNames {
                 tasks.insert(w.id, w.name);
             }
         }
+        let ids: Vec<Uuid> = tasks.keys().copied().collect();
+        let waiting = lookup::task_deps(tx, &ids)
+            .await?
+            .into_iter()
+            .map(|(id, d)| (id, d.blocked_by))
+            .collect();
         Ok(RunNames {
+            waiting,
             projects: projects.iter().map(|p| (p.id, p.slug.clone())).collect(),
             tasks,
             hosts: tx
@@ -59,6 +68,7 @@ impl RunNames {
             r.host_id
                 .and_then(|h| self.hosts.get(&h))
                 .map(String::as_str),
+            self.waiting.get(&r.task_id).map_or(&[], Vec::as_slice),
         ))
     }
 }

@@ -30,6 +30,8 @@ async fn tasks_of(
     let items = tx.list_work_items(p.id).await?;
     let names: HashMap<Uuid, &str> = items.iter().map(|w| (w.id, w.name.as_str())).collect();
     let completion = objects::completions(&items);
+    let ids: Vec<Uuid> = items.iter().map(|w| w.id).collect();
+    let deps = lookup::task_deps(tx, &ids).await?;
     Ok(items
         .iter()
         .filter(|w| selected(sel, &w.meta.labels))
@@ -40,6 +42,7 @@ async fn tasks_of(
                 &p.slug,
                 parent,
                 completion.get(&w.id).copied(),
+                deps.get(&w.id),
             ))
         })
         .collect())
@@ -80,11 +83,13 @@ async fn task_object(tx: &mut dyn Tx, p: &Project, w: &WorkItem) -> ApiResult<Va
     };
     let subtree = tx.subtree(w.id).await?;
     let completion = objects::completions(&subtree).get(&w.id).copied();
+    let deps = lookup::task_deps(tx, &[w.id]).await?;
     Ok(to_json(&objects::task(
         w,
         &p.slug,
         parent.as_deref(),
         completion,
+        deps.get(&w.id),
     )))
 }
 
@@ -146,6 +151,10 @@ pub async fn transition_task(
     let obj = task_object(tx.as_mut(), &p, &moved).await?;
     if !body.dry_run {
         st.ctx.commit(tx).await?;
+        // Dependents' runs may be unblocked, blocked again or fail
+        // (issue 17): the next loop pass now rather than at the resync
+        // (latency only; the periodic pass is what makes it correct).
+        st.ctx.wake.notify_one();
     }
     Ok(Json(
         json!({ "task": obj, "cascade": cascade, "changed": true, "dryRun": body.dry_run }),

@@ -11,7 +11,9 @@
 //! (OQ-6: no cycle after the batch). On that walk each step is either a
 //! task of the batch (its next step is a parent the batch names) or a
 //! stored task reached from a named one by stored links, i.e. one of the
-//! named tasks' ancestors. A reference that resolves nowhere in its own
+//! named tasks' ancestors. Dependency links (issue 17) are walked from a
+//! task the batch names too: the stored links reachable from the named
+//! tasks are read with them ([`stored_dependencies`]). A reference that resolves nowhere in its own
 //! project is looked up by name in every project, to word the error.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -95,6 +97,8 @@ pub async fn load_existing(tx: &mut dyn Tx, docs: &[&Manifest]) -> Result<Existi
                 n.tasks.insert(t.metadata.name.to_string());
                 n.tasks
                     .extend(t.spec.parent.as_ref().map(|p| p.to_string()));
+                n.tasks
+                    .extend(t.spec.depends_on.iter().map(|d| d.to_string()));
             }
             Manifest::Run(r) => {
                 let n = named.entry(r.metadata.project.clone()).or_default();
@@ -136,10 +140,12 @@ pub async fn load_existing(tx: &mut dyn Tx, docs: &[&Manifest]) -> Result<Existi
                     StoredTask {
                         kind: w.kind,
                         parent,
+                        depends_on: vec![],
                     },
                 );
             }
         }
+        stored_dependencies(tx, &name, &chains, &mut st).await?;
         let run_names: Vec<String> = named.runs.into_iter().collect();
         let mut named_runs = HashMap::new();
         if !run_names.is_empty() {
@@ -164,6 +170,49 @@ pub async fn load_existing(tx: &mut dyn Tx, docs: &[&Manifest]) -> Result<Existi
         projects: stored_projects,
         runs,
     })
+}
+
+/// The stored dependency links validation can walk from the tasks the
+/// batch names (issue 17): every link reachable from them, so a cycle the
+/// batch would close through stored links is seen. Tasks reached only by
+/// links are added with their kind and links (their parents are not
+/// walked: the ancestor check starts from a task of the batch).
+async fn stored_dependencies(
+    tx: &mut dyn Tx,
+    project: &Name,
+    chains: &[WorkItem],
+    st: &mut InMemoryState,
+) -> Result<(), StoreError> {
+    let ids: Vec<Uuid> = chains.iter().map(|w| w.id).collect();
+    let links = tx.dependency_closure(&ids).await?;
+    if links.is_empty() {
+        return Ok(());
+    }
+    let mut rows: HashMap<Uuid, &WorkItem> = chains.iter().map(|w| (w.id, w)).collect();
+    for l in &links {
+        rows.entry(l.other.id).or_insert(&l.other);
+    }
+    let mut out: HashMap<Uuid, Vec<Name>> = HashMap::new();
+    for l in &links {
+        if let Ok(n) = Name::parse(&l.other.name) {
+            out.entry(l.task_id).or_default().push(n);
+        }
+    }
+    for (id, w) in rows {
+        let Ok(n) = Name::parse(&w.name) else {
+            continue;
+        };
+        let entry = st
+            .tasks
+            .entry((project.clone(), n))
+            .or_insert_with(|| StoredTask {
+                kind: w.kind,
+                parent: None,
+                depends_on: vec![],
+            });
+        entry.depends_on = out.remove(&id).unwrap_or_default();
+    }
+    Ok(())
 }
 
 /// A parent (or a Run's task) found neither in its project (batch or
@@ -223,6 +272,7 @@ async fn other_projects_tasks(
         st.tasks.entry((project, task)).or_insert(StoredTask {
             kind: w.kind,
             parent: None,
+            depends_on: vec![],
         });
     }
     Ok(())

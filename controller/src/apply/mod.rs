@@ -191,6 +191,9 @@ pub async fn write_loaded(
             w.apply_one(d).await?;
         }
         w.flush_new_items().await?;
+        if kind == Kind::Task {
+            w.write_dependencies().await?;
+        }
     }
     if !w.errors.is_empty() {
         return Err(ApplyError::Invalid(w.errors));

@@ -20,7 +20,7 @@ use super::{Action, ApplyError, ApplyResult};
 use crate::rules::hosts::{self, HostDesired};
 use crate::rules::meta::{self, Change, Desired};
 use crate::rules::projects::{self, ProjectDesired};
-use crate::rules::runs::{self, RunDesired};
+use crate::rules::runs::{self, gate, RunDesired};
 use crate::rules::sources::{self, SourceDesired};
 use crate::rules::work_items::{self, TaskDesired};
 use crate::rules::RuleError;
@@ -50,6 +50,18 @@ pub(super) struct Writer<'t> {
     created_conditions: Value,
     pub(super) new_runs: bool,
     offline_after: std::time::Duration,
+    /// Tasks whose `spec.dependsOn` this batch changes (new tasks with
+    /// dependencies, stored ones whose list differs), by project id:
+    /// written by [`Writer::write_dependencies`] once every task of the
+    /// batch exists, so a link may name a task created later in the batch.
+    dep_writes: Vec<(Uuid, String, Vec<String>)>,
+}
+
+/// The `dependsOn` names of a stored spec.
+fn spec_depends_on(spec: &Value) -> Vec<String> {
+    spec.get("dependsOn")
+        .and_then(|d| serde_json::from_value(d.clone()).ok())
+        .unwrap_or_default()
 }
 
 /// The result action of a change.
@@ -99,6 +111,7 @@ impl<'t> Writer<'t> {
             created_conditions: meta::created_conditions(now),
             new_runs: false,
             offline_after,
+            dep_writes: Vec::new(),
         }
     }
 
@@ -274,6 +287,15 @@ impl<'t> Writer<'t> {
         };
         let existing = items.get(t.metadata.name.as_str()).cloned();
         self.new_names = new_names;
+        let deps: Vec<String> = t.spec.depends_on.iter().map(|n| n.to_string()).collect();
+        let stored_deps = existing
+            .as_ref()
+            .map(|w| spec_depends_on(&w.meta.spec))
+            .unwrap_or_default();
+        if deps != stored_deps {
+            self.dep_writes
+                .push((project_id, t.metadata.name.to_string(), deps));
+        }
         let desired = TaskDesired::of(t, parent_id, Desired::of(&d.manifest));
         let Some(cached) = existing else {
             let row = work_items::new_row(project_id, desired, &self.created_conditions, now);
@@ -310,6 +332,29 @@ impl<'t> Writer<'t> {
             }
             Err(e) => self.refused(d, e),
         }
+    }
+
+    /// Writes the dependency links the batch changes (issue 17), after
+    /// every task of the batch is stored and before any run is created, so
+    /// a new run of a blocked task is created blocked.
+    pub(super) async fn write_dependencies(&mut self) -> Result<(), ApplyError> {
+        self.flush_new_items().await?;
+        for (project_id, name, deps) in std::mem::take(&mut self.dep_writes) {
+            let items = self.items_of(project_id);
+            let find = |n: &str| {
+                items
+                    .get(n)
+                    .cloned()
+                    .ok_or_else(|| StoreError::NotFound(format!("task {n}")))
+            };
+            let task = find(&name)?;
+            let on = deps
+                .iter()
+                .map(|n| find(n).map(|w| w.id))
+                .collect::<Result<Vec<Uuid>, StoreError>>()?;
+            gate::set_dependencies(self.tx, &task, &on).await?;
+        }
+        Ok(())
     }
 
     async fn run(&mut self, d: &Document, r: &kinds::Run) -> Result<(), ApplyError> {

@@ -3,7 +3,9 @@
 //! `run.integrity_anomaly` for the seed's own rule that a run pointing at
 //! a milestone or epic is "a data-integrity anomaly to journal", and
 //! `run.requeued` for the restart requeue (failed → pending), so the
-//! journal shows every status change of a run. The `source.*` topics are
+//! journal shows every status change of a run. `run.unblocked` and
+//! `run.blocked` (issue 17) say when a pending run's task dependencies
+//! are all done, or one was reopened (`rules::runs::gate`). The `source.*` topics are
 //! GitOps' (docs/gitops.md): a Source's syncs, failures, drift, heals and
 //! prunes.
 
@@ -28,6 +30,8 @@ pub const RUN_LEASE_RELEASED: &str = "run.lease_released";
 pub const RUN_ORPHAN_DETECTED: &str = "run.orphan_detected";
 pub const RUN_INTEGRITY_ANOMALY: &str = "run.integrity_anomaly";
 pub const RUN_REQUEUED: &str = "run.requeued";
+pub const RUN_BLOCKED: &str = "run.blocked";
+pub const RUN_UNBLOCKED: &str = "run.unblocked";
 pub const WORKER_REGISTERED: &str = "worker.registered";
 pub const WORKER_OFFLINE: &str = "worker.offline";
 pub const WORKER_INSTANCE_SUSPECT: &str = "worker.instance_suspect";

@@ -29,7 +29,10 @@ pub async fn claim(ctx: &Ctx, host_id: Uuid, max: i64) -> anyhow::Result<Vec<Run
     let claimed = runs::lifecycle::claim(tx.as_mut(), &host, free.min(max), now).await?;
     ctx.commit(tx).await?;
     for r in &claimed {
-        let waited = (now - r.pending_since).to_std().unwrap_or_default();
+        // From when it could be dispatched: time spent waiting for task
+        // dependencies (issue 17) is not dispatch latency.
+        let since = r.dispatchable_since.unwrap_or(r.pending_since);
+        let waited = (now - since).to_std().unwrap_or_default();
         ctx.metrics.dispatch_latency.observe(waited.as_secs_f64());
     }
     Ok(claimed)

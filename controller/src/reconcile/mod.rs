@@ -6,11 +6,13 @@
 //!
 //! A loop decides *which* rows need action and *when*; the change itself
 //! is a rule ([`crate::rules`]). One file per loop: [`dispatch`] (claims),
+//! [`gate`] (task dependencies: unblock, re-block, dependency_cancelled),
 //! [`timeout`] (dispatch timeout, pending stops), [`restart`] (requeue
 //! with backoff), [`liveness`] (offline hosts, host_lost), [`integrity`],
 //! [`retention`]; [`ingest`] applies worker signals.
 
 pub mod dispatch;
+pub mod gate;
 pub mod ingest;
 pub mod integrity;
 pub mod liveness;
@@ -31,10 +33,15 @@ pub struct Pass {
     pub runs_timed_out: usize,
     pub runs_stopped: usize,
     pub runs_requeued: usize,
+    /// Pending runs whose task dependencies became all done (issue 17).
+    pub runs_unblocked: usize,
+    /// Pending runs failed because a dependency was cancelled.
+    pub runs_dependency_cancelled: usize,
 }
 
 /// One pass of every periodic loop, in dependency order: liveness first (it
-/// fails runs the restart loop then requeues), then timeouts and restarts.
+/// fails runs the restart loop then requeues), then the dependency gate
+/// (so the timeout sees who became dispatchable), timeouts and restarts.
 ///
 /// A pass that fails because the database does not answer (`Store::ready`
 /// fails too) makes pamd blind to the workers' reports; the next pass
@@ -63,6 +70,14 @@ async fn sweep_all(ctx: &Ctx) -> anyhow::Result<Pass> {
     ctx.metrics.loop_took("liveness", started);
     p.hosts_offline = offline;
     p.runs_host_lost = lost;
+    let started = std::time::Instant::now();
+    let gated = gate::sweep(ctx).await?;
+    ctx.metrics.loop_took("gate", started);
+    p.runs_unblocked = gated.unblocked;
+    p.runs_dependency_cancelled = gated.dependency_cancelled;
+    if gated.unblocked > 0 {
+        ctx.claimable.notify_waiters();
+    }
     let started = std::time::Instant::now();
     let (timed_out, stopped) = timeout::sweep(ctx).await?;
     ctx.metrics.loop_took("timeout", started);

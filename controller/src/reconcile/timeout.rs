@@ -1,7 +1,11 @@
 //! Dispatch timeout (OQ-15) and stops of pending runs.
 //!
-//! A pending run fails once `now ≥ pending_since + timeout` — measured from
-//! `pending_since`, which a requeue resets, never from `created_at`. The
+//! A pending run fails once `now ≥ dispatchable_since + timeout` (OQ-15).
+//! `dispatchable_since` is `pending_since` — which a requeue resets, never
+//! `created_at` — unless the run waited for task dependencies (issue 17):
+//! then it is when the last one became done, so the time spent blocked
+//! never counts, and a blocked run (no `dispatchable_since`) has no
+//! timeout (`rules::runs::gate`). The
 //! reason is `no_eligible_host` when no online, enabled, non-suspect host
 //! ever matched its target while it waited, else `dispatch_timeout`. A run
 //! whose target host turns ineligible stays pending until then and may be
@@ -71,7 +75,12 @@ pub async fn sweep(ctx: &Ctx) -> anyhow::Result<(usize, usize)> {
                 chrono::Duration::from_std(ctx.thresholds.dispatch_timeout)
                     .expect("timeout in range")
             });
-        if now >= run.pending_since + timeout
+        // OQ-15, issue 17: the window opens when the run became
+        // dispatchable; the store lists blocked runs only to stop them.
+        let Some(since) = run.dispatchable_since else {
+            continue;
+        };
+        if now >= since + timeout
             && ignore_conflict(runs::lifecycle::time_out(tx.as_mut(), &run, matched, now).await)?
                 .is_some()
         {

@@ -108,6 +108,14 @@ pub(crate) fn get(ctx: &mut Ctx, a: GetArgs) -> Result<Exit> {
     if let Some(s) = &a.selector {
         super::apply::parse_selector(s)?;
     }
+    if a.blocked && requests.iter().any(|r| r.kind != Kind::Task) {
+        return Err(CliError::usage(
+            "--blocked lists tasks only (pamctl get tasks --blocked)",
+        ));
+    }
+    if a.blocked && a.watch {
+        return Err(CliError::usage("--blocked cannot be combined with -w"));
+    }
     let named = requests.iter().any(|r| !r.names.is_empty());
     if named && (a.all_projects || a.selector.is_some()) {
         return Err(CliError::usage("a NAME cannot be combined with -A or -l"));
@@ -163,6 +171,14 @@ pub(crate) fn get(ctx: &mut Ctx, a: GetArgs) -> Result<Exit> {
             a.selector.as_deref(),
             &mut missing,
         )?;
+        if a.blocked {
+            // Issue 17: a task waits while status.blockedBy lists any task.
+            items.retain(|o| {
+                o.pointer("/status/blockedBy")
+                    .and_then(Value::as_array)
+                    .is_some_and(|b| !b.is_empty())
+            });
+        }
         if let Some(p) = &sort {
             render::columns::sort_by(&mut items, p);
         }

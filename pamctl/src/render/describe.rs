@@ -77,6 +77,24 @@ pub fn page(kind: Kind, obj: &Value, events: &[Value], now: DateTime<Utc>) -> St
             None => "<unknown>".into(),
         },
     );
+    if kind == Kind::Task {
+        // Issue 17: what it waits for, and what waits for it.
+        let names = |p: &str| {
+            let v: Vec<&str> = obj
+                .pointer(p)
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            if v.is_empty() {
+                "<none>".to_string()
+            } else {
+                v.join(", ")
+            }
+        };
+        field("Depends On", names("/spec/dependsOn"));
+        field("Waits For", names("/status/blockedBy"));
+        field("Waited On By", names("/status/dependents"));
+    }
     out.push_str("Spec:\n");
     out.push_str(&indented_yaml(obj.get("spec").unwrap_or(&Value::Null)));
     let mut status = obj
@@ -162,6 +180,9 @@ mod tests {
             Generation:       3
             Resource Version: 42
             Created:          [TIME] (5m ago)
+            Depends On:       <none>
+            Waits For:        design, infra
+            Waited On By:     <none>
             Spec:
               assignee: ana
               description: ''
@@ -171,6 +192,9 @@ mod tests {
               title: Build it
               type: task
             Status:
+              blockedBy:
+              - design
+              - infra
               observedGeneration: 3
               path: release-1/build
               phase: todo

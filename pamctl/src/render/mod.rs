@@ -187,7 +187,7 @@ pub(crate) mod samples {
                     "generation": 3, "resourceVersion": "42", "creationTimestamp": "2026-03-01T11:55:00Z"},
                 "spec": {"type": "task", "title": "Build it", "description": "", "parent": "release-1",
                     "status": "todo", "assignee": "ana", "sortOrder": 1},
-                "status": {"phase": "todo", "path": "release-1/build", "observedGeneration": 3,
+                "status": {"phase": "todo", "path": "release-1/build", "observedGeneration": 3, "blockedBy": ["design", "infra"],
                     "conditions": [{"type": "Ready", "status": "True", "reason": "Reconciled", "lastTransitionTime": "2026-03-01T11:56:00Z"}]},
                 "extra": "dropped by -o json"}),
         ]
@@ -251,9 +251,9 @@ mod tests {
         build       task        todo     release-1   5m
         ");
         insta::assert_snapshot!(show(Kind::Task, &tasks(), Output::Wide, false, true), @r"
-        PROJECT   NAME        TYPE        STATUS   PARENT      AGE    PATH              COMPLETION   ASSIGNEE
-        web       release-1   milestone   doing    <none>      2d3h   release-1         1/2          <none>
-        web       build       task        todo     release-1   5m     release-1/build   <none>       ana
+        PROJECT   NAME        TYPE        STATUS   PARENT      AGE    PATH              COMPLETION   ASSIGNEE   BLOCKED-BY
+        web       release-1   milestone   doing    <none>      2d3h   release-1         1/2          <none>     <none>
+        web       build       task        todo     release-1   5m     release-1/build   <none>       ana        design,infra
         ");
     }
 

@@ -81,6 +81,20 @@ pub fn cell(obj: &Value, pointer: &str) -> String {
     }
 }
 
+/// The tasks a task waits for (`status.blockedBy`, issue 17), comma-separated.
+pub fn blocked_by(obj: &Value) -> String {
+    let names: Vec<&str> = obj
+        .pointer("/status/blockedBy")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    if names.is_empty() {
+        "<none>".into()
+    } else {
+        names.join(",")
+    }
+}
+
 fn completion(obj: &Value) -> String {
     let c = obj.pointer("/status/completion");
     match (
@@ -138,7 +152,7 @@ pub fn objects(
         Kind::Task => {
             headers.extend(["TYPE", "STATUS", "PARENT", "AGE"]);
             if wide {
-                headers.extend(["PATH", "COMPLETION", "ASSIGNEE"]);
+                headers.extend(["PATH", "COMPLETION", "ASSIGNEE", "BLOCKED-BY"]);
             }
         }
         Kind::Run => {
@@ -185,6 +199,7 @@ pub fn objects(
                         cell(o, "/status/path"),
                         completion(o),
                         cell(o, "/spec/assignee"),
+                        blocked_by(o),
                     ]);
                 }
             }

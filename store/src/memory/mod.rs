@@ -41,6 +41,8 @@ pub(crate) use crate::{
 struct State {
     projects: HashMap<Uuid, Project>,
     work_items: HashMap<Uuid, WorkItem>,
+    /// `work_item_deps`: task → the tasks it depends on, in order.
+    deps: BTreeMap<Uuid, Vec<Uuid>>,
     runs: HashMap<Uuid, Run>,
     /// (run, attempt, kind) → received_at.
     signals: BTreeMap<(Uuid, i32, String), DateTime<Utc>>,
@@ -168,6 +170,18 @@ impl State {
         out
     }
 
+    /// The one "blocked" rule of the memory store (issue 17): `task` has a
+    /// dependency that is not done.
+    fn blocked(&self, task: Uuid) -> bool {
+        self.deps.get(&task).is_some_and(|on| {
+            on.iter().any(|d| {
+                self.work_items
+                    .get(d)
+                    .is_some_and(|w| w.status != WorkItemStatus::Done)
+            })
+        })
+    }
+
     fn remove_runs(&mut self, ids: &BTreeSet<Uuid>) {
         self.runs.retain(|id, _| !ids.contains(id));
         self.signals.retain(|(run, _, _), _| !ids.contains(run));
@@ -175,6 +189,10 @@ impl State {
 
     fn remove_work_items(&mut self, ids: &BTreeSet<Uuid>) {
         self.work_items.retain(|id, _| !ids.contains(id));
+        self.deps.retain(|task, _| !ids.contains(task));
+        for on in self.deps.values_mut() {
+            on.retain(|d| !ids.contains(d));
+        }
         let runs: BTreeSet<Uuid> = self
             .runs
             .values()
@@ -216,6 +234,7 @@ impl Tx for MemTx {
 
 // The aggregates' parts of the transaction (after the helpers and
 // macros above, which they use).
+mod deps;
 mod events;
 mod hosts;
 mod leader;

@@ -25,7 +25,9 @@ impl RunTx for MemTx {
             return Err(StoreError::AlreadyExists("runs_project_name".into()));
         }
         s.check_session_unique(r)?;
-        s.runs.insert(r.id, r.clone());
+        let mut r = r.clone();
+        r.dispatchable_since = (!s.blocked(r.task_id)).then_some(r.pending_since);
+        s.runs.insert(r.id, r);
         Ok(())
     }
 
@@ -135,6 +137,10 @@ impl RunTx for MemTx {
         now: DateTime<Utc>,
     ) -> StoreResult<Run> {
         transition(RunStatus::Failed, RunStatus::Pending)?;
+        let blocked = match self.work.runs.get(&id) {
+            Some(r) => self.work.blocked(r.task_id),
+            None => false,
+        };
         let cur = self
             .work
             .runs
@@ -157,6 +163,7 @@ impl RunTx for MemTx {
         cur.requeue_at = None;
         cur.eligible_host_seen = false;
         cur.pending_since = now;
+        cur.dispatchable_since = (!blocked).then_some(now);
         cur.updated_at = now;
         cur.meta.resource_version += 1;
         Ok(cur.clone())
@@ -174,15 +181,17 @@ impl RunTx for MemTx {
             .runs
             .values()
             .filter(|r| {
-                r.status == RunStatus::Pending && !r.stop_requested && r.target.matches(host)
+                r.status == RunStatus::Pending
+                    && !r.stop_requested
+                    && r.target.matches(host)
+                    && r.dispatchable_since.is_some()
+                    && !s.blocked(r.task_id)
             })
             .cloned()
             .collect();
         let mut claimed = Vec::new();
-        for mut r in sorted_runs(candidates, |r| (r.pending_since, r.id))
-            .into_iter()
-            .take(take(limit))
-        {
+        let key = |r: &Run| (r.dispatchable_since.expect("filtered"), r.id);
+        for mut r in sorted_runs(candidates, key).into_iter().take(take(limit)) {
             r.status = RunStatus::Spawning;
             r.host_id = Some(host.id);
             r.updated_at = now;
@@ -199,7 +208,10 @@ impl RunTx for MemTx {
             .work
             .runs
             .values()
-            .filter(|r| r.status == RunStatus::Pending)
+            .filter(|r| {
+                r.status == RunStatus::Pending
+                    && (r.dispatchable_since.is_some() || r.stop_requested)
+            })
             .cloned()
             .collect();
         let mut v = sorted_runs(runs, |r| (r.pending_since, r.id));

@@ -23,7 +23,7 @@ pub(super) fn run_cols() -> String {
          attempt, last_progress_seq, failure_reason, pending_since, exit_code, started_at, \
          finished_at, target, max_attempts, backoff_seconds, backoff_max_seconds, \
          dispatch_timeout_seconds, stop_requested, requeue_at, eligible_host_seen, {META_COLS}, \
-         created_at, updated_at, failure_message"
+         created_at, updated_at, failure_message, dispatchable_since"
     )
 }
 
@@ -236,6 +236,7 @@ pub(super) fn run_from_row(row: &PgRow) -> StoreResult<Run> {
             .transpose()?,
         failure_message: get(row, "failure_message")?,
         pending_since: get(row, "pending_since")?,
+        dispatchable_since: get(row, "dispatchable_since")?,
         exit_code: get(row, "exit_code")?,
         started_at: get(row, "started_at")?,
         finished_at: get(row, "finished_at")?,

@@ -22,8 +22,10 @@ impl RunTx for PgTx {
         }
         let sql = format!(
             "INSERT INTO runs ({}) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,\
-             $16,$17,$18,$19,$20,$21,$22,$23,$24,$25,$26,$27,$28,$29,$30,$31,$32,$33,$34,$35)",
-            run_cols()
+             $16,$17,$18,$19,$20,$21,$22,$23,$24,$25,$26,$27,$28,$29,$30,$31,$32,$33,$34,$35,\
+             CASE WHEN {} THEN NULL ELSE $14::timestamptz END)",
+            run_cols(),
+            super::deps::blocked_sql("$3::uuid")
         );
         let q = sqlx::query(&sql)
             .bind(r.id)
@@ -247,8 +249,10 @@ impl RunTx for PgTx {
              last_progress_seq = NULL, failure_reason = NULL, failure_message = NULL, \
              requeue_at = NULL, \
              eligible_host_seen = false, pending_since = $3, updated_at = $3, \
+             dispatchable_since = CASE WHEN {} THEN NULL ELSE $3 END, \
              resource_version = resource_version + 1 \
              WHERE id = $1 AND attempt = $2 AND status = 'failed' RETURNING {}",
+            super::deps::blocked_sql("runs.task_id"),
             run_cols()
         );
         let row = sqlx::query(&sql)
@@ -281,13 +285,16 @@ impl RunTx for PgTx {
         let sql = format!(
             "WITH c AS ( \
                  SELECT id AS cid FROM runs \
-                 WHERE status = 'pending' AND NOT stop_requested \
+                 WHERE status = 'pending' AND dispatchable_since IS NOT NULL \
+                   AND NOT stop_requested \
                    AND (target = '{{}}'::jsonb OR target->>'host' = $2 \
                         OR (target ? 'selector' AND $3::jsonb @> (target->'selector'))) \
-                 ORDER BY pending_since, id LIMIT $4 FOR UPDATE SKIP LOCKED \
+                   AND NOT {} \
+                 ORDER BY dispatchable_since, id LIMIT $4 FOR UPDATE SKIP LOCKED \
              ) UPDATE runs SET status = 'spawning', host_id = $1, updated_at = $5, \
                  resource_version = resource_version + 1 \
              FROM c WHERE runs.id = c.cid AND runs.status = 'pending' RETURNING {}",
+            super::deps::blocked_sql("runs.task_id"),
             qualified("runs", &run_cols())
         );
         let rows = sqlx::query(&sql)
@@ -300,14 +307,16 @@ impl RunTx for PgTx {
             .await
             .map_err(db_err)?;
         let mut runs = all(rows, run_from_row)?;
-        runs.sort_by_key(|r| (r.pending_since, r.id));
+        runs.sort_by_key(|r| (r.dispatchable_since, r.id));
         Ok(runs)
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn list_pending_runs(&mut self, limit: i64) -> StoreResult<Vec<Run>> {
         let sql = format!(
-            "SELECT {} FROM runs WHERE status = 'pending' ORDER BY pending_since, id LIMIT $1",
+            "SELECT {} FROM runs WHERE status = 'pending' \
+             AND (dispatchable_since IS NOT NULL OR stop_requested) \
+             ORDER BY pending_since, id LIMIT $1",
             run_cols()
         );
         let rows = sqlx::query(&sql)

@@ -83,6 +83,12 @@ macro_rules! store_conformance_tests {
             store_is_ready,
             source_crud_and_status,
             source_inventory_has_one_owner,
+            deps_set_list_and_checks,
+            deps_closure_follows_links,
+            deps_gate_claims_and_refresh,
+            deps_reopened_dependency_blocks_at_once,
+            deps_requeue_of_a_blocked_task,
+            deps_runs_waiting_on_cancelled,
             leader_lease_take_renew_expire_and_fence,
         );
     };
@@ -165,6 +171,8 @@ pub fn run(task: &WorkItem, name: &str, pending_since: DateTime<Utc>) -> Run {
         stop_requested: false,
         requeue_at: None,
         eligible_host_seen: false,
+        // What the store computes for a task without dependencies.
+        dispatchable_since: Some(pending_since),
         meta: Meta::default(),
         created_at: pending_since,
         updated_at: pending_since,
@@ -260,6 +268,7 @@ macro_rules! assert_err {
     };
 }
 
+mod deps;
 mod dispatch;
 mod events;
 mod hosts;
@@ -272,6 +281,8 @@ mod sources;
 mod tokens;
 mod transactions;
 mod work_items;
+#[allow(unused_imports)]
+pub use deps::*;
 #[allow(unused_imports)]
 pub use dispatch::*;
 #[allow(unused_imports)]

@@ -317,6 +317,7 @@ pub async fn requeue_run_resets_attempt(s: &dyn Store) {
     want.requeue_at = None;
     want.eligible_host_seen = false;
     want.pending_since = t(50);
+    want.dispatchable_since = Some(t(50));
     want.updated_at = t(50);
     want.meta.resource_version = 2;
     assert_eq!(got, want);

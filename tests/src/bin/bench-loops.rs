@@ -97,11 +97,12 @@ impl Env {
         let ids: Vec<Uuid> = sqlx::query_scalar(
             "INSERT INTO runs (id, project_id, task_id, name, host_id, provider, prompt, cwd, \
                session_name, status, attempt, pending_since, created_at, updated_at, \
-               finished_at, exit_code) \
+               finished_at, exit_code, dispatchable_since) \
              SELECT u.id, w.project_id, w.id, $1 || '-' || g, $3, 'claude', 'bench', '/tmp', \
                'pam-' || replace(u.id::text, '-', ''), $4, 1, now(), now(), now(), \
                CASE WHEN $4 IN ('exited', 'failed', 'stopped') THEN now() END, \
-               CASE WHEN $4 IN ('exited', 'failed') THEN 0 END \
+               CASE WHEN $4 IN ('exited', 'failed') THEN 0 END, \
+               now() /* task t has no dependencies: dispatchable at once (issue 17) */ \
              FROM generate_series(1, $2) g \
              CROSS JOIN LATERAL (SELECT gen_random_uuid() AS id, g AS k) u \
              CROSS JOIN (SELECT id, project_id FROM work_items WHERE name = 't') w \

@@ -7,6 +7,7 @@
 //! task, provider, prompt, cwd (and command). A stop, once asked, is never
 //! withdrawn by a later apply.
 
+pub mod gate;
 pub mod lifecycle;
 
 pub use lifecycle::{backoff, fail, RunWrites};
@@ -70,7 +71,9 @@ impl RunDesired {
 /// Creates a pending run of `task` (a task or subtask: validation refuses
 /// milestones and epics, the integrity check journals any that slip past)
 /// and journals `run.created`. Its dispatch-timeout window starts now
-/// (`pending_since = created_at`, OQ-15).
+/// (`pending_since = created_at`, OQ-15), or when its task's last
+/// dependency is done: the store sets `dispatchable_since` (issue 17;
+/// the returned row leaves it `None`).
 pub async fn create(
     tx: &mut dyn Tx,
     project_id: Uuid,
@@ -107,6 +110,7 @@ pub async fn create(
         stop_requested: d.stopped,
         requeue_at: None,
         eligible_host_seen: false,
+        dispatchable_since: None,
         meta: meta::new_meta(d.desired, now),
         created_at: now,
         updated_at: now,

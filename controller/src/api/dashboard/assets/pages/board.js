@@ -3,7 +3,8 @@
 // API for the transition (the same state-machine gate as pamctl's task
 // verbs); a refused move snaps back with the reason. Cancelling first shows
 // the cascade (a dry run) and asks. Parents' roll-up ratios are display
-// only: a parent never auto-completes.
+// only: a parent never auto-completes. A card whose task depends on tasks
+// that are not done shows a badge naming them (issue 17).
 
 import { get, post, enc } from '../api.js';
 import { onEvent } from '../sse.js';
@@ -77,6 +78,11 @@ export function render(root, [project]) {
       h('span.name', t.metadata.name),
       t.spec.type === 'subtask' ? h('span.tag', 'subtask') : null,
       t.spec.assignee ? h('span.tag', `@${t.spec.assignee}`) : null,
+      // Issue 17: its runs wait until these tasks are done.
+      t.status.blockedBy?.length
+        ? h('span.tag.blocked', { 'data-blocked-by': t.status.blockedBy.join(','), title: `Runs of ${t.metadata.name} wait until these tasks are done` },
+          `waits for ${t.status.blockedBy.join(', ')}`)
+        : null,
       ratio(t.status.completion)));
   };
 

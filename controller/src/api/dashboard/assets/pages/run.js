@@ -108,6 +108,7 @@ export function render(root, [project, name]) {
       },
     }, run.spec.stopped && !TERMINAL.has(s.phase) ? 'Stopping…' : 'Stop');
     const kv = (k, v) => [h('dt', k), h('dd', v ?? h('span.muted', '—'))];
+    const blocked = (s.conditions || []).find((c) => c.type === 'Blocked' && c.status === 'True');
     head.replaceChildren(
       h('div.page-head', h('h1', name), phase(s.phase), stopBtn),
       h('p', h('a', { href: `#/runs?project=${enc(project)}` }, `← runs in ${project}`)),
@@ -118,6 +119,8 @@ export function render(root, [project, name]) {
         kv('Host', s.host),
         kv('Created', timeEl(run.metadata.creationTimestamp)),
         kv('Pending since', timeEl(s.pendingSince)),
+        // Issue 17: a pending run of a task with dependencies not done yet.
+        ...(blocked ? kv('Blocked', h('span.blocked', { 'data-condition': 'Blocked' }, blocked.message)) : []),
         kv('Started', timeEl(s.startedAt)),
         kv('Finished', timeEl(s.finishedAt)),
         kv('Exit code', s.exitCode != null ? String(s.exitCode) : null),

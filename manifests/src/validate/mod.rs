@@ -22,6 +22,9 @@
 //!   reparent of a stored task that closes a loop.
 //! - A Run's task exists and is a task or subtask, never a milestone or an
 //!   epic (pam-data-model.txt, `runs.task_id`).
+//! - A Task's `dependsOn` names other Tasks of the same project (batch or
+//!   stored), each once, never itself or one of its ancestors, and the
+//!   dependency links after the batch have no cycle ([`deps`], issue 17).
 //!
 //! Immutable fields are the server's check (it holds the old spec);
 //! [`immutable_changes`] is the shared rule.
@@ -34,6 +37,8 @@ use crate::limits;
 use crate::load::Document;
 use crate::names::Name;
 use crate::state::WorkItemKind;
+
+mod deps;
 
 /// A stored project, as validation needs it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,6 +54,8 @@ pub struct StoredTask {
     pub kind: WorkItemKind,
     /// Its parent's name (same project), if any.
     pub parent: Option<Name>,
+    /// The tasks it depends on (same project), as stored.
+    pub depends_on: Vec<Name>,
 }
 
 /// What is already stored; the server implements it over its store so that
@@ -166,6 +173,28 @@ impl<'a> Batch<'a> {
         }
     }
 
+    /// The task's dependencies after the batch; `None` when the task
+    /// exists nowhere.
+    fn depends_on_of(&self, project: &'a Name, name: &Name) -> Option<Vec<Name>> {
+        let in_batch = self
+            .by_project
+            .get(project)
+            .and_then(|m| m.get(name))
+            .map(|d| &d.manifest);
+        match in_batch {
+            Some(Manifest::Task(t)) => Some(t.spec.depends_on.clone()),
+            _ => self.existing.task(project, name).map(|t| t.depends_on),
+        }
+    }
+
+    /// The document of task `name` of `project` in the batch, if any.
+    fn task_doc(&self, project: &Name, name: &Name) -> Option<&'a Document> {
+        self.by_project
+            .get(project)
+            .and_then(|m| m.get(name))
+            .copied()
+    }
+
     /// The task's parent after the batch; `Err` when the task exists
     /// nowhere.
     fn parent_of(&self, project: &'a Name, name: &Name) -> Result<Option<Name>, ()> {
@@ -242,6 +271,7 @@ pub fn validate_batch(docs: &[Document], existing: &dyn ExistingState) -> Vec<Ma
                 let is_new = existing.task(project, &t.metadata.name).is_none();
                 check_project(&batch, doc, project, is_new, &mut errors);
                 check_parent(&batch, doc, project, &t.metadata.name, &t.spec, &mut errors);
+                deps::check(&batch, doc, project, &t.metadata.name, &t.spec, &mut errors);
             }
             Manifest::Run(r) => {
                 let project = &r.metadata.project;
