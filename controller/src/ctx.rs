@@ -218,19 +218,14 @@ impl Ctx {
         // is published first (the follower may not have read it yet).
         if let Some(first) = events.first().filter(|_| self.bus.is_following()) {
             if first.seq > self.bus.published_upto() + 1 {
-                match crate::events::follow::publish_before(
+                let read = crate::events::follow::publish_before(
                     self.store.as_ref(),
                     &self.bus,
                     first.seq,
                 )
-                .await
-                {
-                    Ok(theirs) => {
-                        if theirs.iter().any(|e| e.topic.starts_with("run.")) {
-                            self.claimable.notify_waiters();
-                        }
-                    }
-                    Err(e) => tracing::warn!(error = %e, "reading other replicas' events failed"),
+                .await;
+                if let Err(e) = read {
+                    tracing::warn!(error = %e, "reading other replicas' events failed");
                 }
             }
         }

@@ -312,3 +312,21 @@ async fn workers_and_pamctl_fail_over_to_a_replica_that_answers() {
     apply(live, &yaml);
     pam_tests::worker::wait_phase(live, "r1", "exited", T).await;
 }
+
+#[tokio::test]
+async fn an_operator_signal_accepted_by_one_replica_reaches_a_worker_on_another() {
+    let ps = replicas(2).await;
+    let w = Worker::start(&ps[1], "h1").await.unwrap();
+    wait_online(&ps[1], "h1").await;
+    let yaml = format!(
+        "{}---\n{}",
+        project_yaml(),
+        run_yaml("ra", w.tmp(), &fake(&["--lines", "1", "--hang"]), "")
+    );
+    apply(&ps[0], &yaml);
+    pam_tests::worker::wait_phase(&ps[1], "ra", "running", T).await;
+    // Signalled through replica 0; the worker asks replica 1.
+    pam_tests::ok(&ps[0].pamctl(&["-p", "e2e", "signal", "ra", "--signal", "INT"]));
+    let r = pam_tests::worker::wait_phase(&ps[1], "ra", "failed", T).await;
+    assert_eq!(r["status"]["exitCode"], 130, "{r}");
+}

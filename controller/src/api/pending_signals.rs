@@ -45,6 +45,25 @@ impl PendingSignals {
         }
     }
 
+    /// Records the signal of a `run.signal_received` event (journaled by
+    /// this replica or read from the journal after another's, issue 15);
+    /// false when the event is not one.
+    pub fn push_event(&self, e: &pam_store::Event) -> bool {
+        if e.topic != topic::RUN_SIGNAL_RECEIVED {
+            return false;
+        }
+        let p = &e.payload;
+        let id = |k: &str| p[k].as_str().and_then(|s| s.parse::<Uuid>().ok());
+        let attempt = p["attempt"].as_i64().and_then(|a| i32::try_from(a).ok());
+        match (id("run_id"), attempt, p["signal"].as_str()) {
+            (Some(run), Some(attempt), Some(signal)) => {
+                self.push(run, id("host_id"), attempt, e.seq, signal.to_string());
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// The signals sent to this attempt of the run, in order (older
     /// attempts' are forgotten).
     pub fn for_run(&self, run: Uuid, attempt: i32) -> Vec<OperatorSignal> {
@@ -85,17 +104,13 @@ impl PendingSignals {
         let runs: HashMap<Uuid, _> = live.iter().map(|r| (r.id, r)).collect();
         let mut n = 0;
         for e in events {
-            let run = e.payload["run_id"]
+            let current = e.payload["run_id"]
                 .as_str()
                 .and_then(|s| s.parse::<Uuid>().ok())
-                .and_then(|id| runs.get(&id));
-            let attempt = e.payload["attempt"].as_i64();
-            let signal = e.payload["signal"].as_str();
-            if let (Some(r), Some(attempt), Some(signal)) = (run, attempt, signal) {
-                if attempt == i64::from(r.attempt) {
-                    self.push(r.id, r.host_id, r.attempt, e.seq, signal.to_string());
-                    n += 1;
-                }
+                .and_then(|id| runs.get(&id))
+                .is_some_and(|r| e.payload["attempt"].as_i64() == Some(i64::from(r.attempt)));
+            if current && self.push_event(&e) {
+                n += 1;
             }
         }
         Ok(n)

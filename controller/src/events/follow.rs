@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use pam_store::{Event, Store, StoreResult};
+use pam_store::{Store, StoreResult};
 use tokio_util::sync::CancellationToken;
 
 use super::EventBus;
@@ -21,12 +21,11 @@ pub const SAFETY: Duration = Duration::from_secs(2);
 const PAGE: i64 = 1000;
 
 /// Follows the journal until `stop`, if other processes can share the
-/// store (else returns at once). `on_read` gets each batch of events
-/// committed by others (to wake claims and the loops).
+/// store (else returns at once). What it reads goes through the bus's
+/// [`EventBus::on_read`] hook.
 pub async fn follow(
     store: Arc<dyn Store>,
     bus: EventBus,
-    on_read: impl Fn(&[Event]) + Send,
     stop: CancellationToken,
 ) -> StoreResult<()> {
     let Some(mut wakeups) = store.journal_wakeups().await? else {
@@ -49,7 +48,7 @@ pub async fn follow(
             woke = wakeups.recv() => if woke.is_none() { return Ok(()) },
             _ = tokio::time::sleep(SAFETY) => {}
         }
-        if let Err(e) = catch_up(store.as_ref(), &bus, &on_read).await {
+        if let Err(e) = catch_up(store.as_ref(), &bus).await {
             tracing::debug!(error = %e, "reading the journal after other replicas failed; retrying");
         }
     }
@@ -58,13 +57,8 @@ pub async fn follow(
 /// Publishes what other processes committed after the highest seq
 /// published and before `before` (a local commit's first seq, about to be
 /// published): theirs first, so the local bus stays in seq order. The
-/// caller holds [`EventBus::order_lock`]. Returns what it published.
-pub async fn publish_before(
-    store: &dyn Store,
-    bus: &EventBus,
-    before: i64,
-) -> StoreResult<Vec<Event>> {
-    let mut all = Vec::new();
+/// caller holds [`EventBus::order_lock`].
+pub async fn publish_before(store: &dyn Store, bus: &EventBus, before: i64) -> StoreResult<()> {
     while bus.published_upto() < before - 1 {
         let mut tx = store.begin().await?;
         let mut events = tx.events_after(bus.published_upto(), PAGE).await?;
@@ -73,18 +67,13 @@ pub async fn publish_before(
         if events.is_empty() {
             break;
         }
-        all.extend(events.iter().cloned());
         bus.publish_read(events);
     }
-    Ok(all)
+    Ok(())
 }
 
 /// Publishes what was committed after the highest seq published.
-async fn catch_up(
-    store: &dyn Store,
-    bus: &EventBus,
-    on_read: &impl Fn(&[Event]),
-) -> StoreResult<()> {
+async fn catch_up(store: &dyn Store, bus: &EventBus) -> StoreResult<()> {
     let _order = bus.order_lock().await;
     loop {
         let mut tx = store.begin().await?;
@@ -94,7 +83,6 @@ async fn catch_up(
         if events.is_empty() {
             return Ok(());
         }
-        on_read(&events);
         bus.publish_read(events);
         if !full {
             return Ok(());

@@ -98,6 +98,9 @@ pub struct EventBus {
     /// Whether other processes' events are followed ([`follow`]): then a
     /// local commit first publishes what others committed before it.
     following: Arc<std::sync::atomic::AtomicBool>,
+    /// See [`EventBus::on_read`].
+    #[allow(clippy::type_complexity)]
+    on_read: Arc<std::sync::Mutex<Option<Arc<dyn Fn(&[Event]) + Send + Sync>>>>,
     shutdown: watch::Sender<bool>,
     /// How often idle streams get a `: keep-alive` comment.
     pub keep_alive: Duration,
@@ -121,6 +124,7 @@ impl EventBus {
             order: Arc::new(Mutex::new(())),
             upto: Arc::new(AtomicI64::new(0)),
             following: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+            on_read: Default::default(),
             shutdown,
             keep_alive: Duration::from_secs(15),
             journaled: Counter::default(),
@@ -133,7 +137,14 @@ impl EventBus {
     /// message. Having no subscriber is fine.
     pub fn publish(&self, events: Vec<Event>) {
         self.journaled.inc_by(events.len() as u64);
-        self.publish_read(events);
+        self.broadcast(events);
+    }
+
+    /// What to do with events other replicas committed, when they are
+    /// read (wake claims, record operator signals): set once, by whoever
+    /// runs the follower.
+    pub fn on_read(&self, f: impl Fn(&[Event]) + Send + Sync + 'static) {
+        *self.on_read.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(f));
     }
 
     /// Publishes nothing at or below `seq` from now on (a follower
@@ -156,6 +167,24 @@ impl EventBus {
     /// order), skipping what was published already; the caller holds
     /// [`EventBus::order_lock`].
     pub fn publish_read(&self, mut events: Vec<Event>) {
+        let upto = self.upto.load(Ordering::SeqCst);
+        events.retain(|e| e.seq > upto);
+        if events.is_empty() {
+            return;
+        }
+        let hook = self
+            .on_read
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        if let Some(f) = hook {
+            f(&events);
+        }
+        self.broadcast(events);
+    }
+
+    /// Publishes events above the highest seq published, in seq order.
+    fn broadcast(&self, mut events: Vec<Event>) {
         let upto = self.upto.load(Ordering::SeqCst);
         events.retain(|e| e.seq > upto);
         let Some(last) = events.last() else {

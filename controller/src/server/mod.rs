@@ -124,18 +124,28 @@ async fn serve(config: &Config, clock: SharedClock, url: &str) -> anyhow::Result
     ));
     // Events other replicas commit reach this one's streams; runs they
     // create wake this one's claim long-polls and loops.
+    // Operator signals accepted by another replica are handed to this
+    // one's workers too (the journal is their truth, pending_signals).
     let follower = {
         let ctx = state.ctx.clone();
         let woken = ctx.clone();
-        let on_read = move |events: &[pam_store::Event]| {
+        let (signals, nudge) = (state.signals.clone(), state.nudge.clone());
+        ctx.bus.on_read(move |events: &[pam_store::Event]| {
             if events.iter().any(|e| e.topic.starts_with("run.")) {
                 woken.claimable.notify_waiters();
             }
+            let mut signalled = false;
+            for e in events {
+                signalled |= signals.push_event(e);
+            }
+            if signalled {
+                nudge.notify_waiters();
+            }
             woken.wake.notify_one();
-        };
+        });
         let stop = stop_loops.clone();
         tokio::spawn(async move {
-            if let Err(e) = crate::events::follow::follow(ctx.store, ctx.bus, on_read, stop).await {
+            if let Err(e) = crate::events::follow::follow(ctx.store, ctx.bus, stop).await {
                 tracing::warn!(error = %e, "cannot follow other replicas' events");
             }
         })
