@@ -41,6 +41,7 @@
 //! PostgreSQL cluster pamd uses by default. Nothing here knows about HTTP,
 //! the loops or the event bus: this crate is the bottom layer of pamd.
 
+pub mod attach;
 pub mod db;
 pub mod deps;
 pub mod embedded;
@@ -62,6 +63,7 @@ use pam_manifests::state::IllegalTransition;
 use serde_json::Value;
 use uuid::Uuid;
 
+pub use attach::{AttachLease, AttachRefusal, AttachTx};
 pub use deps::{DependencyLink, DependencyTx, Gated};
 pub use events::{Event, EventTx};
 pub use hosts::{Host, HostTx};
@@ -76,8 +78,8 @@ pub use work_items::{WorkItem, WorkItemTx};
 /// a `dyn Tx` needs the aggregate trait that declares it in scope.
 pub mod prelude {
     pub use crate::{
-        DependencyTx, EventTx, HostTx, LeaderTx, ProjectTx, RunTx, SourceTx, Store, TokenTx, Tx,
-        WorkItemTx,
+        AttachTx, DependencyTx, EventTx, HostTx, LeaderTx, ProjectTx, RunTx, SourceTx, Store,
+        TokenTx, Tx, WorkItemTx,
     };
 }
 
@@ -180,6 +182,7 @@ pub trait Store: Send + Sync + 'static {
 #[async_trait]
 pub trait Tx:
     ProjectTx
+    + AttachTx
     + WorkItemTx
     + RunTx
     + DependencyTx

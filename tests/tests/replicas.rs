@@ -330,3 +330,78 @@ async fn an_operator_signal_accepted_by_one_replica_reaches_a_worker_on_another(
     let r = pam_tests::worker::wait_phase(&ps[1], "ra", "failed", T).await;
     assert_eq!(r["status"]["exitCode"], 130, "{r}");
 }
+
+/// POST with a replica's token: (status, body).
+async fn post(p: &Pamd, path: &str, body: serde_json::Value) -> (u16, Value) {
+    let r = reqwest::Client::new()
+        .post(format!("{}{path}", p.url))
+        .bearer_auth(&p.token)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test]
+async fn an_attach_lease_taken_through_one_replica_is_used_through_another() {
+    let ps = replicas(2).await;
+    let w = Worker::start(&ps[0], "h1").await.unwrap();
+    wait_online(&ps[0], "h1").await;
+    let yaml = format!(
+        "{}---\n{}",
+        project_yaml(),
+        run_yaml("rc", w.tmp(), &["cat".to_string()], "")
+    );
+    apply(&ps[0], &yaml);
+    let r = pam_tests::worker::wait_phase(&ps[0], "rc", "running", T).await;
+    let id = r["metadata"]["uid"].as_str().unwrap().to_string();
+    let base = "/api/v1/projects/e2e/runs/rc/attach";
+    // Taken through replica 0.
+    let (st, lease) = post(&ps[0], base, serde_json::json!({ "holder": "alice" })).await;
+    assert_eq!(st, 201, "{lease}");
+    let lease_id = lease["leaseId"].clone();
+    // Held on replica 1 too.
+    let (st, err) = post(&ps[1], base, serde_json::json!({ "holder": "bob" })).await;
+    assert_eq!(
+        (st, err["error"]["code"].as_str()),
+        (409, Some("lease_held"))
+    );
+    // Renewed and typed into through replica 1; the worker asks replica 0.
+    let (st, renewed) = post(
+        &ps[1],
+        &format!("{base}/renew"),
+        serde_json::json!({ "leaseId": lease_id }),
+    )
+    .await;
+    assert_eq!(st, 200, "{renewed}");
+    let (st, _) = post(
+        &ps[1],
+        &format!("{base}/input"),
+        serde_json::json!({ "leaseId": lease_id, "text": "via-replica-1" }),
+    )
+    .await;
+    assert_eq!(st, 202);
+    let log = w.run_log(&id, 1);
+    eventually(T, "the input typed into the pane", || {
+        let hit = std::fs::read_to_string(&log).is_ok_and(|t| t.contains("via-replica-1"));
+        async move { hit.then_some(()) }
+    })
+    .await;
+    // Released through replica 0; journaled once each.
+    let (st, _) = post(
+        &ps[0],
+        &format!("{base}/release"),
+        serde_json::json!({ "leaseId": lease_id }),
+    )
+    .await;
+    assert_eq!(st, 204);
+    let evs = pam_tests::worker::run_events(&ps[1], &id).await;
+    let count = |t: &str| evs.iter().filter(|e| e["topic"] == t).count();
+    assert_eq!(
+        (count("run.lease_acquired"), count("run.lease_released")),
+        (1, 1),
+        "{evs:#?}"
+    );
+}

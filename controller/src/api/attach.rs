@@ -4,7 +4,7 @@
 //!   → 201 the lease; 409 `lease_held` naming the holder when someone else
 //!   holds it; 409 `conflict` when the run is not live.
 //! - `POST …/attach/renew` `{"leaseId"}` → 200 the lease with a new expiry;
-//!   404 `lease_not_held` when it expired, was released, or pamd restarted.
+//!   404 `lease_not_held` when it expired or was released.
 //! - `POST …/attach/release` `{"leaseId"}` → 204.
 //! - `POST …/attach/input` `{"leaseId", "text"}` → 202; the text is typed
 //!   into the run's pane (then Enter) by its worker.
@@ -86,7 +86,7 @@ fn lease_error(e: LeaseError) -> ApiError {
         LeaseError::NotHeld => ApiError::new(
             StatusCode::NOT_FOUND,
             "lease_not_held",
-            "no such lease on this run: it expired, was released, or pamd restarted",
+            "no such lease on this run: it expired or was released",
         ),
         LeaseError::Backlog => ApiError::new(
             StatusCode::TOO_MANY_REQUESTS,
@@ -175,10 +175,11 @@ pub async fn acquire(
             run.id,
             run.attempt,
             &holder,
-            Some(op.hold(&st)),
+            Some(op.token_id()),
             ttl,
             st.ctx.now(),
         )
+        .await?
         .map_err(lease_error)?;
     if let Some(old) = expired {
         journal(&st, topic::RUN_LEASE_RELEASED, &old, Some("expired")).await?;
@@ -197,6 +198,7 @@ pub async fn renew(
     let lease = st
         .leases
         .renew(run.id, body.lease_id, st.ctx.now())
+        .await?
         .map_err(lease_error)?;
     Ok(Json(lease_json(&lease)))
 }
@@ -211,6 +213,7 @@ pub async fn release(
     let lease = st
         .leases
         .release(run.id, body.lease_id, st.ctx.now())
+        .await?
         .map_err(lease_error)?;
     journal(&st, topic::RUN_LEASE_RELEASED, &lease, Some("released")).await?;
     Ok(StatusCode::NO_CONTENT)
@@ -230,6 +233,7 @@ pub async fn input(
     let run = live_run(&st, &slug, &name).await?;
     st.leases
         .push_input(run.id, body.lease_id, body.text, st.ctx.now())
+        .await?
         .map_err(lease_error)?;
     st.nudge.notify_waiters();
     Ok((StatusCode::ACCEPTED, Json(json!({ "accepted": true }))).into_response())
@@ -244,7 +248,14 @@ pub async fn expire_loop(st: AppState) {
             _ = tokio::time::sleep(Duration::from_secs(1)) => {}
             _ = st.revocations.revoked_any() => {}
         }
-        for lease in st.leases.take_expired(st.ctx.now()) {
+        let expired = match st.leases.take_expired(st.ctx.now()).await {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::debug!(error = %e, "reading expired attach leases failed; retrying");
+                continue;
+            }
+        };
+        for lease in expired {
             if let Err(e) = journal(&st, topic::RUN_LEASE_RELEASED, &lease, Some("expired")).await {
                 tracing::error!(run_id = %lease.run_id, error = %e.message, "could not journal an expired lease");
             }
@@ -258,7 +269,14 @@ pub async fn expire_loop(st: AppState) {
 /// handler (this pamd's revocations, at once) and by [`expire_loop`] (the
 /// token re-check's, e.g. a revocation through another replica).
 pub async fn release_revoked(st: &AppState) {
-    for lease in st.leases.take_revoked() {
+    let revoked = match st.leases.take_revoked().await {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::debug!(error = %e, "reading revoked attach leases failed; retrying");
+            return;
+        }
+    };
+    for lease in revoked {
         tracing::info!(run_id = %lease.run_id, holder = %lease.holder, "attach lease released: its token was revoked");
         if let Err(e) = journal(st, topic::RUN_LEASE_RELEASED, &lease, Some("revoked")).await {
             tracing::error!(run_id = %lease.run_id, error = %e.message, "could not journal a revoked lease");

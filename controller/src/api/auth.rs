@@ -38,6 +38,13 @@ pub enum Principal {
 }
 
 impl Principal {
+    /// The caller's token.
+    pub fn token_id(&self) -> Uuid {
+        match self {
+            Principal::Operator { token_id, .. } | Principal::Worker { token_id, .. } => *token_id,
+        }
+    }
+
     /// Holds the caller's token for something that outlives this request
     /// (a stream, a lease): it ends when the token is revoked.
     pub fn hold(&self, state: &AppState) -> Hold {

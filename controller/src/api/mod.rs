@@ -60,7 +60,7 @@ pub struct AppState {
     pub snapshots: snapshots::SnapshotCache,
     /// Operator signals waiting for their worker.
     pub signals: pending_signals::PendingSignals,
-    /// Attach leases and the input their holders typed (memory only).
+    /// Attach leases and the input their holders typed (in the store).
     pub leases: leases::Leases,
     /// The tokens open streams and leases hold: revoking one ends them.
     pub revocations: revocation::Revocations,
@@ -73,11 +73,11 @@ impl AppState {
     /// State over a store (PostgreSQL in pamd, memory in unit tests).
     pub fn new(store: Arc<dyn Store>, clock: SharedClock, thresholds: Thresholds) -> AppState {
         AppState {
-            ctx: Ctx::new(store, clock.clone(), thresholds),
+            ctx: Ctx::new(store.clone(), clock.clone(), thresholds),
             clock,
             snapshots: Default::default(),
             signals: Default::default(),
-            leases: Default::default(),
+            leases: leases::Leases::new(store.clone()),
             revocations: Default::default(),
             nudge: Default::default(),
         }

@@ -143,7 +143,7 @@ async fn heartbeat_once(
     .await?;
     let mut desired = desired_set(tx.as_mut(), &host).await?;
     st.ctx.commit(tx).await?;
-    hand_out(st, &host, &mut desired);
+    hand_out(st, &host, &mut desired).await?;
     if !was_eligible && hosts::eligible(&host) {
         st.ctx.claimable.notify_waiters();
     }
@@ -155,21 +155,29 @@ pub async fn desired(State(st): State<AppState>, w: Worker) -> Result<Json<Desir
     let host = host_of(tx.as_mut(), &w).await?;
     let mut desired = desired_set(tx.as_mut(), &host).await?;
     drop(tx);
-    hand_out(&st, &host, &mut desired);
+    hand_out(&st, &host, &mut desired).await?;
     Ok(Json(desired))
 }
 
 /// Puts the operator signals of each live run (all of them, every time:
-/// the worker delivers each id once) and the attach input queued in memory
-/// (handed out once, to whichever request reads the set first) into the
-/// set.
-fn hand_out(st: &AppState, host: &Host, desired: &mut DesiredSet) {
+/// the worker delivers each id once) and the attach input queued in the
+/// store (handed out once, to whichever request reads the set first) into
+/// the set.
+async fn hand_out(st: &AppState, host: &Host, desired: &mut DesiredSet) -> Result<(), ApiError> {
     let live = desired.runs.iter().map(|r| r.run_id).collect();
     st.signals.forget_ended(host.id, &live);
     for r in &mut desired.runs {
         r.signals = st.signals.for_run(r.run_id, r.attempt);
-        r.input = st.leases.take_input(r.run_id, r.attempt);
     }
+    if desired.runs.is_empty() {
+        return Ok(());
+    }
+    let mut tx = st.ctx.store.begin().await?;
+    for r in &mut desired.runs {
+        r.input = tx.take_attach_input(r.run_id, r.attempt).await?;
+    }
+    tx.commit().await?;
+    Ok(())
 }
 
 /// The runs that should exist on a host: its spawning and running runs.

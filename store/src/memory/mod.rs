@@ -56,6 +56,9 @@ struct State {
     /// (kind, object id) → the owning Source's row.
     source_objects: BTreeMap<(String, Uuid), SourceObject>,
     leases: HashMap<String, crate::Lease>,
+    attach_leases: HashMap<Uuid, crate::AttachLease>,
+    /// Run → (attempt, line), in order.
+    attach_input: HashMap<Uuid, Vec<(i32, String)>>,
 }
 
 /// The in-memory store.
@@ -234,6 +237,7 @@ impl Tx for MemTx {
 
 // The aggregates' parts of the transaction (after the helpers and
 // macros above, which they use).
+mod attach;
 mod deps;
 mod events;
 mod hosts;

@@ -23,9 +23,9 @@ use uuid::Uuid;
 pub use pam_store::prelude::*;
 #[allow(unused_imports)]
 pub use pam_store::{
-    short_id, ApiToken, Event, Host, Labels, Meta, Project, Run, RunFilter, RunUpdate,
-    SignalMarker, Source, SourceObject, SourceStatus, Store, StoreError, Target, TokenKind,
-    WorkItem,
+    short_id, ApiToken, AttachLease, AttachRefusal, Event, Host, Labels, Meta, Project, Run,
+    RunFilter, RunUpdate, SignalMarker, Source, SourceObject, SourceStatus, Store, StoreError,
+    Target, TokenKind, WorkItem,
 };
 
 /// Generates one `#[tokio::test]` per behaviour; `$make` is an expression
@@ -90,6 +90,7 @@ macro_rules! store_conformance_tests {
             deps_requeue_of_a_blocked_task,
             deps_runs_waiting_on_cancelled,
             leader_lease_take_renew_expire_and_fence,
+            attach_lease_one_holder_input_expiry_and_revocation,
         );
     };
     (@each $make:expr; $($name:ident),+ $(,)?) => {
@@ -268,6 +269,7 @@ macro_rules! assert_err {
     };
 }
 
+mod attach;
 mod deps;
 mod dispatch;
 mod events;
@@ -281,6 +283,8 @@ mod sources;
 mod tokens;
 mod transactions;
 mod work_items;
+#[allow(unused_imports)]
+pub use attach::*;
 #[allow(unused_imports)]
 pub use deps::*;
 #[allow(unused_imports)]
