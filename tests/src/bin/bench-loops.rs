@@ -14,7 +14,10 @@
 //! - `sweep`: one reconcile pass (liveness, timeouts, restarts, stops) with
 //!   10k finished runs, then with 1M: the cost must not grow.
 //!
-//! Run: `cargo run --release -p pam-tests --bin bench-loops -- [ingest|claim|sweep|all]`.
+//! - `claim-replicas`: the claim load through 1 router and through 3 on
+//!   one database (issue 15: dispatch across pamd replicas).
+//!
+//! Run: `cargo run --release -p pam-tests --bin bench-loops -- [ingest|claim|claim-replicas|sweep|all]`.
 //! pgbench: `$PGBENCH`, else /usr/lib/postgresql/15/bin/pgbench.
 
 pam_tests::pamd_allocator!();
@@ -284,18 +287,76 @@ async fn ingest(env: &Env) -> anyhow::Result<()> {
 }
 
 async fn claim(env: &Env) -> anyhow::Result<()> {
-    const WORKERS: usize = 16;
-    const RUNS: usize = 10_000;
+    let urls = vec![env.url.clone()];
+    let (elapsed, calls) = claim_through(env, "claim", &urls).await?;
+    println!("bench-loops claim: {WORKERS} workers claiming {RUNS} pending runs (POST /api/v1/workers/claim?wait=0, up to 16 per call)");
+    println!(
+        "  runs claimed                 {:>9.0} runs/s   ({RUNS} in {:.2} s, {calls} calls; each run claimed exactly once)",
+        rate(RUNS, elapsed),
+        elapsed.as_secs_f64()
+    );
+    Ok(())
+}
+
+/// Dispatch across pamd replicas (issue 15): the same claim load through
+/// one router, then through three routers (each its own state and pool,
+/// as three pamd processes have) on the same database, workers spread
+/// over them; alternated, twice each. Target: three not below one.
+async fn claim_replicas(env: &Env) -> anyhow::Result<()> {
+    let mut urls = vec![env.url.clone()];
+    for _ in 0..2 {
+        let pool = sqlx::postgres::PgPoolOptions::new()
+            .max_connections(20)
+            .connect(&env.db_url)
+            .await?;
+        urls.push(bench::serve(pool).await?.0);
+    }
+    let mut one = Vec::new();
+    let mut three = Vec::new();
+    for round in 0..4 {
+        let (n, into) = if round % 2 == 0 {
+            (1, &mut one)
+        } else {
+            (3, &mut three)
+        };
+        let (elapsed, _) = claim_through(env, &format!("cr{round}"), &urls[..n]).await?;
+        into.push(rate(RUNS, elapsed));
+    }
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    let (a, b) = (mean(&one), mean(&three));
+    println!("bench-loops claim-replicas: {WORKERS} workers claiming {RUNS} pending runs, through 1 router and through 3 on one database (alternated, 2 rounds each)");
+    println!("  1 replica                    {a:>9.0} runs/s   {one:.0?}");
+    println!("  3 replicas                   {b:>9.0} runs/s   {three:.0?}");
+    println!(
+        "  3 / 1                        {:>9.2}x          target >= 1: {}",
+        b / a,
+        bench::verdict(b >= a)
+    );
+    Ok(())
+}
+
+const WORKERS: usize = 16;
+const RUNS: usize = 10_000;
+
+/// `RUNS` pending runs claimed by `WORKERS` new hosts (named after
+/// `prefix`), worker i through `urls[i % len]`, until none is left: the
+/// time and the number of claim calls; each run claimed exactly once.
+async fn claim_through(
+    env: &Env,
+    prefix: &str,
+    urls: &[String],
+) -> anyhow::Result<(Duration, usize)> {
     let mut tokens = Vec::new();
     for i in 0..WORKERS {
-        tokens.push(env.host(&format!("w{i:02}"), 1_000_000).await?.0);
+        tokens.push(env.host(&format!("{prefix}-w{i:02}"), 1_000_000).await?.0);
     }
-    env.runs("claim", RUNS, "pending", None).await?;
+    // What earlier rounds left is claimed already; these are new.
+    env.runs(prefix, RUNS, "pending", None).await?;
     sqlx::query("ANALYZE").execute(&env.pool).await?;
     let start = Instant::now();
     let mut tasks = Vec::new();
-    for t in tokens {
-        let (client, url) = (env.client.clone(), env.url.clone());
+    for (i, t) in tokens.into_iter().enumerate() {
+        let (client, url) = (env.client.clone(), urls[i % urls.len()].clone());
         tasks.push(tokio::spawn(async move {
             let mut got: Vec<String> = Vec::new();
             let mut calls = 0usize;
@@ -335,13 +396,7 @@ async fn claim(env: &Env) -> anyhow::Result<()> {
         all.len(),
         unique.len()
     );
-    println!("bench-loops claim: {WORKERS} workers claiming {RUNS} pending runs (POST /api/v1/workers/claim?wait=0, up to 16 per call)");
-    println!(
-        "  runs claimed                 {:>9.0} runs/s   ({RUNS} in {:.2} s, {calls} calls; each run claimed exactly once)",
-        rate(RUNS, elapsed),
-        elapsed.as_secs_f64()
-    );
-    Ok(())
+    Ok((elapsed, calls))
 }
 
 /// Median of `k` reconcile passes.
@@ -410,6 +465,10 @@ async fn main() -> anyhow::Result<()> {
         known = true;
         ingest(&Env::new().await?).await?;
     }
+    if all || what == "claim-replicas" {
+        known = true;
+        claim_replicas(&Env::new().await?).await?;
+    }
     if all || what == "claim" {
         known = true;
         claim(&Env::new().await?).await?;
@@ -418,6 +477,9 @@ async fn main() -> anyhow::Result<()> {
         known = true;
         sweep(&Env::new().await?).await?;
     }
-    anyhow::ensure!(known, "usage: bench-loops [ingest|claim|sweep|all]");
+    anyhow::ensure!(
+        known,
+        "usage: bench-loops [ingest|claim|claim-replicas|sweep|all]"
+    );
     Ok(())
 }

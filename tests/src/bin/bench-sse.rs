@@ -28,8 +28,15 @@
 //! runs pamd and PostgreSQL, two client threads only took CPU from pamd
 //! (p99 32–58 ms with two, 34–37 ms with one).
 //!
-//! Usage: `bench-sse [SUBSCRIBERS] [EVENTS_PER_SEC] [SECONDS] [TASKS_PER_APPLY]`
-//! (defaults 1000 1000 10 20).
+//! Across replicas (issue 15, `REPLICAS` = 2): two pamd on one database,
+//! the generator applying through the first, every subscriber on the
+//! second; publish→receive is then from the first replica's publish (its
+//! commit) to the read on the second's stream — the NOTIFY, the second
+//! replica's journal read and its fan-out included. Target: p99 ≤ 100 ms
+//! at 1,000 subscribers.
+//!
+//! Usage: `bench-sse [SUBSCRIBERS] [EVENTS_PER_SEC] [SECONDS] [TASKS_PER_APPLY] [REPLICAS]`
+//! (defaults 1000 1000 10 20 1).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -89,22 +96,54 @@ async fn main() -> anyhow::Result<()> {
     let rate = arg(2, 1000);
     let seconds = arg(3, 10);
     let batch = arg(4, BATCH).max(1) as usize;
+    let replicas = arg(5, 1).clamp(1, 2);
 
-    let pamd = Pamd::start(PamdOptions {
-        log_filter: Some("info,pam_controller::events=trace".into()),
-        ..PamdOptions::default()
-    })
-    .await?;
+    let database_url = pam_testkit::testdb::fresh_database_url().await?;
+    let start = || {
+        Pamd::start(PamdOptions {
+            log_filter: Some("info,pam_controller::events=trace".into()),
+            database_url: Some(database_url.clone()),
+            ..PamdOptions::default()
+        })
+    };
+    let pamd = start().await?;
+    // Subscribers on the second replica when there are two.
+    let second = if replicas == 2 {
+        Some(start().await?)
+    } else {
+        None
+    };
+    let subscribe_to = second.as_ref().unwrap_or(&pamd);
     let epoch = Instant::now();
     let epoch_unix = unix_us();
 
     println!(
-        "SSE fan-out: pamd {}, {rate} events/s, {batch} tasks per apply",
-        pamd.url
+        "SSE fan-out: pamd {} (applies) → {} (streams), {rate} events/s, {batch} tasks per apply",
+        pamd.url, subscribe_to.url
     );
     let clock = (epoch, epoch_unix);
-    let base = run(&pamd, clock, 1, rate, seconds.min(5), batch, "a").await?;
-    let full = run(&pamd, clock, subscribers, rate, seconds, batch, "b").await?;
+    let base = run(
+        &pamd,
+        subscribe_to,
+        clock,
+        1,
+        rate,
+        seconds.min(5),
+        batch,
+        "a",
+    )
+    .await?;
+    let full = run(
+        &pamd,
+        subscribe_to,
+        clock,
+        subscribers,
+        rate,
+        seconds,
+        batch,
+        "b",
+    )
+    .await?;
     for r in [&base, &full] {
         println!(
             "{:>5} subscribers: {} events in {:.1}s ({:.0}/s); publish→receive p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms ({} reads without a publish line); upper bound (from send) p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms; lower bound (from answer) p50 {:.1} ms, p99 {:.1} ms; lost {}, duplicated {}; apply round-trip p50 {:.1} ms, p99 {:.1} ms",
@@ -145,18 +184,22 @@ async fn main() -> anyhow::Result<()> {
         ratio(full.low_p99_ms, base.low_p99_ms)
     );
     let clean = full.lost == 0 && full.duplicated == 0 && full.unmatched == 0;
-    let verdict = if clean && full.exact_p99_ms <= 50.0 {
+    let limit = if second.is_some() { 100.0 } else { 50.0 };
+    let verdict = if clean && full.exact_p99_ms <= limit {
         "met"
     } else {
         "MISSED"
     };
-    println!("target (p99 <= 50 ms, 0 lost, 0 duplicated): {verdict}");
+    println!("target (p99 <= {limit} ms, 0 lost, 0 duplicated): {verdict}");
     Ok(())
 }
 
-/// One phase: `subs` subscribers, `rate` events/s for `seconds`.
+/// One phase: `subs` subscribers (on `streams`), `rate` events/s for
+/// `seconds` (applied through `pamd`).
+#[allow(clippy::too_many_arguments)]
 async fn run(
     pamd: &Pamd,
+    streams: &Pamd,
     (epoch, epoch_unix): (Instant, u64),
     subs: usize,
     rate: u64,
@@ -169,7 +212,7 @@ async fn run(
     let mut handles = Vec::new();
     let mut opened = Vec::new();
     for _ in 0..subs {
-        opened.push(open_stream(pamd).await?);
+        opened.push(open_stream(streams).await?);
     }
     for (conn, head_rest) in opened {
         let expected = expected.clone();
