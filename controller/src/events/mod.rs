@@ -191,24 +191,29 @@ impl EventBus {
             return;
         };
         self.upto.store(last.seq, Ordering::SeqCst);
+        // The publish instant, for measuring fan-out latency from outside
+        // (bench-sse reads it from the log; across replicas, from the one
+        // that committed, which may have no stream). Fields are only
+        // evaluated when this target is enabled at trace level.
+        let trace = |events: &[Event]| {
+            tracing::trace!(
+                first_seq = events[0].seq,
+                last_seq = events[events.len() - 1].seq,
+                unix_us = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_micros() as u64),
+                "published"
+            );
+        };
         // No stream listens: no frames to build. A stream subscribing
         // after this check finds these (committed) events in the journal,
         // which it reads after subscribing.
         if self.tx.receiver_count() == 0 {
+            trace(&events);
             return;
         }
         let published = Arc::new(Published::new(&events));
-        // The publish instant, for measuring fan-out latency from outside
-        // (bench-sse reads it from the log). Fields are only evaluated when
-        // this target is enabled at trace level.
-        tracing::trace!(
-            first_seq = events[0].seq,
-            last_seq = events[events.len() - 1].seq,
-            unix_us = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_micros() as u64),
-            "published"
-        );
+        trace(&events);
         let _ = self.tx.send(published);
     }
 

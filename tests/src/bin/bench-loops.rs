@@ -301,7 +301,7 @@ async fn claim(env: &Env) -> anyhow::Result<()> {
 /// Dispatch across pamd replicas (issue 15): the same claim load through
 /// one router, then through three routers (each its own state and pool,
 /// as three pamd processes have) on the same database, workers spread
-/// over them; alternated, twice each. Target: three not below one.
+/// over them; ABBA, three rounds each. Target: three not below one.
 async fn claim_replicas(env: &Env) -> anyhow::Result<()> {
     let mut urls = vec![env.url.clone()];
     for _ in 0..2 {
@@ -313,18 +313,20 @@ async fn claim_replicas(env: &Env) -> anyhow::Result<()> {
     }
     let mut one = Vec::new();
     let mut three = Vec::new();
-    for round in 0..4 {
-        let (n, into) = if round % 2 == 0 {
-            (1, &mut one)
-        } else {
-            (3, &mut three)
-        };
-        let (elapsed, _) = claim_through(env, &format!("cr{round}"), &urls[..n]).await?;
-        into.push(rate(RUNS, elapsed));
+    // ABBA order, and each round's runs removed after it: every round
+    // claims from the same table size.
+    for (round, n) in [1, 3, 3, 1, 1, 3].into_iter().enumerate() {
+        let prefix = format!("cr{round}");
+        let (elapsed, _) = claim_through(env, &prefix, &urls[..n]).await?;
+        if n == 1 { &mut one } else { &mut three }.push(rate(RUNS, elapsed));
+        sqlx::query("DELETE FROM runs WHERE name LIKE $1")
+            .bind(format!("{prefix}-%"))
+            .execute(&env.pool)
+            .await?;
     }
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
     let (a, b) = (mean(&one), mean(&three));
-    println!("bench-loops claim-replicas: {WORKERS} workers claiming {RUNS} pending runs, through 1 router and through 3 on one database (alternated, 2 rounds each)");
+    println!("bench-loops claim-replicas: {WORKERS} workers claiming {RUNS} pending runs, through 1 router and through 3 on one database (ABBA, 3 rounds each)");
     println!("  1 replica                    {a:>9.0} runs/s   {one:.0?}");
     println!("  3 replicas                   {b:>9.0} runs/s   {three:.0?}");
     println!(
