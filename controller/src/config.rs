@@ -17,6 +17,8 @@
 //! # cert_file = "/etc/pam/tls/server.pem"   (PEM chain, leaf first)
 //! # key_file = "/etc/pam/tls/server.key"
 //! # self_signed = false  (true: make a CA and certificate in data_dir/tls)
+//! [database]
+//! max_connections = 16  # this pamd's pool (replicas: the sum is what counts)
 //! [leader]
 //! lease_seconds = 15    # the loops' lease among replicas
 //! [git]                 # how git Sources authenticate (never a manifest)
@@ -108,6 +110,24 @@ pub struct Config {
     /// How git Sources authenticate.
     pub git: GitAuth,
     pub leader: LeaderConfig,
+    pub database: DatabaseConfig,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DatabaseConfig {
+    /// The most connections this pamd opens to PostgreSQL. With replicas,
+    /// the sum over them is what the database serves: size it to the
+    /// database, not to each pamd (docs/benchmarks.md, "Replicas").
+    pub max_connections: u32,
+}
+
+impl Default for DatabaseConfig {
+    fn default() -> Self {
+        Self {
+            max_connections: 16,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -192,6 +212,7 @@ struct FileConfig {
     tls: TlsFile,
     git: GitFile,
     leader: LeaderConfig,
+    database: DatabaseConfig,
 }
 
 impl Config {
@@ -242,6 +263,7 @@ impl Config {
             retention: parsed.retention,
             git: git_auth(parsed.git, home)?,
             leader: parsed.leader,
+            database: parsed.database,
         };
         config.validate()?;
         Ok(config)
@@ -261,6 +283,9 @@ impl Config {
         }
         if self.dispatch.timeout_seconds == 0 {
             bail!("[dispatch] timeout_seconds must be at least 1");
+        }
+        if self.database.max_connections < 4 {
+            bail!("[database] max_connections must be at least 4 (the loops, the API and the event follower each hold one)");
         }
         if self.leader.lease_seconds < 3 {
             bail!("[leader] lease_seconds must be at least 3");
@@ -378,6 +403,8 @@ mod tests {
         assert_eq!(c.dispatch.timeout_seconds, 300);
         assert_eq!(c.retention.events_days, 30);
         assert_eq!(c.tls, Tls::Off);
+        assert_eq!(c.database.max_connections, 16);
+        assert_eq!(c.leader.lease_seconds, 15);
     }
 
     #[test]

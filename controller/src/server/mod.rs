@@ -65,7 +65,7 @@ async fn stop_embedded(mut pg: EmbeddedPg) {
 }
 
 async fn serve(config: &Config, clock: SharedClock, url: &str) -> anyhow::Result<()> {
-    let store = PgStore::connect(url, 16).await?;
+    let store = PgStore::connect(url, config.database.max_connections).await?;
     let state = AppState::new(Arc::new(store.clone()), clock, thresholds(config));
     let purged = crate::reconcile::retention::purge(&state.ctx, config.retention.events_days)
         .await

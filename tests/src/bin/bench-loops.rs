@@ -303,13 +303,19 @@ async fn claim(env: &Env) -> anyhow::Result<()> {
 /// as three pamd processes have) on the same database, workers spread
 /// over them; ABBA, three rounds each. Target: three not below one.
 async fn claim_replicas(env: &Env) -> anyhow::Result<()> {
-    let mut urls = vec![env.url.clone()];
-    for _ in 0..2 {
+    // One replica with a pool of 20; three with 7 each (the same
+    // connections to the database in total).
+    let serve = |max: u32| async move {
         let pool = sqlx::postgres::PgPoolOptions::new()
-            .max_connections(20)
+            .max_connections(max)
             .connect(&env.db_url)
             .await?;
-        urls.push(bench::serve(pool).await?.0);
+        anyhow::Ok(bench::serve(pool).await?.0)
+    };
+    let single = serve(20).await?;
+    let mut urls = Vec::new();
+    for _ in 0..3 {
+        urls.push(serve(7).await?);
     }
     let mut one = Vec::new();
     let mut three = Vec::new();
@@ -317,7 +323,12 @@ async fn claim_replicas(env: &Env) -> anyhow::Result<()> {
     // claims from the same table size.
     for (round, n) in [1, 3, 3, 1, 1, 3].into_iter().enumerate() {
         let prefix = format!("cr{round}");
-        let (elapsed, _) = claim_through(env, &prefix, &urls[..n]).await?;
+        let through = if n == 1 {
+            std::slice::from_ref(&single)
+        } else {
+            &urls[..]
+        };
+        let (elapsed, _) = claim_through(env, &prefix, through).await?;
         if n == 1 { &mut one } else { &mut three }.push(rate(RUNS, elapsed));
         sqlx::query("DELETE FROM runs WHERE name LIKE $1")
             .bind(format!("{prefix}-%"))
