@@ -328,7 +328,16 @@ impl Pamd {
 
 impl Drop for Pamd {
     fn drop(&mut self) {
+        // Its children too (the `--local-worker` pam-worker), which a
+        // SIGKILLed pamd cannot stop and which would outlive the test.
+        let children = self.pid().map(children_of).unwrap_or_default();
         self.kill9();
+        for c in children {
+            let _ = Command::new("kill")
+                .args(["-KILL", &c.to_string()])
+                .stderr(Stdio::null())
+                .status();
+        }
         // A SIGKILLed pamd leaves its embedded postmaster behind: an
         // immediate shutdown, so no cluster outlives the test.
         if let Some(pm) = self.postmaster_pid() {
