@@ -313,16 +313,13 @@ async fn sync_once(
                 let health = health_of_runs(runs.iter().map(|(n, s)| (n.as_str(), *s)));
                 let n = tx.count_source_objects(&[s.id]).await?;
                 let n = n.get(&s.id).copied().unwrap_or(0) as usize;
-                let generation = s.meta.generation;
-                let outcome = Outcome::Synced {
-                    revision: tree.revision.clone(),
+                let written = Written {
                     counts: applied.counts,
                     healed: Vec::new(),
+                    health,
+                    inventory: n,
                 };
-                let s = sources::write_status(tx.as_mut(), s, outcome, health, n, now).await?;
-                ctx.commit(tx).await?;
-                cache.applied(&tree, &loaded, generation);
-                ctx.claimable.notify_waiters();
+                let s = commit_synced(ctx, tx, s, (&tree, &loaded), cache, written, now).await?;
                 Ok(Some((s, "changed")))
             }
             Err(e) => {
@@ -384,17 +381,13 @@ async fn sync_once(
             // The inventory's runs as this sync left them: no second read
             // of the whole inventory.
             let whole = applied.whole.expect("a whole tree's inventory");
-            let health = health_of_runs(whole.runs.iter().map(|(n, s)| (n.as_str(), *s)));
-            let generation = s.meta.generation;
-            let outcome = Outcome::Synced {
-                revision: tree.revision.clone(),
+            let written = Written {
                 counts: applied.counts,
                 healed,
+                health: health_of_runs(whole.runs.iter().map(|(n, s)| (n.as_str(), *s))),
+                inventory: whole.size,
             };
-            let s = sources::write_status(tx.as_mut(), s, outcome, health, whole.size, now).await?;
-            ctx.commit(tx).await?;
-            cache.applied(&tree, &loaded, generation);
-            ctx.claimable.notify_waiters();
+            let s = commit_synced(ctx, tx, s, (&tree, &loaded), cache, written, now).await?;
             Ok(Some((s, "full")))
         }
         Err(e) => {
@@ -402,6 +395,39 @@ async fn sync_once(
             Ok(Some((refused(ctx, s, tree.revision, e).await?, "failed")))
         }
     }
+}
+
+/// What a sync that applied a tree writes into the Source's status.
+struct Written {
+    counts: sources::Counts,
+    healed: Vec<Drift>,
+    health: Health,
+    inventory: usize,
+}
+
+/// Writes the Synced status of an applied tree, commits the whole sync,
+/// and remembers the tree as applied (the next watched change may apply
+/// only what changes from it); wakes the claims (runs may be new).
+async fn commit_synced(
+    ctx: &Ctx,
+    mut tx: Box<dyn pam_store::Tx>,
+    s: Source,
+    (tree, loaded): (&Tree, &Loaded),
+    cache: &mut SourceCache,
+    w: Written,
+    now: DateTime<Utc>,
+) -> anyhow::Result<Source> {
+    let generation = s.meta.generation;
+    let outcome = Outcome::Synced {
+        revision: tree.revision.clone(),
+        counts: w.counts,
+        healed: w.healed,
+    };
+    let s = sources::write_status(tx.as_mut(), s, outcome, w.health, w.inventory, now).await?;
+    ctx.commit(tx).await?;
+    cache.applied(tree, loaded, generation);
+    ctx.claimable.notify_waiters();
+    Ok(s)
 }
 
 /// The objects to apply alone, when this sync may apply only what

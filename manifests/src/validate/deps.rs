@@ -53,21 +53,7 @@ pub(super) fn check<'a>(
             continue;
         }
         if batch.depends_on_of(project, dep).is_none() {
-            let elsewhere = batch.other_projects_with_task(project, dep);
-            let message = match elsewhere.first() {
-                Some(other) => format!(
-                    "task {:?} is in project {:?}, expected a task in project {:?} (dependencies stay within a project)",
-                    dep.as_str(),
-                    other.as_str(),
-                    project.as_str()
-                ),
-                None => format!(
-                    "no task {:?} in project {:?}, expected the name of a Task in this batch or already stored in project {:?}",
-                    dep.as_str(),
-                    project.as_str(),
-                    project.as_str()
-                ),
-            };
+            let message = batch.missing_task(project, dep, " (dependencies stay within a project)");
             errors.push(doc.error_at(&field, message));
             continue;
         }

@@ -213,6 +213,26 @@ impl<'a> Batch<'a> {
         }
     }
 
+    /// Why `name`, referred to from `project`, is not a task there: it is
+    /// in another project, or nowhere (`why` is added to the first, e.g.
+    /// "(dependencies stay within a project)").
+    fn missing_task(&self, project: &Name, name: &Name, why: &str) -> String {
+        match self.other_projects_with_task(project, name).first() {
+            Some(other) => format!(
+                "task {:?} is in project {:?}, expected a task in project {:?}{why}",
+                name.as_str(),
+                other.as_str(),
+                project.as_str()
+            ),
+            None => format!(
+                "no task {:?} in project {:?}, expected the name of a Task in this batch or already stored in project {:?}",
+                name.as_str(),
+                project.as_str(),
+                project.as_str()
+            ),
+        }
+    }
+
     /// Other projects that hold a task called `name`.
     fn other_projects_with_task(&self, project: &Name, name: &Name) -> Vec<Name> {
         let mut found: BTreeSet<Name> = self
@@ -332,22 +352,7 @@ fn check_parent<'a>(
         return;
     }
     if batch.parent_of(project, parent).is_err() {
-        let elsewhere = batch.other_projects_with_task(project, parent);
-        let message = match elsewhere.first() {
-            Some(other) => format!(
-                "task {:?} is in project {:?}, expected a task in project {:?}",
-                parent.as_str(),
-                other.as_str(),
-                project.as_str()
-            ),
-            None => format!(
-                "no task {:?} in project {:?}, expected the name of a Task in this batch or already stored in project {:?}",
-                parent.as_str(),
-                project.as_str(),
-                project.as_str()
-            ),
-        };
-        errors.push(doc.error_at("spec.parent", message));
+        errors.push(doc.error_at("spec.parent", batch.missing_task(project, parent, "")));
         return;
     }
     // OQ-6: walk up the parent links as they will be after the batch.
