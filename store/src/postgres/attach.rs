@@ -22,6 +22,24 @@ fn ttl_ms(l: &AttachLease) -> i64 {
 }
 
 impl PgTx {
+    /// `sql` (binding run, lease id, now) on the unexpired lease it names.
+    async fn held_lease(
+        &mut self,
+        sql: &str,
+        run_id: Uuid,
+        lease_id: Uuid,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Option<AttachLease>> {
+        let row = sqlx::query(sql)
+            .bind(run_id)
+            .bind(lease_id)
+            .bind(now)
+            .fetch_optional(self.conn())
+            .await
+            .map_err(db_err)?;
+        row.as_ref().map(lease_from_row).transpose()
+    }
+
     async fn leases(&mut self, sql: &str, run_id: Option<Uuid>) -> StoreResult<Vec<AttachLease>> {
         let mut q = sqlx::query(sql);
         if let Some(id) = run_id {
@@ -88,17 +106,11 @@ impl AttachTx for PgTx {
         lease_id: Uuid,
         now: DateTime<Utc>,
     ) -> StoreResult<Option<AttachLease>> {
-        let row = sqlx::query(&format!(
+        let sql = format!(
             "UPDATE attach_leases SET expires_at = $3 + ttl_ms * interval '1 millisecond' \
              WHERE run_id = $1 AND id = $2 AND expires_at > $3 RETURNING {LEASE_COLS}"
-        ))
-        .bind(run_id)
-        .bind(lease_id)
-        .bind(now)
-        .fetch_optional(self.conn())
-        .await
-        .map_err(db_err)?;
-        row.as_ref().map(lease_from_row).transpose()
+        );
+        self.held_lease(&sql, run_id, lease_id, now).await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
@@ -108,17 +120,11 @@ impl AttachTx for PgTx {
         lease_id: Uuid,
         now: DateTime<Utc>,
     ) -> StoreResult<Option<AttachLease>> {
-        let row = sqlx::query(&format!(
+        let sql = format!(
             "DELETE FROM attach_leases WHERE run_id = $1 AND id = $2 AND expires_at > $3 \
              RETURNING {LEASE_COLS}"
-        ))
-        .bind(run_id)
-        .bind(lease_id)
-        .bind(now)
-        .fetch_optional(self.conn())
-        .await
-        .map_err(db_err)?;
-        row.as_ref().map(lease_from_row).transpose()
+        );
+        self.held_lease(&sql, run_id, lease_id, now).await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
