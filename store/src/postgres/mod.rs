@@ -42,11 +42,17 @@ const EVENT_LOCK_KEY: i64 = 0x7061_6d65_7665_6e74;
 #[derive(Clone)]
 pub struct PgStore {
     pool: PgPool,
+    /// This process's id in journal notifications: its own commits'
+    /// notifications wake no one of its own (it published them already).
+    instance: Uuid,
 }
 
 impl PgStore {
     pub fn new(pool: PgPool) -> Self {
-        PgStore { pool }
+        PgStore {
+            pool,
+            instance: Uuid::new_v4(),
+        }
     }
 
     /// Connects to `url` with a pool of up to `max_connections` and applies
@@ -64,7 +70,7 @@ impl PgStore {
             .run(&pool)
             .await
             .context("apply migrations")?;
-        Ok(PgStore { pool })
+        Ok(PgStore::new(pool))
     }
 
     /// Closes the pool (waits for connections in use to be returned).
@@ -89,6 +95,7 @@ impl Store for PgStore {
             tx,
             events: Vec::new(),
             event_lock: false,
+            instance: self.instance,
         }))
     }
 
@@ -98,12 +105,15 @@ impl Store for PgStore {
             .map_err(db_err)?;
         listener.listen(JOURNAL_CHANNEL).await.map_err(db_err)?;
         let (tx, rx) = tokio::sync::mpsc::channel(1);
+        let own = self.instance.to_string();
         tokio::spawn(async move {
             loop {
                 let woke = match listener.try_recv().await {
-                    // A notification, or the connection lost (reconnected
-                    // at the next call): either way, look.
-                    Ok(_) => true,
+                    // Another process's commit, or the connection lost
+                    // (reconnected at the next call; notifications may
+                    // have been missed): look.
+                    Ok(Some(n)) => !n.payload().starts_with(&own),
+                    Ok(None) => true,
                     Err(sqlx::Error::PoolClosed) => return,
                     Err(e) => {
                         tracing::debug!(error = %e, "journal listener: reconnecting");
@@ -146,6 +156,8 @@ struct PgTx {
     events: Vec<Event>,
     /// Whether this transaction holds the event-order lock.
     event_lock: bool,
+    /// The store's [`PgStore::instance`].
+    instance: Uuid,
 }
 
 // ---- errors -------------------------------------------------------------------
@@ -303,7 +315,7 @@ impl Tx for PgTx {
             // read the journal after what they have (Store::journal_wakeups).
             sqlx::query("SELECT pg_notify($1, $2)")
                 .bind(JOURNAL_CHANNEL)
-                .bind(last.seq.to_string())
+                .bind(format!("{} {}", me.instance, last.seq))
                 .execute(&mut *me.tx)
                 .await
                 .map_err(db_err)?;
