@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use pam_manifests::state::{FailureReason, RunStatus};
 use uuid::Uuid;
 
-use crate::{short_id, Host, Labels, Meta, StoreError, StoreResult};
+use crate::{short_id, Host, Labels, Meta, RunUsage, StoreError, StoreResult};
 
 /// Where a run may be dispatched.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -78,6 +78,9 @@ pub struct Run {
     pub requeue_at: Option<DateTime<Utc>>,
     /// Whether an eligible host ever matched while pending (OQ-15).
     pub eligible_host_seen: bool,
+    /// Token usage and cost (issue 21): the current attempt's and all
+    /// attempts'. Written by signal ingest.
+    pub usage: RunUsage,
     pub meta: Meta,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,

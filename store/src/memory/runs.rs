@@ -158,6 +158,7 @@ impl RunTx for MemTx {
         cur.finished_at = None;
         cur.exit_code = None;
         cur.last_progress_seq = None;
+        cur.usage.new_attempt();
         cur.failure_reason = None;
         cur.failure_message = None;
         cur.requeue_at = None;
@@ -336,6 +337,7 @@ impl RunTx for MemTx {
             cur.finished_at = r.finished_at;
             cur.requeue_at = r.requeue_at;
             cur.last_progress_seq = r.last_progress_seq;
+            cur.usage = r.usage;
             cur.updated_at = r.updated_at;
             cur.meta.resource_version = r.meta.resource_version;
         }

@@ -172,6 +172,7 @@ pub fn run(task: &WorkItem, name: &str, pending_since: DateTime<Utc>) -> Run {
         stop_requested: false,
         requeue_at: None,
         eligible_host_seen: false,
+        usage: Default::default(),
         // What the store computes for a task without dependencies.
         dispatchable_since: Some(pending_since),
         meta: Meta::default(),

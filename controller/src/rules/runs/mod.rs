@@ -110,6 +110,7 @@ pub async fn create(
         stop_requested: d.stopped,
         requeue_at: None,
         eligible_host_seen: false,
+        usage: Default::default(),
         dispatchable_since: None,
         meta: meta::new_meta(d.desired, now),
         created_at: now,
