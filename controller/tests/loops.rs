@@ -10,7 +10,7 @@ use pam_controller::clock::{Clock, ManualClock};
 use pam_controller::ctx::{Ctx, Thresholds};
 use pam_controller::reconcile::{self, dispatch, ingest};
 use pam_controller::rules::hosts as identity;
-use pam_manifests::protocol::{Signal, SignalKind, SignalOutcome};
+use pam_manifests::protocol::{Signal, SignalKind, SignalOutcome, TokenUsage};
 use pam_manifests::state::{
     FailureReason, HostStatus, Platform, ProjectStatus, RunStatus, WorkItemKind, WorkItemStatus,
 };
@@ -224,6 +224,7 @@ async fn new_run(
         stop_requested: false,
         requeue_at: None,
         eligible_host_seen: false,
+        usage: Default::default(),
         dispatchable_since: None,
         meta: Meta::default(),
         created_at: now,
@@ -1163,4 +1164,95 @@ async fn the_database_coming_back_gives_every_host_a_full_window() {
     w.advance(91);
     let p = reconcile::pass(&w.ctx).await.unwrap();
     assert_eq!((p.hosts_offline, p.runs_host_lost), (1, 1));
+}
+
+fn progress_with(run: &Run, attempt: i32, seq: i64, input: u64, output: u64) -> Signal {
+    let mut s = sig(run, attempt, SignalKind::Progress);
+    s.seq = Some(seq);
+    s.usage = Some(TokenUsage {
+        input_tokens: input,
+        output_tokens: output,
+        ..TokenUsage::default()
+    });
+    s
+}
+
+/// Issue 21: a progress step's usage counts once (a replayed seq is a
+/// duplicate and adds nothing), the finished signal's totals settle the
+/// attempt, and a requeued attempt starts from zero while the run's total
+/// keeps what the first attempt used.
+#[tokio::test]
+async fn usage_counts_once_under_replay_settles_on_finish_and_survives_requeue() {
+    let w = World::new().await;
+    let a = w.host("a", &[]).await;
+    let run = w.run("r1", Target::Any, 3).await;
+    claim_one(&w, &a).await;
+    w.signal(&a, sig(&run, 1, SignalKind::Started)).await;
+    let p1 = progress_with(&run, 1, 1, 1_000_000, 0);
+    assert_eq!(w.signal(&a, p1.clone()).await, SignalOutcome::Applied);
+    // Replays: alone, and twice within one batch.
+    assert_eq!(w.signal(&a, p1.clone()).await, SignalOutcome::Duplicate);
+    let p2 = progress_with(&run, 1, 2, 0, 1_000_000);
+    match ingest::ingest(&w.ctx, &a, &[p1, p2.clone(), p2])
+        .await
+        .unwrap()
+    {
+        ingest::BatchOutcome::Applied(r) => assert_eq!(
+            r.iter().map(|r| r.outcome).collect::<Vec<_>>(),
+            [
+                SignalOutcome::Duplicate,
+                SignalOutcome::Applied,
+                SignalOutcome::Duplicate
+            ]
+        ),
+        other => panic!("{other:?}"),
+    }
+    let u = w.get_run(run.id).await.usage;
+    assert_eq!(
+        (u.attempt.input_tokens, u.attempt.output_tokens),
+        (1_000_000, 1_000_000)
+    );
+    // claude's default price: $3 in, $15 out per million tokens.
+    assert_eq!(u.attempt.cost_micro_usd, 18_000_000);
+    assert_eq!(u.total, u.attempt);
+
+    // The provider's final totals (with its own cost) replace the steps.
+    let mut fin = finished(&run, 1, 1);
+    fin.usage = Some(TokenUsage {
+        input_tokens: 1_500_000,
+        cached_input_tokens: 500_000,
+        output_tokens: 1_000_000,
+        cost_usd: Some(0.25),
+        ..TokenUsage::default()
+    });
+    assert_eq!(w.signal(&a, fin.clone()).await, SignalOutcome::Applied);
+    assert_eq!(w.signal(&a, fin).await, SignalOutcome::Duplicate);
+    let u = w.get_run(run.id).await.usage;
+    assert_eq!(u.attempt.input_tokens, 1_500_000);
+    assert_eq!(u.attempt.cached_input_tokens, 500_000);
+    assert_eq!(u.attempt.cost_micro_usd, 250_000);
+    assert_eq!(u.total, u.attempt);
+
+    // Exit 1 → failed → requeued as attempt 2: its usage starts at zero.
+    w.advance(10);
+    assert_eq!(reconcile::pass(&w.ctx).await.unwrap().runs_requeued, 1);
+    let r = w.get_run(run.id).await;
+    assert_eq!(r.attempt, 2);
+    assert!(r.usage.attempt.is_zero());
+    claim_one(&w, &a).await;
+    w.signal(&a, sig(&run, 2, SignalKind::Started)).await;
+    // seq restarts at 1 in the new attempt, and counts.
+    assert_eq!(
+        w.signal(&a, progress_with(&run, 2, 1, 10, 20)).await,
+        SignalOutcome::Applied
+    );
+    // A late replay of attempt 1 is stale and adds nothing.
+    assert_eq!(
+        w.signal(&a, progress_with(&run, 1, 9, 10, 20)).await,
+        SignalOutcome::Stale
+    );
+    let u = w.get_run(run.id).await.usage;
+    assert_eq!((u.attempt.input_tokens, u.attempt.output_tokens), (10, 20));
+    assert_eq!(u.total.input_tokens, 1_500_010);
+    assert_eq!(u.total.output_tokens, 1_000_020);
 }

@@ -286,6 +286,8 @@ pub use task::*;
 
 mod run;
 pub use run::*;
+mod usage;
+pub use usage::*;
 
 // ---------------------------------------------------------------- Host
 

@@ -207,9 +207,24 @@ pub fn run(
             started_at: r.started_at.map(ts),
             finished_at: r.finished_at.map(ts),
             pending_since: Some(ts(r.pending_since)),
+            usage: (!r.usage.total.is_zero()).then(|| kinds::RunUsageStatus {
+                attempt: usage_figures(&r.usage.attempt),
+                total: usage_figures(&r.usage.total),
+            }),
             observed_generation: Some(r.meta.observed_generation),
             conditions: conditions(&meta),
         }),
+    }
+}
+
+/// Stored usage as status figures (issue 21).
+pub fn usage_figures(u: &store::Usage) -> kinds::UsageFigures {
+    let n = |v: i64| v.max(0) as u64;
+    kinds::UsageFigures {
+        input_tokens: n(u.input_tokens),
+        cached_input_tokens: n(u.cached_input_tokens),
+        output_tokens: n(u.output_tokens),
+        cost_usd: u.cost_usd(),
     }
 }
 

@@ -156,6 +156,10 @@ pub struct ObservedRun {
     /// RFC 3339: the dispatch-timeout anchor (OQ-15).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_since: Option<String>,
+    /// Token usage and cost (issue 21); absent until the provider
+    /// reported any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<RunUsageStatus>,
     /// The spec generation this status reflects.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,

@@ -9,6 +9,7 @@
 
 pub mod gate;
 pub mod lifecycle;
+pub mod usage;
 
 pub use lifecycle::{backoff, fail, RunWrites};
 
