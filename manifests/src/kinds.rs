@@ -269,6 +269,10 @@ pub struct ObservedProject {
     /// The Source (GitOps) whose manifests declare this project, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
+    /// Token usage and cost of every attempt of every run of the project
+    /// (issue 21); absent while none was reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<UsageFigures>,
     /// The spec generation this status reflects.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,

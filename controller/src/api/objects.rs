@@ -51,7 +51,12 @@ macro_rules! object_meta {
 
 /// A project as the API shows it; `source`: the Source that owns it
 /// ([`crate::api::lookup::project_owners`]).
-pub fn project(p: &store::Project, source: Option<String>) -> kinds::Project {
+/// `usage`: its runs' roll-up ([`store::RunTx::usage_by_project`]).
+pub fn project(
+    p: &store::Project,
+    source: Option<String>,
+    usage: Option<&store::Usage>,
+) -> kinds::Project {
     kinds::Project {
         api_version: ApiVersion::V1,
         kind: kinds::ProjectKind::Project,
@@ -64,6 +69,7 @@ pub fn project(p: &store::Project, source: Option<String>) -> kinds::Project {
         status: Some(kinds::ObservedProject {
             phase: p.status,
             source,
+            usage: usage.filter(|u| !u.is_zero()).map(usage_figures),
             observed_generation: Some(p.meta.observed_generation),
             conditions: conditions(&p.meta),
         }),
@@ -92,6 +98,7 @@ pub fn task(
     parent_name: Option<&str>,
     completion: Option<Completion>,
     deps: Option<&TaskDeps>,
+    usage: Option<&store::Usage>,
 ) -> kinds::Task {
     // spec.status is the desired status last applied (or set by a verb);
     // status.phase is the stored one (a cascade may have moved it).
@@ -136,6 +143,7 @@ pub fn task(
                 .map_or_else(Vec::new, |d| d.blocked_by.iter().map(|n| name(n)).collect()),
             dependents: deps
                 .map_or_else(Vec::new, |d| d.dependents.iter().map(|n| name(n)).collect()),
+            usage: usage.filter(|u| !u.is_zero()).map(usage_figures),
             observed_generation: Some(w.meta.observed_generation),
             conditions: conditions(&w.meta),
         }),

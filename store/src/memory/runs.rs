@@ -1,4 +1,5 @@
 use super::*;
+use crate::Usage;
 
 #[async_trait]
 impl RunTx for MemTx {
@@ -358,6 +359,39 @@ impl RunTx for MemTx {
             by.entry(r.status.as_str()).or_insert((r.status, 0)).1 += 1;
         }
         Ok(by.into_values().collect())
+    }
+
+    async fn usage_by_project(&mut self, project_ids: &[Uuid]) -> StoreResult<Vec<(Uuid, Usage)>> {
+        let mut by: HashMap<Uuid, Usage> = HashMap::new();
+        for r in self.work.runs.values() {
+            if project_ids.contains(&r.project_id) {
+                let u = by.entry(r.project_id).or_default();
+                *u = *u + r.usage.total;
+            }
+        }
+        Ok(by.into_iter().collect())
+    }
+
+    async fn usage_by_work_item(&mut self, item_ids: &[Uuid]) -> StoreResult<Vec<(Uuid, Usage)>> {
+        let mut by: HashMap<Uuid, Usage> = HashMap::new();
+        for id in item_ids {
+            let Some(root) = self.work.work_items.get(id) else {
+                continue;
+            };
+            let prefix = format!("{}/", root.path);
+            for r in self.work.runs.values() {
+                let Some(task) = self.work.work_items.get(&r.task_id) else {
+                    continue;
+                };
+                if task.project_id == root.project_id
+                    && (task.path == root.path || task.path.starts_with(&prefix))
+                {
+                    let u = by.entry(*id).or_default();
+                    *u = *u + r.usage.total;
+                }
+            }
+        }
+        Ok(by.into_iter().collect())
     }
 
     async fn count_live_runs(&mut self, host_id: Uuid) -> StoreResult<i64> {

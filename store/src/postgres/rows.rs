@@ -37,6 +37,18 @@ pub(super) fn usage_values(u: &RunUsage) -> [i64; 8] {
     ]
 }
 
+/// The sums of every attempt's usage over the runs aliased `r`, as
+/// [`usage_sum_from_row`] reads them.
+pub(super) const USAGE_SUMS: &str = "sum(r.total_input_tokens)::int8 AS total_input_tokens, \
+     sum(r.total_cached_input_tokens)::int8 AS total_cached_input_tokens, \
+     sum(r.total_output_tokens)::int8 AS total_output_tokens, \
+     sum(r.total_cost_micro_usd)::int8 AS total_cost_micro_usd";
+
+/// `(id, usage)` of a roll-up row ([`USAGE_SUMS`]).
+pub(super) fn usage_sum_from_row(row: &PgRow) -> StoreResult<(Uuid, Usage)> {
+    Ok((get(row, "id")?, usage_from_row(row, "total")?))
+}
+
 fn usage_from_row(row: &PgRow, prefix: &str) -> StoreResult<Usage> {
     Ok(Usage {
         input_tokens: get(row, &format!("{prefix}_input_tokens"))?,

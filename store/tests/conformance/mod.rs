@@ -69,6 +69,7 @@ macro_rules! store_conformance_tests {
             mark_eligible_host_seen_only_pending,
             update_run_spec_guarded,
             count_live_runs,
+            usage_rolls_up_per_project_and_subtree,
             status_counts,
             host_crud_and_update,
             host_status_guarded,
@@ -283,6 +284,7 @@ mod signals;
 mod sources;
 mod tokens;
 mod transactions;
+mod usage;
 mod work_items;
 #[allow(unused_imports)]
 pub use attach::*;
@@ -310,5 +312,7 @@ pub use sources::*;
 pub use tokens::*;
 #[allow(unused_imports)]
 pub use transactions::*;
+#[allow(unused_imports)]
+pub use usage::*;
 #[allow(unused_imports)]
 pub use work_items::*;
