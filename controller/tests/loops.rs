@@ -1256,3 +1256,68 @@ async fn usage_counts_once_under_replay_settles_on_finish_and_survives_requeue()
     assert_eq!(u.total.input_tokens, 1_500_010);
     assert_eq!(u.total.output_tokens, 1_000_020);
 }
+
+/// Issue 21: a run whose reports reach its `spec.budget` is stopped
+/// through the normal stop path (a desired stop, condition BudgetExceeded,
+/// `run.budget_exceeded` with the figures); its `finished` fails it
+/// `budget_exceeded`, and it is not restarted.
+#[tokio::test]
+async fn a_run_over_its_budget_is_stopped_and_fails_budget_exceeded() {
+    let w = World::new().await;
+    let a = w.host("a", &[]).await;
+    let run = w.run("r1", Target::Any, 3).await;
+    {
+        let mut tx = w.ctx.store.begin().await.unwrap();
+        let mut r = tx.get_run(run.id).await.unwrap().unwrap();
+        let rv = r.meta.resource_version;
+        r.meta.spec = serde_json::json!({"budget": {"maxTokens": 100}});
+        tx.update_run_spec(&r, rv).await.unwrap();
+        w.ctx.commit(tx).await.unwrap();
+    }
+    claim_one(&w, &a).await;
+    w.signal(&a, sig(&run, 1, SignalKind::Started)).await;
+    let below = [progress_with(&run, 1, 1, 50, 10)];
+    w.signal(&a, below[0].clone()).await;
+    assert_eq!(
+        ingest::enforce_run_budgets(&w.ctx, &below).await.unwrap(),
+        0
+    );
+    assert!(!w.get_run(run.id).await.stop_requested);
+
+    let over = [progress_with(&run, 1, 2, 30, 20)];
+    w.signal(&a, over[0].clone()).await;
+    assert_eq!(ingest::enforce_run_budgets(&w.ctx, &over).await.unwrap(), 1);
+    // Level-triggered, once: a second check finds it stopping already.
+    assert_eq!(ingest::enforce_run_budgets(&w.ctx, &over).await.unwrap(), 0);
+    let r = w.get_run(run.id).await;
+    assert!(r.stop_requested);
+    assert_eq!(r.status, RunStatus::Running);
+    let conds = r.meta.conditions.to_string();
+    assert!(conds.contains("BudgetExceeded"), "{conds}");
+    let ev: Vec<Event> = w
+        .events()
+        .await
+        .into_iter()
+        .filter(|e| e.topic == "run.budget_exceeded")
+        .collect();
+    assert_eq!(ev.len(), 1);
+    assert_eq!(ev[0].payload["input_tokens"], 80);
+    assert_eq!(ev[0].payload["output_tokens"], 30);
+    assert_eq!(ev[0].payload["budget"]["maxTokens"], 100);
+
+    // The worker stops the session: SIGTERM → 143.
+    assert_eq!(
+        w.signal(&a, finished(&run, 1, 143)).await,
+        SignalOutcome::Applied
+    );
+    let r = w.get_run(run.id).await;
+    assert_eq!(r.status, RunStatus::Failed);
+    assert_eq!(r.failure_reason, Some(FailureReason::BudgetExceeded));
+    assert_eq!(
+        r.failure_message.as_deref(),
+        Some("used 110 tokens of a budget of 100")
+    );
+    assert_eq!(r.requeue_at, None, "budget_exceeded never restarts");
+    w.advance(3600);
+    assert_eq!(reconcile::pass(&w.ctx).await.unwrap().runs_requeued, 0);
+}

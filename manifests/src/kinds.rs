@@ -258,6 +258,11 @@ pub struct ProjectSpec {
     /// on. Setting it back to false un-archives.
     #[serde(default)]
     pub archived: bool,
+    /// What all the project's runs together may use (issue 21): once
+    /// reached, no new run is dispatched (condition `BudgetExceeded`) until
+    /// the budget is raised.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<Budget>,
 }
 
 /// Observed state of a project.

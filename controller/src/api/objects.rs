@@ -15,7 +15,7 @@ use uuid::Uuid;
 use super::lookup::TaskDeps;
 use crate::clock::ts;
 use crate::rules::meta::manifest_labels as to_manifest_labels;
-use crate::rules::runs::gate;
+use crate::rules::runs::{gate, usage};
 
 fn name(s: &str) -> Name {
     // Names in the store came through Name::parse (apply) or were made by
@@ -65,6 +65,7 @@ pub fn project(
             display_name: Some(p.name.clone()),
             description: p.description.clone(),
             archived: p.status == pam_manifests::state::ProjectStatus::Archived,
+            budget: usage::budget_of(&p.meta),
         },
         status: Some(kinds::ObservedProject {
             phase: p.status,
@@ -203,6 +204,7 @@ pub fn run(
                 .and_then(|s| std::num::NonZeroU32::new(s.max(0) as u32)),
             stopped: r.stop_requested,
             command: spec_command,
+            budget: usage::budget_of(&r.meta),
         },
         status: Some(kinds::ObservedRun {
             phase: r.status,

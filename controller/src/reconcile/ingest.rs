@@ -92,6 +92,43 @@ pub async fn ingest(ctx: &Ctx, host: &Host, signals: &[Signal]) -> anyhow::Resul
     }
 }
 
+/// Issue 21: after a batch committed, stops the live runs its usage
+/// reports took to their budget ([`runs::stop_over_budget`], the normal
+/// stop path), in one transaction. Returns how many it stopped, so the
+/// caller can hand the stops to the workers now. Level-triggered: a run
+/// missed here (a conflict, a crash) is stopped after its next report.
+pub async fn enforce_run_budgets(ctx: &Ctx, signals: &[Signal]) -> anyhow::Result<usize> {
+    let mut ids: Vec<Uuid> = signals
+        .iter()
+        .filter(|s| s.usage.is_some() && s.kind != SignalKind::Orphan)
+        .map(|s| s.run_id)
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    if ids.is_empty() {
+        return Ok(0);
+    }
+    let now = ctx.now();
+    let mut tx = ctx.store.begin().await?;
+    let mut stopped = 0;
+    for id in ids {
+        let Some(run) = tx.get_run(id).await? else {
+            continue;
+        };
+        if runs::stop_over_budget(tx.as_mut(), run, now)
+            .await?
+            .is_some()
+        {
+            stopped += 1;
+        }
+    }
+    if stopped > 0 {
+        ctx.commit(tx).await?;
+        ctx.wake.notify_one();
+    }
+    Ok(stopped)
+}
+
 async fn ingest_once(ctx: &Ctx, host: &Host, signals: &[Signal]) -> StoreResult<BatchOutcome> {
     let now = ctx.now();
     let mut tx = ctx.store.begin().await?;

@@ -122,6 +122,10 @@ pub struct RunSpec {
     /// The argv for provider `exec` (required there, refused otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<Vec<String>>,
+    /// What all attempts together may use (issue 21): reaching it stops
+    /// the run, which fails with `budget_exceeded`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<Budget>,
 }
 
 /// Observed state of a run.

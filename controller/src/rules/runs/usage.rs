@@ -18,12 +18,17 @@
 
 use std::collections::BTreeMap;
 
+use pam_manifests::kinds::Budget;
 use pam_manifests::protocol::TokenUsage;
-use pam_store::Usage;
+use pam_store::{Meta, Run, Usage};
 use serde::Deserialize;
 
 /// The providers that report usage (exec has no structured output).
 pub const PRICED_PROVIDERS: [&str; 4] = ["claude", "codex", "gemini", "grok"];
+
+/// The condition a run (being stopped) or a project (dispatching no new
+/// runs) carries once it reached its budget, and its reason.
+pub const BUDGET_EXCEEDED: &str = "BudgetExceeded";
 
 /// The model key a provider's fallback price is listed under.
 pub const DEFAULT_MODEL: &str = "default";
@@ -178,6 +183,24 @@ pub fn measure(prices: &PriceTable, provider: &str, u: &TokenUsage) -> Usage {
     usage
 }
 
+/// The `spec.budget` an object was declared with (a Run's or a
+/// Project's), if any.
+pub fn budget_of(meta: &Meta) -> Option<Budget> {
+    meta.spec
+        .get("budget")
+        .and_then(|b| serde_json::from_value(b.clone()).ok())
+}
+
+/// Whether `used` reached `budget`: which limit, in words with the figures.
+pub fn budget_exceeded(budget: Option<&Budget>, used: &Usage) -> Option<String> {
+    budget?.exceeded(used.tokens().max(0) as u64, used.cost_usd())
+}
+
+/// Whether a run's usage over all its attempts reached its own budget.
+pub fn run_over_budget(run: &Run) -> Option<String> {
+    budget_exceeded(budget_of(&run.meta).as_ref(), &run.usage.total)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -189,6 +212,26 @@ mod tests {
             output_tokens: output,
             ..TokenUsage::default()
         }
+    }
+
+    #[test]
+    fn budgets_count_tokens_and_dollars_reached_or_over() {
+        let used = Usage {
+            input_tokens: 60,
+            cached_input_tokens: 0,
+            output_tokens: 40,
+            cost_micro_usd: 250_000,
+        };
+        let b = |t: Option<u64>, c: Option<f64>| Budget {
+            max_tokens: t,
+            max_cost_usd: c,
+        };
+        assert_eq!(budget_exceeded(None, &used), None);
+        assert_eq!(budget_exceeded(Some(&b(Some(101), Some(0.3))), &used), None);
+        let m = budget_exceeded(Some(&b(Some(100), None)), &used).unwrap();
+        assert_eq!(m, "used 100 tokens of a budget of 100");
+        let m = budget_exceeded(Some(&b(None, Some(0.2))), &used).unwrap();
+        assert_eq!(m, "cost $0.2500 of a budget of $0.2000");
     }
 
     #[test]
