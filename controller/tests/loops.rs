@@ -1321,3 +1321,61 @@ async fn a_run_over_its_budget_is_stopped_and_fails_budget_exceeded() {
     w.advance(3600);
     assert_eq!(reconcile::pass(&w.ctx).await.unwrap().runs_requeued, 0);
 }
+
+/// Issue 21: once a project's runs together reach its `spec.budget`, the
+/// pass sets its condition BudgetExceeded, no new run of it is dispatched
+/// (nor timed out: it waits on purpose), and raising the budget lets them
+/// go.
+#[tokio::test]
+async fn a_project_over_its_budget_dispatches_nothing_until_the_budget_is_raised() {
+    let w = World::new().await;
+    let a = w.host("a", &[]).await;
+    let set_budget = |max: u64| {
+        let ctx = w.ctx.clone();
+        let id = w.project;
+        async move {
+            let mut tx = ctx.store.begin().await.unwrap();
+            let mut p = tx.get_project(id).await.unwrap().unwrap();
+            let rv = p.meta.resource_version;
+            p.meta.spec = serde_json::json!({"budget": {"maxTokens": max}});
+            tx.update_project(&p, rv).await.unwrap();
+            ctx.commit(tx).await.unwrap();
+        }
+    };
+    set_budget(50).await;
+    let r1 = w.run("r1", Target::Any, 1).await;
+    claim_one(&w, &a).await;
+    w.signal(&a, sig(&r1, 1, SignalKind::Started)).await;
+    let mut fin = finished(&r1, 1, 0);
+    fin.usage = Some(TokenUsage {
+        input_tokens: 40,
+        output_tokens: 20,
+        ..TokenUsage::default()
+    });
+    w.signal(&a, fin).await;
+    reconcile::pass(&w.ctx).await.unwrap();
+    let over = |w: &World| {
+        let ctx = w.ctx.clone();
+        let id = w.project;
+        async move {
+            let mut tx = ctx.store.begin().await.unwrap();
+            let p = tx.get_project(id).await.unwrap().unwrap();
+            pam_store::projects::over_budget(&p.meta)
+        }
+    };
+    assert!(over(&w).await);
+
+    let r2 = w.run("r2", Target::Any, 1).await;
+    assert!(dispatch::claim(&w.ctx, a.id, 10).await.unwrap().is_empty());
+    // Held on purpose: no dispatch timeout while the project is over.
+    w.advance(3600);
+    w.present(a.id, a.instance_id).await;
+    reconcile::pass(&w.ctx).await.unwrap();
+    assert_eq!(w.get_run(r2.id).await.status, RunStatus::Pending);
+
+    set_budget(1000).await;
+    reconcile::pass(&w.ctx).await.unwrap();
+    assert!(!over(&w).await);
+    let claimed = claim_one(&w, &a).await;
+    assert_eq!(claimed.id, r2.id);
+}

@@ -210,7 +210,9 @@ pub trait RunTx: Send {
     /// host name equal, or selector contained in the host's labels), oldest
     /// dispatchable_since first, skipping runs with stop_requested and
     /// blocked runs (dispatchable_since NULL, or a dependency not done now:
-    /// a reopened dependency blocks before the gating pass notices). Locks rows
+    /// a reopened dependency blocks before the gating pass notices), and
+    /// runs of a project whose condition `BudgetExceeded` is True (issue
+    /// 21, [`crate::projects::over_budget`]). Locks rows
     /// (`FOR UPDATE SKIP LOCKED`), so concurrent claimers never claim the
     /// same run; each claimed run becomes spawning with host_id = host.
     /// Eligibility of the host itself (online, capacity) is the caller's.

@@ -159,9 +159,23 @@ pub fn run(
     task_name: &str,
     host_name: Option<&str>,
     waiting_for: &[String],
+    project_over_budget: Option<&str>,
 ) -> kinds::Run {
     let meta = if r.status == pam_manifests::state::RunStatus::Pending {
-        gate::with_blocked_condition(&r.meta, waiting_for, r.pending_since)
+        let mut m = gate::with_blocked_condition(&r.meta, waiting_for, r.pending_since);
+        // Issue 21: a pending run of a project over its budget waits for
+        // the budget to be raised; derived when read, like Blocked.
+        if let Some(why) = project_over_budget {
+            crate::rules::meta::set_condition(
+                &mut m,
+                usage::BUDGET_EXCEEDED,
+                true,
+                usage::BUDGET_EXCEEDED,
+                why,
+                r.pending_since,
+            );
+        }
+        m
     } else {
         r.meta.clone()
     };
@@ -225,6 +239,17 @@ pub fn run(
             conditions: conditions(&meta),
         }),
     }
+}
+
+/// The message of a project's True `BudgetExceeded` condition (issue 21).
+pub fn budget_message(meta: &Meta) -> Option<String> {
+    if !store::projects::over_budget(meta) {
+        return None;
+    }
+    conditions(meta)
+        .into_iter()
+        .find(|c| c.type_ == usage::BUDGET_EXCEEDED)
+        .and_then(|c| c.message)
 }
 
 /// Stored usage as status figures (issue 21).

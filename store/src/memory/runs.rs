@@ -188,6 +188,10 @@ impl RunTx for MemTx {
                     && r.target.matches(host)
                     && r.dispatchable_since.is_some()
                     && !s.blocked(r.task_id)
+                    && !s
+                        .projects
+                        .get(&r.project_id)
+                        .is_some_and(|p| crate::projects::over_budget(&p.meta))
             })
             .cloned()
             .collect();

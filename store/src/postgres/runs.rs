@@ -293,6 +293,8 @@ impl RunTx for PgTx {
                    AND (target = '{{}}'::jsonb OR target->>'host' = $2 \
                         OR (target ? 'selector' AND $3::jsonb @> (target->'selector'))) \
                    AND NOT {} \
+                   AND NOT EXISTS (SELECT 1 FROM projects p WHERE p.id = runs.project_id \
+                       AND p.conditions @> '[{{\"type\":\"BudgetExceeded\",\"status\":\"True\"}}]') \
                  ORDER BY dispatchable_since, id LIMIT $4 FOR UPDATE SKIP LOCKED \
              ) UPDATE runs SET status = 'spawning', host_id = $1, updated_at = $5, \
                  resource_version = resource_version + 1 \

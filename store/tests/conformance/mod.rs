@@ -70,6 +70,7 @@ macro_rules! store_conformance_tests {
             update_run_spec_guarded,
             count_live_runs,
             usage_rolls_up_per_project_and_subtree,
+            claim_skips_runs_of_projects_over_budget,
             status_counts,
             host_crud_and_update,
             host_status_guarded,

@@ -68,3 +68,48 @@ pub async fn usage_rolls_up_per_project_and_subtree(s: &dyn Store) {
 fn t0() -> DateTime<Utc> {
     t(0)
 }
+
+/// Issue 21: a project whose condition BudgetExceeded is True dispatches
+/// none of its runs; other projects' runs go on; False lets them go.
+pub async fn claim_skips_runs_of_projects_over_budget(s: &dyn Store) {
+    let (p, task) = seed(s).await;
+    let q = project("other");
+    let mut tx = s.begin().await.unwrap();
+    tx.insert_project(&q).await.unwrap();
+    let q_task = tx.insert_work_item(&item(&q, None, "qt")).await.unwrap();
+    tx.commit().await.unwrap();
+    let h = host("h", &[]);
+    insert_hosts(s, &[&h]).await;
+    let mine = run(&task, "mine", t(1));
+    let theirs = run(&q_task, "theirs", t(2));
+    insert_runs(s, &[mine.clone(), theirs.clone()]).await;
+
+    let set = |status: &str| {
+        let mut p = p.clone();
+        let status = status.to_string();
+        async move {
+            let mut tx = s.begin().await.unwrap();
+            let cur = tx.get_project(p.id).await.unwrap().unwrap();
+            p.meta = cur.meta.clone();
+            p.meta.conditions = json!([{"type": "BudgetExceeded", "status": status,
+                "reason": "BudgetExceeded", "message": "m", "lastTransitionTime": "2026-01-01T00:00:00Z"}]);
+            assert!(pam_store::projects::over_budget(&p.meta) == (status == "True"));
+            tx.update_project(&p, cur.meta.resource_version)
+                .await
+                .unwrap();
+            tx.commit().await.unwrap();
+        }
+    };
+    set("True").await;
+    let mut tx = s.begin().await.unwrap();
+    let claimed = tx.claim_runs(&h, 10, t(5)).await.unwrap();
+    assert_eq!(
+        claimed.iter().map(|r| r.id).collect::<Vec<_>>(),
+        [theirs.id]
+    );
+    tx.commit().await.unwrap();
+    set("False").await;
+    let mut tx = s.begin().await.unwrap();
+    let claimed = tx.claim_runs(&h, 10, t(6)).await.unwrap();
+    assert_eq!(claimed.iter().map(|r| r.id).collect::<Vec<_>>(), [mine.id]);
+}

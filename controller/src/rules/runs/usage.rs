@@ -196,6 +196,19 @@ pub fn budget_exceeded(budget: Option<&Budget>, used: &Usage) -> Option<String> 
     budget?.exceeded(used.tokens().max(0) as u64, used.cost_usd())
 }
 
+/// When a project's budget hold last ended: the transition time of its
+/// `BudgetExceeded` condition while False (the dispatch timeout of its
+/// pending runs counts from there, not from the hold's start).
+pub fn budget_released_at(meta: &Meta) -> Option<chrono::DateTime<chrono::Utc>> {
+    meta.conditions
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == BUDGET_EXCEEDED && c["status"] == "False")?["lastTransitionTime"]
+        .as_str()
+        .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+        .map(|t| t.with_timezone(&chrono::Utc))
+}
+
 /// Whether a run's usage over all its attempts reached its own budget.
 pub fn run_over_budget(run: &Run) -> Option<String> {
     budget_exceeded(budget_of(&run.meta).as_ref(), &run.usage.total)
