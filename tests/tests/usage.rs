@@ -166,3 +166,53 @@ async fn a_run_reaching_its_token_budget_is_stopped_and_fails_budget_exceeded() 
     })
     .await;
 }
+
+fn project_with_budget(max_tokens: u64) -> String {
+    format!(
+        "apiVersion: pam.dev/v1\nkind: Project\nmetadata:\n  name: e2e\nspec:\n  displayName: E2E\n  budget:\n    maxTokens: {max_tokens}\n---\napiVersion: pam.dev/v1\nkind: Task\nmetadata:\n  name: t1\n  project: e2e\nspec:\n  title: T1\n"
+    )
+}
+
+#[tokio::test]
+async fn a_project_over_its_budget_holds_new_runs_until_the_budget_is_raised() {
+    let (pamd, w) = pamd_and_worker(&["--lines", "3"]).await;
+    let cwd = w.tmp().display().to_string();
+    apply(
+        &pamd,
+        &format!(
+            "{}---\n{}",
+            project_with_budget(20),
+            run_yaml("first", "claude", &cwd, "")
+        ),
+    );
+    // 36 tokens: over the project's 20 once it is in.
+    wait_phase(&pamd, "first", "exited", T).await;
+    eventually(T, "the project's BudgetExceeded condition", || async {
+        let p = pamd.get("/api/v1/projects/e2e").await.ok()?;
+        let conds = p["status"]["conditions"].as_array()?.clone();
+        conds
+            .iter()
+            .any(|c| c["type"] == "BudgetExceeded" && c["status"] == "True")
+            .then_some(())
+    })
+    .await;
+    apply(&pamd, &run_yaml("second", "claude", &cwd, ""));
+    // It stays pending, saying why, while the project is over budget.
+    let r = eventually(T, "second's BudgetExceeded condition", || async {
+        let r = run(&pamd, "second").await;
+        let held = r["status"]["conditions"]
+            .as_array()?
+            .iter()
+            .any(|c| c["type"] == "BudgetExceeded" && c["status"] == "True");
+        held.then_some(r)
+    })
+    .await;
+    assert_eq!(r["status"]["phase"], "pending", "{r}");
+    // Two more passes (1 s resync) and still held.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(run(&pamd, "second").await["status"]["phase"], "pending");
+
+    // Raised: it dispatches and runs.
+    apply(&pamd, &project_with_budget(1000));
+    wait_phase(&pamd, "second", "exited", T).await;
+}
