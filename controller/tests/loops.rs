@@ -1255,6 +1255,25 @@ async fn usage_counts_once_under_replay_settles_on_finish_and_survives_requeue()
     assert_eq!((u.attempt.input_tokens, u.attempt.output_tokens), (10, 20));
     assert_eq!(u.total.input_tokens, 1_500_010);
     assert_eq!(u.total.output_tokens, 1_000_020);
+
+    // /metrics counts what was added (never less: the settle lowered
+    // output by nothing here, input by nothing), once per applied report.
+    let text = w.ctx.metrics.render(w.ctx.store.as_ref()).await.unwrap();
+    let project = w.project.to_string();
+    let line = |kind: &str| {
+        text.lines()
+            .find(|l| {
+                l.starts_with("pam_tokens_total{")
+                    && l.contains("provider=\"claude\"")
+                    && l.contains(&format!("project=\"{project}\""))
+                    && l.contains(&format!("type=\"{kind}\""))
+            })
+            .map(|l| l.rsplit(' ').next().unwrap().to_string())
+    };
+    assert_eq!(line("input").as_deref(), Some("1500010"), "{text}");
+    assert_eq!(line("cached_input").as_deref(), Some("500000"), "{text}");
+    assert_eq!(line("output").as_deref(), Some("1000020"), "{text}");
+    assert!(text.contains("pam_cost_usd_total{"), "{text}");
 }
 
 /// Issue 21: a run whose reports reach its `spec.budget` is stopped

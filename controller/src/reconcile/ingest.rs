@@ -182,8 +182,12 @@ async fn ingest_once(ctx: &Ctx, host: &Host, signals: &[Signal]) -> StoreResult<
         });
         return Ok(BatchOutcome::Rejected { results, foreign });
     }
+    let usage_deltas = std::mem::take(&mut staged.usage_deltas);
     staged.write(tx.as_mut(), now).await?;
     ctx.commit(tx).await?;
+    for (provider, project, delta) in &usage_deltas {
+        ctx.metrics.usage(provider, *project, delta);
+    }
     for r in &results {
         ctx.metrics.signal(r.outcome);
     }
@@ -214,6 +218,9 @@ struct Staged {
     orphans: HashSet<String>,
     /// What tokens cost when the provider reports no cost (issue 21).
     prices: Arc<PriceTable>,
+    /// Usage the batch added, per run: (provider, project, delta), for the
+    /// metrics after commit.
+    usage_deltas: Vec<(String, Uuid, pam_store::Usage)>,
 }
 
 impl Staged {
@@ -229,6 +236,7 @@ impl Staged {
             events: Vec::new(),
             orphans: HashSet::new(),
             prices,
+            usage_deltas: Vec::new(),
         }
     }
 
@@ -293,6 +301,9 @@ impl Staged {
         }
         if r.usage != before {
             r.meta.resource_version += 1;
+            let delta = r.usage.total - before.total;
+            self.usage_deltas
+                .push((r.provider.clone(), r.project_id, delta));
         }
     }
 
