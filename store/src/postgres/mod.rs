@@ -329,4 +329,5 @@ mod rows;
 mod runs;
 mod sources;
 mod tokens;
+mod usage;
 mod work_items;

@@ -544,35 +544,12 @@ impl RunTx for PgTx {
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn usage_by_project(&mut self, project_ids: &[Uuid]) -> StoreResult<Vec<(Uuid, Usage)>> {
-        let sql = format!(
-            "SELECT r.project_id AS id, {USAGE_SUMS} FROM runs r \
-             WHERE r.project_id = ANY($1) GROUP BY r.project_id"
-        );
-        let rows = sqlx::query(&sql)
-            .bind(project_ids)
-            .fetch_all(self.conn())
-            .await
-            .map_err(db_err)?;
-        rows.iter().map(usage_sum_from_row).collect()
+        super::usage::by_project(self.conn(), project_ids).await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn usage_by_work_item(&mut self, item_ids: &[Uuid]) -> StoreResult<Vec<(Uuid, Usage)>> {
-        // The subtree by materialized path (work_items_path index): the
-        // item itself and every path under `<path>/`.
-        let sql = format!(
-            "SELECT a.id AS id, {USAGE_SUMS} FROM work_items a \
-             JOIN work_items t ON t.project_id = a.project_id \
-               AND (t.path = a.path OR t.path LIKE a.path || '/%') \
-             JOIN runs r ON r.task_id = t.id \
-             WHERE a.id = ANY($1) GROUP BY a.id"
-        );
-        let rows = sqlx::query(&sql)
-            .bind(item_ids)
-            .fetch_all(self.conn())
-            .await
-            .map_err(db_err)?;
-        rows.iter().map(usage_sum_from_row).collect()
+        super::usage::by_work_item(self.conn(), item_ids).await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
