@@ -25,6 +25,8 @@
 //! # credentials_file = "/etc/pam/git-credentials"  (https://user:token@host per line)
 //! # ssh_key_file = "/etc/pam/git_ed25519"
 //! # known_hosts_file = "/etc/pam/known_hosts"      (then strict host checking)
+//! [prices.claude.default]   # USD per million tokens (see config/prices.rs)
+//! # input = 3.0, cached_input = 0.30, output = 15.0
 //! ```
 //! An unknown key is an error naming it: a typo must not silently fall back
 //! to a default.
@@ -33,7 +35,10 @@ use anyhow::{bail, Context};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
+use crate::rules::runs::usage::PriceTable;
 use crate::sync::fetch::GitAuth;
+
+mod prices;
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7700";
 
@@ -111,6 +116,8 @@ pub struct Config {
     pub git: GitAuth,
     pub leader: LeaderConfig,
     pub database: DatabaseConfig,
+    /// What tokens cost where a provider reports no cost (issue 21).
+    pub prices: PriceTable,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -213,6 +220,7 @@ struct FileConfig {
     git: GitFile,
     leader: LeaderConfig,
     database: DatabaseConfig,
+    prices: prices::PricesFile,
 }
 
 impl Config {
@@ -241,7 +249,7 @@ impl Config {
     ) -> anyhow::Result<Self> {
         let parsed: FileConfig = match file {
             Some((path, text)) => toml::from_str(text)
-                .map_err(|e| anyhow::anyhow!("{}: {}", path.display(), one_line(&e)))?,
+                .map_err(|e| anyhow::anyhow!("{}:{}", path.display(), one_line(&e, text)))?,
             None => FileConfig::default(),
         };
         let data_dir = match cli.data_dir.clone().or(parsed.data_dir) {
@@ -264,6 +272,7 @@ impl Config {
             git: git_auth(parsed.git, home)?,
             leader: parsed.leader,
             database: parsed.database,
+            prices: parsed.prices.table(),
         };
         config.validate()?;
         Ok(config)
@@ -363,13 +372,18 @@ fn expand_home(dir: &Path, home: Option<&Path>) -> anyhow::Result<PathBuf> {
 }
 
 /// toml's errors span several lines (a source excerpt); keep the message
-/// and the position.
-fn one_line(e: &toml::de::Error) -> String {
-    let position = e
-        .span()
-        .map(|s| format!(" (at byte {})", s.start))
-        .unwrap_or_default();
-    format!("{}{position}", e.message())
+/// and the position as `line:column: message` (1-based) to follow the
+/// file's path.
+fn one_line(e: &toml::de::Error, text: &str) -> String {
+    match e.span() {
+        Some(s) => {
+            let before = &text[..s.start.min(text.len())];
+            let line = before.matches('\n').count() + 1;
+            let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+            format!("{line}:{column}: {}", e.message())
+        }
+        None => format!(" {}", e.message()),
+    }
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@ use tokio::sync::Notify;
 use crate::clock::Clock;
 use crate::events::EventBus;
 use crate::metrics::Metrics;
+use crate::rules::runs::usage::PriceTable;
 
 /// Thresholds the loops use; config with the seed's defaults.
 #[derive(Debug, Clone)]
@@ -62,6 +63,9 @@ pub struct Ctx {
     /// The leader lease this context's commits are fenced by: the loops'
     /// context has one, the API's none (issue 15).
     pub fence: Option<Arc<Fence>>,
+    /// pamd's `[prices]` table (issue 21): what signal ingest prices a
+    /// provider's tokens at when the provider reports no cost.
+    pub prices: Arc<PriceTable>,
 }
 
 /// A fencing token: the term of a leader lease this process holds (0:
@@ -133,6 +137,7 @@ impl Ctx {
             }),
             clock,
             fence: None,
+            prices: Arc::new(PriceTable::default()),
         }
     }
 

@@ -58,7 +58,21 @@ pub struct Metrics {
     /// 1 while this replica leads (runs the loops), else 0; the term.
     pub leader: Gauge,
     pub leader_term: Gauge,
+    /// Issue 21: tokens reported by providers, by provider, project and
+    /// `type` (input, cached_input, output).
+    tokens: Family<Labels, Counter>,
+    /// Issue 21: cost in US dollars, by provider and project.
+    cost: Family<Labels, Counter<f64, std::sync::atomic::AtomicU64>>,
+    /// The projects labelled so far (at most [`MAX_PROJECT_LABELS`]).
+    project_labels: std::sync::Mutex<std::collections::HashSet<uuid::Uuid>>,
 }
+
+/// Usage metrics label at most this many projects; later ones count as
+/// `other` (a bounded label set).
+pub const MAX_PROJECT_LABELS: usize = 200;
+
+/// The providers usage metrics name; anything else counts as `other`.
+const USAGE_PROVIDERS: [&str; 4] = ["claude", "codex", "gemini", "grok"];
 
 /// How a Source sync ended: `changed` (only the changed files applied),
 /// `full` (the whole tree applied), `unchanged` (the revision applied
@@ -130,6 +144,18 @@ impl Metrics {
             "Times a slow event-stream subscriber was caught up from the journal",
             bus.lagged.clone(),
         );
+        let tokens = Family::<Labels, Counter>::default();
+        r.register(
+            "tokens",
+            "Tokens providers reported (issue 21), by provider, project (uid; `other` past 200 projects) and type: input (cached included), cached_input, output",
+            tokens.clone(),
+        );
+        let cost = Family::<Labels, Counter<f64, std::sync::atomic::AtomicU64>>::default();
+        r.register(
+            "cost_usd",
+            "Cost in US dollars of what providers reported (issue 21), by provider and project",
+            cost.clone(),
+        );
         // Every known series from the start (at 0), so rates work from the
         // first scrape.
         for outcome in ["applied", "duplicate", "stale", "rejected"] {
@@ -152,6 +178,52 @@ impl Metrics {
             source_sync,
             leader,
             leader_term,
+            tokens,
+            cost,
+            project_labels: Default::default(),
+        }
+    }
+
+    /// Issue 21: usage signal ingest committed for a run of `provider` in
+    /// `project` (a delta; negative parts — a provider's final totals
+    /// below its steps' sum — are not counted: counters only grow).
+    pub fn usage(&self, provider: &str, project: uuid::Uuid, delta: &pam_store::Usage) {
+        let provider = if USAGE_PROVIDERS.contains(&provider) {
+            provider
+        } else {
+            "other"
+        };
+        let project = {
+            let mut seen = self.project_labels.lock().expect("not poisoned");
+            if seen.contains(&project) || seen.len() < MAX_PROJECT_LABELS {
+                seen.insert(project);
+                project.to_string()
+            } else {
+                "other".to_string()
+            }
+        };
+        for (kind, n) in [
+            ("input", delta.input_tokens),
+            ("cached_input", delta.cached_input_tokens),
+            ("output", delta.output_tokens),
+        ] {
+            if n > 0 {
+                self.tokens
+                    .get_or_create(&vec![
+                        ("provider", provider.to_string()),
+                        ("project", project.clone()),
+                        ("type", kind.to_string()),
+                    ])
+                    .inc_by(n as u64);
+            }
+        }
+        if delta.cost_micro_usd > 0 {
+            self.cost
+                .get_or_create(&vec![
+                    ("provider", provider.to_string()),
+                    ("project", project),
+                ])
+                .inc_by(delta.cost_micro_usd as f64 / 1e6);
         }
     }
 

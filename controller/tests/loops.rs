@@ -10,7 +10,7 @@ use pam_controller::clock::{Clock, ManualClock};
 use pam_controller::ctx::{Ctx, Thresholds};
 use pam_controller::reconcile::{self, dispatch, ingest};
 use pam_controller::rules::hosts as identity;
-use pam_manifests::protocol::{Signal, SignalKind, SignalOutcome};
+use pam_manifests::protocol::{Signal, SignalKind, SignalOutcome, TokenUsage};
 use pam_manifests::state::{
     FailureReason, HostStatus, Platform, ProjectStatus, RunStatus, WorkItemKind, WorkItemStatus,
 };
@@ -224,6 +224,7 @@ async fn new_run(
         stop_requested: false,
         requeue_at: None,
         eligible_host_seen: false,
+        usage: Default::default(),
         dispatchable_since: None,
         meta: Meta::default(),
         created_at: now,
@@ -1163,4 +1164,237 @@ async fn the_database_coming_back_gives_every_host_a_full_window() {
     w.advance(91);
     let p = reconcile::pass(&w.ctx).await.unwrap();
     assert_eq!((p.hosts_offline, p.runs_host_lost), (1, 1));
+}
+
+fn progress_with(run: &Run, attempt: i32, seq: i64, input: u64, output: u64) -> Signal {
+    let mut s = sig(run, attempt, SignalKind::Progress);
+    s.seq = Some(seq);
+    s.usage = Some(TokenUsage {
+        input_tokens: input,
+        output_tokens: output,
+        ..TokenUsage::default()
+    });
+    s
+}
+
+/// Issue 21: a progress step's usage counts once (a replayed seq is a
+/// duplicate and adds nothing), the finished signal's totals settle the
+/// attempt, and a requeued attempt starts from zero while the run's total
+/// keeps what the first attempt used.
+#[tokio::test]
+async fn usage_counts_once_under_replay_settles_on_finish_and_survives_requeue() {
+    let w = World::new().await;
+    let a = w.host("a", &[]).await;
+    let run = w.run("r1", Target::Any, 3).await;
+    claim_one(&w, &a).await;
+    w.signal(&a, sig(&run, 1, SignalKind::Started)).await;
+    let p1 = progress_with(&run, 1, 1, 1_000_000, 0);
+    assert_eq!(w.signal(&a, p1.clone()).await, SignalOutcome::Applied);
+    // Replays: alone, and twice within one batch.
+    assert_eq!(w.signal(&a, p1.clone()).await, SignalOutcome::Duplicate);
+    let p2 = progress_with(&run, 1, 2, 0, 1_000_000);
+    match ingest::ingest(&w.ctx, &a, &[p1, p2.clone(), p2])
+        .await
+        .unwrap()
+    {
+        ingest::BatchOutcome::Applied(r) => assert_eq!(
+            r.iter().map(|r| r.outcome).collect::<Vec<_>>(),
+            [
+                SignalOutcome::Duplicate,
+                SignalOutcome::Applied,
+                SignalOutcome::Duplicate
+            ]
+        ),
+        other => panic!("{other:?}"),
+    }
+    let u = w.get_run(run.id).await.usage;
+    assert_eq!(
+        (u.attempt.input_tokens, u.attempt.output_tokens),
+        (1_000_000, 1_000_000)
+    );
+    // claude's default price: $3 in, $15 out per million tokens.
+    assert_eq!(u.attempt.cost_micro_usd, 18_000_000);
+    assert_eq!(u.total, u.attempt);
+
+    // The provider's final totals (with its own cost) replace the steps.
+    let mut fin = finished(&run, 1, 1);
+    fin.usage = Some(TokenUsage {
+        input_tokens: 1_500_000,
+        cached_input_tokens: 500_000,
+        output_tokens: 1_000_000,
+        cost_usd: Some(0.25),
+        ..TokenUsage::default()
+    });
+    assert_eq!(w.signal(&a, fin.clone()).await, SignalOutcome::Applied);
+    assert_eq!(w.signal(&a, fin).await, SignalOutcome::Duplicate);
+    let u = w.get_run(run.id).await.usage;
+    assert_eq!(u.attempt.input_tokens, 1_500_000);
+    assert_eq!(u.attempt.cached_input_tokens, 500_000);
+    assert_eq!(u.attempt.cost_micro_usd, 250_000);
+    assert_eq!(u.total, u.attempt);
+
+    // Exit 1 → failed → requeued as attempt 2: its usage starts at zero.
+    w.advance(10);
+    assert_eq!(reconcile::pass(&w.ctx).await.unwrap().runs_requeued, 1);
+    let r = w.get_run(run.id).await;
+    assert_eq!(r.attempt, 2);
+    assert!(r.usage.attempt.is_zero());
+    claim_one(&w, &a).await;
+    w.signal(&a, sig(&run, 2, SignalKind::Started)).await;
+    // seq restarts at 1 in the new attempt, and counts.
+    assert_eq!(
+        w.signal(&a, progress_with(&run, 2, 1, 10, 20)).await,
+        SignalOutcome::Applied
+    );
+    // A late replay of attempt 1 is stale and adds nothing.
+    assert_eq!(
+        w.signal(&a, progress_with(&run, 1, 9, 10, 20)).await,
+        SignalOutcome::Stale
+    );
+    let u = w.get_run(run.id).await.usage;
+    assert_eq!((u.attempt.input_tokens, u.attempt.output_tokens), (10, 20));
+    assert_eq!(u.total.input_tokens, 1_500_010);
+    assert_eq!(u.total.output_tokens, 1_000_020);
+
+    // /metrics counts what was added (never less: the settle lowered
+    // output by nothing here, input by nothing), once per applied report.
+    let text = w.ctx.metrics.render(w.ctx.store.as_ref()).await.unwrap();
+    let project = w.project.to_string();
+    let line = |kind: &str| {
+        text.lines()
+            .find(|l| {
+                l.starts_with("pam_tokens_total{")
+                    && l.contains("provider=\"claude\"")
+                    && l.contains(&format!("project=\"{project}\""))
+                    && l.contains(&format!("type=\"{kind}\""))
+            })
+            .map(|l| l.rsplit(' ').next().unwrap().to_string())
+    };
+    assert_eq!(line("input").as_deref(), Some("1500010"), "{text}");
+    assert_eq!(line("cached_input").as_deref(), Some("500000"), "{text}");
+    assert_eq!(line("output").as_deref(), Some("1000020"), "{text}");
+    assert!(text.contains("pam_cost_usd_total{"), "{text}");
+}
+
+/// Issue 21: a run whose reports reach its `spec.budget` is stopped
+/// through the normal stop path (a desired stop, condition BudgetExceeded,
+/// `run.budget_exceeded` with the figures); its `finished` fails it
+/// `budget_exceeded`, and it is not restarted.
+#[tokio::test]
+async fn a_run_over_its_budget_is_stopped_and_fails_budget_exceeded() {
+    let w = World::new().await;
+    let a = w.host("a", &[]).await;
+    let run = w.run("r1", Target::Any, 3).await;
+    {
+        let mut tx = w.ctx.store.begin().await.unwrap();
+        let mut r = tx.get_run(run.id).await.unwrap().unwrap();
+        let rv = r.meta.resource_version;
+        r.meta.spec = serde_json::json!({"budget": {"maxTokens": 100}});
+        tx.update_run_spec(&r, rv).await.unwrap();
+        w.ctx.commit(tx).await.unwrap();
+    }
+    claim_one(&w, &a).await;
+    w.signal(&a, sig(&run, 1, SignalKind::Started)).await;
+    let below = [progress_with(&run, 1, 1, 50, 10)];
+    w.signal(&a, below[0].clone()).await;
+    assert_eq!(
+        ingest::enforce_run_budgets(&w.ctx, &below).await.unwrap(),
+        0
+    );
+    assert!(!w.get_run(run.id).await.stop_requested);
+
+    let over = [progress_with(&run, 1, 2, 30, 20)];
+    w.signal(&a, over[0].clone()).await;
+    assert_eq!(ingest::enforce_run_budgets(&w.ctx, &over).await.unwrap(), 1);
+    // Level-triggered, once: a second check finds it stopping already.
+    assert_eq!(ingest::enforce_run_budgets(&w.ctx, &over).await.unwrap(), 0);
+    let r = w.get_run(run.id).await;
+    assert!(r.stop_requested);
+    assert_eq!(r.status, RunStatus::Running);
+    let conds = r.meta.conditions.to_string();
+    assert!(conds.contains("BudgetExceeded"), "{conds}");
+    let ev: Vec<Event> = w
+        .events()
+        .await
+        .into_iter()
+        .filter(|e| e.topic == "run.budget_exceeded")
+        .collect();
+    assert_eq!(ev.len(), 1);
+    assert_eq!(ev[0].payload["input_tokens"], 80);
+    assert_eq!(ev[0].payload["output_tokens"], 30);
+    assert_eq!(ev[0].payload["budget"]["maxTokens"], 100);
+
+    // The worker stops the session: SIGTERM → 143.
+    assert_eq!(
+        w.signal(&a, finished(&run, 1, 143)).await,
+        SignalOutcome::Applied
+    );
+    let r = w.get_run(run.id).await;
+    assert_eq!(r.status, RunStatus::Failed);
+    assert_eq!(r.failure_reason, Some(FailureReason::BudgetExceeded));
+    assert_eq!(
+        r.failure_message.as_deref(),
+        Some("used 110 tokens of a budget of 100")
+    );
+    assert_eq!(r.requeue_at, None, "budget_exceeded never restarts");
+    w.advance(3600);
+    assert_eq!(reconcile::pass(&w.ctx).await.unwrap().runs_requeued, 0);
+}
+
+/// Issue 21: once a project's runs together reach its `spec.budget`, the
+/// pass sets its condition BudgetExceeded, no new run of it is dispatched
+/// (nor timed out: it waits on purpose), and raising the budget lets them
+/// go.
+#[tokio::test]
+async fn a_project_over_its_budget_dispatches_nothing_until_the_budget_is_raised() {
+    let w = World::new().await;
+    let a = w.host("a", &[]).await;
+    let set_budget = |max: u64| {
+        let ctx = w.ctx.clone();
+        let id = w.project;
+        async move {
+            let mut tx = ctx.store.begin().await.unwrap();
+            let mut p = tx.get_project(id).await.unwrap().unwrap();
+            let rv = p.meta.resource_version;
+            p.meta.spec = serde_json::json!({"budget": {"maxTokens": max}});
+            tx.update_project(&p, rv).await.unwrap();
+            ctx.commit(tx).await.unwrap();
+        }
+    };
+    set_budget(50).await;
+    let r1 = w.run("r1", Target::Any, 1).await;
+    claim_one(&w, &a).await;
+    w.signal(&a, sig(&r1, 1, SignalKind::Started)).await;
+    let mut fin = finished(&r1, 1, 0);
+    fin.usage = Some(TokenUsage {
+        input_tokens: 40,
+        output_tokens: 20,
+        ..TokenUsage::default()
+    });
+    w.signal(&a, fin).await;
+    reconcile::pass(&w.ctx).await.unwrap();
+    let over = |w: &World| {
+        let ctx = w.ctx.clone();
+        let id = w.project;
+        async move {
+            let mut tx = ctx.store.begin().await.unwrap();
+            let p = tx.get_project(id).await.unwrap().unwrap();
+            pam_store::projects::over_budget(&p.meta)
+        }
+    };
+    assert!(over(&w).await);
+
+    let r2 = w.run("r2", Target::Any, 1).await;
+    assert!(dispatch::claim(&w.ctx, a.id, 10).await.unwrap().is_empty());
+    // Held on purpose: no dispatch timeout while the project is over.
+    w.advance(3600);
+    w.present(a.id, a.instance_id).await;
+    reconcile::pass(&w.ctx).await.unwrap();
+    assert_eq!(w.get_run(r2.id).await.status, RunStatus::Pending);
+
+    set_budget(1000).await;
+    reconcile::pass(&w.ctx).await.unwrap();
+    assert!(!over(&w).await);
+    let claimed = claim_one(&w, &a).await;
+    assert_eq!(claimed.id, r2.id);
 }

@@ -258,6 +258,11 @@ pub struct ProjectSpec {
     /// on. Setting it back to false un-archives.
     #[serde(default)]
     pub archived: bool,
+    /// What all the project's runs together may use (issue 21): once
+    /// reached, no new run is dispatched (condition `BudgetExceeded`) until
+    /// the budget is raised.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<Budget>,
 }
 
 /// Observed state of a project.
@@ -269,6 +274,10 @@ pub struct ObservedProject {
     /// The Source (GitOps) whose manifests declare this project, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
+    /// Token usage and cost of every attempt of every run of the project
+    /// (issue 21); absent while none was reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<UsageFigures>,
     /// The spec generation this status reflects.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
@@ -286,6 +295,8 @@ pub use task::*;
 
 mod run;
 pub use run::*;
+mod usage;
+pub use usage::*;
 
 // ---------------------------------------------------------------- Host
 

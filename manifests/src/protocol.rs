@@ -357,17 +357,34 @@ impl fmt::Display for SignalKind {
     }
 }
 
-/// Token usage and cost as a provider reports them.
+/// Token usage and cost as a provider reports them (issue 21).
+///
+/// On a `progress` signal it is that step's usage, which pamd adds to the
+/// attempt's (at most once: only a progress signal that advances
+/// `last_progress_seq` counts); on `finished` it is the provider's final
+/// totals for the attempt, which replace what the steps added up to.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct TokenUsage {
     /// Input (prompt) tokens, cached ones included.
     pub input_tokens: u64,
+    /// The part of `input_tokens` served from the provider's prompt cache
+    /// (priced lower); absent means 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cached_input_tokens: u64,
     /// Output (completion) tokens.
     pub output_tokens: u64,
+    /// The model the provider reports (claude's `message.model`), for
+    /// pamd's price table; absent: the provider's default price.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
     /// Cost in US dollars when the provider reports one (claude's
     /// `total_cost_usd`, a client-side estimate).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost_usd: Option<f64>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// The longest [`Signal::message`] a worker sends (longer text is cut at a

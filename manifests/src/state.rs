@@ -286,6 +286,9 @@ string_enum! {
         /// A task the run's task depends on was cancelled while the run
         /// waited for it (issue 17; a pam extension to the seed's list).
         DependencyCancelled = "dependency_cancelled",
+        /// The run reached its `spec.budget` and was stopped (issue 21; a
+        /// pam extension to the seed's list).
+        BudgetExceeded = "budget_exceeded",
     }
 }
 
@@ -303,6 +306,7 @@ impl FailureReason {
                     | FailureReason::NoEligibleHost
                     | FailureReason::RestartExhausted
                     | FailureReason::DependencyCancelled
+                    | FailureReason::BudgetExceeded
             )
         )
     }

@@ -60,7 +60,7 @@ fn unknown_field() {
     let text = RUN.replace("  cwd: /src\n", "  cwd: /src\n  retries: 2\n");
     assert_eq!(
         load_errors("run.yaml", &text),
-        ["run.yaml: document 0, line 11, column 3: spec.retries: unknown field, expected one of `task`, `provider`, `prompt`, `cwd`, `target`, `restartPolicy`, `dispatchTimeoutSeconds`, `stopped`, `command`"]
+        ["run.yaml: document 0, line 11, column 3: spec.retries: unknown field, expected one of `task`, `provider`, `prompt`, `cwd`, `target`, `restartPolicy`, `dispatchTimeoutSeconds`, `stopped`, `command`, `budget`"]
     );
     let text = RUN.replace(
         "    maxAttempts: 3\n",
@@ -93,6 +93,39 @@ fn wrong_type() {
     assert_eq!(
         load_errors("run.yaml", &text),
         ["run.yaml: document 0, line 9, column 11: spec.prompt: invalid type: sequence, expected a string"]
+    );
+}
+
+/// Issue 21: a budget is non-negative numbers; anything else names the
+/// file, line, column and field.
+#[test]
+fn bad_budgets() {
+    let with = |budget: &str| format!("{RUN}  budget:\n{budget}");
+    assert_eq!(
+        load_errors("run.yaml", &with("    maxCostUsd: -1.5\n")),
+        ["run.yaml: document 0, line 14, column 17: spec.budget.maxCostUsd: expected a non-negative number of US dollars, got -1.5"]
+    );
+    assert_eq!(
+        load_errors("run.yaml", &with("    maxCostUsd: lots\n")),
+        ["run.yaml: document 0, line 14, column 17: spec.budget.maxCostUsd: invalid type: string \"lots\", expected f64"]
+    );
+    assert_eq!(
+        load_errors("run.yaml", &with("    maxTokens: -10\n")),
+        ["run.yaml: document 0, line 14, column 16: spec.budget.maxTokens: invalid value: integer `-10`, expected u64"]
+    );
+    assert_eq!(
+        load_errors("run.yaml", &with("    maxTokens: 1e3x\n")),
+        ["run.yaml: document 0, line 14, column 16: spec.budget.maxTokens: invalid type: string \"1e3x\", expected u64"]
+    );
+    let ok = load(
+        "run.yaml",
+        &with("    maxCostUsd: 2\n    maxTokens: 5000\n"),
+    );
+    assert_eq!(ok.len(), 1);
+    let project = PROJECT_WEB.replace("spec: {}", "spec:\n  budget:\n    maxTokens: -1");
+    assert_eq!(
+        load_errors("p.yaml", &project),
+        ["p.yaml: document 0, line 7, column 16: spec.budget.maxTokens: invalid value: integer `-1`, expected u64"]
     );
 }
 

@@ -122,6 +122,18 @@ pub enum Command {
     },
     /// List objects, or show some
     Get(GetArgs),
+    /// The most expensive runs, tasks or projects: token usage and cost
+    Top {
+        /// runs, tasks or projects
+        #[arg(value_name = "KIND")]
+        kind: String,
+        /// Tasks and runs of every project
+        #[arg(short = 'A', long)]
+        all_projects: bool,
+        /// At most this many rows
+        #[arg(long, default_value_t = 10, value_name = "N")]
+        limit: usize,
+    },
     /// Wait until objects meet a condition (exit 0), or time out (exit 1)
     Wait {
         /// KIND/NAME…, KIND NAME…, or KIND with -l

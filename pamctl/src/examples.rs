@@ -32,6 +32,13 @@ const EXAMPLES: &[(&[&str], &str)] = &[
   pamctl get hosts -w",
     ),
     (
+        &["top"],
+        "  pamctl -p web top runs
+  pamctl top runs -A --limit 5
+  pamctl -p web top tasks
+  pamctl top projects",
+    ),
+    (
         &["wait"],
         "  pamctl -p web wait run/build-1 --for=phase=exited --timeout 5m
   pamctl -p web wait tasks -l app=web --for=condition=Ready --timeout 1m30s

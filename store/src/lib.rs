@@ -54,6 +54,7 @@ pub mod projects;
 pub mod runs;
 pub mod sources;
 pub mod tokens;
+pub mod usage;
 pub mod work_items;
 
 use std::collections::BTreeMap;
@@ -72,6 +73,7 @@ pub use projects::{Project, ProjectTx};
 pub use runs::{Run, RunFilter, RunTx, RunUpdate, SignalMarker, Target};
 pub use sources::{OwnedObject, Source, SourceObject, SourceStatus, SourceTx};
 pub use tokens::{ApiToken, TokenKind, TokenTx};
+pub use usage::{RunUsage, Usage};
 pub use work_items::{WorkItem, WorkItemTx};
 
 /// Every store trait, for `use pam_store::prelude::*`: calling a method of

@@ -41,3 +41,14 @@ pub trait ProjectTx: Send {
     /// processed signals. Returns whether it existed.
     async fn delete_project(&mut self, id: Uuid) -> StoreResult<bool>;
 }
+
+/// Issue 21: whether a project carries the condition `BudgetExceeded` with
+/// status True — set by pamd's budget pass when its runs together reached
+/// `spec.budget`. [`crate::RunTx::claim_runs`] dispatches none of its runs
+/// while it does.
+pub fn over_budget(meta: &crate::Meta) -> bool {
+    meta.conditions.as_array().is_some_and(|c| {
+        c.iter()
+            .any(|c| c["type"] == "BudgetExceeded" && c["status"] == "True")
+    })
+}

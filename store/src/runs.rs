@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use pam_manifests::state::{FailureReason, RunStatus};
 use uuid::Uuid;
 
-use crate::{short_id, Host, Labels, Meta, StoreError, StoreResult};
+use crate::{short_id, Host, Labels, Meta, RunUsage, StoreError, StoreResult, Usage};
 
 /// Where a run may be dispatched.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -78,6 +78,9 @@ pub struct Run {
     pub requeue_at: Option<DateTime<Utc>>,
     /// Whether an eligible host ever matched while pending (OQ-15).
     pub eligible_host_seen: bool,
+    /// Token usage and cost (issue 21): the current attempt's and all
+    /// attempts'. Written by signal ingest.
+    pub usage: RunUsage,
     pub meta: Meta,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
@@ -207,7 +210,9 @@ pub trait RunTx: Send {
     /// host name equal, or selector contained in the host's labels), oldest
     /// dispatchable_since first, skipping runs with stop_requested and
     /// blocked runs (dispatchable_since NULL, or a dependency not done now:
-    /// a reopened dependency blocks before the gating pass notices). Locks rows
+    /// a reopened dependency blocks before the gating pass notices), and
+    /// runs of a project whose condition `BudgetExceeded` is True (issue
+    /// 21, [`crate::projects::over_budget`]). Locks rows
     /// (`FOR UPDATE SKIP LOCKED`), so concurrent claimers never claim the
     /// same run; each claimed run becomes spawning with host_id = host.
     /// Eligibility of the host itself (online, capacity) is the caller's.
@@ -252,7 +257,7 @@ pub trait RunTx: Send {
     /// Signal ingest's batch write of run state decided in memory: for each
     /// `(run, expected_rv)`, writes the per-attempt columns (status, host_id,
     /// exit_code, failure_reason, started_at, finished_at, requeue_at,
-    /// last_progress_seq, updated_at, resource_version) where
+    /// last_progress_seq, the usage figures, updated_at, resource_version) where
     /// `resource_version = expected_rv`, in one statement. Every step that
     /// produced `run` already passed the state-machine gate. Any row that
     /// does not match is a Conflict and nothing is written.
@@ -261,6 +266,15 @@ pub trait RunTx: Send {
     async fn delete_run(&mut self, id: Uuid) -> StoreResult<bool>;
     /// Number of runs in spawning or running on a host.
     async fn count_live_runs(&mut self, host_id: Uuid) -> StoreResult<i64>;
+    /// Usage roll-up per project (issue 21), one statement: the sum of
+    /// every attempt's usage over the project's runs. Projects without
+    /// runs are left out; order unspecified.
+    async fn usage_by_project(&mut self, project_ids: &[Uuid]) -> StoreResult<Vec<(Uuid, Usage)>>;
+    /// Usage roll-up per work item (issue 21), one statement: the sum of
+    /// every attempt's usage over the runs of the item and of its
+    /// descendants (the materialized path's subtree). Items without such
+    /// runs are left out; order unspecified.
+    async fn usage_by_work_item(&mut self, item_ids: &[Uuid]) -> StoreResult<Vec<(Uuid, Usage)>>;
     /// How many runs are in each status (statuses with none are left out).
     async fn count_runs_by_status(&mut self) -> StoreResult<Vec<(RunStatus, i64)>>;
 }

@@ -15,7 +15,7 @@ use uuid::Uuid;
 use super::lookup::TaskDeps;
 use crate::clock::ts;
 use crate::rules::meta::manifest_labels as to_manifest_labels;
-use crate::rules::runs::gate;
+use crate::rules::runs::{gate, usage};
 
 fn name(s: &str) -> Name {
     // Names in the store came through Name::parse (apply) or were made by
@@ -51,7 +51,12 @@ macro_rules! object_meta {
 
 /// A project as the API shows it; `source`: the Source that owns it
 /// ([`crate::api::lookup::project_owners`]).
-pub fn project(p: &store::Project, source: Option<String>) -> kinds::Project {
+/// `usage`: its runs' roll-up ([`store::RunTx::usage_by_project`]).
+pub fn project(
+    p: &store::Project,
+    source: Option<String>,
+    usage: Option<&store::Usage>,
+) -> kinds::Project {
     kinds::Project {
         api_version: ApiVersion::V1,
         kind: kinds::ProjectKind::Project,
@@ -60,10 +65,12 @@ pub fn project(p: &store::Project, source: Option<String>) -> kinds::Project {
             display_name: Some(p.name.clone()),
             description: p.description.clone(),
             archived: p.status == pam_manifests::state::ProjectStatus::Archived,
+            budget: usage::budget_of(&p.meta),
         },
         status: Some(kinds::ObservedProject {
             phase: p.status,
             source,
+            usage: usage.filter(|u| !u.is_zero()).map(usage_figures),
             observed_generation: Some(p.meta.observed_generation),
             conditions: conditions(&p.meta),
         }),
@@ -92,6 +99,7 @@ pub fn task(
     parent_name: Option<&str>,
     completion: Option<Completion>,
     deps: Option<&TaskDeps>,
+    usage: Option<&store::Usage>,
 ) -> kinds::Task {
     // spec.status is the desired status last applied (or set by a verb);
     // status.phase is the stored one (a cascade may have moved it).
@@ -136,6 +144,7 @@ pub fn task(
                 .map_or_else(Vec::new, |d| d.blocked_by.iter().map(|n| name(n)).collect()),
             dependents: deps
                 .map_or_else(Vec::new, |d| d.dependents.iter().map(|n| name(n)).collect()),
+            usage: usage.filter(|u| !u.is_zero()).map(usage_figures),
             observed_generation: Some(w.meta.observed_generation),
             conditions: conditions(&w.meta),
         }),
@@ -150,9 +159,23 @@ pub fn run(
     task_name: &str,
     host_name: Option<&str>,
     waiting_for: &[String],
+    project_over_budget: Option<&str>,
 ) -> kinds::Run {
     let meta = if r.status == pam_manifests::state::RunStatus::Pending {
-        gate::with_blocked_condition(&r.meta, waiting_for, r.pending_since)
+        let mut m = gate::with_blocked_condition(&r.meta, waiting_for, r.pending_since);
+        // Issue 21: a pending run of a project over its budget waits for
+        // the budget to be raised; derived when read, like Blocked.
+        if let Some(why) = project_over_budget {
+            crate::rules::meta::set_condition(
+                &mut m,
+                usage::BUDGET_EXCEEDED,
+                true,
+                usage::BUDGET_EXCEEDED,
+                why,
+                r.pending_since,
+            );
+        }
+        m
     } else {
         r.meta.clone()
     };
@@ -195,6 +218,7 @@ pub fn run(
                 .and_then(|s| std::num::NonZeroU32::new(s.max(0) as u32)),
             stopped: r.stop_requested,
             command: spec_command,
+            budget: usage::budget_of(&r.meta),
         },
         status: Some(kinds::ObservedRun {
             phase: r.status,
@@ -207,9 +231,35 @@ pub fn run(
             started_at: r.started_at.map(ts),
             finished_at: r.finished_at.map(ts),
             pending_since: Some(ts(r.pending_since)),
+            usage: (!r.usage.total.is_zero()).then(|| kinds::RunUsageStatus {
+                attempt: usage_figures(&r.usage.attempt),
+                total: usage_figures(&r.usage.total),
+            }),
             observed_generation: Some(r.meta.observed_generation),
             conditions: conditions(&meta),
         }),
+    }
+}
+
+/// The message of a project's True `BudgetExceeded` condition (issue 21).
+pub fn budget_message(meta: &Meta) -> Option<String> {
+    if !store::projects::over_budget(meta) {
+        return None;
+    }
+    conditions(meta)
+        .into_iter()
+        .find(|c| c.type_ == usage::BUDGET_EXCEEDED)
+        .and_then(|c| c.message)
+}
+
+/// Stored usage as status figures (issue 21).
+pub fn usage_figures(u: &store::Usage) -> kinds::UsageFigures {
+    let n = |v: i64| v.max(0) as u64;
+    kinds::UsageFigures {
+        input_tokens: n(u.input_tokens),
+        cached_input_tokens: n(u.cached_input_tokens),
+        output_tokens: n(u.output_tokens),
+        cost_usd: u.cost_usd(),
     }
 }
 

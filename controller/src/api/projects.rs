@@ -28,9 +28,12 @@ pub async fn list_projects(
         .collect();
     let ids: Vec<_> = projects.iter().map(|p| p.id).collect();
     let mut owners = lookup::project_owners(tx.as_mut(), &ids).await?;
+    // Issue 21: one roll-up query for every listed project.
+    let usage: std::collections::HashMap<_, _> =
+        tx.usage_by_project(&ids).await?.into_iter().collect();
     let items = projects
         .iter()
-        .map(|p| to_json(&objects::project(p, owners.remove(&p.id))))
+        .map(|p| to_json(&objects::project(p, owners.remove(&p.id), usage.get(&p.id))))
         .collect();
     Ok(list(items))
 }
@@ -44,7 +47,12 @@ pub async fn get_project(
     let mut tx = st.ctx.store.begin().await?;
     let p = lookup::project(tx.as_mut(), &slug).await?;
     let mut owners = lookup::project_owners(tx.as_mut(), &[p.id]).await?;
-    Ok(Json(to_json(&objects::project(&p, owners.remove(&p.id)))))
+    let usage = tx.usage_by_project(&[p.id]).await?;
+    Ok(Json(to_json(&objects::project(
+        &p,
+        owners.remove(&p.id),
+        usage.first().map(|(_, u)| u),
+    ))))
 }
 
 #[tracing::instrument(skip_all, fields(project = %slug))]

@@ -31,6 +31,8 @@ struct RunNames {
     hosts: HashMap<Uuid, String>,
     /// Task id → the tasks it waits for (not done), issue 17.
     waiting: HashMap<Uuid, Vec<String>>,
+    /// Project id → why it is over its budget (issue 21).
+    over_budget: HashMap<Uuid, String>,
 }
 
 impl RunNames {
@@ -49,6 +51,10 @@ impl RunNames {
             .collect();
         Ok(RunNames {
             waiting,
+            over_budget: projects
+                .iter()
+                .filter_map(|p| Some((p.id, objects::budget_message(&p.meta)?)))
+                .collect(),
             projects: projects.iter().map(|p| (p.id, p.slug.clone())).collect(),
             tasks,
             hosts: tx
@@ -69,6 +75,7 @@ impl RunNames {
                 .and_then(|h| self.hosts.get(&h))
                 .map(String::as_str),
             self.waiting.get(&r.task_id).map_or(&[], Vec::as_slice),
+            self.over_budget.get(&r.project_id).map(String::as_str),
         ))
     }
 }

@@ -32,6 +32,8 @@ async fn tasks_of(
     let completion = objects::completions(&items);
     let ids: Vec<Uuid> = items.iter().map(|w| w.id).collect();
     let deps = lookup::task_deps(tx, &ids).await?;
+    // Issue 21: one roll-up query for the project's tasks.
+    let usage: HashMap<Uuid, _> = tx.usage_by_work_item(&ids).await?.into_iter().collect();
     Ok(items
         .iter()
         .filter(|w| selected(sel, &w.meta.labels))
@@ -43,6 +45,7 @@ async fn tasks_of(
                 parent,
                 completion.get(&w.id).copied(),
                 deps.get(&w.id),
+                usage.get(&w.id),
             ))
         })
         .collect())
@@ -84,12 +87,14 @@ async fn task_object(tx: &mut dyn Tx, p: &Project, w: &WorkItem) -> ApiResult<Va
     let subtree = tx.subtree(w.id).await?;
     let completion = objects::completions(&subtree).get(&w.id).copied();
     let deps = lookup::task_deps(tx, &[w.id]).await?;
+    let usage = tx.usage_by_work_item(&[w.id]).await?;
     Ok(to_json(&objects::task(
         w,
         &p.slug,
         parent.as_deref(),
         completion,
         deps.get(&w.id),
+        usage.first().map(|(_, u)| u),
     )))
 }
 

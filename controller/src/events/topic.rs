@@ -5,7 +5,9 @@
 //! `run.requeued` for the restart requeue (failed → pending), so the
 //! journal shows every status change of a run. `run.unblocked` and
 //! `run.blocked` (issue 17) say when a pending run's task dependencies
-//! are all done, or one was reopened (`rules::runs::gate`). The `source.*` topics are
+//! are all done, or one was reopened (`rules::runs::gate`).
+//! `run.budget_exceeded` (issue 21) says a run reached its budget and is
+//! being stopped. The `source.*` topics are
 //! GitOps' (docs/gitops.md): a Source's syncs, failures, drift, heals and
 //! prunes.
 
@@ -32,6 +34,9 @@ pub const RUN_INTEGRITY_ANOMALY: &str = "run.integrity_anomaly";
 pub const RUN_REQUEUED: &str = "run.requeued";
 pub const RUN_BLOCKED: &str = "run.blocked";
 pub const RUN_UNBLOCKED: &str = "run.unblocked";
+/// Issue 21: a live run reached its `spec.budget` and is being stopped; the
+/// payload carries the figures and the budget.
+pub const RUN_BUDGET_EXCEEDED: &str = "run.budget_exceeded";
 pub const WORKER_REGISTERED: &str = "worker.registered";
 pub const WORKER_OFFLINE: &str = "worker.offline";
 pub const WORKER_INSTANCE_SUSPECT: &str = "worker.instance_suspect";

@@ -42,10 +42,11 @@
 //!    events in signal order.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use pam_manifests::protocol::{Signal, SignalKind, SignalOutcome, SignalResult};
+use pam_manifests::protocol::{Signal, SignalKind, SignalOutcome, SignalResult, TokenUsage};
 use pam_manifests::state::{FailureReason, RunStatus};
 use serde_json::{json, Value};
 use uuid::Uuid;
@@ -55,6 +56,7 @@ use pam_store::{Host, Run, RunUpdate, SignalMarker, StoreError, StoreResult};
 
 use crate::ctx::Ctx;
 use crate::events::{payload, topic};
+use crate::rules::runs::usage::{self, PriceTable};
 use crate::rules::runs::{self, lifecycle, RunWrites};
 
 /// The result of a batch.
@@ -90,6 +92,43 @@ pub async fn ingest(ctx: &Ctx, host: &Host, signals: &[Signal]) -> anyhow::Resul
     }
 }
 
+/// Issue 21: after a batch committed, stops the live runs its usage
+/// reports took to their budget ([`runs::stop_over_budget`], the normal
+/// stop path), in one transaction. Returns how many it stopped, so the
+/// caller can hand the stops to the workers now. Level-triggered: a run
+/// missed here (a conflict, a crash) is stopped after its next report.
+pub async fn enforce_run_budgets(ctx: &Ctx, signals: &[Signal]) -> anyhow::Result<usize> {
+    let mut ids: Vec<Uuid> = signals
+        .iter()
+        .filter(|s| s.usage.is_some() && s.kind != SignalKind::Orphan)
+        .map(|s| s.run_id)
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    if ids.is_empty() {
+        return Ok(0);
+    }
+    let now = ctx.now();
+    let mut tx = ctx.store.begin().await?;
+    let mut stopped = 0;
+    for id in ids {
+        let Some(run) = tx.get_run(id).await? else {
+            continue;
+        };
+        if runs::stop_over_budget(tx.as_mut(), run, now)
+            .await?
+            .is_some()
+        {
+            stopped += 1;
+        }
+    }
+    if stopped > 0 {
+        ctx.commit(tx).await?;
+        ctx.wake.notify_one();
+    }
+    Ok(stopped)
+}
+
 async fn ingest_once(ctx: &Ctx, host: &Host, signals: &[Signal]) -> StoreResult<BatchOutcome> {
     let now = ctx.now();
     let mut tx = ctx.store.begin().await?;
@@ -101,7 +140,7 @@ async fn ingest_once(ctx: &Ctx, host: &Host, signals: &[Signal]) -> StoreResult<
     ids.sort_unstable();
     ids.dedup();
     let (locked, markers) = tx.lock_runs_with_signals(&ids).await?;
-    let mut staged = Staged::new(locked, markers);
+    let mut staged = Staged::new(locked, markers, ctx.prices.clone());
     let mut orphans: Vec<String> = signals
         .iter()
         .filter(|s| s.kind == SignalKind::Orphan)
@@ -143,8 +182,12 @@ async fn ingest_once(ctx: &Ctx, host: &Host, signals: &[Signal]) -> StoreResult<
         });
         return Ok(BatchOutcome::Rejected { results, foreign });
     }
+    let usage_deltas = std::mem::take(&mut staged.usage_deltas);
     staged.write(tx.as_mut(), now).await?;
     ctx.commit(tx).await?;
+    for (provider, project, delta) in &usage_deltas {
+        ctx.metrics.usage(provider, *project, delta);
+    }
     for r in &results {
         ctx.metrics.signal(r.outcome);
     }
@@ -173,10 +216,15 @@ struct Staged {
     /// Orphan sessions of the batch's host that the journal names already
     /// or this batch journals.
     orphans: HashSet<String>,
+    /// What tokens cost when the provider reports no cost (issue 21).
+    prices: Arc<PriceTable>,
+    /// Usage the batch added, per run: (provider, project, delta), for the
+    /// metrics after commit.
+    usage_deltas: Vec<(String, Uuid, pam_store::Usage)>,
 }
 
 impl Staged {
-    fn new(runs: Vec<Run>, markers: Vec<SignalMarker>) -> Staged {
+    fn new(runs: Vec<Run>, markers: Vec<SignalMarker>, prices: Arc<PriceTable>) -> Staged {
         Staged {
             read_rv: runs
                 .iter()
@@ -187,6 +235,8 @@ impl Staged {
             new_markers: Vec::new(),
             events: Vec::new(),
             orphans: HashSet::new(),
+            prices,
+            usage_deltas: Vec::new(),
         }
     }
 
@@ -229,6 +279,32 @@ impl Staged {
         r.last_progress_seq = Some(seq);
         r.meta.resource_version += 1;
         true
+    }
+
+    /// Records a provider's usage report on a staged run (issue 21,
+    /// [`usage`]): a progress step is added, a final report settles the
+    /// attempt. The caller has already decided the signal applies (a
+    /// progress seq that advanced, a first `finished`).
+    fn record_usage(&mut self, id: Uuid, report: Option<&TokenUsage>, fin: bool) {
+        let Some(report) = report else {
+            return;
+        };
+        let Some(r) = self.runs.get_mut(&id) else {
+            return;
+        };
+        let measured = usage::measure(&self.prices, &r.provider, report);
+        let before = r.usage;
+        if fin {
+            r.usage.settle(measured);
+        } else {
+            r.usage.add_step(measured);
+        }
+        if r.usage != before {
+            r.meta.resource_version += 1;
+            let delta = r.usage.total - before.total;
+            self.usage_deltas
+                .push((r.provider.clone(), r.project_id, delta));
+        }
     }
 
     /// Writes the batch: new markers, changed runs, events — three
@@ -373,6 +449,7 @@ fn progress(st: &mut Staged, run: &Run, sig: &Signal) -> Applied {
         return stale("run is no longer live");
     }
     if st.advance_progress(run.id, run.attempt, seq) {
+        st.record_usage(run.id, sig.usage.as_ref(), false);
         APPLIED
     } else {
         DUPLICATE
@@ -407,6 +484,8 @@ async fn finished(
     if !first_time(st, &run, "finished") {
         return Ok(DUPLICATE);
     }
+    st.record_usage(run.id, sig.usage.as_ref(), true);
+    let run = st.run(run.id).expect("locked above");
     lifecycle::finish(st, &run, sig.exit_code.unwrap_or(-1), now).await?;
     Ok(APPLIED)
 }

@@ -11,6 +11,7 @@
 //! with backoff), [`liveness`] (offline hosts, host_lost), [`integrity`],
 //! [`retention`]; [`ingest`] applies worker signals.
 
+pub mod budget;
 pub mod dispatch;
 pub mod gate;
 pub mod ingest;
@@ -76,6 +77,12 @@ async fn sweep_all(ctx: &Ctx) -> anyhow::Result<Pass> {
     p.runs_unblocked = gated.unblocked;
     p.runs_dependency_cancelled = gated.dependency_cancelled;
     if gated.unblocked > 0 {
+        ctx.claimable.notify_waiters();
+    }
+    let started = std::time::Instant::now();
+    let budgets = budget::sweep(ctx).await?;
+    ctx.metrics.loop_took("budget", started);
+    if budgets.restored > 0 {
         ctx.claimable.notify_waiters();
     }
     let started = std::time::Instant::now();

@@ -27,6 +27,7 @@
 
 use super::ignore_conflict;
 use crate::ctx::Ctx;
+use crate::rules::runs::usage;
 use crate::rules::{hosts, runs};
 
 /// Pending runs examined per pass (oldest first).
@@ -50,6 +51,22 @@ pub async fn sweep(ctx: &Ctx) -> anyhow::Result<(usize, usize)> {
         .filter(|h| hosts::eligible(h))
         .filter(|h| observing || h.last_seen_at.is_some_and(|t| t >= since))
         .collect();
+    // Issue 21: a project over its budget holds its pending runs on
+    // purpose (until the budget is raised): no dispatch timeout for them,
+    // and once released their window opens again at the release.
+    let mut held = std::collections::HashSet::new();
+    let mut released = std::collections::HashMap::new();
+    for p in tx.list_projects().await? {
+        match usage::budget_released_at(&p.meta) {
+            _ if pam_store::projects::over_budget(&p.meta) => {
+                held.insert(p.id);
+            }
+            Some(at) => {
+                released.insert(p.id, at);
+            }
+            None => {}
+        }
+    }
     let (mut timed_out, mut stopped) = (0, 0);
     let mut seen = Vec::new();
     for run in pending {
@@ -65,7 +82,7 @@ pub async fn sweep(ctx: &Ctx) -> anyhow::Result<(usize, usize)> {
         if matched && !run.eligible_host_seen {
             seen.push(run.id);
         }
-        if !observing {
+        if !observing || held.contains(&run.project_id) {
             continue;
         }
         let timeout = run
@@ -80,6 +97,9 @@ pub async fn sweep(ctx: &Ctx) -> anyhow::Result<(usize, usize)> {
         let Some(since) = run.dispatchable_since else {
             continue;
         };
+        let since = released
+            .get(&run.project_id)
+            .map_or(since, |at: &chrono::DateTime<chrono::Utc>| since.max(*at));
         if now >= since + timeout
             && ignore_conflict(runs::lifecycle::time_out(tx.as_mut(), &run, matched, now).await)?
                 .is_some()

@@ -12,6 +12,7 @@ use pam_store::{Project, StoreResult};
 use uuid::Uuid;
 
 use super::meta::{self, Change, Desired};
+use super::runs::usage;
 use crate::events::{payload, topic};
 
 /// A project as declared.
@@ -107,4 +108,45 @@ pub async fn update(
 /// signal markers. The seed's journal has no project deletion topic.
 pub async fn delete(tx: &mut dyn Tx, p: &Project) -> StoreResult<bool> {
     tx.delete_project(p.id).await
+}
+
+/// Issue 21: the project's budget state — the condition `BudgetExceeded`
+/// True with the figures (`exceeded`: which limit its runs together
+/// reached), or False once they are within it again (the budget was
+/// raised). While True, no run of the project is dispatched
+/// ([`pam_store::RunTx::claim_runs`]) and its pending runs show the
+/// condition too. Writes only a change; returns whether it wrote.
+pub async fn set_budget_state(
+    tx: &mut dyn Tx,
+    mut p: Project,
+    exceeded: Option<&str>,
+    now: DateTime<Utc>,
+) -> StoreResult<bool> {
+    let was = pam_store::projects::over_budget(&p.meta);
+    if was == exceeded.is_some() {
+        return Ok(false);
+    }
+    let rv = p.meta.resource_version;
+    let (reason, message) = match exceeded {
+        Some(why) => (
+            usage::BUDGET_EXCEEDED,
+            format!("{why}: no new runs are dispatched"),
+        ),
+        None => (
+            "WithinBudget",
+            "the project's runs are within its budget".to_string(),
+        ),
+    };
+    meta::set_condition(
+        &mut p.meta,
+        usage::BUDGET_EXCEEDED,
+        exceeded.is_some(),
+        reason,
+        &message,
+        now,
+    );
+    let p = tx.update_project(&p, rv).await?;
+    tx.append_event(topic::PROJECT_UPDATED, payload::project(&p), now)
+        .await?;
+    Ok(true)
 }

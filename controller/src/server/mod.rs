@@ -66,7 +66,8 @@ async fn stop_embedded(mut pg: EmbeddedPg) {
 
 async fn serve(config: &Config, clock: SharedClock, url: &str) -> anyhow::Result<()> {
     let store = PgStore::connect(url, config.database.max_connections).await?;
-    let state = AppState::new(Arc::new(store.clone()), clock, thresholds(config));
+    let mut state = AppState::new(Arc::new(store.clone()), clock, thresholds(config));
+    state.ctx.prices = Arc::new(config.prices.clone());
     let purged = crate::reconcile::retention::purge(&state.ctx, config.retention.events_days)
         .await
         .context("purge old events")?;

@@ -122,6 +122,10 @@ pub struct RunSpec {
     /// The argv for provider `exec` (required there, refused otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<Vec<String>>,
+    /// What all attempts together may use (issue 21): reaching it stops
+    /// the run, which fails with `budget_exceeded`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<Budget>,
 }
 
 /// Observed state of a run.
@@ -156,6 +160,10 @@ pub struct ObservedRun {
     /// RFC 3339: the dispatch-timeout anchor (OQ-15).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_since: Option<String>,
+    /// Token usage and cost (issue 21); absent until the provider
+    /// reported any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<RunUsageStatus>,
     /// The spec generation this status reflects.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,

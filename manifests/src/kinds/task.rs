@@ -70,6 +70,10 @@ pub struct ObservedTask {
     /// The tasks whose `spec.dependsOn` names this one (what waits for it).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dependents: Vec<Name>,
+    /// Token usage and cost of every attempt of the runs of this task and
+    /// its subtasks (issue 21); absent while none was reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<UsageFigures>,
     /// The spec generation this status reflects.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,

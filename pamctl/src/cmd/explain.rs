@@ -393,7 +393,7 @@ mod tests {
         let e = page("run.spec.colour", false).unwrap_err();
         assert_eq!(e.message, "field \"colour\" does not exist in run.spec");
         assert!(
-            e.hints[0].starts_with("fields of run.spec: command, cwd,"),
+            e.hints[0].starts_with("fields of run.spec: budget, command, cwd,"),
             "{:?}",
             e.hints
         );

@@ -24,7 +24,8 @@ use crate::{duration, object_path, term, Ctx};
 /// its rule read from the object: the run is being stopped
 /// (`spec.stopped`), its attempts are used up, or the reason is one that
 /// never restarts ([`FailureReason::restartable`]: dispatch_timeout,
-/// no_eligible_host, restart_exhausted, dependency_cancelled).
+/// no_eligible_host, restart_exhausted, dependency_cancelled,
+/// budget_exceeded).
 pub(crate) fn final_state(run: &Value) -> Option<String> {
     let phase = run.pointer("/status/phase").and_then(Value::as_str)?;
     match RunStatus::from_str(phase).ok()? {

@@ -15,6 +15,7 @@ mod runs;
 mod sync;
 mod targets;
 mod token;
+mod top;
 mod validate;
 mod wait;
 mod watch;
@@ -94,5 +95,10 @@ pub(crate) fn run(ctx: &mut Ctx, command: Command) -> Result<Exit> {
         Command::Label(a) => meta::label(ctx, meta::Which::Labels, &a),
         Command::Annotate(a) => meta::label(ctx, meta::Which::Annotations, &a),
         Command::Edit { args } => edit::edit(ctx, &args),
+        Command::Top {
+            kind,
+            all_projects,
+            limit,
+        } => top::top(ctx, &kind, all_projects, limit),
     }
 }

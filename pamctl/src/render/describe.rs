@@ -95,6 +95,16 @@ pub fn page(kind: Kind, obj: &Value, events: &[Value], now: DateTime<Utc>) -> St
         field("Waits For", names("/status/blockedBy"));
         field("Waited On By", names("/status/dependents"));
     }
+    // Issue 21: what it cost, in one line each.
+    if kind == Kind::Run && obj.pointer("/status/usage").is_some() {
+        field("Usage", super::usage::line(obj, "/status/usage/total"));
+        field(
+            "Usage (attempt)",
+            super::usage::line(obj, "/status/usage/attempt"),
+        );
+    } else if matches!(kind, Kind::Task | Kind::Project) && obj.pointer("/status/usage").is_some() {
+        field("Usage", super::usage::line(obj, "/status/usage"));
+    }
     out.push_str("Spec:\n");
     out.push_str(&indented_yaml(obj.get("spec").unwrap_or(&Value::Null)));
     let mut status = obj

@@ -7,6 +7,7 @@ pub mod columns;
 pub mod describe;
 pub mod diff;
 pub mod table;
+pub mod usage;
 
 use chrono::{DateTime, Utc};
 use pam_manifests::Kind;
@@ -200,7 +201,9 @@ pub(crate) mod samples {
             "spec": {"task": "build", "provider": "claude", "prompt": "make it build", "cwd": "/src/web",
                 "target": {"host": "alpha"}, "restartPolicy": {"maxAttempts": 3, "backoffSeconds": 10, "backoffMaxSeconds": 300}},
             "status": {"phase": "failed", "attempt": 2, "host": "alpha", "sessionName": "pam-5e4d3c2b",
-                "exitCode": 1, "failureReason": "exit_nonzero"}})]
+                "exitCode": 1, "failureReason": "exit_nonzero",
+                "usage": {"attempt": {"inputTokens": 200, "cachedInputTokens": 0, "outputTokens": 34, "costUsd": 0.002},
+                    "total": {"inputTokens": 1200, "cachedInputTokens": 100, "outputTokens": 34, "costUsd": 0.0123}}}})]
     }
 
     pub fn hosts() -> Vec<Value> {
@@ -251,9 +254,9 @@ mod tests {
         build       task        todo     release-1   5m
         ");
         insta::assert_snapshot!(show(Kind::Task, &tasks(), Output::Wide, false, true), @r"
-        PROJECT   NAME        TYPE        STATUS   PARENT      AGE    PATH              COMPLETION   ASSIGNEE   BLOCKED-BY
-        web       release-1   milestone   doing    <none>      2d3h   release-1         1/2          <none>     <none>
-        web       build       task        todo     release-1   5m     release-1/build   <none>       ana        design,infra
+        PROJECT   NAME        TYPE        STATUS   PARENT      AGE    PATH              COMPLETION   ASSIGNEE   TOKENS   COST     BLOCKED-BY
+        web       release-1   milestone   doing    <none>      2d3h   release-1         1/2          <none>     <none>   <none>   <none>
+        web       build       task        todo     release-1   5m     release-1/build   <none>       ana        <none>   <none>   design,infra
         ");
     }
 
@@ -264,8 +267,8 @@ mod tests {
         build-1   failed   2         alpha   claude     3h
         ");
         insta::assert_snapshot!(show(Kind::Run, &runs(), Output::Wide, false, false), @r"
-        NAME      PHASE    ATTEMPT   HOST    PROVIDER   AGE   SESSION        EXIT   REASON         TASK
-        build-1   failed   2         alpha   claude     3h    pam-5e4d3c2b   1      exit_nonzero   build
+        NAME      PHASE    ATTEMPT   HOST    PROVIDER   AGE   SESSION        EXIT   REASON         TASK    TOKENS   COST
+        build-1   failed   2         alpha   claude     3h    pam-5e4d3c2b   1      exit_nonzero   build   1234     $0.0123
         ");
     }
 

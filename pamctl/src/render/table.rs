@@ -20,6 +20,11 @@ impl Table {
         }
     }
 
+    /// Whether the table has no rows but its header.
+    pub fn is_empty(&self) -> bool {
+        self.rows.len() <= 1
+    }
+
     pub fn row(&mut self, cells: Vec<String>) {
         self.rows.push(cells);
     }
@@ -152,13 +157,20 @@ pub fn objects(
         Kind::Task => {
             headers.extend(["TYPE", "STATUS", "PARENT", "AGE"]);
             if wide {
-                headers.extend(["PATH", "COMPLETION", "ASSIGNEE", "BLOCKED-BY"]);
+                headers.extend([
+                    "PATH",
+                    "COMPLETION",
+                    "ASSIGNEE",
+                    "TOKENS",
+                    "COST",
+                    "BLOCKED-BY",
+                ]);
             }
         }
         Kind::Run => {
             headers.extend(["PHASE", "ATTEMPT", "HOST", "PROVIDER", "AGE"]);
             if wide {
-                headers.extend(["SESSION", "EXIT", "REASON", "TASK"]);
+                headers.extend(["SESSION", "EXIT", "REASON", "TASK", "TOKENS", "COST"]);
             }
         }
         Kind::Host => {
@@ -167,7 +179,12 @@ pub fn objects(
                 headers.extend(["SUSPECT", "PLATFORM"]);
             }
         }
-        Kind::Project => headers.extend(["STATUS", "AGE"]),
+        Kind::Project => {
+            headers.extend(["STATUS", "AGE"]);
+            if wide {
+                headers.extend(["TOKENS", "COST"]);
+            }
+        }
         Kind::Source => {
             headers.extend(["SYNC", "HEALTH", "REVISION", "AGE"]);
             if wide {
@@ -195,10 +212,13 @@ pub fn objects(
                     created(o),
                 ]);
                 if wide {
+                    let [tokens, cost] = super::usage::cells(kind, o);
                     row.extend([
                         cell(o, "/status/path"),
                         completion(o),
                         cell(o, "/spec/assignee"),
+                        tokens,
+                        cost,
                         blocked_by(o),
                     ]);
                 }
@@ -218,6 +238,7 @@ pub fn objects(
                         cell(o, "/status/failureReason"),
                         cell(o, "/spec/task"),
                     ]);
+                    row.extend(super::usage::cells(kind, o));
                 }
             }
             Kind::Host => {
@@ -239,7 +260,12 @@ pub fn objects(
                     row.extend([suspect.to_string(), cell(o, "/spec/platform")]);
                 }
             }
-            Kind::Project => row.extend([cell(o, "/status/phase"), created(o)]),
+            Kind::Project => {
+                row.extend([cell(o, "/status/phase"), created(o)]);
+                if wide {
+                    row.extend(super::usage::cells(kind, o));
+                }
+            }
             Kind::Source => {
                 row.extend([
                     cell(o, "/status/sync"),

@@ -1,4 +1,5 @@
 use super::*;
+use crate::Usage;
 
 #[async_trait]
 impl RunTx for MemTx {
@@ -158,6 +159,7 @@ impl RunTx for MemTx {
         cur.finished_at = None;
         cur.exit_code = None;
         cur.last_progress_seq = None;
+        cur.usage.new_attempt();
         cur.failure_reason = None;
         cur.failure_message = None;
         cur.requeue_at = None;
@@ -186,6 +188,10 @@ impl RunTx for MemTx {
                     && r.target.matches(host)
                     && r.dispatchable_since.is_some()
                     && !s.blocked(r.task_id)
+                    && !s
+                        .projects
+                        .get(&r.project_id)
+                        .is_some_and(|p| crate::projects::over_budget(&p.meta))
             })
             .cloned()
             .collect();
@@ -336,6 +342,7 @@ impl RunTx for MemTx {
             cur.finished_at = r.finished_at;
             cur.requeue_at = r.requeue_at;
             cur.last_progress_seq = r.last_progress_seq;
+            cur.usage = r.usage;
             cur.updated_at = r.updated_at;
             cur.meta.resource_version = r.meta.resource_version;
         }
@@ -356,6 +363,39 @@ impl RunTx for MemTx {
             by.entry(r.status.as_str()).or_insert((r.status, 0)).1 += 1;
         }
         Ok(by.into_values().collect())
+    }
+
+    async fn usage_by_project(&mut self, project_ids: &[Uuid]) -> StoreResult<Vec<(Uuid, Usage)>> {
+        let mut by: HashMap<Uuid, Usage> = HashMap::new();
+        for r in self.work.runs.values() {
+            if project_ids.contains(&r.project_id) {
+                let u = by.entry(r.project_id).or_default();
+                *u = *u + r.usage.total;
+            }
+        }
+        Ok(by.into_iter().collect())
+    }
+
+    async fn usage_by_work_item(&mut self, item_ids: &[Uuid]) -> StoreResult<Vec<(Uuid, Usage)>> {
+        let mut by: HashMap<Uuid, Usage> = HashMap::new();
+        for id in item_ids {
+            let Some(root) = self.work.work_items.get(id) else {
+                continue;
+            };
+            let prefix = format!("{}/", root.path);
+            for r in self.work.runs.values() {
+                let Some(task) = self.work.work_items.get(&r.task_id) else {
+                    continue;
+                };
+                if task.project_id == root.project_id
+                    && (task.path == root.path || task.path.starts_with(&prefix))
+                {
+                    let u = by.entry(*id).or_default();
+                    *u = *u + r.usage.total;
+                }
+            }
+        }
+        Ok(by.into_iter().collect())
     }
 
     async fn count_live_runs(&mut self, host_id: Uuid) -> StoreResult<i64> {

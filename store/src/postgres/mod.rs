@@ -27,8 +27,8 @@ pub(crate) use crate::prelude::*;
 #[allow(unused_imports)]
 pub(crate) use crate::{
     short_id, ApiToken, Event, Host, Labels, Meta, OwnedObject, Project, Run, RunFilter, RunUpdate,
-    SignalMarker, Source, SourceObject, SourceStatus, StoreError, StoreResult, Target, TokenKind,
-    WorkItem,
+    RunUsage, SignalMarker, Source, SourceObject, SourceStatus, StoreError, StoreResult, Target,
+    TokenKind, Usage, WorkItem,
 };
 
 #[allow(unused_imports)]
@@ -341,4 +341,5 @@ mod rows;
 mod runs;
 mod sources;
 mod tokens;
+mod usage;
 mod work_items;

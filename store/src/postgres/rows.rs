@@ -17,13 +17,54 @@ pub(super) fn work_item_cols() -> String {
     )
 }
 
+/// The usage columns of `runs` (migration 0009), in [`usage_binds`] order.
+pub(super) const USAGE_COLS: &str = "attempt_input_tokens, attempt_cached_input_tokens, \
+     attempt_output_tokens, attempt_cost_micro_usd, total_input_tokens, total_cached_input_tokens, \
+     total_output_tokens, total_cost_micro_usd";
+
+/// A run's usage as the eight [`USAGE_COLS`] values.
+pub(super) fn usage_values(u: &RunUsage) -> [i64; 8] {
+    let (a, t) = (u.attempt, u.total);
+    [
+        a.input_tokens,
+        a.cached_input_tokens,
+        a.output_tokens,
+        a.cost_micro_usd,
+        t.input_tokens,
+        t.cached_input_tokens,
+        t.output_tokens,
+        t.cost_micro_usd,
+    ]
+}
+
+/// The sums of every attempt's usage over the runs aliased `r`, as
+/// [`usage_sum_from_row`] reads them.
+pub(super) const USAGE_SUMS: &str = "sum(r.total_input_tokens)::int8 AS total_input_tokens, \
+     sum(r.total_cached_input_tokens)::int8 AS total_cached_input_tokens, \
+     sum(r.total_output_tokens)::int8 AS total_output_tokens, \
+     sum(r.total_cost_micro_usd)::int8 AS total_cost_micro_usd";
+
+/// `(id, usage)` of a roll-up row ([`USAGE_SUMS`]).
+pub(super) fn usage_sum_from_row(row: &PgRow) -> StoreResult<(Uuid, Usage)> {
+    Ok((get(row, "id")?, usage_from_row(row, "total")?))
+}
+
+fn usage_from_row(row: &PgRow, prefix: &str) -> StoreResult<Usage> {
+    Ok(Usage {
+        input_tokens: get(row, &format!("{prefix}_input_tokens"))?,
+        cached_input_tokens: get(row, &format!("{prefix}_cached_input_tokens"))?,
+        output_tokens: get(row, &format!("{prefix}_output_tokens"))?,
+        cost_micro_usd: get(row, &format!("{prefix}_cost_micro_usd"))?,
+    })
+}
+
 pub(super) fn run_cols() -> String {
     format!(
         "id, project_id, task_id, name, host_id, provider, prompt, cwd, session_name, status, \
          attempt, last_progress_seq, failure_reason, pending_since, exit_code, started_at, \
          finished_at, target, max_attempts, backoff_seconds, backoff_max_seconds, \
          dispatch_timeout_seconds, stop_requested, requeue_at, eligible_host_seen, {META_COLS}, \
-         created_at, updated_at, failure_message, dispatchable_since"
+         created_at, updated_at, failure_message, {USAGE_COLS}, dispatchable_since"
     )
 }
 
@@ -248,6 +289,10 @@ pub(super) fn run_from_row(row: &PgRow) -> StoreResult<Run> {
         stop_requested: get(row, "stop_requested")?,
         requeue_at: get(row, "requeue_at")?,
         eligible_host_seen: get(row, "eligible_host_seen")?,
+        usage: RunUsage {
+            attempt: usage_from_row(row, "attempt")?,
+            total: usage_from_row(row, "total")?,
+        },
         meta: meta_from_row(row)?,
         created_at: get(row, "created_at")?,
         updated_at: get(row, "updated_at")?,

@@ -23,6 +23,7 @@ impl RunTx for PgTx {
         let sql = format!(
             "INSERT INTO runs ({}) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,\
              $16,$17,$18,$19,$20,$21,$22,$23,$24,$25,$26,$27,$28,$29,$30,$31,$32,$33,$34,$35,\
+             $36,$37,$38,$39,$40,$41,$42,$43,\
              CASE WHEN {} THEN NULL ELSE $14::timestamptz END)",
             run_cols(),
             super::deps::blocked_sql("$3::uuid")
@@ -57,6 +58,7 @@ impl RunTx for PgTx {
             .bind(r.created_at)
             .bind(r.updated_at)
             .bind(&r.failure_message);
+        let q = usage_values(&r.usage).into_iter().fold(q, |q, v| q.bind(v));
         self.savepoint().await?;
         let res = q.execute(self.conn()).await;
         self.end_savepoint(res).await.map(|_| ())
@@ -247,7 +249,8 @@ impl RunTx for PgTx {
             "UPDATE runs SET status = 'pending', attempt = attempt + 1, host_id = NULL, \
              started_at = NULL, finished_at = NULL, exit_code = NULL, \
              last_progress_seq = NULL, failure_reason = NULL, failure_message = NULL, \
-             requeue_at = NULL, \
+             requeue_at = NULL, attempt_input_tokens = 0, attempt_cached_input_tokens = 0, \
+             attempt_output_tokens = 0, attempt_cost_micro_usd = 0, \
              eligible_host_seen = false, pending_since = $3, updated_at = $3, \
              dispatchable_since = CASE WHEN {} THEN NULL ELSE $3 END, \
              resource_version = resource_version + 1 \
@@ -290,6 +293,8 @@ impl RunTx for PgTx {
                    AND (target = '{{}}'::jsonb OR target->>'host' = $2 \
                         OR (target ? 'selector' AND $3::jsonb @> (target->'selector'))) \
                    AND NOT {} \
+                   AND NOT EXISTS (SELECT 1 FROM projects p WHERE p.id = runs.project_id \
+                       AND p.conditions @> '[{{\"type\":\"BudgetExceeded\",\"status\":\"True\"}}]') \
                  ORDER BY dispatchable_since, id LIMIT $4 FOR UPDATE SKIP LOCKED \
              ) UPDATE runs SET status = 'spawning', host_id = $1, updated_at = $5, \
                  resource_version = resource_version + 1 \
@@ -456,13 +461,19 @@ impl RunTx for PgTx {
              failure_reason = u.failure_reason, started_at = u.started_at, \
              finished_at = u.finished_at, requeue_at = u.requeue_at, \
              last_progress_seq = u.last_progress_seq, updated_at = u.updated_at, \
-             resource_version = u.resource_version, failure_message = u.failure_message \
+             resource_version = u.resource_version, failure_message = u.failure_message, \
+             attempt_input_tokens = u.ai, attempt_cached_input_tokens = u.ac, \
+             attempt_output_tokens = u.ao, attempt_cost_micro_usd = u.am, \
+             total_input_tokens = u.ti, total_cached_input_tokens = u.tc, \
+             total_output_tokens = u.to_, total_cost_micro_usd = u.tm \
              FROM UNNEST($1::uuid[], $2::text[], $3::uuid[], $4::int4[], $5::text[], \
                $6::timestamptz[], $7::timestamptz[], $8::timestamptz[], $9::int8[], \
-               $10::timestamptz[], $11::int8[], $12::int8[], $13::text[]) \
+               $10::timestamptz[], $11::int8[], $12::int8[], $13::text[], \
+               $14::int8[], $15::int8[], $16::int8[], $17::int8[], \
+               $18::int8[], $19::int8[], $20::int8[], $21::int8[]) \
                AS u(id, status, host_id, exit_code, failure_reason, started_at, finished_at, \
                     requeue_at, last_progress_seq, updated_at, resource_version, expected, \
-                    failure_message) \
+                    failure_message, ai, ac, ao, am, ti, tc, to_, tm) \
              WHERE r.id = u.id AND r.resource_version = u.expected",
         )
         .bind(runs.iter().map(|(r, _)| r.id).collect::<Vec<_>>())
@@ -497,9 +508,14 @@ impl RunTx for PgTx {
             runs.iter()
                 .map(|(r, _)| r.failure_message.as_deref())
                 .collect::<Vec<_>>(),
-        )
-        .execute(self.conn())
-        .await;
+        );
+        let usage: Vec<[i64; 8]> = runs.iter().map(|(r, _)| usage_values(&r.usage)).collect();
+        let r = (0..8)
+            .fold(r, |q, i| {
+                q.bind(usage.iter().map(|u| u[i]).collect::<Vec<_>>())
+            })
+            .execute(self.conn())
+            .await;
         let written = match r {
             Ok(r) => r.rows_affected(),
             Err(e) => return self.end_savepoint::<()>(Err(e)).await,
@@ -524,6 +540,16 @@ impl RunTx for PgTx {
             .await
             .map_err(db_err_delete)?;
         Ok(r.rows_affected() == 1)
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn usage_by_project(&mut self, project_ids: &[Uuid]) -> StoreResult<Vec<(Uuid, Usage)>> {
+        super::usage::by_project(self.conn(), project_ids).await
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn usage_by_work_item(&mut self, item_ids: &[Uuid]) -> StoreResult<Vec<(Uuid, Usage)>> {
+        super::usage::by_work_item(self.conn(), item_ids).await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]

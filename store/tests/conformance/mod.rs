@@ -69,6 +69,8 @@ macro_rules! store_conformance_tests {
             mark_eligible_host_seen_only_pending,
             update_run_spec_guarded,
             count_live_runs,
+            usage_rolls_up_per_project_and_subtree,
+            claim_skips_runs_of_projects_over_budget,
             status_counts,
             host_crud_and_update,
             host_status_guarded,
@@ -172,6 +174,7 @@ pub fn run(task: &WorkItem, name: &str, pending_since: DateTime<Utc>) -> Run {
         stop_requested: false,
         requeue_at: None,
         eligible_host_seen: false,
+        usage: Default::default(),
         // What the store computes for a task without dependencies.
         dispatchable_since: Some(pending_since),
         meta: Meta::default(),
@@ -282,6 +285,7 @@ mod signals;
 mod sources;
 mod tokens;
 mod transactions;
+mod usage;
 mod work_items;
 #[allow(unused_imports)]
 pub use attach::*;
@@ -309,5 +313,7 @@ pub use sources::*;
 pub use tokens::*;
 #[allow(unused_imports)]
 pub use transactions::*;
+#[allow(unused_imports)]
+pub use usage::*;
 #[allow(unused_imports)]
 pub use work_items::*;

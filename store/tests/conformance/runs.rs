@@ -289,6 +289,13 @@ pub async fn requeue_run_resets_attempt(s: &dyn Store) {
     r.failure_message = Some("why".into());
     r.requeue_at = Some(t(4));
     r.eligible_host_seen = true;
+    let used = pam_store::Usage {
+        input_tokens: 10,
+        cached_input_tokens: 2,
+        output_tokens: 3,
+        cost_micro_usd: 4,
+    };
+    r.usage.add_step(used);
     insert_runs(s, std::slice::from_ref(&r)).await;
 
     let mut tx = s.begin().await.unwrap();
@@ -315,6 +322,9 @@ pub async fn requeue_run_resets_attempt(s: &dyn Store) {
     want.failure_reason = None;
     want.failure_message = None;
     want.requeue_at = None;
+    // Issue 21: the new attempt starts from zero; the total keeps the rest.
+    want.usage.attempt = Default::default();
+    assert_eq!(want.usage.total, used);
     want.eligible_host_seen = false;
     want.pending_since = t(50);
     want.dispatchable_since = Some(t(50));

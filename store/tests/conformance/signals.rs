@@ -102,6 +102,21 @@ pub async fn signal_batch_primitives(s: &dyn Store) {
     next.finished_at = Some(t(6));
     next.requeue_at = Some(t(7));
     next.last_progress_seq = Some(9);
+    // Issue 21: usage of the attempt and of all attempts.
+    next.usage = pam_store::RunUsage {
+        attempt: pam_store::Usage {
+            input_tokens: 100,
+            cached_input_tokens: 40,
+            output_tokens: 7,
+            cost_micro_usd: 12_345,
+        },
+        total: pam_store::Usage {
+            input_tokens: 300,
+            cached_input_tokens: 41,
+            output_tokens: 9,
+            cost_micro_usd: 99_999,
+        },
+    };
     next.updated_at = t(6);
     next.meta.resource_version = cur.meta.resource_version + 2;
     let mut next2 = cur2.clone();

@@ -135,7 +135,7 @@ async fn main() {
         Format::Codex => {
             if ok {
                 out(
-                    json!({"type":"turn.completed","usage":{"input_tokens":10*n,"cached_input_tokens":0,"output_tokens":n}}),
+                    json!({"type":"turn.completed","usage":{"input_tokens":10*n,"cached_input_tokens":5*n,"output_tokens":n}}),
                 )
             } else {
                 out(json!({"type":"turn.failed","error":{"message":"fake failure"}}))

@@ -21,7 +21,10 @@ pub(super) fn parse(v: &Value) -> LineEvent {
             let msg = v.get("message").unwrap_or(&Value::Null);
             LineEvent::Progress(ProgressItem {
                 summary: content_summary(msg.get("content")),
-                usage: msg.get("usage").and_then(usage),
+                usage: msg.get("usage").and_then(usage).map(|mut u| {
+                    u.model = str_at(msg, "model").map(str::to_string);
+                    u
+                }),
             })
         }
         Some("result") => {
@@ -58,7 +61,9 @@ fn usage(u: &Value) -> Option<TokenUsage> {
         + u64_at(u, "cache_creation_input_tokens").unwrap_or(0);
     Some(TokenUsage {
         input_tokens: input,
+        cached_input_tokens: u64_at(u, "cache_read_input_tokens").unwrap_or(0),
         output_tokens: u64_at(u, "output_tokens").unwrap_or(0),
+        model: None,
         cost_usd: None,
     })
 }
@@ -122,7 +127,9 @@ mod tests {
             item.usage,
             Some(TokenUsage {
                 input_tokens: 1104,
+                cached_input_tokens: 1000,
                 output_tokens: 25,
+                model: Some("claude-sonnet-4-5".into()),
                 cost_usd: None
             })
         );

@@ -30,7 +30,9 @@ pub(super) fn parse(v: &Value) -> LineEvent {
             summary: "turn completed".into(),
             usage: v.get("usage").map(|u| TokenUsage {
                 input_tokens: u64_at(u, "input_tokens").unwrap_or(0),
+                cached_input_tokens: u64_at(u, "cached_input_tokens").unwrap_or(0),
                 output_tokens: u64_at(u, "output_tokens").unwrap_or(0),
+                model: None,
                 cost_usd: None,
             }),
         }),
@@ -130,7 +132,10 @@ mod tests {
         };
         assert!(f.success);
         let u = f.usage.unwrap();
-        assert_eq!((u.input_tokens, u.output_tokens), (24763, 122));
+        assert_eq!(
+            (u.input_tokens, u.cached_input_tokens, u.output_tokens),
+            (24763, 24448, 122)
+        );
         let LineEvent::Final(f) =
             p(r#"{"type":"turn.failed","error":{"message":"stream disconnected"}}"#)
         else {

@@ -59,7 +59,9 @@ pub(super) fn parse(v: &Value) -> LineEvent {
                 summary: summarize(&summary, 200),
                 usage: v.get("stats").map(|s| TokenUsage {
                     input_tokens: u64_at(s, "input_tokens").unwrap_or(0),
+                    cached_input_tokens: u64_at(s, "cached").unwrap_or(0),
                     output_tokens: u64_at(s, "output_tokens").unwrap_or(0),
+                    model: None,
                     cost_usd: None,
                 }),
             })

@@ -68,6 +68,13 @@ fn usage(v: &Value) -> Option<TokenUsage> {
         output_tokens: u64_at(u, "output_tokens")
             .or_else(|| u64_at(u, "completion_tokens"))
             .unwrap_or(0),
+        cached_input_tokens: u64_at(u, "cached_input_tokens")
+            .or_else(|| {
+                u.get("prompt_tokens_details")
+                    .and_then(|d| u64_at(d, "cached_tokens"))
+            })
+            .unwrap_or(0),
+        model: str_at(v, "model").map(str::to_string),
         cost_usd: None,
     })
 }

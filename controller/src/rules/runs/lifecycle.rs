@@ -21,6 +21,7 @@ use uuid::Uuid;
 use pam_store::prelude::*;
 use pam_store::{Host, Run, RunUpdate, StoreResult};
 
+use super::usage;
 use crate::clock::ts;
 use crate::events::{payload, topic};
 
@@ -213,14 +214,22 @@ pub async fn finish<W: RunWrites + ?Sized>(
     if run.status == RunStatus::Spawning {
         run = mark_running(w, &run, now).await?;
     }
-    let to = if run.stop_requested {
+    // Issue 21: a run that reached its budget fails budget_exceeded,
+    // whether the budget stop reached it or it ended first.
+    let over_budget = usage::run_over_budget(&run);
+    let to = if over_budget.is_some() {
+        RunStatus::Failed
+    } else if run.stop_requested {
         RunStatus::Stopped
     } else if code == 0 {
         RunStatus::Exited
     } else {
         RunStatus::Failed
     };
-    let done = if to == RunStatus::Failed {
+    let done = if let Some(why) = over_budget.as_deref() {
+        let reason = Some(FailureReason::BudgetExceeded);
+        fail(w, &run, reason, Some(why), Some(code), false, now).await?
+    } else if to == RunStatus::Failed {
         fail(w, &run, None, None, Some(code), false, now).await?
     } else {
         let update = RunUpdate {

@@ -9,6 +9,7 @@
 
 pub mod gate;
 pub mod lifecycle;
+pub mod usage;
 
 pub use lifecycle::{backoff, fail, RunWrites};
 
@@ -110,6 +111,7 @@ pub async fn create(
         stop_requested: d.stopped,
         requeue_at: None,
         eligible_host_seen: false,
+        usage: Default::default(),
         dispatchable_since: None,
         meta: meta::new_meta(d.desired, now),
         created_at: now,
@@ -168,6 +170,56 @@ pub async fn request_stop(tx: &mut dyn Tx, mut run: Run, now: DateTime<Utc>) -> 
     let d = Desired::stored(&run.meta).with_spec_field("stopped", json!(true));
     meta::set_desired(&mut run.meta, d, now);
     tx.update_run_spec(&run, rv).await
+}
+
+/// Issue 21: a live run whose usage over all its attempts reached its
+/// `spec.budget` is stopped through the normal stop path — the desired
+/// stop the worker carries out like `pamctl stop` — with the condition
+/// `BudgetExceeded` and `run.budget_exceeded` journaled with the figures;
+/// its `finished` then fails it `budget_exceeded` ([`lifecycle::finish`]).
+/// `None` when there is nothing to do (within budget, not live, or
+/// already stopping). The spec is not touched: raising the budget later
+/// does not withdraw the stop.
+pub async fn stop_over_budget(
+    tx: &mut dyn Tx,
+    mut run: Run,
+    now: DateTime<Utc>,
+) -> StoreResult<Option<Run>> {
+    if run.stop_requested || !matches!(run.status, RunStatus::Spawning | RunStatus::Running) {
+        return Ok(None);
+    }
+    let Some(why) = usage::run_over_budget(&run) else {
+        return Ok(None);
+    };
+    let rv = run.meta.resource_version;
+    run.stop_requested = true;
+    meta::set_condition(
+        &mut run.meta,
+        usage::BUDGET_EXCEEDED,
+        true,
+        usage::BUDGET_EXCEEDED,
+        &why,
+        now,
+    );
+    let run = tx.update_run_spec(&run, rv).await?;
+    let u = run.usage.total;
+    tx.append_event(
+        topic::RUN_BUDGET_EXCEEDED,
+        payload::run(
+            &run,
+            json!({
+                "message": why,
+                "budget": run.meta.spec.get("budget"),
+                "input_tokens": u.input_tokens,
+                "cached_input_tokens": u.cached_input_tokens,
+                "output_tokens": u.output_tokens,
+                "cost_usd": u.cost_usd(),
+            }),
+        ),
+        now,
+    )
+    .await?;
+    Ok(Some(run))
 }
 
 /// `pamctl signal RUN --signal S`: journals `run.signal_received`; the

@@ -121,3 +121,11 @@ export function hashParams() {
   const q = location.hash.split('?')[1] || '';
   return new URLSearchParams(q);
 }
+
+// Issue 21: usage figures ({inputTokens, cachedInputTokens, outputTokens,
+// costUsd}) as "$0.2500 · 36 tok", or null when there are none.
+export function cost(u) {
+  if (!u) return null;
+  const tokens = (u.inputTokens || 0) + (u.outputTokens || 0);
+  return `$${(u.costUsd || 0).toFixed(4)} · ${tokens.toLocaleString('en-US')} tok`;
+}

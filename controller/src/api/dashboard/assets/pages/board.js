@@ -8,7 +8,13 @@
 
 import { get, post, enc } from '../api.js';
 import { onEvent } from '../sse.js';
-import { h, empty, phase, ratio, fixBars, debounce, toast, confirmDialog, code } from '../util.js';
+import { h, empty, phase, ratio, fixBars, debounce, toast, confirmDialog, code, cost } from '../util.js';
+
+// Issue 21: a project over its budget dispatches no new runs; say so.
+const budgetHeld = (p) => {
+  const c = (p.status?.conditions || []).find((x) => x.type === 'BudgetExceeded' && x.status === 'True');
+  return c ? h('span.reason', { 'data-condition': 'BudgetExceeded', title: c.message }, 'over budget') : null;
+};
 
 const COLUMNS = ['todo', 'doing', 'done', 'cancelled'];
 const CONTAINERS = new Set(['milestone', 'epic']);
@@ -83,6 +89,7 @@ export function render(root, [project]) {
         ? h('span.tag.blocked', { 'data-blocked-by': t.status.blockedBy.join(','), title: `Runs of ${t.metadata.name} wait until these tasks are done` },
           `waits for ${t.status.blockedBy.join(', ')}`)
         : null,
+      t.status.usage ? h('span.tag', { 'data-cost': t.status.usage.costUsd }, cost(t.status.usage)) : null,
       ratio(t.status.completion)));
   };
 
@@ -120,6 +127,9 @@ export function render(root, [project]) {
     root.replaceChildren(
       h('div.page-head',
         h('h1', p.spec.displayName || p.metadata.name), phase(p.status?.phase),
+        // Issue 21: the project's total, and why nothing dispatches.
+        p.status?.usage ? h('span.muted', { 'data-cost': p.status.usage.costUsd }, cost(p.status.usage)) : null,
+        budgetHeld(p),
         h('a.ghost', { href: `#/runs?project=${enc(project)}` }, 'Runs in this project')),
       tasks.length === 0
         ? empty('This project has no tasks yet.', 'Add some in YAML and apply them: ', code(`pamctl apply -f tasks.yaml`), '.')

@@ -3,7 +3,7 @@
 
 import { get } from '../api.js';
 import { onEvent } from '../sse.js';
-import { h, empty, phase, ratio, fixBars, debounce, code } from '../util.js';
+import { h, empty, phase, ratio, fixBars, debounce, code, cost } from '../util.js';
 
 export function render(root) {
   const load = async () => {
@@ -32,7 +32,9 @@ export function render(root) {
         h('div.row', h('h3', p.spec.displayName || p.metadata.name), phase(p.status?.phase || 'active')),
         p.spec.description ? h('p.muted', p.spec.description) : null,
         p.status?.source ? h('p.muted', { 'data-source': p.status.source }, 'from Source ', h('strong', p.status.source)) : null,
-        h('div.row', c.total ? h('span', ratio(c), h('span.muted', ' tasks done')) : h('span.muted', 'no tasks yet'), h('span.muted', `${c.open} open`)));
+        h('div.row', c.total ? h('span', ratio(c), h('span.muted', ' tasks done')) : h('span.muted', 'no tasks yet'), h('span.muted', `${c.open} open`)),
+        // Issue 21: what all its runs cost.
+        p.status?.usage ? h('p.muted', { 'data-cost': p.status.usage.costUsd }, cost(p.status.usage)) : null);
     };
     const active = projects.filter((p) => p.status?.phase !== 'archived');
     const archived = projects.filter((p) => p.status?.phase === 'archived');

@@ -6,7 +6,11 @@
 
 import { get, post, enc } from '../api.js';
 import { onEvent } from '../sse.js';
-import { h, phase, timeEl, debounce, toast } from '../util.js';
+import { h, phase, timeEl, debounce, toast, cost } from '../util.js';
+
+// Issue 21: spec.budget in words.
+const budgetText = (b) => [b.maxCostUsd != null ? `$${b.maxCostUsd}` : null, b.maxTokens != null ? `${b.maxTokens} tokens` : null]
+  .filter(Boolean).join(' or ') || null;
 
 const TERMINAL = new Set(['exited', 'failed', 'stopped']);
 
@@ -109,6 +113,7 @@ export function render(root, [project, name]) {
     }, run.spec.stopped && !TERMINAL.has(s.phase) ? 'Stopping…' : 'Stop');
     const kv = (k, v) => [h('dt', k), h('dd', v ?? h('span.muted', '—'))];
     const blocked = (s.conditions || []).find((c) => c.type === 'Blocked' && c.status === 'True');
+    const overBudget = (s.conditions || []).find((c) => c.type === 'BudgetExceeded' && c.status === 'True');
     head.replaceChildren(
       h('div.page-head', h('h1', name), phase(s.phase), stopBtn),
       h('p', h('a', { href: `#/runs?project=${enc(project)}` }, `← runs in ${project}`)),
@@ -126,6 +131,11 @@ export function render(root, [project, name]) {
         kv('Exit code', s.exitCode != null ? String(s.exitCode) : null),
         kv('Failure reason', s.failureReason ? h('span.reason', s.failureReason) : null),
         kv('Message', s.message ? h('span.message', s.message) : null),
+        // Issue 21: usage and cost, this attempt and all; the budget.
+        kv('Cost', s.usage ? h('span', { 'data-cost': s.usage.total.costUsd }, cost(s.usage.total)) : null),
+        kv('This attempt', s.usage ? cost(s.usage.attempt) : null),
+        kv('Budget', run.spec.budget ? budgetText(run.spec.budget) : null),
+        ...(overBudget ? kv('Budget exceeded', h('span.reason', { 'data-condition': 'BudgetExceeded' }, overBudget.message)) : []),
         kv('Session', s.sessionName ? h('code', s.sessionName) : null),
         kv(run.spec.command ? 'Command' : 'Prompt', h('span.prompt', run.spec.command ? run.spec.command.join(' ') : (run.spec.prompt || '')))));
     if (lease && TERMINAL.has(s.phase)) dropLease();

@@ -3,7 +3,7 @@
 
 import { get, enc } from '../api.js';
 import { onEvent } from '../sse.js';
-import { h, empty, phase, timeEl, debounce, hashParams, code } from '../util.js';
+import { h, empty, phase, timeEl, debounce, hashParams, code, cost } from '../util.js';
 
 const PHASES = ['pending', 'spawning', 'running', 'exited', 'failed', 'stopped'];
 
@@ -51,7 +51,9 @@ export function render(root) {
         h('td', s.host || h('span.muted', '—')),
         h('td', r.spec.provider),
         h('td', timeEl(r.metadata.creationTimestamp)),
-        h('td', s.failureReason ? h('span.reason', { title: s.message || '' }, s.failureReason) : (s.exitCode != null ? h('span.muted', `exit ${s.exitCode}`) : '')));
+        h('td', s.failureReason ? h('span.reason', { title: s.message || '' }, s.failureReason) : (s.exitCode != null ? h('span.muted', `exit ${s.exitCode}`) : '')),
+        // Issue 21: every attempt's usage together.
+        h('td.num', { 'data-cost': s.usage?.total?.costUsd ?? '' }, cost(s.usage?.total) ?? h('span.muted', '—')));
     };
     root.replaceChildren(
       h('h1', 'Runs'),
@@ -61,7 +63,7 @@ export function render(root) {
         ? (filtered ? empty('No runs match these filters.', 'Clear them to see every run.')
           : empty('No runs yet.', 'Start one by applying a Run manifest: ', code('pamctl apply -f runs.yaml'), '.'))
         : h('table.runs',
-          h('thead', h('tr', ['Run', 'Project', 'Task', 'Phase', 'Attempt', 'Host', 'Provider', 'Created', 'Failure / exit'].map((c) => h('th', c)))),
+          h('thead', h('tr', ['Run', 'Project', 'Task', 'Phase', 'Attempt', 'Host', 'Provider', 'Created', 'Failure / exit', 'Cost'].map((c) => h('th', c)))),
           h('tbody', runs.map(row))));
   };
 
