@@ -70,9 +70,13 @@ pub trait AttachTx: Send {
         max: usize,
         now: DateTime<Utc>,
     ) -> StoreResult<Result<(), AttachRefusal>>;
-    /// Takes the run's queued lines of this attempt, in order (other
-    /// attempts' are dropped).
-    async fn take_attach_input(&mut self, run_id: Uuid, attempt: i32) -> StoreResult<Vec<String>>;
+    /// Takes the queued lines of these runs (run, its current attempt), in
+    /// one call: each run's lines of that attempt, in order (other
+    /// attempts' are dropped); runs with none are absent.
+    async fn take_attach_input(
+        &mut self,
+        runs: &[(Uuid, i32)],
+    ) -> StoreResult<std::collections::HashMap<Uuid, Vec<String>>>;
     /// The unexpired lease on the run.
     async fn get_attach(
         &mut self,

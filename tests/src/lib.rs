@@ -314,6 +314,21 @@ impl Pamd {
         b.build().expect("http client")
     }
 
+    /// POST `body` with the admin token: the status and the JSON body
+    /// (null when there is none).
+    pub async fn post(&self, path: &str, body: serde_json::Value) -> (u16, serde_json::Value) {
+        let r = self
+            .http()
+            .post(format!("{}{path}", self.url))
+            .bearer_auth(&self.token)
+            .json(&body)
+            .send()
+            .await
+            .expect("POST");
+        let status = r.status().as_u16();
+        (status, r.json().await.unwrap_or(serde_json::Value::Null))
+    }
+
     /// GET with the admin token; JSON body.
     pub async fn get(&self, path: &str) -> anyhow::Result<serde_json::Value> {
         let r = self
@@ -348,6 +363,35 @@ impl Drop for Pamd {
                 .status();
         }
     }
+}
+
+/// Reads an SSE stream on a task: the seq of each event as it arrives
+/// (`None` once the stream ended).
+pub fn sse_seqs(mut resp: reqwest::Response) -> tokio::sync::mpsc::UnboundedReceiver<Option<i64>> {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let mut buf = String::new();
+        loop {
+            match resp.chunk().await {
+                Ok(Some(b)) => buf.push_str(&String::from_utf8_lossy(&b)),
+                _ => {
+                    let _ = tx.send(None);
+                    return;
+                }
+            }
+            while let Some(end) = buf.find("\n\n") {
+                let frame: String = buf.drain(..end + 2).collect();
+                for line in frame.lines() {
+                    if let Some(id) = line.strip_prefix("id: ") {
+                        if tx.send(id.trim().parse().ok()).is_err() {
+                            return;
+                        }
+                    }
+                }
+            }
+        }
+    });
+    rx
 }
 
 /// The pids whose parent is `parent` (from /proc).

@@ -613,18 +613,6 @@ async fn sigterm_and_wait(w: &mut Worker) {
     .await;
 }
 
-async fn post(pamd: &Pamd, path: &str, body: Value) -> (u16, Value) {
-    let r = reqwest::Client::new()
-        .post(format!("{}{path}", pamd.url))
-        .bearer_auth(&pamd.token)
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    let status = r.status().as_u16();
-    (status, r.json().await.unwrap_or(Value::Null))
-}
-
 /// Attach: one holder (a second gets 409 naming the first), typed input
 /// reaches the session (`cat` echoes it into the log and the pane
 /// snapshot), release and expiry are journaled; `pamctl attach` relays
@@ -645,10 +633,14 @@ async fn attach_lease_input_release_and_pamctl_attach() {
     let r = wait_phase(&pamd, "rc", "running", T).await;
     let id = run_id(&r);
     let base = "/api/v1/projects/e2e/runs/rc/attach";
-    let (st, lease) = post(&pamd, base, serde_json::json!({ "holder": "alice" })).await;
+    let (st, lease) = pamd
+        .post(base, serde_json::json!({ "holder": "alice" }))
+        .await;
     assert_eq!(st, 201, "{lease}");
     let lease_id = lease["leaseId"].as_str().unwrap().to_string();
-    let (st, err) = post(&pamd, base, serde_json::json!({ "holder": "bob" })).await;
+    let (st, err) = pamd
+        .post(base, serde_json::json!({ "holder": "bob" }))
+        .await;
     assert_eq!(st, 409, "{err}");
     assert_eq!(err["error"]["code"], "lease_held");
     assert!(
@@ -656,19 +648,19 @@ async fn attach_lease_input_release_and_pamctl_attach() {
         "{err}"
     );
     // Input without the lease is refused; with it, it reaches the pane.
-    let (st, _) = post(
-        &pamd,
-        &format!("{base}/input"),
-        serde_json::json!({ "leaseId": uuid_like(), "text": "nope" }),
-    )
-    .await;
+    let (st, _) = pamd
+        .post(
+            &format!("{base}/input"),
+            serde_json::json!({ "leaseId": uuid_like(), "text": "nope" }),
+        )
+        .await;
     assert_eq!(st, 404);
-    let (st, _) = post(
-        &pamd,
-        &format!("{base}/input"),
-        serde_json::json!({ "leaseId": lease_id, "text": "hello-attach" }),
-    )
-    .await;
+    let (st, _) = pamd
+        .post(
+            &format!("{base}/input"),
+            serde_json::json!({ "leaseId": lease_id, "text": "hello-attach" }),
+        )
+        .await;
     assert_eq!(st, 202);
     let log = w.run_log(&id, 1);
     eventually(T, "input echoed into the log", || {
@@ -684,19 +676,19 @@ async fn attach_lease_input_release_and_pamctl_attach() {
             .then_some(())
     })
     .await;
-    let (st, renewed) = post(
-        &pamd,
-        &format!("{base}/renew"),
-        serde_json::json!({ "leaseId": lease_id }),
-    )
-    .await;
+    let (st, renewed) = pamd
+        .post(
+            &format!("{base}/renew"),
+            serde_json::json!({ "leaseId": lease_id }),
+        )
+        .await;
     assert_eq!(st, 200, "{renewed}");
-    let (st, _) = post(
-        &pamd,
-        &format!("{base}/release"),
-        serde_json::json!({ "leaseId": lease_id }),
-    )
-    .await;
+    let (st, _) = pamd
+        .post(
+            &format!("{base}/release"),
+            serde_json::json!({ "leaseId": lease_id }),
+        )
+        .await;
     assert_eq!(st, 204);
     let evs = run_events(&pamd, &id).await;
     let acquired: Vec<_> = evs
@@ -722,12 +714,12 @@ async fn attach_lease_input_release_and_pamctl_attach() {
     })
     .await;
     // A lease nobody renews expires, journaled as such.
-    let (st, _) = post(
-        &pamd,
-        base,
-        serde_json::json!({ "holder": "carol", "ttlSeconds": 1 }),
-    )
-    .await;
+    let (st, _) = pamd
+        .post(
+            base,
+            serde_json::json!({ "holder": "carol", "ttlSeconds": 1 }),
+        )
+        .await;
     assert_eq!(st, 201);
     eventually(T, "expiry journaled", || async {
         run_events(&pamd, &id)

@@ -247,35 +247,6 @@ async fn c_worker_killed_and_restarted_with_runs_live() {
     assert_exactly_once(&pamd, &[&w], &names).await;
 }
 
-/// Reads an SSE stream on a task: the seqs of its events, as they arrive,
-/// and whether it ended.
-fn follow(mut resp: reqwest::Response) -> tokio::sync::mpsc::UnboundedReceiver<Option<i64>> {
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    tokio::spawn(async move {
-        let mut buf = String::new();
-        loop {
-            match resp.chunk().await {
-                Ok(Some(b)) => buf.push_str(&String::from_utf8_lossy(&b)),
-                _ => {
-                    let _ = tx.send(None);
-                    return;
-                }
-            }
-            while let Some(end) = buf.find("\n\n") {
-                let frame: String = buf.drain(..end + 2).collect();
-                for line in frame.lines() {
-                    if let Some(id) = line.strip_prefix("id: ") {
-                        if tx.send(id.trim().parse().ok()).is_err() {
-                            return;
-                        }
-                    }
-                }
-            }
-        }
-    });
-    rx
-}
-
 async fn open_stream(pamd: &Pamd, token: &str) -> reqwest::Response {
     let r = reqwest::Client::new()
         .get(format!("{}/api/v1/events/stream?after=0", pamd.url))
@@ -306,8 +277,8 @@ async fn d_a_revoked_tokens_stream_ends_within_a_second() {
         .unwrap();
     let alice = created["token"].as_str().unwrap().to_string();
     let alice_id = created["id"].as_str().unwrap().to_string();
-    let mut alice_events = follow(open_stream(&pamd, &alice).await);
-    let mut admin_events = follow(open_stream(&pamd, &pamd.token).await);
+    let mut alice_events = pam_tests::sse_seqs(open_stream(&pamd, &alice).await);
+    let mut admin_events = pam_tests::sse_seqs(open_stream(&pamd, &pamd.token).await);
     let names = start_runs(&pamd, &w, "rd", 4, |i| 4 + 2 * i, 250);
     running(&pamd, &names, 1).await;
     let revoked = Instant::now();

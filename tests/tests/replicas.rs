@@ -87,28 +87,14 @@ fn stream(
         None => req.query(&[("after", "0")]),
     };
     tokio::spawn(async move {
-        let Ok(mut resp) = req.send().await else {
+        let Ok(resp) = req.send().await else {
             let _ = tx.send(None);
             return;
         };
-        let mut buf = String::new();
-        loop {
-            match resp.chunk().await {
-                Ok(Some(b)) => buf.push_str(&String::from_utf8_lossy(&b)),
-                _ => {
-                    let _ = tx.send(None);
-                    return;
-                }
-            }
-            while let Some(end) = buf.find("\n\n") {
-                let frame: String = buf.drain(..end + 2).collect();
-                for line in frame.lines() {
-                    if let Some(id) = line.strip_prefix("id: ") {
-                        if tx.send(id.trim().parse().ok()).is_err() {
-                            return;
-                        }
-                    }
-                }
+        let mut seqs = pam_tests::sse_seqs(resp);
+        while let Some(seq) = seqs.recv().await {
+            if tx.send(seq).is_err() {
+                return;
             }
         }
     });
@@ -331,19 +317,6 @@ async fn an_operator_signal_accepted_by_one_replica_reaches_a_worker_on_another(
     assert_eq!(r["status"]["exitCode"], 130, "{r}");
 }
 
-/// POST with a replica's token: (status, body).
-async fn post(p: &Pamd, path: &str, body: serde_json::Value) -> (u16, Value) {
-    let r = reqwest::Client::new()
-        .post(format!("{}{path}", p.url))
-        .bearer_auth(&p.token)
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    let status = r.status().as_u16();
-    (status, r.json().await.unwrap_or(Value::Null))
-}
-
 #[tokio::test]
 async fn an_attach_lease_taken_through_one_replica_is_used_through_another() {
     let ps = replicas(2).await;
@@ -359,29 +332,33 @@ async fn an_attach_lease_taken_through_one_replica_is_used_through_another() {
     let id = r["metadata"]["uid"].as_str().unwrap().to_string();
     let base = "/api/v1/projects/e2e/runs/rc/attach";
     // Taken through replica 0.
-    let (st, lease) = post(&ps[0], base, serde_json::json!({ "holder": "alice" })).await;
+    let (st, lease) = ps[0]
+        .post(base, serde_json::json!({ "holder": "alice" }))
+        .await;
     assert_eq!(st, 201, "{lease}");
     let lease_id = lease["leaseId"].clone();
     // Held on replica 1 too.
-    let (st, err) = post(&ps[1], base, serde_json::json!({ "holder": "bob" })).await;
+    let (st, err) = ps[1]
+        .post(base, serde_json::json!({ "holder": "bob" }))
+        .await;
     assert_eq!(
         (st, err["error"]["code"].as_str()),
         (409, Some("lease_held"))
     );
     // Renewed and typed into through replica 1; the worker asks replica 0.
-    let (st, renewed) = post(
-        &ps[1],
-        &format!("{base}/renew"),
-        serde_json::json!({ "leaseId": lease_id }),
-    )
-    .await;
+    let (st, renewed) = ps[1]
+        .post(
+            &format!("{base}/renew"),
+            serde_json::json!({ "leaseId": lease_id }),
+        )
+        .await;
     assert_eq!(st, 200, "{renewed}");
-    let (st, _) = post(
-        &ps[1],
-        &format!("{base}/input"),
-        serde_json::json!({ "leaseId": lease_id, "text": "via-replica-1" }),
-    )
-    .await;
+    let (st, _) = ps[1]
+        .post(
+            &format!("{base}/input"),
+            serde_json::json!({ "leaseId": lease_id, "text": "via-replica-1" }),
+        )
+        .await;
     assert_eq!(st, 202);
     let log = w.run_log(&id, 1);
     eventually(T, "the input typed into the pane", || {
@@ -390,12 +367,12 @@ async fn an_attach_lease_taken_through_one_replica_is_used_through_another() {
     })
     .await;
     // Released through replica 0; journaled once each.
-    let (st, _) = post(
-        &ps[0],
-        &format!("{base}/release"),
-        serde_json::json!({ "leaseId": lease_id }),
-    )
-    .await;
+    let (st, _) = ps[0]
+        .post(
+            &format!("{base}/release"),
+            serde_json::json!({ "leaseId": lease_id }),
+        )
+        .await;
     assert_eq!(st, 204);
     let evs = pam_tests::worker::run_events(&ps[1], &id).await;
     let count = |t: &str| evs.iter().filter(|e| e["topic"] == t).count();

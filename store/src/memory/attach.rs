@@ -72,16 +72,26 @@ impl AttachTx for MemTx {
         Ok(Ok(()))
     }
 
-    async fn take_attach_input(&mut self, run_id: Uuid, attempt: i32) -> StoreResult<Vec<String>> {
-        Ok(self
-            .work
-            .attach_input
-            .remove(&run_id)
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|(a, _)| *a == attempt)
-            .map(|(_, t)| t)
-            .collect())
+    async fn take_attach_input(
+        &mut self,
+        runs: &[(Uuid, i32)],
+    ) -> StoreResult<HashMap<Uuid, Vec<String>>> {
+        let mut out = HashMap::new();
+        for &(run, attempt) in runs {
+            let lines: Vec<String> = self
+                .work
+                .attach_input
+                .remove(&run)
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|(a, _)| *a == attempt)
+                .map(|(_, t)| t)
+                .collect();
+            if !lines.is_empty() {
+                out.insert(run, lines);
+            }
+        }
+        Ok(out)
     }
 
     async fn get_attach(

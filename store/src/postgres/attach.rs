@@ -168,20 +168,30 @@ impl AttachTx for PgTx {
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
-    async fn take_attach_input(&mut self, run_id: Uuid, attempt: i32) -> StoreResult<Vec<String>> {
-        let mut rows: Vec<(i64, i32, String)> = sqlx::query_as(
-            "DELETE FROM attach_input WHERE run_id = $1 RETURNING seq, attempt, text",
+    async fn take_attach_input(
+        &mut self,
+        runs: &[(Uuid, i32)],
+    ) -> StoreResult<std::collections::HashMap<Uuid, Vec<String>>> {
+        let mut out = std::collections::HashMap::new();
+        if runs.is_empty() {
+            return Ok(out);
+        }
+        let ids: Vec<Uuid> = runs.iter().map(|(id, _)| *id).collect();
+        let mut rows: Vec<(Uuid, i64, i32, String)> = sqlx::query_as(
+            "DELETE FROM attach_input WHERE run_id = ANY($1) RETURNING run_id, seq, attempt, text",
         )
-        .bind(run_id)
+        .bind(&ids)
         .fetch_all(self.conn())
         .await
         .map_err(db_err)?;
-        rows.sort_by_key(|r| r.0);
-        Ok(rows
-            .into_iter()
-            .filter(|r| r.1 == attempt)
-            .map(|r| r.2)
-            .collect())
+        rows.sort_by_key(|r| r.1);
+        let attempt: std::collections::HashMap<Uuid, i32> = runs.iter().copied().collect();
+        for (run, _, a, text) in rows {
+            if attempt.get(&run) == Some(&a) {
+                out.entry(run).or_insert_with(Vec::new).push(text);
+            }
+        }
+        Ok(out)
     }
 
     #[tracing::instrument(level = "debug", skip_all)]

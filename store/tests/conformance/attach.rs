@@ -66,7 +66,7 @@ pub async fn attach_lease_one_holder_input_expiry_and_revocation(s: &dyn Store) 
         Err(AttachRefusal::NotHeld)
     );
     assert!(tx
-        .take_attach_input(r.id, r.attempt + 1)
+        .take_attach_input(&[(r.id, r.attempt + 1)])
         .await
         .unwrap()
         .is_empty());
@@ -75,11 +75,11 @@ pub async fn attach_lease_one_holder_input_expiry_and_revocation(s: &dyn Store) 
         .unwrap()
         .unwrap();
     assert_eq!(
-        tx.take_attach_input(r.id, r.attempt).await.unwrap(),
+        tx.take_attach_input(&[(r.id, r.attempt)]).await.unwrap()[&r.id],
         ["four"]
     );
     assert!(tx
-        .take_attach_input(r.id, r.attempt)
+        .take_attach_input(&[(r.id, r.attempt)])
         .await
         .unwrap()
         .is_empty());
