@@ -146,7 +146,7 @@ impl World {
 
     async fn signal(&self, host: &Host, sig: Signal) -> SignalOutcome {
         match ingest::ingest(&self.ctx, host, &[sig]).await.unwrap() {
-            ingest::BatchOutcome::Applied(r) => r[0].outcome,
+            ingest::BatchOutcome::Applied { results: r, .. } => r[0].outcome,
             ingest::BatchOutcome::Rejected { results: r, .. } => r[0].outcome,
         }
     }
@@ -725,7 +725,9 @@ async fn a_batch_decides_exactly_as_the_same_signals_one_by_one() {
         .await
         .unwrap()
     {
-        ingest::BatchOutcome::Applied(r) => r.into_iter().map(|r| r.outcome).collect(),
+        ingest::BatchOutcome::Applied { results: r, .. } => {
+            r.into_iter().map(|r| r.outcome).collect()
+        }
         other => panic!("expected an applied batch, got {other:?}"),
     };
     assert_eq!(outcomes1, outcomes2);
@@ -1197,7 +1199,7 @@ async fn usage_counts_once_under_replay_settles_on_finish_and_survives_requeue()
         .await
         .unwrap()
     {
-        ingest::BatchOutcome::Applied(r) => assert_eq!(
+        ingest::BatchOutcome::Applied { results: r, .. } => assert_eq!(
             r.iter().map(|r| r.outcome).collect::<Vec<_>>(),
             [
                 SignalOutcome::Duplicate,
@@ -1232,6 +1234,21 @@ async fn usage_counts_once_under_replay_settles_on_finish_and_survives_requeue()
     assert_eq!(u.attempt.cached_input_tokens, 500_000);
     assert_eq!(u.attempt.cost_micro_usd, 250_000);
     assert_eq!(u.total, u.attempt);
+
+    // The event that ended attempt 1 keeps its usage.
+    let failed: Vec<Event> = w
+        .events()
+        .await
+        .into_iter()
+        .filter(|e| e.topic == "run.finished" && e.payload["attempt"] == 1)
+        .collect();
+    assert_eq!(failed.len(), 1);
+    assert_eq!(
+        failed[0].payload["usage"]["input_tokens"], 1_500_000,
+        "{}",
+        failed[0].payload
+    );
+    assert_eq!(failed[0].payload["usage"]["cost_usd"], 0.25);
 
     // Exit 1 → failed → requeued as attempt 2: its usage starts at zero.
     w.advance(10);
@@ -1295,19 +1312,28 @@ async fn a_run_over_its_budget_is_stopped_and_fails_budget_exceeded() {
     }
     claim_one(&w, &a).await;
     w.signal(&a, sig(&run, 1, SignalKind::Started)).await;
-    let below = [progress_with(&run, 1, 1, 50, 10)];
-    w.signal(&a, below[0].clone()).await;
-    assert_eq!(
-        ingest::enforce_run_budgets(&w.ctx, &below).await.unwrap(),
-        0
-    );
+    // Below the budget: nothing stops.
+    let ingested = |s: Signal| {
+        let (ctx, a) = (w.ctx.clone(), a.clone());
+        async move {
+            match ingest::ingest(&ctx, &a, &[s]).await.unwrap() {
+                ingest::BatchOutcome::Applied {
+                    results,
+                    budget_stops,
+                } => (results[0].outcome, budget_stops),
+                other => panic!("{other:?}"),
+            }
+        }
+    };
+    let below = progress_with(&run, 1, 1, 50, 10);
+    assert_eq!(ingested(below).await, (SignalOutcome::Applied, 0));
     assert!(!w.get_run(run.id).await.stop_requested);
 
-    let over = [progress_with(&run, 1, 2, 30, 20)];
-    w.signal(&a, over[0].clone()).await;
-    assert_eq!(ingest::enforce_run_budgets(&w.ctx, &over).await.unwrap(), 1);
-    // Level-triggered, once: a second check finds it stopping already.
-    assert_eq!(ingest::enforce_run_budgets(&w.ctx, &over).await.unwrap(), 0);
+    // The report that crosses it stops the run in the same transaction.
+    let over = progress_with(&run, 1, 2, 30, 20);
+    assert_eq!(ingested(over.clone()).await, (SignalOutcome::Applied, 1));
+    // Once: a replay is a duplicate and finds it stopping already.
+    assert_eq!(ingested(over).await, (SignalOutcome::Duplicate, 0));
     let r = w.get_run(run.id).await;
     assert!(r.stop_requested);
     assert_eq!(r.status, RunStatus::Running);

@@ -1,5 +1,5 @@
 //! Issue 21 end to end: real pamd, real pam-worker, tmux and the fake
-//! provider speaking claude's, codex's and gemini's real stream formats.
+//! provider speaking claude's, codex's, gemini's and grok's stream formats.
 //! Usage arrives with the progress and finished signals, is counted once
 //! across a worker restart (its outbox replays what was not acked), rolls
 //! up to the task and the project, and a run reaching its budget is
@@ -16,11 +16,11 @@ use serde_json::Value;
 
 const T: Duration = Duration::from_secs(60);
 
-/// worker.toml pointing claude, codex and gemini at the fake provider in
-/// their formats, `extra` fake flags for all three.
+/// worker.toml pointing every provider at the fake provider in its
+/// format, `extra` fake flags for all of them.
 fn worker_toml(extra: &[&str]) -> String {
     let mut toml = FAST_WORKER_TOML.to_string();
-    for format in ["claude", "codex", "gemini"] {
+    for format in ["claude", "codex", "gemini", "grok"] {
         let mut args = vec!["--format", format];
         args.extend_from_slice(extra);
         toml.push_str(&format!(
@@ -67,11 +67,12 @@ async fn usage_arrives_once_across_a_worker_restart_and_rolls_up() {
     apply(
         &pamd,
         &format!(
-            "{}---\n{}---\n{}---\n{}",
+            "{}---\n{}---\n{}---\n{}---\n{}",
             project_yaml(),
             run_yaml("u-claude", "claude", &cwd, ""),
             run_yaml("u-codex", "codex", &cwd, ""),
-            run_yaml("u-gemini", "gemini", &cwd, "")
+            run_yaml("u-gemini", "gemini", &cwd, ""),
+            run_yaml("u-grok", "grok", &cwd, "")
         ),
     );
     // The first claude step's usage is in before the worker dies.
@@ -82,7 +83,7 @@ async fn usage_arrives_once_across_a_worker_restart_and_rolls_up() {
     .await;
     w.kill9();
     w.restart().unwrap();
-    for name in ["u-claude", "u-codex", "u-gemini"] {
+    for name in ["u-claude", "u-codex", "u-gemini", "u-grok"] {
         wait_phase(&pamd, name, "exited", T).await;
     }
     // claude: the result's totals and its own total_cost_usd (3 steps).
@@ -101,9 +102,16 @@ async fn usage_arrives_once_across_a_worker_restart_and_rolls_up() {
     // gemini: the result's stats.
     let g = run(&pamd, "u-gemini").await;
     assert_eq!((total(&g).0, total(&g).2), (30, 3), "{g}");
+    // grok: per-step usage, settled by the result's totals, priced as
+    // grok-code-fast-1 (the model it reports): 18 uncached in × $0.20 +
+    // 12 cached × $0.02 + 6 out × $1.50 per 1M.
+    let k = run(&pamd, "u-grok").await;
+    let (i, cached, o, cost) = total(&k);
+    assert_eq!((i, cached, o), (30, 12, 6), "{k}");
+    assert!((cost - 0.000_012_84).abs() < 2e-6, "{k}");
 
-    // Roll-ups: the task t1 and the project e2e hold all three.
-    let sum_in = 30 + 30 + 30;
+    // Roll-ups: the task t1 and the project e2e hold all four.
+    let sum_in = 30 + 30 + 30 + 30;
     let task = pamd.get("/api/v1/projects/e2e/tasks/t1").await.unwrap();
     assert_eq!(task["status"]["usage"]["inputTokens"], sum_in, "{task}");
     let project = pamd.get("/api/v1/projects/e2e").await.unwrap();

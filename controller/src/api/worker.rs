@@ -274,16 +274,13 @@ pub async fn signals(
         .await
         .map_err(ApiError::internal)?
     {
-        ingest::BatchOutcome::Applied(results) => {
-            // Issue 21: runs these reports took to their budget are stopped
-            // now; wake the workers' long-polls so the stop reaches them.
-            let stopped = ingest::enforce_run_budgets(&st.ctx, &batch.signals)
-                .await
-                .unwrap_or_else(|e| {
-                    tracing::warn!(error = %format!("{e:#}"), "budget check after a signal batch failed; the next report checks again");
-                    0
-                });
-            if stopped > 0 {
+        ingest::BatchOutcome::Applied {
+            results,
+            budget_stops,
+        } => {
+            if budget_stops > 0 {
+                // Issue 21: runs stopped at their budget: wake the
+                // workers' long-polls so the stops reach them now.
                 st.nudge.notify_waiters();
             }
             Ok(Json(SignalAck { results }).into_response())

@@ -3,6 +3,7 @@
 //! structured metadata; output text never enters the journal
 //! (pam-data-model.txt, "Data Retention").
 
+use pam_manifests::state::RunStatus;
 use pam_store::{Host, Project, Run, Source, WorkItem};
 use serde_json::{json, Value};
 
@@ -29,6 +30,22 @@ pub fn run(run: &Run, extra: Value) -> Value {
     });
     if let Some(h) = run.host_id {
         p["host_id"] = json!(h);
+    }
+    // Issue 21: the event that ends an attempt keeps what that attempt
+    // used (the run's status keeps only the current attempt and the
+    // total), so the journal holds every attempt's usage.
+    let u = run.usage.attempt;
+    let ended = matches!(
+        run.status,
+        RunStatus::Exited | RunStatus::Failed | RunStatus::Stopped
+    );
+    if ended && u != pam_store::Usage::default() {
+        p["usage"] = json!({
+            "input_tokens": u.input_tokens,
+            "cached_input_tokens": u.cached_input_tokens,
+            "output_tokens": u.output_tokens,
+            "cost_usd": u.cost_usd(),
+        });
     }
     merged(p, extra)
 }

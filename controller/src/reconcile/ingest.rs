@@ -62,8 +62,13 @@ use crate::rules::runs::{self, lifecycle, RunWrites};
 /// The result of a batch.
 #[derive(Debug)]
 pub enum BatchOutcome {
-    /// Committed; one result per signal.
-    Applied(Vec<SignalResult>),
+    /// Committed; one result per signal. `budget_stops`: live runs the
+    /// batch's usage reports took to their budget, stopped in the same
+    /// transaction (issue 21) — the caller hands the stops to the workers.
+    Applied {
+        results: Vec<SignalResult>,
+        budget_stops: usize,
+    },
     /// Rolled back because at least one signal was rejected; results only
     /// for the rejected ones (the rest stay pending in the outbox).
     /// `foreign`: one of them is about a run of another host (the API
@@ -90,43 +95,6 @@ pub async fn ingest(ctx: &Ctx, host: &Host, signals: &[Signal]) -> anyhow::Resul
             r => return Ok(r?),
         }
     }
-}
-
-/// Issue 21: after a batch committed, stops the live runs its usage
-/// reports took to their budget ([`runs::stop_over_budget`], the normal
-/// stop path), in one transaction. Returns how many it stopped, so the
-/// caller can hand the stops to the workers now. Level-triggered: a run
-/// missed here (a conflict, a crash) is stopped after its next report.
-pub async fn enforce_run_budgets(ctx: &Ctx, signals: &[Signal]) -> anyhow::Result<usize> {
-    let mut ids: Vec<Uuid> = signals
-        .iter()
-        .filter(|s| s.usage.is_some() && s.kind != SignalKind::Orphan)
-        .map(|s| s.run_id)
-        .collect();
-    ids.sort_unstable();
-    ids.dedup();
-    if ids.is_empty() {
-        return Ok(0);
-    }
-    let now = ctx.now();
-    let mut tx = ctx.store.begin().await?;
-    let mut stopped = 0;
-    for id in ids {
-        let Some(run) = tx.get_run(id).await? else {
-            continue;
-        };
-        if runs::stop_over_budget(tx.as_mut(), run, now)
-            .await?
-            .is_some()
-        {
-            stopped += 1;
-        }
-    }
-    if stopped > 0 {
-        ctx.commit(tx).await?;
-        ctx.wake.notify_one();
-    }
-    Ok(stopped)
 }
 
 async fn ingest_once(ctx: &Ctx, host: &Host, signals: &[Signal]) -> StoreResult<BatchOutcome> {
@@ -183,9 +151,29 @@ async fn ingest_once(ctx: &Ctx, host: &Host, signals: &[Signal]) -> StoreResult<
         return Ok(BatchOutcome::Rejected { results, foreign });
     }
     let usage_deltas = std::mem::take(&mut staged.usage_deltas);
+    // Issue 21: the runs this batch's reports took to their budget, as the
+    // batch leaves them (their written resource_version is the guard).
+    let mut over: Vec<Run> = usage_deltas
+        .iter()
+        .filter_map(|(id, ..)| staged.run(*id))
+        .filter(|r| usage::run_over_budget(r).is_some())
+        .collect();
+    over.sort_by_key(|r| r.id);
+    over.dedup_by_key(|r| r.id);
     staged.write(tx.as_mut(), now).await?;
+    // Stopped through the normal stop path in the batch's own transaction:
+    // the usage that crossed the budget and the stop commit together.
+    let mut budget_stops = 0;
+    for run in over {
+        if runs::stop_over_budget(tx.as_mut(), run, now)
+            .await?
+            .is_some()
+        {
+            budget_stops += 1;
+        }
+    }
     ctx.commit(tx).await?;
-    for (provider, project, delta) in &usage_deltas {
+    for (_, provider, project, delta) in &usage_deltas {
         ctx.metrics.usage(provider, *project, delta);
     }
     for r in &results {
@@ -196,7 +184,13 @@ async fn ingest_once(ctx: &Ctx, host: &Host, signals: &[Signal]) -> StoreResult<
         ctx.claimable.notify_waiters();
         ctx.wake.notify_one();
     }
-    Ok(BatchOutcome::Applied(results))
+    if budget_stops > 0 {
+        ctx.wake.notify_one();
+    }
+    Ok(BatchOutcome::Applied {
+        results,
+        budget_stops,
+    })
 }
 
 /// A batch's runs, markers and events as the batch's signals leave them,
@@ -218,9 +212,9 @@ struct Staged {
     orphans: HashSet<String>,
     /// What tokens cost when the provider reports no cost (issue 21).
     prices: Arc<PriceTable>,
-    /// Usage the batch added, per run: (provider, project, delta), for the
-    /// metrics after commit.
-    usage_deltas: Vec<(String, Uuid, pam_store::Usage)>,
+    /// Usage the batch added, per run: (run, provider, project, delta),
+    /// for the budget check and the metrics after commit.
+    usage_deltas: Vec<(Uuid, String, Uuid, pam_store::Usage)>,
 }
 
 impl Staged {
@@ -303,7 +297,7 @@ impl Staged {
             r.meta.resource_version += 1;
             let delta = r.usage.total - before.total;
             self.usage_deltas
-                .push((r.provider.clone(), r.project_id, delta));
+                .push((id, r.provider.clone(), r.project_id, delta));
         }
     }
 

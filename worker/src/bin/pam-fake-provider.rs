@@ -1,8 +1,13 @@
 //! A stand-in provider CLI for tests: prints the structured stream of
-//! claude (`stream-json`), codex (`exec --json`) or gemini (`stream-json`)
-//! with N progress lines, then the final result, then exits.
+//! claude (`stream-json`), codex (`exec --json`), gemini (`stream-json`)
+//! or grok (`streaming-json`, in the shape pam-worker's grok parser
+//! assumes: see worker/src/providers/grok.rs) with N progress lines, then
+//! the final result, then exits. Each format reports token usage where
+//! that provider does: claude per step and in the result (with its own
+//! `total_cost_usd`), codex and gemini in the final event, grok per step
+//! and in the result (OpenAI-style `prompt_tokens`/`completion_tokens`).
 //!
-//! `pam-fake-provider [--format claude|codex|gemini] [--lines N]
+//! `pam-fake-provider [--format claude|codex|gemini|grok] [--lines N]
 //! [--sleep-ms MS] [--exit CODE] [--fail-result] [--hang] [--ignore-term]
 //! [--pid-file PATH] [-p PROMPT] [PROMPT]`
 //!
@@ -21,6 +26,7 @@ enum Format {
     Claude,
     Codex,
     Gemini,
+    Grok,
 }
 
 #[derive(Debug, Parser)]
@@ -56,6 +62,9 @@ struct Args {
     /// The prompt (positional).
     prompt: Option<String>,
 }
+
+/// The model the grok format reports (priced from pamd's table).
+const GROK_MODEL: &str = "grok-code-fast-1";
 
 fn out(v: serde_json::Value) {
     let mut o = std::io::stdout().lock();
@@ -103,6 +112,9 @@ async fn main() {
                 json!({"type":"message","timestamp":"2025-01-01T00:00:00.000Z","role":"user","content":prompt}),
             );
         }
+        Format::Grok => out(
+            json!({"type":"session_started","sessionId":"fake-session","model":GROK_MODEL,"prompt":prompt,"echo":echo}),
+        ),
     }
     println!("plain text between events: no progress here");
     for i in 1..=n {
@@ -120,6 +132,12 @@ async fn main() {
             Format::Gemini => out(
                 json!({"type":"message","timestamp":"2025-01-01T00:00:00.000Z","role":"assistant","content":text}),
             ),
+            Format::Grok => {
+                out(json!({"type":"content_delta","text":"st"}));
+                out(
+                    json!({"type":"assistant_message","text":text,"model":GROK_MODEL,"usage":{"prompt_tokens":10,"completion_tokens":i,"prompt_tokens_details":{"cached_tokens":4}}}),
+                )
+            }
         }
     }
     if a.hang {
@@ -143,6 +161,9 @@ async fn main() {
         }
         Format::Gemini => out(
             json!({"type":"result","timestamp":"2025-01-01T00:00:00.000Z","status": if ok {"success"} else {"error"},"stats":{"total_tokens":11*n,"input_tokens":10*n,"output_tokens":n,"cached":0,"input":10*n,"duration_ms":1,"tool_calls":0}}),
+        ),
+        Format::Grok => out(
+            json!({"type":"result","stopReason": if ok {"end_turn"} else {"error"},"text":"done","sessionId":"fake-session","model":GROK_MODEL,"usage":{"prompt_tokens":10*n,"completion_tokens":n*(n+1)/2,"prompt_tokens_details":{"cached_tokens":4*n}}}),
         ),
     }
     std::process::exit(a.exit_code);
