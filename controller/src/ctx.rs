@@ -112,6 +112,10 @@ struct Observation {
     blind: AtomicBool,
 }
 
+/// Runs created by one batch from which [`Ctx::created_runs`] refreshes
+/// the planner's statistics.
+pub const BULK_RUNS: usize = 500;
+
 impl Ctx {
     pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>, thresholds: Thresholds) -> Self {
         Ctx::with_bus(store, clock, thresholds, EventBus::default())
@@ -147,6 +151,22 @@ impl Ctx {
             fence: Some(fence),
             ..self.clone()
         }
+    }
+
+    /// After a committed batch created `n` runs: a bulk (at least
+    /// [`BULK_RUNS`]) refreshes the planner's statistics of the run queue
+    /// in the background ([`pam_store::Store::refresh_statistics`]), so
+    /// claims do not run on a plan made for an empty queue.
+    pub fn created_runs(&self, n: usize) {
+        if n < BULK_RUNS {
+            return;
+        }
+        let store = self.store.clone();
+        tokio::spawn(async move {
+            if let Err(e) = store.refresh_statistics().await {
+                tracing::warn!(error = %e, "refreshing the run queue's statistics failed");
+            }
+        });
     }
 
     pub fn now(&self) -> DateTime<Utc> {

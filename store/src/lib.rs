@@ -177,6 +177,15 @@ pub trait Store: Send + Sync + 'static {
     async fn journal_wakeups(&self) -> StoreResult<Option<tokio::sync::mpsc::Receiver<()>>> {
         Ok(None)
     }
+
+    /// Refreshes the query planner's statistics of the run queue
+    /// (PostgreSQL: `ANALYZE runs`). A bulk of new pending runs makes the
+    /// claim's plan from stale statistics walk and sort every pending run
+    /// (30× slower at 10,000, issue 20) until autovacuum analyzes; pamd
+    /// calls this after a batch that created many. Nothing to do in memory.
+    async fn refresh_statistics(&self) -> StoreResult<()> {
+        Ok(())
+    }
 }
 
 /// One transaction over every aggregate. `now` arguments come from the

@@ -113,8 +113,9 @@ pub enum ApplyError {
 /// What a written batch did.
 pub struct Written {
     pub results: Vec<ApplyResult>,
-    /// Whether it created runs (the claim long-polls are woken).
-    pub new_runs: bool,
+    /// How many runs it created (the claim long-polls are woken; a bulk
+    /// refreshes the planner's statistics).
+    pub new_runs: usize,
 }
 
 /// Applies a request: parse, validate whole, write in one transaction (or
@@ -138,9 +139,10 @@ pub async fn apply(ctx: &Ctx, req: &ApplyRequest) -> Result<Vec<ApplyResult>, Ap
         drop(tx);
     } else {
         ctx.commit(tx).await?;
-        if written.new_runs {
+        if written.new_runs > 0 {
             ctx.claimable.notify_waiters();
         }
+        ctx.created_runs(written.new_runs);
         ctx.wake.notify_one();
     }
     Ok(written.results)

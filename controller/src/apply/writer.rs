@@ -48,7 +48,7 @@ pub(super) struct Writer<'t> {
     new_names: HashMap<(Uuid, String), Uuid>,
     /// The conditions of every object created by this batch, built once.
     created_conditions: Value,
-    pub(super) new_runs: bool,
+    pub(super) new_runs: usize,
     offline_after: std::time::Duration,
     /// Tasks whose `spec.dependsOn` this batch changes (new tasks with
     /// dependencies, stored ones whose list differs), by project id:
@@ -109,7 +109,7 @@ impl<'t> Writer<'t> {
             new_item_projects: Vec::new(),
             new_names: HashMap::new(),
             created_conditions: meta::created_conditions(now),
-            new_runs: false,
+            new_runs: 0,
             offline_after,
             dep_writes: Vec::new(),
         }
@@ -374,7 +374,7 @@ impl<'t> Writer<'t> {
                     .cloned()
                     .ok_or_else(|| StoreError::NotFound(format!("task {}", r.spec.task)))?;
                 runs::create(self.tx, project_id, &project_slug, &task, desired, self.now).await?;
-                self.new_runs = true;
+                self.new_runs += 1;
                 self.result(&d.manifest, Action::Created, Some(1));
             }
             Some(row) => {

@@ -99,6 +99,14 @@ impl Store for PgStore {
         }))
     }
 
+    async fn refresh_statistics(&self) -> StoreResult<()> {
+        sqlx::query("ANALYZE runs")
+            .execute(&self.pool)
+            .await
+            .map_err(db_err)?;
+        Ok(())
+    }
+
     async fn journal_wakeups(&self) -> StoreResult<Option<tokio::sync::mpsc::Receiver<()>>> {
         let mut listener = sqlx::postgres::PgListener::connect_with(&self.pool)
             .await

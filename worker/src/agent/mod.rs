@@ -85,7 +85,8 @@ pub const ORPHAN_AFTER: Duration = Duration::from_secs(4);
 const CLAIM_WAIT_SECONDS: u64 = 20;
 /// Most signals per batch.
 const BATCH: usize = 256;
-/// How often the shipper looks at the outbox when it is empty.
+/// How often the shipper looks at the outbox when it is empty and no
+/// file-system notification woke it (the watch failed, or one was lost).
 const SHIP_POLL: Duration = Duration::from_millis(50);
 
 /// What the agent needs to run.
@@ -295,18 +296,58 @@ async fn claim_loop(st: Arc<State>) {
 async fn ship_loop(st: Arc<State>) {
     let api = Api::new(&st.opts, Duration::from_secs(30)).expect("http client");
     let mut backoff = Backoff::new();
+    let appended = Arc::new(tokio::sync::Notify::new());
+    let _watch = watch_outbox(st.outbox.dir(), appended.clone());
     loop {
         match ship_once(&st, &api).await {
             Ok(n) => {
                 backoff.reset();
                 if n == 0 {
-                    tokio::time::sleep(SHIP_POLL).await;
+                    tokio::select! {
+                        _ = appended.notified() => {}
+                        _ = tokio::time::sleep(SHIP_POLL) => {}
+                    }
                 }
             }
             Err(e) => {
                 tracing::warn!(error = %format!("{e:#}"), "shipping signals failed; retrying");
                 tokio::time::sleep(backoff.after(failure(&e))).await;
             }
+        }
+    }
+}
+
+/// Wakes `appended` when an entry is renamed into the outbox (a wrapper's
+/// `started`, `progress` or `finished`), so it ships at once rather than
+/// at the next poll (issue 20: the poll was a visible part of apply →
+/// running). Hidden names are entries being written. `None` when the
+/// watch cannot be set up: the poll still ships everything.
+fn watch_outbox(
+    dir: &std::path::Path,
+    appended: Arc<tokio::sync::Notify>,
+) -> Option<notify::RecommendedWatcher> {
+    use notify::Watcher as _;
+    let watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+        let Ok(ev) = res else { return };
+        let entry = ev.paths.iter().any(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| !n.starts_with('.') && n.ends_with(".json"))
+        });
+        if entry
+            && matches!(
+                ev.kind,
+                notify::EventKind::Create(_) | notify::EventKind::Modify(_)
+            )
+        {
+            appended.notify_one();
+        }
+    });
+    match watcher.and_then(|mut w| w.watch(dir, notify::RecursiveMode::NonRecursive).map(|_| w)) {
+        Ok(w) => Some(w),
+        Err(e) => {
+            tracing::warn!(error = %e, dir = %dir.display(), "cannot watch the outbox; polling it");
+            None
         }
     }
 }
