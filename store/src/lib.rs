@@ -55,6 +55,7 @@ pub mod runs;
 pub mod sources;
 pub mod tokens;
 pub mod usage;
+pub mod webhooks;
 pub mod work_items;
 
 use std::collections::BTreeMap;
@@ -74,6 +75,7 @@ pub use runs::{Run, RunFilter, RunTx, RunUpdate, SignalMarker, Target};
 pub use sources::{OwnedObject, Source, SourceObject, SourceStatus, SourceTx};
 pub use tokens::{ApiToken, TokenKind, TokenTx};
 pub use usage::{RunUsage, Usage};
+pub use webhooks::{Delivery, DeliveryFilter, DeliveryOutcome, DeliveryStatus, Webhook, WebhookTx};
 pub use work_items::{WorkItem, WorkItemTx};
 
 /// Every store trait, for `use pam_store::prelude::*`: calling a method of
@@ -81,7 +83,7 @@ pub use work_items::{WorkItem, WorkItemTx};
 pub mod prelude {
     pub use crate::{
         AttachTx, DependencyTx, EventTx, HostTx, LeaderTx, ProjectTx, RunTx, SourceTx, Store,
-        TokenTx, Tx, WorkItemTx,
+        TokenTx, Tx, WebhookTx, WorkItemTx,
     };
 }
 
@@ -192,6 +194,7 @@ pub trait Tx:
     + EventTx
     + TokenTx
     + SourceTx
+    + WebhookTx
     + LeaderTx
     + Send
 {
@@ -205,4 +208,8 @@ pub trait Tx:
     fn has_events(&self) -> bool {
         true
     }
+
+    /// The events appended so far in this transaction, in seq order (the
+    /// webhook fan-out reads them before commit).
+    fn pending_events(&self) -> &[Event];
 }

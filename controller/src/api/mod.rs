@@ -47,6 +47,7 @@ pub mod stream;
 pub mod tasks;
 pub mod tokens;
 pub mod validate;
+pub mod webhooks;
 pub mod worker;
 
 /// What every handler can reach.

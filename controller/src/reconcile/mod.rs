@@ -20,6 +20,7 @@ pub mod liveness;
 pub mod restart;
 pub mod retention;
 pub mod timeout;
+pub mod webhooks;
 
 use pam_store::{StoreError, StoreResult};
 use tokio_util::sync::CancellationToken;

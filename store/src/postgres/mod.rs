@@ -327,6 +327,10 @@ impl Tx for PgTx {
     fn has_events(&self) -> bool {
         !self.events.is_empty()
     }
+
+    fn pending_events(&self) -> &[Event] {
+        &self.events
+    }
 }
 
 // The aggregates' parts of the transaction (after the helpers and
@@ -342,4 +346,5 @@ mod runs;
 mod sources;
 mod tokens;
 mod usage;
+mod webhooks;
 mod work_items;
