@@ -47,6 +47,7 @@ pub mod deps;
 pub mod embedded;
 pub mod events;
 pub mod hosts;
+pub mod idempotency;
 pub mod leader;
 pub mod memory;
 pub mod postgres;
@@ -69,6 +70,7 @@ pub use attach::{AttachLease, AttachRefusal, AttachTx};
 pub use deps::{DependencyLink, DependencyTx, Gated};
 pub use events::{Event, EventTx};
 pub use hosts::{Host, HostTx};
+pub use idempotency::{Claimed, IdempotencyClaim, IdempotencyTx};
 pub use leader::{LeaderTx, Lease};
 pub use projects::{Project, ProjectTx};
 pub use runs::{Run, RunFilter, RunTx, RunUpdate, SignalMarker, Target};
@@ -82,8 +84,8 @@ pub use work_items::{WorkItem, WorkItemTx};
 /// a `dyn Tx` needs the aggregate trait that declares it in scope.
 pub mod prelude {
     pub use crate::{
-        AttachTx, DependencyTx, EventTx, HostTx, LeaderTx, ProjectTx, RunTx, SourceTx, Store,
-        TokenTx, Tx, WebhookTx, WorkItemTx,
+        AttachTx, DependencyTx, EventTx, HostTx, IdempotencyTx, LeaderTx, ProjectTx, RunTx,
+        SourceTx, Store, TokenTx, Tx, WebhookTx, WorkItemTx,
     };
 }
 
@@ -195,6 +197,7 @@ pub trait Tx:
     + TokenTx
     + SourceTx
     + WebhookTx
+    + IdempotencyTx
     + LeaderTx
     + Send
 {

@@ -31,6 +31,7 @@ pub mod events;
 pub mod extract;
 pub mod guard;
 pub mod hosts;
+pub mod idempotency;
 pub mod leases;
 pub mod list;
 pub mod lookup;
@@ -87,6 +88,7 @@ impl AppState {
 
 pub fn router(state: AppState) -> Router {
     let metrics = state.ctx.metrics.clone();
+    let idempotent = axum::middleware::from_fn_with_state(state.clone(), idempotency::layer);
     Router::new()
         .merge(routes::v1())
         .merge(dashboard::router())
@@ -96,6 +98,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/version", get(version))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(idempotent)
         .layer(axum::middleware::from_fn(guard::check_uri))
         .layer(axum::middleware::from_fn(guard::json_errors))
         .layer(axum::middleware::from_fn_with_state(

@@ -115,6 +115,9 @@ pub async fn run_loops(ctx: Ctx, shutdown: CancellationToken) {
             if let Err(e) = integrity::sweep(&ctx).await {
                 tracing::error!(error = %e, "integrity check failed");
             }
+            if let Err(e) = retention::purge_idempotency_keys(&ctx).await {
+                tracing::warn!(error = %e, "cannot purge expired idempotency keys");
+            }
             ctx.metrics.loop_took("integrity", started);
         }
         if let Err(e) = pass(&ctx).await {

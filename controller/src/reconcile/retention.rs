@@ -24,3 +24,12 @@ pub async fn purge_deliveries(ctx: &Ctx, days: u32) -> anyhow::Result<u64> {
     ctx.commit(tx).await?;
     Ok(n)
 }
+
+/// Deletes the idempotency keys whose replay window is over (issue 19):
+/// at start and every few minutes with the integrity check.
+pub async fn purge_idempotency_keys(ctx: &Ctx) -> anyhow::Result<u64> {
+    let mut tx = ctx.store.begin().await?;
+    let n = tx.purge_idempotency_keys(ctx.now()).await?;
+    ctx.commit(tx).await?;
+    Ok(n)
+}

@@ -61,6 +61,8 @@ struct State {
     attach_input: HashMap<Uuid, Vec<(i32, String)>>,
     webhooks: HashMap<Uuid, crate::Webhook>,
     deliveries: HashMap<Uuid, crate::Delivery>,
+    /// (principal, key hash) → the stored key.
+    idempotency: HashMap<(String, String), idempotency::KeyRow>,
 }
 
 /// The in-memory store.
@@ -247,6 +249,7 @@ mod attach;
 mod deps;
 mod events;
 mod hosts;
+mod idempotency;
 mod leader;
 mod projects;
 mod runs;

@@ -339,6 +339,7 @@ mod attach;
 mod deps;
 mod events;
 mod hosts;
+mod idempotency;
 mod leader;
 mod projects;
 mod rows;

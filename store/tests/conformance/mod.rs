@@ -95,6 +95,7 @@ macro_rules! store_conformance_tests {
             attach_lease_one_holder_input_expiry_and_revocation,
             webhook_crud_targets_and_delivery_queue,
             pending_events_are_the_transactions_own,
+            idempotency_keys_claim_answer_replay_and_expire,
         );
     };
     (@each $make:expr; $($name:ident),+ $(,)?) => {

@@ -196,3 +196,86 @@ pub async fn pending_events_are_the_transactions_own(s: &dyn Store) {
     let committed = tx.commit().await.unwrap();
     assert_eq!(committed.len(), 2);
 }
+
+pub async fn idempotency_keys_claim_answer_replay_and_expire(s: &dyn Store) {
+    use pam_store::{Claimed, IdempotencyClaim};
+    let claim = |hash: &str, now: i64| IdempotencyClaim {
+        principal: "fp-1".into(),
+        key_hash: "k-1".into(),
+        request_hash: hash.into(),
+        now: t(now),
+        expires_at: t(now + 100),
+        stale_before: t(now - 10),
+    };
+    let mut tx = s.begin().await.unwrap();
+    assert_eq!(
+        tx.claim_idempotency_key(&claim("a", 0)).await.unwrap(),
+        Claimed::New
+    );
+    // The same request while the first is in progress; another one.
+    assert_eq!(
+        tx.claim_idempotency_key(&claim("a", 1)).await.unwrap(),
+        Claimed::InProgress
+    );
+    assert_eq!(
+        tx.claim_idempotency_key(&claim("b", 1)).await.unwrap(),
+        Claimed::Mismatch
+    );
+    // Another principal's key of the same name is its own.
+    let mut other = claim("b", 1);
+    other.principal = "fp-2".into();
+    assert_eq!(
+        tx.claim_idempotency_key(&other).await.unwrap(),
+        Claimed::New
+    );
+    tx.answer_idempotency_key(
+        "fp-1",
+        "k-1",
+        201,
+        Some(b"{\"ok\":1}"),
+        Some("application/json"),
+    )
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+
+    let mut tx = s.begin().await.unwrap();
+    assert_eq!(
+        tx.claim_idempotency_key(&claim("a", 2)).await.unwrap(),
+        Claimed::Answered {
+            status: 201,
+            body: Some(b"{\"ok\":1}".to_vec()),
+            content_type: Some("application/json".into()),
+        }
+    );
+    // An abandoned claim (older than the lease) is taken over; a released
+    // one is free again.
+    assert_eq!(
+        tx.claim_idempotency_key(&other).await.unwrap(),
+        Claimed::InProgress
+    );
+    let mut later = other.clone();
+    later.now = t(50);
+    later.stale_before = t(40);
+    later.expires_at = t(150);
+    assert_eq!(
+        tx.claim_idempotency_key(&later).await.unwrap(),
+        Claimed::New
+    );
+    tx.release_idempotency_key("fp-2", "k-1").await.unwrap();
+    assert_eq!(
+        tx.claim_idempotency_key(&later).await.unwrap(),
+        Claimed::New
+    );
+    // Past its expiry a key is new again, and retention deletes it.
+    assert_eq!(
+        tx.claim_idempotency_key(&claim("b", 100)).await.unwrap(),
+        Claimed::New
+    );
+    assert_eq!(tx.purge_idempotency_keys(t(1000)).await.unwrap(), 2);
+    assert_eq!(
+        tx.claim_idempotency_key(&claim("c", 1000)).await.unwrap(),
+        Claimed::New
+    );
+    drop(tx);
+}
