@@ -31,6 +31,9 @@
 //! # signing_keys_dir = "/etc/pam/webhook-keys"
 //! # timeout_seconds = 10, retry_initial_ms = 10000, retry_max_seconds = 3600,
 //! # retry_for_hours = 24, deliveries_days = 30, public_url = "https://…"
+//! [rate_limits]             # issue 19, per token (see config/rate_limits.rs)
+//! # operator_per_second = 100, operator_burst = 1000,
+//! # worker_per_second = 50, worker_burst = 200, enabled = true
 //! ```
 //! An unknown key is an error naming it: a typo must not silently fall back
 //! to a default.
@@ -43,6 +46,7 @@ use crate::rules::runs::usage::PriceTable;
 use crate::sync::fetch::GitAuth;
 
 mod prices;
+pub mod rate_limits;
 pub mod webhooks;
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7700";
@@ -125,6 +129,8 @@ pub struct Config {
     pub prices: PriceTable,
     /// Outbound webhooks (issue 19).
     pub webhooks: webhooks::WebhooksConfig,
+    /// Per-token rate limits (issue 19).
+    pub rate_limits: rate_limits::RateLimitsConfig,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -229,6 +235,7 @@ struct FileConfig {
     database: DatabaseConfig,
     prices: prices::PricesFile,
     webhooks: webhooks::WebhooksConfig,
+    rate_limits: rate_limits::RateLimitsConfig,
 }
 
 impl Config {
@@ -282,6 +289,7 @@ impl Config {
             database: parsed.database,
             prices: parsed.prices.table(),
             webhooks: parsed.webhooks,
+            rate_limits: parsed.rate_limits,
         };
         config.validate()?;
         Ok(config)
@@ -311,7 +319,8 @@ impl Config {
         if self.retention.events_days == 0 {
             bail!("[retention] events_days must be at least 1");
         }
-        self.webhooks.validate()
+        self.webhooks.validate()?;
+        self.rate_limits.validate()
     }
 }
 

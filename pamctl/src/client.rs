@@ -123,8 +123,9 @@ impl Client {
     /// Sends one request. A POST carries a fresh `Idempotency-Key`
     /// (issue 19), the same on each of this call's retries: on another
     /// server (failover), after an answer lost on the way (the
-    /// connection dropped), and while pamd says the first is still in
-    /// progress — so a retried mutation is done once.
+    /// connection dropped), while pamd says the first is still in
+    /// progress, and after a 429 (waiting its `Retry-After`) — so a
+    /// retried mutation is done once. At most [`RETRIES`] tries.
     fn send(&self, method: reqwest::Method, path: &str, body: Option<&Value>) -> Result<Value> {
         let key = (method == reqwest::Method::POST).then(|| uuid::Uuid::new_v4().to_string());
         let mut tries = 0;
@@ -144,6 +145,18 @@ impl Client {
                 req.send()
             });
             let retry_after = match &sent {
+                // Over the rate limit (issue 19): wait as told, any method.
+                Ok(r) if r.status().as_u16() == 429 => {
+                    let wait = r
+                        .headers()
+                        .get("retry-after")
+                        .and_then(|v| v.to_str().ok())
+                        .and_then(|v| v.trim().parse::<u64>().ok())
+                        .unwrap_or(1)
+                        .clamp(1, 60);
+                    crate::term::note(&format!("pamd: rate limited; retrying in {wait}s"));
+                    Some(Duration::from_secs(wait))
+                }
                 // The answer was lost (not a timeout: that waited long
                 // enough): the key makes sending again safe.
                 Err((_, e)) if key.is_some() && !e.is_connect() && !e.is_timeout() => {

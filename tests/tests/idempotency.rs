@@ -23,19 +23,28 @@ fn batch(tasks: usize) -> String {
     y
 }
 
-/// A proxy to `target` that passes requests on and drops every answer:
-/// it closes the client's connection when the answer starts (reading the
-/// rest itself), as a network cut or a client timeout would.
-async fn answer_dropping_proxy(target: &str) -> String {
+/// A proxy to `target` that passes requests on and drops the first
+/// `drops` answers: it closes the client's connection when the answer
+/// starts (reading the rest itself), as a network cut or a client timeout
+/// would; later connections pass through.
+async fn answer_dropping_proxy(target: &str, drops: usize) -> String {
+    use std::sync::atomic::{AtomicUsize, Ordering};
     use tokio::io::AsyncReadExt;
+    let dropped = std::sync::Arc::new(AtomicUsize::new(0));
     let target = target.trim_start_matches("http://").to_string();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {
         while let Ok((client, _)) = listener.accept().await {
             let target = target.clone();
+            let drop_this = dropped.fetch_add(1, Ordering::SeqCst) < drops;
             tokio::spawn(async move {
-                let server = tokio::net::TcpStream::connect(&target).await.unwrap();
+                let mut server = tokio::net::TcpStream::connect(&target).await.unwrap();
+                if !drop_this {
+                    let mut client = client;
+                    let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                    return;
+                }
                 let (mut cr, cw) = client.into_split();
                 let (mut sr, mut sw) = server.into_split();
                 let up = tokio::spawn(async move { tokio::io::copy(&mut cr, &mut sw).await });
@@ -89,7 +98,7 @@ async fn an_apply_retried_with_its_key_is_done_once_and_answered_the_same() {
     let body = json!({"files": [{"name": "idem.yaml", "content": batch(300)}]});
     // The first answer is lost on the way back (the client sees the
     // connection close, as after a timeout).
-    let proxy = answer_dropping_proxy(&pamd.url).await;
+    let proxy = answer_dropping_proxy(&pamd.url, usize::MAX).await;
     let client = pamd.http();
     let lost = post_to(
         &proxy,
@@ -206,11 +215,19 @@ async fn a_created_token_is_never_replayed_and_pamctl_sends_keys() {
         .count();
     assert_eq!(named_ci, 1, "created once: {tokens}");
 
-    // pamctl's mutating calls carry a key each (two applies: two keys, the
-    // second finds nothing to change rather than a replay).
+    // pamctl sends a key with every mutating call and the same key on its
+    // own retry: through a proxy that loses the first answer, its apply
+    // is retried and answered `created` (the first one's answer replayed,
+    // not a second apply's `unchanged`).
+    let proxy = answer_dropping_proxy(&pamd.url, 1).await;
     let yaml = batch(2);
-    let out = ok(&pamd.pamctl_stdin(&["apply", "-f", "-"], Some(&yaml)));
-    assert!(out.contains("created"), "{out}");
+    let out = pamd.pamctl_stdin(&["--server", &proxy, "apply", "-f", "-"], Some(&yaml));
+    let stdout = ok(&out);
+    assert!(
+        stdout.contains("created") && !stdout.contains("unchanged"),
+        "{stdout}"
+    );
+    // Two calls are two keys: the second apply does the work again.
     let out = ok(&pamd.pamctl_stdin(&["apply", "-f", "-"], Some(&yaml)));
     assert!(out.contains("unchanged"), "{out}");
 }

@@ -39,6 +39,7 @@ pub mod metrics;
 pub mod objects;
 pub mod pending_signals;
 pub mod projects;
+pub mod rate_limit;
 pub mod revocation;
 pub mod routes;
 pub mod runs;
@@ -69,6 +70,8 @@ pub struct AppState {
     /// Wakes the workers' claim long-polls early (a stop, a signal, attach
     /// input), so they fetch their desired set now rather than next tick.
     pub nudge: std::sync::Arc<tokio::sync::Notify>,
+    /// The per-token rate limits (issue 19; this replica's buckets).
+    pub limits: Arc<rate_limit::Limiter>,
 }
 
 impl AppState {
@@ -82,6 +85,7 @@ impl AppState {
             leases: leases::Leases::new(store.clone()),
             revocations: Default::default(),
             nudge: Default::default(),
+            limits: Default::default(),
         }
     }
 }
@@ -89,6 +93,7 @@ impl AppState {
 pub fn router(state: AppState) -> Router {
     let metrics = state.ctx.metrics.clone();
     let idempotent = axum::middleware::from_fn_with_state(state.clone(), idempotency::layer);
+    let limited = axum::middleware::from_fn_with_state(state.clone(), rate_limit::layer);
     Router::new()
         .merge(routes::v1())
         .merge(dashboard::router())
@@ -99,6 +104,7 @@ pub fn router(state: AppState) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(idempotent)
+        .layer(limited)
         .layer(axum::middleware::from_fn(guard::check_uri))
         .layer(axum::middleware::from_fn(guard::json_errors))
         .layer(axum::middleware::from_fn_with_state(

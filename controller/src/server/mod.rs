@@ -69,6 +69,9 @@ async fn serve(config: &Config, clock: SharedClock, url: &str) -> anyhow::Result
     let mut state = AppState::new(Arc::new(store.clone()), clock, thresholds(config));
     state.ctx.prices = Arc::new(config.prices.clone());
     state.ctx.webhooks = Arc::new(config.webhooks.settings());
+    if let Some(b) = config.rate_limits.budgets() {
+        state.limits = Arc::new(crate::api::rate_limit::Limiter::new(b));
+    }
     let purged = crate::reconcile::retention::purge(&state.ctx, config.retention.events_days)
         .await
         .context("purge old events")?;
