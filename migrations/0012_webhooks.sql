@@ -45,5 +45,10 @@ CREATE INDEX webhook_deliveries_pending ON webhook_deliveries (webhook_id, event
 -- What is due (the sender's scan).
 CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_attempt_at)
     WHERE status = 'pending';
+-- Failed deliveries per webhook (status counts, `pamctl get webhooks`).
+CREATE INDEX webhook_deliveries_failed ON webhook_deliveries (webhook_id)
+    WHERE status = 'failed';
+-- The newest first (`pamctl get webhookdeliveries` without a webhook).
+CREATE INDEX webhook_deliveries_event_seq ON webhook_deliveries (event_seq);
 -- Retention of finished deliveries.
 CREATE INDEX webhook_deliveries_created_at ON webhook_deliveries (created_at);

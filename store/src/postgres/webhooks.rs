@@ -296,7 +296,7 @@ impl WebhookTx for PgTx {
         let rows: Vec<(Uuid, i64, i64)> = sqlx::query_as(
             "SELECT webhook_id, count(*) FILTER (WHERE status = 'pending'), \
                     count(*) FILTER (WHERE status = 'failed') \
-             FROM webhook_deliveries WHERE status <> 'delivered' GROUP BY webhook_id",
+             FROM webhook_deliveries WHERE status IN ('pending', 'failed') GROUP BY webhook_id",
         )
         .fetch_all(self.conn())
         .await
