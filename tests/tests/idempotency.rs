@@ -230,4 +230,35 @@ async fn a_created_token_is_never_replayed_and_pamctl_sends_keys() {
     // Two calls are two keys: the second apply does the work again.
     let out = ok(&pamd.pamctl_stdin(&["apply", "-f", "-"], Some(&yaml)));
     assert!(out.contains("unchanged"), "{out}");
+
+    // Keys are per token; a revoked token gets no replay.
+    let ci = first["token"].as_str().unwrap();
+    let body = json!({"files": [{"name": "p.yaml", "content": batch(0)}]});
+    let (status, _, _) = post_to(&pamd.url, ci, &client, "/api/v1/apply", "k", &body)
+        .await
+        .unwrap();
+    assert_eq!(status, 200);
+    let (status, replayed, _) = post_to(&pamd.url, ci, &client, "/api/v1/apply", "k", &body)
+        .await
+        .unwrap();
+    assert_eq!((status, replayed.as_deref()), (200, Some("true")));
+    let (status, replayed, _) = post(&pamd, &client, "/api/v1/apply", "k", &body)
+        .await
+        .unwrap();
+    assert_eq!((status, replayed), (200, None), "another token's key");
+    let id = first["id"].as_str().unwrap();
+    let revoked = client
+        .delete(format!("{}/api/v1/tokens/{id}", pamd.url))
+        .bearer_auth(&pamd.token)
+        .send()
+        .await
+        .unwrap();
+    assert!(revoked.status().is_success());
+    let (status, _, err) = post_to(&pamd.url, ci, &client, "/api/v1/apply", "k", &body)
+        .await
+        .unwrap();
+    assert_eq!(
+        (status, err["error"]["code"].as_str()),
+        (401, Some("unauthorized"))
+    );
 }

@@ -22,7 +22,8 @@
 //!   and does the work again (apply is idempotent by itself; a second
 //!   `run start` would start a second run).
 //! - The caller is its bearer token (its fingerprint): another token's
-//!   keys never collide with it.
+//!   keys never collide with it, and a revoked token gets no replay (the
+//!   token is checked before the key).
 
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -91,6 +92,15 @@ pub async fn layer(State(st): State<AppState>, req: Request, next: Next) -> Resp
         // Unauthenticated: the handler refuses it.
         return next.run(req).await;
     };
+    // A revoked or unknown token gets no stored answer either.
+    let header = req
+        .headers()
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    if let Err(e) = super::auth::authenticate(&st, header.as_deref()).await {
+        return e.into_response();
+    }
     let (parts, body) = req.into_parts();
     let bytes = match axum::body::to_bytes(body, super::routes::APPLY_BODY_LIMIT).await {
         Ok(b) => b,
