@@ -452,4 +452,26 @@ async fn a_bad_webhook_is_refused_at_its_line_and_nothing_is_written() {
     );
     let hooks = pamd.get("/api/v1/webhooks").await.unwrap();
     assert_eq!(hooks["items"], serde_json::json!([]), "nothing written");
+
+    // The good one alone applies; it reads back, round-trips and deletes
+    // like any kind.
+    apply(&pamd, &good);
+    let table = ok(&pamd.pamctl(&["get", "webhooks"]));
+    assert!(table.starts_with("NAME"), "{table}");
+    assert!(
+        table.contains("good") && table.contains("https://ci.example/h"),
+        "{table}"
+    );
+    let yaml = ok(&pamd.pamctl(&["get", "webhook", "good", "-o", "yaml"]));
+    let again = ok(&pamd.pamctl_stdin(&["apply", "-f", "-"], Some(&yaml)));
+    assert!(again.contains("unchanged"), "{again}");
+    let described = ok(&pamd.pamctl(&["describe", "webhook", "good"]));
+    assert!(
+        described.contains("signingSecretRef") || described.contains("Signing"),
+        "{described}"
+    );
+    let deleted = ok(&pamd.pamctl(&["delete", "webhook", "good"]));
+    assert!(deleted.contains("deleted"), "{deleted}");
+    let hooks = pamd.get("/api/v1/webhooks").await.unwrap();
+    assert_eq!(hooks["items"], serde_json::json!([]));
 }
