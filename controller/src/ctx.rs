@@ -230,27 +230,24 @@ impl Ctx {
             return Ok(());
         }
         let queued = webhooks::enqueue(tx.as_mut(), self.now(), &self.webhooks.link_base).await?;
+        // Replicas (issue 15): seqs commit in order across processes, so
+        // what others committed between our last publish and this commit
+        // is published first (the follower may not have read it yet). It is
+        // read in this transaction, which holds the event-order lock: no
+        // second connection is taken while others wait for that lock
+        // holding theirs (that starved the pool under load, issue 20).
+        let before = if self.bus.is_following() {
+            tx.events_before_own(self.bus.published_upto()).await?
+        } else {
+            Vec::new()
+        };
+        // Nothing that holds the order lock takes a pool connection.
         let _order = self.bus.order_lock().await;
         let events = tx.commit().await?;
         if queued > 0 {
             self.deliveries.notify_one();
         }
-        // Replicas (issue 15): seqs commit in order across processes, so
-        // what others committed between our last publish and this commit
-        // is published first (the follower may not have read it yet).
-        if let Some(first) = events.first().filter(|_| self.bus.is_following()) {
-            if first.seq > self.bus.published_upto() + 1 {
-                let read = crate::events::follow::publish_before(
-                    self.store.as_ref(),
-                    &self.bus,
-                    first.seq,
-                )
-                .await;
-                if let Err(e) = read {
-                    tracing::warn!(error = %e, "reading other replicas' events failed");
-                }
-            }
-        }
+        self.bus.publish_read(before);
         self.bus.publish(events);
         Ok(())
     }

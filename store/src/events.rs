@@ -40,6 +40,14 @@ pub trait EventTx: Send {
     }
     /// Events with seq > `after`, ascending, at most `limit`.
     async fn events_after(&mut self, after: i64, limit: i64) -> StoreResult<Vec<Event>>;
+    /// The events other transactions committed with seq > `after` and
+    /// below this transaction's first appended event, ascending; empty
+    /// when it appended none. A transaction that appended holds the
+    /// event-order lock, so every one of them is committed and visible:
+    /// pamd publishes them before its own, in seq order, without a second
+    /// connection (issue 15's replicas; a read on another connection while
+    /// others waited for the lock starved the pool, issue 20).
+    async fn events_before_own(&mut self, after: i64) -> StoreResult<Vec<Event>>;
     /// One run's timeline: the events whose payload names it
     /// (`payload.run_id`), every attempt, seq > `after`, ascending, at most
     /// `limit`.

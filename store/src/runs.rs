@@ -228,7 +228,9 @@ pub trait RunTx: Send {
     /// Failed runs whose requeue_at is at or before `now` and that have no
     /// stop request, oldest requeue_at first.
     async fn list_requeue_due(&mut self, now: DateTime<Utc>, limit: i64) -> StoreResult<Vec<Run>>;
-    /// Marks pending runs as having seen an eligible host (OQ-15).
+    /// Marks pending runs as having seen an eligible host (OQ-15). A row
+    /// another transaction holds is skipped, not waited for (a later pass
+    /// sets it).
     async fn mark_eligible_host_seen(&mut self, ids: &[Uuid]) -> StoreResult<()>;
     /// Applies progress `seq` for `attempt` only if `seq > last_progress_seq`
     /// (or it is NULL) and the attempt matches. Returns whether it applied;

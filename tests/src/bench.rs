@@ -91,3 +91,47 @@ pub fn verdict(ok: bool) -> &'static str {
         "MISS"
     }
 }
+
+/// One figure of a benchmark for the summary (`scripts/bench`): appended
+/// as a JSON line to the file `$PAM_BENCH_SUMMARY` names, when it is set.
+pub struct Figure<'a> {
+    /// `bench-loops claim`, `bench-fleet 1000 hosts heartbeat p99`, ….
+    pub name: &'a str,
+    pub value: f64,
+    /// `runs/s`, `ms`, `MB`, `x`.
+    pub unit: &'a str,
+    /// The baseline measured in the same run, when the figure has one.
+    pub baseline: Option<f64>,
+    /// The target in words (`>= 0.7x pgbench`, `<= 100 ms`).
+    pub target: &'a str,
+    /// Whether the figure meets it.
+    pub pass: bool,
+}
+
+/// Records `f` (see [`Figure`]) and returns its verdict, `PASS`/`MISS`.
+pub fn record(f: Figure<'_>) -> &'static str {
+    if let Some(path) = std::env::var_os("PAM_BENCH_SUMMARY") {
+        use std::io::Write as _;
+        let line = serde_json::json!({
+            "name": f.name,
+            "value": f.value,
+            "unit": f.unit,
+            "baseline": f.baseline,
+            "ratio": f.baseline.filter(|b| *b != 0.0).map(|b| f.value / b),
+            "target": f.target,
+            "pass": f.pass,
+        });
+        let written = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .and_then(|mut file| writeln!(file, "{line}"));
+        if let Err(e) = written {
+            eprintln!(
+                "PAM_BENCH_SUMMARY {}: {e}",
+                std::path::Path::new(&path).display()
+            );
+        }
+    }
+    verdict(f.pass)
+}

@@ -6,6 +6,7 @@
 pub mod worker;
 
 pub mod bench;
+pub mod fleet;
 
 use std::net::TcpListener;
 use std::path::PathBuf;

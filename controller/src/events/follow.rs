@@ -34,10 +34,12 @@ pub async fn follow(
     // Only what commits from now on: the history is the journal's, read
     // by streams that resume.
     {
-        let _order = bus.order_lock().await;
+        // Read before the order lock: whoever holds that lock never waits
+        // for a pool connection (see [`catch_up`]).
         let mut tx = store.begin().await?;
         let high = tx.event_high_water().await?;
         drop(tx);
+        let _order = bus.order_lock().await;
         bus.skip_to(high);
         bus.following
             .store(true, std::sync::atomic::Ordering::SeqCst);
@@ -54,27 +56,13 @@ pub async fn follow(
     }
 }
 
-/// Publishes what other processes committed after the highest seq
-/// published and before `before` (a local commit's first seq, about to be
-/// published): theirs first, so the local bus stays in seq order. The
-/// caller holds [`EventBus::order_lock`].
-pub async fn publish_before(store: &dyn Store, bus: &EventBus, before: i64) -> StoreResult<()> {
-    while bus.published_upto() < before - 1 {
-        let mut tx = store.begin().await?;
-        let mut events = tx.events_after(bus.published_upto(), PAGE).await?;
-        drop(tx);
-        events.retain(|e| e.seq < before);
-        if events.is_empty() {
-            break;
-        }
-        bus.publish_read(events);
-    }
-    Ok(())
-}
-
-/// Publishes what was committed after the highest seq published.
+/// Publishes what was committed after the highest seq published. Read
+/// outside the bus's order lock, published under it: a local commit waits
+/// for that lock holding its connection (and the journal's lock), so a
+/// holder that waited for a connection could starve the pool (issue 20).
+/// What a local commit published meanwhile is dropped by
+/// [`EventBus::publish_read`] (seqs at or below the highest published).
 async fn catch_up(store: &dyn Store, bus: &EventBus) -> StoreResult<()> {
-    let _order = bus.order_lock().await;
     loop {
         let mut tx = store.begin().await?;
         let events = tx.events_after(bus.published_upto(), PAGE).await?;
@@ -83,6 +71,7 @@ async fn catch_up(store: &dyn Store, bus: &EventBus) -> StoreResult<()> {
         if events.is_empty() {
             return Ok(());
         }
+        let _order = bus.order_lock().await;
         bus.publish_read(events);
         if !full {
             return Ok(());

@@ -33,6 +33,18 @@ impl EventTx for MemTx {
             .collect())
     }
 
+    async fn events_before_own(&mut self, after: i64) -> StoreResult<Vec<Event>> {
+        let Some(first) = self.events.first().map(|e| e.seq) else {
+            return Ok(Vec::new());
+        };
+        Ok(self
+            .work
+            .events
+            .range(after.saturating_add(1)..first.max(after.saturating_add(1)))
+            .map(|(_, e)| e.clone())
+            .collect())
+    }
+
     async fn run_events_of_topic(&mut self, topic: &str, runs: &[Uuid]) -> StoreResult<Vec<Event>> {
         let ids: Vec<Value> = runs
             .iter()

@@ -74,6 +74,23 @@ impl EventTx for PgTx {
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
+    async fn events_before_own(&mut self, after: i64) -> StoreResult<Vec<Event>> {
+        let Some(first) = self.events.first().map(|e| e.seq) else {
+            return Ok(Vec::new());
+        };
+        let rows = sqlx::query(
+            "SELECT seq, topic, payload, created_at FROM events \
+             WHERE seq > $1 AND seq < $2 ORDER BY seq",
+        )
+        .bind(after)
+        .bind(first)
+        .fetch_all(self.conn())
+        .await
+        .map_err(db_err)?;
+        all(rows, event_from_row)
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn events_after(&mut self, after: i64, limit: i64) -> StoreResult<Vec<Event>> {
         let rows = sqlx::query(
             "SELECT seq, topic, payload, created_at FROM events WHERE seq > $1 \

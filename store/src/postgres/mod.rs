@@ -171,6 +171,14 @@ fn db_err(e: sqlx::Error) -> StoreError {
             Some("23505") => return StoreError::AlreadyExists(what),
             Some("23503") => return StoreError::NotFound(format!("referenced row ({what})")),
             Some("23514") => return StoreError::Invalid(format!("check {what} failed")),
+            // The transaction lost a race PostgreSQL could only break by
+            // aborting it: like a guarded update that matched nothing, the
+            // caller decides again in a new transaction (ingest retries;
+            // a loop waits for its next pass).
+            Some("40P01") => return StoreError::Conflict(format!("deadlock: {}", d.message())),
+            Some("40001") => {
+                return StoreError::Conflict(format!("serialization failure: {}", d.message()))
+            }
             _ => {}
         }
     }

@@ -350,9 +350,15 @@ impl RunTx for PgTx {
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn mark_eligible_host_seen(&mut self, ids: &[Uuid]) -> StoreResult<()> {
+        // A row another transaction holds (a claim taking it, a signal
+        // batch, an apply) is skipped, never waited for: the flag is
+        // level-triggered and the next pass sets it. Waiting here, with
+        // the rows already updated locked, deadlocked against signal
+        // batches locking their runs in id order (bench-queue, issue 20).
         sqlx::query(
             "UPDATE runs SET eligible_host_seen = true, resource_version = resource_version + 1 \
-             WHERE id = ANY($1) AND status = 'pending' AND NOT eligible_host_seen",
+             WHERE id IN (SELECT id FROM runs WHERE id = ANY($1) AND status = 'pending' \
+               AND NOT eligible_host_seen ORDER BY id FOR UPDATE SKIP LOCKED)",
         )
         .bind(ids)
         .execute(self.conn())

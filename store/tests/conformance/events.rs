@@ -213,3 +213,31 @@ pub async fn sessions_journaled_names_this_hosts_sessions(s: &dyn Store) {
         .unwrap()
         .is_empty());
 }
+
+/// `events_before_own`: what others committed after a seq and before this
+/// transaction's first event, never its own; nothing when it appended none.
+pub async fn events_before_own_reads_what_others_committed_first(s: &dyn Store) {
+    let mut tx = s.begin().await.unwrap();
+    let start = tx.event_high_water().await.unwrap();
+    assert!(tx.events_before_own(start).await.unwrap().is_empty());
+    let a = tx.append_event("a", json!({}), t(1)).await.unwrap();
+    let b = tx.append_event("b", json!({}), t(1)).await.unwrap();
+    tx.commit().await.unwrap();
+    // A rolled-back transaction leaves a gap in the seqs.
+    let mut tx = s.begin().await.unwrap();
+    tx.append_event("gone", json!({}), t(2)).await.unwrap();
+    drop(tx);
+    let mut tx = s.begin().await.unwrap();
+    let own = tx.append_event("own", json!({}), t(3)).await.unwrap();
+    tx.append_event("own2", json!({}), t(3)).await.unwrap();
+    assert_eq!(
+        ids_i64(&tx.events_before_own(start).await.unwrap()),
+        [a.seq, b.seq]
+    );
+    assert_eq!(
+        ids_i64(&tx.events_before_own(a.seq).await.unwrap()),
+        [b.seq]
+    );
+    assert!(tx.events_before_own(own.seq).await.unwrap().is_empty());
+    tx.commit().await.unwrap();
+}

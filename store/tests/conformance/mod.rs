@@ -79,6 +79,7 @@ macro_rules! store_conformance_tests {
             events_append_after_bounds_purge,
             append_events_batch,
             events_commit_returns_and_rollback_discards,
+            events_before_own_reads_what_others_committed_first,
             tokens_insert_lookup_revoke,
             tokens_touch_writes_at_most_once_per_window,
             rollback_on_drop,

@@ -153,14 +153,6 @@ fn slow_statements(pamd: &Pamd) -> usize {
     pamd.log().matches("slow statement").count()
 }
 
-fn verdict(ok: bool) -> &'static str {
-    if ok {
-        "met"
-    } else {
-        "MISSED"
-    }
-}
-
 async fn start_pamd() -> anyhow::Result<Pamd> {
     Pamd::start(PamdOptions {
         // Measures pamd, not its rate limits (issue 19).
@@ -263,7 +255,14 @@ async fn growth(o: &Opts) -> anyhow::Result<()> {
         p(&ec, 0.5),
         p(&bc, 0.5),
         p(&bc, 0.5) / p(&ec, 0.5),
-        verdict(p(&bc, 0.5) / p(&ec, 0.5) <= 1.5)
+        pam_tests::bench::record(pam_tests::bench::Figure {
+            name: "bench-apply-growth create p50, big project / empty",
+            value: p(&bc, 0.5),
+            unit: "ms",
+            baseline: Some(p(&ec, 0.5)),
+            target: "<= 1.5x",
+            pass: p(&bc, 0.5) / p(&ec, 0.5) <= 1.5,
+        })
     );
     println!(
         "  unchanged {} tasks: empty p50 {:>7.1} ms   big p50 {:>7.1} ms   big/empty {:.2}x",
@@ -432,7 +431,14 @@ async fn idle(pid: u32, from: Instant, seconds: u64, after: &str) -> anyhow::Res
         below.map_or("never (within the idle window)".to_string(), |s| format!(
             "after {s:.1} s"
         )),
-        verdict(idle_rss < 100.0)
+        pam_tests::bench::record(pam_tests::bench::Figure {
+            name: "bench-apply-growth idle RSS after the load",
+            value: idle_rss,
+            unit: "MB",
+            baseline: None,
+            target: "< 100 MB",
+            pass: idle_rss < 100.0,
+        })
     );
     Ok(())
 }

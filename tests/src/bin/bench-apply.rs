@@ -12,7 +12,7 @@ pam_tests::pamd_allocator!();
 use std::fmt::Write as _;
 
 use pam_store::{short_id, TokenKind};
-use pam_tests::bench::{self, rate, timed, verdict};
+use pam_tests::bench::{self, rate, record, timed, Figure};
 use serde_json::{json, Value};
 use uuid::Uuid;
 
@@ -176,7 +176,14 @@ async fn main() -> anyhow::Result<()> {
         "  apply (create)       {:>8.3} s  {:>9.0} objects/s   target >= 5000: {}",
         t_apply.as_secs_f64(),
         apply_rate,
-        verdict(apply_rate >= 5000.0)
+        record(Figure {
+            name: "bench-apply create",
+            value: apply_rate,
+            unit: "objects/s",
+            baseline: None,
+            target: ">= 5000 objects/s",
+            pass: apply_rate >= 5000.0,
+        })
     );
     println!(
         "  apply (unchanged)    {:>8.3} s  {:>9.0} objects/s",
@@ -190,7 +197,14 @@ async fn main() -> anyhow::Result<()> {
     );
     println!(
         "  apply / COPY time    {ratio:>8.2}x             target <= 3x: {}",
-        verdict(ratio <= 3.0)
+        record(Figure {
+            name: "bench-apply create / COPY time",
+            value: t_apply.as_secs_f64(),
+            unit: "s",
+            baseline: Some(t_copy.as_secs_f64()),
+            target: "<= 3x COPY",
+            pass: ratio <= 3.0,
+        })
     );
     Ok(())
 }

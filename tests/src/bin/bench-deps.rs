@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use chrono::Utc;
 use pam_store::TokenKind;
-use pam_tests::bench::{self, timed, verdict};
+use pam_tests::bench::{self, record, timed, Figure};
 use serde_json::json;
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -162,7 +162,14 @@ fn line(what: &str, base: Duration, deps: Duration) {
         "  {what:<28} {:>8.2} ms   {:>8.2} ms   {ratio:>6.2}x   target <= 2x: {}",
         ms(base),
         ms(deps),
-        verdict(ratio <= 2.0)
+        record(Figure {
+            name: &format!("bench-deps {what}"),
+            value: ms(deps),
+            unit: "ms",
+            baseline: Some(ms(base)),
+            target: "<= 2x no deps",
+            pass: ratio <= 2.0,
+        })
     );
 }
 

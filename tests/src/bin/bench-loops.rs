@@ -26,7 +26,7 @@ use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use pam_store::TokenKind;
-use pam_tests::bench::{self, rate, timed, verdict};
+use pam_tests::bench::{self, rate, record, timed, Figure};
 use serde_json::{json, Value};
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -276,12 +276,26 @@ async fn ingest(env: &Env) -> anyhow::Result<()> {
         "  pam ingest (HTTP, batched)   {:>9.0} signals/s  ({n} in {:.2} s)   target >= 10000: {}",
         ours_rate,
         t.as_secs_f64(),
-        verdict(ours_rate >= 10_000.0)
+        record(Figure {
+            name: "bench-loops ingest",
+            value: ours_rate,
+            unit: "signals/s",
+            baseline: None,
+            target: ">= 10000 signals/s",
+            pass: ours_rate >= 10_000.0,
+        })
     );
     println!("  pgbench same SQL shape       {tps:>9.0} signals/s  (1 client, {PG_BATCHES} batches of {BATCH}, one transaction each)");
     println!(
         "  ratio pam / pgbench          {ratio:>9.2}x                        target >= 0.7: {}",
-        verdict(ratio >= 0.7)
+        record(Figure {
+            name: "bench-loops ingest / pgbench",
+            value: ours_rate,
+            unit: "signals/s",
+            baseline: Some(tps),
+            target: ">= 0.7x pgbench",
+            pass: ratio >= 0.7,
+        })
     );
     Ok(())
 }
@@ -295,6 +309,14 @@ async fn claim(env: &Env) -> anyhow::Result<()> {
         rate(RUNS, elapsed),
         elapsed.as_secs_f64()
     );
+    record(Figure {
+        name: "bench-loops claim",
+        value: rate(RUNS, elapsed),
+        unit: "runs/s",
+        baseline: None,
+        target: "(bench-queue compares with graphile-worker)",
+        pass: true,
+    });
     Ok(())
 }
 
@@ -343,7 +365,14 @@ async fn claim_replicas(env: &Env) -> anyhow::Result<()> {
     println!(
         "  3 / 1                        {:>9.2}x          target >= 1: {}",
         b / a,
-        bench::verdict(b >= a)
+        record(Figure {
+            name: "bench-loops claim 3 replicas / 1",
+            value: b,
+            unit: "runs/s",
+            baseline: Some(a),
+            target: ">= 1x one replica",
+            pass: b >= a,
+        })
     );
     Ok(())
 }
@@ -464,7 +493,14 @@ async fn sweep(env: &Env) -> anyhow::Result<()> {
     );
     println!(
         "  ratio 1M / 10k                  {ratio:>8.2}x   target: does not grow (<= 1.5x): {}",
-        verdict(ratio <= 1.5)
+        record(Figure {
+            name: "bench-loops sweep 1M / 10k finished runs",
+            value: large.as_secs_f64() * 1e3,
+            unit: "ms",
+            baseline: Some(small.as_secs_f64() * 1e3),
+            target: "<= 1.5x",
+            pass: ratio <= 1.5,
+        })
     );
     Ok(())
 }

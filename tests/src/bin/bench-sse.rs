@@ -187,11 +187,22 @@ async fn main() -> anyhow::Result<()> {
     );
     let clean = full.lost == 0 && full.duplicated == 0 && full.unmatched == 0;
     let limit = if second.is_some() { 100.0 } else { 50.0 };
-    let verdict = if clean && full.exact_p99_ms <= limit {
-        "met"
-    } else {
-        "MISSED"
-    };
+    let verdict = pam_tests::bench::record(pam_tests::bench::Figure {
+        name: &format!(
+            "bench-sse {} subscribers{} publish->receive p99",
+            full.subscribers,
+            if second.is_some() {
+                " across replicas"
+            } else {
+                ""
+            }
+        ),
+        value: full.exact_p99_ms,
+        unit: "ms",
+        baseline: Some(base.exact_p99_ms),
+        target: &format!("<= {limit} ms, 0 lost, 0 duplicated"),
+        pass: clean && full.exact_p99_ms <= limit,
+    });
     println!("target (p99 <= {limit} ms, 0 lost, 0 duplicated): {verdict}");
     Ok(())
 }

@@ -15,6 +15,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use pam_tests::bench::{record, Figure};
 use pam_tests::{ok, Pamd, PamdOptions};
 use serde_json::Value;
 
@@ -185,7 +186,14 @@ async fn main() -> anyhow::Result<()> {
         "  one-file change → synced (s)       {:8.3} median  [{}]   target <= 1 s: {}",
         s,
         fmt(&sync),
-        if s <= 1.0 { "PASS" } else { "MISS" }
+        record(Figure {
+            name: "bench-sync one-file change to Synced",
+            value: s,
+            unit: "s",
+            baseline: None,
+            target: "<= 1 s",
+            pass: s <= 1.0,
+        })
     );
     println!(
         "  pamctl apply -f that file (s)      {:8.3} median  [{}]",
@@ -195,7 +203,14 @@ async fn main() -> anyhow::Result<()> {
     println!(
         "  sync / apply                       {:8.2}x          target <= 2x: {}",
         s / a,
-        if s / a <= 2.0 { "PASS" } else { "MISS" }
+        record(Figure {
+            name: "bench-sync sync / pamctl apply -f",
+            value: s,
+            unit: "s",
+            baseline: Some(a),
+            target: "<= 2x apply",
+            pass: s / a <= 2.0,
+        })
     );
     Ok(())
 }

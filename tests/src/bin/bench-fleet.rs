@@ -1,0 +1,137 @@
+//! bench-fleet: pamd under a simulated fleet (issue 20).
+//!
+//! `bench-fleet [--hosts 10,100,1000] [--compress K] [--window SECS]
+//! [--json PATH]` runs the fleet simulator ([`pam_tests::fleet`]) once per
+//! fleet size against a fresh pamd, prints one table, and writes the full
+//! reports as JSON. `--compress K` runs K times faster than real time
+//! (heartbeats every 30/K s, runs of 60/K s on average): each host is K
+//! times as busy, so a compressed 1,000-host run loads pamd like a real
+//! 1,000·K-host fleet would.
+//!
+//! Targets at 1,000 hosts (real time): no lost or duplicated signal,
+//! heartbeat p99 ≤ 100 ms, dispatch p99 ≤ 1 s, pamd RSS ≤ 200 MB.
+//!
+//! `cargo build --release --workspace --bins &&
+//!  ./target/release/bench-fleet --hosts 10,100,1000`
+
+use pam_tests::bench::{record, Figure};
+use pam_tests::fleet::{simulate, FleetConfig};
+use serde_json::Value;
+
+pam_tests::pamd_allocator!();
+
+fn arg(name: &str) -> Option<String> {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1).cloned())
+}
+
+fn f(v: &Value) -> f64 {
+    v.as_f64().unwrap_or(0.0)
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let sizes: Vec<usize> = arg("--hosts")
+        .unwrap_or_else(|| "10,100,1000".into())
+        .split(',')
+        .filter_map(|s| s.trim().parse().ok())
+        .collect();
+    let compress: f64 = arg("--compress")
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1.0);
+    let window: Option<u64> = arg("--window").and_then(|s| s.parse().ok());
+    let mut reports = Vec::new();
+    for hosts in sizes {
+        let mut cfg = if compress > 1.0 {
+            FleetConfig::compressed(hosts, compress)
+        } else {
+            FleetConfig::real(hosts)
+        };
+        if let Some(w) = window {
+            cfg.window_secs = w;
+        }
+        eprintln!("bench-fleet: {hosts} hosts, {cfg:?}");
+        let r = simulate(cfg).await?;
+        eprintln!("{}", serde_json::to_string_pretty(&r)?);
+        reports.push(r);
+    }
+    println!(
+        "bench-fleet (compress {compress}×): hosts | runs | pamd cores | RSS MB | heartbeat p50/p99 ms | signals p99 ms | claim p99 ms | dispatch p50/p99 ms | pass ms | lost | dup"
+    );
+    for r in &reports {
+        let api = &r["api"];
+        let loops = &r["loops"];
+        let pass: f64 = loops
+            .as_object()
+            .map(|o| o.values().map(|l| f(&l["mean_ms"])).sum())
+            .unwrap_or(0.0);
+        let j = &r["journal"];
+        println!(
+            "{:>6} | {:>6} | {:>5.2} | {:>6.1} | {:>6.1} / {:>6.1} | {:>6.1} | {:>6.1} | {:>7.1} / {:>7.1} | {:>6.2} | {} | {}",
+            r["hosts"],
+            r["runs_created"],
+            f(&r["pamd"]["cpu_cores_window"]),
+            f(&r["pamd"]["peak_rss_mb"]),
+            f(&api["heartbeat"]["p50_ms"]),
+            f(&api["heartbeat"]["p99_ms"]),
+            f(&api["signals"]["p99_ms"]),
+            f(&api["claim"]["p99_ms"]),
+            f(&j["dispatch_latency"]["p50_ms"]),
+            f(&j["dispatch_latency"]["p99_ms"]),
+            pass,
+            j["lost_signals"],
+            j["duplicated_events"].as_u64().unwrap_or(0) + j["replays_applied"].as_u64().unwrap_or(0),
+        );
+    }
+    for r in &reports {
+        let hosts = r["hosts"].as_u64().unwrap_or(0);
+        if hosts < 1000 || compress > 1.0 {
+            continue;
+        }
+        let j = &r["journal"];
+        let bad = j["lost_signals"].as_u64().unwrap_or(1)
+            + j["duplicated_events"].as_u64().unwrap_or(1)
+            + j["replays_applied"].as_u64().unwrap_or(1);
+        let figures = [
+            ("lost or duplicated signals", bad as f64, "", "0", bad == 0),
+            (
+                "heartbeat p99",
+                f(&r["api"]["heartbeat"]["p99_ms"]),
+                "ms",
+                "<= 100 ms",
+                f(&r["api"]["heartbeat"]["p99_ms"]) <= 100.0,
+            ),
+            (
+                "dispatch p99",
+                f(&j["dispatch_latency"]["p99_ms"]),
+                "ms",
+                "<= 1000 ms",
+                f(&j["dispatch_latency"]["p99_ms"]) <= 1000.0,
+            ),
+            (
+                "pamd peak RSS",
+                f(&r["pamd"]["peak_rss_mb"]),
+                "MB",
+                "<= 200 MB",
+                f(&r["pamd"]["peak_rss_mb"]) <= 200.0,
+            ),
+        ];
+        for (what, value, unit, target, pass) in figures {
+            record(Figure {
+                name: &format!("bench-fleet {hosts} hosts {what}"),
+                value,
+                unit,
+                baseline: None,
+                target,
+                pass,
+            });
+        }
+    }
+    if let Some(path) = arg("--json") {
+        std::fs::write(&path, serde_json::to_string_pretty(&reports)?)?;
+        eprintln!("bench-fleet: reports written to {path}");
+    }
+    Ok(())
+}

@@ -1,0 +1,423 @@
+//! One simulated worker host, speaking the real worker protocol over HTTP
+//! the way pam-worker does (worker/src/agent/mod.rs): register with an
+//! instance id, heartbeat every heartbeat interval with the sessions it
+//! runs, a long-poll claim, a reconcile tick (claim without waiting, then
+//! the desired set), and an outbox shipped in batches that keeps each
+//! signal until pamd acknowledged it. A run "runs" for a drawn duration:
+//! `started`, a `progress` step (with token usage) every few seconds, then
+//! `finished` with exit 0, or 1 at the failure rate.
+//!
+//! A crash pauses the host (no heartbeat, claim or shipping; its runs go
+//! on, like tmux sessions outliving the agent), then it registers again
+//! and first ships its last acknowledged batch once more, as a worker does
+//! whose acknowledgement was lost: every replayed signal must come back a
+//! duplicate.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use pam_manifests::protocol::{
+    DesiredSet, Heartbeat, RegisterRequest, SessionReport, Signal, SignalAck, SignalBatch,
+    SignalKind, SignalOutcome, TokenUsage,
+};
+use pam_manifests::state::Platform;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use uuid::Uuid;
+
+use super::measure::{Acks, Latencies};
+use super::{FleetConfig, Rng};
+
+/// What every host shares.
+pub struct Shared {
+    pub http: reqwest::Client,
+    pub base: String,
+    pub cfg: FleetConfig,
+    pub lat: Latencies,
+    pub acks: Acks,
+    pub stop: std::sync::atomic::AtomicBool,
+}
+
+pub struct Host {
+    pub name: String,
+    token: String,
+    instance: Uuid,
+    state: Mutex<State>,
+    freed: tokio::sync::Notify,
+}
+
+#[derive(Default)]
+struct State {
+    /// Live runs: run → (attempt, session).
+    running: HashMap<Uuid, (i32, String)>,
+    outbox: VecDeque<Signal>,
+    last_acked: Vec<Signal>,
+    paused_until: Option<Instant>,
+    replay: bool,
+    register: bool,
+}
+
+/// Shipped per request at most (the real outbox's batch).
+const BATCH: usize = 100;
+/// The real worker's long-poll wait.
+const CLAIM_WAIT: u64 = 20;
+
+impl Host {
+    pub fn new(name: String, token: String) -> Arc<Host> {
+        Arc::new(Host {
+            name,
+            token,
+            instance: Uuid::new_v4(),
+            state: Mutex::new(State::default()),
+            freed: tokio::sync::Notify::new(),
+        })
+    }
+
+    async fn call<B: Serialize, T: DeserializeOwned>(
+        &self,
+        sh: &Shared,
+        endpoint: &'static str,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<&B>,
+    ) -> Option<T> {
+        let mut req = sh
+            .http
+            .request(method, format!("{}{path}", sh.base))
+            .bearer_auth(&self.token);
+        if let Some(b) = body {
+            req = req.json(b);
+        }
+        let t = Instant::now();
+        let resp = match req.send().await {
+            Ok(r) => r,
+            Err(_) => {
+                sh.lat.error(endpoint, 0);
+                return None;
+            }
+        };
+        let status = resp.status();
+        let parsed = if status.is_success() {
+            resp.json::<T>().await.ok()
+        } else {
+            let _ = resp.bytes().await;
+            None
+        };
+        sh.lat.record(endpoint, t.elapsed());
+        if !status.is_success() {
+            sh.lat.error(endpoint, status.as_u16());
+        }
+        parsed
+    }
+
+    pub async fn register(&self, sh: &Shared) -> bool {
+        let req = RegisterRequest {
+            name: self.name.clone(),
+            platform: Platform::Linux,
+            instance_id: self.instance,
+            capacity: sh.cfg.capacity,
+            labels: Default::default(),
+            version: "fleet-sim".into(),
+        };
+        self.call::<_, serde_json::Value>(
+            sh,
+            "register",
+            reqwest::Method::POST,
+            "/api/v1/workers/register",
+            Some(&req),
+        )
+        .await
+        .is_some()
+    }
+
+    fn paused(&self) -> bool {
+        let mut st = self.state.lock().unwrap();
+        match st.paused_until {
+            Some(t) if Instant::now() < t => true,
+            Some(_) => {
+                st.paused_until = None;
+                st.replay = true;
+                st.register = true;
+                false
+            }
+            None => false,
+        }
+    }
+
+    /// A crash: the agent is gone for `for_` (its runs go on).
+    pub fn crash(&self, for_: Duration) {
+        self.state.lock().unwrap().paused_until = Some(Instant::now() + for_);
+    }
+
+    fn free(&self, sh: &Shared) -> u32 {
+        let n = self.state.lock().unwrap().running.len() as u32;
+        sh.cfg.capacity.saturating_sub(n)
+    }
+
+    pub async fn heartbeat_loop(self: Arc<Self>, sh: Arc<Shared>, offset: Duration) {
+        tokio::time::sleep(offset).await;
+        let every = Duration::from_secs(sh.cfg.heartbeat_secs);
+        while !sh.stop.load(Ordering::Relaxed) {
+            let t = Instant::now();
+            if !self.paused() {
+                let again = std::mem::take(&mut self.state.lock().unwrap().register);
+                if again {
+                    self.register(&sh).await;
+                }
+                let hb = Heartbeat {
+                    instance_id: self.instance,
+                    running: self
+                        .state
+                        .lock()
+                        .unwrap()
+                        .running
+                        .iter()
+                        .map(|(id, (attempt, session))| SessionReport {
+                            session_name: session.clone(),
+                            run_id: Some(*id),
+                            attempt: Some(*attempt),
+                        })
+                        .collect(),
+                };
+                let _: Option<DesiredSet> = self
+                    .call(
+                        &sh,
+                        "heartbeat",
+                        reqwest::Method::POST,
+                        "/api/v1/workers/heartbeat",
+                        Some(&hb),
+                    )
+                    .await;
+            }
+            tokio::time::sleep(every.saturating_sub(t.elapsed())).await;
+        }
+    }
+
+    /// The long-poll claim.
+    pub async fn claim_loop(self: Arc<Self>, sh: Arc<Shared>, seed: u64) {
+        let mut rng = Rng(seed);
+        while !sh.stop.load(Ordering::Relaxed) {
+            let free = self.free(&sh);
+            if self.paused() || free == 0 {
+                tokio::select! {
+                    _ = self.freed.notified() => {}
+                    _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+                }
+                continue;
+            }
+            let path = format!("/api/v1/workers/claim?wait={CLAIM_WAIT}&max={free}");
+            let set: Option<DesiredSet> = self
+                .call(
+                    &sh,
+                    "claim (long poll)",
+                    reqwest::Method::POST,
+                    &path,
+                    Some(&serde_json::json!({})),
+                )
+                .await;
+            match set {
+                Some(set) => self.start_runs(&sh, set, &mut rng),
+                None => tokio::time::sleep(Duration::from_millis(500)).await,
+            }
+        }
+    }
+
+    /// The reconcile tick: claim without waiting, then the desired set.
+    pub async fn tick_loop(self: Arc<Self>, sh: Arc<Shared>, offset: Duration, seed: u64) {
+        let mut rng = Rng(seed);
+        tokio::time::sleep(offset).await;
+        let every = Duration::from_secs(sh.cfg.tick_secs);
+        while !sh.stop.load(Ordering::Relaxed) {
+            let t = Instant::now();
+            if !self.paused() {
+                let free = self.free(&sh).max(1);
+                let path = format!("/api/v1/workers/claim?wait=0&max={free}");
+                if let Some(set) = self
+                    .call(
+                        &sh,
+                        "claim",
+                        reqwest::Method::POST,
+                        &path,
+                        Some(&serde_json::json!({})),
+                    )
+                    .await
+                {
+                    self.start_runs(&sh, set, &mut rng);
+                }
+                let _: Option<DesiredSet> = self
+                    .call::<(), _>(
+                        &sh,
+                        "desired",
+                        reqwest::Method::GET,
+                        "/api/v1/workers/desired",
+                        None,
+                    )
+                    .await;
+            }
+            tokio::time::sleep(every.saturating_sub(t.elapsed())).await;
+        }
+    }
+
+    fn start_runs(self: &Arc<Self>, sh: &Arc<Shared>, set: DesiredSet, rng: &mut Rng) {
+        for d in set.runs {
+            let fresh = {
+                let mut st = self.state.lock().unwrap();
+                st.running
+                    .insert(d.run_id, (d.attempt, d.session_name.clone()))
+                    .is_none()
+            };
+            if !fresh {
+                continue;
+            }
+            let mean = sh.cfg.run_secs.max(0.001);
+            let secs = mean * (0.5 + rng.unit());
+            let fail = rng.unit() < sh.cfg.fail_rate;
+            tokio::spawn(self.clone().run(
+                sh.clone(),
+                d.run_id,
+                d.attempt,
+                d.session_name,
+                Duration::from_secs_f64(secs),
+                fail,
+            ));
+        }
+    }
+
+    fn signal(
+        run: Uuid,
+        attempt: i32,
+        session: &str,
+        kind: SignalKind,
+        seq: Option<i64>,
+    ) -> Signal {
+        Signal {
+            run_id: run,
+            attempt,
+            kind,
+            seq,
+            exit_code: None,
+            reason: None,
+            message: None,
+            usage: None,
+            session_name: Some(session.to_string()),
+            at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        }
+    }
+
+    async fn run(
+        self: Arc<Self>,
+        sh: Arc<Shared>,
+        id: Uuid,
+        attempt: i32,
+        session: String,
+        took: Duration,
+        fail: bool,
+    ) {
+        // tmux new-session and the wrapper's start.
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        let push = |s: Signal| self.state.lock().unwrap().outbox.push_back(s);
+        push(Self::signal(
+            id,
+            attempt,
+            &session,
+            SignalKind::Started,
+            None,
+        ));
+        let started = Instant::now();
+        let step = Duration::from_secs_f64(sh.cfg.progress_secs.max(0.05));
+        let mut seq = 0;
+        while started.elapsed() + step < took {
+            tokio::time::sleep(step).await;
+            seq += 1;
+            let mut s = Self::signal(id, attempt, &session, SignalKind::Progress, Some(seq));
+            s.usage = Some(TokenUsage {
+                input_tokens: 1000,
+                output_tokens: 100,
+                ..TokenUsage::default()
+            });
+            push(s);
+        }
+        tokio::time::sleep(took.saturating_sub(started.elapsed())).await;
+        let mut s = Self::signal(id, attempt, &session, SignalKind::Finished, None);
+        s.exit_code = Some(if fail { 1 } else { 0 });
+        {
+            let mut st = self.state.lock().unwrap();
+            st.outbox.push_back(s);
+            st.running.remove(&id);
+        }
+        self.freed.notify_one();
+    }
+
+    /// Ships the outbox in batches; on a lost answer the batch stays.
+    pub async fn ship_loop(self: Arc<Self>, sh: Arc<Shared>) {
+        let poll = Duration::from_millis(50);
+        loop {
+            let stopping = sh.stop.load(Ordering::Relaxed);
+            if self.paused() {
+                tokio::time::sleep(poll).await;
+                continue;
+            }
+            let (batch, replay) = {
+                let mut st = self.state.lock().unwrap();
+                if std::mem::take(&mut st.replay) && !st.last_acked.is_empty() {
+                    (st.last_acked.clone(), true)
+                } else {
+                    let n = st.outbox.len().min(BATCH);
+                    (st.outbox.iter().take(n).cloned().collect::<Vec<_>>(), false)
+                }
+            };
+            if batch.is_empty() {
+                if stopping {
+                    return;
+                }
+                tokio::time::sleep(poll).await;
+                continue;
+            }
+            let body = SignalBatch {
+                signals: batch.clone(),
+            };
+            let ack: Option<SignalAck> = self
+                .call(
+                    &sh,
+                    "signals",
+                    reqwest::Method::POST,
+                    "/api/v1/workers/signals",
+                    Some(&body),
+                )
+                .await;
+            let Some(ack) = ack else {
+                tokio::time::sleep(poll).await;
+                continue;
+            };
+            sh.acks
+                .signals_sent
+                .fetch_add(batch.len() as u64, Ordering::Relaxed);
+            let mut applied = sh.acks.applied.lock().unwrap();
+            for r in &ack.results {
+                let s = &batch[r.index];
+                if replay {
+                    sh.acks.replayed.fetch_add(1, Ordering::Relaxed);
+                    if r.outcome == SignalOutcome::Applied {
+                        sh.acks.replays_applied.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                if r.outcome == SignalOutcome::Applied {
+                    let kind = match s.kind {
+                        SignalKind::Started => "started",
+                        SignalKind::Finished => "finished",
+                        _ => continue,
+                    };
+                    applied.insert((s.run_id, s.attempt, kind));
+                }
+            }
+            drop(applied);
+            if !replay {
+                let mut st = self.state.lock().unwrap();
+                st.outbox.drain(..batch.len());
+                st.last_acked = batch;
+            }
+        }
+    }
+}
