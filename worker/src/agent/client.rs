@@ -212,3 +212,37 @@ pub(super) fn http_code(e: &anyhow::Error) -> Option<(u16, &str)> {
 pub(super) fn failure(e: &anyhow::Error) -> Failure {
     Failure::of_status(http_code(e).map(|(status, _)| status))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn http(status: u16, retry_after: Option<u64>) -> anyhow::Error {
+        HttpError {
+            status,
+            code: String::new(),
+            body: serde_json::Value::Null,
+            retry_after,
+        }
+        .into()
+    }
+
+    #[test]
+    fn a_429_waits_its_retry_after_bounded() {
+        assert_eq!(
+            rate_limited(&http(429, Some(3))),
+            Some(Duration::from_secs(3))
+        );
+        assert_eq!(rate_limited(&http(429, None)), Some(Duration::from_secs(1)));
+        assert_eq!(
+            rate_limited(&http(429, Some(0))),
+            Some(Duration::from_secs(1))
+        );
+        assert_eq!(
+            rate_limited(&http(429, Some(3600))),
+            Some(Duration::from_secs(60))
+        );
+        assert_eq!(rate_limited(&http(503, Some(3))), None);
+        assert_eq!(rate_limited(&anyhow::anyhow!("refused")), None);
+    }
+}
