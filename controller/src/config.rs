@@ -27,6 +27,13 @@
 //! # known_hosts_file = "/etc/pam/known_hosts"      (then strict host checking)
 //! [prices.claude.default]   # USD per million tokens (see config/prices.rs)
 //! # input = 3.0, cached_input = 0.30, output = 15.0
+//! [webhooks]                # issue 19 (see config/webhooks.rs)
+//! # signing_keys_dir = "/etc/pam/webhook-keys"
+//! # timeout_seconds = 10, retry_initial_ms = 10000, retry_max_seconds = 3600,
+//! # retry_for_hours = 24, deliveries_days = 30, public_url = "https://…"
+//! [rate_limits]             # issue 19, per token (see config/rate_limits.rs)
+//! # operator_per_second = 100, operator_burst = 1000,
+//! # worker_per_second = 50, worker_burst = 200, enabled = true
 //! ```
 //! An unknown key is an error naming it: a typo must not silently fall back
 //! to a default.
@@ -39,6 +46,8 @@ use crate::rules::runs::usage::PriceTable;
 use crate::sync::fetch::GitAuth;
 
 mod prices;
+pub mod rate_limits;
+pub mod webhooks;
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7700";
 
@@ -118,6 +127,10 @@ pub struct Config {
     pub database: DatabaseConfig,
     /// What tokens cost where a provider reports no cost (issue 21).
     pub prices: PriceTable,
+    /// Outbound webhooks (issue 19).
+    pub webhooks: webhooks::WebhooksConfig,
+    /// Per-token rate limits (issue 19).
+    pub rate_limits: rate_limits::RateLimitsConfig,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -221,6 +234,8 @@ struct FileConfig {
     leader: LeaderConfig,
     database: DatabaseConfig,
     prices: prices::PricesFile,
+    webhooks: webhooks::WebhooksConfig,
+    rate_limits: rate_limits::RateLimitsConfig,
 }
 
 impl Config {
@@ -273,6 +288,8 @@ impl Config {
             leader: parsed.leader,
             database: parsed.database,
             prices: parsed.prices.table(),
+            webhooks: parsed.webhooks,
+            rate_limits: parsed.rate_limits,
         };
         config.validate()?;
         Ok(config)
@@ -302,7 +319,8 @@ impl Config {
         if self.retention.events_days == 0 {
             bail!("[retention] events_days must be at least 1");
         }
-        Ok(())
+        self.webhooks.validate()?;
+        self.rate_limits.validate()
     }
 }
 

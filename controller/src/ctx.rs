@@ -16,6 +16,7 @@ use crate::clock::Clock;
 use crate::events::EventBus;
 use crate::metrics::Metrics;
 use crate::rules::runs::usage::PriceTable;
+use crate::rules::webhooks::{self, WebhookSettings};
 
 /// Thresholds the loops use; config with the seed's defaults.
 #[derive(Debug, Clone)]
@@ -66,6 +67,11 @@ pub struct Ctx {
     /// pamd's `[prices]` table (issue 21): what signal ingest prices a
     /// provider's tokens at when the provider reports no cost.
     pub prices: Arc<PriceTable>,
+    /// pamd's `[webhooks]` (issue 19): signing keys, retries, links.
+    pub webhooks: Arc<WebhookSettings>,
+    /// Signalled when a commit queued webhook deliveries (the sender
+    /// wakes sooner than its poll).
+    pub deliveries: Arc<Notify>,
 }
 
 /// A fencing token: the term of a leader lease this process holds (0:
@@ -142,6 +148,8 @@ impl Ctx {
             clock,
             fence: None,
             prices: Arc::new(PriceTable::default()),
+            webhooks: Arc::new(WebhookSettings::default()),
+            deliveries: Arc::new(Notify::new()),
         }
     }
 
@@ -228,6 +236,11 @@ impl Ctx {
     /// in that order, so a resuming reader never skips a late seq. A
     /// fenced context commits only while its leader lease is at its term
     /// ([`pam_store::StoreError::Fenced`] otherwise, nothing written).
+    ///
+    /// Issue 19: before committing, the transaction's events are matched
+    /// against the webhooks and their deliveries queued in it
+    /// ([`webhooks::enqueue`]) — the one place events meet webhooks, so a
+    /// committed event is never without its deliveries.
     pub async fn commit(&self, mut tx: Box<dyn Tx>) -> StoreResult<()> {
         if let Some(f) = &self.fence {
             tx.fence(f.lease, f.term()).await?;
@@ -236,6 +249,7 @@ impl Ctx {
             tx.commit().await?;
             return Ok(());
         }
+        let queued = webhooks::enqueue(tx.as_mut(), self.now(), &self.webhooks.link_base).await?;
         // Replicas (issue 15): seqs commit in order across processes, so
         // what others committed between our last publish and this commit
         // is published first (the follower may not have read it yet). It is
@@ -250,6 +264,9 @@ impl Ctx {
         // Nothing that holds the order lock takes a pool connection.
         let _order = self.bus.order_lock().await;
         let events = tx.commit().await?;
+        if queued > 0 {
+            self.deliveries.notify_one();
+        }
         self.bus.publish_read(before);
         self.bus.publish(events);
         Ok(())

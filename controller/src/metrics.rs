@@ -17,7 +17,7 @@ use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 use tokio::sync::Mutex;
 
-use pam_store::Store;
+use pam_store::prelude::*;
 
 use crate::events::EventBus;
 
@@ -65,6 +65,13 @@ pub struct Metrics {
     cost: Family<Labels, Counter<f64, std::sync::atomic::AtomicU64>>,
     /// The projects labelled so far (at most [`MAX_PROJECT_LABELS`]).
     project_labels: std::sync::Mutex<std::collections::HashSet<uuid::Uuid>>,
+    /// Issue 19: webhook delivery attempts by webhook and outcome
+    /// (delivered, retry, failed).
+    webhook_deliveries: Family<Labels, Counter>,
+    /// Issue 19: one delivery attempt, seconds, by webhook.
+    webhook_attempts: HistogramFamily,
+    /// Issue 19: deliveries waiting, by webhook (set at scrape time).
+    webhook_pending: Family<Labels, Gauge>,
 }
 
 /// Usage metrics label at most this many projects; later ones count as
@@ -156,6 +163,24 @@ impl Metrics {
             "Cost in US dollars of what providers reported (issue 21), by provider and project",
             cost.clone(),
         );
+        let webhook_deliveries = Family::<Labels, Counter>::default();
+        r.register(
+            "webhook_deliveries",
+            "Webhook delivery attempts (issue 19), by webhook and outcome: delivered, retry (failed, retried later), failed (retries exhausted)",
+            webhook_deliveries.clone(),
+        );
+        let webhook_attempts = HistogramFamily::new_with_constructor(seconds_buckets);
+        r.register(
+            "webhook_attempt_duration_seconds",
+            "Duration of one webhook delivery attempt (to the answer, or the timeout), by webhook",
+            webhook_attempts.clone(),
+        );
+        let webhook_pending = Family::<Labels, Gauge>::default();
+        r.register(
+            "webhook_deliveries_pending",
+            "Webhook deliveries queued and not yet delivered or failed, by webhook",
+            webhook_pending.clone(),
+        );
         // Every known series from the start (at 0), so rates work from the
         // first scrape.
         for outcome in ["applied", "duplicate", "stale", "rejected"] {
@@ -181,7 +206,29 @@ impl Metrics {
             tokens,
             cost,
             project_labels: Default::default(),
+            webhook_deliveries,
+            webhook_attempts,
+            webhook_pending,
         }
+    }
+
+    /// Issue 19: a delivery attempt to `webhook` ended as `outcome`
+    /// (delivered, retry, failed). Webhooks are few and operator-named: a
+    /// bounded label set.
+    pub fn webhook_outcome(&self, webhook: &str, outcome: &'static str) {
+        self.webhook_deliveries
+            .get_or_create(&vec![
+                ("webhook", webhook.to_string()),
+                ("outcome", outcome.to_string()),
+            ])
+            .inc();
+    }
+
+    /// Issue 19: a delivery attempt to `webhook` took from `started` to now.
+    pub fn webhook_attempt(&self, webhook: &str, started: Instant) {
+        self.webhook_attempts
+            .get_or_create(&vec![("webhook", webhook.to_string())])
+            .observe(started.elapsed().as_secs_f64());
     }
 
     /// Issue 21: usage signal ingest committed for a run of `provider` in
@@ -257,8 +304,18 @@ impl Metrics {
 
     /// The exposition, after refreshing the phase gauges from the store.
     pub async fn render(&self, store: &dyn Store) -> pam_store::StoreResult<String> {
-        let (runs, hosts) = {
+        let (runs, hosts, pending) = {
             let mut tx = store.begin().await?;
+            let counts = tx.delivery_counts().await?;
+            let pending: Vec<(String, i64)> = tx
+                .list_webhooks()
+                .await?
+                .into_iter()
+                .map(|w| {
+                    let n = counts.get(&w.id).map_or(0, |c| c.0);
+                    (w.name, i64::try_from(n).unwrap_or(i64::MAX))
+                })
+                .collect();
             let runs: Vec<(String, i64)> = tx
                 .count_runs_by_status()
                 .await?
@@ -271,12 +328,18 @@ impl Metrics {
                 .into_iter()
                 .map(|(s, n)| (s.as_str().to_string(), n))
                 .collect();
-            (runs, hosts)
+            (runs, hosts, pending)
         };
         // One scrape at a time: the gauges are set, then encoded.
         let registry = self.registry.lock().await;
         set_phases(&self.runs, &RUN_PHASES, &runs);
         set_phases(&self.hosts, &HOST_PHASES, &hosts);
+        self.webhook_pending.clear();
+        for (name, n) in pending {
+            self.webhook_pending
+                .get_or_create(&vec![("webhook", name)])
+                .set(n);
+        }
         let mut out = String::new();
         encode(&mut out, &registry).expect("writing to a String cannot fail");
         Ok(out)

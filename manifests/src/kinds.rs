@@ -1,5 +1,5 @@
 //! The manifest kinds — `Project`, `Task`, `Run`, `Host`, `Source`
-//! ([`source`]) — as they are read
+//! ([`source`]), `Webhook` ([`webhook`]) — as they are read
 //! and printed: `{apiVersion, kind, metadata, spec, status}`.
 //!
 //! Field names are camelCase; unknown fields are refused everywhere
@@ -26,6 +26,8 @@ use serde::{Deserialize, Serialize};
 use crate::names::{Annotations, LabelKey, LabelValue, Labels, Name};
 mod source;
 pub use source::{Drift, GitSource, ObservedSource, SourceError, SourceSpec};
+mod webhook;
+pub use webhook::{ObservedWebhook, SecretKeyRef, WebhookSpec};
 
 use crate::state::{
     FailureReason, HostStatus, Platform, ProjectStatus, RunStatus, WorkItemKind, WorkItemStatus,
@@ -56,17 +58,21 @@ pub enum Kind {
     Host,
     /// A GitOps source of desired state (cluster-scoped).
     Source,
+    /// An HTTP endpoint receiving signed event deliveries (cluster-scoped,
+    /// issue 19).
+    Webhook,
 }
 
 impl Kind {
     /// Every kind, in apply order (projects before their tasks, tasks
     /// before their runs).
-    pub const ALL: [Kind; 5] = [
+    pub const ALL: [Kind; 6] = [
         Kind::Project,
         Kind::Host,
         Kind::Task,
         Kind::Run,
         Kind::Source,
+        Kind::Webhook,
     ];
 
     /// The kind as written in `kind:` (`"Task"`).
@@ -77,6 +83,7 @@ impl Kind {
             Kind::Run => "Run",
             Kind::Host => "Host",
             Kind::Source => "Source",
+            Kind::Webhook => "Webhook",
         }
     }
 
@@ -88,6 +95,7 @@ impl Kind {
             Kind::Run => "run",
             Kind::Host => "host",
             Kind::Source => "source",
+            Kind::Webhook => "webhook",
         }
     }
 
@@ -99,6 +107,7 @@ impl Kind {
             Kind::Run => "runs",
             Kind::Host => "hosts",
             Kind::Source => "sources",
+            Kind::Webhook => "webhooks",
         }
     }
 
@@ -110,6 +119,7 @@ impl Kind {
             Kind::Run => "rn",
             Kind::Host => "ho",
             Kind::Source => "src",
+            Kind::Webhook => "wh",
         }
     }
 
@@ -157,6 +167,7 @@ kind_tag!(TaskKind, Task);
 kind_tag!(RunKind, Run);
 kind_tag!(HostKind, Host);
 kind_tag!(SourceKind, Source);
+kind_tag!(WebhookKind, Webhook);
 
 macro_rules! object_meta {
     ($(#[$meta:meta])* $name:ident { $($project:tt)* }) => {
@@ -411,6 +422,10 @@ object!(
     /// A GitOps Source.
     Source, SourceKind, ObjectMeta, SourceSpec, ObservedSource
 );
+object!(
+    /// A Webhook (issue 19).
+    Webhook, WebhookKind, ObjectMeta, WebhookSpec, ObservedWebhook
+);
 
 /// Any manifest. Serializes as the object itself (its `kind` field says
 /// which); deserializes by dispatching on `kind`.
@@ -427,6 +442,8 @@ pub enum Manifest {
     Host(Host),
     /// `kind: Source`.
     Source(Source),
+    /// `kind: Webhook`.
+    Webhook(Webhook),
 }
 
 impl Manifest {
@@ -438,6 +455,7 @@ impl Manifest {
             Manifest::Run(_) => Kind::Run,
             Manifest::Host(_) => Kind::Host,
             Manifest::Source(_) => Kind::Source,
+            Manifest::Webhook(_) => Kind::Webhook,
         }
     }
 
@@ -449,6 +467,7 @@ impl Manifest {
             Manifest::Run(o) => &o.metadata.name,
             Manifest::Host(o) => &o.metadata.name,
             Manifest::Source(o) => &o.metadata.name,
+            Manifest::Webhook(o) => &o.metadata.name,
         }
     }
 
@@ -457,7 +476,10 @@ impl Manifest {
         match self {
             Manifest::Task(o) => Some(&o.metadata.project),
             Manifest::Run(o) => Some(&o.metadata.project),
-            Manifest::Project(_) | Manifest::Host(_) | Manifest::Source(_) => None,
+            Manifest::Project(_)
+            | Manifest::Host(_)
+            | Manifest::Source(_)
+            | Manifest::Webhook(_) => None,
         }
     }
 
@@ -469,6 +491,7 @@ impl Manifest {
             Manifest::Run(o) => &o.metadata.labels,
             Manifest::Host(o) => &o.metadata.labels,
             Manifest::Source(o) => &o.metadata.labels,
+            Manifest::Webhook(o) => &o.metadata.labels,
         }
     }
 
@@ -481,6 +504,7 @@ impl Manifest {
             Manifest::Run(o) => o.metadata.resource_version.as_deref(),
             Manifest::Host(o) => o.metadata.resource_version.as_deref(),
             Manifest::Source(o) => o.metadata.resource_version.as_deref(),
+            Manifest::Webhook(o) => o.metadata.resource_version.as_deref(),
         }
     }
 
@@ -492,6 +516,7 @@ impl Manifest {
             Manifest::Run(o) => o.status.is_some(),
             Manifest::Host(o) => o.status.is_some(),
             Manifest::Source(o) => o.status.is_some(),
+            Manifest::Webhook(o) => o.status.is_some(),
         }
     }
 
@@ -503,6 +528,7 @@ impl Manifest {
             Manifest::Run(o) => serde_json::to_value(&o.spec),
             Manifest::Host(o) => serde_json::to_value(&o.spec),
             Manifest::Source(o) => serde_json::to_value(&o.spec),
+            Manifest::Webhook(o) => serde_json::to_value(&o.spec),
         };
         v.expect("specs serialize to JSON")
     }
@@ -526,9 +552,10 @@ impl Manifest {
             Some(Kind::Run) => serde_json::from_value(value).map(Manifest::Run),
             Some(Kind::Host) => serde_json::from_value(value).map(Manifest::Host),
             Some(Kind::Source) => serde_json::from_value(value).map(Manifest::Source),
+            Some(Kind::Webhook) => serde_json::from_value(value).map(Manifest::Webhook),
             None => Err(serde_json::Error::unknown_variant(
                 kind,
-                &["Project", "Task", "Run", "Host", "Source"],
+                &["Project", "Task", "Run", "Host", "Source", "Webhook"],
             )),
         }
     }

@@ -193,6 +193,19 @@ pub fn check_document(doc: &Document) -> Vec<ManifestError> {
             c.resource_version(h.metadata.resource_version.as_deref());
             c.label_count("spec.labels", &h.spec.labels);
         }
+        Manifest::Webhook(w) => {
+            c.metadata(&w.metadata.labels, &w.metadata.annotations);
+            c.resource_version(w.metadata.resource_version.as_deref());
+            c.text("spec.url", &w.spec.url, CWD_MAX_BYTES);
+            for t in &w.spec.topics {
+                c.text("spec.topics", t, CWD_MAX_BYTES);
+            }
+            c.text(
+                "spec.signingSecretRef.key",
+                &w.spec.signing_secret_ref.key,
+                CWD_MAX_BYTES,
+            );
+        }
         Manifest::Source(s) => {
             c.metadata(&s.metadata.labels, &s.metadata.annotations);
             c.resource_version(s.metadata.resource_version.as_deref());

@@ -174,6 +174,9 @@ pub enum Command {
     /// Start runs
     #[command(subcommand)]
     Run(RunCommand),
+    /// Webhook deliveries: send one again
+    #[command(subcommand)]
+    Webhook(WebhookCommand),
     /// Stop a run (sets spec.stopped)
     Stop { run: String },
     /// Send a signal to a run's process
@@ -345,6 +348,13 @@ pub enum TaskCommand {
     },
     /// → todo
     Reopen { name: String },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum WebhookCommand {
+    /// Send a delivery again now, with the same id and body
+    /// (IDs: `pamctl get webhookdeliveries`)
+    Redeliver { id: String },
 }
 
 #[derive(Debug, Subcommand)]

@@ -8,6 +8,10 @@ use serde_json::Value;
 use crate::config::{Resolved, TokenSource};
 use crate::error::{CliError, Exit, Result};
 
+/// How many times one call is sent at most (the first try included) when
+/// pamd asks to retry or the answer was lost.
+const RETRIES: u32 = 30;
+
 /// How to start a local pamd; shown when nothing answers.
 pub const START_HINT: &str =
     "is pamd running? start it with `cargo run --release -p pam-controller --bin pamd`";
@@ -116,17 +120,61 @@ impl Client {
         Err(self.status_error(&reqwest::Method::GET, path, status, body))
     }
 
+    /// Sends one request. A POST carries a fresh `Idempotency-Key`
+    /// (issue 19), the same on each of this call's retries: on another
+    /// server (failover), after an answer lost on the way (the
+    /// connection dropped), while pamd says the first is still in
+    /// progress, and after a 429 (waiting its `Retry-After`) — so a
+    /// retried mutation is done once. At most [`RETRIES`] tries.
     fn send(&self, method: reqwest::Method, path: &str, body: Option<&Value>) -> Result<Value> {
-        let resp = self.each_server(|base| {
-            let mut req = self.http.request(method.clone(), format!("{base}{path}"));
-            if let Some(t) = &self.token {
-                req = req.bearer_auth(t);
+        let key = (method == reqwest::Method::POST).then(|| uuid::Uuid::new_v4().to_string());
+        let mut tries = 0;
+        let resp = loop {
+            tries += 1;
+            let sent = self.each_server_raw(|base| {
+                let mut req = self.http.request(method.clone(), format!("{base}{path}"));
+                if let Some(t) = &self.token {
+                    req = req.bearer_auth(t);
+                }
+                if let Some(k) = &key {
+                    req = req.header("idempotency-key", k);
+                }
+                if let Some(b) = body {
+                    req = req.json(b);
+                }
+                req.send()
+            });
+            let retry_after = match &sent {
+                // Over the rate limit (issue 19): wait as told, any method.
+                Ok(r) if r.status().as_u16() == 429 => {
+                    let wait = r
+                        .headers()
+                        .get("retry-after")
+                        .and_then(|v| v.to_str().ok())
+                        .and_then(|v| v.trim().parse::<u64>().ok())
+                        .unwrap_or(1)
+                        .clamp(1, 60);
+                    crate::term::note(&format!("pamd: rate limited; retrying in {wait}s"));
+                    Some(Duration::from_secs(wait))
+                }
+                // The answer was lost (not a timeout: that waited long
+                // enough): the key makes sending again safe.
+                Err((_, e)) if key.is_some() && !e.is_connect() && !e.is_timeout() => {
+                    Some(Duration::from_secs(1))
+                }
+                Ok(r) if key.is_some() && r.status().as_u16() == 409 => r
+                    .headers()
+                    .get("retry-after")
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.trim().parse::<u64>().ok())
+                    .map(|s| Duration::from_secs(s.clamp(1, 10))),
+                _ => None,
+            };
+            match retry_after {
+                Some(wait) if tries < RETRIES => std::thread::sleep(wait),
+                _ => break sent.map_err(|(base, e)| self.transport_error(&base, &e))?,
             }
-            if let Some(b) = body {
-                req = req.json(b);
-            }
-            req.send()
-        })?;
+        };
         let status = resp.status().as_u16();
         let text = resp
             .text()
@@ -159,6 +207,15 @@ impl Client {
         &self,
         send: impl Fn(&str) -> reqwest::Result<reqwest::blocking::Response>,
     ) -> Result<reqwest::blocking::Response> {
+        self.each_server_raw(send)
+            .map_err(|(base, e)| self.transport_error(&base, &e))
+    }
+
+    /// [`Client::each_server`] with the transport error as it came.
+    fn each_server_raw(
+        &self,
+        send: impl Fn(&str) -> reqwest::Result<reqwest::blocking::Response>,
+    ) -> std::result::Result<reqwest::blocking::Response, (String, reqwest::Error)> {
         use std::sync::atomic::Ordering;
         let n = self.bases.len();
         let first = self.current.load(Ordering::SeqCst);
@@ -171,11 +228,11 @@ impl Client {
                     return Ok(resp);
                 }
                 Err(e) if e.is_connect() && k + 1 < n => last = Some(e),
-                Err(e) => return Err(self.transport_error(&self.bases[i], &e)),
+                Err(e) => return Err((self.bases[i].clone(), e)),
             }
         }
         let e = last.expect("at least one server");
-        Err(self.transport_error(&self.bases[first % n], &e))
+        Err((self.bases[first % n].clone(), e))
     }
 
     fn transport_error(&self, base: &str, e: &reqwest::Error) -> CliError {

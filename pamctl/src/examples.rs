@@ -29,7 +29,8 @@ const EXAMPLES: &[(&[&str], &str)] = &[
   pamctl -p web get runs --sort-by=.status.attempt --no-headers
   pamctl -p web get runs -o jsonpath='{range .items[*]}{.metadata.name}{\"\\t\"}{.status.phase}{\"\\n\"}{end}'
   pamctl -p web get runs -o custom-columns=NAME:.metadata.name,PHASE:.status.phase
-  pamctl get hosts -w",
+  pamctl get hosts -w
+  pamctl get webhookdeliveries ci -o wide",
     ),
     (
         &["top"],
@@ -84,6 +85,14 @@ const EXAMPLES: &[(&[&str], &str)] = &[
     ),
     (&["token", "list"], "  pamctl token list"),
     (&["token", "revoke"], "  pamctl token revoke 2f0c6a1e-…"),
+    (
+        &["webhook"],
+        "  pamctl get webhookdeliveries ci\n  pamctl webhook redeliver 7d3e2c1a-…",
+    ),
+    (
+        &["webhook", "redeliver"],
+        "  pamctl get webhookdeliveries ci | grep failed\n  pamctl webhook redeliver 7d3e2c1a-…",
+    ),
     (
         &["run"],
         "  pamctl -p web run start --task build --provider claude --cwd /src/web --prompt 'make it build'",

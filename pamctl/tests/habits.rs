@@ -80,9 +80,13 @@ fn offline_verbs_explain_api_resources_version_client() {
     runs       rn           pam.dev/v1   true         Run
     sources    src          pam.dev/v1   false        Source
     tasks      tk           pam.dev/v1   true         Task
+    webhooks   wh           pam.dev/v1   false        Webhook
     ");
     let r = env.run(&["api-resources", "-o", "name"]);
-    assert_eq!(r.stdout, "hosts\nprojects\nruns\nsources\ntasks\n");
+    assert_eq!(
+        r.stdout,
+        "hosts\nprojects\nruns\nsources\ntasks\nwebhooks\n"
+    );
     let r = env.run(&["explain", "task"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     insta::assert_snapshot!(r.stdout.trim_end(), @r"

@@ -47,6 +47,7 @@ pub mod deps;
 pub mod embedded;
 pub mod events;
 pub mod hosts;
+pub mod idempotency;
 pub mod leader;
 pub mod memory;
 pub mod postgres;
@@ -55,6 +56,7 @@ pub mod runs;
 pub mod sources;
 pub mod tokens;
 pub mod usage;
+pub mod webhooks;
 pub mod work_items;
 
 use std::collections::BTreeMap;
@@ -68,20 +70,22 @@ pub use attach::{AttachLease, AttachRefusal, AttachTx};
 pub use deps::{DependencyLink, DependencyTx, Gated};
 pub use events::{Event, EventTx};
 pub use hosts::{Host, HostTx};
+pub use idempotency::{Claimed, IdempotencyClaim, IdempotencyTx};
 pub use leader::{LeaderTx, Lease};
 pub use projects::{Project, ProjectTx};
 pub use runs::{Run, RunFilter, RunTx, RunUpdate, SignalMarker, Target};
 pub use sources::{OwnedObject, Source, SourceObject, SourceStatus, SourceTx};
 pub use tokens::{ApiToken, TokenKind, TokenTx};
 pub use usage::{RunUsage, Usage};
+pub use webhooks::{Delivery, DeliveryFilter, DeliveryOutcome, DeliveryStatus, Webhook, WebhookTx};
 pub use work_items::{WorkItem, WorkItemTx};
 
 /// Every store trait, for `use pam_store::prelude::*`: calling a method of
 /// a `dyn Tx` needs the aggregate trait that declares it in scope.
 pub mod prelude {
     pub use crate::{
-        AttachTx, DependencyTx, EventTx, HostTx, LeaderTx, ProjectTx, RunTx, SourceTx, Store,
-        TokenTx, Tx, WorkItemTx,
+        AttachTx, DependencyTx, EventTx, HostTx, IdempotencyTx, LeaderTx, ProjectTx, RunTx,
+        SourceTx, Store, TokenTx, Tx, WebhookTx, WorkItemTx,
     };
 }
 
@@ -201,6 +205,8 @@ pub trait Tx:
     + EventTx
     + TokenTx
     + SourceTx
+    + WebhookTx
+    + IdempotencyTx
     + LeaderTx
     + Send
 {
@@ -214,4 +220,8 @@ pub trait Tx:
     fn has_events(&self) -> bool {
         true
     }
+
+    /// The events appended so far in this transaction, in seq order (the
+    /// webhook fan-out reads them before commit).
+    fn pending_events(&self) -> &[Event];
 }

@@ -9,7 +9,21 @@ fn examples() -> String {
 
 #[tokio::test]
 async fn examples_apply_cleanly_and_twice_is_unchanged() {
-    let pamd = Pamd::start(PamdOptions::default()).await.unwrap();
+    // examples/webhooks.yaml signs with the key `signing` of Secret
+    // `ci-webhook` in project webshop: pamd reads it from its keys dir.
+    let keys = tempfile::tempdir().unwrap();
+    let secret = keys.path().join("webshop/ci-webhook");
+    std::fs::create_dir_all(&secret).unwrap();
+    std::fs::write(secret.join("signing"), "example-secret").unwrap();
+    let pamd = Pamd::start(PamdOptions {
+        config_toml: format!(
+            "[webhooks]\nsigning_keys_dir = {:?}\n",
+            keys.path().display().to_string()
+        ),
+        ..PamdOptions::default()
+    })
+    .await
+    .unwrap();
     let out = ok(&pamd.pamctl(&["apply", "-R", "-f", &examples()]));
     assert!(out.lines().count() >= 10, "{out}");
     assert!(out.lines().all(|l| l.ends_with(" created")), "{out}");

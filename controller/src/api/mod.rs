@@ -31,6 +31,7 @@ pub mod events;
 pub mod extract;
 pub mod guard;
 pub mod hosts;
+pub mod idempotency;
 pub mod leases;
 pub mod list;
 pub mod lookup;
@@ -38,6 +39,7 @@ pub mod metrics;
 pub mod objects;
 pub mod pending_signals;
 pub mod projects;
+pub mod rate_limit;
 pub mod revocation;
 pub mod routes;
 pub mod runs;
@@ -47,6 +49,7 @@ pub mod stream;
 pub mod tasks;
 pub mod tokens;
 pub mod validate;
+pub mod webhooks;
 pub mod worker;
 
 /// What every handler can reach.
@@ -67,6 +70,8 @@ pub struct AppState {
     /// Wakes the workers' claim long-polls early (a stop, a signal, attach
     /// input), so they fetch their desired set now rather than next tick.
     pub nudge: std::sync::Arc<tokio::sync::Notify>,
+    /// The per-token rate limits (issue 19; this replica's buckets).
+    pub limits: Arc<rate_limit::Limiter>,
 }
 
 impl AppState {
@@ -80,12 +85,15 @@ impl AppState {
             leases: leases::Leases::new(store.clone()),
             revocations: Default::default(),
             nudge: Default::default(),
+            limits: Default::default(),
         }
     }
 }
 
 pub fn router(state: AppState) -> Router {
     let metrics = state.ctx.metrics.clone();
+    let idempotent = axum::middleware::from_fn_with_state(state.clone(), idempotency::layer);
+    let limited = axum::middleware::from_fn_with_state(state.clone(), rate_limit::layer);
     Router::new()
         .merge(routes::v1())
         .merge(dashboard::router())
@@ -95,6 +103,8 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/version", get(version))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(idempotent)
+        .layer(limited)
         .layer(axum::middleware::from_fn(guard::check_uri))
         .layer(axum::middleware::from_fn(guard::json_errors))
         .layer(axum::middleware::from_fn_with_state(

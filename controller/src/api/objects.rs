@@ -323,3 +323,43 @@ pub fn source(s: &store::Source, inventory: usize) -> Value {
     };
     serde_json::to_value(obj).expect("a Source is JSON")
 }
+
+/// A Webhook as printed (issue 19): its spec as applied, and how its
+/// deliveries stand (`counts`: pending and failed).
+pub fn webhook(w: &store::Webhook, counts: (u64, u64)) -> Value {
+    let Some(spec) = crate::rules::webhooks::spec_of(w) else {
+        return serde_json::json!({"apiVersion": "pam.dev/v1", "kind": "Webhook",
+            "metadata": {"name": w.name}, "spec": w.meta.spec});
+    };
+    let obj = kinds::Webhook {
+        api_version: ApiVersion::V1,
+        kind: kinds::WebhookKind::Webhook,
+        metadata: object_meta!(ObjectMeta, &w.meta, &w.name, w.id, w.created_at),
+        spec,
+        status: Some(kinds::ObservedWebhook {
+            pending: counts.0,
+            failed: counts.1,
+            observed_generation: Some(w.meta.observed_generation),
+            conditions: conditions(&w.meta),
+        }),
+    };
+    serde_json::to_value(obj).expect("a Webhook is JSON")
+}
+
+/// A delivery as the API shows it (`pamctl get webhookdeliveries`).
+pub fn delivery(d: &store::Delivery, webhook: &str) -> Value {
+    serde_json::json!({
+        "id": d.id,
+        "webhook": webhook,
+        "seq": d.event_seq,
+        "topic": d.topic,
+        "status": d.status.as_str(),
+        "attempts": d.attempts,
+        "nextAttemptAt": d.next_attempt_at.map(ts),
+        "lastAttemptAt": d.last_attempt_at.map(ts),
+        "lastCode": d.last_code,
+        "lastError": d.last_error,
+        "createdAt": ts(d.created_at),
+        "payload": d.payload,
+    })
+}

@@ -5,8 +5,8 @@ use axum::routing::{delete, get, post};
 use axum::Router;
 
 use super::{
-    apply, attach as a, events, hosts, projects, runs, sources, stream, tasks, tokens, worker as w,
-    AppState,
+    apply, attach as a, events, hosts, projects, runs, sources, stream, tasks, tokens, webhooks,
+    worker as w, AppState,
 };
 
 /// Request body limit of apply and diff (other routes keep axum's 2 MB).
@@ -85,6 +85,20 @@ pub fn v1() -> Router<AppState> {
             get(sources::get_source).delete(sources::delete_source),
         )
         .route("/api/v1/sources/{name}/sync", post(sources::sync_source))
+        .route("/api/v1/webhooks", get(webhooks::list_webhooks))
+        .route(
+            "/api/v1/webhooks/{name}",
+            get(webhooks::get_webhook).delete(webhooks::delete_webhook),
+        )
+        .route("/api/v1/webhookdeliveries", get(webhooks::list_deliveries))
+        .route(
+            "/api/v1/webhookdeliveries/{id}",
+            get(webhooks::get_delivery),
+        )
+        .route(
+            "/api/v1/webhookdeliveries/{id}/redeliver",
+            post(webhooks::redeliver),
+        )
         // The dashboard's run timeline.
         .route(
             "/api/v1/projects/{project}/runs/{name}/events",

@@ -33,12 +33,12 @@ use serde::Deserialize;
 use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 
 use pam_store::prelude::*;
-use pam_store::Event;
 
 use super::auth::Operator;
 use super::revocation::Hold;
 use super::{ApiError, AppState};
-use crate::events::{frame, EventBus, Published, PublishedEvent};
+pub use crate::events::filter::Filter;
+use crate::events::{frame, EventBus, Published};
 
 /// Journal page size for replays and catch-ups.
 const PAGE: i64 = 1000;
@@ -52,58 +52,6 @@ pub struct StreamQuery {
     after: Option<String>,
     topic: Option<String>,
     project: Option<String>,
-}
-
-/// Which events a stream (or a page of `GET /api/v1/events`) keeps.
-#[derive(Debug, Clone, Default)]
-pub struct Filter {
-    exact: Vec<String>,
-    prefixes: Vec<String>,
-    /// The project's name and uid.
-    project: Option<(String, String)>,
-}
-
-impl Filter {
-    /// `topic` is a comma list; an entry ending in `.` is a prefix.
-    pub fn new(topic: Option<&str>, project: Option<(String, String)>) -> Filter {
-        let mut f = Filter {
-            project,
-            ..Filter::default()
-        };
-        for t in topic.unwrap_or("").split(',').map(str::trim) {
-            if t.is_empty() {
-                continue;
-            }
-            if t.ends_with('.') {
-                f.prefixes.push(t.to_string());
-            } else {
-                f.exact.push(t.to_string());
-            }
-        }
-        f
-    }
-
-    fn topic_ok(&self, topic: &str) -> bool {
-        (self.exact.is_empty() && self.prefixes.is_empty())
-            || self.exact.iter().any(|t| t == topic)
-            || self.prefixes.iter().any(|p| topic.starts_with(p.as_str()))
-    }
-
-    fn project_ok(&self, project: Option<&str>, project_id: Option<&str>) -> bool {
-        match &self.project {
-            None => true,
-            Some((name, uid)) => project == Some(name.as_str()) || project_id == Some(uid.as_str()),
-        }
-    }
-
-    pub fn keeps(&self, e: &Event) -> bool {
-        let field = |k: &str| e.payload.get(k).and_then(serde_json::Value::as_str);
-        self.topic_ok(&e.topic) && self.project_ok(field("project"), field("project_id"))
-    }
-
-    fn keeps_published(&self, p: &PublishedEvent) -> bool {
-        self.topic_ok(&p.topic) && self.project_ok(p.project.as_deref(), p.project_id.as_deref())
-    }
 }
 
 /// Resolves `?project=NAME` to (name, uid); an unknown project is a 404.

@@ -107,6 +107,7 @@ async fn live_of(
         (Kind::Project, _) => tx.get_project_by_slug(name).await?.map(|p| p.meta),
         (Kind::Host, _) => tx.get_host_by_name(name).await?.map(|h| h.meta),
         (Kind::Source, _) => tx.get_source_by_name(name).await?.map(|s| s.meta),
+        (Kind::Webhook, _) => tx.get_webhook_by_name(name).await?.map(|w| w.meta),
         (Kind::Task, Some(p)) => tx.get_work_item_by_name(p.id, name).await?.map(|w| w.meta),
         (Kind::Run, Some(p)) => tx.get_run_by_name(p.id, name).await?.map(|r| r.meta),
         (Kind::Task | Kind::Run, None) => None,

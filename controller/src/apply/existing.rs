@@ -105,7 +105,7 @@ pub async fn load_existing(tx: &mut dyn Tx, docs: &[&Manifest]) -> Result<Existi
                 n.runs.insert(r.metadata.name.to_string());
                 n.tasks.insert(r.spec.task.to_string());
             }
-            Manifest::Host(_) | Manifest::Source(_) => {}
+            Manifest::Host(_) | Manifest::Source(_) | Manifest::Webhook(_) => {}
         }
     }
     let mut projects: Vec<(Name, Named)> = named.into_iter().collect();

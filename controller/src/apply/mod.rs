@@ -25,6 +25,7 @@ pub mod existing;
 pub mod ownership;
 mod prune;
 pub mod stored;
+pub mod webhooks;
 mod writer;
 
 pub use diff::diff;
@@ -124,6 +125,10 @@ pub async fn apply(ctx: &Ctx, req: &ApplyRequest) -> Result<Vec<ApplyResult>, Ap
     let prune_selector = prune_selector(req)?;
     let docs = labelled_documents(req)?;
     let mut tx = ctx.store.begin().await?;
+    let hooks = webhooks::check(tx.as_mut(), &docs, ctx.webhooks.keys.as_ref()).await?;
+    if !hooks.is_empty() {
+        return Err(ApplyError::Invalid(hooks));
+    }
     let written = write_batch(
         tx.as_mut(),
         ctx.now(),

@@ -22,6 +22,7 @@ use crate::rules::meta::{self, Change, Desired};
 use crate::rules::projects::{self, ProjectDesired};
 use crate::rules::runs::{self, gate, RunDesired};
 use crate::rules::sources::{self, SourceDesired};
+use crate::rules::webhooks::{self, WebhookDesired};
 use crate::rules::work_items::{self, TaskDesired};
 use crate::rules::RuleError;
 
@@ -202,7 +203,28 @@ impl<'t> Writer<'t> {
             Manifest::Task(t) => self.task(d, t).await,
             Manifest::Run(r) => self.run(d, r).await,
             Manifest::Source(s) => self.source(d, s).await,
+            Manifest::Webhook(w) => self.webhook(d, w).await,
         }
+    }
+
+    /// A Webhook (issue 19); its topics and secret were checked before
+    /// the batch was written ([`super::webhooks::check`]).
+    async fn webhook(&mut self, d: &Document, w: &kinds::Webhook) -> Result<(), ApplyError> {
+        let desired = WebhookDesired::of(w, Desired::of(&d.manifest));
+        match self.tx.get_webhook_by_name(&desired.name).await? {
+            None => {
+                webhooks::create(self.tx, desired, self.now).await?;
+                self.result(&d.manifest, Action::Created, Some(1));
+            }
+            Some(row) => {
+                self.check_rv(d, row.meta.resource_version)?;
+                let (row, change) = webhooks::update(self.tx, row, desired, self.now)
+                    .await
+                    .map_err(|e| conflict_named(e, &d.manifest))?;
+                self.result(&d.manifest, action(change), Some(row.meta.generation));
+            }
+        }
+        Ok(())
     }
 
     async fn source(&mut self, d: &Document, s: &kinds::Source) -> Result<(), ApplyError> {

@@ -16,6 +16,7 @@ use tokio::sync::{broadcast, watch, Mutex};
 
 use pam_store::Event;
 
+pub mod filter;
 pub mod follow;
 pub mod payload;
 pub mod render;

@@ -20,6 +20,7 @@ pub mod liveness;
 pub mod restart;
 pub mod retention;
 pub mod timeout;
+pub mod webhooks;
 
 use pam_store::{StoreError, StoreResult};
 use tokio_util::sync::CancellationToken;
@@ -113,6 +114,9 @@ pub async fn run_loops(ctx: Ctx, shutdown: CancellationToken) {
             let started = std::time::Instant::now();
             if let Err(e) = integrity::sweep(&ctx).await {
                 tracing::error!(error = %e, "integrity check failed");
+            }
+            if let Err(e) = retention::purge_idempotency_keys(&ctx).await {
+                tracing::warn!(error = %e, "cannot purge expired idempotency keys");
             }
             ctx.metrics.loop_took("integrity", started);
         }

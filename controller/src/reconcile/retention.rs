@@ -1,6 +1,8 @@
 //! Retention: events older than `[retention] events_days` (30 by default)
 //! are purged at start — best-effort, and no event is journaled for the
-//! purge (pam-data-model.txt, "Data Retention").
+//! purge (pam-data-model.txt, "Data Retention"). Delivered and failed
+//! webhook deliveries older than `[webhooks] deliveries_days` go too
+//! (issue 19; pending ones are kept whatever their age).
 
 use crate::ctx::Ctx;
 
@@ -9,6 +11,25 @@ pub async fn purge(ctx: &Ctx, days: u32) -> anyhow::Result<u64> {
     let cutoff = ctx.now() - chrono::Duration::days(i64::from(days));
     let mut tx = ctx.store.begin().await?;
     let n = tx.purge_events_before(cutoff).await?;
+    ctx.commit(tx).await?;
+    Ok(n)
+}
+
+/// Purges delivered and failed webhook deliveries created before
+/// `now - days`; returns how many.
+pub async fn purge_deliveries(ctx: &Ctx, days: u32) -> anyhow::Result<u64> {
+    let cutoff = ctx.now() - chrono::Duration::days(i64::from(days));
+    let mut tx = ctx.store.begin().await?;
+    let n = tx.purge_deliveries_before(cutoff).await?;
+    ctx.commit(tx).await?;
+    Ok(n)
+}
+
+/// Deletes the idempotency keys whose replay window is over (issue 19):
+/// at start and every few minutes with the integrity check.
+pub async fn purge_idempotency_keys(ctx: &Ctx) -> anyhow::Result<u64> {
+    let mut tx = ctx.store.begin().await?;
+    let n = tx.purge_idempotency_keys(ctx.now()).await?;
     ctx.commit(tx).await?;
     Ok(n)
 }

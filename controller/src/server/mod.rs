@@ -68,6 +68,10 @@ async fn serve(config: &Config, clock: SharedClock, url: &str) -> anyhow::Result
     let store = PgStore::connect(url, config.database.max_connections).await?;
     let mut state = AppState::new(Arc::new(store.clone()), clock, thresholds(config));
     state.ctx.prices = Arc::new(config.prices.clone());
+    state.ctx.webhooks = Arc::new(config.webhooks.settings());
+    if let Some(b) = config.rate_limits.budgets() {
+        state.limits = Arc::new(crate::api::rate_limit::Limiter::new(b));
+    }
     let purged = crate::reconcile::retention::purge(&state.ctx, config.retention.events_days)
         .await
         .context("purge old events")?;
@@ -76,6 +80,13 @@ async fn serve(config: &Config, clock: SharedClock, url: &str) -> anyhow::Result
         events_days = config.retention.events_days,
         "purged old events"
     );
+    let purged =
+        crate::reconcile::retention::purge_deliveries(&state.ctx, config.webhooks.deliveries_days)
+            .await
+            .context("purge old webhook deliveries")?;
+    if purged > 0 {
+        tracing::info!(purged, "purged old webhook deliveries");
+    }
     // Operator signals accepted before a restart whose runs are still live:
     // back from the journal, so a restart loses none.
     let signals = state
@@ -112,7 +123,8 @@ async fn serve(config: &Config, clock: SharedClock, url: &str) -> anyhow::Result
         async move {
             vec![
                 tokio::spawn(crate::reconcile::run_loops(ctx.clone(), stop.clone())),
-                tokio::spawn(crate::sync::runner::run(ctx, repos, stop)),
+                tokio::spawn(crate::sync::runner::run(ctx.clone(), repos, stop.clone())),
+                tokio::spawn(crate::reconcile::webhooks::run(ctx, stop)),
             ]
         }
     };

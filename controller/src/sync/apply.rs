@@ -87,7 +87,7 @@ fn out_of_scope(d: &Document, spec: &SourceSpec) -> Option<ManifestError> {
         Manifest::Project(p) => ("metadata.name", p.metadata.name.as_str()),
         Manifest::Task(t) => ("metadata.project", t.metadata.project.as_str()),
         Manifest::Run(r) => ("metadata.project", r.metadata.project.as_str()),
-        Manifest::Host(_) | Manifest::Source(_) => {
+        Manifest::Host(_) | Manifest::Source(_) | Manifest::Webhook(_) => {
             return Some(d.error_at(
                 "kind",
                 format!(

@@ -14,7 +14,7 @@ use super::Document;
 use crate::error::ManifestError;
 use crate::kinds::{Kind, Manifest, Provider, SERVER_SET_METADATA};
 
-const KINDS_EXPECTED: &str = "one of `Project`, `Task`, `Run`, `Host`, `Source`";
+const KINDS_EXPECTED: &str = "one of `Project`, `Task`, `Run`, `Host`, `Source`, `Webhook`";
 
 /// Structural checks, then typing of one document. Every problem found is
 /// returned; serde stops at the first type error, so there is at most one of
@@ -82,6 +82,7 @@ pub(super) fn type_document(
         Kind::Run => typed(doc, value).map(Manifest::Run),
         Kind::Host => typed(doc, value).map(Manifest::Host),
         Kind::Source => typed(doc, value).map(Manifest::Source),
+        Kind::Webhook => typed(doc, value).map(Manifest::Webhook),
     };
     match typed {
         Ok(m) if errors.is_empty() => Ok(m),
@@ -165,6 +166,11 @@ pub(super) fn check_document(doc: &Document) -> Vec<ManifestError> {
     if let Manifest::Source(s) = &doc.manifest {
         for (path, message) in s.spec.problems() {
             errors.push(doc.error_at(path, message));
+        }
+    }
+    if let Manifest::Webhook(w) = &doc.manifest {
+        for (path, message) in w.spec.problems() {
+            errors.push(doc.error_at(&path, message));
         }
     }
     if let Manifest::Run(run) = &doc.manifest {

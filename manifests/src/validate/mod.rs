@@ -299,7 +299,10 @@ pub fn validate_batch(docs: &[Document], existing: &dyn ExistingState) -> Vec<Ma
                 check_project(&batch, doc, project, is_new, &mut errors);
                 check_run_task(&batch, doc, project, &r.spec, &mut errors);
             }
-            Manifest::Project(_) | Manifest::Host(_) | Manifest::Source(_) => {}
+            Manifest::Project(_)
+            | Manifest::Host(_)
+            | Manifest::Source(_)
+            | Manifest::Webhook(_) => {}
         }
     }
     errors
@@ -441,7 +444,7 @@ pub fn immutable_changes(
             ("cwd", "spec.cwd"),
         ],
         Kind::Task => &[("type", "spec.type")],
-        Kind::Project | Kind::Host | Kind::Source => &[],
+        Kind::Project | Kind::Host | Kind::Source | Kind::Webhook => &[],
     };
     let normalize = |spec: &serde_json::Value| -> serde_json::Value {
         let typed = match kind {
@@ -451,7 +454,7 @@ pub fn immutable_changes(
             Kind::Task => serde_json::from_value::<TaskSpec>(spec.clone())
                 .ok()
                 .and_then(|s| serde_json::to_value(s).ok()),
-            Kind::Project | Kind::Host | Kind::Source => None,
+            Kind::Project | Kind::Host | Kind::Source | Kind::Webhook => None,
         };
         typed.unwrap_or_else(|| spec.clone())
     };

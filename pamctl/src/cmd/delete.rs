@@ -239,6 +239,7 @@ fn order(targets: &mut [Target], paths: &HashMap<(String, String), String>) {
             Kind::Host => 2,
             Kind::Project => 3,
             Kind::Source => 4,
+            Kind::Webhook => 5,
         };
         (rank, std::cmp::Reverse(depth(t)))
     });

@@ -104,6 +104,12 @@ pub(crate) fn scope(
 }
 
 pub(crate) fn get(ctx: &mut Ctx, a: GetArgs) -> Result<Exit> {
+    if a.args
+        .first()
+        .is_some_and(|k| super::webhooks::NAMES.contains(&k.to_ascii_lowercase().as_str()))
+    {
+        return super::webhooks::get(ctx, &a);
+    }
     let requests = targets::parse(&a.args)?;
     if let Some(s) = &a.selector {
         super::apply::parse_selector(s)?;

@@ -108,6 +108,7 @@ mod tests {
         runs       rn           pam.dev/v1   true         Run
         sources    src          pam.dev/v1   false        Source
         tasks      tk           pam.dev/v1   true         Task
+        webhooks   wh           pam.dev/v1   false        Webhook
         ");
     }
 

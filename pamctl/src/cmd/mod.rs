@@ -19,6 +19,7 @@ mod top;
 mod validate;
 mod wait;
 mod watch;
+mod webhooks;
 
 use pam_manifests::Kind;
 use serde_json::Value;
@@ -66,6 +67,7 @@ pub(crate) fn run(ctx: &mut Ctx, command: Command) -> Result<Exit> {
         Command::Task(t) => imperative::task(ctx, t),
         Command::Host(h) => imperative::host(ctx, h),
         Command::Token(t) => token::token(ctx, t),
+        Command::Webhook(w) => webhooks::webhook(ctx, w),
         Command::Run(crate::cli::RunCommand::Start(s)) => runs::start(ctx, s),
         Command::Stop { run } => runs::stop(ctx, &run),
         Command::Signal { run, signal } => runs::signal(ctx, &run, signal),

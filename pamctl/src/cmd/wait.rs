@@ -130,6 +130,8 @@ pub(crate) fn phases(kind: Kind) -> Vec<&'static str> {
         // A Source has no phase; its conditions (Ready, Stalled) are what
         // `wait --for=condition=` reads.
         Kind::Source => Vec::new(),
+        // Nor has a Webhook.
+        Kind::Webhook => Vec::new(),
     }
 }
 

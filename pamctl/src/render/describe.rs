@@ -50,6 +50,9 @@ pub fn topic_prefix(kind: Kind) -> &'static str {
         Kind::Run => "run.",
         Kind::Host => "worker.",
         Kind::Source => "source.",
+        // No topic is about a Webhook (its deliveries are listed by
+        // `pamctl get webhookdeliveries`).
+        Kind::Webhook => "webhook.",
     }
 }
 

@@ -185,6 +185,12 @@ pub fn objects(
                 headers.extend(["TOKENS", "COST"]);
             }
         }
+        Kind::Webhook => {
+            headers.extend(["URL", "TOPICS", "PENDING", "FAILED", "AGE"]);
+            if wide {
+                headers.extend(["PROJECTS"]);
+            }
+        }
         Kind::Source => {
             headers.extend(["SYNC", "HEALTH", "REVISION", "AGE"]);
             if wide {
@@ -264,6 +270,29 @@ pub fn objects(
                 row.extend([cell(o, "/status/phase"), created(o)]);
                 if wide {
                     row.extend(super::usage::cells(kind, o));
+                }
+            }
+            Kind::Webhook => {
+                let list = |p: &str| {
+                    o.pointer(p)
+                        .and_then(Value::as_array)
+                        .map(|a| {
+                            a.iter()
+                                .filter_map(Value::as_str)
+                                .collect::<Vec<_>>()
+                                .join(",")
+                        })
+                        .unwrap_or_default()
+                };
+                row.extend([
+                    cell(o, "/spec/url"),
+                    list("/spec/topics"),
+                    cell(o, "/status/pending"),
+                    cell(o, "/status/failed"),
+                    created(o),
+                ]);
+                if wide {
+                    row.push(list("/spec/projects"));
                 }
             }
             Kind::Source => {

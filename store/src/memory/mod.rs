@@ -59,6 +59,10 @@ struct State {
     attach_leases: HashMap<Uuid, crate::AttachLease>,
     /// Run → (attempt, line), in order.
     attach_input: HashMap<Uuid, Vec<(i32, String)>>,
+    webhooks: HashMap<Uuid, crate::Webhook>,
+    deliveries: HashMap<Uuid, crate::Delivery>,
+    /// (principal, key hash) → the stored key.
+    idempotency: HashMap<(String, String), idempotency::KeyRow>,
 }
 
 /// The in-memory store.
@@ -233,6 +237,10 @@ impl Tx for MemTx {
         guard.last_seq = last_seq;
         Ok(events)
     }
+
+    fn pending_events(&self) -> &[Event] {
+        &self.events
+    }
 }
 
 // The aggregates' parts of the transaction (after the helpers and
@@ -241,9 +249,11 @@ mod attach;
 mod deps;
 mod events;
 mod hosts;
+mod idempotency;
 mod leader;
 mod projects;
 mod runs;
 mod sources;
 mod tokens;
+mod webhooks;
 mod work_items;

@@ -343,6 +343,10 @@ impl Tx for PgTx {
     fn has_events(&self) -> bool {
         !self.events.is_empty()
     }
+
+    fn pending_events(&self) -> &[Event] {
+        &self.events
+    }
 }
 
 // The aggregates' parts of the transaction (after the helpers and
@@ -351,6 +355,7 @@ mod attach;
 mod deps;
 mod events;
 mod hosts;
+mod idempotency;
 mod leader;
 mod projects;
 mod rows;
@@ -358,4 +363,5 @@ mod runs;
 mod sources;
 mod tokens;
 mod usage;
+mod webhooks;
 mod work_items;

@@ -94,6 +94,9 @@ macro_rules! store_conformance_tests {
             deps_runs_waiting_on_cancelled,
             leader_lease_take_renew_expire_and_fence,
             attach_lease_one_holder_input_expiry_and_revocation,
+            webhook_crud_targets_and_delivery_queue,
+            pending_events_are_the_transactions_own,
+            idempotency_keys_claim_answer_replay_and_expire,
         );
     };
     (@each $make:expr; $($name:ident),+ $(,)?) => {
@@ -287,6 +290,7 @@ mod sources;
 mod tokens;
 mod transactions;
 mod usage;
+mod webhooks;
 mod work_items;
 #[allow(unused_imports)]
 pub use attach::*;
@@ -316,5 +320,7 @@ pub use tokens::*;
 pub use transactions::*;
 #[allow(unused_imports)]
 pub use usage::*;
+#[allow(unused_imports)]
+pub use webhooks::*;
 #[allow(unused_imports)]
 pub use work_items::*;

@@ -61,6 +61,8 @@ fn signal(run: &pam_manifests::protocol::DesiredRun, kind: SignalKind) -> Signal
 /// pam: (claimed runs/s, completed runs/s).
 async fn pam() -> anyhow::Result<(f64, f64)> {
     let pamd = Pamd::start(PamdOptions {
+        // Measures the queue, not pamd's rate limits (issue 19).
+        config_toml: "[rate_limits]\nenabled = false\n".into(),
         log_filter: Some("warn".into()),
         ..PamdOptions::default()
     })

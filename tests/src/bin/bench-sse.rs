@@ -101,6 +101,8 @@ async fn main() -> anyhow::Result<()> {
     let database_url = pam_testkit::testdb::fresh_database_url().await?;
     let start = || {
         Pamd::start(PamdOptions {
+            // Measures pamd, not its rate limits (issue 19).
+            config_toml: "[rate_limits]\nenabled = false\n".into(),
             log_filter: Some("info,pam_controller::events=trace".into()),
             database_url: Some(database_url.clone()),
             ..PamdOptions::default()

@@ -90,6 +90,8 @@ async fn main() -> anyhow::Result<()> {
     let rounds: usize = args.next().map(|s| s.parse()).transpose()?.unwrap_or(5);
     let files = n.div_ceil(PER_FILE);
     let pamd = Pamd::start(PamdOptions {
+        // Measures pamd, not its rate limits (issue 19).
+        config_toml: "[rate_limits]\nenabled = false\n".into(),
         log_filter: Some("warn".into()),
         ..Default::default()
     })

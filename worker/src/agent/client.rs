@@ -38,6 +38,17 @@ pub(super) struct HttpError {
     pub(super) status: u16,
     pub(super) code: String,
     pub(super) body: serde_json::Value,
+    /// `Retry-After` in seconds, when pamd sent one.
+    pub(super) retry_after: Option<u64>,
+}
+
+/// How many times a request is sent at most while pamd answers 429.
+const RATE_LIMIT_TRIES: u32 = 5;
+
+/// How long to wait before retrying, when `e` is a 429.
+fn rate_limited(e: &anyhow::Error) -> Option<Duration> {
+    let h = e.downcast_ref::<HttpError>()?;
+    (h.status == 429).then(|| Duration::from_secs(h.retry_after.unwrap_or(1).clamp(1, 60)))
 }
 
 impl std::fmt::Display for HttpError {
@@ -70,7 +81,36 @@ impl Api {
         })
     }
 
+    /// Sends a request; a 429 (issue 19: over this worker token's rate
+    /// budget) is retried after its `Retry-After` (at most 60 s, a few
+    /// times), then returned like any other answer.
     async fn send<T: serde::de::DeserializeOwned>(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<serde_json::Value>,
+    ) -> anyhow::Result<Option<T>> {
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            match self.send_once(method.clone(), path, body.clone()).await {
+                Err(e) if tries < RATE_LIMIT_TRIES => match rate_limited(&e) {
+                    Some(wait) => {
+                        tracing::info!(
+                            path,
+                            wait_s = wait.as_secs(),
+                            "rate limited by pamd; waiting"
+                        );
+                        tokio::time::sleep(wait).await;
+                    }
+                    None => return Err(e),
+                },
+                other => return other,
+            }
+        }
+    }
+
+    async fn send_once<T: serde::de::DeserializeOwned>(
         &self,
         method: reqwest::Method,
         path: &str,
@@ -147,12 +187,18 @@ async fn answer<T: serde::de::DeserializeOwned>(
         }
         return Ok(Some(resp.json().await?));
     }
+    let retry_after = resp
+        .headers()
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse().ok());
     let body: serde_json::Value = resp.json().await.unwrap_or(serde_json::Value::Null);
     let code = body["error"]["code"].as_str().unwrap_or("").to_string();
     Err(HttpError {
         status: status.as_u16(),
         code,
         body,
+        retry_after,
     }
     .into())
 }
@@ -165,4 +211,38 @@ pub(super) fn http_code(e: &anyhow::Error) -> Option<(u16, &str)> {
 /// What kind of failure `e` is, for the retry schedule.
 pub(super) fn failure(e: &anyhow::Error) -> Failure {
     Failure::of_status(http_code(e).map(|(status, _)| status))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn http(status: u16, retry_after: Option<u64>) -> anyhow::Error {
+        HttpError {
+            status,
+            code: String::new(),
+            body: serde_json::Value::Null,
+            retry_after,
+        }
+        .into()
+    }
+
+    #[test]
+    fn a_429_waits_its_retry_after_bounded() {
+        assert_eq!(
+            rate_limited(&http(429, Some(3))),
+            Some(Duration::from_secs(3))
+        );
+        assert_eq!(rate_limited(&http(429, None)), Some(Duration::from_secs(1)));
+        assert_eq!(
+            rate_limited(&http(429, Some(0))),
+            Some(Duration::from_secs(1))
+        );
+        assert_eq!(
+            rate_limited(&http(429, Some(3600))),
+            Some(Duration::from_secs(60))
+        );
+        assert_eq!(rate_limited(&http(503, Some(3))), None);
+        assert_eq!(rate_limited(&anyhow::anyhow!("refused")), None);
+    }
 }

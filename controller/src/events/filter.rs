@@ -1,0 +1,121 @@
+//! Which events a reader keeps: the one topic filter of the event stream
+//! (`?topic=`), `GET /api/v1/events`, `pamctl events --topic` and a
+//! Webhook's `spec.topics` (issue 19) — a list of topic names and prefixes
+//! ending in a dot (`run.`) — and the project filter.
+
+use pam_store::Event;
+
+use super::{topic, PublishedEvent};
+
+/// Which events a stream, a page of the journal or a webhook keeps.
+#[derive(Debug, Clone, Default)]
+pub struct Filter {
+    exact: Vec<String>,
+    prefixes: Vec<String>,
+    /// The projects kept, as (name, uid) (an empty one is not compared);
+    /// `None`: any event. An event
+    /// names its project by name (`project`) or uid (`project_id`); one
+    /// naming neither is not about a project and is dropped by a project
+    /// filter.
+    projects: Option<Vec<(String, String)>>,
+}
+
+impl Filter {
+    /// `topic` is a comma list; an entry ending in `.` is a prefix.
+    pub fn new(topic: Option<&str>, project: Option<(String, String)>) -> Filter {
+        let topics: Vec<&str> = topic.unwrap_or("").split(',').collect();
+        Filter::of(&topics, project.map(|p| vec![p]))
+    }
+
+    /// A filter from a list of topic entries (names and `x.` prefixes)
+    /// and, when given, the projects kept.
+    pub fn of(topics: &[impl AsRef<str>], projects: Option<Vec<(String, String)>>) -> Filter {
+        let mut f = Filter {
+            projects,
+            ..Filter::default()
+        };
+        for t in topics.iter().map(|t| t.as_ref().trim()) {
+            if t.is_empty() {
+                continue;
+            }
+            if t.ends_with('.') {
+                f.prefixes.push(t.to_string());
+            } else {
+                f.exact.push(t.to_string());
+            }
+        }
+        f
+    }
+
+    pub fn topic_ok(&self, topic: &str) -> bool {
+        (self.exact.is_empty() && self.prefixes.is_empty())
+            || self.exact.iter().any(|t| t == topic)
+            || self.prefixes.iter().any(|p| topic.starts_with(p.as_str()))
+    }
+
+    fn project_ok(&self, project: Option<&str>, project_id: Option<&str>) -> bool {
+        match &self.projects {
+            None => true,
+            Some(ps) => ps.iter().any(|(name, uid)| {
+                (!name.is_empty() && project == Some(name.as_str()))
+                    || (!uid.is_empty() && project_id == Some(uid.as_str()))
+            }),
+        }
+    }
+
+    pub fn keeps(&self, e: &Event) -> bool {
+        let field = |k: &str| e.payload.get(k).and_then(serde_json::Value::as_str);
+        self.topic_ok(&e.topic) && self.project_ok(field("project"), field("project_id"))
+    }
+
+    pub fn keeps_published(&self, p: &PublishedEvent) -> bool {
+        self.topic_ok(&p.topic) && self.project_ok(p.project.as_deref(), p.project_id.as_deref())
+    }
+}
+
+/// Whether a topic entry (a name, or a prefix ending in a dot) matches
+/// any topic pam journals ([`topic::ALL`]): a Webhook's topics must.
+pub fn names_a_topic(entry: &str) -> bool {
+    let f = Filter::of(&[entry], None);
+    !entry.trim().is_empty() && topic::ALL.iter().any(|t| f.topic_ok(t))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn ev(topic: &str, payload: serde_json::Value) -> Event {
+        Event {
+            seq: 1,
+            topic: topic.into(),
+            payload,
+            created_at: chrono::Utc::now(),
+        }
+    }
+
+    #[test]
+    fn topics_prefixes_and_projects() {
+        let f = Filter::of(&["run.", "worker.offline"], None);
+        assert!(f.keeps(&ev("run.finished", json!({}))));
+        assert!(f.keeps(&ev("worker.offline", json!({}))));
+        assert!(!f.keeps(&ev("worker.registered", json!({}))));
+        let f = Filter::of(&["run."], Some(vec![("web".into(), "u-1".into())]));
+        assert!(f.keeps(&ev("run.created", json!({"project_id": "u-1"}))));
+        assert!(!f.keeps(&ev("run.created", json!({"project_id": "u-2"}))));
+        assert!(!f.keeps(&ev("run.created", json!({}))));
+        // Projects named but none exists: nothing.
+        let f = Filter::of(&["run."], Some(vec![]));
+        assert!(!f.keeps(&ev("run.created", json!({"project_id": "u-1"}))));
+    }
+
+    #[test]
+    fn known_topics() {
+        assert!(names_a_topic("run."));
+        assert!(names_a_topic("run.finished"));
+        assert!(names_a_topic("work_item."));
+        assert!(!names_a_topic("run.finish"));
+        assert!(!names_a_topic("jobs."));
+        assert!(!names_a_topic(""));
+    }
+}
