@@ -13,8 +13,11 @@ use crate::rules::{hosts, runs};
 /// moving each pending → spawning ([`runs::lifecycle::claim`]). Returns
 /// nothing when the host is not eligible.
 pub async fn claim(ctx: &Ctx, host_id: Uuid, max: i64) -> anyhow::Result<Vec<Run>> {
-    let now = ctx.now();
     let mut tx = ctx.store.begin().await?;
+    // After the connection is ours (begin() may wait for the pool): a
+    // claim's time, and so its run.spawning and dispatch latency, is when
+    // it claimed, never before the run it claims was created.
+    let now = ctx.now();
     let Some(host) = tx.get_host(host_id).await? else {
         return Ok(vec![]);
     };

@@ -98,8 +98,10 @@ pub async fn ingest(ctx: &Ctx, host: &Host, signals: &[Signal]) -> anyhow::Resul
 }
 
 async fn ingest_once(ctx: &Ctx, host: &Host, signals: &[Signal]) -> StoreResult<BatchOutcome> {
-    let now = ctx.now();
     let mut tx = ctx.store.begin().await?;
+    // After the connection is ours: under load begin() waits for the pool,
+    // and the events' times should say when the batch was applied.
+    let now = ctx.now();
     let mut ids: Vec<Uuid> = signals
         .iter()
         .filter(|s| s.kind != SignalKind::Orphan)
