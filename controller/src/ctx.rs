@@ -16,6 +16,7 @@ use crate::clock::Clock;
 use crate::events::EventBus;
 use crate::metrics::Metrics;
 use crate::rules::runs::usage::PriceTable;
+use crate::rules::secrets::Keyring;
 
 /// Thresholds the loops use; config with the seed's defaults.
 #[derive(Debug, Clone)]
@@ -66,6 +67,9 @@ pub struct Ctx {
     /// pamd's `[prices]` table (issue 21): what signal ingest prices a
     /// provider's tokens at when the provider reports no cost.
     pub prices: Arc<PriceTable>,
+    /// The keys Secrets are sealed with (issue 18): pamd's key file, or
+    /// one key in memory for tests.
+    pub secrets: Arc<Keyring>,
 }
 
 /// A fencing token: the term of a leader lease this process holds (0:
@@ -138,6 +142,7 @@ impl Ctx {
             clock,
             fence: None,
             prices: Arc::new(PriceTable::default()),
+            secrets: Arc::new(Keyring::ephemeral()),
         }
     }
 

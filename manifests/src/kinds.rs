@@ -1,5 +1,5 @@
 //! The manifest kinds — `Project`, `Task`, `Run`, `Host`, `Source`
-//! ([`source`]) — as they are read
+//! ([`source`]), `Secret` ([`secret`]) — as they are read
 //! and printed: `{apiVersion, kind, metadata, spec, status}`.
 //!
 //! Field names are camelCase; unknown fields are refused everywhere
@@ -24,6 +24,11 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::names::{Annotations, LabelKey, LabelValue, Labels, Name};
+mod secret;
+pub use secret::{
+    valid_secret_key, ObservedSecret, SecretKeyStatus, SecretSpec, SECRET_KEY_MAX_BYTES,
+    SECRET_MAX_BYTES,
+};
 mod source;
 pub use source::{Drift, GitSource, ObservedSource, SourceError, SourceSpec};
 
@@ -56,14 +61,18 @@ pub enum Kind {
     Host,
     /// A GitOps source of desired state (cluster-scoped).
     Source,
+    /// Named values of a project, encrypted at rest, for runs'
+    /// environments (issue 18).
+    Secret,
 }
 
 impl Kind {
     /// Every kind, in apply order (projects before their tasks, tasks
     /// before their runs).
-    pub const ALL: [Kind; 5] = [
+    pub const ALL: [Kind; 6] = [
         Kind::Project,
         Kind::Host,
+        Kind::Secret,
         Kind::Task,
         Kind::Run,
         Kind::Source,
@@ -77,6 +86,7 @@ impl Kind {
             Kind::Run => "Run",
             Kind::Host => "Host",
             Kind::Source => "Source",
+            Kind::Secret => "Secret",
         }
     }
 
@@ -88,6 +98,7 @@ impl Kind {
             Kind::Run => "run",
             Kind::Host => "host",
             Kind::Source => "source",
+            Kind::Secret => "secret",
         }
     }
 
@@ -99,6 +110,7 @@ impl Kind {
             Kind::Run => "runs",
             Kind::Host => "hosts",
             Kind::Source => "sources",
+            Kind::Secret => "secrets",
         }
     }
 
@@ -110,13 +122,14 @@ impl Kind {
             Kind::Run => "rn",
             Kind::Host => "ho",
             Kind::Source => "src",
+            Kind::Secret => "sec",
         }
     }
 
     /// Whether objects of this kind live inside a project
     /// (`metadata.project` required) rather than globally.
     pub const fn is_project_scoped(self) -> bool {
-        matches!(self, Kind::Task | Kind::Run)
+        matches!(self, Kind::Task | Kind::Run | Kind::Secret)
     }
 
     /// Parses the exact `kind:` value (`"Task"`).
@@ -157,6 +170,7 @@ kind_tag!(TaskKind, Task);
 kind_tag!(RunKind, Run);
 kind_tag!(HostKind, Host);
 kind_tag!(SourceKind, Source);
+kind_tag!(SecretKind, Secret);
 
 macro_rules! object_meta {
     ($(#[$meta:meta])* $name:ident { $($project:tt)* }) => {
@@ -411,6 +425,10 @@ object!(
     /// A GitOps Source.
     Source, SourceKind, ObjectMeta, SourceSpec, ObservedSource
 );
+object!(
+    /// A Secret: values of a project, write-only (issue 18).
+    Secret, SecretKind, ProjectObjectMeta, SecretSpec, ObservedSecret
+);
 
 /// Any manifest. Serializes as the object itself (its `kind` field says
 /// which); deserializes by dispatching on `kind`.
@@ -427,6 +445,8 @@ pub enum Manifest {
     Host(Host),
     /// `kind: Source`.
     Source(Source),
+    /// `kind: Secret`.
+    Secret(Secret),
 }
 
 impl Manifest {
@@ -438,6 +458,7 @@ impl Manifest {
             Manifest::Run(_) => Kind::Run,
             Manifest::Host(_) => Kind::Host,
             Manifest::Source(_) => Kind::Source,
+            Manifest::Secret(_) => Kind::Secret,
         }
     }
 
@@ -449,6 +470,7 @@ impl Manifest {
             Manifest::Run(o) => &o.metadata.name,
             Manifest::Host(o) => &o.metadata.name,
             Manifest::Source(o) => &o.metadata.name,
+            Manifest::Secret(o) => &o.metadata.name,
         }
     }
 
@@ -457,6 +479,7 @@ impl Manifest {
         match self {
             Manifest::Task(o) => Some(&o.metadata.project),
             Manifest::Run(o) => Some(&o.metadata.project),
+            Manifest::Secret(o) => Some(&o.metadata.project),
             Manifest::Project(_) | Manifest::Host(_) | Manifest::Source(_) => None,
         }
     }
@@ -469,6 +492,7 @@ impl Manifest {
             Manifest::Run(o) => &o.metadata.labels,
             Manifest::Host(o) => &o.metadata.labels,
             Manifest::Source(o) => &o.metadata.labels,
+            Manifest::Secret(o) => &o.metadata.labels,
         }
     }
 
@@ -481,6 +505,7 @@ impl Manifest {
             Manifest::Run(o) => o.metadata.resource_version.as_deref(),
             Manifest::Host(o) => o.metadata.resource_version.as_deref(),
             Manifest::Source(o) => o.metadata.resource_version.as_deref(),
+            Manifest::Secret(o) => o.metadata.resource_version.as_deref(),
         }
     }
 
@@ -492,6 +517,7 @@ impl Manifest {
             Manifest::Run(o) => o.status.is_some(),
             Manifest::Host(o) => o.status.is_some(),
             Manifest::Source(o) => o.status.is_some(),
+            Manifest::Secret(o) => o.status.is_some(),
         }
     }
 
@@ -503,6 +529,11 @@ impl Manifest {
             Manifest::Run(o) => serde_json::to_value(&o.spec),
             Manifest::Host(o) => serde_json::to_value(&o.spec),
             Manifest::Source(o) => serde_json::to_value(&o.spec),
+            // Never the values: the server stores a Secret's keys, sizes
+            // and digests in their place (controller rules::secrets).
+            Manifest::Secret(o) => Ok(serde_json::json!({
+                "keys": o.spec.data.keys().chain(o.spec.string_data.keys()).collect::<std::collections::BTreeSet<_>>(),
+            })),
         };
         v.expect("specs serialize to JSON")
     }
@@ -526,9 +557,10 @@ impl Manifest {
             Some(Kind::Run) => serde_json::from_value(value).map(Manifest::Run),
             Some(Kind::Host) => serde_json::from_value(value).map(Manifest::Host),
             Some(Kind::Source) => serde_json::from_value(value).map(Manifest::Source),
+            Some(Kind::Secret) => serde_json::from_value(value).map(Manifest::Secret),
             None => Err(serde_json::Error::unknown_variant(
                 kind,
-                &["Project", "Task", "Run", "Host", "Source"],
+                &["Project", "Task", "Run", "Host", "Source", "Secret"],
             )),
         }
     }

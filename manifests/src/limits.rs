@@ -193,6 +193,16 @@ pub fn check_document(doc: &Document) -> Vec<ManifestError> {
             c.resource_version(h.metadata.resource_version.as_deref());
             c.label_count("spec.labels", &h.spec.labels);
         }
+        Manifest::Secret(s) => {
+            // Values: base64, key names, 1 MiB in all (issue 18).
+            c.metadata(&s.metadata.labels, &s.metadata.annotations);
+            c.resource_version(s.metadata.resource_version.as_deref());
+            if let Err(problems) = s.spec.values() {
+                for (path, message) in problems {
+                    c.errors.push(doc.error_at(&path, message));
+                }
+            }
+        }
         Manifest::Source(s) => {
             c.metadata(&s.metadata.labels, &s.metadata.annotations);
             c.resource_version(s.metadata.resource_version.as_deref());

@@ -78,11 +78,12 @@ fn offline_verbs_explain_api_resources_version_client() {
     hosts      ho           pam.dev/v1   false        Host
     projects   proj         pam.dev/v1   false        Project
     runs       rn           pam.dev/v1   true         Run
+    secrets    sec          pam.dev/v1   true         Secret
     sources    src          pam.dev/v1   false        Source
     tasks      tk           pam.dev/v1   true         Task
     ");
     let r = env.run(&["api-resources", "-o", "name"]);
-    assert_eq!(r.stdout, "hosts\nprojects\nruns\nsources\ntasks\n");
+    assert_eq!(r.stdout, "hosts\nprojects\nruns\nsecrets\nsources\ntasks\n");
     let r = env.run(&["explain", "task"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     insta::assert_snapshot!(r.stdout.trim_end(), @r"

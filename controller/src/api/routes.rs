@@ -5,8 +5,8 @@ use axum::routing::{delete, get, post};
 use axum::Router;
 
 use super::{
-    apply, attach as a, events, hosts, projects, runs, sources, stream, tasks, tokens, worker as w,
-    AppState,
+    apply, attach as a, events, hosts, projects, runs, secrets, sources, stream, tasks, tokens,
+    worker as w, AppState,
 };
 
 /// Request body limit of apply and diff (other routes keep axum's 2 MB).
@@ -71,6 +71,15 @@ pub fn v1() -> Router<AppState> {
             "/api/v1/projects/{project}/runs/{name}/attach/input",
             post(a::input),
         )
+        .route(
+            "/api/v1/projects/{project}/secrets",
+            get(secrets::list_secrets),
+        )
+        .route(
+            "/api/v1/projects/{project}/secrets/{name}",
+            get(secrets::get_secret).delete(secrets::delete_secret),
+        )
+        .route("/api/v1/secrets/rotate-key", post(secrets::rotate_key))
         .route("/api/v1/tasks", get(tasks::list_all_tasks))
         .route("/api/v1/runs", get(runs::list_all_runs))
         .route("/api/v1/hosts", get(hosts::list_hosts))

@@ -67,6 +67,7 @@ pub(super) fn labels_mut(m: &mut Manifest) -> &mut pam_manifests::Labels {
         Manifest::Run(o) => &mut o.metadata.labels,
         Manifest::Host(o) => &mut o.metadata.labels,
         Manifest::Source(o) => &mut o.metadata.labels,
+        Manifest::Secret(o) => &mut o.metadata.labels,
     }
 }
 

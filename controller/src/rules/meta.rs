@@ -70,6 +70,7 @@ fn annotations_of(m: &Manifest) -> &pam_manifests::names::Annotations {
         Manifest::Run(o) => &o.metadata.annotations,
         Manifest::Host(o) => &o.metadata.annotations,
         Manifest::Source(o) => &o.metadata.annotations,
+        Manifest::Secret(o) => &o.metadata.annotations,
     }
 }
 

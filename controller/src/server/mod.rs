@@ -68,6 +68,10 @@ async fn serve(config: &Config, clock: SharedClock, url: &str) -> anyhow::Result
     let store = PgStore::connect(url, config.database.max_connections).await?;
     let mut state = AppState::new(Arc::new(store.clone()), clock, thresholds(config));
     state.ctx.prices = Arc::new(config.prices.clone());
+    state.ctx.secrets = Arc::new(
+        crate::rules::secrets::Keyring::load_or_create(&config.secrets_key_file)
+            .context("the secrets key file")?,
+    );
     let purged = crate::reconcile::retention::purge(&state.ctx, config.retention.events_days)
         .await
         .context("purge old events")?;

@@ -14,7 +14,7 @@ use super::Document;
 use crate::error::ManifestError;
 use crate::kinds::{Kind, Manifest, Provider, SERVER_SET_METADATA};
 
-const KINDS_EXPECTED: &str = "one of `Project`, `Task`, `Run`, `Host`, `Source`";
+const KINDS_EXPECTED: &str = "one of `Project`, `Task`, `Run`, `Host`, `Source`, `Secret`";
 
 /// Structural checks, then typing of one document. Every problem found is
 /// returned; serde stops at the first type error, so there is at most one of
@@ -82,6 +82,7 @@ pub(super) fn type_document(
         Kind::Run => typed(doc, value).map(Manifest::Run),
         Kind::Host => typed(doc, value).map(Manifest::Host),
         Kind::Source => typed(doc, value).map(Manifest::Source),
+        Kind::Secret => typed(doc, value).map(Manifest::Secret),
     };
     match typed {
         Ok(m) if errors.is_empty() => Ok(m),
@@ -167,6 +168,7 @@ pub(super) fn check_document(doc: &Document) -> Vec<ManifestError> {
             errors.push(doc.error_at(path, message));
         }
     }
+
     if let Manifest::Run(run) = &doc.manifest {
         let spec = &run.spec;
         match (&spec.command, spec.provider) {
@@ -185,6 +187,9 @@ pub(super) fn check_document(doc: &Document) -> Vec<ManifestError> {
                 format!("command is only for provider exec, expected no command for provider {p} (its command line is the worker's)"),
             )),
             _ => {}
+        }
+        for (path, message) in spec.env_problems(&run.metadata.project) {
+            errors.push(doc.error_at(&path, message));
         }
         let policy = &spec.restart_policy;
         if policy.backoff_max_seconds < policy.backoff_seconds {

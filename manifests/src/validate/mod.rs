@@ -299,6 +299,11 @@ pub fn validate_batch(docs: &[Document], existing: &dyn ExistingState) -> Vec<Ma
                 check_project(&batch, doc, project, is_new, &mut errors);
                 check_run_task(&batch, doc, project, &r.spec, &mut errors);
             }
+            Manifest::Secret(s) => {
+                // A Secret may be updated in an archived project (keys
+                // rotate while runs go on); created there, too.
+                check_project(&batch, doc, &s.metadata.project, false, &mut errors);
+            }
             Manifest::Project(_) | Manifest::Host(_) | Manifest::Source(_) => {}
         }
     }
@@ -441,7 +446,7 @@ pub fn immutable_changes(
             ("cwd", "spec.cwd"),
         ],
         Kind::Task => &[("type", "spec.type")],
-        Kind::Project | Kind::Host | Kind::Source => &[],
+        Kind::Project | Kind::Host | Kind::Source | Kind::Secret => &[],
     };
     let normalize = |spec: &serde_json::Value| -> serde_json::Value {
         let typed = match kind {
@@ -451,7 +456,7 @@ pub fn immutable_changes(
             Kind::Task => serde_json::from_value::<TaskSpec>(spec.clone())
                 .ok()
                 .and_then(|s| serde_json::to_value(s).ok()),
-            Kind::Project | Kind::Host | Kind::Source => None,
+            Kind::Project | Kind::Host | Kind::Source | Kind::Secret => None,
         };
         typed.unwrap_or_else(|| spec.clone())
     };

@@ -19,6 +19,7 @@ fn schema_text(kind: Kind) -> &'static str {
         Kind::Run => include_str!("../../../schemas/run.schema.json"),
         Kind::Host => include_str!("../../../schemas/host.schema.json"),
         Kind::Source => include_str!("../../../schemas/source.schema.json"),
+        Kind::Secret => include_str!("../../../schemas/secret.schema.json"),
     }
 }
 

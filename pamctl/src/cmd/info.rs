@@ -106,6 +106,7 @@ mod tests {
         hosts      ho           pam.dev/v1   false        Host
         projects   proj         pam.dev/v1   false        Project
         runs       rn           pam.dev/v1   true         Run
+        secrets    sec          pam.dev/v1   true         Secret
         sources    src          pam.dev/v1   false        Source
         tasks      tk           pam.dev/v1   true         Task
         ");

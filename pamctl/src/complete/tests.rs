@@ -14,6 +14,7 @@ impl Names for Fake {
             Kind::Run => &["build-1", "build-2", "lint-1"],
             Kind::Host => &["alpha", "beta"],
             Kind::Source => &["webshop"],
+            Kind::Secret => &["api-keys"],
         };
         names.iter().map(|s| s.to_string()).collect()
     }
@@ -74,7 +75,7 @@ fn kinds_kind_slash_name_and_names() {
     assert_eq!(words("task start r"), ["release-1"]);
     assert_eq!(
         words("delete run/build-1 "),
-        ["project/", "host/", "task/", "run/", "source/"]
+        ["project/", "host/", "secret/", "task/", "run/", "source/"]
     );
 }
 

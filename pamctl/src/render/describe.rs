@@ -50,6 +50,7 @@ pub fn topic_prefix(kind: Kind) -> &'static str {
         Kind::Run => "run.",
         Kind::Host => "worker.",
         Kind::Source => "source.",
+        Kind::Secret => "secret.",
     }
 }
 

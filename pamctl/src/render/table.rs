@@ -185,6 +185,12 @@ pub fn objects(
                 headers.extend(["TOKENS", "COST"]);
             }
         }
+        Kind::Secret => {
+            headers.extend(["KEYS", "AGE"]);
+            if wide {
+                headers.extend(["SIZE", "KEY-ID"]);
+            }
+        }
         Kind::Source => {
             headers.extend(["SYNC", "HEALTH", "REVISION", "AGE"]);
             if wide {
@@ -264,6 +270,33 @@ pub fn objects(
                 row.extend([cell(o, "/status/phase"), created(o)]);
                 if wide {
                     row.extend(super::usage::cells(kind, o));
+                }
+            }
+            Kind::Secret => {
+                // Keys only: a Secret's values never reach pamctl.
+                let keys = o
+                    .pointer("/status/keys")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default();
+                let names: Vec<&str> = keys
+                    .iter()
+                    .filter_map(|k| k.get("name").and_then(Value::as_str))
+                    .collect();
+                row.extend([
+                    if names.is_empty() {
+                        "<none>".to_string()
+                    } else {
+                        names.join(",")
+                    },
+                    created(o),
+                ]);
+                if wide {
+                    let size: u64 = keys
+                        .iter()
+                        .filter_map(|k| k.get("size").and_then(Value::as_u64))
+                        .sum();
+                    row.extend([size.to_string(), cell(o, "/status/keyId")]);
                 }
             }
             Kind::Source => {

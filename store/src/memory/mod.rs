@@ -53,6 +53,9 @@ struct State {
     last_seq: i64,
     tokens: HashMap<Uuid, ApiToken>,
     sources: HashMap<Uuid, Source>,
+    secrets: HashMap<Uuid, crate::Secret>,
+    /// `run_secret_waits`: run → its wait.
+    secret_waits: BTreeMap<Uuid, crate::SecretWait>,
     /// (kind, object id) → the owning Source's row.
     source_objects: BTreeMap<(String, Uuid), SourceObject>,
     leases: HashMap<String, crate::Lease>,
@@ -187,6 +190,7 @@ impl State {
 
     fn remove_runs(&mut self, ids: &BTreeSet<Uuid>) {
         self.runs.retain(|id, _| !ids.contains(id));
+        self.secret_waits.retain(|id, _| !ids.contains(id));
         self.signals.retain(|(run, _, _), _| !ids.contains(run));
     }
 
@@ -244,6 +248,7 @@ mod hosts;
 mod leader;
 mod projects;
 mod runs;
+mod secrets;
 mod sources;
 mod tokens;
 mod work_items;

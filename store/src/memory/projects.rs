@@ -74,6 +74,7 @@ impl ProjectTx for MemTx {
             .map(|r| r.id)
             .collect();
         s.remove_runs(&runs);
+        s.secrets.retain(|_, x| x.project_id != id);
         Ok(true)
     }
 }

@@ -93,6 +93,8 @@ macro_rules! store_conformance_tests {
             deps_runs_waiting_on_cancelled,
             leader_lease_take_renew_expire_and_fence,
             attach_lease_one_holder_input_expiry_and_revocation,
+            secret_crud_unique_and_cascade,
+            claim_skips_runs_waiting_for_a_secret,
         );
     };
     (@each $make:expr; $($name:ident),+ $(,)?) => {
@@ -281,6 +283,7 @@ mod leader;
 mod named;
 mod projects;
 mod runs;
+mod secrets;
 mod signals;
 mod sources;
 mod tokens;
@@ -305,6 +308,8 @@ pub use named::*;
 pub use projects::*;
 #[allow(unused_imports)]
 pub use runs::*;
+#[allow(unused_imports)]
+pub use secrets::*;
 #[allow(unused_imports)]
 pub use signals::*;
 #[allow(unused_imports)]
