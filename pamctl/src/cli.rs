@@ -171,6 +171,9 @@ pub enum Command {
     /// Manage API tokens
     #[command(subcommand)]
     Token(TokenCommand),
+    /// Secrets' encryption key (values are set with apply, never shown)
+    #[command(subcommand)]
+    Secret(SecretCommand),
     /// Start runs
     #[command(subcommand)]
     Run(RunCommand),
@@ -371,6 +374,12 @@ pub enum TokenCommand {
     List,
     /// Revoke a token by id
     Revoke { id: String },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SecretCommand {
+    /// Make a new key current in pamd's key file and re-seal every Secret with it; old keys are dropped once nothing uses them
+    RotateKey,
 }
 
 #[derive(Debug, Subcommand)]

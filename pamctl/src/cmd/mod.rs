@@ -12,6 +12,7 @@ mod info;
 mod logs;
 mod meta;
 mod runs;
+mod secret;
 mod sync;
 mod targets;
 mod token;
@@ -66,6 +67,7 @@ pub(crate) fn run(ctx: &mut Ctx, command: Command) -> Result<Exit> {
         Command::Task(t) => imperative::task(ctx, t),
         Command::Host(h) => imperative::host(ctx, h),
         Command::Token(t) => token::token(ctx, t),
+        Command::Secret(s) => secret::secret(ctx, s),
         Command::Run(crate::cli::RunCommand::Start(s)) => runs::start(ctx, s),
         Command::Stop { run } => runs::stop(ctx, &run),
         Command::Signal { run, signal } => runs::signal(ctx, &run, signal),
