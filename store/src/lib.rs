@@ -32,7 +32,7 @@
 //! # Layout
 //! One module per aggregate — [`projects`], [`work_items`], [`runs`] (with
 //! the one-shot signal markers), [`hosts`], [`events`] (the journal),
-//! [`tokens`], [`sources`] (GitOps), [`secrets`] (issue 18) — each holding its row types and its part of the
+//! [`tokens`], [`sources`] (GitOps), [`secrets`] and [`schedules`] (issue 18) — each holding its row types and its part of the
 //! transaction ([`ProjectTx`], [`WorkItemTx`], [`RunTx`], [`HostTx`],
 //! [`EventTx`], [`TokenTx`]); [`Tx`] is all of them plus commit. The two
 //! implementations follow the same split ([`postgres`], [`memory`]). The
@@ -52,6 +52,7 @@ pub mod memory;
 pub mod postgres;
 pub mod projects;
 pub mod runs;
+pub mod schedules;
 pub mod secrets;
 pub mod sources;
 pub mod tokens;
@@ -72,6 +73,7 @@ pub use hosts::{Host, HostTx};
 pub use leader::{LeaderTx, Lease};
 pub use projects::{Project, ProjectTx};
 pub use runs::{Run, RunFilter, RunTx, RunUpdate, SignalMarker, Target};
+pub use schedules::{Schedule, ScheduleTx};
 pub use secrets::{Secret, SecretTx, SecretWait};
 pub use sources::{OwnedObject, Source, SourceObject, SourceStatus, SourceTx};
 pub use tokens::{ApiToken, TokenKind, TokenTx};
@@ -82,8 +84,8 @@ pub use work_items::{WorkItem, WorkItemTx};
 /// a `dyn Tx` needs the aggregate trait that declares it in scope.
 pub mod prelude {
     pub use crate::{
-        AttachTx, DependencyTx, EventTx, HostTx, LeaderTx, ProjectTx, RunTx, SecretTx, SourceTx,
-        Store, TokenTx, Tx, WorkItemTx,
+        AttachTx, DependencyTx, EventTx, HostTx, LeaderTx, ProjectTx, RunTx, ScheduleTx, SecretTx,
+        SourceTx, Store, TokenTx, Tx, WorkItemTx,
     };
 }
 
@@ -195,6 +197,7 @@ pub trait Tx:
     + TokenTx
     + SourceTx
     + SecretTx
+    + ScheduleTx
     + LeaderTx
     + Send
 {

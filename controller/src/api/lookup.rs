@@ -1,7 +1,7 @@
 //! Finding the objects a URL names; a missing one is a 404 naming it.
 
 use pam_store::prelude::*;
-use pam_store::{Host, Project, Run, Secret, Source, WorkItem};
+use pam_store::{Host, Project, Run, Schedule, Secret, Source, WorkItem};
 
 use super::ApiError;
 
@@ -28,6 +28,15 @@ pub async fn run(tx: &mut dyn Tx, p: &Project, name: &str) -> ApiResult<Run> {
 pub async fn secret(tx: &mut dyn Tx, p: &Project, name: &str) -> ApiResult<Secret> {
     tx.get_secret_by_name(p.id, name).await?.ok_or_else(|| {
         ApiError::not_found(format!("secret {name:?} not found in project {:?}", p.slug))
+    })
+}
+
+pub async fn schedule(tx: &mut dyn Tx, p: &Project, name: &str) -> ApiResult<Schedule> {
+    tx.get_schedule_by_name(p.id, name).await?.ok_or_else(|| {
+        ApiError::not_found(format!(
+            "schedule {name:?} not found in project {:?}",
+            p.slug
+        ))
     })
 }
 

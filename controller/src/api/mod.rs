@@ -41,6 +41,7 @@ pub mod projects;
 pub mod revocation;
 pub mod routes;
 pub mod runs;
+pub mod schedules;
 pub mod secrets;
 pub mod snapshots;
 pub mod sources;

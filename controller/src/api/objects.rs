@@ -383,3 +383,32 @@ pub fn secret(s: &store::Secret, project_slug: &str) -> Value {
     };
     serde_json::to_value(obj).expect("a Secret is JSON")
 }
+
+/// A Schedule as printed (issue 18): its spec as applied and its status
+/// (`runs`: its runs with their ticks, oldest first).
+pub fn schedule(
+    s: &store::Schedule,
+    project_slug: &str,
+    runs: &[(chrono::DateTime<chrono::Utc>, store::Run)],
+    now: chrono::DateTime<chrono::Utc>,
+) -> Value {
+    let Some(spec) = crate::rules::schedules::spec_of(s) else {
+        return serde_json::json!({"apiVersion": "pam.dev/v1", "kind": "Schedule",
+            "metadata": {"name": s.name, "project": project_slug}, "spec": s.meta.spec});
+    };
+    let obj = kinds::Schedule {
+        api_version: ApiVersion::V1,
+        kind: kinds::ScheduleKind::Schedule,
+        metadata: object_meta!(
+            ProjectObjectMeta,
+            &s.meta,
+            &s.name,
+            s.id,
+            s.created_at,
+            project_slug
+        ),
+        spec,
+        status: Some(crate::rules::schedules::status(s, runs, now)),
+    };
+    serde_json::to_value(obj).expect("a Schedule is JSON")
+}

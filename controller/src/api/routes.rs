@@ -5,8 +5,8 @@ use axum::routing::{delete, get, post};
 use axum::Router;
 
 use super::{
-    apply, attach as a, events, hosts, projects, runs, secrets, sources, stream, tasks, tokens,
-    worker as w, AppState,
+    apply, attach as a, events, hosts, projects, runs, schedules, secrets, sources, stream, tasks,
+    tokens, worker as w, AppState,
 };
 
 /// Request body limit of apply and diff (other routes keep axum's 2 MB).
@@ -80,6 +80,18 @@ pub fn v1() -> Router<AppState> {
             get(secrets::get_secret).delete(secrets::delete_secret),
         )
         .route("/api/v1/secrets/rotate-key", post(secrets::rotate_key))
+        .route(
+            "/api/v1/projects/{project}/schedules",
+            get(schedules::list_schedules),
+        )
+        .route(
+            "/api/v1/projects/{project}/schedules/{name}",
+            get(schedules::get_schedule).delete(schedules::delete_schedule),
+        )
+        .route(
+            "/api/v1/projects/{project}/schedules/{name}/trigger",
+            post(schedules::trigger_schedule),
+        )
         .route("/api/v1/tasks", get(tasks::list_all_tasks))
         .route("/api/v1/runs", get(runs::list_all_runs))
         .route("/api/v1/hosts", get(hosts::list_hosts))

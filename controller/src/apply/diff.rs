@@ -148,6 +148,7 @@ async fn live_of(
         (Kind::Task, Some(p)) => tx.get_work_item_by_name(p.id, name).await?.map(|w| w.meta),
         (Kind::Run, Some(p)) => tx.get_run_by_name(p.id, name).await?.map(|r| r.meta),
         (Kind::Secret, Some(p)) => tx.get_secret_by_name(p.id, name).await?.map(|s| s.meta),
-        (Kind::Task | Kind::Run | Kind::Secret, None) => None,
+        (Kind::Schedule, Some(p)) => tx.get_schedule_by_name(p.id, name).await?.map(|s| s.meta),
+        (Kind::Task | Kind::Run | Kind::Secret | Kind::Schedule, None) => None,
     })
 }

@@ -108,6 +108,10 @@ pub async fn load_existing(tx: &mut dyn Tx, docs: &[&Manifest]) -> Result<Existi
             Manifest::Secret(s) => {
                 named.entry(s.metadata.project.clone()).or_default();
             }
+            Manifest::Schedule(s) => {
+                let n = named.entry(s.metadata.project.clone()).or_default();
+                n.tasks.insert(s.spec.run_template.task.to_string());
+            }
             Manifest::Host(_) | Manifest::Source(_) => {}
         }
     }

@@ -21,6 +21,7 @@ use crate::rules::hosts::{self, HostDesired};
 use crate::rules::meta::{self, Change, Desired};
 use crate::rules::projects::{self, ProjectDesired};
 use crate::rules::runs::{self, gate, RunDesired};
+use crate::rules::schedules::{self, ScheduleDesired};
 use crate::rules::secrets::{self, Keyring, SecretDesired};
 use crate::rules::sources::{self, SourceDesired};
 use crate::rules::work_items::{self, TaskDesired};
@@ -208,7 +209,33 @@ impl<'t> Writer<'t> {
             Manifest::Run(r) => self.run(d, r).await,
             Manifest::Source(s) => self.source(d, s).await,
             Manifest::Secret(s) => self.secret(d, s).await,
+            Manifest::Schedule(s) => self.schedule(d, s).await,
         }
+    }
+
+    /// A Schedule (issue 18): validation checked its timetable and its
+    /// template's task.
+    async fn schedule(&mut self, d: &Document, s: &kinds::Schedule) -> Result<(), ApplyError> {
+        let (project_id, _) = self.project_id(s.metadata.project.as_str()).await?;
+        let desired = ScheduleDesired::of(s, Desired::of(&d.manifest));
+        match self
+            .tx
+            .get_schedule_by_name(project_id, &desired.name)
+            .await?
+        {
+            None => {
+                schedules::create(self.tx, project_id, desired, self.now).await?;
+                self.result(&d.manifest, Action::Created, Some(1));
+            }
+            Some(row) => {
+                self.check_rv(d, row.meta.resource_version)?;
+                let (row, change) = schedules::update(self.tx, row, desired, self.now)
+                    .await
+                    .map_err(|e| conflict_named(e, &d.manifest))?;
+                self.result(&d.manifest, action(change), Some(row.meta.generation));
+            }
+        }
+        Ok(())
     }
 
     /// A Secret (issue 18): sealed by the rule; the same values again are

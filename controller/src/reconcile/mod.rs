@@ -19,6 +19,7 @@ pub mod integrity;
 pub mod liveness;
 pub mod restart;
 pub mod retention;
+pub mod schedule;
 pub mod secrets;
 pub mod timeout;
 
@@ -80,6 +81,9 @@ async fn sweep_all(ctx: &Ctx) -> anyhow::Result<Pass> {
     if gated.unblocked > 0 {
         ctx.claimable.notify_waiters();
     }
+    let started = std::time::Instant::now();
+    schedule::sweep(ctx).await?;
+    ctx.metrics.loop_took("schedule", started);
     let started = std::time::Instant::now();
     secrets::sweep(ctx).await?;
     ctx.metrics.loop_took("secrets", started);

@@ -71,6 +71,7 @@ fn annotations_of(m: &Manifest) -> &pam_manifests::names::Annotations {
         Manifest::Host(o) => &o.metadata.annotations,
         Manifest::Source(o) => &o.metadata.annotations,
         Manifest::Secret(o) => &o.metadata.annotations,
+        Manifest::Schedule(o) => &o.metadata.annotations,
     }
 }
 

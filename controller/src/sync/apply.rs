@@ -93,7 +93,7 @@ fn out_of_scope(d: &Document, spec: &SourceSpec) -> Option<ManifestError> {
                 "a Source writes Projects, Tasks and Runs; Secrets hold values that belong in no repository, expected them applied with pamctl apply",
             ))
         }
-        Manifest::Host(_) | Manifest::Source(_) => {
+        Manifest::Host(_) | Manifest::Source(_) | Manifest::Schedule(_) => {
             return Some(d.error_at(
                 "kind",
                 format!(

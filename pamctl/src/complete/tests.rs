@@ -15,6 +15,7 @@ impl Names for Fake {
             Kind::Host => &["alpha", "beta"],
             Kind::Source => &["webshop"],
             Kind::Secret => &["api-keys"],
+            Kind::Schedule => &["nightly"],
         };
         names.iter().map(|s| s.to_string()).collect()
     }
@@ -75,7 +76,15 @@ fn kinds_kind_slash_name_and_names() {
     assert_eq!(words("task start r"), ["release-1"]);
     assert_eq!(
         words("delete run/build-1 "),
-        ["project/", "host/", "secret/", "task/", "run/", "source/"]
+        [
+            "project/",
+            "host/",
+            "secret/",
+            "task/",
+            "run/",
+            "schedule/",
+            "source/"
+        ]
     );
 }
 

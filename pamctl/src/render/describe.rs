@@ -51,6 +51,7 @@ pub fn topic_prefix(kind: Kind) -> &'static str {
         Kind::Host => "worker.",
         Kind::Source => "source.",
         Kind::Secret => "secret.",
+        Kind::Schedule => "schedule.",
     }
 }
 

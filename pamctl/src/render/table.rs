@@ -185,6 +185,12 @@ pub fn objects(
                 headers.extend(["TOKENS", "COST"]);
             }
         }
+        Kind::Schedule => {
+            headers.extend(["SCHEDULE", "SUSPEND", "ACTIVE", "LAST", "NEXT", "AGE"]);
+            if wide {
+                headers.extend(["TIMEZONE", "POLICY", "LAST-RESULT"]);
+            }
+        }
         Kind::Secret => {
             headers.extend(["KEYS", "AGE"]);
             if wide {
@@ -270,6 +276,35 @@ pub fn objects(
                 row.extend([cell(o, "/status/phase"), created(o)]);
                 if wide {
                     row.extend(super::usage::cells(kind, o));
+                }
+            }
+            Kind::Schedule => {
+                let when = |p: &str| match o.pointer(p).and_then(Value::as_str) {
+                    Some(t) => t.to_string(),
+                    None => "<none>".into(),
+                };
+                let active = o
+                    .pointer("/status/active")
+                    .and_then(Value::as_array)
+                    .map_or(0, Vec::len);
+                let suspend = o
+                    .pointer("/spec/suspend")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false);
+                row.extend([
+                    cell(o, "/spec/schedule"),
+                    suspend.to_string(),
+                    active.to_string(),
+                    when("/status/lastScheduleTime"),
+                    when("/status/nextScheduleTime"),
+                    created(o),
+                ]);
+                if wide {
+                    row.extend([
+                        cell(o, "/spec/timeZone"),
+                        cell(o, "/spec/concurrencyPolicy"),
+                        cell(o, "/status/lastResult"),
+                    ]);
                 }
             }
             Kind::Secret => {

@@ -339,6 +339,7 @@ mod leader;
 mod projects;
 mod rows;
 mod runs;
+mod schedules;
 mod secrets;
 mod sources;
 mod tokens;

@@ -95,6 +95,7 @@ macro_rules! store_conformance_tests {
             attach_lease_one_holder_input_expiry_and_revocation,
             secret_crud_unique_and_cascade,
             claim_skips_runs_waiting_for_a_secret,
+            schedule_ticks_are_taken_once,
         );
     };
     (@each $make:expr; $($name:ident),+ $(,)?) => {
@@ -283,6 +284,7 @@ mod leader;
 mod named;
 mod projects;
 mod runs;
+mod schedules;
 mod secrets;
 mod signals;
 mod sources;
@@ -308,6 +310,8 @@ pub use named::*;
 pub use projects::*;
 #[allow(unused_imports)]
 pub use runs::*;
+#[allow(unused_imports)]
+pub use schedules::*;
 #[allow(unused_imports)]
 pub use secrets::*;
 #[allow(unused_imports)]
