@@ -272,3 +272,45 @@ async fn a_bad_timetable_is_refused_with_file_and_line_and_nothing_is_written() 
         .unwrap()
         .is_none());
 }
+
+#[tokio::test]
+async fn a_pamd_killed_mid_tick_or_between_ticks_doubles_nothing_on_postgresql() {
+    let pool = pam_testkit::testdb::fresh_pool().await.unwrap();
+    let store: Arc<dyn Store> = Arc::new(PgStore::new(pool));
+    let w = World::new(store.clone()).await;
+    w.apply(&schedule_yaml(
+        "minutely",
+        "* * * * *",
+        "  startingDeadlineSeconds: 120\n",
+    ))
+    .await;
+    // Tick 1 taken and committed.
+    w.advance(60);
+    assert_eq!(schedule::sweep(&w.ctx).await.unwrap(), 1);
+    // Tick 2: the old pamd is killed inside its tick transaction (taken,
+    // run created, not committed) — nothing of it survives.
+    w.advance(60);
+    let mut tx = store.begin().await.unwrap();
+    let p = tx.get_project_by_slug("web").await.unwrap().unwrap();
+    let s = tx
+        .get_schedule_by_name(p.id, "minutely")
+        .await
+        .unwrap()
+        .unwrap();
+    let t = schedules::tick(tx.as_mut(), &s, "web", w.ctx.now())
+        .await
+        .unwrap();
+    assert!(matches!(t, Some(Tick::Created(_))));
+    drop(tx);
+    // A new pamd (new context, same database) takes tick 2 once, however
+    // often its loop runs.
+    let restarted = Ctx::new(store.clone(), w.clock.clone(), Thresholds::default());
+    assert_eq!(schedule::sweep(&restarted).await.unwrap(), 1);
+    assert_eq!(schedule::sweep(&restarted).await.unwrap(), 0);
+    assert_eq!(w.runs().await.len(), 2);
+    // Down for 5 ticks: the latest is caught up once (within 120 s).
+    w.advance(300);
+    assert_eq!(schedule::sweep(&restarted).await.unwrap(), 1);
+    assert_eq!(schedule::sweep(&w.ctx).await.unwrap(), 0);
+    assert_eq!(w.runs().await.len(), 3);
+}
