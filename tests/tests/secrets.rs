@@ -148,6 +148,7 @@ async fn a_secret_reaches_the_provider_and_nothing_else() {
     assert_eq!(secret["status"]["keys"][0]["size"], value.len(), "{secret}");
     let mut outputs = vec![
         ok(&pamd.pamctl(&["get", "secrets", "-p", "e2e"])),
+        ok(&pamd.pamctl(&["get", "secrets", "-A", "-o", "wide"])),
         ok(&pamd.pamctl(&["get", "secret", "keys", "-p", "e2e", "-o", "yaml"])),
         ok(&pamd.pamctl(&["describe", "secret", "keys", "-p", "e2e"])),
         ok(&pamd.pamctl(&["events"])),

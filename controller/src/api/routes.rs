@@ -79,6 +79,8 @@ pub fn v1() -> Router<AppState> {
             "/api/v1/projects/{project}/secrets/{name}",
             get(secrets::get_secret).delete(secrets::delete_secret),
         )
+        .route("/api/v1/secrets", get(secrets::list_all_secrets))
+        .route("/api/v1/schedules", get(schedules::list_all_schedules))
         .route("/api/v1/secrets/rotate-key", post(secrets::rotate_key))
         .route(
             "/api/v1/projects/{project}/schedules",

@@ -43,6 +43,27 @@ pub async fn list_schedules(
     Ok(list(items))
 }
 
+/// `GET /api/v1/schedules`: every project's Schedules (`pamctl get
+/// schedules -A`).
+#[tracing::instrument(skip_all)]
+pub async fn list_all_schedules(
+    State(st): State<AppState>,
+    _op: Operator,
+    Query(q): Query<ListQuery>,
+) -> ApiResult<Json<Value>> {
+    let sel = q.selector()?;
+    let mut tx = st.ctx.store.begin().await?;
+    let mut items = Vec::new();
+    for p in tx.list_projects().await? {
+        for s in tx.list_schedules(p.id).await? {
+            if selected(&sel, &s.meta.labels) {
+                items.push(printed(tx.as_mut(), &s, &p.slug, st.ctx.now()).await?);
+            }
+        }
+    }
+    Ok(list(items))
+}
+
 #[tracing::instrument(skip_all, fields(project = %project, schedule = %name))]
 pub async fn get_schedule(
     State(st): State<AppState>,

@@ -38,6 +38,26 @@ pub async fn list_secrets(
     Ok(list(items))
 }
 
+/// `GET /api/v1/secrets`: every project's Secrets (`pamctl get secrets -A`).
+#[tracing::instrument(skip_all)]
+pub async fn list_all_secrets(
+    State(st): State<AppState>,
+    _op: Operator,
+    Query(q): Query<ListQuery>,
+) -> ApiResult<Json<Value>> {
+    let sel = q.selector()?;
+    let mut tx = st.ctx.store.begin().await?;
+    let mut items = Vec::new();
+    for p in tx.list_projects().await? {
+        for s in tx.list_secrets(p.id).await? {
+            if selected(&sel, &s.meta.labels) {
+                items.push(objects::secret(&s, &p.slug));
+            }
+        }
+    }
+    Ok(list(items))
+}
+
 #[tracing::instrument(skip_all, fields(project = %project, secret = %name))]
 pub async fn get_secret(
     State(st): State<AppState>,
