@@ -245,3 +245,34 @@ async fn a_run_waits_for_its_secret_and_gets_its_environment() {
         .unwrap();
     assert_eq!(e["API_KEY"], VALUE);
 }
+
+#[tokio::test]
+async fn waiting_for_a_secret_never_counts_against_the_dispatch_timeout() {
+    let clock = Arc::new(ManualClock::new(
+        Utc.with_ymd_and_hms(2026, 1, 1, 12, 0, 0).unwrap(),
+    ));
+    let ctx = Ctx::new(
+        Arc::new(MemStore::new()),
+        clock.clone(),
+        Thresholds::default(),
+    );
+    apply(&ctx, BASE).await.unwrap();
+    apply(&ctx, &run("r", "TOKEN")).await.unwrap();
+    // Ten minutes waiting: twice the default dispatch timeout (300 s).
+    for _ in 0..10 {
+        clock.advance(chrono::Duration::seconds(60));
+        reconcile::pass(&ctx).await.unwrap();
+    }
+    assert_eq!(
+        stored_run(&ctx, "r").await.status,
+        pam_manifests::state::RunStatus::Pending
+    );
+    // Released in a pass: the timeout counts from then, so the same pass
+    // (and the next few minutes without a host) leave it pending.
+    apply(&ctx, &secret(VALUE)).await.unwrap();
+    reconcile::pass(&ctx).await.unwrap();
+    clock.advance(chrono::Duration::seconds(120));
+    reconcile::pass(&ctx).await.unwrap();
+    let r = stored_run(&ctx, "r").await;
+    assert_eq!(r.status, pam_manifests::state::RunStatus::Pending, "{r:?}");
+}

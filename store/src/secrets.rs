@@ -92,6 +92,9 @@ pub trait SecretTx: Send {
 
     /// Sets (`Some`) or clears (`None`) a run's wait for a Secret. Setting
     /// an existing wait keeps its `since` and writes the new message.
+    /// Clearing a wait that existed restarts the dispatch-timeout anchor
+    /// of a dispatchable pending run (`dispatchable_since = now`, OQ-15):
+    /// waiting for a Secret never counts against the dispatch timeout.
     async fn set_run_secret_wait(
         &mut self,
         run_id: Uuid,

@@ -109,7 +109,17 @@ impl SecretTx for MemTx {
         let s = &mut self.work;
         match wait {
             None => {
-                s.secret_waits.remove(&run_id);
+                if s.secret_waits.remove(&run_id).is_some() {
+                    if let Some(r) = s.runs.get_mut(&run_id) {
+                        if r.status == pam_manifests::state::RunStatus::Pending
+                            && r.dispatchable_since.is_some()
+                        {
+                            r.dispatchable_since = Some(now);
+                            r.updated_at = now;
+                            r.meta.resource_version += 1;
+                        }
+                    }
+                }
             }
             Some(message) => {
                 if !s.runs.contains_key(&run_id) {

@@ -173,11 +173,18 @@ impl SecretTx for PgTx {
     ) -> StoreResult<()> {
         match wait {
             None => {
-                sqlx::query("DELETE FROM run_secret_waits WHERE run_id = $1")
-                    .bind(run_id)
-                    .execute(self.conn())
-                    .await
-                    .map_err(db_err)?;
+                sqlx::query(
+                    "WITH d AS (DELETE FROM run_secret_waits WHERE run_id = $1 RETURNING run_id) \
+                     UPDATE runs SET dispatchable_since = $2, updated_at = $2, \
+                     resource_version = resource_version + 1 FROM d \
+                     WHERE runs.id = d.run_id AND runs.status = 'pending' \
+                     AND runs.dispatchable_since IS NOT NULL",
+                )
+                .bind(run_id)
+                .bind(now)
+                .execute(self.conn())
+                .await
+                .map_err(db_err)?;
                 Ok(())
             }
             Some(message) => {

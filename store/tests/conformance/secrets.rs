@@ -137,6 +137,13 @@ pub async fn claim_skips_runs_waiting_for_a_secret(s: &dyn Store) {
     tx.set_run_secret_wait(waiting.id, None, t(6))
         .await
         .unwrap();
+    // Released: its dispatch timeout counts from now (OQ-15).
+    let released = tx.get_run(waiting.id).await.unwrap().unwrap();
+    assert_eq!(released.dispatchable_since, Some(t(6)));
+    // Clearing where there is no wait changes nothing.
+    tx.set_run_secret_wait(free.id, None, t(7)).await.unwrap();
+    let f = tx.get_run(free.id).await.unwrap().unwrap();
+    assert_eq!(f.dispatchable_since, Some(t(2)));
     let claimed = tx.claim_runs(&h, 10, t(6)).await.unwrap();
     assert_eq!(
         claimed.iter().map(|r| r.id).collect::<Vec<_>>(),
