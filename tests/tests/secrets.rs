@@ -158,6 +158,10 @@ async fn a_secret_reaches_the_provider_and_nothing_else() {
     assert_eq!(diff.status.code(), Some(1), "a changed value is a change");
     let diff_text = String::from_utf8_lossy(&diff.stdout).into_owned();
     assert!(diff_text.contains("digest"), "{diff_text}");
+    assert!(
+        diff_text.contains("# secret key TOKEN: value changed"),
+        "{diff_text}"
+    );
     assert!(!diff_text.contains("pamchanged"), "{diff_text}");
     outputs.push(diff_text);
     assert!(outputs[0].contains("TOKEN"), "{}", outputs[0]);

@@ -47,10 +47,14 @@ pub async fn diff(ctx: &Ctx, req: &ApplyRequest) -> Result<Vec<Value>, ApplyErro
             Some(l) if *l == desired => "unchanged",
             Some(_) => "update",
         };
-        items.push(json!({
+        let mut item = json!({
             "kind": m.kind().as_str(), "project": m.project().map(|p| p.to_string()),
             "name": m.name().to_string(), "action": action, "live": live, "desired": desired,
-        }));
+        });
+        if let Manifest::Secret(_) = m {
+            item["secretChanges"] = secret_changes(live.as_ref(), &desired);
+        }
+        items.push(item);
     }
     drop(tx);
     if req.prune {
@@ -83,6 +87,30 @@ async fn prune_items(ctx: &Ctx, req: &ApplyRequest) -> Result<Vec<Value>, ApplyE
         }));
     }
     Ok(items)
+}
+
+/// Per key of a Secret, what apply would do to its value — `added`,
+/// `removed`, `value changed` — from the sizes and digests alone.
+fn secret_changes(live: Option<&Value>, desired: &Value) -> Value {
+    let keys = |v: Option<&Value>| {
+        v.and_then(|v| v.pointer("/spec/keys"))
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let (old, new) = (keys(live), keys(Some(desired)));
+    let mut out = Vec::new();
+    for (k, v) in &new {
+        match old.get(k) {
+            None => out.push(json!({"key": k, "change": "added"})),
+            Some(o) if o != v => out.push(json!({"key": k, "change": "value changed"})),
+            Some(_) => {}
+        }
+    }
+    for k in old.keys().filter(|k| !new.contains_key(*k)) {
+        out.push(json!({"key": k, "change": "removed"}));
+    }
+    Value::Array(out)
 }
 
 /// A Secret's desired state as apply would store it (issue 18): each
