@@ -25,6 +25,8 @@
 //! # credentials_file = "/etc/pam/git-credentials"  (https://user:token@host per line)
 //! # ssh_key_file = "/etc/pam/git_ed25519"
 //! # known_hosts_file = "/etc/pam/known_hosts"      (then strict host checking)
+//! [secrets]
+//! # key_file = "/etc/pam/secrets.key"  (default: data_dir/secrets.key, made 0600 on first start)
 //! [prices.claude.default]   # USD per million tokens (see config/prices.rs)
 //! # input = 3.0, cached_input = 0.30, output = 15.0
 //! [webhooks]                # issue 19 (see config/webhooks.rs)
@@ -86,6 +88,10 @@ pub struct Cli {
     /// <data dir>/tls (clients trust <data dir>/tls/ca.pem).
     #[arg(long, env = "PAM_TLS_SELF_SIGNED", conflicts_with_all = ["tls_cert", "tls_key"])]
     pub tls_self_signed: bool,
+    /// The key file Secrets are sealed with (AES-256-GCM; made, mode
+    /// 0600, when absent) [default: <data dir>/secrets.key].
+    #[arg(long, env = "PAM_SECRETS_KEY_FILE", value_name = "FILE")]
+    pub secrets_key_file: Option<PathBuf>,
 }
 
 /// How pamd serves: plain HTTP, or HTTPS from files or self-signed.
@@ -131,6 +137,15 @@ pub struct Config {
     pub webhooks: webhooks::WebhooksConfig,
     /// Per-token rate limits (issue 19).
     pub rate_limits: rate_limits::RateLimitsConfig,
+    /// The key file Secrets are sealed with (issue 18).
+    pub secrets_key_file: PathBuf,
+}
+
+/// The `[secrets]` table.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct SecretsFile {
+    key_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -236,6 +251,7 @@ struct FileConfig {
     prices: prices::PricesFile,
     webhooks: webhooks::WebhooksConfig,
     rate_limits: rate_limits::RateLimitsConfig,
+    secrets: SecretsFile,
 }
 
 impl Config {
@@ -271,7 +287,12 @@ impl Config {
             Some(dir) => expand_home(&dir, home)?,
             None => default_data_dir(home)?,
         };
+        let secrets_key_file = match cli.secrets_key_file.clone().or(parsed.secrets.key_file) {
+            Some(f) => expand_home(&f, home)?,
+            None => data_dir.join(crate::rules::secrets::keyring::KEY_FILE),
+        };
         let config = Config {
+            secrets_key_file,
             listen: cli
                 .listen
                 .clone()

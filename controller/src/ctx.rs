@@ -16,6 +16,7 @@ use crate::clock::Clock;
 use crate::events::EventBus;
 use crate::metrics::Metrics;
 use crate::rules::runs::usage::PriceTable;
+use crate::rules::secrets::Keyring;
 use crate::rules::webhooks::{self, WebhookSettings};
 
 /// Thresholds the loops use; config with the seed's defaults.
@@ -72,6 +73,9 @@ pub struct Ctx {
     /// Signalled when a commit queued webhook deliveries (the sender
     /// wakes sooner than its poll).
     pub deliveries: Arc<Notify>,
+    /// The keys Secrets are sealed with (issue 18): pamd's key file, or
+    /// one key in memory for tests.
+    pub secrets: Arc<Keyring>,
 }
 
 /// A fencing token: the term of a leader lease this process holds (0:
@@ -150,6 +154,7 @@ impl Ctx {
             prices: Arc::new(PriceTable::default()),
             webhooks: Arc::new(WebhookSettings::default()),
             deliveries: Arc::new(Notify::new()),
+            secrets: Arc::new(Keyring::ephemeral()),
         }
     }
 

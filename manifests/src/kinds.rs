@@ -1,5 +1,5 @@
 //! The manifest kinds — `Project`, `Task`, `Run`, `Host`, `Source`
-//! ([`source`]), `Webhook` ([`webhook`]) — as they are read
+//! ([`source`]), `Webhook` ([`webhook`]), `Secret` ([`secret`]) — as they are read
 //! and printed: `{apiVersion, kind, metadata, spec, status}`.
 //!
 //! Field names are camelCase; unknown fields are refused everywhere
@@ -24,6 +24,13 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::names::{Annotations, LabelKey, LabelValue, Labels, Name};
+mod secret;
+pub use secret::{
+    valid_secret_key, ObservedSecret, SecretKeyStatus, SecretSpec, SECRET_KEY_MAX_BYTES,
+    SECRET_MAX_BYTES,
+};
+mod schedule;
+pub use schedule::{ConcurrencyPolicy, ObservedSchedule, ScheduleSpec, Timetable};
 mod source;
 pub use source::{Drift, GitSource, ObservedSource, SourceError, SourceSpec};
 mod webhook;
@@ -61,16 +68,23 @@ pub enum Kind {
     /// An HTTP endpoint receiving signed event deliveries (cluster-scoped,
     /// issue 19).
     Webhook,
+    /// Named values of a project, encrypted at rest, for runs'
+    /// environments (issue 18).
+    Secret,
+    /// Runs of a project started on a cron timetable (issue 18).
+    Schedule,
 }
 
 impl Kind {
     /// Every kind, in apply order (projects before their tasks, tasks
     /// before their runs).
-    pub const ALL: [Kind; 6] = [
+    pub const ALL: [Kind; 8] = [
         Kind::Project,
         Kind::Host,
+        Kind::Secret,
         Kind::Task,
         Kind::Run,
+        Kind::Schedule,
         Kind::Source,
         Kind::Webhook,
     ];
@@ -84,6 +98,8 @@ impl Kind {
             Kind::Host => "Host",
             Kind::Source => "Source",
             Kind::Webhook => "Webhook",
+            Kind::Secret => "Secret",
+            Kind::Schedule => "Schedule",
         }
     }
 
@@ -96,6 +112,8 @@ impl Kind {
             Kind::Host => "host",
             Kind::Source => "source",
             Kind::Webhook => "webhook",
+            Kind::Secret => "secret",
+            Kind::Schedule => "schedule",
         }
     }
 
@@ -108,6 +126,8 @@ impl Kind {
             Kind::Host => "hosts",
             Kind::Source => "sources",
             Kind::Webhook => "webhooks",
+            Kind::Secret => "secrets",
+            Kind::Schedule => "schedules",
         }
     }
 
@@ -120,13 +140,15 @@ impl Kind {
             Kind::Host => "ho",
             Kind::Source => "src",
             Kind::Webhook => "wh",
+            Kind::Secret => "sec",
+            Kind::Schedule => "sch",
         }
     }
 
     /// Whether objects of this kind live inside a project
     /// (`metadata.project` required) rather than globally.
     pub const fn is_project_scoped(self) -> bool {
-        matches!(self, Kind::Task | Kind::Run)
+        matches!(self, Kind::Task | Kind::Run | Kind::Secret | Kind::Schedule)
     }
 
     /// Parses the exact `kind:` value (`"Task"`).
@@ -168,6 +190,8 @@ kind_tag!(RunKind, Run);
 kind_tag!(HostKind, Host);
 kind_tag!(SourceKind, Source);
 kind_tag!(WebhookKind, Webhook);
+kind_tag!(SecretKind, Secret);
+kind_tag!(ScheduleKind, Schedule);
 
 macro_rules! object_meta {
     ($(#[$meta:meta])* $name:ident { $($project:tt)* }) => {
@@ -311,59 +335,8 @@ pub use usage::*;
 
 // ---------------------------------------------------------------- Host
 
-/// Desired state of a worker host.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct HostSpec {
-    /// macos | linux.
-    pub platform: Platform,
-    /// Excluded from dispatch when true.
-    #[serde(default)]
-    pub disabled: bool,
-    /// The labels the host brings, standing in for its worker's report:
-    /// over `metadata.labels` they make `status.labels`, the one set Run
-    /// `target.selector` and `pamctl get hosts -l` match.
-    #[serde(default, skip_serializing_if = "Labels::is_empty")]
-    pub labels: Labels,
-    /// Runs it may hold at once (spawning + running).
-    #[serde(default = "default_capacity")]
-    pub capacity: u32,
-}
-
-fn default_capacity() -> u32 {
-    4
-}
-
-/// Observed state of a host.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ObservedHost {
-    /// registered | online | offline | disabled.
-    pub phase: HostStatus,
-    /// The pinned instance id disagrees with a recent presenter (OQ-14).
-    #[serde(default)]
-    pub instance_suspect: bool,
-    /// RFC 3339: when `instanceSuspect` last became true.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub instance_flagged_at: Option<String>,
-    /// RFC 3339: last heartbeat.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_seen_at: Option<String>,
-    /// Runs spawning or running on it now.
-    #[serde(default)]
-    pub running_runs: u32,
-    /// The host's one label set: metadata.labels with the labels the host
-    /// brings (spec.labels, or its worker's report) over them. Run target
-    /// selectors and `pamctl get hosts -l` match these.
-    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
-    pub labels: std::collections::BTreeMap<String, String>,
-    /// The spec generation this status reflects.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub observed_generation: Option<i64>,
-    /// Latest observations.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub conditions: Vec<Condition>,
-}
+mod host;
+pub use host::*;
 
 // ---------------------------------------------------------------- objects
 
@@ -426,6 +399,14 @@ object!(
     /// A Webhook (issue 19).
     Webhook, WebhookKind, ObjectMeta, WebhookSpec, ObservedWebhook
 );
+object!(
+    /// A Secret: values of a project, write-only (issue 18).
+    Secret, SecretKind, ProjectObjectMeta, SecretSpec, ObservedSecret
+);
+object!(
+    /// A Schedule: runs on a cron timetable (issue 18).
+    Schedule, ScheduleKind, ProjectObjectMeta, ScheduleSpec, ObservedSchedule
+);
 
 /// Any manifest. Serializes as the object itself (its `kind` field says
 /// which); deserializes by dispatching on `kind`.
@@ -444,6 +425,10 @@ pub enum Manifest {
     Source(Source),
     /// `kind: Webhook`.
     Webhook(Webhook),
+    /// `kind: Secret`.
+    Secret(Secret),
+    /// `kind: Schedule`.
+    Schedule(Schedule),
 }
 
 impl Manifest {
@@ -456,6 +441,8 @@ impl Manifest {
             Manifest::Host(_) => Kind::Host,
             Manifest::Source(_) => Kind::Source,
             Manifest::Webhook(_) => Kind::Webhook,
+            Manifest::Secret(_) => Kind::Secret,
+            Manifest::Schedule(_) => Kind::Schedule,
         }
     }
 
@@ -468,6 +455,8 @@ impl Manifest {
             Manifest::Host(o) => &o.metadata.name,
             Manifest::Source(o) => &o.metadata.name,
             Manifest::Webhook(o) => &o.metadata.name,
+            Manifest::Secret(o) => &o.metadata.name,
+            Manifest::Schedule(o) => &o.metadata.name,
         }
     }
 
@@ -476,6 +465,8 @@ impl Manifest {
         match self {
             Manifest::Task(o) => Some(&o.metadata.project),
             Manifest::Run(o) => Some(&o.metadata.project),
+            Manifest::Secret(o) => Some(&o.metadata.project),
+            Manifest::Schedule(o) => Some(&o.metadata.project),
             Manifest::Project(_)
             | Manifest::Host(_)
             | Manifest::Source(_)
@@ -492,6 +483,8 @@ impl Manifest {
             Manifest::Host(o) => &o.metadata.labels,
             Manifest::Source(o) => &o.metadata.labels,
             Manifest::Webhook(o) => &o.metadata.labels,
+            Manifest::Secret(o) => &o.metadata.labels,
+            Manifest::Schedule(o) => &o.metadata.labels,
         }
     }
 
@@ -505,6 +498,8 @@ impl Manifest {
             Manifest::Host(o) => o.metadata.resource_version.as_deref(),
             Manifest::Source(o) => o.metadata.resource_version.as_deref(),
             Manifest::Webhook(o) => o.metadata.resource_version.as_deref(),
+            Manifest::Secret(o) => o.metadata.resource_version.as_deref(),
+            Manifest::Schedule(o) => o.metadata.resource_version.as_deref(),
         }
     }
 
@@ -517,6 +512,8 @@ impl Manifest {
             Manifest::Host(o) => o.status.is_some(),
             Manifest::Source(o) => o.status.is_some(),
             Manifest::Webhook(o) => o.status.is_some(),
+            Manifest::Secret(o) => o.status.is_some(),
+            Manifest::Schedule(o) => o.status.is_some(),
         }
     }
 
@@ -529,6 +526,12 @@ impl Manifest {
             Manifest::Host(o) => serde_json::to_value(&o.spec),
             Manifest::Source(o) => serde_json::to_value(&o.spec),
             Manifest::Webhook(o) => serde_json::to_value(&o.spec),
+            Manifest::Schedule(o) => serde_json::to_value(&o.spec),
+            // Never the values: the server stores a Secret's keys, sizes
+            // and digests in their place (controller rules::secrets).
+            Manifest::Secret(o) => Ok(serde_json::json!({
+                "keys": o.spec.data.keys().chain(o.spec.string_data.keys()).collect::<std::collections::BTreeSet<_>>(),
+            })),
         };
         v.expect("specs serialize to JSON")
     }
@@ -553,9 +556,13 @@ impl Manifest {
             Some(Kind::Host) => serde_json::from_value(value).map(Manifest::Host),
             Some(Kind::Source) => serde_json::from_value(value).map(Manifest::Source),
             Some(Kind::Webhook) => serde_json::from_value(value).map(Manifest::Webhook),
+            Some(Kind::Secret) => serde_json::from_value(value).map(Manifest::Secret),
+            Some(Kind::Schedule) => serde_json::from_value(value).map(Manifest::Schedule),
             None => Err(serde_json::Error::unknown_variant(
                 kind,
-                &["Project", "Task", "Run", "Host", "Source", "Webhook"],
+                &[
+                    "Project", "Task", "Run", "Host", "Source", "Webhook", "Secret", "Schedule",
+                ],
             )),
         }
     }

@@ -206,6 +206,36 @@ pub fn check_document(doc: &Document) -> Vec<ManifestError> {
                 CWD_MAX_BYTES,
             );
         }
+
+        Manifest::Schedule(s) => {
+            c.metadata(&s.metadata.labels, &s.metadata.annotations);
+            c.resource_version(s.metadata.resource_version.as_deref());
+            c.text("spec.schedule", &s.spec.schedule, NAME_MAX_BYTES * 4);
+            c.text("spec.timeZone", &s.spec.time_zone, NAME_MAX_BYTES);
+            c.text(
+                "spec.runTemplate.prompt",
+                &s.spec.run_template.prompt,
+                PROMPT_MAX_BYTES,
+            );
+            c.text(
+                "spec.runTemplate.cwd",
+                &s.spec.run_template.cwd,
+                CWD_MAX_BYTES,
+            );
+            if let Some(argv) = &s.spec.run_template.command {
+                c.command(argv);
+            }
+        }
+        Manifest::Secret(s) => {
+            // Values: base64, key names, 1 MiB in all (issue 18).
+            c.metadata(&s.metadata.labels, &s.metadata.annotations);
+            c.resource_version(s.metadata.resource_version.as_deref());
+            if let Err(problems) = s.spec.values() {
+                for (path, message) in problems {
+                    c.errors.push(doc.error_at(&path, message));
+                }
+            }
+        }
         Manifest::Source(s) => {
             c.metadata(&s.metadata.labels, &s.metadata.annotations);
             c.resource_version(s.metadata.resource_version.as_deref());

@@ -141,7 +141,8 @@ pub struct Heartbeat {
 }
 
 /// One run the controller wants to exist (or to stop) on this host.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// `Debug` leaves the environment's values out (they may be Secrets).
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DesiredRun {
     /// The run's id.
     pub run_id: Uuid,
@@ -161,9 +162,14 @@ pub struct DesiredRun {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<Vec<String>>,
     /// Extra environment for the provider process (e.g. decrypted provider
-    /// credentials). Never logged.
+    /// credentials, issue 18): sent only while the run is spawning. Never
+    /// logged.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// Why the run's environment could not be built (a Secret or key
+    /// missing or unreadable): the worker fails the spawn with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env_error: Option<String>,
     /// The run is to be stopped: the worker signals the session, waits the
     /// stop grace, then kills it.
     #[serde(default)]
@@ -180,6 +186,21 @@ pub struct DesiredRun {
     /// is handed out once.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub input: Vec<String>,
+}
+
+impl std::fmt::Debug for DesiredRun {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DesiredRun")
+            .field("run_id", &self.run_id)
+            .field("attempt", &self.attempt)
+            .field("session_name", &self.session_name)
+            .field("provider", &self.provider)
+            .field("cwd", &self.cwd)
+            .field("env", &self.env.keys().collect::<Vec<_>>())
+            .field("env_error", &self.env_error)
+            .field("stop", &self.stop)
+            .finish_non_exhaustive()
+    }
 }
 
 /// An operator signal for a run's session.

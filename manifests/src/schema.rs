@@ -11,7 +11,9 @@ use schemars::generate::SchemaSettings;
 use schemars::JsonSchema;
 use serde_json::Value;
 
-use crate::kinds::{Host, Kind, Project, Run, Source, Task, Webhook, SERVER_SET_METADATA};
+use crate::kinds::{
+    Host, Kind, Project, Run, Schedule, Secret, Source, Task, Webhook, SERVER_SET_METADATA,
+};
 
 /// The command that rewrites `schemas/` from the types.
 pub const REGENERATE_COMMAND: &str = "cargo run -p pam-manifests --bin pam-schemas -- schemas/";
@@ -30,6 +32,8 @@ pub fn schema_for(kind: Kind) -> Value {
         Kind::Host => generate::<Host>(kind),
         Kind::Source => generate::<Source>(kind),
         Kind::Webhook => generate::<Webhook>(kind),
+        Kind::Secret => generate::<Secret>(kind),
+        Kind::Schedule => generate::<Schedule>(kind),
     }
 }
 

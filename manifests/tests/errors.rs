@@ -60,7 +60,7 @@ fn unknown_field() {
     let text = RUN.replace("  cwd: /src\n", "  cwd: /src\n  retries: 2\n");
     assert_eq!(
         load_errors("run.yaml", &text),
-        ["run.yaml: document 0, line 11, column 3: spec.retries: unknown field, expected one of `task`, `provider`, `prompt`, `cwd`, `target`, `restartPolicy`, `dispatchTimeoutSeconds`, `stopped`, `command`, `budget`"]
+        ["run.yaml: document 0, line 11, column 3: spec.retries: unknown field, expected one of `task`, `provider`, `prompt`, `cwd`, `target`, `restartPolicy`, `dispatchTimeoutSeconds`, `stopped`, `command`, `budget`, `env`, `envFrom`"]
     );
     let text = RUN.replace(
         "    maxAttempts: 3\n",
@@ -149,7 +149,7 @@ fn bad_enum_values() {
     let text = RUN.replace("kind: Run", "kind: Job");
     assert_eq!(
         load_errors("run.yaml", &text),
-        ["run.yaml: document 0, line 2, column 7: kind: unknown kind \"Job\", expected one of `Project`, `Task`, `Run`, `Host`, `Source`, `Webhook`"]
+        ["run.yaml: document 0, line 2, column 7: kind: unknown kind \"Job\", expected one of `Project`, `Task`, `Run`, `Host`, `Source`, `Webhook`, `Secret`, `Schedule`"]
     );
 }
 
@@ -168,7 +168,7 @@ fn missing_required_fields() {
     let text = RUN.replace("kind: Run\n", "");
     assert_eq!(
         load_errors("run.yaml", &text),
-        ["run.yaml: document 0, line 1, column 1: kind: missing required field, expected one of `Project`, `Task`, `Run`, `Host`, `Source`, `Webhook`"]
+        ["run.yaml: document 0, line 1, column 1: kind: missing required field, expected one of `Project`, `Task`, `Run`, `Host`, `Source`, `Webhook`, `Secret`, `Schedule`"]
     );
     let exec = RUN.replace("provider: claude", "provider: exec");
     assert_eq!(

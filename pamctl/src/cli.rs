@@ -171,6 +171,12 @@ pub enum Command {
     /// Manage API tokens
     #[command(subcommand)]
     Token(TokenCommand),
+    /// Start a Schedule's run now
+    #[command(subcommand)]
+    Schedule(ScheduleCommand),
+    /// Secrets' encryption key (values are set with apply, never shown)
+    #[command(subcommand)]
+    Secret(SecretCommand),
     /// Start runs
     #[command(subcommand)]
     Run(RunCommand),
@@ -381,6 +387,21 @@ pub enum TokenCommand {
     List,
     /// Revoke a token by id
     Revoke { id: String },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ScheduleCommand {
+    /// Start one run of the Schedule now (whatever its timetable, suspend and concurrency policy)
+    Trigger {
+        /// The Schedule's name
+        name: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SecretCommand {
+    /// Make a new key current in pamd's key file and re-seal every Secret with it; old keys are dropped once nothing uses them
+    RotateKey,
 }
 
 #[derive(Debug, Subcommand)]

@@ -9,6 +9,16 @@ use crate::cli::Cli;
 /// `(verb path, examples)`; a path is the verb and any sub-verb.
 const EXAMPLES: &[(&[&str], &str)] = &[
     (
+        &["secret", "rotate-key"],
+        "  pamctl secret rotate-key
+  pamctl secret rotate-key && cp ~/.local/share/pam/secrets.key /backup/",
+    ),
+    (
+        &["schedule", "trigger"],
+        "  pamctl -p web schedule trigger nightly-index
+  pamctl -p web logs \"$(pamctl -p web schedule trigger nightly-index)\" -f",
+    ),
+    (
         &["apply"],
         "  pamctl apply -f project.yaml
   pamctl apply -f manifests/ -R --prune --applyset web
@@ -78,6 +88,8 @@ const EXAMPLES: &[(&[&str], &str)] = &[
     (&["host", "enable"], "  pamctl host enable alpha"),
     (&["host", "clear-suspect"], "  pamctl host clear-suspect alpha"),
     (&["token"], "  pamctl token create ci\n  pamctl token list"),
+    (&["schedule"], "  pamctl -p web schedule trigger nightly-index"),
+    (&["secret"], "  pamctl secret rotate-key"),
     (
         &["token", "create"],
         "  pamctl token create ci > ci.token

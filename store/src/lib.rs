@@ -32,7 +32,7 @@
 //! # Layout
 //! One module per aggregate — [`projects`], [`work_items`], [`runs`] (with
 //! the one-shot signal markers), [`hosts`], [`events`] (the journal),
-//! [`tokens`], [`sources`] (GitOps) — each holding its row types and its part of the
+//! [`tokens`], [`sources`] (GitOps), [`secrets`] and [`schedules`] (issue 18) — each holding its row types and its part of the
 //! transaction ([`ProjectTx`], [`WorkItemTx`], [`RunTx`], [`HostTx`],
 //! [`EventTx`], [`TokenTx`]); [`Tx`] is all of them plus commit. The two
 //! implementations follow the same split ([`postgres`], [`memory`]). The
@@ -53,6 +53,8 @@ pub mod memory;
 pub mod postgres;
 pub mod projects;
 pub mod runs;
+pub mod schedules;
+pub mod secrets;
 pub mod sources;
 pub mod tokens;
 pub mod usage;
@@ -74,6 +76,8 @@ pub use idempotency::{Claimed, IdempotencyClaim, IdempotencyTx};
 pub use leader::{LeaderTx, Lease};
 pub use projects::{Project, ProjectTx};
 pub use runs::{Run, RunFilter, RunTx, RunUpdate, SignalMarker, Target};
+pub use schedules::{Schedule, ScheduleTx};
+pub use secrets::{Secret, SecretTx, SecretWait};
 pub use sources::{OwnedObject, Source, SourceObject, SourceStatus, SourceTx};
 pub use tokens::{ApiToken, TokenKind, TokenTx};
 pub use usage::{RunUsage, Usage};
@@ -85,7 +89,7 @@ pub use work_items::{WorkItem, WorkItemTx};
 pub mod prelude {
     pub use crate::{
         AttachTx, DependencyTx, EventTx, HostTx, IdempotencyTx, LeaderTx, ProjectTx, RunTx,
-        SourceTx, Store, TokenTx, Tx, WebhookTx, WorkItemTx,
+        ScheduleTx, SecretTx, SourceTx, Store, TokenTx, Tx, WebhookTx, WorkItemTx,
     };
 }
 
@@ -207,6 +211,8 @@ pub trait Tx:
     + SourceTx
     + WebhookTx
     + IdempotencyTx
+    + SecretTx
+    + ScheduleTx
     + LeaderTx
     + Send
 {

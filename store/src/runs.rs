@@ -212,7 +212,8 @@ pub trait RunTx: Send {
     /// blocked runs (dispatchable_since NULL, or a dependency not done now:
     /// a reopened dependency blocks before the gating pass notices), and
     /// runs of a project whose condition `BudgetExceeded` is True (issue
-    /// 21, [`crate::projects::over_budget`]). Locks rows
+    /// 21, [`crate::projects::over_budget`]), and runs waiting for a
+    /// Secret (issue 18, [`crate::SecretTx::set_run_secret_wait`]). Locks rows
     /// (`FOR UPDATE SKIP LOCKED`), so concurrent claimers never claim the
     /// same run; each claimed run becomes spawning with host_id = host.
     /// Eligibility of the host itself (online, capacity) is the caller's.
@@ -223,7 +224,8 @@ pub trait RunTx: Send {
         now: DateTime<Utc>,
     ) -> StoreResult<Vec<Run>>;
     /// Pending runs that are dispatchable or have a stop request (blocked
-    /// runs wait without a dispatch timeout), oldest pending_since first.
+    /// runs and runs waiting for a Secret wait without a dispatch
+    /// timeout), oldest pending_since first.
     async fn list_pending_runs(&mut self, limit: i64) -> StoreResult<Vec<Run>>;
     /// Failed runs whose requeue_at is at or before `now` and that have no
     /// stop request, oldest requeue_at first.

@@ -29,6 +29,8 @@ pub struct Worker {
     pub socket: PathBuf,
     pub token_file: PathBuf,
     pub config: PathBuf,
+    /// `PAM_LOG` of the worker (`info` unless started with another).
+    log_filter: String,
     child: Option<Child>,
     tmp: tempfile::TempDir,
 }
@@ -92,8 +94,36 @@ impl Worker {
         Worker::start_on(server, token, name, worker_toml, None)
     }
 
+    /// [`Worker::start_with_token`] logging at `log_filter` (`PAM_LOG`,
+    /// e.g. `trace`).
+    pub fn start_logging(
+        server: &str,
+        token: &str,
+        name: &str,
+        worker_toml: &str,
+        log_filter: &str,
+    ) -> anyhow::Result<Worker> {
+        let mut w = Worker::prepare(server, token, name, worker_toml, None)?;
+        w.log_filter = log_filter.to_string();
+        w.spawn()?;
+        Ok(w)
+    }
+
     /// Starts a worker on `socket`, or on a private tmux server.
     fn start_on(
+        server: &str,
+        token: &str,
+        name: &str,
+        worker_toml: &str,
+        socket: Option<&Path>,
+    ) -> anyhow::Result<Worker> {
+        let mut w = Worker::prepare(server, token, name, worker_toml, socket)?;
+        w.spawn()?;
+        Ok(w)
+    }
+
+    /// The worker's files, not started yet.
+    fn prepare(
         server: &str,
         token: &str,
         name: &str,
@@ -114,18 +144,17 @@ impl Worker {
                 socket.display().to_string()
             ),
         )?;
-        let mut w = Worker {
+        Ok(Worker {
             name: name.to_string(),
             server: server.to_string(),
             data_dir,
             socket,
             token_file,
             config,
+            log_filter: "info".into(),
             child: None,
             tmp,
-        };
-        w.spawn()?;
-        Ok(w)
+        })
     }
 
     fn spawn(&mut self) -> anyhow::Result<()> {
@@ -144,7 +173,7 @@ impl Worker {
             .arg(&self.data_dir)
             .arg("--config")
             .arg(&self.config)
-            .env("PAM_LOG", "info")
+            .env("PAM_LOG", &self.log_filter)
             .stdin(Stdio::null())
             .stdout(Stdio::from(log.try_clone()?))
             .stderr(Stdio::from(log))

@@ -44,6 +44,9 @@ pub fn session_spec(
     config: &Config,
     run: &DesiredRun,
 ) -> anyhow::Result<SessionSpec> {
+    if let Some(why) = &run.env_error {
+        anyhow::bail!("the run's environment: {why}");
+    }
     let kind: ProviderKind = run.provider.parse()?;
     let cl = command_line(run, &config.providers)?;
     let cwd = PathBuf::from(&run.cwd);

@@ -1,7 +1,7 @@
 //! Finding the objects a URL names; a missing one is a 404 naming it.
 
 use pam_store::prelude::*;
-use pam_store::{Host, Project, Run, Source, WorkItem};
+use pam_store::{Host, Project, Run, Schedule, Secret, Source, WorkItem};
 
 use super::ApiError;
 
@@ -22,6 +22,21 @@ pub async fn task(tx: &mut dyn Tx, p: &Project, name: &str) -> ApiResult<WorkIte
 pub async fn run(tx: &mut dyn Tx, p: &Project, name: &str) -> ApiResult<Run> {
     tx.get_run_by_name(p.id, name).await?.ok_or_else(|| {
         ApiError::not_found(format!("run {name:?} not found in project {:?}", p.slug))
+    })
+}
+
+pub async fn secret(tx: &mut dyn Tx, p: &Project, name: &str) -> ApiResult<Secret> {
+    tx.get_secret_by_name(p.id, name).await?.ok_or_else(|| {
+        ApiError::not_found(format!("secret {name:?} not found in project {:?}", p.slug))
+    })
+}
+
+pub async fn schedule(tx: &mut dyn Tx, p: &Project, name: &str) -> ApiResult<Schedule> {
+    tx.get_schedule_by_name(p.id, name).await?.ok_or_else(|| {
+        ApiError::not_found(format!(
+            "schedule {name:?} not found in project {:?}",
+            p.slug
+        ))
     })
 }
 

@@ -43,6 +43,8 @@ pub mod rate_limit;
 pub mod revocation;
 pub mod routes;
 pub mod runs;
+pub mod schedules;
+pub mod secrets;
 pub mod snapshots;
 pub mod sources;
 pub mod stream;

@@ -15,7 +15,7 @@ use uuid::Uuid;
 use super::lookup::TaskDeps;
 use crate::clock::ts;
 use crate::rules::meta::manifest_labels as to_manifest_labels;
-use crate::rules::runs::{gate, usage};
+use crate::rules::runs::{env, gate, usage};
 
 fn name(s: &str) -> Name {
     // Names in the store came through Name::parse (apply) or were made by
@@ -160,6 +160,7 @@ pub fn run(
     host_name: Option<&str>,
     waiting_for: &[String],
     project_over_budget: Option<&str>,
+    secret_wait: Option<&str>,
 ) -> kinds::Run {
     let meta = if r.status == pam_manifests::state::RunStatus::Pending {
         let mut m = gate::with_blocked_condition(&r.meta, waiting_for, r.pending_since);
@@ -175,10 +176,23 @@ pub fn run(
                 r.pending_since,
             );
         }
+        // Issue 18: waiting for a Secret or key (a loop pass keeps the
+        // wait; the condition is derived from it when read).
+        if let Some(why) = secret_wait {
+            crate::rules::meta::set_condition(
+                &mut m,
+                env::SECRET_MISSING,
+                true,
+                env::SECRET_MISSING,
+                why,
+                r.pending_since,
+            );
+        }
         m
     } else {
         r.meta.clone()
     };
+    let (env, env_from) = env::env_of(&r.meta.spec);
     let spec_command = r
         .meta
         .spec
@@ -219,6 +233,8 @@ pub fn run(
             stopped: r.stop_requested,
             command: spec_command,
             budget: usage::budget_of(&r.meta),
+            env,
+            env_from,
         },
         status: Some(kinds::ObservedRun {
             phase: r.status,
@@ -362,4 +378,77 @@ pub fn delivery(d: &store::Delivery, webhook: &str) -> Value {
         "createdAt": ts(d.created_at),
         "payload": d.payload,
     })
+}
+
+/// A Secret as printed (issue 18): its keys with sizes and digests in
+/// `status.keys`, never a value (`spec` prints empty).
+pub fn secret(s: &store::Secret, project_slug: &str) -> Value {
+    let keys = s
+        .meta
+        .spec
+        .get("keys")
+        .and_then(Value::as_object)
+        .map(|o| {
+            o.iter()
+                .map(|(k, v)| kinds::SecretKeyStatus {
+                    name: k.clone(),
+                    size: v.get("size").and_then(Value::as_u64).unwrap_or(0),
+                    digest: v
+                        .get("digest")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_string(),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let obj = kinds::Secret {
+        api_version: ApiVersion::V1,
+        kind: kinds::SecretKind::Secret,
+        metadata: object_meta!(
+            ProjectObjectMeta,
+            &s.meta,
+            &s.name,
+            s.id,
+            s.created_at,
+            project_slug
+        ),
+        spec: kinds::SecretSpec::default(),
+        status: Some(kinds::ObservedSecret {
+            keys,
+            key_id: Some(s.key_id.clone()),
+            observed_generation: Some(s.meta.observed_generation),
+            conditions: conditions(&s.meta),
+        }),
+    };
+    serde_json::to_value(obj).expect("a Secret is JSON")
+}
+
+/// A Schedule as printed (issue 18): its spec as applied and its status
+/// (`runs`: its runs with their ticks, oldest first).
+pub fn schedule(
+    s: &store::Schedule,
+    project_slug: &str,
+    runs: &[(chrono::DateTime<chrono::Utc>, store::Run)],
+    now: chrono::DateTime<chrono::Utc>,
+) -> Value {
+    let Some(spec) = crate::rules::schedules::spec_of(s) else {
+        return serde_json::json!({"apiVersion": "pam.dev/v1", "kind": "Schedule",
+            "metadata": {"name": s.name, "project": project_slug}, "spec": s.meta.spec});
+    };
+    let obj = kinds::Schedule {
+        api_version: ApiVersion::V1,
+        kind: kinds::ScheduleKind::Schedule,
+        metadata: object_meta!(
+            ProjectObjectMeta,
+            &s.meta,
+            &s.name,
+            s.id,
+            s.created_at,
+            project_slug
+        ),
+        spec,
+        status: Some(crate::rules::schedules::status(s, runs, now)),
+    };
+    serde_json::to_value(obj).expect("a Schedule is JSON")
 }

@@ -5,8 +5,8 @@ use axum::routing::{delete, get, post};
 use axum::Router;
 
 use super::{
-    apply, attach as a, events, hosts, projects, runs, sources, stream, tasks, tokens, webhooks,
-    worker as w, AppState,
+    apply, attach as a, events, hosts, projects, runs, schedules, secrets, sources, stream, tasks,
+    tokens, webhooks, worker as w, AppState,
 };
 
 /// Request body limit of apply and diff (other routes keep axum's 2 MB).
@@ -70,6 +70,29 @@ pub fn v1() -> Router<AppState> {
         .route(
             "/api/v1/projects/{project}/runs/{name}/attach/input",
             post(a::input),
+        )
+        .route(
+            "/api/v1/projects/{project}/secrets",
+            get(secrets::list_secrets),
+        )
+        .route(
+            "/api/v1/projects/{project}/secrets/{name}",
+            get(secrets::get_secret).delete(secrets::delete_secret),
+        )
+        .route("/api/v1/secrets", get(secrets::list_all_secrets))
+        .route("/api/v1/schedules", get(schedules::list_all_schedules))
+        .route("/api/v1/secrets/rotate-key", post(secrets::rotate_key))
+        .route(
+            "/api/v1/projects/{project}/schedules",
+            get(schedules::list_schedules),
+        )
+        .route(
+            "/api/v1/projects/{project}/schedules/{name}",
+            get(schedules::get_schedule).delete(schedules::delete_schedule),
+        )
+        .route(
+            "/api/v1/projects/{project}/schedules/{name}/trigger",
+            post(schedules::trigger_schedule),
         )
         .route("/api/v1/tasks", get(tasks::list_all_tasks))
         .route("/api/v1/runs", get(runs::list_all_runs))

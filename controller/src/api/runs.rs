@@ -33,6 +33,8 @@ struct RunNames {
     waiting: HashMap<Uuid, Vec<String>>,
     /// Project id → why it is over its budget (issue 21).
     over_budget: HashMap<Uuid, String>,
+    /// Run id → the Secret or key it waits for (issue 18).
+    secret_waits: HashMap<Uuid, String>,
 }
 
 impl RunNames {
@@ -49,8 +51,15 @@ impl RunNames {
             .into_iter()
             .map(|(id, d)| (id, d.blocked_by))
             .collect();
+        let secret_waits = tx
+            .run_secret_waits(None)
+            .await?
+            .into_iter()
+            .map(|w| (w.run_id, w.message))
+            .collect();
         Ok(RunNames {
             waiting,
+            secret_waits,
             over_budget: projects
                 .iter()
                 .filter_map(|p| Some((p.id, objects::budget_message(&p.meta)?)))
@@ -76,6 +85,7 @@ impl RunNames {
                 .map(String::as_str),
             self.waiting.get(&r.task_id).map_or(&[], Vec::as_slice),
             self.over_budget.get(&r.project_id).map(String::as_str),
+            self.secret_waits.get(&r.id).map(String::as_str),
         ))
     }
 }

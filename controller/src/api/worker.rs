@@ -38,6 +38,8 @@ use serde_json::json;
 use super::auth::Worker;
 use super::{validate, ApiError, AppState};
 use crate::reconcile::{dispatch, ingest};
+use crate::rules::runs::env;
+use crate::rules::secrets::{Keyring, ResolveError};
 use crate::rules::{hosts, runs};
 
 /// The longest a claim long-poll may wait.
@@ -141,7 +143,7 @@ async fn heartbeat_once(
         now,
     )
     .await?;
-    let mut desired = desired_set(tx.as_mut(), &host).await?;
+    let mut desired = desired_set(tx.as_mut(), &st.ctx.secrets, &host).await?;
     st.ctx.commit(tx).await?;
     hand_out(st, &host, &mut desired).await?;
     if !was_eligible && hosts::eligible(&host) {
@@ -153,7 +155,7 @@ async fn heartbeat_once(
 pub async fn desired(State(st): State<AppState>, w: Worker) -> Result<Json<DesiredSet>, ApiError> {
     let mut tx = st.ctx.store.begin().await?;
     let host = host_of(tx.as_mut(), &w).await?;
-    let mut desired = desired_set(tx.as_mut(), &host).await?;
+    let mut desired = desired_set(tx.as_mut(), &st.ctx.secrets, &host).await?;
     drop(tx);
     hand_out(&st, &host, &mut desired).await?;
     Ok(Json(desired))
@@ -183,7 +185,7 @@ async fn hand_out(st: &AppState, host: &Host, desired: &mut DesiredSet) -> Resul
 }
 
 /// The runs that should exist on a host: its spawning and running runs.
-async fn desired_set(tx: &mut dyn Tx, host: &Host) -> Result<DesiredSet, ApiError> {
+async fn desired_set(tx: &mut dyn Tx, ring: &Keyring, host: &Host) -> Result<DesiredSet, ApiError> {
     let live = tx
         .list_runs(&RunFilter {
             host_id: Some(host.id),
@@ -191,9 +193,30 @@ async fn desired_set(tx: &mut dyn Tx, host: &Host) -> Result<DesiredSet, ApiErro
             ..RunFilter::default()
         })
         .await?;
-    Ok(DesiredSet {
-        runs: live.iter().map(desired_run).collect(),
-    })
+    let mut runs = Vec::with_capacity(live.len());
+    for r in &live {
+        runs.push(with_env(tx, ring, r).await?);
+    }
+    Ok(DesiredSet { runs })
+}
+
+/// A run as its worker gets it, with its environment (issue 18) while it
+/// is spawning — the attempt about to start, on the host it was claimed
+/// for; never once it runs. Values are opened here, in this request's
+/// transaction. A Secret or key missing by now, or unreadable, is the
+/// spawn's failure (`envError`): the run never starts without it.
+async fn with_env(tx: &mut dyn Tx, ring: &Keyring, r: &Run) -> Result<DesiredRun, ApiError> {
+    let mut d = desired_run(r);
+    let (vars, from) = env::env_of(&r.meta.spec);
+    if r.status != RunStatus::Spawning || (vars.is_empty() && from.is_empty()) {
+        return Ok(d);
+    }
+    match env::environment(tx, ring, r).await {
+        Ok(values) => d.env = values,
+        Err(env::EnvError::Resolve(ResolveError::Store(e))) => return Err(e.into()),
+        Err(e) => d.env_error = Some(e.to_string()),
+    }
+    Ok(d)
 }
 
 pub fn desired_run(r: &Run) -> DesiredRun {
@@ -213,6 +236,7 @@ pub fn desired_run(r: &Run) -> DesiredRun {
         cwd: r.cwd.clone(),
         command,
         env: Default::default(),
+        env_error: None,
         stop: r.stop_requested,
         signals: Vec::new(),
         input: Vec::new(),
@@ -252,9 +276,17 @@ pub async fn claim(
         // input): answer now, empty, so it fetches the set.
         _ = nudged => Vec::new(),
     };
-    Ok(Json(DesiredSet {
-        runs: runs.iter().map(desired_run).collect(),
-    }))
+    let mut set = DesiredSet {
+        runs: Vec::with_capacity(runs.len()),
+    };
+    if !runs.is_empty() {
+        let mut tx = st.ctx.store.begin().await?;
+        for r in &runs {
+            set.runs
+                .push(with_env(tx.as_mut(), &st.ctx.secrets, r).await?);
+        }
+    }
+    Ok(Json(set))
 }
 
 pub async fn signals(

@@ -13,6 +13,7 @@ use serde_json::{json, Value};
 use super::{labelled_documents, ApplyError, ApplyRequest};
 use crate::ctx::Ctx;
 use crate::rules::meta::Desired;
+use crate::rules::secrets;
 
 fn desired_json(d: &Desired) -> Value {
     json!({ "spec": d.spec, "labels": d.labels, "annotations": d.annotations })
@@ -34,7 +35,10 @@ pub async fn diff(ctx: &Ctx, req: &ApplyRequest) -> Result<Vec<Value>, ApplyErro
     let mut items = Vec::with_capacity(docs.len());
     for d in &docs {
         let m = &d.manifest;
-        let desired = desired_json(&Desired::of(m));
+        let desired = match m {
+            Manifest::Secret(s) => desired_json(&secret_desired(tx.as_mut(), s, m).await?),
+            _ => desired_json(&Desired::of(m)),
+        };
         let live = live_meta(tx.as_mut(), m)
             .await?
             .map(|meta| desired_json(&Desired::stored(&meta)));
@@ -43,10 +47,14 @@ pub async fn diff(ctx: &Ctx, req: &ApplyRequest) -> Result<Vec<Value>, ApplyErro
             Some(l) if *l == desired => "unchanged",
             Some(_) => "update",
         };
-        items.push(json!({
+        let mut item = json!({
             "kind": m.kind().as_str(), "project": m.project().map(|p| p.to_string()),
             "name": m.name().to_string(), "action": action, "live": live, "desired": desired,
-        }));
+        });
+        if let Manifest::Secret(_) = m {
+            item["secretChanges"] = secret_changes(live.as_ref(), &desired);
+        }
+        items.push(item);
     }
     drop(tx);
     if req.prune {
@@ -81,6 +89,64 @@ async fn prune_items(ctx: &Ctx, req: &ApplyRequest) -> Result<Vec<Value>, ApplyE
     Ok(items)
 }
 
+/// Per key of a Secret, what apply would do to its value — `added`,
+/// `removed`, `value changed` — from the sizes and digests alone.
+fn secret_changes(live: Option<&Value>, desired: &Value) -> Value {
+    let keys = |v: Option<&Value>| {
+        v.and_then(|v| v.pointer("/spec/keys"))
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let (old, new) = (keys(live), keys(Some(desired)));
+    let mut out = Vec::new();
+    for (k, v) in &new {
+        match old.get(k) {
+            None => out.push(json!({"key": k, "change": "added"})),
+            Some(o) if o != v => out.push(json!({"key": k, "change": "value changed"})),
+            Some(_) => {}
+        }
+    }
+    for k in old.keys().filter(|k| !new.contains_key(*k)) {
+        out.push(json!({"key": k, "change": "removed"}));
+    }
+    Value::Array(out)
+}
+
+/// A Secret's desired state as apply would store it (issue 18): each
+/// key's size and digest under the stored Secret's salt, so a changed
+/// value shows as a changed digest and no value is ever in a diff. A new
+/// Secret has no salt yet: sizes only.
+async fn secret_desired(
+    tx: &mut dyn Tx,
+    s: &pam_manifests::kinds::Secret,
+    m: &Manifest,
+) -> Result<Desired, ApplyError> {
+    let values = s.spec.values().unwrap_or_default();
+    let d = secrets::SecretDesired::of(s, Desired::of(m), values);
+    let stored = match tx.get_project_by_slug(s.metadata.project.as_str()).await? {
+        Some(p) => {
+            tx.get_secret_by_name(p.id, s.metadata.name.as_str())
+                .await?
+        }
+        None => None,
+    };
+    Ok(match stored {
+        Some(row) => secrets::desired_on(&row, &d),
+        None => {
+            let keys: serde_json::Map<String, Value> = d
+                .values
+                .iter()
+                .map(|(k, v)| (k.clone(), json!({ "size": v.len() })))
+                .collect();
+            Desired {
+                spec: json!({ "keys": keys }),
+                ..d.desired
+            }
+        }
+    })
+}
+
 async fn live_meta(tx: &mut dyn Tx, m: &Manifest) -> Result<Option<Meta>, ApplyError> {
     live_of(
         tx,
@@ -110,6 +176,8 @@ async fn live_of(
         (Kind::Webhook, _) => tx.get_webhook_by_name(name).await?.map(|w| w.meta),
         (Kind::Task, Some(p)) => tx.get_work_item_by_name(p.id, name).await?.map(|w| w.meta),
         (Kind::Run, Some(p)) => tx.get_run_by_name(p.id, name).await?.map(|r| r.meta),
-        (Kind::Task | Kind::Run, None) => None,
+        (Kind::Secret, Some(p)) => tx.get_secret_by_name(p.id, name).await?.map(|s| s.meta),
+        (Kind::Schedule, Some(p)) => tx.get_schedule_by_name(p.id, name).await?.map(|s| s.meta),
+        (Kind::Task | Kind::Run | Kind::Secret | Kind::Schedule, None) => None,
     })
 }

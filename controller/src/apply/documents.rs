@@ -68,6 +68,8 @@ pub(super) fn labels_mut(m: &mut Manifest) -> &mut pam_manifests::Labels {
         Manifest::Host(o) => &mut o.metadata.labels,
         Manifest::Source(o) => &mut o.metadata.labels,
         Manifest::Webhook(o) => &mut o.metadata.labels,
+        Manifest::Secret(o) => &mut o.metadata.labels,
+        Manifest::Schedule(o) => &mut o.metadata.labels,
     }
 }
 

@@ -105,6 +105,13 @@ pub async fn load_existing(tx: &mut dyn Tx, docs: &[&Manifest]) -> Result<Existi
                 n.runs.insert(r.metadata.name.to_string());
                 n.tasks.insert(r.spec.task.to_string());
             }
+            Manifest::Secret(s) => {
+                named.entry(s.metadata.project.clone()).or_default();
+            }
+            Manifest::Schedule(s) => {
+                let n = named.entry(s.metadata.project.clone()).or_default();
+                n.tasks.insert(s.spec.run_template.task.to_string());
+            }
             Manifest::Host(_) | Manifest::Source(_) | Manifest::Webhook(_) => {}
         }
     }

@@ -131,6 +131,7 @@ pub async fn apply(ctx: &Ctx, req: &ApplyRequest) -> Result<Vec<ApplyResult>, Ap
     }
     let written = write_batch(
         tx.as_mut(),
+        Some(&ctx.secrets),
         ctx.now(),
         ctx.thresholds.offline_after,
         &docs,
@@ -159,6 +160,7 @@ pub async fn apply(ctx: &Ctx, req: &ApplyRequest) -> Result<Vec<ApplyResult>, Ap
 /// inside its own transaction, with the Source's merged documents.
 pub async fn write_batch(
     tx: &mut dyn pam_store::Tx,
+    ring: Option<&crate::rules::secrets::Keyring>,
     now: chrono::DateTime<chrono::Utc>,
     offline_after: std::time::Duration,
     docs: &[Document],
@@ -167,7 +169,7 @@ pub async fn write_batch(
     // Only what the batch can touch, never whole projects (issue 13).
     let manifests: Vec<&Manifest> = docs.iter().map(|d| &d.manifest).collect();
     let existing = existing::load_existing(tx, &manifests).await?;
-    write_loaded(tx, now, offline_after, docs, prune, existing).await
+    write_loaded(tx, ring, now, offline_after, docs, prune, existing).await
 }
 
 /// [`write_batch`] with the stored state already read
@@ -176,6 +178,7 @@ pub async fn write_batch(
 /// write).
 pub async fn write_loaded(
     tx: &mut dyn pam_store::Tx,
+    ring: Option<&crate::rules::secrets::Keyring>,
     now: chrono::DateTime<chrono::Utc>,
     offline_after: std::time::Duration,
     docs: &[Document],
@@ -186,7 +189,7 @@ pub async fn write_loaded(
     if !errors.is_empty() {
         return Err(ApplyError::Invalid(errors));
     }
-    let mut w = Writer::new(tx, now, offline_after, existing.items);
+    let mut w = Writer::new(tx, ring, now, offline_after, existing.items);
     for kind in Kind::ALL {
         let of_kind: Vec<&Document> = docs.iter().filter(|d| d.manifest.kind() == kind).collect();
         let ordered = if kind == Kind::Task {

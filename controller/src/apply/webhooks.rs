@@ -1,7 +1,8 @@
 //! What apply checks of a batch's Webhooks against pamd's state (issue
 //! 19), positioned at the field: each topic must name a topic pam
 //! journals or a prefix of one (the event filter's syntax), and the
-//! signing secret must resolve ([`SigningKeys`]). The rest (an http(s)
+//! signing secret must resolve ([`SigningKeys`]) or be a key of a Secret
+//! in the same batch. The rest (an http(s)
 //! URL, topic syntax) is checked when the document is loaded.
 
 use pam_manifests::kinds::Manifest;
@@ -34,7 +35,17 @@ pub async fn check(
             }
         }
         let r = &w.spec.signing_secret_ref;
-        if keys.resolve(tx, r).await?.is_none() {
+        // A Secret of the same batch counts (it is written before the
+        // Webhook: Kind::ALL puts Secrets first).
+        let in_batch = docs.iter().any(|o| match &o.manifest {
+            Manifest::Secret(s) => {
+                s.metadata.project == r.project
+                    && s.metadata.name == r.name
+                    && (s.spec.data.contains_key(&r.key) || s.spec.string_data.contains_key(&r.key))
+            }
+            _ => false,
+        });
+        if !in_batch && keys.resolve(tx, r).await?.is_none() {
             errors.push(d.error_at(
                 "spec.signingSecretRef",
                 format!(

@@ -70,6 +70,14 @@ pub fn host(h: &Host, extra: Value) -> Value {
     merged(json!({ "host_id": h.id, "host": h.name }), extra)
 }
 
+/// The payload of a `schedule.*` event; `extra`'s keys are merged in.
+pub fn schedule(s: &pam_store::Schedule, project_slug: &str, extra: Value) -> Value {
+    merged(
+        json!({ "schedule_id": s.id, "schedule": s.name, "project": project_slug }),
+        extra,
+    )
+}
+
 /// The payload of a `source.*` event; `extra`'s keys are merged in.
 pub fn source(s: &Source, extra: Value) -> Value {
     merged(json!({ "source_id": s.id, "source": s.name }), extra)

@@ -9,7 +9,9 @@
 //! `run.budget_exceeded` (issue 21) says a run reached its budget and is
 //! being stopped. The `source.*` topics are
 //! GitOps' (docs/gitops.md): a Source's syncs, failures, drift, heals and
-//! prunes.
+//! prunes. The `schedule.*` topics (issue 18) say what a Schedule's tick
+//! did: created its run, skipped it (Forbid, a missing task) or missed it
+//! (past `startingDeadlineSeconds`).
 
 pub const PROJECT_CREATED: &str = "project.created";
 pub const PROJECT_UPDATED: &str = "project.updated";
@@ -47,6 +49,9 @@ pub const SOURCE_DRIFT_DETECTED: &str = "source.drift_detected";
 pub const SOURCE_HEALED: &str = "source.healed";
 pub const SOURCE_PRUNED: &str = "source.pruned";
 pub const SOURCE_PRUNE_SKIPPED: &str = "source.prune_skipped";
+pub const SCHEDULE_RUN_CREATED: &str = "schedule.run_created";
+pub const SCHEDULE_TICK_SKIPPED: &str = "schedule.tick_skipped";
+pub const SCHEDULE_TICK_MISSED: &str = "schedule.tick_missed";
 
 /// Every topic pam journals (a Webhook's `spec.topics` must match one).
 pub const ALL: &[&str] = &[
@@ -84,4 +89,7 @@ pub const ALL: &[&str] = &[
     SOURCE_HEALED,
     SOURCE_PRUNED,
     SOURCE_PRUNE_SKIPPED,
+    SCHEDULE_RUN_CREATED,
+    SCHEDULE_TICK_SKIPPED,
+    SCHEDULE_TICK_MISSED,
 ];

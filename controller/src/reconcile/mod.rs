@@ -19,6 +19,8 @@ pub mod integrity;
 pub mod liveness;
 pub mod restart;
 pub mod retention;
+pub mod schedule;
+pub mod secrets;
 pub mod timeout;
 pub mod webhooks;
 
@@ -80,6 +82,12 @@ async fn sweep_all(ctx: &Ctx) -> anyhow::Result<Pass> {
     if gated.unblocked > 0 {
         ctx.claimable.notify_waiters();
     }
+    let started = std::time::Instant::now();
+    schedule::sweep(ctx).await?;
+    ctx.metrics.loop_took("schedule", started);
+    let started = std::time::Instant::now();
+    secrets::sweep(ctx).await?;
+    ctx.metrics.loop_took("secrets", started);
     let started = std::time::Instant::now();
     let budgets = budget::sweep(ctx).await?;
     ctx.metrics.loop_took("budget", started);

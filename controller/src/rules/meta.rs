@@ -71,6 +71,8 @@ fn annotations_of(m: &Manifest) -> &pam_manifests::names::Annotations {
         Manifest::Host(o) => &o.metadata.annotations,
         Manifest::Source(o) => &o.metadata.annotations,
         Manifest::Webhook(o) => &o.metadata.annotations,
+        Manifest::Secret(o) => &o.metadata.annotations,
+        Manifest::Schedule(o) => &o.metadata.annotations,
     }
 }
 

@@ -68,10 +68,22 @@ async fn serve(config: &Config, clock: SharedClock, url: &str) -> anyhow::Result
     let store = PgStore::connect(url, config.database.max_connections).await?;
     let mut state = AppState::new(Arc::new(store.clone()), clock, thresholds(config));
     state.ctx.prices = Arc::new(config.prices.clone());
-    state.ctx.webhooks = Arc::new(config.webhooks.settings());
     if let Some(b) = config.rate_limits.budgets() {
         state.limits = Arc::new(crate::api::rate_limit::Limiter::new(b));
     }
+    state.ctx.secrets = Arc::new(
+        crate::rules::secrets::Keyring::load_or_create(&config.secrets_key_file)
+            .context("the secrets key file")?,
+    );
+    // Webhooks sign with a key of a project's Secret (issue 19 over 18).
+    let mut webhooks = config.webhooks.settings();
+    webhooks.keys = Arc::new(crate::rules::webhooks::keys::SecretKeys {
+        ring: state.ctx.secrets.clone(),
+        files: crate::rules::webhooks::keys::KeyFiles::new(
+            config.webhooks.signing_keys_dir.clone(),
+        ),
+    });
+    state.ctx.webhooks = Arc::new(webhooks);
     let purged = crate::reconcile::retention::purge(&state.ctx, config.retention.events_days)
         .await
         .context("purge old events")?;

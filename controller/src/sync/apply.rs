@@ -87,7 +87,13 @@ fn out_of_scope(d: &Document, spec: &SourceSpec) -> Option<ManifestError> {
         Manifest::Project(p) => ("metadata.name", p.metadata.name.as_str()),
         Manifest::Task(t) => ("metadata.project", t.metadata.project.as_str()),
         Manifest::Run(r) => ("metadata.project", r.metadata.project.as_str()),
-        Manifest::Host(_) | Manifest::Source(_) | Manifest::Webhook(_) => {
+        Manifest::Secret(_) => {
+            return Some(d.error_at(
+                "kind",
+                "a Source writes Projects, Tasks and Runs; Secrets hold values that belong in no repository, expected them applied with pamctl apply",
+            ))
+        }
+        Manifest::Host(_) | Manifest::Source(_) | Manifest::Schedule(_) | Manifest::Webhook(_) => {
             return Some(d.error_at(
                 "kind",
                 format!(
@@ -217,7 +223,9 @@ pub async fn apply_tree(
     if !errors.is_empty() {
         return Err(SyncError::Invalid(errors));
     }
-    let written = apply::write_loaded(tx, now, offline_after, &merged, None, existing).await?;
+    // No keyring: a Source never carries Secrets (refused above).
+    let written =
+        apply::write_loaded(tx, None, now, offline_after, &merged, None, existing).await?;
     let mut counts = Counts::default();
     for r in &written.results {
         match r.action {

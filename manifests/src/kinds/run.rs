@@ -126,6 +126,129 @@ pub struct RunSpec {
     /// the run, which fails with `budget_exceeded`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget: Option<Budget>,
+    /// Environment variables of the provider process (issue 18): a
+    /// literal `value`, or `valueFrom.secretKeyRef` — one key of a Secret
+    /// of the run's project. Over `envFrom` for a name in both.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<EnvVar>,
+    /// Every key of these Secrets (of the run's project) as an environment
+    /// variable of the same name; keys that are not valid variable names
+    /// are left out.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env_from: Vec<EnvFromSource>,
+}
+
+/// One environment variable of a run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EnvVar {
+    /// The variable's name: a letter or `_`, then letters, digits, `_`.
+    pub name: String,
+    /// A literal value (not secret: it is stored and printed as is).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    /// Where the value comes from instead of `value`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value_from: Option<EnvVarSource>,
+}
+
+/// Where an environment variable's value comes from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EnvVarSource {
+    /// One key of a Secret of the run's project.
+    pub secret_key_ref: SecretKeySelector,
+}
+
+/// One key of a Secret.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SecretKeySelector {
+    /// The Secret's name.
+    pub name: Name,
+    /// The key in it.
+    pub key: String,
+    /// The Secret's project, when written: it must be the run's own (a
+    /// run never reads another project's Secrets).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<Name>,
+}
+
+/// A Secret whose every key becomes an environment variable.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EnvFromSource {
+    /// The Secret.
+    pub secret_ref: SecretRef,
+}
+
+/// A Secret, by name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SecretRef {
+    /// The Secret's name.
+    pub name: Name,
+    /// The Secret's project, when written: it must be the run's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<Name>,
+}
+
+/// Whether `name` is a valid environment variable name.
+pub fn valid_env_name(name: &str) -> bool {
+    let mut bytes = name.bytes();
+    matches!(bytes.next(), Some(b) if b.is_ascii_alphabetic() || b == b'_')
+        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+impl RunSpec {
+    /// Problems of `env`/`envFrom` as (field path, message), for a run of
+    /// `project`: names, one source per variable, no other project's
+    /// Secret, a valid key.
+    pub fn env_problems(&self, project: &Name) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        let other = |p: &Option<Name>| p.as_ref().filter(|p| *p != project).cloned();
+        for (i, var) in self.env.iter().enumerate() {
+            let at = format!("spec.env[{i}]");
+            if !valid_env_name(&var.name) {
+                out.push((format!("{at}.name"), format!("invalid variable name {:?}, expected a letter or '_' then letters, digits or '_'", var.name)));
+            }
+            match (&var.value, &var.value_from) {
+                (Some(_), Some(_)) => out.push((
+                    at.clone(),
+                    "both value and valueFrom, expected one of them".into(),
+                )),
+                (None, None) => out.push((
+                    at.clone(),
+                    "neither value nor valueFrom, expected one of them".into(),
+                )),
+                _ => {}
+            }
+            if let Some(from) = &var.value_from {
+                let r = &from.secret_key_ref;
+                if let Some(p) = other(&r.project) {
+                    out.push((format!("{at}.valueFrom.secretKeyRef.project"), format!("Secret {:?} of project {p:?}: a run reads only its own project's Secrets, expected project {project:?} or no project", r.name.as_str())));
+                }
+                if !valid_secret_key(&r.key) {
+                    out.push((format!("{at}.valueFrom.secretKeyRef.key"), format!("invalid key {:?}, expected 1 to {SECRET_KEY_MAX_BYTES} letters, digits, '-', '_' or '.'", r.key)));
+                }
+            }
+        }
+        for (i, from) in self.env_from.iter().enumerate() {
+            if let Some(p) = other(&from.secret_ref.project) {
+                out.push((format!("spec.envFrom[{i}].secretRef.project"), format!("Secret {:?} of project {p:?}: a run reads only its own project's Secrets, expected project {project:?} or no project", from.secret_ref.name.as_str())));
+            }
+        }
+        out
+    }
+
+    /// The Secrets the run's environment reads, by name (each once).
+    pub fn secret_names(&self) -> std::collections::BTreeSet<&Name> {
+        self.env
+            .iter()
+            .filter_map(|v| v.value_from.as_ref().map(|f| &f.secret_key_ref.name))
+            .chain(self.env_from.iter().map(|f| &f.secret_ref.name))
+            .collect()
+    }
 }
 
 /// Observed state of a run.

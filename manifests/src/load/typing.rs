@@ -14,7 +14,8 @@ use super::Document;
 use crate::error::ManifestError;
 use crate::kinds::{Kind, Manifest, Provider, SERVER_SET_METADATA};
 
-const KINDS_EXPECTED: &str = "one of `Project`, `Task`, `Run`, `Host`, `Source`, `Webhook`";
+const KINDS_EXPECTED: &str =
+    "one of `Project`, `Task`, `Run`, `Host`, `Source`, `Webhook`, `Secret`, `Schedule`";
 
 /// Structural checks, then typing of one document. Every problem found is
 /// returned; serde stops at the first type error, so there is at most one of
@@ -83,6 +84,8 @@ pub(super) fn type_document(
         Kind::Host => typed(doc, value).map(Manifest::Host),
         Kind::Source => typed(doc, value).map(Manifest::Source),
         Kind::Webhook => typed(doc, value).map(Manifest::Webhook),
+        Kind::Secret => typed(doc, value).map(Manifest::Secret),
+        Kind::Schedule => typed(doc, value).map(Manifest::Schedule),
     };
     match typed {
         Ok(m) if errors.is_empty() => Ok(m),
@@ -173,6 +176,21 @@ pub(super) fn check_document(doc: &Document) -> Vec<ManifestError> {
             errors.push(doc.error_at(&path, message));
         }
     }
+    if let Manifest::Schedule(s) = &doc.manifest {
+        // Its runs are named NAME-<tick in minutes>, a name of at most 63.
+        if s.metadata.name.as_str().len() > 52 {
+            errors.push(doc.error_at(
+                "metadata.name",
+                format!(
+                    "{} bytes, expected at most 52 for a Schedule (its runs are named NAME-<tick>)",
+                    s.metadata.name.as_str().len()
+                ),
+            ));
+        }
+        for (path, message) in s.spec.problems(&s.metadata.project) {
+            errors.push(doc.error_at(&path, message));
+        }
+    }
     if let Manifest::Run(run) = &doc.manifest {
         let spec = &run.spec;
         match (&spec.command, spec.provider) {
@@ -191,6 +209,9 @@ pub(super) fn check_document(doc: &Document) -> Vec<ManifestError> {
                 format!("command is only for provider exec, expected no command for provider {p} (its command line is the worker's)"),
             )),
             _ => {}
+        }
+        for (path, message) in spec.env_problems(&run.metadata.project) {
+            errors.push(doc.error_at(&path, message));
         }
         let policy = &spec.restart_policy;
         if policy.backoff_max_seconds < policy.backoff_seconds {

@@ -297,7 +297,24 @@ pub fn validate_batch(docs: &[Document], existing: &dyn ExistingState) -> Vec<Ma
                 let project = &r.metadata.project;
                 let is_new = !existing.run_exists(project, &r.metadata.name);
                 check_project(&batch, doc, project, is_new, &mut errors);
-                check_run_task(&batch, doc, project, &r.spec, &mut errors);
+                check_run_task(&batch, doc, project, &r.spec, "spec.task", &mut errors);
+            }
+            Manifest::Schedule(s) => {
+                let project = &s.metadata.project;
+                check_project(&batch, doc, project, false, &mut errors);
+                check_run_task(
+                    &batch,
+                    doc,
+                    project,
+                    &s.spec.run_template,
+                    "spec.runTemplate.task",
+                    &mut errors,
+                );
+            }
+            Manifest::Secret(s) => {
+                // A Secret may be updated in an archived project (keys
+                // rotate while runs go on); created there, too.
+                check_project(&batch, doc, &s.metadata.project, false, &mut errors);
             }
             Manifest::Project(_)
             | Manifest::Host(_)
@@ -391,6 +408,7 @@ fn check_run_task<'a>(
     doc: &Document,
     project: &'a Name,
     spec: &'a RunSpec,
+    path: &str,
     errors: &mut Vec<ManifestError>,
 ) {
     let task = &spec.task;
@@ -410,10 +428,10 @@ fn check_run_task<'a>(
                     project.as_str()
                 ),
             };
-            errors.push(doc.error_at("spec.task", message));
+            errors.push(doc.error_at(path, message));
         }
         Some(kind @ (WorkItemKind::Milestone | WorkItemKind::Epic)) => errors.push(doc.error_at(
-            "spec.task",
+            path,
             format!(
                 "task {:?} is {} {kind}, expected a task or subtask (runs execute tasks and subtasks only)",
                 task.as_str(),
@@ -444,7 +462,12 @@ pub fn immutable_changes(
             ("cwd", "spec.cwd"),
         ],
         Kind::Task => &[("type", "spec.type")],
-        Kind::Project | Kind::Host | Kind::Source | Kind::Webhook => &[],
+        Kind::Project
+        | Kind::Host
+        | Kind::Source
+        | Kind::Webhook
+        | Kind::Secret
+        | Kind::Schedule => &[],
     };
     let normalize = |spec: &serde_json::Value| -> serde_json::Value {
         let typed = match kind {
@@ -454,7 +477,12 @@ pub fn immutable_changes(
             Kind::Task => serde_json::from_value::<TaskSpec>(spec.clone())
                 .ok()
                 .and_then(|s| serde_json::to_value(s).ok()),
-            Kind::Project | Kind::Host | Kind::Source | Kind::Webhook => None,
+            Kind::Project
+            | Kind::Host
+            | Kind::Source
+            | Kind::Webhook
+            | Kind::Secret
+            | Kind::Schedule => None,
         };
         typed.unwrap_or_else(|| spec.clone())
     };

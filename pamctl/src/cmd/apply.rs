@@ -196,6 +196,17 @@ pub(crate) fn render_diff(answer: &Value, colour: bool) -> Result<String> {
             desired: it.get("desired").filter(|d| !d.is_null()),
         };
         out.push_str(&diff::unified(&item, colour));
+        // A Secret's values are never sent: say per key what changes.
+        for c in it
+            .get("secretChanges")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let key = c.get("key").and_then(Value::as_str).unwrap_or("?");
+            let change = c.get("change").and_then(Value::as_str).unwrap_or("?");
+            out.push_str(&format!("# secret key {key}: {change}\n"));
+        }
     }
     Ok(out)
 }

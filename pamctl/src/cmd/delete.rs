@@ -235,6 +235,7 @@ fn order(targets: &mut [Target], paths: &HashMap<(String, String), String>) {
     targets.sort_by_key(|t| {
         let rank = match t.kind {
             Kind::Run => 0,
+            Kind::Secret | Kind::Schedule => 0,
             Kind::Task => 1,
             Kind::Host => 2,
             Kind::Project => 3,

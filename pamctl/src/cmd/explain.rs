@@ -20,6 +20,8 @@ fn schema_text(kind: Kind) -> &'static str {
         Kind::Host => include_str!("../../../schemas/host.schema.json"),
         Kind::Source => include_str!("../../../schemas/source.schema.json"),
         Kind::Webhook => include_str!("../../../schemas/webhook.schema.json"),
+        Kind::Secret => include_str!("../../../schemas/secret.schema.json"),
+        Kind::Schedule => include_str!("../../../schemas/schedule.schema.json"),
     }
 }
 

@@ -102,13 +102,15 @@ mod tests {
     #[test]
     fn the_resources_table() {
         insta::assert_snapshot!(resources_table().render(), @r"
-        NAME       SHORTNAMES   APIVERSION   NAMESPACED   KIND
-        hosts      ho           pam.dev/v1   false        Host
-        projects   proj         pam.dev/v1   false        Project
-        runs       rn           pam.dev/v1   true         Run
-        sources    src          pam.dev/v1   false        Source
-        tasks      tk           pam.dev/v1   true         Task
-        webhooks   wh           pam.dev/v1   false        Webhook
+        NAME        SHORTNAMES   APIVERSION   NAMESPACED   KIND
+        hosts       ho           pam.dev/v1   false        Host
+        projects    proj         pam.dev/v1   false        Project
+        runs        rn           pam.dev/v1   true         Run
+        schedules   sch          pam.dev/v1   true         Schedule
+        secrets     sec          pam.dev/v1   true         Secret
+        sources     src          pam.dev/v1   false        Source
+        tasks       tk           pam.dev/v1   true         Task
+        webhooks    wh           pam.dev/v1   false        Webhook
         ");
     }
 

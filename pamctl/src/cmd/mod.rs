@@ -12,6 +12,8 @@ mod info;
 mod logs;
 mod meta;
 mod runs;
+mod schedule;
+mod secret;
 mod sync;
 mod targets;
 mod token;
@@ -68,6 +70,8 @@ pub(crate) fn run(ctx: &mut Ctx, command: Command) -> Result<Exit> {
         Command::Host(h) => imperative::host(ctx, h),
         Command::Token(t) => token::token(ctx, t),
         Command::Webhook(w) => webhooks::webhook(ctx, w),
+        Command::Secret(s) => secret::secret(ctx, s),
+        Command::Schedule(s) => schedule::schedule(ctx, s),
         Command::Run(crate::cli::RunCommand::Start(s)) => runs::start(ctx, s),
         Command::Stop { run } => runs::stop(ctx, &run),
         Command::Signal { run, signal } => runs::signal(ctx, &run, signal),

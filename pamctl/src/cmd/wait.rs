@@ -129,7 +129,7 @@ pub(crate) fn phases(kind: Kind) -> Vec<&'static str> {
         Kind::Project => ProjectStatus::VALUES.iter().map(|s| s.as_str()).collect(),
         // A Source has no phase; its conditions (Ready, Stalled) are what
         // `wait --for=condition=` reads.
-        Kind::Source => Vec::new(),
+        Kind::Source | Kind::Secret | Kind::Schedule => Vec::new(),
         // Nor has a Webhook.
         Kind::Webhook => Vec::new(),
     }

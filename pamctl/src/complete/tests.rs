@@ -15,6 +15,8 @@ impl Names for Fake {
             Kind::Host => &["alpha", "beta"],
             Kind::Source => &["webshop"],
             Kind::Webhook => &["ci-hook"],
+            Kind::Secret => &["api-keys"],
+            Kind::Schedule => &["nightly"],
         };
         names.iter().map(|s| s.to_string()).collect()
     }
@@ -75,7 +77,16 @@ fn kinds_kind_slash_name_and_names() {
     assert_eq!(words("task start r"), ["release-1"]);
     assert_eq!(
         words("delete run/build-1 "),
-        ["project/", "host/", "task/", "run/", "source/", "webhook/"]
+        [
+            "project/",
+            "host/",
+            "secret/",
+            "task/",
+            "run/",
+            "schedule/",
+            "source/",
+            "webhook/"
+        ]
     );
 }
 

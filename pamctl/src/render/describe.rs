@@ -53,6 +53,8 @@ pub fn topic_prefix(kind: Kind) -> &'static str {
         // No topic is about a Webhook (its deliveries are listed by
         // `pamctl get webhookdeliveries`).
         Kind::Webhook => "webhook.",
+        Kind::Secret => "secret.",
+        Kind::Schedule => "schedule.",
     }
 }
 

@@ -191,6 +191,18 @@ pub fn objects(
                 headers.extend(["PROJECTS"]);
             }
         }
+        Kind::Schedule => {
+            headers.extend(["SCHEDULE", "SUSPEND", "ACTIVE", "LAST", "NEXT", "AGE"]);
+            if wide {
+                headers.extend(["TIMEZONE", "POLICY", "LAST-RESULT"]);
+            }
+        }
+        Kind::Secret => {
+            headers.extend(["KEYS", "AGE"]);
+            if wide {
+                headers.extend(["SIZE", "KEY-ID"]);
+            }
+        }
         Kind::Source => {
             headers.extend(["SYNC", "HEALTH", "REVISION", "AGE"]);
             if wide {
@@ -293,6 +305,62 @@ pub fn objects(
                 ]);
                 if wide {
                     row.push(list("/spec/projects"));
+                }
+            }
+            Kind::Schedule => {
+                let when = |p: &str| match o.pointer(p).and_then(Value::as_str) {
+                    Some(t) => t.to_string(),
+                    None => "<none>".into(),
+                };
+                let active = o
+                    .pointer("/status/active")
+                    .and_then(Value::as_array)
+                    .map_or(0, Vec::len);
+                let suspend = o
+                    .pointer("/spec/suspend")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false);
+                row.extend([
+                    cell(o, "/spec/schedule"),
+                    suspend.to_string(),
+                    active.to_string(),
+                    when("/status/lastScheduleTime"),
+                    when("/status/nextScheduleTime"),
+                    created(o),
+                ]);
+                if wide {
+                    row.extend([
+                        cell(o, "/spec/timeZone"),
+                        cell(o, "/spec/concurrencyPolicy"),
+                        cell(o, "/status/lastResult"),
+                    ]);
+                }
+            }
+            Kind::Secret => {
+                // Keys only: a Secret's values never reach pamctl.
+                let keys = o
+                    .pointer("/status/keys")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default();
+                let names: Vec<&str> = keys
+                    .iter()
+                    .filter_map(|k| k.get("name").and_then(Value::as_str))
+                    .collect();
+                row.extend([
+                    if names.is_empty() {
+                        "<none>".to_string()
+                    } else {
+                        names.join(",")
+                    },
+                    created(o),
+                ]);
+                if wide {
+                    let size: u64 = keys
+                        .iter()
+                        .filter_map(|k| k.get("size").and_then(Value::as_u64))
+                        .sum();
+                    row.extend([size.to_string(), cell(o, "/status/keyId")]);
                 }
             }
             Kind::Source => {

@@ -12,7 +12,7 @@ pub fn pointer(kind: Kind) -> Option<&'static str> {
     match kind {
         Kind::Run => Some("/status/usage/total"),
         Kind::Task | Kind::Project => Some("/status/usage"),
-        Kind::Host | Kind::Source | Kind::Webhook => None,
+        Kind::Host | Kind::Source | Kind::Webhook | Kind::Secret | Kind::Schedule => None,
     }
 }
 

@@ -53,6 +53,12 @@ struct State {
     last_seq: i64,
     tokens: HashMap<Uuid, ApiToken>,
     sources: HashMap<Uuid, Source>,
+    secrets: HashMap<Uuid, crate::Secret>,
+    /// `run_secret_waits`: run → its wait.
+    secret_waits: BTreeMap<Uuid, crate::SecretWait>,
+    schedules: HashMap<Uuid, crate::Schedule>,
+    /// `schedule_runs`: (schedule, tick) → run.
+    schedule_runs: BTreeMap<(Uuid, DateTime<Utc>), Uuid>,
     /// (kind, object id) → the owning Source's row.
     source_objects: BTreeMap<(String, Uuid), SourceObject>,
     leases: HashMap<String, crate::Lease>,
@@ -191,6 +197,8 @@ impl State {
 
     fn remove_runs(&mut self, ids: &BTreeSet<Uuid>) {
         self.runs.retain(|id, _| !ids.contains(id));
+        self.secret_waits.retain(|id, _| !ids.contains(id));
+        self.schedule_runs.retain(|_, run| !ids.contains(run));
         self.signals.retain(|(run, _, _), _| !ids.contains(run));
     }
 
@@ -253,6 +261,8 @@ mod idempotency;
 mod leader;
 mod projects;
 mod runs;
+mod schedules;
+mod secrets;
 mod sources;
 mod tokens;
 mod webhooks;

@@ -74,6 +74,15 @@ impl ProjectTx for MemTx {
             .map(|r| r.id)
             .collect();
         s.remove_runs(&runs);
+        s.secrets.retain(|_, x| x.project_id != id);
+        let gone: BTreeSet<Uuid> = s
+            .schedules
+            .values()
+            .filter(|x| x.project_id == id)
+            .map(|x| x.id)
+            .collect();
+        s.schedules.retain(|sid, _| !gone.contains(sid));
+        s.schedule_runs.retain(|(sid, _), _| !gone.contains(sid));
         Ok(true)
     }
 }

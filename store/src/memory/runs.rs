@@ -188,6 +188,7 @@ impl RunTx for MemTx {
                     && r.target.matches(host)
                     && r.dispatchable_since.is_some()
                     && !s.blocked(r.task_id)
+                    && !s.secret_waits.contains_key(&r.id)
                     && !s
                         .projects
                         .get(&r.project_id)
@@ -216,7 +217,9 @@ impl RunTx for MemTx {
             .values()
             .filter(|r| {
                 r.status == RunStatus::Pending
-                    && (r.dispatchable_since.is_some() || r.stop_requested)
+                    && ((r.dispatchable_since.is_some()
+                        && !self.work.secret_waits.contains_key(&r.id))
+                        || r.stop_requested)
             })
             .cloned()
             .collect();

@@ -360,6 +360,8 @@ mod leader;
 mod projects;
 mod rows;
 mod runs;
+mod schedules;
+mod secrets;
 mod sources;
 mod tokens;
 mod usage;

@@ -293,6 +293,7 @@ impl RunTx for PgTx {
                    AND (target = '{{}}'::jsonb OR target->>'host' = $2 \
                         OR (target ? 'selector' AND $3::jsonb @> (target->'selector'))) \
                    AND NOT {} \
+                   AND NOT EXISTS (SELECT 1 FROM run_secret_waits w WHERE w.run_id = runs.id) \
                    AND NOT EXISTS (SELECT 1 FROM projects p WHERE p.id = runs.project_id \
                        AND p.conditions @> '[{{\"type\":\"BudgetExceeded\",\"status\":\"True\"}}]') \
                  ORDER BY dispatchable_since, id LIMIT $4 FOR UPDATE SKIP LOCKED \
@@ -320,7 +321,9 @@ impl RunTx for PgTx {
     async fn list_pending_runs(&mut self, limit: i64) -> StoreResult<Vec<Run>> {
         let sql = format!(
             "SELECT {} FROM runs WHERE status = 'pending' \
-             AND (dispatchable_since IS NOT NULL OR stop_requested) \
+             AND ((dispatchable_since IS NOT NULL \
+                   AND NOT EXISTS (SELECT 1 FROM run_secret_waits w WHERE w.run_id = runs.id)) \
+                  OR stop_requested) \
              ORDER BY pending_since, id LIMIT $1",
             run_cols()
         );

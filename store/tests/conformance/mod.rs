@@ -97,6 +97,9 @@ macro_rules! store_conformance_tests {
             webhook_crud_targets_and_delivery_queue,
             pending_events_are_the_transactions_own,
             idempotency_keys_claim_answer_replay_and_expire,
+            secret_crud_unique_and_cascade,
+            claim_skips_runs_waiting_for_a_secret,
+            schedule_ticks_are_taken_once,
         );
     };
     (@each $make:expr; $($name:ident),+ $(,)?) => {
@@ -285,6 +288,8 @@ mod leader;
 mod named;
 mod projects;
 mod runs;
+mod schedules;
+mod secrets;
 mod signals;
 mod sources;
 mod tokens;
@@ -310,6 +315,10 @@ pub use named::*;
 pub use projects::*;
 #[allow(unused_imports)]
 pub use runs::*;
+#[allow(unused_imports)]
+pub use schedules::*;
+#[allow(unused_imports)]
+pub use secrets::*;
 #[allow(unused_imports)]
 pub use signals::*;
 #[allow(unused_imports)]

@@ -9,11 +9,13 @@
 //!
 //! `pam-fake-provider [--format claude|codex|gemini|grok] [--lines N]
 //! [--sleep-ms MS] [--exit CODE] [--fail-result] [--hang] [--ignore-term]
-//! [--pid-file PATH] [-p PROMPT] [PROMPT]`
+//! [--pid-file PATH] [--print-env NAME]… [-p PROMPT] [PROMPT]`
 //!
 //! It also prints one plain-text line to stderr (unstructured output), and
 //! echoes the prompt and `$FAKE_ECHO_ENV` (if set) in its first line so
-//! tests can check argument and environment passing.
+//! tests can check argument and environment passing; `--print-env NAME`
+//! prints `NAME=<value>` as a plain stdout line (issue 18: a Secret
+//! reaching the provider's environment).
 
 use std::io::Write;
 use std::time::Duration;
@@ -56,6 +58,9 @@ struct Args {
     /// Write our pid here once running.
     #[arg(long)]
     pid_file: Option<std::path::PathBuf>,
+    /// Print `NAME=<value of $NAME>` on stdout (plain text) at start.
+    #[arg(long = "print-env", value_name = "NAME")]
+    print_env: Vec<String>,
     /// The prompt (as `-p PROMPT`).
     #[arg(short = 'p', long = "prompt")]
     prompt_flag: Option<String>,
@@ -93,6 +98,12 @@ async fn main() {
         .unwrap_or_default();
     let echo = std::env::var("FAKE_ECHO_ENV").unwrap_or_default();
     eprintln!("fake provider starting (plain text on stderr)");
+    for name in &a.print_env {
+        let value = std::env::var(name).unwrap_or_else(|_| "<unset>".into());
+        let mut o = std::io::stdout().lock();
+        let _ = writeln!(o, "{name}={value}");
+        let _ = o.flush();
+    }
     let n = a.lines as u64;
     match a.format {
         Format::Claude => out(

@@ -251,6 +251,7 @@ mod tests {
             cwd: "/tmp".into(),
             command: None,
             env: BTreeMap::from([("RUN_ENV".into(), "1".into())]),
+            env_error: None,
             stop: false,
             signals: vec![],
             input: vec![],

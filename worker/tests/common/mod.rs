@@ -83,6 +83,7 @@ pub fn desired(run: Uuid, cwd: &Path, provider: &str) -> DesiredRun {
         cwd: cwd.to_string_lossy().into_owned(),
         command: None,
         env: BTreeMap::from([("FAKE_ECHO_ENV".to_string(), "secret-ish".to_string())]),
+        env_error: None,
         stop: false,
         signals: vec![],
         input: vec![],

@@ -65,6 +65,7 @@ static ASSETS: &[Asset] = &[
     asset!("pages/hosts.js", JS),
     asset!("pages/activity.js", JS),
     asset!("pages/sources.js", JS),
+    asset!("pages/automation.js", JS),
 ];
 
 /// `"<sha256 prefix>"` per asset, computed once.

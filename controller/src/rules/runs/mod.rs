@@ -7,6 +7,7 @@
 //! task, provider, prompt, cwd (and command). A stop, once asked, is never
 //! withdrawn by a later apply.
 
+pub mod env;
 pub mod gate;
 pub mod lifecycle;
 pub mod usage;
@@ -118,6 +119,9 @@ pub async fn create(
         updated_at: now,
     };
     tx.insert_run(&row).await?;
+    // A run naming a Secret that does not exist yet waits for it from the
+    // start (issue 18): the claim must not win the race with the pass.
+    env::check_wait(tx, &row, None, now).await?;
     let p = payload::run(
         &row,
         json!({ "project": project_slug, "task": task.name, "provider": row.provider }),

@@ -3,10 +3,11 @@
 //! an error at its file:line) and by the sender (the key signs each
 //! attempt).
 //!
-//! Until pam stores Secrets, [`KeyFiles`] reads them from pamd's
-//! `[webhooks] signing_keys_dir`: `<dir>/<project>/<name>/<key>`, the
-//! file's bytes as they are (no newline trimmed). A Secret store replaces
-//! it by implementing the trait (it gets the transaction to read from).
+//! [`SecretKeys`] reads the key of a project's Secret (issue 18), opened
+//! with pamd's keyring in the caller's transaction. A pamd configured with
+//! `[webhooks] signing_keys_dir` also finds keys as files there
+//! ([`KeyFiles`]: `<dir>/<project>/<name>/<key>`, the file's bytes as they
+//! are), for keys kept outside pam; the Secret wins when both exist.
 
 use std::path::PathBuf;
 
@@ -20,6 +21,33 @@ pub trait SigningKeys: Send + Sync {
     /// The secret's bytes; None when the Secret or its key does not
     /// exist (or is empty).
     async fn resolve(&self, tx: &mut dyn Tx, r: &SecretKeyRef) -> StoreResult<Option<Vec<u8>>>;
+}
+
+/// Signing secrets from the Secret store, then from the files of
+/// [`KeyFiles`] (see the module doc).
+pub struct SecretKeys {
+    pub ring: std::sync::Arc<crate::rules::secrets::Keyring>,
+    pub files: KeyFiles,
+}
+
+#[async_trait]
+impl SigningKeys for SecretKeys {
+    async fn resolve(&self, tx: &mut dyn Tx, r: &SecretKeyRef) -> StoreResult<Option<Vec<u8>>> {
+        if let Some(p) = tx.get_project_by_slug(r.project.as_str()).await? {
+            use crate::rules::secrets::{resolve, ResolveError};
+            match resolve(tx, &self.ring, p.id, r.name.as_str(), &r.key).await {
+                Ok(bytes) if !bytes.is_empty() => return Ok(Some(bytes)),
+                Ok(_) | Err(ResolveError::Missing(_)) => {}
+                Err(ResolveError::Store(e)) => return Err(e),
+                Err(e) => {
+                    // Sealed under a key this pamd does not hold: not
+                    // usable; said once per attempt, never the value.
+                    tracing::warn!(error = %e, secret = %r.name, "cannot open a webhook signing secret");
+                }
+            }
+        }
+        self.files.resolve(tx, r).await
+    }
 }
 
 /// Signing secrets as files under a directory (see the module doc).

@@ -12,10 +12,12 @@ import * as run from './pages/run.js';
 import * as hosts from './pages/hosts.js';
 import * as activity from './pages/activity.js';
 import * as sources from './pages/sources.js';
+import * as automation from './pages/automation.js';
 
 const routes = [
   [/^#\/projects$/, projects, 'projects'],
   [/^#\/board\/([^/]+)$/, board, 'projects'],
+  [/^#\/automation\/([^/]+)$/, automation, 'projects'],
   [/^#\/runs$/, runs, 'runs'],
   [/^#\/runs\/([^/]+)\/([^/]+)$/, run, 'runs'],
   [/^#\/hosts$/, hosts, 'hosts'],

@@ -130,7 +130,8 @@ export function render(root, [project]) {
         // Issue 21: the project's total, and why nothing dispatches.
         p.status?.usage ? h('span.muted', { 'data-cost': p.status.usage.costUsd }, cost(p.status.usage)) : null,
         budgetHeld(p),
-        h('a.ghost', { href: `#/runs?project=${enc(project)}` }, 'Runs in this project')),
+        h('a.ghost', { href: `#/runs?project=${enc(project)}` }, 'Runs in this project'),
+        h('a.ghost', { href: `#/automation/${enc(project)}` }, 'Schedules and secrets')),
       tasks.length === 0
         ? empty('This project has no tasks yet.', 'Add some in YAML and apply them: ', code(`pamctl apply -f tasks.yaml`), '.')
         : h('div.board',

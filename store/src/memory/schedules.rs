@@ -1,0 +1,144 @@
+use super::*;
+use crate::Schedule;
+
+#[async_trait]
+impl ScheduleTx for MemTx {
+    async fn insert_schedule(&mut self, x: &Schedule) -> StoreResult<()> {
+        let s = &mut self.work;
+        if !s.projects.contains_key(&x.project_id) {
+            return Err(StoreError::NotFound(format!(
+                "referenced row (project {})",
+                x.project_id
+            )));
+        }
+        if s.schedules.contains_key(&x.id) {
+            return Err(StoreError::AlreadyExists("schedules_pkey".into()));
+        }
+        if s.schedules
+            .values()
+            .any(|o| o.project_id == x.project_id && o.name == x.name)
+        {
+            return Err(StoreError::AlreadyExists(
+                "schedules_project_id_name_key".into(),
+            ));
+        }
+        s.schedules.insert(x.id, x.clone());
+        Ok(())
+    }
+
+    async fn get_schedule_by_name(
+        &mut self,
+        project_id: Uuid,
+        name: &str,
+    ) -> StoreResult<Option<Schedule>> {
+        Ok(self
+            .work
+            .schedules
+            .values()
+            .find(|x| x.project_id == project_id && x.name == name)
+            .cloned())
+    }
+
+    async fn list_schedules(&mut self, project_id: Uuid) -> StoreResult<Vec<Schedule>> {
+        let mut v: Vec<Schedule> = self
+            .work
+            .schedules
+            .values()
+            .filter(|x| x.project_id == project_id)
+            .cloned()
+            .collect();
+        v.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(v)
+    }
+
+    async fn list_all_schedules(&mut self) -> StoreResult<Vec<Schedule>> {
+        let mut v: Vec<Schedule> = self.work.schedules.values().cloned().collect();
+        v.sort_by_key(|x| x.id);
+        Ok(v)
+    }
+
+    async fn update_schedule(&mut self, x: &Schedule, expected_rv: i64) -> StoreResult<Schedule> {
+        let cur = self
+            .work
+            .schedules
+            .get_mut(&x.id)
+            .ok_or_else(|| not_found("schedules", x.id))?;
+        if cur.meta.resource_version != expected_rv {
+            return Err(conflict(format!(
+                "schedule {} is not at resource version {expected_rv}",
+                x.id
+            )));
+        }
+        let rv = cur.meta.resource_version + 1;
+        cur.meta = x.meta.clone();
+        cur.meta.resource_version = rv;
+        cur.updated_at = x.updated_at;
+        Ok(cur.clone())
+    }
+
+    async fn delete_schedule(&mut self, id: Uuid) -> StoreResult<bool> {
+        let s = &mut self.work;
+        s.schedule_runs.retain(|(sid, _), _| *sid != id);
+        Ok(s.schedules.remove(&id).is_some())
+    }
+
+    async fn take_tick(
+        &mut self,
+        id: Uuid,
+        expected: Option<DateTime<Utc>>,
+        tick: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Schedule> {
+        let cur = self
+            .work
+            .schedules
+            .get_mut(&id)
+            .ok_or_else(|| not_found("schedules", id))?;
+        if cur.last_schedule_time != expected {
+            return Err(conflict(format!(
+                "schedule {id}: another pass took a tick after {expected:?}"
+            )));
+        }
+        cur.last_schedule_time = Some(tick);
+        cur.meta.resource_version += 1;
+        cur.updated_at = now;
+        Ok(cur.clone())
+    }
+
+    async fn insert_schedule_run(
+        &mut self,
+        schedule_id: Uuid,
+        scheduled_at: DateTime<Utc>,
+        run_id: Uuid,
+    ) -> StoreResult<()> {
+        let s = &mut self.work;
+        if !s.schedules.contains_key(&schedule_id) {
+            return Err(StoreError::NotFound(format!(
+                "referenced row (schedule {schedule_id})"
+            )));
+        }
+        if !s.runs.contains_key(&run_id) {
+            return Err(StoreError::NotFound(format!(
+                "referenced row (run {run_id})"
+            )));
+        }
+        if s.schedule_runs.contains_key(&(schedule_id, scheduled_at)) {
+            return Err(StoreError::AlreadyExists("schedule_runs_pkey".into()));
+        }
+        if s.schedule_runs.values().any(|r| *r == run_id) {
+            return Err(StoreError::AlreadyExists("schedule_runs_run_id_key".into()));
+        }
+        s.schedule_runs.insert((schedule_id, scheduled_at), run_id);
+        Ok(())
+    }
+
+    async fn schedule_runs(&mut self, schedule_id: Uuid) -> StoreResult<Vec<(DateTime<Utc>, Run)>> {
+        let s = &self.work;
+        Ok(s.schedule_runs
+            .range(
+                (schedule_id, DateTime::<Utc>::MIN_UTC)..=(schedule_id, DateTime::<Utc>::MAX_UTC),
+            )
+            .filter_map(|((_, at), run)| Some((*at, s.runs.get(run)?.clone())))
+            .collect())
+    }
+}

@@ -1,0 +1,150 @@
+use super::*;
+use crate::{Secret, SecretWait};
+
+#[async_trait]
+impl SecretTx for MemTx {
+    async fn insert_secret(&mut self, x: &Secret) -> StoreResult<()> {
+        let s = &mut self.work;
+        if !s.projects.contains_key(&x.project_id) {
+            return Err(StoreError::NotFound(format!(
+                "referenced row (project {})",
+                x.project_id
+            )));
+        }
+        if s.secrets.contains_key(&x.id) {
+            return Err(StoreError::AlreadyExists("secrets_pkey".into()));
+        }
+        if s.secrets
+            .values()
+            .any(|o| o.project_id == x.project_id && o.name == x.name)
+        {
+            return Err(StoreError::AlreadyExists(
+                "secrets_project_id_name_key".into(),
+            ));
+        }
+        s.secrets.insert(x.id, x.clone());
+        Ok(())
+    }
+
+    async fn get_secret_by_name(
+        &mut self,
+        project_id: Uuid,
+        name: &str,
+    ) -> StoreResult<Option<Secret>> {
+        Ok(self
+            .work
+            .secrets
+            .values()
+            .find(|x| x.project_id == project_id && x.name == name)
+            .cloned())
+    }
+
+    async fn list_secrets(&mut self, project_id: Uuid) -> StoreResult<Vec<Secret>> {
+        let mut v: Vec<Secret> = self
+            .work
+            .secrets
+            .values()
+            .filter(|x| x.project_id == project_id)
+            .cloned()
+            .collect();
+        v.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(v)
+    }
+
+    async fn update_secret(&mut self, x: &Secret, expected_rv: i64) -> StoreResult<Secret> {
+        let cur = self
+            .work
+            .secrets
+            .get_mut(&x.id)
+            .ok_or_else(|| not_found("secrets", x.id))?;
+        if cur.meta.resource_version != expected_rv {
+            return Err(conflict(format!(
+                "secret {} is not at resource version {expected_rv}",
+                x.id
+            )));
+        }
+        let rv = cur.meta.resource_version + 1;
+        *cur = Secret {
+            id: cur.id,
+            project_id: cur.project_id,
+            name: cur.name.clone(),
+            created_at: cur.created_at,
+            ..x.clone()
+        };
+        cur.meta.resource_version = rv;
+        Ok(cur.clone())
+    }
+
+    async fn delete_secret(&mut self, id: Uuid) -> StoreResult<bool> {
+        Ok(self.work.secrets.remove(&id).is_some())
+    }
+
+    async fn secrets_sealed_with_other(
+        &mut self,
+        key_id: &str,
+        limit: i64,
+    ) -> StoreResult<Vec<Secret>> {
+        let mut v: Vec<Secret> = self
+            .work
+            .secrets
+            .values()
+            .filter(|x| x.key_id != key_id)
+            .cloned()
+            .collect();
+        v.sort_by_key(|x| x.id);
+        v.truncate(take(limit));
+        Ok(v)
+    }
+
+    async fn secrets_sealed_with(&mut self, key_id: &str) -> StoreResult<bool> {
+        Ok(self.work.secrets.values().any(|x| x.key_id == key_id))
+    }
+
+    async fn set_run_secret_wait(
+        &mut self,
+        run_id: Uuid,
+        wait: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<()> {
+        let s = &mut self.work;
+        match wait {
+            None => {
+                if s.secret_waits.remove(&run_id).is_some() {
+                    if let Some(r) = s.runs.get_mut(&run_id) {
+                        if r.status == pam_manifests::state::RunStatus::Pending
+                            && r.dispatchable_since.is_some()
+                        {
+                            r.dispatchable_since = Some(now);
+                            r.updated_at = now;
+                            r.meta.resource_version += 1;
+                        }
+                    }
+                }
+            }
+            Some(message) => {
+                if !s.runs.contains_key(&run_id) {
+                    return Err(StoreError::NotFound(format!(
+                        "referenced row (run {run_id})"
+                    )));
+                }
+                let w = s.secret_waits.entry(run_id).or_insert(SecretWait {
+                    run_id,
+                    message: String::new(),
+                    since: now,
+                });
+                w.message = message.to_string();
+            }
+        }
+        Ok(())
+    }
+
+    async fn run_secret_waits(&mut self, run_ids: Option<&[Uuid]>) -> StoreResult<Vec<SecretWait>> {
+        Ok(self
+            .work
+            .secret_waits
+            .values()
+            .filter(|w| run_ids.is_none_or(|ids| ids.contains(&w.run_id)))
+            .cloned()
+            .collect())
+    }
+}

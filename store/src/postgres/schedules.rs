@@ -1,0 +1,196 @@
+use super::*;
+use crate::Schedule;
+
+fn schedule_cols() -> String {
+    format!("id, project_id, name, {META_COLS}, last_schedule_time, created_at, updated_at")
+}
+
+fn schedule_from_row(row: &PgRow) -> StoreResult<Schedule> {
+    Ok(Schedule {
+        id: get(row, "id")?,
+        project_id: get(row, "project_id")?,
+        name: get(row, "name")?,
+        meta: meta_from_row(row)?,
+        last_schedule_time: get(row, "last_schedule_time")?,
+        created_at: get(row, "created_at")?,
+        updated_at: get(row, "updated_at")?,
+    })
+}
+
+#[async_trait]
+impl ScheduleTx for PgTx {
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn insert_schedule(&mut self, s: &Schedule) -> StoreResult<()> {
+        let sql = format!(
+            "INSERT INTO schedules ({}) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13)",
+            schedule_cols()
+        );
+        let q = sqlx::query(&sql)
+            .bind(s.id)
+            .bind(s.project_id)
+            .bind(&s.name);
+        let q = bind_meta!(q, s.meta)
+            .bind(s.last_schedule_time)
+            .bind(s.created_at)
+            .bind(s.updated_at);
+        self.savepoint().await?;
+        let r = q.execute(self.conn()).await;
+        self.end_savepoint(r).await.map(|_| ())
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn get_schedule_by_name(
+        &mut self,
+        project_id: Uuid,
+        name: &str,
+    ) -> StoreResult<Option<Schedule>> {
+        let sql = format!(
+            "SELECT {} FROM schedules WHERE project_id = $1 AND name = $2",
+            schedule_cols()
+        );
+        let row = sqlx::query(&sql)
+            .bind(project_id)
+            .bind(name)
+            .fetch_optional(self.conn())
+            .await
+            .map_err(db_err)?;
+        row.as_ref().map(schedule_from_row).transpose()
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn list_schedules(&mut self, project_id: Uuid) -> StoreResult<Vec<Schedule>> {
+        let sql = format!(
+            "SELECT {} FROM schedules WHERE project_id = $1 ORDER BY name COLLATE \"C\"",
+            schedule_cols()
+        );
+        let rows = sqlx::query(&sql)
+            .bind(project_id)
+            .fetch_all(self.conn())
+            .await
+            .map_err(db_err)?;
+        all(rows, schedule_from_row)
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn list_all_schedules(&mut self) -> StoreResult<Vec<Schedule>> {
+        let sql = format!("SELECT {} FROM schedules ORDER BY id", schedule_cols());
+        let rows = sqlx::query(&sql)
+            .fetch_all(self.conn())
+            .await
+            .map_err(db_err)?;
+        all(rows, schedule_from_row)
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn update_schedule(&mut self, s: &Schedule, expected_rv: i64) -> StoreResult<Schedule> {
+        let sql = format!(
+            "UPDATE schedules SET spec = $3, labels = $4, annotations = $5, generation = $6, \
+             observed_generation = $7, conditions = $8, updated_at = $9, \
+             resource_version = resource_version + 1 \
+             WHERE id = $1 AND resource_version = $2 RETURNING {}",
+            schedule_cols()
+        );
+        let row = sqlx::query(&sql)
+            .bind(s.id)
+            .bind(expected_rv)
+            .bind(&s.meta.spec)
+            .bind(labels_to_json(&s.meta.labels))
+            .bind(labels_to_json(&s.meta.annotations))
+            .bind(s.meta.generation)
+            .bind(s.meta.observed_generation)
+            .bind(&s.meta.conditions)
+            .bind(s.updated_at)
+            .fetch_optional(self.conn())
+            .await
+            .map_err(db_err)?;
+        match row {
+            Some(row) => schedule_from_row(&row),
+            None => Err(self
+                .zero_rows(
+                    "schedules",
+                    s.id,
+                    format!("schedule {} is not at resource version {expected_rv}", s.id),
+                )
+                .await),
+        }
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn delete_schedule(&mut self, id: Uuid) -> StoreResult<bool> {
+        let r = sqlx::query("DELETE FROM schedules WHERE id = $1")
+            .bind(id)
+            .execute(self.conn())
+            .await
+            .map_err(db_err_delete)?;
+        Ok(r.rows_affected() == 1)
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn take_tick(
+        &mut self,
+        id: Uuid,
+        expected: Option<DateTime<Utc>>,
+        tick: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Schedule> {
+        let sql = format!(
+            "UPDATE schedules SET last_schedule_time = $3, updated_at = $4, \
+             resource_version = resource_version + 1 \
+             WHERE id = $1 AND last_schedule_time IS NOT DISTINCT FROM $2 RETURNING {}",
+            schedule_cols()
+        );
+        let row = sqlx::query(&sql)
+            .bind(id)
+            .bind(expected)
+            .bind(tick)
+            .bind(now)
+            .fetch_optional(self.conn())
+            .await
+            .map_err(db_err)?;
+        match row {
+            Some(row) => schedule_from_row(&row),
+            None => Err(self
+                .zero_rows(
+                    "schedules",
+                    id,
+                    format!("schedule {id}: another pass took a tick after {expected:?}"),
+                )
+                .await),
+        }
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn insert_schedule_run(
+        &mut self,
+        schedule_id: Uuid,
+        scheduled_at: DateTime<Utc>,
+        run_id: Uuid,
+    ) -> StoreResult<()> {
+        let q = sqlx::query(
+            "INSERT INTO schedule_runs (schedule_id, scheduled_at, run_id) VALUES ($1, $2, $3)",
+        )
+        .bind(schedule_id)
+        .bind(scheduled_at)
+        .bind(run_id);
+        self.savepoint().await?;
+        let r = q.execute(self.conn()).await;
+        self.end_savepoint(r).await.map(|_| ())
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn schedule_runs(&mut self, schedule_id: Uuid) -> StoreResult<Vec<(DateTime<Utc>, Run)>> {
+        let sql = format!(
+            "SELECT sr.scheduled_at, {} FROM schedule_runs sr JOIN runs ON runs.id = sr.run_id \
+             WHERE sr.schedule_id = $1 ORDER BY sr.scheduled_at",
+            qualified("runs", &run_cols())
+        );
+        let rows = sqlx::query(&sql)
+            .bind(schedule_id)
+            .fetch_all(self.conn())
+            .await
+            .map_err(db_err)?;
+        rows.iter()
+            .map(|row| Ok((get(row, "scheduled_at")?, run_from_row(row)?)))
+            .collect()
+    }
+}

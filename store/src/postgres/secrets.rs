@@ -1,0 +1,226 @@
+use super::*;
+use crate::{Secret, SecretWait};
+
+fn secret_cols() -> String {
+    format!(
+        "id, project_id, name, {META_COLS}, salt, key_id, nonce, ciphertext, created_at, updated_at"
+    )
+}
+
+fn secret_from_row(row: &PgRow) -> StoreResult<Secret> {
+    Ok(Secret {
+        id: get(row, "id")?,
+        project_id: get(row, "project_id")?,
+        name: get(row, "name")?,
+        meta: meta_from_row(row)?,
+        salt: get(row, "salt")?,
+        key_id: get(row, "key_id")?,
+        nonce: get(row, "nonce")?,
+        ciphertext: get(row, "ciphertext")?,
+        created_at: get(row, "created_at")?,
+        updated_at: get(row, "updated_at")?,
+    })
+}
+
+fn wait_from_row(row: &PgRow) -> StoreResult<SecretWait> {
+    Ok(SecretWait {
+        run_id: get(row, "run_id")?,
+        message: get(row, "message")?,
+        since: get(row, "since")?,
+    })
+}
+
+#[async_trait]
+impl SecretTx for PgTx {
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn insert_secret(&mut self, s: &Secret) -> StoreResult<()> {
+        let sql = format!(
+            "INSERT INTO secrets ({}) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16)",
+            secret_cols()
+        );
+        let q = sqlx::query(&sql)
+            .bind(s.id)
+            .bind(s.project_id)
+            .bind(&s.name);
+        let q = bind_meta!(q, s.meta)
+            .bind(&s.salt)
+            .bind(&s.key_id)
+            .bind(&s.nonce)
+            .bind(&s.ciphertext)
+            .bind(s.created_at)
+            .bind(s.updated_at);
+        self.savepoint().await?;
+        let r = q.execute(self.conn()).await;
+        self.end_savepoint(r).await.map(|_| ())
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn get_secret_by_name(
+        &mut self,
+        project_id: Uuid,
+        name: &str,
+    ) -> StoreResult<Option<Secret>> {
+        let sql = format!(
+            "SELECT {} FROM secrets WHERE project_id = $1 AND name = $2",
+            secret_cols()
+        );
+        let row = sqlx::query(&sql)
+            .bind(project_id)
+            .bind(name)
+            .fetch_optional(self.conn())
+            .await
+            .map_err(db_err)?;
+        row.as_ref().map(secret_from_row).transpose()
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn list_secrets(&mut self, project_id: Uuid) -> StoreResult<Vec<Secret>> {
+        let sql = format!(
+            "SELECT {} FROM secrets WHERE project_id = $1 ORDER BY name COLLATE \"C\"",
+            secret_cols()
+        );
+        let rows = sqlx::query(&sql)
+            .bind(project_id)
+            .fetch_all(self.conn())
+            .await
+            .map_err(db_err)?;
+        all(rows, secret_from_row)
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn update_secret(&mut self, s: &Secret, expected_rv: i64) -> StoreResult<Secret> {
+        let sql = format!(
+            "UPDATE secrets SET spec = $3, labels = $4, annotations = $5, generation = $6, \
+             observed_generation = $7, conditions = $8, salt = $9, key_id = $10, nonce = $11, \
+             ciphertext = $12, updated_at = $13, resource_version = resource_version + 1 \
+             WHERE id = $1 AND resource_version = $2 RETURNING {}",
+            secret_cols()
+        );
+        let row = sqlx::query(&sql)
+            .bind(s.id)
+            .bind(expected_rv)
+            .bind(&s.meta.spec)
+            .bind(labels_to_json(&s.meta.labels))
+            .bind(labels_to_json(&s.meta.annotations))
+            .bind(s.meta.generation)
+            .bind(s.meta.observed_generation)
+            .bind(&s.meta.conditions)
+            .bind(&s.salt)
+            .bind(&s.key_id)
+            .bind(&s.nonce)
+            .bind(&s.ciphertext)
+            .bind(s.updated_at)
+            .fetch_optional(self.conn())
+            .await
+            .map_err(db_err)?;
+        match row {
+            Some(row) => secret_from_row(&row),
+            None => Err(self
+                .zero_rows(
+                    "secrets",
+                    s.id,
+                    format!("secret {} is not at resource version {expected_rv}", s.id),
+                )
+                .await),
+        }
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn delete_secret(&mut self, id: Uuid) -> StoreResult<bool> {
+        let r = sqlx::query("DELETE FROM secrets WHERE id = $1")
+            .bind(id)
+            .execute(self.conn())
+            .await
+            .map_err(db_err_delete)?;
+        Ok(r.rows_affected() == 1)
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn secrets_sealed_with_other(
+        &mut self,
+        key_id: &str,
+        limit: i64,
+    ) -> StoreResult<Vec<Secret>> {
+        let sql = format!(
+            "SELECT {} FROM secrets WHERE key_id <> $1 ORDER BY id LIMIT $2",
+            secret_cols()
+        );
+        let rows = sqlx::query(&sql)
+            .bind(key_id)
+            .bind(limit)
+            .fetch_all(self.conn())
+            .await
+            .map_err(db_err)?;
+        all(rows, secret_from_row)
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn secrets_sealed_with(&mut self, key_id: &str) -> StoreResult<bool> {
+        let row = sqlx::query("SELECT EXISTS (SELECT 1 FROM secrets WHERE key_id = $1) AS any")
+            .bind(key_id)
+            .fetch_one(self.conn())
+            .await
+            .map_err(db_err)?;
+        get(&row, "any")
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn set_run_secret_wait(
+        &mut self,
+        run_id: Uuid,
+        wait: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<()> {
+        match wait {
+            None => {
+                sqlx::query(
+                    "WITH d AS (DELETE FROM run_secret_waits WHERE run_id = $1 RETURNING run_id) \
+                     UPDATE runs SET dispatchable_since = $2, updated_at = $2, \
+                     resource_version = resource_version + 1 FROM d \
+                     WHERE runs.id = d.run_id AND runs.status = 'pending' \
+                     AND runs.dispatchable_since IS NOT NULL",
+                )
+                .bind(run_id)
+                .bind(now)
+                .execute(self.conn())
+                .await
+                .map_err(db_err)?;
+                Ok(())
+            }
+            Some(message) => {
+                let q = sqlx::query(
+                    "INSERT INTO run_secret_waits (run_id, message, since) VALUES ($1, $2, $3) \
+                     ON CONFLICT (run_id) DO UPDATE SET message = EXCLUDED.message",
+                )
+                .bind(run_id)
+                .bind(message)
+                .bind(now);
+                self.savepoint().await?;
+                let r = q.execute(self.conn()).await;
+                self.end_savepoint(r).await.map(|_| ())
+            }
+        }
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn run_secret_waits(&mut self, run_ids: Option<&[Uuid]>) -> StoreResult<Vec<SecretWait>> {
+        let rows = match run_ids {
+            Some(ids) => {
+                sqlx::query(
+                    "SELECT run_id, message, since FROM run_secret_waits WHERE run_id = ANY($1) \
+                 ORDER BY run_id",
+                )
+                .bind(ids)
+                .fetch_all(self.conn())
+                .await
+            }
+            None => {
+                sqlx::query("SELECT run_id, message, since FROM run_secret_waits ORDER BY run_id")
+                    .fetch_all(self.conn())
+                    .await
+            }
+        }
+        .map_err(db_err)?;
+        all(rows, wait_from_row)
+    }
+}

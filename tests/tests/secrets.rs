@@ -1,0 +1,223 @@
+//! Issue 18 end to end: a Secret applied with pamctl reaches the real
+//! provider process's environment in a real tmux session (the fake
+//! provider prints it into its output), and nowhere else — not in any
+//! event, not in pamd's or the worker's log at trace level, not in any API
+//! response but the run's own output, not in `ps`, not in the database
+//! (which holds ciphertext only). A run naming a missing Secret waits with
+//! a SecretMissing condition and runs once it is applied; a key rotation
+//! keeps every run working.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use pam_tests::worker::{
+    apply, create_worker_token, fake, project_yaml, run, wait_online, wait_phase, Worker,
+    FAST_PAMD_TOML, FAST_WORKER_TOML,
+};
+use pam_tests::{eventually, ok, Pamd, PamdOptions};
+use serde_json::Value;
+
+const T: Duration = Duration::from_secs(30);
+
+fn secret_yaml(name: &str, value: &str) -> String {
+    format!("apiVersion: pam.dev/v1\nkind: Secret\nmetadata:\n  name: {name}\n  project: e2e\nspec:\n  stringData:\n    TOKEN: {value}\n")
+}
+
+fn run_yaml(name: &str, cwd: &str, secret: &str) -> String {
+    format!(
+        "apiVersion: pam.dev/v1\nkind: Run\nmetadata:\n  name: {name}\n  project: e2e\nspec:\n  task: t1\n  provider: claude\n  prompt: go\n  cwd: {cwd:?}\n  env:\n  - name: API_KEY\n    valueFrom:\n      secretKeyRef: {{name: {secret}, key: TOKEN}}\n"
+    )
+}
+
+/// Samples `ps -eo args` every 20 ms until stopped.
+fn sample_ps(stop: Arc<AtomicBool>) -> std::thread::JoinHandle<Vec<String>> {
+    std::thread::spawn(move || {
+        let mut seen = Vec::new();
+        while !stop.load(Ordering::SeqCst) {
+            if let Ok(out) = std::process::Command::new("ps")
+                .args(["-eo", "args"])
+                .output()
+            {
+                seen.push(String::from_utf8_lossy(&out.stdout).into_owned());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        seen
+    })
+}
+
+#[tokio::test]
+async fn a_secret_reaches_the_provider_and_nothing_else() {
+    let value = format!("pamsecret{}", uuid::Uuid::new_v4().simple());
+    let later_value = format!("pamlater{}", uuid::Uuid::new_v4().simple());
+    let pamd = Pamd::start(PamdOptions {
+        config_toml: FAST_PAMD_TOML.to_string(),
+        log_filter: Some("trace".into()),
+        ..PamdOptions::default()
+    })
+    .await
+    .unwrap();
+    let token = create_worker_token(&pamd, "h1").await.unwrap();
+    let toml = format!(
+        "{FAST_WORKER_TOML}[providers.claude]\ncommand = {}\n",
+        serde_json::to_string(&fake(&[
+            "--print-env",
+            "API_KEY",
+            "--lines",
+            "3",
+            "--sleep-ms",
+            "300"
+        ]))
+        .unwrap()
+    );
+    let w = Worker::start_logging(&pamd.url, &token, "h1", &toml, "trace").unwrap();
+    wait_online(&pamd, "h1").await;
+    let cwd = w.tmp().display().to_string();
+    let responses: Arc<Mutex<Vec<String>>> = Arc::default();
+    let keep = |v: &Value| responses.lock().unwrap().push(v.to_string());
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let ps = sample_ps(stop.clone());
+
+    apply(
+        &pamd,
+        &format!("{}---\n{}", project_yaml(), secret_yaml("keys", &value)),
+    );
+    // A run naming a Secret that does not exist yet waits, saying which.
+    apply(&pamd, &run_yaml("waits", &cwd, "later"));
+    let waiting = eventually(T, "SecretMissing on run waits", || async {
+        let r = run(&pamd, "waits").await;
+        let c = r["status"]["conditions"]
+            .as_array()
+            .and_then(|cs| cs.iter().find(|c| c["type"] == "SecretMissing").cloned());
+        c.map(|c| (r, c))
+    })
+    .await;
+    assert_eq!(waiting.0["status"]["phase"], "pending", "{}", waiting.0);
+    assert!(
+        waiting.1["message"].as_str().unwrap().contains("\"later\""),
+        "{}",
+        waiting.1
+    );
+
+    // The run with the Secret: its provider prints the value.
+    apply(&pamd, &run_yaml("r1", &cwd, "keys"));
+    let r1 = wait_phase(&pamd, "r1", "exited", T).await;
+    keep(&r1);
+    let logs = ok(&pamd.pamctl(&["logs", "r1", "-p", "e2e"]));
+    assert!(logs.contains(&format!("API_KEY={value}")), "{logs}");
+    // The env file is gone once the provider started.
+    let run_dir = w
+        .data_dir
+        .join("runs")
+        .join(r1["metadata"]["uid"].as_str().unwrap());
+    assert!(!run_dir.join("1.env").exists());
+    assert_eq!(run(&pamd, "waits").await["status"]["phase"], "pending");
+
+    // Rotation: a new key, the Secret re-sealed, runs still get the value.
+    let rotated = ok(&pamd.pamctl(&["secret", "rotate-key"]));
+    assert!(rotated.trim().starts_with('k'), "{rotated}");
+    apply(&pamd, &run_yaml("r2", &cwd, "keys"));
+    wait_phase(&pamd, "r2", "exited", T).await;
+    let logs = ok(&pamd.pamctl(&["logs", "r2", "-p", "e2e"]));
+    assert!(logs.contains(&format!("API_KEY={value}")), "{logs}");
+
+    // The missing Secret applied: the waiting run dispatches and runs.
+    apply(&pamd, &secret_yaml("later", &later_value));
+    let waited = wait_phase(&pamd, "waits", "exited", T).await;
+    keep(&waited);
+    let logs = ok(&pamd.pamctl(&["logs", "waits", "-p", "e2e"]));
+    assert!(logs.contains(&format!("API_KEY={later_value}")), "{logs}");
+    stop.store(true, Ordering::SeqCst);
+    let ps = ps.join().unwrap();
+    assert!(ps.len() > 10, "ps was sampled during the runs");
+
+    // What an operator sees: keys, sizes, digests; diff says a value
+    // changed without printing either.
+    for path in [
+        "/api/v1/projects/e2e/secrets",
+        "/api/v1/projects/e2e/secrets/keys",
+        "/api/v1/projects/e2e/runs",
+        "/api/v1/events?limit=10000",
+    ] {
+        keep(&pamd.get(path).await.unwrap());
+    }
+    let secret = pamd.get("/api/v1/projects/e2e/secrets/keys").await.unwrap();
+    assert_eq!(secret["status"]["keys"][0]["name"], "TOKEN", "{secret}");
+    assert_eq!(secret["status"]["keys"][0]["size"], value.len(), "{secret}");
+    let mut outputs = vec![
+        ok(&pamd.pamctl(&["get", "secrets", "-p", "e2e"])),
+        ok(&pamd.pamctl(&["get", "secrets", "-A", "-o", "wide"])),
+        ok(&pamd.pamctl(&["get", "secret", "keys", "-p", "e2e", "-o", "yaml"])),
+        ok(&pamd.pamctl(&["describe", "secret", "keys", "-p", "e2e"])),
+        ok(&pamd.pamctl(&["events"])),
+    ];
+    let changed = secret_yaml("keys", "pamchanged0123456789");
+    let diff = pamd.pamctl_stdin(&["diff", "-f", "-"], Some(&changed));
+    assert_eq!(diff.status.code(), Some(1), "a changed value is a change");
+    let diff_text = String::from_utf8_lossy(&diff.stdout).into_owned();
+    assert!(diff_text.contains("digest"), "{diff_text}");
+    assert!(
+        diff_text.contains("# secret key TOKEN: value changed"),
+        "{diff_text}"
+    );
+    assert!(!diff_text.contains("pamchanged"), "{diff_text}");
+    outputs.push(diff_text);
+    assert!(outputs[0].contains("TOKEN"), "{}", outputs[0]);
+
+    // Nowhere but the runs' own output.
+    let db = {
+        let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&pamd.database_url)
+            .await
+            .unwrap();
+        let rows: Vec<(String,)> = sqlx::query_as("SELECT s::text FROM secrets s")
+            .fetch_all(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(rows.len(), 2);
+        let events: Vec<(String,)> = sqlx::query_as("SELECT e::text FROM events e")
+            .fetch_all(&mut conn)
+            .await
+            .unwrap();
+        rows.into_iter()
+            .chain(events)
+            .map(|r| r.0)
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let b64 = |s: &str| {
+        use std::io::Write as _;
+        let mut out = Vec::new();
+        let _ = write!(out, "{s}");
+        // The value as base64 too (it is sealed, not encoded).
+        let table = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        out.chunks(3)
+            .flat_map(|c| {
+                let n = (c[0] as u32) << 16
+                    | (*c.get(1).unwrap_or(&0) as u32) << 8
+                    | *c.get(2).unwrap_or(&0) as u32;
+                (0..c.len() + 1).map(move |i| table[(n >> (18 - 6 * i) & 63) as usize] as char)
+            })
+            .collect::<String>()
+    };
+    let haystacks = [
+        ("pamd's log (trace)", pamd.log()),
+        ("the worker's log (trace)", w.log()),
+        ("API responses", responses.lock().unwrap().join("\n")),
+        ("pamctl output", outputs.join("\n")),
+        ("ps -eo args", ps.join("\n")),
+        ("the database", db),
+    ];
+    for v in [&value, &later_value] {
+        for needle in [v.clone(), b64(v)] {
+            for (what, text) in &haystacks {
+                assert!(
+                    !text.contains(&needle),
+                    "a Secret's value (or its base64) is in {what}"
+                );
+            }
+        }
+    }
+    assert!(pamd.log().contains("TRACE") || pamd.log().contains("trace"));
+}
