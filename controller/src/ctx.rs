@@ -58,6 +58,8 @@ pub struct Ctx {
     /// Signalled when a run may have become claimable (new run, requeue,
     /// host change), waking long-polling claims.
     pub claimable: Arc<Notify>,
+    /// Per-host wake-ups of long-poll claims (a run of the host ended).
+    pub host_claims: Arc<HostClaims>,
     /// Signalled to run the loops sooner than the resync period.
     pub wake: Arc<Notify>,
     /// Since when this pamd has been able to observe the fleet.
@@ -122,6 +124,62 @@ struct Observation {
     blind: AtomicBool,
 }
 
+/// Per-host wake-ups of long-poll claims ([`crate::reconcile::dispatch::
+/// claim_wait`]), and how many hosts with free capacity are waiting for new
+/// runs.
+#[derive(Default)]
+pub struct HostClaims {
+    hosts: std::sync::Mutex<std::collections::HashMap<uuid::Uuid, std::sync::Weak<Notify>>>,
+    waiting: std::sync::atomic::AtomicUsize,
+}
+
+/// Counts one host with free capacity waiting for new runs while alive.
+pub struct Waiting<'a>(&'a HostClaims);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0
+            .waiting
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl HostClaims {
+    /// The wake-up of `host`'s claims (one per host, shared while any
+    /// claim of that host waits).
+    pub fn listen(&self, host: uuid::Uuid) -> Arc<Notify> {
+        let mut hosts = self.hosts.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = hosts.get(&host).and_then(std::sync::Weak::upgrade) {
+            return n;
+        }
+        if hosts.len() >= 64 && hosts.len().is_power_of_two() {
+            hosts.retain(|_, w| w.strong_count() > 0);
+        }
+        let n = Arc::new(Notify::new());
+        hosts.insert(host, Arc::downgrade(&n));
+        n
+    }
+
+    /// Wakes `host`'s waiting claims: one of its runs ended, so it has
+    /// capacity again.
+    pub fn freed(&self, host: uuid::Uuid) {
+        let hosts = self.hosts.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = hosts.get(&host).and_then(std::sync::Weak::upgrade) {
+            n.notify_waiters();
+        }
+    }
+
+    pub fn waiting(&self) -> Waiting<'_> {
+        self.waiting
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Waiting(self)
+    }
+
+    fn waiting_now(&self) -> usize {
+        self.waiting.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
 /// Runs created by one batch from which [`Ctx::created_runs`] refreshes
 /// the planner's statistics.
 pub const BULK_RUNS: usize = 500;
@@ -144,6 +202,7 @@ impl Ctx {
             bus,
             thresholds,
             claimable: Arc::new(Notify::new()),
+            host_claims: Arc::default(),
             wake: Arc::new(Notify::new()),
             observation: Arc::new(Observation {
                 since: Mutex::new(clock.now()),
@@ -164,6 +223,28 @@ impl Ctx {
             fence: Some(fence),
             ..self.clone()
         }
+    }
+
+    /// `n` runs became claimable (created, requeued, released): wakes that
+    /// many of the long-poll claims of hosts with free capacity — each
+    /// claims at least one — or all of them when there are fewer, or when
+    /// a run is `targeted` (a woken host may not be one it can run on).
+    pub fn runs_claimable(&self, n: usize, targeted: bool) {
+        if n == 0 {
+            return;
+        }
+        if targeted || n >= self.host_claims.waiting_now() {
+            self.claimable.notify_waiters();
+        } else {
+            for _ in 0..n {
+                self.claimable.notify_one();
+            }
+        }
+    }
+
+    /// A run on `host` ended: its own long-poll claims may claim again.
+    pub fn host_freed(&self, host: uuid::Uuid) {
+        self.host_claims.freed(host);
     }
 
     /// After a committed batch created `n` runs: a bulk (at least

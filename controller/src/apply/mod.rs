@@ -117,6 +117,8 @@ pub struct Written {
     /// How many runs it created (the claim long-polls are woken; a bulk
     /// refreshes the planner's statistics).
     pub new_runs: usize,
+    /// Whether one of them targets a host or a selector.
+    pub new_targeted: bool,
 }
 
 /// Applies a request: parse, validate whole, write in one transaction (or
@@ -145,9 +147,7 @@ pub async fn apply(ctx: &Ctx, req: &ApplyRequest) -> Result<Vec<ApplyResult>, Ap
         drop(tx);
     } else {
         ctx.commit(tx).await?;
-        if written.new_runs > 0 {
-            ctx.claimable.notify_waiters();
-        }
+        ctx.runs_claimable(written.new_runs, written.new_targeted);
         ctx.created_runs(written.new_runs);
         ctx.wake.notify_one();
     }
@@ -214,6 +214,7 @@ pub async fn write_loaded(
     Ok(Written {
         results: w.results,
         new_runs: w.new_runs,
+        new_targeted: w.new_targeted,
     })
 }
 

@@ -54,6 +54,8 @@ pub(super) struct Writer<'t> {
     /// The conditions of every object created by this batch, built once.
     created_conditions: Value,
     pub(super) new_runs: usize,
+    /// Whether one of them targets a host or a selector.
+    pub(super) new_targeted: bool,
     offline_after: std::time::Duration,
     /// Tasks whose `spec.dependsOn` this batch changes (new tasks with
     /// dependencies, stored ones whose list differs), by project id:
@@ -117,6 +119,7 @@ impl<'t> Writer<'t> {
             new_names: HashMap::new(),
             created_conditions: meta::created_conditions(now),
             new_runs: 0,
+            new_targeted: false,
             offline_after,
             dep_writes: Vec::new(),
         }
@@ -471,6 +474,7 @@ impl<'t> Writer<'t> {
                     .ok_or_else(|| StoreError::NotFound(format!("task {}", r.spec.task)))?;
                 runs::create(self.tx, project_id, &project_slug, &task, desired, self.now).await?;
                 self.new_runs += 1;
+                self.new_targeted |= r.spec.target.is_some();
                 self.result(&d.manifest, Action::Created, Some(1));
             }
             Some(row) => {

@@ -13,21 +13,31 @@ use crate::rules::{hosts, runs};
 /// moving each pending → spawning ([`runs::lifecycle::claim`]). Returns
 /// nothing when the host is not eligible.
 pub async fn claim(ctx: &Ctx, host_id: Uuid, max: i64) -> anyhow::Result<Vec<Run>> {
+    Ok(claim_or_full(ctx, host_id, max).await?.unwrap_or_default())
+}
+
+/// [`claim`], but `None` when the host has no free capacity: it can claim
+/// nothing until one of its own runs ends ([`claim_wait`] then waits for
+/// that, not for new runs).
+async fn claim_or_full(ctx: &Ctx, host_id: Uuid, max: i64) -> anyhow::Result<Option<Vec<Run>>> {
     let mut tx = ctx.store.begin().await?;
     // After the connection is ours (begin() may wait for the pool): a
     // claim's time, and so its run.spawning and dispatch latency, is when
     // it claimed, never before the run it claims was created.
     let now = ctx.now();
     let Some(host) = tx.get_host(host_id).await? else {
-        return Ok(vec![]);
+        return Ok(Some(vec![]));
     };
     if !hosts::eligible(&host) {
-        return Ok(vec![]);
+        return Ok(Some(vec![]));
     }
     let live = tx.count_live_runs(host.id).await?;
     let free = i64::from(host.capacity) - live;
-    if free <= 0 || max <= 0 {
-        return Ok(vec![]);
+    if free <= 0 {
+        return Ok(None);
+    }
+    if max <= 0 {
+        return Ok(Some(vec![]));
     }
     let claimed = runs::lifecycle::claim(tx.as_mut(), &host, free.min(max), now).await?;
     ctx.commit(tx).await?;
@@ -38,12 +48,17 @@ pub async fn claim(ctx: &Ctx, host_id: Uuid, max: i64) -> anyhow::Result<Vec<Run
         let waited = (now - since).to_std().unwrap_or_default();
         ctx.metrics.dispatch_latency.observe(waited.as_secs_f64());
     }
-    Ok(claimed)
+    Ok(Some(claimed))
 }
 
-/// Long-poll claim: returns as soon as a run is claimable for the host (a
-/// new run or a requeue wakes it through `ctx.claimable`), or empty after
-/// `wait`.
+/// Long-poll claim: returns as soon as a run is claimable for the host, or
+/// empty after `wait`. A host with free capacity waits for new claimable
+/// runs (`ctx.claimable`: [`Ctx::runs_claimable`] wakes as many such
+/// hosts as there are new runs, not the whole fleet); a full host waits
+/// only for one of its own runs to end ([`Ctx::host_freed`]), so the
+/// fleet's full hosts are not woken by every new run (issue 20: at 1,000
+/// hosts every signal batch and apply woke every long-poll, and their
+/// claims queued on the pool ahead of the heartbeats).
 pub async fn claim_wait(
     ctx: &Ctx,
     host_id: Uuid,
@@ -51,19 +66,35 @@ pub async fn claim_wait(
     wait: std::time::Duration,
 ) -> anyhow::Result<Vec<Run>> {
     let deadline = tokio::time::Instant::now() + wait;
+    let mine = ctx.host_claims.listen(host_id);
     loop {
         // Register interest before looking, so a wake-up between the claim
         // and the wait is not lost.
-        let notified = ctx.claimable.notified();
-        tokio::pin!(notified);
+        let mut notified = Box::pin(ctx.claimable.notified());
         notified.as_mut().enable();
-        let runs = claim(ctx, host_id, max).await?;
-        if !runs.is_empty() {
-            return Ok(runs);
-        }
-        tokio::select! {
-            _ = &mut notified => {}
-            _ = tokio::time::sleep_until(deadline) => return Ok(vec![]),
+        let freed = mine.notified();
+        tokio::pin!(freed);
+        freed.as_mut().enable();
+        match claim_or_full(ctx, host_id, max).await? {
+            Some(runs) if !runs.is_empty() => return Ok(runs),
+            Some(_) => {
+                let _waiting = ctx.host_claims.waiting();
+                tokio::select! {
+                    _ = &mut notified => {}
+                    _ = &mut freed => {}
+                    _ = tokio::time::sleep_until(deadline) => return Ok(vec![]),
+                }
+            }
+            None => {
+                // Not a waiter for new runs: a wake-up meant for a host
+                // that can claim goes to the next one (tokio forwards a
+                // dropped Notified's wake-up).
+                drop(notified);
+                tokio::select! {
+                    _ = &mut freed => {}
+                    _ = tokio::time::sleep_until(deadline) => return Ok(vec![]),
+                }
+            }
         }
     }
 }

@@ -182,8 +182,10 @@ async fn ingest_once(ctx: &Ctx, host: &Host, signals: &[Signal]) -> StoreResult<
         ctx.metrics.signal(r.outcome);
     }
     if results.iter().any(|r| r.outcome == SignalOutcome::Applied) {
-        // A finished or failed run frees capacity and may be requeued.
-        ctx.claimable.notify_waiters();
+        // A finished or failed run frees capacity on this host: its own
+        // long-poll claims may claim again (not the whole fleet's). A
+        // requeue or an unblocked dependent is the loops' to announce.
+        ctx.host_freed(host.id);
         ctx.wake.notify_one();
     }
     if budget_stops > 0 {
