@@ -107,18 +107,32 @@ impl Rng {
     }
 }
 
+/// An operator request; a 429 is waited out (`Retry-After`) like pamctl
+/// does (setting up 5,000 hosts' tokens goes past the operator budget).
 async fn post(
     pamd: &Pamd,
     http: &reqwest::Client,
     path: &str,
     body: &Value,
 ) -> anyhow::Result<Value> {
-    let r = http
-        .post(format!("{}{path}", pamd.url))
-        .bearer_auth(&pamd.token)
-        .json(body)
-        .send()
-        .await?;
+    let r = loop {
+        let r = http
+            .post(format!("{}{path}", pamd.url))
+            .bearer_auth(&pamd.token)
+            .json(body)
+            .send()
+            .await?;
+        if r.status() != reqwest::StatusCode::TOO_MANY_REQUESTS {
+            break r;
+        }
+        let wait = r
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(1);
+        tokio::time::sleep(Duration::from_secs(wait.clamp(1, 60))).await;
+    };
     let status = r.status();
     let v: Value = r.json().await.unwrap_or(Value::Null);
     anyhow::ensure!(status.is_success(), "{path}: {status} {v}");
