@@ -225,15 +225,17 @@ impl Ctx {
         }
     }
 
-    /// `n` runs became claimable (created, requeued, released): wakes that
-    /// many of the long-poll claims of hosts with free capacity — each
-    /// claims at least one — or all of them when there are fewer, or when
+    /// `n` runs became claimable (created, requeued, released): wakes `n`
+    /// of the long-poll claims of hosts with free capacity — each claims
+    /// at least one — or all of them when there are fewer than 4n, or when
     /// a run is `targeted` (a woken host may not be one it can run on).
     pub fn runs_claimable(&self, n: usize, targeted: bool) {
         if n == 0 {
             return;
         }
-        if targeted || n >= self.host_claims.waiting_now() {
+        // A few spare wake-ups per run: a woken claim may lose the run to
+        // another host's tick, or time out as it wakes.
+        if targeted || n.saturating_mul(4) >= self.host_claims.waiting_now() {
             self.claimable.notify_waiters();
         } else {
             for _ in 0..n {

@@ -65,6 +65,10 @@ pub async fn claim_wait(
     max: i64,
     wait: std::time::Duration,
 ) -> anyhow::Result<Vec<Run>> {
+    if wait.is_zero() {
+        // Not a waiter: never counted, never handed a wake-up.
+        return claim(ctx, host_id, max).await;
+    }
     let deadline = tokio::time::Instant::now() + wait;
     let mine = ctx.host_claims.listen(host_id);
     loop {
