@@ -49,6 +49,7 @@ use crate::sync::fetch::GitAuth;
 
 mod prices;
 pub mod rate_limits;
+mod secrets;
 pub mod webhooks;
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7700";
@@ -139,13 +140,6 @@ pub struct Config {
     pub rate_limits: rate_limits::RateLimitsConfig,
     /// The key file Secrets are sealed with (issue 18).
     pub secrets_key_file: PathBuf,
-}
-
-/// The `[secrets]` table.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-struct SecretsFile {
-    key_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -251,7 +245,7 @@ struct FileConfig {
     prices: prices::PricesFile,
     webhooks: webhooks::WebhooksConfig,
     rate_limits: rate_limits::RateLimitsConfig,
-    secrets: SecretsFile,
+    secrets: secrets::SecretsFile,
 }
 
 impl Config {
@@ -287,10 +281,12 @@ impl Config {
             Some(dir) => expand_home(&dir, home)?,
             None => default_data_dir(home)?,
         };
-        let secrets_key_file = match cli.secrets_key_file.clone().or(parsed.secrets.key_file) {
-            Some(f) => expand_home(&f, home)?,
-            None => data_dir.join(crate::rules::secrets::keyring::KEY_FILE),
-        };
+        let secrets_key_file =
+            parsed
+                .secrets
+                .key_file(cli.secrets_key_file.clone(), &data_dir, |f| {
+                    expand_home(f, home)
+                })?;
         let config = Config {
             secrets_key_file,
             listen: cli
