@@ -54,14 +54,21 @@ pub(super) async fn reconcile_loop(st: Arc<State>) {
     let api = Api::new(&st.opts, Duration::from_secs(30)).expect("http client");
     let tick = Duration::from_secs(st.opts.config.tick_seconds);
     let mut local = Local::default();
+    let mut claim_due = Instant::now();
     loop {
-        // A non-waiting claim each tick as well: dispatch never depends only
-        // on the long-poll's wake-up arriving.
-        if let Err(e) = api
-            .post::<_, DesiredSet>("/api/v1/workers/claim?wait=0", &serde_json::json!({}))
-            .await
-        {
-            tracing::debug!(error = %format!("{e:#}"), "tick claim failed");
+        // A non-waiting claim once a tick as well (not on every wake-up:
+        // the long-poll that woke this pass has just claimed, and a
+        // finished run's freed capacity wakes pamd's long-poll): dispatch
+        // never depends only on the long-poll's wake-up arriving, and a
+        // busy worker does not spend two requests per wake-up (issue 20).
+        if Instant::now() >= claim_due {
+            claim_due = Instant::now() + tick;
+            if let Err(e) = api
+                .post::<_, DesiredSet>("/api/v1/workers/claim?wait=0", &serde_json::json!({}))
+                .await
+            {
+                tracing::debug!(error = %format!("{e:#}"), "tick claim failed");
+            }
         }
         let fetched_at = Instant::now();
         match api.get::<DesiredSet>("/api/v1/workers/desired").await {
