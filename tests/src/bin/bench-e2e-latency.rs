@@ -10,6 +10,17 @@
 //! floor of the worker's own work: `tmux new-session -d` of the same wrapper
 //! command line, polled the same way until the session is listed.
 //!
+//! The bench drives one host far harder than agent runs do: a run every
+//! ~50 ms, each over in ~0.3 s. So that it measures dispatch, not
+//! queueing, the worker has room for 16 runs at once (runs never wait for
+//! a free slot) and its token's rate budget is raised to 1,000 requests a
+//! second: at ~7 requests per run (long-poll claim, desired sets, signal
+//! batches, snapshots) the bench's ~140 a second would exceed the default
+//! budget of 50 a second (sized for runs of minutes, docs/operations.md,
+//! "Rate limits"), and each 429 costs a 1 s wait. Everything else is the
+//! defaults, the 5 s reconcile tick included, so a lost wake-up shows as
+//! a 5 s outlier.
+//!
 //! Needs the workspace binaries of the same profile:
 //! `cargo build --release --workspace --bins &&
 //!  cargo run --release -p pam-tests --bin bench-e2e-latency`.
@@ -18,9 +29,17 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use pam_tests::bench::{record, Figure};
-use pam_tests::worker::{apply, fake, project_yaml, wait_online, Worker, FAST_PAMD_TOML};
+use pam_tests::worker::{
+    apply, create_worker_token, fake, project_yaml, wait_online, Worker, FAST_PAMD_TOML,
+};
 use pam_tests::{bin, Pamd, PamdOptions};
 use serde_json::{json, Value};
+
+/// Room for every run the bench has going at once (see the module doc).
+const BENCH_WORKER_TOML: &str = "heartbeat_seconds = 1\ncapacity = 16\n";
+
+/// The bench's one worker sends ~140 requests a second (module doc).
+const BENCH_RATE_LIMITS: &str = "[rate_limits]\nworker_per_second = 1000\nworker_burst = 1000\n";
 
 fn pct(sorted: &[Duration], p: f64) -> Duration {
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
@@ -59,11 +78,12 @@ async fn main() -> anyhow::Result<()> {
         .and_then(|n| n.parse().ok())
         .unwrap_or(50);
     let pamd = Pamd::start(PamdOptions {
-        config_toml: FAST_PAMD_TOML.to_string(),
+        config_toml: format!("{FAST_PAMD_TOML}{BENCH_RATE_LIMITS}"),
         ..PamdOptions::default()
     })
     .await?;
-    let w = Worker::start(&pamd, "bench").await?;
+    let token = create_worker_token(&pamd, "bench").await?;
+    let w = Worker::start_with_token(&pamd.url, &token, "bench", BENCH_WORKER_TOML)?;
     wait_online(&pamd, "bench").await;
     apply(&pamd, &project_yaml());
     let http = reqwest::Client::new();
