@@ -45,7 +45,9 @@ pub async fn serve(pool: PgPool) -> anyhow::Result<(String, AppState)> {
     let state = AppState::new(store, Arc::new(SystemClock), Default::default());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let url = format!("http://{}", listener.local_addr()?);
-    let app = router(state.clone());
+    // As pamd serves it (controller/src/server/mod.rs): one service for
+    // every connection, not a route table copied per connection.
+    let app = router(state.clone()).into_make_service();
     tokio::spawn(async move {
         let _ = axum::serve(listener, app).await;
     });
