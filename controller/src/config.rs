@@ -93,6 +93,10 @@ pub struct Cli {
     /// 0600, when absent) [default: <data dir>/secrets.key].
     #[arg(long, env = "PAM_SECRETS_KEY_FILE", value_name = "FILE")]
     pub secrets_key_file: Option<PathBuf>,
+    /// A test hook: read the time from FILE (one RFC 3339 time) instead of
+    /// the wall clock (clock.rs, `FileClock`). Hidden: for tests only.
+    #[arg(long, env = "PAM_CLOCK_FILE", value_name = "FILE", hide = true)]
+    pub clock_file: Option<PathBuf>,
 }
 
 /// How pamd serves: plain HTTP, or HTTPS from files or self-signed.

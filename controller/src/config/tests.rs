@@ -171,3 +171,15 @@ fn wrong_types_are_errors() {
     .unwrap_err();
     assert!(err.to_string().contains("pamd.toml"), "{err}");
 }
+
+#[test]
+fn clock_file_is_a_hidden_flag() {
+    let c = cli(&["--clock-file", "/tmp/now"]);
+    assert_eq!(c.clock_file, Some(PathBuf::from("/tmp/now")));
+    assert_eq!(Cli::default().clock_file, None);
+    let help = <Cli as clap::CommandFactory>::command()
+        .render_long_help()
+        .to_string();
+    assert!(!help.contains("clock-file"), "{help}");
+    assert!(help.contains("--secrets-key-file"), "{help}");
+}
