@@ -3,7 +3,9 @@
 //! exactly one run per tick; pamd SIGKILLed between ticks and restarted
 //! doubles no tick; a tick missed while pamd was down is caught up once
 //! within `startingDeadlineSeconds` and skipped after it
-//! (rules/schedules.rs). Runs stay pending: no worker is needed.
+//! (rules/schedules.rs). Runs stay pending: no worker is needed. And a
+//! pamd with `--local-worker` keeps leading and running runs on its host
+//! after its clock jumps minutes ahead.
 //!
 //! "No double" is checked after two more passes of the schedule loop
 //! (`pam_loop_duration_seconds_count{loop="schedule"}`): the second began
@@ -13,7 +15,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use chrono::{DateTime, TimeZone, Utc};
-use pam_tests::worker::{apply, events, project_yaml};
+use pam_tests::worker::{
+    apply, events, fake, project_yaml, run_yaml, wait_phase, FAST_PAMD_TOML, FAST_WORKER_TOML,
+};
 use pam_tests::{eventually, ok, Pamd, PamdOptions};
 use serde_json::Value;
 
@@ -229,5 +233,77 @@ async fn a_moved_clock_and_sigkill_between_ticks_double_no_tick() {
         at_ticks,
         ticks.iter().map(|t| ts(*t)).collect::<Vec<_>>(),
         "{created:?}"
+    );
+}
+
+/// A jump of ten minutes is ten minutes of silence by pamd's clock: the
+/// local worker's host may go offline for it, and its next heartbeat (1 s
+/// here) brings it back online at the new time; the one replica keeps the
+/// lead, and a run applied after the jump runs to its end on the host.
+#[tokio::test]
+async fn a_local_worker_and_the_lease_survive_a_jump_of_minutes() {
+    let dir = tempfile::Builder::new().prefix("pamclk").tempdir().unwrap();
+    let clock = dir.path().join("now");
+    set_clock(&clock, at(0, 30));
+    let socket = dir.path().join("tmux.sock");
+    let pamd = Pamd::start(PamdOptions {
+        config_toml: format!("{FAST_PAMD_TOML}[rate_limits]\nenabled = false\n"),
+        args: vec![
+            "--local-worker".into(),
+            "--clock-file".into(),
+            clock.display().to_string(),
+        ],
+        worker_toml: Some(format!(
+            "tmux_socket = {:?}\n{FAST_WORKER_TOML}",
+            socket.display().to_string(),
+        )),
+        ..PamdOptions::default()
+    })
+    .await
+    .unwrap();
+    let online_since = |since: DateTime<Utc>| {
+        let pamd = &pamd;
+        async move {
+            let hosts = pamd.get("/api/v1/hosts").await.ok()?;
+            let h = hosts["items"].as_array()?.first()?.clone();
+            let seen: DateTime<Utc> = h["status"]["lastSeenAt"].as_str()?.parse().ok()?;
+            (h["status"]["phase"] == "online" && seen >= since)
+                .then(|| h["metadata"]["name"].as_str().unwrap().to_string())
+        }
+    };
+    let host = eventually(T, "the local host online", || online_since(at(0, 30))).await;
+
+    set_clock(&clock, at(10, 30));
+    let again = eventually(T, "the local host online at the new time", || {
+        online_since(at(10, 30))
+    })
+    .await;
+    assert_eq!(again, host);
+    apply(
+        &pamd,
+        &format!(
+            "{}---\n{}",
+            project_yaml(),
+            run_yaml("after-jump", dir.path(), &fake(&["--lines", "1"]), "")
+        ),
+    );
+    let r = wait_phase(&pamd, "after-jump", "exited", Duration::from_secs(60)).await;
+    assert_eq!(r["status"]["host"], host.as_str(), "{r}");
+    assert_eq!(r["status"]["exitCode"], 0, "{r}");
+    let created: DateTime<Utc> = r["metadata"]["creationTimestamp"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(created, at(10, 30), "pamd's time is the file's: {r}");
+    let log = pamd.log();
+    assert_eq!(
+        log.matches("leading: the loops run here").count(),
+        1,
+        "{log}"
+    );
+    assert!(
+        !log.contains("lost the lead") && !log.contains("stepping down"),
+        "{log}"
     );
 }
