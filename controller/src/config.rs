@@ -21,6 +21,8 @@
 //! max_connections = 16  # this pamd's pool (replicas: the sum is what counts)
 //! [leader]
 //! lease_seconds = 15    # the loops' lease among replicas
+//! [loops]
+//! resync_ms = 1000      # a loop pass at least this often (writes wake them sooner)
 //! [git]                 # how git Sources authenticate (never a manifest)
 //! # credentials_file = "/etc/pam/git-credentials"  (https://user:token@host per line)
 //! # ssh_key_file = "/etc/pam/git_ed25519"
@@ -135,6 +137,7 @@ pub struct Config {
     /// How git Sources authenticate.
     pub git: GitAuth,
     pub leader: LeaderConfig,
+    pub loops: LoopsConfig,
     pub database: DatabaseConfig,
     /// What tokens cost where a provider reports no cost (issue 21).
     pub prices: PriceTable,
@@ -174,6 +177,20 @@ pub struct LeaderConfig {
 impl Default for LeaderConfig {
     fn default() -> Self {
         Self { lease_seconds: 15 }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LoopsConfig {
+    /// The loops' resync period: a pass at least this often without a
+    /// wake-up (tests shorten it).
+    pub resync_ms: u64,
+}
+
+impl Default for LoopsConfig {
+    fn default() -> Self {
+        Self { resync_ms: 1000 }
     }
 }
 
@@ -245,6 +262,7 @@ struct FileConfig {
     tls: TlsFile,
     git: GitFile,
     leader: LeaderConfig,
+    loops: LoopsConfig,
     database: DatabaseConfig,
     prices: prices::PricesFile,
     webhooks: webhooks::WebhooksConfig,
@@ -307,6 +325,7 @@ impl Config {
             retention: parsed.retention,
             git: git_auth(parsed.git, home)?,
             leader: parsed.leader,
+            loops: parsed.loops,
             database: parsed.database,
             prices: parsed.prices.table(),
             webhooks: parsed.webhooks,
@@ -336,6 +355,9 @@ impl Config {
         }
         if self.leader.lease_seconds < 3 {
             bail!("[leader] lease_seconds must be at least 3");
+        }
+        if self.loops.resync_ms < 50 {
+            bail!("[loops] resync_ms must be at least 50");
         }
         if self.retention.events_days == 0 {
             bail!("[retention] events_days must be at least 1");

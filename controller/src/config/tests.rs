@@ -31,6 +31,7 @@ fn defaults_are_the_seeds() {
     assert_eq!(c.tls, Tls::Off);
     assert_eq!(c.database.max_connections, 16);
     assert_eq!(c.leader.lease_seconds, 15);
+    assert_eq!(c.loops.resync_ms, 1000);
 }
 
 #[test]
@@ -70,6 +71,8 @@ fn file_sets_every_key() {
         timeout_seconds = 60
         [retention]
         events_days = 7
+        [loops]
+        resync_ms = 200
     "#;
     let c = resolve(Some(text), &Cli::default()).unwrap();
     assert_eq!(c.listen, "0.0.0.0:9000");
@@ -79,6 +82,7 @@ fn file_sets_every_key() {
     assert_eq!(c.hosts.offline_after_seconds, 40);
     assert_eq!(c.dispatch.timeout_seconds, 60);
     assert_eq!(c.retention.events_days, 7);
+    assert_eq!(c.loops.resync_ms, 200);
 }
 
 #[test]
@@ -158,6 +162,8 @@ fn nonsense_thresholds_are_refused() {
     )
     .unwrap_err();
     assert!(err.to_string().contains("offline_after_seconds"), "{err}");
+    let err = resolve(Some("[loops]\nresync_ms = 5\n"), &Cli::default()).unwrap_err();
+    assert!(err.to_string().contains("resync_ms"), "{err}");
     let err = resolve(Some("[retention]\nevents_days = 0\n"), &Cli::default()).unwrap_err();
     assert!(err.to_string().contains("events_days"), "{err}");
 }
