@@ -23,6 +23,10 @@ use serde_json::Value;
 
 const T: Duration = Duration::from_secs(20);
 
+/// Loop passes every 200 ms; rate limits off (with the clock standing
+/// still, their buckets would not refill).
+const RESYNC: &str = "[loops]\nresync_ms = 200\n[rate_limits]\nenabled = false\n";
+
 /// 2026-01-01T00:MM:SSZ.
 fn at(minute: u32, second: u32) -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 1, 1, 0, minute, second).unwrap()
@@ -137,10 +141,10 @@ async fn a_moved_clock_and_sigkill_between_ticks_double_no_tick() {
     let clock: PathBuf = dir.path().join("now");
     set_clock(&clock, at(0, 30));
     let mut pamd = Pamd::start(PamdOptions {
-        // Runs stay pending through the test's 5 minutes; with the clock
-        // standing still, rate-limit buckets would not refill.
-        config_toml: "[dispatch]\ntimeout_seconds = 3600\n[rate_limits]\nenabled = false\n"
-            .to_string(),
+        // Passes every 200 ms; runs stay pending through the test's 5
+        // minutes; with the clock standing still, rate-limit buckets would
+        // not refill.
+        config_toml: format!("{RESYNC}[dispatch]\ntimeout_seconds = 3600\n"),
         args: vec!["--clock-file".into(), clock.display().to_string()],
         ..PamdOptions::default()
     })
@@ -247,7 +251,7 @@ async fn a_local_worker_and_the_lease_survive_a_jump_of_minutes() {
     set_clock(&clock, at(0, 30));
     let socket = dir.path().join("tmux.sock");
     let pamd = Pamd::start(PamdOptions {
-        config_toml: format!("{FAST_PAMD_TOML}[rate_limits]\nenabled = false\n"),
+        config_toml: format!("{FAST_PAMD_TOML}{RESYNC}"),
         args: vec![
             "--local-worker".into(),
             "--clock-file".into(),
