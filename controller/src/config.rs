@@ -21,6 +21,8 @@
 //! max_connections = 16  # this pamd's pool (replicas: the sum is what counts)
 //! [leader]
 //! lease_seconds = 15    # the loops' lease among replicas
+//! [loops]
+//! resync_ms = 1000      # a loop pass at least this often (writes wake them sooner)
 //! [git]                 # how git Sources authenticate (never a manifest)
 //! # credentials_file = "/etc/pam/git-credentials"  (https://user:token@host per line)
 //! # ssh_key_file = "/etc/pam/git_ed25519"
@@ -93,6 +95,10 @@ pub struct Cli {
     /// 0600, when absent) [default: <data dir>/secrets.key].
     #[arg(long, env = "PAM_SECRETS_KEY_FILE", value_name = "FILE")]
     pub secrets_key_file: Option<PathBuf>,
+    /// A test hook: read the time from FILE (one RFC 3339 time) instead of
+    /// the wall clock (clock.rs, `FileClock`). Hidden: for tests only.
+    #[arg(long, env = "PAM_CLOCK_FILE", value_name = "FILE", hide = true)]
+    pub clock_file: Option<PathBuf>,
 }
 
 /// How pamd serves: plain HTTP, or HTTPS from files or self-signed.
@@ -131,6 +137,7 @@ pub struct Config {
     /// How git Sources authenticate.
     pub git: GitAuth,
     pub leader: LeaderConfig,
+    pub loops: LoopsConfig,
     pub database: DatabaseConfig,
     /// What tokens cost where a provider reports no cost (issue 21).
     pub prices: PriceTable,
@@ -170,6 +177,20 @@ pub struct LeaderConfig {
 impl Default for LeaderConfig {
     fn default() -> Self {
         Self { lease_seconds: 15 }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LoopsConfig {
+    /// The loops' resync period: a pass at least this often without a
+    /// wake-up (tests shorten it).
+    pub resync_ms: u64,
+}
+
+impl Default for LoopsConfig {
+    fn default() -> Self {
+        Self { resync_ms: 1000 }
     }
 }
 
@@ -241,6 +262,7 @@ struct FileConfig {
     tls: TlsFile,
     git: GitFile,
     leader: LeaderConfig,
+    loops: LoopsConfig,
     database: DatabaseConfig,
     prices: prices::PricesFile,
     webhooks: webhooks::WebhooksConfig,
@@ -303,6 +325,7 @@ impl Config {
             retention: parsed.retention,
             git: git_auth(parsed.git, home)?,
             leader: parsed.leader,
+            loops: parsed.loops,
             database: parsed.database,
             prices: parsed.prices.table(),
             webhooks: parsed.webhooks,
@@ -332,6 +355,9 @@ impl Config {
         }
         if self.leader.lease_seconds < 3 {
             bail!("[leader] lease_seconds must be at least 3");
+        }
+        if self.loops.resync_ms < 50 {
+            bail!("[loops] resync_ms must be at least 50");
         }
         if self.retention.events_days == 0 {
             bail!("[retention] events_days must be at least 1");
@@ -422,176 +448,4 @@ fn one_line(e: &toml::de::Error, text: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use clap::Parser;
-
-    fn cli(args: &[&str]) -> Cli {
-        let mut all = vec!["pamd"];
-        all.extend_from_slice(args);
-        Cli::try_parse_from(all).unwrap()
-    }
-
-    fn resolve(text: Option<&str>, cli: &Cli) -> anyhow::Result<Config> {
-        Config::resolve(
-            text.map(|t| (Path::new("pamd.toml"), t)),
-            cli,
-            Some(Path::new("/home/op")),
-        )
-    }
-
-    #[test]
-    fn defaults_are_the_seeds() {
-        let c = resolve(None, &Cli::default()).unwrap();
-        assert_eq!(c.listen, "127.0.0.1:7700");
-        assert_eq!(c.data_dir, PathBuf::from("/home/op/.local/share/pam"));
-        assert_eq!(c.database_url, None);
-        assert!(!c.local_worker);
-        assert_eq!(c.hosts.heartbeat_seconds, 30);
-        assert_eq!(c.hosts.offline_after_seconds, 90);
-        assert_eq!(c.dispatch.timeout_seconds, 300);
-        assert_eq!(c.retention.events_days, 30);
-        assert_eq!(c.tls, Tls::Off);
-        assert_eq!(c.database.max_connections, 16);
-        assert_eq!(c.leader.lease_seconds, 15);
-    }
-
-    #[test]
-    fn tls_from_the_file_and_from_flags() {
-        let text = "[tls]\ncert_file = \"~/c.pem\"\nkey_file = \"/k.pem\"\n";
-        let c = resolve(Some(text), &Cli::default()).unwrap();
-        assert_eq!(
-            c.tls,
-            Tls::Files {
-                cert_file: PathBuf::from("/home/op/c.pem"),
-                key_file: PathBuf::from("/k.pem")
-            }
-        );
-        let c = resolve(Some(text), &cli(&["--tls-self-signed"])).unwrap();
-        assert_eq!(c.tls, Tls::SelfSigned, "a flag replaces the table");
-        let c = resolve(Some("[tls]\nself_signed = true\n"), &Cli::default()).unwrap();
-        assert_eq!(c.tls, Tls::SelfSigned);
-        let err = resolve(None, &cli(&["--tls-cert", "/c.pem"])).unwrap_err();
-        assert!(err.to_string().contains("--tls-key"), "{err}");
-        let err = resolve(Some("[tls]\nkey_file = \"/k\"\n"), &Cli::default()).unwrap_err();
-        assert!(err.to_string().contains("cert_file"), "{err}");
-        let both = "[tls]\ncert_file = \"/c\"\nkey_file = \"/k\"\nself_signed = true\n";
-        assert!(resolve(Some(both), &Cli::default()).is_err());
-        assert!(Cli::try_parse_from(["pamd", "--tls-self-signed", "--tls-cert", "/c"]).is_err());
-    }
-
-    #[test]
-    fn file_sets_every_key() {
-        let text = r#"
-            listen = "0.0.0.0:9000"
-            data_dir = "~/pamdata"
-            database_url = "postgresql://db/pam"
-            [hosts]
-            heartbeat_seconds = 10
-            offline_after_seconds = 40
-            [dispatch]
-            timeout_seconds = 60
-            [retention]
-            events_days = 7
-        "#;
-        let c = resolve(Some(text), &Cli::default()).unwrap();
-        assert_eq!(c.listen, "0.0.0.0:9000");
-        assert_eq!(c.data_dir, PathBuf::from("/home/op/pamdata"));
-        assert_eq!(c.database_url.as_deref(), Some("postgresql://db/pam"));
-        assert_eq!(c.hosts.heartbeat_seconds, 10);
-        assert_eq!(c.hosts.offline_after_seconds, 40);
-        assert_eq!(c.dispatch.timeout_seconds, 60);
-        assert_eq!(c.retention.events_days, 7);
-    }
-
-    #[test]
-    fn a_partial_table_keeps_the_other_defaults() {
-        let c = resolve(Some("[hosts]\nheartbeat_seconds = 5\n"), &Cli::default()).unwrap();
-        assert_eq!(c.hosts.heartbeat_seconds, 5);
-        assert_eq!(c.hosts.offline_after_seconds, 90);
-    }
-
-    #[test]
-    fn flags_override_the_file() {
-        let text = "listen = \"0.0.0.0:9000\"\ndata_dir = \"/srv/pam\"\n";
-        let c = resolve(
-            Some(text),
-            &cli(&[
-                "--listen",
-                "127.0.0.1:1",
-                "--data-dir",
-                "/tmp/x",
-                "--database-url",
-                "postgresql://h/db",
-                "--local-worker",
-            ]),
-        )
-        .unwrap();
-        assert_eq!(c.listen, "127.0.0.1:1");
-        assert_eq!(c.data_dir, PathBuf::from("/tmp/x"));
-        assert_eq!(c.database_url.as_deref(), Some("postgresql://h/db"));
-        assert!(c.local_worker);
-    }
-
-    #[test]
-    fn git_credentials_come_from_files_that_exist() {
-        let dir = tempfile::tempdir().unwrap();
-        let creds = dir.path().join("creds");
-        std::fs::write(&creds, "https://u:t@example.com\n").unwrap();
-        let text = format!(
-            "[git]\ncredentials_file = {:?}\n",
-            creds.display().to_string()
-        );
-        let c = resolve(Some(&text), &Cli::default()).unwrap();
-        assert_eq!(c.git.credentials_file, Some(creds));
-        assert_eq!(c.git.ssh_key_file, None);
-        assert_eq!(
-            resolve(None, &Cli::default()).unwrap().git,
-            GitAuth::default()
-        );
-        let err = resolve(
-            Some("[git]\nssh_key_file = \"/nope/key\"\n"),
-            &Cli::default(),
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(
-            err.contains("[git] ssh_key_file") && err.contains("/nope/key"),
-            "{err}"
-        );
-    }
-
-    #[test]
-    fn unknown_keys_are_named() {
-        let err = resolve(Some("[retention]\nevent_days = 3\n"), &Cli::default()).unwrap_err();
-        let msg = err.to_string();
-        assert!(msg.contains("pamd.toml"), "{msg}");
-        assert!(msg.contains("event_days"), "{msg}");
-        assert!(!msg.contains('\n'), "one line: {msg}");
-
-        let err = resolve(Some("lisen = \"x\"\n"), &Cli::default()).unwrap_err();
-        assert!(err.to_string().contains("lisen"), "{err}");
-    }
-
-    #[test]
-    fn nonsense_thresholds_are_refused() {
-        let err = resolve(
-            Some("[hosts]\nheartbeat_seconds = 90\noffline_after_seconds = 30\n"),
-            &Cli::default(),
-        )
-        .unwrap_err();
-        assert!(err.to_string().contains("offline_after_seconds"), "{err}");
-        let err = resolve(Some("[retention]\nevents_days = 0\n"), &Cli::default()).unwrap_err();
-        assert!(err.to_string().contains("events_days"), "{err}");
-    }
-
-    #[test]
-    fn wrong_types_are_errors() {
-        let err = resolve(
-            Some("[dispatch]\ntimeout_seconds = \"5m\"\n"),
-            &Cli::default(),
-        )
-        .unwrap_err();
-        assert!(err.to_string().contains("pamd.toml"), "{err}");
-    }
-}
+mod tests;

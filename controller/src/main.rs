@@ -2,7 +2,7 @@
 //! command line and docs/operations.md for running it.
 
 use clap::Parser;
-use pam_controller::clock::SystemClock;
+use pam_controller::clock::{FileClock, SharedClock, SystemClock};
 use pam_controller::config::{Cli, Config};
 use std::sync::Arc;
 
@@ -28,8 +28,18 @@ static MALLOC_CONF: &[u8; 23] = b"background_thread:true\0";
 async fn main() {
     let cli = Cli::parse();
     init_logging();
+    let clock: SharedClock = match &cli.clock_file {
+        Some(file) => {
+            tracing::warn!(
+                file = %file.display(),
+                "--clock-file: the time comes from this file, not the wall clock (a test hook, never for production)"
+            );
+            Arc::new(FileClock::new(file))
+        }
+        None => Arc::new(SystemClock),
+    };
     let result = match Config::load(&cli) {
-        Ok(config) => pam_controller::server::run(config, Arc::new(SystemClock)).await,
+        Ok(config) => pam_controller::server::run(config, clock).await,
         Err(e) => Err(e),
     };
     if let Err(e) = result {

@@ -307,7 +307,7 @@ pub fn thresholds(config: &Config) -> crate::ctx::Thresholds {
         heartbeat: D::from_secs(config.hosts.heartbeat_seconds),
         offline_after: D::from_secs(config.hosts.offline_after_seconds),
         dispatch_timeout: D::from_secs(config.dispatch.timeout_seconds),
-        ..crate::ctx::Thresholds::default()
+        resync: D::from_millis(config.loops.resync_ms),
     }
 }
 
