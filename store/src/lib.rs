@@ -194,6 +194,16 @@ pub trait Store: Send + Sync + 'static {
     async fn refresh_statistics(&self) -> StoreResult<()> {
         Ok(())
     }
+
+    /// [`TokenTx::get_token_by_fingerprint`] as one statement outside a
+    /// transaction: every API request looks its bearer token up, and a
+    /// transaction around that one read cost two more round trips
+    /// (`BEGIN`, `ROLLBACK`) per request (issue 20). Not while the caller
+    /// holds a transaction: MemStore's transactions take turns.
+    async fn token_by_fingerprint(&self, fp: &str) -> StoreResult<Option<ApiToken>> {
+        let mut tx = self.begin().await?;
+        tx.get_token_by_fingerprint(fp).await
+    }
 }
 
 /// One transaction over every aggregate. `now` arguments come from the

@@ -81,12 +81,12 @@ pub async fn authenticate(state: &AppState, header: Option<&str>) -> Result<Prin
         ));
     };
     let fp = fingerprint(token);
-    let mut tx = state.ctx.store.begin().await.map_err(ApiError::from)?;
-    let found: Option<ApiToken> = tx
-        .get_token_by_fingerprint(&fp)
+    let found: Option<ApiToken> = state
+        .ctx
+        .store
+        .token_by_fingerprint(&fp)
         .await
         .map_err(ApiError::from)?;
-    drop(tx);
     match found {
         None => Err(unauthorized("unknown token")),
         Some(t) if t.revoked_at.is_some() => Err(unauthorized("this token has been revoked")),

@@ -99,6 +99,10 @@ impl Store for PgStore {
         }))
     }
 
+    async fn token_by_fingerprint(&self, fp: &str) -> StoreResult<Option<ApiToken>> {
+        tokens::token_by_fingerprint(&self.pool, fp).await
+    }
+
     async fn refresh_statistics(&self) -> StoreResult<()> {
         sqlx::query("ANALYZE runs")
             .execute(&self.pool)

@@ -1,5 +1,20 @@
 use super::*;
 
+/// The token with this fingerprint, in a transaction or on its own
+/// ([`crate::Store::token_by_fingerprint`]).
+pub(super) async fn token_by_fingerprint<'e>(
+    conn: impl sqlx::PgExecutor<'e>,
+    fp: &str,
+) -> StoreResult<Option<ApiToken>> {
+    let sql = format!("SELECT {TOKEN_COLS} FROM api_tokens WHERE fingerprint = $1");
+    let row = sqlx::query(&sql)
+        .bind(fp)
+        .fetch_optional(conn)
+        .await
+        .map_err(db_err)?;
+    row.as_ref().map(token_from_row).transpose()
+}
+
 #[async_trait]
 impl TokenTx for PgTx {
     #[tracing::instrument(level = "debug", skip_all)]
@@ -21,13 +36,7 @@ impl TokenTx for PgTx {
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn get_token_by_fingerprint(&mut self, fp: &str) -> StoreResult<Option<ApiToken>> {
-        let sql = format!("SELECT {TOKEN_COLS} FROM api_tokens WHERE fingerprint = $1");
-        let row = sqlx::query(&sql)
-            .bind(fp)
-            .fetch_optional(self.conn())
-            .await
-            .map_err(db_err)?;
-        row.as_ref().map(token_from_row).transpose()
+        token_by_fingerprint(self.conn(), fp).await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]

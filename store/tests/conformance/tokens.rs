@@ -44,6 +44,15 @@ pub async fn tokens_insert_lookup_revoke(s: &dyn Store) {
     let mut tx = s.begin().await.unwrap();
     let got = tx.get_token_by_fingerprint("fp-op").await.unwrap().unwrap();
     assert_eq!(got.revoked_at, Some(t(9)), "revoked tokens are still found");
+    drop(tx);
+    // The same lookup outside a transaction sees what was committed.
+    assert_eq!(s.token_by_fingerprint("fp-op").await.unwrap(), Some(got));
+    assert_eq!(
+        s.token_by_fingerprint("fp-wk").await.unwrap(),
+        Some(wk.clone())
+    );
+    assert_eq!(s.token_by_fingerprint("nope").await.unwrap(), None);
+    let mut tx = s.begin().await.unwrap();
     assert_eq!(tx.list_tokens().await.unwrap().len(), 3);
 }
 
