@@ -14,8 +14,9 @@
 //!   for a stop, signal or attach input); every return wakes the reconcile
 //!   loop.
 //! * **reconcile** — level-triggered: on every wake-up and every
-//!   `tick_seconds` it claims without waiting (so dispatch never hangs on
-//!   one missed long-poll wake-up), fetches the desired set and makes tmux match: spawn
+//!   `tick_seconds` it fetches the desired set (once a tick it first
+//!   claims without waiting, so dispatch never hangs on one missed
+//!   long-poll wake-up) and makes tmux match: spawn
 //!   what is missing, stop what is marked stopped (SIGTERM to the wrapper,
 //!   which forwards it and escalates to SIGKILL after the stop grace; the
 //!   session is killed if it outlives the grace), deliver operator signals
