@@ -330,6 +330,27 @@ impl Pamd {
         (status, r.json().await.unwrap_or(serde_json::Value::Null))
     }
 
+    /// One sample of pamd's `/metrics`: the value of the line whose series
+    /// (name and labels, as printed) is `series`; `None` when pamd does
+    /// not answer (within 2 s) or has no such line.
+    pub async fn metric(&self, series: &str) -> Option<f64> {
+        let text = self
+            .http()
+            .get(format!("{}/metrics", self.url))
+            .bearer_auth(&self.token)
+            .timeout(Duration::from_secs(2))
+            .send()
+            .await
+            .ok()?
+            .text()
+            .await
+            .ok()?;
+        let key = format!("{series} ");
+        text.lines()
+            .find_map(|l| l.strip_prefix(&key))
+            .and_then(|v| v.trim().parse().ok())
+    }
+
     /// GET with the admin token; JSON body.
     pub async fn get(&self, path: &str) -> anyhow::Result<serde_json::Value> {
         let r = self

@@ -271,20 +271,8 @@ async fn a_watched_directory_applies_an_edit_quickly_and_never_half_a_batch() {
 
 /// How many Source syncs ended as `result`, from pamd's metrics.
 async fn syncs(pamd: &Pamd, result: &str) -> u64 {
-    let text = pamd
-        .http()
-        .get(format!("{}/metrics", pamd.url))
-        .bearer_auth(&pamd.token)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let key = format!("pam_source_sync_duration_seconds_count{{result=\"{result}\"}} ");
-    text.lines()
-        .find_map(|l| l.strip_prefix(&key))
-        .map_or(0, |n| n.trim().parse().unwrap())
+    let series = format!("pam_source_sync_duration_seconds_count{{result=\"{result}\"}}");
+    pamd.metric(&series).await.map_or(0, |n| n as u64)
 }
 
 #[tokio::test]

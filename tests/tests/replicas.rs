@@ -36,28 +36,11 @@ async fn replicas(n: usize) -> Vec<Pamd> {
     out
 }
 
-/// A metric of one replica (None: the replica does not answer).
-async fn metric(p: &Pamd, name: &str) -> Option<f64> {
-    let text = reqwest::Client::new()
-        .get(format!("{}/metrics", p.url))
-        .bearer_auth(&p.token)
-        .timeout(Duration::from_secs(2))
-        .send()
-        .await
-        .ok()?
-        .text()
-        .await
-        .ok()?;
-    text.lines()
-        .find_map(|l| l.strip_prefix(&format!("{name} ")))
-        .and_then(|v| v.trim().parse().ok())
-}
-
 /// The replicas (of `among`) that say they lead.
 async fn leaders(ps: &[Pamd], among: &[usize]) -> Vec<usize> {
     let mut out = Vec::new();
     for &i in among {
-        if metric(&ps[i], "pam_leader").await == Some(1.0) {
+        if ps[i].metric("pam_leader").await == Some(1.0) {
             out.push(i);
         }
     }
@@ -240,19 +223,19 @@ async fn a_paused_leader_is_fenced_and_steps_down() {
     signal("-STOP");
     let stopped = Instant::now();
     eventually(T, "the other replica leads", || async {
-        (metric(&ps[other], "pam_leader").await == Some(1.0)).then_some(())
+        (ps[other].metric("pam_leader").await == Some(1.0)).then_some(())
     })
     .await;
     let took = stopped.elapsed();
     println!("takeover after SIGSTOP: {:.2} s", took.as_secs_f64());
     assert!(took <= LEASE * 2 + Duration::from_secs(1), "{took:?}");
-    let term = metric(&ps[other], "pam_leader_term").await.unwrap();
+    let term = ps[other].metric("pam_leader_term").await.unwrap();
     assert!(term >= 2.0, "a new term: {term}");
     // Resumed: it learns it lost the lead (its loops' commits are fenced
     // meanwhile) and does not take it back.
     signal("-CONT");
     eventually(T, "the paused replica steps down", || async {
-        (metric(&ps[leader], "pam_leader").await == Some(0.0)).then_some(())
+        (ps[leader].metric("pam_leader").await == Some(0.0)).then_some(())
     })
     .await;
     assert!(
@@ -262,7 +245,7 @@ async fn a_paused_leader_is_fenced_and_steps_down() {
     );
     tokio::time::sleep(LEASE).await;
     assert_eq!(leaders(&ps, &[0, 1]).await, [other]);
-    assert_eq!(metric(&ps[other], "pam_leader_term").await, Some(term));
+    assert_eq!(ps[other].metric("pam_leader_term").await, Some(term));
 }
 
 #[tokio::test]

@@ -70,22 +70,27 @@ fn names(ticks: &[DateTime<Utc>]) -> Vec<String> {
     v
 }
 
+/// pamd's log says the loops' lease was taken `times` times (once per
+/// process) and never lost.
+fn took_the_lead(pamd: &Pamd, times: usize) {
+    let log = pamd.log();
+    assert_eq!(
+        log.matches("leading: the loops run here").count(),
+        times,
+        "{log}"
+    );
+    assert!(
+        !log.contains("lost the lead") && !log.contains("stepping down"),
+        "{log}"
+    );
+}
+
 /// How many passes of the schedule loop this pamd process finished.
 async fn schedule_passes(pamd: &Pamd) -> Option<u64> {
-    let text = pamd
-        .http()
-        .get(format!("{}/metrics", pamd.url))
-        .bearer_auth(&pamd.token)
-        .send()
-        .await
-        .ok()?
-        .text()
-        .await
-        .ok()?;
-    text.lines()
-        .find_map(|l| l.strip_prefix("pam_loop_duration_seconds_count{loop=\"schedule\"} "))
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .map(|v| v as u64)
+    let n = pamd
+        .metric("pam_loop_duration_seconds_count{loop=\"schedule\"}")
+        .await?;
+    Some(n as u64)
 }
 
 /// Waits until the schedule loop has run two more passes, then asserts
@@ -217,16 +222,7 @@ async fn a_moved_clock_and_sigkill_between_ticks_double_no_tick() {
     assert_eq!(json["status"]["nextScheduleTime"], ts(at(6, 0)), "{json}");
     // Minutes of jumps past the 15 s lease: the one replica kept (or at
     // a restart retook) the lead every time.
-    let log = pamd.log();
-    assert_eq!(
-        log.matches("leading: the loops run here").count(),
-        5,
-        "{log}"
-    );
-    assert!(
-        !log.contains("lost the lead") && !log.contains("stepping down"),
-        "{log}"
-    );
+    took_the_lead(&pamd, 5);
     let created = events(&pamd, Some("schedule.run_created")).await;
     let mut at_ticks: Vec<String> = created
         .iter()
@@ -300,14 +296,5 @@ async fn a_local_worker_and_the_lease_survive_a_jump_of_minutes() {
         .parse()
         .unwrap();
     assert_eq!(created, at(10, 30), "pamd's time is the file's: {r}");
-    let log = pamd.log();
-    assert_eq!(
-        log.matches("leading: the loops run here").count(),
-        1,
-        "{log}"
-    );
-    assert!(
-        !log.contains("lost the lead") && !log.contains("stepping down"),
-        "{log}"
-    );
+    took_the_lead(&pamd, 1);
 }
