@@ -83,36 +83,18 @@ impl ScheduleTx for PgTx {
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn update_schedule(&mut self, s: &Schedule, expected_rv: i64) -> StoreResult<Schedule> {
-        let sql = format!(
-            "UPDATE schedules SET spec = $3, labels = $4, annotations = $5, generation = $6, \
-             observed_generation = $7, conditions = $8, updated_at = $9, \
-             resource_version = resource_version + 1 \
-             WHERE id = $1 AND resource_version = $2 RETURNING {}",
-            schedule_cols()
-        );
-        let row = sqlx::query(&sql)
-            .bind(s.id)
-            .bind(expected_rv)
-            .bind(&s.meta.spec)
-            .bind(labels_to_json(&s.meta.labels))
-            .bind(labels_to_json(&s.meta.annotations))
-            .bind(s.meta.generation)
-            .bind(s.meta.observed_generation)
-            .bind(&s.meta.conditions)
-            .bind(s.updated_at)
-            .fetch_optional(self.conn())
-            .await
-            .map_err(db_err)?;
-        match row {
-            Some(row) => schedule_from_row(&row),
-            None => Err(self
-                .zero_rows(
-                    "schedules",
-                    s.id,
-                    format!("schedule {} is not at resource version {expected_rv}", s.id),
-                )
-                .await),
-        }
+        let row = self
+            .update_meta(
+                "schedules",
+                &schedule_cols(),
+                s.id,
+                expected_rv,
+                &s.meta,
+                s.updated_at,
+                &format!("schedule {}", s.id),
+            )
+            .await?;
+        schedule_from_row(&row)
     }
 
     #[tracing::instrument(level = "debug", skip_all)]

@@ -98,36 +98,18 @@ impl SourceTx for PgTx {
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn update_source(&mut self, s: &Source, expected_rv: i64) -> StoreResult<Source> {
-        let sql = format!(
-            "UPDATE sources SET spec = $3, labels = $4, annotations = $5, generation = $6, \
-             observed_generation = $7, conditions = $8, updated_at = $9, \
-             resource_version = resource_version + 1 \
-             WHERE id = $1 AND resource_version = $2 RETURNING {}",
-            source_cols()
-        );
-        let row = sqlx::query(&sql)
-            .bind(s.id)
-            .bind(expected_rv)
-            .bind(&s.meta.spec)
-            .bind(labels_to_json(&s.meta.labels))
-            .bind(labels_to_json(&s.meta.annotations))
-            .bind(s.meta.generation)
-            .bind(s.meta.observed_generation)
-            .bind(&s.meta.conditions)
-            .bind(s.updated_at)
-            .fetch_optional(self.conn())
-            .await
-            .map_err(db_err)?;
-        match row {
-            Some(row) => source_from_row(&row),
-            None => Err(self
-                .zero_rows(
-                    "sources",
-                    s.id,
-                    format!("source {} is not at resource version {expected_rv}", s.name),
-                )
-                .await),
-        }
+        let row = self
+            .update_meta(
+                "sources",
+                &source_cols(),
+                s.id,
+                expected_rv,
+                &s.meta,
+                s.updated_at,
+                &format!("source {}", s.name),
+            )
+            .await?;
+        source_from_row(&row)
     }
 
     #[tracing::instrument(level = "debug", skip_all)]

@@ -88,39 +88,18 @@ impl WebhookTx for PgTx {
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn update_webhook(&mut self, w: &Webhook, expected_rv: i64) -> StoreResult<Webhook> {
-        let sql = format!(
-            "UPDATE webhooks SET spec = $3, labels = $4, annotations = $5, generation = $6, \
-             observed_generation = $7, conditions = $8, updated_at = $9, \
-             resource_version = resource_version + 1 \
-             WHERE id = $1 AND resource_version = $2 RETURNING {}",
-            webhook_cols()
-        );
-        let row = sqlx::query(&sql)
-            .bind(w.id)
-            .bind(expected_rv)
-            .bind(&w.meta.spec)
-            .bind(labels_to_json(&w.meta.labels))
-            .bind(labels_to_json(&w.meta.annotations))
-            .bind(w.meta.generation)
-            .bind(w.meta.observed_generation)
-            .bind(&w.meta.conditions)
-            .bind(w.updated_at)
-            .fetch_optional(self.conn())
-            .await
-            .map_err(db_err)?;
-        match row {
-            Some(row) => webhook_from_row(&row),
-            None => Err(self
-                .zero_rows(
-                    "webhooks",
-                    w.id,
-                    format!(
-                        "webhook {} is not at resource version {expected_rv}",
-                        w.name
-                    ),
-                )
-                .await),
-        }
+        let row = self
+            .update_meta(
+                "webhooks",
+                &webhook_cols(),
+                w.id,
+                expected_rv,
+                &w.meta,
+                w.updated_at,
+                &format!("webhook {}", w.name),
+            )
+            .await?;
+        webhook_from_row(&row)
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
