@@ -306,6 +306,29 @@ impl PgTx {
             .map_err(db_err)
     }
 
+    /// Inserts an object of a cluster-wide kind whose row is its name and
+    /// meta columns (Sources, Webhooks); a taken name or id is
+    /// `AlreadyExists`.
+    async fn insert_named(
+        &mut self,
+        table: &str,
+        id: Uuid,
+        name: &str,
+        meta: &Meta,
+        created_at: DateTime<Utc>,
+        updated_at: DateTime<Utc>,
+    ) -> StoreResult<()> {
+        let sql = format!(
+            "INSERT INTO {table} (id, name, {META_COLS}, created_at, updated_at) \
+             VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11)"
+        );
+        let q = sqlx::query(&sql).bind(id).bind(name);
+        let q = bind_meta!(q, meta).bind(created_at).bind(updated_at);
+        self.savepoint().await?;
+        let r = q.execute(self.conn()).await;
+        self.end_savepoint(r).await.map(|_| ())
+    }
+
     /// The guarded write of an object's meta columns (spec, labels,
     /// annotations, generations, conditions, `updated_at`) at
     /// `expected_rv`, for the kinds whose rows hold nothing else to

@@ -60,15 +60,15 @@ impl PgTx {
 impl SourceTx for PgTx {
     #[tracing::instrument(level = "debug", skip_all)]
     async fn insert_source(&mut self, s: &Source) -> StoreResult<()> {
-        let sql = format!(
-            "INSERT INTO sources (id, name, {META_COLS}, created_at, updated_at) \
-             VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11)"
-        );
-        let q = sqlx::query(&sql).bind(s.id).bind(&s.name);
-        let q = bind_meta!(q, s.meta).bind(s.created_at).bind(s.updated_at);
-        self.savepoint().await?;
-        let r = q.execute(self.conn()).await;
-        self.end_savepoint(r).await.map(|_| ())
+        self.insert_named(
+            "sources",
+            s.id,
+            &s.name,
+            &s.meta,
+            s.created_at,
+            s.updated_at,
+        )
+        .await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]

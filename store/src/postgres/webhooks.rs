@@ -51,15 +51,15 @@ impl PgTx {
 impl WebhookTx for PgTx {
     #[tracing::instrument(level = "debug", skip_all)]
     async fn insert_webhook(&mut self, w: &Webhook) -> StoreResult<()> {
-        let sql = format!(
-            "INSERT INTO webhooks (id, name, {META_COLS}, created_at, updated_at) \
-             VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11)"
-        );
-        let q = sqlx::query(&sql).bind(w.id).bind(&w.name);
-        let q = bind_meta!(q, w.meta).bind(w.created_at).bind(w.updated_at);
-        self.savepoint().await?;
-        let r = q.execute(self.conn()).await;
-        self.end_savepoint(r).await.map(|_| ())
+        self.insert_named(
+            "webhooks",
+            w.id,
+            &w.name,
+            &w.meta,
+            w.created_at,
+            w.updated_at,
+        )
+        .await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
