@@ -2,8 +2,8 @@
 //! provider process's environment in a real tmux session (the fake
 //! provider prints it into its output), and nowhere else — not in any
 //! event, not in pamd's or the worker's log at trace level, not in any API
-//! response but the run's own output, not in `ps`, not in the database
-//! (which holds ciphertext only). A run naming a missing Secret waits with
+//! response but the run's own output, not in `ps`, not in a `pg_dump` of
+//! the whole database (which holds ciphertext only). A run naming a missing Secret waits with
 //! a SecretMissing condition and runs once it is applied; a key rotation
 //! keeps every run working.
 
@@ -176,13 +176,28 @@ async fn a_secret_reaches_the_provider_and_nothing_else() {
             .await
             .unwrap();
         assert_eq!(rows.len(), 2);
-        let events: Vec<(String,)> = sqlx::query_as("SELECT e::text FROM events e")
-            .fetch_all(&mut conn)
-            .await
+        // The whole database as an operator would back it up: every
+        // table's rows (events, runs, idempotency answers, deliveries…).
+        // Next to the server binaries the tests run (PATH may hold links
+        // to just those).
+        let pg_ctl = pam_store::embedded::find_bin_dir().unwrap().join("pg_ctl");
+        let pg_dump = std::fs::canonicalize(pg_ctl)
+            .unwrap()
+            .with_file_name("pg_dump");
+        let dump = std::process::Command::new(pg_dump)
+            .args(["--data-only", "--dbname", &pamd.database_url])
+            .output()
             .unwrap();
+        assert!(dump.status.success(), "pg_dump: {dump:?}");
+        let dump = String::from_utf8(dump.stdout).unwrap();
+        assert!(
+            dump.contains("COPY public.secrets"),
+            "the dump has the Secrets"
+        );
+        assert!(dump.contains("COPY public.events"), "and the journal");
         rows.into_iter()
-            .chain(events)
             .map(|r| r.0)
+            .chain([dump])
             .collect::<Vec<_>>()
             .join("\n")
     };
@@ -207,7 +222,7 @@ async fn a_secret_reaches_the_provider_and_nothing_else() {
         ("API responses", responses.lock().unwrap().join("\n")),
         ("pamctl output", outputs.join("\n")),
         ("ps -eo args", ps.join("\n")),
-        ("the database", db),
+        ("the database (pg_dump)", db),
     ];
     for v in [&value, &later_value] {
         for needle in [v.clone(), b64(v)] {
