@@ -51,6 +51,8 @@ pub struct Metrics {
     pub signals: Family<Labels, Counter>,
     /// One loop's sweep, seconds, by `loop`.
     pub loop_duration: HistogramFamily,
+    /// Sweeps that failed (and were retried on the next pass), by `loop`.
+    loop_errors: Family<Labels, Counter>,
     /// HTTP requests by method, matched route and status, seconds.
     pub http_duration: HistogramFamily,
     /// One Source sync, seconds, by `result` (see [`SYNC_RESULTS`]).
@@ -111,6 +113,12 @@ impl Metrics {
             "loop_duration_seconds",
             "Duration of one sweep of a controller loop, by loop",
             loop_duration.clone(),
+        );
+        let loop_errors = Family::<Labels, Counter>::default();
+        r.register(
+            "loop_errors",
+            "Controller loop sweeps that failed (retried on the next pass), by loop",
+            loop_errors.clone(),
         );
         let http_duration = HistogramFamily::new_with_constructor(seconds_buckets);
         r.register(
@@ -199,6 +207,7 @@ impl Metrics {
             dispatch_latency,
             signals,
             loop_duration,
+            loop_errors,
             http_duration,
             source_sync,
             leader,
@@ -284,6 +293,13 @@ impl Metrics {
         };
         self.signals
             .get_or_create(&vec![("outcome", label.to_string())])
+            .inc();
+    }
+
+    /// One sweep of loop `name` failed.
+    pub fn loop_failed(&self, name: &'static str) {
+        self.loop_errors
+            .get_or_create(&vec![("loop", name.to_string())])
             .inc();
     }
 

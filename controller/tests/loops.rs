@@ -1424,3 +1424,46 @@ async fn a_project_over_its_budget_dispatches_nothing_until_the_budget_is_raised
     let claimed = claim_one(&w, &a).await;
     assert_eq!(claimed.id, r2.id);
 }
+
+/// Issue 29: sweeps are isolated. With the `schedules` table unreadable
+/// the schedule sweep fails on real PostgreSQL; liveness (before it) and
+/// the dispatch timeout (after it) still run in the same pass, the error
+/// is counted by loop, and once the table is back the next pass is clean.
+#[tokio::test]
+async fn a_failing_sweep_does_not_stop_the_others() {
+    let pool = pam_testkit::testdb::fresh_pool().await.unwrap();
+    let w = World::with_store(Arc::new(pam_store::postgres::PgStore::new(pool.clone()))).await;
+    let a = w.host("a", &[]).await;
+    w.run("r1", Target::Any, 1).await;
+    let live = claim_one(&w, &a).await;
+    w.signal(&a, sig(&live, 1, SignalKind::Started)).await;
+    let waiting = w.run("r2", Target::Host("nobody".into()), 1).await;
+
+    sqlx::query("ALTER TABLE schedules RENAME TO schedules_away")
+        .execute(&pool)
+        .await
+        .unwrap();
+    w.advance(301);
+    let e = reconcile::pass(&w.ctx).await.unwrap_err();
+    assert!(e.to_string().contains("schedule:"), "{e:#}");
+    assert_eq!(w.get_host(a.id).await.status, HostStatus::Offline);
+    assert_eq!(
+        w.get_run(live.id).await.failure_reason,
+        Some(FailureReason::HostLost)
+    );
+    let waiting = w.get_run(waiting.id).await;
+    assert_eq!(waiting.status, RunStatus::Failed, "the timeout sweep ran");
+
+    sqlx::query("ALTER TABLE schedules_away RENAME TO schedules")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let text = w.ctx.metrics.render(w.ctx.store.as_ref()).await.unwrap();
+    assert!(
+        text.contains("pam_loop_errors_total{loop=\"schedule\"} 1"),
+        "{text}"
+    );
+    assert!(!text.contains("pam_loop_errors_total{loop=\"liveness\"}"));
+    w.advance(1);
+    reconcile::pass(&w.ctx).await.unwrap();
+}

@@ -1,4 +1,4 @@
-//! Attach endpoints (operator tokens), over [`super::leases`]:
+//! Attach endpoints (operator tokens), over [`crate::rules::leases`]:
 //!
 //! - `POST /api/v1/projects/{p}/runs/{name}/attach` `{"holder"?, "ttlSeconds"?}`
 //!   → 201 the lease; 409 `lease_held` naming the holder when someone else
@@ -27,12 +27,11 @@ use serde_json::{json, Value};
 use uuid::Uuid;
 
 use super::auth::{Operator, Principal};
-use super::leases::{Lease, LeaseError, DEFAULT_TTL, MAX_TTL};
+use crate::rules::leases::{self, Lease, LeaseError, DEFAULT_TTL, MAX_TTL};
 use pam_store::Run;
 
 use super::{lookup, ApiError, AppState};
 use crate::clock::ts;
-use crate::events::{payload, topic};
 
 type ApiResult<T> = Result<T, ApiError>;
 
@@ -102,37 +101,6 @@ async fn live_run(st: &AppState, slug: &str, name: &str) -> ApiResult<Run> {
     lookup::run(tx.as_mut(), &p, name).await
 }
 
-/// Journals a lease event for `lease` (run_id and attempt always present).
-async fn journal(
-    st: &AppState,
-    topic: &'static str,
-    lease: &Lease,
-    reason: Option<&str>,
-) -> ApiResult<()> {
-    let now = st.ctx.now();
-    let mut tx = st.ctx.store.begin().await?;
-    let mut extra = json!({ "lease_id": lease.id, "holder": lease.holder });
-    if let Some(r) = reason {
-        extra["reason"] = json!(r);
-    }
-    let payload = match tx.get_run(lease.run_id).await? {
-        Some(run) => {
-            let mut p = payload::run(&run, extra);
-            // The lease's attempt, which a requeue may have moved on from.
-            p["attempt"] = json!(lease.attempt);
-            p
-        }
-        None => {
-            extra["run_id"] = json!(lease.run_id);
-            extra["attempt"] = json!(lease.attempt);
-            extra
-        }
-    };
-    tx.append_event(topic, payload, now).await?;
-    st.ctx.commit(tx).await?;
-    Ok(())
-}
-
 pub async fn acquire(
     State(st): State<AppState>,
     Operator(op): Operator,
@@ -169,22 +137,21 @@ pub async fn acquire(
             ),
         ));
     }
-    let (lease, expired) = st
-        .leases
-        .acquire(
-            run.id,
-            run.attempt,
-            &holder,
-            Some(op.token_id()),
+    let mut tx = st.ctx.store.begin().await?;
+    let lease = leases::acquire(
+        tx.as_mut(),
+        leases::Acquirer {
+            run_id: run.id,
+            attempt: run.attempt,
+            holder: &holder,
+            token_id: Some(op.token_id()),
             ttl,
-            st.ctx.now(),
-        )
-        .await?
-        .map_err(lease_error)?;
-    if let Some(old) = expired {
-        journal(&st, topic::RUN_LEASE_RELEASED, &old, Some("expired")).await?;
-    }
-    journal(&st, topic::RUN_LEASE_ACQUIRED, &lease, None).await?;
+        },
+        st.ctx.now(),
+    )
+    .await?
+    .map_err(lease_error)?;
+    st.ctx.commit(tx).await?;
     Ok((StatusCode::CREATED, Json(lease_json(&lease))).into_response())
 }
 
@@ -195,11 +162,11 @@ pub async fn renew(
     Json(body): Json<LeaseBody>,
 ) -> ApiResult<Json<Value>> {
     let run = live_run(&st, &slug, &name).await?;
-    let lease = st
-        .leases
-        .renew(run.id, body.lease_id, st.ctx.now())
+    let mut tx = st.ctx.store.begin().await?;
+    let lease = leases::renew(tx.as_mut(), run.id, body.lease_id, st.ctx.now())
         .await?
         .map_err(lease_error)?;
+    st.ctx.commit(tx).await?;
     Ok(Json(lease_json(&lease)))
 }
 
@@ -210,12 +177,11 @@ pub async fn release(
     Json(body): Json<LeaseBody>,
 ) -> ApiResult<StatusCode> {
     let run = live_run(&st, &slug, &name).await?;
-    let lease = st
-        .leases
-        .release(run.id, body.lease_id, st.ctx.now())
+    let mut tx = st.ctx.store.begin().await?;
+    leases::release(tx.as_mut(), run.id, body.lease_id, st.ctx.now())
         .await?
         .map_err(lease_error)?;
-    journal(&st, topic::RUN_LEASE_RELEASED, &lease, Some("released")).await?;
+    st.ctx.commit(tx).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -231,34 +197,27 @@ pub async fn input(
         )));
     }
     let run = live_run(&st, &slug, &name).await?;
-    st.leases
-        .push_input(run.id, body.lease_id, body.text, st.ctx.now())
+    let mut tx = st.ctx.store.begin().await?;
+    leases::push_input(tx.as_mut(), run.id, body.lease_id, &body.text, st.ctx.now())
         .await?
         .map_err(lease_error)?;
+    st.ctx.commit(tx).await?;
     st.nudge.notify_waiters();
     Ok((StatusCode::ACCEPTED, Json(json!({ "accepted": true }))).into_response())
 }
 
-/// Journals `run.lease_released` (reason `expired`) for leases that ran out,
-/// once a second, and releases the leases of revoked tokens as soon as one
-/// is found revoked ([`release_revoked`]), until the task is aborted.
+/// Releases the leases that ran out (journaled `run.lease_released`,
+/// reason `expired`) once a second, and the leases of revoked tokens as
+/// soon as one is found revoked ([`release_revoked`]), until the task is
+/// aborted.
 pub async fn expire_loop(st: AppState) {
     loop {
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_secs(1)) => {}
             _ = st.revocations.revoked_any() => {}
         }
-        let expired = match st.leases.take_expired(st.ctx.now()).await {
-            Ok(l) => l,
-            Err(e) => {
-                tracing::debug!(error = %e, "reading expired attach leases failed; retrying");
-                continue;
-            }
-        };
-        for lease in expired {
-            if let Err(e) = journal(&st, topic::RUN_LEASE_RELEASED, &lease, Some("expired")).await {
-                tracing::error!(run_id = %lease.run_id, error = %e.message, "could not journal an expired lease");
-            }
+        if let Err(e) = end_leases(&st, Ending::Expired).await {
+            tracing::debug!(error = %e.message, "releasing expired attach leases failed; retrying");
         }
         release_revoked(&st).await;
     }
@@ -269,17 +228,32 @@ pub async fn expire_loop(st: AppState) {
 /// handler (this pamd's revocations, at once) and by [`expire_loop`] (the
 /// token re-check's, e.g. a revocation through another replica).
 pub async fn release_revoked(st: &AppState) {
-    let revoked = match st.leases.take_revoked().await {
-        Ok(l) => l,
-        Err(e) => {
-            tracing::debug!(error = %e, "reading revoked attach leases failed; retrying");
-            return;
+    match end_leases(st, Ending::Revoked).await {
+        Ok(gone) => {
+            for lease in gone {
+                tracing::info!(run_id = %lease.run_id, holder = %lease.holder, "attach lease released: its token was revoked");
+            }
         }
-    };
-    for lease in revoked {
-        tracing::info!(run_id = %lease.run_id, holder = %lease.holder, "attach lease released: its token was revoked");
-        if let Err(e) = journal(st, topic::RUN_LEASE_RELEASED, &lease, Some("revoked")).await {
-            tracing::error!(run_id = %lease.run_id, error = %e.message, "could not journal a revoked lease");
+        Err(e) => {
+            tracing::debug!(error = %e.message, "releasing revoked attach leases failed; retrying")
         }
     }
+}
+
+/// Which leases [`end_leases`] ends.
+enum Ending {
+    Expired,
+    Revoked,
+}
+
+/// Ends leases (each journaled by its rule) in one committed transaction.
+async fn end_leases(st: &AppState, which: Ending) -> ApiResult<Vec<Lease>> {
+    let mut tx = st.ctx.store.begin().await?;
+    let now = st.ctx.now();
+    let gone = match which {
+        Ending::Expired => leases::expire(tx.as_mut(), now).await?,
+        Ending::Revoked => leases::release_revoked(tx.as_mut(), now).await?,
+    };
+    st.ctx.commit(tx).await?;
+    Ok(gone)
 }

@@ -105,13 +105,13 @@ fn record_use(state: &AppState, t: &ApiToken) {
     if !tokens::last_used_is_stale(t, now) {
         return;
     }
-    let store = state.ctx.store.clone();
+    let ctx = state.ctx.clone();
     let id = t.id;
     tokio::spawn(async move {
         let written = async {
-            let mut tx = store.begin().await?;
+            let mut tx = ctx.store.begin().await?;
             tokens::touch(tx.as_mut(), id, now).await?;
-            tx.commit().await.map(|_| ())
+            ctx.commit(tx).await
         };
         if let Err(e) = written.await {
             tracing::debug!(error = %e, "cannot record a token's last use");

@@ -129,7 +129,7 @@ pub async fn layer(State(st): State<AppState>, req: Request, next: Next) -> Resp
     let claimed = async {
         let mut tx = st.ctx.store.begin().await?;
         let c = tx.claim_idempotency_key(&claim).await?;
-        tx.commit().await?;
+        st.ctx.commit(tx).await?;
         pam_store::StoreResult::Ok(c)
     };
     let claimed = match claimed.await {
@@ -234,7 +234,7 @@ async fn finish(
                 ct,
             )
             .await?;
-            tx.commit().await?;
+            st.ctx.commit(tx).await?;
             pam_store::StoreResult::Ok(())
         };
         if let Err(e) = answered.await {
@@ -249,7 +249,7 @@ async fn release(st: &AppState, c: &IdempotencyClaim) {
         let mut tx = st.ctx.store.begin().await?;
         tx.release_idempotency_key(&c.principal, &c.key_hash)
             .await?;
-        tx.commit().await?;
+        st.ctx.commit(tx).await?;
         pam_store::StoreResult::Ok(())
     };
     if let Err(e) = released.await {

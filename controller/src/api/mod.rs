@@ -32,7 +32,6 @@ pub mod extract;
 pub mod guard;
 pub mod hosts;
 pub mod idempotency;
-pub mod leases;
 pub mod list;
 pub mod lookup;
 pub mod metrics;
@@ -65,8 +64,6 @@ pub struct AppState {
     pub snapshots: snapshots::SnapshotCache,
     /// Operator signals waiting for their worker.
     pub signals: pending_signals::PendingSignals,
-    /// Attach leases and the input their holders typed (in the store).
-    pub leases: leases::Leases,
     /// The tokens open streams and leases hold: revoking one ends them.
     pub revocations: revocation::Revocations,
     /// Wakes the workers' claim long-polls early (a stop, a signal, attach
@@ -84,7 +81,6 @@ impl AppState {
             clock,
             snapshots: Default::default(),
             signals: Default::default(),
-            leases: leases::Leases::new(store.clone()),
             revocations: Default::default(),
             nudge: Default::default(),
             limits: Default::default(),

@@ -118,7 +118,7 @@ pub async fn stream(
             bounds = tx.event_bounds().await?;
             // Ends the transaction now: it holds the order lock, which
             // every journaling write waits for.
-            tx.commit().await?;
+            st.ctx.commit(tx).await?;
         }
         (bounds, high_water)
     };

@@ -177,7 +177,7 @@ async fn hand_out(st: &AppState, host: &Host, desired: &mut DesiredSet) -> Resul
     let runs: Vec<(uuid::Uuid, i32)> = desired.runs.iter().map(|r| (r.run_id, r.attempt)).collect();
     let mut tx = st.ctx.store.begin().await?;
     let mut input = tx.take_attach_input(&runs).await?;
-    tx.commit().await?;
+    st.ctx.commit(tx).await?;
     for r in &mut desired.runs {
         r.input = input.remove(&r.run_id).unwrap_or_default();
     }

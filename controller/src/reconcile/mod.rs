@@ -47,65 +47,94 @@ pub struct Pass {
 /// fails runs the restart loop then requeues), then the dependency gate
 /// (so the timeout sees who became dispatchable), timeouts and restarts.
 ///
-/// A pass that fails because the database does not answer (`Store::ready`
-/// fails too) makes pamd blind to the workers' reports; the next pass
-/// starts observing the fleet again ([`Ctx::lost_sight`]), so hosts get a
-/// full offline window once the database is back.
+/// # Guarantees
+/// - Sweeps are isolated (issue 29): one sweep's error is logged with its
+///   loop's name, counted in `pam_loop_errors_total{loop}` and retried on
+///   the next pass; the sweeps after it still run. The pass then returns
+///   the errors (after every sweep ran).
+/// - A pass that fails because the database does not answer
+///   (`Store::ready` fails too) makes pamd blind to the workers' reports;
+///   the next pass starts observing the fleet again ([`Ctx::lost_sight`]),
+///   so hosts get a full offline window once the database is back. A sweep
+///   that fails while the database answers does not.
 pub async fn pass(ctx: &Ctx) -> anyhow::Result<Pass> {
     ctx.begin_observing_pass(ctx.now());
-    match sweep_all(ctx).await {
-        Ok(p) => {
-            ctx.pass_succeeded();
-            Ok(p)
-        }
-        Err(e) => {
-            if ctx.store.ready().await.is_err() {
-                ctx.lost_sight();
+    let mut failed = Failed::default();
+    let p = sweep_all(ctx, &mut failed).await;
+    if failed.0.is_empty() {
+        ctx.pass_succeeded();
+        return Ok(p);
+    }
+    if ctx.store.ready().await.is_err() {
+        ctx.lost_sight();
+    } else {
+        ctx.pass_succeeded();
+    }
+    Err(anyhow::anyhow!(
+        "{} sweep(s) failed: {}",
+        failed.0.len(),
+        failed
+            .0
+            .iter()
+            .map(|(name, e)| format!("{name}: {e:#}"))
+            .collect::<Vec<_>>()
+            .join("; ")
+    ))
+}
+
+/// The sweeps of a pass that failed, by loop name.
+#[derive(Default)]
+struct Failed(Vec<(&'static str, anyhow::Error)>);
+
+impl Failed {
+    /// Runs one sweep: times it, and on an error logs and counts it and
+    /// gives the sweep's default (nothing done) so the pass goes on.
+    async fn sweep<T: Default>(
+        &mut self,
+        ctx: &Ctx,
+        name: &'static str,
+        sweep: impl std::future::Future<Output = anyhow::Result<T>>,
+    ) -> T {
+        let started = std::time::Instant::now();
+        let r = sweep.await;
+        ctx.metrics.loop_took(name, started);
+        match r {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::error!(r#loop = name, error = %format!("{e:#}"), "a loop sweep failed; the others ran, it is retried on the next pass");
+                ctx.metrics.loop_failed(name);
+                self.0.push((name, e));
+                T::default()
             }
-            Err(e)
         }
     }
 }
 
-async fn sweep_all(ctx: &Ctx) -> anyhow::Result<Pass> {
+async fn sweep_all(ctx: &Ctx, failed: &mut Failed) -> Pass {
     let mut p = Pass::default();
-    let started = std::time::Instant::now();
-    let (offline, lost) = liveness::sweep(ctx).await?;
-    ctx.metrics.loop_took("liveness", started);
+    let (offline, lost) = failed.sweep(ctx, "liveness", liveness::sweep(ctx)).await;
     p.hosts_offline = offline;
     p.runs_host_lost = lost;
-    let started = std::time::Instant::now();
-    let gated = gate::sweep(ctx).await?;
-    ctx.metrics.loop_took("gate", started);
+    let gated = failed.sweep(ctx, "gate", gate::sweep(ctx)).await;
     p.runs_unblocked = gated.unblocked;
     p.runs_dependency_cancelled = gated.dependency_cancelled;
     if gated.unblocked > 0 {
         ctx.claimable.notify_waiters();
     }
-    let started = std::time::Instant::now();
-    schedule::sweep(ctx).await?;
-    ctx.metrics.loop_took("schedule", started);
-    let started = std::time::Instant::now();
-    secrets::sweep(ctx).await?;
-    ctx.metrics.loop_took("secrets", started);
-    let started = std::time::Instant::now();
-    let budgets = budget::sweep(ctx).await?;
-    ctx.metrics.loop_took("budget", started);
+    failed.sweep(ctx, "schedule", schedule::sweep(ctx)).await;
+    failed.sweep(ctx, "secrets", secrets::sweep(ctx)).await;
+    let budgets = failed.sweep(ctx, "budget", budget::sweep(ctx)).await;
     if budgets.restored > 0 {
         ctx.claimable.notify_waiters();
     }
-    let started = std::time::Instant::now();
-    let (timed_out, stopped) = timeout::sweep(ctx).await?;
-    ctx.metrics.loop_took("timeout", started);
+    let (timed_out, stopped) = failed.sweep(ctx, "timeout", timeout::sweep(ctx)).await;
     p.runs_timed_out = timed_out;
     p.runs_stopped = stopped;
-    let started = std::time::Instant::now();
-    p.runs_requeued = restart::sweep(ctx).await?;
-    ctx.metrics.loop_took("restart", started);
+    p.runs_requeued = failed.sweep(ctx, "restart", restart::sweep(ctx)).await;
     if p.runs_requeued > 0 {
         ctx.claimable.notify_waiters();
     }
-    Ok(p)
+    p
 }
 
 /// How often the integrity check runs (its cost is per active run, so it

@@ -1,7 +1,8 @@
 //! The rules: every change to a stored object, in exactly one function.
 //!
 //! One module per aggregate — [`projects`], [`work_items`], [`runs`],
-//! [`hosts`], [`tokens`], [`sources`], [`webhooks`], [`secrets`], [`schedules`] — plus [`meta`], the one home of the generation
+//! [`hosts`], [`tokens`], [`sources`], [`webhooks`], [`secrets`], [`schedules`],
+//! [`leases`] (attach) — plus [`meta`], the one home of the generation
 //! rule. A rule function takes the transaction and the injected time, calls
 //! the state-machine gate (`pam_manifests::state`, the sole gate), writes
 //! columns and spec together with generation, observedGeneration and
@@ -26,6 +27,7 @@
 //! They import nothing from those layers.
 
 pub mod hosts;
+pub mod leases;
 pub mod meta;
 pub mod projects;
 pub mod runs;

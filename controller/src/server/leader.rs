@@ -90,7 +90,7 @@ where
             let term = tx
                 .lead(LOOPS_LEASE, &holder, instance, lease_ttl, now)
                 .await?;
-            tx.commit().await?;
+            ctx.commit(tx).await?;
             pam_store::StoreResult::Ok(term)
         }
         .await;
@@ -142,7 +142,7 @@ where
         let resigned = async {
             let mut tx = ctx.store.begin().await?;
             tx.resign(LOOPS_LEASE, instance, ctx.now()).await?;
-            tx.commit().await?;
+            ctx.commit(tx).await?;
             pam_store::StoreResult::Ok(())
         }
         .await;
