@@ -85,7 +85,7 @@ pub async fn delete_schedule(
     let mut tx = st.ctx.store.begin().await?;
     let p = lookup::project(tx.as_mut(), &project).await?;
     let s = lookup::schedule(tx.as_mut(), &p, &name).await?;
-    schedules::delete(tx.as_mut(), &s).await?;
+    schedules::delete(tx.as_mut(), s.id).await?;
     st.ctx.commit(tx).await?;
     Ok(StatusCode::NO_CONTENT)
 }

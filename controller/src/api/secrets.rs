@@ -79,7 +79,7 @@ pub async fn delete_secret(
     let mut tx = st.ctx.store.begin().await?;
     let p = lookup::project(tx.as_mut(), &project).await?;
     let s = lookup::secret(tx.as_mut(), &p, &name).await?;
-    secrets::delete(tx.as_mut(), &s).await?;
+    secrets::delete(tx.as_mut(), s.id).await?;
     st.ctx.commit(tx).await?;
     st.ctx.wake.notify_one();
     Ok(StatusCode::NO_CONTENT)

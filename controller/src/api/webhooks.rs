@@ -69,7 +69,7 @@ pub async fn delete_webhook(
 ) -> ApiResult<StatusCode> {
     let mut tx = st.ctx.store.begin().await?;
     let w = lookup(tx.as_mut(), &name).await?;
-    webhooks::delete(tx.as_mut(), &w).await?;
+    webhooks::delete(tx.as_mut(), w.id).await?;
     st.ctx.commit(tx).await?;
     Ok(StatusCode::NO_CONTENT)
 }

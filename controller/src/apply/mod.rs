@@ -23,7 +23,7 @@ mod diff;
 mod documents;
 pub mod existing;
 pub mod ownership;
-mod prune;
+pub mod prune;
 pub mod stored;
 pub mod webhooks;
 mod writer;
@@ -81,6 +81,9 @@ pub enum Action {
     Configured,
     Unchanged,
     Pruned,
+    /// Matched the prune but was kept: `message` says what held it
+    /// ([`prune`]'s rule: no hidden cascade).
+    Kept,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -92,6 +95,9 @@ pub struct ApplyResult {
     pub action: Action,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub generation: Option<i64>,
+    /// Why (a kept object).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -1,31 +1,273 @@
-//! Prune: deletes the objects of the input's kinds that match the
-//! selector (or applyset) and that the input does not name — never
-//! without a selector. Tasks and Runs are pruned only in the projects the
-//! batch names (a Project it declares, or a Task's or Run's project):
-//! `apply --prune -l team=web -f web/` never reaches into another
-//! project whose objects happen to carry the label (issue 14).
+//! The one prune (issue 29): `pamctl apply --prune` and a Source's sync
+//! both delete through [`prune_objects`], under one rule.
+//!
+//! # The rule
+//! - Children go first: runs, then tasks deepest first, then a project's
+//!   Schedules and Secrets, then Webhooks, Sources and Hosts, projects last.
+//! - No hidden cascade: deleting a task or a project takes its subtree,
+//!   runs, Secrets and Schedules with it (the foreign keys cascade), and a
+//!   host cannot go while runs point at it. An object whose deletion would
+//!   take (or is held by) anything that is not itself being pruned in the
+//!   same call is kept and reported with what held it, never deleted.
+//! - Each deleted object is reported once; its rule journals what the
+//!   seed's journal has a topic for (`work_item.deleted`), and the callers
+//!   journal the rest (a Source's `source.pruned` / `source.prune_skipped`).
+//!
+//! Apply's candidates ([`Writer::prune`]) are the objects of the input's
+//! kinds — every kind — that match the selector (or applyset) and that the
+//! input does not name; project-scoped kinds only in the projects the batch
+//! names (issue 14). Objects a Source owns are the Source's to prune, so
+//! apply keeps them.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
+use chrono::{DateTime, Utc};
 use pam_manifests::kinds::Kind;
 use pam_manifests::load::Document;
 use pam_manifests::names::LabelSelector;
-use pam_store::{Labels, RunFilter, WorkItem};
+use pam_store::prelude::*;
+use pam_store::{Labels, Project, RunFilter, StoreResult};
 use uuid::Uuid;
 
 use super::writer::Writer;
 use super::{Action, ApplyError, ApplyResult};
-use crate::rules::{hosts, meta, projects, runs, work_items};
+use crate::rules::{
+    hosts, meta, projects, runs, schedules, secrets, sources, webhooks, work_items,
+};
+
+/// An object to delete.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Doomed {
+    pub kind: Kind,
+    pub id: Uuid,
+    /// Project-scoped kinds: the project's slug.
+    pub project: Option<String>,
+    pub name: String,
+}
+
+/// What became of one [`Doomed`] object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Deleted.
+    Pruned,
+    /// Kept: deleting it would also delete (or is refused because of)
+    /// these objects (`run r1`, `task build`), which are not being pruned.
+    Held(Vec<String>),
+    /// Already gone (deleted by someone else meanwhile).
+    Gone,
+}
+
+/// Deletion order: children before what cascades onto them.
+fn rank(kind: Kind) -> u8 {
+    match kind {
+        Kind::Run => 0,
+        Kind::Task => 1,
+        Kind::Schedule => 2,
+        Kind::Secret => 3,
+        Kind::Webhook => 4,
+        Kind::Source => 5,
+        Kind::Host => 6,
+        Kind::Project => 7,
+    }
+}
+
+/// Deletes `doomed` under the rule above; returns each object with its
+/// outcome, in deletion order.
+pub async fn prune_objects(
+    tx: &mut dyn Tx,
+    mut doomed: Vec<Doomed>,
+    now: DateTime<Utc>,
+) -> StoreResult<Vec<(Doomed, Outcome)>> {
+    let pruning: HashSet<Uuid> = doomed.iter().map(|d| d.id).collect();
+    // Tasks deepest first: read their paths once.
+    let mut depth = std::collections::HashMap::new();
+    for d in doomed.iter().filter(|d| d.kind == Kind::Task) {
+        if let Some(w) = tx.get_work_item(d.id).await? {
+            depth.insert(d.id, w.path.len());
+        }
+    }
+    doomed.sort_by_key(|d| {
+        (
+            rank(d.kind),
+            std::cmp::Reverse(depth.get(&d.id).copied().unwrap_or(0)),
+        )
+    });
+    let mut out = Vec::with_capacity(doomed.len());
+    for d in doomed {
+        let outcome = prune_one(tx, &d, &pruning, now).await?;
+        out.push((d, outcome));
+    }
+    Ok(out)
+}
+
+async fn prune_one(
+    tx: &mut dyn Tx,
+    d: &Doomed,
+    pruning: &HashSet<Uuid>,
+    now: DateTime<Utc>,
+) -> StoreResult<Outcome> {
+    let deleted = match d.kind {
+        Kind::Run => match tx.get_run(d.id).await? {
+            Some(r) => runs::delete(tx, &r).await?,
+            None => false,
+        },
+        Kind::Task => {
+            let Some(w) = tx.get_work_item(d.id).await? else {
+                return Ok(Outcome::Gone);
+            };
+            let subtree = tx.subtree(w.id).await?;
+            let held = held_by_items(tx, w.project_id, &subtree, pruning).await?;
+            if !held.is_empty() {
+                return Ok(Outcome::Held(held));
+            }
+            let slug = d.project.clone().unwrap_or_default();
+            work_items::delete(tx, &w, &slug, now).await?
+        }
+        Kind::Project => {
+            let Some(p) = tx.get_project(d.id).await? else {
+                return Ok(Outcome::Gone);
+            };
+            let items = tx.list_work_items(p.id).await?;
+            let mut held = held_by_items(tx, p.id, &items, pruning).await?;
+            held.extend(
+                tx.list_secrets(p.id)
+                    .await?
+                    .into_iter()
+                    .filter(|s| !pruning.contains(&s.id))
+                    .map(|s| format!("secret {}", s.name)),
+            );
+            held.extend(
+                tx.list_schedules(p.id)
+                    .await?
+                    .into_iter()
+                    .filter(|s| !pruning.contains(&s.id))
+                    .map(|s| format!("schedule {}", s.name)),
+            );
+            if !held.is_empty() {
+                return Ok(Outcome::Held(held));
+            }
+            projects::delete(tx, &p).await?
+        }
+        Kind::Host => {
+            let Some(h) = tx.get_host(d.id).await? else {
+                return Ok(Outcome::Gone);
+            };
+            let held: Vec<String> = tx
+                .list_runs(&RunFilter {
+                    host_id: Some(h.id),
+                    ..Default::default()
+                })
+                .await?
+                .into_iter()
+                .filter(|r| !pruning.contains(&r.id))
+                .map(|r| format!("run {}", r.name))
+                .collect();
+            if !held.is_empty() {
+                return Ok(Outcome::Held(held));
+            }
+            hosts::delete(tx, &h).await?
+        }
+        Kind::Secret => secrets::delete(tx, d.id).await?,
+        Kind::Schedule => schedules::delete(tx, d.id).await?,
+        Kind::Webhook => webhooks::delete(tx, d.id).await?,
+        Kind::Source => match tx.get_source(d.id).await? {
+            Some(s) => sources::delete(tx, &s).await?,
+            None => false,
+        },
+    };
+    Ok(if deleted {
+        Outcome::Pruned
+    } else {
+        Outcome::Gone
+    })
+}
+
+/// What deleting these work items (a subtree, or a whole project's) would
+/// also delete that is not being pruned: the items themselves and their
+/// runs, as `task NAME` / `run NAME`.
+async fn held_by_items(
+    tx: &mut dyn Tx,
+    project_id: Uuid,
+    items: &[pam_store::WorkItem],
+    pruning: &HashSet<Uuid>,
+) -> StoreResult<Vec<String>> {
+    let mut held: Vec<String> = items
+        .iter()
+        .filter(|w| !pruning.contains(&w.id))
+        .map(|w| format!("task {}", w.name))
+        .collect();
+    let ids: HashSet<Uuid> = items.iter().map(|w| w.id).collect();
+    let runs = tx
+        .list_runs(&RunFilter {
+            project_id: Some(project_id),
+            ..Default::default()
+        })
+        .await?;
+    held.extend(
+        runs.iter()
+            .filter(|r| ids.contains(&r.task_id) && !pruning.contains(&r.id))
+            .map(|r| format!("run {}", r.name)),
+    );
+    Ok(held)
+}
+
+/// One stored object of a kind, as prune selects it.
+struct Listed {
+    id: Uuid,
+    name: String,
+    labels: Labels,
+}
+
+/// The stored objects of `kind` — in `project` for project-scoped kinds.
+async fn list_kind(
+    tx: &mut dyn Tx,
+    kind: Kind,
+    project: Option<&Project>,
+) -> StoreResult<Vec<Listed>> {
+    macro_rules! listed {
+        ($rows:expr, $name:ident) => {
+            $rows
+                .into_iter()
+                .map(|o| Listed {
+                    id: o.id,
+                    name: o.$name,
+                    labels: o.meta.labels,
+                })
+                .collect()
+        };
+    }
+    let pid = project.map(|p| p.id);
+    Ok(match (kind, pid) {
+        (Kind::Project, _) => listed!(tx.list_projects().await?, slug),
+        (Kind::Host, _) => listed!(tx.list_hosts().await?, name),
+        (Kind::Source, _) => listed!(tx.list_sources().await?, name),
+        (Kind::Webhook, _) => listed!(tx.list_webhooks().await?, name),
+        (Kind::Task, Some(p)) => listed!(tx.list_work_items(p).await?, name),
+        (Kind::Run, Some(p)) => listed!(
+            tx.list_runs(&RunFilter {
+                project_id: Some(p),
+                ..Default::default()
+            })
+            .await?,
+            name
+        ),
+        (Kind::Secret, Some(p)) => listed!(tx.list_secrets(p).await?, name),
+        (Kind::Schedule, Some(p)) => listed!(tx.list_schedules(p).await?, name),
+        (Kind::Task | Kind::Run | Kind::Secret | Kind::Schedule, None) => Vec::new(),
+    })
+}
 
 impl Writer<'_> {
     /// Deletes the objects of the input's kinds (and projects) that match
-    /// the selector and are not in the input.
+    /// the selector and are not in the input, through [`prune_objects`].
     pub(super) async fn prune(
         &mut self,
         docs: &[Document],
         sel: &LabelSelector,
     ) -> Result<(), ApplyError> {
-        let kinds: HashSet<Kind> = docs.iter().map(|d| d.manifest.kind()).collect();
+        let mut kinds: Vec<Kind> = docs.iter().map(|d| d.manifest.kind()).collect();
+        kinds.sort();
+        kinds.dedup();
         let named: HashSet<(Kind, Option<String>, String)> = docs
             .iter()
             .map(|d| {
@@ -36,7 +278,6 @@ impl Writer<'_> {
                 )
             })
             .collect();
-        let matches = |l: &Labels| sel.matches(&meta::manifest_labels(l));
         let in_batch: HashSet<String> = docs
             .iter()
             .filter_map(|d| match d.manifest.kind() {
@@ -44,96 +285,82 @@ impl Writer<'_> {
                 _ => d.manifest.project().map(|p| p.to_string()),
             })
             .collect();
-        let projects = self.tx.list_projects().await?;
-        let batch_projects: Vec<&pam_store::Project> = projects
-            .iter()
+        let batch_projects: Vec<Project> = self
+            .tx
+            .list_projects()
+            .await?
+            .into_iter()
             .filter(|p| in_batch.contains(&p.slug))
             .collect();
-        let now = self.now;
-        // Runs and tasks first (children before parents), then hosts and
-        // projects.
-        if kinds.contains(&Kind::Run) {
-            for p in &batch_projects {
-                for r in self
-                    .tx
-                    .list_runs(&RunFilter {
-                        project_id: Some(p.id),
-                        ..Default::default()
-                    })
-                    .await?
-                {
-                    if matches(&r.meta.labels)
-                        && !named.contains(&(Kind::Run, Some(p.slug.clone()), r.name.clone()))
-                        && runs::delete(self.tx, &r).await?
+        let mut doomed = Vec::new();
+        for kind in kinds {
+            let scopes: Vec<Option<&Project>> = if kind.is_project_scoped() {
+                batch_projects.iter().map(Some).collect()
+            } else {
+                vec![None]
+            };
+            for scope in scopes {
+                let slug = scope.map(|p| p.slug.clone());
+                for o in list_kind(self.tx, kind, scope).await? {
+                    if sel.matches(&meta::manifest_labels(&o.labels))
+                        && !named.contains(&(kind, slug.clone(), o.name.clone()))
                     {
-                        self.pruned("Run", Some(&p.slug), &r.name);
+                        doomed.push(Doomed {
+                            kind,
+                            id: o.id,
+                            project: slug.clone(),
+                            name: o.name,
+                        });
                     }
                 }
             }
         }
-        if kinds.contains(&Kind::Task) {
-            for p in &batch_projects {
-                let items = self.tx.list_work_items(p.id).await?;
-                let by_id: HashMap<Uuid, &WorkItem> = items.iter().map(|w| (w.id, w)).collect();
-                let doomed = |w: &WorkItem| {
-                    matches(&w.meta.labels)
-                        && !named.contains(&(Kind::Task, Some(p.slug.clone()), w.name.clone()))
-                };
-                // Deleting a task deletes its subtree (FK cascade), so a task
-                // with a kept descendant is kept too.
-                let mut keep: HashSet<Uuid> = HashSet::new();
-                for w in items.iter().filter(|w| !doomed(w)) {
-                    let mut cur = w.parent_id;
-                    while let Some(id) = cur {
-                        if !keep.insert(id) {
-                            break;
-                        }
-                        cur = by_id.get(&id).and_then(|p| p.parent_id);
-                    }
-                }
-                // Shallowest first: a deleted parent takes its doomed
-                // children with it; report each.
-                let mut gone: Vec<&WorkItem> = items
-                    .iter()
-                    .filter(|w| doomed(w) && !keep.contains(&w.id))
-                    .collect();
-                gone.sort_by_key(|w| w.path.len());
-                for w in gone {
-                    work_items::delete(self.tx, w, &p.slug, now).await?;
-                    self.pruned("Task", Some(&p.slug), &w.name);
-                }
-            }
+        // What a Source owns is the Source's to prune (its sync does).
+        let ids: Vec<(String, Uuid)> = doomed
+            .iter()
+            .map(|d| (d.kind.as_str().to_string(), d.id))
+            .collect();
+        let owned: HashSet<Uuid> = self
+            .tx
+            .owners_of(&ids)
+            .await?
+            .into_iter()
+            .map(|o| o.object_id)
+            .collect();
+        let (kept, doomed): (Vec<Doomed>, Vec<Doomed>) =
+            doomed.into_iter().partition(|d| owned.contains(&d.id));
+        for d in kept {
+            self.pruned(
+                &d,
+                Action::Kept,
+                Some("not pruned: a GitOps Source owns it (its sync prunes it)".to_string()),
+            );
         }
-        if kinds.contains(&Kind::Host) {
-            for h in self.tx.list_hosts().await? {
-                if matches(&h.meta.labels)
-                    && !named.contains(&(Kind::Host, None, h.name.clone()))
-                    && hosts::delete(self.tx, &h).await?
-                {
-                    self.pruned("Host", None, &h.name);
-                }
-            }
-        }
-        if kinds.contains(&Kind::Project) {
-            for p in projects {
-                if matches(&p.meta.labels)
-                    && !named.contains(&(Kind::Project, None, p.slug.clone()))
-                    && projects::delete(self.tx, &p).await?
-                {
-                    self.pruned("Project", None, &p.slug);
-                }
+        for (d, outcome) in prune_objects(self.tx, doomed, self.now).await? {
+            match outcome {
+                Outcome::Pruned => self.pruned(&d, Action::Pruned, None),
+                Outcome::Held(by) => self.pruned(
+                    &d,
+                    Action::Kept,
+                    Some(format!(
+                        "not pruned: deleting it would take {} with it, which this apply does not prune",
+                        by.join(", ")
+                    )),
+                ),
+                Outcome::Gone => {}
             }
         }
         Ok(())
     }
 
-    fn pruned(&mut self, kind: &'static str, project: Option<&str>, name: &str) {
+    fn pruned(&mut self, d: &Doomed, action: Action, message: Option<String>) {
         self.results.push(ApplyResult {
-            kind,
-            project: project.map(str::to_string),
-            name: name.to_string(),
-            action: Action::Pruned,
+            kind: d.kind.as_str(),
+            project: d.project.clone(),
+            name: d.name.clone(),
+            action,
             generation: None,
+            message,
         });
     }
 }

@@ -132,6 +132,7 @@ impl<'t> Writer<'t> {
             name: m.name().to_string(),
             action,
             generation,
+            message: None,
         });
     }
 

@@ -88,8 +88,8 @@ pub async fn update(
 }
 
 /// Deletes a Schedule; its runs stay (as runs of their task).
-pub async fn delete(tx: &mut dyn Tx, s: &Schedule) -> StoreResult<bool> {
-    tx.delete_schedule(s.id).await
+pub async fn delete(tx: &mut dyn Tx, id: Uuid) -> StoreResult<bool> {
+    tx.delete_schedule(id).await
 }
 
 /// The stored spec (written through apply, so it types).

@@ -23,11 +23,11 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use crate::apply::ownership::{merged_document, Declared};
+use crate::apply::prune::{prune_objects, Doomed, Outcome};
 use crate::apply::stored::{stored_objects, ObjectKey};
 use crate::apply::{self, Action, ApplyError};
 use crate::rules::meta::Desired;
 use crate::rules::sources::{self, Counts};
-use crate::rules::{projects, runs, work_items};
 
 /// Why a sync applied nothing.
 #[derive(Debug, thiserror::Error)]
@@ -318,97 +318,44 @@ pub async fn apply_tree(
     Ok(Applied { counts, whole })
 }
 
-/// Deletes the owned objects that left the tree — runs, then tasks
-/// (deepest first), then projects — journaling `source.pruned` for each.
-///
-/// Never what the Source does not prune: deleting a task or a project
-/// takes its descendants and their runs with it (FK cascades), so an owned
-/// object whose deletion would take anything that is not itself being
-/// pruned here (an operator's subtask or run, another Source's object, one
-/// the tree still declares) is kept and released from the inventory
-/// instead, journaled as `source.prune_skipped` naming what held it.
+/// Deletes the owned objects that left the tree through the one prune
+/// ([`prune_objects`]: children first, no hidden cascade), journaling
+/// `source.pruned` for each deleted one. An owned object whose deletion
+/// would take anything that is not itself being pruned here (an operator's
+/// subtask or run, another Source's object, one the tree still declares)
+/// is kept and released from the inventory instead, journaled as
+/// `source.prune_skipped` naming what held it.
 async fn prune(
     tx: &mut dyn Tx,
     source: &Source,
     gone: &[&OwnedObject],
     now: DateTime<Utc>,
 ) -> Result<usize, SyncError> {
-    let pruning: HashSet<Uuid> = gone.iter().map(|o| o.owner.object_id).collect();
+    let by_id: HashMap<Uuid, &OwnedObject> = gone.iter().map(|o| (o.owner.object_id, *o)).collect();
+    let doomed = gone
+        .iter()
+        .filter_map(|o| {
+            Some(Doomed {
+                kind: Kind::parse(&o.owner.kind)?,
+                id: o.owner.object_id,
+                project: o.owner.project.clone(),
+                name: o.owner.name.clone(),
+            })
+        })
+        .collect();
     let mut n = 0;
-    for o in gone.iter().filter(|o| o.owner.kind == "Run") {
-        if let Some(r) = tx.get_run(o.owner.object_id).await? {
-            if runs::delete(tx, &r).await? {
+    for (d, outcome) in prune_objects(tx, doomed, now).await? {
+        let o = by_id[&d.id];
+        match outcome {
+            Outcome::Pruned => {
                 pruned(tx, source, o, now).await?;
                 n += 1;
             }
-        }
-    }
-    let mut tasks = Vec::new();
-    for o in gone.iter().filter(|o| o.owner.kind == "Task") {
-        if let Some(w) = tx.get_work_item(o.owner.object_id).await? {
-            tasks.push((w, *o));
-        }
-    }
-    tasks.sort_by_key(|(w, _)| std::cmp::Reverse(w.path.len()));
-    for (w, o) in tasks {
-        let slug = o.owner.project.clone().unwrap_or_default();
-        // A parent pruned earlier took this one with it (FK cascade).
-        if tx.get_work_item(w.id).await?.is_some() {
-            let subtree = tx.subtree(w.id).await?;
-            let held = cascade(tx, w.project_id, &subtree, &pruning).await?;
-            if !held.is_empty() {
-                skipped(tx, source, o, &held, now).await?;
-                continue;
-            }
-            work_items::delete(tx, &w, &slug, now).await?;
-        }
-        pruned(tx, source, o, now).await?;
-        n += 1;
-    }
-    for o in gone.iter().filter(|o| o.owner.kind == "Project") {
-        if let Some(p) = tx.get_project(o.owner.object_id).await? {
-            let items = tx.list_work_items(p.id).await?;
-            let held = cascade(tx, p.id, &items, &pruning).await?;
-            if !held.is_empty() {
-                skipped(tx, source, o, &held, now).await?;
-                continue;
-            }
-            if projects::delete(tx, &p).await? {
-                pruned(tx, source, o, now).await?;
-                n += 1;
-            }
+            Outcome::Held(held) => skipped(tx, source, o, &held, now).await?,
+            Outcome::Gone => {}
         }
     }
     Ok(n)
-}
-
-/// What deleting these work items (a subtree, or a whole project's) would
-/// also delete that is not being pruned: the items themselves and their
-/// runs, as `task NAME` / `run NAME`.
-async fn cascade(
-    tx: &mut dyn Tx,
-    project_id: Uuid,
-    items: &[pam_store::WorkItem],
-    pruning: &HashSet<Uuid>,
-) -> Result<Vec<String>, SyncError> {
-    let mut held: Vec<String> = items
-        .iter()
-        .filter(|w| !pruning.contains(&w.id))
-        .map(|w| format!("task {}", w.name))
-        .collect();
-    let ids: HashSet<Uuid> = items.iter().map(|w| w.id).collect();
-    let runs = tx
-        .list_runs(&pam_store::RunFilter {
-            project_id: Some(project_id),
-            ..Default::default()
-        })
-        .await?;
-    held.extend(
-        runs.iter()
-            .filter(|r| ids.contains(&r.task_id) && !pruning.contains(&r.id))
-            .map(|r| format!("run {}", r.name)),
-    );
-    Ok(held)
 }
 
 /// An owned object kept because pruning it would cascade (see [`prune`]).

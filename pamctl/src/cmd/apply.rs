@@ -97,7 +97,11 @@ pub(crate) fn result_lines(body: &Value) -> Vec<String> {
                 Some(k) => render::qualified_in(project, k, name),
                 None => format!("{}.pam.dev/{name}", kind.to_ascii_lowercase()),
             };
-            format!("{object} {action}{suffix}")
+            match r.get("message").and_then(Value::as_str) {
+                // A kept object says why it was not pruned.
+                Some(why) => format!("{object} {action}{suffix}: {why}"),
+                None => format!("{object} {action}{suffix}"),
+            }
         })
         .collect()
 }

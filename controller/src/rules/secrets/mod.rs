@@ -189,8 +189,8 @@ pub async fn update(
 }
 
 /// Deletes a Secret. Runs that name it wait again at their next check.
-pub async fn delete(tx: &mut dyn Tx, s: &Secret) -> StoreResult<bool> {
-    tx.delete_secret(s.id).await
+pub async fn delete(tx: &mut dyn Tx, id: Uuid) -> StoreResult<bool> {
+    tx.delete_secret(id).await
 }
 
 /// Why a value could not be read. Messages name the Secret and key only.

@@ -111,8 +111,8 @@ pub async fn update(
 }
 
 /// Deletes a Webhook and its queued deliveries.
-pub async fn delete(tx: &mut dyn Tx, w: &Webhook) -> StoreResult<bool> {
-    tx.delete_webhook(w.id).await
+pub async fn delete(tx: &mut dyn Tx, id: Uuid) -> StoreResult<bool> {
+    tx.delete_webhook(id).await
 }
 
 /// A Webhook's stored spec, typed (None when it does not parse: never
