@@ -24,6 +24,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::names::{Annotations, LabelKey, LabelValue, Labels, Name};
+pub mod bounded;
 mod secret;
 pub use secret::{
     valid_secret_key, ObservedSecret, SecretKeyStatus, SecretSpec, SECRET_KEY_MAX_BYTES,

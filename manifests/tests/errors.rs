@@ -82,12 +82,45 @@ fn wrong_type() {
     let text = RUN.replace("maxAttempts: 3", "maxAttempts: three");
     assert_eq!(
         load_errors("run.yaml", &text),
-        ["run.yaml: document 0, line 12, column 18: spec.restartPolicy.maxAttempts: invalid type: string \"three\", expected a nonzero u32"]
+        ["run.yaml: document 0, line 12, column 18: spec.restartPolicy.maxAttempts: invalid type: string \"three\", expected an integer from 1 to 2147483647"]
     );
     let text = RUN.replace("maxAttempts: 3", "maxAttempts: 0");
     assert_eq!(
         load_errors("run.yaml", &text),
-        ["run.yaml: document 0, line 12, column 18: spec.restartPolicy.maxAttempts: invalid value: integer `0`, expected a nonzero u32"]
+        ["run.yaml: document 0, line 12, column 18: spec.restartPolicy.maxAttempts: invalid value: integer `0`, expected an integer from 1 to 2147483647"]
+    );
+    // Issue 30: past PostgreSQL's integer the value is refused with the
+    // range, not stored as 2147483647.
+    for (field, at) in [
+        ("maxAttempts", 18),
+        ("backoffSeconds", 21),
+        ("backoffMaxSeconds", 24),
+    ] {
+        let text = RUN.replace("maxAttempts: 3", &format!("{field}: 4294967295"));
+        let min = if field == "maxAttempts" { 1 } else { 0 };
+        assert_eq!(
+            load_errors("run.yaml", &text),
+            [format!("run.yaml: document 0, line 12, column {at}: spec.restartPolicy.{field}: invalid value: integer `4294967295`, expected an integer from {min} to 2147483647")]
+        );
+    }
+    let text = RUN.replace(
+        "  cwd: /src\n",
+        "  cwd: /src\n  dispatchTimeoutSeconds: 2147483648\n",
+    );
+    assert_eq!(
+        load_errors("run.yaml", &text),
+        ["run.yaml: document 0, line 11, column 27: spec.dispatchTimeoutSeconds: invalid value: integer `2147483648`, expected an integer from 1 to 2147483647"]
+    );
+    let text = RUN.replace("maxAttempts: 3", "maxAttempts: -1");
+    assert_eq!(
+        load_errors("run.yaml", &text),
+        ["run.yaml: document 0, line 12, column 18: spec.restartPolicy.maxAttempts: invalid value: integer `-1`, expected an integer from 1 to 2147483647"]
+    );
+    let text = RUN.replace("maxAttempts: 3", "maxAttempts: 2147483647");
+    assert_eq!(
+        load("run.yaml", &text).len(),
+        1,
+        "the largest integer is fine"
     );
     let text = RUN.replace("prompt: go", "prompt: [a, b]");
     assert_eq!(

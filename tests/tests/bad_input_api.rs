@@ -772,6 +772,7 @@ fn manifest_cases() -> Vec<Case> {
             "not-yaml.yaml",
         ));
         out.push(yaml(route, "huge-prompt", format!("apiVersion: pam.dev/v1\nkind: Run\nmetadata: {{name: r9, project: web}}\nspec: {{task: cart, provider: claude, cwd: /tmp, prompt: {}}}\n", "p".repeat(300 << 10)), "spec.prompt"));
+        out.push(yaml(route, "timeout-past-i32", "apiVersion: pam.dev/v1\nkind: Run\nmetadata: {name: r9, project: web}\nspec: {task: cart, provider: claude, cwd: /tmp, dispatchTimeoutSeconds: 4294967295}\n".into(), "spec.dispatchTimeoutSeconds"));
         // The same limits on JSON objects (the objects path).
         let obj = |spec: Value| json!({"objects": [{"apiVersion": "pam.dev/v1", "kind": "Task", "metadata": {"name": "t9", "project": "web"}, "spec": spec}]});
         out.push(
@@ -820,6 +821,44 @@ fn manifest_cases() -> Vec<Case> {
             )
             .json(json!({"objects": [42]}))
             .expect(422, "invalid"),
+        );
+        // Issue 30: an object's error names its field, as a file's does,
+        // and integers past PostgreSQL's integer are refused with the range.
+        let run = |policy: Value| json!({"objects": [{"apiVersion": "pam.dev/v1", "kind": "Run", "metadata": {"name": "r9", "project": "web"}, "spec": {"task": "cart", "provider": "claude", "cwd": "/tmp", "restartPolicy": policy}}]});
+        out.push(
+            case(
+                format!("{route}: object maxAttempts -1"),
+                Method::POST,
+                route,
+                Tok::Admin,
+            )
+            .json(run(json!({"maxAttempts": -1})))
+            .expect(422, "invalid")
+            .naming("spec.restartPolicy.maxAttempts"),
+        );
+        for field in ["maxAttempts", "backoffSeconds", "backoffMaxSeconds"] {
+            out.push(
+                case(
+                    format!("{route}: object {field} 4294967295"),
+                    Method::POST,
+                    route,
+                    Tok::Admin,
+                )
+                .json(run(json!({ field: 4294967295u64 })))
+                .expect(422, "invalid")
+                .naming("to 2147483647"),
+            );
+        }
+        out.push(
+            case(
+                format!("{route}: object title a number"),
+                Method::POST,
+                route,
+                Tok::Admin,
+            )
+            .json(obj(json!({"title": 7})))
+            .expect(422, "invalid")
+            .naming("spec.title"),
         );
     }
     out

@@ -17,7 +17,8 @@ pub struct HostSpec {
     #[serde(default, skip_serializing_if = "Labels::is_empty")]
     pub labels: Labels,
     /// Runs it may hold at once (spawning + running).
-    #[serde(default = "default_capacity")]
+    #[serde(default = "default_capacity", deserialize_with = "bounded::u32_i32")]
+    #[schemars(range(max = 2147483647))]
     pub capacity: u32,
 }
 

@@ -63,13 +63,19 @@ impl Target {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RestartPolicy {
     /// Attempts in all, the first included (≥ 1; 1 = never restart).
-    #[serde(default = "default_max_attempts")]
+    #[serde(
+        default = "default_max_attempts",
+        deserialize_with = "bounded::nonzero_i32"
+    )]
+    #[schemars(range(min = 1, max = 2147483647))]
     pub max_attempts: NonZeroU32,
     /// Wait before the first requeue; doubles per attempt.
-    #[serde(default = "default_backoff")]
+    #[serde(default = "default_backoff", deserialize_with = "bounded::u32_i32")]
+    #[schemars(range(max = 2147483647))]
     pub backoff_seconds: u32,
     /// Upper bound of the doubling wait.
-    #[serde(default = "default_backoff_max")]
+    #[serde(default = "default_backoff_max", deserialize_with = "bounded::u32_i32")]
+    #[schemars(range(max = 2147483647))]
     pub backoff_max_seconds: u32,
 }
 
@@ -114,7 +120,12 @@ pub struct RunSpec {
     pub restart_policy: RestartPolicy,
     /// Seconds a pending run waits for a host before failing; absent = the
     /// controller's `[dispatch] timeout_seconds`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "bounded::opt_nonzero_i32"
+    )]
+    #[schemars(range(min = 1, max = 2147483647))]
     pub dispatch_timeout_seconds: Option<NonZeroU32>,
     /// Desired stop: true stops the run and keeps it from restarting.
     #[serde(default, skip_serializing_if = "is_false")]

@@ -49,16 +49,29 @@ pub struct ScheduleSpec {
     pub concurrency_policy: ConcurrencyPolicy,
     /// A tick missed (pamd down) by more than this is skipped; absent:
     /// caught up however late (only the latest missed tick, once).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "bounded::opt_u32_i32"
+    )]
+    #[schemars(range(max = 2147483647))]
     pub starting_deadline_seconds: Option<u32>,
     /// No ticks while true (ticks passing meanwhile are not caught up).
     #[serde(default, skip_serializing_if = "is_false")]
     pub suspend: bool,
     /// Finished runs that succeeded (exit 0) kept; older ones are deleted.
-    #[serde(default = "default_successful_limit")]
+    #[serde(
+        default = "default_successful_limit",
+        deserialize_with = "bounded::u32_i32"
+    )]
+    #[schemars(range(max = 2147483647))]
     pub successful_runs_history_limit: u32,
     /// Finished runs that did not succeed kept; older ones are deleted.
-    #[serde(default = "default_failed_limit")]
+    #[serde(
+        default = "default_failed_limit",
+        deserialize_with = "bounded::u32_i32"
+    )]
+    #[schemars(range(max = 2147483647))]
     pub failed_runs_history_limit: u32,
 }
 

@@ -124,6 +124,11 @@ pub(super) struct Locator<'a> {
     /// The document's positions; `None` when unknown (errors carry no line
     /// or column).
     pub(super) root: Option<&'a Pos>,
+    /// Whether typing errors name the field serde was at. Only the fast
+    /// load leaves it off (it only needs to know that typing failed, and
+    /// tracking the path costs a sixth of a load); JSON objects have no
+    /// positions but still name the field (issue 30).
+    pub(super) paths: bool,
 }
 
 impl Locator<'_> {

@@ -110,11 +110,11 @@ fn describe(v: &Value) -> &'static str {
 
 /// Deserializes a kind's type; an error names the field path serde was at.
 ///
-/// With no positions to look a path up in (the fast load, which only needs
-/// to know that typing failed: it then loads the file again positioned),
-/// the path is not tracked: tracking it costs a sixth of a load.
+/// The fast load (which only needs to know that typing failed: it then
+/// loads the file again positioned) does not track the path: tracking it
+/// costs a sixth of a load.
 fn typed<T: DeserializeOwned>(doc: &Locator<'_>, value: Value) -> Result<T, ManifestError> {
-    if doc.root.is_none() {
+    if !doc.paths {
         return serde_json::from_value(value).map_err(|e| doc.error_at("", e.to_string()));
     }
     serde_path_to_error::deserialize(value).map_err(|e| {
