@@ -1,8 +1,11 @@
 //! Reading `-f FILE|DIR|-` into the `files` of an apply request.
 //!
-//! A directory contributes its `*.yaml` and `*.yml` files (with `-R`, those
-//! of its subdirectories too), in sorted path order so the same tree always
-//! makes the same batch. `-` is stdin, labelled `-` in errors.
+//! A directory contributes its manifest files (with `-R`, those of its
+//! subdirectories too) by the one rule a Source reads a directory with
+//! ([`pam_manifests::load::is_manifest_file`]: `*.yaml`, `*.yml`,
+//! `*.json`, hidden files and directories left out), in sorted path order
+//! so the same tree always makes the same batch. `-` is stdin, labelled
+//! `-` in errors.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -18,10 +21,6 @@ pub struct InputFile {
     pub content: String,
 }
 
-fn is_manifest(p: &Path) -> bool {
-    matches!(p.extension().and_then(|e| e.to_str()), Some("yaml" | "yml"))
-}
-
 fn walk(dir: &Path, recursive: bool, out: &mut Vec<PathBuf>) -> Result<()> {
     let entries = std::fs::read_dir(dir)
         .map_err(|e| CliError::usage(format!("cannot read directory {}: {e}", dir.display())))?;
@@ -30,13 +29,17 @@ fn walk(dir: &Path, recursive: bool, out: &mut Vec<PathBuf>) -> Result<()> {
             CliError::usage(format!("cannot read directory {}: {e}", dir.display()))
         })?;
         let path = entry.path();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if pam_manifests::load::is_hidden(&name) {
+            continue;
+        }
         let ft = std::fs::metadata(&path)
             .map_err(|e| CliError::usage(format!("cannot read {}: {e}", path.display())))?;
         if ft.is_dir() {
             if recursive {
                 walk(&path, true, out)?;
             }
-        } else if is_manifest(&path) {
+        } else if pam_manifests::load::is_manifest_file(&name) {
             out.push(path);
         }
     }
@@ -80,7 +83,7 @@ pub fn collect(args: &[String], recursive: bool, stdin: &mut dyn Read) -> Result
             walk(path, recursive, &mut found)?;
             found.sort();
             if found.is_empty() {
-                let mut err = CliError::usage(format!("no *.yaml or *.yml files in {arg}"));
+                let mut err = CliError::usage(format!("no *.yaml, *.yml or *.json files in {arg}"));
                 if !recursive {
                     err = err.hint("pass -R to read subdirectories too");
                 }
@@ -112,7 +115,19 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
         std::fs::create_dir_all(d.join("sub")).unwrap();
-        for f in ["b.yaml", "a.yml", "notes.txt", "sub/c.yaml"] {
+        std::fs::create_dir_all(d.join(".git")).unwrap();
+        // Hidden files and directories are left out and JSON is read, as
+        // a directory Source reads it (issue 29).
+        for f in [
+            "b.yaml",
+            "a.yml",
+            "notes.txt",
+            "sub/c.yaml",
+            "d.json",
+            ".tmp-e.yaml",
+            ".git/f.yaml",
+            "sub/.g.yml",
+        ] {
             std::fs::write(d.join(f), f).unwrap();
         }
         let arg = d.display().to_string();
@@ -123,9 +138,9 @@ mod tests {
                 .collect()
         };
         let flat = collect(std::slice::from_ref(&arg), false, &mut std::io::empty()).unwrap();
-        assert_eq!(names(flat), ["/a.yml", "/b.yaml"]);
+        assert_eq!(names(flat), ["/a.yml", "/b.yaml", "/d.json"]);
         let deep = collect(std::slice::from_ref(&arg), true, &mut std::io::empty()).unwrap();
-        assert_eq!(names(deep), ["/a.yml", "/b.yaml", "/sub/c.yaml"]);
+        assert_eq!(names(deep), ["/a.yml", "/b.yaml", "/d.json", "/sub/c.yaml"]);
     }
 
     #[test]
@@ -152,7 +167,7 @@ mod tests {
             &mut std::io::empty(),
         )
         .unwrap_err();
-        assert!(e.message.starts_with("no *.yaml or *.yml files in"));
+        assert!(e.message.starts_with("no *.yaml, *.yml or *.json files in"));
         assert_eq!(e.hints, ["pass -R to read subdirectories too"]);
     }
 }

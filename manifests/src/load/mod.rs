@@ -139,6 +139,7 @@ impl Document {
         Locator {
             file: &self.file,
             index: self.index,
+            paths: true,
             root: match &self.root {
                 Positions::None => None,
                 Positions::Tree(pos) => Some(pos),
@@ -196,6 +197,7 @@ pub fn document_from_value(
         file: file_label,
         index,
         root: None,
+        paths: true,
     };
     if crate::limits::too_deep(&value) {
         return Err(vec![locator.error_at("", crate::limits::too_deep_message())]);
@@ -276,6 +278,7 @@ fn parse_documents_fast(
             file: file_label,
             index,
             root: None,
+            paths: false,
         };
         let kept = keep_values.then(|| value.clone());
         let mut doc = Document {
@@ -312,6 +315,7 @@ fn parse_documents_positioned(
             file: file_label,
             index: tree.index,
             root: Some(&tree.positions),
+            paths: true,
         };
         match typing::type_document(&locator, tree.value) {
             Ok(manifest) => {
@@ -410,5 +414,37 @@ mod tests {
         let p = split_path("spec.command[2].x");
         assert_eq!(render_path(&p), "spec.command[2].x");
         assert_eq!(p[2], Segment::Index(2));
+    }
+}
+
+/// Which files of a directory are manifests — the one rule of `pamctl
+/// apply -f DIR [-R]` and a directory or git Source (issue 29: they used
+/// to differ): `*.yaml`, `*.yml` and `*.json`, leaving out hidden files and
+/// anything under a hidden directory. `rel` is the path below the
+/// directory read, `/`-separated.
+pub fn is_manifest_file(rel: &str) -> bool {
+    let name = rel.rsplit('/').next().unwrap_or(rel);
+    !rel.split('/').any(is_hidden)
+        && (name.ends_with(".yaml") || name.ends_with(".yml") || name.ends_with(".json"))
+}
+
+/// A hidden file or directory name (`.git`, `.tmp-x.yaml`): never read as
+/// a manifest, never walked into.
+pub fn is_hidden(name: &str) -> bool {
+    name.starts_with('.')
+}
+
+#[cfg(test)]
+mod manifest_files {
+    use super::is_manifest_file;
+
+    #[test]
+    fn yaml_yml_and_json_not_hidden() {
+        for yes in ["a.yaml", "b.yml", "c.json", "sub/d.yaml"] {
+            assert!(is_manifest_file(yes), "{yes}");
+        }
+        for no in ["notes.txt", ".e.yaml", "sub/.f.yml", ".git/g.yaml", "a/.b/c.json", "yaml"] {
+            assert!(!is_manifest_file(no), "{no}");
+        }
     }
 }
