@@ -113,6 +113,22 @@ async fn a_secret_reaches_the_provider_and_nothing_else() {
         .join("runs")
         .join(r1["metadata"]["uid"].as_str().unwrap());
     assert!(!run_dir.join("1.env").exists());
+    // Issue 30: what the run printed (the value) is its owner's alone: the
+    // log 0600 in 0700 directories, up to the worker's data dir; the
+    // outbox too.
+    {
+        use std::os::unix::fs::MetadataExt;
+        let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().mode() & 0o777;
+        assert_eq!(mode(&run_dir.join("1.log")), 0o600);
+        for d in [
+            run_dir.clone(),
+            w.data_dir.join("runs"),
+            w.data_dir.join("outbox"),
+            w.data_dir.clone(),
+        ] {
+            assert_eq!(mode(&d), 0o700, "{}", d.display());
+        }
+    }
     assert_eq!(run(&pamd, "waits").await["status"]["phase"], "pending");
 
     // Rotation: a new key, the Secret re-sealed, runs still get the value.

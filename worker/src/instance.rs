@@ -26,12 +26,16 @@ pub fn load_or_create(data_dir: &Path) -> anyhow::Result<Uuid> {
     if let Some(id) = read(&file)? {
         return Ok(id);
     }
-    fs::create_dir_all(data_dir)
+    crate::private::data_dir(data_dir)
         .with_context(|| format!("create data dir {}", data_dir.display()))?;
     let id = Uuid::new_v4();
     let tmp = data_dir.join(format!(".instance_id.{}", Uuid::new_v4().simple()));
     {
-        let mut f = fs::File::create(&tmp).with_context(|| format!("write {}", tmp.display()))?;
+        let mut f = crate::private::file()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+            .with_context(|| format!("write {}", tmp.display()))?;
         writeln!(f, "{id}")?;
         f.sync_all()?;
     }

@@ -11,6 +11,7 @@ mod backoff;
 pub mod config;
 pub mod instance;
 pub mod outbox;
+pub mod private;
 pub mod providers;
 pub mod snapshot;
 pub mod spawn;

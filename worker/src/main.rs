@@ -183,6 +183,8 @@ async fn run_agent(cli: Cli) -> ExitCode {
             Some(f) => Some(pam_tls::read_ca_file(f).map_err(anyhow::Error::msg)?),
             None => None,
         };
+        pam_worker::private::data_dir(&data_dir)
+            .map_err(|e| anyhow::anyhow!("make data dir {} private: {e}", data_dir.display()))?;
         let instance_id = instance::load_or_create(&data_dir)?;
         let worker_exe = std::env::current_exe()
             .map_err(|e| anyhow::anyhow!("cannot find my own executable: {e}"))?;

@@ -21,7 +21,7 @@
 //! * Ordering across processes follows the wall clock; the controller orders
 //!   progress by `seq` anyway, and one-shot kinds are idempotent.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -73,7 +73,7 @@ impl Outbox {
     /// Opens (creating if needed) `<data_dir>/outbox/`.
     pub fn open(data_dir: &Path) -> io::Result<Outbox> {
         let dir = data_dir.join("outbox");
-        fs::create_dir_all(&dir)?;
+        crate::private::dir(&dir)?;
         Ok(Outbox { dir })
     }
 
@@ -206,7 +206,7 @@ impl Outbox {
         let tmp = self.dir.join(format!(".tmp-{name}"));
         let bytes = serde_json::to_vec(envelope).map_err(io::Error::other)?;
         {
-            let mut f = OpenOptions::new()
+            let mut f = crate::private::file()
                 .write(true)
                 .create(true)
                 .truncate(true)
@@ -220,7 +220,7 @@ impl Outbox {
 
     fn move_aside(&self, name: &str, sub: &str) -> io::Result<()> {
         let dest = self.dir.join(sub);
-        fs::create_dir_all(&dest)?;
+        crate::private::dir(&dest)?;
         match fs::rename(self.dir.join(name), dest.join(name)) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}

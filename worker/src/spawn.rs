@@ -13,9 +13,7 @@
 //! own, which then ended and was reported `session_lost`).
 
 use std::collections::BTreeMap;
-use std::fs::OpenOptions;
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -186,12 +184,11 @@ async fn create(tmux: &Tmux, spec: &SessionSpec, run: &DesiredRun) -> anyhow::Re
 }
 
 fn write_env_file(path: &Path, env: &BTreeMap<String, String>) -> anyhow::Result<()> {
-    std::fs::create_dir_all(path.parent().expect("env file has a parent"))?;
-    let mut f = OpenOptions::new()
+    crate::private::dir(path.parent().expect("env file has a parent"))?;
+    let mut f = crate::private::file()
         .write(true)
         .create(true)
         .truncate(true)
-        .mode(0o600)
         .open(path)
         .with_context(|| format!("write {}", path.display()))?;
     f.write_all(&serde_json::to_vec(env)?)?;

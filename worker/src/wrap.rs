@@ -29,7 +29,7 @@
 //! from the terminal and forwarded. Signals sent to the wrapper alone (the
 //! agent's stop: `kill -TERM <pane pid>`) reach it once.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::Write;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -112,9 +112,9 @@ pub async fn wrap(args: WrapArgs) -> anyhow::Result<i32> {
     let outbox = Outbox::open(&args.data_dir)
         .with_context(|| format!("open outbox in {}", args.data_dir.display()))?;
     let log_path = log_path(&args.data_dir, args.run_id, args.attempt);
-    std::fs::create_dir_all(log_path.parent().expect("log path has a parent"))
+    crate::private::dir(log_path.parent().expect("log path has a parent"))
         .with_context(|| format!("create {}", log_path.display()))?;
-    let mut log = OpenOptions::new()
+    let mut log = crate::private::file()
         .create(true)
         .append(true)
         .open(&log_path)

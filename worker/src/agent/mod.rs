@@ -144,6 +144,9 @@ pub async fn run(opts: AgentOptions) -> anyhow::Result<()> {
     let outbox = Outbox::open(&opts.data_dir)
         .with_context(|| format!("open the outbox in {}", opts.data_dir.display()))?;
     records::create_dir(&opts.data_dir)?;
+    // Runs' logs and env files (issue 30: private, also where an older
+    // worker left the directory open).
+    crate::private::dir(&opts.data_dir.join("runs"))?;
     let st = Arc::new(State {
         tmux,
         outbox,

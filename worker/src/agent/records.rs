@@ -36,7 +36,7 @@ fn signals_path(data_dir: &Path, session: &str) -> PathBuf {
 
 /// Creates the records directory.
 pub(super) fn create_dir(data_dir: &Path) -> std::io::Result<()> {
-    std::fs::create_dir_all(dir(data_dir))
+    crate::private::dir(&dir(data_dir))
 }
 
 /// The (run, attempt) recorded for `session`.
@@ -52,7 +52,7 @@ pub(super) fn write(data_dir: &Path, session: &str, tag: SessionTag) -> std::io:
     }
     create_dir(data_dir)?;
     let tmp = dir(data_dir).join(format!(".{session}.tmp"));
-    std::fs::write(&tmp, serde_json::to_vec(&tag)?)?;
+    crate::private::write(&tmp, &serde_json::to_vec(&tag)?)?;
     std::fs::rename(tmp, record_path(data_dir, session))
 }
 
@@ -97,7 +97,7 @@ pub(super) fn delivered(data_dir: &Path, session: &str) -> HashSet<i64> {
 /// Records that signal `id` was delivered to `session`'s attempt.
 pub(super) fn record_delivered(data_dir: &Path, session: &str, id: i64) -> std::io::Result<()> {
     create_dir(data_dir)?;
-    let mut f = std::fs::OpenOptions::new()
+    let mut f = crate::private::file()
         .create(true)
         .append(true)
         .open(signals_path(data_dir, session))?;
