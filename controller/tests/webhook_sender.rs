@@ -86,6 +86,25 @@ async fn the_delivery(ctx: &Ctx) -> Delivery {
     all.into_iter().next().unwrap()
 }
 
+/// Creates the Webhook `ci`: `url`, the topics `project.`, signed with
+/// the key at `<keys>/hooks/signing/key`.
+async fn create_webhook(ctx: &Ctx, url: &str, t0: chrono::DateTime<Utc>) {
+    let m = Manifest::from_json(json!({
+        "apiVersion": "pam.dev/v1", "kind": "Webhook", "metadata": {"name": "ci"},
+        "spec": {"url": url, "topics": ["project."],
+                 "signingSecretRef": {"project": "hooks", "name": "signing", "key": "key"}}
+    }))
+    .unwrap();
+    let Manifest::Webhook(w) = &m else {
+        unreachable!()
+    };
+    let mut tx = ctx.store.begin().await.unwrap();
+    webhooks::create(tx.as_mut(), WebhookDesired::of(w, Desired::of(&m)), t0)
+        .await
+        .unwrap();
+    ctx.commit(tx).await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retries_follow_the_clock_then_fail_and_a_redelivery_sends_it_again() {
     let keys = tempfile::tempdir().unwrap();
@@ -117,20 +136,7 @@ async fn retries_follow_the_clock_then_fail_and_a_redelivery_sends_it_again() {
     });
 
     // A Webhook, then an event it matches (and one it does not).
-    let m = Manifest::from_json(json!({
-        "apiVersion": "pam.dev/v1", "kind": "Webhook", "metadata": {"name": "ci"},
-        "spec": {"url": url, "topics": ["project."],
-                 "signingSecretRef": {"project": "hooks", "name": "signing", "key": "key"}}
-    }))
-    .unwrap();
-    let Manifest::Webhook(w) = &m else {
-        unreachable!()
-    };
-    let mut tx = ctx.store.begin().await.unwrap();
-    webhooks::create(tx.as_mut(), WebhookDesired::of(w, Desired::of(&m)), t0)
-        .await
-        .unwrap();
-    ctx.commit(tx).await.unwrap();
+    create_webhook(&ctx, &url, t0).await;
     let mut tx = ctx.store.begin().await.unwrap();
     tx.append_event(
         "project.created",
@@ -282,20 +288,7 @@ async fn one_delivery(url: &str, egress: Egress) -> (Ctx, CancellationToken, tem
         egress,
         ..WebhookSettings::default()
     });
-    let m = Manifest::from_json(json!({
-        "apiVersion": "pam.dev/v1", "kind": "Webhook", "metadata": {"name": "ci"},
-        "spec": {"url": url, "topics": ["project."],
-                 "signingSecretRef": {"project": "hooks", "name": "signing", "key": "key"}}
-    }))
-    .unwrap();
-    let Manifest::Webhook(w) = &m else {
-        unreachable!()
-    };
-    let mut tx = ctx.store.begin().await.unwrap();
-    webhooks::create(tx.as_mut(), WebhookDesired::of(w, Desired::of(&m)), t0)
-        .await
-        .unwrap();
-    ctx.commit(tx).await.unwrap();
+    create_webhook(&ctx, url, t0).await;
     let mut tx = ctx.store.begin().await.unwrap();
     tx.append_event("project.created", json!({"project": "web"}), t0)
         .await
