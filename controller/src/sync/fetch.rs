@@ -532,6 +532,16 @@ mod tests {
         assert_ne!(read_dir(d.path()).unwrap().revision, t.revision);
     }
 
+    #[test]
+    fn a_failed_git_command_says_what_failed() {
+        let ssh = "ssh: Could not resolve hostname nope: Name or service not known\r\nfatal: Could not read from remote repository.\n\nPlease make sure you have the correct access rights\nand the repository exists.\n";
+        assert_eq!(
+            summarize(ssh),
+            "ssh: Could not resolve hostname nope: Name or service not known"
+        );
+        assert_eq!(summarize(""), "failed");
+    }
+
     #[tokio::test]
     async fn a_git_tree_at_a_ref_reading_only_new_blobs() {
         let repo = tempfile::tempdir().unwrap();
