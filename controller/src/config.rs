@@ -35,6 +35,7 @@
 //! # signing_keys_dir = "/etc/pam/webhook-keys"
 //! # timeout_seconds = 10, retry_initial_ms = 10000, retry_max_seconds = 3600,
 //! # retry_for_hours = 24, deliveries_days = 30, public_url = "https://…"
+//! # allow_networks = ["127.0.0.1/32"]  (private addresses deliveries may reach)
 //! [rate_limits]             # issue 19, per token (see config/rate_limits.rs)
 //! # operator_per_second = 100, operator_burst = 1000,
 //! # worker_per_second = 50, worker_burst = 200, enabled = true

@@ -1,8 +1,10 @@
 //! The webhook sender on the injected clock (issue 19): a failing
 //! receiver is retried only when the clock reaches the backoff, the
 //! delivery fails once the next attempt would fall past the retry window,
-//! and a redelivery sends the same delivery again. MemStore, a real HTTP
-//! receiver on loopback, the clock moved by the test.
+//! and a redelivery sends the same delivery again. Where it sends (issue
+//! 30): a redirect is not followed, and an address the egress rule
+//! refuses is not connected to. MemStore, real HTTP receivers on loopback,
+//! the clock moved by the test.
 
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::{Arc, Mutex};
@@ -14,6 +16,7 @@ use pam_controller::clock::{Clock, ManualClock};
 use pam_controller::ctx::{Ctx, Thresholds};
 use pam_controller::rules::meta::Desired;
 use pam_controller::rules::webhooks::deliveries::{self, RetryPolicy};
+use pam_controller::rules::webhooks::egress::Egress;
 use pam_controller::rules::webhooks::keys::KeyFiles;
 use pam_controller::rules::webhooks::{self, WebhookDesired, WebhookSettings};
 use pam_manifests::kinds::Manifest;
@@ -83,6 +86,25 @@ async fn the_delivery(ctx: &Ctx) -> Delivery {
     all.into_iter().next().unwrap()
 }
 
+/// Creates the Webhook `ci`: `url`, the topics `project.`, signed with
+/// the key at `<keys>/hooks/signing/key`.
+async fn create_webhook(ctx: &Ctx, url: &str, t0: chrono::DateTime<Utc>) {
+    let m = Manifest::from_json(json!({
+        "apiVersion": "pam.dev/v1", "kind": "Webhook", "metadata": {"name": "ci"},
+        "spec": {"url": url, "topics": ["project."],
+                 "signingSecretRef": {"project": "hooks", "name": "signing", "key": "key"}}
+    }))
+    .unwrap();
+    let Manifest::Webhook(w) = &m else {
+        unreachable!()
+    };
+    let mut tx = ctx.store.begin().await.unwrap();
+    webhooks::create(tx.as_mut(), WebhookDesired::of(w, Desired::of(&m)), t0)
+        .await
+        .unwrap();
+    ctx.commit(tx).await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retries_follow_the_clock_then_fail_and_a_redelivery_sends_it_again() {
     let keys = tempfile::tempdir().unwrap();
@@ -109,23 +131,12 @@ async fn retries_follow_the_clock_then_fail_and_a_redelivery_sends_it_again() {
         },
         timeout: Duration::from_secs(5),
         link_base: "https://pam.example".into(),
+        // The receiver is on loopback.
+        egress: Egress::allowing(&["127.0.0.0/8"]).unwrap(),
     });
 
     // A Webhook, then an event it matches (and one it does not).
-    let m = Manifest::from_json(json!({
-        "apiVersion": "pam.dev/v1", "kind": "Webhook", "metadata": {"name": "ci"},
-        "spec": {"url": url, "topics": ["project."],
-                 "signingSecretRef": {"project": "hooks", "name": "signing", "key": "key"}}
-    }))
-    .unwrap();
-    let Manifest::Webhook(w) = &m else {
-        unreachable!()
-    };
-    let mut tx = ctx.store.begin().await.unwrap();
-    webhooks::create(tx.as_mut(), WebhookDesired::of(w, Desired::of(&m)), t0)
-        .await
-        .unwrap();
-    ctx.commit(tx).await.unwrap();
+    create_webhook(&ctx, &url, t0).await;
     let mut tx = ctx.store.begin().await.unwrap();
     tx.append_event(
         "project.created",
@@ -223,4 +234,143 @@ async fn wait_for_attempts(ctx: &Ctx, n: i32) -> Delivery {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// A receiver whose `/hook` answers `code` with a `Location` pointing at
+/// its own `/sink` (which records what reaches it, method and headers).
+async fn redirecting(code: u16) -> (String, Arc<Mutex<Vec<String>>>) {
+    let sink: Arc<Mutex<Vec<String>>> = Arc::default();
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let got = sink.clone();
+    let record = move |method: axum::http::Method, headers: HeaderMap| {
+        let got = got.clone();
+        async move {
+            got.lock().unwrap().push(format!(
+                "{method} pam-signature={:?}",
+                headers.get("pam-signature")
+            ));
+            StatusCode::NO_CONTENT
+        }
+    };
+    let location = format!("http://user:hunter2@{addr}/sink");
+    let app = axum::Router::new()
+        .route(
+            "/hook",
+            axum::routing::post(move || async move {
+                (
+                    StatusCode::from_u16(code).unwrap(),
+                    [(axum::http::header::LOCATION, location)],
+                )
+            }),
+        )
+        .route("/sink", axum::routing::any(record));
+    tokio::spawn(async move { axum::serve(l, app).await });
+    (format!("http://{addr}/hook"), sink)
+}
+
+/// A Ctx on the manual clock with a Webhook `ci` to `url` and one event
+/// it matches queued; the sender started.
+async fn one_delivery(url: &str, egress: Egress) -> (Ctx, CancellationToken, tempfile::TempDir) {
+    let keys = tempfile::tempdir().unwrap();
+    let dir = keys.path().join("hooks/signing");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("key"), b"k").unwrap();
+    let t0 = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
+    let mut ctx = Ctx::new(
+        Arc::new(MemStore::new()),
+        Arc::new(ManualClock::new(t0)),
+        Thresholds::default(),
+    );
+    ctx.webhooks = Arc::new(WebhookSettings {
+        keys: Arc::new(KeyFiles::new(Some(keys.path().to_path_buf()))),
+        timeout: Duration::from_secs(5),
+        egress,
+        ..WebhookSettings::default()
+    });
+    create_webhook(&ctx, url, t0).await;
+    let mut tx = ctx.store.begin().await.unwrap();
+    tx.append_event("project.created", json!({"project": "web"}), t0)
+        .await
+        .unwrap();
+    ctx.commit(tx).await.unwrap();
+    let stop = CancellationToken::new();
+    tokio::spawn(pam_controller::reconcile::webhooks::run(
+        ctx.clone(),
+        stop.clone(),
+    ));
+    (ctx, stop, keys)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redirect_is_a_failed_attempt_and_is_not_followed() {
+    for code in [302, 307] {
+        let (url, sink) = redirecting(code).await;
+        let (ctx, stop, _keys) =
+            one_delivery(&url, Egress::allowing(&["127.0.0.0/8"]).unwrap()).await;
+        let d = wait_for_attempts(&ctx, 1).await;
+        assert_eq!(
+            (d.status, d.last_code),
+            (DeliveryStatus::Pending, Some(i32::from(code)))
+        );
+        let sink_url = url.replace("/hook", "/sink");
+        assert!(
+            d.last_error.starts_with(&format!(
+                "HTTP {code}: redirect to {sink_url:?} not followed"
+            )),
+            "{}",
+            d.last_error
+        );
+        assert!(!d.last_error.contains("hunter2"), "{}", d.last_error);
+        // Neither the signed body (307) nor the headers (302) went on.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(sink.lock().unwrap().clone(), Vec::<String>::new());
+        stop.cancel();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn private_addresses_are_refused_unless_allowed() {
+    let r = Receiver::default();
+    r.status.store(204, Ordering::SeqCst);
+    let url = start(&r).await;
+    let port = url
+        .trim_start_matches("http://127.0.0.1:")
+        .trim_end_matches("/hook");
+    // An IP literal (never resolved), its IPv4-mapped form, and a name
+    // that resolves to loopback (checked as resolved).
+    for (url, shown) in [
+        (url.clone(), "127.0.0.1".to_string()),
+        (
+            format!("http://[::ffff:127.0.0.1]:{port}/hook"),
+            "::ffff:127.0.0.1".to_string(),
+        ),
+        (format!("http://localhost:{port}/hook"), String::new()),
+    ] {
+        let (ctx, stop, _keys) = one_delivery(&url, Egress::default()).await;
+        let d = wait_for_attempts(&ctx, 1).await;
+        assert_eq!((d.status, d.last_code), (DeliveryStatus::Pending, None));
+        assert!(
+            d.last_error.contains(&format!("address {shown}"))
+                && d.last_error
+                    .contains("is not allowed: loopback; see [webhooks] allow_networks"),
+            "{url}: {}",
+            d.last_error
+        );
+        stop.cancel();
+    }
+    assert_eq!(r.got.lock().unwrap().len(), 0, "nothing reached loopback");
+    // Allowed: delivered.
+    let (ctx, stop, _keys) = one_delivery(
+        &format!("http://localhost:{port}/hook"),
+        Egress::allowing(&["127.0.0.0/8", "::1/128"]).unwrap(),
+    )
+    .await;
+    let d = wait_for_attempts(&ctx, 1).await;
+    assert_eq!(
+        (d.status, d.last_code),
+        (DeliveryStatus::Delivered, Some(204))
+    );
+    assert_eq!(r.got.lock().unwrap().len(), 1);
+    stop.cancel();
 }

@@ -10,6 +10,7 @@ pub mod names;
 pub mod protocol;
 pub mod schema;
 pub mod state;
+pub mod urls;
 pub mod validate;
 
 pub use error::ManifestError;

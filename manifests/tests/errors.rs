@@ -594,3 +594,133 @@ fn documents_and_values_in_one_read_match_the_two_reads() {
         .collect();
     assert_eq!(e1, load_errors("b.yaml", bad));
 }
+
+/// Issue 30: a Secret's value that is not a string is refused by its type
+/// and position, never quoted — from YAML and from JSON (the API's
+/// `objects`).
+#[test]
+fn a_secret_value_is_never_in_an_error() {
+    const DIGITS: &str = "4111111111111111";
+    let secret = |values: &str| {
+        format!("apiVersion: pam.dev/v1\nkind: Secret\nmetadata:\n  name: keys\n  project: web\nspec:\n{values}")
+    };
+    let cases = [
+        (
+            format!("  stringData:\n    API_KEY: {DIGITS}\n"),
+            "line 8, column 14: spec.stringData.API_KEY: expected a string, got a number",
+        ),
+        (
+            format!("  stringData:\n    tls.key: {DIGITS}.5\n"),
+            "line 8, column 14: spec.stringData.tls.key: expected a string, got a number",
+        ),
+        (
+            "  data:\n    FLAG: true\n".to_string(),
+            "line 8, column 11: spec.data.FLAG: expected a string, got a boolean",
+        ),
+        (
+            format!("  stringData:\n    API_KEY: [{DIGITS}]\n"),
+            "line 8, column 14: spec.stringData.API_KEY: expected a string, got a sequence",
+        ),
+        (
+            format!("  stringData:\n    API_KEY: {{card: {DIGITS}}}\n"),
+            "line 8, column 5: spec.stringData.API_KEY: expected a string, got a mapping",
+        ),
+        (
+            format!("  stringData: {DIGITS}\n"),
+            "line 7, column 15: spec.stringData: expected a mapping of keys to strings, got a number",
+        ),
+        (
+            format!("  data: \"{DIGITS}\"\n"),
+            "line 7, column 9: spec.data: expected a mapping of keys to strings, got a string",
+        ),
+    ];
+    for (values, want) in &cases {
+        let errors = load_errors("s.yaml", &secret(values));
+        assert_eq!(errors, [format!("s.yaml: document 0, {want}")], "{values}");
+    }
+    // A value of the right type next to a wrong field: serde's message,
+    // without the values it quotes.
+    let errors = load_errors(
+        "s.yaml",
+        &secret(&format!(
+            "  stringData:\n    API_KEY: \"{DIGITS}\"\n  extra: 1\n"
+        )),
+    );
+    assert!(
+        errors[0].contains("spec.extra: unknown field"),
+        "{errors:?}"
+    );
+    assert!(!errors[0].contains(DIGITS), "{errors:?}");
+
+    for value in [
+        serde_json::json!(4111111111111111u64),
+        serde_json::json!(true),
+        serde_json::json!([DIGITS]),
+        serde_json::json!({"card": DIGITS}),
+    ] {
+        let obj = serde_json::json!({
+            "apiVersion": "pam.dev/v1", "kind": "Secret",
+            "metadata": {"name": "keys", "project": "web"},
+            "spec": {"stringData": {"API_KEY": value}}
+        });
+        let errors = pam_manifests::load::document_from_value("<request>", 0, obj).unwrap_err();
+        let shown: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
+        assert_eq!(shown.len(), 1, "{shown:?}");
+        assert!(
+            shown[0].starts_with(
+                "<request>: document 0: spec.stringData.API_KEY: expected a string, got "
+            ),
+            "{shown:?}"
+        );
+        assert!(!shown[0].contains(DIGITS), "{shown:?}");
+    }
+    let obj = serde_json::json!({
+        "apiVersion": "pam.dev/v1", "kind": "Secret",
+        "metadata": {"name": "keys", "project": "web"},
+        "spec": {"stringData": {"API_KEY": DIGITS}, "data": DIGITS}
+    });
+    let errors = pam_manifests::load::document_from_value("<request>", 0, obj).unwrap_err();
+    assert!(!format!("{errors:?}").contains(DIGITS), "{errors:?}");
+}
+
+/// Issue 30: a Source's git URL that would make git run a command, or
+/// that holds credentials, is refused at its line.
+#[test]
+fn git_urls_that_run_commands_are_refused() {
+    let source = |url: &str| {
+        format!("apiVersion: pam.dev/v1\nkind: Source\nmetadata:\n  name: repo\nspec:\n  projects: [web]\n  git:\n    url: {url:?}\n")
+    };
+    for (url, want) in [
+        ("EXT::sh -c id", "the EXT:: transport runs a remote helper"),
+        (" ext::sh -c id", "has leading or trailing whitespace"),
+        ("fd::3", "the fd:: transport runs a remote helper"),
+        (
+            "ssh://-oProxyCommand=touch /tmp/x/r.git",
+            "the host or user starts with '-'",
+        ),
+        (
+            "git@-oProxyCommand=x:r.git",
+            "the host or user starts with '-'",
+        ),
+        (
+            "foo://example.com/r.git",
+            "the foo:// scheme is not allowed",
+        ),
+        (
+            "https://user:tok@example.com/r.git",
+            "holds a password or token",
+        ),
+    ] {
+        let errors = load_errors("src.yaml", &source(url));
+        assert_eq!(errors.len(), 1, "{url}: {errors:?}");
+        assert!(
+            errors[0].starts_with("src.yaml: document 0, line 8, column 10: spec.git.url: ")
+                && errors[0].contains(want),
+            "{url}: {errors:?}"
+        );
+        assert!(!errors[0].contains("tok@"), "{errors:?}");
+    }
+    for url in ["HTTPS://example.com/r.git", "git@example.com:team/r.git"] {
+        assert_eq!(load("src.yaml", &source(url)).len(), 1, "{url}");
+    }
+}

@@ -461,3 +461,44 @@ async fn bad_dependencies_are_refused_with_file_and_line_and_nothing_is_written(
     let f = write(dir, "fine.yaml", &fine);
     ok(&pamd.pamctl(&["apply", "-f", &f]));
 }
+
+/// Issue 30: a Source's git URL that would make git run a command — a
+/// `<transport>::` form in any case, a leading space, `fd::`, a host
+/// starting with '-' — is refused at its line, and nothing of the batch
+/// is written.
+#[tokio::test]
+async fn git_urls_that_run_commands_are_refused_at_their_line() {
+    let pamd = Pamd::start(PamdOptions::default()).await.unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let source = |url: &str| {
+        format!("apiVersion: pam.dev/v1\nkind: Source\nmetadata: {{name: repo}}\nspec:\n  projects: [web]\n  git:\n    url: {url:?}\n")
+    };
+    let cases = [
+        (
+            "EXT::sh -c touch% /tmp/pwned",
+            "the EXT:: transport runs a remote helper",
+        ),
+        (
+            " ext::sh -c touch% /tmp/pwned",
+            "has leading or trailing whitespace",
+        ),
+        ("fd::3", "the fd:: transport runs a remote helper"),
+        (
+            "ssh://-oProxyCommand=touch% /tmp/pwned/r.git",
+            "the host or user starts with '-'",
+        ),
+        ("-oProxyCommand=x@host:r.git", "starts with '-'"),
+    ];
+    for (i, (url, want)) in cases.iter().enumerate() {
+        refused(
+            &pamd,
+            tmp.path(),
+            &format!("source-{i}.yaml"),
+            &format!("{HEADER}{}", source(url)),
+            &format!("document 1, line 12, column 10: spec.git.url: {want}"),
+        );
+    }
+    assert_eq!(ok(&pamd.pamctl(&["get", "sources", "-o", "name"])), "");
+    assert_eq!(ok(&pamd.pamctl(&["get", "projects", "-o", "name"])), "");
+    assert_eq!(ok(&pamd.pamctl(&["events"])), "");
+}

@@ -252,3 +252,82 @@ async fn a_secret_reaches_the_provider_and_nothing_else() {
     }
     assert!(pamd.log().contains("TRACE") || pamd.log().contains("trace"));
 }
+
+/// Issue 30: a Secret value written as something other than a string (a
+/// YAML number, a boolean, a list, a map) is refused by apply, validate
+/// and diff — and by the API's JSON `objects` — by its type and position
+/// only: the value is in no output.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secret_value_that_is_not_a_string_is_never_echoed() {
+    const DIGITS: &str = "4111111111111111";
+    let pamd = Pamd::start(PamdOptions::default()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("secret.yaml");
+    for (value, json_value, got) in [
+        (
+            DIGITS.to_string(),
+            serde_json::json!(4111111111111111u64),
+            "a number",
+        ),
+        (
+            format!("{DIGITS}.25"),
+            serde_json::json!(4111111111111111.25),
+            "a number",
+        ),
+        ("true".to_string(), serde_json::json!(true), "a boolean"),
+        (
+            format!("[{DIGITS}]"),
+            serde_json::json!([DIGITS]),
+            "a sequence",
+        ),
+        (
+            format!("{{card: {DIGITS}}}"),
+            serde_json::json!({"card": DIGITS}),
+            "a mapping",
+        ),
+    ] {
+        let yaml = format!(
+            "apiVersion: pam.dev/v1\nkind: Secret\nmetadata:\n  name: keys\n  project: e2e\nspec:\n  stringData:\n    API_KEY: {value}\n"
+        );
+        std::fs::write(&file, &yaml).unwrap();
+        let f = file.to_str().unwrap();
+        for verb in ["apply", "validate", "diff"] {
+            let out = pamd.pamctl(&[verb, "-f", f]);
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(!out.status.success(), "{verb} {value}: {stdout}{stderr}");
+            assert!(
+                stderr.contains(&format!("{f}: document 0, line 8, column "))
+                    && stderr.contains(&format!(
+                        "spec.stringData.API_KEY: expected a string, got {got}"
+                    )),
+                "{verb} {value}: {stderr}"
+            );
+            assert!(
+                !stdout.contains(DIGITS) && !stderr.contains(DIGITS),
+                "{verb} {value}: {stdout}{stderr}"
+            );
+        }
+        let obj = serde_json::json!({
+            "apiVersion": "pam.dev/v1", "kind": "Secret",
+            "metadata": {"name": "keys", "project": "e2e"},
+            "spec": {"stringData": {"API_KEY": json_value}}
+        });
+        for route in ["/api/v1/apply", "/api/v1/diff"] {
+            let (code, body) = pamd
+                .post(route, serde_json::json!({"objects": [obj.clone()]}))
+                .await;
+            assert_eq!(code, 422, "{route} {value}: {body}");
+            let text = body.to_string();
+            assert!(
+                text.contains(&format!(
+                    "spec.stringData.API_KEY: expected a string, got {got}"
+                )),
+                "{route} {value}: {text}"
+            );
+            assert!(!text.contains(DIGITS), "{route} {value}: {text}");
+        }
+    }
+    assert!(!pamd.log().contains(DIGITS), "pamd's log");
+    assert_eq!(ok(&pamd.pamctl(&["events"])), "", "nothing written");
+}

@@ -4,7 +4,9 @@
 //! same delivery id; pamd SIGKILLed with 500 deliveries queued delivers
 //! all of them after restart, duplicates only under the same id, each
 //! webhook in seq order; a receiver that hangs delays no other webhook;
-//! a bad Webhook manifest is refused at its file:line and writes nothing.
+//! a bad Webhook manifest is refused at its file:line and writes nothing;
+//! a receiver on loopback is refused unless `[webhooks] allow_networks`
+//! allows it (issue 30).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -160,9 +162,20 @@ async fn start_receiver(r: &Receiver) -> String {
     format!("http://{addr}")
 }
 
-/// pamd with the signing key at `<keys>/hooks/signing/key` and fast
-/// retries.
+/// pamd with the signing key at `<keys>/hooks/signing/key`, fast
+/// retries, and loopback allowed (the receivers are on 127.0.0.1; issue
+/// 30 refuses it by default).
 async fn pamd(keys: &std::path::Path, extra: &str) -> Pamd {
+    start_pamd(
+        keys,
+        &format!("allow_networks = [\"127.0.0.0/8\"]\n{extra}"),
+    )
+    .await
+}
+
+/// [`pamd`] with `[webhooks]` as `extra` says (no networks allowed unless
+/// it allows them).
+async fn start_pamd(keys: &std::path::Path, extra: &str) -> Pamd {
     let dir = keys.join("hooks").join("signing");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("key"), SECRET).unwrap();
@@ -438,13 +451,24 @@ async fn a_bad_webhook_is_refused_at_its_line_and_nothing_is_written() {
     let bad_secret = good
         .replace("name: good", "name: bad-secret")
         .replace("name: signing", "name: nope");
-    // The URL is checked when the file is read (no server state needed).
-    std::fs::write(&file, format!("{good}---\n{bad_url}")).unwrap();
+    let with_password = webhook_yaml(
+        "with-password",
+        "https://ci:pa55w0rd@ci.example/h",
+        "[run.]",
+    );
+    // The URL is checked when the file is read (no server state needed);
+    // one with user info is refused and printed without it (issue 30).
+    std::fs::write(&file, format!("{good}---\n{bad_url}---\n{with_password}")).unwrap();
     let err = fails(&pamd.pamctl(&["apply", "-f", file.to_str().unwrap()]), 3);
     assert!(
         err.contains("hooks.yaml: document 1, line 18, column 8: spec.url: \"ftp://ci.example/h\" is not an http(s) URL"),
         "{err}"
     );
+    assert!(
+        err.contains("hooks.yaml: document 2, line 30, column 8: spec.url: \"https://ci.example/h\" holds a password or token"),
+        "{err}"
+    );
+    assert!(!err.contains("pa55w0rd"), "{err}");
     // Topics and the secret are checked against pamd's state.
     std::fs::write(&file, format!("{good}---\n{bad_topic}---\n{bad_secret}")).unwrap();
     let err = fails(&pamd.pamctl(&["apply", "-f", file.to_str().unwrap()]), 3);
@@ -480,4 +504,33 @@ async fn a_bad_webhook_is_refused_at_its_line_and_nothing_is_written() {
     assert!(deleted.contains("deleted"), "{deleted}");
     let hooks = pamd.get("/api/v1/webhooks").await.unwrap();
     assert_eq!(hooks["items"], serde_json::json!([]));
+}
+
+/// Issue 30: by default no delivery reaches loopback (nor any private
+/// address): the attempt fails naming the address and the key that would
+/// allow it, and the receiver gets nothing. `[webhooks] allow_networks`
+/// is what the other tests of this file allow 127.0.0.0/8 with.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_receiver_on_loopback_is_refused_unless_allowed() {
+    let keys = tempfile::tempdir().unwrap();
+    let r = Receiver::default();
+    let base = start_receiver(&r).await;
+    let pamd = start_pamd(keys.path(), "").await;
+    apply(
+        &pamd,
+        &webhook_yaml("local", &format!("{base}/local"), "[project.created]"),
+    );
+    apply(&pamd, &project_yaml("web"));
+    let d = eventually(T, "an attempt recorded", || async {
+        let ds = deliveries(&pamd, "local").await;
+        ds.into_iter().find(|d| d["attempts"].as_i64() >= Some(1))
+    })
+    .await;
+    assert_eq!(d["status"], "pending", "{d}");
+    let why = d["lastError"].as_str().unwrap_or("");
+    assert!(
+        why.contains("address 127.0.0.1 is not allowed: loopback; see [webhooks] allow_networks"),
+        "{d}"
+    );
+    assert!(r.got("local").is_empty(), "{:?}", r.got("local"));
 }

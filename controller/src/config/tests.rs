@@ -189,3 +189,25 @@ fn clock_file_is_a_hidden_flag() {
     assert!(!help.contains("clock-file"), "{help}");
     assert!(help.contains("--secrets-key-file"), "{help}");
 }
+
+#[test]
+fn webhook_allow_networks_are_cidrs_checked_at_load() {
+    let text = "[webhooks]\nallow_networks = [\"127.0.0.0/8\", \"::1\"]\n";
+    let c = resolve(Some(text), &Cli::default()).unwrap();
+    let egress = c.webhooks.settings().egress;
+    assert!(egress.check("127.0.0.1".parse().unwrap()).is_ok());
+    assert!(egress.check("::1".parse().unwrap()).is_ok());
+    assert!(egress.check("10.0.0.1".parse().unwrap()).is_err());
+    let c = resolve(None, &Cli::default()).unwrap();
+    assert!(c.webhooks.settings().egress.allow.is_empty());
+    let text = "[webhooks]\nallow_networks = [\"10.0.0.0/8\", \"intranet\"]\n";
+    let err = resolve(Some(text), &Cli::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with(
+            "[webhooks] allow_networks: \"intranet\" is not a network, expected a CIDR"
+        ),
+        "{err}"
+    );
+}

@@ -11,7 +11,14 @@
 //! retry_for_hours = 24        # then the delivery is failed
 //! public_url = "https://pam.example.com"  # links in bodies (unset: paths)
 //! deliveries_days = 30        # delivered/failed deliveries kept
+//! allow_networks = []         # e.g. ["10.20.0.0/16", "127.0.0.1", "::1/128"]
 //! ```
+//! Deliveries never follow a redirect, and by default never reach a
+//! loopback, private, shared (CGNAT), link-local, unique-local or
+//! unspecified address (checked on the address connected to, after DNS:
+//! rules/webhooks/egress.rs). `allow_networks` lists CIDRs (or single
+//! addresses) that may be reached anyway — a receiver on the same host or
+//! network; an entry that is not one is an error at startup.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -21,6 +28,7 @@ use anyhow::bail;
 use serde::Deserialize;
 
 use crate::rules::webhooks::deliveries::RetryPolicy;
+use crate::rules::webhooks::egress::Egress;
 use crate::rules::webhooks::keys::KeyFiles;
 use crate::rules::webhooks::WebhookSettings;
 
@@ -34,6 +42,7 @@ pub struct WebhooksConfig {
     pub retry_for_hours: u64,
     pub public_url: Option<String>,
     pub deliveries_days: u32,
+    pub allow_networks: Vec<String>,
 }
 
 impl Default for WebhooksConfig {
@@ -46,6 +55,7 @@ impl Default for WebhooksConfig {
             retry_for_hours: 24,
             public_url: None,
             deliveries_days: 30,
+            allow_networks: Vec::new(),
         }
     }
 }
@@ -64,12 +74,18 @@ impl WebhooksConfig {
         if self.deliveries_days == 0 {
             bail!("[webhooks] deliveries_days must be at least 1");
         }
+        self.egress()?;
         if let Some(u) = &self.public_url {
             if !(u.starts_with("http://") || u.starts_with("https://")) {
                 bail!("[webhooks] public_url {u:?} must be an http(s) URL");
             }
         }
         Ok(())
+    }
+
+    fn egress(&self) -> anyhow::Result<Egress> {
+        let nets: Vec<&str> = self.allow_networks.iter().map(String::as_str).collect();
+        Egress::allowing(&nets).map_err(|e| anyhow::anyhow!("[webhooks] allow_networks: {e}"))
     }
 
     /// What the sender and apply run with.
@@ -83,6 +99,8 @@ impl WebhooksConfig {
             },
             timeout: Duration::from_secs(self.timeout_seconds),
             link_base: self.public_url.clone().unwrap_or_default(),
+            // Checked by validate() at load.
+            egress: self.egress().unwrap_or_default(),
         }
     }
 }

@@ -12,6 +12,10 @@
 //! - A slow or hanging endpoint holds up only its own webhook: each webhook
 //!   drains in its own task, and every attempt is bounded by `[webhooks]
 //!   timeout_seconds`.
+//! - Where it sends is checked (issue 30): no redirect is followed (a 3xx
+//!   is a failed attempt naming its `Location`), and no address the
+//!   egress rule refuses is connected to (`[webhooks] allow_networks`;
+//!   names are checked as resolved, IP literals before the request).
 //! - Runs on the replica holding the loops' lease only (it is started with
 //!   the loops), and records through the fenced context: a deposed leader
 //!   records nothing (what it sent meanwhile is sent again, at least once).
@@ -22,6 +26,8 @@
 //! and rejects a stale `t`).
 
 use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hmac::{Hmac, Mac};
@@ -33,6 +39,7 @@ use uuid::Uuid;
 
 use crate::ctx::Ctx;
 use crate::rules::webhooks::deliveries::{self, Attempt};
+use crate::rules::webhooks::egress::Egress;
 use crate::rules::webhooks::spec_of;
 
 /// How often the queue is looked at without a wake-up (retries coming
@@ -57,6 +64,15 @@ pub async fn run(ctx: Ctx, stop: CancellationToken) {
         .timeout(ctx.webhooks.timeout)
         .connect_timeout(ctx.webhooks.timeout)
         .user_agent(concat!("pamd/", env!("CARGO_PKG_VERSION")))
+        // A redirect would send the signed body, or the signature
+        // headers, wherever the receiver points (issue 30): a 3xx is a
+        // failed attempt instead.
+        .redirect(reqwest::redirect::Policy::none())
+        // Names resolve through the egress rule, so the address checked
+        // is the one connected to; a proxy would connect instead, out of
+        // the rule's sight.
+        .dns_resolver(Arc::new(CheckedResolver(ctx.webhooks.egress.clone())))
+        .no_proxy()
         .build()
     {
         Ok(c) => c,
@@ -169,6 +185,51 @@ async fn drain(ctx: Ctx, client: reqwest::Client, webhook: Uuid) {
     }
 }
 
+/// Resolves a delivery's host name and keeps only the addresses the
+/// egress rule allows: reqwest connects to what this returns, so a name
+/// that resolves to a refused address the second time (DNS rebinding) is
+/// refused the second time too.
+struct CheckedResolver(Egress);
+
+impl reqwest::dns::Resolve for CheckedResolver {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let egress = self.0.clone();
+        let host = name.as_str().to_string();
+        Box::pin(async move {
+            let found = tokio::net::lookup_host((host.as_str(), 0)).await?;
+            let mut refused = None;
+            let allowed: Vec<SocketAddr> = found
+                .filter(|a| match egress.check(a.ip()) {
+                    Ok(()) => true,
+                    Err(why) => {
+                        refused.get_or_insert(why);
+                        false
+                    }
+                })
+                .collect();
+            if allowed.is_empty() {
+                let why = refused.unwrap_or_else(|| "no address".to_string());
+                return Err(format!("{host}: {why}").into());
+            }
+            let addrs: reqwest::dns::Addrs = Box::new(allowed.into_iter());
+            Ok(addrs)
+        })
+    }
+}
+
+/// An IP literal in the URL is never resolved (reqwest connects to it
+/// directly), so it is checked here, before the request.
+fn literal_refused(egress: &Egress, url: &str) -> Option<String> {
+    let parsed = reqwest::Url::parse(url).ok()?;
+    let host = parsed.host_str()?;
+    let ip: IpAddr = host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .parse()
+        .ok()?;
+    egress.check(ip).err()
+}
+
 /// One attempt: POST the body, signed now.
 async fn send(
     ctx: &Ctx,
@@ -177,6 +238,9 @@ async fn send(
     d: &Delivery,
     secret: &[u8],
 ) -> Attempt {
+    if let Some(why) = literal_refused(&ctx.webhooks.egress, url) {
+        return Attempt::NoAnswer(format!("not sent: {why}"));
+    }
     let body = serde_json::to_vec(&d.payload).expect("JSON serializes");
     let t = ctx.now().timestamp();
     let sent = client
@@ -189,12 +253,32 @@ async fn send(
         .send()
         .await;
     match sent {
+        Ok(resp) if resp.status().is_redirection() => {
+            // Said, not followed; never with user info, which may be a
+            // password.
+            let location: String = resp
+                .headers()
+                .get(reqwest::header::LOCATION)
+                .map(|v| {
+                    String::from_utf8_lossy(v.as_bytes())
+                        .chars()
+                        .take(500)
+                        .collect()
+                })
+                .unwrap_or_default();
+            Attempt::Redirected {
+                code: resp.status().as_u16(),
+                location: pam_manifests::urls::redacted(&location).into_owned(),
+            }
+        }
         Ok(resp) => Attempt::Answered(resp.status().as_u16()),
         Err(e) if e.is_timeout() => Attempt::NoAnswer(format!(
             "timed out after {}s",
             ctx.webhooks.timeout.as_secs_f64()
         )),
         Err(e) => {
+            // The webhook's URL is known; the error need not repeat it.
+            let e = e.without_url();
             let mut why = e.to_string();
             let mut src = std::error::Error::source(&e);
             while let Some(s) = src {

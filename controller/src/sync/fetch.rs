@@ -199,6 +199,49 @@ pub struct GitMirror {
 /// The transports a Source URL may use.
 const ALLOWED_PROTOCOLS: &str = "file:https:http:ssh:git";
 
+/// What a failed git command said, in one line: its `fatal:`/`error:`
+/// lines and what comes before them (ssh's own complaint), without the
+/// generic "Please make sure you have the correct access rights / and the
+/// repository exists." hint that ends every failed fetch and names
+/// nothing.
+fn summarize(stderr: &str) -> String {
+    const HINT: [&str; 2] = [
+        "Please make sure you have the correct access rights",
+        "and the repository exists.",
+    ];
+    let lines: Vec<&str> = stderr
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !HINT.contains(l) && !l.starts_with("hint:"))
+        .collect();
+    // "Could not read from remote repository." only repeats that the
+    // fetch failed: kept only when nothing else was said.
+    let specific: Vec<&str> = lines
+        .iter()
+        .copied()
+        .filter(|l| *l != "fatal: Could not read from remote repository.")
+        .collect();
+    let chosen = if specific.is_empty() { lines } else { specific };
+    let mut out = chosen
+        .iter()
+        .take(3)
+        .copied()
+        .collect::<Vec<_>>()
+        .join("; ");
+    if out.is_empty() {
+        out = "failed".to_string();
+    }
+    if out.len() > 500 {
+        let cut = (0..=500)
+            .rev()
+            .find(|i| out.is_char_boundary(*i))
+            .unwrap_or(0);
+        out.truncate(cut);
+        out.push('…');
+    }
+    out
+}
+
 impl GitMirror {
     pub fn new(dir: PathBuf) -> GitMirror {
         GitMirror {
@@ -237,14 +280,10 @@ impl GitMirror {
             .map_err(|_| anyhow::anyhow!("git {what}: no answer in {GIT_TIMEOUT:?}"))?
             .with_context(|| format!("run git {what} (is git installed?)"))?;
         if !out.status.success() {
-            let err = String::from_utf8_lossy(&out.stderr);
-            let line = err
-                .lines()
-                .rev()
-                .find(|l| !l.trim().is_empty())
-                .unwrap_or("failed")
-                .trim();
-            bail!("git {what}: {line}");
+            bail!(
+                "git {what}: {}",
+                summarize(&String::from_utf8_lossy(&out.stderr))
+            );
         }
         Ok(out.stdout)
     }
@@ -252,8 +291,13 @@ impl GitMirror {
     /// Fetches `reference` (a branch, a tag or a commit) of `url` and
     /// returns its commit SHA.
     pub async fn fetch(&self, url: &str, reference: &str) -> anyhow::Result<String> {
-        if url.starts_with('-') || reference.starts_with('-') {
-            bail!("a git url or ref must not start with '-'");
+        // The manifest rule again: a Source stored before it was this
+        // strict must not reach git either.
+        if let Some(why) = pam_manifests::urls::git_url_problem(url) {
+            bail!("git url: {why}");
+        }
+        if reference.starts_with('-') {
+            bail!("a git ref must not start with '-'");
         }
         if !self.dir.join("HEAD").exists() {
             std::fs::create_dir_all(&self.dir)
@@ -488,6 +532,16 @@ mod tests {
         assert_ne!(read_dir(d.path()).unwrap().revision, t.revision);
     }
 
+    #[test]
+    fn a_failed_git_command_says_what_failed() {
+        let ssh = "ssh: Could not resolve hostname nope: Name or service not known\r\nfatal: Could not read from remote repository.\n\nPlease make sure you have the correct access rights\nand the repository exists.\n";
+        assert_eq!(
+            summarize(ssh),
+            "ssh: Could not resolve hostname nope: Name or service not known"
+        );
+        assert_eq!(summarize(""), "failed");
+    }
+
     #[tokio::test]
     async fn a_git_tree_at_a_ref_reading_only_new_blobs() {
         let repo = tempfile::tempdir().unwrap();
@@ -527,11 +581,19 @@ mod tests {
         assert_eq!(again, c1);
         let err = m.tree(&c1, "nope", &|_| None).await.unwrap_err();
         assert!(err.to_string().contains("\"nope\" does not exist"), "{err}");
-        // The ext transport runs commands: refused.
+        // The ext transport runs commands: refused before git runs.
         let err = m
-            .fetch("ext::sh -c touch% /tmp/pwned", "main")
+            .fetch("EXT::sh -c touch% /tmp/pwned", "main")
             .await
             .unwrap_err();
-        assert!(err.to_string().contains("git fetch"), "{err}");
+        assert!(err.to_string().contains("EXT:: transport"), "{err}");
+        // A failed fetch names what failed, not git's closing hint.
+        let missing = format!("file://{}/nope", repo.path().display());
+        let err = m.fetch(&missing, "main").await.unwrap_err().to_string();
+        assert!(
+            err.contains("nope' does not appear to be a git repository"),
+            "{err}"
+        );
+        assert!(!err.contains("the repository exists"), "{err}");
     }
 }

@@ -19,8 +19,10 @@ use crate::names::Name;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct GitSource {
-    /// The repository: `file://`, a local path, `https://`, `ssh://` or
-    /// `git://` (never `ext::`). Credentials never come from a manifest.
+    /// The repository: `https://`, `http://`, `ssh://`, `git://`,
+    /// `file://`, scp-like `user@host:path` or a local path (never a
+    /// `<transport>::` form such as `ext::`). Credentials never come from
+    /// a manifest.
     pub url: String,
     /// A branch, tag or commit; the remote's HEAD by default.
     #[serde(default = "default_ref", rename = "ref")]
@@ -84,6 +86,10 @@ impl SourceSpec {
     /// Per-document rules typing cannot express: `(field path, message)`.
     pub fn problems(&self) -> Vec<(&'static str, String)> {
         let mut out = Vec::new();
+        let url_problem = self
+            .git
+            .as_ref()
+            .and_then(|g| crate::urls::git_url_problem(&g.url));
         match (&self.path, &self.git) {
             (None, None) => out.push((
                 "spec",
@@ -98,19 +104,15 @@ impl SourceSpec {
                 "spec.path",
                 format!("{p:?} is relative, expected an absolute directory on pamd's host"),
             )),
-            (None, Some(g)) if g.url.trim().is_empty() || g.url.starts_with('-') => out.push((
+            (None, Some(_)) if url_problem.is_some() => {
+                out.push(("spec.git.url", url_problem.unwrap_or_default()))
+            }
+            (None, Some(g)) if crate::urls::has_credentials(&g.url) => out.push((
                 "spec.git.url",
-                "expected a repository URL (file://, https://, ssh://, git://)".to_string(),
-            )),
-            (None, Some(g)) if g.url.starts_with("ext::") => out.push((
-                "spec.git.url",
-                "the ext:: transport runs commands, expected file://, https://, ssh:// or git://"
-                    .to_string(),
-            )),
-            (None, Some(g)) if url_has_secret(&g.url) => out.push((
-                "spec.git.url",
-                "holds a password or token, expected a URL without one: credentials never come from a manifest (pamd's [git] credentials_file or ssh_key_file)"
-                    .to_string(),
+                format!(
+                    "{} (pamd's [git] credentials_file or ssh_key_file)",
+                    crate::urls::CREDENTIALS_REFUSED
+                ),
             )),
             (None, Some(g)) if g.reference.is_empty() || g.reference.starts_with('-') => {
                 out.push((
@@ -223,21 +225,6 @@ pub struct ObservedSource {
     pub conditions: Vec<Condition>,
 }
 
-/// Whether a URL carries a secret in its user info (`https://user:token@host`,
-/// `https://token@host`); `ssh://git@host` and scp-like `git@host:path`
-/// name a user only.
-fn url_has_secret(url: &str) -> bool {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return false;
-    };
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
-    let Some((userinfo, _)) = authority.rsplit_once('@') else {
-        return false;
-    };
-    // A user alone is a name over ssh, but a token over http(s).
-    userinfo.contains(':') || scheme.starts_with("http")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -283,7 +270,7 @@ mod tests {
             "file:///srv/r.git",
             "https://example.com/r@v1.git",
         ] {
-            assert!(!url_has_secret(url), "{url}");
+            assert!(!crate::urls::has_credentials(url), "{url}");
         }
     }
 }

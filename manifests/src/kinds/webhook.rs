@@ -29,8 +29,10 @@ pub struct SecretKeyRef {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct WebhookSpec {
-    /// The endpoint: an `http://` or `https://` URL, POSTed one delivery at
-    /// a time.
+    /// The endpoint: an `http://` or `https://` URL without user info,
+    /// POSTed one delivery at a time. pamd refuses private addresses unless
+    /// its `[webhooks] allow_networks` lists them, and never follows a
+    /// redirect.
     pub url: String,
     /// Which events: topic names (`run.finished`) and prefixes ending in a
     /// dot (`run.`), as `pamctl events --topic` takes them.
@@ -53,12 +55,21 @@ impl WebhookSpec {
         let scheme_ok = ["http://", "https://"]
             .iter()
             .any(|s| url.len() > s.len() && url[..s.len()].eq_ignore_ascii_case(s));
+        // Never printed with its user info: it may hold a password.
+        let shown = crate::urls::redacted(&self.url);
         if !scheme_ok || url.contains(char::is_whitespace) {
             out.push((
                 "spec.url".to_string(),
                 format!(
-                    "{:?} is not an http(s) URL, expected http://HOST/PATH or https://HOST/PATH",
-                    self.url
+                    "{shown:?} is not an http(s) URL, expected http://HOST/PATH or https://HOST/PATH"
+                ),
+            ));
+        } else if crate::urls::has_credentials(&self.url) {
+            out.push((
+                "spec.url".to_string(),
+                format!(
+                    "{shown:?} {} (a receiver checks the Pam-Signature header instead)",
+                    crate::urls::CREDENTIALS_REFUSED
                 ),
             ));
         }
@@ -130,6 +141,15 @@ mod tests {
         let p = spec("ftp://x", &[]).problems();
         let fields: Vec<&str> = p.iter().map(|p| p.0.as_str()).collect();
         assert_eq!(fields, ["spec.url", "spec.topics"]);
+        let p = spec("https://user:pa55w0rd@ci.example/h", &["run."]).problems();
+        assert_eq!(p.len(), 1);
+        assert_eq!(p[0].0, "spec.url");
+        assert!(p[0]
+            .1
+            .contains("\"https://ci.example/h\" holds a password or token"));
+        assert!(!p[0].1.contains("pa55w0rd"), "{p:?}");
+        let p = spec("ftp://user:pa55w0rd@ci.example/h", &["run."]).problems();
+        assert!(!p[0].1.contains("pa55w0rd"), "{p:?}");
         let p = spec("http://", &["Run.X"]).problems();
         let fields: Vec<&str> = p.iter().map(|p| p.0.as_str()).collect();
         assert_eq!(fields, ["spec.url", "spec.topics[0]"]);

@@ -84,7 +84,26 @@ pub(super) fn type_document(
         Kind::Host => typed(doc, value).map(Manifest::Host),
         Kind::Source => typed(doc, value).map(Manifest::Source),
         Kind::Webhook => typed(doc, value).map(Manifest::Webhook),
-        Kind::Secret => typed(doc, value).map(Manifest::Secret),
+        Kind::Secret => {
+            // A Secret's values never reach an error: each is checked to
+            // be a string here, so serde (whose messages quote the value
+            // it did not expect) never sees one that is not, and what
+            // serde says about the rest is told without values.
+            let values = secret_value_errors(doc, &value);
+            if !values.is_empty() {
+                errors.extend(values);
+                return Err(errors);
+            }
+            // With its path always, so what is about the values is known.
+            typed_at(doc, value)
+                .map_err(|mut e| {
+                    if e.path == "spec" || e.path.starts_with("spec.") {
+                        e.message = without_values(&e.message);
+                    }
+                    e
+                })
+                .map(Manifest::Secret)
+        }
         Kind::Schedule => typed(doc, value).map(Manifest::Schedule),
     };
     match typed {
@@ -108,6 +127,86 @@ fn describe(v: &Value) -> &'static str {
     }
 }
 
+/// Every value of a Secret's `spec.data` and `spec.stringData` that is
+/// not a string (and either map that is not a mapping), told by its type
+/// and position only.
+fn secret_value_errors(doc: &Locator<'_>, value: &Value) -> Vec<ManifestError> {
+    let Some(spec) = value.get("spec").and_then(Value::as_object) else {
+        return Vec::new();
+    };
+    let mut errors = Vec::new();
+    for field in ["data", "stringData"] {
+        let at = |key: Option<&str>| {
+            let mut path = vec![
+                Segment::Key("spec".to_string()),
+                Segment::Key(field.to_string()),
+            ];
+            path.extend(key.map(|k| Segment::Key(k.to_string())));
+            path
+        };
+        match spec.get(field) {
+            None | Some(Value::Null) => {}
+            Some(Value::Object(values)) => {
+                for (key, v) in values {
+                    if !v.is_string() {
+                        errors.push(doc.error_at_segments(
+                            &at(Some(key)),
+                            format!("expected a string, got {}", a(describe(v))),
+                        ));
+                    }
+                }
+            }
+            Some(other) => errors.push(doc.error_at_segments(
+                &at(None),
+                format!(
+                    "expected a mapping of keys to strings, got {}",
+                    a(describe(other))
+                ),
+            )),
+        }
+    }
+    errors
+}
+
+/// `number` → `a number`, `null` as it is.
+fn a(what: &str) -> String {
+    match what {
+        "null" => what.to_string(),
+        _ => format!("a {what}"),
+    }
+}
+
+/// serde's `invalid type: string "…", expected …` (or `invalid value:
+/// integer `…``) without the value: the type word(s) only.
+fn without_values(message: &str) -> String {
+    for prefix in ["invalid type: ", "invalid value: "] {
+        if let Some(rest) = message.strip_prefix(prefix) {
+            // The expectation is the type's, never the input's, so the
+            // last `, expected ` is where the input ends.
+            let (unexpected, expected) = rest.rsplit_once(", expected ").unwrap_or((rest, ""));
+            let kind = unexpected
+                .split(['`', '"', '\''])
+                .next()
+                .unwrap_or("")
+                .trim();
+            return if expected.is_empty() {
+                format!("{prefix}{kind}")
+            } else {
+                format!("{prefix}{kind}, expected {expected}")
+            };
+        }
+    }
+    // Other serde messages name fields, not values; a custom one might
+    // quote anything, so only the known shapes pass.
+    if message.starts_with("missing")
+        || message.starts_with("unknown field")
+        || message.starts_with("duplicate field")
+    {
+        return message.to_string();
+    }
+    "invalid value, expected a Secret manifest (values are not shown)".to_string()
+}
+
 /// Deserializes a kind's type; an error names the field path serde was at.
 ///
 /// The fast load (which only needs to know that typing failed: it then
@@ -117,6 +216,12 @@ fn typed<T: DeserializeOwned>(doc: &Locator<'_>, value: Value) -> Result<T, Mani
     if !doc.paths {
         return serde_json::from_value(value).map_err(|e| doc.error_at("", e.to_string()));
     }
+    typed_at(doc, value)
+}
+
+/// [`typed`], the error at its field path (with no positions, the path
+/// alone).
+fn typed_at<T: DeserializeOwned>(doc: &Locator<'_>, value: Value) -> Result<T, ManifestError> {
     serde_path_to_error::deserialize(value).map_err(|e| {
         let mut path: Vec<Segment> = e
             .path()

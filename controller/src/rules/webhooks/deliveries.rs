@@ -63,6 +63,9 @@ pub enum Attempt {
     Answered(u16),
     /// No answer: refused, reset, timed out (the message says which).
     NoAnswer(String),
+    /// A 3xx: redirects are not followed (the receiver's URL must be its
+    /// final address), so this is a failure naming where it pointed.
+    Redirected { code: u16, location: String },
 }
 
 impl Attempt {
@@ -95,6 +98,10 @@ pub async fn record_attempt(
         Attempt::Answered(c) if attempt.ok() => (Some(i32::from(*c)), String::new()),
         Attempt::Answered(c) => (Some(i32::from(*c)), format!("HTTP {c}")),
         Attempt::NoAnswer(why) => (None, why.clone()),
+        Attempt::Redirected { code, location } => (
+            Some(i32::from(*code)),
+            format!("HTTP {code}: redirect to {location:?} not followed; set the Webhook's url to the final address"),
+        ),
     };
     let outcome = if attempt.ok() {
         DeliveryOutcome {

@@ -19,6 +19,7 @@
 //!   on it); only the signature's timestamp changes.
 
 pub mod deliveries;
+pub mod egress;
 pub mod keys;
 
 use chrono::{DateTime, Utc};
@@ -43,6 +44,8 @@ pub struct WebhookSettings {
     /// Prefixes the object links of delivery bodies (pamd's public URL);
     /// empty: links are paths.
     pub link_base: String,
+    /// Which addresses deliveries may connect to.
+    pub egress: egress::Egress,
 }
 
 impl Default for WebhookSettings {
@@ -52,6 +55,7 @@ impl Default for WebhookSettings {
             retry: deliveries::RetryPolicy::default(),
             timeout: std::time::Duration::from_secs(10),
             link_base: String::new(),
+            egress: egress::Egress::default(),
         }
     }
 }
