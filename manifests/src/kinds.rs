@@ -25,6 +25,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::names::{Annotations, LabelKey, LabelValue, Labels, Name};
 pub mod bounded;
+pub mod info;
+pub use info::{KindInfo, Scope};
 mod secret;
 pub use secret::{
     valid_secret_key, ObservedSecret, SecretKeyStatus, SecretSpec, SECRET_KEY_MAX_BYTES,
@@ -90,66 +92,35 @@ impl Kind {
         Kind::Webhook,
     ];
 
+    /// This kind's description ([`info::KINDS`]).
+    pub const fn info(self) -> &'static KindInfo {
+        &info::KINDS[self as usize]
+    }
+
     /// The kind as written in `kind:` (`"Task"`).
     pub const fn as_str(self) -> &'static str {
-        match self {
-            Kind::Project => "Project",
-            Kind::Task => "Task",
-            Kind::Run => "Run",
-            Kind::Host => "Host",
-            Kind::Source => "Source",
-            Kind::Webhook => "Webhook",
-            Kind::Secret => "Secret",
-            Kind::Schedule => "Schedule",
-        }
+        self.info().name
     }
 
     /// Lower-case singular (`"task"`): file names, API paths.
     pub const fn singular(self) -> &'static str {
-        match self {
-            Kind::Project => "project",
-            Kind::Task => "task",
-            Kind::Run => "run",
-            Kind::Host => "host",
-            Kind::Source => "source",
-            Kind::Webhook => "webhook",
-            Kind::Secret => "secret",
-            Kind::Schedule => "schedule",
-        }
+        self.info().singular
     }
 
     /// Lower-case plural (`"tasks"`).
     pub const fn plural(self) -> &'static str {
-        match self {
-            Kind::Project => "projects",
-            Kind::Task => "tasks",
-            Kind::Run => "runs",
-            Kind::Host => "hosts",
-            Kind::Source => "sources",
-            Kind::Webhook => "webhooks",
-            Kind::Secret => "secrets",
-            Kind::Schedule => "schedules",
-        }
+        self.info().plural
     }
 
     /// The short name pamctl accepts (`"tk"`).
     pub const fn short(self) -> &'static str {
-        match self {
-            Kind::Project => "proj",
-            Kind::Task => "tk",
-            Kind::Run => "rn",
-            Kind::Host => "ho",
-            Kind::Source => "src",
-            Kind::Webhook => "wh",
-            Kind::Secret => "sec",
-            Kind::Schedule => "sch",
-        }
+        self.info().short
     }
 
     /// Whether objects of this kind live inside a project
     /// (`metadata.project` required) rather than globally.
     pub const fn is_project_scoped(self) -> bool {
-        matches!(self, Kind::Task | Kind::Run | Kind::Secret | Kind::Schedule)
+        matches!(self.info().scope, Scope::Project)
     }
 
     /// Parses the exact `kind:` value (`"Task"`).

@@ -57,20 +57,6 @@ pub enum Outcome {
     Gone,
 }
 
-/// Deletion order: children before what cascades onto them.
-fn rank(kind: Kind) -> u8 {
-    match kind {
-        Kind::Run => 0,
-        Kind::Task => 1,
-        Kind::Schedule => 2,
-        Kind::Secret => 3,
-        Kind::Webhook => 4,
-        Kind::Source => 5,
-        Kind::Host => 6,
-        Kind::Project => 7,
-    }
-}
-
 /// Deletes `doomed` under the rule above; returns each object with its
 /// outcome, in deletion order.
 pub async fn prune_objects(
@@ -88,7 +74,7 @@ pub async fn prune_objects(
     }
     doomed.sort_by_key(|d| {
         (
-            rank(d.kind),
+            d.kind.info().prune_order,
             std::cmp::Reverse(depth.get(&d.id).copied().unwrap_or(0)),
         )
     });

@@ -443,7 +443,14 @@ mod manifest_files {
         for yes in ["a.yaml", "b.yml", "c.json", "sub/d.yaml"] {
             assert!(is_manifest_file(yes), "{yes}");
         }
-        for no in ["notes.txt", ".e.yaml", "sub/.f.yml", ".git/g.yaml", "a/.b/c.json", "yaml"] {
+        for no in [
+            "notes.txt",
+            ".e.yaml",
+            "sub/.f.yml",
+            ".git/g.yaml",
+            "a/.b/c.json",
+            "yaml",
+        ] {
             assert!(!is_manifest_file(no), "{no}");
         }
     }

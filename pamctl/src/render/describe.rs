@@ -44,18 +44,7 @@ pub fn event_is_about(event: &Value, kind: Kind, uid: &str, name: &str) -> bool 
 
 /// The event topics' family for a kind (`run.` for runs).
 pub fn topic_prefix(kind: Kind) -> &'static str {
-    match kind {
-        Kind::Project => "project.",
-        Kind::Task => "work_item.",
-        Kind::Run => "run.",
-        Kind::Host => "worker.",
-        Kind::Source => "source.",
-        // No topic is about a Webhook (its deliveries are listed by
-        // `pamctl get webhookdeliveries`).
-        Kind::Webhook => "webhook.",
-        Kind::Secret => "secret.",
-        Kind::Schedule => "schedule.",
-    }
+    kind.info().topics
 }
 
 /// The describe page. `events`: the object's recent events, oldest first.

@@ -1,0 +1,154 @@
+//! One description per Kind (issue 29), as kube-rs has `Resource`: its
+//! names, scope, journal topics and how the one prune treats it. Generic
+//! code reads a kind's facts here ([`Kind::info`]) instead of matching on
+//! the kind itself; a new kind is one more row (the compiler asks for it:
+//! the table is indexed by the enum).
+
+use super::Kind;
+
+/// Where objects of a kind live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Global: `metadata.name` is unique in the whole pamd (Projects,
+    /// Hosts, Sources, Webhooks).
+    Cluster,
+    /// Inside a project: `metadata.project` required, the name unique in
+    /// it (Tasks, Runs, Secrets, Schedules).
+    Project,
+}
+
+/// The facts of one kind.
+#[derive(Debug)]
+pub struct KindInfo {
+    pub kind: Kind,
+    /// As written in `kind:` (`"Task"`).
+    pub name: &'static str,
+    /// Lower-case singular (`"task"`): file names, API paths.
+    pub singular: &'static str,
+    /// Lower-case plural (`"tasks"`): API collections, `pamctl get`.
+    pub plural: &'static str,
+    /// The short name pamctl accepts (`"tk"`).
+    pub short: &'static str,
+    pub scope: Scope,
+    /// The family of journal topics about objects of this kind (`run.`):
+    /// what `describe` shows and `get -w` watches.
+    pub topics: &'static str,
+    /// When the one prune deletes it, lowest first: children before what
+    /// their deletion cascades from (runs, tasks, a project's Schedules and
+    /// Secrets, Webhooks, Sources, Hosts, projects last).
+    pub prune_order: u8,
+}
+
+/// Every kind's facts, in the enum's order (see [`Kind::info`]).
+pub const KINDS: [KindInfo; 8] = [
+    KindInfo {
+        kind: Kind::Project,
+        name: "Project",
+        singular: "project",
+        plural: "projects",
+        short: "proj",
+        scope: Scope::Cluster,
+        topics: "project.",
+        prune_order: 7,
+    },
+    KindInfo {
+        kind: Kind::Task,
+        name: "Task",
+        singular: "task",
+        plural: "tasks",
+        short: "tk",
+        scope: Scope::Project,
+        topics: "work_item.",
+        prune_order: 1,
+    },
+    KindInfo {
+        kind: Kind::Run,
+        name: "Run",
+        singular: "run",
+        plural: "runs",
+        short: "rn",
+        scope: Scope::Project,
+        topics: "run.",
+        prune_order: 0,
+    },
+    KindInfo {
+        kind: Kind::Host,
+        name: "Host",
+        singular: "host",
+        plural: "hosts",
+        short: "ho",
+        scope: Scope::Cluster,
+        topics: "worker.",
+        prune_order: 6,
+    },
+    KindInfo {
+        kind: Kind::Source,
+        name: "Source",
+        singular: "source",
+        plural: "sources",
+        short: "src",
+        scope: Scope::Cluster,
+        topics: "source.",
+        prune_order: 5,
+    },
+    KindInfo {
+        kind: Kind::Webhook,
+        name: "Webhook",
+        singular: "webhook",
+        plural: "webhooks",
+        short: "wh",
+        scope: Scope::Cluster,
+        // No topic is about a Webhook (its deliveries are listed by
+        // `pamctl get webhookdeliveries`).
+        topics: "webhook.",
+        prune_order: 4,
+    },
+    KindInfo {
+        kind: Kind::Secret,
+        name: "Secret",
+        singular: "secret",
+        plural: "secrets",
+        short: "sec",
+        scope: Scope::Project,
+        topics: "secret.",
+        prune_order: 3,
+    },
+    KindInfo {
+        kind: Kind::Schedule,
+        name: "Schedule",
+        singular: "schedule",
+        plural: "schedules",
+        short: "sch",
+        scope: Scope::Project,
+        topics: "schedule.",
+        prune_order: 2,
+    },
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_is_in_the_enums_order_and_covers_every_kind() {
+        for (i, info) in KINDS.iter().enumerate() {
+            assert_eq!(info.kind as usize, i, "{}", info.name);
+            assert!(Kind::ALL.contains(&info.kind));
+        }
+        assert_eq!(KINDS.len(), Kind::ALL.len());
+        let mut orders: Vec<u8> = KINDS.iter().map(|k| k.prune_order).collect();
+        orders.sort();
+        orders.dedup();
+        assert_eq!(orders.len(), KINDS.len(), "one prune order per kind");
+        // Names, plurals and short names never collide (pamctl parses
+        // any of them).
+        let mut aliases: Vec<&str> = KINDS
+            .iter()
+            .flat_map(|k| [k.singular, k.plural, k.short])
+            .collect();
+        aliases.sort();
+        let n = aliases.len();
+        aliases.dedup();
+        assert_eq!(aliases.len(), n);
+    }
+}
