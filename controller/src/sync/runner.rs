@@ -19,7 +19,7 @@
 //!   real sleep.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -35,6 +35,7 @@ use serde_json::Value;
 use super::apply::{apply_tree, key_of, source_error, Prev, SyncError};
 use super::cache::{Loaded, Plan, SourceCache};
 use super::fetch::{self, Repos, Tree};
+use super::settle;
 use super::watch::{DirWatch, DEBOUNCE};
 use crate::apply::ownership::owned_drift;
 use crate::apply::stored::ObjectKey;
@@ -43,13 +44,18 @@ use crate::rules::sources::{self, Health, Outcome};
 
 /// How often the loop looks at the Sources.
 pub const TICK: Duration = Duration::from_millis(200);
+/// How soon a sync deferred for files still being written (super::settle)
+/// is tried again.
+pub const WAIT_RETRY: Duration = Duration::from_millis(500);
 /// Runs the sync loop until `stop`.
 pub async fn run(ctx: Ctx, repos: Repos, stop: CancellationToken) {
     let mut watches: HashMap<Uuid, DirWatch> = HashMap::new();
     let mut caches: HashMap<Uuid, SourceCache> = HashMap::new();
+    let mut waiting: HashMap<Uuid, Instant> = HashMap::new();
     let wake = Arc::new(tokio::sync::Notify::new());
     loop {
-        let next = match pass(&ctx, &repos, &mut watches, &mut caches, &wake).await {
+        let maps = (&mut watches, &mut caches, &mut waiting);
+        let next = match pass(&ctx, &repos, maps, &wake).await {
             Ok(next) => next,
             Err(e) => {
                 tracing::warn!(error = %format!("{e:#}"), "sync pass failed; retrying");
@@ -69,11 +75,18 @@ pub async fn run(ctx: Ctx, repos: Repos, stop: CancellationToken) {
     }
 }
 
+/// The loop's memory: the watches, the caches, and the Sources whose
+/// deferred sync is tried again at an instant.
+type Maps<'a> = (
+    &'a mut HashMap<Uuid, DirWatch>,
+    &'a mut HashMap<Uuid, SourceCache>,
+    &'a mut HashMap<Uuid, Instant>,
+);
+
 async fn pass(
     ctx: &Ctx,
     repos: &Repos,
-    watches: &mut HashMap<Uuid, DirWatch>,
-    caches: &mut HashMap<Uuid, SourceCache>,
+    (watches, caches, waiting): Maps<'_>,
     wake: &Arc<tokio::sync::Notify>,
 ) -> anyhow::Result<Option<Instant>> {
     let mut next: Option<Instant> = None;
@@ -83,6 +96,7 @@ async fn pass(
     };
     watches.retain(|id, _| list.iter().any(|s| s.id == *id));
     caches.retain(|id, _| list.iter().any(|s| s.id == *id));
+    waiting.retain(|id, _| list.iter().any(|s| s.id == *id));
     for s in list {
         let Ok(spec) = serde_json::from_value::<SourceSpec>(s.meta.spec.clone()) else {
             continue;
@@ -90,10 +104,18 @@ async fn pass(
         if spec.suspend {
             continue;
         }
+        if let Some(at) = waiting.get(&s.id).copied() {
+            if Instant::now() < at {
+                next = Some(next.map_or(at, |n| n.min(at)));
+                continue;
+            }
+        }
         let mut changed = None;
         let mut mark = None;
-        if let Some(path) = &spec.path {
-            let root = PathBuf::from(path);
+        // A path outside the allowed roots (or missing) is neither watched
+        // nor polled: the sync reports why when it is due (issue 30).
+        let root = spec.path.as_ref().and_then(|p| repos.dirs.resolve(p).ok());
+        if let Some(root) = root {
             if watches.get(&s.id).is_none_or(|w| w.root() != root) {
                 watches.insert(s.id, DirWatch::new(root, wake.clone()));
             }
@@ -120,16 +142,21 @@ async fn pass(
         let cache = caches.entry(id).or_default();
         match sync_source(ctx, repos, s, &spec, cache, trigger).await {
             Ok(Some(_)) => {
+                waiting.remove(&id);
                 if let (Some(w), Some(mark)) = (watches.get_mut(&id), mark) {
                     w.synced(mark);
                 }
             }
             Ok(None) => {
-                // Settling: looked at again once still for DEBOUNCE.
-                if let Trigger::Changed { still } = trigger {
-                    let at = Instant::now() + DEBOUNCE.saturating_sub(still);
-                    next = Some(next.map_or(at, |n| n.min(at)));
-                }
+                // Settling: looked at again once still for DEBOUNCE;
+                // waiting for files being written: shortly.
+                let wait = match trigger {
+                    Trigger::Changed { still } if still < DEBOUNCE => DEBOUNCE - still,
+                    _ => WAIT_RETRY,
+                };
+                let at = Instant::now() + wait;
+                waiting.insert(id, at);
+                next = Some(next.map_or(at, |n| n.min(at)));
             }
             Err(e) => tracing::warn!(source = %name, error = %format!("{e:#}"), "sync failed"),
         }
@@ -151,10 +178,16 @@ fn due(s: &Source, spec: &SourceSpec, now: DateTime<Utc>) -> bool {
     }
 }
 
-/// Reads the Source's tree at its current revision.
-async fn read_tree(repos: &Repos, s: &Source, spec: &SourceSpec) -> anyhow::Result<Tree> {
-    if let Some(path) = &spec.path {
-        let root = PathBuf::from(path);
+/// Reads the Source's tree at its current revision: the directory `root`
+/// (its `spec.path`, resolved and allowed), or its git repository.
+async fn read_tree(
+    repos: &Repos,
+    s: &Source,
+    spec: &SourceSpec,
+    root: Option<&Path>,
+) -> anyhow::Result<Tree> {
+    if let Some(root) = root {
+        let root = root.to_path_buf();
         return tokio::task::spawn_blocking(move || fetch::read_dir(&root)).await?;
     }
     let git = spec
@@ -275,7 +308,18 @@ async fn sync_once(
     trigger: Trigger,
 ) -> anyhow::Result<Option<(Source, &'static str)>> {
     let now = ctx.now();
-    let tree = match read_tree(repos, &s, spec).await {
+    let root = match &spec.path {
+        Some(p) => match repos.dirs.resolve(p) {
+            Ok(root) => Some(root),
+            Err(refused) => {
+                cache.forget();
+                let s = failed(ctx, s, None, Vec::new(), refused).await?;
+                return Ok(Some((s, "failed")));
+            }
+        },
+        None => None,
+    };
+    let tree = match read_tree(repos, &s, spec, root.as_deref()).await {
         Ok(t) => t,
         Err(e) => {
             cache.forget();
@@ -285,6 +329,16 @@ async fn sync_once(
             )));
         }
     };
+    // A file still being written applies nothing (not even a parse
+    // error): the sync waits for it.
+    if let Some(root) = &root {
+        if s.status.revision.as_deref() != Some(tree.revision.as_str()) {
+            let r = root.clone();
+            if let Err(why) = tokio::task::spawn_blocking(move || settle::before_apply(&r)).await? {
+                return defer(ctx, s, &why).await;
+            }
+        }
+    }
     let loaded = cache.load(&tree);
     let errors = loaded.errors();
     if !errors.is_empty() {
@@ -378,6 +432,20 @@ async fn sync_once(
     .await
     {
         Ok(applied) => {
+            // Objects leave the inventory only by files that are settled
+            // and read the same twice (issue 30).
+            if let (true, Some(root)) = (applied.left > 0, &root) {
+                let (r, revision, window) =
+                    (root.clone(), tree.revision.clone(), repos.dirs.settle);
+                let settled = tokio::task::spawn_blocking(move || {
+                    settle::before_prune(&r, &revision, window)
+                })
+                .await?;
+                if let Err(why) = settled {
+                    drop(tx);
+                    return defer(ctx, s, &why).await;
+                }
+            }
             // The inventory's runs as this sync left them: no second read
             // of the whole inventory.
             let whole = applied.whole.expect("a whole tree's inventory");
@@ -395,6 +463,18 @@ async fn sync_once(
             Ok(Some((refused(ctx, s, tree.revision, e).await?, "failed")))
         }
     }
+}
+
+/// A sync deferred for files still being written: nothing applied, the
+/// status says what it waits for (rules::sources::waiting); tried again
+/// after [`WAIT_RETRY`].
+async fn defer(ctx: &Ctx, s: Source, why: &str) -> anyhow::Result<Option<(Source, &'static str)>> {
+    tracing::info!(source = %s.name, why, "sync deferred: waiting for files to settle");
+    let mut tx = ctx.store.begin().await?;
+    let s = tx.get_source(s.id).await?.unwrap_or(s);
+    sources::waiting(tx.as_mut(), s, why, ctx.now()).await?;
+    ctx.commit(tx).await?;
+    Ok(None)
 }
 
 /// What a sync that applied a tree writes into the Source's status.
