@@ -532,7 +532,7 @@ async fn uids(pamd: &Pamd) -> (Value, Value) {
 /// Waits until the Source is Synced at `revision` with nothing pending.
 async fn settled_at(pamd: &Pamd, name: &str, revision: &str) {
     until(pamd, name, "synced again", |st| {
-        st["revision"] == revision && st["sync"] == "Synced" && st["syncMessage"] == ""
+        st["revision"] == revision && st["sync"] == "Synced" && st["syncMessage"].is_null()
     })
     .await;
 }
