@@ -575,6 +575,8 @@ async fn a_file_still_being_written_never_prunes_or_recreates() {
     // Two chunks 1.5 s apart (the case), then 10 s apart.
     write_paused(&file, &whole, at, Duration::from_millis(1500)).await;
     settled_at(&pamd, "d", &revision).await;
+    assert_eq!(topics(&pamd, "source.pruned"), 0, "the 1.5 s pause");
+    assert_eq!(uids(&pamd).await, before, "the 1.5 s pause");
     let long = {
         let file = file.clone();
         let whole = whole.clone();
