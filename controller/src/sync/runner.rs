@@ -14,6 +14,13 @@
 //! tree; polling is the fallback when a watcher cannot start. The
 //! interval's full resync is the safety net (and the drift pass).
 //!
+//! # Directories
+//! A directory Source's path is resolved and checked against the allowed
+//! roots ([`super::roots`]) at every pass and every sync: a refused one
+//! is not watched, and its sync fails before reading anything. A sync
+//! never applies from a file still open for writing, and never prunes by
+//! files that are not settled ([`super::settle`]): it is deferred.
+//!
 //! # Caveats
 //! - Time for "due" comes from the injected clock; the tick itself is a
 //!   real sleep.
@@ -281,7 +288,8 @@ pub enum Trigger {
 /// Syncs one Source now: the whole sync — writes, inventory, prune,
 /// status and events — commits in one transaction, or a failure status is
 /// written and nothing else. `None`: nothing was done yet, the tree is
-/// still settling (see [`Trigger::Changed`]).
+/// still settling (see [`Trigger::Changed`]), or a directory's files are
+/// still being written ([`super::settle`]; the status says so).
 pub async fn sync_source(
     ctx: &Ctx,
     repos: &Repos,

@@ -7,7 +7,8 @@
 //!
 //! When a watcher cannot start (the directory is missing, the inotify
 //! watch limit is reached) the directory is polled instead — a cheap
-//! fingerprint of every entry's path, size and mtime each tick — and
+//! fingerprint of every entry's path, size and mtime every
+//! [`POLL_EVERY`], the walk bounded by [`fetch::MAX_ENTRIES`] — and
 //! starting a watcher is retried every [`RETRY`].
 
 use std::path::{Component, Path, PathBuf};
