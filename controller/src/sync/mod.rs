@@ -14,4 +14,5 @@ pub mod fetch;
 pub mod roots;
 pub mod runner;
 pub mod settle;
+mod status;
 pub mod watch;

@@ -39,10 +39,11 @@ use uuid::Uuid;
 use pam_manifests::load::Document;
 use serde_json::Value;
 
-use super::apply::{apply_tree, key_of, source_error, Prev, SyncError};
+use super::apply::{apply_tree, key_of, Prev};
 use super::cache::{Loaded, Plan, SourceCache};
 use super::fetch::{self, Repos, Tree};
 use super::settle;
+use super::status::{defer, failed, invalid, refused};
 use super::watch::{DirWatch, DEBOUNCE};
 use crate::apply::ownership::owned_drift;
 use crate::apply::stored::ObjectKey;
@@ -473,18 +474,6 @@ async fn sync_once(
     }
 }
 
-/// A sync deferred for files still being written: nothing applied, the
-/// status says what it waits for (rules::sources::waiting); tried again
-/// after [`WAIT_RETRY`].
-async fn defer(ctx: &Ctx, s: Source, why: &str) -> anyhow::Result<Option<(Source, &'static str)>> {
-    tracing::info!(source = %s.name, why, "sync deferred: waiting for files to settle");
-    let mut tx = ctx.store.begin().await?;
-    let s = tx.get_source(s.id).await?.unwrap_or(s);
-    sources::waiting(tx.as_mut(), s, why, ctx.now()).await?;
-    ctx.commit(tx).await?;
-    Ok(None)
-}
-
 /// What a sync that applied a tree writes into the Source's status.
 struct Written {
     counts: sources::Counts,
@@ -547,60 +536,4 @@ fn changed_objects(
         Plan::Changed { objects, .. } => Some(objects),
         Plan::Full => None,
     }
-}
-
-/// A sync that applied nothing: its status, from its error.
-async fn refused(ctx: &Ctx, s: Source, revision: String, e: SyncError) -> anyhow::Result<Source> {
-    match e {
-        SyncError::Invalid(errors) => invalid(ctx, s, revision, errors).await,
-        SyncError::Other(m) => failed(ctx, s, Some(revision), Vec::new(), m).await,
-    }
-}
-
-/// A tree with problems: Failed, naming each (file, line, field).
-async fn invalid(
-    ctx: &Ctx,
-    s: Source,
-    revision: String,
-    errors: Vec<pam_manifests::ManifestError>,
-) -> anyhow::Result<Source> {
-    let list: Vec<_> = errors.iter().map(source_error).collect();
-    let message = match errors.len() {
-        1 => errors[0].to_string(),
-        n => format!("{} (and {} more problem(s))", errors[0], n - 1),
-    };
-    failed(ctx, s, Some(revision), list, message).await
-}
-
-/// Writes a failed sync's status (in its own transaction: the sync's was
-/// rolled back); the last good revision and the objects stay.
-async fn failed(
-    ctx: &Ctx,
-    s: Source,
-    attempted: Option<String>,
-    errors: Vec<pam_manifests::kinds::SourceError>,
-    message: String,
-) -> anyhow::Result<Source> {
-    let now = ctx.now();
-    let mut tx = ctx.store.begin().await?;
-    let s = tx.get_source(s.id).await?.unwrap_or(s);
-    let owned = tx.owned_objects(s.id).await?;
-    // Nothing applied yet: no health to roll up (not "Healthy").
-    let health = if s.status.revision.is_none() {
-        Health {
-            status: "Unknown",
-            message: "no revision applied yet".into(),
-        }
-    } else {
-        health_of(&owned)
-    };
-    let n = owned.len();
-    let outcome = Outcome::Failed {
-        attempted,
-        errors,
-        message,
-    };
-    let s = sources::write_status(tx.as_mut(), s, outcome, health, n, now).await?;
-    ctx.commit(tx).await?;
-    Ok(s)
 }
