@@ -121,6 +121,11 @@ mod tests {
             let err = policy.resolve(&bad).unwrap_err();
             assert!(err.contains("outside the directories"), "{bad}: {err}");
         }
+        // Whether a path outside exists is not told.
+        for bad in ["/no-such-dir-pam-30/x", "/root/.ssh/id_rsa"] {
+            let err = policy.resolve(bad).unwrap_err();
+            assert!(err.contains("outside the directories"), "{bad}: {err}");
+        }
         let err = policy.resolve(&s(&allowed.join("later"))).unwrap_err();
         assert!(err.contains("does not exist"), "{err}");
         let err = policy.resolve("rel").unwrap_err();

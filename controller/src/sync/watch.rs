@@ -298,6 +298,11 @@ fn poll_pause(over_the_bound: bool) -> Duration {
 /// mtime (0 when it cannot be read: the sync then reports the error);
 /// `true` when the walk stopped at [`fetch::MAX_ENTRIES`].
 fn fingerprint(root: &Path) -> (u64, bool) {
+    fingerprint_within(root, fetch::MAX_ENTRIES)
+}
+
+/// [`fingerprint`], walking at most `limit` entries.
+fn fingerprint_within(root: &Path, limit: usize) -> (u64, bool) {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
     let mut stack = vec![root.to_path_buf()];
@@ -310,7 +315,7 @@ fn fingerprint(root: &Path) -> (u64, bool) {
         entries.sort_by_key(|e| e.file_name());
         for e in entries {
             n += 1;
-            if n > fetch::MAX_ENTRIES {
+            if n > limit {
                 return (h.finish(), true);
             }
             let Ok(ft) = e.file_type() else { continue };
@@ -440,6 +445,28 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert_eq!(w.changes.quiet(), DEBOUNCE, "an open file may grow");
         drop(f);
+    }
+
+    #[tokio::test]
+    async fn a_polled_directory_is_walked_at_most_once_a_second_and_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("later");
+        let wake = Arc::new(Notify::new());
+        let mut w = DirWatch::new(root.clone(), wake.clone());
+        assert!(!w.is_notified());
+        std::fs::create_dir(&root).unwrap();
+        std::fs::write(root.join("a.yaml"), "x: 1\n").unwrap();
+        // Not walked again before POLL_EVERY (a pass every tick must not
+        // cost a walk each).
+        assert_eq!(w.check(&wake).await, Ok(false));
+        assert!(settle(&mut w, &wake).await, "walked after POLL_EVERY");
+        for i in 0..5 {
+            std::fs::write(root.join(format!("f{i}.yaml")), "x: 1\n").unwrap();
+        }
+        assert!(!fingerprint_within(&root, 10).1);
+        assert!(fingerprint_within(&root, 3).1, "stopped at the bound");
+        assert_eq!(poll_pause(true), RETRY);
+        assert_eq!(poll_pause(false), POLL_EVERY);
     }
 
     #[tokio::test]
