@@ -269,17 +269,19 @@ pub const WAITING: &str = "waiting for files to settle: ";
 /// (issue 30): nothing applied, nothing pruned — not a failure. The
 /// message says what it waits for, with `Reconciling=True`; the sync
 /// state, the last attempt and a pending request stay (the sync is tried
-/// again shortly). Written once per wait, not per retry.
+/// again shortly). Written when what it waits for changes, not at each
+/// retry (the age in "changed 0.4 s ago" alone is no change).
 pub async fn waiting(
     tx: &mut dyn Tx,
     mut s: Source,
     why: &str,
     now: DateTime<Utc>,
 ) -> StoreResult<Source> {
-    if s.status.sync_message.starts_with(WAITING) {
+    let message = format!("{WAITING}{why}");
+    let shape = |m: &str| -> String { m.chars().filter(|c| !c.is_ascii_digit()).collect() };
+    if shape(&s.status.sync_message) == shape(&message) {
         return Ok(s);
     }
-    let message = format!("{WAITING}{why}");
     s.status.sync_message = message.clone();
     meta::set_condition(
         &mut s.meta,
