@@ -36,6 +36,9 @@
 //! # timeout_seconds = 10, retry_initial_ms = 10000, retry_max_seconds = 3600,
 //! # retry_for_hours = 24, deliveries_days = 30, public_url = "https://…"
 //! # allow_networks = ["127.0.0.1/32"]  (private addresses deliveries may reach)
+//! [sources]                 # issue 30 (see config/sources.rs)
+//! # allowed_roots = ["/srv/pam"]  (directory Sources: the data dir and these)
+//! # settle_ms = 1000
 //! [rate_limits]             # issue 19, per token (see config/rate_limits.rs)
 //! # operator_per_second = 100, operator_burst = 1000,
 //! # worker_per_second = 50, worker_burst = 200, enabled = true
@@ -53,6 +56,7 @@ use crate::sync::fetch::GitAuth;
 mod prices;
 pub mod rate_limits;
 mod secrets;
+pub mod sources;
 pub mod webhooks;
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7700";
@@ -148,6 +152,8 @@ pub struct Config {
     pub rate_limits: rate_limits::RateLimitsConfig,
     /// The key file Secrets are sealed with (issue 18).
     pub secrets_key_file: PathBuf,
+    /// What directory Sources may read (issue 30).
+    pub sources: sources::SourcesConfig,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -269,6 +275,7 @@ struct FileConfig {
     webhooks: webhooks::WebhooksConfig,
     rate_limits: rate_limits::RateLimitsConfig,
     secrets: secrets::SecretsFile,
+    sources: sources::SourcesConfig,
 }
 
 impl Config {
@@ -331,6 +338,7 @@ impl Config {
             prices: parsed.prices.table(),
             webhooks: parsed.webhooks,
             rate_limits: parsed.rate_limits,
+            sources: parsed.sources.expanded(|r| expand_home(r, home))?,
         };
         config.validate()?;
         Ok(config)
@@ -364,6 +372,7 @@ impl Config {
             bail!("[retention] events_days must be at least 1");
         }
         self.webhooks.validate()?;
+        self.sources.validate()?;
         self.rate_limits.validate()
     }
 }

@@ -7,6 +7,7 @@
 //! (`pam_source_sync_duration_seconds_count{result=…}`).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use chrono::{TimeZone, Utc};
 use pam_controller::apply::{self, ApplyRequest};
@@ -14,6 +15,7 @@ use pam_controller::clock::ManualClock;
 use pam_controller::ctx::{Ctx, Thresholds};
 use pam_controller::sync::cache::{Plan, SourceCache};
 use pam_controller::sync::fetch::{self, GitAuth, Repos};
+use pam_controller::sync::roots::DirPolicy;
 use pam_controller::sync::runner::{sync_source, Trigger};
 use pam_controller::sync::watch::{DEBOUNCE, SETTLE};
 use pam_manifests::kinds::{Kind, SourceSpec};
@@ -107,7 +109,10 @@ impl World {
         let s = self.source().await;
         let spec: SourceSpec = serde_json::from_value(s.meta.spec.clone()).unwrap();
         let data = self.dir.path().join("data");
-        let repos = Repos::new(&data, GitAuth::default());
+        // The tree is beside the data dir: allowed; no settle window (the
+        // tests sync right after writing, each file closed).
+        let dirs = DirPolicy::new(&data, &[self.dir.path().to_path_buf()], Duration::ZERO);
+        let repos = Repos::new(&data, GitAuth::default()).with_dirs(dirs);
         sync_source(&self.ctx, &repos, s, &spec, &mut self.cache, trigger)
             .await
             .unwrap()

@@ -15,7 +15,8 @@ import { startPamd, launchBrowser, signIn, eventually, REPO } from './lib.mjs';
 const OUT = join(REPO, 'docs', 'screenshots');
 mkdirSync(OUT, { recursive: true });
 
-const pamd = await startPamd({ configToml: '[hosts]\nheartbeat_seconds = 1\noffline_after_seconds = 3\n' });
+// The Sources shot watches a temporary directory: allowed (issue 30).
+const pamd = await startPamd({ configToml: `[hosts]\nheartbeat_seconds = 1\noffline_after_seconds = 3\n[sources]\nallowed_roots = [${JSON.stringify(tmpdir())}]\n` });
 let browser;
 try {
   pamd.pamctl(['apply', '-R', '-f', 'examples/']);

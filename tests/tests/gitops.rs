@@ -59,6 +59,19 @@ fn git_source(name: &str, repo: &Path, projects: &str, extra: &str) -> String {
     )
 }
 
+/// pamd's options for directory Sources in the test's temporary
+/// directories: outside pamd's data dir, so allowed by `[sources]
+/// allowed_roots` (issue 30).
+fn dir_opts() -> PamdOptions {
+    PamdOptions {
+        config_toml: format!(
+            "[sources]\nallowed_roots = [{:?}]\n",
+            std::env::temp_dir().display().to_string()
+        ),
+        ..Default::default()
+    }
+}
+
 fn dir_source(name: &str, dir: &Path, projects: &str) -> String {
     format!(
         "apiVersion: pam.dev/v1\nkind: Source\nmetadata: {{name: {name}}}\nspec:\n  path: '{}'\n  interval: 1m\n  projects: [{projects}]\n",
@@ -191,7 +204,7 @@ async fn a_git_source_applies_prunes_fails_whole_and_recovers() {
 
 #[tokio::test]
 async fn two_sources_never_prune_each_others_objects_and_stay_in_their_projects() {
-    let pamd = Pamd::start(PamdOptions::default()).await.unwrap();
+    let pamd = Pamd::start(dir_opts()).await.unwrap();
     let one = tempfile::tempdir().unwrap();
     let two = tempfile::tempdir().unwrap();
     write(one.path(), "p.yaml", PROJECT);
@@ -235,7 +248,7 @@ async fn two_sources_never_prune_each_others_objects_and_stay_in_their_projects(
 
 #[tokio::test]
 async fn a_watched_directory_applies_an_edit_quickly_and_never_half_a_batch() {
-    let pamd = Pamd::start(PamdOptions::default()).await.unwrap();
+    let pamd = Pamd::start(dir_opts()).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     write(dir.path(), "p.yaml", PROJECT);
     write(dir.path(), "a.yaml", &task("web", "a", "A"));
@@ -277,7 +290,7 @@ async fn syncs(pamd: &Pamd, result: &str) -> u64 {
 
 #[tokio::test]
 async fn drift_is_reported_refused_without_force_and_healed_once() {
-    let pamd = Pamd::start(PamdOptions::default()).await.unwrap();
+    let pamd = Pamd::start(dir_opts()).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     write(dir.path(), "p.yaml", PROJECT);
     write(dir.path(), "a.yaml", &task("web", "a", "A"));
@@ -323,7 +336,7 @@ async fn drift_is_reported_refused_without_force_and_healed_once() {
 
 #[tokio::test]
 async fn pamd_killed_mid_sync_applies_nothing_twice() {
-    let mut pamd = Pamd::start(PamdOptions::default()).await.unwrap();
+    let mut pamd = Pamd::start(dir_opts()).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     write(dir.path(), "p.yaml", PROJECT);
     let mut many = String::new();
@@ -390,7 +403,7 @@ async fn prune_with_a_selector_stays_in_the_batch_projects() {
 /// it, the same prune deletes.
 #[tokio::test]
 async fn prune_never_cascades_into_what_the_source_does_not_own() {
-    let pamd = Pamd::start(PamdOptions::default()).await.unwrap();
+    let pamd = Pamd::start(dir_opts()).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     write(dir.path(), "p.yaml", PROJECT);
     let epic = |name: &str| {
@@ -454,7 +467,7 @@ async fn prune_never_cascades_into_what_the_source_does_not_own() {
 /// the next sync reads it back (Healthy).
 #[tokio::test]
 async fn health_follows_the_owned_runs() {
-    let pamd = Pamd::start(PamdOptions::default()).await.unwrap();
+    let pamd = Pamd::start(dir_opts()).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     write(dir.path(), "p.yaml", PROJECT);
     write(dir.path(), "t.yaml", &task("web", "t", "T"));
@@ -481,7 +494,7 @@ async fn health_follows_the_owned_runs() {
 /// not Healthy; once the file is mended it is Synced and Healthy.
 #[tokio::test]
 async fn a_source_that_never_applied_has_unknown_health() {
-    let pamd = Pamd::start(PamdOptions::default()).await.unwrap();
+    let pamd = Pamd::start(dir_opts()).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     write(
         dir.path(),
@@ -505,4 +518,201 @@ async fn a_source_that_never_applied_has_unknown_health() {
     write(dir.path(), "p.yaml", PROJECT);
     let s = until(&pamd, "d", "synced", |st| st["sync"] == "Synced").await;
     assert_eq!(s["status"]["health"], "Healthy", "{s}");
+}
+
+const RUN_C: &str = "apiVersion: pam.dev/v1\nkind: Run\nmetadata: {name: c-run, project: web}\nspec: {task: c, provider: claude, prompt: hi, cwd: /tmp}\n";
+
+/// The uids of task `c` and run `c-run`.
+async fn uids(pamd: &Pamd) -> (Value, Value) {
+    let t = pamd.get("/api/v1/projects/web/tasks/c").await.unwrap();
+    let r = pamd.get("/api/v1/projects/web/runs/c-run").await.unwrap();
+    (t["metadata"]["uid"].clone(), r["metadata"]["uid"].clone())
+}
+
+/// Waits until the Source is Synced at `revision` with nothing pending.
+async fn settled_at(pamd: &Pamd, name: &str, revision: &str) {
+    until(pamd, name, "synced again", |st| {
+        st["revision"] == revision && st["sync"] == "Synced" && st["syncMessage"].is_null()
+    })
+    .await;
+}
+
+/// Writes `text` into `path` as a generator does: opened (truncating),
+/// `text[..at]` written, a pause with the file held open, the rest.
+async fn write_paused(path: &Path, text: &str, at: usize, pause: Duration) {
+    use std::io::Write as _;
+    let mut f = std::fs::File::create(path).unwrap();
+    f.write_all(&text.as_bytes()[..at]).unwrap();
+    tokio::time::sleep(pause).await;
+    f.write_all(&text.as_bytes()[at..]).unwrap();
+}
+
+/// Issue 30, "a slowly written file prunes and re-runs": a file rewritten
+/// with the same content by a writer that pauses (1.5 s, 10 s) with the
+/// file open, truncated then written, or written beside the tree and
+/// renamed in, never drives a prune nor re-creates anything: no
+/// `source.pruned`, the task's and the run's uids unchanged (the run is
+/// not run again), and while a file is held open the Source says it is
+/// waiting — not Failed.
+#[tokio::test]
+async fn a_file_still_being_written_never_prunes_or_recreates() {
+    let pamd = Pamd::start(dir_opts()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tasks.yaml");
+    write(dir.path(), "p.yaml", PROJECT);
+    let whole = format!("{}---\n{RUN_C}", task("web", "c", "C"));
+    // The first chunk is a whole document set: Task c, without its run.
+    let at = whole.find("---").unwrap();
+    std::fs::write(&file, &whole).unwrap();
+    ok(&pamd.pamctl_stdin(
+        &["apply", "-f", "-"],
+        Some(&dir_source("d", dir.path(), "web")),
+    ));
+    let s = until(&pamd, "d", "first sync", |st| st["inventory"] == 3).await;
+    let revision = s["status"]["revision"].as_str().unwrap().to_string();
+    let before = uids(&pamd).await;
+
+    // Two chunks 1.5 s apart (the issue's case), then 10 s apart.
+    write_paused(&file, &whole, at, Duration::from_millis(1500)).await;
+    settled_at(&pamd, "d", &revision).await;
+    assert_eq!(topics(&pamd, "source.pruned"), 0, "the 1.5 s pause");
+    assert_eq!(uids(&pamd).await, before, "the 1.5 s pause");
+    let long = {
+        let file = file.clone();
+        let whole = whole.clone();
+        tokio::spawn(async move { write_paused(&file, &whole, at, Duration::from_secs(10)).await })
+    };
+    let s = until(&pamd, "d", "waiting", |st| {
+        st["syncMessage"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("waiting for files to settle"))
+    })
+    .await;
+    let st = &s["status"];
+    assert_eq!(
+        st["syncMessage"],
+        "waiting for files to settle: tasks.yaml is open for writing"
+    );
+    assert_eq!(st["sync"], "Synced", "waiting is no failure: {s}");
+    assert!(st["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|c| c["type"] == "Reconciling" && c["status"] == "True"));
+    long.await.unwrap();
+    settled_at(&pamd, "d", &revision).await;
+
+    // Truncated (the file kept open), written 1.5 s later.
+    {
+        use std::io::Write as _;
+        let mut f = std::fs::OpenOptions::new().write(true).open(&file).unwrap();
+        f.set_len(0).unwrap();
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        f.write_all(whole.as_bytes()).unwrap();
+    }
+    settled_at(&pamd, "d", &revision).await;
+
+    // Written slowly beside the tree (not a manifest name), renamed in.
+    let tmp = dir.path().join("tasks.yaml.tmp");
+    write_paused(&tmp, &whole, at, Duration::from_millis(1500)).await;
+    std::fs::rename(&tmp, &file).unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    settled_at(&pamd, "d", &revision).await;
+
+    assert_eq!(topics(&pamd, "source.pruned"), 0);
+    assert_eq!(uids(&pamd).await, before, "nothing re-created");
+    assert_eq!(
+        ok(&pamd.pamctl(&["-p", "web", "get", "runs", "-o", "name"])),
+        "run/c-run\n"
+    );
+}
+
+/// Issue 30, "directory Sources read anything": a `spec.path` outside
+/// pamd's data dir and `[sources] allowed_roots` — by a symlink, by `..`,
+/// `/proc/self`, `/` — is refused before anything is read: Failed and
+/// Stalled, naming the path and the roots, never a file under it. Under
+/// an allowed root (or the data dir) it syncs; a path that does not exist
+/// yet is refused until it does.
+#[tokio::test]
+async fn a_directory_source_reads_only_under_the_allowed_roots() {
+    let allowed = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    // What must never show: another directory's file name and content.
+    write(
+        outside.path(),
+        "private-notes.yaml",
+        "apiVersion: pam.dev/v1\nkind: Task\nmetadata: {name: x, project: elsewhere}\nspec: {title: TOPSECRET}\n",
+    );
+    let pamd = Pamd::start(PamdOptions {
+        config_toml: format!(
+            "[sources]\nallowed_roots = [{:?}]\n",
+            allowed.path().display().to_string()
+        ),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    std::fs::create_dir(allowed.path().join("sub")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), allowed.path().join("link")).unwrap();
+    let escape = format!(
+        "{}/sub/../../{}",
+        allowed.path().display(),
+        outside.path().file_name().unwrap().to_string_lossy()
+    );
+    let refused = [
+        ("link", allowed.path().join("link").display().to_string()),
+        ("dotdot", escape),
+        ("proc", "/proc/self".to_string()),
+        ("root", "/".to_string()),
+    ];
+    for (name, path) in &refused {
+        let src = format!(
+            "apiVersion: pam.dev/v1\nkind: Source\nmetadata: {{name: {name}}}\nspec:\n  path: '{path}'\n  interval: 1m\n  projects: [web]\n"
+        );
+        ok(&pamd.pamctl_stdin(&["apply", "-f", "-"], Some(&src)));
+        let s = until(&pamd, name, "refused", |st| st["sync"] == "Failed").await;
+        let st = &s["status"];
+        let msg = st["syncMessage"].as_str().unwrap();
+        assert!(
+            msg.contains("is outside the directories Sources may read")
+                && msg.contains("allowed_roots"),
+            "{name}: {msg}"
+        );
+        let text = s.to_string();
+        assert!(
+            !text.contains("private-notes") && !text.contains("TOPSECRET"),
+            "{name}: {text}"
+        );
+        assert_eq!(st["inventory"], 0, "{name}");
+        assert!(st["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["type"] == "Stalled" && c["status"] == "True"));
+    }
+    let events = ok(&pamd.pamctl(&["events", "--topic", "source.sync_failed"]));
+    assert!(!events.contains("TOPSECRET"), "{events}");
+
+    // Under the allowed root: not there yet (refused, looked for again),
+    // then synced.
+    let later = allowed.path().join("later");
+    ok(&pamd.pamctl_stdin(
+        &["apply", "-f", "-"],
+        Some(&dir_source("ok", &later, "web")),
+    ));
+    let s = until(&pamd, "ok", "missing", |st| st["sync"] == "Failed").await;
+    let msg = s["status"]["syncMessage"].as_str().unwrap();
+    assert!(msg.contains("does not exist"), "{msg}");
+    write(&later, "p.yaml", PROJECT);
+    ok(&pamd.pamctl(&["sync", "ok"]));
+    until(&pamd, "ok", "synced", |st| st["sync"] == "Synced").await;
+    // pamd's data dir is always allowed.
+    let data = pamd.data_dir.join("trees/t");
+    write(&data, "t.yaml", &task("web", "t", "T"));
+    ok(&pamd.pamctl_stdin(
+        &["apply", "-f", "-"],
+        Some(&dir_source("data", &data, "web")),
+    ));
+    until(&pamd, "data", "synced", |st| st["sync"] == "Synced").await;
+    assert_eq!(tasks(&pamd, "web"), ["task/t"]);
 }

@@ -211,3 +211,27 @@ fn webhook_allow_networks_are_cidrs_checked_at_load() {
         "{err}"
     );
 }
+
+#[test]
+fn sources_name_the_roots_directory_sources_may_read() {
+    let c = resolve(None, &Cli::default()).unwrap();
+    assert!(c.sources.allowed_roots.is_empty(), "the data dir alone");
+    assert_eq!(c.sources.settle_ms, 1000);
+    let text = "[sources]\nallowed_roots = [\"~/trees\", \"/srv/pam\"]\nsettle_ms = 250\n";
+    let c = resolve(Some(text), &Cli::default()).unwrap();
+    assert_eq!(
+        c.sources.allowed_roots,
+        [PathBuf::from("/home/op/trees"), PathBuf::from("/srv/pam")]
+    );
+    assert_eq!(c.sources.settle_ms, 250);
+    let err = resolve(
+        Some("[sources]\nallowed_roots = [\"rel\"]\n"),
+        &Cli::default(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("[sources] allowed_roots: rel is relative"),
+        "{err}"
+    );
+}

@@ -262,6 +262,39 @@ pub async fn write_status(
     Ok(s)
 }
 
+/// How a deferred sync's message starts ([`waiting`]).
+pub const WAITING: &str = "waiting for files to settle: ";
+
+/// A sync deferred because the Source's files are still being written
+/// (issue 30): nothing applied, nothing pruned — not a failure. The
+/// message says what it waits for, with `Reconciling=True`; the sync
+/// state, the last attempt and a pending request stay (the sync is tried
+/// again shortly). Written when what it waits for changes, not at each
+/// retry (the age in "changed 0.4 s ago" alone is no change).
+pub async fn waiting(
+    tx: &mut dyn Tx,
+    mut s: Source,
+    why: &str,
+    now: DateTime<Utc>,
+) -> StoreResult<Source> {
+    let message = format!("{WAITING}{why}");
+    let shape = |m: &str| -> String { m.chars().filter(|c| !c.is_ascii_digit()).collect() };
+    if shape(&s.status.sync_message) == shape(&message) {
+        return Ok(s);
+    }
+    s.status.sync_message = message.clone();
+    meta::set_condition(
+        &mut s.meta,
+        RECONCILING,
+        true,
+        "WaitingForFiles",
+        &message,
+        now,
+    );
+    s.updated_at = now;
+    tx.write_source_status(&s, false).await
+}
+
 /// `source.pruned`: one object this Source owned left its tree and was
 /// deleted.
 pub async fn pruned(

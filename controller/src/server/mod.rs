@@ -129,7 +129,8 @@ async fn serve(config: &Config, clock: SharedClock, url: &str) -> anyhow::Result
     );
     // The loops run on the replica that leads (server/leader.rs).
     let stop_loops = CancellationToken::new();
-    let repos = crate::sync::fetch::Repos::new(&config.data_dir, config.git.clone());
+    let repos = crate::sync::fetch::Repos::new(&config.data_dir, config.git.clone())
+        .with_dirs(config.sources.policy(&config.data_dir));
     let start = move |ctx: crate::ctx::Ctx, stop: CancellationToken| {
         let repos = repos.clone();
         async move {

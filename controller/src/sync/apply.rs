@@ -119,6 +119,10 @@ fn out_of_scope(d: &Document, spec: &SourceSpec) -> Option<ManifestError> {
 pub struct Applied {
     pub counts: Counts,
     pub whole: Option<WholeInventory>,
+    /// How many owned objects left the tree (pruned, or released with
+    /// `prune: false`): what a directory's unsettled files must not
+    /// decide (super::settle).
+    pub left: usize,
 }
 
 /// The inventory a whole-tree sync left.
@@ -240,6 +244,7 @@ pub async fn apply_tree(
         .iter()
         .filter(|o| key_of_row(&o.owner).is_none_or(|k| !now_keys.contains(&k)))
         .collect();
+    let left = gone.len();
     if spec.prune {
         counts.pruned = prune(tx, source, &gone, now).await?;
     }
@@ -315,7 +320,11 @@ pub async fn apply_tree(
             runs,
         }
     });
-    Ok(Applied { counts, whole })
+    Ok(Applied {
+        counts,
+        whole,
+        left,
+    })
 }
 
 /// Deletes the owned objects that left the tree through the one prune

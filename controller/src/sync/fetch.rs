@@ -21,11 +21,20 @@ use anyhow::{bail, Context};
 use sha2::{Digest, Sha256};
 use tokio::process::Command;
 
+use super::roots::DirPolicy;
+
 /// Most bytes one manifest file may have (a bigger one is reported, not
 /// read).
 pub const MAX_FILE_BYTES: u64 = 8 << 20;
 /// Most manifest files in one tree.
 pub const MAX_FILES: usize = 50_000;
+/// Most entries (files of any kind and directories) one walk of a
+/// directory Source visits — reading it or polling it: a Source's
+/// directory holds manifests, and a path like `/` must not cost a
+/// filesystem walk (issue 30).
+pub const MAX_ENTRIES: usize = 2 * MAX_FILES;
+/// Most bytes of manifest files one directory tree may hold.
+pub const MAX_TREE_BYTES: u64 = 256 << 20;
 /// How long one git command may take.
 const GIT_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -48,7 +57,7 @@ pub struct Tree {
     pub files: Vec<TreeFile>,
 }
 
-fn is_manifest(name: &str) -> bool {
+pub(super) fn is_manifest(name: &str) -> bool {
     !name.starts_with('.')
         && (name.ends_with(".yaml") || name.ends_with(".yml") || name.ends_with(".json"))
 }
@@ -79,10 +88,18 @@ pub fn read_dir(root: &Path) -> anyhow::Result<Tree> {
     }
     let mut files = Vec::new();
     let mut stack: Vec<PathBuf> = vec![root.to_path_buf()];
+    let (mut seen, mut bytes_total) = (0usize, 0u64);
     while let Some(dir) = stack.pop() {
         let entries = std::fs::read_dir(&dir).with_context(|| format!("read {}", dir.display()))?;
         for entry in entries {
             let entry = entry.with_context(|| format!("read {}", dir.display()))?;
+            seen += 1;
+            if seen > MAX_ENTRIES {
+                bail!(
+                    "more than {MAX_ENTRIES} entries under {}: a Source's directory should hold its manifests",
+                    root.display()
+                );
+            }
             let name = entry.file_name().to_string_lossy().to_string();
             let path = entry.path();
             // Symlinks are not followed: a tree must not reach outside
@@ -106,6 +123,13 @@ pub fn read_dir(root: &Path) -> anyhow::Result<Tree> {
             if len > MAX_FILE_BYTES {
                 bail!(
                     "{rel}: {len} bytes, over the {MAX_FILE_BYTES}-byte limit of a manifest file"
+                );
+            }
+            bytes_total += len;
+            if bytes_total > MAX_TREE_BYTES {
+                bail!(
+                    "more than {MAX_TREE_BYTES} bytes of manifest files under {}",
+                    root.display()
                 );
             }
             let bytes = std::fs::read(&path).with_context(|| format!("read {rel}"))?;
@@ -166,11 +190,14 @@ fn shell_quote(p: &Path) -> String {
 }
 
 /// Where the git Sources' mirrors live (`<data dir>/sources`) and how
-/// they authenticate.
+/// they authenticate; which directories the directory Sources may read.
 #[derive(Debug, Clone)]
 pub struct Repos {
     dir: PathBuf,
     auth: GitAuth,
+    /// pamd's `[sources]` config: the data dir alone unless
+    /// [`Repos::with_dirs`] says more.
+    pub dirs: DirPolicy,
 }
 
 impl Repos {
@@ -178,7 +205,15 @@ impl Repos {
         Repos {
             dir: data_dir.join("sources"),
             auth,
+            dirs: DirPolicy::new(data_dir, &[], super::roots::DEFAULT_SETTLE),
         }
+    }
+
+    /// The directories directory Sources may read, and their settle
+    /// window.
+    pub fn with_dirs(mut self, dirs: DirPolicy) -> Repos {
+        self.dirs = dirs;
+        self
     }
 
     /// The mirror of the Source with this id.

@@ -11,5 +11,8 @@
 pub mod apply;
 pub mod cache;
 pub mod fetch;
+pub mod roots;
 pub mod runner;
+pub mod settle;
+mod status;
 pub mod watch;

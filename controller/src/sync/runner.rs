@@ -14,12 +14,19 @@
 //! tree; polling is the fallback when a watcher cannot start. The
 //! interval's full resync is the safety net (and the drift pass).
 //!
+//! # Directories
+//! A directory Source's path is resolved and checked against the allowed
+//! roots ([`super::roots`]) at every pass and every sync: a refused one
+//! is not watched, and its sync fails before reading anything. A sync
+//! never applies from a file still open for writing, and never prunes by
+//! files that are not settled ([`super::settle`]): it is deferred.
+//!
 //! # Caveats
 //! - Time for "due" comes from the injected clock; the tick itself is a
 //!   real sleep.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -32,9 +39,11 @@ use uuid::Uuid;
 use pam_manifests::load::Document;
 use serde_json::Value;
 
-use super::apply::{apply_tree, key_of, source_error, Prev, SyncError};
+use super::apply::{apply_tree, key_of, Prev};
 use super::cache::{Loaded, Plan, SourceCache};
 use super::fetch::{self, Repos, Tree};
+use super::settle;
+use super::status::{defer, failed, invalid, refused};
 use super::watch::{DirWatch, DEBOUNCE};
 use crate::apply::ownership::owned_drift;
 use crate::apply::stored::ObjectKey;
@@ -43,13 +52,18 @@ use crate::rules::sources::{self, Health, Outcome};
 
 /// How often the loop looks at the Sources.
 pub const TICK: Duration = Duration::from_millis(200);
+/// How soon a sync deferred for files still being written (super::settle)
+/// is tried again.
+pub const WAIT_RETRY: Duration = Duration::from_millis(500);
 /// Runs the sync loop until `stop`.
 pub async fn run(ctx: Ctx, repos: Repos, stop: CancellationToken) {
     let mut watches: HashMap<Uuid, DirWatch> = HashMap::new();
     let mut caches: HashMap<Uuid, SourceCache> = HashMap::new();
+    let mut waiting: HashMap<Uuid, Instant> = HashMap::new();
     let wake = Arc::new(tokio::sync::Notify::new());
     loop {
-        let next = match pass(&ctx, &repos, &mut watches, &mut caches, &wake).await {
+        let maps = (&mut watches, &mut caches, &mut waiting);
+        let next = match pass(&ctx, &repos, maps, &wake).await {
             Ok(next) => next,
             Err(e) => {
                 tracing::warn!(error = %format!("{e:#}"), "sync pass failed; retrying");
@@ -69,11 +83,18 @@ pub async fn run(ctx: Ctx, repos: Repos, stop: CancellationToken) {
     }
 }
 
+/// The loop's memory: the watches, the caches, and the Sources whose
+/// deferred sync is tried again at an instant.
+type Maps<'a> = (
+    &'a mut HashMap<Uuid, DirWatch>,
+    &'a mut HashMap<Uuid, SourceCache>,
+    &'a mut HashMap<Uuid, Instant>,
+);
+
 async fn pass(
     ctx: &Ctx,
     repos: &Repos,
-    watches: &mut HashMap<Uuid, DirWatch>,
-    caches: &mut HashMap<Uuid, SourceCache>,
+    (watches, caches, waiting): Maps<'_>,
     wake: &Arc<tokio::sync::Notify>,
 ) -> anyhow::Result<Option<Instant>> {
     let mut next: Option<Instant> = None;
@@ -83,6 +104,7 @@ async fn pass(
     };
     watches.retain(|id, _| list.iter().any(|s| s.id == *id));
     caches.retain(|id, _| list.iter().any(|s| s.id == *id));
+    waiting.retain(|id, _| list.iter().any(|s| s.id == *id));
     for s in list {
         let Ok(spec) = serde_json::from_value::<SourceSpec>(s.meta.spec.clone()) else {
             continue;
@@ -90,10 +112,18 @@ async fn pass(
         if spec.suspend {
             continue;
         }
+        if let Some(at) = waiting.get(&s.id).copied() {
+            if Instant::now() < at {
+                next = Some(next.map_or(at, |n| n.min(at)));
+                continue;
+            }
+        }
         let mut changed = None;
         let mut mark = None;
-        if let Some(path) = &spec.path {
-            let root = PathBuf::from(path);
+        // A path outside the allowed roots (or missing) is neither watched
+        // nor polled: the sync reports why when it is due (issue 30).
+        let root = spec.path.as_ref().and_then(|p| repos.dirs.resolve(p).ok());
+        if let Some(root) = root {
             if watches.get(&s.id).is_none_or(|w| w.root() != root) {
                 watches.insert(s.id, DirWatch::new(root, wake.clone()));
             }
@@ -120,16 +150,21 @@ async fn pass(
         let cache = caches.entry(id).or_default();
         match sync_source(ctx, repos, s, &spec, cache, trigger).await {
             Ok(Some(_)) => {
+                waiting.remove(&id);
                 if let (Some(w), Some(mark)) = (watches.get_mut(&id), mark) {
                     w.synced(mark);
                 }
             }
             Ok(None) => {
-                // Settling: looked at again once still for DEBOUNCE.
-                if let Trigger::Changed { still } = trigger {
-                    let at = Instant::now() + DEBOUNCE.saturating_sub(still);
-                    next = Some(next.map_or(at, |n| n.min(at)));
-                }
+                // Settling: looked at again once still for DEBOUNCE;
+                // waiting for files being written: shortly.
+                let wait = match trigger {
+                    Trigger::Changed { still } if still < DEBOUNCE => DEBOUNCE - still,
+                    _ => WAIT_RETRY,
+                };
+                let at = Instant::now() + wait;
+                waiting.insert(id, at);
+                next = Some(next.map_or(at, |n| n.min(at)));
             }
             Err(e) => tracing::warn!(source = %name, error = %format!("{e:#}"), "sync failed"),
         }
@@ -151,10 +186,16 @@ fn due(s: &Source, spec: &SourceSpec, now: DateTime<Utc>) -> bool {
     }
 }
 
-/// Reads the Source's tree at its current revision.
-async fn read_tree(repos: &Repos, s: &Source, spec: &SourceSpec) -> anyhow::Result<Tree> {
-    if let Some(path) = &spec.path {
-        let root = PathBuf::from(path);
+/// Reads the Source's tree at its current revision: the directory `root`
+/// (its `spec.path`, resolved and allowed), or its git repository.
+async fn read_tree(
+    repos: &Repos,
+    s: &Source,
+    spec: &SourceSpec,
+    root: Option<&Path>,
+) -> anyhow::Result<Tree> {
+    if let Some(root) = root {
+        let root = root.to_path_buf();
         return tokio::task::spawn_blocking(move || fetch::read_dir(&root)).await?;
     }
     let git = spec
@@ -248,7 +289,8 @@ pub enum Trigger {
 /// Syncs one Source now: the whole sync — writes, inventory, prune,
 /// status and events — commits in one transaction, or a failure status is
 /// written and nothing else. `None`: nothing was done yet, the tree is
-/// still settling (see [`Trigger::Changed`]).
+/// still settling (see [`Trigger::Changed`]), or a directory's files are
+/// still being written ([`super::settle`]; the status says so).
 pub async fn sync_source(
     ctx: &Ctx,
     repos: &Repos,
@@ -275,7 +317,18 @@ async fn sync_once(
     trigger: Trigger,
 ) -> anyhow::Result<Option<(Source, &'static str)>> {
     let now = ctx.now();
-    let tree = match read_tree(repos, &s, spec).await {
+    let root = match &spec.path {
+        Some(p) => match repos.dirs.resolve(p) {
+            Ok(root) => Some(root),
+            Err(refused) => {
+                cache.forget();
+                let s = failed(ctx, s, None, Vec::new(), refused).await?;
+                return Ok(Some((s, "failed")));
+            }
+        },
+        None => None,
+    };
+    let tree = match read_tree(repos, &s, spec, root.as_deref()).await {
         Ok(t) => t,
         Err(e) => {
             cache.forget();
@@ -285,6 +338,16 @@ async fn sync_once(
             )));
         }
     };
+    // A file still being written applies nothing (not even a parse
+    // error): the sync waits for it.
+    if let Some(root) = &root {
+        if s.status.revision.as_deref() != Some(tree.revision.as_str()) {
+            let r = root.clone();
+            if let Err(why) = tokio::task::spawn_blocking(move || settle::before_apply(&r)).await? {
+                return defer(ctx, s, &why).await;
+            }
+        }
+    }
     let loaded = cache.load(&tree);
     let errors = loaded.errors();
     if !errors.is_empty() {
@@ -378,6 +441,20 @@ async fn sync_once(
     .await
     {
         Ok(applied) => {
+            // Objects leave the inventory only by files that are settled
+            // and read the same twice (issue 30).
+            if let (true, Some(root)) = (applied.left > 0, &root) {
+                let (r, revision, window) =
+                    (root.clone(), tree.revision.clone(), repos.dirs.settle);
+                let settled = tokio::task::spawn_blocking(move || {
+                    settle::before_prune(&r, &revision, window)
+                })
+                .await?;
+                if let Err(why) = settled {
+                    drop(tx);
+                    return defer(ctx, s, &why).await;
+                }
+            }
             // The inventory's runs as this sync left them: no second read
             // of the whole inventory.
             let whole = applied.whole.expect("a whole tree's inventory");
@@ -459,60 +536,4 @@ fn changed_objects(
         Plan::Changed { objects, .. } => Some(objects),
         Plan::Full => None,
     }
-}
-
-/// A sync that applied nothing: its status, from its error.
-async fn refused(ctx: &Ctx, s: Source, revision: String, e: SyncError) -> anyhow::Result<Source> {
-    match e {
-        SyncError::Invalid(errors) => invalid(ctx, s, revision, errors).await,
-        SyncError::Other(m) => failed(ctx, s, Some(revision), Vec::new(), m).await,
-    }
-}
-
-/// A tree with problems: Failed, naming each (file, line, field).
-async fn invalid(
-    ctx: &Ctx,
-    s: Source,
-    revision: String,
-    errors: Vec<pam_manifests::ManifestError>,
-) -> anyhow::Result<Source> {
-    let list: Vec<_> = errors.iter().map(source_error).collect();
-    let message = match errors.len() {
-        1 => errors[0].to_string(),
-        n => format!("{} (and {} more problem(s))", errors[0], n - 1),
-    };
-    failed(ctx, s, Some(revision), list, message).await
-}
-
-/// Writes a failed sync's status (in its own transaction: the sync's was
-/// rolled back); the last good revision and the objects stay.
-async fn failed(
-    ctx: &Ctx,
-    s: Source,
-    attempted: Option<String>,
-    errors: Vec<pam_manifests::kinds::SourceError>,
-    message: String,
-) -> anyhow::Result<Source> {
-    let now = ctx.now();
-    let mut tx = ctx.store.begin().await?;
-    let s = tx.get_source(s.id).await?.unwrap_or(s);
-    let owned = tx.owned_objects(s.id).await?;
-    // Nothing applied yet: no health to roll up (not "Healthy").
-    let health = if s.status.revision.is_none() {
-        Health {
-            status: "Unknown",
-            message: "no revision applied yet".into(),
-        }
-    } else {
-        health_of(&owned)
-    };
-    let n = owned.len();
-    let outcome = Outcome::Failed {
-        attempted,
-        errors,
-        message,
-    };
-    let s = sources::write_status(tx.as_mut(), s, outcome, health, n, now).await?;
-    ctx.commit(tx).await?;
-    Ok(s)
 }

@@ -7,7 +7,8 @@
 //!
 //! When a watcher cannot start (the directory is missing, the inotify
 //! watch limit is reached) the directory is polled instead — a cheap
-//! fingerprint of every entry's path, size and mtime each tick — and
+//! fingerprint of every entry's path, size and mtime every
+//! [`POLL_EVERY`], the walk bounded by [`fetch::MAX_ENTRIES`] — and
 //! starting a watcher is retried every [`RETRY`].
 
 use std::path::{Component, Path, PathBuf};
@@ -32,6 +33,12 @@ pub const DEBOUNCE: Duration = Duration::from_millis(200);
 pub const SETTLE: Duration = Duration::from_millis(20);
 /// How often a polled directory tries to get a watcher again.
 pub const RETRY: Duration = Duration::from_secs(10);
+/// How often a polled directory is walked (not every pass of the loop:
+/// a walk costs a stat per entry). A walk that hits
+/// [`fetch::MAX_ENTRIES`] stops there, and the next waits [`RETRY`]
+/// (issue 30: a Source on a huge tree must not keep a core busy; its sync
+/// reports the bound).
+pub const POLL_EVERY: Duration = Duration::from_secs(1);
 
 /// What the watcher's thread and the loop share.
 struct Changes {
@@ -74,6 +81,8 @@ enum Mode {
     Poll {
         fingerprint: u64,
         retry_at: Instant,
+        /// When the directory is walked next.
+        poll_at: Instant,
     },
 }
 
@@ -122,9 +131,11 @@ impl DirWatch {
     pub async fn check(&mut self, wake: &Arc<Notify>) -> Result<bool, Instant> {
         if self.changes.broken.swap(false, Ordering::SeqCst) {
             tracing::warn!(path = %self.root.display(), "directory watch lost; polling");
+            let (fingerprint, over) = self.fingerprint().await;
             self.mode = Mode::Poll {
-                fingerprint: self.fingerprint().await,
+                fingerprint,
                 retry_at: Instant::now() + RETRY,
+                poll_at: Instant::now() + poll_pause(over),
             };
             // The tree may have changed with the loss (removed, replaced).
             self.changes.bump();
@@ -143,13 +154,26 @@ impl DirWatch {
                 }
             }
         }
-        if let Mode::Poll { fingerprint, .. } = &self.mode {
+        if let Mode::Poll {
+            fingerprint,
+            poll_at,
+            ..
+        } = &self.mode
+        {
             let old = *fingerprint;
-            let fp = self.fingerprint().await;
-            if fp != old {
-                self.changes.bump();
-                if let Mode::Poll { fingerprint, .. } = &mut self.mode {
+            if Instant::now() >= *poll_at {
+                let (fp, over) = self.fingerprint().await;
+                if fp != old {
+                    self.changes.bump();
+                }
+                if let Mode::Poll {
+                    fingerprint,
+                    poll_at,
+                    ..
+                } = &mut self.mode
+                {
                     *fingerprint = fp;
+                    *poll_at = Instant::now() + poll_pause(over);
                 }
             }
         }
@@ -186,11 +210,11 @@ impl DirWatch {
         self.synced = mark;
     }
 
-    async fn fingerprint(&self) -> u64 {
+    async fn fingerprint(&self) -> (u64, bool) {
         let root = self.root.clone();
         tokio::task::spawn_blocking(move || fingerprint(&root))
             .await
-            .unwrap_or(0)
+            .unwrap_or((0, false))
     }
 }
 
@@ -219,9 +243,11 @@ fn start(root: &Path, changes: &Arc<Changes>, wake: &Arc<Notify>) -> Mode {
         Err(e) => {
             tracing::warn!(path = %root.display(), error = %e,
                 "cannot watch directory; polling it instead");
+            let (fingerprint, over) = fingerprint(root);
             Mode::Poll {
-                fingerprint: fingerprint(root),
+                fingerprint,
                 retry_at: Instant::now() + RETRY,
+                poll_at: Instant::now() + poll_pause(over),
             }
         }
     }
@@ -259,9 +285,24 @@ fn relevant(root: &Path, ev: &notify::Event) -> bool {
     })
 }
 
+/// How long until the next walk of a polled directory.
+fn poll_pause(over_the_bound: bool) -> Duration {
+    if over_the_bound {
+        RETRY
+    } else {
+        POLL_EVERY
+    }
+}
+
 /// A cheap fingerprint of a directory: every entry's path, size and
-/// mtime (0 when it cannot be read: the sync then reports the error).
-fn fingerprint(root: &Path) -> u64 {
+/// mtime (0 when it cannot be read: the sync then reports the error);
+/// `true` when the walk stopped at [`fetch::MAX_ENTRIES`].
+fn fingerprint(root: &Path) -> (u64, bool) {
+    fingerprint_within(root, fetch::MAX_ENTRIES)
+}
+
+/// [`fingerprint`], walking at most `limit` entries.
+fn fingerprint_within(root: &Path, limit: usize) -> (u64, bool) {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
     let mut stack = vec![root.to_path_buf()];
@@ -274,8 +315,8 @@ fn fingerprint(root: &Path) -> u64 {
         entries.sort_by_key(|e| e.file_name());
         for e in entries {
             n += 1;
-            if n > fetch::MAX_FILES * 2 {
-                return h.finish();
+            if n > limit {
+                return (h.finish(), true);
             }
             let Ok(ft) = e.file_type() else { continue };
             let name = e.file_name();
@@ -293,7 +334,7 @@ fn fingerprint(root: &Path) -> u64 {
             }
         }
     }
-    h.finish()
+    (h.finish(), false)
 }
 
 #[cfg(test)]
@@ -404,6 +445,28 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert_eq!(w.changes.quiet(), DEBOUNCE, "an open file may grow");
         drop(f);
+    }
+
+    #[tokio::test]
+    async fn a_polled_directory_is_walked_at_most_once_a_second_and_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("later");
+        let wake = Arc::new(Notify::new());
+        let mut w = DirWatch::new(root.clone(), wake.clone());
+        assert!(!w.is_notified());
+        std::fs::create_dir(&root).unwrap();
+        std::fs::write(root.join("a.yaml"), "x: 1\n").unwrap();
+        // Not walked again before POLL_EVERY (a pass every tick must not
+        // cost a walk each).
+        assert_eq!(w.check(&wake).await, Ok(false));
+        assert!(settle(&mut w, &wake).await, "walked after POLL_EVERY");
+        for i in 0..5 {
+            std::fs::write(root.join(format!("f{i}.yaml")), "x: 1\n").unwrap();
+        }
+        assert!(!fingerprint_within(&root, 10).1);
+        assert!(fingerprint_within(&root, 3).1, "stopped at the bound");
+        assert_eq!(poll_pause(true), RETRY);
+        assert_eq!(poll_pause(false), POLL_EVERY);
     }
 
     #[tokio::test]

@@ -13,7 +13,8 @@ import { startPamd, launchBrowser, signIn, eventually } from '../lib.mjs';
 let pamd, browser;
 
 before(async () => {
-  pamd = await startPamd();
+  // The watched directory is a temporary one: allowed (issue 30).
+  pamd = await startPamd({ configToml: `[sources]\nallowed_roots = [${JSON.stringify(tmpdir())}]\n` });
   browser = await launchBrowser();
 });
 

@@ -91,7 +91,11 @@ async fn main() -> anyhow::Result<()> {
     let files = n.div_ceil(PER_FILE);
     let pamd = Pamd::start(PamdOptions {
         // Measures pamd, not its rate limits (issue 19).
-        config_toml: "[rate_limits]\nenabled = false\n".into(),
+        // Its tree is in a temporary directory (issue 30: allowed roots).
+        config_toml: format!(
+            "[rate_limits]\nenabled = false\n[sources]\nallowed_roots = [{:?}]\n",
+            std::env::temp_dir().display().to_string()
+        ),
         log_filter: Some("warn".into()),
         ..Default::default()
     })
