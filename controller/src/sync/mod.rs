@@ -2,7 +2,7 @@
 //! or a git repository, validated whole and applied as an applyset the
 //! Source owns (ARCHITECTURE.md, "Sources"; docs/gitops.md).
 //!
-//! [`fetch`] reads a tree at a revision; [`apply`] applies one tree in the
+//! [`tree`] reads a directory's tree, [`fetch`] a git revision's; [`apply`] applies one tree in the
 //! caller's transaction (merge with what operators own, inventory,
 //! prune); [`runner`] is pamd's loop that decides when, woken by
 //! [`watch`] when a watched directory changes. Ownership and
@@ -15,4 +15,5 @@ pub mod roots;
 pub mod runner;
 pub mod settle;
 mod status;
+pub mod tree;
 pub mod watch;

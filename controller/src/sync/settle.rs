@@ -71,23 +71,11 @@ pub fn open_for_writing(root: &Path) -> Vec<String> {
     out.into_iter().collect()
 }
 
-/// Whether a path relative to the root is one a tree reads: a manifest
-/// file with no hidden component (as [`fetch::read_dir`] reads them).
+/// Whether a path relative to the root is one a tree reads: the one
+/// rule of [`pam_manifests::load::is_manifest_file`].
 fn in_tree(rel: &Path) -> bool {
-    let mut parts = rel.components().peekable();
-    while let Some(c) = parts.next() {
-        let Component::Normal(n) = c else {
-            return false;
-        };
-        let n = n.to_string_lossy();
-        if parts.peek().is_none() {
-            return fetch::is_manifest(&n);
-        }
-        if n.starts_with('.') {
-            return false;
-        }
-    }
-    false
+    rel.components().all(|c| matches!(c, Component::Normal(_)))
+        && pam_manifests::load::is_manifest_file(&rel.to_string_lossy())
 }
 
 /// The file or directory of the tree under `root` that changed last (its
@@ -132,7 +120,7 @@ pub fn newest_change(root: &Path) -> Option<(String, Duration)> {
             let Ok(ft) = e.file_type() else { continue };
             if ft.is_dir() && !name.starts_with('.') {
                 stack.push(e.path());
-            } else if ft.is_file() && fetch::is_manifest(&name) {
+            } else if ft.is_file() && super::tree::is_manifest(&name) {
                 if let Ok(m) = e.metadata() {
                     let rel = e
                         .path()
