@@ -35,7 +35,9 @@ pub use secret::{
 mod schedule;
 pub use schedule::{ConcurrencyPolicy, ObservedSchedule, ScheduleSpec, Timetable};
 mod source;
-pub use source::{Drift, GitSource, ObservedSource, SourceError, SourceSpec};
+pub use source::{
+    Drift, GitSource, HealthState, ObservedSource, SourceError, SourceSpec, SyncState,
+};
 mod webhook;
 pub use webhook::{ObservedWebhook, SecretKeyRef, WebhookSpec};
 

@@ -15,6 +15,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use crate::{Meta, StoreResult};
+pub use pam_manifests::kinds::{HealthState, SyncState};
 
 /// A Source: its desired state (`meta.spec`: path or git, projects, prune,
 /// selfHeal, suspend, interval) and what its sync loop observed.
@@ -41,11 +42,9 @@ pub struct SourceStatus {
     pub last_synced_at: Option<DateTime<Utc>>,
     /// When a sync was last tried.
     pub last_attempt_at: Option<DateTime<Utc>>,
-    /// `Unknown`, `Synced`, `OutOfSync` or `Failed`.
-    pub sync: String,
+    pub sync: SyncState,
     pub sync_message: String,
-    /// `Unknown`, `Healthy`, `Progressing` or `Degraded`.
-    pub health: String,
+    pub health: HealthState,
     pub health_message: String,
     /// The last failed sync's problems (`[{file, document, line, column,
     /// path, message}]`); empty after a good one.

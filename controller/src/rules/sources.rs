@@ -13,6 +13,7 @@
 
 use chrono::{DateTime, Utc};
 use pam_manifests::kinds::{self, Drift, SourceError};
+use pam_manifests::kinds::{HealthState, SyncState};
 use pam_store::prelude::*;
 use pam_store::{Source, SourceStatus, StoreResult};
 use serde_json::{json, Value};
@@ -58,8 +59,8 @@ pub async fn create(tx: &mut dyn Tx, d: SourceDesired, now: DateTime<Utc>) -> St
         name: d.name,
         meta: m,
         status: SourceStatus {
-            sync: "Unknown".into(),
-            health: "Unknown".into(),
+            sync: SyncState::Unknown,
+            health: HealthState::Unknown,
             errors: json!([]),
             drift: json!([]),
             ..SourceStatus::default()
@@ -124,7 +125,7 @@ impl Counts {
 pub struct Health {
     /// Healthy | Progressing | Degraded, or Unknown before any revision
     /// was applied.
-    pub status: &'static str,
+    pub status: HealthState,
     pub message: String,
 }
 
@@ -165,7 +166,7 @@ pub async fn write_status(
     let before = s.status.clone();
     let st = &mut s.status;
     st.last_attempt_at = Some(now);
-    st.health = health.status.into();
+    st.health = health.status;
     st.health_message = health.message;
     let mut events: Vec<(&'static str, Value)> = Vec::new();
     match outcome {
@@ -178,11 +179,11 @@ pub async fn write_status(
             // Back to Synced from Failed or OutOfSync (say a directory
             // reverted to the last good revision): journaled too, so
             // watchers (the dashboard) see the recovery.
-            let recovered = before.sync != "Synced";
+            let recovered = before.sync != SyncState::Synced;
             st.revision = Some(revision.clone());
             st.attempted_revision = Some(revision.clone());
             st.last_synced_at = Some(now);
-            st.sync = "Synced".into();
+            st.sync = SyncState::Synced;
             st.sync_message = String::new();
             st.errors = json!([]);
             st.drift = json!([]);
@@ -216,7 +217,7 @@ pub async fn write_status(
             if list != before.drift {
                 events.push((topic::SOURCE_DRIFT_DETECTED, json!({"objects": drift})));
             }
-            st.sync = "OutOfSync".into();
+            st.sync = SyncState::OutOfSync;
             st.sync_message = drift_message(&drift);
             st.drift = list;
             let message = st.sync_message.clone();
@@ -229,7 +230,7 @@ pub async fn write_status(
             errors,
             message,
         } => {
-            let again = before.sync == "Failed"
+            let again = before.sync == SyncState::Failed
                 && before.attempted_revision == attempted
                 && before.sync_message == message;
             if !again {
@@ -241,7 +242,7 @@ pub async fn write_status(
             if attempted.is_some() {
                 st.attempted_revision = attempted;
             }
-            st.sync = "Failed".into();
+            st.sync = SyncState::Failed;
             st.sync_message = message.clone();
             st.errors = serde_json::to_value(&errors).expect("errors are JSON");
             let m = &mut s.meta;

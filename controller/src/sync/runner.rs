@@ -31,7 +31,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use pam_manifests::kinds::{Drift, SourceSpec};
+use pam_manifests::kinds::{Drift, HealthState, SourceSpec, SyncState};
 use pam_store::{OwnedObject, Source};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -250,7 +250,7 @@ pub fn health_of_runs<'a>(
         .collect();
     if !failed.is_empty() {
         return Health {
-            status: "Degraded",
+            status: HealthState::Degraded,
             message: format!("failed run(s): {}", failed.join(", ")),
         };
     }
@@ -260,12 +260,12 @@ pub fn health_of_runs<'a>(
         .count();
     if busy > 0 {
         return Health {
-            status: "Progressing",
+            status: HealthState::Progressing,
             message: format!("{busy} run(s) pending or running"),
         };
     }
     Health {
-        status: "Healthy",
+        status: HealthState::Healthy,
         message: String::new(),
     }
 }
@@ -522,7 +522,7 @@ fn changed_objects(
     trigger: Trigger,
 ) -> Option<Vec<ObjectKey>> {
     if !matches!(trigger, Trigger::Changed { .. })
-        || s.status.sync != "Synced"
+        || s.status.sync != SyncState::Synced
         || s.status.sync_requested_at.is_some()
         || s.meta.observed_generation < s.meta.generation
     {

@@ -2,6 +2,7 @@
 //! an unreadable or invalid tree, a refused apply) or deferred (files
 //! still being written) — each written in its own transaction.
 
+use pam_manifests::kinds::HealthState;
 use pam_store::Source;
 
 use super::apply::{source_error, SyncError};
@@ -69,7 +70,7 @@ pub(super) async fn failed(
     // Nothing applied yet: no health to roll up (not "Healthy").
     let health = if s.status.revision.is_none() {
         Health {
-            status: "Unknown",
+            status: HealthState::Unknown,
             message: "no revision applied yet".into(),
         }
     } else {

@@ -7,6 +7,7 @@
 //! health (Healthy | Progressing | Degraded), drift, the last errors with
 //! file:line, and the inventory size.
 
+use std::fmt;
 use std::time::Duration;
 
 use schemars::JsonSchema;
@@ -201,11 +202,11 @@ pub struct ObservedSource {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sync_requested_at: Option<String>,
     /// Unknown | Synced | OutOfSync | Failed.
-    pub sync: String,
+    pub sync: SyncState,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub sync_message: String,
     /// Unknown | Healthy | Progressing | Degraded.
-    pub health: String,
+    pub health: HealthState,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub health_message: String,
     /// The last failed sync's problems, positioned.
@@ -224,6 +225,74 @@ pub struct ObservedSource {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
 }
+
+/// Whether the live objects are the Source's revision (Argo CD's sync
+/// status).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, JsonSchema)]
+pub enum SyncState {
+    /// No sync has finished yet.
+    #[default]
+    Unknown,
+    /// The revision is applied and the owned fields are as it says.
+    Synced,
+    /// Owned fields were changed by another path and not put back.
+    OutOfSync,
+    /// The last revision tried could not be applied (nothing of it was).
+    Failed,
+}
+
+/// How the Source's owned objects are doing (Argo CD's health).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, JsonSchema)]
+pub enum HealthState {
+    /// Nothing applied yet: no health to roll up.
+    #[default]
+    Unknown,
+    /// Every owned run ended well (or none is owned).
+    Healthy,
+    /// An owned run is pending or running.
+    Progressing,
+    /// An owned run failed.
+    Degraded,
+}
+
+macro_rules! text_enum {
+    ($t:ident { $($v:ident),* }) => {
+        impl $t {
+            /// Every value.
+            pub const ALL: &'static [$t] = &[$($t::$v),*];
+
+            /// As stored and shown (`"OutOfSync"`).
+            pub const fn as_str(self) -> &'static str {
+                match self {
+                    $($t::$v => stringify!($v),)*
+                }
+            }
+
+            /// The value written as [`Self::as_str`] gives it.
+            pub fn parse(text: &str) -> Option<$t> {
+                Self::ALL.iter().copied().find(|v| v.as_str() == text)
+            }
+        }
+
+        impl fmt::Display for $t {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+text_enum!(SyncState {
+    Unknown,
+    Synced,
+    OutOfSync,
+    Failed
+});
+text_enum!(HealthState {
+    Unknown,
+    Healthy,
+    Progressing,
+    Degraded
+});
 
 #[cfg(test)]
 mod tests {

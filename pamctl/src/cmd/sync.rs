@@ -4,6 +4,7 @@
 
 use std::time::{Duration, Instant};
 
+use pam_manifests::kinds::SyncState;
 use pam_manifests::Kind;
 use serde_json::{json, Value};
 
@@ -24,7 +25,7 @@ pub(crate) fn sync(ctx: &mut Ctx, name: &str, timeout: &str) -> Result<Exit> {
         let o = client.get(&path)?;
         // The loop clears the request in the status write of its sync.
         if o.pointer("/status/syncRequestedAt").is_none() {
-            let sync = text(&o, "/status/sync");
+            let sync = SyncState::parse(text(&o, "/status/sync")).unwrap_or_default();
             let revision = text(&o, "/status/revision");
             let short: String = revision
                 .strip_prefix("sha256:")
@@ -32,7 +33,7 @@ pub(crate) fn sync(ctx: &mut Ctx, name: &str, timeout: &str) -> Result<Exit> {
                 .chars()
                 .take(7)
                 .collect();
-            if sync == "Failed" {
+            if sync == SyncState::Failed {
                 return Err(CliError::failed(format!(
                     "source.pam.dev/{name} sync failed: {}",
                     text(&o, "/status/syncMessage")
@@ -41,11 +42,11 @@ pub(crate) fn sync(ctx: &mut Ctx, name: &str, timeout: &str) -> Result<Exit> {
             }
             let health = text(&o, "/status/health");
             let mut line = format!("source.pam.dev/{name} {sync} at {short} ({health})");
-            if sync == "OutOfSync" {
+            if sync == SyncState::OutOfSync {
                 line.push_str(&format!(": {}", text(&o, "/status/syncMessage")));
             }
             term::outln(&line);
-            return Ok(if sync == "OutOfSync" {
+            return Ok(if sync == SyncState::OutOfSync {
                 Exit::Failed
             } else {
                 Exit::Ok

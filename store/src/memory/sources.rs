@@ -1,8 +1,5 @@
 use super::*;
 
-const SYNC_STATUSES: [&str; 4] = ["Unknown", "Synced", "OutOfSync", "Failed"];
-const HEALTHS: [&str; 4] = ["Unknown", "Healthy", "Progressing", "Degraded"];
-
 fn object_order(o: &SourceObject) -> (String, Option<String>, String) {
     (o.kind.clone(), o.project.clone(), o.name.clone())
 }
@@ -19,8 +16,6 @@ impl SourceTx for MemTx {
         }
         let mut row = s.clone();
         row.status = SourceStatus {
-            sync: "Unknown".into(),
-            health: "Unknown".into(),
             errors: serde_json::json!([]),
             drift: serde_json::json!([]),
             ..SourceStatus::default()
@@ -67,11 +62,6 @@ impl SourceTx for MemTx {
         s: &Source,
         clear_request: bool,
     ) -> StoreResult<Source> {
-        if !SYNC_STATUSES.contains(&s.status.sync.as_str())
-            || !HEALTHS.contains(&s.status.health.as_str())
-        {
-            return Err(StoreError::Invalid("check sources_check failed".into()));
-        }
         let row = self
             .work
             .sources

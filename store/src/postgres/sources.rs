@@ -1,4 +1,5 @@
 use super::*;
+use crate::sources::{HealthState, SyncState};
 
 const SOURCE_STATUS_COLS: &str = "revision, attempted_revision, last_synced_at, \
     last_attempt_at, sync_status, sync_message, health, health_message, errors, drift, \
@@ -20,9 +21,9 @@ fn source_from_row(row: &PgRow) -> StoreResult<Source> {
             attempted_revision: get(row, "attempted_revision")?,
             last_synced_at: get(row, "last_synced_at")?,
             last_attempt_at: get(row, "last_attempt_at")?,
-            sync: get(row, "sync_status")?,
+            sync: parse_text(row, "sync_status", SyncState::parse)?,
             sync_message: get(row, "sync_message")?,
-            health: get(row, "health")?,
+            health: parse_text(row, "health", HealthState::parse)?,
             health_message: get(row, "health_message")?,
             errors: get(row, "errors")?,
             drift: get(row, "drift")?,
@@ -31,6 +32,14 @@ fn source_from_row(row: &PgRow) -> StoreResult<Source> {
         created_at: get(row, "created_at")?,
         updated_at: get(row, "updated_at")?,
     })
+}
+
+/// A text column holding one of an enum's values (the table's CHECK keeps
+/// it to them).
+fn parse_text<T>(row: &PgRow, col: &str, parse: fn(&str) -> Option<T>) -> StoreResult<T> {
+    let text: String = get(row, col)?;
+    parse(&text)
+        .ok_or_else(|| StoreError::Database(format!("sources.{col}: unknown value {text:?}")))
 }
 
 fn object_from_row(row: &PgRow) -> StoreResult<SourceObject> {
@@ -136,9 +145,9 @@ impl SourceTx for PgTx {
             .bind(&st.attempted_revision)
             .bind(st.last_synced_at)
             .bind(st.last_attempt_at)
-            .bind(&st.sync)
+            .bind(st.sync.as_str())
             .bind(&st.sync_message)
-            .bind(&st.health)
+            .bind(st.health.as_str())
             .bind(&st.health_message)
             .bind(&st.errors)
             .bind(&st.drift)
