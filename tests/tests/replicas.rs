@@ -494,6 +494,13 @@ async fn a_replica_stopped_inside_a_transaction_holds_up_no_one() {
         ok(&out);
     }
     let stopped_for = frozen.elapsed();
+    // Read while B is still stopped (when the applies did not outlast
+    // the freeze), asserted below.
+    let held_while_stopped: i64 = sqlx::query_scalar(holds_lock)
+        .bind(b_name)
+        .fetch_one(&mut db)
+        .await
+        .unwrap();
     resume.await.unwrap();
     drop(big);
     let mut sorted = took.clone();
@@ -511,6 +518,10 @@ async fn a_replica_stopped_inside_a_transaction_holds_up_no_one() {
     let max = *sorted.last().unwrap();
     assert!(max <= Duration::from_secs(4), "max {max:?}");
     assert!(took.len() >= 5, "too few applies: {took:?}");
+    // B, still stopped, held nothing any more: PostgreSQL had ended its
+    // session idle in its transaction.
+    assert!(stopped_for < FREEZE, "the applies outlasted the freeze");
+    assert_eq!(held_while_stopped, 0, "the stopped replica held the lock");
     // Resumed, B serves again: its next apply works.
     let out = ps[b].pamctl_stdin(
         &["apply", "-f", "-"],
