@@ -15,6 +15,14 @@ const RETRIES: u32 = 30;
 /// database down for long is reported rather than waited out.
 const UNAVAILABLE_RETRIES: u32 = 5;
 
+/// An answer's `Retry-After`, in seconds (the form pamd sends).
+fn retry_after_secs(r: &reqwest::blocking::Response) -> Option<u64> {
+    r.headers()
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+}
+
 /// How to start a local pamd; shown when nothing answers.
 pub const START_HINT: &str =
     "is pamd running? start it with `cargo run --release -p pam-controller --bin pamd`";
@@ -151,13 +159,7 @@ impl Client {
             let retry_after = match &sent {
                 // Over the rate limit (issue 19): wait as told, any method.
                 Ok(r) if r.status().as_u16() == 429 => {
-                    let wait = r
-                        .headers()
-                        .get("retry-after")
-                        .and_then(|v| v.to_str().ok())
-                        .and_then(|v| v.trim().parse::<u64>().ok())
-                        .unwrap_or(1)
-                        .clamp(1, 60);
+                    let wait = retry_after_secs(r).unwrap_or(1).clamp(1, 60);
                     crate::term::note(&format!("pamd: rate limited; retrying in {wait}s"));
                     Some(Duration::from_secs(wait))
                 }
@@ -173,26 +175,17 @@ impl Client {
                 Ok(r)
                     if r.status().as_u16() == 503
                         && (key.is_some() || method == reqwest::Method::GET)
-                        && r.headers().contains_key("retry-after")
-                        && unavailable < UNAVAILABLE_RETRIES =>
+                        && unavailable < UNAVAILABLE_RETRIES
+                        && retry_after_secs(r).is_some() =>
                 {
                     unavailable += 1;
-                    let wait = r
-                        .headers()
-                        .get("retry-after")
-                        .and_then(|v| v.to_str().ok())
-                        .and_then(|v| v.trim().parse::<u64>().ok())
-                        .unwrap_or(1)
-                        .clamp(1, 10);
+                    let wait = retry_after_secs(r).unwrap_or(1).clamp(1, 10);
                     crate::term::note(&format!("pamd: unavailable; retrying in {wait}s"));
                     Some(Duration::from_secs(wait))
                 }
-                Ok(r) if key.is_some() && r.status().as_u16() == 409 => r
-                    .headers()
-                    .get("retry-after")
-                    .and_then(|v| v.to_str().ok())
-                    .and_then(|v| v.trim().parse::<u64>().ok())
-                    .map(|s| Duration::from_secs(s.clamp(1, 10))),
+                Ok(r) if key.is_some() && r.status().as_u16() == 409 => {
+                    retry_after_secs(r).map(|s| Duration::from_secs(s.clamp(1, 10)))
+                }
                 _ => None,
             };
             match retry_after {

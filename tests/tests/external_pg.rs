@@ -38,6 +38,17 @@ async fn server(dir: &Path, options: Options) -> EmbeddedPg {
     pg
 }
 
+/// [`server`] in `dir`/pg on a free TCP port (plain): it and the port.
+async fn tcp_server(dir: &Path) -> (EmbeddedPg, u16) {
+    let port = free_port();
+    let options = Options {
+        ephemeral: true,
+        tcp_port: Some(port),
+        ..Options::default()
+    };
+    (server(&dir.join("pg"), options).await, port)
+}
+
 fn stop(mut pg: EmbeddedPg) {
     pg.stop().unwrap();
 }
@@ -64,16 +75,7 @@ async fn persists_across_restart(url: String) -> Pamd {
 #[tokio::test]
 async fn pamd_runs_on_an_external_postgresql_over_tcp() {
     let tmp = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let pg = server(
-        &tmp.path().join("pg"),
-        Options {
-            ephemeral: true,
-            tcp_port: Some(port),
-            ..Options::default()
-        },
-    )
-    .await;
+    let (pg, port) = tcp_server(tmp.path()).await;
     let url = format!("postgresql://pamapp:secret@127.0.0.1:{port}/pamapp");
     let pamd = persists_across_restart(url).await;
     drop(pamd);
@@ -149,16 +151,7 @@ async fn pamd_verifies_an_external_postgresql_that_requires_tls() {
 async fn postgresql_down_is_answered_fast_and_recovered_from() {
     use std::time::{Duration, Instant};
     let tmp = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let pg = server(
-        &tmp.path().join("pg"),
-        Options {
-            ephemeral: true,
-            tcp_port: Some(port),
-            ..Options::default()
-        },
-    )
-    .await;
+    let (pg, port) = tcp_server(tmp.path()).await;
     let pamd = Pamd::start(PamdOptions {
         database_url: Some(format!(
             "postgresql://pamapp:secret@127.0.0.1:{port}/pamapp"
@@ -205,11 +198,7 @@ async fn postgresql_down_is_answered_fast_and_recovered_from() {
         let (r, took) = timed("/api/v1/projects").await;
         assert_eq!(r.status().as_u16(), 503, "{:?}", r.text().await);
         assert!(took < Duration::from_millis(1500), "the API took {took:?}");
-        let retry: u64 = r.headers()["retry-after"]
-            .to_str()
-            .unwrap()
-            .parse()
-            .unwrap();
+        let retry = pam_tests::retry_after(&r);
         assert!((1..=5).contains(&retry), "{retry}");
         let body: serde_json::Value = r.json().await.unwrap();
         assert_eq!(body["error"]["code"], "unavailable", "{body}");

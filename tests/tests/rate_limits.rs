@@ -38,11 +38,7 @@ async fn over_budget_is_429_with_retry_after_and_pamctl_waits() {
         }
     }
     let r = refused.expect("a 429 within the burst and a few more");
-    let retry_after: u64 = r.headers()["retry-after"]
-        .to_str()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let retry_after = pam_tests::retry_after(&r);
     assert!((1..=2).contains(&retry_after), "{retry_after}");
     assert_eq!(r.headers()["ratelimit-remaining"], "0");
     let body: Value = r.json().await.unwrap();
@@ -115,11 +111,7 @@ async fn failed_authentications_are_limited_per_client_address() {
     assert_eq!(&statuses[..5], [401; 5], "{statuses:?}");
     assert!(statuses[5..].iter().all(|s| *s == 429), "{statuses:?}");
     let r = refused.unwrap();
-    let retry: u64 = r.headers()["retry-after"]
-        .to_str()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let retry = pam_tests::retry_after(&r);
     assert!((1..=5).contains(&retry), "{retry}");
     let body: Value = r.json().await.unwrap();
     assert_eq!(body["error"]["code"], "rate_limited", "{body}");
