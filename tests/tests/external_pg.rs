@@ -197,7 +197,8 @@ async fn postgresql_down_is_answered_fast_and_recovered_from() {
 
         let (r, took) = timed("/api/v1/projects").await;
         assert_eq!(r.status().as_u16(), 503, "{:?}", r.text().await);
-        assert!(took < Duration::from_millis(1500), "the API took {took:?}");
+        // The pool's acquire timeout (1 s), and a loaded CI machine.
+        assert!(took < Duration::from_secs(2), "the API took {took:?}");
         let retry = pam_tests::retry_after(&r);
         assert!((1..=5).contains(&retry), "{retry}");
         let body: serde_json::Value = r.json().await.unwrap();
