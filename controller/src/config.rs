@@ -19,6 +19,8 @@
 //! # self_signed = false  (true: make a CA and certificate in data_dir/tls)
 //! [database]
 //! max_connections = 16  # this pamd's pool (replicas: the sum is what counts)
+//! # acquire_timeout_ms = 1000, idle_in_transaction_timeout_ms = 5000,
+//! # lock_timeout_ms = 3000, statement_timeout_ms = 60000 (see config/database.rs)
 //! [leader]
 //! lease_seconds = 15    # the loops' lease among replicas
 //! [loops]
@@ -53,11 +55,14 @@ use std::path::{Path, PathBuf};
 use crate::rules::runs::usage::PriceTable;
 use crate::sync::fetch::GitAuth;
 
+mod database;
 mod prices;
 pub mod rate_limits;
 mod secrets;
 pub mod sources;
 pub mod webhooks;
+
+pub use database::DatabaseConfig;
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7700";
 
@@ -154,23 +159,6 @@ pub struct Config {
     pub secrets_key_file: PathBuf,
     /// What directory Sources may read (issue 30).
     pub sources: sources::SourcesConfig,
-}
-
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct DatabaseConfig {
-    /// The most connections this pamd opens to PostgreSQL. With replicas,
-    /// the sum over them is what the database serves: size it to the
-    /// database, not to each pamd (docs/benchmarks.md, "Replicas").
-    pub max_connections: u32,
-}
-
-impl Default for DatabaseConfig {
-    fn default() -> Self {
-        Self {
-            max_connections: 16,
-        }
-    }
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -359,9 +347,7 @@ impl Config {
         if self.dispatch.timeout_seconds == 0 {
             bail!("[dispatch] timeout_seconds must be at least 1");
         }
-        if self.database.max_connections < 4 {
-            bail!("[database] max_connections must be at least 4 (the loops, the API and the event follower each hold one)");
-        }
+        self.database.validate()?;
         if self.leader.lease_seconds < 3 {
             bail!("[leader] lease_seconds must be at least 3");
         }

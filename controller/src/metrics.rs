@@ -74,7 +74,17 @@ pub struct Metrics {
     webhook_attempts: HistogramFamily,
     /// Issue 19: deliveries waiting, by webhook (set at scrape time).
     webhook_pending: Family<Labels, Gauge>,
+    /// Issue 30: 1 when the database answered this scrape's reads, else 0.
+    database_up: Gauge,
+    /// Issue 30: requests refused (429) because their client address
+    /// failed authentication too often (api/rate_limit.rs).
+    pub auth_failures_limited: Counter,
 }
+
+/// How long `/readyz` and a scrape's database reads may wait: probes give
+/// up after about a second, so a database that is down is reported within
+/// that (issue 30), not after the pool's acquire timeout.
+pub const DATABASE_PROBE: std::time::Duration = std::time::Duration::from_millis(800);
 
 /// Usage metrics label at most this many projects; later ones count as
 /// `other` (a bounded label set).
@@ -189,6 +199,18 @@ impl Metrics {
             "Webhook deliveries queued and not yet delivered or failed, by webhook",
             webhook_pending.clone(),
         );
+        let database_up = Gauge::default();
+        r.register(
+            "database_up",
+            "1 when the database answered this scrape's reads (within 800 ms), else 0 (the phase and pending gauges are then left out)",
+            database_up.clone(),
+        );
+        let auth_failures_limited = Counter::default();
+        r.register(
+            "auth_failures_limited",
+            "Requests refused (429) because their client address failed authentication too often ([rate_limits] auth_failures_*)",
+            auth_failures_limited.clone(),
+        );
         // Every known series from the start (at 0), so rates work from the
         // first scrape.
         for outcome in ["applied", "duplicate", "stale", "rejected"] {
@@ -218,6 +240,8 @@ impl Metrics {
             webhook_deliveries,
             webhook_attempts,
             webhook_pending,
+            database_up,
+            auth_failures_limited,
         }
     }
 
@@ -319,7 +343,42 @@ impl Metrics {
     }
 
     /// The exposition, after refreshing the phase gauges from the store.
-    pub async fn render(&self, store: &dyn Store) -> pam_store::StoreResult<String> {
+    /// A database that does not answer within [`DATABASE_PROBE`] leaves
+    /// those gauges out and sets `pam_database_up` to 0: pamd's own
+    /// metrics are served whatever the database does (issue 30).
+    pub async fn render(&self, store: &dyn Store) -> String {
+        let read = tokio::time::timeout(DATABASE_PROBE, Self::read_gauges(store)).await;
+        // One scrape at a time: the gauges are set, then encoded.
+        let registry = self.registry.lock().await;
+        self.webhook_pending.clear();
+        match read {
+            Ok(Ok((runs, hosts, pending))) => {
+                self.database_up.set(1);
+                set_phases(&self.runs, &RUN_PHASES, &runs);
+                set_phases(&self.hosts, &HOST_PHASES, &hosts);
+                for (name, n) in pending {
+                    self.webhook_pending
+                        .get_or_create(&vec![("webhook", name)])
+                        .set(n);
+                }
+            }
+            failed => {
+                if let Ok(Err(e)) = failed {
+                    tracing::debug!(error = %e, "metrics: the database did not answer");
+                }
+                // Unknown now: no series rather than stale ones.
+                self.database_up.set(0);
+                self.runs.clear();
+                self.hosts.clear();
+            }
+        }
+        let mut out = String::new();
+        encode(&mut out, &registry).expect("writing to a String cannot fail");
+        out
+    }
+
+    /// Runs and hosts by phase, and deliveries pending by webhook.
+    async fn read_gauges(store: &dyn Store) -> pam_store::StoreResult<Gauges> {
         let (runs, hosts, pending) = {
             let mut tx = store.begin().await?;
             let counts = tx.delivery_counts().await?;
@@ -346,21 +405,12 @@ impl Metrics {
                 .collect();
             (runs, hosts, pending)
         };
-        // One scrape at a time: the gauges are set, then encoded.
-        let registry = self.registry.lock().await;
-        set_phases(&self.runs, &RUN_PHASES, &runs);
-        set_phases(&self.hosts, &HOST_PHASES, &hosts);
-        self.webhook_pending.clear();
-        for (name, n) in pending {
-            self.webhook_pending
-                .get_or_create(&vec![("webhook", name)])
-                .set(n);
-        }
-        let mut out = String::new();
-        encode(&mut out, &registry).expect("writing to a String cannot fail");
-        Ok(out)
+        Ok((runs, hosts, pending))
     }
 }
+
+/// Runs by phase, hosts by phase, pending deliveries by webhook.
+type Gauges = (Vec<(String, i64)>, Vec<(String, i64)>, Vec<(String, i64)>);
 
 fn set_phases(family: &Family<Labels, Gauge>, phases: &[&str], counts: &[(String, i64)]) {
     family.clear();

@@ -120,12 +120,7 @@ impl World {
 
     /// How many syncs ended as `result`, from pamd's metrics.
     async fn syncs(&self, result: &str) -> u64 {
-        let text = self
-            .ctx
-            .metrics
-            .render(self.ctx.store.as_ref())
-            .await
-            .unwrap();
+        let text = self.ctx.metrics.render(self.ctx.store.as_ref()).await;
         let key = format!("pam_source_sync_duration_seconds_count{{result=\"{result}\"}} ");
         text.lines()
             .find_map(|l| l.strip_prefix(&key))

@@ -11,6 +11,17 @@ use crate::error::{CliError, Exit, Result};
 /// How many times one call is sent at most (the first try included) when
 /// pamd asks to retry or the answer was lost.
 const RETRIES: u32 = 30;
+/// Of which answers 503 with `Retry-After` (issue 30): a few, so a
+/// database down for long is reported rather than waited out.
+const UNAVAILABLE_RETRIES: u32 = 5;
+
+/// An answer's `Retry-After`, in seconds (the form pamd sends).
+fn retry_after_secs(r: &reqwest::blocking::Response) -> Option<u64> {
+    r.headers()
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+}
 
 /// How to start a local pamd; shown when nothing answers.
 pub const START_HINT: &str =
@@ -129,6 +140,7 @@ impl Client {
     fn send(&self, method: reqwest::Method, path: &str, body: Option<&Value>) -> Result<Value> {
         let key = (method == reqwest::Method::POST).then(|| uuid::Uuid::new_v4().to_string());
         let mut tries = 0;
+        let mut unavailable = 0;
         let resp = loop {
             tries += 1;
             let sent = self.each_server_raw(|base| {
@@ -147,13 +159,7 @@ impl Client {
             let retry_after = match &sent {
                 // Over the rate limit (issue 19): wait as told, any method.
                 Ok(r) if r.status().as_u16() == 429 => {
-                    let wait = r
-                        .headers()
-                        .get("retry-after")
-                        .and_then(|v| v.to_str().ok())
-                        .and_then(|v| v.trim().parse::<u64>().ok())
-                        .unwrap_or(1)
-                        .clamp(1, 60);
+                    let wait = retry_after_secs(r).unwrap_or(1).clamp(1, 60);
                     crate::term::note(&format!("pamd: rate limited; retrying in {wait}s"));
                     Some(Duration::from_secs(wait))
                 }
@@ -162,12 +168,24 @@ impl Client {
                 Err((_, e)) if key.is_some() && !e.is_connect() && !e.is_timeout() => {
                     Some(Duration::from_secs(1))
                 }
-                Ok(r) if key.is_some() && r.status().as_u16() == 409 => r
-                    .headers()
-                    .get("retry-after")
-                    .and_then(|v| v.to_str().ok())
-                    .and_then(|v| v.trim().parse::<u64>().ok())
-                    .map(|s| Duration::from_secs(s.clamp(1, 10))),
+                // The database cannot serve now (down, or a lock held by
+                // a stopped replica; issue 30): wait as told. Only where a
+                // retry cannot do twice what the first did: reads, and
+                // POSTs (their key).
+                Ok(r)
+                    if r.status().as_u16() == 503
+                        && (key.is_some() || method == reqwest::Method::GET)
+                        && unavailable < UNAVAILABLE_RETRIES
+                        && retry_after_secs(r).is_some() =>
+                {
+                    unavailable += 1;
+                    let wait = retry_after_secs(r).unwrap_or(1).clamp(1, 10);
+                    crate::term::note(&format!("pamd: unavailable; retrying in {wait}s"));
+                    Some(Duration::from_secs(wait))
+                }
+                Ok(r) if key.is_some() && r.status().as_u16() == 409 => {
+                    retry_after_secs(r).map(|s| Duration::from_secs(s.clamp(1, 10)))
+                }
                 _ => None,
             };
             match retry_after {

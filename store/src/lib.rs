@@ -122,7 +122,15 @@ pub enum StoreError {
     /// leads now, and this one must write nothing (issue 15).
     #[error("fenced: {0}")]
     Fenced(String),
-    /// The database failed (connection lost, …). Not the caller's fault.
+    /// The database cannot serve now, and trying again later may work:
+    /// it does not answer (down, unreachable, no connection free within
+    /// the pool's acquire timeout), or a wait was cut short — a lock not
+    /// granted within `lock_timeout` (another session holds it, perhaps a
+    /// stopped process), a statement past `statement_timeout`, a session
+    /// ended idle in its transaction (issue 30). Nothing was committed.
+    #[error("database unavailable: {0}")]
+    Unavailable(String),
+    /// The database failed otherwise. Not the caller's fault.
     #[error("database error: {0}")]
     Database(String),
 }

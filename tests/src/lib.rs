@@ -436,6 +436,15 @@ pub fn children_of(parent: u32) -> Vec<u32> {
         .collect()
 }
 
+/// An answer's `Retry-After` in seconds, asserting it has one.
+pub fn retry_after(r: &reqwest::Response) -> u64 {
+    let v = r
+        .headers()
+        .get("retry-after")
+        .expect("a Retry-After header");
+    v.to_str().unwrap().parse().expect("Retry-After in seconds")
+}
+
 /// stdout of a pamctl run, asserting success.
 pub fn ok(out: &Output) -> String {
     assert!(

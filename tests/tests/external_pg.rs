@@ -38,6 +38,17 @@ async fn server(dir: &Path, options: Options) -> EmbeddedPg {
     pg
 }
 
+/// [`server`] in `dir`/pg on a free TCP port (plain): it and the port.
+async fn tcp_server(dir: &Path) -> (EmbeddedPg, u16) {
+    let port = free_port();
+    let options = Options {
+        ephemeral: true,
+        tcp_port: Some(port),
+        ..Options::default()
+    };
+    (server(&dir.join("pg"), options).await, port)
+}
+
 fn stop(mut pg: EmbeddedPg) {
     pg.stop().unwrap();
 }
@@ -64,16 +75,7 @@ async fn persists_across_restart(url: String) -> Pamd {
 #[tokio::test]
 async fn pamd_runs_on_an_external_postgresql_over_tcp() {
     let tmp = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let pg = server(
-        &tmp.path().join("pg"),
-        Options {
-            ephemeral: true,
-            tcp_port: Some(port),
-            ..Options::default()
-        },
-    )
-    .await;
+    let (pg, port) = tcp_server(tmp.path()).await;
     let url = format!("postgresql://pamapp:secret@127.0.0.1:{port}/pamapp");
     let pamd = persists_across_restart(url).await;
     drop(pamd);
@@ -136,6 +138,86 @@ async fn pamd_verifies_an_external_postgresql_that_requires_tls() {
         ca_file.display()
     );
     let pamd = persists_across_restart(url).await;
+    drop(pamd);
+    tokio::task::spawn_blocking(move || stop(pg)).await.unwrap();
+}
+
+/// Issue 30: with PostgreSQL down, `/readyz`, `/metrics` and every API
+/// call took 10 s and then answered 503, 503 and 500. Now readiness says
+/// 503 within a second, `/metrics` keeps serving pamd's own metrics with
+/// `pam_database_up 0`, and an API call answers 503 with `Retry-After`
+/// (in the one JSON error shape) as fast; all recover when it is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgresql_down_is_answered_fast_and_recovered_from() {
+    use std::time::{Duration, Instant};
+    let tmp = tempfile::tempdir().unwrap();
+    let (pg, port) = tcp_server(tmp.path()).await;
+    let pamd = Pamd::start(PamdOptions {
+        database_url: Some(format!(
+            "postgresql://pamapp:secret@127.0.0.1:{port}/pamapp"
+        )),
+        ..PamdOptions::default()
+    })
+    .await
+    .unwrap();
+    ok(&pamd.pamctl_stdin(&["apply", "-f", "-"], Some(PROJECT)));
+    assert_eq!(pamd.metric("pam_database_up").await, Some(1.0));
+    let mut pg = tokio::task::spawn_blocking(move || {
+        let mut pg = pg;
+        pg.stop().unwrap();
+        pg
+    })
+    .await
+    .unwrap();
+    let client = pamd.http();
+    let timed = |path: &'static str| {
+        let req = client
+            .get(format!("{}{path}", pamd.url))
+            .bearer_auth(&pamd.token)
+            .timeout(Duration::from_secs(30));
+        async move {
+            let started = Instant::now();
+            let r = req.send().await.unwrap();
+            (r, started.elapsed())
+        }
+    };
+    // Twice each: the first look finds the pool's connections broken, the
+    // second finds none can be made.
+    for _ in 0..2 {
+        let (r, took) = timed("/readyz").await;
+        assert_eq!(r.status().as_u16(), 503);
+        assert!(took < Duration::from_millis(1500), "/readyz took {took:?}");
+
+        let (r, took) = timed("/metrics").await;
+        assert_eq!(r.status().as_u16(), 200);
+        let text = r.text().await.unwrap();
+        assert!(took < Duration::from_millis(1500), "/metrics took {took:?}");
+        assert!(text.contains("\npam_database_up 0\n"), "{text}");
+        assert!(text.contains("pam_http_request_duration_seconds"), "{text}");
+
+        let (r, took) = timed("/api/v1/projects").await;
+        assert_eq!(r.status().as_u16(), 503, "{:?}", r.text().await);
+        // The pool's acquire timeout (1 s), and a loaded CI machine.
+        assert!(took < Duration::from_secs(2), "the API took {took:?}");
+        let retry = pam_tests::retry_after(&r);
+        assert!((1..=5).contains(&retry), "{retry}");
+        let body: serde_json::Value = r.json().await.unwrap();
+        assert_eq!(body["error"]["code"], "unavailable", "{body}");
+    }
+    let pg = tokio::task::spawn_blocking(move || {
+        pg.start().unwrap();
+        pg
+    })
+    .await
+    .unwrap();
+    pam_tests::eventually(Duration::from_secs(30), "pam_database_up 1", || async {
+        (pamd.metric("pam_database_up").await == Some(1.0)).then_some(())
+    })
+    .await;
+    let (r, _) = timed("/readyz").await;
+    assert_eq!(r.status().as_u16(), 200);
+    let out = ok(&pamd.pamctl(&["get", "projects"]));
+    assert!(out.contains("ext"), "{out}");
     drop(pamd);
     tokio::task::spawn_blocking(move || stop(pg)).await.unwrap();
 }

@@ -9,7 +9,7 @@
 use std::time::{Duration, Instant};
 
 use pam_tests::worker::{apply, events, fake, project_yaml, run, run_yaml, wait_online, Worker};
-use pam_tests::{eventually, Pamd, PamdOptions};
+use pam_tests::{eventually, ok, Pamd, PamdOptions};
 use serde_json::Value;
 
 /// The longest any one wait may take.
@@ -97,6 +97,15 @@ async fn seqs_until(
         }
     }
     seen
+}
+
+/// `kill SIG PID`, asserting it was sent.
+fn kill(sig: &str, pid: &str) {
+    let st = std::process::Command::new("kill")
+        .args([sig, pid])
+        .status()
+        .unwrap();
+    assert!(st.success());
 }
 
 fn phase_of(r: &Value) -> &str {
@@ -213,13 +222,7 @@ async fn a_paused_leader_is_fenced_and_steps_down() {
     let leader = one_leader(&ps, &[0, 1]).await;
     let other = 1 - leader;
     let pid = ps[leader].pid().expect("pid").to_string();
-    let signal = |sig: &str| {
-        let st = std::process::Command::new("kill")
-            .args([sig, &pid])
-            .status()
-            .unwrap();
-        assert!(st.success());
-    };
+    let signal = |sig: &str| kill(sig, &pid);
     signal("-STOP");
     let stopped = Instant::now();
     eventually(T, "the other replica leads", || async {
@@ -364,4 +367,159 @@ async fn an_attach_lease_taken_through_one_replica_is_used_through_another() {
         (1, 1),
         "{evs:#?}"
     );
+}
+
+/// Whether a session named `app` holds an advisory lock (pamd takes one:
+/// the journal's order lock).
+async fn holds_order_lock(db: &mut sqlx::PgConnection, app: &str) -> bool {
+    let n: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity s ON s.pid = l.pid \
+         WHERE l.locktype = 'advisory' AND l.granted AND s.application_name = $1",
+    )
+    .bind(app)
+    .fetch_one(db)
+    .await
+    .unwrap();
+    n > 0
+}
+
+/// `n` tasks of project e2e titled by `round`, as YAML (with the project).
+fn tasks_yaml(n: usize, round: usize) -> String {
+    let mut yaml = "apiVersion: pam.dev/v1\nkind: Project\nmetadata:\n  name: e2e\nspec:\n  displayName: E2E\n".to_string();
+    for i in 0..n {
+        yaml.push_str(&format!(
+            "---\napiVersion: pam.dev/v1\nkind: Task\nmetadata:\n  name: big-{i}\n  project: e2e\nspec:\n  title: Big {i} round {round}\n"
+        ));
+    }
+    yaml
+}
+
+/// Issue 30: a replica stopped (SIGSTOP) in the middle of a transaction
+/// that holds the journal's order lock held up every other replica's
+/// writes for as long as it was stopped (a one-task apply answered after
+/// 50 s). With the session timeouts (here 0.5 s for a lock wait, 1 s idle
+/// in a transaction), the stopped replica's session is ended and the
+/// others' one-task applies keep answering (p99 ≤ 2 s); resumed, the
+/// stopped replica serves again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_stopped_inside_a_transaction_holds_up_no_one() {
+    const FREEZE: Duration = Duration::from_secs(15);
+    let url = pam_testkit::testdb::fresh_database_url().await.unwrap();
+    let named = |name: &str| {
+        let sep = if url.contains('?') { '&' } else { '?' };
+        format!("{url}{sep}application_name={name}")
+    };
+    let toml =
+        format!("{TOML}[database]\nlock_timeout_ms = 500\nidle_in_transaction_timeout_ms = 1000\n");
+    let mut ps = Vec::new();
+    for name in ["pam-test-a", "pam-test-b"] {
+        let p = Pamd::start(PamdOptions {
+            config_toml: toml.clone(),
+            database_url: Some(named(name)),
+            ..PamdOptions::default()
+        })
+        .await
+        .unwrap();
+        ps.push(p);
+    }
+    // A leads, B follows (as in the report: a follower stopped).
+    let leader = one_leader(&ps, &[0, 1]).await;
+    let (a, b) = (leader, 1 - leader);
+    let b_name = ["pam-test-a", "pam-test-b"][b];
+    let mut db = <sqlx::PgConnection as sqlx::Connection>::connect(&url)
+        .await
+        .unwrap();
+    // Many tasks, then changed through B: one update and one event each,
+    // all in one transaction that holds the order lock from its first
+    // event to its commit.
+    const N: usize = 1500;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("r0.yaml"), tasks_yaml(N, 0)).unwrap();
+    ok(&ps[a].pamctl(&[
+        "apply",
+        "-f",
+        &dir.path().join("r0.yaml").display().to_string(),
+    ]));
+    let pid = ps[b].pid().unwrap().to_string();
+    let signal = |sig: &str| kill(sig, &pid);
+    let mut big = None;
+    'catch: for round in 1..=6 {
+        let file = dir.path().join(format!("r{round}.yaml"));
+        std::fs::write(&file, tasks_yaml(N, round)).unwrap();
+        let mut bg = ps[b].pamctl_background(&["apply", "-f", &file.display().to_string()]);
+        let started = Instant::now();
+        while started.elapsed() < Duration::from_secs(60) {
+            if holds_order_lock(&mut db, b_name).await {
+                signal("-STOP");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                if holds_order_lock(&mut db, b_name).await {
+                    big = Some(bg);
+                    break 'catch;
+                }
+                signal("-CONT");
+            }
+            // The apply ended before it was caught: another round.
+            if bg.child.try_wait().unwrap().is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        drop(bg);
+    }
+    let big = big.expect("B stopped while holding the journal's order lock");
+    let frozen = Instant::now();
+    // Resumed after FREEZE whatever happens meanwhile (before the fix,
+    // the applies below waited for exactly that).
+    let resume = {
+        let pid = pid.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(FREEZE).await;
+            kill("-CONT", &pid);
+        })
+    };
+    let mut took = Vec::new();
+    let mut i = 0;
+    while frozen.elapsed() < FREEZE - Duration::from_secs(1) {
+        i += 1;
+        let yaml = format!(
+            "apiVersion: pam.dev/v1\nkind: Task\nmetadata:\n  name: small-{i}\n  project: e2e\nspec:\n  title: Small {i}\n"
+        );
+        let started = Instant::now();
+        let out = ps[a].pamctl_stdin(&["apply", "-f", "-"], Some(&yaml));
+        took.push(started.elapsed());
+        ok(&out);
+    }
+    let stopped_for = frozen.elapsed();
+    // Read while B is still stopped (when the applies did not outlast
+    // the freeze), asserted below.
+    let held_while_stopped = holds_order_lock(&mut db, b_name).await;
+    resume.await.unwrap();
+    drop(big);
+    let mut sorted = took.clone();
+    sorted.sort();
+    let p99 = sorted[(sorted.len() * 99).div_ceil(100) - 1];
+    println!(
+        "{} one-task applies through A while B was stopped ({:.1} s): p99 {:.2} s, max {:.2} s",
+        took.len(),
+        stopped_for.as_secs_f64(),
+        p99.as_secs_f64(),
+        sorted.last().unwrap().as_secs_f64()
+    );
+    assert!(p99 <= Duration::from_secs(2), "p99 {p99:?}: {took:?}");
+    // The first, caught waiting: a lock wait (0.5 s), Retry-After (1 s).
+    let max = *sorted.last().unwrap();
+    assert!(max <= Duration::from_secs(4), "max {max:?}");
+    assert!(took.len() >= 5, "too few applies: {took:?}");
+    // B, still stopped, held nothing any more: PostgreSQL had ended its
+    // session idle in its transaction.
+    assert!(stopped_for < FREEZE, "the applies outlasted the freeze");
+    assert!(!held_while_stopped, "the stopped replica held the lock");
+    // Resumed, B serves again: its next apply works.
+    let out = ps[b].pamctl_stdin(
+        &["apply", "-f", "-"],
+        Some("apiVersion: pam.dev/v1\nkind: Task\nmetadata:\n  name: after\n  project: e2e\nspec:\n  title: After\n"),
+    );
+    ok(&out);
+    let got = ps[b].get("/api/v1/projects/e2e/tasks/after").await.unwrap();
+    assert_eq!(got["spec"]["title"], "After", "{got}");
 }

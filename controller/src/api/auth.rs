@@ -11,7 +11,9 @@
 //! tokens, each bound to one host name, which may only call the worker
 //! endpoints and only act for that host.
 
-use axum::extract::FromRequestParts;
+use std::net::{IpAddr, SocketAddr};
+
+use axum::extract::{ConnectInfo, FromRequestParts};
 use axum::http::request::Parts;
 use axum::http::StatusCode;
 use pam_store::{ApiToken, TokenKind};
@@ -68,8 +70,15 @@ fn unauthorized(msg: &str) -> ApiError {
     ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", msg)
 }
 
-/// Looks a bearer token up; revoked and unknown tokens are refused.
-pub async fn authenticate(state: &AppState, header: Option<&str>) -> Result<Principal, ApiError> {
+/// Looks a bearer token up; revoked and unknown tokens are refused. `peer`
+/// is the client's address, whose failed attempts are limited
+/// (rate_limit.rs, "Failed authentication"); None (an in-process router)
+/// limits nothing.
+pub async fn authenticate(
+    state: &AppState,
+    header: Option<&str>,
+    peer: Option<IpAddr>,
+) -> Result<Principal, ApiError> {
     let Some(value) = header else {
         return Err(unauthorized(
             "missing Authorization: Bearer <token> (pamctl: --token, PAM_TOKEN or the config file)",
@@ -81,16 +90,34 @@ pub async fn authenticate(state: &AppState, header: Option<&str>) -> Result<Prin
         ));
     };
     let fp = fingerprint(token);
+    let now = state.ctx.now();
+    if let Some(wait) = peer.and_then(|ip| state.limits.auth_refused(ip, &fp, now)) {
+        state.ctx.metrics.auth_failures_limited.inc();
+        let mut e = ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "rate_limited",
+            format!("too many failed authentications from this address; retry after {wait} s"),
+        );
+        e.retry_after = Some(wait);
+        return Err(e);
+    }
     let found: Option<ApiToken> = state
         .ctx
         .store
         .token_by_fingerprint(&fp)
         .await
         .map_err(ApiError::from)?;
+    let failed = |why: &str| {
+        if let Some(ip) = peer {
+            state.limits.auth_failed(ip, now);
+        }
+        Err(unauthorized(why))
+    };
     match found {
-        None => Err(unauthorized("unknown token")),
-        Some(t) if t.revoked_at.is_some() => Err(unauthorized("this token has been revoked")),
+        None => failed("unknown token"),
+        Some(t) if t.revoked_at.is_some() => failed("this token has been revoked"),
         Some(t) => {
+            state.limits.auth_succeeded(&fp);
             record_use(state, &t);
             Ok(principal(t, fp))
         }
@@ -141,13 +168,21 @@ fn auth_header(parts: &Parts) -> Option<&str> {
         .and_then(|v| v.to_str().ok())
 }
 
+/// The client's address, as pamd's listener saw it (none in an in-process
+/// router).
+pub fn peer(extensions: &axum::http::Extensions) -> Option<IpAddr> {
+    extensions
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0.ip())
+}
+
 /// Extractor for operator endpoints.
 pub struct Operator(pub Principal);
 
 impl FromRequestParts<AppState> for Operator {
     type Rejection = ApiError;
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        match authenticate(state, auth_header(parts)).await? {
+        match authenticate(state, auth_header(parts), peer(&parts.extensions)).await? {
             p @ Principal::Operator { .. } => Ok(Operator(p)),
             Principal::Worker { .. } => Err(ApiError::new(
                 StatusCode::FORBIDDEN,
@@ -166,7 +201,7 @@ pub struct Worker {
 impl FromRequestParts<AppState> for Worker {
     type Rejection = ApiError;
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        match authenticate(state, auth_header(parts)).await? {
+        match authenticate(state, auth_header(parts), peer(&parts.extensions)).await? {
             Principal::Worker { host, .. } => Ok(Worker { host }),
             Principal::Operator { .. } => Err(ApiError::new(
                 StatusCode::FORBIDDEN,

@@ -98,7 +98,8 @@ pub async fn layer(State(st): State<AppState>, req: Request, next: Next) -> Resp
         .get("authorization")
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
-    if let Err(e) = super::auth::authenticate(&st, header.as_deref()).await {
+    let peer = super::auth::peer(req.extensions());
+    if let Err(e) = super::auth::authenticate(&st, header.as_deref(), peer).await {
         return e.into_response();
     }
     let (parts, body) = req.into_parts();

@@ -5,32 +5,26 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use axum::extract::{MatchedPath, Request, State};
-use axum::http::{header, StatusCode};
+use axum::http::header;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use super::{ApiError, AppState};
+use super::AppState;
 use crate::metrics::Metrics;
 
 /// `GET /metrics`. No token (like `/healthz`): it carries counts and
 /// durations, never names, payloads or secrets (docs/operations.md).
 pub async fn handler(State(st): State<AppState>) -> Response {
-    match st.ctx.metrics.render(st.ctx.store.as_ref()).await {
-        Ok(text) => (
-            [(
-                header::CONTENT_TYPE,
-                "application/openmetrics-text; version=1.0.0; charset=utf-8",
-            )],
-            text,
-        )
-            .into_response(),
-        Err(e) => ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "not_ready",
-            format!("database: {e}"),
-        )
-        .into_response(),
-    }
+    // Served even when the database is down (`pam_database_up` 0).
+    let text = st.ctx.metrics.render(st.ctx.store.as_ref()).await;
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        text,
+    )
+        .into_response()
 }
 
 /// Middleware timing every request by its matched route (`unmatched` for

@@ -122,6 +122,9 @@ pub struct ApiError {
     /// Extra structured detail, sent as `errors` next to `error` (e.g. every
     /// positioned manifest problem).
     pub details: Option<serde_json::Value>,
+    /// Seconds, sent as `Retry-After`: the request may succeed if sent
+    /// again then (a database that cannot serve now).
+    pub retry_after: Option<u64>,
 }
 
 impl ApiError {
@@ -131,7 +134,22 @@ impl ApiError {
             code,
             message: message.into(),
             details: None,
+            retry_after: None,
         }
+    }
+
+    /// A transient failure: 503 `unavailable` with `Retry-After` (issue 30:
+    /// the database is down or a lock wait was cut short). The detail is
+    /// logged, not sent.
+    pub fn unavailable(detail: impl std::fmt::Display) -> Self {
+        tracing::warn!(error = %detail, "database unavailable");
+        let mut e = Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unavailable",
+            "the database cannot serve this request now; retry shortly",
+        );
+        e.retry_after = Some(1);
+        e
     }
 
     pub fn bad_request(message: impl Into<String>) -> Self {
@@ -160,7 +178,12 @@ impl IntoResponse for ApiError {
         if let Some(d) = self.details {
             body["errors"] = d;
         }
-        (self.status, Json(body)).into_response()
+        let mut resp = (self.status, Json(body)).into_response();
+        if let Some(s) = self.retry_after {
+            resp.headers_mut()
+                .insert(axum::http::header::RETRY_AFTER, s.into());
+        }
+        resp
     }
 }
 
@@ -169,15 +192,19 @@ async fn healthz() -> Json<serde_json::Value> {
     Json(json!({"status": "ok"}))
 }
 
-/// Readiness: the database answers and every migration pamd knows is
+/// Readiness: the database answers (within
+/// [`crate::metrics::DATABASE_PROBE`]) and every migration pamd knows is
 /// applied.
 async fn readyz(State(state): State<AppState>) -> Result<Json<serde_json::Value>, ApiError> {
-    state
-        .ctx
-        .store
-        .ready()
+    let probe = crate::metrics::DATABASE_PROBE;
+    let ready = tokio::time::timeout(probe, state.ctx.store.ready())
         .await
-        .map_err(|why| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "not_ready", why))?;
+        .unwrap_or_else(|_| Err("database: no answer within 800 ms".to_string()));
+    ready.map_err(|why| {
+        let mut e = ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "not_ready", why);
+        e.retry_after = Some(1);
+        e
+    })?;
     Ok(Json(json!({"status": "ready"})))
 }
 
@@ -220,6 +247,7 @@ impl From<StoreError> for ApiError {
             StoreError::Fenced(m) => {
                 ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", m)
             }
+            StoreError::Unavailable(m) => ApiError::unavailable(m),
             StoreError::Database(m) => ApiError::internal(m),
         }
     }

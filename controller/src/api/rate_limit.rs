@@ -15,6 +15,20 @@
 //!   tokens is limited too (each is its own bucket; idle full buckets are
 //!   forgotten).
 //!
+//! # Failed authentication (issue 30)
+//! A bad token's bucket is its own, so a flood of random tokens was never
+//! limited by the per-token buckets. Failures are also counted per client
+//! address (IPv6: per /64, what one client can rotate through): each
+//! unknown or revoked token takes one from the address's failure bucket
+//! (`auth_failures_per_second`, `auth_failures_burst`). While that bucket
+//! is empty, a request from the address whose token this pamd has not
+//! seen succeed is answered 429 before the token is looked up (no
+//! database work); a token that did succeed here goes on working, so a
+//! client sharing an address with an attacker (a NAT, a proxy) keeps its
+//! access. Only failures consume. `pam_auth_failures_limited` counts the
+//! refusals. Caveat: behind a reverse proxy every client has the proxy's
+//! address.
+//!
 //! # Budgets (docs/operations.md, "Rate limits")
 //! One worker's normal cadence: a heartbeat every 30 s, its desired set
 //! every 5 s tick, a claim long-poll (20 s) after each claim, a signal
@@ -26,7 +40,8 @@
 //! 100 a second, a burst of 1,000), whatever
 //! the fleet's size (1,000 hosts are 1,000 buckets).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::net::IpAddr;
 use std::sync::Mutex;
 
 use axum::extract::{Request, State};
@@ -47,11 +62,13 @@ pub struct Budget {
     pub burst: f64,
 }
 
-/// The operator and the worker budgets.
+/// The operator and the worker budgets, and the failed authentications
+/// one client address may make.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Budgets {
     pub operator: Budget,
     pub worker: Budget,
+    pub auth_failures: Budget,
 }
 
 impl Default for Budgets {
@@ -64,6 +81,12 @@ impl Default for Budgets {
             worker: Budget {
                 per_second: 50.0,
                 burst: 200.0,
+            },
+            // An operator's typos and a revoked worker still polling fit;
+            // a flood of guesses gets 5 lookups a second.
+            auth_failures: Budget {
+                per_second: 5.0,
+                burst: 60.0,
             },
         }
     }
@@ -91,19 +114,82 @@ pub struct Decision {
 /// Buckets above this many are pruned of the full idle ones.
 const PRUNE_ABOVE: usize = 50_000;
 
+/// Tokens remembered as having authenticated here, at most; past it the
+/// memory starts again (they are re-learnt at their next success).
+const GOOD_TOKENS_MAX: usize = 100_000;
+
 /// The buckets of this pamd. The default limits nothing (an in-process
 /// router in tests); pamd runs with its `[rate_limits]`.
 #[derive(Debug, Default)]
 pub struct Limiter {
     pub budgets: Option<Budgets>,
     buckets: Mutex<HashMap<String, Bucket>>,
+    /// Failed authentications by client address (module doc).
+    failures: Mutex<HashMap<IpAddr, Bucket>>,
+    /// Fingerprints of tokens that authenticated here.
+    good: Mutex<HashSet<String>>,
 }
 
 impl Limiter {
     pub fn new(budgets: Budgets) -> Limiter {
         Limiter {
             budgets: Some(budgets),
-            buckets: Mutex::default(),
+            ..Limiter::default()
+        }
+    }
+
+    /// Seconds until `peer` may try an unknown token again, when its
+    /// failure bucket is empty and the token `fp` has not authenticated
+    /// here; None: look the token up.
+    pub fn auth_refused(&self, peer: IpAddr, fp: &str, now: DateTime<Utc>) -> Option<u64> {
+        let b = self.budgets?.auth_failures;
+        let tokens = {
+            let failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+            refill(failures.get(&client(peer))?, b, now)
+        };
+        if tokens >= 1.0
+            || self
+                .good
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .contains(fp)
+        {
+            return None;
+        }
+        Some(((1.0 - tokens) / b.per_second).ceil().max(1.0) as u64)
+    }
+
+    /// `peer` presented a token that is unknown or revoked.
+    pub fn auth_failed(&self, peer: IpAddr, now: DateTime<Utc>) {
+        let Some(b) = self.budgets.map(|b| b.auth_failures) else {
+            return;
+        };
+        let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+        if failures.len() > PRUNE_ABOVE {
+            failures.retain(|_, k| refill(k, b, now) < b.burst);
+        }
+        let bucket = failures.entry(client(peer)).or_insert(Bucket {
+            tokens: b.burst,
+            at: now,
+        });
+        *bucket = Bucket {
+            tokens: (refill(bucket, b, now) - 1.0).max(0.0),
+            at: now,
+        };
+    }
+
+    /// The token `fp` authenticated: it is let through even while its
+    /// address's failure bucket is empty.
+    pub fn auth_succeeded(&self, fp: &str) {
+        if self.budgets.is_none() {
+            return;
+        }
+        let mut good = self.good.lock().unwrap_or_else(|p| p.into_inner());
+        if !good.contains(fp) {
+            if good.len() >= GOOD_TOKENS_MAX {
+                good.clear();
+            }
+            good.insert(fp.to_string());
         }
     }
 
@@ -140,6 +226,18 @@ impl Limiter {
             reset: secs(b.burst - left),
             retry_after: if allowed { 0 } else { secs(1.0 - left).max(1) },
         })
+    }
+}
+
+/// The client an address stands for: an IPv6 address by its /64 (one
+/// client commonly holds a whole /64 and can rotate through it).
+fn client(peer: IpAddr) -> IpAddr {
+    match peer {
+        IpAddr::V4(_) => peer,
+        IpAddr::V6(v6) => {
+            let bits = u128::from(v6) & !((1u128 << 64) - 1);
+            IpAddr::V6(bits.into())
+        }
     }
 }
 
@@ -225,6 +323,37 @@ mod tests {
         // Half a second later one request fits.
         assert!(l.check("a", false, at(500)).unwrap().allowed);
         assert!(!l.check("a", false, at(600)).unwrap().allowed);
+    }
+
+    #[test]
+    fn failed_authentications_empty_an_address_but_not_a_good_token() {
+        let l = Limiter::new(Budgets {
+            auth_failures: Budget {
+                per_second: 2.0,
+                burst: 3.0,
+            },
+            ..Budgets::default()
+        });
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        let a = ip("192.0.2.1");
+        l.auth_succeeded("good");
+        for _ in 0..3 {
+            assert_eq!(l.auth_refused(a, "bad", at(0)), None);
+            l.auth_failed(a, at(0));
+        }
+        assert_eq!(l.auth_refused(a, "bad", at(0)), Some(1));
+        assert_eq!(l.auth_refused(a, "good", at(0)), None);
+        assert_eq!(l.auth_refused(ip("192.0.2.2"), "bad", at(0)), None);
+        // Half a second later one failure fits again.
+        assert_eq!(l.auth_refused(a, "bad", at(500)), None);
+        // An IPv6 client is its /64.
+        for _ in 0..3 {
+            l.auth_failed(ip("2001:db8::1"), at(0));
+        }
+        assert!(l
+            .auth_refused(ip("2001:db8::ffff:1"), "bad", at(0))
+            .is_some());
+        assert_eq!(l.auth_refused(ip("2001:db8:0:1::1"), "bad", at(0)), None);
     }
 
     /// The worker protocol at 1,000 hosts, each with its own token, at the

@@ -7,6 +7,8 @@
 //! operator_burst = 1000       # at once
 //! worker_per_second = 50      # per worker token (one host)
 //! worker_burst = 200
+//! auth_failures_per_second = 5  # unknown or revoked tokens, per client address (issue 30)
+//! auth_failures_burst = 60
 //! enabled = true
 //! ```
 
@@ -23,6 +25,8 @@ pub struct RateLimitsConfig {
     pub operator_burst: u32,
     pub worker_per_second: f64,
     pub worker_burst: u32,
+    pub auth_failures_per_second: f64,
+    pub auth_failures_burst: u32,
 }
 
 impl Default for RateLimitsConfig {
@@ -34,20 +38,26 @@ impl Default for RateLimitsConfig {
             operator_burst: b.operator.burst as u32,
             worker_per_second: b.worker.per_second,
             worker_burst: b.worker.burst as u32,
+            auth_failures_per_second: b.auth_failures.per_second,
+            auth_failures_burst: b.auth_failures.burst as u32,
         }
     }
 }
 
 impl RateLimitsConfig {
     pub(super) fn validate(&self) -> anyhow::Result<()> {
-        let rates_ok = [self.operator_per_second, self.worker_per_second]
-            .iter()
-            .all(|r| r.is_finite() && *r > 0.0);
+        let rates_ok = [
+            self.operator_per_second,
+            self.worker_per_second,
+            self.auth_failures_per_second,
+        ]
+        .iter()
+        .all(|r| r.is_finite() && *r > 0.0);
         if !rates_ok {
-            bail!("[rate_limits] operator_per_second and worker_per_second must be above 0");
+            bail!("[rate_limits] operator_per_second, worker_per_second and auth_failures_per_second must be above 0");
         }
-        if self.operator_burst == 0 || self.worker_burst == 0 {
-            bail!("[rate_limits] operator_burst and worker_burst must be at least 1");
+        if self.operator_burst == 0 || self.worker_burst == 0 || self.auth_failures_burst == 0 {
+            bail!("[rate_limits] operator_burst, worker_burst and auth_failures_burst must be at least 1");
         }
         Ok(())
     }
@@ -62,6 +72,10 @@ impl RateLimitsConfig {
             worker: Budget {
                 per_second: self.worker_per_second,
                 burst: f64::from(self.worker_burst),
+            },
+            auth_failures: Budget {
+                per_second: self.auth_failures_per_second,
+                burst: f64::from(self.auth_failures_burst),
             },
         })
     }

@@ -235,3 +235,45 @@ fn sources_name_the_roots_directory_sources_may_read() {
         "{err}"
     );
 }
+
+/// Issue 30: the session timeouts and the failed-authentication budget
+/// are read, defaulted and refused when they would mean "no limit".
+#[test]
+fn database_timeouts_and_the_auth_failure_budget() {
+    use std::time::Duration as D;
+    let c = resolve(None, &Cli::default()).unwrap();
+    let s = c.database.settings();
+    assert_eq!(
+        (
+            s.acquire_timeout,
+            s.idle_in_transaction_timeout,
+            s.lock_timeout,
+            s.statement_timeout
+        ),
+        (
+            D::from_secs(1),
+            D::from_secs(5),
+            D::from_secs(3),
+            D::from_secs(60)
+        )
+    );
+    let b = c.rate_limits.budgets().unwrap().auth_failures;
+    assert_eq!((b.per_second, b.burst), (5.0, 60.0));
+    let text = "[database]\nlock_timeout_ms = 500\nidle_in_transaction_timeout_ms = 1000\n\
+                [rate_limits]\nauth_failures_burst = 7\n";
+    let c = resolve(Some(text), &Cli::default()).unwrap();
+    assert_eq!(c.database.settings().lock_timeout, D::from_millis(500));
+    assert_eq!(
+        c.database.settings().idle_in_transaction_timeout,
+        D::from_secs(1)
+    );
+    assert_eq!(c.rate_limits.budgets().unwrap().auth_failures.burst, 7.0);
+    for bad in [
+        "[database]\nlock_timeout_ms = 0\n",
+        "[database]\nstatement_timeout_ms = 0\n",
+        "[rate_limits]\nauth_failures_burst = 0\n",
+        "[rate_limits]\nauth_failures_per_second = 0\n",
+    ] {
+        assert!(resolve(Some(bad), &Cli::default()).is_err(), "{bad}");
+    }
+}

@@ -65,7 +65,7 @@ async fn stop_embedded(mut pg: EmbeddedPg) {
 }
 
 async fn serve(config: &Config, clock: SharedClock, url: &str) -> anyhow::Result<()> {
-    let store = PgStore::connect(url, config.database.max_connections).await?;
+    let store = PgStore::connect(url, &config.database.settings()).await?;
     let mut state = AppState::new(Arc::new(store.clone()), clock, thresholds(config));
     state.ctx.prices = Arc::new(config.prices.clone());
     if let Some(b) = config.rate_limits.budgets() {
@@ -204,7 +204,10 @@ async fn serve(config: &Config, clock: SharedClock, url: &str) -> anyhow::Result
     // connection's life — 160 MB at 1,000 workers' keep-alive connections
     // (issue 20). `IntoMakeService` hands each connection a clone of one
     // `Arc`.
-    let app = api::router(state).into_make_service();
+    // With the client's address (ConnectInfo): failed authentications
+    // are limited per address (issue 30). Both listeners below are
+    // `tap_io` ones, for which axum provides it.
+    let app = api::router(state).into_make_service_with_connect_info::<std::net::SocketAddr>();
     // On SIGINT/SIGTERM, end the event streams too: graceful shutdown waits
     // for open connections, and an SSE stream never ends by itself.
     let shutdown = async move {
@@ -221,6 +224,11 @@ async fn serve(config: &Config, clock: SharedClock, url: &str) -> anyhow::Result
         // With TLS on, the TLS listener is the only one (no plain port).
         Some(h) => {
             let listener = tls::listener::TlsListener::new(listener, h.current)?;
+            // Tapped for nothing (the TLS listener sets TCP_NODELAY
+            // itself): axum gives a tapped listener's connections their
+            // ConnectInfo<SocketAddr>, and the TLS listener's type is
+            // not one it knows.
+            let listener = axum::serve::ListenerExt::tap_io(listener, |_| {});
             let served = axum::serve(listener, app)
                 .with_graceful_shutdown(shutdown)
                 .await;

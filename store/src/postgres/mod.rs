@@ -34,6 +34,8 @@ pub(crate) use crate::{
 #[allow(unused_imports)]
 use rows::*;
 
+pub use pool::PoolSettings;
+
 /// Key of the transaction-scoped advisory lock that orders event appends
 /// (module doc of [`super`]): any constant unused elsewhere ("pamevent").
 const EVENT_LOCK_KEY: i64 = 0x7061_6d65_7665_6e74;
@@ -55,22 +57,11 @@ impl PgStore {
         }
     }
 
-    /// Connects to `url` with a pool of up to `max_connections` and applies
-    /// every pending migration ([`crate::db::MIGRATOR`]) before returning:
-    /// nothing is served on an older schema.
-    pub async fn connect(url: &str, max_connections: u32) -> anyhow::Result<PgStore> {
-        use anyhow::Context as _;
-        let pool = sqlx::postgres::PgPoolOptions::new()
-            .max_connections(max_connections)
-            .acquire_timeout(std::time::Duration::from_secs(10))
-            .connect(url)
-            .await
-            .context("connect to PostgreSQL")?;
-        crate::db::MIGRATOR
-            .run(&pool)
-            .await
-            .context("apply migrations")?;
-        Ok(PgStore::new(pool))
+    /// Connects to `url` with the pool and session `settings` (pool.rs)
+    /// and applies every pending migration ([`crate::db::MIGRATOR`])
+    /// before returning: nothing is served on an older schema.
+    pub async fn connect(url: &str, settings: &PoolSettings) -> anyhow::Result<PgStore> {
+        Ok(PgStore::new(pool::open(url, settings).await?))
     }
 
     /// Closes the pool (waits for connections in use to be returned).
@@ -191,10 +182,28 @@ fn db_err(e: sqlx::Error) -> StoreError {
             Some("40001") => {
                 return StoreError::Conflict(format!("serialization failure: {}", d.message()))
             }
+            // Waits cut short by the session timeouts (pool.rs), and a
+            // server shutting down or not accepting yet: try again later.
+            Some("55P03") => {
+                return StoreError::Unavailable(format!("lock wait timed out: {}", d.message()))
+            }
+            Some("57014" | "25P03" | "57P01" | "57P02" | "57P03") => {
+                return StoreError::Unavailable(d.message().to_string())
+            }
+            Some(c) if c.starts_with("08") => {
+                return StoreError::Unavailable(d.message().to_string())
+            }
             _ => {}
         }
     }
-    StoreError::Database(e.to_string())
+    match e {
+        // No connection within the acquire timeout, or none can be made:
+        // the database is down, unreachable or saturated.
+        sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) => {
+            StoreError::Unavailable(e.to_string())
+        }
+        _ => StoreError::Database(e.to_string()),
+    }
 }
 
 /// Like [`db_err`], but an FK violation on delete means the row is still
@@ -432,6 +441,7 @@ mod events;
 mod hosts;
 mod idempotency;
 mod leader;
+mod pool;
 mod projects;
 mod rows;
 mod runs;
