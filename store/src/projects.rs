@@ -48,7 +48,8 @@ pub trait ProjectTx: Send {
 /// while it does.
 pub fn over_budget(meta: &crate::Meta) -> bool {
     meta.conditions.as_array().is_some_and(|c| {
-        c.iter()
-            .any(|c| c["type"] == "BudgetExceeded" && c["status"] == "True")
+        c.iter().any(|c| {
+            c["type"] == pam_manifests::conditions::BUDGET_EXCEEDED && c["status"] == "True"
+        })
     })
 }

@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 use crate::clock::ts;
 
 /// The condition that says the current generation's spec was accepted.
-pub const APPLIED: &str = "Applied";
+pub use pam_manifests::conditions::APPLIED;
 
 /// What an operator declares about an object.
 #[derive(Debug, Clone, PartialEq)]

@@ -22,9 +22,7 @@ use uuid::Uuid;
 use super::meta::{self, Change, Desired};
 use crate::events::{payload, topic};
 
-pub const READY: &str = "Ready";
-pub const RECONCILING: &str = "Reconciling";
-pub const STALLED: &str = "Stalled";
+pub use pam_manifests::conditions::{READY, RECONCILING, STALLED};
 
 /// A Source as declared.
 #[derive(Debug, Clone)]

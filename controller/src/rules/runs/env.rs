@@ -24,7 +24,7 @@ use serde_json::Value;
 use crate::rules::secrets::{self, missing_message, Keyring, ResolveError};
 
 /// The condition a waiting run shows.
-pub const SECRET_MISSING: &str = "SecretMissing";
+pub use pam_manifests::conditions::SECRET_MISSING;
 
 /// The `env` and `envFrom` of a stored run spec.
 pub fn env_of(spec: &Value) -> (Vec<EnvVar>, Vec<EnvFromSource>) {

@@ -34,7 +34,7 @@ use crate::events::{payload, topic};
 use crate::rules::meta;
 
 /// The condition a pending run of a blocked task shows.
-pub const BLOCKED: &str = "Blocked";
+pub use pam_manifests::conditions::BLOCKED;
 
 /// Runs failed for a cancelled dependency per pass (oldest ids first; the
 /// rest next pass).

@@ -267,7 +267,7 @@ pub async fn delete(tx: &mut dyn Tx, run: &Run) -> StoreResult<bool> {
 }
 
 /// The condition that marks a run whose task is not executable.
-pub const INTEGRITY_ANOMALY: &str = "IntegrityAnomaly";
+pub use pam_manifests::conditions::INTEGRITY_ANOMALY;
 
 /// A run pointing at a milestone or epic is "a data-integrity anomaly to
 /// journal, not to auto-repair" (pam-data-model.txt, runs.task_id): marks

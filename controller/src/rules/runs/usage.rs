@@ -28,7 +28,7 @@ pub const PRICED_PROVIDERS: [&str; 4] = ["claude", "codex", "gemini", "grok"];
 
 /// The condition a run (being stopped) or a project (dispatching no new
 /// runs) carries once it reached its budget, and its reason.
-pub const BUDGET_EXCEEDED: &str = "BudgetExceeded";
+pub use pam_manifests::conditions::BUDGET_EXCEEDED;
 
 /// The model key a provider's fallback price is listed under.
 pub const DEFAULT_MODEL: &str = "default";
