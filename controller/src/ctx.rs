@@ -55,13 +55,9 @@ pub struct Ctx {
     /// pamd's metrics (`GET /metrics`).
     pub metrics: Arc<Metrics>,
     pub thresholds: Thresholds,
-    /// Signalled when a run may have become claimable (new run, requeue,
-    /// host change), waking long-polling claims.
-    pub claimable: Arc<Notify>,
-    /// Per-host wake-ups of long-poll claims (a run of the host ended).
-    pub host_claims: Arc<HostClaims>,
-    /// Signalled to run the loops sooner than the resync period.
-    pub wake: Arc<Notify>,
+    /// Every wake-up the loops, the claims and the sender share with the
+    /// API, in one place.
+    pub wakeups: Wakeups,
     /// Since when this pamd has been able to observe the fleet.
     observation: Arc<Observation>,
     /// The leader lease this context's commits are fenced by: the loops'
@@ -72,12 +68,29 @@ pub struct Ctx {
     pub prices: Arc<PriceTable>,
     /// pamd's `[webhooks]` (issue 19): signing keys, retries, links.
     pub webhooks: Arc<WebhookSettings>,
-    /// Signalled when a commit queued webhook deliveries (the sender
-    /// wakes sooner than its poll).
-    pub deliveries: Arc<Notify>,
     /// The keys Secrets are sealed with (issue 18): pamd's key file, or
     /// one key in memory for tests.
     pub secrets: Arc<Keyring>,
+}
+
+/// The wake-ups (issue 29: one place). Each only makes something happen
+/// sooner: the loops resync, the claims long-poll with a timeout and the
+/// sender polls, so a lost wake-up costs time, never correctness.
+#[derive(Clone, Default)]
+pub struct Wakeups {
+    /// A run may have become claimable (new run, requeue, host change):
+    /// wakes long-polling claims ([`Ctx::runs_claimable`]).
+    pub claimable: Arc<Notify>,
+    /// Per-host wake-ups of long-poll claims (a run of the host ended).
+    pub host_claims: Arc<HostClaims>,
+    /// Runs the loops sooner than the resync period.
+    pub loops: Arc<Notify>,
+    /// A commit queued webhook deliveries: the sender wakes sooner than
+    /// its poll.
+    pub deliveries: Arc<Notify>,
+    /// Wakes the workers' claim long-polls early (a stop, a signal, attach
+    /// input), so they fetch their desired set now rather than next tick.
+    pub nudge: Arc<Notify>,
 }
 
 /// A fencing token: the term of a leader lease this process holds (0:
@@ -201,9 +214,7 @@ impl Ctx {
             metrics: Arc::new(Metrics::new(&bus)),
             bus,
             thresholds,
-            claimable: Arc::new(Notify::new()),
-            host_claims: Arc::default(),
-            wake: Arc::new(Notify::new()),
+            wakeups: Wakeups::default(),
             observation: Arc::new(Observation {
                 since: Mutex::new(clock.now()),
                 blind: AtomicBool::new(false),
@@ -212,7 +223,6 @@ impl Ctx {
             fence: None,
             prices: Arc::new(PriceTable::default()),
             webhooks: Arc::new(WebhookSettings::default()),
-            deliveries: Arc::new(Notify::new()),
             secrets: Arc::new(Keyring::ephemeral()),
         }
     }
@@ -235,18 +245,18 @@ impl Ctx {
         }
         // A few spare wake-ups per run: a woken claim may lose the run to
         // another host's tick, or time out as it wakes.
-        if targeted || n.saturating_mul(4) >= self.host_claims.waiting_now() {
-            self.claimable.notify_waiters();
+        if targeted || n.saturating_mul(4) >= self.wakeups.host_claims.waiting_now() {
+            self.wakeups.claimable.notify_waiters();
         } else {
             for _ in 0..n {
-                self.claimable.notify_one();
+                self.wakeups.claimable.notify_one();
             }
         }
     }
 
     /// A run on `host` ended: its own long-poll claims may claim again.
     pub fn host_freed(&self, host: uuid::Uuid) {
-        self.host_claims.freed(host);
+        self.wakeups.host_claims.freed(host);
     }
 
     /// After a committed batch created `n` runs: a bulk (at least
@@ -353,7 +363,7 @@ impl Ctx {
         let _order = self.bus.order_lock().await;
         let events = tx.commit().await?;
         if queued > 0 {
-            self.deliveries.notify_one();
+            self.wakeups.deliveries.notify_one();
         }
         self.bus.publish_read(before);
         self.bus.publish(events);

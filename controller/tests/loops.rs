@@ -964,7 +964,7 @@ async fn long_poll_claim_returns_as_soon_as_a_run_is_created() {
         );
     tokio::task::yield_now().await;
     let run = w.run("r1", Target::Any, 1).await;
-    w.ctx.claimable.notify_waiters();
+    w.ctx.wakeups.claimable.notify_waiters();
     let got = tokio::time::timeout(Duration::from_secs(5), waiter)
         .await
         .expect("claim returned promptly")

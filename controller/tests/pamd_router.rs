@@ -97,7 +97,7 @@ async fn unknown_routes_and_methods_are_json_errors() {
 #[tokio::test]
 async fn startup_purge_deletes_only_events_past_retention() {
     let (state, pool) = state_and_pool().await;
-    let now = state.clock.now();
+    let now = state.ctx.now();
     for (topic, age_days) in [("old", 31), ("edge", 29), ("new", 0)] {
         sqlx::query("INSERT INTO events (topic, payload, created_at) VALUES ($1, '{}', $2)")
             .bind(topic)

@@ -156,7 +156,12 @@ async fn a_changed_file_alone_is_applied() {
     let mut w = World::new().await;
     assert_eq!(w.plan().await, Plan::Full, "nothing applied yet");
     let s = w.sync(Trigger::Due).await;
-    assert_eq!(s.status.sync, pam_manifests::kinds::SyncState::Synced, "{:?}", s.status);
+    assert_eq!(
+        s.status.sync,
+        pam_manifests::kinds::SyncState::Synced,
+        "{:?}",
+        s.status
+    );
     assert_eq!(w.syncs("full").await, 1);
     assert_eq!(w.title("b1").await.as_deref(), Some("B one"));
 
@@ -168,7 +173,12 @@ async fn a_changed_file_alone_is_applied() {
     assert_eq!(w.plan().await, changed(&["b.yaml"], &["b1"]));
     // An edit is applied as soon as the file is complete.
     let s = w.sync(JUST_CHANGED).await;
-    assert_eq!(s.status.sync, pam_manifests::kinds::SyncState::Synced, "{:?}", s.status);
+    assert_eq!(
+        s.status.sync,
+        pam_manifests::kinds::SyncState::Synced,
+        "{:?}",
+        s.status
+    );
     assert_eq!(w.syncs("changed").await, 1);
     assert_eq!(w.syncs("full").await, 1);
     assert_eq!(w.title("b1").await.as_deref(), Some("B one again"));
@@ -179,7 +189,12 @@ async fn a_changed_file_alone_is_applied() {
     w.write("c.yaml", &task("c1", "C one", Some("a2")));
     assert_eq!(w.plan().await, changed(&["c.yaml"], &["c1"]));
     let s = w.sync(CHANGED).await;
-    assert_eq!(s.status.sync, pam_manifests::kinds::SyncState::Synced, "{:?}", s.status);
+    assert_eq!(
+        s.status.sync,
+        pam_manifests::kinds::SyncState::Synced,
+        "{:?}",
+        s.status
+    );
     assert_eq!(w.syncs("changed").await, 2);
     assert_eq!(w.title("c1").await.as_deref(), Some("C one"));
     let n = {
@@ -204,7 +219,12 @@ async fn what_a_changed_file_cannot_decide_alone_is_a_full_sync() {
     w.write("c.yaml", &task("a1", "A again", None));
     assert_eq!(w.plan().await, Plan::Full);
     let s = w.sync(CHANGED).await;
-    assert_eq!(s.status.sync, pam_manifests::kinds::SyncState::Failed, "{:?}", s.status);
+    assert_eq!(
+        s.status.sync,
+        pam_manifests::kinds::SyncState::Failed,
+        "{:?}",
+        s.status
+    );
     assert!(
         s.status.sync_message.contains("a1"),
         "{}",
@@ -215,7 +235,12 @@ async fn what_a_changed_file_cannot_decide_alone_is_a_full_sync() {
     // Failed: the next sync is a full one.
     assert_eq!(w.plan().await, Plan::Full);
     let s = w.sync(CHANGED).await;
-    assert_eq!(s.status.sync, pam_manifests::kinds::SyncState::Synced, "{:?}", s.status);
+    assert_eq!(
+        s.status.sync,
+        pam_manifests::kinds::SyncState::Synced,
+        "{:?}",
+        s.status
+    );
 
     // A file removed: its objects leave the tree and are pruned, which
     // only the full sync decides — once the tree has been still for
@@ -226,7 +251,12 @@ async fn what_a_changed_file_cannot_decide_alone_is_a_full_sync() {
     assert_eq!(w.title("b1").await.as_deref(), Some("B one"), "not yet");
     let full = w.syncs("full").await;
     let s = w.sync(CHANGED).await;
-    assert_eq!(s.status.sync, pam_manifests::kinds::SyncState::Synced, "{:?}", s.status);
+    assert_eq!(
+        s.status.sync,
+        pam_manifests::kinds::SyncState::Synced,
+        "{:?}",
+        s.status
+    );
     assert_eq!(w.syncs("full").await, full + 1);
     assert_eq!(w.title("b1").await, None, "pruned");
     assert_eq!(w.title("b2").await, None, "pruned");
@@ -244,7 +274,12 @@ async fn what_a_changed_file_cannot_decide_alone_is_a_full_sync() {
     assert_eq!(w.plan().await, changed(&["e.yaml"], &["a2"]));
     let changed = w.syncs("changed").await;
     let s = w.sync(CHANGED).await;
-    assert_eq!(s.status.sync, pam_manifests::kinds::SyncState::Synced, "{:?}", s.status);
+    assert_eq!(
+        s.status.sync,
+        pam_manifests::kinds::SyncState::Synced,
+        "{:?}",
+        s.status
+    );
     assert_eq!(w.syncs("changed").await, changed + 1);
     assert_eq!(w.title("a2").await.as_deref(), Some("A two moved"));
     let mut tx = w.ctx.store.begin().await.unwrap();
@@ -267,7 +302,12 @@ async fn a_changed_file_is_validated_against_the_stored_tree() {
     );
     assert_eq!(w.plan().await, changed(&["a.yaml"], &["a1"]));
     let s = w.sync(CHANGED).await;
-    assert_eq!(s.status.sync, pam_manifests::kinds::SyncState::Failed, "{:?}", s.status);
+    assert_eq!(
+        s.status.sync,
+        pam_manifests::kinds::SyncState::Failed,
+        "{:?}",
+        s.status
+    );
     let err = &s.status.errors[0];
     assert_eq!(err["file"], "a.yaml", "{err}");
     assert!(err["line"].as_u64().is_some(), "{err}");
@@ -280,7 +320,12 @@ async fn a_changed_file_is_validated_against_the_stored_tree() {
         &(task("a1", "A one", None) + &task("a2", "A two", Some("nope"))),
     );
     let s = w.sync(CHANGED).await;
-    assert_eq!(s.status.sync, pam_manifests::kinds::SyncState::Failed, "{:?}", s.status);
+    assert_eq!(
+        s.status.sync,
+        pam_manifests::kinds::SyncState::Failed,
+        "{:?}",
+        s.status
+    );
     assert_eq!(s.status.errors[0]["file"], "a.yaml");
     assert!(
         s.status.sync_message.contains("nope"),
@@ -294,7 +339,12 @@ async fn a_changed_file_is_validated_against_the_stored_tree() {
         &(task("a1", "A one", None) + &task("a2", "A two", Some("a1"))),
     );
     let s = w.sync(CHANGED).await;
-    assert_eq!(s.status.sync, pam_manifests::kinds::SyncState::Synced, "{:?}", s.status);
+    assert_eq!(
+        s.status.sync,
+        pam_manifests::kinds::SyncState::Synced,
+        "{:?}",
+        s.status
+    );
     assert_eq!(s.status.revision, applied);
     let mut tx = w.ctx.store.begin().await.unwrap();
     let p = tx.get_project_by_slug("big").await.unwrap().unwrap();

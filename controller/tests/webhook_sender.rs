@@ -209,7 +209,7 @@ async fn retries_follow_the_clock_then_fail_and_a_redelivery_sends_it_again() {
         .await
         .unwrap();
     ctx.commit(tx).await.unwrap();
-    ctx.deliveries.notify_one();
+    ctx.wakeups.deliveries.notify_one();
     let d4 = wait_for_attempts(&ctx, 4).await;
     assert_eq!(
         (d4.status, d4.last_code),

@@ -86,7 +86,40 @@ pub struct Run {
     pub updated_at: DateTime<Utc>,
 }
 
+/// The progress-sequence rule's SQL mirror of [`Run::advances_progress`]
+/// (`$2` the signal's attempt, `$3` its seq), kept beside it so the two
+/// stay one rule; the conformance suite runs both stores through it.
+pub const ADVANCES_PROGRESS_SQL: &str =
+    "attempt = $2 AND (last_progress_seq IS NULL OR last_progress_seq < $3)";
+
 impl Run {
+    /// The progress-sequence rule (pam-data-model.txt, processed_signals:
+    /// "apply a progress signal only if seq > last_progress_seq", within
+    /// the run's current attempt — the order is on (attempt, seq)). Its one
+    /// home in Rust: the memory store and signal ingest's staging ask it;
+    /// PostgreSQL's guard is [`ADVANCES_PROGRESS_SQL`].
+    pub fn advances_progress(&self, attempt: i32, seq: i64) -> bool {
+        self.attempt == attempt && self.last_progress_seq.is_none_or(|last| seq > last)
+    }
+
+    /// Applies progress `seq` of `attempt` when [`Self::advances_progress`]
+    /// says so (last_progress_seq moves, resource_version + 1); returns
+    /// whether it applied.
+    pub fn advance_progress(&mut self, attempt: i32, seq: i64) -> bool {
+        if !self.advances_progress(attempt, seq) {
+            return false;
+        }
+        self.last_progress_seq = Some(seq);
+        self.meta.resource_version += 1;
+        true
+    }
+
+    /// Whether this run is assigned to `host_id`: a worker may report on,
+    /// and send output of, only its own host's runs.
+    pub fn is_on_host(&self, host_id: Uuid) -> bool {
+        self.host_id == Some(host_id)
+    }
+
     /// A guarded status transition applied to this row in memory, as
     /// [`Tx::transition_run`] does it in a store: the state-machine gate,
     /// then the status and attempt guard (Conflict), then each set field of

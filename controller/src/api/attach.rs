@@ -202,7 +202,7 @@ pub async fn input(
         .await?
         .map_err(lease_error)?;
     st.ctx.commit(tx).await?;
-    st.nudge.notify_waiters();
+    st.ctx.wakeups.nudge.notify_waiters();
     Ok((StatusCode::ACCEPTED, Json(json!({ "accepted": true }))).into_response())
 }
 

@@ -94,6 +94,6 @@ pub async fn host_action(
     };
     let obj = host_object(tx.as_mut(), &h).await?;
     st.ctx.commit(tx).await?;
-    st.ctx.claimable.notify_waiters();
+    st.ctx.wakeups.claimable.notify_waiters();
     Ok(Json(obj))
 }

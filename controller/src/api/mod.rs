@@ -56,9 +56,8 @@ pub mod worker;
 /// What every handler can reach.
 #[derive(Clone)]
 pub struct AppState {
-    pub clock: SharedClock,
-    /// Store, clock, event bus, thresholds and wake-ups, shared with the
-    /// loops.
+    /// Store, the clock, event bus, thresholds and wake-ups, shared with
+    /// the loops.
     pub ctx: Ctx,
     /// Latest output per run (memory only).
     pub snapshots: snapshots::SnapshotCache,
@@ -66,9 +65,6 @@ pub struct AppState {
     pub signals: pending_signals::PendingSignals,
     /// The tokens open streams and leases hold: revoking one ends them.
     pub revocations: revocation::Revocations,
-    /// Wakes the workers' claim long-polls early (a stop, a signal, attach
-    /// input), so they fetch their desired set now rather than next tick.
-    pub nudge: std::sync::Arc<tokio::sync::Notify>,
     /// The per-token rate limits (issue 19; this replica's buckets).
     pub limits: Arc<rate_limit::Limiter>,
 }
@@ -77,12 +73,10 @@ impl AppState {
     /// State over a store (PostgreSQL in pamd, memory in unit tests).
     pub fn new(store: Arc<dyn Store>, clock: SharedClock, thresholds: Thresholds) -> AppState {
         AppState {
-            ctx: Ctx::new(store.clone(), clock.clone(), thresholds),
-            clock,
+            ctx: Ctx::new(store, clock, thresholds),
             snapshots: Default::default(),
             signals: Default::default(),
             revocations: Default::default(),
-            nudge: Default::default(),
             limits: Default::default(),
         }
     }

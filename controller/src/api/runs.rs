@@ -202,9 +202,9 @@ pub async fn stop_run(
     let r = runs::request_stop(tx.as_mut(), r, now).await?;
     let obj = run_object(tx.as_mut(), &p, &r).await?;
     st.ctx.commit(tx).await?;
-    st.ctx.wake.notify_one();
+    st.ctx.wakeups.loops.notify_one();
     // Wake the workers' long-polls so the stop reaches the session now.
-    st.nudge.notify_waiters();
+    st.ctx.wakeups.nudge.notify_waiters();
     Ok(Json(obj))
 }
 
@@ -249,7 +249,7 @@ pub async fn signal_run(
     // starts (pending_signals).
     st.signals
         .push(r.id, r.host_id, r.attempt, ev.seq, sig.to_string());
-    st.nudge.notify_waiters();
+    st.ctx.wakeups.nudge.notify_waiters();
     Ok((StatusCode::ACCEPTED, Json(json!({ "accepted": true }))).into_response())
 }
 

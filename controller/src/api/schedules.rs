@@ -102,7 +102,7 @@ pub async fn trigger_schedule(
     match schedules::trigger(tx.as_mut(), &s, &p.slug, st.ctx.now()).await? {
         Tick::Created(run) => {
             st.ctx.commit(tx).await?;
-            st.ctx.claimable.notify_waiters();
+            st.ctx.wakeups.claimable.notify_waiters();
             Ok((StatusCode::CREATED, Json(json!({ "run": run }))))
         }
         Tick::Skipped(why) => Err(ApiError::new(StatusCode::CONFLICT, "conflict", why)),

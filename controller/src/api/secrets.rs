@@ -81,7 +81,7 @@ pub async fn delete_secret(
     let s = lookup::secret(tx.as_mut(), &p, &name).await?;
     secrets::delete(tx.as_mut(), s.id).await?;
     st.ctx.commit(tx).await?;
-    st.ctx.wake.notify_one();
+    st.ctx.wakeups.loops.notify_one();
     Ok(StatusCode::NO_CONTENT)
 }
 

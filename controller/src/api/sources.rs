@@ -81,6 +81,6 @@ pub async fn sync_source(
     let counts = tx.count_source_objects(&[s.id]).await?;
     let body = printed(&s, &counts);
     st.ctx.commit(tx).await?;
-    st.ctx.wake.notify_one();
+    st.ctx.wakeups.loops.notify_one();
     Ok((StatusCode::ACCEPTED, Json(body)))
 }

@@ -159,7 +159,7 @@ pub async fn transition_task(
         // Dependents' runs may be unblocked, blocked again or fail
         // (issue 17): the next loop pass now rather than at the resync
         // (latency only; the periodic pass is what makes it correct).
-        st.ctx.wake.notify_one();
+        st.ctx.wakeups.loops.notify_one();
     }
     Ok(Json(
         json!({ "task": obj, "cascade": cascade, "changed": true, "dryRun": body.dry_run }),

@@ -168,6 +168,6 @@ pub async fn redeliver(
     deliveries::redeliver(tx.as_mut(), id, st.ctx.now()).await?;
     let body = one_delivery(tx.as_mut(), id).await?;
     st.ctx.commit(tx).await?;
-    st.ctx.deliveries.notify_one();
+    st.ctx.wakeups.deliveries.notify_one();
     Ok((StatusCode::ACCEPTED, Json(body)))
 }

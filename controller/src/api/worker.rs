@@ -109,7 +109,7 @@ async fn register_once(
     let mut tx = st.ctx.store.begin().await?;
     let host = hosts::register(tx.as_mut(), req, st.ctx.thresholds.offline_after, now).await?;
     st.ctx.commit(tx).await?;
-    st.ctx.claimable.notify_waiters();
+    st.ctx.wakeups.claimable.notify_waiters();
     Ok(Json(RegisterResponse {
         host_id: host.id,
         heartbeat_seconds: st.ctx.thresholds.heartbeat.as_secs(),
@@ -147,7 +147,7 @@ async fn heartbeat_once(
     st.ctx.commit(tx).await?;
     hand_out(st, &host, &mut desired).await?;
     if !was_eligible && hosts::eligible(&host) {
-        st.ctx.claimable.notify_waiters();
+        st.ctx.wakeups.claimable.notify_waiters();
     }
     Ok(Json(desired))
 }
@@ -267,7 +267,7 @@ pub async fn claim(
         return Err(ApiError::bad_request("max: must be at least 1"));
     }
     let wait = Duration::from_secs(q.wait.unwrap_or(0)).min(MAX_CLAIM_WAIT);
-    let nudged = st.nudge.notified();
+    let nudged = st.ctx.wakeups.nudge.notified();
     let runs = tokio::select! {
         r = dispatch::claim_wait(&st.ctx, host.id, q.max.unwrap_or(16), wait) => {
             r.map_err(ApiError::internal)?
@@ -313,7 +313,7 @@ pub async fn signals(
             if budget_stops > 0 {
                 // Issue 21: runs stopped at their budget: wake the
                 // workers' long-polls so the stops reach them now.
-                st.nudge.notify_waiters();
+                st.ctx.wakeups.nudge.notify_waiters();
             }
             Ok(Json(SignalAck { results }).into_response())
         }
@@ -369,7 +369,7 @@ pub async fn snapshot(
             snap.run_id
         )));
     };
-    if run.host_id != Some(host.id) {
+    if !run.is_on_host(host.id) {
         return Err(ApiError::new(
             StatusCode::FORBIDDEN,
             "forbidden",

@@ -155,7 +155,7 @@ pub async fn apply(ctx: &Ctx, req: &ApplyRequest) -> Result<Vec<ApplyResult>, Ap
         ctx.commit(tx).await?;
         ctx.runs_claimable(written.new_runs, written.new_targeted);
         ctx.created_runs(written.new_runs);
-        ctx.wake.notify_one();
+        ctx.wakeups.loops.notify_one();
     }
     Ok(written.results)
 }

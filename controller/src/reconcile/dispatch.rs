@@ -53,7 +53,7 @@ async fn claim_or_full(ctx: &Ctx, host_id: Uuid, max: i64) -> anyhow::Result<Opt
 
 /// Long-poll claim: returns as soon as a run is claimable for the host, or
 /// empty after `wait`. A host with free capacity waits for new claimable
-/// runs (`ctx.claimable`: [`Ctx::runs_claimable`] wakes as many such
+/// runs (`ctx.wakeups.claimable`: [`Ctx::runs_claimable`] wakes as many such
 /// hosts as there are new runs, not the whole fleet); a full host waits
 /// only for one of its own runs to end ([`Ctx::host_freed`]), so the
 /// fleet's full hosts are not woken by every new run (issue 20: at 1,000
@@ -70,11 +70,11 @@ pub async fn claim_wait(
         return claim(ctx, host_id, max).await;
     }
     let deadline = tokio::time::Instant::now() + wait;
-    let mine = ctx.host_claims.listen(host_id);
+    let mine = ctx.wakeups.host_claims.listen(host_id);
     loop {
         // Register interest before looking, so a wake-up between the claim
         // and the wait is not lost.
-        let mut notified = Box::pin(ctx.claimable.notified());
+        let mut notified = Box::pin(ctx.wakeups.claimable.notified());
         notified.as_mut().enable();
         let freed = mine.notified();
         tokio::pin!(freed);
@@ -82,7 +82,7 @@ pub async fn claim_wait(
         match claim_or_full(ctx, host_id, max).await? {
             Some(runs) if !runs.is_empty() => return Ok(runs),
             Some(_) => {
-                let _waiting = ctx.host_claims.waiting();
+                let _waiting = ctx.wakeups.host_claims.waiting();
                 tokio::select! {
                     _ = &mut notified => {}
                     _ = &mut freed => {}

@@ -148,7 +148,7 @@ async fn ingest_once(ctx: &Ctx, host: &Host, signals: &[Signal]) -> StoreResult<
                 && staged
                     .runs
                     .get(&sig.run_id)
-                    .is_some_and(|run| run.host_id != Some(host.id))
+                    .is_some_and(|run| !run.is_on_host(host.id))
         });
         return Ok(BatchOutcome::Rejected { results, foreign });
     }
@@ -186,10 +186,10 @@ async fn ingest_once(ctx: &Ctx, host: &Host, signals: &[Signal]) -> StoreResult<
         // long-poll claims may claim again (not the whole fleet's). A
         // requeue or an unblocked dependent is the loops' to announce.
         ctx.host_freed(host.id);
-        ctx.wake.notify_one();
+        ctx.wakeups.loops.notify_one();
     }
     if budget_stops > 0 {
-        ctx.wake.notify_one();
+        ctx.wakeups.loops.notify_one();
     }
     Ok(BatchOutcome::Applied {
         results,
@@ -268,15 +268,9 @@ impl Staged {
 
     /// [`Tx::advance_progress`].
     fn advance_progress(&mut self, id: Uuid, attempt: i32, seq: i64) -> bool {
-        let Some(r) = self.runs.get_mut(&id) else {
-            return false;
-        };
-        if r.attempt != attempt || r.last_progress_seq.is_some_and(|last| last >= seq) {
-            return false;
-        }
-        r.last_progress_seq = Some(seq);
-        r.meta.resource_version += 1;
-        true
+        self.runs
+            .get_mut(&id)
+            .is_some_and(|r| r.advance_progress(attempt, seq))
     }
 
     /// Records a provider's usage report on a staged run (issue 21,
@@ -401,7 +395,7 @@ async fn apply_one(
             )),
         ));
     }
-    if run.host_id != Some(host.id) {
+    if !run.is_on_host(host.id) {
         return Ok((
             SignalOutcome::Rejected,
             Some(format!(

@@ -119,20 +119,20 @@ async fn sweep_all(ctx: &Ctx, failed: &mut Failed) -> Pass {
     p.runs_unblocked = gated.unblocked;
     p.runs_dependency_cancelled = gated.dependency_cancelled;
     if gated.unblocked > 0 {
-        ctx.claimable.notify_waiters();
+        ctx.wakeups.claimable.notify_waiters();
     }
     failed.sweep(ctx, "schedule", schedule::sweep(ctx)).await;
     failed.sweep(ctx, "secrets", secrets::sweep(ctx)).await;
     let budgets = failed.sweep(ctx, "budget", budget::sweep(ctx)).await;
     if budgets.restored > 0 {
-        ctx.claimable.notify_waiters();
+        ctx.wakeups.claimable.notify_waiters();
     }
     let (timed_out, stopped) = failed.sweep(ctx, "timeout", timeout::sweep(ctx)).await;
     p.runs_timed_out = timed_out;
     p.runs_stopped = stopped;
     p.runs_requeued = failed.sweep(ctx, "restart", restart::sweep(ctx)).await;
     if p.runs_requeued > 0 {
-        ctx.claimable.notify_waiters();
+        ctx.wakeups.claimable.notify_waiters();
     }
     p
 }
@@ -162,7 +162,7 @@ pub async fn run_loops(ctx: Ctx, shutdown: CancellationToken) {
         }
         tokio::select! {
             _ = tokio::time::sleep(ctx.thresholds.resync) => {}
-            _ = ctx.wake.notified() => {}
+            _ = ctx.wakeups.loops.notified() => {}
             _ = shutdown.cancelled() => return,
         }
     }

@@ -37,7 +37,7 @@ pub async fn sweep(ctx: &Ctx) -> anyhow::Result<usize> {
         }
     }
     if created > 0 {
-        ctx.claimable.notify_waiters();
+        ctx.wakeups.claimable.notify_waiters();
     }
     Ok(created)
 }

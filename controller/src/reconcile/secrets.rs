@@ -33,7 +33,7 @@ pub async fn sweep(ctx: &Ctx) -> anyhow::Result<usize> {
     }
     ctx.commit(tx).await?;
     if released > 0 {
-        ctx.claimable.notify_waiters();
+        ctx.wakeups.claimable.notify_waiters();
     }
     Ok(released)
 }

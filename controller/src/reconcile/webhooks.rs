@@ -96,7 +96,7 @@ pub async fn run(ctx: Ctx, stop: CancellationToken) {
         }
         tokio::select! {
             _ = stop.cancelled() => break,
-            _ = ctx.deliveries.notified() => {}
+            _ = ctx.wakeups.deliveries.notified() => {}
             _ = tokio::time::sleep(POLL) => {}
         }
     }

@@ -503,7 +503,7 @@ async fn commit_synced(
     let s = sources::write_status(tx.as_mut(), s, outcome, w.health, w.inventory, now).await?;
     ctx.commit(tx).await?;
     cache.applied(tree, loaded, generation);
-    ctx.claimable.notify_waiters();
+    ctx.wakeups.claimable.notify_waiters();
     Ok(s)
 }
 

@@ -263,12 +263,7 @@ impl RunTx for MemTx {
             .runs
             .get_mut(&id)
             .ok_or_else(|| not_found("run", id))?;
-        if r.attempt != attempt || r.last_progress_seq.is_some_and(|last| last >= seq) {
-            return Ok(false);
-        }
-        r.last_progress_seq = Some(seq);
-        r.meta.resource_version += 1;
-        Ok(true)
+        Ok(r.advance_progress(attempt, seq))
     }
 
     async fn lock_runs_with_signals(

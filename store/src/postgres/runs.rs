@@ -372,17 +372,18 @@ impl RunTx for PgTx {
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn advance_progress(&mut self, id: Uuid, attempt: i32, seq: i64) -> StoreResult<bool> {
-        let r = sqlx::query(
+        let sql = format!(
             "UPDATE runs SET last_progress_seq = $3, resource_version = resource_version + 1 \
-             WHERE id = $1 AND attempt = $2 \
-             AND (last_progress_seq IS NULL OR last_progress_seq < $3)",
-        )
-        .bind(id)
-        .bind(attempt)
-        .bind(seq)
-        .execute(self.conn())
-        .await
-        .map_err(db_err)?;
+             WHERE id = $1 AND {}",
+            crate::runs::ADVANCES_PROGRESS_SQL
+        );
+        let r = sqlx::query(&sql)
+            .bind(id)
+            .bind(attempt)
+            .bind(seq)
+            .execute(self.conn())
+            .await
+            .map_err(db_err)?;
         if r.rows_affected() == 1 {
             return Ok(true);
         }

@@ -45,7 +45,10 @@ pub async fn source_crud_and_status(s: &dyn Store) {
     assert_eq!(got.id, a.id);
     assert_eq!(got.meta.spec, a.meta.spec);
     assert_eq!(got.status.sync, pam_manifests::kinds::SyncState::Unknown);
-    assert_eq!(got.status.health, pam_manifests::kinds::HealthState::Unknown);
+    assert_eq!(
+        got.status.health,
+        pam_manifests::kinds::HealthState::Unknown
+    );
     assert_eq!(got.status.errors, json!([]));
     assert_eq!(tx.get_source(b.id).await.unwrap().unwrap().name, "a-src");
     let names: Vec<String> = tx
