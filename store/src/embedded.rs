@@ -477,6 +477,22 @@ pub async fn ensure_database(admin_url: &str, name: &str) -> anyhow::Result<()> 
     Ok(())
 }
 
+/// Whether [`ensure_database`] failed because the server it reached went
+/// away or is not taking connections yet or any more (a reused postmaster
+/// that was shutting down, or is in crash recovery): worth starting again
+/// — [`EmbeddedPg::start`] then waits for it — rather than giving up.
+pub fn transient(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| match c.downcast_ref::<sqlx::Error>() {
+        Some(sqlx::Error::Io(_)) | Some(sqlx::Error::PoolTimedOut) => true,
+        // cannot_connect_now (starting up, shutting down, in recovery),
+        // admin_shutdown, crash_shutdown.
+        Some(sqlx::Error::Database(d)) => {
+            matches!(d.code().as_deref(), Some("57P03" | "57P01" | "57P02"))
+        }
+        _ => false,
+    })
+}
+
 /// `lock file "X" already exists` → X.
 fn lock_file_in(fatal: &str) -> Option<String> {
     let rest = &fatal[fatal.find("lock file \"")? + "lock file \"".len()..];

@@ -32,20 +32,8 @@ pub async fn run(config: Config, clock: SharedClock) -> anyhow::Result<()> {
     let url = match &config.database_url {
         Some(url) => pam_store::db::sqlx_compatible_url(url),
         None => {
-            let data_dir = config.data_dir.clone();
-            let pg = tokio::task::spawn_blocking(move || {
-                let mut pg = EmbeddedPg::new(&data_dir, embedded_pg::Options::default())?;
-                pg.start()?;
-                anyhow::Ok(pg)
-            })
-            .await??;
+            let pg = start_embedded(&config.data_dir).await?;
             let url = pg.url(EMBEDDED_DATABASE);
-            let ensured =
-                embedded_pg::ensure_database(&pg.url("postgres"), EMBEDDED_DATABASE).await;
-            if let Err(e) = ensured {
-                stop_embedded(pg).await;
-                return Err(e);
-            }
             embedded = Some(pg);
             url
         }
@@ -55,6 +43,35 @@ pub async fn run(config: Config, clock: SharedClock) -> anyhow::Result<()> {
         stop_embedded(pg).await;
     }
     served
+}
+
+/// Starts (or reuses) the embedded cluster and makes sure pamd's database
+/// exists. A reused server can go away under the first connection (it
+/// was shutting down) or refuse it (in recovery): then it is started
+/// again — [`EmbeddedPg::start`] waits for such a server — until
+/// [`embedded_pg::START_WAIT`] has passed.
+async fn start_embedded(data_dir: &std::path::Path) -> anyhow::Result<EmbeddedPg> {
+    let deadline = std::time::Instant::now() + embedded_pg::START_WAIT;
+    loop {
+        let data_dir = data_dir.to_path_buf();
+        let pg = tokio::task::spawn_blocking(move || {
+            let mut pg = EmbeddedPg::new(&data_dir, embedded_pg::Options::default())?;
+            pg.start()?;
+            anyhow::Ok(pg)
+        })
+        .await??;
+        match embedded_pg::ensure_database(&pg.url("postgres"), EMBEDDED_DATABASE).await {
+            Ok(()) => return Ok(pg),
+            Err(e) if embedded_pg::transient(&e) && std::time::Instant::now() < deadline => {
+                tracing::warn!(error = %format!("{e:#}"), "the embedded PostgreSQL went away under the first connection; starting it again");
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            }
+            Err(e) => {
+                stop_embedded(pg).await;
+                return Err(e);
+            }
+        }
+    }
 }
 
 async fn stop_embedded(mut pg: EmbeddedPg) {
@@ -155,10 +172,10 @@ async fn serve(config: &Config, clock: SharedClock, url: &str) -> anyhow::Result
     let follower = {
         let ctx = state.ctx.clone();
         let woken = ctx.clone();
-        let (signals, nudge) = (state.signals.clone(), state.nudge.clone());
+        let (signals, nudge) = (state.signals.clone(), state.ctx.wakeups.nudge.clone());
         ctx.bus.on_read(move |events: &[pam_store::Event]| {
             if events.iter().any(|e| e.topic.starts_with("run.")) {
-                woken.claimable.notify_waiters();
+                woken.wakeups.claimable.notify_waiters();
             }
             let mut signalled = false;
             for e in events {
@@ -167,7 +184,7 @@ async fn serve(config: &Config, clock: SharedClock, url: &str) -> anyhow::Result
             if signalled {
                 nudge.notify_waiters();
             }
-            woken.wake.notify_one();
+            woken.wakeups.loops.notify_one();
         });
         let stop = stop_loops.clone();
         tokio::spawn(async move {
@@ -197,7 +214,7 @@ async fn serve(config: &Config, clock: SharedClock, url: &str) -> anyhow::Result
     } else {
         None
     };
-    let nudge = state.nudge.clone();
+    let nudge = state.ctx.wakeups.nudge.clone();
     // Made a service once: served as a bare `Router`, axum calls
     // `Router::with_state(())` for every connection, which deep-copies
     // the whole route table (~135 KB) and keeps the copy for the
