@@ -14,7 +14,7 @@ use pam_tests::worker::{
     apply, create_worker_token, fake, host, project_yaml, run, wait_online, wait_phase, Worker,
     FAST_PAMD_TOML, FAST_WORKER_TOML,
 };
-use pam_tests::{fails, ok, Pamd, PamdOptions};
+use pam_tests::{eventually, fails, ok, Pamd, PamdOptions};
 
 const T: Duration = Duration::from_secs(30);
 
@@ -79,7 +79,15 @@ async fn a_self_reported_label_does_not_satisfy_an_operator_selector() {
     .unwrap();
     let provider = format!(
         "[providers.claude]\ncommand = {}\n",
-        serde_json::to_string(&fake(&["--print-env", "API_KEY", "--lines", "2"])).unwrap()
+        serde_json::to_string(&fake(&[
+            "--print-env",
+            "API_KEY",
+            "--lines",
+            "3",
+            "--sleep-ms",
+            "300"
+        ]))
+        .unwrap()
     );
     // A reports secure=true for itself; B reports nothing.
     let token_a = create_worker_token(&pamd, "box-a").await.unwrap();
@@ -138,9 +146,9 @@ async fn a_self_reported_label_does_not_satisfy_an_operator_selector() {
     );
     let trusted = wait_phase(&pamd, "trusted", "exited", T).await;
     assert_eq!(trusted["status"]["host"], "box-a", "{trusted}");
-    // A claimed, ran and reported a later run and heartbeat meanwhile;
-    // the targeted run is still pending and on no host.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // A claimed the younger run, so it passed over the older one: claims
+    // take matching runs oldest first. The targeted run is still pending
+    // and on no host.
     let waiting = run(&pamd, "secure-run").await;
     assert_eq!(waiting["status"]["phase"], "pending", "{waiting}");
     assert!(waiting["status"].get("host").is_none(), "{waiting}");
@@ -156,14 +164,25 @@ async fn a_self_reported_label_does_not_satisfy_an_operator_selector() {
         3,
     );
     assert!(refused.contains("worker.pam.dev/"), "{refused}");
+    let refused = fails(
+        &pamd.pamctl(&["label", "host", "box-b", "worker.pam.dev/secure=true"]),
+        3,
+    );
+    assert!(refused.contains("worker.pam.dev/"), "{refused}");
     assert_eq!(run(&pamd, "secure-run").await["status"]["phase"], "pending");
 
     // The operator labels B secure=true: the run goes to B, Secret and all.
     apply(&pamd, &host_yaml("box-b", "secure"));
     let done = wait_phase(&pamd, "secure-run", "exited", T).await;
     assert_eq!(done["status"]["host"], "box-b", "{done}");
-    let logs = ok(&pamd.pamctl(&["logs", "secure-run", "-p", "e2e"]));
-    assert!(logs.contains(&format!("API_KEY={value}")), "{logs}");
+    let want = format!("API_KEY={value}");
+    eventually(T, "the value in secure-run's output", || async {
+        let out = pamd.pamctl(&["logs", "secure-run", "-p", "e2e"]);
+        String::from_utf8_lossy(&out.stdout)
+            .contains(&want)
+            .then_some(())
+    })
+    .await;
     assert_never_received(&a, &value);
     drop(b);
 }
