@@ -610,7 +610,8 @@ async fn host_selectors_match_the_labels_users_see() {
         .await;
     assert_eq!(s, StatusCode::CREATED, "{v}");
     let wt = v["token"].as_str().unwrap().to_string();
-    let reg = json!({"name": "box-r", "platform": "linux", "instance_id": Uuid::new_v4(),
+    let inst = Uuid::new_v4();
+    let reg = json!({"name": "box-r", "platform": "linux", "instance_id": inst,
         "capacity": 2, "labels": {"os": "linux"}, "version": "t"});
     let (s, v) = api
         .call_as(Some(&wt), "POST", "/api/v1/workers/register", Some(reg))
@@ -643,6 +644,24 @@ async fn host_selectors_match_the_labels_users_see() {
         "{h}"
     );
     assert!(h["spec"].get("labels").is_none(), "{h}");
+    // Declared by an operator, the host keeps both sets apart; the
+    // worker's report is replaced at each registration all the same.
+    let declared = "apiVersion: pam.dev/v1\nkind: Host\nmetadata: {name: box-r, labels: {os: linux}}\nspec: {platform: linux, labels: {pool: gpu}}\n";
+    let (s, v) = api.apply("box-r.yaml", declared).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let reg = json!({"name": "box-r", "platform": "linux", "instance_id": inst,
+        "capacity": 2, "labels": {"pool": "cpu", "worker.pam.dev/os": "bsd"}, "version": "t"});
+    let (s, v) = api
+        .call_as(Some(&wt), "POST", "/api/v1/workers/register", Some(reg))
+        .await;
+    assert!(s.is_success(), "{s} {v}");
+    let (_, h) = api.call("GET", "/api/v1/hosts/box-r", None).await;
+    assert_eq!(
+        h["status"]["labels"],
+        json!({"os": "linux", "pool": "gpu", "worker.pam.dev/os": "bsd", "worker.pam.dev/pool": "cpu"}),
+        "{h}"
+    );
+    assert_eq!(h["spec"]["labels"], json!({"pool": "gpu"}), "{h}");
     let (_, h) = api.call("GET", "/api/v1/hosts/build-linux-1", None).await;
     assert_eq!(
         h["status"]["labels"],
