@@ -593,7 +593,9 @@ async fn token_last_used_is_written_at_most_once_a_minute() {
 
 /// Issue 16: a host's one label set is what `-l` selects and what the host
 /// shows (`status.labels`): the labels of examples/hosts.yaml (metadata)
-/// and those a worker reports at registration alike.
+/// and those a worker reports at registration alike — the latter under
+/// `worker.pam.dev/` (issue 30), so `os=linux` selects the operator's
+/// label only.
 #[tokio::test]
 async fn host_selectors_match_the_labels_users_see() {
     let api = Api::new().await;
@@ -608,23 +610,58 @@ async fn host_selectors_match_the_labels_users_see() {
         .await;
     assert_eq!(s, StatusCode::CREATED, "{v}");
     let wt = v["token"].as_str().unwrap().to_string();
-    let reg = json!({"name": "box-r", "platform": "linux", "instance_id": Uuid::new_v4(),
+    let inst = Uuid::new_v4();
+    let reg = json!({"name": "box-r", "platform": "linux", "instance_id": inst,
         "capacity": 2, "labels": {"os": "linux"}, "version": "t"});
     let (s, v) = api
         .call_as(Some(&wt), "POST", "/api/v1/workers/register", Some(reg))
         .await;
     assert!(s.is_success(), "{s} {v}");
-    let (s, v) = api
-        .call("GET", "/api/v1/hosts?labelSelector=os%3Dlinux", None)
-        .await;
+    for (selector, want) in [
+        ("os%3Dlinux", ["build-linux-1"]),
+        ("worker.pam.dev%2Fos%3Dlinux", ["box-r"]),
+    ] {
+        let (s, v) = api
+            .call(
+                "GET",
+                &format!("/api/v1/hosts?labelSelector={selector}"),
+                None,
+            )
+            .await;
+        assert_eq!(s, StatusCode::OK, "{v}");
+        let names: Vec<&str> = v["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h["metadata"]["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, want, "{selector}: {v}");
+    }
+    let (_, h) = api.call("GET", "/api/v1/hosts/box-r", None).await;
+    assert_eq!(
+        h["status"]["labels"],
+        json!({"worker.pam.dev/os": "linux"}),
+        "{h}"
+    );
+    assert!(h["spec"].get("labels").is_none(), "{h}");
+    // Declared by an operator, the host keeps both sets apart; the
+    // worker's report is replaced at each registration all the same.
+    let declared = "apiVersion: pam.dev/v1\nkind: Host\nmetadata: {name: box-r, labels: {os: linux}}\nspec: {platform: linux, labels: {pool: gpu}}\n";
+    let (s, v) = api.apply("box-r.yaml", declared).await;
     assert_eq!(s, StatusCode::OK, "{v}");
-    let names: Vec<&str> = v["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|h| h["metadata"]["name"].as_str().unwrap())
-        .collect();
-    assert_eq!(names, ["box-r", "build-linux-1"], "{v}");
+    let reg = json!({"name": "box-r", "platform": "linux", "instance_id": inst,
+        "capacity": 2, "labels": {"pool": "cpu", "worker.pam.dev/os": "bsd"}, "version": "t"});
+    let (s, v) = api
+        .call_as(Some(&wt), "POST", "/api/v1/workers/register", Some(reg))
+        .await;
+    assert!(s.is_success(), "{s} {v}");
+    let (_, h) = api.call("GET", "/api/v1/hosts/box-r", None).await;
+    assert_eq!(
+        h["status"]["labels"],
+        json!({"os": "linux", "pool": "gpu", "worker.pam.dev/os": "bsd", "worker.pam.dev/pool": "cpu"}),
+        "{h}"
+    );
+    assert_eq!(h["spec"]["labels"], json!({"pool": "gpu"}), "{h}");
     let (_, h) = api.call("GET", "/api/v1/hosts/build-linux-1", None).await;
     assert_eq!(
         h["status"]["labels"],

@@ -91,6 +91,7 @@ impl World {
             capacity,
             disabled: false,
             dispatch_labels: Default::default(),
+            worker_labels: Default::default(),
             meta: Meta::default(),
             created_at: now,
             updated_at: now,

@@ -81,6 +81,7 @@ impl World {
             capacity: 2,
             disabled: false,
             dispatch_labels,
+            worker_labels: Default::default(),
             meta: Meta::default(),
             created_at: now,
             updated_at: now,

@@ -67,6 +67,7 @@ async fn host(ctx: &Ctx) -> Host {
         capacity: 4,
         disabled: false,
         dispatch_labels: Default::default(),
+        worker_labels: Default::default(),
         meta: Meta::default(),
         created_at: now,
         updated_at: now,

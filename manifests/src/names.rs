@@ -126,6 +126,41 @@ impl LabelKey {
     }
 }
 
+/// The namespace of the labels a worker reports for itself (issue 30, like
+/// Kubernetes' NodeRestriction): a worker chooses its own labels, so they
+/// must never satisfy a selector on the labels an operator sets (a Host
+/// manifest, `pamctl label host`). A reported `gpu=a100` is kept as
+/// `worker.pam.dev/gpu=a100`; a selector matches it only by naming that
+/// key, and operators cannot set a key in this namespace.
+pub const WORKER_LABEL_PREFIX: &str = "worker.pam.dev/";
+
+impl LabelKey {
+    /// Whether the key is in the worker-reported namespace
+    /// ([`WORKER_LABEL_PREFIX`]).
+    pub fn is_worker_reported(&self) -> bool {
+        self.0.starts_with(WORKER_LABEL_PREFIX)
+    }
+
+    /// The key under which a worker's reported label `reported` is kept:
+    /// `worker.pam.dev/<reported>`. A key that already carries that prefix
+    /// stays as it is; any other prefix is refused, since folding
+    /// `a.com/x` and `b.com/x` into one key would lose one of them.
+    pub fn worker_reported(reported: &str) -> Result<LabelKey, NameError> {
+        let key = LabelKey::parse(reported)?;
+        if key.is_worker_reported() {
+            return Ok(key);
+        }
+        if key.0.contains('/') {
+            return Err(refuse(
+                "worker label key",
+                reported,
+                "a key without a prefix (the controller files it under worker.pam.dev/)",
+            ));
+        }
+        Ok(LabelKey(format!("{WORKER_LABEL_PREFIX}{}", key.0)))
+    }
+}
+
 /// A label value: empty, or 1-63 characters of `[A-Za-z0-9_.-]` starting and
 /// ending alphanumeric.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]

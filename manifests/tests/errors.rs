@@ -724,3 +724,44 @@ fn git_urls_that_run_commands_are_refused() {
         assert_eq!(load("src.yaml", &source(url)).len(), 1, "{url}");
     }
 }
+
+/// Issue 30: `worker.pam.dev/` holds what a host's worker reports for
+/// itself, so a Host manifest (an operator) cannot set a label there; the
+/// same key in a Run's target selector is how an operator opts in to
+/// trusting a worker's report, and stays allowed.
+#[test]
+fn host_labels_refuse_the_worker_namespace() {
+    let host = "\
+apiVersion: pam.dev/v1
+kind: Host
+metadata:
+  name: box
+  labels:
+    worker.pam.dev/secure: \"true\"
+spec:
+  platform: linux
+  labels:
+    secure: \"true\"
+    worker.pam.dev/gpu: a100
+";
+    assert_eq!(
+        batch_errors(&[("h.yaml", host)], &InMemoryState::default()),
+        vec![
+            "h.yaml: document 0, line 6, column 28: metadata.labels.worker.pam.dev/secure: the prefix worker.pam.dev/ is reserved for the labels a host's worker reports; expected an operator label without it",
+            "h.yaml: document 0, line 11, column 25: spec.labels.worker.pam.dev/gpu: the prefix worker.pam.dev/ is reserved for the labels a host's worker reports; expected an operator label without it",
+        ]
+    );
+    let operator_only = host
+        .replace("    worker.pam.dev/secure: \"true\"\n", "    os: linux\n")
+        .replace("    worker.pam.dev/gpu: a100\n", "");
+    assert!(batch_errors(&[("h.yaml", &operator_only)], &InMemoryState::default()).is_empty());
+    let run =
+        format!("{PROJECT_WEB}---\n{RUN}  target:\n    selector: {{worker.pam.dev/gpu: a100}}\n");
+    let docs = load("r.yaml", &run);
+    let errors: Vec<String> = validate_batch(&docs, &InMemoryState::default())
+        .iter()
+        .map(|e| e.to_string())
+        .filter(|e| e.contains("worker.pam.dev"))
+        .collect();
+    assert!(errors.is_empty(), "{errors:?}");
+}

@@ -3,6 +3,7 @@
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use pam_manifests::names::WORKER_LABEL_PREFIX;
 use pam_manifests::state::{HostStatus, Platform};
 use uuid::Uuid;
 
@@ -23,10 +24,14 @@ pub struct Host {
     pub presented_instance_id: Option<Uuid>,
     pub last_seen_at: Option<DateTime<Utc>>,
     pub capacity: i32,
-    /// The labels the host itself brings: Host `spec.labels`, or what the
-    /// worker reports at registration. Selectors never read this alone:
-    /// see [`Host::labels`].
+    /// The Host manifest's `spec.labels`: set by an operator, like
+    /// `metadata.labels`. Selectors never read this alone: see
+    /// [`Host::labels`].
     pub dispatch_labels: Labels,
+    /// What the worker reported for itself at its last registration, each
+    /// key already under `worker.pam.dev/` (issue 30): a worker chooses
+    /// these, so they never share a key with an operator's labels.
+    pub worker_labels: Labels,
     /// Desired (spec.disabled); status follows through the gate.
     pub disabled: bool,
     pub meta: Meta,
@@ -35,16 +40,25 @@ pub struct Host {
 }
 
 impl Host {
-    /// The host's one label set (issue 16): `metadata.labels` with the
-    /// labels the host brings (`spec.labels` or the worker's report) over
-    /// them. Run target selectors, `pamctl get hosts -l` and the host's
-    /// `status.labels` all use this set, so what users see is what
-    /// selects.
+    /// The host's one label set (issue 16): `metadata.labels` with
+    /// `spec.labels` over them (both operator-set), and the worker's report
+    /// in its own namespace (issue 30). Run target selectors, `pamctl get
+    /// hosts -l` and the host's `status.labels` all use this set, so what
+    /// users see is what selects. A worker-reported label satisfies a
+    /// selector only on its `worker.pam.dev/` key: a worker that reports
+    /// `secure=true` does not match `secure: "true"`. A stray operator key
+    /// in that namespace (refused by validation, but stored before it) is
+    /// left out, so the namespace holds the worker's word alone.
     pub fn labels(&self) -> Labels {
-        let mut all = self.meta.labels.clone();
+        let operator = self.meta.labels.iter().chain(&self.dispatch_labels);
+        let mut all: Labels = operator
+            .filter(|(k, _)| !k.starts_with(WORKER_LABEL_PREFIX))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
         all.extend(
-            self.dispatch_labels
+            self.worker_labels
                 .iter()
+                .filter(|(k, _)| k.starts_with(WORKER_LABEL_PREFIX))
                 .map(|(k, v)| (k.clone(), v.clone())),
         );
         all

@@ -131,3 +131,44 @@ async fn event_appends_serialize_until_commit() {
     let second = second.await.unwrap();
     assert!(second.seq > first.seq);
 }
+
+/// Migration 0014 (issue 30): a host no Host manifest declares kept its
+/// worker's report in `dispatch_labels`; the migration files it under
+/// `worker.pam.dev/` (by the key's name part) so it no longer satisfies an
+/// operator selector. A declared host's `dispatch_labels` (its
+/// `spec.labels`) stay. Rows are written as 0013 left them, then the
+/// migration's data step runs on them.
+#[tokio::test]
+async fn migration_0014_files_worker_reports_under_their_namespace() {
+    let pool = fresh_pool().await.unwrap();
+    let store = PgStore::new(pool.clone());
+    let reported = host(
+        "reported",
+        &[("secure", "true"), ("example.com/gpu", "a100")],
+    );
+    let mut declared = host("declared", &[("pool", "fast")]);
+    declared.meta.spec = serde_json::json!({"platform": "linux"});
+    let mut tx = store.begin().await.unwrap();
+    tx.insert_host(&reported).await.unwrap();
+    tx.insert_host(&declared).await.unwrap();
+    tx.commit().await.unwrap();
+
+    let sql = include_str!("../../migrations/0014_host_worker_labels.sql");
+    let step = &sql[sql.find("UPDATE hosts").expect("the data step")..];
+    sqlx::query(step).execute(&pool).await.unwrap();
+
+    let mut tx = store.begin().await.unwrap();
+    let r = tx.get_host(reported.id).await.unwrap().unwrap();
+    let d = tx.get_host(declared.id).await.unwrap().unwrap();
+    tx.commit().await.unwrap();
+    assert!(r.dispatch_labels.is_empty(), "{r:?}");
+    let want: pam_store::Labels = [
+        ("worker.pam.dev/gpu".to_string(), "a100".to_string()),
+        ("worker.pam.dev/secure".to_string(), "true".to_string()),
+    ]
+    .into();
+    assert_eq!(r.worker_labels, want);
+    assert_eq!(r.labels(), want);
+    assert_eq!(d.dispatch_labels, declared.dispatch_labels);
+    assert!(d.worker_labels.is_empty());
+}

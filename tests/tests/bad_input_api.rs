@@ -895,6 +895,7 @@ fn worker_cases(r1: &str) -> Vec<Case> {
         w("register: 10,000 labels", reg_p, Tok::W1, reg(Value::Object(many), json!("t"))).expect(422, "unprocessable").naming("labels"),
         w("register: label key Bad Key!", reg_p, Tok::W1, reg(json!({"Bad Key!": "x"}), json!("t"))).expect(422, "unprocessable").naming("Bad Key!"),
         w("register: label value with spaces", reg_p, Tok::W1, reg(json!({"gpu": "a b"}), json!("t"))).expect(422, "unprocessable").naming("labels.gpu"),
+        w("register: label key with a prefix of its own (issue 30)", reg_p, Tok::W1, reg(json!({"pam.dev/secure": "true"}), json!("t"))).expect(422, "unprocessable").naming("pam.dev/secure"),
         w("register: 1 KB label key", reg_p, Tok::W1, reg(json!({"k".repeat(1024): "x"}), json!("t"))).expect(422, "unprocessable").naming("labels"),
         w("register: another host's name", reg_p, Tok::W1, json!({"name": "h2", "platform": "linux", "instance_id": uuid(), "capacity": 1, "version": "t"})).expect(403, "forbidden"),
         w("register: unknown platform", reg_p, Tok::W1, json!({"name": "h1", "platform": "beos", "instance_id": uuid(), "capacity": 1, "version": "t"})).expect(422, "unprocessable"),

@@ -112,8 +112,9 @@ async fn token_list_shows_last_used() {
 }
 
 /// Host labels: a Host manifest's `metadata.labels` (examples/hosts.yaml)
-/// and the labels a real worker reports are one set, which `get hosts -l`,
-/// `--show-labels` and a run's target selector all use.
+/// and the labels a real worker reports (under `worker.pam.dev/`, issue
+/// 30) are one set, which `get hosts -l`, `--show-labels` and a run's
+/// target selector all use.
 #[tokio::test]
 async fn get_hosts_selects_on_the_labels_targets_use() {
     let pamd = Pamd::start(PamdOptions {
@@ -138,20 +139,28 @@ async fn get_hosts_selects_on_the_labels_targets_use() {
     let _w = Worker::start_with_token(&pamd.url, &token, "box-g", &toml).unwrap();
     wait_online(&pamd, "box-g").await;
     assert_eq!(
-        ok(&pamd.pamctl(&["get", "hosts", "-l", "pool=gpu", "-o", "name"])),
+        ok(&pamd.pamctl(&[
+            "get",
+            "hosts",
+            "-l",
+            "worker.pam.dev/pool=gpu",
+            "-o",
+            "name"
+        ])),
         "host/box-g\n"
     );
     let shown = ok(&pamd.pamctl(&["get", "hosts", "box-g", "--show-labels"]));
-    assert!(shown.contains("pool=gpu"), "{shown}");
+    assert!(shown.contains("worker.pam.dev/pool=gpu"), "{shown}");
 
-    // A run whose target selects pool=gpu goes to that host and exits 0.
+    // A run whose target selects the worker's pool=gpu goes to that host
+    // and exits 0.
     worker::apply(&pamd, &worker::project_yaml());
     let cwd = tempfile::tempdir().unwrap();
     let run = worker::run_yaml(
         "on-gpu",
         cwd.path(),
         &["true".to_string()],
-        "  target:\n    selector: {pool: gpu}\n",
+        "  target:\n    selector: {worker.pam.dev/pool: gpu}\n",
     );
     worker::apply(&pamd, &run);
     let done = worker::wait_phase(&pamd, "on-gpu", "exited", Duration::from_secs(30)).await;

@@ -7,7 +7,7 @@
 //! stop_grace_seconds = 10
 //! snapshot_interval_ms = 1000
 //! capacity = 4                 # runs at once on this host
-//! labels = { gpu = "no" }      # for run target selectors
+//! labels = { gpu = "no" }      # shown and selected as worker.pam.dev/gpu=no
 //! ca_file = "/etc/pam/ca.pem"  # trust only this CA for https:// (--ca-file wins)
 //!
 //! [providers.claude]
@@ -43,7 +43,10 @@ pub struct Config {
     /// How many runs this host runs at once (reported at registration; a
     /// Host manifest's capacity wins).
     pub capacity: u32,
-    /// Host labels reported at registration (a Host manifest's win).
+    /// Host labels reported at registration. pamd files each under
+    /// `worker.pam.dev/` (a key with another prefix is refused), so they
+    /// satisfy only selectors naming that key, never an operator's label
+    /// (docs/operations.md, "Host labels").
     pub labels: BTreeMap<String, String>,
     /// Per-provider overrides.
     pub providers: ProvidersConfig,

@@ -49,7 +49,8 @@ pub fn token_name(name: &str) -> Result<(), ApiError> {
 
 /// `POST /api/v1/workers/register`: the version, and the labels parsed by
 /// the manifests' own label rules (a Host's `spec.labels`), at most
-/// [`LABELS_MAX_COUNT`].
+/// [`LABELS_MAX_COUNT`]. A reported key is filed under `worker.pam.dev/`
+/// (issue 30), so one with any other prefix is refused.
 pub fn register(req: &RegisterRequest) -> Result<(), ApiError> {
     short_text("version", &req.version, WORKER_VERSION_MAX_BYTES)?;
     if req.labels.len() > LABELS_MAX_COUNT {
@@ -59,7 +60,7 @@ pub fn register(req: &RegisterRequest) -> Result<(), ApiError> {
         )));
     }
     for (k, v) in &req.labels {
-        LabelKey::parse(k).map_err(|e| unprocessable(format!("labels: {e}")))?;
+        LabelKey::worker_reported(k).map_err(|e| unprocessable(format!("labels: {e}")))?;
         LabelValue::parse(v).map_err(|e| unprocessable(format!("labels.{k}: {e}")))?;
     }
     Ok(())
@@ -156,6 +157,17 @@ mod tests {
         let mut r = reg();
         r.labels.insert("Bad Key!".into(), "x".into());
         assert_eq!(register(&r).unwrap_err().status, 422);
+        // Issue 30: a worker's keys go under worker.pam.dev/; another
+        // prefix cannot be filed there without losing what it meant.
+        let mut r = reg();
+        r.labels.insert("pam.dev/secure".into(), "true".into());
+        let e = register(&r).unwrap_err();
+        assert_eq!(e.status, 422);
+        assert!(e.message.contains("pam.dev/secure"), "{}", e.message);
+        let mut r = reg();
+        r.labels
+            .insert("worker.pam.dev/secure".into(), "true".into());
+        assert!(register(&r).is_ok());
         let mut r = reg();
         r.labels = (0..=LABELS_MAX_COUNT)
             .map(|i| (format!("k{i}"), "v".into()))

@@ -211,6 +211,7 @@ fn new_host(name: String, platform: Platform, now: DateTime<Utc>) -> Host {
         last_seen_at: None,
         capacity: 4,
         dispatch_labels: Labels::new(),
+        worker_labels: Labels::new(),
         disabled: false,
         meta: Meta::default(),
         created_at: now,
@@ -306,9 +307,11 @@ async fn set_status_for_disabled(
 }
 
 /// A worker registration for the host its token is bound to: creates the
-/// host on first registration, takes the reported platform, capacity and
-/// labels unless a Host manifest declares them, then applies OQ-14 and
-/// brings the host online ([`present`]).
+/// host on first registration, takes the reported platform and capacity
+/// unless a Host manifest declares them, records the reported labels in
+/// the worker's namespace ([`worker_labels`]; declared or not, as they
+/// never mix with an operator's), then applies OQ-14 and brings the host
+/// online ([`present`]).
 pub async fn register(
     tx: &mut dyn Tx,
     req: &RegisterRequest,
@@ -316,13 +319,18 @@ pub async fn register(
     now: DateTime<Utc>,
 ) -> StoreResult<Host> {
     let capacity = i32::try_from(req.capacity).unwrap_or(i32::MAX);
+    let reported = worker_labels(&req.labels)?;
     let host = match tx.get_host_by_name(&req.name).await? {
         Some(mut h) => {
+            let rv = h.meta.resource_version;
+            let mut changed = h.worker_labels != reported;
+            h.worker_labels = reported;
             if !declared(&h) {
-                let rv = h.meta.resource_version;
+                changed |= h.platform != req.platform || h.capacity != capacity;
                 h.platform = req.platform;
                 h.capacity = capacity;
-                h.dispatch_labels = req.labels.clone();
+            }
+            if changed {
                 h = tx.update_host(&h, rv).await?;
             }
             h
@@ -330,13 +338,28 @@ pub async fn register(
         None => {
             let mut h = new_host(req.name.clone(), req.platform, now);
             h.capacity = capacity;
-            h.dispatch_labels = req.labels.clone();
+            h.worker_labels = reported;
             tx.insert_host(&h).await?;
             h
         }
     };
     let (host, _) = present(tx, host, Some(req.instance_id), offline_after, now).await?;
     Ok(host)
+}
+
+/// A worker's reported labels as stored: each key under `worker.pam.dev/`
+/// (issue 30), so a worker cannot give itself a label an operator's
+/// selector matches. A key with another prefix is refused (the API says
+/// so with a 422 before this runs).
+pub fn worker_labels(reported: &std::collections::BTreeMap<String, String>) -> StoreResult<Labels> {
+    reported
+        .iter()
+        .map(|(k, v)| {
+            let key = pam_manifests::LabelKey::worker_reported(k)
+                .map_err(|e| StoreError::Invalid(format!("labels: {e}")))?;
+            Ok((key.as_str().to_string(), v.clone()))
+        })
+        .collect()
 }
 
 /// Host liveness: an online host silent past the offline threshold goes

@@ -11,9 +11,10 @@ pub struct HostSpec {
     /// Excluded from dispatch when true.
     #[serde(default)]
     pub disabled: bool,
-    /// The labels the host brings, standing in for its worker's report:
-    /// over `metadata.labels` they make `status.labels`, the one set Run
-    /// `target.selector` and `pamctl get hosts -l` match.
+    /// Operator-set labels, like `metadata.labels`: with them and the
+    /// worker's own report (kept under `worker.pam.dev/`) they make
+    /// `status.labels`, the one set Run `target.selector` and `pamctl get
+    /// hosts -l` match. Keys under `worker.pam.dev/` are refused here.
     #[serde(default, skip_serializing_if = "Labels::is_empty")]
     pub labels: Labels,
     /// Runs it may hold at once (spawning + running).
@@ -44,9 +45,11 @@ pub struct ObservedHost {
     /// Runs spawning or running on it now.
     #[serde(default)]
     pub running_runs: u32,
-    /// The host's one label set: metadata.labels with the labels the host
-    /// brings (spec.labels, or its worker's report) over them. Run target
-    /// selectors and `pamctl get hosts -l` match these.
+    /// The host's one label set: metadata.labels with spec.labels over
+    /// them (set by operators), and the labels its worker reports, each
+    /// under `worker.pam.dev/`. Run target selectors and `pamctl get hosts
+    /// -l` match these; a selector matches a worker's report only by
+    /// naming a `worker.pam.dev/` key.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub labels: std::collections::BTreeMap<String, String>,
     /// The spec generation this status reflects.

@@ -152,3 +152,25 @@ proptest! {
         let _ = LabelSelector::parse(&s);
     }
 }
+
+#[test]
+fn worker_reported_keys_live_in_their_own_namespace() {
+    let k = LabelKey::worker_reported("secure").unwrap();
+    assert_eq!(k.as_str(), "worker.pam.dev/secure");
+    assert!(k.is_worker_reported());
+    // Already namespaced: kept as is (a worker may spell it out).
+    assert_eq!(
+        LabelKey::worker_reported("worker.pam.dev/gpu")
+            .unwrap()
+            .as_str(),
+        "worker.pam.dev/gpu"
+    );
+    // Another prefix, or no valid key at all: refused.
+    for bad in ["pam.dev/secure", "example.com/gpu", "Bad Key!", ""] {
+        assert!(LabelKey::worker_reported(bad).is_err(), "{bad:?} accepted");
+    }
+    assert!(!LabelKey::parse("secure").unwrap().is_worker_reported());
+    assert!(!LabelKey::parse("pam.dev/secure")
+        .unwrap()
+        .is_worker_reported());
+}

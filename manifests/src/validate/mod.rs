@@ -25,6 +25,8 @@
 //! - A Task's `dependsOn` names other Tasks of the same project (batch or
 //!   stored), each once, never itself or one of its ancestors, and the
 //!   dependency links after the batch have no cycle ([`deps`], issue 17).
+//! - A Host's labels (`metadata.labels`, `spec.labels`) have no key under
+//!   `worker.pam.dev/`: that namespace is its worker's report (issue 30).
 //!
 //! Immutable fields are the server's check (it holds the old spec);
 //! [`immutable_changes`] is the shared rule.
@@ -34,7 +36,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use crate::error::ManifestError;
 use crate::kinds::{Kind, Manifest, RunSpec, TaskSpec};
 use crate::limits;
-use crate::load::Document;
+use crate::load::{Document, Segment};
 use crate::names::Name;
 use crate::state::WorkItemKind;
 
@@ -316,13 +318,32 @@ pub fn validate_batch(docs: &[Document], existing: &dyn ExistingState) -> Vec<Ma
                 // rotate while runs go on); created there, too.
                 check_project(&batch, doc, &s.metadata.project, false, &mut errors);
             }
-            Manifest::Project(_)
-            | Manifest::Host(_)
-            | Manifest::Source(_)
-            | Manifest::Webhook(_) => {}
+            Manifest::Host(h) => check_host_labels(doc, h, &mut errors),
+            Manifest::Project(_) | Manifest::Source(_) | Manifest::Webhook(_) => {}
         }
     }
     errors
+}
+
+/// A Host's labels are set by operators; the `worker.pam.dev/` namespace
+/// holds what its worker reports for itself (issue 30), so an operator
+/// label there would let a selector on self-reported labels and one on
+/// operator labels meet.
+fn check_host_labels(doc: &Document, h: &crate::kinds::Host, errors: &mut Vec<ManifestError>) {
+    let sets = [("metadata", &h.metadata.labels), ("spec", &h.spec.labels)];
+    for (part, labels) in sets {
+        for key in labels.keys().filter(|k| k.is_worker_reported()) {
+            // Segments, not a dotted path: the key itself has dots.
+            let path = [part, "labels", key.as_str()].map(|k| Segment::Key(k.to_string()));
+            errors.push(doc.error_at_segments(
+                &path,
+                format!(
+                    "the prefix {} is reserved for the labels a host's worker reports; expected an operator label without it",
+                    crate::names::WORKER_LABEL_PREFIX
+                ),
+            ));
+        }
+    }
 }
 
 fn check_project(

@@ -49,6 +49,7 @@ impl HostTx for MemTx {
         cur.instance_flagged_at = h.instance_flagged_at;
         cur.presented_instance_id = h.presented_instance_id;
         cur.dispatch_labels = h.dispatch_labels.clone();
+        cur.worker_labels = h.worker_labels.clone();
         cur.last_seen_at = h.last_seen_at;
         cur.capacity = h.capacity;
         cur.disabled = h.disabled;

@@ -6,7 +6,7 @@ impl HostTx for PgTx {
     async fn insert_host(&mut self, h: &Host) -> StoreResult<()> {
         let sql = format!(
             "INSERT INTO hosts ({}) VALUES \
-             ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20,$21,$22)",
+             ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20,$21,$22,$23)",
             host_cols()
         );
         let q = sqlx::query(&sql)
@@ -22,7 +22,8 @@ impl HostTx for PgTx {
             .bind(h.capacity)
             .bind(h.disabled)
             .bind(h.presented_instance_id)
-            .bind(labels_to_json(&h.dispatch_labels));
+            .bind(labels_to_json(&h.dispatch_labels))
+            .bind(labels_to_json(&h.worker_labels));
         let q = bind_meta!(q, h.meta).bind(h.created_at).bind(h.updated_at);
         self.savepoint().await?;
         let r = q.execute(self.conn()).await;
@@ -71,7 +72,7 @@ impl HostTx for PgTx {
              instance_suspect = $6, instance_flagged_at = $7, last_seen_at = $8, \
              capacity = $9, disabled = $10, spec = $11, labels = $12, annotations = $13, \
              generation = $14, observed_generation = $15, conditions = $16, updated_at = $17, \
-             presented_instance_id = $18, dispatch_labels = $19, \
+             presented_instance_id = $18, dispatch_labels = $19, worker_labels = $20, \
              resource_version = resource_version + 1 \
              WHERE id = $1 AND resource_version = $2 RETURNING {}",
             host_cols()
@@ -96,6 +97,7 @@ impl HostTx for PgTx {
             .bind(h.updated_at)
             .bind(h.presented_instance_id)
             .bind(labels_to_json(&h.dispatch_labels))
+            .bind(labels_to_json(&h.worker_labels))
             .fetch_optional(self.conn())
             .await
             .map_err(db_err)?;

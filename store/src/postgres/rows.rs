@@ -72,7 +72,7 @@ pub(super) fn host_cols() -> String {
     format!(
         "id, name, platform, token_fingerprint, status, instance_id, instance_suspect, \
          instance_flagged_at, last_seen_at, capacity, disabled, presented_instance_id, \
-         dispatch_labels, {META_COLS}, created_at, updated_at"
+         dispatch_labels, worker_labels, {META_COLS}, created_at, updated_at"
     )
 }
 
@@ -314,6 +314,7 @@ pub(super) fn host_from_row(row: &PgRow) -> StoreResult<Host> {
         disabled: get(row, "disabled")?,
         presented_instance_id: get(row, "presented_instance_id")?,
         dispatch_labels: labels_from_json(get(row, "dispatch_labels")?)?,
+        worker_labels: labels_from_json(get(row, "worker_labels")?)?,
         meta: meta_from_row(row)?,
         created_at: get(row, "created_at")?,
         updated_at: get(row, "updated_at")?,

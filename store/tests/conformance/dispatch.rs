@@ -71,6 +71,53 @@ pub async fn claim_runs_match_the_hosts_one_label_set(s: &dyn Store) {
     tx.commit().await.unwrap();
 }
 
+/// Issue 30: what a worker reports for itself lives under
+/// `worker.pam.dev/` and satisfies only a selector naming that key; a
+/// selector on an operator label (`secure: "true"`) is met by an
+/// operator's label alone, and an operator key stored in the worker's
+/// namespace (before validation refused it) counts for nothing.
+pub async fn claim_runs_keep_worker_reported_labels_apart(s: &dyn Store) {
+    let (_, task) = seed(s).await;
+    let mut reporter = host("reporter", &[]);
+    reporter.worker_labels = labels_of(&[("worker.pam.dev/secure", "true")]);
+    reporter.meta.labels = labels_of(&[("worker.pam.dev/gpu", "yes")]);
+    let operator_set = host("operator-set", &[("secure", "true")]);
+    insert_hosts(s, &[&reporter, &operator_set]).await;
+    // Stored and read back as is, in both stores.
+    let mut tx = s.begin().await.unwrap();
+    let read = tx.get_host(reporter.id).await.unwrap().unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(read.worker_labels, reporter.worker_labels);
+    assert_eq!(
+        read.labels(),
+        labels_of(&[("worker.pam.dev/secure", "true")])
+    );
+
+    let mut secure = run(&task, "secure", t(1));
+    secure.target = Target::Selector(labels_of(&[("secure", "true")]));
+    let mut trusted = run(&task, "trusted", t(2));
+    trusted.target = Target::Selector(labels_of(&[("worker.pam.dev/secure", "true")]));
+    let mut stray = run(&task, "stray", t(3));
+    stray.target = Target::Selector(labels_of(&[("worker.pam.dev/gpu", "yes")]));
+    insert_runs(s, &[secure.clone(), trusted.clone(), stray.clone()]).await;
+    for r in [&secure, &trusted, &stray] {
+        assert_eq!(
+            r.target.matches(&read),
+            r.id == trusted.id,
+            "{} on the reporter",
+            r.name
+        );
+    }
+
+    let mut tx = s.begin().await.unwrap();
+    let by_reporter = tx.claim_runs(&read, 10, t(4)).await.unwrap();
+    assert_eq!(ids(&by_reporter, |r| r.id), [trusted.id]);
+    let by_operator_set = tx.claim_runs(&operator_set, 10, t(5)).await.unwrap();
+    assert_eq!(ids(&by_operator_set, |r| r.id), [secure.id]);
+    tx.commit().await.unwrap();
+    assert_eq!(get_run(s, stray.id).await.status, RunStatus::Pending);
+}
+
 pub async fn claim_runs_order_limit_and_stop_requested(s: &dyn Store) {
     let (_, task) = seed(s).await;
     let h = host("h", &[]);

@@ -24,6 +24,7 @@ pub async fn host_crud_and_update(s: &dyn Store) {
     next.capacity = 1;
     next.disabled = true;
     next.meta.labels = labels_of(&[("x", "2")]);
+    next.worker_labels = labels_of(&[("worker.pam.dev/gpu", "no")]);
     next.updated_at = t(5);
     next.status = HostStatus::Online; // not written by update_host
     next.name = "renamed".into(); // nor this

@@ -57,6 +57,7 @@ macro_rules! store_conformance_tests {
             requeue_run_resets_attempt,
             claim_runs_by_target,
             claim_runs_match_the_hosts_one_label_set,
+            claim_runs_keep_worker_reported_labels_apart,
             claim_runs_order_limit_and_stop_requested,
             claim_runs_at_most_once,
             run_by_session_after_claim,
@@ -201,8 +202,9 @@ pub fn host(name: &str, labels: &[(&str, &str)]) -> Host {
         instance_suspect: false,
         instance_flagged_at: None,
         presented_instance_id: None,
-        // The labels the host brings (spec.labels or its worker's report).
+        // Operator labels (a Host's spec.labels).
         dispatch_labels: labels_of(labels),
+        worker_labels: Labels::new(),
         last_seen_at: None,
         capacity: 4,
         disabled: false,

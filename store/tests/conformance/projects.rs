@@ -116,6 +116,7 @@ pub async fn records_round_trip(s: &dyn Store) {
     h.disabled = true;
     h.presented_instance_id = Some(Uuid::new_v4());
     h.meta.labels = labels_of(&[("team", "infra")]);
+    h.worker_labels = labels_of(&[("worker.pam.dev/gpu", "a100")]);
     let mut tx = s.begin().await.unwrap();
     tx.insert_project(&p).await.unwrap();
     let w_stored = tx.insert_work_item(&w).await.unwrap();
