@@ -44,6 +44,7 @@
 pub mod attach;
 pub mod db;
 pub mod deps;
+pub mod dispatch;
 pub mod embedded;
 pub mod events;
 pub mod hosts;

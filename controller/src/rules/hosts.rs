@@ -160,11 +160,9 @@ pub async fn clear_suspect(
     tx.update_host(&host, rv).await
 }
 
-/// A host may receive new runs when it is online, not disabled and not
-/// instance-suspect (OQ-14; pam-data-model.txt, "pending → failed").
-pub fn eligible(h: &Host) -> bool {
-    h.status == HostStatus::Online && !h.disabled && !h.instance_suspect
-}
+/// A host may receive new runs: the dispatch predicate's host part
+/// ([`pam_store::dispatch::host_eligible`], its one home).
+pub use pam_store::dispatch::host_eligible as eligible;
 
 /// Whether a Host manifest declares this host (its spec then wins over
 /// what the worker reports); a host made by a worker's registration has

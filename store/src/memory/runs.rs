@@ -183,16 +183,15 @@ impl RunTx for MemTx {
             .runs
             .values()
             .filter(|r| {
-                r.status == RunStatus::Pending
-                    && !r.stop_requested
-                    && r.target.matches(host)
-                    && r.dispatchable_since.is_some()
-                    && !s.blocked(r.task_id)
-                    && !s.secret_waits.contains_key(&r.id)
-                    && !s
+                let waits = crate::dispatch::Waits {
+                    blocked: s.blocked(r.task_id),
+                    secret_missing: s.secret_waits.contains_key(&r.id),
+                    over_budget: s
                         .projects
                         .get(&r.project_id)
-                        .is_some_and(|p| crate::projects::over_budget(&p.meta))
+                        .is_some_and(|p| crate::projects::over_budget(&p.meta)),
+                };
+                crate::dispatch::run_claimable(r, host, waits)
             })
             .cloned()
             .collect();

@@ -285,22 +285,15 @@ impl RunTx for PgTx {
         now: DateTime<Utc>,
     ) -> StoreResult<Vec<Run>> {
         transition(RunStatus::Pending, RunStatus::Spawning)?;
+        let claimable = crate::dispatch::CLAIMABLE_SQL
+            .replace("{blocked}", &super::deps::blocked_sql("runs.task_id"));
         let sql = format!(
             "WITH c AS ( \
-                 SELECT id AS cid FROM runs \
-                 WHERE status = 'pending' AND dispatchable_since IS NOT NULL \
-                   AND NOT stop_requested \
-                   AND (target = '{{}}'::jsonb OR target->>'host' = $2 \
-                        OR (target ? 'selector' AND $3::jsonb @> (target->'selector'))) \
-                   AND NOT {} \
-                   AND NOT EXISTS (SELECT 1 FROM run_secret_waits w WHERE w.run_id = runs.id) \
-                   AND NOT EXISTS (SELECT 1 FROM projects p WHERE p.id = runs.project_id \
-                       AND p.conditions @> '[{{\"type\":\"BudgetExceeded\",\"status\":\"True\"}}]') \
+                 SELECT id AS cid FROM runs WHERE {claimable} \
                  ORDER BY dispatchable_since, id LIMIT $4 FOR UPDATE SKIP LOCKED \
              ) UPDATE runs SET status = 'spawning', host_id = $1, updated_at = $5, \
                  resource_version = resource_version + 1 \
              FROM c WHERE runs.id = c.cid AND runs.status = 'pending' RETURNING {}",
-            super::deps::blocked_sql("runs.task_id"),
             qualified("runs", &run_cols())
         );
         let rows = sqlx::query(&sql)
