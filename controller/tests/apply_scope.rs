@@ -10,25 +10,14 @@ mod common;
 use std::sync::Arc;
 
 use axum::http::StatusCode;
-use chrono::Utc;
 use pam_controller::api::AppState;
 use pam_controller::clock::SystemClock;
-use pam_store::{Store, TokenKind};
+use pam_store::Store;
 use serde_json::{json, Value};
 
 async fn state(store: Arc<dyn Store>) -> (AppState, String) {
     let state = AppState::new(store, Arc::new(SystemClock), Default::default());
-    let mut tx = state.ctx.store.begin().await.unwrap();
-    let (_, token) = pam_controller::rules::tokens::mint(
-        &mut *tx,
-        TokenKind::Operator,
-        "ops".into(),
-        None,
-        Utc::now(),
-    )
-    .await
-    .unwrap();
-    tx.commit().await.unwrap();
+    let token = common::operator_token(&state).await;
     (state, token)
 }
 

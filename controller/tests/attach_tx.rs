@@ -15,7 +15,6 @@ use common::request;
 use pam_controller::api::AppState;
 use pam_controller::clock::{Clock, ManualClock};
 use pam_controller::rules::leases::{self, Acquirer};
-use pam_store::TokenKind;
 use serde_json::json;
 
 const TREE: &str = "apiVersion: pam.dev/v1\nkind: Project\nmetadata: {name: web}\nspec: {displayName: Web}\n---\napiVersion: pam.dev/v1\nkind: Task\nmetadata: {name: cart, project: web}\nspec: {title: Cart}\n---\napiVersion: pam.dev/v1\nkind: Run\nmetadata: {name: r1, project: web}\nspec: {task: cart, provider: claude, prompt: hi, cwd: /tmp}\n";
@@ -44,17 +43,7 @@ async fn a_lease_and_its_event_commit_together_or_not_at_all() {
         clock.clone(),
         Default::default(),
     );
-    let mut tx = state.ctx.store.begin().await.unwrap();
-    let (_, token) = pam_controller::rules::tokens::mint(
-        &mut *tx,
-        TokenKind::Operator,
-        "ops".into(),
-        None,
-        Utc::now(),
-    )
-    .await
-    .unwrap();
-    state.ctx.commit(tx).await.unwrap();
+    let token = common::operator_token(&state).await;
     let (s, v) = request(
         state.clone(),
         Some(&token),

@@ -11,7 +11,6 @@ use chrono::{TimeZone, Utc};
 use http_body_util::BodyExt;
 use pam_controller::api::{router, AppState};
 use pam_controller::clock::ManualClock;
-use pam_store::TokenKind;
 use serde_json::{json, Value};
 use tower::ServiceExt;
 
@@ -149,18 +148,7 @@ async fn an_unknown_asset_is_a_json_404() {
 }
 
 async fn operator(state: &AppState) -> String {
-    let mut tx = state.ctx.store.begin().await.unwrap();
-    let (_, token) = pam_controller::rules::tokens::mint(
-        &mut *tx,
-        TokenKind::Operator,
-        "ops".into(),
-        None,
-        Utc::now(),
-    )
-    .await
-    .unwrap();
-    tx.commit().await.unwrap();
-    token
+    common::operator_token(state).await
 }
 
 async fn call(

@@ -10,10 +10,8 @@ mod common;
 use std::sync::Arc;
 
 use axum::http::StatusCode;
-use chrono::Utc;
 use pam_controller::api::AppState;
 use pam_controller::clock::SystemClock;
-use pam_store::TokenKind;
 use serde_json::{json, Value};
 
 struct Api {
@@ -27,17 +25,7 @@ impl Api {
             pam_testkit::testdb::fresh_pool().await.unwrap(),
         ));
         let state = AppState::new(store, Arc::new(SystemClock), Default::default());
-        let mut tx = state.ctx.store.begin().await.unwrap();
-        let (_, token) = pam_controller::rules::tokens::mint(
-            &mut *tx,
-            TokenKind::Operator,
-            "ops".into(),
-            None,
-            Utc::now(),
-        )
-        .await
-        .unwrap();
-        state.ctx.commit(tx).await.unwrap();
+        let token = common::operator_token(&state).await;
         Api { state, token }
     }
 

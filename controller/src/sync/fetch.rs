@@ -391,12 +391,7 @@ impl GitMirror {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn write(root: &Path, rel: &str, text: &str) {
-        let p = root.join(rel);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, text).unwrap();
-    }
+    use crate::sync::tree::tests::write;
 
     fn git(dir: &Path, args: &[&str]) {
         let st = std::process::Command::new("git")

@@ -142,10 +142,11 @@ pub fn read_dir(root: &Path) -> anyhow::Result<Tree> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn write(root: &Path, rel: &str, text: &str) {
+    /// Writes `text` to `root/rel`, making its directories.
+    pub(crate) fn write(root: &Path, rel: &str, text: &str) {
         let p = root.join(rel);
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
         std::fs::write(p, text).unwrap();

@@ -37,3 +37,20 @@ pub async fn request(
     };
     (status, v)
 }
+
+/// Mints an operator token named `ops` in `state`'s store.
+#[allow(dead_code)] // not every test binary that shares this module uses it
+pub async fn operator_token(state: &AppState) -> String {
+    let mut tx = state.ctx.store.begin().await.unwrap();
+    let (_, token) = pam_controller::rules::tokens::mint(
+        &mut *tx,
+        pam_store::TokenKind::Operator,
+        "ops".into(),
+        None,
+        chrono::Utc::now(),
+    )
+    .await
+    .unwrap();
+    state.ctx.commit(tx).await.unwrap();
+    token
+}
