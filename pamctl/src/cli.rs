@@ -39,8 +39,15 @@ pub struct Global {
     /// Context of the config file to use instead of its current-context
     #[arg(long, global = true, value_name = "NAME")]
     pub context: Option<String>,
-    /// Project of tasks and runs [env: PAM_PROJECT]
-    #[arg(short = 'p', long, global = true, value_name = "P")]
+    /// Project of tasks and runs (`-n` too, kubectl's namespace habit)
+    /// [env: PAM_PROJECT]
+    #[arg(
+        short = 'p',
+        long,
+        global = true,
+        value_name = "P",
+        visible_short_alias = 'n'
+    )]
     pub project: Option<String>,
     /// Trust only the CA certificates in this PEM file for an https://
     /// server [env: PAM_CA_FILE] [default: the bundled public roots]

@@ -25,7 +25,7 @@ fn retry_after_secs(r: &reqwest::blocking::Response) -> Option<u64> {
 
 /// How to start a local pamd; shown when nothing answers.
 pub const START_HINT: &str =
-    "is pamd running? start it with `cargo run --release -p pam-controller --bin pamd`";
+    "is pamd running? start it with `pamd --local-worker` (or point --server / PAM_SERVER at one)";
 
 #[derive(Clone)]
 pub struct Client {

@@ -196,7 +196,7 @@ fn nothing_listening_exits_4_with_a_hint() {
         "{}",
         r.stderr
     );
-    assert!(r.stderr.contains("\nhint: is pamd running? start it with `cargo run --release -p pam-controller --bin pamd`\n"), "{}", r.stderr);
+    assert!(r.stderr.contains("\nhint: is pamd running? start it with `pamd --local-worker` (or point --server / PAM_SERVER at one)\n"), "{}", r.stderr);
     assert_eq!(r.stdout, "");
     // The same through PAM_SERVER.
     let r = Run::from(

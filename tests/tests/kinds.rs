@@ -150,3 +150,17 @@ async fn every_kind_answers_the_generic_verbs() {
         fails(&pamctl(&["get", singular, "two"]), 3);
     }
 }
+
+/// Issue 31's kubectl habit: `-n` names the project as `-p` does.
+#[tokio::test]
+async fn dash_n_is_the_project_as_in_kubectl() {
+    let pamd = Pamd::start(PamdOptions::default()).await.unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let base = tmp.path().join("base.yaml");
+    std::fs::write(&base, BASE).unwrap();
+    ok(&pamd.pamctl(&["apply", "-f", &base.display().to_string()]));
+    let by_p = ok(&pamd.pamctl(&["-p", "web", "get", "tasks", "-o", "name"]));
+    let by_n = ok(&pamd.pamctl(&["get", "tasks", "-n", "web", "-o", "name"]));
+    assert_eq!(by_n, by_p);
+    assert!(by_n.contains("build"), "{by_n}");
+}
