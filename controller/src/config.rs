@@ -40,7 +40,7 @@
 //! # allowed_roots = ["/srv/pam"]  (directory Sources: the data dir and these)
 //! # settle_ms = 1000
 //! [api]
-//! max_body_bytes = 33554432 # apply and diff (32 MiB; sized to the deploy memory limit, docs/operations.md)
+//! max_body_bytes = 16777216 # apply and diff (16 MiB; sized to the deploy memory limit, docs/operations.md)
 //! [rate_limits]             # issue 19, per token (see config/rate_limits.rs)
 //! # operator_per_second = 100, operator_burst = 1000,
 //! # worker_per_second = 50, worker_burst = 200, enabled = true

@@ -10,10 +10,10 @@ use super::{
 };
 
 /// The default request body limit of apply and diff (`[api]
-/// max_body_bytes`; other routes keep axum's 2 MB). An apply holds up to
-/// about 10× its body while it runs (issue 30), so this default keeps one
-/// within the deploy files' 512 MiB (docs/operations.md, "Memory").
-pub const DEFAULT_MAX_BODY_BYTES: usize = 32 << 20;
+/// max_body_bytes`; other routes keep axum's 2 MB). An apply's peak RSS is
+/// up to ~26× its body (issue 30, small documents), so this default keeps
+/// one within the deploy files' 512 MiB (docs/operations.md, "Memory").
+pub const DEFAULT_MAX_BODY_BYTES: usize = 16 << 20;
 
 /// The routes; apply and diff accept bodies up to `max_body_bytes`.
 pub fn v1(max_body_bytes: usize) -> Router<AppState> {

@@ -239,7 +239,7 @@ fn sources_name_the_roots_directory_sources_may_read() {
 #[test]
 fn the_apply_body_limit_is_configurable_and_sane() {
     let c = resolve(None, &Cli::default()).unwrap();
-    assert_eq!(c.api.max_body_bytes, 32 << 20);
+    assert_eq!(c.api.max_body_bytes, 16 << 20);
     let c = resolve(Some("[api]\nmax_body_bytes = 67108864\n"), &Cli::default()).unwrap();
     assert_eq!(c.api.max_body_bytes, 64 << 20);
     let err = resolve(Some("[api]\nmax_body_bytes = 1000\n"), &Cli::default()).unwrap_err();

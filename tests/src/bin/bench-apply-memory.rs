@@ -4,10 +4,11 @@
 //! fresh pamd (so the peak is that apply's) over a fresh database of the
 //! test PostgreSQL cluster. Build it with `--release`.
 //!
-//! Cases (the shape of bench-apply: an epic and 99 children under it):
-//! - `50k`: 50,000 tasks in 50 files of 1,000 (5.1 MB of YAML);
-//! - `100k`: 100,000 tasks in 100 files (10.4 MB);
-//! - `3x16`: three files of 16.5 MB each (485,000 tasks), in one request.
+//! Cases (by default the shape of bench-apply: an epic and 99 children
+//! under it, labels, a description; ~212 bytes a document):
+//! - `50k`: 50,000 tasks in 50 files of 1,000 (10.6 MB of YAML);
+//! - `100k`: 100,000 tasks in 100 files (21.3 MB);
+//! - `3x16`: three files of 16.5 MB each (233,400 tasks), in one request.
 //!
 //! Targets (issue 30): peak RSS ≤ 10× the request body + a fixed base (the
 //! idle RSS before the apply is printed next to it); the 50,000-task apply
@@ -16,8 +17,11 @@
 //! keeps the default, `--no-api-config` omits the table for a pamd that
 //! predates it).
 //!
-//! Usage: `bench-apply-memory [50k] [100k] [3x16] [--default-limit]
-//! [--no-api-config]` (default: all three cases).
+//! `--small`: documents with a title only (~104 bytes each, 158,000 a
+//! 16.5 MB file), the shape of issue 30's figures.
+//!
+//! Usage: `bench-apply-memory [50k] [100k] [3x16] [--small]
+//! [--default-limit] [--no-api-config]` (default: all three cases).
 
 use std::fmt::Write as _;
 use std::time::Instant;
@@ -26,10 +30,19 @@ use pam_tests::bench::{record, Figure};
 use pam_tests::{Pamd, PamdOptions};
 use serde_json::{json, Value};
 
-/// `n` Task documents from `first` in project `project`, as one YAML text.
-fn tasks_yaml(project: &str, first: usize, n: usize) -> String {
-    let mut yaml = String::with_capacity(n * 110);
+/// `n` Task documents from `first` in project `project`, as one YAML text;
+/// `small`: a title only (~104 bytes a document, the shape of issue 30's
+/// figures: 50,000 tasks in 5.1 MB).
+fn tasks_yaml(project: &str, first: usize, n: usize, small: bool) -> String {
+    let mut yaml = String::with_capacity(n * 220);
     for i in first..first + n {
+        if small {
+            let _ = write!(
+                yaml,
+                "---\napiVersion: pam.dev/v1\nkind: Task\nmetadata:\n  name: t{i:06}\n  project: {project}\nspec:\n  title: Task {i}\n"
+            );
+            continue;
+        }
         let epic = i % 100 == 0;
         let _ = write!(
             yaml,
@@ -44,12 +57,12 @@ fn tasks_yaml(project: &str, first: usize, n: usize) -> String {
 }
 
 /// `files` files of `per_file` tasks each.
-fn files(files: usize, per_file: usize) -> Vec<Value> {
+fn files(files: usize, per_file: usize, small: bool) -> Vec<Value> {
     (0..files)
         .map(|f| {
             json!({
                 "name": format!("tasks-{f:03}.yaml"),
-                "content": tasks_yaml("bench", f * per_file, per_file),
+                "content": tasks_yaml("bench", f * per_file, per_file, small),
             })
         })
         .collect()
@@ -72,6 +85,17 @@ async fn case(name: &str, files: Vec<Value>, config: &str) -> anyhow::Result<()>
         .map(|f| f["content"].as_str().unwrap_or("").len())
         .sum();
     let n_files = files.len();
+    let docs: usize = files
+        .iter()
+        .map(|f| {
+            f["content"]
+                .as_str()
+                .unwrap_or("")
+                .matches("\n---\n")
+                .count()
+                + 1
+        })
+        .sum();
     let body = json!({ "files": files }).to_string();
     let pamd = Pamd::start(PamdOptions {
         config_toml: config.into(),
@@ -110,7 +134,7 @@ async fn case(name: &str, files: Vec<Value>, config: &str) -> anyhow::Result<()>
         .map(|r| r.iter().filter(|x| x["action"] == "created").count());
     println!(
         "  {name:5} {:>7} docs in {n_files:>3} file(s): YAML {:>5.1} MB, body {body_mb:>5.1} MiB -> {status}, {} created; {took:>6.2} s; pamd idle {idle:>5.1} MiB, peak {peak:>7.1} MiB = {:>5.1}x body over idle",
-        yaml / 103,
+        docs,
         yaml as f64 / 1e6,
         created.map_or("no".into(), |c| c.to_string()),
         (peak - idle) / body_mb,
@@ -152,6 +176,7 @@ async fn main() -> anyhow::Result<()> {
     if cases.is_empty() {
         cases = vec!["50k", "100k", "3x16"];
     }
+    let small = flag("--small");
     // Measures pamd, not its rate limits (issue 19).
     let mut config = "[rate_limits]\nenabled = false\n".to_string();
     if !flag("--default-limit") && !flag("--no-api-config") {
@@ -160,10 +185,13 @@ async fn main() -> anyhow::Result<()> {
     println!("bench-apply-memory: one apply per fresh pamd (release), config: {config:?}");
     for c in cases {
         match c {
-            "50k" => case(c, files(50, 1000), &config).await?,
-            "100k" => case(c, files(100, 1000), &config).await?,
-            // 159,000 tasks of ~104 bytes: 16.5 MB a file (under the 16 MiB file limit).
-            "3x16" => case(c, files(3, 159_000), &config).await?,
+            "50k" => case(c, files(50, 1000, small), &config).await?,
+            "100k" => case(c, files(100, 1000, small), &config).await?,
+            // 77,800 tasks of ~212 bytes: 16.5 MB a file (under the 16 MiB file limit).
+            "3x16" => {
+                let per_file = if small { 158_000 } else { 77_800 };
+                case(c, files(3, per_file, small), &config).await?
+            }
             other => anyhow::bail!("unknown case {other:?}"),
         }
     }
