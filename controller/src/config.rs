@@ -41,6 +41,8 @@
 //! [sources]                 # issue 30 (see config/sources.rs)
 //! # allowed_roots = ["/srv/pam"]  (directory Sources: the data dir and these)
 //! # settle_ms = 1000
+//! [api]
+//! max_body_bytes = 16777216 # apply and diff (16 MiB; sized to the deploy memory limit, docs/operations.md)
 //! [rate_limits]             # issue 19, per token (see config/rate_limits.rs)
 //! # operator_per_second = 100, operator_burst = 1000,
 //! # worker_per_second = 50, worker_burst = 200, enabled = true
@@ -159,6 +161,26 @@ pub struct Config {
     pub secrets_key_file: PathBuf,
     /// What directory Sources may read (issue 30).
     pub sources: sources::SourcesConfig,
+    /// The API's request limits (issue 30).
+    pub api: ApiConfig,
+}
+
+/// The `[api]` table.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ApiConfig {
+    /// The largest request body apply and diff accept: an apply holds
+    /// several times its body in memory while it runs (docs/operations.md,
+    /// "Memory"), so this is what bounds pamd's peak.
+    pub max_body_bytes: usize,
+}
+
+impl Default for ApiConfig {
+    fn default() -> Self {
+        ApiConfig {
+            max_body_bytes: crate::api::routes::DEFAULT_MAX_BODY_BYTES,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -264,6 +286,7 @@ struct FileConfig {
     rate_limits: rate_limits::RateLimitsConfig,
     secrets: secrets::SecretsFile,
     sources: sources::SourcesConfig,
+    api: ApiConfig,
 }
 
 impl Config {
@@ -327,6 +350,7 @@ impl Config {
             webhooks: parsed.webhooks,
             rate_limits: parsed.rate_limits,
             sources: parsed.sources.expanded(|r| expand_home(r, home))?,
+            api: parsed.api,
         };
         config.validate()?;
         Ok(config)
@@ -356,6 +380,9 @@ impl Config {
         }
         if self.retention.events_days == 0 {
             bail!("[retention] events_days must be at least 1");
+        }
+        if self.api.max_body_bytes < 2 << 20 {
+            bail!("[api] max_body_bytes must be at least 2097152 (2 MiB, what every other route accepts)");
         }
         self.webhooks.validate()?;
         self.sources.validate()?;

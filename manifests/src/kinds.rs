@@ -329,9 +329,10 @@ macro_rules! object {
             /// Desired state, operator-owned.
             pub spec: $spec,
             /// Observed state, controller-owned: printed, never read from a
-            /// manifest.
+            /// manifest. Boxed: a manifest being applied has none, and
+            /// apply holds every manifest of a batch (issue 30).
             #[serde(default, skip_serializing_if = "Option::is_none")]
-            pub status: Option<$status>,
+            pub status: Option<Box<$status>>,
         }
 
         impl $name {

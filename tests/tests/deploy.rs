@@ -29,7 +29,7 @@ fn docs(rel: &str) -> Vec<Value> {
         .collect()
 }
 
-fn pamd_accepts(toml: &str, what: &str) {
+fn pamd_accepts(toml: &str, what: &str) -> pam_controller::config::Config {
     let cli = pam_controller::config::Cli::default();
     let c = pam_controller::config::Config::resolve(
         Some((Path::new(what), toml)),
@@ -41,6 +41,7 @@ fn pamd_accepts(toml: &str, what: &str) {
         matches!(c.tls, pam_controller::config::Tls::Files { .. }),
         "{what}: TLS on"
     );
+    c
 }
 
 #[test]
@@ -122,6 +123,44 @@ fn kubernetes_manifests_have_what_a_deployment_needs() {
         "ConfigMap pamd.toml",
     );
     pamd_accepts(&read("deploy/pamd.toml"), "deploy/pamd.toml");
+}
+
+/// Issue 30: the body limit the deploy config gives apply fits the memory
+/// the deploy files give pamd. An apply peaks at up to 26 bytes of RSS per
+/// byte of body over pamd's idle ~20 MiB (bench-apply-memory, small
+/// documents; docs/operations.md, "Memory").
+#[test]
+fn the_apply_body_limit_fits_the_memory_limit() {
+    const RSS_PER_BODY_BYTE: usize = 26;
+    const IDLE: usize = 32 << 20;
+    let all = docs("deploy/kubernetes/pamd.yaml");
+    let dep = all.iter().find(|d| d["kind"] == "Deployment").unwrap();
+    let c = &dep["spec"]["template"]["spec"]["containers"][0];
+    let k8s = c["resources"]["limits"]["memory"].as_str().unwrap();
+    let k8s: usize = k8s.strip_suffix("Mi").unwrap().parse::<usize>().unwrap() << 20;
+    let compose = &docs("deploy/compose.yaml")[0]["services"]["pamd"]["mem_limit"];
+    let compose = compose.as_str().unwrap();
+    let compose: usize = compose.strip_suffix('m').unwrap().parse::<usize>().unwrap() << 20;
+    let cm = all.iter().find(|d| d["kind"] == "ConfigMap").unwrap();
+    for (what, toml, limit) in [
+        (
+            "ConfigMap pamd.toml",
+            cm["data"]["pamd.toml"].as_str().unwrap().to_string(),
+            k8s,
+        ),
+        ("deploy/pamd.toml", read("deploy/pamd.toml"), compose),
+    ] {
+        let body = pamd_accepts(&toml, what).api.max_body_bytes;
+        assert!(
+            body * RSS_PER_BODY_BYTE + IDLE <= limit,
+            "{what}: [api] max_body_bytes {body} needs {} MiB, the memory limit is {} MiB",
+            (body * RSS_PER_BODY_BYTE + IDLE) >> 20,
+            limit >> 20
+        );
+    }
+    // The default, too (a config without [api]).
+    let default = pam_controller::api::routes::DEFAULT_MAX_BODY_BYTES;
+    assert!(default * RSS_PER_BODY_BYTE + IDLE <= k8s.min(compose));
 }
 
 #[test]

@@ -103,7 +103,7 @@ pub async fn layer(State(st): State<AppState>, req: Request, next: Next) -> Resp
         return e.into_response();
     }
     let (parts, body) = req.into_parts();
-    let bytes = match axum::body::to_bytes(body, super::routes::APPLY_BODY_LIMIT).await {
+    let bytes = match axum::body::to_bytes(body, st.max_body_bytes).await {
         Ok(b) => b,
         Err(e) => {
             return error(

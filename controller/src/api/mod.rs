@@ -67,6 +67,8 @@ pub struct AppState {
     pub revocations: revocation::Revocations,
     /// The per-token rate limits (issue 19; this replica's buckets).
     pub limits: Arc<rate_limit::Limiter>,
+    /// The largest body apply and diff accept (`[api] max_body_bytes`).
+    pub max_body_bytes: usize,
 }
 
 impl AppState {
@@ -78,6 +80,7 @@ impl AppState {
             signals: Default::default(),
             revocations: Default::default(),
             limits: Default::default(),
+            max_body_bytes: routes::DEFAULT_MAX_BODY_BYTES,
         }
     }
 }
@@ -87,7 +90,7 @@ pub fn router(state: AppState) -> Router {
     let idempotent = axum::middleware::from_fn_with_state(state.clone(), idempotency::layer);
     let limited = axum::middleware::from_fn_with_state(state.clone(), rate_limit::layer);
     Router::new()
-        .merge(routes::v1())
+        .merge(routes::v1(state.max_body_bytes))
         .merge(dashboard::router())
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))

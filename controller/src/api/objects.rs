@@ -67,13 +67,13 @@ pub fn project(
             archived: p.status == pam_manifests::state::ProjectStatus::Archived,
             budget: usage::budget_of(&p.meta),
         },
-        status: Some(kinds::ObservedProject {
+        status: Some(Box::new(kinds::ObservedProject {
             phase: p.status,
             source,
             usage: usage.filter(|u| !u.is_zero()).map(usage_figures),
             observed_generation: Some(p.meta.observed_generation),
             conditions: conditions(&p.meta),
-        }),
+        })),
     }
 }
 
@@ -136,7 +136,7 @@ pub fn task(
             assignee: w.assignee.clone(),
             sort_order: w.sort_order,
         },
-        status: Some(kinds::ObservedTask {
+        status: Some(Box::new(kinds::ObservedTask {
             phase: w.status,
             path: Some(w.path.clone()),
             completion,
@@ -147,7 +147,7 @@ pub fn task(
             usage: usage.filter(|u| !u.is_zero()).map(usage_figures),
             observed_generation: Some(w.meta.observed_generation),
             conditions: conditions(&w.meta),
-        }),
+        })),
     }
 }
 
@@ -236,7 +236,7 @@ pub fn run(
             env,
             env_from,
         },
-        status: Some(kinds::ObservedRun {
+        status: Some(Box::new(kinds::ObservedRun {
             phase: r.status,
             attempt: r.attempt.max(0) as u32,
             host: host_name.map(str::to_string),
@@ -253,7 +253,7 @@ pub fn run(
             }),
             observed_generation: Some(r.meta.observed_generation),
             conditions: conditions(&meta),
-        }),
+        })),
     }
 }
 
@@ -290,7 +290,7 @@ pub fn host(h: &store::Host, running: u32) -> kinds::Host {
             labels: to_manifest_labels(&h.dispatch_labels),
             capacity: h.capacity.max(0) as u32,
         },
-        status: Some(kinds::ObservedHost {
+        status: Some(Box::new(kinds::ObservedHost {
             phase: h.status,
             instance_suspect: h.instance_suspect,
             instance_flagged_at: h.instance_flagged_at.map(ts),
@@ -299,7 +299,7 @@ pub fn host(h: &store::Host, running: u32) -> kinds::Host {
             labels: h.labels().into_iter().collect(),
             observed_generation: Some(h.meta.observed_generation),
             conditions: conditions(&h.meta),
-        }),
+        })),
     }
 }
 
@@ -320,7 +320,7 @@ pub fn source(s: &store::Source, inventory: usize) -> Value {
         kind: kinds::SourceKind::Source,
         metadata: object_meta!(ObjectMeta, &s.meta, &s.name, s.id, s.created_at),
         spec,
-        status: Some(kinds::ObservedSource {
+        status: Some(Box::new(kinds::ObservedSource {
             revision: st.revision.clone(),
             attempted_revision: st.attempted_revision.clone(),
             last_synced_at: st.last_synced_at.map(ts),
@@ -335,7 +335,7 @@ pub fn source(s: &store::Source, inventory: usize) -> Value {
             inventory: inventory as u32,
             observed_generation: Some(s.meta.observed_generation),
             conditions: conditions(&s.meta),
-        }),
+        })),
     };
     serde_json::to_value(obj).expect("a Source is JSON")
 }
@@ -352,12 +352,12 @@ pub fn webhook(w: &store::Webhook, counts: (u64, u64)) -> Value {
         kind: kinds::WebhookKind::Webhook,
         metadata: object_meta!(ObjectMeta, &w.meta, &w.name, w.id, w.created_at),
         spec,
-        status: Some(kinds::ObservedWebhook {
+        status: Some(Box::new(kinds::ObservedWebhook {
             pending: counts.0,
             failed: counts.1,
             observed_generation: Some(w.meta.observed_generation),
             conditions: conditions(&w.meta),
-        }),
+        })),
     };
     serde_json::to_value(obj).expect("a Webhook is JSON")
 }
@@ -414,12 +414,12 @@ pub fn secret(s: &store::Secret, project_slug: &str) -> Value {
             project_slug
         ),
         spec: kinds::SecretSpec::default(),
-        status: Some(kinds::ObservedSecret {
+        status: Some(Box::new(kinds::ObservedSecret {
             keys,
             key_id: Some(s.key_id.clone()),
             observed_generation: Some(s.meta.observed_generation),
             conditions: conditions(&s.meta),
-        }),
+        })),
     };
     serde_json::to_value(obj).expect("a Secret is JSON")
 }
@@ -448,7 +448,7 @@ pub fn schedule(
             project_slug
         ),
         spec,
-        status: Some(crate::rules::schedules::status(s, runs, now)),
+        status: Some(Box::new(crate::rules::schedules::status(s, runs, now))),
     };
     serde_json::to_value(obj).expect("a Schedule is JSON")
 }

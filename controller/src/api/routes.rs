@@ -9,20 +9,24 @@ use super::{
     tokens, webhooks, worker as w, AppState,
 };
 
-/// Request body limit of apply and diff (other routes keep axum's 2 MB).
-pub const APPLY_BODY_LIMIT: usize = 256 << 20;
+/// The default request body limit of apply and diff (`[api]
+/// max_body_bytes`; other routes keep axum's 2 MB). An apply's peak RSS is
+/// up to ~26× its body (issue 30, small documents), so this default keeps
+/// one within the deploy files' 512 MiB (docs/operations.md, "Memory").
+pub const DEFAULT_MAX_BODY_BYTES: usize = 16 << 20;
 
-pub fn v1() -> Router<AppState> {
+/// The routes; apply and diff accept bodies up to `max_body_bytes`.
+pub fn v1(max_body_bytes: usize) -> Router<AppState> {
     Router::new()
         // Large batches (10,000 manifests is several MB of YAML) exceed
         // axum's 2 MB default body limit.
         .route(
             "/api/v1/apply",
-            post(apply::apply_handler).layer(DefaultBodyLimit::max(APPLY_BODY_LIMIT)),
+            post(apply::apply_handler).layer(DefaultBodyLimit::max(max_body_bytes)),
         )
         .route(
             "/api/v1/diff",
-            post(apply::diff_handler).layer(DefaultBodyLimit::max(APPLY_BODY_LIMIT)),
+            post(apply::diff_handler).layer(DefaultBodyLimit::max(max_body_bytes)),
         )
         .route("/api/v1/projects", get(projects::list_projects))
         .route(

@@ -48,8 +48,11 @@ pub(super) struct Writer<'t> {
     /// and one bulk event append, not round trips per object.
     new_items: Vec<WorkItem>,
     new_item_projects: Vec<String>,
-    /// The ids of `new_items` by project id and name (parents of later
-    /// documents), without copies of the rows.
+    /// The ids of the work items this batch created, written or not yet
+    /// (`new_items`), by project id and name: parents, dependencies and
+    /// tasks of later documents. Only ids: a big batch keeps no copy of
+    /// the rows it wrote (issue 30); the few places that need a row read
+    /// it back.
     new_names: HashMap<(Uuid, String), Uuid>,
     /// The conditions of every object created by this batch, built once.
     created_conditions: Value,
@@ -63,6 +66,11 @@ pub(super) struct Writer<'t> {
     /// batch exists, so a link may name a task created later in the batch.
     dep_writes: Vec<(Uuid, String, Vec<String>)>,
 }
+
+/// New work items are written in bulk once this many are pending: a big
+/// batch holds a bounded number of rows, COPY lines and event payloads at
+/// a time, not all of them (issue 30).
+const FLUSH_EVERY: usize = 1_000;
 
 /// The `dependsOn` names of a stored spec.
 fn spec_depends_on(spec: &Value) -> Vec<String> {
@@ -190,12 +198,36 @@ impl<'t> Writer<'t> {
         }
         let items = std::mem::take(&mut self.new_items);
         let slugs = std::mem::take(&mut self.new_item_projects);
-        self.new_names.clear();
-        let rows = work_items::create_many(self.tx, items, &slugs, self.now).await?;
-        for w in rows {
-            self.items_of(w.project_id).insert(w.name.clone(), w);
-        }
+        work_items::create_many(self.tx, items, &slugs, self.now).await?;
         Ok(())
+    }
+
+    /// The id of the task `name` of the project: stored, or created by
+    /// this batch.
+    fn task_id(&mut self, project_id: Uuid, name: &str) -> Option<Uuid> {
+        match self.items_of(project_id).get(name) {
+            Some(w) => Some(w.id),
+            None => self.new_names.get(&(project_id, name.to_string())).copied(),
+        }
+    }
+
+    /// The stored row of the task `name` of the project (one this batch
+    /// created is read back: only its id is kept).
+    async fn task_row(
+        &mut self,
+        project_id: Uuid,
+        name: &str,
+    ) -> Result<Option<WorkItem>, ApplyError> {
+        if let Some(w) = self.items_of(project_id).get(name) {
+            return Ok(Some(w.clone()));
+        }
+        match self.new_names.get(&(project_id, name.to_string())).copied() {
+            Some(id) => {
+                self.flush_new_items().await?;
+                Ok(Some(self.fresh_item(id).await?))
+            }
+            None => Ok(None),
+        }
     }
 
     async fn fresh_item(&mut self, id: Uuid) -> Result<WorkItem, ApplyError> {
@@ -367,26 +399,16 @@ impl<'t> Writer<'t> {
         let now = self.now;
         let project_slug = t.metadata.project.to_string();
         let (project_id, _) = self.project_id(&project_slug).await?;
-        let name = t.metadata.name.to_string();
-        if self.new_names.contains_key(&(project_id, name)) {
-            // Not reached (validation refuses duplicates): the rows below
-            // are read from the store.
-            self.flush_new_items().await?;
-        }
-        let new_names = std::mem::take(&mut self.new_names);
-        let items = self.items_of(project_id);
         let parent_id = match &t.spec.parent {
             None => None,
             Some(p) => Some(
-                match items.get(p.as_str()) {
-                    Some(w) => Some(w.id),
-                    None => new_names.get(&(project_id, p.to_string())).copied(),
-                }
-                .ok_or_else(|| StoreError::NotFound(format!("task {p}")))?,
+                self.task_id(project_id, p.as_str())
+                    .ok_or_else(|| StoreError::NotFound(format!("task {p}")))?,
             ),
         };
-        let existing = items.get(t.metadata.name.as_str()).cloned();
-        self.new_names = new_names;
+        // One created earlier in this batch is not reached (validation
+        // refuses duplicates): it would be read back from the store.
+        let existing = self.task_row(project_id, t.metadata.name.as_str()).await?;
         let deps: Vec<String> = t.spec.depends_on.iter().map(|n| n.to_string()).collect();
         let stored_deps = existing
             .as_ref()
@@ -406,6 +428,9 @@ impl<'t> Writer<'t> {
             self.new_items.push(row);
             self.new_item_projects.push(project_slug);
             self.result(&d.manifest, Action::Created, Some(1));
+            if self.new_items.len() >= FLUSH_EVERY {
+                self.flush_new_items().await?;
+            }
             return Ok(());
         };
         // A cascade or reparent earlier in this batch may have moved the
@@ -440,19 +465,16 @@ impl<'t> Writer<'t> {
     pub(super) async fn write_dependencies(&mut self) -> Result<(), ApplyError> {
         self.flush_new_items().await?;
         for (project_id, name, deps) in std::mem::take(&mut self.dep_writes) {
-            let items = self.items_of(project_id);
-            let find = |n: &str| {
-                items
-                    .get(n)
-                    .cloned()
+            let mut find = |n: &str| {
+                self.task_id(project_id, n)
                     .ok_or_else(|| StoreError::NotFound(format!("task {n}")))
             };
             let task = find(&name)?;
             let on = deps
                 .iter()
-                .map(|n| find(n).map(|w| w.id))
+                .map(|n| find(n))
                 .collect::<Result<Vec<Uuid>, StoreError>>()?;
-            gate::set_dependencies(self.tx, &task, &on).await?;
+            gate::set_dependencies(self.tx, task, &on).await?;
         }
         Ok(())
     }
@@ -469,9 +491,8 @@ impl<'t> Writer<'t> {
             None => {
                 // Validation checked the task exists and may carry runs.
                 let task = self
-                    .items_of(project_id)
-                    .get(r.spec.task.as_str())
-                    .cloned()
+                    .task_row(project_id, r.spec.task.as_str())
+                    .await?
                     .ok_or_else(|| StoreError::NotFound(format!("task {}", r.spec.task)))?;
                 runs::create(self.tx, project_id, &project_slug, &task, desired, self.now).await?;
                 self.new_runs += 1;

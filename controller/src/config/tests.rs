@@ -277,3 +277,13 @@ fn database_timeouts_and_the_auth_failure_budget() {
         assert!(resolve(Some(bad), &Cli::default()).is_err(), "{bad}");
     }
 }
+
+#[test]
+fn the_apply_body_limit_is_configurable_and_sane() {
+    let c = resolve(None, &Cli::default()).unwrap();
+    assert_eq!(c.api.max_body_bytes, 16 << 20);
+    let c = resolve(Some("[api]\nmax_body_bytes = 67108864\n"), &Cli::default()).unwrap();
+    assert_eq!(c.api.max_body_bytes, 64 << 20);
+    let err = resolve(Some("[api]\nmax_body_bytes = 1000\n"), &Cli::default()).unwrap_err();
+    assert!(err.to_string().contains("max_body_bytes"), "{err}");
+}

@@ -85,6 +85,7 @@ async fn serve(config: &Config, clock: SharedClock, url: &str) -> anyhow::Result
     let store = PgStore::connect(url, &config.database.settings()).await?;
     let mut state = AppState::new(Arc::new(store.clone()), clock, thresholds(config));
     state.ctx.prices = Arc::new(config.prices.clone());
+    state.max_body_bytes = config.api.max_body_bytes;
     if let Some(b) = config.rate_limits.budgets() {
         state.limits = Arc::new(crate::api::rate_limit::Limiter::new(b));
     }

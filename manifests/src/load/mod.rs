@@ -166,7 +166,11 @@ pub fn parse_values(
     file_label: &str,
     text: &str,
 ) -> Result<Vec<(usize, Value)>, Vec<ManifestError>> {
-    if let Some(values) = yaml::read_fast(text) {
+    let mut values = Vec::new();
+    if yaml::read_fast_each(text, &mut |index, value| {
+        values.push((index, value));
+        true
+    }) {
         return Ok(values);
     }
     let read = yaml::read_positioned(file_label, text);
@@ -224,7 +228,11 @@ pub fn document_from_value(
 /// [`crate::validate::validate_batch`]'s.
 pub fn parse_documents(file_label: &str, text: &str) -> Result<Vec<Document>, Vec<ManifestError>> {
     match parse_documents_fast(file_label, text, false) {
-        Some(docs) => Ok(docs.into_iter().map(|(d, _)| d).collect()),
+        Some(docs) => {
+            let mut docs: Vec<Document> = docs.into_iter().map(|(d, _)| d).collect();
+            docs.shrink_to_fit();
+            Ok(docs)
+        }
         None => parse_documents_positioned(file_label, text),
     }
 }
@@ -266,14 +274,15 @@ fn parse_documents_fast(
     text: &str,
     keep_values: bool,
 ) -> Option<Vec<(Document, Option<Value>)>> {
-    let values = yaml::read_fast(text)?;
     let source = Arc::new(Source {
         file: file_label.to_string(),
         text: text.to_string(),
         roots: OnceLock::new(),
     });
-    let mut docs = Vec::with_capacity(values.len());
-    for (index, value) in values {
+    let mut docs = Vec::new();
+    // Each document typed as soon as it is read: its value is dropped
+    // before the next one is built (issue 30).
+    let mut each = |index: usize, value: Value| {
         let locator = Locator {
             file: file_label,
             index,
@@ -281,20 +290,28 @@ fn parse_documents_fast(
             paths: false,
         };
         let kept = keep_values.then(|| value.clone());
+        let Ok(manifest) = typing::type_document(&locator, value) else {
+            return false;
+        };
         let mut doc = Document {
             file: file_label.to_string(),
             index,
-            manifest: typing::type_document(&locator, value).ok()?,
+            manifest,
             root: Positions::None,
         };
         // Checked before the positions are attached: a problem here means
         // the positioned load, not a lazy read of positions first.
         if !typing::check_document(&doc).is_empty() {
-            return None;
+            return false;
         }
         doc.root = Positions::Lazy(source.clone());
         docs.push((doc, kept));
+        true
+    };
+    if !yaml::read_fast_each(text, &mut each) {
+        return None;
     }
+    docs.shrink_to_fit();
     Some(docs)
 }
 

@@ -61,6 +61,14 @@ pub fn split_path(path: &str) -> Vec<Segment> {
     out
 }
 
+/// Where a parser span starts (1-based line and column).
+pub(super) fn position(span: &saphyr_parser::Span) -> Position {
+    Position {
+        line: span.start.line(),
+        column: span.start.col() + 1,
+    }
+}
+
 /// Where a node of a document starts, and where its children are: the
 /// shape of the document without its values.
 #[derive(Debug, Clone)]

@@ -19,7 +19,13 @@ pub(super) fn scalar_value(text: Cow<'_, str>, plain: bool, str_tag: bool) -> Va
     } else {
         None
     };
-    resolved.unwrap_or_else(|| Value::String(text.into_owned()))
+    resolved.unwrap_or_else(|| {
+        // The parser's scalar buffers have spare capacity; the typed
+        // manifest keeps these strings for the whole apply (issue 30).
+        let mut s = text.into_owned();
+        s.shrink_to_fit();
+        Value::String(s)
+    })
 }
 
 /// YAML 1.2 core schema resolution of a plain scalar: null, a boolean or

@@ -22,7 +22,7 @@ use saphyr_parser::{Event, Parser, ScalarStyle, Span, StrInput};
 use serde_json::Value;
 
 use super::budget::{Budget, Exceeded};
-use super::positions::{render_path, Pos, PosBody, Position, Segment};
+use super::positions::{position, render_path, Pos, PosBody, Position, Segment};
 use super::scalar::{is_null, scalar_value};
 use crate::error::ManifestError;
 use crate::limits::{too_deep_message, NESTING_MAX_DEPTH};
@@ -47,11 +47,14 @@ pub(super) struct Read {
     pub(super) errors: Vec<ManifestError>,
 }
 
-/// The fast read: `(document index, value)` of the non-empty documents, or
-/// `None` at the first problem of any kind.
-pub(super) fn read_fast(text: &str) -> Option<Vec<(usize, Value)>> {
-    let read = Reader::new("", text, false).run().ok()?;
-    Some(read.docs.into_iter().map(|d| (d.index, d.value)).collect())
+/// The fast read, handing each non-empty document's `(index, value)` to
+/// `each` as soon as it is read (so a big file's values are never all
+/// alive at once, issue 30); `false` when it gave up, at the first problem
+/// of any kind or when `each` returns `false`.
+pub(super) fn read_fast_each(text: &str, each: &mut dyn FnMut(usize, Value) -> bool) -> bool {
+    let mut reader = Reader::new("", text, false);
+    reader.each = Some(each);
+    reader.run().is_ok()
 }
 
 /// The positioned read: every document with its positions, and every
@@ -60,13 +63,6 @@ pub(super) fn read_positioned(file: &str, text: &str) -> Read {
     match Reader::new(file, text, true).run() {
         Ok(read) => read,
         Err(GaveUp) => unreachable!("a positioned read records problems, it never gives up"),
-    }
-}
-
-fn position(span: &Span) -> Position {
-    Position {
-        line: span.start.line(),
-        column: span.start.col() + 1,
     }
 }
 
@@ -169,6 +165,8 @@ struct Reader<'a> {
     docs: Vec<Tree>,
     errors: Vec<ManifestError>,
     budget: Budget<'a>,
+    /// Fast mode: where each document goes when read, instead of `docs`.
+    each: Option<&'a mut dyn FnMut(usize, Value) -> bool>,
 }
 
 impl<'a> Reader<'a> {
@@ -185,6 +183,7 @@ impl<'a> Reader<'a> {
             docs: Vec::new(),
             errors: Vec::new(),
             budget: Budget::new(text),
+            each: None,
         }
     }
 
@@ -433,7 +432,8 @@ impl<'a> Reader<'a> {
     }
 
     /// A scalar key of the mapping on top of the stack.
-    fn key(&mut self, text: String, at: Position) -> Result<(), Halt> {
+    fn key(&mut self, mut text: String, at: Position) -> Result<(), Halt> {
+        text.shrink_to_fit(); // the parser's spare capacity: a label key is kept
         let Some(Frame {
             body: FrameBody::Map(map, _, pending),
             ..
@@ -526,6 +526,10 @@ impl<'a> Reader<'a> {
             .filter(|p| p.refused.is_none())
             .map(|p| self.error(p.at, &p.path, p.message))
             .collect();
+        if let Some(each) = self.each.as_mut() {
+            let index = self.index.unwrap_or(0);
+            return each(index, root.value).then_some(()).ok_or(Halt::GiveUp);
+        }
         self.docs.push(Tree {
             index: self.index.unwrap_or(0),
             value: root.value,

@@ -24,7 +24,7 @@
 use chrono::{DateTime, Utc};
 use pam_manifests::state::FailureReason;
 use pam_store::prelude::*;
-use pam_store::{Meta, StoreResult, WorkItem};
+use pam_store::{Meta, StoreResult};
 use serde_json::json;
 use uuid::Uuid;
 
@@ -99,8 +99,8 @@ pub async fn pass(tx: &mut dyn Tx, now: DateTime<Utc>) -> StoreResult<GatePass> 
 /// Declares what `task` depends on (apply's writer): the links replace the
 /// stored ones. Validation has refused cycles, other projects and the task
 /// itself for the whole batch before anything is written.
-pub async fn set_dependencies(tx: &mut dyn Tx, task: &WorkItem, on: &[Uuid]) -> StoreResult<()> {
-    tx.set_dependencies(task.id, on).await
+pub async fn set_dependencies(tx: &mut dyn Tx, task_id: Uuid, on: &[Uuid]) -> StoreResult<()> {
+    tx.set_dependencies(task_id, on).await
 }
 
 /// `meta` with the Blocked condition of a pending run that waits for
