@@ -74,20 +74,21 @@ fn offline_verbs_explain_api_resources_version_client() {
     let env = Env::new();
     let r = env.run(&["api-resources"]);
     insta::assert_snapshot!(r.stdout, @r"
-    NAME        SHORTNAMES   APIVERSION   NAMESPACED   KIND
-    hosts       ho           pam.dev/v1   false        Host
-    projects    proj         pam.dev/v1   false        Project
-    runs        rn           pam.dev/v1   true         Run
-    schedules   sch          pam.dev/v1   true         Schedule
-    secrets     sec          pam.dev/v1   true         Secret
-    sources     src          pam.dev/v1   false        Source
-    tasks       tk           pam.dev/v1   true         Task
-    webhooks    wh           pam.dev/v1   false        Webhook
+    NAME                SHORTNAMES   APIVERSION   NAMESPACED   KIND
+    hosts               ho           pam.dev/v1   false        Host
+    projects            proj         pam.dev/v1   false        Project
+    runs                rn           pam.dev/v1   true         Run
+    schedules           sch          pam.dev/v1   true         Schedule
+    secrets             sec          pam.dev/v1   true         Secret
+    sources             src          pam.dev/v1   false        Source
+    tasks               tk           pam.dev/v1   true         Task
+    webhookdeliveries   whd          pam.dev/v1   false        WebhookDelivery
+    webhooks            wh           pam.dev/v1   false        Webhook
     ");
     let r = env.run(&["api-resources", "-o", "name"]);
     assert_eq!(
         r.stdout,
-        "hosts\nprojects\nruns\nschedules\nsecrets\nsources\ntasks\nwebhooks\n"
+        "hosts\nprojects\nruns\nschedules\nsecrets\nsources\ntasks\nwebhookdeliveries\nwebhooks\n"
     );
     let r = env.run(&["explain", "task"]);
     assert_eq!(r.code, 0, "{}", r.stderr);

@@ -72,6 +72,17 @@ async fn every_kind_answers_the_generic_verbs() {
     ok(&pamd.pamctl(&["apply", "-f", &write("base.yaml", BASE)]));
     let resources = ok(&pamd.pamctl(&["api-resources"]));
     let kinds_completed = ok(&pamd.pamctl(&["__complete", "get", ""]));
+    // Issue 31: what `get` lists beyond the kinds is listed too.
+    assert!(
+        kinds_completed.lines().any(|l| l == "webhookdeliveries"),
+        "{kinds_completed}"
+    );
+    assert!(
+        resources
+            .lines()
+            .any(|l| l.starts_with("webhookdeliveries ")),
+        "{resources}"
+    );
 
     for kind in Kind::ALL {
         let (singular, plural, short) = (kind.singular(), kind.plural(), kind.short());

@@ -68,6 +68,7 @@ fn server_line(s: &Value) -> String {
 pub(crate) fn api_resources(output: Option<&str>, no_headers: bool) -> Result<Exit> {
     if output == Some("name") {
         let mut names: Vec<&str> = Kind::ALL.iter().map(|k| k.plural()).collect();
+        names.push(crate::cmd::webhooks::NAMES[0]);
         names.sort();
         term::out(&names.iter().map(|n| format!("{n}\n")).collect::<String>());
         return Ok(Exit::Ok);
@@ -83,14 +84,30 @@ fn resources_table() -> Table {
     let mut t = Table::new(&["NAME", "SHORTNAMES", "APIVERSION", "NAMESPACED", "KIND"]);
     let mut kinds = Kind::ALL.to_vec();
     kinds.sort_by_key(|k| k.plural());
-    for k in kinds {
-        t.row(vec![
-            k.plural().into(),
-            k.short().into(),
-            render::API_VERSION.into(),
-            k.is_project_scoped().to_string(),
-            k.as_str().into(),
-        ]);
+    let mut rows: Vec<Vec<String>> = kinds
+        .into_iter()
+        .map(|k| {
+            vec![
+                k.plural().into(),
+                k.short().into(),
+                render::API_VERSION.into(),
+                k.is_project_scoped().to_string(),
+                k.as_str().into(),
+            ]
+        })
+        .collect();
+    // Not a kind one applies, but a resource `get` lists (issue 19).
+    let names = crate::cmd::webhooks::NAMES;
+    rows.push(vec![
+        names[0].into(),
+        names[3].into(),
+        render::API_VERSION.into(),
+        "false".into(),
+        "WebhookDelivery".into(),
+    ]);
+    rows.sort();
+    for r in rows {
+        t.row(r);
     }
     t
 }
@@ -102,15 +119,16 @@ mod tests {
     #[test]
     fn the_resources_table() {
         insta::assert_snapshot!(resources_table().render(), @r"
-        NAME        SHORTNAMES   APIVERSION   NAMESPACED   KIND
-        hosts       ho           pam.dev/v1   false        Host
-        projects    proj         pam.dev/v1   false        Project
-        runs        rn           pam.dev/v1   true         Run
-        schedules   sch          pam.dev/v1   true         Schedule
-        secrets     sec          pam.dev/v1   true         Secret
-        sources     src          pam.dev/v1   false        Source
-        tasks       tk           pam.dev/v1   true         Task
-        webhooks    wh           pam.dev/v1   false        Webhook
+        NAME                SHORTNAMES   APIVERSION   NAMESPACED   KIND
+        hosts               ho           pam.dev/v1   false        Host
+        projects            proj         pam.dev/v1   false        Project
+        runs                rn           pam.dev/v1   true         Run
+        schedules           sch          pam.dev/v1   true         Schedule
+        secrets             sec          pam.dev/v1   true         Secret
+        sources             src          pam.dev/v1   false        Source
+        tasks               tk           pam.dev/v1   true         Task
+        webhookdeliveries   whd          pam.dev/v1   false        WebhookDelivery
+        webhooks            wh           pam.dev/v1   false        Webhook
         ");
     }
 

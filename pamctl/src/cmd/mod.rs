@@ -21,7 +21,7 @@ mod top;
 mod validate;
 mod wait;
 mod watch;
-mod webhooks;
+pub(crate) mod webhooks;
 
 use pam_manifests::Kind;
 use serde_json::Value;

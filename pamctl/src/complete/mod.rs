@@ -394,6 +394,12 @@ fn objects(w: &Walk, current: &str, names: &mut dyn Names) -> Candidates {
             return plain(kinds().into_iter().map(|k| format!("{done},{k}")).collect());
         }
         let mut words = kinds();
+        if w.path.first().is_some_and(|v| v == "get") {
+            // Listed by `get` only (issue 31: completion lists every
+            // resource `get` takes).
+            words.push(crate::cmd::webhooks::NAMES[0].to_string());
+            words.sort();
+        }
         words.extend(Kind::ALL.iter().map(|k| format!("{}/", k.singular())));
         return Candidates {
             words,
