@@ -178,6 +178,9 @@ pub enum Command {
     /// Manage API tokens
     #[command(subcommand)]
     Token(TokenCommand),
+    /// Read and change pamctl's config file: its contexts (server, token, default project)
+    #[command(subcommand)]
+    Config(ConfigCommand),
     /// Start a Schedule's run now
     #[command(subcommand)]
     Schedule(ScheduleCommand),
@@ -394,6 +397,29 @@ pub enum TokenCommand {
     List,
     /// Revoke a token by id
     Revoke { id: String },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Print the current context's name
+    CurrentContext,
+    /// List the contexts; the current one is marked `*`
+    GetContexts {
+        /// name: only the names
+        #[arg(short = 'o', long, value_parser = ["name"], value_name = "FORMAT")]
+        output: Option<String>,
+    },
+    /// Make NAME the current context
+    UseContext { name: String },
+    /// Create or change context NAME (the current one when omitted) from
+    /// --server, --project (-p/-n), --ca-file and --token-file: only the
+    /// fields given change
+    SetContext {
+        name: Option<String>,
+        /// A file holding the bearer token (kept out of the config file)
+        #[arg(long = "token-file", value_name = "FILE")]
+        token_file: Option<std::path::PathBuf>,
+    },
 }
 
 #[derive(Debug, Subcommand)]

@@ -9,6 +9,23 @@ use crate::cli::Cli;
 /// `(verb path, examples)`; a path is the verb and any sub-verb.
 const EXAMPLES: &[(&[&str], &str)] = &[
     (
+        &["config", "set-context"],
+        "  pamctl config set-context prod --server https://pam.example.com --token-file ~/.pam-prod.token -p web
+  pamctl config set-context -n api      # the current context's default project",
+    ),
+    (&["config", "use-context"], "  pamctl config use-context prod"),
+    (
+        &["config", "get-contexts"],
+        "  pamctl config get-contexts
+  pamctl config get-contexts -o name",
+    ),
+    (&["config", "current-context"], "  pamctl config current-context"),
+    (
+        &["config"],
+        "  pamctl config get-contexts
+  pamctl config set-context dev --server http://127.0.0.1:7700 -p demo && pamctl config use-context dev",
+    ),
+    (
         &["secret", "rotate-key"],
         "  pamctl secret rotate-key
   pamctl secret rotate-key && cp ~/.local/share/pam/secrets.key /backup/",

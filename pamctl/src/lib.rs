@@ -73,7 +73,7 @@ pub(crate) fn report(e: &CliError) {
 /// What verbs share: the global flags, and the connection once resolved
 /// (offline verbs never resolve it).
 pub(crate) struct Ctx {
-    global: cli::Global,
+    pub(crate) global: cli::Global,
     resolved: Option<Resolved>,
 }
 

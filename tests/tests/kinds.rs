@@ -175,3 +175,76 @@ async fn dash_n_is_the_project_as_in_kubectl() {
     assert_eq!(by_n, by_p);
     assert!(by_n.contains("build"), "{by_n}");
 }
+
+/// Issue 31's kubectl habit: contexts with a default project —
+/// `config set-context`, `get-contexts`, `use-context`, `current-context`
+/// — and a context's project used when no -p/-n is given.
+#[tokio::test]
+async fn contexts_carry_the_server_token_and_default_project() {
+    let pamd = Pamd::start(PamdOptions::default()).await.unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let base = tmp.path().join("base.yaml");
+    std::fs::write(&base, BASE).unwrap();
+    ok(&pamd.pamctl(&["apply", "-f", &base.display().to_string()]));
+    let token_file = tmp.path().join("token");
+    std::fs::write(&token_file, &pamd.token).unwrap();
+    let config = tmp.path().join("pam/config.yaml");
+    // Only the config file tells pamctl where and who: no PAM_SERVER or
+    // PAM_TOKEN.
+    let pamctl = |args: &[&str]| {
+        let mut cmd = pamd.isolated(&pam_tests::bin("pamctl"), None);
+        cmd.env_remove("PAM_SERVER")
+            .env("PAM_CONFIG", &config)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    fails(&pamctl(&["config", "current-context"]), 1);
+    let url = pamd.url.clone();
+    let tf = token_file.display().to_string();
+    let out = ok(&pamctl(&[
+        "config",
+        "set-context",
+        "local",
+        "--server",
+        &url,
+        "--token-file",
+        &tf,
+        "-p",
+        "web",
+    ]));
+    assert!(out.contains("\"local\""), "{out}");
+    assert_eq!(ok(&pamctl(&["config", "current-context"])).trim(), "local");
+    ok(&pamctl(&[
+        "config",
+        "set-context",
+        "other",
+        "--server",
+        "http://127.0.0.1:1",
+    ]));
+    let listed = ok(&pamctl(&["config", "get-contexts"]));
+    assert!(
+        listed
+            .lines()
+            .any(|l| l.starts_with('*') && l.contains("local") && l.contains("web")),
+        "{listed}"
+    );
+    assert_eq!(
+        ok(&pamctl(&["config", "get-contexts", "-o", "name"])),
+        "local\nother\n"
+    );
+    // The context's project is the default of tasks and runs.
+    let tasks = ok(&pamctl(&["get", "tasks", "-o", "name"]));
+    assert!(tasks.contains("build"), "{tasks}");
+    // Switching changes where pamctl goes; an unknown context is refused.
+    ok(&pamctl(&["config", "use-context", "other"]));
+    assert_eq!(ok(&pamctl(&["config", "current-context"])).trim(), "other");
+    fails(&pamctl(&["config", "use-context", "nope"]), 2);
+    ok(&pamctl(&["config", "use-context", "local"]));
+    // set-context without a name changes the current context only.
+    ok(&pamctl(&["config", "set-context", "-n", "elsewhere"]));
+    let listed = ok(&pamctl(&["config", "get-contexts"]));
+    assert!(listed.contains("elsewhere"), "{listed}");
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(std::fs::metadata(&config).unwrap().mode() & 0o777, 0o600);
+}

@@ -2,6 +2,7 @@
 
 mod apply;
 mod attach;
+mod config;
 mod delete;
 mod edit;
 mod events;
@@ -69,6 +70,7 @@ pub(crate) fn run(ctx: &mut Ctx, command: Command) -> Result<Exit> {
         Command::Task(t) => imperative::task(ctx, t),
         Command::Host(h) => imperative::host(ctx, h),
         Command::Token(t) => token::token(ctx, t),
+        Command::Config(c) => config::config(&ctx.global, c),
         Command::Webhook(w) => webhooks::webhook(ctx, w),
         Command::Secret(s) => secret::secret(ctx, s),
         Command::Schedule(s) => schedule::schedule(ctx, s),

@@ -354,6 +354,7 @@ fn positional(w: &Walk, current: &str, names: &mut dyn Names) -> Candidates {
                 directive: NO_SPACE,
             }
         }
+        ["config", "use-context" | "set-context"] if w.positionals.is_empty() => plain(contexts()),
         ["logs" | "stop" | "signal" | "attach"] if w.positionals.is_empty() => {
             plain(names.names(&w.global, Kind::Run))
         }
