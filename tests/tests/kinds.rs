@@ -248,3 +248,29 @@ async fn contexts_carry_the_server_token_and_default_project() {
     use std::os::unix::fs::MetadataExt;
     assert_eq!(std::fs::metadata(&config).unwrap().mode() & 0o777, 0o600);
 }
+
+/// Issue 31's kubectl habit: `get all -p P` lists a project's objects of
+/// every project-scoped kind.
+#[tokio::test]
+async fn get_all_lists_every_kind_of_a_project() {
+    let pamd = Pamd::start(PamdOptions::default()).await.unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let p = tmp.path().join("all.yaml");
+    let text = [
+        BASE.to_string(),
+        format!("---\n{}", example(Kind::Run, "r1")),
+        format!("---\n{}", example(Kind::Schedule, "nightly")),
+    ]
+    .concat();
+    std::fs::write(&p, text).unwrap();
+    ok(&pamd.pamctl(&["apply", "-f", &p.display().to_string()]));
+    let out = ok(&pamd.pamctl(&["get", "all", "-p", "web", "-o", "name"]));
+    for want in [
+        "task/build",
+        "run/r1",
+        "schedule/nightly",
+        "secret/hook-key",
+    ] {
+        assert!(out.lines().any(|l| l.ends_with(want)), "{want}: {out}");
+    }
+}

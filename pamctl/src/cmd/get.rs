@@ -103,6 +103,24 @@ pub(crate) fn scope(
     Ok((across, project))
 }
 
+/// `get all` (kubectl's habit, issue 31): every project-scoped kind — a
+/// project's tasks, runs, Schedules and Secrets — as `tasks,runs,…`.
+fn all_expanded(args: &[String]) -> Vec<String> {
+    match args.split_first() {
+        Some((first, rest)) if first.eq_ignore_ascii_case("all") => {
+            let kinds: Vec<&str> = Kind::ALL
+                .iter()
+                .filter(|k| k.is_project_scoped())
+                .map(|k| k.plural())
+                .collect();
+            std::iter::once(kinds.join(","))
+                .chain(rest.iter().cloned())
+                .collect()
+        }
+        _ => args.to_vec(),
+    }
+}
+
 pub(crate) fn get(ctx: &mut Ctx, a: GetArgs) -> Result<Exit> {
     if a.args
         .first()
@@ -110,7 +128,7 @@ pub(crate) fn get(ctx: &mut Ctx, a: GetArgs) -> Result<Exit> {
     {
         return super::webhooks::get(ctx, &a);
     }
-    let requests = targets::parse(&a.args)?;
+    let requests = targets::parse(&all_expanded(&a.args))?;
     if let Some(s) = &a.selector {
         super::apply::parse_selector(s)?;
     }
