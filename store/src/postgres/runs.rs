@@ -1,5 +1,22 @@
 use super::*;
 
+/// The claim statement, made once (a claim runs on every worker's tick):
+/// the dispatch predicate's SQL form ([`crate::dispatch::CLAIMABLE_SQL`])
+/// with the blocked test filled in.
+static CLAIM_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    let claimable = crate::dispatch::CLAIMABLE_SQL
+        .replace("{blocked}", &super::deps::blocked_sql("runs.task_id"));
+    format!(
+        "WITH c AS ( \
+             SELECT id AS cid FROM runs WHERE {claimable} \
+             ORDER BY dispatchable_since, id LIMIT $4 FOR UPDATE SKIP LOCKED \
+         ) UPDATE runs SET status = 'spawning', host_id = $1, updated_at = $5, \
+             resource_version = resource_version + 1 \
+         FROM c WHERE runs.id = c.cid AND runs.status = 'pending' RETURNING {}",
+        qualified("runs", &run_cols())
+    )
+});
+
 #[async_trait]
 impl RunTx for PgTx {
     #[tracing::instrument(level = "debug", skip_all)]
@@ -285,18 +302,8 @@ impl RunTx for PgTx {
         now: DateTime<Utc>,
     ) -> StoreResult<Vec<Run>> {
         transition(RunStatus::Pending, RunStatus::Spawning)?;
-        let claimable = crate::dispatch::CLAIMABLE_SQL
-            .replace("{blocked}", &super::deps::blocked_sql("runs.task_id"));
-        let sql = format!(
-            "WITH c AS ( \
-                 SELECT id AS cid FROM runs WHERE {claimable} \
-                 ORDER BY dispatchable_since, id LIMIT $4 FOR UPDATE SKIP LOCKED \
-             ) UPDATE runs SET status = 'spawning', host_id = $1, updated_at = $5, \
-                 resource_version = resource_version + 1 \
-             FROM c WHERE runs.id = c.cid AND runs.status = 'pending' RETURNING {}",
-            qualified("runs", &run_cols())
-        );
-        let rows = sqlx::query(&sql)
+        let sql: &str = &CLAIM_SQL;
+        let rows = sqlx::query(sql)
             .bind(host.id)
             .bind(&host.name)
             .bind(labels_to_json(&host.labels()))
