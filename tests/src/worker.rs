@@ -301,6 +301,24 @@ pub fn fake(args: &[&str]) -> Vec<String> {
     v
 }
 
+/// A worker config table making `claude` the fake provider that prints
+/// env var `key` (three lines, 300 ms apart): how the Secret tests see a
+/// value reach a run.
+pub fn claude_printing_env(key: &str) -> String {
+    format!(
+        "[providers.claude]\ncommand = {}\n",
+        serde_json::to_string(&fake(&[
+            "--print-env",
+            key,
+            "--lines",
+            "3",
+            "--sleep-ms",
+            "300"
+        ]))
+        .unwrap()
+    )
+}
+
 /// `pamctl apply -f -` with `yaml`, asserting success.
 pub fn apply(pamd: &Pamd, yaml: &str) {
     crate::ok(&pamd.pamctl_stdin(&["apply", "-f", "-"], Some(yaml)));

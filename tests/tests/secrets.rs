@@ -12,8 +12,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use pam_tests::worker::{
-    apply, create_worker_token, fake, project_yaml, run, wait_online, wait_phase, Worker,
-    FAST_PAMD_TOML, FAST_WORKER_TOML,
+    apply, claude_printing_env, create_worker_token, project_yaml, run, wait_online, wait_phase,
+    Worker, FAST_PAMD_TOML, FAST_WORKER_TOML,
 };
 use pam_tests::{eventually, ok, Pamd, PamdOptions};
 use serde_json::Value;
@@ -59,18 +59,7 @@ async fn a_secret_reaches_the_provider_and_nothing_else() {
     .await
     .unwrap();
     let token = create_worker_token(&pamd, "h1").await.unwrap();
-    let toml = format!(
-        "{FAST_WORKER_TOML}[providers.claude]\ncommand = {}\n",
-        serde_json::to_string(&fake(&[
-            "--print-env",
-            "API_KEY",
-            "--lines",
-            "3",
-            "--sleep-ms",
-            "300"
-        ]))
-        .unwrap()
-    );
+    let toml = format!("{FAST_WORKER_TOML}{}", claude_printing_env("API_KEY"));
     let w = Worker::start_logging(&pamd.url, &token, "h1", &toml, "trace").unwrap();
     wait_online(&pamd, "h1").await;
     let cwd = w.tmp().display().to_string();

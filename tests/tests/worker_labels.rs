@@ -11,8 +11,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use pam_tests::worker::{
-    apply, create_worker_token, fake, host, project_yaml, run, wait_online, wait_phase, Worker,
-    FAST_PAMD_TOML, FAST_WORKER_TOML,
+    apply, claude_printing_env, create_worker_token, host, project_yaml, run, wait_online,
+    wait_phase, Worker, FAST_PAMD_TOML, FAST_WORKER_TOML,
 };
 use pam_tests::{eventually, fails, ok, Pamd, PamdOptions};
 
@@ -77,18 +77,7 @@ async fn a_self_reported_label_does_not_satisfy_an_operator_selector() {
     })
     .await
     .unwrap();
-    let provider = format!(
-        "[providers.claude]\ncommand = {}\n",
-        serde_json::to_string(&fake(&[
-            "--print-env",
-            "API_KEY",
-            "--lines",
-            "3",
-            "--sleep-ms",
-            "300"
-        ]))
-        .unwrap()
-    );
+    let provider = claude_printing_env("API_KEY");
     // A reports secure=true for itself; B reports nothing.
     let token_a = create_worker_token(&pamd, "box-a").await.unwrap();
     let toml_a = format!("{FAST_WORKER_TOML}{provider}[labels]\nsecure = \"true\"\n");
