@@ -30,7 +30,7 @@ use super::auth::{Operator, Principal};
 use crate::rules::leases::{self, Lease, LeaseError, DEFAULT_TTL, MAX_TTL};
 use pam_store::Run;
 
-use super::{lookup, ApiError, AppState};
+use super::{served, ApiError, AppState};
 use crate::clock::ts;
 
 type ApiResult<T> = Result<T, ApiError>;
@@ -97,8 +97,8 @@ fn lease_error(e: LeaseError) -> ApiError {
 
 async fn live_run(st: &AppState, slug: &str, name: &str) -> ApiResult<Run> {
     let mut tx = st.ctx.store.begin().await?;
-    let p = lookup::project(tx.as_mut(), slug).await?;
-    lookup::run(tx.as_mut(), &p, name).await
+    let p = served::project(tx.as_mut(), slug).await?;
+    served::one::<Run>(tx.as_mut(), Some(&p), name).await
 }
 
 pub async fn acquire(

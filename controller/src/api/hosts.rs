@@ -1,16 +1,22 @@
 //! `/api/v1/hosts`: list, get, delete, and the verbs `disable`, `enable`,
 //! `clear-suspect`.
 
-use crate::api::extract::{Json, Path, Query};
+use std::borrow::Cow;
+
+use async_trait::async_trait;
 use axum::extract::State;
 use axum::http::StatusCode;
+use chrono::{DateTime, Utc};
+use pam_manifests::kinds::Kind;
 use pam_store::prelude::*;
-use pam_store::Host;
+use pam_store::{Host, Labels, Project, StoreResult};
 use serde_json::Value;
 
 use super::auth::Operator;
-use super::list::{list, selected, to_json, ListQuery};
-use super::{lookup, objects, ApiError, AppState};
+use super::extract::{Json, Path};
+use super::list::{to_json, ListQuery};
+use super::served::{one, Served};
+use super::{objects, ApiError, AppState};
 use crate::rules::hosts;
 
 type ApiResult<T> = Result<T, ApiError>;
@@ -20,53 +26,56 @@ async fn host_object(tx: &mut dyn Tx, h: &Host) -> ApiResult<Value> {
     Ok(to_json(&objects::host(h, running.max(0) as u32)))
 }
 
-#[tracing::instrument(skip_all)]
-pub async fn list_hosts(
-    State(st): State<AppState>,
-    _op: Operator,
-    Query(q): Query<ListQuery>,
-) -> ApiResult<Json<Value>> {
-    let sel = q.selector()?;
-    let mut tx = st.ctx.store.begin().await?;
-    let mut items = Vec::new();
-    for h in tx.list_hosts().await? {
-        // The host's one label set (issue 16), as targets match it.
-        if selected(&sel, &h.labels()) {
-            items.push(host_object(tx.as_mut(), &h).await?);
+#[async_trait]
+impl Served for Host {
+    const KIND: Kind = Kind::Host;
+
+    async fn list(tx: &mut dyn Tx, _p: Option<&Project>, _q: &ListQuery) -> ApiResult<Vec<Self>> {
+        Ok(tx.list_hosts().await?)
+    }
+
+    async fn find(tx: &mut dyn Tx, _p: Option<&Project>, name: &str) -> StoreResult<Option<Self>> {
+        tx.get_host_by_name(name).await
+    }
+
+    /// The host's one label set (issue 16), as targets match it.
+    fn labels(&self) -> Cow<'_, Labels> {
+        Cow::Owned(Host::labels(self))
+    }
+
+    async fn print(
+        tx: &mut dyn Tx,
+        _p: Option<&Project>,
+        items: &[Self],
+        _now: DateTime<Utc>,
+    ) -> ApiResult<Vec<Value>> {
+        let mut out = Vec::with_capacity(items.len());
+        for h in items {
+            out.push(host_object(tx, h).await?);
         }
+        Ok(out)
     }
-    Ok(list(items))
-}
 
-#[tracing::instrument(skip_all, fields(host = %name))]
-pub async fn get_host(
-    State(st): State<AppState>,
-    _op: Operator,
-    Path(name): Path<String>,
-) -> ApiResult<Json<Value>> {
-    let mut tx = st.ctx.store.begin().await?;
-    let h = lookup::host(tx.as_mut(), &name).await?;
-    Ok(Json(host_object(tx.as_mut(), &h).await?))
-}
-
-#[tracing::instrument(skip_all, fields(host = %name))]
-pub async fn delete_host(
-    State(st): State<AppState>,
-    _op: Operator,
-    Path(name): Path<String>,
-) -> ApiResult<StatusCode> {
-    let mut tx = st.ctx.store.begin().await?;
-    let h = lookup::host(tx.as_mut(), &name).await?;
-    if tx.count_live_runs(h.id).await? > 0 {
-        return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "conflict",
-            format!("host {name:?} has live runs; disable it and wait for them to finish"),
-        ));
+    /// Refused while runs are live on it.
+    async fn delete(
+        self,
+        tx: &mut dyn Tx,
+        _p: Option<&Project>,
+        _now: DateTime<Utc>,
+    ) -> ApiResult<()> {
+        if tx.count_live_runs(self.id).await? > 0 {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "conflict",
+                format!(
+                    "host {:?} has live runs; disable it and wait for them to finish",
+                    self.name
+                ),
+            ));
+        }
+        hosts::delete(tx, &self).await?;
+        Ok(())
     }
-    hosts::delete(tx.as_mut(), &h).await?;
-    st.ctx.commit(tx).await?;
-    Ok(StatusCode::NO_CONTENT)
 }
 
 /// `pamctl host disable|enable|clear-suspect` ([`hosts::set_disabled`],
@@ -80,7 +89,7 @@ pub async fn host_action(
     let now = st.ctx.now();
     let offline_after = st.ctx.thresholds.offline_after;
     let mut tx = st.ctx.store.begin().await?;
-    let h = lookup::host(tx.as_mut(), &name).await?;
+    let h = one::<Host>(tx.as_mut(), None, &name).await?;
     let h = match action.as_str() {
         "disable" | "enable" => {
             hosts::set_disabled(tx.as_mut(), h, action == "disable", offline_after, now).await?

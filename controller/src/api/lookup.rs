@@ -1,56 +1,12 @@
-//! Finding the objects a URL names; a missing one is a 404 naming it.
+//! What printing objects reads besides their rows: the Sources that own
+//! projects, tasks' dependency links. (Finding the object a URL names is
+//! [`super::served::one`].)
 
 use pam_store::prelude::*;
-use pam_store::{Host, Project, Run, Schedule, Secret, Source, WorkItem};
 
 use super::ApiError;
 
 type ApiResult<T> = Result<T, ApiError>;
-
-pub async fn project(tx: &mut dyn Tx, slug: &str) -> ApiResult<Project> {
-    tx.get_project_by_slug(slug)
-        .await?
-        .ok_or_else(|| ApiError::not_found(format!("project {slug:?} not found")))
-}
-
-pub async fn task(tx: &mut dyn Tx, p: &Project, name: &str) -> ApiResult<WorkItem> {
-    tx.get_work_item_by_name(p.id, name).await?.ok_or_else(|| {
-        ApiError::not_found(format!("task {name:?} not found in project {:?}", p.slug))
-    })
-}
-
-pub async fn run(tx: &mut dyn Tx, p: &Project, name: &str) -> ApiResult<Run> {
-    tx.get_run_by_name(p.id, name).await?.ok_or_else(|| {
-        ApiError::not_found(format!("run {name:?} not found in project {:?}", p.slug))
-    })
-}
-
-pub async fn secret(tx: &mut dyn Tx, p: &Project, name: &str) -> ApiResult<Secret> {
-    tx.get_secret_by_name(p.id, name).await?.ok_or_else(|| {
-        ApiError::not_found(format!("secret {name:?} not found in project {:?}", p.slug))
-    })
-}
-
-pub async fn schedule(tx: &mut dyn Tx, p: &Project, name: &str) -> ApiResult<Schedule> {
-    tx.get_schedule_by_name(p.id, name).await?.ok_or_else(|| {
-        ApiError::not_found(format!(
-            "schedule {name:?} not found in project {:?}",
-            p.slug
-        ))
-    })
-}
-
-pub async fn host(tx: &mut dyn Tx, name: &str) -> ApiResult<Host> {
-    tx.get_host_by_name(name)
-        .await?
-        .ok_or_else(|| ApiError::not_found(format!("host {name:?} not found")))
-}
-
-pub async fn source(tx: &mut dyn Tx, name: &str) -> ApiResult<Source> {
-    tx.get_source_by_name(name)
-        .await?
-        .ok_or_else(|| ApiError::not_found(format!("source {name:?} not found")))
-}
 
 /// The name of the Source that owns each of these projects (GitOps), for
 /// `status.source`: one read of the owners, one of the Sources when any.

@@ -44,6 +44,7 @@ pub mod routes;
 pub mod runs;
 pub mod schedules;
 pub mod secrets;
+pub mod served;
 pub mod snapshots;
 pub mod sources;
 pub mod stream;

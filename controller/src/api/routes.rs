@@ -5,7 +5,7 @@ use axum::routing::{delete, get, post};
 use axum::Router;
 
 use super::{
-    apply, attach as a, events, hosts, projects, runs, schedules, secrets, sources, stream, tasks,
+    apply, attach as a, events, hosts, runs, schedules, secrets, served, sources, stream, tasks,
     tokens, webhooks, worker as w, AppState,
 };
 
@@ -28,24 +28,9 @@ pub fn v1(max_body_bytes: usize) -> Router<AppState> {
             "/api/v1/diff",
             post(apply::diff_handler).layer(DefaultBodyLimit::max(max_body_bytes)),
         )
-        .route("/api/v1/projects", get(projects::list_projects))
-        .route(
-            "/api/v1/projects/{project}",
-            get(projects::get_project).delete(projects::delete_project),
-        )
-        .route("/api/v1/projects/{project}/tasks", get(tasks::list_tasks))
-        .route(
-            "/api/v1/projects/{project}/tasks/{name}",
-            get(tasks::get_task).delete(tasks::delete_task),
-        )
         .route(
             "/api/v1/projects/{project}/tasks/{name}/transition",
             post(tasks::transition_task),
-        )
-        .route("/api/v1/projects/{project}/runs", get(runs::list_runs))
-        .route(
-            "/api/v1/projects/{project}/runs/{name}",
-            get(runs::get_run).delete(runs::delete_run),
         )
         .route(
             "/api/v1/projects/{project}/runs/{name}/stop",
@@ -75,48 +60,13 @@ pub fn v1(max_body_bytes: usize) -> Router<AppState> {
             "/api/v1/projects/{project}/runs/{name}/attach/input",
             post(a::input),
         )
-        .route(
-            "/api/v1/projects/{project}/secrets",
-            get(secrets::list_secrets),
-        )
-        .route(
-            "/api/v1/projects/{project}/secrets/{name}",
-            get(secrets::get_secret).delete(secrets::delete_secret),
-        )
-        .route("/api/v1/secrets", get(secrets::list_all_secrets))
-        .route("/api/v1/schedules", get(schedules::list_all_schedules))
         .route("/api/v1/secrets/rotate-key", post(secrets::rotate_key))
-        .route(
-            "/api/v1/projects/{project}/schedules",
-            get(schedules::list_schedules),
-        )
-        .route(
-            "/api/v1/projects/{project}/schedules/{name}",
-            get(schedules::get_schedule).delete(schedules::delete_schedule),
-        )
         .route(
             "/api/v1/projects/{project}/schedules/{name}/trigger",
             post(schedules::trigger_schedule),
         )
-        .route("/api/v1/tasks", get(tasks::list_all_tasks))
-        .route("/api/v1/runs", get(runs::list_all_runs))
-        .route("/api/v1/hosts", get(hosts::list_hosts))
-        .route(
-            "/api/v1/hosts/{name}",
-            get(hosts::get_host).delete(hosts::delete_host),
-        )
-        .route("/api/v1/hosts/{name}/{action}", post(hosts::host_action))
-        .route("/api/v1/sources", get(sources::list_sources))
-        .route(
-            "/api/v1/sources/{name}",
-            get(sources::get_source).delete(sources::delete_source),
-        )
-        .route("/api/v1/sources/{name}/sync", post(sources::sync_source))
-        .route("/api/v1/webhooks", get(webhooks::list_webhooks))
-        .route(
-            "/api/v1/webhooks/{name}",
-            get(webhooks::get_webhook).delete(webhooks::delete_webhook),
-        )
+        .route("/api/v1/hosts/{host}/{action}", post(hosts::host_action))
+        .route("/api/v1/sources/{source}/sync", post(sources::sync_source))
         .route("/api/v1/webhookdeliveries", get(webhooks::list_deliveries))
         .route(
             "/api/v1/webhookdeliveries/{id}",
@@ -144,4 +94,19 @@ pub fn v1(max_body_bytes: usize) -> Router<AppState> {
         .route("/api/v1/workers/claim", post(w::claim))
         .route("/api/v1/workers/signals", post(w::signals))
         .route("/api/v1/workers/snapshots", post(w::snapshot))
+        .merge(kinds())
+}
+
+/// List, get and delete of every named kind ([`served::routes`]); a kind
+/// the API serves is one line here.
+fn kinds() -> Router<AppState> {
+    Router::new()
+        .merge(served::routes::<pam_store::Project>())
+        .merge(served::routes::<pam_store::WorkItem>())
+        .merge(served::routes::<pam_store::Run>())
+        .merge(served::routes::<pam_store::Host>())
+        .merge(served::routes::<pam_store::Source>())
+        .merge(served::routes::<pam_store::Webhook>())
+        .merge(served::routes::<pam_store::Secret>())
+        .merge(served::routes::<pam_store::Schedule>())
 }

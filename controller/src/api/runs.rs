@@ -1,22 +1,27 @@
 //! `/api/v1/projects/{p}/runs` and `/api/v1/runs`: list, get, delete, stop,
 //! signal, the latest output, and a run's event timeline.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
-use crate::api::extract::{Json, Path, Query};
+use async_trait::async_trait;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use chrono::{DateTime, Utc};
+use pam_manifests::kinds::Kind;
 use pam_manifests::protocol::{SignalName, UnknownSignal};
 use pam_manifests::state::RunStatus;
 use pam_store::prelude::*;
-use pam_store::{Project, Run, RunFilter};
+use pam_store::{Host, Labels, Project, Run, RunFilter, StoreResult};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
 use super::auth::Operator;
-use super::list::{list, selected, to_json, ListQuery};
+use super::extract::{Json, Path, Query};
+use super::list::{to_json, ListQuery};
+use super::served::{one, project, scoped, Served};
 use super::{lookup, objects, ApiError, AppState};
 use crate::clock::ts;
 use crate::events::event_json;
@@ -90,102 +95,69 @@ impl RunNames {
     }
 }
 
-async fn runs_list(
-    tx: &mut dyn Tx,
-    projects: Vec<Project>,
-    q: &ListQuery,
-) -> ApiResult<Vec<Value>> {
-    let sel = q.selector()?;
-    let phase = match q.phase.as_deref() {
-        None | Some("") => None,
-        Some(s) => Some(
-            s.parse::<RunStatus>()
-                .map_err(|e| ApiError::bad_request(e.to_string()))?,
-        ),
-    };
-    let names = RunNames::load(tx, &projects).await?;
-    let host_id = match q.host.as_deref() {
-        None | Some("") => None,
-        Some(h) => Some(
-            names
-                .hosts
-                .iter()
-                .find(|(_, n)| n.as_str() == h)
-                .map(|(id, _)| *id)
-                .ok_or_else(|| ApiError::not_found(format!("host {h:?} not found")))?,
-        ),
-    };
-    let mut items = Vec::new();
-    for p in &projects {
-        let runs = tx
+#[async_trait]
+impl Served for Run {
+    const KIND: Kind = Kind::Run;
+
+    /// `?phase=` and `?host=` narrow it.
+    async fn list(tx: &mut dyn Tx, p: Option<&Project>, q: &ListQuery) -> ApiResult<Vec<Self>> {
+        let phase = match q.phase.as_deref() {
+            None | Some("") => None,
+            Some(s) => Some(
+                s.parse::<RunStatus>()
+                    .map_err(|e| ApiError::bad_request(e.to_string()))?,
+            ),
+        };
+        let host_id = match q.host.as_deref() {
+            None | Some("") => None,
+            Some(h) => Some(one::<Host>(tx, None, h).await?.id),
+        };
+        Ok(tx
             .list_runs(&RunFilter {
-                project_id: Some(p.id),
+                project_id: Some(scoped(p)?.id),
                 host_id,
                 statuses: phase.map(|s| vec![s]),
                 ..RunFilter::default()
             })
-            .await?;
-        items.extend(
-            runs.iter()
-                .filter(|r| selected(&sel, &r.meta.labels))
-                .map(|r| names.object(r)),
-        );
+            .await?)
     }
-    Ok(items)
-}
 
-#[tracing::instrument(skip_all, fields(project = %slug))]
-pub async fn list_runs(
-    State(st): State<AppState>,
-    _op: Operator,
-    Path(slug): Path<String>,
-    Query(q): Query<ListQuery>,
-) -> ApiResult<Json<Value>> {
-    let mut tx = st.ctx.store.begin().await?;
-    let p = lookup::project(tx.as_mut(), &slug).await?;
-    Ok(list(runs_list(tx.as_mut(), vec![p], &q).await?))
-}
+    async fn find(tx: &mut dyn Tx, p: Option<&Project>, name: &str) -> StoreResult<Option<Self>> {
+        match p {
+            Some(p) => tx.get_run_by_name(p.id, name).await,
+            None => Ok(None),
+        }
+    }
 
-#[tracing::instrument(skip_all)]
-pub async fn list_all_runs(
-    State(st): State<AppState>,
-    _op: Operator,
-    Query(q): Query<ListQuery>,
-) -> ApiResult<Json<Value>> {
-    let mut tx = st.ctx.store.begin().await?;
-    let projects = tx.list_projects().await?;
-    Ok(list(runs_list(tx.as_mut(), projects, &q).await?))
+    fn labels(&self) -> Cow<'_, Labels> {
+        Cow::Borrowed(&self.meta.labels)
+    }
+
+    /// With its task's and host's names and why it waits.
+    async fn print(
+        tx: &mut dyn Tx,
+        p: Option<&Project>,
+        items: &[Self],
+        _now: DateTime<Utc>,
+    ) -> ApiResult<Vec<Value>> {
+        let names = RunNames::load(tx, std::slice::from_ref(scoped(p)?)).await?;
+        Ok(items.iter().map(|r| names.object(r)).collect())
+    }
+
+    async fn delete(
+        self,
+        tx: &mut dyn Tx,
+        _p: Option<&Project>,
+        _now: DateTime<Utc>,
+    ) -> ApiResult<()> {
+        runs::delete(tx, &self).await?;
+        Ok(())
+    }
 }
 
 async fn run_object(tx: &mut dyn Tx, p: &Project, r: &Run) -> ApiResult<Value> {
     let names = RunNames::load(tx, std::slice::from_ref(p)).await?;
     Ok(names.object(r))
-}
-
-#[tracing::instrument(skip_all, fields(project = %slug, run = %name))]
-pub async fn get_run(
-    State(st): State<AppState>,
-    _op: Operator,
-    Path((slug, name)): Path<(String, String)>,
-) -> ApiResult<Json<Value>> {
-    let mut tx = st.ctx.store.begin().await?;
-    let p = lookup::project(tx.as_mut(), &slug).await?;
-    let r = lookup::run(tx.as_mut(), &p, &name).await?;
-    Ok(Json(run_object(tx.as_mut(), &p, &r).await?))
-}
-
-#[tracing::instrument(skip_all, fields(project = %slug, run = %name))]
-pub async fn delete_run(
-    State(st): State<AppState>,
-    _op: Operator,
-    Path((slug, name)): Path<(String, String)>,
-) -> ApiResult<StatusCode> {
-    let mut tx = st.ctx.store.begin().await?;
-    let p = lookup::project(tx.as_mut(), &slug).await?;
-    let r = lookup::run(tx.as_mut(), &p, &name).await?;
-    runs::delete(tx.as_mut(), &r).await?;
-    st.ctx.commit(tx).await?;
-    Ok(StatusCode::NO_CONTENT)
 }
 
 /// `pamctl stop RUN`: the desired stop ([`runs::request_stop`]).
@@ -197,8 +169,8 @@ pub async fn stop_run(
 ) -> ApiResult<Json<Value>> {
     let now = st.ctx.now();
     let mut tx = st.ctx.store.begin().await?;
-    let p = lookup::project(tx.as_mut(), &slug).await?;
-    let r = lookup::run(tx.as_mut(), &p, &name).await?;
+    let p = project(tx.as_mut(), &slug).await?;
+    let r = one::<Run>(tx.as_mut(), Some(&p), &name).await?;
     let r = runs::request_stop(tx.as_mut(), r, now).await?;
     let obj = run_object(tx.as_mut(), &p, &r).await?;
     st.ctx.commit(tx).await?;
@@ -231,8 +203,8 @@ pub async fn signal_run(
         .map_err(|e: UnknownSignal| ApiError::bad_request(e.to_string()))?;
     let now = st.ctx.now();
     let mut tx = st.ctx.store.begin().await?;
-    let p = lookup::project(tx.as_mut(), &slug).await?;
-    let r = lookup::run(tx.as_mut(), &p, &name).await?;
+    let p = project(tx.as_mut(), &slug).await?;
+    let r = one::<Run>(tx.as_mut(), Some(&p), &name).await?;
     if !matches!(r.status, RunStatus::Spawning | RunStatus::Running) {
         return Err(ApiError::new(
             StatusCode::CONFLICT,
@@ -260,8 +232,8 @@ pub async fn run_output(
     Path((slug, name)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
     let mut tx = st.ctx.store.begin().await?;
-    let p = lookup::project(tx.as_mut(), &slug).await?;
-    let r = lookup::run(tx.as_mut(), &p, &name).await?;
+    let p = project(tx.as_mut(), &slug).await?;
+    let r = one::<Run>(tx.as_mut(), Some(&p), &name).await?;
     let snap = st
         .snapshots
         .get(r.id)
@@ -303,8 +275,8 @@ pub async fn run_events(
     }
     let limit = super::events::page_limit(q.limit, 1000, 10_000)?;
     let mut tx = st.ctx.store.begin().await?;
-    let p = lookup::project(tx.as_mut(), &slug).await?;
-    let run = lookup::run(tx.as_mut(), &p, &name).await?;
+    let p = project(tx.as_mut(), &slug).await?;
+    let run = one::<Run>(tx.as_mut(), Some(&p), &name).await?;
     let items: Vec<Value> = tx
         .run_events(run.id, q.after.unwrap_or(0), limit)
         .await?

@@ -2,103 +2,81 @@
 //! tick, active runs, last result), delete, and `POST …/NAME/trigger` —
 //! one run now (`pamctl schedule trigger NAME`).
 
+use std::borrow::Cow;
+
+use async_trait::async_trait;
 use axum::extract::State;
 use axum::http::StatusCode;
+use chrono::{DateTime, Utc};
+use pam_manifests::kinds::Kind;
+use pam_store::prelude::*;
+use pam_store::{Labels, Project, Schedule, StoreResult};
 use serde_json::{json, Value};
 
 use super::auth::Operator;
-use super::extract::{Json, Path, Query};
-use super::list::{list, selected, ListQuery};
-use super::{lookup, objects, ApiError, AppState};
+use super::extract::{Json, Path};
+use super::list::ListQuery;
+use super::served::{one, project, scoped, Served};
+use super::{objects, ApiError, AppState};
 use crate::rules::schedules::{self, Tick};
 
 type ApiResult<T> = Result<T, ApiError>;
 
-async fn printed(
-    tx: &mut dyn pam_store::Tx,
-    s: &pam_store::Schedule,
-    slug: &str,
-    now: chrono::DateTime<chrono::Utc>,
-) -> ApiResult<Value> {
-    let runs = tx.schedule_runs(s.id).await?;
-    Ok(objects::schedule(s, slug, &runs, now))
-}
+#[async_trait]
+impl Served for Schedule {
+    const KIND: Kind = Kind::Schedule;
 
-#[tracing::instrument(skip_all, fields(project = %project))]
-pub async fn list_schedules(
-    State(st): State<AppState>,
-    _op: Operator,
-    Path(project): Path<String>,
-    Query(q): Query<ListQuery>,
-) -> ApiResult<Json<Value>> {
-    let sel = q.selector()?;
-    let mut tx = st.ctx.store.begin().await?;
-    let p = lookup::project(tx.as_mut(), &project).await?;
-    let mut items = Vec::new();
-    for s in tx.list_schedules(p.id).await? {
-        if selected(&sel, &s.meta.labels) {
-            items.push(printed(tx.as_mut(), &s, &p.slug, st.ctx.now()).await?);
+    async fn list(tx: &mut dyn Tx, p: Option<&Project>, _q: &ListQuery) -> ApiResult<Vec<Self>> {
+        Ok(tx.list_schedules(scoped(p)?.id).await?)
+    }
+
+    async fn find(tx: &mut dyn Tx, p: Option<&Project>, name: &str) -> StoreResult<Option<Self>> {
+        match p {
+            Some(p) => tx.get_schedule_by_name(p.id, name).await,
+            None => Ok(None),
         }
     }
-    Ok(list(items))
-}
 
-/// `GET /api/v1/schedules`: every project's Schedules (`pamctl get
-/// schedules -A`).
-#[tracing::instrument(skip_all)]
-pub async fn list_all_schedules(
-    State(st): State<AppState>,
-    _op: Operator,
-    Query(q): Query<ListQuery>,
-) -> ApiResult<Json<Value>> {
-    let sel = q.selector()?;
-    let mut tx = st.ctx.store.begin().await?;
-    let mut items = Vec::new();
-    for p in tx.list_projects().await? {
-        for s in tx.list_schedules(p.id).await? {
-            if selected(&sel, &s.meta.labels) {
-                items.push(printed(tx.as_mut(), &s, &p.slug, st.ctx.now()).await?);
-            }
-        }
+    fn labels(&self) -> Cow<'_, Labels> {
+        Cow::Borrowed(&self.meta.labels)
     }
-    Ok(list(items))
+
+    /// With next/last tick, active runs and the last result.
+    async fn print(
+        tx: &mut dyn Tx,
+        p: Option<&Project>,
+        items: &[Self],
+        now: DateTime<Utc>,
+    ) -> ApiResult<Vec<Value>> {
+        let slug = &scoped(p)?.slug;
+        let mut out = Vec::with_capacity(items.len());
+        for s in items {
+            let runs = tx.schedule_runs(s.id).await?;
+            out.push(objects::schedule(s, slug, &runs, now));
+        }
+        Ok(out)
+    }
+
+    async fn delete(
+        self,
+        tx: &mut dyn Tx,
+        _p: Option<&Project>,
+        _now: DateTime<Utc>,
+    ) -> ApiResult<()> {
+        schedules::delete(tx, self.id).await?;
+        Ok(())
+    }
 }
 
-#[tracing::instrument(skip_all, fields(project = %project, schedule = %name))]
-pub async fn get_schedule(
-    State(st): State<AppState>,
-    _op: Operator,
-    Path((project, name)): Path<(String, String)>,
-) -> ApiResult<Json<Value>> {
-    let mut tx = st.ctx.store.begin().await?;
-    let p = lookup::project(tx.as_mut(), &project).await?;
-    let s = lookup::schedule(tx.as_mut(), &p, &name).await?;
-    Ok(Json(printed(tx.as_mut(), &s, &p.slug, st.ctx.now()).await?))
-}
-
-#[tracing::instrument(skip_all, fields(project = %project, schedule = %name))]
-pub async fn delete_schedule(
-    State(st): State<AppState>,
-    _op: Operator,
-    Path((project, name)): Path<(String, String)>,
-) -> ApiResult<StatusCode> {
-    let mut tx = st.ctx.store.begin().await?;
-    let p = lookup::project(tx.as_mut(), &project).await?;
-    let s = lookup::schedule(tx.as_mut(), &p, &name).await?;
-    schedules::delete(tx.as_mut(), s.id).await?;
-    st.ctx.commit(tx).await?;
-    Ok(StatusCode::NO_CONTENT)
-}
-
-#[tracing::instrument(skip_all, fields(project = %project, schedule = %name))]
+#[tracing::instrument(skip_all, fields(project = %slug, schedule = %name))]
 pub async fn trigger_schedule(
     State(st): State<AppState>,
     _op: Operator,
-    Path((project, name)): Path<(String, String)>,
+    Path((slug, name)): Path<(String, String)>,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     let mut tx = st.ctx.store.begin().await?;
-    let p = lookup::project(tx.as_mut(), &project).await?;
-    let s = lookup::schedule(tx.as_mut(), &p, &name).await?;
+    let p = project(tx.as_mut(), &slug).await?;
+    let s = one::<Schedule>(tx.as_mut(), Some(&p), &name).await?;
     match schedules::trigger(tx.as_mut(), &s, &p.slug, st.ctx.now()).await? {
         Tick::Created(run) => {
             st.ctx.commit(tx).await?;

@@ -3,14 +3,22 @@
 //! /api/v1/secrets/rotate-key`: a new current key, every Secret re-sealed
 //! with it, the old keys dropped once nothing they sealed is left.
 
+use std::borrow::Cow;
+
+use async_trait::async_trait;
 use axum::extract::State;
-use axum::http::StatusCode;
+use chrono::{DateTime, Utc};
+use pam_manifests::kinds::Kind;
+use pam_store::prelude::*;
+use pam_store::{Labels, Project, Secret, StoreResult};
 use serde_json::Value;
 
 use super::auth::Operator;
-use super::extract::{Json, Path, Query};
-use super::list::{list, selected, ListQuery};
-use super::{lookup, objects, ApiError, AppState};
+use super::extract::Json;
+use super::list::ListQuery;
+use super::served::{scoped, Served};
+use super::{objects, ApiError, AppState};
+use crate::ctx::Wakeups;
 use crate::rules::secrets::{self, Rotation};
 
 type ApiResult<T> = Result<T, ApiError>;
@@ -18,71 +26,48 @@ type ApiResult<T> = Result<T, ApiError>;
 /// Secrets re-sealed per transaction during a rotation.
 const RESEAL_BATCH: i64 = 100;
 
-#[tracing::instrument(skip_all, fields(project = %project))]
-pub async fn list_secrets(
-    State(st): State<AppState>,
-    _op: Operator,
-    Path(project): Path<String>,
-    Query(q): Query<ListQuery>,
-) -> ApiResult<Json<Value>> {
-    let sel = q.selector()?;
-    let mut tx = st.ctx.store.begin().await?;
-    let p = lookup::project(tx.as_mut(), &project).await?;
-    let items = tx
-        .list_secrets(p.id)
-        .await?
-        .iter()
-        .filter(|s| selected(&sel, &s.meta.labels))
-        .map(|s| objects::secret(s, &p.slug))
-        .collect();
-    Ok(list(items))
-}
+#[async_trait]
+impl Served for Secret {
+    const KIND: Kind = Kind::Secret;
 
-/// `GET /api/v1/secrets`: every project's Secrets (`pamctl get secrets -A`).
-#[tracing::instrument(skip_all)]
-pub async fn list_all_secrets(
-    State(st): State<AppState>,
-    _op: Operator,
-    Query(q): Query<ListQuery>,
-) -> ApiResult<Json<Value>> {
-    let sel = q.selector()?;
-    let mut tx = st.ctx.store.begin().await?;
-    let mut items = Vec::new();
-    for p in tx.list_projects().await? {
-        for s in tx.list_secrets(p.id).await? {
-            if selected(&sel, &s.meta.labels) {
-                items.push(objects::secret(&s, &p.slug));
-            }
+    async fn list(tx: &mut dyn Tx, p: Option<&Project>, _q: &ListQuery) -> ApiResult<Vec<Self>> {
+        Ok(tx.list_secrets(scoped(p)?.id).await?)
+    }
+
+    async fn find(tx: &mut dyn Tx, p: Option<&Project>, name: &str) -> StoreResult<Option<Self>> {
+        match p {
+            Some(p) => tx.get_secret_by_name(p.id, name).await,
+            None => Ok(None),
         }
     }
-    Ok(list(items))
-}
 
-#[tracing::instrument(skip_all, fields(project = %project, secret = %name))]
-pub async fn get_secret(
-    State(st): State<AppState>,
-    _op: Operator,
-    Path((project, name)): Path<(String, String)>,
-) -> ApiResult<Json<Value>> {
-    let mut tx = st.ctx.store.begin().await?;
-    let p = lookup::project(tx.as_mut(), &project).await?;
-    let s = lookup::secret(tx.as_mut(), &p, &name).await?;
-    Ok(Json(objects::secret(&s, &p.slug)))
-}
+    fn labels(&self) -> Cow<'_, Labels> {
+        Cow::Borrowed(&self.meta.labels)
+    }
 
-#[tracing::instrument(skip_all, fields(project = %project, secret = %name))]
-pub async fn delete_secret(
-    State(st): State<AppState>,
-    _op: Operator,
-    Path((project, name)): Path<(String, String)>,
-) -> ApiResult<StatusCode> {
-    let mut tx = st.ctx.store.begin().await?;
-    let p = lookup::project(tx.as_mut(), &project).await?;
-    let s = lookup::secret(tx.as_mut(), &p, &name).await?;
-    secrets::delete(tx.as_mut(), s.id).await?;
-    st.ctx.commit(tx).await?;
-    st.ctx.wakeups.loops.notify_one();
-    Ok(StatusCode::NO_CONTENT)
+    async fn print(
+        _tx: &mut dyn Tx,
+        p: Option<&Project>,
+        items: &[Self],
+        _now: DateTime<Utc>,
+    ) -> ApiResult<Vec<Value>> {
+        let slug = &scoped(p)?.slug;
+        Ok(items.iter().map(|s| objects::secret(s, slug)).collect())
+    }
+
+    async fn delete(
+        self,
+        tx: &mut dyn Tx,
+        _p: Option<&Project>,
+        _now: DateTime<Utc>,
+    ) -> ApiResult<()> {
+        secrets::delete(tx, self.id).await?;
+        Ok(())
+    }
+
+    fn deleted(w: &Wakeups) {
+        w.loops.notify_one();
+    }
 }
 
 /// `pamctl secret rotate-key`: a new current key is written to the key

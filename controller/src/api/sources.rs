@@ -2,17 +2,24 @@
 //! `POST /api/v1/sources/NAME/sync` — sync now (202; the sync loop does
 //! it, `pamctl sync` waits for `lastSyncedAt` or a failure).
 
-use crate::api::extract::{Json, Path, Query};
+use std::borrow::Cow;
+use std::collections::HashMap;
+
+use async_trait::async_trait;
 use axum::extract::State;
 use axum::http::StatusCode;
-use pam_store::Source;
+use chrono::{DateTime, Utc};
+use pam_manifests::kinds::Kind;
+use pam_store::prelude::*;
+use pam_store::{Labels, Project, Source, StoreResult};
 use serde_json::Value;
-use std::collections::HashMap;
 use uuid::Uuid;
 
 use super::auth::Operator;
-use super::list::{list, selected, ListQuery};
-use super::{lookup, objects, ApiError, AppState};
+use super::extract::{Json, Path};
+use super::list::ListQuery;
+use super::served::{one, Served};
+use super::{objects, ApiError, AppState};
 use crate::rules::sources;
 
 type ApiResult<T> = Result<T, ApiError>;
@@ -24,49 +31,42 @@ fn printed(s: &Source, counts: &HashMap<Uuid, u64>) -> Value {
     objects::source(s, usize::try_from(inventory).unwrap_or(usize::MAX))
 }
 
-#[tracing::instrument(skip_all)]
-pub async fn list_sources(
-    State(st): State<AppState>,
-    _op: Operator,
-    Query(q): Query<ListQuery>,
-) -> ApiResult<Json<Value>> {
-    let sel = q.selector()?;
-    let mut tx = st.ctx.store.begin().await?;
-    let sources: Vec<Source> = tx
-        .list_sources()
-        .await?
-        .into_iter()
-        .filter(|s| selected(&sel, &s.meta.labels))
-        .collect();
-    let ids: Vec<Uuid> = sources.iter().map(|s| s.id).collect();
-    let counts = tx.count_source_objects(&ids).await?;
-    let items = sources.iter().map(|s| printed(s, &counts)).collect();
-    Ok(list(items))
-}
+#[async_trait]
+impl Served for Source {
+    const KIND: Kind = Kind::Source;
 
-#[tracing::instrument(skip_all, fields(source = %name))]
-pub async fn get_source(
-    State(st): State<AppState>,
-    _op: Operator,
-    Path(name): Path<String>,
-) -> ApiResult<Json<Value>> {
-    let mut tx = st.ctx.store.begin().await?;
-    let s = lookup::source(tx.as_mut(), &name).await?;
-    let counts = tx.count_source_objects(&[s.id]).await?;
-    Ok(Json(printed(&s, &counts)))
-}
+    async fn list(tx: &mut dyn Tx, _p: Option<&Project>, _q: &ListQuery) -> ApiResult<Vec<Self>> {
+        Ok(tx.list_sources().await?)
+    }
 
-#[tracing::instrument(skip_all, fields(source = %name))]
-pub async fn delete_source(
-    State(st): State<AppState>,
-    _op: Operator,
-    Path(name): Path<String>,
-) -> ApiResult<StatusCode> {
-    let mut tx = st.ctx.store.begin().await?;
-    let s = lookup::source(tx.as_mut(), &name).await?;
-    sources::delete(tx.as_mut(), &s).await?;
-    st.ctx.commit(tx).await?;
-    Ok(StatusCode::NO_CONTENT)
+    async fn find(tx: &mut dyn Tx, _p: Option<&Project>, name: &str) -> StoreResult<Option<Self>> {
+        tx.get_source_by_name(name).await
+    }
+
+    fn labels(&self) -> Cow<'_, Labels> {
+        Cow::Borrowed(&self.meta.labels)
+    }
+
+    async fn print(
+        tx: &mut dyn Tx,
+        _p: Option<&Project>,
+        items: &[Self],
+        _now: DateTime<Utc>,
+    ) -> ApiResult<Vec<Value>> {
+        let ids: Vec<Uuid> = items.iter().map(|s| s.id).collect();
+        let counts = tx.count_source_objects(&ids).await?;
+        Ok(items.iter().map(|s| printed(s, &counts)).collect())
+    }
+
+    async fn delete(
+        self,
+        tx: &mut dyn Tx,
+        _p: Option<&Project>,
+        _now: DateTime<Utc>,
+    ) -> ApiResult<()> {
+        sources::delete(tx, &self).await?;
+        Ok(())
+    }
 }
 
 #[tracing::instrument(skip_all, fields(source = %name))]
@@ -76,7 +76,7 @@ pub async fn sync_source(
     Path(name): Path<String>,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     let mut tx = st.ctx.store.begin().await?;
-    let s = lookup::source(tx.as_mut(), &name).await?;
+    let s = one::<Source>(tx.as_mut(), None, &name).await?;
     let s = sources::request_sync(tx.as_mut(), &s, st.ctx.now()).await?;
     let counts = tx.count_source_objects(&[s.id]).await?;
     let body = printed(&s, &counts);

@@ -2,83 +2,109 @@
 //! the status verbs (`pamctl task start|done|cancel|reopen`, the board's
 //! drag).
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
-use crate::api::extract::{Json, Path, Query};
+use async_trait::async_trait;
 use axum::extract::State;
-use axum::http::StatusCode;
-use pam_manifests::names::LabelSelector;
+use chrono::{DateTime, Utc};
+use pam_manifests::kinds::Kind;
 use pam_manifests::state::WorkItemStatus;
 use pam_store::prelude::*;
-use pam_store::{Project, WorkItem};
+use pam_store::{Labels, Project, StoreResult, WorkItem};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
 use super::auth::Operator;
-use super::list::{list, selected, to_json, ListQuery};
+use super::extract::{Json, Path};
+use super::list::{selected, to_json, ListQuery};
+use super::served::{one, project, scoped, Served};
 use super::{lookup, objects, ApiError, AppState};
 use crate::rules::work_items;
 
 type ApiResult<T> = Result<T, ApiError>;
 
-async fn tasks_of(
-    tx: &mut dyn Tx,
-    p: &Project,
-    sel: &Option<LabelSelector>,
-) -> ApiResult<Vec<Value>> {
-    let items = tx.list_work_items(p.id).await?;
-    let names: HashMap<Uuid, &str> = items.iter().map(|w| (w.id, w.name.as_str())).collect();
-    let completion = objects::completions(&items);
-    let ids: Vec<Uuid> = items.iter().map(|w| w.id).collect();
-    let deps = lookup::task_deps(tx, &ids).await?;
-    // Issue 21: one roll-up query for the project's tasks.
-    let usage: HashMap<Uuid, _> = tx.usage_by_work_item(&ids).await?.into_iter().collect();
-    Ok(items
-        .iter()
-        .filter(|w| selected(sel, &w.meta.labels))
-        .map(|w| {
-            let parent = w.parent_id.and_then(|id| names.get(&id).copied());
-            to_json(&objects::task(
-                w,
-                &p.slug,
-                parent,
-                completion.get(&w.id).copied(),
-                deps.get(&w.id),
-                usage.get(&w.id),
-            ))
-        })
-        .collect())
-}
+#[async_trait]
+impl Served for WorkItem {
+    const KIND: Kind = Kind::Task;
 
-#[tracing::instrument(skip_all, fields(project = %slug))]
-pub async fn list_tasks(
-    State(st): State<AppState>,
-    _op: Operator,
-    Path(slug): Path<String>,
-    Query(q): Query<ListQuery>,
-) -> ApiResult<Json<Value>> {
-    let sel = q.selector()?;
-    let mut tx = st.ctx.store.begin().await?;
-    let p = lookup::project(tx.as_mut(), &slug).await?;
-    Ok(list(tasks_of(tx.as_mut(), &p, &sel).await?))
-}
-
-#[tracing::instrument(skip_all)]
-pub async fn list_all_tasks(
-    State(st): State<AppState>,
-    _op: Operator,
-    Query(q): Query<ListQuery>,
-) -> ApiResult<Json<Value>> {
-    let sel = q.selector()?;
-    let mut tx = st.ctx.store.begin().await?;
-    let mut items = Vec::new();
-    for p in tx.list_projects().await? {
-        items.extend(tasks_of(tx.as_mut(), &p, &sel).await?);
+    async fn list(tx: &mut dyn Tx, p: Option<&Project>, _q: &ListQuery) -> ApiResult<Vec<Self>> {
+        Ok(tx.list_work_items(scoped(p)?.id).await?)
     }
-    Ok(list(items))
+
+    async fn find(tx: &mut dyn Tx, p: Option<&Project>, name: &str) -> StoreResult<Option<Self>> {
+        match p {
+            Some(p) => tx.get_work_item_by_name(p.id, name).await,
+            None => Ok(None),
+        }
+    }
+
+    fn labels(&self) -> Cow<'_, Labels> {
+        Cow::Borrowed(&self.meta.labels)
+    }
+
+    /// Parents' names and completion come from the whole project's list,
+    /// read once (see [`Served::listed`]).
+    async fn listed(
+        tx: &mut dyn Tx,
+        p: Option<&Project>,
+        q: &ListQuery,
+        _now: DateTime<Utc>,
+    ) -> ApiResult<Vec<Value>> {
+        let sel = q.selector()?;
+        let p = scoped(p)?;
+        let items = tx.list_work_items(p.id).await?;
+        let names: HashMap<Uuid, &str> = items.iter().map(|w| (w.id, w.name.as_str())).collect();
+        let completion = objects::completions(&items);
+        let ids: Vec<Uuid> = items.iter().map(|w| w.id).collect();
+        let deps = lookup::task_deps(tx, &ids).await?;
+        // Issue 21: one roll-up query for the project's tasks.
+        let usage: HashMap<Uuid, _> = tx.usage_by_work_item(&ids).await?.into_iter().collect();
+        Ok(items
+            .iter()
+            .filter(|w| selected(&sel, &w.meta.labels))
+            .map(|w| {
+                let parent = w.parent_id.and_then(|id| names.get(&id).copied());
+                to_json(&objects::task(
+                    w,
+                    &p.slug,
+                    parent,
+                    completion.get(&w.id).copied(),
+                    deps.get(&w.id),
+                    usage.get(&w.id),
+                ))
+            })
+            .collect())
+    }
+
+    async fn print(
+        tx: &mut dyn Tx,
+        p: Option<&Project>,
+        items: &[Self],
+        _now: DateTime<Utc>,
+    ) -> ApiResult<Vec<Value>> {
+        let p = scoped(p)?;
+        let mut out = Vec::with_capacity(items.len());
+        for w in items {
+            out.push(task_object(tx, p, w).await?);
+        }
+        Ok(out)
+    }
+
+    async fn delete(
+        self,
+        tx: &mut dyn Tx,
+        p: Option<&Project>,
+        now: DateTime<Utc>,
+    ) -> ApiResult<()> {
+        work_items::delete(tx, &self, &scoped(p)?.slug, now).await?;
+        Ok(())
+    }
 }
 
+/// One task with its parent's name and its subtree's completion (reads
+/// the subtree only, not the project).
 async fn task_object(tx: &mut dyn Tx, p: &Project, w: &WorkItem) -> ApiResult<Value> {
     let parent = match w.parent_id {
         Some(id) => tx.get_work_item(id).await?.map(|p| p.name),
@@ -96,33 +122,6 @@ async fn task_object(tx: &mut dyn Tx, p: &Project, w: &WorkItem) -> ApiResult<Va
         deps.get(&w.id),
         usage.first().map(|(_, u)| u),
     )))
-}
-
-#[tracing::instrument(skip_all, fields(project = %slug, task = %name))]
-pub async fn get_task(
-    State(st): State<AppState>,
-    _op: Operator,
-    Path((slug, name)): Path<(String, String)>,
-) -> ApiResult<Json<Value>> {
-    let mut tx = st.ctx.store.begin().await?;
-    let p = lookup::project(tx.as_mut(), &slug).await?;
-    let w = lookup::task(tx.as_mut(), &p, &name).await?;
-    Ok(Json(task_object(tx.as_mut(), &p, &w).await?))
-}
-
-#[tracing::instrument(skip_all, fields(project = %slug, task = %name))]
-pub async fn delete_task(
-    State(st): State<AppState>,
-    _op: Operator,
-    Path((slug, name)): Path<(String, String)>,
-) -> ApiResult<StatusCode> {
-    let now = st.ctx.now();
-    let mut tx = st.ctx.store.begin().await?;
-    let p = lookup::project(tx.as_mut(), &slug).await?;
-    let w = lookup::task(tx.as_mut(), &p, &name).await?;
-    work_items::delete(tx.as_mut(), &w, &p.slug, now).await?;
-    st.ctx.commit(tx).await?;
-    Ok(StatusCode::NO_CONTENT)
 }
 
 #[derive(Deserialize)]
@@ -144,8 +143,8 @@ pub async fn transition_task(
 ) -> ApiResult<Json<Value>> {
     let now = st.ctx.now();
     let mut tx = st.ctx.store.begin().await?;
-    let p = lookup::project(tx.as_mut(), &slug).await?;
-    let w = lookup::task(tx.as_mut(), &p, &name).await?;
+    let p = project(tx.as_mut(), &slug).await?;
+    let w = one::<WorkItem>(tx.as_mut(), Some(&p), &name).await?;
     let Some((moved, cascade)) =
         work_items::set_status(tx.as_mut(), &w, body.to, &p.slug, now).await?
     else {

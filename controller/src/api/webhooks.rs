@@ -3,75 +3,68 @@
 //! &limit=`), get, and `POST …/ID/redeliver` (the same delivery, id and
 //! body, due now).
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
-use crate::api::extract::{Json, Path, Query};
+use async_trait::async_trait;
 use axum::extract::State;
 use axum::http::StatusCode;
+use chrono::{DateTime, Utc};
+use pam_manifests::kinds::Kind;
 use pam_store::prelude::*;
-use pam_store::{DeliveryFilter, DeliveryStatus, Webhook};
+use pam_store::{DeliveryFilter, DeliveryStatus, Labels, Project, StoreResult, Webhook};
 use serde::Deserialize;
 use serde_json::Value;
 use uuid::Uuid;
 
 use super::auth::Operator;
-use super::list::{list, selected, ListQuery};
+use super::extract::{Json, Path, Query};
+use super::list::{list, ListQuery};
+use super::served::{one, Served};
 use super::{objects, ApiError, AppState};
 use crate::rules::webhooks::{self, deliveries};
 
 type ApiResult<T> = Result<T, ApiError>;
 
-async fn lookup(tx: &mut dyn Tx, name: &str) -> ApiResult<Webhook> {
-    tx.get_webhook_by_name(name)
-        .await?
-        .ok_or_else(|| ApiError::not_found(format!("webhook {name:?} not found")))
-}
+#[async_trait]
+impl Served for Webhook {
+    const KIND: Kind = Kind::Webhook;
 
-#[tracing::instrument(skip_all)]
-pub async fn list_webhooks(
-    State(st): State<AppState>,
-    _op: Operator,
-    Query(q): Query<ListQuery>,
-) -> ApiResult<Json<Value>> {
-    let sel = q.selector()?;
-    let mut tx = st.ctx.store.begin().await?;
-    let counts = tx.delivery_counts().await?;
-    let items = tx
-        .list_webhooks()
-        .await?
-        .iter()
-        .filter(|w| selected(&sel, &w.meta.labels))
-        .map(|w| objects::webhook(w, counts.get(&w.id).copied().unwrap_or_default()))
-        .collect();
-    Ok(list(items))
-}
+    async fn list(tx: &mut dyn Tx, _p: Option<&Project>, _q: &ListQuery) -> ApiResult<Vec<Self>> {
+        Ok(tx.list_webhooks().await?)
+    }
 
-#[tracing::instrument(skip_all, fields(webhook = %name))]
-pub async fn get_webhook(
-    State(st): State<AppState>,
-    _op: Operator,
-    Path(name): Path<String>,
-) -> ApiResult<Json<Value>> {
-    let mut tx = st.ctx.store.begin().await?;
-    let w = lookup(tx.as_mut(), &name).await?;
-    let counts = tx.delivery_counts().await?;
-    Ok(Json(objects::webhook(
-        &w,
-        counts.get(&w.id).copied().unwrap_or_default(),
-    )))
-}
+    async fn find(tx: &mut dyn Tx, _p: Option<&Project>, name: &str) -> StoreResult<Option<Self>> {
+        tx.get_webhook_by_name(name).await
+    }
 
-#[tracing::instrument(skip_all, fields(webhook = %name))]
-pub async fn delete_webhook(
-    State(st): State<AppState>,
-    _op: Operator,
-    Path(name): Path<String>,
-) -> ApiResult<StatusCode> {
-    let mut tx = st.ctx.store.begin().await?;
-    let w = lookup(tx.as_mut(), &name).await?;
-    webhooks::delete(tx.as_mut(), w.id).await?;
-    st.ctx.commit(tx).await?;
-    Ok(StatusCode::NO_CONTENT)
+    fn labels(&self) -> Cow<'_, Labels> {
+        Cow::Borrowed(&self.meta.labels)
+    }
+
+    /// With its delivery counts.
+    async fn print(
+        tx: &mut dyn Tx,
+        _p: Option<&Project>,
+        items: &[Self],
+        _now: DateTime<Utc>,
+    ) -> ApiResult<Vec<Value>> {
+        let counts = tx.delivery_counts().await?;
+        Ok(items
+            .iter()
+            .map(|w| objects::webhook(w, counts.get(&w.id).copied().unwrap_or_default()))
+            .collect())
+    }
+
+    async fn delete(
+        self,
+        tx: &mut dyn Tx,
+        _p: Option<&Project>,
+        _now: DateTime<Utc>,
+    ) -> ApiResult<()> {
+        webhooks::delete(tx, self.id).await?;
+        Ok(())
+    }
 }
 
 #[derive(Deserialize, Default)]
@@ -105,7 +98,7 @@ pub async fn list_deliveries(
     let names: HashMap<Uuid, String> = hooks.iter().map(|w| (w.id, w.name.clone())).collect();
     let webhook_id = match q.webhook.as_deref().filter(|w| !w.is_empty()) {
         None => None,
-        Some(name) => Some(lookup(tx.as_mut(), name).await?.id),
+        Some(name) => Some(one::<Webhook>(tx.as_mut(), None, name).await?.id),
     };
     let rows = tx
         .list_deliveries(&DeliveryFilter {

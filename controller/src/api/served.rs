@@ -1,0 +1,262 @@
+//! The API's list, get and delete of every named kind, written once
+//! (issue 29: a Kind is described once and generic code serves it). A kind
+//! says how to find, print and delete its objects ([`Served`], next to its
+//! other handlers); [`routes`] mounts the same three routes for each, at
+//! the paths its registry row ([`pam_manifests::kinds::Kind::info`])
+//! names:
+//!
+//! - a project-scoped kind (Tasks, Runs, Secrets, Schedules):
+//!   `GET /api/v1/projects/{project}/<plural>`,
+//!   `GET|DELETE /api/v1/projects/{project}/<plural>/{name}` and every
+//!   project's at `GET /api/v1/<plural>` (`pamctl get … -A`);
+//! - a cluster-scoped kind (Projects, Hosts, Sources, Webhooks):
+//!   `GET /api/v1/<plural>`, `GET|DELETE /api/v1/<plural>/{<singular>}`.
+//!
+//! Every listing filters by `labelSelector` here, and a missing object is
+//! the same 404 for every kind.
+
+use std::borrow::Cow;
+
+use async_trait::async_trait;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::routing::get;
+use axum::Router;
+use chrono::{DateTime, Utc};
+use pam_manifests::kinds::info::Scope;
+use pam_manifests::kinds::Kind;
+use pam_store::prelude::*;
+use pam_store::{Labels, Project};
+use serde_json::Value;
+
+use super::auth::Operator;
+use super::extract::{Json, Path, Query};
+use super::list::{list, selected, ListQuery};
+use super::{ApiError, AppState};
+use crate::ctx::Wakeups;
+
+type ApiResult<T> = Result<T, ApiError>;
+
+/// How the API serves one named kind. `project` is the project a
+/// project-scoped kind's objects live in, `None` for a cluster-scoped one.
+#[async_trait]
+pub trait Served: Sized + Send + Sync + 'static {
+    /// Its row in the registry: names, scope, paths.
+    const KIND: Kind;
+
+    /// Its objects (of `project`), in name order. `q` carries the filters
+    /// a kind may add (`phase`, `host` for Runs); the label selector is
+    /// applied by the caller.
+    async fn list(
+        tx: &mut dyn Tx,
+        project: Option<&Project>,
+        q: &ListQuery,
+    ) -> ApiResult<Vec<Self>>;
+
+    /// The object named `name` (of `project`).
+    async fn find(
+        tx: &mut dyn Tx,
+        project: Option<&Project>,
+        name: &str,
+    ) -> Result<Option<Self>, pam_store::StoreError>;
+
+    /// The labels a selector matches.
+    fn labels(&self) -> Cow<'_, Labels>;
+
+    /// The objects as the API shows them, in order; one round of extra
+    /// reads for the whole batch.
+    async fn print(
+        tx: &mut dyn Tx,
+        project: Option<&Project>,
+        items: &[Self],
+        now: DateTime<Utc>,
+    ) -> ApiResult<Vec<Value>>;
+
+    /// One object as the API shows it (a kind may read less for one).
+    async fn print_one(
+        &self,
+        tx: &mut dyn Tx,
+        project: Option<&Project>,
+        now: DateTime<Utc>,
+    ) -> ApiResult<Value> {
+        let mut v = Self::print(tx, project, std::slice::from_ref(self), now).await?;
+        Ok(v.pop().unwrap_or(Value::Null))
+    }
+
+    /// The listing: [`Served::list`], the selector, [`Served::print`]. A
+    /// kind whose printing needs the unfiltered list (a task's parent and
+    /// completion) does it in one read instead.
+    async fn listed(
+        tx: &mut dyn Tx,
+        project: Option<&Project>,
+        q: &ListQuery,
+        now: DateTime<Utc>,
+    ) -> ApiResult<Vec<Value>> {
+        let sel = q.selector()?;
+        let items: Vec<Self> = Self::list(tx, project, q)
+            .await?
+            .into_iter()
+            .filter(|o| selected(&sel, &o.labels()))
+            .collect();
+        Self::print(tx, project, &items, now).await
+    }
+
+    /// Deletes it through its rule (the one home of its deletion).
+    async fn delete(
+        self,
+        tx: &mut dyn Tx,
+        project: Option<&Project>,
+        now: DateTime<Utc>,
+    ) -> ApiResult<()>;
+
+    /// Who to wake once a deletion is committed (latency only).
+    fn deleted(_w: &Wakeups) {}
+}
+
+/// The object named `name` (of `project`), or the 404 that names it.
+pub async fn one<K: Served>(
+    tx: &mut dyn Tx,
+    project: Option<&Project>,
+    name: &str,
+) -> ApiResult<K> {
+    K::find(tx, project, name).await?.ok_or_else(|| {
+        let kind = K::KIND.info().singular;
+        ApiError::not_found(match project {
+            Some(p) => format!("{kind} {name:?} not found in project {:?}", p.slug),
+            None => format!("{kind} {name:?} not found"),
+        })
+    })
+}
+
+/// The project a URL names (`/api/v1/projects/{project}/…`).
+pub async fn project(tx: &mut dyn Tx, slug: &str) -> ApiResult<Project> {
+    one::<Project>(tx, None, slug).await
+}
+
+/// `GET /api/v1/projects/{project}/<plural>`.
+#[tracing::instrument(skip_all, fields(kind = K::KIND.info().name, project = %slug))]
+async fn list_in<K: Served>(
+    State(st): State<AppState>,
+    _op: Operator,
+    Path(slug): Path<String>,
+    Query(q): Query<ListQuery>,
+) -> ApiResult<Json<Value>> {
+    let mut tx = st.ctx.store.begin().await?;
+    let p = project(tx.as_mut(), &slug).await?;
+    Ok(list(
+        K::listed(tx.as_mut(), Some(&p), &q, st.ctx.now()).await?,
+    ))
+}
+
+/// `GET /api/v1/<plural>`: a cluster-scoped kind's objects, or a
+/// project-scoped kind's in every project.
+#[tracing::instrument(skip_all, fields(kind = K::KIND.info().name))]
+async fn list_all<K: Served>(
+    State(st): State<AppState>,
+    _op: Operator,
+    Query(q): Query<ListQuery>,
+) -> ApiResult<Json<Value>> {
+    let now = st.ctx.now();
+    let mut tx = st.ctx.store.begin().await?;
+    let items = match K::KIND.info().scope {
+        Scope::Cluster => K::listed(tx.as_mut(), None, &q, now).await?,
+        Scope::Project => {
+            let mut items = Vec::new();
+            for p in tx.list_projects().await? {
+                items.extend(K::listed(tx.as_mut(), Some(&p), &q, now).await?);
+            }
+            items
+        }
+    };
+    Ok(list(items))
+}
+
+/// `GET /api/v1/projects/{project}/<plural>/{name}`.
+#[tracing::instrument(skip_all, fields(kind = K::KIND.info().name, project = %slug, name = %name))]
+async fn get_in<K: Served>(
+    State(st): State<AppState>,
+    _op: Operator,
+    Path((slug, name)): Path<(String, String)>,
+) -> ApiResult<Json<Value>> {
+    let mut tx = st.ctx.store.begin().await?;
+    let p = project(tx.as_mut(), &slug).await?;
+    let o = one::<K>(tx.as_mut(), Some(&p), &name).await?;
+    Ok(Json(
+        o.print_one(tx.as_mut(), Some(&p), st.ctx.now()).await?,
+    ))
+}
+
+/// `GET /api/v1/<plural>/{<singular>}`.
+#[tracing::instrument(skip_all, fields(kind = K::KIND.info().name, name = %name))]
+async fn get_cluster<K: Served>(
+    State(st): State<AppState>,
+    _op: Operator,
+    Path(name): Path<String>,
+) -> ApiResult<Json<Value>> {
+    let mut tx = st.ctx.store.begin().await?;
+    let o = one::<K>(tx.as_mut(), None, &name).await?;
+    Ok(Json(o.print_one(tx.as_mut(), None, st.ctx.now()).await?))
+}
+
+/// `DELETE /api/v1/projects/{project}/<plural>/{name}`.
+#[tracing::instrument(skip_all, fields(kind = K::KIND.info().name, project = %slug, name = %name))]
+async fn delete_in<K: Served>(
+    State(st): State<AppState>,
+    _op: Operator,
+    Path((slug, name)): Path<(String, String)>,
+) -> ApiResult<StatusCode> {
+    let now = st.ctx.now();
+    let mut tx = st.ctx.store.begin().await?;
+    let p = project(tx.as_mut(), &slug).await?;
+    let o = one::<K>(tx.as_mut(), Some(&p), &name).await?;
+    o.delete(tx.as_mut(), Some(&p), now).await?;
+    st.ctx.commit(tx).await?;
+    K::deleted(&st.ctx.wakeups);
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// `DELETE /api/v1/<plural>/{<singular>}`.
+#[tracing::instrument(skip_all, fields(kind = K::KIND.info().name, name = %name))]
+async fn delete_cluster<K: Served>(
+    State(st): State<AppState>,
+    _op: Operator,
+    Path(name): Path<String>,
+) -> ApiResult<StatusCode> {
+    let now = st.ctx.now();
+    let mut tx = st.ctx.store.begin().await?;
+    let o = one::<K>(tx.as_mut(), None, &name).await?;
+    o.delete(tx.as_mut(), None, now).await?;
+    st.ctx.commit(tx).await?;
+    K::deleted(&st.ctx.wakeups);
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// List, get and delete of kind `K`, at the paths its scope gives.
+pub fn routes<K: Served>() -> Router<AppState> {
+    let info = K::KIND.info();
+    let plural = info.plural;
+    match info.scope {
+        Scope::Project => Router::new()
+            .route(
+                &format!("/api/v1/projects/{{project}}/{plural}"),
+                get(list_in::<K>),
+            )
+            .route(
+                &format!("/api/v1/projects/{{project}}/{plural}/{{name}}"),
+                get(get_in::<K>).delete(delete_in::<K>),
+            )
+            .route(&format!("/api/v1/{plural}"), get(list_all::<K>)),
+        Scope::Cluster => Router::new()
+            .route(&format!("/api/v1/{plural}"), get(list_all::<K>))
+            .route(
+                &format!("/api/v1/{plural}/{{{}}}", info.singular),
+                get(get_cluster::<K>).delete(delete_cluster::<K>),
+            ),
+    }
+}
+
+/// The project of a project-scoped kind (the generic handlers always pass
+/// one).
+pub fn scoped(project: Option<&Project>) -> ApiResult<&Project> {
+    project.ok_or_else(|| ApiError::internal("a project-scoped kind served without its project"))
+}
