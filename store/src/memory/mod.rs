@@ -259,6 +259,7 @@ mod events;
 mod hosts;
 mod idempotency;
 mod leader;
+mod named;
 mod projects;
 mod runs;
 mod schedules;

@@ -3,15 +3,7 @@ use super::*;
 #[async_trait]
 impl ProjectTx for MemTx {
     async fn insert_project(&mut self, p: &Project) -> StoreResult<()> {
-        let s = &mut self.work;
-        if s.projects.contains_key(&p.id) {
-            return Err(StoreError::AlreadyExists("projects_pkey".into()));
-        }
-        if s.projects.values().any(|o| o.slug == p.slug) {
-            return Err(StoreError::AlreadyExists("projects_slug_key".into()));
-        }
-        s.projects.insert(p.id, p.clone());
-        Ok(())
+        self.work.insert_named(p)
     }
 
     async fn get_project(&mut self, id: Uuid) -> StoreResult<Option<Project>> {
@@ -19,18 +11,11 @@ impl ProjectTx for MemTx {
     }
 
     async fn get_project_by_slug(&mut self, slug: &str) -> StoreResult<Option<Project>> {
-        Ok(self
-            .work
-            .projects
-            .values()
-            .find(|p| p.slug == slug)
-            .cloned())
+        Ok(self.work.named(None, slug))
     }
 
     async fn list_projects(&mut self) -> StoreResult<Vec<Project>> {
-        let mut v: Vec<Project> = self.work.projects.values().cloned().collect();
-        v.sort_by(|a, b| a.slug.cmp(&b.slug));
-        Ok(v)
+        Ok(self.work.all_named(None))
     }
 
     async fn update_project(&mut self, p: &Project, expected_rv: i64) -> StoreResult<Project> {

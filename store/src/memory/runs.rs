@@ -50,12 +50,7 @@ impl RunTx for MemTx {
     }
 
     async fn get_run_by_name(&mut self, project_id: Uuid, name: &str) -> StoreResult<Option<Run>> {
-        Ok(self
-            .work
-            .runs
-            .values()
-            .find(|r| r.project_id == project_id && r.name == name)
-            .cloned())
+        Ok(self.work.named(Some(project_id), name))
     }
 
     async fn list_runs(&mut self, f: &RunFilter) -> StoreResult<Vec<Run>> {

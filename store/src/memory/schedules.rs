@@ -4,26 +4,7 @@ use crate::Schedule;
 #[async_trait]
 impl ScheduleTx for MemTx {
     async fn insert_schedule(&mut self, x: &Schedule) -> StoreResult<()> {
-        let s = &mut self.work;
-        if !s.projects.contains_key(&x.project_id) {
-            return Err(StoreError::NotFound(format!(
-                "referenced row (project {})",
-                x.project_id
-            )));
-        }
-        if s.schedules.contains_key(&x.id) {
-            return Err(StoreError::AlreadyExists("schedules_pkey".into()));
-        }
-        if s.schedules
-            .values()
-            .any(|o| o.project_id == x.project_id && o.name == x.name)
-        {
-            return Err(StoreError::AlreadyExists(
-                "schedules_project_id_name_key".into(),
-            ));
-        }
-        s.schedules.insert(x.id, x.clone());
-        Ok(())
+        self.work.insert_named(x)
     }
 
     async fn get_schedule_by_name(
@@ -31,24 +12,11 @@ impl ScheduleTx for MemTx {
         project_id: Uuid,
         name: &str,
     ) -> StoreResult<Option<Schedule>> {
-        Ok(self
-            .work
-            .schedules
-            .values()
-            .find(|x| x.project_id == project_id && x.name == name)
-            .cloned())
+        Ok(self.work.named(Some(project_id), name))
     }
 
     async fn list_schedules(&mut self, project_id: Uuid) -> StoreResult<Vec<Schedule>> {
-        let mut v: Vec<Schedule> = self
-            .work
-            .schedules
-            .values()
-            .filter(|x| x.project_id == project_id)
-            .cloned()
-            .collect();
-        v.sort_by(|a, b| a.name.cmp(&b.name));
-        Ok(v)
+        Ok(self.work.all_named(Some(project_id)))
     }
 
     async fn list_all_schedules(&mut self) -> StoreResult<Vec<Schedule>> {

@@ -4,26 +4,7 @@ use crate::{Secret, SecretWait};
 #[async_trait]
 impl SecretTx for MemTx {
     async fn insert_secret(&mut self, x: &Secret) -> StoreResult<()> {
-        let s = &mut self.work;
-        if !s.projects.contains_key(&x.project_id) {
-            return Err(StoreError::NotFound(format!(
-                "referenced row (project {})",
-                x.project_id
-            )));
-        }
-        if s.secrets.contains_key(&x.id) {
-            return Err(StoreError::AlreadyExists("secrets_pkey".into()));
-        }
-        if s.secrets
-            .values()
-            .any(|o| o.project_id == x.project_id && o.name == x.name)
-        {
-            return Err(StoreError::AlreadyExists(
-                "secrets_project_id_name_key".into(),
-            ));
-        }
-        s.secrets.insert(x.id, x.clone());
-        Ok(())
+        self.work.insert_named(x)
     }
 
     async fn get_secret_by_name(
@@ -31,24 +12,11 @@ impl SecretTx for MemTx {
         project_id: Uuid,
         name: &str,
     ) -> StoreResult<Option<Secret>> {
-        Ok(self
-            .work
-            .secrets
-            .values()
-            .find(|x| x.project_id == project_id && x.name == name)
-            .cloned())
+        Ok(self.work.named(Some(project_id), name))
     }
 
     async fn list_secrets(&mut self, project_id: Uuid) -> StoreResult<Vec<Secret>> {
-        let mut v: Vec<Secret> = self
-            .work
-            .secrets
-            .values()
-            .filter(|x| x.project_id == project_id)
-            .cloned()
-            .collect();
-        v.sort_by(|a, b| a.name.cmp(&b.name));
-        Ok(v)
+        Ok(self.work.all_named(Some(project_id)))
     }
 
     async fn update_secret(&mut self, x: &Secret, expected_rv: i64) -> StoreResult<Secret> {

@@ -29,13 +29,11 @@ impl SourceTx for MemTx {
     }
 
     async fn get_source_by_name(&mut self, name: &str) -> StoreResult<Option<Source>> {
-        Ok(self.work.sources.values().find(|s| s.name == name).cloned())
+        Ok(self.work.named(None, name))
     }
 
     async fn list_sources(&mut self) -> StoreResult<Vec<Source>> {
-        let mut v: Vec<Source> = self.work.sources.values().cloned().collect();
-        v.sort_by(|a, b| a.name.cmp(&b.name));
-        Ok(v)
+        Ok(self.work.all_named(None))
     }
 
     async fn update_source(&mut self, s: &Source, expected_rv: i64) -> StoreResult<Source> {

@@ -4,30 +4,15 @@ use crate::webhooks::{Delivery, DeliveryFilter, DeliveryOutcome, DeliveryStatus,
 #[async_trait]
 impl WebhookTx for MemTx {
     async fn insert_webhook(&mut self, w: &Webhook) -> StoreResult<()> {
-        let st = &mut self.work;
-        if st.webhooks.contains_key(&w.id) {
-            return Err(StoreError::AlreadyExists("webhooks_pkey".into()));
-        }
-        if st.webhooks.values().any(|o| o.name == w.name) {
-            return Err(StoreError::AlreadyExists("webhooks_name_key".into()));
-        }
-        st.webhooks.insert(w.id, w.clone());
-        Ok(())
+        self.work.insert_named(w)
     }
 
     async fn get_webhook_by_name(&mut self, name: &str) -> StoreResult<Option<Webhook>> {
-        Ok(self
-            .work
-            .webhooks
-            .values()
-            .find(|w| w.name == name)
-            .cloned())
+        Ok(self.work.named(None, name))
     }
 
     async fn list_webhooks(&mut self) -> StoreResult<Vec<Webhook>> {
-        let mut v: Vec<Webhook> = self.work.webhooks.values().cloned().collect();
-        v.sort_by(|a, b| a.name.cmp(&b.name));
-        Ok(v)
+        Ok(self.work.all_named(None))
     }
 
     async fn update_webhook(&mut self, w: &Webhook, expected_rv: i64) -> StoreResult<Webhook> {

@@ -48,12 +48,7 @@ impl WorkItemTx for MemTx {
         project_id: Uuid,
         name: &str,
     ) -> StoreResult<Option<WorkItem>> {
-        Ok(self
-            .work
-            .work_items
-            .values()
-            .find(|w| w.project_id == project_id && w.name == name)
-            .cloned())
+        Ok(self.work.named(Some(project_id), name))
     }
 
     async fn list_work_items(&mut self, project_id: Uuid) -> StoreResult<Vec<WorkItem>> {

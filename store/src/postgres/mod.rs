@@ -441,6 +441,7 @@ mod events;
 mod hosts;
 mod idempotency;
 mod leader;
+mod named;
 mod pool;
 mod projects;
 mod rows;

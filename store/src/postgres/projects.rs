@@ -22,37 +22,17 @@ impl ProjectTx for PgTx {
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn get_project(&mut self, id: Uuid) -> StoreResult<Option<Project>> {
-        let sql = format!("SELECT {} FROM projects WHERE id = $1", project_cols());
-        let row = sqlx::query(&sql)
-            .bind(id)
-            .fetch_optional(self.conn())
-            .await
-            .map_err(db_err)?;
-        row.as_ref().map(project_from_row).transpose()
+        self.named_by_id(id).await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn get_project_by_slug(&mut self, slug: &str) -> StoreResult<Option<Project>> {
-        let sql = format!("SELECT {} FROM projects WHERE slug = $1", project_cols());
-        let row = sqlx::query(&sql)
-            .bind(slug)
-            .fetch_optional(self.conn())
-            .await
-            .map_err(db_err)?;
-        row.as_ref().map(project_from_row).transpose()
+        self.named(None, slug).await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn list_projects(&mut self) -> StoreResult<Vec<Project>> {
-        let sql = format!(
-            "SELECT {} FROM projects ORDER BY slug COLLATE \"C\"",
-            project_cols()
-        );
-        let rows = sqlx::query(&sql)
-            .fetch_all(self.conn())
-            .await
-            .map_err(db_err)?;
-        all(rows, project_from_row)
+        self.all_named(None).await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
@@ -94,11 +74,19 @@ impl ProjectTx for PgTx {
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn delete_project(&mut self, id: Uuid) -> StoreResult<bool> {
-        let r = sqlx::query("DELETE FROM projects WHERE id = $1")
-            .bind(id)
-            .execute(self.conn())
-            .await
-            .map_err(db_err_delete)?;
-        Ok(r.rows_affected() == 1)
+        self.delete_named::<Project>(id).await
+    }
+}
+
+impl super::named::Named for Project {
+    const TABLE: &'static str = "projects";
+    const SCOPE: Option<&'static str> = None;
+    const NAME: &'static str = "slug";
+    const ORDER: &'static str = "slug COLLATE \"C\"";
+    fn cols() -> String {
+        project_cols()
+    }
+    fn from_row(row: &PgRow) -> StoreResult<Self> {
+        project_from_row(row)
     }
 }

@@ -108,17 +108,7 @@ impl RunTx for PgTx {
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn get_run_by_name(&mut self, project_id: Uuid, name: &str) -> StoreResult<Option<Run>> {
-        let sql = format!(
-            "SELECT {} FROM runs WHERE project_id = $1 AND name = $2",
-            run_cols()
-        );
-        let row = sqlx::query(&sql)
-            .bind(project_id)
-            .bind(name)
-            .fetch_optional(self.conn())
-            .await
-            .map_err(db_err)?;
-        row.as_ref().map(run_from_row).transpose()
+        self.named(Some(project_id), name).await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
@@ -544,12 +534,7 @@ impl RunTx for PgTx {
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn delete_run(&mut self, id: Uuid) -> StoreResult<bool> {
-        let r = sqlx::query("DELETE FROM runs WHERE id = $1")
-            .bind(id)
-            .execute(self.conn())
-            .await
-            .map_err(db_err_delete)?;
-        Ok(r.rows_affected() == 1)
+        self.delete_named::<Run>(id).await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
@@ -583,5 +568,16 @@ impl RunTx for PgTx {
         rows.into_iter()
             .map(|(s, n)| Ok((s.parse().map_err(|e| corrupt("runs.status", e))?, n)))
             .collect()
+    }
+}
+
+impl super::named::Named for Run {
+    const TABLE: &'static str = "runs";
+    const SCOPE: Option<&'static str> = Some("project_id");
+    fn cols() -> String {
+        run_cols()
+    }
+    fn from_row(row: &PgRow) -> StoreResult<Self> {
+        run_from_row(row)
     }
 }

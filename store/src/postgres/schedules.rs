@@ -44,31 +44,12 @@ impl ScheduleTx for PgTx {
         project_id: Uuid,
         name: &str,
     ) -> StoreResult<Option<Schedule>> {
-        let sql = format!(
-            "SELECT {} FROM schedules WHERE project_id = $1 AND name = $2",
-            schedule_cols()
-        );
-        let row = sqlx::query(&sql)
-            .bind(project_id)
-            .bind(name)
-            .fetch_optional(self.conn())
-            .await
-            .map_err(db_err)?;
-        row.as_ref().map(schedule_from_row).transpose()
+        self.named(Some(project_id), name).await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn list_schedules(&mut self, project_id: Uuid) -> StoreResult<Vec<Schedule>> {
-        let sql = format!(
-            "SELECT {} FROM schedules WHERE project_id = $1 ORDER BY name COLLATE \"C\"",
-            schedule_cols()
-        );
-        let rows = sqlx::query(&sql)
-            .bind(project_id)
-            .fetch_all(self.conn())
-            .await
-            .map_err(db_err)?;
-        all(rows, schedule_from_row)
+        self.all_named(Some(project_id)).await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
@@ -99,12 +80,7 @@ impl ScheduleTx for PgTx {
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn delete_schedule(&mut self, id: Uuid) -> StoreResult<bool> {
-        let r = sqlx::query("DELETE FROM schedules WHERE id = $1")
-            .bind(id)
-            .execute(self.conn())
-            .await
-            .map_err(db_err_delete)?;
-        Ok(r.rows_affected() == 1)
+        self.delete_named::<Schedule>(id).await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
@@ -174,5 +150,16 @@ impl ScheduleTx for PgTx {
         rows.iter()
             .map(|row| Ok((get(row, "scheduled_at")?, run_from_row(row)?)))
             .collect()
+    }
+}
+
+impl super::named::Named for Schedule {
+    const TABLE: &'static str = "schedules";
+    const SCOPE: Option<&'static str> = Some("project_id");
+    fn cols() -> String {
+        schedule_cols()
+    }
+    fn from_row(row: &PgRow) -> StoreResult<Self> {
+        schedule_from_row(row)
     }
 }

@@ -60,31 +60,12 @@ impl SecretTx for PgTx {
         project_id: Uuid,
         name: &str,
     ) -> StoreResult<Option<Secret>> {
-        let sql = format!(
-            "SELECT {} FROM secrets WHERE project_id = $1 AND name = $2",
-            secret_cols()
-        );
-        let row = sqlx::query(&sql)
-            .bind(project_id)
-            .bind(name)
-            .fetch_optional(self.conn())
-            .await
-            .map_err(db_err)?;
-        row.as_ref().map(secret_from_row).transpose()
+        self.named(Some(project_id), name).await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn list_secrets(&mut self, project_id: Uuid) -> StoreResult<Vec<Secret>> {
-        let sql = format!(
-            "SELECT {} FROM secrets WHERE project_id = $1 ORDER BY name COLLATE \"C\"",
-            secret_cols()
-        );
-        let rows = sqlx::query(&sql)
-            .bind(project_id)
-            .fetch_all(self.conn())
-            .await
-            .map_err(db_err)?;
-        all(rows, secret_from_row)
+        self.all_named(Some(project_id)).await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
@@ -127,12 +108,7 @@ impl SecretTx for PgTx {
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn delete_secret(&mut self, id: Uuid) -> StoreResult<bool> {
-        let r = sqlx::query("DELETE FROM secrets WHERE id = $1")
-            .bind(id)
-            .execute(self.conn())
-            .await
-            .map_err(db_err_delete)?;
-        Ok(r.rows_affected() == 1)
+        self.delete_named::<Secret>(id).await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
@@ -222,5 +198,16 @@ impl SecretTx for PgTx {
         }
         .map_err(db_err)?;
         all(rows, wait_from_row)
+    }
+}
+
+impl super::named::Named for Secret {
+    const TABLE: &'static str = "secrets";
+    const SCOPE: Option<&'static str> = Some("project_id");
+    fn cols() -> String {
+        secret_cols()
+    }
+    fn from_row(row: &PgRow) -> StoreResult<Self> {
+        secret_from_row(row)
     }
 }

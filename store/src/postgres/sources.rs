@@ -54,17 +54,6 @@ fn object_from_row(row: &PgRow) -> StoreResult<SourceObject> {
     })
 }
 
-impl PgTx {
-    async fn one_source(&mut self, sql: &str, key: &str) -> StoreResult<Option<Source>> {
-        let row = sqlx::query(sql)
-            .bind(key)
-            .fetch_optional(self.conn())
-            .await
-            .map_err(db_err)?;
-        row.as_ref().map(source_from_row).transpose()
-    }
-}
-
 #[async_trait]
 impl SourceTx for PgTx {
     #[tracing::instrument(level = "debug", skip_all)]
@@ -82,27 +71,17 @@ impl SourceTx for PgTx {
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn get_source(&mut self, id: Uuid) -> StoreResult<Option<Source>> {
-        let sql = format!("SELECT {} FROM sources WHERE id = $1::uuid", source_cols());
-        self.one_source(&sql, &id.to_string()).await
+        self.named_by_id(id).await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn get_source_by_name(&mut self, name: &str) -> StoreResult<Option<Source>> {
-        let sql = format!("SELECT {} FROM sources WHERE name = $1", source_cols());
-        self.one_source(&sql, name).await
+        self.named(None, name).await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn list_sources(&mut self) -> StoreResult<Vec<Source>> {
-        let sql = format!(
-            "SELECT {} FROM sources ORDER BY name COLLATE \"C\"",
-            source_cols()
-        );
-        let rows = sqlx::query(&sql)
-            .fetch_all(self.conn())
-            .await
-            .map_err(db_err)?;
-        all(rows, source_from_row)
+        self.all_named(None).await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
@@ -186,12 +165,7 @@ impl SourceTx for PgTx {
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn delete_source(&mut self, id: Uuid) -> StoreResult<bool> {
-        let r = sqlx::query("DELETE FROM sources WHERE id = $1")
-            .bind(id)
-            .execute(self.conn())
-            .await
-            .map_err(db_err)?;
-        Ok(r.rows_affected() > 0)
+        self.delete_named::<Source>(id).await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
@@ -389,5 +363,16 @@ impl SourceTx for PgTx {
             });
         }
         Ok(out)
+    }
+}
+
+impl super::named::Named for Source {
+    const TABLE: &'static str = "sources";
+    const SCOPE: Option<&'static str> = None;
+    fn cols() -> String {
+        source_cols()
+    }
+    fn from_row(row: &PgRow) -> StoreResult<Self> {
+        source_from_row(row)
     }
 }

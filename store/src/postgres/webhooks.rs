@@ -64,26 +64,12 @@ impl WebhookTx for PgTx {
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn get_webhook_by_name(&mut self, name: &str) -> StoreResult<Option<Webhook>> {
-        let sql = format!("SELECT {} FROM webhooks WHERE name = $1", webhook_cols());
-        let row = sqlx::query(&sql)
-            .bind(name)
-            .fetch_optional(self.conn())
-            .await
-            .map_err(db_err)?;
-        row.as_ref().map(webhook_from_row).transpose()
+        self.named(None, name).await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn list_webhooks(&mut self) -> StoreResult<Vec<Webhook>> {
-        let sql = format!(
-            "SELECT {} FROM webhooks ORDER BY name COLLATE \"C\"",
-            webhook_cols()
-        );
-        let rows = sqlx::query(&sql)
-            .fetch_all(self.conn())
-            .await
-            .map_err(db_err)?;
-        all(rows, webhook_from_row)
+        self.all_named(None).await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
@@ -104,12 +90,7 @@ impl WebhookTx for PgTx {
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn delete_webhook(&mut self, id: Uuid) -> StoreResult<bool> {
-        let r = sqlx::query("DELETE FROM webhooks WHERE id = $1")
-            .bind(id)
-            .execute(self.conn())
-            .await
-            .map_err(db_err)?;
-        Ok(r.rows_affected() > 0)
+        self.delete_named::<Webhook>(id).await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
@@ -296,5 +277,16 @@ impl WebhookTx for PgTx {
         .await
         .map_err(db_err)?;
         Ok(r.rows_affected())
+    }
+}
+
+impl super::named::Named for Webhook {
+    const TABLE: &'static str = "webhooks";
+    const SCOPE: Option<&'static str> = None;
+    fn cols() -> String {
+        webhook_cols()
+    }
+    fn from_row(row: &PgRow) -> StoreResult<Self> {
+        webhook_from_row(row)
     }
 }

@@ -129,13 +129,7 @@ impl WorkItemTx for PgTx {
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn get_work_item(&mut self, id: Uuid) -> StoreResult<Option<WorkItem>> {
-        let sql = format!("SELECT {} FROM work_items WHERE id = $1", work_item_cols());
-        let row = sqlx::query(&sql)
-            .bind(id)
-            .fetch_optional(self.conn())
-            .await
-            .map_err(db_err)?;
-        row.as_ref().map(work_item_from_row).transpose()
+        self.named_by_id(id).await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
@@ -144,32 +138,12 @@ impl WorkItemTx for PgTx {
         project_id: Uuid,
         name: &str,
     ) -> StoreResult<Option<WorkItem>> {
-        let sql = format!(
-            "SELECT {} FROM work_items WHERE project_id = $1 AND name = $2",
-            work_item_cols()
-        );
-        let row = sqlx::query(&sql)
-            .bind(project_id)
-            .bind(name)
-            .fetch_optional(self.conn())
-            .await
-            .map_err(db_err)?;
-        row.as_ref().map(work_item_from_row).transpose()
+        self.named(Some(project_id), name).await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn list_work_items(&mut self, project_id: Uuid) -> StoreResult<Vec<WorkItem>> {
-        let sql = format!(
-            "SELECT {} FROM work_items WHERE project_id = $1 \
-             ORDER BY path COLLATE \"C\", sort_order, id",
-            work_item_cols()
-        );
-        let rows = sqlx::query(&sql)
-            .bind(project_id)
-            .fetch_all(self.conn())
-            .await
-            .map_err(db_err)?;
-        all(rows, work_item_from_row)
+        self.all_named(Some(project_id)).await
     }
 
     #[tracing::instrument(level = "debug", skip_all, fields(names = names.len()))]
@@ -436,11 +410,19 @@ impl WorkItemTx for PgTx {
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn delete_work_item(&mut self, id: Uuid) -> StoreResult<bool> {
-        let r = sqlx::query("DELETE FROM work_items WHERE id = $1")
-            .bind(id)
-            .execute(self.conn())
-            .await
-            .map_err(db_err_delete)?;
-        Ok(r.rows_affected() == 1)
+        self.delete_named::<WorkItem>(id).await
+    }
+}
+
+impl super::named::Named for WorkItem {
+    const TABLE: &'static str = "work_items";
+    const SCOPE: Option<&'static str> = Some("project_id");
+    /// Tree order: a parent before its children, siblings by `sort_order`.
+    const ORDER: &'static str = "path COLLATE \"C\", sort_order, id";
+    fn cols() -> String {
+        work_item_cols()
+    }
+    fn from_row(row: &PgRow) -> StoreResult<Self> {
+        work_item_from_row(row)
     }
 }

@@ -1,0 +1,142 @@
+//! What every map of named objects shares in the memory store (issue 29:
+//! written once, as `postgres/named.rs` is for the tables): the insert's
+//! key checks, by name in its scope, all of a scope in name order.
+
+use super::*;
+
+/// A map of named objects in the store's [`State`].
+pub(super) trait Named: Clone {
+    /// The table's name, for the constraint names PostgreSQL reports.
+    const TABLE: &'static str;
+    /// The unique-name constraint (`<table>_project_id_name_key`,
+    /// `<table>_name_key`, `projects_slug_key`).
+    const NAME_KEY: &'static str;
+    fn map(s: &State) -> &HashMap<Uuid, Self>;
+    fn map_mut(s: &mut State) -> &mut HashMap<Uuid, Self>;
+    fn id(&self) -> Uuid;
+    /// The project its name is unique in; `None` for cluster-wide kinds.
+    fn scope(&self) -> Option<Uuid>;
+    /// Its name (a project's slug).
+    fn key(&self) -> &str;
+}
+
+impl State {
+    /// Inserts `x` after PostgreSQL's checks: its project exists (a
+    /// project-scoped kind), its id and its name (in its scope) are free.
+    pub(super) fn insert_named<T: Named>(&mut self, x: &T) -> StoreResult<()> {
+        if let Some(p) = x.scope() {
+            if !self.projects.contains_key(&p) {
+                return Err(StoreError::NotFound(format!(
+                    "referenced row (project {p})"
+                )));
+            }
+        }
+        let map = T::map(self);
+        if map.contains_key(&x.id()) {
+            return Err(StoreError::AlreadyExists(format!("{}_pkey", T::TABLE)));
+        }
+        if map
+            .values()
+            .any(|o| o.scope() == x.scope() && o.key() == x.key())
+        {
+            return Err(StoreError::AlreadyExists(T::NAME_KEY.into()));
+        }
+        T::map_mut(self).insert(x.id(), x.clone());
+        Ok(())
+    }
+
+    /// The object named `name` in `scope`.
+    pub(super) fn named<T: Named>(&self, scope: Option<Uuid>, name: &str) -> Option<T> {
+        T::map(self)
+            .values()
+            .find(|x| x.scope() == scope && x.key() == name)
+            .cloned()
+    }
+
+    /// Every object of `scope`, by name (byte order, as PostgreSQL's
+    /// `COLLATE "C"`).
+    pub(super) fn all_named<T: Named>(&self, scope: Option<Uuid>) -> Vec<T> {
+        let mut v: Vec<T> = T::map(self)
+            .values()
+            .filter(|x| x.scope() == scope)
+            .cloned()
+            .collect();
+        v.sort_by(|a, b| a.key().cmp(b.key()));
+        v
+    }
+}
+
+macro_rules! named {
+    ($ty:ty, $field:ident, $table:literal, $key:literal, $name:ident, |$x:ident| $scope:expr) => {
+        impl Named for $ty {
+            const TABLE: &'static str = $table;
+            const NAME_KEY: &'static str = $key;
+            fn map(s: &State) -> &HashMap<Uuid, Self> {
+                &s.$field
+            }
+            fn map_mut(s: &mut State) -> &mut HashMap<Uuid, Self> {
+                &mut s.$field
+            }
+            fn id(&self) -> Uuid {
+                self.id
+            }
+            fn scope(&self) -> Option<Uuid> {
+                let $x = self;
+                $scope
+            }
+            fn key(&self) -> &str {
+                &self.$name
+            }
+        }
+    };
+}
+
+// Cluster-wide kinds (a project is named by its slug).
+named!(
+    Project,
+    projects,
+    "projects",
+    "projects_slug_key",
+    slug,
+    |_p| None
+);
+named!(Host, hosts, "hosts", "hosts_name_key", name, |_h| None);
+named!(Source, sources, "sources", "sources_name_key", name, |_s| {
+    None
+});
+named!(
+    crate::Webhook,
+    webhooks,
+    "webhooks",
+    "webhooks_name_key",
+    name,
+    |_w| None
+);
+// Project-scoped kinds.
+named!(
+    crate::Secret,
+    secrets,
+    "secrets",
+    "secrets_project_id_name_key",
+    name,
+    |x| Some(x.project_id)
+);
+named!(
+    crate::Schedule,
+    schedules,
+    "schedules",
+    "schedules_project_id_name_key",
+    name,
+    |x| Some(x.project_id)
+);
+named!(Run, runs, "runs", "runs_project_id_name_key", name, |x| {
+    Some(x.project_id)
+});
+named!(
+    WorkItem,
+    work_items,
+    "work_items",
+    "work_items_project_id_name_key",
+    name,
+    |x| Some(x.project_id)
+);
