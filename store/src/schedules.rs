@@ -35,6 +35,7 @@ pub struct Schedule {
 pub trait ScheduleTx: Send {
     /// Inserts a Schedule. A taken (project, name) is AlreadyExists.
     async fn insert_schedule(&mut self, s: &Schedule) -> StoreResult<()>;
+    async fn get_schedule(&mut self, id: Uuid) -> StoreResult<Option<Schedule>>;
     async fn get_schedule_by_name(
         &mut self,
         project_id: Uuid,

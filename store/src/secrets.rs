@@ -68,6 +68,7 @@ pub trait SecretTx: Send {
     /// Inserts a Secret. A taken (project, name) is AlreadyExists; an
     /// unknown project NotFound.
     async fn insert_secret(&mut self, s: &Secret) -> StoreResult<()>;
+    async fn get_secret(&mut self, id: Uuid) -> StoreResult<Option<Secret>>;
     async fn get_secret_by_name(
         &mut self,
         project_id: Uuid,

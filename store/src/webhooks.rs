@@ -113,6 +113,7 @@ pub struct DeliveryFilter {
 pub trait WebhookTx: Send {
     /// Inserts a Webhook. A taken name is AlreadyExists.
     async fn insert_webhook(&mut self, w: &Webhook) -> StoreResult<()>;
+    async fn get_webhook(&mut self, id: Uuid) -> StoreResult<Option<Webhook>>;
     async fn get_webhook_by_name(&mut self, name: &str) -> StoreResult<Option<Webhook>>;
     /// All Webhooks ordered by name.
     async fn list_webhooks(&mut self) -> StoreResult<Vec<Webhook>>;

@@ -1,23 +1,21 @@
 //! `/api/v1/hosts`: list, get, delete, and the verbs `disable`, `enable`,
 //! `clear-suspect`.
 
-use std::borrow::Cow;
-
 use async_trait::async_trait;
 use axum::extract::State;
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
-use pam_manifests::kinds::Kind;
 use pam_store::prelude::*;
-use pam_store::{Host, Labels, Project, StoreResult};
+use pam_store::{Host, Project};
 use serde_json::Value;
 
 use super::auth::Operator;
 use super::extract::{Json, Path};
-use super::list::{to_json, ListQuery};
+use super::list::to_json;
 use super::served::{one, Served};
 use super::{objects, ApiError, AppState};
 use crate::rules::hosts;
+use crate::rules::kind::Stored;
 
 type ApiResult<T> = Result<T, ApiError>;
 
@@ -28,21 +26,6 @@ async fn host_object(tx: &mut dyn Tx, h: &Host) -> ApiResult<Value> {
 
 #[async_trait]
 impl Served for Host {
-    const KIND: Kind = Kind::Host;
-
-    async fn list(tx: &mut dyn Tx, _p: Option<&Project>, _q: &ListQuery) -> ApiResult<Vec<Self>> {
-        Ok(tx.list_hosts().await?)
-    }
-
-    async fn find(tx: &mut dyn Tx, _p: Option<&Project>, name: &str) -> StoreResult<Option<Self>> {
-        tx.get_host_by_name(name).await
-    }
-
-    /// The host's one label set (issue 16), as targets match it.
-    fn labels(&self) -> Cow<'_, Labels> {
-        Cow::Owned(Host::labels(self))
-    }
-
     async fn print(
         tx: &mut dyn Tx,
         _p: Option<&Project>,
@@ -57,12 +40,7 @@ impl Served for Host {
     }
 
     /// Refused while runs are live on it.
-    async fn delete(
-        self,
-        tx: &mut dyn Tx,
-        _p: Option<&Project>,
-        _now: DateTime<Utc>,
-    ) -> ApiResult<()> {
+    async fn remove(self, tx: &mut dyn Tx, now: DateTime<Utc>) -> ApiResult<()> {
         if tx.count_live_runs(self.id).await? > 0 {
             return Err(ApiError::new(
                 StatusCode::CONFLICT,
@@ -73,7 +51,7 @@ impl Served for Host {
                 ),
             ));
         }
-        hosts::delete(tx, &self).await?;
+        Stored::delete(self, tx, now).await?;
         Ok(())
     }
 }

@@ -97,16 +97,11 @@ pub fn v1(max_body_bytes: usize) -> Router<AppState> {
         .merge(kinds())
 }
 
-/// List, get and delete of every named kind ([`served::routes`]); a kind
-/// the API serves is one line here.
+/// List, get and delete of every kind of the registry
+/// ([`served::routes`]).
 fn kinds() -> Router<AppState> {
-    Router::new()
-        .merge(served::routes::<pam_store::Project>())
-        .merge(served::routes::<pam_store::WorkItem>())
-        .merge(served::routes::<pam_store::Run>())
-        .merge(served::routes::<pam_store::Host>())
-        .merge(served::routes::<pam_store::Source>())
-        .merge(served::routes::<pam_store::Webhook>())
-        .merge(served::routes::<pam_store::Secret>())
-        .merge(served::routes::<pam_store::Schedule>())
+    pam_manifests::kinds::info::KINDS.iter().fold(
+        Router::new(),
+        |r, info| crate::rules::kind::for_kind!(info.kind, K => r.merge(served::routes::<K>())),
+    )
 }

@@ -1,7 +1,6 @@
 //! `/api/v1/projects/{p}/runs` and `/api/v1/runs`: list, get, delete, stop,
 //! signal, the latest output, and a run's event timeline.
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 
 use async_trait::async_trait;
@@ -9,11 +8,10 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
-use pam_manifests::kinds::Kind;
 use pam_manifests::protocol::{SignalName, UnknownSignal};
 use pam_manifests::state::RunStatus;
 use pam_store::prelude::*;
-use pam_store::{Host, Labels, Project, Run, RunFilter, StoreResult};
+use pam_store::{Host, Project, Run, RunFilter};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use uuid::Uuid;
@@ -97,8 +95,6 @@ impl RunNames {
 
 #[async_trait]
 impl Served for Run {
-    const KIND: Kind = Kind::Run;
-
     /// `?phase=` and `?host=` narrow it.
     async fn list(tx: &mut dyn Tx, p: Option<&Project>, q: &ListQuery) -> ApiResult<Vec<Self>> {
         let phase = match q.phase.as_deref() {
@@ -122,17 +118,6 @@ impl Served for Run {
             .await?)
     }
 
-    async fn find(tx: &mut dyn Tx, p: Option<&Project>, name: &str) -> StoreResult<Option<Self>> {
-        match p {
-            Some(p) => tx.get_run_by_name(p.id, name).await,
-            None => Ok(None),
-        }
-    }
-
-    fn labels(&self) -> Cow<'_, Labels> {
-        Cow::Borrowed(&self.meta.labels)
-    }
-
     /// With its task's and host's names and why it waits.
     async fn print(
         tx: &mut dyn Tx,
@@ -142,16 +127,6 @@ impl Served for Run {
     ) -> ApiResult<Vec<Value>> {
         let names = RunNames::load(tx, std::slice::from_ref(scoped(p)?)).await?;
         Ok(items.iter().map(|r| names.object(r)).collect())
-    }
-
-    async fn delete(
-        self,
-        tx: &mut dyn Tx,
-        _p: Option<&Project>,
-        _now: DateTime<Utc>,
-    ) -> ApiResult<()> {
-        runs::delete(tx, &self).await?;
-        Ok(())
     }
 }
 

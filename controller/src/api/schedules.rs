@@ -2,20 +2,16 @@
 //! tick, active runs, last result), delete, and `POST …/NAME/trigger` —
 //! one run now (`pamctl schedule trigger NAME`).
 
-use std::borrow::Cow;
-
 use async_trait::async_trait;
 use axum::extract::State;
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
-use pam_manifests::kinds::Kind;
 use pam_store::prelude::*;
-use pam_store::{Labels, Project, Schedule, StoreResult};
+use pam_store::{Project, Schedule};
 use serde_json::{json, Value};
 
 use super::auth::Operator;
 use super::extract::{Json, Path};
-use super::list::ListQuery;
 use super::served::{one, project, scoped, Served};
 use super::{objects, ApiError, AppState};
 use crate::rules::schedules::{self, Tick};
@@ -24,23 +20,6 @@ type ApiResult<T> = Result<T, ApiError>;
 
 #[async_trait]
 impl Served for Schedule {
-    const KIND: Kind = Kind::Schedule;
-
-    async fn list(tx: &mut dyn Tx, p: Option<&Project>, _q: &ListQuery) -> ApiResult<Vec<Self>> {
-        Ok(tx.list_schedules(scoped(p)?.id).await?)
-    }
-
-    async fn find(tx: &mut dyn Tx, p: Option<&Project>, name: &str) -> StoreResult<Option<Self>> {
-        match p {
-            Some(p) => tx.get_schedule_by_name(p.id, name).await,
-            None => Ok(None),
-        }
-    }
-
-    fn labels(&self) -> Cow<'_, Labels> {
-        Cow::Borrowed(&self.meta.labels)
-    }
-
     /// With next/last tick, active runs and the last result.
     async fn print(
         tx: &mut dyn Tx,
@@ -55,16 +34,6 @@ impl Served for Schedule {
             out.push(objects::schedule(s, slug, &runs, now));
         }
         Ok(out)
-    }
-
-    async fn delete(
-        self,
-        tx: &mut dyn Tx,
-        _p: Option<&Project>,
-        _now: DateTime<Utc>,
-    ) -> ApiResult<()> {
-        schedules::delete(tx, self.id).await?;
-        Ok(())
     }
 }
 

@@ -3,19 +3,15 @@
 //! /api/v1/secrets/rotate-key`: a new current key, every Secret re-sealed
 //! with it, the old keys dropped once nothing they sealed is left.
 
-use std::borrow::Cow;
-
 use async_trait::async_trait;
 use axum::extract::State;
 use chrono::{DateTime, Utc};
-use pam_manifests::kinds::Kind;
 use pam_store::prelude::*;
-use pam_store::{Labels, Project, Secret, StoreResult};
+use pam_store::{Project, Secret};
 use serde_json::Value;
 
 use super::auth::Operator;
 use super::extract::Json;
-use super::list::ListQuery;
 use super::served::{scoped, Served};
 use super::{objects, ApiError, AppState};
 use crate::ctx::Wakeups;
@@ -28,23 +24,6 @@ const RESEAL_BATCH: i64 = 100;
 
 #[async_trait]
 impl Served for Secret {
-    const KIND: Kind = Kind::Secret;
-
-    async fn list(tx: &mut dyn Tx, p: Option<&Project>, _q: &ListQuery) -> ApiResult<Vec<Self>> {
-        Ok(tx.list_secrets(scoped(p)?.id).await?)
-    }
-
-    async fn find(tx: &mut dyn Tx, p: Option<&Project>, name: &str) -> StoreResult<Option<Self>> {
-        match p {
-            Some(p) => tx.get_secret_by_name(p.id, name).await,
-            None => Ok(None),
-        }
-    }
-
-    fn labels(&self) -> Cow<'_, Labels> {
-        Cow::Borrowed(&self.meta.labels)
-    }
-
     async fn print(
         _tx: &mut dyn Tx,
         p: Option<&Project>,
@@ -53,16 +32,6 @@ impl Served for Secret {
     ) -> ApiResult<Vec<Value>> {
         let slug = &scoped(p)?.slug;
         Ok(items.iter().map(|s| objects::secret(s, slug)).collect())
-    }
-
-    async fn delete(
-        self,
-        tx: &mut dyn Tx,
-        _p: Option<&Project>,
-        _now: DateTime<Utc>,
-    ) -> ApiResult<()> {
-        secrets::delete(tx, self.id).await?;
-        Ok(())
     }
 
     fn deleted(w: &Wakeups) {

@@ -15,8 +15,6 @@
 //! Every listing filters by `labelSelector` here, and a missing object is
 //! the same 404 for every kind.
 
-use std::borrow::Cow;
-
 use async_trait::async_trait;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -24,9 +22,8 @@ use axum::routing::get;
 use axum::Router;
 use chrono::{DateTime, Utc};
 use pam_manifests::kinds::info::Scope;
-use pam_manifests::kinds::Kind;
 use pam_store::prelude::*;
-use pam_store::{Labels, Project};
+use pam_store::Project;
 use serde_json::Value;
 
 use super::auth::Operator;
@@ -34,34 +31,25 @@ use super::extract::{Json, Path, Query};
 use super::list::{list, selected, ListQuery};
 use super::{ApiError, AppState};
 use crate::ctx::Wakeups;
+use crate::rules::kind::Stored;
 
 type ApiResult<T> = Result<T, ApiError>;
 
-/// How the API serves one named kind. `project` is the project a
-/// project-scoped kind's objects live in, `None` for a cluster-scoped one.
+/// How the API serves one stored kind ([`Stored`]: finding, listing and
+/// deleting it). `project` is the project a project-scoped kind's objects
+/// live in, `None` for a cluster-scoped one.
 #[async_trait]
-pub trait Served: Sized + Send + Sync + 'static {
-    /// Its row in the registry: names, scope, paths.
-    const KIND: Kind;
-
+pub trait Served: Stored {
     /// Its objects (of `project`), in name order. `q` carries the filters
     /// a kind may add (`phase`, `host` for Runs); the label selector is
     /// applied by the caller.
     async fn list(
         tx: &mut dyn Tx,
         project: Option<&Project>,
-        q: &ListQuery,
-    ) -> ApiResult<Vec<Self>>;
-
-    /// The object named `name` (of `project`).
-    async fn find(
-        tx: &mut dyn Tx,
-        project: Option<&Project>,
-        name: &str,
-    ) -> Result<Option<Self>, pam_store::StoreError>;
-
-    /// The labels a selector matches.
-    fn labels(&self) -> Cow<'_, Labels>;
+        _q: &ListQuery,
+    ) -> ApiResult<Vec<Self>> {
+        Ok(Self::all(tx, project).await?)
+    }
 
     /// The objects as the API shows them, in order; one round of extra
     /// reads for the whole batch.
@@ -101,13 +89,12 @@ pub trait Served: Sized + Send + Sync + 'static {
         Self::print(tx, project, &items, now).await
     }
 
-    /// Deletes it through its rule (the one home of its deletion).
-    async fn delete(
-        self,
-        tx: &mut dyn Tx,
-        project: Option<&Project>,
-        now: DateTime<Utc>,
-    ) -> ApiResult<()>;
+    /// The API's delete: through its rule ([`Stored::delete`]); a kind
+    /// may refuse first (a host with live runs).
+    async fn remove(self, tx: &mut dyn Tx, now: DateTime<Utc>) -> ApiResult<()> {
+        self.delete(tx, now).await?;
+        Ok(())
+    }
 
     /// Who to wake once a deletion is committed (latency only).
     fn deleted(_w: &Wakeups) {}
@@ -119,8 +106,8 @@ pub async fn one<K: Served>(
     project: Option<&Project>,
     name: &str,
 ) -> ApiResult<K> {
-    K::find(tx, project, name).await?.ok_or_else(|| {
-        let kind = K::KIND.info().singular;
+    K::by_name(tx, project, name).await?.ok_or_else(|| {
+        let kind = <K as Stored>::KIND.info().singular;
         ApiError::not_found(match project {
             Some(p) => format!("{kind} {name:?} not found in project {:?}", p.slug),
             None => format!("{kind} {name:?} not found"),
@@ -134,7 +121,7 @@ pub async fn project(tx: &mut dyn Tx, slug: &str) -> ApiResult<Project> {
 }
 
 /// `GET /api/v1/projects/{project}/<plural>`.
-#[tracing::instrument(skip_all, fields(kind = K::KIND.info().name, project = %slug))]
+#[tracing::instrument(skip_all, fields(kind = <K as Stored>::KIND.info().name, project = %slug))]
 async fn list_in<K: Served>(
     State(st): State<AppState>,
     _op: Operator,
@@ -150,7 +137,7 @@ async fn list_in<K: Served>(
 
 /// `GET /api/v1/<plural>`: a cluster-scoped kind's objects, or a
 /// project-scoped kind's in every project.
-#[tracing::instrument(skip_all, fields(kind = K::KIND.info().name))]
+#[tracing::instrument(skip_all, fields(kind = <K as Stored>::KIND.info().name))]
 async fn list_all<K: Served>(
     State(st): State<AppState>,
     _op: Operator,
@@ -158,7 +145,7 @@ async fn list_all<K: Served>(
 ) -> ApiResult<Json<Value>> {
     let now = st.ctx.now();
     let mut tx = st.ctx.store.begin().await?;
-    let items = match K::KIND.info().scope {
+    let items = match <K as Stored>::KIND.info().scope {
         Scope::Cluster => K::listed(tx.as_mut(), None, &q, now).await?,
         Scope::Project => {
             let mut items = Vec::new();
@@ -172,7 +159,7 @@ async fn list_all<K: Served>(
 }
 
 /// `GET /api/v1/projects/{project}/<plural>/{name}`.
-#[tracing::instrument(skip_all, fields(kind = K::KIND.info().name, project = %slug, name = %name))]
+#[tracing::instrument(skip_all, fields(kind = <K as Stored>::KIND.info().name, project = %slug, name = %name))]
 async fn get_in<K: Served>(
     State(st): State<AppState>,
     _op: Operator,
@@ -187,7 +174,7 @@ async fn get_in<K: Served>(
 }
 
 /// `GET /api/v1/<plural>/{<singular>}`.
-#[tracing::instrument(skip_all, fields(kind = K::KIND.info().name, name = %name))]
+#[tracing::instrument(skip_all, fields(kind = <K as Stored>::KIND.info().name, name = %name))]
 async fn get_cluster<K: Served>(
     State(st): State<AppState>,
     _op: Operator,
@@ -199,7 +186,7 @@ async fn get_cluster<K: Served>(
 }
 
 /// `DELETE /api/v1/projects/{project}/<plural>/{name}`.
-#[tracing::instrument(skip_all, fields(kind = K::KIND.info().name, project = %slug, name = %name))]
+#[tracing::instrument(skip_all, fields(kind = <K as Stored>::KIND.info().name, project = %slug, name = %name))]
 async fn delete_in<K: Served>(
     State(st): State<AppState>,
     _op: Operator,
@@ -209,14 +196,14 @@ async fn delete_in<K: Served>(
     let mut tx = st.ctx.store.begin().await?;
     let p = project(tx.as_mut(), &slug).await?;
     let o = one::<K>(tx.as_mut(), Some(&p), &name).await?;
-    o.delete(tx.as_mut(), Some(&p), now).await?;
+    o.remove(tx.as_mut(), now).await?;
     st.ctx.commit(tx).await?;
     K::deleted(&st.ctx.wakeups);
     Ok(StatusCode::NO_CONTENT)
 }
 
 /// `DELETE /api/v1/<plural>/{<singular>}`.
-#[tracing::instrument(skip_all, fields(kind = K::KIND.info().name, name = %name))]
+#[tracing::instrument(skip_all, fields(kind = <K as Stored>::KIND.info().name, name = %name))]
 async fn delete_cluster<K: Served>(
     State(st): State<AppState>,
     _op: Operator,
@@ -225,7 +212,7 @@ async fn delete_cluster<K: Served>(
     let now = st.ctx.now();
     let mut tx = st.ctx.store.begin().await?;
     let o = one::<K>(tx.as_mut(), None, &name).await?;
-    o.delete(tx.as_mut(), None, now).await?;
+    o.remove(tx.as_mut(), now).await?;
     st.ctx.commit(tx).await?;
     K::deleted(&st.ctx.wakeups);
     Ok(StatusCode::NO_CONTENT)
@@ -233,7 +220,7 @@ async fn delete_cluster<K: Served>(
 
 /// List, get and delete of kind `K`, at the paths its scope gives.
 pub fn routes<K: Served>() -> Router<AppState> {
-    let info = K::KIND.info();
+    let info = <K as Stored>::KIND.info();
     let plural = info.plural;
     match info.scope {
         Scope::Project => Router::new()

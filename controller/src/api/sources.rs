@@ -2,22 +2,19 @@
 //! `POST /api/v1/sources/NAME/sync` — sync now (202; the sync loop does
 //! it, `pamctl sync` waits for `lastSyncedAt` or a failure).
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 
 use async_trait::async_trait;
 use axum::extract::State;
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
-use pam_manifests::kinds::Kind;
 use pam_store::prelude::*;
-use pam_store::{Labels, Project, Source, StoreResult};
+use pam_store::{Project, Source};
 use serde_json::Value;
 use uuid::Uuid;
 
 use super::auth::Operator;
 use super::extract::{Json, Path};
-use super::list::ListQuery;
 use super::served::{one, Served};
 use super::{objects, ApiError, AppState};
 use crate::rules::sources;
@@ -33,20 +30,6 @@ fn printed(s: &Source, counts: &HashMap<Uuid, u64>) -> Value {
 
 #[async_trait]
 impl Served for Source {
-    const KIND: Kind = Kind::Source;
-
-    async fn list(tx: &mut dyn Tx, _p: Option<&Project>, _q: &ListQuery) -> ApiResult<Vec<Self>> {
-        Ok(tx.list_sources().await?)
-    }
-
-    async fn find(tx: &mut dyn Tx, _p: Option<&Project>, name: &str) -> StoreResult<Option<Self>> {
-        tx.get_source_by_name(name).await
-    }
-
-    fn labels(&self) -> Cow<'_, Labels> {
-        Cow::Borrowed(&self.meta.labels)
-    }
-
     async fn print(
         tx: &mut dyn Tx,
         _p: Option<&Project>,
@@ -56,16 +39,6 @@ impl Served for Source {
         let ids: Vec<Uuid> = items.iter().map(|s| s.id).collect();
         let counts = tx.count_source_objects(&ids).await?;
         Ok(items.iter().map(|s| printed(s, &counts)).collect())
-    }
-
-    async fn delete(
-        self,
-        tx: &mut dyn Tx,
-        _p: Option<&Project>,
-        _now: DateTime<Utc>,
-    ) -> ApiResult<()> {
-        sources::delete(tx, &self).await?;
-        Ok(())
     }
 }
 

@@ -2,16 +2,14 @@
 //! the status verbs (`pamctl task start|done|cancel|reopen`, the board's
 //! drag).
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 
 use async_trait::async_trait;
 use axum::extract::State;
 use chrono::{DateTime, Utc};
-use pam_manifests::kinds::Kind;
 use pam_manifests::state::WorkItemStatus;
 use pam_store::prelude::*;
-use pam_store::{Labels, Project, StoreResult, WorkItem};
+use pam_store::{Project, WorkItem};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use uuid::Uuid;
@@ -27,23 +25,6 @@ type ApiResult<T> = Result<T, ApiError>;
 
 #[async_trait]
 impl Served for WorkItem {
-    const KIND: Kind = Kind::Task;
-
-    async fn list(tx: &mut dyn Tx, p: Option<&Project>, _q: &ListQuery) -> ApiResult<Vec<Self>> {
-        Ok(tx.list_work_items(scoped(p)?.id).await?)
-    }
-
-    async fn find(tx: &mut dyn Tx, p: Option<&Project>, name: &str) -> StoreResult<Option<Self>> {
-        match p {
-            Some(p) => tx.get_work_item_by_name(p.id, name).await,
-            None => Ok(None),
-        }
-    }
-
-    fn labels(&self) -> Cow<'_, Labels> {
-        Cow::Borrowed(&self.meta.labels)
-    }
-
     /// Parents' names and completion come from the whole project's list,
     /// read once (see [`Served::listed`]).
     async fn listed(
@@ -90,16 +71,6 @@ impl Served for WorkItem {
             out.push(task_object(tx, p, w).await?);
         }
         Ok(out)
-    }
-
-    async fn delete(
-        self,
-        tx: &mut dyn Tx,
-        p: Option<&Project>,
-        now: DateTime<Utc>,
-    ) -> ApiResult<()> {
-        work_items::delete(tx, &self, &scoped(p)?.slug, now).await?;
-        Ok(())
     }
 }
 

@@ -3,45 +3,29 @@
 //! &limit=`), get, and `POST …/ID/redeliver` (the same delivery, id and
 //! body, due now).
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 
 use async_trait::async_trait;
 use axum::extract::State;
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
-use pam_manifests::kinds::Kind;
 use pam_store::prelude::*;
-use pam_store::{DeliveryFilter, DeliveryStatus, Labels, Project, StoreResult, Webhook};
+use pam_store::{DeliveryFilter, DeliveryStatus, Project, Webhook};
 use serde::Deserialize;
 use serde_json::Value;
 use uuid::Uuid;
 
 use super::auth::Operator;
 use super::extract::{Json, Path, Query};
-use super::list::{list, ListQuery};
+use super::list::list;
 use super::served::{one, Served};
 use super::{objects, ApiError, AppState};
-use crate::rules::webhooks::{self, deliveries};
+use crate::rules::webhooks::deliveries;
 
 type ApiResult<T> = Result<T, ApiError>;
 
 #[async_trait]
 impl Served for Webhook {
-    const KIND: Kind = Kind::Webhook;
-
-    async fn list(tx: &mut dyn Tx, _p: Option<&Project>, _q: &ListQuery) -> ApiResult<Vec<Self>> {
-        Ok(tx.list_webhooks().await?)
-    }
-
-    async fn find(tx: &mut dyn Tx, _p: Option<&Project>, name: &str) -> StoreResult<Option<Self>> {
-        tx.get_webhook_by_name(name).await
-    }
-
-    fn labels(&self) -> Cow<'_, Labels> {
-        Cow::Borrowed(&self.meta.labels)
-    }
-
     /// With its delivery counts.
     async fn print(
         tx: &mut dyn Tx,
@@ -54,16 +38,6 @@ impl Served for Webhook {
             .iter()
             .map(|w| objects::webhook(w, counts.get(&w.id).copied().unwrap_or_default()))
             .collect())
-    }
-
-    async fn delete(
-        self,
-        tx: &mut dyn Tx,
-        _p: Option<&Project>,
-        _now: DateTime<Utc>,
-    ) -> ApiResult<()> {
-        webhooks::delete(tx, self.id).await?;
-        Ok(())
     }
 }
 

@@ -7,11 +7,12 @@
 
 use pam_manifests::kinds::Manifest;
 use pam_store::prelude::*;
-use pam_store::Meta;
+use pam_store::{Meta, StoreResult};
 use serde_json::{json, Value};
 
 use super::{labelled_documents, ApplyError, ApplyRequest};
 use crate::ctx::Ctx;
+use crate::rules::kind::Stored;
 use crate::rules::meta::Desired;
 use crate::rules::secrets;
 
@@ -164,20 +165,16 @@ async fn live_of(
     project: Option<&str>,
     name: &str,
 ) -> Result<Option<Meta>, ApplyError> {
-    use pam_manifests::Kind;
     let project = match project {
         Some(slug) => tx.get_project_by_slug(slug).await?,
         None => None,
     };
-    Ok(match (kind, project) {
-        (Kind::Project, _) => tx.get_project_by_slug(name).await?.map(|p| p.meta),
-        (Kind::Host, _) => tx.get_host_by_name(name).await?.map(|h| h.meta),
-        (Kind::Source, _) => tx.get_source_by_name(name).await?.map(|s| s.meta),
-        (Kind::Webhook, _) => tx.get_webhook_by_name(name).await?.map(|w| w.meta),
-        (Kind::Task, Some(p)) => tx.get_work_item_by_name(p.id, name).await?.map(|w| w.meta),
-        (Kind::Run, Some(p)) => tx.get_run_by_name(p.id, name).await?.map(|r| r.meta),
-        (Kind::Secret, Some(p)) => tx.get_secret_by_name(p.id, name).await?.map(|s| s.meta),
-        (Kind::Schedule, Some(p)) => tx.get_schedule_by_name(p.id, name).await?.map(|s| s.meta),
-        (Kind::Task | Kind::Run | Kind::Secret | Kind::Schedule, None) => None,
-    })
+    async fn live<K: Stored>(
+        tx: &mut dyn Tx,
+        p: Option<&pam_store::Project>,
+        name: &str,
+    ) -> StoreResult<Option<Meta>> {
+        Ok(K::by_name(tx, p, name).await?.map(|o| o.meta().clone()))
+    }
+    Ok(crate::rules::kind::for_kind!(kind, K => live::<K>(tx, project.as_ref(), name).await?))
 }

@@ -26,14 +26,13 @@ use pam_manifests::kinds::Kind;
 use pam_manifests::load::Document;
 use pam_manifests::names::LabelSelector;
 use pam_store::prelude::*;
-use pam_store::{Labels, Project, RunFilter, StoreResult};
+use pam_store::{Labels, Project, StoreResult};
 use uuid::Uuid;
 
 use super::writer::Writer;
 use super::{Action, ApplyError, ApplyResult};
-use crate::rules::{
-    hosts, meta, projects, runs, schedules, secrets, sources, webhooks, work_items,
-};
+use crate::rules::kind::Stored;
+use crate::rules::meta;
 
 /// An object to delete.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -92,109 +91,29 @@ async fn prune_one(
     pruning: &HashSet<Uuid>,
     now: DateTime<Utc>,
 ) -> StoreResult<Outcome> {
-    let deleted = match d.kind {
-        Kind::Run => match tx.get_run(d.id).await? {
-            Some(r) => runs::delete(tx, &r).await?,
-            None => false,
-        },
-        Kind::Task => {
-            let Some(w) = tx.get_work_item(d.id).await? else {
-                return Ok(Outcome::Gone);
-            };
-            let subtree = tx.subtree(w.id).await?;
-            let held = held_by_items(tx, w.project_id, &subtree, pruning).await?;
-            if !held.is_empty() {
-                return Ok(Outcome::Held(held));
-            }
-            let slug = d.project.clone().unwrap_or_default();
-            work_items::delete(tx, &w, &slug, now).await?
-        }
-        Kind::Project => {
-            let Some(p) = tx.get_project(d.id).await? else {
-                return Ok(Outcome::Gone);
-            };
-            let items = tx.list_work_items(p.id).await?;
-            let mut held = held_by_items(tx, p.id, &items, pruning).await?;
-            held.extend(
-                tx.list_secrets(p.id)
-                    .await?
-                    .into_iter()
-                    .filter(|s| !pruning.contains(&s.id))
-                    .map(|s| format!("secret {}", s.name)),
-            );
-            held.extend(
-                tx.list_schedules(p.id)
-                    .await?
-                    .into_iter()
-                    .filter(|s| !pruning.contains(&s.id))
-                    .map(|s| format!("schedule {}", s.name)),
-            );
-            if !held.is_empty() {
-                return Ok(Outcome::Held(held));
-            }
-            projects::delete(tx, &p).await?
-        }
-        Kind::Host => {
-            let Some(h) = tx.get_host(d.id).await? else {
-                return Ok(Outcome::Gone);
-            };
-            let held: Vec<String> = tx
-                .list_runs(&RunFilter {
-                    host_id: Some(h.id),
-                    ..Default::default()
-                })
-                .await?
-                .into_iter()
-                .filter(|r| !pruning.contains(&r.id))
-                .map(|r| format!("run {}", r.name))
-                .collect();
-            if !held.is_empty() {
-                return Ok(Outcome::Held(held));
-            }
-            hosts::delete(tx, &h).await?
-        }
-        Kind::Secret => secrets::delete(tx, d.id).await?,
-        Kind::Schedule => schedules::delete(tx, d.id).await?,
-        Kind::Webhook => webhooks::delete(tx, d.id).await?,
-        Kind::Source => match tx.get_source(d.id).await? {
-            Some(s) => sources::delete(tx, &s).await?,
-            None => false,
-        },
+    crate::rules::kind::for_kind!(d.kind, K => prune_stored::<K>(tx, d.id, pruning, now).await)
+}
+
+/// [`prune_one`] for a kind: kept when its deletion would take anything
+/// not being pruned ([`Stored::held`]), else deleted through its rule.
+async fn prune_stored<K: Stored>(
+    tx: &mut dyn Tx,
+    id: Uuid,
+    pruning: &HashSet<Uuid>,
+    now: DateTime<Utc>,
+) -> StoreResult<Outcome> {
+    let Some(o) = K::by_id(tx, id).await? else {
+        return Ok(Outcome::Gone);
     };
-    Ok(if deleted {
+    let held = o.held(tx, pruning).await?;
+    if !held.is_empty() {
+        return Ok(Outcome::Held(held));
+    }
+    Ok(if o.delete(tx, now).await? {
         Outcome::Pruned
     } else {
         Outcome::Gone
     })
-}
-
-/// What deleting these work items (a subtree, or a whole project's) would
-/// also delete that is not being pruned: the items themselves and their
-/// runs, as `task NAME` / `run NAME`.
-async fn held_by_items(
-    tx: &mut dyn Tx,
-    project_id: Uuid,
-    items: &[pam_store::WorkItem],
-    pruning: &HashSet<Uuid>,
-) -> StoreResult<Vec<String>> {
-    let mut held: Vec<String> = items
-        .iter()
-        .filter(|w| !pruning.contains(&w.id))
-        .map(|w| format!("task {}", w.name))
-        .collect();
-    let ids: HashSet<Uuid> = items.iter().map(|w| w.id).collect();
-    let runs = tx
-        .list_runs(&RunFilter {
-            project_id: Some(project_id),
-            ..Default::default()
-        })
-        .await?;
-    held.extend(
-        runs.iter()
-            .filter(|r| ids.contains(&r.task_id) && !pruning.contains(&r.id))
-            .map(|r| format!("run {}", r.name)),
-    );
-    Ok(held)
 }
 
 /// One stored object of a kind, as prune selects it.
@@ -210,37 +129,18 @@ async fn list_kind(
     kind: Kind,
     project: Option<&Project>,
 ) -> StoreResult<Vec<Listed>> {
-    macro_rules! listed {
-        ($rows:expr, $name:ident) => {
-            $rows
-                .into_iter()
-                .map(|o| Listed {
-                    id: o.id,
-                    name: o.$name,
-                    labels: o.meta.labels,
-                })
-                .collect()
-        };
-    }
-    let pid = project.map(|p| p.id);
-    Ok(match (kind, pid) {
-        (Kind::Project, _) => listed!(tx.list_projects().await?, slug),
-        (Kind::Host, _) => listed!(tx.list_hosts().await?, name),
-        (Kind::Source, _) => listed!(tx.list_sources().await?, name),
-        (Kind::Webhook, _) => listed!(tx.list_webhooks().await?, name),
-        (Kind::Task, Some(p)) => listed!(tx.list_work_items(p).await?, name),
-        (Kind::Run, Some(p)) => listed!(
-            tx.list_runs(&RunFilter {
-                project_id: Some(p),
-                ..Default::default()
+    async fn listed<K: Stored>(tx: &mut dyn Tx, p: Option<&Project>) -> StoreResult<Vec<Listed>> {
+        Ok(K::all(tx, p)
+            .await?
+            .into_iter()
+            .map(|o| Listed {
+                id: o.id(),
+                name: o.name().to_owned(),
+                labels: o.meta().labels.clone(),
             })
-            .await?,
-            name
-        ),
-        (Kind::Secret, Some(p)) => listed!(tx.list_secrets(p).await?, name),
-        (Kind::Schedule, Some(p)) => listed!(tx.list_schedules(p).await?, name),
-        (Kind::Task | Kind::Run | Kind::Secret | Kind::Schedule, None) => Vec::new(),
-    })
+            .collect())
+    }
+    crate::rules::kind::for_kind!(kind, K => listed::<K>(tx, project).await)
 }
 
 impl Writer<'_> {

@@ -27,6 +27,7 @@
 //! They import nothing from those layers.
 
 pub mod hosts;
+pub mod kind;
 pub mod leases;
 pub mod meta;
 pub mod projects;

@@ -7,6 +7,10 @@ impl ScheduleTx for MemTx {
         self.work.insert_named(x)
     }
 
+    async fn get_schedule(&mut self, id: Uuid) -> StoreResult<Option<Schedule>> {
+        Ok(self.work.schedules.get(&id).cloned())
+    }
+
     async fn get_schedule_by_name(
         &mut self,
         project_id: Uuid,

@@ -7,6 +7,10 @@ impl SecretTx for MemTx {
         self.work.insert_named(x)
     }
 
+    async fn get_secret(&mut self, id: Uuid) -> StoreResult<Option<Secret>> {
+        Ok(self.work.secrets.get(&id).cloned())
+    }
+
     async fn get_secret_by_name(
         &mut self,
         project_id: Uuid,

@@ -7,6 +7,10 @@ impl WebhookTx for MemTx {
         self.work.insert_named(w)
     }
 
+    async fn get_webhook(&mut self, id: Uuid) -> StoreResult<Option<Webhook>> {
+        Ok(self.work.webhooks.get(&id).cloned())
+    }
+
     async fn get_webhook_by_name(&mut self, name: &str) -> StoreResult<Option<Webhook>> {
         Ok(self.work.named(None, name))
     }

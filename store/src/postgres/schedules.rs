@@ -39,6 +39,11 @@ impl ScheduleTx for PgTx {
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
+    async fn get_schedule(&mut self, id: Uuid) -> StoreResult<Option<Schedule>> {
+        self.named_by_id(id).await
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn get_schedule_by_name(
         &mut self,
         project_id: Uuid,

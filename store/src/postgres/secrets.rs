@@ -55,6 +55,11 @@ impl SecretTx for PgTx {
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
+    async fn get_secret(&mut self, id: Uuid) -> StoreResult<Option<Secret>> {
+        self.named_by_id(id).await
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn get_secret_by_name(
         &mut self,
         project_id: Uuid,

@@ -63,6 +63,11 @@ impl WebhookTx for PgTx {
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
+    async fn get_webhook(&mut self, id: Uuid) -> StoreResult<Option<Webhook>> {
+        self.named_by_id(id).await
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn get_webhook_by_name(&mut self, name: &str) -> StoreResult<Option<Webhook>> {
         self.named(None, name).await
     }

@@ -38,6 +38,9 @@ pub async fn schedule_ticks_are_taken_once(s: &dyn Store) {
         .map(|x| x.name)
         .collect();
     assert_eq!(names, ["hourly", "nightly"]);
+    let by_id = tx.get_schedule(a.id).await.unwrap().unwrap();
+    assert_eq!((by_id.id, by_id.name.as_str()), (a.id, "nightly"));
+    assert!(tx.get_schedule(Uuid::new_v4()).await.unwrap().is_none());
     assert_eq!(tx.list_all_schedules().await.unwrap().len(), 2);
     // The guarded tick: from what was read only.
     let taken = tx.take_tick(a.id, None, t(60), t(61)).await.unwrap();

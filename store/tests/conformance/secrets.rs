@@ -43,6 +43,8 @@ pub async fn secret_crud_unique_and_cascade(s: &dyn Store) {
     let mut tx = s.begin().await.unwrap();
     let got = tx.get_secret_by_name(p.id, "keys").await.unwrap().unwrap();
     assert_eq!(got, a);
+    assert_eq!(tx.get_secret(a.id).await.unwrap(), Some(a.clone()));
+    assert_eq!(tx.get_secret(Uuid::new_v4()).await.unwrap(), None);
     let names: Vec<String> = tx
         .list_secrets(p.id)
         .await

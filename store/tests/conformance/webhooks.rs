@@ -57,6 +57,9 @@ pub async fn webhook_crud_targets_and_delivery_queue(s: &dyn Store) {
         .map(|w| w.name)
         .collect();
     assert_eq!(names, ["a-hook", "b-hook"]);
+    let by_id = tx.get_webhook(a.id).await.unwrap().unwrap();
+    assert_eq!((by_id.id, by_id.name.as_str()), (a.id, "b-hook"));
+    assert!(tx.get_webhook(Uuid::new_v4()).await.unwrap().is_none());
     // The targets resolve the project names that exist.
     let targets = tx.webhook_targets().await.unwrap();
     assert_eq!(targets.len(), 2);

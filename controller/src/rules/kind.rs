@@ -1,0 +1,405 @@
+//! A stored kind as the layers above the rules see it (issue 29: a Kind is
+//! described once and generic code serves it everywhere). [`Stored`] is
+//! how to find, list and delete objects of one kind — implemented next to
+//! the kind's rules — and [`for_kind!`] turns a [`Kind`] value into its
+//! row type, so that apply's diff and prune and the API's routes are
+//! written once for every kind instead of once per kind.
+
+use std::borrow::Cow;
+use std::collections::HashSet;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use pam_manifests::Kind;
+use pam_store::prelude::*;
+use pam_store::{
+    Host, Labels, Meta, Project, Run, RunFilter, Schedule, Secret, Source, StoreResult, Webhook,
+    WorkItem,
+};
+use uuid::Uuid;
+
+/// One kind's stored objects.
+#[async_trait]
+pub trait Stored: Sized + Send + Sync + 'static {
+    /// Its row in the registry ([`Kind::info`]).
+    const KIND: Kind;
+
+    fn id(&self) -> Uuid;
+    /// Its name (a project's slug).
+    fn name(&self) -> &str;
+    fn meta(&self) -> &Meta;
+    /// The labels a selector matches (a host's include what its worker
+    /// reports, issue 30).
+    fn labels(&self) -> Cow<'_, Labels> {
+        Cow::Borrowed(&self.meta().labels)
+    }
+
+    async fn by_id(tx: &mut dyn Tx, id: Uuid) -> StoreResult<Option<Self>>;
+    /// By name, in `project` for a project-scoped kind (`None` there finds
+    /// nothing).
+    async fn by_name(
+        tx: &mut dyn Tx,
+        project: Option<&Project>,
+        name: &str,
+    ) -> StoreResult<Option<Self>>;
+    /// All of them (in `project` for a project-scoped kind), by name.
+    async fn all(tx: &mut dyn Tx, project: Option<&Project>) -> StoreResult<Vec<Self>>;
+
+    /// What deleting it would also delete, beyond the objects in
+    /// `pruning`, as `kind name` (prune's no-hidden-cascade rule: the one
+    /// prune keeps an object that holds others).
+    async fn held(&self, _tx: &mut dyn Tx, _pruning: &HashSet<Uuid>) -> StoreResult<Vec<String>> {
+        Ok(Vec::new())
+    }
+
+    /// Deletes it through its rule (and that rule's event); whether it was
+    /// still there.
+    async fn delete(self, tx: &mut dyn Tx, now: DateTime<Utc>) -> StoreResult<bool>;
+}
+
+/// `for_kind!(kind, K => expr)`: `expr` with `K` the row type of `kind`
+/// (a `Kind` value) — the one `match` from kinds to their row types.
+macro_rules! for_kind {
+    ($kind:expr, $k:ident => $body:expr) => {{
+        use pam_manifests::Kind as __Kind;
+        match $kind {
+            __Kind::Project => {
+                type $k = pam_store::Project;
+                $body
+            }
+            __Kind::Task => {
+                type $k = pam_store::WorkItem;
+                $body
+            }
+            __Kind::Run => {
+                type $k = pam_store::Run;
+                $body
+            }
+            __Kind::Host => {
+                type $k = pam_store::Host;
+                $body
+            }
+            __Kind::Source => {
+                type $k = pam_store::Source;
+                $body
+            }
+            __Kind::Webhook => {
+                type $k = pam_store::Webhook;
+                $body
+            }
+            __Kind::Secret => {
+                type $k = pam_store::Secret;
+                $body
+            }
+            __Kind::Schedule => {
+                type $k = pam_store::Schedule;
+                $body
+            }
+        }
+    }};
+}
+
+pub(crate) use for_kind;
+
+/// The accessors every row shares.
+macro_rules! row {
+    ($kind:ident, $name:ident) => {
+        const KIND: Kind = Kind::$kind;
+        fn id(&self) -> Uuid {
+            self.id
+        }
+        // A project is named by its slug (clippy reads `$name` as "name").
+        #[allow(clippy::misnamed_getters)]
+        fn name(&self) -> &str {
+            &self.$name
+        }
+        fn meta(&self) -> &Meta {
+            &self.meta
+        }
+    };
+}
+
+#[async_trait]
+impl Stored for Project {
+    row!(Project, slug);
+    async fn by_id(tx: &mut dyn Tx, id: Uuid) -> StoreResult<Option<Self>> {
+        tx.get_project(id).await
+    }
+    async fn by_name(
+        tx: &mut dyn Tx,
+        _: Option<&Project>,
+        slug: &str,
+    ) -> StoreResult<Option<Self>> {
+        tx.get_project_by_slug(slug).await
+    }
+    async fn all(tx: &mut dyn Tx, _: Option<&Project>) -> StoreResult<Vec<Self>> {
+        tx.list_projects().await
+    }
+    /// Its tasks, runs, Secrets and Schedules.
+    async fn held(&self, tx: &mut dyn Tx, pruning: &HashSet<Uuid>) -> StoreResult<Vec<String>> {
+        let items = tx.list_work_items(self.id).await?;
+        let mut held = held_by_items(tx, self.id, &items, pruning).await?;
+        for s in tx.list_secrets(self.id).await? {
+            if !pruning.contains(&s.id) {
+                held.push(format!("secret {}", s.name));
+            }
+        }
+        for s in tx.list_schedules(self.id).await? {
+            if !pruning.contains(&s.id) {
+                held.push(format!("schedule {}", s.name));
+            }
+        }
+        Ok(held)
+    }
+    async fn delete(self, tx: &mut dyn Tx, _now: DateTime<Utc>) -> StoreResult<bool> {
+        super::projects::delete(tx, &self).await
+    }
+}
+
+#[async_trait]
+impl Stored for WorkItem {
+    row!(Task, name);
+    async fn by_id(tx: &mut dyn Tx, id: Uuid) -> StoreResult<Option<Self>> {
+        tx.get_work_item(id).await
+    }
+    async fn by_name(
+        tx: &mut dyn Tx,
+        p: Option<&Project>,
+        name: &str,
+    ) -> StoreResult<Option<Self>> {
+        match p {
+            Some(p) => tx.get_work_item_by_name(p.id, name).await,
+            None => Ok(None),
+        }
+    }
+    async fn all(tx: &mut dyn Tx, p: Option<&Project>) -> StoreResult<Vec<Self>> {
+        match p {
+            Some(p) => tx.list_work_items(p.id).await,
+            None => Ok(Vec::new()),
+        }
+    }
+    /// Its subtree and their runs.
+    async fn held(&self, tx: &mut dyn Tx, pruning: &HashSet<Uuid>) -> StoreResult<Vec<String>> {
+        let subtree = tx.subtree(self.id).await?;
+        held_by_items(tx, self.project_id, &subtree, pruning).await
+    }
+    async fn delete(self, tx: &mut dyn Tx, now: DateTime<Utc>) -> StoreResult<bool> {
+        let slug = match tx.get_project(self.project_id).await? {
+            Some(p) => p.slug,
+            None => return Ok(false),
+        };
+        super::work_items::delete(tx, &self, &slug, now).await
+    }
+}
+
+#[async_trait]
+impl Stored for Run {
+    row!(Run, name);
+    async fn by_id(tx: &mut dyn Tx, id: Uuid) -> StoreResult<Option<Self>> {
+        tx.get_run(id).await
+    }
+    async fn by_name(
+        tx: &mut dyn Tx,
+        p: Option<&Project>,
+        name: &str,
+    ) -> StoreResult<Option<Self>> {
+        match p {
+            Some(p) => tx.get_run_by_name(p.id, name).await,
+            None => Ok(None),
+        }
+    }
+    async fn all(tx: &mut dyn Tx, p: Option<&Project>) -> StoreResult<Vec<Self>> {
+        match p {
+            Some(p) => {
+                tx.list_runs(&RunFilter {
+                    project_id: Some(p.id),
+                    ..Default::default()
+                })
+                .await
+            }
+            None => Ok(Vec::new()),
+        }
+    }
+    async fn delete(self, tx: &mut dyn Tx, _now: DateTime<Utc>) -> StoreResult<bool> {
+        super::runs::delete(tx, &self).await
+    }
+}
+
+#[async_trait]
+impl Stored for Host {
+    row!(Host, name);
+    /// The operator's labels and the worker's namespaced ones (issue 16).
+    fn labels(&self) -> Cow<'_, Labels> {
+        Cow::Owned(Host::labels(self))
+    }
+    async fn by_id(tx: &mut dyn Tx, id: Uuid) -> StoreResult<Option<Self>> {
+        tx.get_host(id).await
+    }
+    async fn by_name(
+        tx: &mut dyn Tx,
+        _: Option<&Project>,
+        name: &str,
+    ) -> StoreResult<Option<Self>> {
+        tx.get_host_by_name(name).await
+    }
+    async fn all(tx: &mut dyn Tx, _: Option<&Project>) -> StoreResult<Vec<Self>> {
+        tx.list_hosts().await
+    }
+    /// The runs that reference it.
+    async fn held(&self, tx: &mut dyn Tx, pruning: &HashSet<Uuid>) -> StoreResult<Vec<String>> {
+        Ok(tx
+            .list_runs(&RunFilter {
+                host_id: Some(self.id),
+                ..Default::default()
+            })
+            .await?
+            .into_iter()
+            .filter(|r| !pruning.contains(&r.id))
+            .map(|r| format!("run {}", r.name))
+            .collect())
+    }
+    async fn delete(self, tx: &mut dyn Tx, _now: DateTime<Utc>) -> StoreResult<bool> {
+        super::hosts::delete(tx, &self).await
+    }
+}
+
+#[async_trait]
+impl Stored for Source {
+    row!(Source, name);
+    async fn by_id(tx: &mut dyn Tx, id: Uuid) -> StoreResult<Option<Self>> {
+        tx.get_source(id).await
+    }
+    async fn by_name(
+        tx: &mut dyn Tx,
+        _: Option<&Project>,
+        name: &str,
+    ) -> StoreResult<Option<Self>> {
+        tx.get_source_by_name(name).await
+    }
+    async fn all(tx: &mut dyn Tx, _: Option<&Project>) -> StoreResult<Vec<Self>> {
+        tx.list_sources().await
+    }
+    async fn delete(self, tx: &mut dyn Tx, _now: DateTime<Utc>) -> StoreResult<bool> {
+        super::sources::delete(tx, &self).await
+    }
+}
+
+#[async_trait]
+impl Stored for Webhook {
+    row!(Webhook, name);
+    async fn by_id(tx: &mut dyn Tx, id: Uuid) -> StoreResult<Option<Self>> {
+        tx.get_webhook(id).await
+    }
+    async fn by_name(
+        tx: &mut dyn Tx,
+        _: Option<&Project>,
+        name: &str,
+    ) -> StoreResult<Option<Self>> {
+        tx.get_webhook_by_name(name).await
+    }
+    async fn all(tx: &mut dyn Tx, _: Option<&Project>) -> StoreResult<Vec<Self>> {
+        tx.list_webhooks().await
+    }
+    async fn delete(self, tx: &mut dyn Tx, _now: DateTime<Utc>) -> StoreResult<bool> {
+        super::webhooks::delete(tx, self.id).await
+    }
+}
+
+#[async_trait]
+impl Stored for Secret {
+    row!(Secret, name);
+    async fn by_id(tx: &mut dyn Tx, id: Uuid) -> StoreResult<Option<Self>> {
+        tx.get_secret(id).await
+    }
+    async fn by_name(
+        tx: &mut dyn Tx,
+        p: Option<&Project>,
+        name: &str,
+    ) -> StoreResult<Option<Self>> {
+        match p {
+            Some(p) => tx.get_secret_by_name(p.id, name).await,
+            None => Ok(None),
+        }
+    }
+    async fn all(tx: &mut dyn Tx, p: Option<&Project>) -> StoreResult<Vec<Self>> {
+        match p {
+            Some(p) => tx.list_secrets(p.id).await,
+            None => Ok(Vec::new()),
+        }
+    }
+    async fn delete(self, tx: &mut dyn Tx, _now: DateTime<Utc>) -> StoreResult<bool> {
+        super::secrets::delete(tx, self.id).await
+    }
+}
+
+#[async_trait]
+impl Stored for Schedule {
+    row!(Schedule, name);
+    async fn by_id(tx: &mut dyn Tx, id: Uuid) -> StoreResult<Option<Self>> {
+        tx.get_schedule(id).await
+    }
+    async fn by_name(
+        tx: &mut dyn Tx,
+        p: Option<&Project>,
+        name: &str,
+    ) -> StoreResult<Option<Self>> {
+        match p {
+            Some(p) => tx.get_schedule_by_name(p.id, name).await,
+            None => Ok(None),
+        }
+    }
+    async fn all(tx: &mut dyn Tx, p: Option<&Project>) -> StoreResult<Vec<Self>> {
+        match p {
+            Some(p) => tx.list_schedules(p.id).await,
+            None => Ok(Vec::new()),
+        }
+    }
+    async fn delete(self, tx: &mut dyn Tx, _now: DateTime<Utc>) -> StoreResult<bool> {
+        super::schedules::delete(tx, self.id).await
+    }
+}
+
+/// What deleting these work items (a subtree, or a whole project's) would
+/// also delete that is not being pruned: the items themselves and their
+/// runs, as `task NAME` / `run NAME`.
+async fn held_by_items(
+    tx: &mut dyn Tx,
+    project_id: Uuid,
+    items: &[WorkItem],
+    pruning: &HashSet<Uuid>,
+) -> StoreResult<Vec<String>> {
+    let mut held: Vec<String> = items
+        .iter()
+        .filter(|w| !pruning.contains(&w.id))
+        .map(|w| format!("task {}", w.name))
+        .collect();
+    let ids: HashSet<Uuid> = items.iter().map(|w| w.id).collect();
+    let runs = tx
+        .list_runs(&RunFilter {
+            project_id: Some(project_id),
+            ..Default::default()
+        })
+        .await?;
+    held.extend(
+        runs.iter()
+            .filter(|r| ids.contains(&r.task_id) && !pruning.contains(&r.id))
+            .map(|r| format!("run {}", r.name)),
+    );
+    Ok(held)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Stored;
+    use pam_manifests::kinds::info::KINDS;
+
+    /// `for_kind!` maps every kind of the registry to a row type whose
+    /// `Stored::KIND` is that kind.
+    #[test]
+    fn for_kind_maps_every_kind_to_its_own_row() {
+        for info in &KINDS {
+            let k = for_kind!(info.kind, K => <K as Stored>::KIND);
+            assert_eq!(k, info.kind, "{}", info.name);
+        }
+    }
+}
