@@ -128,6 +128,17 @@ pub(crate) fn get(ctx: &mut Ctx, a: GetArgs) -> Result<Exit> {
     {
         return super::webhooks::get(ctx, &a);
     }
+    if a.args
+        .first()
+        .is_some_and(|k| super::events::NAMES.contains(&k.to_ascii_lowercase().as_str()))
+    {
+        return super::events::get(ctx, &a);
+    }
+    if a.for_.is_some() || !a.types.is_empty() || a.show_output {
+        return Err(CliError::usage(
+            "--for, --types and --show-output are for events (pamctl get events)",
+        ));
+    }
     let requests = targets::parse(&all_expanded(&a.args))?;
     if let Some(s) = &a.selector {
         super::apply::parse_selector(s)?;

@@ -5,7 +5,7 @@ mod attach;
 mod config;
 mod delete;
 mod edit;
-mod events;
+pub(crate) mod events;
 mod explain;
 mod get;
 mod imperative;
@@ -90,7 +90,20 @@ pub(crate) fn run(ctx: &mut Ctx, command: Command) -> Result<Exit> {
             selector,
         } => wait::wait(ctx, &objects, &for_, &timeout, selector.as_deref()),
         Command::Attach { run, ttl } => attach::attach(ctx, &run, &ttl),
-        Command::Events { topic, follow } => events::events(ctx, topic.as_deref(), follow),
+        Command::Events {
+            topic,
+            types,
+            for_,
+            follow,
+            show_output,
+        } => events::events(
+            ctx,
+            topic.as_deref(),
+            &types,
+            for_.as_deref(),
+            follow,
+            show_output,
+        ),
         Command::Completion { shell } => {
             crate::term::out(&crate::complete::script(shell));
             Ok(Exit::Ok)
