@@ -225,22 +225,14 @@ pub enum Command {
     },
     /// Print the event journal
     Events {
-        /// Only this topic (run.started, work_item.status_changed, …; run.
-        /// for a family)
+        /// Only this topic (run.started, work_item.status_changed, run., …)
         #[arg(long, value_name = "T")]
         topic: Option<String>,
-        /// Only these topics, comma-separated (kubectl's --types)
-        #[arg(long, value_name = "A,B", value_delimiter = ',')]
-        types: Vec<String>,
-        /// Only the events about this object (run/fix-login, host/alpha)
-        #[arg(long = "for", value_name = "KIND/NAME")]
-        for_: Option<String>,
+        #[command(flatten)]
+        filters: crate::cmd::events::EventFilters,
         /// Keep printing new events as they happen (the event stream)
         #[arg(short = 'f', long, visible_short_alias = 'w', visible_alias = "watch")]
         follow: bool,
-        /// Include run.output_appended (one per output snapshot; hidden by default)
-        #[arg(long)]
-        show_output: bool,
     },
     /// Print a shell completion script (dynamic: kinds, projects and names come from the server)
     Completion {
@@ -323,15 +315,8 @@ pub struct GetArgs {
     /// Tasks only: those waiting for a dependency that is not done
     #[arg(long)]
     pub blocked: bool,
-    /// Events only: those about this object (run/fix-login, host/alpha)
-    #[arg(long = "for", value_name = "KIND/NAME")]
-    pub for_: Option<String>,
-    /// Events only: these topics, comma-separated (run.failed,worker.)
-    #[arg(long, value_name = "A,B", value_delimiter = ',')]
-    pub types: Vec<String>,
-    /// Events only: include run.output_appended (hidden by default)
-    #[arg(long)]
-    pub show_output: bool,
+    #[command(flatten)]
+    pub events: crate::cmd::events::EventFilters,
 }
 
 #[derive(Debug, Args)]

@@ -541,13 +541,15 @@ fn objects(list: &[Value]) -> String {
     names.join(", ")
 }
 
-/// The plain (string, number, boolean) fields of an unknown payload,
-/// `key=value` — never nested JSON.
+/// The plain (string, number, boolean) fields of an unknown payload but
+/// its uids, `key=value` — never nested JSON.
 fn generic(p: &Value) -> String {
     let Some(m) = p.as_object() else {
         return String::new();
     };
     m.iter()
+        // Uids say nothing to a reader; the names beside them do.
+        .filter(|(k, _)| !k.ends_with("_id"))
         .filter_map(|(k, v)| match v {
             Value::String(s) => Some(format!("{k}={s}")),
             Value::Number(n) => Some(format!("{k}={n}")),

@@ -22,6 +22,20 @@ const PAGE: usize = 1000;
 /// What `get` takes for the events listing.
 pub(crate) const NAMES: [&str; 3] = ["events", "event", "ev"];
 
+/// Which events `events` and `get events` print (flags of both).
+#[derive(Debug, Default, clap::Args)]
+pub struct EventFilters {
+    /// Events: only those about this object (run/fix-login, host/alpha)
+    #[arg(long = "for", value_name = "KIND/NAME")]
+    pub for_: Option<String>,
+    /// Events: only these topics, comma-separated (run.failed,worker.)
+    #[arg(long, value_name = "A,B", value_delimiter = ',')]
+    pub types: Vec<String>,
+    /// Events: include run.output_appended (hidden by default)
+    #[arg(long)]
+    pub show_output: bool,
+}
+
 /// Which events, and how they print.
 pub(crate) struct Listing {
     /// Topic names and `x.` prefixes (`--topic`, `--types`); empty: all.
@@ -101,15 +115,13 @@ impl Listing {
 pub(crate) fn events(
     ctx: &mut Ctx,
     topic: Option<&str>,
-    types: &[String],
-    for_: Option<&str>,
+    f: &EventFilters,
     follow_: bool,
-    show_output: bool,
 ) -> Result<Exit> {
     let l = Listing {
-        topics: topics(topic, types),
-        object: for_.map(object_filter).transpose()?,
-        show_output,
+        topics: topics(topic, &f.types),
+        object: f.for_.as_deref().map(object_filter).transpose()?,
+        show_output: f.show_output,
         follow: follow_,
         output: None,
         no_headers: true,
@@ -144,9 +156,9 @@ pub(crate) fn get(ctx: &mut Ctx, a: &GetArgs) -> Result<Exit> {
         ctx.explicit_project().map(str::to_string)
     };
     let l = Listing {
-        topics: topics(None, &a.types),
-        object: a.for_.as_deref().map(object_filter).transpose()?,
-        show_output: a.show_output,
+        topics: topics(None, &a.events.types),
+        object: a.events.for_.as_deref().map(object_filter).transpose()?,
+        show_output: a.events.show_output,
         follow: a.watch,
         output: Some(a.output.clone()),
         no_headers: a.no_headers,

@@ -134,7 +134,8 @@ pub(crate) fn get(ctx: &mut Ctx, a: GetArgs) -> Result<Exit> {
     {
         return super::events::get(ctx, &a);
     }
-    if a.for_.is_some() || !a.types.is_empty() || a.show_output {
+    let f = &a.events;
+    if f.for_.is_some() || !f.types.is_empty() || f.show_output {
         return Err(CliError::usage(
             "--for, --types and --show-output are for events (pamctl get events)",
         ));

@@ -92,18 +92,9 @@ pub(crate) fn run(ctx: &mut Ctx, command: Command) -> Result<Exit> {
         Command::Attach { run, ttl } => attach::attach(ctx, &run, &ttl),
         Command::Events {
             topic,
-            types,
-            for_,
+            filters,
             follow,
-            show_output,
-        } => events::events(
-            ctx,
-            topic.as_deref(),
-            &types,
-            for_.as_deref(),
-            follow,
-            show_output,
-        ),
+        } => events::events(ctx, topic.as_deref(), &filters, follow),
         Command::Completion { shell } => {
             crate::term::out(&crate::complete::script(shell));
             Ok(Exit::Ok)

@@ -71,12 +71,14 @@ fn object_of(topic: &str, p: &Value) -> Option<String> {
     s(p, field).map(|n| format!("{kind}/{n}"))
 }
 
-/// `key=value` for a payload's strings, numbers and booleans.
+/// `key=value` for a payload's strings, numbers and booleans (not uids).
 fn plain_fields(p: &Value) -> String {
     let Some(m) = p.as_object() else {
         return String::new();
     };
     m.iter()
+        // Uids say nothing to a reader; the names beside them do.
+        .filter(|(k, _)| !k.ends_with("_id"))
         .filter_map(|(k, v)| match v {
             Value::String(x) => Some(format!("{k}={x}")),
             Value::Number(x) => Some(format!("{k}={x}")),
@@ -115,7 +117,7 @@ mod tests {
                 topic: "worker.instance_suspect".into(),
                 reason: "InstanceSuspect".into(),
                 object: "host/alpha".into(),
-                message: "host=alpha host_id=h".into(),
+                message: "host=alpha".into(),
             }
         );
     }

@@ -380,7 +380,7 @@ fn a_failure_without_a_message_of_its_own_is_said_in_words() {
 fn an_unknown_topic_and_an_older_payload_still_read_without_json() {
     let got = render(
         "thing.went_sideways",
-        &json!({"name": "x", "n": 2, "nested": {"a": 1}}),
+        &json!({"name": "x", "n": 2, "nested": {"a": 1}, "thing_id": "u"}),
     );
     assert_eq!(got.reason, "WentSideways");
     assert_eq!(got.message, "n=2 name=x");
