@@ -146,43 +146,7 @@ async fn get_watch_shows_a_run_moving_through_its_phases() {
     wait_subscribers(&p, 2).await;
 
     // A worker claims the run, starts it, and it finishes.
-    let wt = ok(&p.pamctl(&["token", "create", "--worker", "box-a"]));
-    let wt = wt.trim();
-    let http = reqwest::Client::new();
-    let post = |path: &str, body: Value| {
-        http.post(format!("{}{path}", p.url))
-            .bearer_auth(wt)
-            .json(&body)
-            .send()
-    };
-    let r = post(
-        "/api/v1/workers/register",
-        json!({"name": "box-a", "platform": "linux", "instance_id": uuid(), "capacity": 2, "labels": {}, "version": "t"}),
-    )
-    .await
-    .unwrap();
-    assert!(r.status().is_success(), "{}", r.text().await.unwrap());
-    let claim: Value = post("/api/v1/workers/claim?wait=0", json!({}))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let run_id = claim["runs"][0]["run_id"].as_str().unwrap().to_string();
-    for (kind, extra) in [
-        ("started", json!({})),
-        ("finished", json!({"exit_code": 0})),
-    ] {
-        let mut sig =
-            json!({"run_id": run_id, "attempt": 1, "kind": kind, "at": "2026-03-01T12:00:00Z"});
-        sig.as_object_mut()
-            .unwrap()
-            .extend(extra.as_object().unwrap().clone());
-        let r = post("/api/v1/workers/signals", json!({"signals": [sig]}))
-            .await
-            .unwrap();
-        assert!(r.status().is_success(), "{}", r.text().await.unwrap());
-    }
+    work_r1(&p, false).await;
 
     // Every line is a change; the phases arrive in order (a fast pair may
     // be seen as one re-read, but never out of order) and end in exited.
@@ -213,6 +177,57 @@ async fn get_watch_shows_a_run_moving_through_its_phases() {
         ["run.spawning", "run.started", "run.finished"],
         "{topics:?}"
     );
+}
+
+/// A worker's side through its API (host box-a): claims r1, starts it,
+/// ships one output snapshot (3 lines, 6 bytes) when asked, and exits 0.
+async fn work_r1(p: &Pamd, snapshot: bool) {
+    let wt = ok(&p.pamctl(&["token", "create", "--worker", "box-a"]));
+    let wt = wt.trim();
+    let http = reqwest::Client::new();
+    let post = |path: &str, body: Value| {
+        http.post(format!("{}{path}", p.url))
+            .bearer_auth(wt)
+            .json(&body)
+            .send()
+    };
+    let r = post(
+        "/api/v1/workers/register",
+        json!({"name": "box-a", "platform": "linux", "instance_id": uuid(), "capacity": 2, "labels": {}, "version": "t"}),
+    )
+    .await
+    .unwrap();
+    assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+    let claim: Value = post("/api/v1/workers/claim?wait=0", json!({}))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let run_id = claim["runs"][0]["run_id"].as_str().unwrap().to_string();
+    for (kind, extra) in [
+        ("started", json!({})),
+        ("snapshot", json!({})),
+        ("finished", json!({"exit_code": 0})),
+    ] {
+        let r = if kind == "snapshot" {
+            if !snapshot {
+                continue;
+            }
+            let snap = json!({"run_id": run_id, "attempt": 1, "text": "a\nb\nc\n", "lines": 3, "bytes": 6});
+            post("/api/v1/workers/snapshots", snap).await.unwrap()
+        } else {
+            let mut sig =
+                json!({"run_id": run_id, "attempt": 1, "kind": kind, "at": "2026-03-01T12:00:00Z"});
+            sig.as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            post("/api/v1/workers/signals", json!({"signals": [sig]}))
+                .await
+                .unwrap()
+        };
+        assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+    }
 }
 
 fn uuid() -> String {
@@ -264,52 +279,7 @@ async fn sigterm_with_open_event_streams_exits_within_10s() {
 #[tokio::test]
 async fn events_read_as_sentences_in_events_get_events_and_describe() {
     let p = started().await;
-    // A worker's side through its API: claim r1, start it, one output
-    // snapshot, exit 0.
-    let wt = ok(&p.pamctl(&["token", "create", "--worker", "box-a"]));
-    let wt = wt.trim();
-    let http = reqwest::Client::new();
-    let post = |path: &str, body: Value| {
-        http.post(format!("{}{path}", p.url))
-            .bearer_auth(wt)
-            .json(&body)
-            .send()
-    };
-    let r = post(
-        "/api/v1/workers/register",
-        json!({"name": "box-a", "platform": "linux", "instance_id": uuid(), "capacity": 2, "labels": {}, "version": "t"}),
-    )
-    .await
-    .unwrap();
-    assert!(r.status().is_success(), "{}", r.text().await.unwrap());
-    let claim: Value = post("/api/v1/workers/claim?wait=0", json!({}))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let run_id = claim["runs"][0]["run_id"].as_str().unwrap().to_string();
-    let signal = |kind: &str, extra: Value| {
-        let mut sig =
-            json!({"run_id": run_id, "attempt": 1, "kind": kind, "at": "2026-03-01T12:00:00Z"});
-        sig.as_object_mut()
-            .unwrap()
-            .extend(extra.as_object().unwrap().clone());
-        post("/api/v1/workers/signals", json!({"signals": [sig]}))
-    };
-    assert!(signal("started", json!({}))
-        .await
-        .unwrap()
-        .status()
-        .is_success());
-    let snap = json!({"run_id": run_id, "attempt": 1, "text": "a\nb\nc\n", "lines": 3, "bytes": 6});
-    assert!(post("/api/v1/workers/snapshots", snap)
-        .await
-        .unwrap()
-        .status()
-        .is_success());
-    let r = signal("finished", json!({"exit_code": 0})).await.unwrap();
-    assert!(r.status().is_success());
+    work_r1(&p, true).await;
 
     // `events`: SEQ TIME TYPE REASON OBJECT MESSAGE, no JSON, no output.
     let out = ok(&p.pamctl(&["events"]));
