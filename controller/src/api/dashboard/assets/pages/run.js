@@ -190,9 +190,13 @@ export function render(root, [project, name]) {
 
   const reloadRun = debounce(() => { loadRun(); loadEvents(); }, 150);
   const reloadOutput = debounce(loadOutput, 300);
+  // Snapshots arrive every few seconds: their count (or rows) in the
+  // timeline is re-read once they pause for a second (or with any other
+  // event of the run), not once per snapshot.
+  const reloadTimeline = debounce(loadEvents, 1000);
   const off = onEvent((e) => {
     if (!run || e.payload?.run_id !== run.metadata.uid) return;
-    if (e.topic === 'run.output_appended') reloadOutput();
+    if (e.topic === 'run.output_appended') { reloadOutput(); reloadTimeline(); }
     else { reloadRun(); reloadOutput(); }
   });
   loadRun().then(() => { loadEvents(); loadOutput(); });
