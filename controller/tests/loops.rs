@@ -285,6 +285,18 @@ async fn liveness_89s_online_91s_offline_host_lost_and_requeue_with_attempt_2() 
     let failed = w.get_run(run.id).await;
     assert_eq!(failed.status, RunStatus::Failed);
     assert_eq!(failed.failure_reason, Some(FailureReason::HostLost));
+    // Issue 31: which host, and when it was last heard from, in words.
+    let seen = w.get_host(a.id).await.last_seen_at.unwrap();
+    assert_eq!(
+        failed.failure_message.as_deref(),
+        Some(
+            format!(
+                "host a stopped heartbeating at {}",
+                seen.format("%H:%M:%SZ")
+            )
+            .as_str()
+        )
+    );
     let offline_events: Vec<_> = w
         .events()
         .await

@@ -225,11 +225,13 @@ pub enum Command {
     },
     /// Print the event journal
     Events {
-        /// Only this topic (run.started, work_item.status_changed, …)
+        /// Only this topic (run.started, work_item.status_changed, run., …)
         #[arg(long, value_name = "T")]
         topic: Option<String>,
+        #[command(flatten)]
+        filters: crate::cmd::events::EventFilters,
         /// Keep printing new events as they happen (the event stream)
-        #[arg(short = 'f', long)]
+        #[arg(short = 'f', long, visible_short_alias = 'w', visible_alias = "watch")]
         follow: bool,
     },
     /// Print a shell completion script (dynamic: kinds, projects and names come from the server)
@@ -313,6 +315,8 @@ pub struct GetArgs {
     /// Tasks only: those waiting for a dependency that is not done
     #[arg(long)]
     pub blocked: bool,
+    #[command(flatten)]
+    pub events: crate::cmd::events::EventFilters,
 }
 
 #[derive(Debug, Args)]

@@ -57,7 +57,9 @@ const EXAMPLES: &[(&[&str], &str)] = &[
   pamctl -p web get runs -o jsonpath='{range .items[*]}{.metadata.name}{\"\\t\"}{.status.phase}{\"\\n\"}{end}'
   pamctl -p web get runs -o custom-columns=NAME:.metadata.name,PHASE:.status.phase
   pamctl get hosts -w
-  pamctl get webhookdeliveries ci -o wide",
+  pamctl get webhookdeliveries ci -o wide
+  pamctl -p web get events --for run/build-1 -w
+  pamctl get events --types run.failed,worker. -o wide",
     ),
     (
         &["top"],
@@ -147,7 +149,9 @@ const EXAMPLES: &[(&[&str], &str)] = &[
         &["events"],
         "  pamctl events
   pamctl -p web events --topic run. -f
-  pamctl events --topic run.failed,worker.offline",
+  pamctl events --topic run.failed,worker.offline
+  pamctl events --for host/alpha
+  pamctl -p web events --for run/build-1 --show-output",
     ),
     (
         &["completion"],

@@ -146,43 +146,7 @@ async fn get_watch_shows_a_run_moving_through_its_phases() {
     wait_subscribers(&p, 2).await;
 
     // A worker claims the run, starts it, and it finishes.
-    let wt = ok(&p.pamctl(&["token", "create", "--worker", "box-a"]));
-    let wt = wt.trim();
-    let http = reqwest::Client::new();
-    let post = |path: &str, body: Value| {
-        http.post(format!("{}{path}", p.url))
-            .bearer_auth(wt)
-            .json(&body)
-            .send()
-    };
-    let r = post(
-        "/api/v1/workers/register",
-        json!({"name": "box-a", "platform": "linux", "instance_id": uuid(), "capacity": 2, "labels": {}, "version": "t"}),
-    )
-    .await
-    .unwrap();
-    assert!(r.status().is_success(), "{}", r.text().await.unwrap());
-    let claim: Value = post("/api/v1/workers/claim?wait=0", json!({}))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let run_id = claim["runs"][0]["run_id"].as_str().unwrap().to_string();
-    for (kind, extra) in [
-        ("started", json!({})),
-        ("finished", json!({"exit_code": 0})),
-    ] {
-        let mut sig =
-            json!({"run_id": run_id, "attempt": 1, "kind": kind, "at": "2026-03-01T12:00:00Z"});
-        sig.as_object_mut()
-            .unwrap()
-            .extend(extra.as_object().unwrap().clone());
-        let r = post("/api/v1/workers/signals", json!({"signals": [sig]}))
-            .await
-            .unwrap();
-        assert!(r.status().is_success(), "{}", r.text().await.unwrap());
-    }
+    work_r1(&p, false).await;
 
     // Every line is a change; the phases arrive in order (a fast pair may
     // be seen as one re-read, but never out of order) and end in exited.
@@ -213,6 +177,57 @@ async fn get_watch_shows_a_run_moving_through_its_phases() {
         ["run.spawning", "run.started", "run.finished"],
         "{topics:?}"
     );
+}
+
+/// A worker's side through its API (host box-a): claims r1, starts it,
+/// ships one output snapshot (3 lines, 6 bytes) when asked, and exits 0.
+async fn work_r1(p: &Pamd, snapshot: bool) {
+    let wt = ok(&p.pamctl(&["token", "create", "--worker", "box-a"]));
+    let wt = wt.trim();
+    let http = reqwest::Client::new();
+    let post = |path: &str, body: Value| {
+        http.post(format!("{}{path}", p.url))
+            .bearer_auth(wt)
+            .json(&body)
+            .send()
+    };
+    let r = post(
+        "/api/v1/workers/register",
+        json!({"name": "box-a", "platform": "linux", "instance_id": uuid(), "capacity": 2, "labels": {}, "version": "t"}),
+    )
+    .await
+    .unwrap();
+    assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+    let claim: Value = post("/api/v1/workers/claim?wait=0", json!({}))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let run_id = claim["runs"][0]["run_id"].as_str().unwrap().to_string();
+    for (kind, extra) in [
+        ("started", json!({})),
+        ("snapshot", json!({})),
+        ("finished", json!({"exit_code": 0})),
+    ] {
+        let r = if kind == "snapshot" {
+            if !snapshot {
+                continue;
+            }
+            let snap = json!({"run_id": run_id, "attempt": 1, "text": "a\nb\nc\n", "lines": 3, "bytes": 6});
+            post("/api/v1/workers/snapshots", snap).await.unwrap()
+        } else {
+            let mut sig =
+                json!({"run_id": run_id, "attempt": 1, "kind": kind, "at": "2026-03-01T12:00:00Z"});
+            sig.as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            post("/api/v1/workers/signals", json!({"signals": [sig]}))
+                .await
+                .unwrap()
+        };
+        assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+    }
 }
 
 fn uuid() -> String {
@@ -256,4 +271,130 @@ async fn sigterm_with_open_event_streams_exits_within_10s() {
         assert!(ended.is_ok(), "a stream stayed open after pamd exited");
     }
     drop(follower);
+}
+
+/// Issue 31: events read as sentences in `pamctl events`, `get events`
+/// (`--for`, `--types`, `-o json`, `-w`) and `describe`; output
+/// snapshots hidden unless asked.
+#[tokio::test]
+async fn events_read_as_sentences_in_events_get_events_and_describe() {
+    let p = started().await;
+    work_r1(&p, true).await;
+
+    // `events`: SEQ TIME TYPE REASON OBJECT MESSAGE, no JSON, no output.
+    let out = ok(&p.pamctl(&["events"]));
+    let rows: Vec<Vec<&str>> = out.lines().map(|l| l.split('\t').collect()).collect();
+    let row = |topic: &str| -> Vec<&str> {
+        rows.iter()
+            .find(|r| r[2] == topic)
+            .unwrap_or_else(|| panic!("no {topic} in\n{out}"))[2..]
+            .to_vec()
+    };
+    assert_eq!(
+        row("run.created"),
+        [
+            "run.created",
+            "Created",
+            "run/r1",
+            "run r1 created for task cart (provider claude)"
+        ]
+    );
+    assert_eq!(
+        row("run.finished"),
+        [
+            "run.finished",
+            "Completed",
+            "run/r1",
+            "run r1 exited with code 0 (attempt 1 of 1)"
+        ]
+    );
+    assert_eq!(
+        row("worker.registered"),
+        [
+            "worker.registered",
+            "Online",
+            "host/box-a",
+            "host box-a is online (was registered)"
+        ]
+    );
+    assert!(rows.iter().all(|r| r.len() == 6), "{out}");
+    assert!(!out.contains('{'), "no JSON: {out}");
+    assert!(!out.contains("run.output_appended"), "{out}");
+    let shown = ok(&p.pamctl(&["events", "--show-output", "--for", "rn/r1"]));
+    let output: Vec<&str> = shown
+        .lines()
+        .filter(|l| l.contains("\trun.output_appended\t"))
+        .collect();
+    assert_eq!(output.len(), 1, "{shown}");
+    assert!(
+        output[0].ends_with("\tOutput\trun/r1\trun r1 output: 3 lines, 6 bytes (attempt 1 of 1)"),
+        "{shown}"
+    );
+    assert!(shown.lines().all(|l| l.contains("\trun/r1\t")), "{shown}");
+
+    // `get events`: kubectl's table, --for, --types, -o json.
+    let table = ok(&p.pamctl(&["get", "events", "--for", "run/r1"]));
+    let mut lines = table.lines();
+    let header: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        header,
+        ["LAST", "SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"],
+        "{table}"
+    );
+    let body: Vec<&str> = lines.collect();
+    assert!(body.len() >= 4, "{table}");
+    assert!(body.iter().all(|l| l.contains(" run/r1 ")), "{table}");
+    assert!(
+        body.iter().any(|l| l.contains("run.spawning")
+            && l.contains("Scheduled")
+            && l.contains("run r1 dispatched to host box-a as session pam-")),
+        "{table}"
+    );
+    assert!(!table.contains("run.output_appended"), "{table}");
+    let json_out = ok(&p.pamctl(&["get", "ev", "--types", "run.output_appended", "-o", "json"]));
+    let v: Value = serde_json::from_str(&json_out).unwrap();
+    let items = v["items"].as_array().unwrap();
+    assert_eq!(items.len(), 1, "{json_out}");
+    assert_eq!(items[0]["reason"], "Output");
+    assert_eq!(items[0]["object"], "run/r1");
+    assert_eq!(items[0]["payload"]["lines"], 3, "the payload stays");
+    let bad = p.pamctl(&["get", "events", "r1"]);
+    assert_eq!(bad.status.code(), Some(2));
+    let bad = p.pamctl(&["get", "events", "--for", "nope/r1"]);
+    assert_eq!(bad.status.code(), Some(2));
+
+    // describe's Events: the same words.
+    let d = ok(&p.pamctl(&["-p", "web", "describe", "run", "r1"]));
+    let events = d.split("Events:\n").nth(1).unwrap();
+    assert!(
+        events.contains("TYPE") && events.contains("REASON") && events.contains("MESSAGE"),
+        "{d}"
+    );
+    assert!(
+        events.contains("Completed") && events.contains("run r1 exited with code 0"),
+        "{d}"
+    );
+    assert!(!events.contains('{'), "{d}");
+
+    // -w: the list, then each new event about the object as a row.
+    let w = p.pamctl_background(&["get", "events", "-w", "--for", "task/cart"]);
+    wait_subscribers(&p, 1).await;
+    ok(&p.pamctl(&["-p", "web", "task", "start", "cart"]));
+    let mut seen = Vec::new();
+    loop {
+        let line = w.line(Duration::from_secs(20));
+        if line.contains("StatusChanged") {
+            assert!(
+                line.contains("task cart moved from todo to doing"),
+                "{line}"
+            );
+            break;
+        }
+        seen.push(line);
+    }
+    assert!(
+        seen.iter()
+            .any(|l| l.contains("task cart created in project web")),
+        "{seen:?}"
+    );
 }

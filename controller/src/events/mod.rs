@@ -18,6 +18,7 @@ use pam_store::Event;
 
 pub mod filter;
 pub mod follow;
+pub mod message;
 pub mod payload;
 pub mod render;
 pub mod topic;

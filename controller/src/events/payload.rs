@@ -17,12 +17,14 @@ fn merged(mut p: Value, extra: Value) -> Value {
 
 /// The payload of a `run.*` event. Every one carries `run_id` and
 /// `attempt` (pam-data-model.txt, "Run topic rules"), so a consumer can tell
-/// which incarnation of a restarted run it describes. `extra`'s keys are
+/// which incarnation of a restarted run it describes, and `max_attempts`,
+/// so its message can say "attempt 2 of 3" (issue 31). `extra`'s keys are
 /// merged in.
 pub fn run(run: &Run, extra: Value) -> Value {
     let mut p = json!({
         "run_id": run.id,
         "attempt": run.attempt,
+        "max_attempts": run.max_attempts,
         "name": run.name,
         "project_id": run.project_id,
         "task_id": run.task_id,

@@ -1,15 +1,21 @@
 //! How a journaled event is rendered, in one place: the JSON of
 //! `GET /api/v1/events`, of a run's timeline and of the SSE stream's `data:`
-//! lines, and the SSE frame around it.
+//! lines, and the SSE frame around it. Each carries the event's `reason`,
+//! `message` and `object` ([`super::message`], issue 31) next to the
+//! payload, which stays as it was journaled.
 
 use bytes::Bytes;
 use pam_store::Event;
 
 /// The JSON an event is sent as, on the stream and by `GET /api/v1/events`.
 pub fn event_json(e: &Event) -> serde_json::Value {
+    let said = super::message::render(&e.topic, &e.payload);
     serde_json::json!({
         "seq": e.seq,
         "topic": e.topic,
+        "reason": said.reason,
+        "message": said.message,
+        "object": said.object,
         "payload": e.payload,
         "createdAt": crate::clock::ts(e.created_at),
     })

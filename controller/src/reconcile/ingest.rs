@@ -571,6 +571,7 @@ async fn orphan(
         json!({
             "run_id": owner.as_ref().map(|r| r.id),
             "attempt": owner.as_ref().map(|r| r.attempt),
+            "run": owner.as_ref().map(|r| r.name.as_str()),
             "session_name": session,
         }),
     );

@@ -391,13 +391,23 @@ pub async fn go_offline(
             ..RunFilter::default()
         })
         .await?;
+    // Said in the run's status and its `run.failed` (issue 31): which host,
+    // and when it was last heard from.
+    let why = match h.last_seen_at {
+        Some(at) => format!(
+            "host {} stopped heartbeating at {}",
+            h.name,
+            at.format("%H:%M:%SZ")
+        ),
+        None => format!("host {} went offline", h.name),
+    };
     let mut lost = 0;
     for run in live {
         match runs::fail(
             tx,
             &run,
             Some(FailureReason::HostLost),
-            None,
+            Some(&why),
             None,
             true,
             now,

@@ -128,6 +128,18 @@ pub(crate) fn get(ctx: &mut Ctx, a: GetArgs) -> Result<Exit> {
     {
         return super::webhooks::get(ctx, &a);
     }
+    if a.args
+        .first()
+        .is_some_and(|k| super::events::NAMES.contains(&k.to_ascii_lowercase().as_str()))
+    {
+        return super::events::get(ctx, &a);
+    }
+    let f = &a.events;
+    if f.for_.is_some() || !f.types.is_empty() || f.show_output {
+        return Err(CliError::usage(
+            "--for, --types and --show-output are for events (pamctl get events)",
+        ));
+    }
     let requests = targets::parse(&all_expanded(&a.args))?;
     if let Some(s) = &a.selector {
         super::apply::parse_selector(s)?;

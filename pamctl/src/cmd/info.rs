@@ -69,6 +69,7 @@ pub(crate) fn api_resources(output: Option<&str>, no_headers: bool) -> Result<Ex
     if output == Some("name") {
         let mut names: Vec<&str> = Kind::ALL.iter().map(|k| k.plural()).collect();
         names.push(crate::cmd::webhooks::NAMES[0]);
+        names.push(crate::cmd::events::NAMES[0]);
         names.sort();
         term::out(&names.iter().map(|n| format!("{n}\n")).collect::<String>());
         return Ok(Exit::Ok);
@@ -105,6 +106,15 @@ fn resources_table() -> Table {
         "false".into(),
         "WebhookDelivery".into(),
     ]);
+    // The journal, which `get events` lists (issue 31); -p filters it.
+    let events = crate::cmd::events::NAMES;
+    rows.push(vec![
+        events[0].into(),
+        events[2].into(),
+        render::API_VERSION.into(),
+        "false".into(),
+        "Event".into(),
+    ]);
     rows.sort();
     for r in rows {
         t.row(r);
@@ -120,6 +130,7 @@ mod tests {
     fn the_resources_table() {
         insta::assert_snapshot!(resources_table().render(), @r"
         NAME                SHORTNAMES   APIVERSION   NAMESPACED   KIND
+        events              ev           pam.dev/v1   false        Event
         hosts               ho           pam.dev/v1   false        Host
         projects            proj         pam.dev/v1   false        Project
         runs                rn           pam.dev/v1   true         Run

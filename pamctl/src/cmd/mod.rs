@@ -5,7 +5,7 @@ mod attach;
 mod config;
 mod delete;
 mod edit;
-mod events;
+pub(crate) mod events;
 mod explain;
 mod get;
 mod imperative;
@@ -90,7 +90,11 @@ pub(crate) fn run(ctx: &mut Ctx, command: Command) -> Result<Exit> {
             selector,
         } => wait::wait(ctx, &objects, &for_, &timeout, selector.as_deref()),
         Command::Attach { run, ttl } => attach::attach(ctx, &run, &ttl),
-        Command::Events { topic, follow } => events::events(ctx, topic.as_deref(), follow),
+        Command::Events {
+            topic,
+            filters,
+            follow,
+        } => events::events(ctx, topic.as_deref(), &filters, follow),
         Command::Completion { shell } => {
             crate::term::out(&crate::complete::script(shell));
             Ok(Exit::Ok)

@@ -287,6 +287,27 @@ fn flag_values(w: &Walk, arg: &Arg, current: &str, names: &mut dyn Names) -> Can
             .to_vec(),
             directive: if current.contains('=') { 0 } else { NO_SPACE },
         },
+        // `get events --for KIND/NAME` (issue 31): the object's kind, then
+        // its names.
+        "for_" if verb == "get" || verb == "events" => match current.split_once('/') {
+            Some((k, _)) => match parse_kind(k) {
+                Ok(kind) => plain(
+                    names
+                        .names(&w.global, kind)
+                        .into_iter()
+                        .map(|n| format!("{k}/{n}"))
+                        .collect(),
+                ),
+                Err(_) => Candidates::default(),
+            },
+            None => Candidates {
+                words: Kind::ALL
+                    .iter()
+                    .map(|k| format!("{}/", k.singular()))
+                    .collect(),
+                directive: NO_SPACE,
+            },
+        },
         "for_" => {
             let kind = w
                 .positionals
@@ -399,6 +420,7 @@ fn objects(w: &Walk, current: &str, names: &mut dyn Names) -> Candidates {
             // Listed by `get` only (issue 31: completion lists every
             // resource `get` takes).
             words.push(crate::cmd::webhooks::NAMES[0].to_string());
+            words.push(crate::cmd::events::NAMES[0].to_string());
             words.sort();
         }
         words.extend(Kind::ALL.iter().map(|k| format!("{}/", k.singular())));

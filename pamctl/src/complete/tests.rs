@@ -68,6 +68,12 @@ fn kinds_kind_slash_name_and_names() {
     assert_eq!(k.directive, NO_SPACE);
     assert_eq!(words("get runs,ta"), ["runs,tasks"]);
     assert_eq!(words("get run/b"), ["run/build-1", "run/build-2"]);
+    assert!(k.words.contains(&"events".to_string()), "{k:?}");
+    assert_eq!(
+        words("get events --for run/b"),
+        ["run/build-1", "run/build-2"]
+    );
+    assert!(words("events --for ").contains(&"host/".to_string()));
     let mut fake = Fake { asked: Vec::new() };
     let names = c_with("-p web describe task ", &mut fake);
     assert_eq!(names.words, ["build", "release-1"]);

@@ -3,7 +3,7 @@
 
 use chrono::{DateTime, Utc};
 use pam_manifests::Kind;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::age;
 use super::table::{cell, Table};
@@ -138,18 +138,17 @@ pub fn page(kind: Kind, obj: &Value, events: &[Value], now: DateTime<Utc>) -> St
     if events.is_empty() {
         out.push_str("  <none>\n");
     } else {
-        let mut t = Table::new(&["SEQ", "AGE", "TOPIC", "PAYLOAD"]);
+        // Issue 31: what happened in words, not the payload's JSON.
+        let mut t = Table::new(&["SEQ", "AGE", "TYPE", "REASON", "OBJECT", "MESSAGE"]);
         for e in events {
-            let payload: Map<String, Value> = e
-                .get("payload")
-                .and_then(Value::as_object)
-                .cloned()
-                .unwrap_or_default();
+            let said = super::events::said(e);
             t.row(vec![
                 cell(e, "/seq"),
                 age::since(e.get("createdAt").and_then(Value::as_str), now),
-                cell(e, "/topic"),
-                Value::Object(payload).to_string(),
+                said.topic,
+                said.reason,
+                said.object,
+                said.message,
             ]);
         }
         out.extend(t.render().lines().map(|l| format!("  {l}\n")));
@@ -168,6 +167,8 @@ mod tests {
         let task = &tasks()[1];
         let events = vec![
             json!({"seq": 7, "topic": "work_item.created", "createdAt": "2026-03-01T11:55:00Z",
+            "reason": "Created", "object": "task/build",
+            "message": "task build created in project web (todo)",
             "payload": {"work_item_id": "9f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9", "name": "build"}}),
         ];
         insta::with_settings!({filters => vec![
@@ -206,8 +207,8 @@ mod tests {
               TYPE    STATUS   REASON       MESSAGE   LAST-TRANSITION
               Ready   True     Reconciled   <none>    4m
             Events:
-              SEQ   AGE   TOPIC               PAYLOAD
-              7     5m    work_item.created   {"name":"build","work_item_id":"[UID]"}
+              SEQ   AGE   TYPE                REASON    OBJECT       MESSAGE
+              7     5m    work_item.created   Created   task/build   task build created in project web (todo)
             "#);
         });
     }

@@ -6,6 +6,7 @@ pub mod age;
 pub mod columns;
 pub mod describe;
 pub mod diff;
+pub mod events;
 pub mod table;
 pub mod usage;
 

@@ -7,6 +7,7 @@
 import { get, post, enc } from '../api.js';
 import { onEvent } from '../sse.js';
 import { h, phase, timeEl, debounce, toast, cost } from '../util.js';
+import { said } from './activity.js';
 
 // Issue 21: spec.budget in words.
 const budgetText = (b) => [b.maxCostUsd != null ? `$${b.maxCostUsd}` : null, b.maxTokens != null ? `${b.maxTokens} tokens` : null]
@@ -19,6 +20,9 @@ export function render(root, [project, name]) {
   let run = null;
   const head = h('div');
   const timeline = h('ol.timeline', { 'aria-label': 'timeline' });
+  // run.output_appended: one per output snapshot, collapsed into a count
+  // per attempt unless shown (issue 31).
+  let showOutput = false;
   const output = h('pre.output', { id: 'output', 'aria-label': 'latest output' }, 'No output yet.');
   const outputMeta = h('p.muted', { id: 'output-meta' });
   const attachBox = h('div.attach', { id: 'attach' });
@@ -144,18 +148,29 @@ export function render(root, [project, name]) {
 
   const loadEvents = async () => {
     try {
-      const items = (await get(`${base}/events`)).items.filter((e) => e.topic !== 'run.output_appended');
+      const items = (await get(`${base}/events`)).items;
       if (!items.length) { timeline.replaceChildren(h('li.muted', 'No events yet.')); return; }
       let attempt = null;
+      let hidden = 0;
       const out = [];
+      // A run of consecutive output events, while collapsed: one line
+      // saying how many, which shows them all when clicked.
+      const flush = () => {
+        if (!hidden) return;
+        out.push(h('li.collapsed', { 'data-collapsed': 'run.output_appended' },
+          h('button.ghost', { type: 'button', onclick: () => { showOutput = true; loadEvents(); } },
+            `${hidden} output snapshot${hidden === 1 ? '' : 's'} (show)`)));
+        hidden = 0;
+      };
       for (const e of items) {
         const a = e.payload?.attempt;
-        if (a !== undefined && a !== attempt) { attempt = a; out.push(h('li.attempt', `attempt ${a}`)); }
-        const detail = [];
-        if (e.payload?.status) detail.push(phase(e.payload.status));
-        for (const k of ['exit_code', 'cause', 'reason', 'signal']) if (e.payload?.[k] != null) detail.push(h('span.muted', `${k.replace('_', ' ')}: ${e.payload[k]}`));
-        out.push(h('li', { 'data-topic': e.topic, 'data-seq': e.seq }, h('span.topic', e.topic), ' ', detail, ' ', timeEl(e.createdAt)));
+        if (a !== undefined && a !== attempt) { flush(); attempt = a; out.push(h('li.attempt', `attempt ${a}`)); }
+        if (e.topic === 'run.output_appended' && !showOutput) { hidden++; continue; }
+        flush();
+        const st = e.payload?.status ? phase(e.payload.status) : null;
+        out.push(h('li', { 'data-topic': e.topic, 'data-seq': e.seq }, h('span.topic', e.topic), ' ', st, ' ', said(e), ' ', timeEl(e.createdAt)));
       }
+      flush();
       timeline.replaceChildren(...out);
     } catch (e) {
       timeline.replaceChildren(h('li.error', `Could not load events: ${e.message}`));
@@ -175,9 +190,13 @@ export function render(root, [project, name]) {
 
   const reloadRun = debounce(() => { loadRun(); loadEvents(); }, 150);
   const reloadOutput = debounce(loadOutput, 300);
+  // Snapshots arrive every few seconds: their count (or rows) in the
+  // timeline is re-read once they pause for a second (or with any other
+  // event of the run), not once per snapshot.
+  const reloadTimeline = debounce(loadEvents, 1000);
   const off = onEvent((e) => {
     if (!run || e.payload?.run_id !== run.metadata.uid) return;
-    if (e.topic === 'run.output_appended') reloadOutput();
+    if (e.topic === 'run.output_appended') { reloadOutput(); reloadTimeline(); }
     else { reloadRun(); reloadOutput(); }
   });
   loadRun().then(() => { loadEvents(); loadOutput(); });

@@ -1,0 +1,124 @@
+//! Events for people (issue 31): TYPE (the topic), REASON, OBJECT and
+//! MESSAGE, as the server renders them (`reason`, `message`, `object` in
+//! the event JSON). An older server sends only the payload: its reason is
+//! then the topic's last word, its object read from the payload's names and
+//! its message the payload's plain fields — still no raw JSON.
+
+use serde_json::Value;
+
+/// The topic collapsed by default: one per output snapshot, seconds apart.
+pub const OUTPUT_TOPIC: &str = "run.output_appended";
+
+/// What one event says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Said {
+    pub topic: String,
+    pub reason: String,
+    pub object: String,
+    pub message: String,
+}
+
+fn s<'a>(v: &'a Value, k: &str) -> Option<&'a str> {
+    v.get(k).and_then(Value::as_str)
+}
+
+/// The event's columns, from the server's rendering or else the payload.
+pub fn said(e: &Value) -> Said {
+    let topic = s(e, "topic").unwrap_or("-").to_string();
+    let p = e.get("payload").unwrap_or(&Value::Null);
+    let reason = s(e, "reason").map(str::to_string).unwrap_or_else(|| {
+        topic
+            .rsplit('.')
+            .next()
+            .unwrap_or("-")
+            .split('_')
+            .map(|w| {
+                let mut c = w.chars();
+                c.next()
+                    .map(|f| f.to_ascii_uppercase().to_string() + c.as_str())
+                    .unwrap_or_default()
+            })
+            .collect()
+    });
+    let object = match e.get("object") {
+        Some(Value::String(o)) => o.clone(),
+        Some(_) => "-".to_string(),
+        None => object_of(&topic, p).unwrap_or_else(|| "-".into()),
+    };
+    let message = s(e, "message")
+        .map(str::to_string)
+        .unwrap_or_else(|| plain_fields(p));
+    Said {
+        topic,
+        reason,
+        object,
+        message,
+    }
+}
+
+/// `run/fix-login` from a payload, by the topic's family.
+fn object_of(topic: &str, p: &Value) -> Option<String> {
+    let (kind, field) = match topic.split('.').next()? {
+        "run" if topic == "run.orphan_detected" => ("host", "host"),
+        "run" => ("run", "name"),
+        "work_item" => ("task", "name"),
+        "project" => ("project", "project"),
+        "worker" => ("host", "host"),
+        "source" => ("source", "source"),
+        "schedule" => ("schedule", "schedule"),
+        _ => return None,
+    };
+    s(p, field).map(|n| format!("{kind}/{n}"))
+}
+
+/// `key=value` for a payload's strings, numbers and booleans (not uids).
+fn plain_fields(p: &Value) -> String {
+    let Some(m) = p.as_object() else {
+        return String::new();
+    };
+    m.iter()
+        // Uids say nothing to a reader; the names beside them do.
+        .filter(|(k, _)| !k.ends_with("_id"))
+        .filter_map(|(k, v)| match v {
+            Value::String(x) => Some(format!("{k}={x}")),
+            Value::Number(x) => Some(format!("{k}={x}")),
+            Value::Bool(x) => Some(format!("{k}={x}")),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_servers_words_or_the_payloads() {
+        let new = json!({"seq": 3, "topic": "run.failed", "reason": "HostLost",
+            "object": "run/r1", "message": "host_lost: host alpha stopped heartbeating",
+            "payload": {"name": "r1"}});
+        assert_eq!(
+            said(&new),
+            Said {
+                topic: "run.failed".into(),
+                reason: "HostLost".into(),
+                object: "run/r1".into(),
+                message: "host_lost: host alpha stopped heartbeating".into(),
+            }
+        );
+        // An older server: no reason, message or object.
+        let old = json!({"seq": 3, "topic": "worker.instance_suspect",
+            "payload": {"host": "alpha", "host_id": "h", "nested": {"a": 1}}});
+        assert_eq!(
+            said(&old),
+            Said {
+                topic: "worker.instance_suspect".into(),
+                reason: "InstanceSuspect".into(),
+                object: "host/alpha".into(),
+                message: "host=alpha".into(),
+            }
+        );
+    }
+}
