@@ -75,6 +75,7 @@ fn offline_verbs_explain_api_resources_version_client() {
     let r = env.run(&["api-resources"]);
     insta::assert_snapshot!(r.stdout, @r"
     NAME                SHORTNAMES   APIVERSION   NAMESPACED   KIND
+    events              ev           pam.dev/v1   false        Event
     hosts               ho           pam.dev/v1   false        Host
     projects            proj         pam.dev/v1   false        Project
     runs                rn           pam.dev/v1   true         Run
@@ -88,7 +89,7 @@ fn offline_verbs_explain_api_resources_version_client() {
     let r = env.run(&["api-resources", "-o", "name"]);
     assert_eq!(
         r.stdout,
-        "hosts\nprojects\nruns\nschedules\nsecrets\nsources\ntasks\nwebhookdeliveries\nwebhooks\n"
+        "events\nhosts\nprojects\nruns\nschedules\nsecrets\nsources\ntasks\nwebhookdeliveries\nwebhooks\n"
     );
     let r = env.run(&["explain", "task"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
