@@ -406,6 +406,24 @@ pub enum Manifest {
     Schedule(Schedule),
 }
 
+/// `each!(m, o => expr)`: `expr` for the object inside whichever
+/// [`Manifest`] variant `m` is — the one match over the variants that the
+/// metadata accessors share.
+macro_rules! each {
+    ($m:expr, $o:ident => $body:expr) => {
+        match $m {
+            Manifest::Project($o) => $body,
+            Manifest::Task($o) => $body,
+            Manifest::Run($o) => $body,
+            Manifest::Host($o) => $body,
+            Manifest::Source($o) => $body,
+            Manifest::Webhook($o) => $body,
+            Manifest::Secret($o) => $body,
+            Manifest::Schedule($o) => $body,
+        }
+    };
+}
+
 impl Manifest {
     /// The object's kind.
     pub fn kind(&self) -> Kind {
@@ -423,16 +441,7 @@ impl Manifest {
 
     /// `metadata.name`.
     pub fn name(&self) -> &Name {
-        match self {
-            Manifest::Project(o) => &o.metadata.name,
-            Manifest::Task(o) => &o.metadata.name,
-            Manifest::Run(o) => &o.metadata.name,
-            Manifest::Host(o) => &o.metadata.name,
-            Manifest::Source(o) => &o.metadata.name,
-            Manifest::Webhook(o) => &o.metadata.name,
-            Manifest::Secret(o) => &o.metadata.name,
-            Manifest::Schedule(o) => &o.metadata.name,
-        }
+        each!(self, o => &o.metadata.name)
     }
 
     /// `metadata.project` for Tasks and Runs.
@@ -451,45 +460,28 @@ impl Manifest {
 
     /// `metadata.labels`.
     pub fn labels(&self) -> &Labels {
-        match self {
-            Manifest::Project(o) => &o.metadata.labels,
-            Manifest::Task(o) => &o.metadata.labels,
-            Manifest::Run(o) => &o.metadata.labels,
-            Manifest::Host(o) => &o.metadata.labels,
-            Manifest::Source(o) => &o.metadata.labels,
-            Manifest::Webhook(o) => &o.metadata.labels,
-            Manifest::Secret(o) => &o.metadata.labels,
-            Manifest::Schedule(o) => &o.metadata.labels,
-        }
+        each!(self, o => &o.metadata.labels)
+    }
+
+    /// `metadata.labels`, to change (apply's `--applyset` label).
+    pub fn labels_mut(&mut self) -> &mut Labels {
+        each!(self, o => &mut o.metadata.labels)
+    }
+
+    /// `metadata.annotations`.
+    pub fn annotations(&self) -> &Annotations {
+        each!(self, o => &o.metadata.annotations)
     }
 
     /// `metadata.resourceVersion`, when the manifest asks for optimistic
     /// concurrency.
     pub fn resource_version(&self) -> Option<&str> {
-        match self {
-            Manifest::Project(o) => o.metadata.resource_version.as_deref(),
-            Manifest::Task(o) => o.metadata.resource_version.as_deref(),
-            Manifest::Run(o) => o.metadata.resource_version.as_deref(),
-            Manifest::Host(o) => o.metadata.resource_version.as_deref(),
-            Manifest::Source(o) => o.metadata.resource_version.as_deref(),
-            Manifest::Webhook(o) => o.metadata.resource_version.as_deref(),
-            Manifest::Secret(o) => o.metadata.resource_version.as_deref(),
-            Manifest::Schedule(o) => o.metadata.resource_version.as_deref(),
-        }
+        each!(self, o => o.metadata.resource_version.as_deref())
     }
 
     /// Whether a `status` block is present.
     pub fn has_status(&self) -> bool {
-        match self {
-            Manifest::Project(o) => o.status.is_some(),
-            Manifest::Task(o) => o.status.is_some(),
-            Manifest::Run(o) => o.status.is_some(),
-            Manifest::Host(o) => o.status.is_some(),
-            Manifest::Source(o) => o.status.is_some(),
-            Manifest::Webhook(o) => o.status.is_some(),
-            Manifest::Secret(o) => o.status.is_some(),
-            Manifest::Schedule(o) => o.status.is_some(),
-        }
+        each!(self, o => o.status.is_some())
     }
 
     /// The spec as JSON (what the server stores in the `spec` column).

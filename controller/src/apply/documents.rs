@@ -67,19 +67,6 @@ fn parse_files(files: &[FileIn]) -> Vec<Result<Vec<Document>, Vec<ManifestError>
     })
 }
 
-pub(super) fn labels_mut(m: &mut Manifest) -> &mut pam_manifests::Labels {
-    match m {
-        Manifest::Project(o) => &mut o.metadata.labels,
-        Manifest::Task(o) => &mut o.metadata.labels,
-        Manifest::Run(o) => &mut o.metadata.labels,
-        Manifest::Host(o) => &mut o.metadata.labels,
-        Manifest::Source(o) => &mut o.metadata.labels,
-        Manifest::Webhook(o) => &mut o.metadata.labels,
-        Manifest::Secret(o) => &mut o.metadata.labels,
-        Manifest::Schedule(o) => &mut o.metadata.labels,
-    }
-}
-
 /// Tasks ordered so that a parent in the batch comes before its children.
 pub(super) fn parents_first(tasks: Vec<&Document>) -> Vec<&Document> {
     let key = |d: &Document| (d.manifest.project().cloned(), d.manifest.name().clone());

@@ -41,7 +41,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::ctx::Ctx;
-use documents::{labels_mut, parents_first};
+use documents::parents_first;
 use writer::Writer;
 
 /// The label apply writes when `applyset` is given.
@@ -233,7 +233,7 @@ pub(crate) fn labelled_documents(req: &ApplyRequest) -> Result<Vec<Document>, Ap
         let value = pam_manifests::LabelValue::parse(set)
             .map_err(|e| ApplyError::BadRequest(format!("applyset: {e}")))?;
         for d in &mut docs {
-            labels_mut(&mut d.manifest).insert(key.clone(), value.clone());
+            d.manifest.labels_mut().insert(key.clone(), value.clone());
         }
     }
     Ok(docs)

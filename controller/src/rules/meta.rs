@@ -34,7 +34,8 @@ impl Desired {
         Desired {
             spec: m.spec_json(),
             labels: store_labels(m.labels()),
-            annotations: annotations_of(m)
+            annotations: m
+                .annotations()
                 .iter()
                 .map(|(k, v)| (k.as_str().to_string(), v.clone()))
                 .collect(),
@@ -60,19 +61,6 @@ impl Desired {
             None => self.spec = json!({ field: value }),
         }
         self
-    }
-}
-
-fn annotations_of(m: &Manifest) -> &pam_manifests::names::Annotations {
-    match m {
-        Manifest::Project(o) => &o.metadata.annotations,
-        Manifest::Task(o) => &o.metadata.annotations,
-        Manifest::Run(o) => &o.metadata.annotations,
-        Manifest::Host(o) => &o.metadata.annotations,
-        Manifest::Source(o) => &o.metadata.annotations,
-        Manifest::Webhook(o) => &o.metadata.annotations,
-        Manifest::Secret(o) => &o.metadata.annotations,
-        Manifest::Schedule(o) => &o.metadata.annotations,
     }
 }
 

@@ -223,7 +223,8 @@ fn task_paths(client: &Client, targets: &[Target]) -> HashMap<(String, String), 
     out
 }
 
-/// Deletion order: runs, tasks deepest first, hosts, projects; stable
+/// Deletion order: the registry's prune order (runs, tasks deepest first,
+/// Secrets and Schedules, Webhooks, Sources, hosts, projects); stable
 /// otherwise.
 fn order(targets: &mut [Target], paths: &HashMap<(String, String), String>) {
     let depth = |t: &Target| {
@@ -233,15 +234,9 @@ fn order(targets: &mut [Target], paths: &HashMap<(String, String), String>) {
             .map_or(0, |path| path.matches('/').count())
     };
     targets.sort_by_key(|t| {
-        let rank = match t.kind {
-            Kind::Run => 0,
-            Kind::Secret | Kind::Schedule => 0,
-            Kind::Task => 1,
-            Kind::Host => 2,
-            Kind::Project => 3,
-            Kind::Source => 4,
-            Kind::Webhook => 5,
-        };
+        // The one order of deletion (the registry's, which the server's
+        // prune follows): children before what their deletion cascades from.
+        let rank = t.kind.info().prune_order;
         (rank, std::cmp::Reverse(depth(t)))
     });
 }

@@ -1,6 +1,6 @@
-//! `explain KIND[.field[.field]] [--recursive]`, from the JSON Schemas in
-//! schemas/ (embedded at build time, so pamctl explains the manifests it
-//! was built with, offline). Shaped like kubectl's: KIND, VERSION, the
+//! `explain KIND[.field[.field]] [--recursive]`, from the kinds' JSON
+//! Schemas (generated from the types pamctl was built with, so it explains
+//! its manifests offline). Shaped like kubectl's: KIND, VERSION, the
 //! field and its type, DESCRIPTION, then FIELDS with types, `-required-`
 //! and descriptions (`--recursive`: the whole tree, types only).
 
@@ -10,23 +10,11 @@ use serde_json::Value;
 use crate::error::{CliError, Exit, Result};
 use crate::{parse_kind, render, term};
 
-/// The committed schema of a kind (never hand-edited; generated from
-/// pam-manifests, a test there keeps them current).
-fn schema_text(kind: Kind) -> &'static str {
-    match kind {
-        Kind::Project => include_str!("../../../schemas/project.schema.json"),
-        Kind::Task => include_str!("../../../schemas/task.schema.json"),
-        Kind::Run => include_str!("../../../schemas/run.schema.json"),
-        Kind::Host => include_str!("../../../schemas/host.schema.json"),
-        Kind::Source => include_str!("../../../schemas/source.schema.json"),
-        Kind::Webhook => include_str!("../../../schemas/webhook.schema.json"),
-        Kind::Secret => include_str!("../../../schemas/secret.schema.json"),
-        Kind::Schedule => include_str!("../../../schemas/schedule.schema.json"),
-    }
-}
-
+/// A kind's schema, generated from the types pamctl was built with (the
+/// same generator writes the committed `schemas/`, and a test in
+/// pam-manifests keeps those current), so pamctl explains offline.
 fn schema(kind: Kind) -> Value {
-    serde_json::from_str(schema_text(kind)).expect("the embedded schema is JSON")
+    pam_manifests::schema::schema_for(kind)
 }
 
 /// `status` is not in the manifest schemas (a manifest never carries
