@@ -406,6 +406,91 @@ pub enum Manifest {
     Schedule(Schedule),
 }
 
+/// `for_manifest!(kind, T => expr)`: `expr` with `T` the manifest type of
+/// `kind` (a [`Kind`] value) — the one match from kinds to their types,
+/// for typing, schemas and parsing.
+macro_rules! for_manifest {
+    ($kind:expr, $t:ident => $body:expr) => {{
+        use $crate::kinds as __k;
+        match $kind {
+            __k::Kind::Project => {
+                type $t = __k::Project;
+                $body
+            }
+            __k::Kind::Task => {
+                type $t = __k::Task;
+                $body
+            }
+            __k::Kind::Run => {
+                type $t = __k::Run;
+                $body
+            }
+            __k::Kind::Host => {
+                type $t = __k::Host;
+                $body
+            }
+            __k::Kind::Source => {
+                type $t = __k::Source;
+                $body
+            }
+            __k::Kind::Webhook => {
+                type $t = __k::Webhook;
+                $body
+            }
+            __k::Kind::Secret => {
+                type $t = __k::Secret;
+                $body
+            }
+            __k::Kind::Schedule => {
+                type $t = __k::Schedule;
+                $body
+            }
+        }
+    }};
+}
+pub(crate) use for_manifest;
+
+impl From<Project> for Manifest {
+    fn from(o: Project) -> Manifest {
+        Manifest::Project(o)
+    }
+}
+impl From<Task> for Manifest {
+    fn from(o: Task) -> Manifest {
+        Manifest::Task(o)
+    }
+}
+impl From<Run> for Manifest {
+    fn from(o: Run) -> Manifest {
+        Manifest::Run(o)
+    }
+}
+impl From<Host> for Manifest {
+    fn from(o: Host) -> Manifest {
+        Manifest::Host(o)
+    }
+}
+impl From<Source> for Manifest {
+    fn from(o: Source) -> Manifest {
+        Manifest::Source(o)
+    }
+}
+impl From<Webhook> for Manifest {
+    fn from(o: Webhook) -> Manifest {
+        Manifest::Webhook(o)
+    }
+}
+impl From<Secret> for Manifest {
+    fn from(o: Secret) -> Manifest {
+        Manifest::Secret(o)
+    }
+}
+impl From<Schedule> for Manifest {
+    fn from(o: Schedule) -> Manifest {
+        Manifest::Schedule(o)
+    }
+}
+
 /// `each!(m, o => expr)`: `expr` for the object inside whichever
 /// [`Manifest`] variant `m` is — the one match over the variants that the
 /// metadata accessors share.
@@ -517,20 +602,10 @@ impl Manifest {
             .and_then(|k| k.as_str())
             .ok_or_else(|| serde_json::Error::missing_field("kind"))?;
         match Kind::parse(kind) {
-            Some(Kind::Project) => serde_json::from_value(value).map(Manifest::Project),
-            Some(Kind::Task) => serde_json::from_value(value).map(Manifest::Task),
-            Some(Kind::Run) => serde_json::from_value(value).map(Manifest::Run),
-            Some(Kind::Host) => serde_json::from_value(value).map(Manifest::Host),
-            Some(Kind::Source) => serde_json::from_value(value).map(Manifest::Source),
-            Some(Kind::Webhook) => serde_json::from_value(value).map(Manifest::Webhook),
-            Some(Kind::Secret) => serde_json::from_value(value).map(Manifest::Secret),
-            Some(Kind::Schedule) => serde_json::from_value(value).map(Manifest::Schedule),
-            None => Err(serde_json::Error::unknown_variant(
-                kind,
-                &[
-                    "Project", "Task", "Run", "Host", "Source", "Webhook", "Secret", "Schedule",
-                ],
-            )),
+            Some(k) => {
+                for_manifest!(k, T => serde_json::from_value::<T>(value).map(Manifest::from))
+            }
+            None => Err(serde_json::Error::unknown_variant(kind, &info::NAMES)),
         }
     }
 }

@@ -11,9 +11,7 @@ use schemars::generate::SchemaSettings;
 use schemars::JsonSchema;
 use serde_json::Value;
 
-use crate::kinds::{
-    Host, Kind, Project, Run, Schedule, Secret, Source, Task, Webhook, SERVER_SET_METADATA,
-};
+use crate::kinds::{Kind, SERVER_SET_METADATA};
 
 /// The command that rewrites `schemas/` from the types.
 pub const REGENERATE_COMMAND: &str = "cargo run -p pam-manifests --bin pam-schemas -- schemas/";
@@ -25,16 +23,7 @@ pub fn file_name(kind: Kind) -> String {
 
 /// The input schema of one kind.
 pub fn schema_for(kind: Kind) -> Value {
-    match kind {
-        Kind::Project => generate::<Project>(kind),
-        Kind::Task => generate::<Task>(kind),
-        Kind::Run => generate::<Run>(kind),
-        Kind::Host => generate::<Host>(kind),
-        Kind::Source => generate::<Source>(kind),
-        Kind::Webhook => generate::<Webhook>(kind),
-        Kind::Secret => generate::<Secret>(kind),
-        Kind::Schedule => generate::<Schedule>(kind),
-    }
+    crate::kinds::for_manifest!(kind, T => generate::<T>(kind))
 }
 
 /// Every kind's schema file: `(file name, pretty JSON with a final newline)`.

@@ -39,6 +39,17 @@ pub struct KindInfo {
     pub prune_order: u8,
 }
 
+/// Every kind's `kind:` name, in the enum's order.
+pub const NAMES: [&str; KINDS.len()] = {
+    let mut out = [""; KINDS.len()];
+    let mut i = 0;
+    while i < KINDS.len() {
+        out[i] = KINDS[i].name;
+        i += 1;
+    }
+    out
+};
+
 /// Every kind's facts, in the enum's order (see [`Kind::info`]).
 pub const KINDS: [KindInfo; 8] = [
     KindInfo {

@@ -77,34 +77,27 @@ pub(super) fn type_document(
             return Err(errors);
         }
     };
-    let typed = match kind {
-        Kind::Project => typed(doc, value).map(Manifest::Project),
-        Kind::Task => typed(doc, value).map(Manifest::Task),
-        Kind::Run => typed(doc, value).map(Manifest::Run),
-        Kind::Host => typed(doc, value).map(Manifest::Host),
-        Kind::Source => typed(doc, value).map(Manifest::Source),
-        Kind::Webhook => typed(doc, value).map(Manifest::Webhook),
-        Kind::Secret => {
-            // A Secret's values never reach an error: each is checked to
-            // be a string here, so serde (whose messages quote the value
-            // it did not expect) never sees one that is not, and what
-            // serde says about the rest is told without values.
-            let values = secret_value_errors(doc, &value);
-            if !values.is_empty() {
-                errors.extend(values);
-                return Err(errors);
-            }
-            // With its path always, so what is about the values is known.
-            typed_at(doc, value)
-                .map_err(|mut e| {
-                    if e.path == "spec" || e.path.starts_with("spec.") {
-                        e.message = without_values(&e.message);
-                    }
-                    e
-                })
-                .map(Manifest::Secret)
+    let typed = if kind == Kind::Secret {
+        // A Secret's values never reach an error: each is checked to be a
+        // string here, so serde (whose messages quote the value it did not
+        // expect) never sees one that is not, and what serde says about
+        // the rest is told without values.
+        let values = secret_value_errors(doc, &value);
+        if !values.is_empty() {
+            errors.extend(values);
+            return Err(errors);
         }
-        Kind::Schedule => typed(doc, value).map(Manifest::Schedule),
+        // With its path always, so what is about the values is known.
+        typed_at(doc, value)
+            .map_err(|mut e| {
+                if e.path == "spec" || e.path.starts_with("spec.") {
+                    e.message = without_values(&e.message);
+                }
+                e
+            })
+            .map(Manifest::Secret)
+    } else {
+        crate::kinds::for_manifest!(kind, T => typed::<T>(doc, value).map(Manifest::from))
     };
     match typed {
         Ok(m) if errors.is_empty() => Ok(m),
