@@ -150,6 +150,9 @@ macro_rules! string_enum {
             /// Every value, in declaration order.
             pub const VALUES: &'static [$name] = &[$($name::$variant),+];
 
+            /// Every value as stored and shown, in declaration order.
+            pub const NAMES: &'static [&'static str] = &[$($text),+];
+
             /// The value as stored and shown.
             pub const fn as_str(self) -> &'static str {
                 match self { $($name::$variant => $text,)+ }

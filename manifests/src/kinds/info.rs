@@ -5,6 +5,7 @@
 //! the table is indexed by the enum).
 
 use super::Kind;
+use crate::state::{HostStatus, ProjectStatus, RunStatus, WorkItemStatus};
 
 /// Where objects of a kind live.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,6 +38,13 @@ pub struct KindInfo {
     /// their deletion cascades from (runs, tasks, a project's Schedules and
     /// Secrets, Webhooks, Sources, Hosts, projects last).
     pub prune_order: u8,
+    /// The phases (`status.phase`) its objects go through; none for a
+    /// kind that has conditions only (`pamctl wait --for=phase=`,
+    /// completion).
+    pub phases: &'static [&'static str],
+    /// Where its printed object keeps the usage roll-up it is ranked by
+    /// (`pamctl top`, the TOKENS/COST columns), when it has one.
+    pub usage: Option<&'static str>,
 }
 
 /// Every kind's `kind:` name, in the enum's order.
@@ -61,6 +69,8 @@ pub const KINDS: [KindInfo; 8] = [
         scope: Scope::Cluster,
         topics: "project.",
         prune_order: 7,
+        phases: ProjectStatus::NAMES,
+        usage: Some("/status/usage"),
     },
     KindInfo {
         kind: Kind::Task,
@@ -71,6 +81,8 @@ pub const KINDS: [KindInfo; 8] = [
         scope: Scope::Project,
         topics: "work_item.",
         prune_order: 1,
+        phases: WorkItemStatus::NAMES,
+        usage: Some("/status/usage"),
     },
     KindInfo {
         kind: Kind::Run,
@@ -81,6 +93,8 @@ pub const KINDS: [KindInfo; 8] = [
         scope: Scope::Project,
         topics: "run.",
         prune_order: 0,
+        phases: RunStatus::NAMES,
+        usage: Some("/status/usage/total"),
     },
     KindInfo {
         kind: Kind::Host,
@@ -91,6 +105,8 @@ pub const KINDS: [KindInfo; 8] = [
         scope: Scope::Cluster,
         topics: "worker.",
         prune_order: 6,
+        phases: HostStatus::NAMES,
+        usage: None,
     },
     KindInfo {
         kind: Kind::Source,
@@ -101,6 +117,8 @@ pub const KINDS: [KindInfo; 8] = [
         scope: Scope::Cluster,
         topics: "source.",
         prune_order: 5,
+        phases: &[],
+        usage: None,
     },
     KindInfo {
         kind: Kind::Webhook,
@@ -113,6 +131,8 @@ pub const KINDS: [KindInfo; 8] = [
         // `pamctl get webhookdeliveries`).
         topics: "webhook.",
         prune_order: 4,
+        phases: &[],
+        usage: None,
     },
     KindInfo {
         kind: Kind::Secret,
@@ -123,6 +143,8 @@ pub const KINDS: [KindInfo; 8] = [
         scope: Scope::Project,
         topics: "secret.",
         prune_order: 3,
+        phases: &[],
+        usage: None,
     },
     KindInfo {
         kind: Kind::Schedule,
@@ -133,6 +155,8 @@ pub const KINDS: [KindInfo; 8] = [
         scope: Scope::Project,
         topics: "schedule.",
         prune_order: 2,
+        phases: &[],
+        usage: None,
     },
 ];
 

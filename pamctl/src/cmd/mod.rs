@@ -33,7 +33,6 @@ use crate::error::{Exit, Result};
 use crate::Ctx;
 
 pub(crate) use explain::children as explain_children;
-pub(crate) use wait::phases;
 
 /// The names of the objects of `kind` (for completion).
 pub(crate) fn list_names(client: &Client, kind: Kind, project: Option<&str>) -> Vec<String> {

@@ -3,7 +3,6 @@
 
 use std::time::Instant;
 
-use pam_manifests::state::{HostStatus, ProjectStatus, RunStatus, WorkItemStatus};
 use pam_manifests::Kind;
 use serde_json::Value;
 
@@ -69,7 +68,7 @@ impl For {
     /// Refuses a phase the kind never has (a typo would wait in vain).
     pub(crate) fn check_kind(&self, kind: Kind) -> Result<()> {
         let For::Phase(p) = self else { return Ok(()) };
-        let phases = phases(kind);
+        let phases = kind.info().phases;
         if phases.iter().any(|x| x.eq_ignore_ascii_case(p)) {
             return Ok(());
         }
@@ -117,21 +116,6 @@ impl For {
                 }
             }
         }
-    }
-}
-
-/// The phases (`status.phase`) objects of a kind go through.
-pub(crate) fn phases(kind: Kind) -> Vec<&'static str> {
-    match kind {
-        Kind::Run => RunStatus::VALUES.iter().map(|s| s.as_str()).collect(),
-        Kind::Host => HostStatus::VALUES.iter().map(|s| s.as_str()).collect(),
-        Kind::Task => WorkItemStatus::VALUES.iter().map(|s| s.as_str()).collect(),
-        Kind::Project => ProjectStatus::VALUES.iter().map(|s| s.as_str()).collect(),
-        // A Source has no phase; its conditions (Ready, Stalled) are what
-        // `wait --for=condition=` reads.
-        Kind::Source | Kind::Secret | Kind::Schedule => Vec::new(),
-        // Nor has a Webhook.
-        Kind::Webhook => Vec::new(),
     }
 }
 

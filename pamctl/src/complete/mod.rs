@@ -319,7 +319,7 @@ fn flag_values(w: &Walk, arg: &Arg, current: &str, names: &mut dyn Names) -> Can
                 "delete".to_string(),
             ];
             if let Some(k) = kind {
-                words.extend(crate::cmd::phases(k).iter().map(|p| format!("phase={p}")));
+                words.extend(k.info().phases.iter().map(|p| format!("phase={p}")));
             }
             let directive = if current.starts_with("phase=") {
                 0

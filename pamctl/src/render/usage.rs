@@ -6,14 +6,11 @@ use serde_json::Value;
 
 use super::table::{cell, Table};
 
-/// Where a kind keeps the figures its roll-up is ranked by: a run's total
-/// over every attempt, a task's and a project's roll-up.
+/// Where a kind keeps the figures its roll-up is ranked by (the
+/// registry's `usage`: a run's total over every attempt, a task's and a
+/// project's roll-up).
 pub fn pointer(kind: Kind) -> Option<&'static str> {
-    match kind {
-        Kind::Run => Some("/status/usage/total"),
-        Kind::Task | Kind::Project => Some("/status/usage"),
-        Kind::Host | Kind::Source | Kind::Webhook | Kind::Secret | Kind::Schedule => None,
-    }
+    kind.info().usage
 }
 
 fn n(obj: &Value, p: &str) -> u64 {

@@ -66,15 +66,17 @@ impl State {
     }
 }
 
+/// `named!(Type, state_field, "table", "name_key", name_field, |x| scope)`:
+/// a kind's [`Named`] impl, invoked in its own module.
 macro_rules! named {
     ($ty:ty, $field:ident, $table:literal, $key:literal, $name:ident, |$x:ident| $scope:expr) => {
-        impl Named for $ty {
+        impl super::named::Named for $ty {
             const TABLE: &'static str = $table;
             const NAME_KEY: &'static str = $key;
-            fn map(s: &State) -> &HashMap<Uuid, Self> {
+            fn map(s: &super::State) -> &HashMap<Uuid, Self> {
                 &s.$field
             }
-            fn map_mut(s: &mut State) -> &mut HashMap<Uuid, Self> {
+            fn map_mut(s: &mut super::State) -> &mut HashMap<Uuid, Self> {
                 &mut s.$field
             }
             fn id(&self) -> Uuid {
@@ -90,53 +92,4 @@ macro_rules! named {
         }
     };
 }
-
-// Cluster-wide kinds (a project is named by its slug).
-named!(
-    Project,
-    projects,
-    "projects",
-    "projects_slug_key",
-    slug,
-    |_p| None
-);
-named!(Host, hosts, "hosts", "hosts_name_key", name, |_h| None);
-named!(Source, sources, "sources", "sources_name_key", name, |_s| {
-    None
-});
-named!(
-    crate::Webhook,
-    webhooks,
-    "webhooks",
-    "webhooks_name_key",
-    name,
-    |_w| None
-);
-// Project-scoped kinds.
-named!(
-    crate::Secret,
-    secrets,
-    "secrets",
-    "secrets_project_id_name_key",
-    name,
-    |x| Some(x.project_id)
-);
-named!(
-    crate::Schedule,
-    schedules,
-    "schedules",
-    "schedules_project_id_name_key",
-    name,
-    |x| Some(x.project_id)
-);
-named!(Run, runs, "runs", "runs_project_id_name_key", name, |x| {
-    Some(x.project_id)
-});
-named!(
-    WorkItem,
-    work_items,
-    "work_items",
-    "work_items_project_id_name_key",
-    name,
-    |x| Some(x.project_id)
-);
+pub(super) use named;

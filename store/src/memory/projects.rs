@@ -71,3 +71,13 @@ impl ProjectTx for MemTx {
         Ok(true)
     }
 }
+
+// Its generic reads and key checks (named.rs).
+super::named::named!(
+    Project,
+    projects,
+    "projects",
+    "projects_slug_key",
+    slug,
+    |_p| None
+);

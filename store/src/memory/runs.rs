@@ -402,3 +402,8 @@ impl RunTx for MemTx {
             .count() as i64)
     }
 }
+
+// Its generic reads and key checks (named.rs).
+super::named::named!(Run, runs, "runs", "runs_project_id_name_key", name, |x| {
+    Some(x.project_id)
+});

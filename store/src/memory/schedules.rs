@@ -114,3 +114,13 @@ impl ScheduleTx for MemTx {
             .collect())
     }
 }
+
+// Its generic reads and key checks (named.rs).
+super::named::named!(
+    crate::Schedule,
+    schedules,
+    "schedules",
+    "schedules_project_id_name_key",
+    name,
+    |x| Some(x.project_id)
+);

@@ -120,3 +120,13 @@ impl SecretTx for MemTx {
             .collect())
     }
 }
+
+// Its generic reads and key checks (named.rs).
+super::named::named!(
+    crate::Secret,
+    secrets,
+    "secrets",
+    "secrets_project_id_name_key",
+    name,
+    |x| Some(x.project_id)
+);

@@ -218,3 +218,8 @@ impl SourceTx for MemTx {
             .collect())
     }
 }
+
+// Its generic reads and key checks (named.rs).
+super::named::named!(Source, sources, "sources", "sources_name_key", name, |_s| {
+    None
+});

@@ -198,3 +198,13 @@ impl WebhookTx for MemTx {
         Ok((before - self.work.deliveries.len()) as u64)
     }
 }
+
+// Its generic reads and key checks (named.rs).
+super::named::named!(
+    crate::Webhook,
+    webhooks,
+    "webhooks",
+    "webhooks_name_key",
+    name,
+    |_w| None
+);

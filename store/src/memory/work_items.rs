@@ -231,3 +231,13 @@ impl WorkItemTx for MemTx {
         Ok(true)
     }
 }
+
+// Its generic reads and key checks (named.rs).
+super::named::named!(
+    WorkItem,
+    work_items,
+    "work_items",
+    "work_items_project_id_name_key",
+    name,
+    |x| Some(x.project_id)
+);
