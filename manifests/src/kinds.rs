@@ -158,14 +158,6 @@ macro_rules! kind_tag {
         }
     };
 }
-kind_tag!(ProjectKind, Project);
-kind_tag!(TaskKind, Task);
-kind_tag!(RunKind, Run);
-kind_tag!(HostKind, Host);
-kind_tag!(SourceKind, Source);
-kind_tag!(WebhookKind, Webhook);
-kind_tag!(SecretKind, Secret);
-kind_tag!(ScheduleKind, Schedule);
 
 macro_rules! object_meta {
     ($(#[$meta:meta])* $name:ident { $($project:tt)* }) => {
@@ -335,6 +327,14 @@ macro_rules! object {
             pub status: Option<Box<$status>>,
         }
 
+        kind_tag!($tag, $name);
+
+        impl From<$name> for Manifest {
+            fn from(o: $name) -> Manifest {
+                Manifest::$name(o)
+            }
+        }
+
         impl $name {
             /// A new object with no status and no server-set metadata.
             pub fn new(metadata: $metaty, spec: $spec) -> Self {
@@ -449,47 +449,6 @@ macro_rules! for_manifest {
     }};
 }
 pub(crate) use for_manifest;
-
-impl From<Project> for Manifest {
-    fn from(o: Project) -> Manifest {
-        Manifest::Project(o)
-    }
-}
-impl From<Task> for Manifest {
-    fn from(o: Task) -> Manifest {
-        Manifest::Task(o)
-    }
-}
-impl From<Run> for Manifest {
-    fn from(o: Run) -> Manifest {
-        Manifest::Run(o)
-    }
-}
-impl From<Host> for Manifest {
-    fn from(o: Host) -> Manifest {
-        Manifest::Host(o)
-    }
-}
-impl From<Source> for Manifest {
-    fn from(o: Source) -> Manifest {
-        Manifest::Source(o)
-    }
-}
-impl From<Webhook> for Manifest {
-    fn from(o: Webhook) -> Manifest {
-        Manifest::Webhook(o)
-    }
-}
-impl From<Secret> for Manifest {
-    fn from(o: Secret) -> Manifest {
-        Manifest::Secret(o)
-    }
-}
-impl From<Schedule> for Manifest {
-    fn from(o: Schedule) -> Manifest {
-        Manifest::Schedule(o)
-    }
-}
 
 /// `each!(m, o => expr)`: `expr` for the object inside whichever
 /// [`Manifest`] variant `m` is — the one match over the variants that the
