@@ -305,7 +305,7 @@ pub async fn apply_tree(
             .collect();
         let runs = rows
             .iter()
-            .filter(|r| r.kind == "Run")
+            .filter(|r| r.kind == Kind::Run.as_str())
             .map(|r| {
                 // A run this sync created is pending.
                 let status = status_of

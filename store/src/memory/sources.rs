@@ -213,7 +213,7 @@ impl SourceTx for MemTx {
         let runs = &self.work.runs;
         Ok(owned
             .into_iter()
-            .filter(|o| o.kind == "Run")
+            .filter(|o| o.kind == pam_manifests::Kind::Run.as_str())
             .filter_map(|o| Some((o.name, runs.get(&o.object_id)?.status)))
             .collect())
     }

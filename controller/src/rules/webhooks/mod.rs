@@ -265,7 +265,8 @@ fn body(
         _ => ("", None, None, None),
     };
     let mut object = json!({ "kind": kind, "name": name, "uid": uid });
-    if kind == "Run" || kind == "Task" {
+    // A project-scoped object names its project.
+    if pam_manifests::Kind::parse(kind).is_some_and(|k| k.is_project_scoped()) {
         object["project"] = json!(project);
     }
     if let Some(a) = p.get("attempt") {
