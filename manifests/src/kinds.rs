@@ -410,43 +410,18 @@ pub enum Manifest {
 /// `kind` (a [`Kind`] value) — the one match from kinds to their types,
 /// for typing, schemas and parsing.
 macro_rules! for_manifest {
-    ($kind:expr, $t:ident => $body:expr) => {{
-        use $crate::kinds as __k;
+    ($kind:expr, $t:ident => $body:expr) => {
+        $crate::kinds::for_manifest!(@types $kind, $t, $body;
+            Project, Task, Run, Host, Source, Webhook, Secret, Schedule)
+    };
+    (@types $kind:expr, $t:ident, $body:expr; $($variant:ident),+) => {
         match $kind {
-            __k::Kind::Project => {
-                type $t = __k::Project;
+            $($crate::kinds::Kind::$variant => {
+                type $t = $crate::kinds::$variant;
                 $body
-            }
-            __k::Kind::Task => {
-                type $t = __k::Task;
-                $body
-            }
-            __k::Kind::Run => {
-                type $t = __k::Run;
-                $body
-            }
-            __k::Kind::Host => {
-                type $t = __k::Host;
-                $body
-            }
-            __k::Kind::Source => {
-                type $t = __k::Source;
-                $body
-            }
-            __k::Kind::Webhook => {
-                type $t = __k::Webhook;
-                $body
-            }
-            __k::Kind::Secret => {
-                type $t = __k::Secret;
-                $body
-            }
-            __k::Kind::Schedule => {
-                type $t = __k::Schedule;
-                $body
-            }
+            })+
         }
-    }};
+    };
 }
 pub(crate) use for_manifest;
 
@@ -455,15 +430,12 @@ pub(crate) use for_manifest;
 /// metadata accessors share.
 macro_rules! each {
     ($m:expr, $o:ident => $body:expr) => {
+        each!(@variants $m, $o, $body;
+            Project, Task, Run, Host, Source, Webhook, Secret, Schedule)
+    };
+    (@variants $m:expr, $o:ident, $body:expr; $($variant:ident),+) => {
         match $m {
-            Manifest::Project($o) => $body,
-            Manifest::Task($o) => $body,
-            Manifest::Run($o) => $body,
-            Manifest::Host($o) => $body,
-            Manifest::Source($o) => $body,
-            Manifest::Webhook($o) => $body,
-            Manifest::Secret($o) => $body,
-            Manifest::Schedule($o) => $body,
+            $(Manifest::$variant($o) => $body,)+
         }
     };
 }

@@ -29,8 +29,8 @@ pub struct Rendered {
 /// the topic, its message listing the payload's plain fields.
 pub fn render(topic: &str, p: &Value) -> Rendered {
     known(topic, p).unwrap_or_else(|| Rendered {
-        reason: camel(topic.rsplit('.').next().unwrap_or(topic)),
-        message: generic(p),
+        reason: pam_manifests::words::topic_reason(topic),
+        message: pam_manifests::words::plain_fields(p),
         object: None,
     })
 }
@@ -168,7 +168,7 @@ pub fn known(t: &str, p: &Value) -> Option<Rendered> {
                 _ => String::new(),
             };
             (
-                cause.map_or("Failed".into(), camel),
+                cause.map_or("Failed".into(), pam_manifests::words::camel),
                 format!("{}: {why}{last}{}", cause.unwrap_or("failed"), f.attempt()),
                 f.obj("run", "name"),
             )
@@ -494,17 +494,6 @@ impl Fields<'_> {
 }
 
 /// `host_lost` → `HostLost`.
-fn camel(s: &str) -> String {
-    s.split(['_', '.'])
-        .map(|w| {
-            let mut c = w.chars();
-            c.next()
-                .map(|f| f.to_ascii_uppercase().to_string() + c.as_str())
-                .unwrap_or_default()
-        })
-        .collect()
-}
-
 fn count(n: usize, what: &str) -> String {
     format!("{n} {what}{}", if n == 1 { "" } else { "s" })
 }
@@ -539,25 +528,6 @@ fn objects(list: &[Value]) -> String {
         names.push(format!("{} more", list.len() - 5));
     }
     names.join(", ")
-}
-
-/// The plain (string, number, boolean) fields of an unknown payload but
-/// its uids, `key=value` — never nested JSON.
-fn generic(p: &Value) -> String {
-    let Some(m) = p.as_object() else {
-        return String::new();
-    };
-    m.iter()
-        // Uids say nothing to a reader; the names beside them do.
-        .filter(|(k, _)| !k.ends_with("_id"))
-        .filter_map(|(k, v)| match v {
-            Value::String(s) => Some(format!("{k}={s}")),
-            Value::Number(n) => Some(format!("{k}={n}")),
-            Value::Bool(b) => Some(format!("{k}={b}")),
-            _ => None,
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 #[cfg(test)]

@@ -60,45 +60,20 @@ pub trait Stored: Sized + Send + Sync + 'static {
 /// `for_kind!(kind, K => expr)`: `expr` with `K` the row type of `kind`
 /// (a `Kind` value) — the one `match` from kinds to their row types.
 macro_rules! for_kind {
-    ($kind:expr, $k:ident => $body:expr) => {{
-        use pam_manifests::Kind as __Kind;
+    ($kind:expr, $k:ident => $body:expr) => {
+        $crate::rules::kind::for_kind!(@rows $kind, $k, $body;
+            Project: Project, Task: WorkItem, Run: Run, Host: Host, Source: Source,
+            Webhook: Webhook, Secret: Secret, Schedule: Schedule)
+    };
+    (@rows $kind:expr, $k:ident, $body:expr; $($variant:ident: $row:ident),+) => {
         match $kind {
-            __Kind::Project => {
-                type $k = pam_store::Project;
+            $(pam_manifests::Kind::$variant => {
+                type $k = pam_store::$row;
                 $body
-            }
-            __Kind::Task => {
-                type $k = pam_store::WorkItem;
-                $body
-            }
-            __Kind::Run => {
-                type $k = pam_store::Run;
-                $body
-            }
-            __Kind::Host => {
-                type $k = pam_store::Host;
-                $body
-            }
-            __Kind::Source => {
-                type $k = pam_store::Source;
-                $body
-            }
-            __Kind::Webhook => {
-                type $k = pam_store::Webhook;
-                $body
-            }
-            __Kind::Secret => {
-                type $k = pam_store::Secret;
-                $body
-            }
-            __Kind::Schedule => {
-                type $k = pam_store::Schedule;
-                $body
-            }
+            })+
         }
-    }};
+    };
 }
-
 pub(crate) use for_kind;
 
 /// The accessors every row shares.
@@ -263,101 +238,64 @@ impl Stored for Host {
     }
 }
 
-#[async_trait]
-impl Stored for Source {
-    row!(Source, name);
-    async fn by_id(tx: &mut dyn Tx, id: Uuid) -> StoreResult<Option<Self>> {
-        tx.get_source(id).await
-    }
-    async fn by_name(
-        tx: &mut dyn Tx,
-        _: Option<&Project>,
-        name: &str,
-    ) -> StoreResult<Option<Self>> {
-        tx.get_source_by_name(name).await
-    }
-    async fn all(tx: &mut dyn Tx, _: Option<&Project>) -> StoreResult<Vec<Self>> {
-        tx.list_sources().await
-    }
-    async fn delete(self, tx: &mut dyn Tx, _now: DateTime<Utc>) -> StoreResult<bool> {
-        super::sources::delete(tx, &self).await
-    }
+/// The `Stored` impl of a kind with nothing beyond its row: found and
+/// listed by name (in its project, for a project-scoped kind), deleted
+/// through its rule, holding nothing.
+macro_rules! simple {
+    ($ty:ident, by_id: $by_id:ident, by_name: $get:ident, all: $list:ident, $scope:ident,
+     delete: $delete:path, $arg:ident) => {
+        #[async_trait]
+        impl Stored for $ty {
+            row!($ty, name);
+            async fn by_id(tx: &mut dyn Tx, id: Uuid) -> StoreResult<Option<Self>> {
+                tx.$by_id(id).await
+            }
+            async fn by_name(
+                tx: &mut dyn Tx,
+                p: Option<&Project>,
+                name: &str,
+            ) -> StoreResult<Option<Self>> {
+                simple!(@$scope p, Ok(None), |p| tx.$get(p, name).await, tx.$get(name).await)
+            }
+            async fn all(tx: &mut dyn Tx, p: Option<&Project>) -> StoreResult<Vec<Self>> {
+                simple!(@$scope p, Ok(Vec::new()), |p| tx.$list(p).await, tx.$list().await)
+            }
+            async fn delete(self, tx: &mut dyn Tx, _now: DateTime<Utc>) -> StoreResult<bool> {
+                $delete(tx, simple!(@$arg self)).await
+            }
+        }
+    };
+    // A cluster-scoped kind ignores the project.
+    (@cluster $p:ident, $none:expr, |$id:ident| $scoped:expr, $cluster:expr) => {{
+        let _ = $p;
+        $cluster
+    }};
+    // A project-scoped kind finds nothing without one.
+    (@project $p:ident, $none:expr, |$id:ident| $scoped:expr, $cluster:expr) => {
+        match $p {
+            Some(p) => {
+                let $id = p.id;
+                $scoped
+            }
+            None => $none,
+        }
+    };
+    (@id $o:ident) => {
+        $o.id
+    };
+    (@row $o:ident) => {
+        &$o
+    };
 }
 
-#[async_trait]
-impl Stored for Webhook {
-    row!(Webhook, name);
-    async fn by_id(tx: &mut dyn Tx, id: Uuid) -> StoreResult<Option<Self>> {
-        tx.get_webhook(id).await
-    }
-    async fn by_name(
-        tx: &mut dyn Tx,
-        _: Option<&Project>,
-        name: &str,
-    ) -> StoreResult<Option<Self>> {
-        tx.get_webhook_by_name(name).await
-    }
-    async fn all(tx: &mut dyn Tx, _: Option<&Project>) -> StoreResult<Vec<Self>> {
-        tx.list_webhooks().await
-    }
-    async fn delete(self, tx: &mut dyn Tx, _now: DateTime<Utc>) -> StoreResult<bool> {
-        super::webhooks::delete(tx, self.id).await
-    }
-}
-
-#[async_trait]
-impl Stored for Secret {
-    row!(Secret, name);
-    async fn by_id(tx: &mut dyn Tx, id: Uuid) -> StoreResult<Option<Self>> {
-        tx.get_secret(id).await
-    }
-    async fn by_name(
-        tx: &mut dyn Tx,
-        p: Option<&Project>,
-        name: &str,
-    ) -> StoreResult<Option<Self>> {
-        match p {
-            Some(p) => tx.get_secret_by_name(p.id, name).await,
-            None => Ok(None),
-        }
-    }
-    async fn all(tx: &mut dyn Tx, p: Option<&Project>) -> StoreResult<Vec<Self>> {
-        match p {
-            Some(p) => tx.list_secrets(p.id).await,
-            None => Ok(Vec::new()),
-        }
-    }
-    async fn delete(self, tx: &mut dyn Tx, _now: DateTime<Utc>) -> StoreResult<bool> {
-        super::secrets::delete(tx, self.id).await
-    }
-}
-
-#[async_trait]
-impl Stored for Schedule {
-    row!(Schedule, name);
-    async fn by_id(tx: &mut dyn Tx, id: Uuid) -> StoreResult<Option<Self>> {
-        tx.get_schedule(id).await
-    }
-    async fn by_name(
-        tx: &mut dyn Tx,
-        p: Option<&Project>,
-        name: &str,
-    ) -> StoreResult<Option<Self>> {
-        match p {
-            Some(p) => tx.get_schedule_by_name(p.id, name).await,
-            None => Ok(None),
-        }
-    }
-    async fn all(tx: &mut dyn Tx, p: Option<&Project>) -> StoreResult<Vec<Self>> {
-        match p {
-            Some(p) => tx.list_schedules(p.id).await,
-            None => Ok(Vec::new()),
-        }
-    }
-    async fn delete(self, tx: &mut dyn Tx, _now: DateTime<Utc>) -> StoreResult<bool> {
-        super::schedules::delete(tx, self.id).await
-    }
-}
+simple!(Source, by_id: get_source, by_name: get_source_by_name, all: list_sources, cluster,
+    delete: super::sources::delete, row);
+simple!(Webhook, by_id: get_webhook, by_name: get_webhook_by_name, all: list_webhooks, cluster,
+    delete: super::webhooks::delete, id);
+simple!(Secret, by_id: get_secret, by_name: get_secret_by_name, all: list_secrets, project,
+    delete: super::secrets::delete, id);
+simple!(Schedule, by_id: get_schedule, by_name: get_schedule_by_name, all: list_schedules, project,
+    delete: super::schedules::delete, id);
 
 /// What deleting these work items (a subtree, or a whole project's) would
 /// also delete that is not being pruned: the items themselves and their

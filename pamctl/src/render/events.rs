@@ -26,20 +26,9 @@ fn s<'a>(v: &'a Value, k: &str) -> Option<&'a str> {
 pub fn said(e: &Value) -> Said {
     let topic = s(e, "topic").unwrap_or("-").to_string();
     let p = e.get("payload").unwrap_or(&Value::Null);
-    let reason = s(e, "reason").map(str::to_string).unwrap_or_else(|| {
-        topic
-            .rsplit('.')
-            .next()
-            .unwrap_or("-")
-            .split('_')
-            .map(|w| {
-                let mut c = w.chars();
-                c.next()
-                    .map(|f| f.to_ascii_uppercase().to_string() + c.as_str())
-                    .unwrap_or_default()
-            })
-            .collect()
-    });
+    let reason = s(e, "reason")
+        .map(str::to_string)
+        .unwrap_or_else(|| pam_manifests::words::topic_reason(&topic));
     let object = match e.get("object") {
         Some(Value::String(o)) => o.clone(),
         Some(_) => "-".to_string(),
@@ -47,7 +36,7 @@ pub fn said(e: &Value) -> Said {
     };
     let message = s(e, "message")
         .map(str::to_string)
-        .unwrap_or_else(|| plain_fields(p));
+        .unwrap_or_else(|| pam_manifests::words::plain_fields(p));
     Said {
         topic,
         reason,
@@ -69,24 +58,6 @@ fn object_of(topic: &str, p: &Value) -> Option<String> {
         _ => return None,
     };
     s(p, field).map(|n| format!("{kind}/{n}"))
-}
-
-/// `key=value` for a payload's strings, numbers and booleans (not uids).
-fn plain_fields(p: &Value) -> String {
-    let Some(m) = p.as_object() else {
-        return String::new();
-    };
-    m.iter()
-        // Uids say nothing to a reader; the names beside them do.
-        .filter(|(k, _)| !k.ends_with("_id"))
-        .filter_map(|(k, v)| match v {
-            Value::String(x) => Some(format!("{k}={x}")),
-            Value::Number(x) => Some(format!("{k}={x}")),
-            Value::Bool(x) => Some(format!("{k}={x}")),
-            _ => None,
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 #[cfg(test)]
