@@ -77,7 +77,9 @@ enum Positions {
 /// A file loaded by the fast read, kept for positioning later errors.
 struct Source {
     file: String,
-    text: String,
+    /// Shared with the caller where it can be ([`parse_documents_shared`]):
+    /// apply's request holds the text already (issue 30).
+    text: Arc<str>,
     roots: OnceLock<HashMap<usize, Pos>>,
 }
 
@@ -227,13 +229,22 @@ pub fn document_from_value(
 /// or every error found is returned; cross-document rules are
 /// [`crate::validate::validate_batch`]'s.
 pub fn parse_documents(file_label: &str, text: &str) -> Result<Vec<Document>, Vec<ManifestError>> {
-    match parse_documents_fast(file_label, text, false) {
+    parse_documents_shared(file_label, text.into())
+}
+
+/// [`parse_documents`] of a text the caller shares: the documents keep
+/// it (for positioning later errors) without a copy.
+pub fn parse_documents_shared(
+    file_label: &str,
+    text: Arc<str>,
+) -> Result<Vec<Document>, Vec<ManifestError>> {
+    match parse_documents_fast(file_label, text.clone(), false) {
         Some(docs) => {
             let mut docs: Vec<Document> = docs.into_iter().map(|(d, _)| d).collect();
             docs.shrink_to_fit();
             Ok(docs)
         }
-        None => parse_documents_positioned(file_label, text),
+        None => parse_documents_positioned(file_label, &text),
     }
 }
 
@@ -245,7 +256,7 @@ pub fn parse_documents_and_values(
     file_label: &str,
     text: &str,
 ) -> Result<Vec<(Document, Value)>, Vec<ManifestError>> {
-    if let Some(docs) = parse_documents_fast(file_label, text, true) {
+    if let Some(docs) = parse_documents_fast(file_label, text.into(), true) {
         return Ok(docs
             .into_iter()
             .map(|(d, v)| (d, v.unwrap_or(Value::Null)))
@@ -271,12 +282,12 @@ pub fn parse_documents_and_values(
 /// `keep_values`: each document also comes with its value before typing.
 fn parse_documents_fast(
     file_label: &str,
-    text: &str,
+    text: Arc<str>,
     keep_values: bool,
 ) -> Option<Vec<(Document, Option<Value>)>> {
     let source = Arc::new(Source {
         file: file_label.to_string(),
-        text: text.to_string(),
+        text,
         roots: OnceLock::new(),
     });
     let mut docs = Vec::new();
@@ -308,7 +319,7 @@ fn parse_documents_fast(
         docs.push((doc, kept));
         true
     };
-    if !yaml::read_fast_each(text, &mut each) {
+    if !yaml::read_fast_each(&source.text, &mut each) {
         return None;
     }
     docs.shrink_to_fit();
@@ -384,7 +395,7 @@ mod tests {
     #[test]
     fn fast_and_positioned_loaders_agree() {
         let text = "# c\n---\napiVersion: pam.dev/v1\nkind: Project\nmetadata: {name: web}\nspec: {displayName: \"Web\"}\n---\n---\napiVersion: pam.dev/v1\nkind: Task\nmetadata:\n  name: a\n  project: web\n  labels: &l {tier: '1'}\nspec:\n  title: A\n  sortOrder: 3\n  parent: b\n";
-        let fast: Vec<Document> = parse_documents_fast("f.yaml", text, false)
+        let fast: Vec<Document> = parse_documents_fast("f.yaml", text.into(), false)
             .expect("fast path")
             .into_iter()
             .map(|(d, v)| {
@@ -421,7 +432,10 @@ mod tests {
             "? [a]\n: b\n",
             "a: *nope\n",
         ] {
-            assert!(parse_documents_fast("f.yaml", bad, true).is_none(), "{bad}");
+            assert!(
+                parse_documents_fast("f.yaml", bad.into(), true).is_none(),
+                "{bad}"
+            );
             assert!(parse_documents("f.yaml", bad).is_err(), "{bad}");
         }
     }
