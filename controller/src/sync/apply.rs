@@ -275,7 +275,7 @@ pub async fn apply_tree(
                 project: key.1,
                 name: key.2,
                 declared: Declared::of_document(raw).into_json(),
-                file: d.file.clone(),
+                file: d.file.to_string(),
             })
         })
         .collect();

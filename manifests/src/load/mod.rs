@@ -52,8 +52,9 @@ use positions::{Locator, Pos};
 /// One manifest read from a file, with the positions of its fields.
 #[derive(Debug, Clone)]
 pub struct Document {
-    /// The file label given to the loader.
-    pub file: String,
+    /// The file label given to the loader (one per file, shared by its
+    /// documents).
+    pub file: Arc<str>,
     /// 0-based index of the document in its file.
     pub index: usize,
     /// The typed object (never with a `status` when it came from the
@@ -112,7 +113,7 @@ impl Document {
     /// no line or column).
     pub fn from_manifest(file: &str, index: usize, manifest: Manifest) -> Document {
         Document {
-            file: file.to_string(),
+            file: file.into(),
             index,
             manifest,
             root: Positions::None,
@@ -209,7 +210,7 @@ pub fn document_from_value(
         return Err(vec![locator.error_at("", crate::limits::too_deep_message())]);
     }
     let doc = Document {
-        file: file_label.to_string(),
+        file: file_label.into(),
         index,
         manifest: typing::type_document(&locator, value)?,
         root: Positions::None,
@@ -290,6 +291,7 @@ fn parse_documents_fast(
         text,
         roots: OnceLock::new(),
     });
+    let file: Arc<str> = file_label.into();
     let mut docs = Vec::new();
     // Each document typed as soon as it is read: its value is dropped
     // before the next one is built (issue 30).
@@ -305,7 +307,7 @@ fn parse_documents_fast(
             return false;
         };
         let mut doc = Document {
-            file: file_label.to_string(),
+            file: file.clone(),
             index,
             manifest,
             root: Positions::None,
@@ -334,6 +336,7 @@ fn parse_documents_positioned(
     let read = yaml::read_positioned(file_label, text);
     let mut errors = read.errors;
     let mut docs = Vec::new();
+    let file: Arc<str> = file_label.into();
     for tree in read.docs {
         if !tree.problems.is_empty() {
             errors.extend(tree.problems);
@@ -348,7 +351,7 @@ fn parse_documents_positioned(
         match typing::type_document(&locator, tree.value) {
             Ok(manifest) => {
                 let doc = Document {
-                    file: file_label.to_string(),
+                    file: file.clone(),
                     index: tree.index,
                     manifest,
                     root: Positions::Tree(tree.positions),
