@@ -16,13 +16,20 @@ static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 /// jemalloc reads its options from this symbol at start. Without
 /// `background_thread` it purges only while allocating, so an idle pamd
-/// would keep the pages of its last big request. The lint is about
+/// would keep the pages of its last big request. One arena, and freed
+/// pages purged after 250 ms instead of 10 s (issue 30): a big apply
+/// parses on threads of its own and lets the documents go on the
+/// request's thread as it writes them; with an arena per thread their
+/// pages could not be reused for the journal and results that grow
+/// meanwhile, and were still resident at the apply's peak — 13× the
+/// body instead of 9× for small documents (bench-apply-memory,
+/// docs/benchmarks.md). The lint is about
 /// `export_name` (a symbol clash would be undefined behaviour): this name
 /// belongs to the jemalloc that tikv-jemalloc-sys links in, with its
 /// `_rjem_` prefix, and to nothing else.
 #[allow(unsafe_code)]
 #[export_name = "_rjem_malloc_conf"]
-static MALLOC_CONF: &[u8; 23] = b"background_thread:true\0";
+static MALLOC_CONF: &[u8; 52] = b"background_thread:true,narenas:1,dirty_decay_ms:250\0";
 
 #[tokio::main]
 async fn main() {

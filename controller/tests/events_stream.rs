@@ -462,7 +462,7 @@ async fn a_lagging_subscriber_is_caught_up_from_the_journal() {
         }
         commits.push(tx.commit().await.unwrap());
     }
-    let want: Vec<i64> = commits.iter().flatten().map(|e| e.seq).collect();
+    let want: Vec<i64> = commits.iter().flat_map(|c| c.seqs()).collect();
     for events in commits {
         ctx.bus.publish(events);
     }

@@ -239,7 +239,7 @@ async fn a_bad_timetable_is_refused_with_file_and_line_and_nothing_is_written() 
     let req = ApplyRequest {
         files: vec![FileIn {
             name: "s.yaml".into(),
-            content: text,
+            content: text.into(),
         }],
         ..Default::default()
     };

@@ -331,7 +331,7 @@ macro_rules! object {
 
         impl From<$name> for Manifest {
             fn from(o: $name) -> Manifest {
-                Manifest::$name(o)
+                Manifest::$name(Box::new(o))
             }
         }
 
@@ -384,26 +384,29 @@ object!(
 );
 
 /// Any manifest. Serializes as the object itself (its `kind` field says
-/// which); deserializes by dispatching on `kind`.
+/// which); deserializes by dispatching on `kind`. Each kind is boxed: an
+/// inline enum is as big as its biggest kind (a Schedule, ~500 bytes),
+/// and apply holds a batch's documents in vectors (per file, then
+/// joined) while it validates them whole (issue 30).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum Manifest {
     /// `kind: Project`.
-    Project(Project),
+    Project(Box<Project>),
     /// `kind: Task`.
-    Task(Task),
+    Task(Box<Task>),
     /// `kind: Run`.
-    Run(Run),
+    Run(Box<Run>),
     /// `kind: Host`.
-    Host(Host),
+    Host(Box<Host>),
     /// `kind: Source`.
-    Source(Source),
+    Source(Box<Source>),
     /// `kind: Webhook`.
-    Webhook(Webhook),
+    Webhook(Box<Webhook>),
     /// `kind: Secret`.
-    Secret(Secret),
+    Secret(Box<Secret>),
     /// `kind: Schedule`.
-    Schedule(Schedule),
+    Schedule(Box<Schedule>),
 }
 
 /// `for_manifest!(kind, T => expr)`: `expr` with `T` the manifest type of

@@ -71,7 +71,7 @@ use uuid::Uuid;
 
 pub use attach::{AttachLease, AttachRefusal, AttachTx};
 pub use deps::{DependencyLink, DependencyTx, Gated};
-pub use events::{Event, EventTx};
+pub use events::{Event, EventTx, Journaled};
 pub use hosts::{Host, HostTx};
 pub use idempotency::{Claimed, IdempotencyClaim, IdempotencyTx};
 pub use leader::{LeaderTx, Lease};
@@ -237,7 +237,7 @@ pub trait Tx:
 {
     /// Commits, returning the events appended in this transaction (in seq
     /// order) so the caller can publish them now that they are durable.
-    async fn commit(self: Box<Self>) -> StoreResult<Vec<Event>>;
+    async fn commit(self: Box<Self>) -> StoreResult<Journaled>;
 
     /// Whether this transaction appended events (so its commit must be
     /// ordered with the other journaling commits before publishing).
@@ -248,5 +248,5 @@ pub trait Tx:
 
     /// The events appended so far in this transaction, in seq order (the
     /// webhook fan-out reads them before commit).
-    fn pending_events(&self) -> &[Event];
+    fn pending_events(&self) -> &Journaled;
 }

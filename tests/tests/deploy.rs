@@ -126,12 +126,12 @@ fn kubernetes_manifests_have_what_a_deployment_needs() {
 }
 
 /// Issue 30: the body limit the deploy config gives apply fits the memory
-/// the deploy files give pamd. An apply peaks at up to 26 bytes of RSS per
+/// the deploy files give pamd. An apply peaks at up to 10 bytes of RSS per
 /// byte of body over pamd's idle ~20 MiB (bench-apply-memory, small
 /// documents; docs/operations.md, "Memory").
 #[test]
 fn the_apply_body_limit_fits_the_memory_limit() {
-    const RSS_PER_BODY_BYTE: usize = 26;
+    const RSS_PER_BODY_BYTE: usize = 10;
     const IDLE: usize = 32 << 20;
     let all = docs("deploy/kubernetes/pamd.yaml");
     let dep = all.iter().find(|d| d["kind"] == "Deployment").unwrap();

@@ -1,11 +1,10 @@
 //! A request's input as documents: YAML files parsed (a big batch on all
 //! cores) and JSON objects typed, every problem positioned.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use pam_manifests::kinds::Manifest;
 use pam_manifests::load::Document;
-use pam_manifests::names::Name;
 use pam_manifests::ManifestError;
 
 use super::{ApplyError, ApplyRequest, FileIn};
@@ -45,7 +44,8 @@ pub fn documents(req: &ApplyRequest) -> Result<Vec<Document>, ApplyError> {
 /// Parses files, in input order; a big batch of files on as many threads
 /// as there are cores (YAML parsing is apply's main CPU cost).
 fn parse_files(files: &[FileIn]) -> Vec<Result<Vec<Document>, Vec<ManifestError>>> {
-    let parse = |f: &FileIn| pam_manifests::load::parse_documents(&f.name, &f.content);
+    let parse =
+        |f: &FileIn| pam_manifests::load::parse_documents_shared(&f.name, f.content.clone());
     let bytes: usize = files.iter().map(|f| f.content.len()).sum();
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
@@ -67,35 +67,41 @@ fn parse_files(files: &[FileIn]) -> Vec<Result<Vec<Document>, Vec<ManifestError>
     })
 }
 
-/// Tasks ordered so that a parent in the batch comes before its children.
-pub(super) fn parents_first(tasks: Vec<&Document>) -> Vec<&Document> {
-    let key = |d: &Document| (d.manifest.project().cloned(), d.manifest.name().clone());
-    let by_key: HashMap<_, &Document> = tasks.iter().map(|d| (key(d), *d)).collect();
+/// The tasks `tasks` (indices into `docs`) ordered so that a parent in
+/// the batch comes before its children. Keyed by borrowed names and
+/// indices: no copy of any name (issue 30).
+pub(super) fn parents_first(docs: &[Option<Document>], tasks: Vec<usize>) -> Vec<usize> {
+    let key = |i: usize| -> Option<(&str, &str)> {
+        match &docs[i].as_ref()?.manifest {
+            Manifest::Task(t) => Some((t.metadata.project.as_str(), t.metadata.name.as_str())),
+            _ => None,
+        }
+    };
+    let by_key: HashMap<(&str, &str), usize> =
+        tasks.iter().filter_map(|&i| Some((key(i)?, i))).collect();
     let mut out = Vec::with_capacity(tasks.len());
-    let mut done: HashSet<(Option<Name>, Name)> = HashSet::new();
-    fn visit<'a>(
-        d: &'a Document,
-        by_key: &HashMap<(Option<Name>, Name), &'a Document>,
-        done: &mut HashSet<(Option<Name>, Name)>,
-        out: &mut Vec<&'a Document>,
-        depth: usize,
-    ) {
-        let k = (d.manifest.project().cloned(), d.manifest.name().clone());
-        if done.contains(&k) || depth > 10_000 {
-            return;
-        }
-        done.insert(k);
-        if let Manifest::Task(t) = &d.manifest {
-            if let Some(parent) = &t.spec.parent {
-                if let Some(p) = by_key.get(&(Some(t.metadata.project.clone()), parent.clone())) {
-                    visit(p, by_key, done, out, depth + 1);
-                }
+    let mut done = vec![false; docs.len()];
+    // Iterative, not recursive: a chain of parents is walked up to its
+    // first done (or root) ancestor, then pushed from the top down.
+    let mut chain = Vec::new();
+    for &start in &tasks {
+        let mut at = Some(start);
+        while let Some(i) = at {
+            if done[i] || chain.len() > 10_000 {
+                break;
             }
+            done[i] = true;
+            chain.push(i);
+            at = match docs[i].as_ref().map(|d| &d.manifest) {
+                Some(Manifest::Task(t)) => t.spec.parent.as_ref().and_then(|p| {
+                    by_key
+                        .get(&(t.metadata.project.as_str(), p.as_str()))
+                        .copied()
+                }),
+                _ => None,
+            };
         }
-        out.push(d);
-    }
-    for d in &tasks {
-        visit(d, &by_key, &mut done, &mut out, 0);
+        out.extend(chain.drain(..).rev());
     }
     out
 }

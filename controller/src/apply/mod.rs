@@ -71,7 +71,15 @@ pub struct ApplyRequest {
 #[derive(Debug, Clone, Deserialize)]
 pub struct FileIn {
     pub name: String,
-    pub content: String,
+    /// Shared with the documents parsed from it, which keep the text for
+    /// positioning later errors (one copy of a big request, not two:
+    /// issue 30).
+    #[serde(deserialize_with = "shared_text")]
+    pub content: std::sync::Arc<str>,
+}
+
+fn shared_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<std::sync::Arc<str>, D::Error> {
+    String::deserialize(d).map(Into::into)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -142,7 +150,7 @@ pub async fn apply(ctx: &Ctx, req: &ApplyRequest) -> Result<Vec<ApplyResult>, Ap
         Some(&ctx.secrets),
         ctx.now(),
         ctx.thresholds.offline_after,
-        &docs,
+        docs,
         prune_selector.as_ref(),
     )
     .await?;
@@ -169,7 +177,7 @@ pub async fn write_batch(
     ring: Option<&crate::rules::secrets::Keyring>,
     now: chrono::DateTime<chrono::Utc>,
     offline_after: std::time::Duration,
-    docs: &[Document],
+    docs: Vec<Document>,
     prune: Option<&LabelSelector>,
 ) -> Result<Written, ApplyError> {
     // Only what the batch can touch, never whole projects (issue 13).
@@ -187,35 +195,46 @@ pub async fn write_loaded(
     ring: Option<&crate::rules::secrets::Keyring>,
     now: chrono::DateTime<chrono::Utc>,
     offline_after: std::time::Duration,
-    docs: &[Document],
+    docs: Vec<Document>,
     prune: Option<&LabelSelector>,
     existing: existing::Existing,
 ) -> Result<Written, ApplyError> {
-    let errors = validate::validate_batch(docs, &existing.state);
+    let errors = validate::validate_batch(&docs, &existing.state);
     if !errors.is_empty() {
         return Err(ApplyError::Invalid(errors));
     }
+    let named = prune.map(|_| prune::Named::of(&docs));
     let mut w = Writer::new(tx, ring, now, offline_after, existing.items);
+    w.results.reserve_exact(docs.len());
+    // Each document is let go once written: a big batch's typed
+    // manifests are gone by the time its journal and results are whole
+    // (issue 30).
+    let mut docs: Vec<Option<Document>> = docs.into_iter().map(Some).collect();
     for kind in Kind::ALL {
-        let of_kind: Vec<&Document> = docs.iter().filter(|d| d.manifest.kind() == kind).collect();
+        let of_kind: Vec<usize> = (0..docs.len())
+            .filter(|&i| docs[i].as_ref().is_some_and(|d| d.manifest.kind() == kind))
+            .collect();
         let ordered = if kind == Kind::Task {
-            parents_first(of_kind)
+            parents_first(&docs, of_kind)
         } else {
             of_kind
         };
-        for d in ordered {
-            w.apply_one(d).await?;
+        for i in ordered {
+            if let Some(d) = docs[i].take() {
+                w.apply_one(&d).await?;
+            }
         }
         w.flush_new_items().await?;
         if kind == Kind::Task {
             w.write_dependencies().await?;
         }
     }
+    drop(docs);
     if !w.errors.is_empty() {
         return Err(ApplyError::Invalid(w.errors));
     }
-    if let Some(sel) = prune {
-        w.prune(docs, sel).await?;
+    if let (Some(sel), Some(named)) = (prune, named) {
+        w.prune(named, sel).await?;
     }
     Ok(Written {
         results: w.results,

@@ -143,18 +143,21 @@ async fn list_kind(
     crate::rules::kind::for_kind!(kind, K => listed::<K>(tx, project).await)
 }
 
-impl Writer<'_> {
-    /// Deletes the objects of the input's kinds (and projects) that match
-    /// the selector and are not in the input, through [`prune_objects`].
-    pub(super) async fn prune(
-        &mut self,
-        docs: &[Document],
-        sel: &LabelSelector,
-    ) -> Result<(), ApplyError> {
+/// What apply's prune needs of the input, taken before the batch is
+/// written (apply lets each document go once it is written, issue 30):
+/// its kinds, the objects it names, the projects it names.
+pub(super) struct Named {
+    kinds: Vec<Kind>,
+    named: HashSet<(Kind, Option<String>, String)>,
+    in_batch: HashSet<String>,
+}
+
+impl Named {
+    pub(super) fn of(docs: &[Document]) -> Named {
         let mut kinds: Vec<Kind> = docs.iter().map(|d| d.manifest.kind()).collect();
         kinds.sort();
         kinds.dedup();
-        let named: HashSet<(Kind, Option<String>, String)> = docs
+        let named = docs
             .iter()
             .map(|d| {
                 (
@@ -164,13 +167,34 @@ impl Writer<'_> {
                 )
             })
             .collect();
-        let in_batch: HashSet<String> = docs
+        let in_batch = docs
             .iter()
             .filter_map(|d| match d.manifest.kind() {
                 Kind::Project => Some(d.manifest.name().to_string()),
                 _ => d.manifest.project().map(|p| p.to_string()),
             })
             .collect();
+        Named {
+            kinds,
+            named,
+            in_batch,
+        }
+    }
+}
+
+impl Writer<'_> {
+    /// Deletes the objects of the input's kinds (and projects) that match
+    /// the selector and are not in the input, through [`prune_objects`].
+    pub(super) async fn prune(
+        &mut self,
+        input: Named,
+        sel: &LabelSelector,
+    ) -> Result<(), ApplyError> {
+        let Named {
+            kinds,
+            named,
+            in_batch,
+        } = input;
         let batch_projects: Vec<Project> = self
             .tx
             .list_projects()

@@ -14,7 +14,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::{broadcast, watch, Mutex};
 
-use pam_store::Event;
+use pam_store::{Event, Journaled};
 
 pub mod filter;
 pub mod follow;
@@ -137,9 +137,22 @@ impl EventBus {
 
     /// Publishes one commit's events (in seq order) as one broadcast
     /// message. Having no subscriber is fine.
-    pub fn publish(&self, events: Vec<Event>) {
+    pub fn publish(&self, events: Journaled) {
         self.journaled.inc_by(events.len() as u64);
-        self.broadcast(events);
+        // No stream listens: nothing to decode or frame (a big apply's
+        // payloads stay text, issue 30). A stream subscribing after this
+        // check finds these (committed) events in the journal, which it
+        // reads after subscribing.
+        if self.tx.receiver_count() == 0 {
+            let upto = self.upto.load(Ordering::SeqCst);
+            if let Some(last) = events.last_seq().filter(|&s| s > upto) {
+                self.upto.store(last, Ordering::SeqCst);
+                let first = events.seqs().find(|&s| s > upto);
+                trace_published(first.unwrap_or(last), last);
+            }
+            return;
+        }
+        self.broadcast(events.to_vec());
     }
 
     /// What to do with events other replicas committed, when they are
@@ -193,29 +206,16 @@ impl EventBus {
             return;
         };
         self.upto.store(last.seq, Ordering::SeqCst);
-        // The publish instant, for measuring fan-out latency from outside
-        // (bench-sse reads it from the log; across replicas, from the one
-        // that committed, which may have no stream). Fields are only
-        // evaluated when this target is enabled at trace level.
-        let trace = |events: &[Event]| {
-            tracing::trace!(
-                first_seq = events[0].seq,
-                last_seq = events[events.len() - 1].seq,
-                unix_us = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |d| d.as_micros() as u64),
-                "published"
-            );
-        };
         // No stream listens: no frames to build. A stream subscribing
         // after this check finds these (committed) events in the journal,
         // which it reads after subscribing.
         if self.tx.receiver_count() == 0 {
-            trace(&events);
+            trace_published(events[0].seq, last.seq);
             return;
         }
+        let (first, last) = (events[0].seq, last.seq);
         let published = Arc::new(Published::new(&events));
-        trace(&events);
+        trace_published(first, last);
         let _ = self.tx.send(published);
     }
 
@@ -240,6 +240,21 @@ impl EventBus {
             let _ = rx.wait_for(|stop| *stop).await;
         }
     }
+}
+
+/// The publish instant, for measuring fan-out latency from outside
+/// (bench-sse reads it from the log; across replicas, from the one that
+/// committed, which may have no stream). Fields are only evaluated when
+/// this target is enabled at trace level.
+fn trace_published(first_seq: i64, last_seq: i64) {
+    tracing::trace!(
+        first_seq,
+        last_seq,
+        unix_us = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros() as u64),
+        "published"
+    );
 }
 
 impl Default for EventBus {

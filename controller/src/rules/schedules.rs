@@ -260,7 +260,7 @@ async fn start_run(
         },
         template.clone(),
     );
-    let m = Manifest::Run(run);
+    let m = Manifest::Run(Box::new(run));
     let Manifest::Run(r) = &m else { unreachable!() };
     let desired = RunDesired::of(r, Desired::of(&m));
     let row = runs::create(tx, s.project_id, project_slug, &task, desired, now).await?;

@@ -228,8 +228,7 @@ pub async fn apply_tree(
         return Err(SyncError::Invalid(errors));
     }
     // No keyring: a Source never carries Secrets (refused above).
-    let written =
-        apply::write_loaded(tx, None, now, offline_after, &merged, None, existing).await?;
+    let written = apply::write_loaded(tx, None, now, offline_after, merged, None, existing).await?;
     let mut counts = Counts::default();
     for r in &written.results {
         match r.action {
@@ -276,7 +275,7 @@ pub async fn apply_tree(
                 project: key.1,
                 name: key.2,
                 declared: Declared::of_document(raw).into_json(),
-                file: d.file.clone(),
+                file: d.file.to_string(),
             })
         })
         .collect();

@@ -52,8 +52,9 @@ use positions::{Locator, Pos};
 /// One manifest read from a file, with the positions of its fields.
 #[derive(Debug, Clone)]
 pub struct Document {
-    /// The file label given to the loader.
-    pub file: String,
+    /// The file label given to the loader (one per file, shared by its
+    /// documents).
+    pub file: Arc<str>,
     /// 0-based index of the document in its file.
     pub index: usize,
     /// The typed object (never with a `status` when it came from the
@@ -77,7 +78,9 @@ enum Positions {
 /// A file loaded by the fast read, kept for positioning later errors.
 struct Source {
     file: String,
-    text: String,
+    /// Shared with the caller where it can be ([`parse_documents_shared`]):
+    /// apply's request holds the text already (issue 30).
+    text: Arc<str>,
     roots: OnceLock<HashMap<usize, Pos>>,
 }
 
@@ -110,7 +113,7 @@ impl Document {
     /// no line or column).
     pub fn from_manifest(file: &str, index: usize, manifest: Manifest) -> Document {
         Document {
-            file: file.to_string(),
+            file: file.into(),
             index,
             manifest,
             root: Positions::None,
@@ -207,7 +210,7 @@ pub fn document_from_value(
         return Err(vec![locator.error_at("", crate::limits::too_deep_message())]);
     }
     let doc = Document {
-        file: file_label.to_string(),
+        file: file_label.into(),
         index,
         manifest: typing::type_document(&locator, value)?,
         root: Positions::None,
@@ -227,13 +230,22 @@ pub fn document_from_value(
 /// or every error found is returned; cross-document rules are
 /// [`crate::validate::validate_batch`]'s.
 pub fn parse_documents(file_label: &str, text: &str) -> Result<Vec<Document>, Vec<ManifestError>> {
-    match parse_documents_fast(file_label, text, false) {
+    parse_documents_shared(file_label, text.into())
+}
+
+/// [`parse_documents`] of a text the caller shares: the documents keep
+/// it (for positioning later errors) without a copy.
+pub fn parse_documents_shared(
+    file_label: &str,
+    text: Arc<str>,
+) -> Result<Vec<Document>, Vec<ManifestError>> {
+    match parse_documents_fast(file_label, text.clone(), false) {
         Some(docs) => {
             let mut docs: Vec<Document> = docs.into_iter().map(|(d, _)| d).collect();
             docs.shrink_to_fit();
             Ok(docs)
         }
-        None => parse_documents_positioned(file_label, text),
+        None => parse_documents_positioned(file_label, &text),
     }
 }
 
@@ -245,7 +257,7 @@ pub fn parse_documents_and_values(
     file_label: &str,
     text: &str,
 ) -> Result<Vec<(Document, Value)>, Vec<ManifestError>> {
-    if let Some(docs) = parse_documents_fast(file_label, text, true) {
+    if let Some(docs) = parse_documents_fast(file_label, text.into(), true) {
         return Ok(docs
             .into_iter()
             .map(|(d, v)| (d, v.unwrap_or(Value::Null)))
@@ -271,14 +283,15 @@ pub fn parse_documents_and_values(
 /// `keep_values`: each document also comes with its value before typing.
 fn parse_documents_fast(
     file_label: &str,
-    text: &str,
+    text: Arc<str>,
     keep_values: bool,
 ) -> Option<Vec<(Document, Option<Value>)>> {
     let source = Arc::new(Source {
         file: file_label.to_string(),
-        text: text.to_string(),
+        text,
         roots: OnceLock::new(),
     });
+    let file: Arc<str> = file_label.into();
     let mut docs = Vec::new();
     // Each document typed as soon as it is read: its value is dropped
     // before the next one is built (issue 30).
@@ -294,7 +307,7 @@ fn parse_documents_fast(
             return false;
         };
         let mut doc = Document {
-            file: file_label.to_string(),
+            file: file.clone(),
             index,
             manifest,
             root: Positions::None,
@@ -308,7 +321,7 @@ fn parse_documents_fast(
         docs.push((doc, kept));
         true
     };
-    if !yaml::read_fast_each(text, &mut each) {
+    if !yaml::read_fast_each(&source.text, &mut each) {
         return None;
     }
     docs.shrink_to_fit();
@@ -323,6 +336,7 @@ fn parse_documents_positioned(
     let read = yaml::read_positioned(file_label, text);
     let mut errors = read.errors;
     let mut docs = Vec::new();
+    let file: Arc<str> = file_label.into();
     for tree in read.docs {
         if !tree.problems.is_empty() {
             errors.extend(tree.problems);
@@ -337,7 +351,7 @@ fn parse_documents_positioned(
         match typing::type_document(&locator, tree.value) {
             Ok(manifest) => {
                 let doc = Document {
-                    file: file_label.to_string(),
+                    file: file.clone(),
                     index: tree.index,
                     manifest,
                     root: Positions::Tree(tree.positions),
@@ -384,7 +398,7 @@ mod tests {
     #[test]
     fn fast_and_positioned_loaders_agree() {
         let text = "# c\n---\napiVersion: pam.dev/v1\nkind: Project\nmetadata: {name: web}\nspec: {displayName: \"Web\"}\n---\n---\napiVersion: pam.dev/v1\nkind: Task\nmetadata:\n  name: a\n  project: web\n  labels: &l {tier: '1'}\nspec:\n  title: A\n  sortOrder: 3\n  parent: b\n";
-        let fast: Vec<Document> = parse_documents_fast("f.yaml", text, false)
+        let fast: Vec<Document> = parse_documents_fast("f.yaml", text.into(), false)
             .expect("fast path")
             .into_iter()
             .map(|(d, v)| {
@@ -421,7 +435,10 @@ mod tests {
             "? [a]\n: b\n",
             "a: *nope\n",
         ] {
-            assert!(parse_documents_fast("f.yaml", bad, true).is_none(), "{bad}");
+            assert!(
+                parse_documents_fast("f.yaml", bad.into(), true).is_none(),
+                "{bad}"
+            );
             assert!(parse_documents("f.yaml", bad).is_err(), "{bad}");
         }
     }

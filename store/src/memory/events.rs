@@ -19,7 +19,7 @@ impl EventTx for MemTx {
             created_at: now,
         };
         s.events.insert(ev.seq, ev.clone());
-        self.events.push(ev.clone());
+        self.events.push(&ev);
         Ok(ev)
     }
 
@@ -34,7 +34,7 @@ impl EventTx for MemTx {
     }
 
     async fn events_before_own(&mut self, after: i64) -> StoreResult<Vec<Event>> {
-        let Some(first) = self.events.first().map(|e| e.seq) else {
+        let Some(first) = self.events.first_seq() else {
             return Ok(Vec::new());
         };
         Ok(self

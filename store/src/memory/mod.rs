@@ -33,8 +33,9 @@ use uuid::Uuid;
 pub(crate) use crate::prelude::*;
 #[allow(unused_imports)]
 pub(crate) use crate::{
-    short_id, ApiToken, Event, Host, OwnedObject, Project, Run, RunFilter, RunUpdate, SignalMarker,
-    Source, SourceObject, SourceStatus, StoreError, StoreResult, Target, TokenKind, WorkItem,
+    short_id, ApiToken, Event, Host, Journaled, OwnedObject, Project, Run, RunFilter, RunUpdate,
+    SignalMarker, Source, SourceObject, SourceStatus, StoreError, StoreResult, Target, TokenKind,
+    WorkItem,
 };
 
 #[derive(Clone, Default)]
@@ -91,7 +92,7 @@ impl Store for MemStore {
         Ok(Box::new(MemTx {
             guard,
             work,
-            events: Vec::new(),
+            events: Journaled::default(),
         }))
     }
 
@@ -103,7 +104,7 @@ impl Store for MemStore {
 struct MemTx {
     guard: OwnedMutexGuard<State>,
     work: State,
-    events: Vec<Event>,
+    events: Journaled,
 }
 
 fn not_found(what: &str, id: Uuid) -> StoreError {
@@ -234,7 +235,7 @@ fn take(limit: i64) -> usize {
 
 #[async_trait]
 impl Tx for MemTx {
-    async fn commit(self: Box<Self>) -> StoreResult<Vec<Event>> {
+    async fn commit(self: Box<Self>) -> StoreResult<Journaled> {
         let MemTx {
             mut guard,
             work,
@@ -246,7 +247,7 @@ impl Tx for MemTx {
         Ok(events)
     }
 
-    fn pending_events(&self) -> &[Event] {
+    fn pending_events(&self) -> &Journaled {
         &self.events
     }
 }

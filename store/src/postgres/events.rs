@@ -21,7 +21,7 @@ impl EventTx for PgTx {
         .await
         .map_err(db_err)?;
         let ev = event_from_row(&row)?;
-        self.events.push(ev.clone());
+        self.events.push(&ev);
         Ok(ev)
     }
 
@@ -46,36 +46,38 @@ impl EventTx for PgTx {
             // WITH ORDINALITY + ORDER BY: rows are inserted, and their seqs
             // drawn, in input order; only the seqs come back (the topics
             // and payloads are ours: no JSON to decode again).
+            // Each payload is written out once: its text is both the
+            // parameter and what the transaction keeps until commit
+            // (`Journaled`, issue 30).
+            let texts: Vec<String> = chunk.iter().map(|(_, p)| p.to_string()).collect();
             let mut seqs: Vec<i64> = sqlx::query_scalar(
                 "INSERT INTO events (topic, payload, created_at) \
-                 SELECT t, p, $3 FROM UNNEST($1::text[], $2::jsonb[]) WITH ORDINALITY AS u(t, p, i) \
+                 SELECT t, p::jsonb, $3 FROM UNNEST($1::text[], $2::text[]) WITH ORDINALITY AS u(t, p, i) \
                  ORDER BY i RETURNING seq",
             )
             .bind(chunk.iter().map(|(t, _)| *t).collect::<Vec<_>>())
-            .bind(chunk.iter().map(|(_, p)| p).collect::<Vec<_>>())
+            .bind(&texts)
             .bind(now)
             .fetch_all(self.conn())
             .await
             .map_err(db_err)?;
             seqs.sort_unstable();
-            out.extend(
-                seqs.into_iter()
-                    .zip(chunk)
-                    .map(|(seq, (topic, payload))| Event {
-                        seq,
-                        topic: topic.to_string(),
-                        payload,
-                        created_at,
-                    }),
-            );
+            for ((seq, (topic, payload)), text) in seqs.into_iter().zip(chunk).zip(texts) {
+                self.events.push_text(seq, topic, text, created_at);
+                out.push(Event {
+                    seq,
+                    topic: topic.to_string(),
+                    payload,
+                    created_at,
+                });
+            }
         }
-        self.events.extend(out.iter().cloned());
         Ok(out)
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn events_before_own(&mut self, after: i64) -> StoreResult<Vec<Event>> {
-        let Some(first) = self.events.first().map(|e| e.seq) else {
+        let Some(first) = self.events.first_seq() else {
             return Ok(Vec::new());
         };
         let rows = sqlx::query(

@@ -26,9 +26,9 @@ use uuid::Uuid;
 pub(crate) use crate::prelude::*;
 #[allow(unused_imports)]
 pub(crate) use crate::{
-    short_id, ApiToken, Event, Host, Labels, Meta, OwnedObject, Project, Run, RunFilter, RunUpdate,
-    RunUsage, SignalMarker, Source, SourceObject, SourceStatus, StoreError, StoreResult, Target,
-    TokenKind, Usage, WorkItem,
+    short_id, ApiToken, Event, Host, Journaled, Labels, Meta, OwnedObject, Project, Run, RunFilter,
+    RunUpdate, RunUsage, SignalMarker, Source, SourceObject, SourceStatus, StoreError, StoreResult,
+    Target, TokenKind, Usage, WorkItem,
 };
 
 #[allow(unused_imports)]
@@ -84,7 +84,7 @@ impl Store for PgStore {
         let tx = self.pool.begin().await.map_err(db_err)?;
         Ok(Box::new(PgTx {
             tx,
-            events: Vec::new(),
+            events: Journaled::default(),
             event_lock: false,
             instance: self.instance,
         }))
@@ -156,7 +156,7 @@ impl Store for PgStore {
 struct PgTx {
     tx: Transaction<'static, Postgres>,
     /// Events appended so far, returned by commit.
-    events: Vec<Event>,
+    events: Journaled,
     /// Whether this transaction holds the event-order lock.
     event_lock: bool,
     /// The store's [`PgStore::instance`].
@@ -408,14 +408,14 @@ impl PgTx {
 #[async_trait]
 impl Tx for PgTx {
     #[tracing::instrument(level = "debug", skip_all)]
-    async fn commit(self: Box<Self>) -> StoreResult<Vec<Event>> {
+    async fn commit(self: Box<Self>) -> StoreResult<Journaled> {
         let mut me = *self;
-        if let Some(last) = me.events.last() {
+        if let Some(last) = me.events.last_seq() {
             // Delivered at commit, in commit order: other pamd replicas
             // read the journal after what they have (Store::journal_wakeups).
             sqlx::query("SELECT pg_notify($1, $2)")
                 .bind(JOURNAL_CHANNEL)
-                .bind(format!("{} {}", me.instance, last.seq))
+                .bind(format!("{} {}", me.instance, last))
                 .execute(&mut *me.tx)
                 .await
                 .map_err(db_err)?;
@@ -428,7 +428,7 @@ impl Tx for PgTx {
         !self.events.is_empty()
     }
 
-    fn pending_events(&self) -> &[Event] {
+    fn pending_events(&self) -> &Journaled {
         &self.events
     }
 }

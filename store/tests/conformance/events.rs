@@ -99,9 +99,10 @@ pub async fn append_events_batch(s: &dyn Store) {
     }
     assert!(first.seq < evs[0].seq);
     assert!(evs.windows(2).all(|w| w[0].seq < w[1].seq));
-    let committed = tx.commit().await.unwrap();
+    let committed = tx.commit().await.unwrap().to_vec();
     assert_eq!(committed.len(), 8, "commit returns every appended event");
     assert_eq!(ids_i64(&committed[1..]), ids_i64(&evs));
+    assert_eq!(committed[1..], evs[..], "payloads come back as appended");
     let mut tx = s.begin().await.unwrap();
     assert_eq!(
         ids_i64(&tx.events_after(first.seq, 100).await.unwrap()),

@@ -190,11 +190,7 @@ pub async fn pending_events_are_the_transactions_own(s: &dyn Store) {
     tx.append_events(vec![("project.updated", json!({"n": 2}))], t(1))
         .await
         .unwrap();
-    let topics: Vec<&str> = tx
-        .pending_events()
-        .iter()
-        .map(|e| e.topic.as_str())
-        .collect();
+    let topics: Vec<String> = tx.pending_events().iter().map(|e| e.topic).collect();
     assert_eq!(topics, ["project.created", "project.updated"]);
     let committed = tx.commit().await.unwrap();
     assert_eq!(committed.len(), 2);

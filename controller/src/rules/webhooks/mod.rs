@@ -156,9 +156,9 @@ pub async fn enqueue(tx: &mut dyn Tx, now: DateTime<Utc>, link_base: &str) -> St
         })
         .collect();
     let mut matched: Vec<(usize, Event)> = Vec::new();
-    for e in tx.pending_events() {
+    for e in tx.pending_events().iter() {
         for (i, (_, f)) in filters.iter().enumerate() {
-            if f.keeps(e) {
+            if f.keeps(&e) {
                 matched.push((i, e.clone()));
             }
         }
