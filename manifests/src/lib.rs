@@ -13,6 +13,7 @@ pub mod schema;
 pub mod state;
 pub mod urls;
 pub mod validate;
+pub mod versions;
 
 pub use error::ManifestError;
 pub use kinds::{Kind, Manifest};
