@@ -98,6 +98,8 @@ async fn version_of(
 }
 
 /// Free bytes (for an unprivileged user) on the volume holding `dir`.
+// The field types are u64 on Linux, narrower on macOS.
+#[allow(clippy::unnecessary_cast)]
 fn free_bytes(dir: &Path) -> Option<u64> {
     let s = nix::sys::statvfs::statvfs(dir).ok()?;
     Some((s.blocks_available() as u64).saturating_mul(s.fragment_size() as u64))

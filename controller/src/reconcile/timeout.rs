@@ -77,30 +77,35 @@ pub async fn sweep(ctx: &Ctx) -> anyhow::Result<(usize, usize)> {
     }
     let (mut timed_out, mut stopped) = (0, 0);
     let mut seen = Vec::new();
-    for run in pending {
+    let mut shapes = std::collections::HashMap::new();
+    for run in &pending {
         if run.stop_requested {
-            if ignore_conflict(runs::lifecycle::stop_pending(tx.as_mut(), &run, now).await)?
+            if ignore_conflict(runs::lifecycle::stop_pending(tx.as_mut(), run, now).await)?
                 .is_some()
             {
                 stopped += 1;
             }
             continue;
         }
-        let placed = fleet.place(&run);
+        let placed = fleet.place(run, &mut shapes);
         let matched = placed.eligible_match;
         if matched && !run.eligible_host_seen {
             seen.push(run.id);
         }
+        let over_budget;
         let (reason, message) = match held.get(&run.project_id) {
-            Some(project) => (
-                pam_manifests::conditions::SCHEDULED_BUDGET_EXCEEDED,
-                format!("project {project} is over its budget"),
-            ),
-            None => (placed.reason, placed.message),
+            Some(project) => {
+                over_budget = format!("project {project} is over its budget");
+                (
+                    pam_manifests::conditions::SCHEDULED_BUDGET_EXCEEDED,
+                    over_budget.as_str(),
+                )
+            }
+            None => (placed.reason, placed.message.as_str()),
         };
         if !observing || held.contains_key(&run.project_id) {
             ignore_conflict(
-                placement::set_scheduled(tx.as_mut(), &run, reason, &message, now).await,
+                placement::set_scheduled(tx.as_mut(), run, reason, message, now).await,
             )?;
             continue;
         }
@@ -121,10 +126,10 @@ pub async fn sweep(ctx: &Ctx) -> anyhow::Result<(usize, usize)> {
             .map_or(since, |at: &chrono::DateTime<chrono::Utc>| since.max(*at));
         if now < since + timeout {
             ignore_conflict(
-                placement::set_scheduled(tx.as_mut(), &run, reason, &message, now).await,
+                placement::set_scheduled(tx.as_mut(), run, reason, message, now).await,
             )?;
         } else if ignore_conflict(
-            runs::lifecycle::time_out(tx.as_mut(), &run, matched, &message, now).await,
+            runs::lifecycle::time_out(tx.as_mut(), run, matched, message, now).await,
         )?
         .is_some()
         {

@@ -43,11 +43,13 @@ enum Why {
 /// its live-run count from one statement, so placing a run costs no query.
 pub struct Fleet<'a> {
     hosts: Vec<FleetHost<'a>>,
-    /// Placements by the run's shape (target, provider, requirement):
-    /// pending runs mostly share a few, so the hosts are scanned once per
-    /// shape, not per run.
-    cache: std::cell::RefCell<HashMap<(Target, String, Option<String>), Placement>>,
 }
+
+/// A run's shape: what placing it depends on (target, provider,
+/// requirement). Pending runs mostly share a few, so a pass keeps its
+/// placements by shape ([`Fleet::place`]) and scans the hosts once per
+/// shape, not per run.
+pub type Shape<'r> = (&'r Target, &'r str, Option<&'r str>);
 
 struct FleetHost<'a> {
     host: &'a Host,
@@ -88,21 +90,24 @@ impl<'a> Fleet<'a> {
                     observed: observed(h),
                 })
                 .collect(),
-            cache: Default::default(),
         }
     }
 
-    /// Places `run` (pending) against every host.
-    pub fn place(&self, run: &Run) -> Placement {
+    /// Places `run` (pending) against every host, or finds the placement
+    /// of its shape in `shapes` (this pass's).
+    pub fn place<'c, 'r>(
+        &self,
+        run: &'r Run,
+        shapes: &'c mut HashMap<Shape<'r>, Placement>,
+    ) -> &'c Placement {
         let req = provider_version(run);
-        let key = (
-            run.target.clone(),
-            run.provider.clone(),
-            req.map(str::to_string),
-        );
-        if let Some(p) = self.cache.borrow().get(&key) {
-            return p.clone();
-        }
+        shapes
+            .entry((&run.target, run.provider.as_str(), req))
+            .or_insert_with(|| self.scan(run, req))
+    }
+
+    /// [`Fleet::place`] without the shapes: every host, once.
+    fn scan(&self, run: &Run, req: Option<&str>) -> Placement {
         let mut counts: HashMap<Why, usize> = HashMap::new();
         let (mut able, mut eligible_match) = (0, false);
         for fh in &self.hosts {
@@ -138,7 +143,7 @@ impl<'a> Fleet<'a> {
             message.push_str(": ");
             message.push_str(&said.join(", "));
         }
-        let p = Placement {
+        Placement {
             able,
             eligible_match,
             reason: if able == 0 {
@@ -147,9 +152,7 @@ impl<'a> Fleet<'a> {
                 c::SCHEDULED_WAITING_FOR_CLAIM
             },
             message,
-        };
-        self.cache.borrow_mut().insert(key, p.clone());
-        p
+        }
     }
 }
 
@@ -304,14 +307,19 @@ mod tests {
             host("e", &["exec"]),
         ];
         let fleet = Fleet::new(&hosts, &[(full.id, 1)], |_| true);
-        let p = fleet.place(&run("claude", Target::Any));
+        let (claude, exec) = (
+            run("claude", Target::Any),
+            run("exec", Target::Host("d".into())),
+        );
+        let mut shapes = HashMap::new();
+        let p = fleet.place(&claude, &mut shapes).clone();
         assert_eq!(p.reason, "Unschedulable");
         assert_eq!(
             p.message,
             "0/5 hosts can run it: 2 lack provider claude, 1 at capacity, 1 cordoned, 1 offline"
         );
         assert!(p.eligible_match, "the full host has claude");
-        let p = fleet.place(&run("exec", Target::Host("d".into())));
+        let p = fleet.place(&exec, &mut shapes);
         assert_eq!(p.reason, "WaitingForClaim");
         assert_eq!(
             p.message,
