@@ -53,12 +53,22 @@ pub async fn sweep(ctx: &Ctx) -> anyhow::Result<(usize, usize)> {
     let observing = ctx.observed_a_full_window(now);
     let since = ctx.observing_since();
     let all_hosts = tx.list_hosts().await?;
-    let live = tx.count_live_runs_per_host().await?;
     // Before a full window, an `online` host this pamd has not heard from
     // is inherited state, not an observation.
-    let fleet = placement::Fleet::new(&all_hosts, &live, |h| {
+    let observed = |h: &pam_store::Host| {
         hosts::eligible(h) && (observing || h.last_seen_at.is_some_and(|t| t >= since))
-    });
+    };
+    let mut fleet = placement::Fleet::new(&all_hosts, None, observed);
+    let mut shapes = std::collections::HashMap::new();
+    for run in &pending {
+        fleet.place(run, &mut shapes);
+    }
+    // Live-run counts only when some host got as far as its capacity.
+    if fleet.needs_counts() {
+        let live = tx.count_live_runs_per_host().await?;
+        fleet = placement::Fleet::new(&all_hosts, Some(&live), observed);
+        shapes.clear();
+    }
     // Issue 21: a project over its budget holds its pending runs on
     // purpose (until the budget is raised): no dispatch timeout for them,
     // and once released their window opens again at the release.
@@ -77,7 +87,6 @@ pub async fn sweep(ctx: &Ctx) -> anyhow::Result<(usize, usize)> {
     }
     let (mut timed_out, mut stopped) = (0, 0);
     let mut seen = Vec::new();
-    let mut shapes = std::collections::HashMap::new();
     for run in &pending {
         if run.stop_requested {
             if ignore_conflict(runs::lifecycle::stop_pending(tx.as_mut(), run, now).await)?

@@ -43,6 +43,11 @@ enum Why {
 /// its live-run count from one statement, so placing a run costs no query.
 pub struct Fleet<'a> {
     hosts: Vec<FleetHost<'a>>,
+    /// Whether the live-run counts were given ([`Fleet::new`]).
+    counted: bool,
+    /// A placement reached a host's capacity check without the counts:
+    /// the pass counts and places again ([`Fleet::needs_counts`]).
+    needs_counts: std::cell::Cell<bool>,
 }
 
 /// A run's shape: what placing it depends on (target, provider,
@@ -76,10 +81,18 @@ pub struct Placement {
 }
 
 impl<'a> Fleet<'a> {
-    /// `live`: [`pam_store::HostTx::count_live_runs_per_host`];
-    /// `observed`: whether a host's `online` counts as seen by this pamd.
-    pub fn new(hosts: &'a [Host], live: &[(Uuid, i64)], observed: impl Fn(&Host) -> bool) -> Self {
-        let live: HashMap<Uuid, i64> = live.iter().copied().collect();
+    /// `live`: [`pam_store::HostTx::count_live_runs_per_host`], `None`
+    /// until a placement needs it (then [`Fleet::needs_counts`]): a fleet
+    /// where no host gets as far as its capacity for any run is placed
+    /// without that query. `observed`: whether a host's `online` counts
+    /// as seen by this pamd.
+    pub fn new(
+        hosts: &'a [Host],
+        live: Option<&[(Uuid, i64)]>,
+        observed: impl Fn(&Host) -> bool,
+    ) -> Self {
+        let counted = live.is_some();
+        let live: HashMap<Uuid, i64> = live.unwrap_or_default().iter().copied().collect();
         Fleet {
             hosts: hosts
                 .iter()
@@ -90,7 +103,15 @@ impl<'a> Fleet<'a> {
                     observed: observed(h),
                 })
                 .collect(),
+            counted,
+            needs_counts: std::cell::Cell::new(false),
         }
+    }
+
+    /// Some placement needed the live-run counts this fleet was built
+    /// without: build it again with them and place again.
+    pub fn needs_counts(&self) -> bool {
+        self.needs_counts.get()
     }
 
     /// Places `run` (pending) against every host, or finds the placement
@@ -126,6 +147,9 @@ impl<'a> Fleet<'a> {
                 Some(Why::LacksVersion)
             } else {
                 eligible_match |= fh.observed;
+                if !self.counted {
+                    self.needs_counts.set(true);
+                }
                 (fh.live >= i64::from(h.capacity)).then_some(Why::AtCapacity)
             };
             match why {
@@ -306,7 +330,11 @@ mod tests {
             host("d", &["exec"]),
             host("e", &["exec"]),
         ];
-        let fleet = Fleet::new(&hosts, &[(full.id, 1)], |_| true);
+        let uncounted = Fleet::new(&hosts, None, |_| true);
+        let any_exec = run("exec", Target::Any);
+        uncounted.place(&any_exec, &mut HashMap::new());
+        assert!(uncounted.needs_counts(), "exec reaches d's capacity check");
+        let fleet = Fleet::new(&hosts, Some(&[(full.id, 1)]), |_| true);
         let (claude, exec) = (
             run("claude", Target::Any),
             run("exec", Target::Host("d".into())),
