@@ -82,6 +82,8 @@ pub fn parse_session_name(s: &str) -> Result<&str, InvalidSessionName> {
     }
 }
 
+pub use crate::capabilities::{Capabilities, ProviderCapability};
+
 /// `POST /api/v1/workers/register`: a worker introduces itself at start.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RegisterRequest {
@@ -104,41 +106,6 @@ pub struct RegisterRequest {
     /// run every provider, as before capabilities existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capabilities: Option<Capabilities>,
-}
-
-/// What a worker reports it can run (issue 31): sent at registration and
-/// again whenever it changes (the worker checks on a cadence and on
-/// SIGHUP). Dispatch gives a host only runs whose provider is listed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Capabilities {
-    /// The providers whose command was found and started (`exec` always:
-    /// a run brings its own command).
-    #[serde(default)]
-    pub providers: Vec<ProviderCapability>,
-    /// Free bytes on the volume of the worker's data dir, where the runs'
-    /// logs live; absent when it could not be read.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub workspace_free_bytes: Option<u64>,
-}
-
-impl Capabilities {
-    /// The entry for `provider`, if the host has it.
-    pub fn provider(&self, provider: &str) -> Option<&ProviderCapability> {
-        self.providers.iter().find(|p| p.name == provider)
-    }
-}
-
-/// One provider a host can start.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ProviderCapability {
-    /// The provider's name (`claude`, `codex`, `gemini`, `grok`, `exec`).
-    pub name: String,
-    /// The first x.y.z of its `--version` output; absent when it printed
-    /// none.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub version: Option<String>,
 }
 
 /// The controller's answer to a [`RegisterRequest`].
