@@ -218,3 +218,59 @@ async fn a_bad_capability_report_is_refused_and_the_previous_stays() {
     }
     assert_eq!(host(&pamd, "h1").await["status"]["capabilities"], before);
 }
+
+/// A CLI installed after the worker started is reported on SIGHUP (the
+/// worker checks again and registers with the change), and the worker
+/// lives on.
+#[tokio::test]
+async fn a_cli_installed_later_is_reported_on_sighup() {
+    let pamd = Pamd::start(PamdOptions {
+        config_toml: FAST_PAMD_TOML.to_string(),
+        ..PamdOptions::default()
+    })
+    .await
+    .unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    let script = scratch.path().join("claude");
+    let toml = format!(
+        "{FAST_WORKER_TOML}[providers.claude]\ncommand = {}\n",
+        json!([script.display().to_string(), "-p", "{prompt}"])
+    );
+    let token = create_worker_token(&pamd, "h1").await.unwrap();
+    let mut w = Worker::start_with_token(&pamd.url, &token, "h1", &toml).unwrap();
+    wait_online(&pamd, "h1").await;
+    let names = |caps: &Value| -> Vec<String> {
+        caps["providers"]
+            .as_array()
+            .map(|ps| {
+                ps.iter()
+                    .filter_map(|p| p["name"].as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let before = host(&pamd, "h1").await["status"]["capabilities"].clone();
+    assert!(!names(&before).contains(&"claude".to_string()), "{before}");
+
+    std::fs::write(&script, "#!/bin/sh\necho 'claude-code 3.0.1'\n").unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let pid = w.pid().unwrap().to_string();
+    assert!(std::process::Command::new("kill")
+        .args(["-HUP", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let caps = eventually(T, "claude reported after SIGHUP", || async {
+        let caps = host(&pamd, "h1").await["status"]["capabilities"].clone();
+        names(&caps).contains(&"claude".to_string()).then_some(caps)
+    })
+    .await;
+    assert!(
+        caps["providers"]
+            .as_array()
+            .unwrap()
+            .contains(&json!({"name": "claude", "version": "3.0.1"})),
+        "{caps}"
+    );
+    assert!(w.exited().is_none(), "SIGHUP must not end the worker");
+}
