@@ -92,6 +92,7 @@ impl World {
             disabled: false,
             dispatch_labels: Default::default(),
             worker_labels: Default::default(),
+            capabilities: None,
             meta: Meta::default(),
             created_at: now,
             updated_at: now,

@@ -82,6 +82,7 @@ impl World {
             disabled: false,
             dispatch_labels,
             worker_labels: Default::default(),
+            capabilities: None,
             meta: Meta::default(),
             created_at: now,
             updated_at: now,

@@ -68,6 +68,7 @@ async fn host(ctx: &Ctx) -> Host {
         disabled: false,
         dispatch_labels: Default::default(),
         worker_labels: Default::default(),
+        capabilities: None,
         meta: Meta::default(),
         created_at: now,
         updated_at: now,

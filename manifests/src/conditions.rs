@@ -22,3 +22,18 @@ pub const BLOCKED: &str = "Blocked";
 pub const INTEGRITY_ANOMALY: &str = "IntegrityAnomaly";
 /// A run: a Secret its environment names does not exist yet (issue 18).
 pub const SECRET_MISSING: &str = "SecretMissing";
+/// A pending run: why it has not been placed on a host yet (issue 31).
+/// `False` while it waits, with one of the `SCHEDULED_*` reasons below and
+/// a message counted over the hosts (`0/5 hosts can run it: 2 lack
+/// provider claude, 1 cordoned`); the one place these reasons are named.
+pub const SCHEDULED: &str = "Scheduled";
+/// [`SCHEDULED`]: no host can run it now (the message counts why per host).
+pub const SCHEDULED_UNSCHEDULABLE: &str = "Unschedulable";
+/// [`SCHEDULED`]: some host can run it; it waits for that host's claim.
+pub const SCHEDULED_WAITING_FOR_CLAIM: &str = "WaitingForClaim";
+/// [`SCHEDULED`]: its task waits for dependencies ([`BLOCKED`]).
+pub const SCHEDULED_BLOCKED_BY_DEPENDENCIES: &str = "BlockedByDependencies";
+/// [`SCHEDULED`]: a Secret it names is missing ([`SECRET_MISSING`]).
+pub const SCHEDULED_SECRET_MISSING: &str = "SecretMissing";
+/// [`SCHEDULED`]: its project is over budget ([`BUDGET_EXCEEDED`]).
+pub const SCHEDULED_BUDGET_EXCEEDED: &str = "BudgetExceeded";

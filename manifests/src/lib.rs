@@ -1,6 +1,7 @@
 //! pam's manifest layer: kinds, names, state machines, positioned YAML
 //! loading, batch validation and JSON Schemas. No I/O, no tokio.
 
+pub mod capabilities;
 pub mod conditions;
 pub mod duration;
 pub mod error;
@@ -13,6 +14,7 @@ pub mod schema;
 pub mod state;
 pub mod urls;
 pub mod validate;
+pub mod versions;
 pub mod words;
 
 pub use error::ManifestError;

@@ -82,6 +82,8 @@ pub fn parse_session_name(s: &str) -> Result<&str, InvalidSessionName> {
     }
 }
 
+pub use crate::capabilities::{Capabilities, ProviderCapability};
+
 /// `POST /api/v1/workers/register`: a worker introduces itself at start.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RegisterRequest {
@@ -99,6 +101,11 @@ pub struct RegisterRequest {
     pub labels: BTreeMap<String, String>,
     /// The worker's version (`CARGO_PKG_VERSION`), for the operator's eyes.
     pub version: String,
+    /// What this host can run (issue 31). Absent (an older worker): pamd
+    /// keeps what it knew, and a host that never reported any is taken to
+    /// run every provider, as before capabilities existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capabilities: Option<Capabilities>,
 }
 
 /// The controller's answer to a [`RegisterRequest`].

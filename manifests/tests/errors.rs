@@ -60,7 +60,7 @@ fn unknown_field() {
     let text = RUN.replace("  cwd: /src\n", "  cwd: /src\n  retries: 2\n");
     assert_eq!(
         load_errors("run.yaml", &text),
-        ["run.yaml: document 0, line 11, column 3: spec.retries: unknown field, expected one of `task`, `provider`, `prompt`, `cwd`, `target`, `restartPolicy`, `dispatchTimeoutSeconds`, `stopped`, `command`, `budget`, `env`, `envFrom`"]
+        ["run.yaml: document 0, line 11, column 3: spec.retries: unknown field, expected one of `task`, `provider`, `providerVersion`, `prompt`, `cwd`, `target`, `restartPolicy`, `dispatchTimeoutSeconds`, `stopped`, `command`, `budget`, `env`, `envFrom`"]
     );
     let text = RUN.replace(
         "    maxAttempts: 3\n",
@@ -764,4 +764,27 @@ spec:
         .filter(|e| e.contains("worker.pam.dev"))
         .collect();
     assert!(errors.is_empty(), "{errors:?}");
+}
+
+/// Issue 31: `spec.providerVersion` must be a version requirement; the
+/// error is at its file:line.
+#[test]
+fn provider_version_that_is_not_a_requirement() {
+    let text = RUN.replace("  cwd: /src\n", "  cwd: /src\n  providerVersion: newest\n");
+    let errors = load_errors("r.yaml", &text);
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(
+        errors[0].starts_with("r.yaml: document 0, line 11, column "),
+        "{errors:?}"
+    );
+    assert!(errors[0].contains(": spec.providerVersion: "), "{errors:?}");
+    assert!(
+        errors[0].contains("\"newest\" is not a version requirement"),
+        "{errors:?}"
+    );
+    let ok = RUN.replace(
+        "  cwd: /src\n",
+        "  cwd: /src\n  providerVersion: \">=1.2, <3\"\n",
+    );
+    assert_eq!(load("r.yaml", &ok).len(), 1);
 }

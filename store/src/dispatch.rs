@@ -9,13 +9,65 @@
 //! dispatchable (`dispatchable_since` set: its dependencies were done when
 //! it was last gated, issue 17), its target matches the host
 //! ([`crate::Target::matches`]), none of its task's dependencies is undone,
-//! no Secret it names is missing (issue 18) and its project is not over
-//! budget (issue 21). The host itself must be [`host_eligible`]; capacity
-//! is the claim's `limit`.
+//! no Secret it names is missing (issue 18), its project is not over
+//! budget (issue 21) and the host has its provider, at the version
+//! `spec.providerVersion` asks for ([`host_has_provider`], issue 31). The
+//! host itself must be [`host_eligible`]; capacity is the claim's `limit`.
 
 use pam_manifests::state::{HostStatus, RunStatus};
 
 use crate::{Host, Run};
+
+/// A run's `spec.providerVersion` (issue 31): the semver requirement a
+/// host's reported version of its provider must meet.
+pub fn provider_version(r: &Run) -> Option<&str> {
+    r.meta.spec.get("providerVersion").and_then(|v| v.as_str())
+}
+
+/// Whether `host` can start `provider` at a version meeting `req` (issue
+/// 31). A host whose worker never reported capabilities (an older worker)
+/// is taken to have every provider, as before capabilities existed, but
+/// no known version: it meets no requirement.
+pub fn host_has_provider(host: &Host, provider: &str, req: Option<&str>) -> bool {
+    match (&host.capabilities, req) {
+        (None, None) => true,
+        (None, Some(_)) => false,
+        (Some(caps), req) => caps.provider(provider).is_some_and(|p| {
+            req.is_none_or(|req| pam_manifests::versions::satisfies(p.version.as_deref(), req))
+        }),
+    }
+}
+
+/// The key [`CLAIMABLE_SQL`] looks a (provider, requirement) pair up by in
+/// `$7`, the pairs the host meets ([`requirements_met`]).
+pub fn requirement_key(provider: &str, req: &str) -> String {
+    format!("{provider} {req}")
+}
+
+/// Of the (provider, requirement) pairs pending runs ask for, the keys
+/// ([`requirement_key`]) of those `host` meets: PostgreSQL cannot read a
+/// semver requirement, so the claim decides them here, once per distinct
+/// pair, by the same [`host_has_provider`].
+pub fn requirements_met(host: &Host, pairs: &[(String, String)]) -> Vec<String> {
+    pairs
+        .iter()
+        .filter(|(provider, req)| host_has_provider(host, provider, Some(req)))
+        .map(|(provider, req)| requirement_key(provider, req))
+        .collect()
+}
+
+/// `$6` of [`CLAIMABLE_SQL`]: the names of the providers the host has, as
+/// a JSON array; `None` (SQL NULL) when it never reported any.
+pub fn providers_json(host: &Host) -> Option<serde_json::Value> {
+    host.capabilities.as_ref().map(|c| {
+        serde_json::Value::Array(
+            c.providers
+                .iter()
+                .map(|p| serde_json::Value::String(p.name.clone()))
+                .collect(),
+        )
+    })
+}
 
 /// A host may receive new runs when it is online, not disabled and not
 /// instance-suspect (OQ-14; pam-data-model.txt, "pending → failed").
@@ -44,10 +96,13 @@ pub fn run_claimable(r: &Run, host: &Host, waits: Waits) -> bool {
         && !waits.blocked
         && !waits.secret_missing
         && !waits.over_budget
+        && host_has_provider(host, &r.provider, provider_version(r))
 }
 
 /// [`run_claimable`] as a `WHERE` clause over `runs`: `$2` is the host's
-/// name, `$3` its labels ([`Host::labels`]) as JSON; `{blocked}` is
+/// name, `$3` its labels ([`Host::labels`]) as JSON, `$6` its providers
+/// ([`providers_json`]), `$7` the requirements it meets
+/// ([`requirements_met`]); `{blocked}` is
 /// replaced by the store's "task has an undone dependency" test of
 /// `runs.task_id`. The project's budget is the condition
 /// [`pam_manifests::conditions::BUDGET_EXCEEDED`].
@@ -58,7 +113,15 @@ pub const CLAIMABLE_SQL: &str = "status = 'pending' AND dispatchable_since IS NO
     AND NOT {blocked} \
     AND NOT EXISTS (SELECT 1 FROM run_secret_waits w WHERE w.run_id = runs.id) \
     AND NOT EXISTS (SELECT 1 FROM projects p WHERE p.id = runs.project_id \
-        AND p.conditions @> '[{\"type\":\"BudgetExceeded\",\"status\":\"True\"}]')";
+        AND p.conditions @> '[{\"type\":\"BudgetExceeded\",\"status\":\"True\"}]') \
+    AND (CASE WHEN runs.spec ? 'providerVersion' \
+         THEN $7::jsonb ? (runs.provider || ' ' || (runs.spec->>'providerVersion')) \
+         ELSE ($6::jsonb IS NULL OR $6::jsonb ? runs.provider) END)";
+
+/// The distinct (provider, requirement) pairs of pending runs that carry
+/// a `spec.providerVersion`: what [`requirements_met`] decides for a claim.
+pub const PENDING_REQUIREMENTS_SQL: &str = "SELECT DISTINCT provider, spec->>'providerVersion' \
+    FROM runs WHERE status = 'pending' AND spec ? 'providerVersion'";
 
 #[cfg(test)]
 mod tests {

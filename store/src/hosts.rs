@@ -4,6 +4,7 @@
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use pam_manifests::names::WORKER_LABEL_PREFIX;
+use pam_manifests::protocol::Capabilities;
 use pam_manifests::state::{HostStatus, Platform};
 use uuid::Uuid;
 
@@ -32,6 +33,11 @@ pub struct Host {
     /// key already under `worker.pam.dev/` (issue 30): a worker chooses
     /// these, so they never share a key with an operator's labels.
     pub worker_labels: Labels,
+    /// What the worker last reported it can run (issue 31); `None` until a
+    /// worker that reports capabilities registers — such a host is taken
+    /// to run every provider, as all hosts did before (see
+    /// [`crate::dispatch::host_has_provider`]).
+    pub capabilities: Option<Capabilities>,
     /// Desired (spec.disabled); status follows through the gate.
     pub disabled: bool,
     pub meta: Meta,
@@ -89,6 +95,10 @@ pub trait HostTx: Send {
     ) -> StoreResult<Host>;
     /// Online hosts whose last_seen_at is before `cutoff` (index-driven).
     async fn list_silent_hosts(&mut self, cutoff: DateTime<Utc>) -> StoreResult<Vec<Host>>;
+    /// How many live (spawning or running) runs each host has; hosts with
+    /// none are left out. One statement for the whole fleet: the dispatch
+    /// pass counts "at capacity" hosts from it (issue 31).
+    async fn count_live_runs_per_host(&mut self) -> StoreResult<Vec<(Uuid, i64)>>;
     /// How many hosts are in each status (statuses with none are left out).
     async fn count_hosts_by_status(&mut self) -> StoreResult<Vec<(HostStatus, i64)>>;
     /// Deletes a host; Invalid while any run references it (no cascade).

@@ -9,7 +9,7 @@ use uuid::Uuid;
 use crate::{short_id, Host, Labels, Meta, RunUsage, StoreError, StoreResult, Usage};
 
 /// Where a run may be dispatched.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub enum Target {
     /// Any eligible host.
     #[default]
@@ -27,12 +27,19 @@ impl Target {
     /// part of it.
     pub fn matches(&self, host: &Host) -> bool {
         match self {
+            Target::Selector(_) => self.matches_labels(&host.name, &host.labels()),
+            _ => self.matches_labels(&host.name, &Labels::new()),
+        }
+    }
+
+    /// [`Target::matches`] given the host's name and its labels
+    /// ([`Host::labels`]) already built: a pass over many runs builds
+    /// each host's label set once (issue 31).
+    pub fn matches_labels(&self, host_name: &str, labels: &Labels) -> bool {
+        match self {
             Target::Any => true,
-            Target::Host(name) => *name == host.name,
-            Target::Selector(sel) => {
-                let labels = host.labels();
-                sel.iter().all(|(k, v)| labels.get(k) == Some(v))
-            }
+            Target::Host(name) => name == host_name,
+            Target::Selector(sel) => sel.iter().all(|(k, v)| labels.get(k) == Some(v)),
         }
     }
 }

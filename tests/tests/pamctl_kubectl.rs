@@ -233,6 +233,23 @@ async fn get_forms_outputs_and_columns() {
     let pamd = pamd_with_tree().await;
     let runs = format!("{}---\n{}", run("r1", ""), run("r2", ""));
     ok(&pamd.pamctl_stdin(&["apply", "-f", "-"], Some(&runs)));
+    // Issue 31: a loop pass gives each pending run its REASON; wait for
+    // it, so the table below is the same every time.
+    pam_tests::eventually(
+        Duration::from_secs(30),
+        "the runs' Scheduled conditions",
+        || async {
+            let v = pamd.get("/api/v1/projects/demo/runs").await.ok()?;
+            let items = v["items"].as_array()?;
+            let scheduled = |r: &serde_json::Value| {
+                r["status"]["conditions"]
+                    .as_array()
+                    .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Scheduled"))
+            };
+            (items.len() == 2 && items.iter().all(scheduled)).then_some(())
+        },
+    )
+    .await;
     let s = settings();
     // KIND/NAME, several names, several kinds.
     assert_eq!(
@@ -248,9 +265,9 @@ async fn get_forms_outputs_and_columns() {
     );
     s.bind(|| {
         insta::assert_snapshot!(ok(&demo(&pamd, &["get", "runs,tasks", "--sort-by=.metadata.name"])), @r"
-        NAME   PHASE   ATTEMPT   HOST   PROVIDER   AGE
-        run/r1   pending   1   <none>   claude   [AGE]
-        run/r2   pending   1   <none>   claude   [AGE]
+        NAME   PHASE   ATTEMPT   HOST   PROVIDER   REASON   AGE
+        run/r1   pending   1   <none>   claude   Unschedulable   [AGE]
+        run/r2   pending   1   <none>   claude   Unschedulable   [AGE]
 
         NAME   TYPE   STATUS   PARENT   AGE
         task/build   task   todo   release   [AGE]

@@ -7,6 +7,7 @@
 //! stop_grace_seconds = 10
 //! snapshot_interval_ms = 1000
 //! capacity = 4                 # runs at once on this host
+//! capabilities_seconds = 300   # how often the providers are checked again (also on SIGHUP)
 //! labels = { gpu = "no" }      # shown and selected as worker.pam.dev/gpu=no
 //! ca_file = "/etc/pam/ca.pem"  # trust only this CA for https:// (--ca-file wins)
 //!
@@ -43,6 +44,10 @@ pub struct Config {
     /// How many runs this host runs at once (reported at registration; a
     /// Host manifest's capacity wins).
     pub capacity: u32,
+    /// Seconds between two checks of what this host can run (issue 31:
+    /// which providers' commands start, their versions, free bytes); a
+    /// change is reported to pamd at once. SIGHUP checks now.
+    pub capabilities_seconds: u64,
     /// Host labels reported at registration. pamd files each under
     /// `worker.pam.dev/` (a key with another prefix is refused), so they
     /// satisfy only selectors naming that key, never an operator's label
@@ -63,6 +68,7 @@ impl Default for Config {
             stop_grace_seconds: 10,
             snapshot_interval_ms: 1000,
             capacity: 4,
+            capabilities_seconds: 300,
             labels: BTreeMap::new(),
             providers: ProvidersConfig::default(),
             ca_file: None,
@@ -142,6 +148,7 @@ impl Config {
             ("tick_seconds", self.tick_seconds),
             ("snapshot_interval_ms", self.snapshot_interval_ms),
             ("capacity", u64::from(self.capacity)),
+            ("capabilities_seconds", self.capabilities_seconds),
         ] {
             anyhow::ensure!(v > 0, "{key} must be greater than 0");
         }

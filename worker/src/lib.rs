@@ -8,6 +8,7 @@
 
 pub mod agent;
 mod backoff;
+pub mod capabilities;
 pub mod config;
 pub mod instance;
 pub mod outbox;

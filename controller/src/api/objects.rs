@@ -15,7 +15,8 @@ use uuid::Uuid;
 use super::lookup::TaskDeps;
 use crate::clock::ts;
 use crate::rules::meta::manifest_labels as to_manifest_labels;
-use crate::rules::runs::{env, gate, usage};
+use crate::rules::runs::{env, gate, placement, usage};
+use pam_manifests::conditions;
 
 fn name(s: &str) -> Name {
     // Names in the store came through Name::parse (apply) or were made by
@@ -164,6 +165,16 @@ pub fn run(
 ) -> kinds::Run {
     let meta = if r.status == pam_manifests::state::RunStatus::Pending {
         let mut m = gate::with_blocked_condition(&r.meta, waiting_for, r.pending_since);
+        // Issue 31: a wait derived here is also why it is not scheduled
+        // (the one condition `get runs` shows as REASON).
+        if !waiting_for.is_empty() {
+            placement::derived(
+                &mut m,
+                conditions::SCHEDULED_BLOCKED_BY_DEPENDENCIES,
+                &format!("waiting for tasks: {}", waiting_for.join(", ")),
+                r.pending_since,
+            );
+        }
         // Issue 21: a pending run of a project over its budget waits for
         // the budget to be raised; derived when read, like Blocked.
         if let Some(why) = project_over_budget {
@@ -172,6 +183,12 @@ pub fn run(
                 usage::BUDGET_EXCEEDED,
                 true,
                 usage::BUDGET_EXCEEDED,
+                why,
+                r.pending_since,
+            );
+            placement::derived(
+                &mut m,
+                conditions::SCHEDULED_BUDGET_EXCEEDED,
                 why,
                 r.pending_since,
             );
@@ -184,6 +201,12 @@ pub fn run(
                 env::SECRET_MISSING,
                 true,
                 env::SECRET_MISSING,
+                why,
+                r.pending_since,
+            );
+            placement::derived(
+                &mut m,
+                conditions::SCHEDULED_SECRET_MISSING,
                 why,
                 r.pending_since,
             );
@@ -214,6 +237,7 @@ pub fn run(
         spec: kinds::RunSpec {
             task: name(task_name),
             provider,
+            provider_version: pam_store::dispatch::provider_version(r).map(str::to_string),
             prompt: r.prompt.clone(),
             cwd: r.cwd.clone(),
             target: match &r.target {
@@ -297,6 +321,7 @@ pub fn host(h: &store::Host, running: u32) -> kinds::Host {
             last_seen_at: h.last_seen_at.map(ts),
             running_runs: running,
             labels: h.labels().into_iter().collect(),
+            capabilities: h.capabilities.clone(),
             observed_generation: Some(h.meta.observed_generation),
             conditions: conditions(&h.meta),
         })),

@@ -63,6 +63,54 @@ pub fn register(req: &RegisterRequest) -> Result<(), ApiError> {
         LabelKey::worker_reported(k).map_err(|e| unprocessable(format!("labels: {e}")))?;
         LabelValue::parse(v).map_err(|e| unprocessable(format!("labels.{k}: {e}")))?;
     }
+    if let Some(caps) = &req.capabilities {
+        capabilities(caps)?;
+    }
+    Ok(())
+}
+
+/// A registration's capabilities (issue 31): each provider a known name,
+/// listed once (so at most one entry per provider), its version bounded
+/// like the worker's own. Refused whole, so the host's previous
+/// capabilities stay.
+fn capabilities(caps: &pam_manifests::protocol::Capabilities) -> Result<(), ApiError> {
+    use pam_manifests::kinds::Provider;
+    const KNOWN: [Provider; 5] = [
+        Provider::Claude,
+        Provider::Codex,
+        Provider::Gemini,
+        Provider::Grok,
+        Provider::Exec,
+    ];
+    if caps.providers.len() > KNOWN.len() {
+        return Err(unprocessable(format!(
+            "capabilities.providers: {} entries, expected at most {} (one per provider)",
+            caps.providers.len(),
+            KNOWN.len()
+        )));
+    }
+    for (i, p) in caps.providers.iter().enumerate() {
+        if !KNOWN.iter().any(|k| k.as_str() == p.name) {
+            // The name is the worker's text: bounded before it is echoed.
+            let shown: String = p.name.chars().take(64).collect();
+            return Err(unprocessable(format!(
+                "capabilities.providers[{i}].name: unknown provider {shown:?}, expected one of: claude, codex, gemini, grok, exec"
+            )));
+        }
+        if caps.providers[..i].iter().any(|q| q.name == p.name) {
+            return Err(unprocessable(format!(
+                "capabilities.providers[{i}].name: {} listed twice, expected each provider once",
+                p.name
+            )));
+        }
+        if let Some(v) = &p.version {
+            short_text(
+                &format!("capabilities.providers[{i}].version"),
+                v,
+                WORKER_VERSION_MAX_BYTES,
+            )?;
+        }
+    }
     Ok(())
 }
 
@@ -173,6 +221,42 @@ mod tests {
             .map(|i| (format!("k{i}"), "v".into()))
             .collect();
         assert!(register(&r).unwrap_err().message.starts_with("labels:"));
+    }
+
+    #[test]
+    fn capabilities_name_known_providers_once_with_bounded_versions() {
+        let with = |providers: serde_json::Value| {
+            let mut r = reg();
+            r.capabilities = Some(
+                serde_json::from_value(serde_json::json!({ "providers": providers })).unwrap(),
+            );
+            register(&r)
+        };
+        assert!(with(
+            serde_json::json!([{"name": "claude", "version": "1.0.3"}, {"name": "exec"}])
+        )
+        .is_ok());
+        let e = with(serde_json::json!([{"name": "copilot"}])).unwrap_err();
+        assert_eq!(e.status, 422);
+        assert!(
+            e.message.contains("unknown provider \"copilot\""),
+            "{}",
+            e.message
+        );
+        let many: Vec<_> = (0..10_000)
+            .map(|_| serde_json::json!({"name": "claude"}))
+            .collect();
+        let e = with(serde_json::Value::Array(many)).unwrap_err();
+        assert!(e.message.contains("10000 entries"), "{}", e.message);
+        let e = with(serde_json::json!([{"name": "claude"}, {"name": "claude"}])).unwrap_err();
+        assert!(e.message.contains("listed twice"), "{}", e.message);
+        let e = with(serde_json::json!([{"name": "claude", "version": "1".repeat(1 << 20)}]))
+            .unwrap_err();
+        assert!(
+            e.message.starts_with("capabilities.providers[0].version:"),
+            "{}",
+            e.message
+        );
     }
 
     #[test]

@@ -12,6 +12,15 @@
 //! claimed by any other eligible host. A pending run with a stop request is
 //! stopped without dispatch.
 //!
+//! # Why a run waits (issue 31)
+//! The same pass places every listed run against the hosts it loaded
+//! ([`placement::Fleet`]: in memory, no query per run) and sets its
+//! `Scheduled=False` condition when the reason or the message changed
+//! (`Unschedulable: 0/2 hosts can run it: 1 lacks provider claude, 1
+//! cordoned`); a `no_eligible_host` or `dispatch_timeout` failure carries
+//! that last message. An "eligible host matched" now also needs the
+//! host to have the run's provider.
+//!
 //! # After pamd was away (OQ-15)
 //! A timeout that passed while pamd was down (or its loops could not reach
 //! the database) does not fire the moment pamd is back: no timeout fires
@@ -27,7 +36,7 @@
 
 use super::ignore_conflict;
 use crate::ctx::Ctx;
-use crate::rules::runs::usage;
+use crate::rules::runs::{placement, usage};
 use crate::rules::{hosts, runs};
 
 /// Pending runs examined per pass (oldest first).
@@ -46,20 +55,29 @@ pub async fn sweep(ctx: &Ctx) -> anyhow::Result<(usize, usize)> {
     let all_hosts = tx.list_hosts().await?;
     // Before a full window, an `online` host this pamd has not heard from
     // is inherited state, not an observation.
-    let eligible: Vec<_> = all_hosts
-        .iter()
-        .filter(|h| hosts::eligible(h))
-        .filter(|h| observing || h.last_seen_at.is_some_and(|t| t >= since))
-        .collect();
+    let observed = |h: &pam_store::Host| {
+        hosts::eligible(h) && (observing || h.last_seen_at.is_some_and(|t| t >= since))
+    };
+    let mut fleet = placement::Fleet::new(&all_hosts, None, observed);
+    let mut shapes = std::collections::HashMap::new();
+    for run in &pending {
+        fleet.place(run, &mut shapes);
+    }
+    // Live-run counts only when some host got as far as its capacity.
+    if fleet.needs_counts() {
+        let live = tx.count_live_runs_per_host().await?;
+        fleet = placement::Fleet::new(&all_hosts, Some(&live), observed);
+        shapes.clear();
+    }
     // Issue 21: a project over its budget holds its pending runs on
     // purpose (until the budget is raised): no dispatch timeout for them,
     // and once released their window opens again at the release.
-    let mut held = std::collections::HashSet::new();
+    let mut held = std::collections::HashMap::new();
     let mut released = std::collections::HashMap::new();
     for p in tx.list_projects().await? {
         match usage::budget_released_at(&p.meta) {
             _ if pam_store::projects::over_budget(&p.meta) => {
-                held.insert(p.id);
+                held.insert(p.id, p.name.clone());
             }
             Some(at) => {
                 released.insert(p.id, at);
@@ -69,20 +87,35 @@ pub async fn sweep(ctx: &Ctx) -> anyhow::Result<(usize, usize)> {
     }
     let (mut timed_out, mut stopped) = (0, 0);
     let mut seen = Vec::new();
-    for run in pending {
+    for run in &pending {
         if run.stop_requested {
-            if ignore_conflict(runs::lifecycle::stop_pending(tx.as_mut(), &run, now).await)?
+            if ignore_conflict(runs::lifecycle::stop_pending(tx.as_mut(), run, now).await)?
                 .is_some()
             {
                 stopped += 1;
             }
             continue;
         }
-        let matched = eligible.iter().any(|h| run.target.matches(h));
+        let placed = fleet.place(run, &mut shapes);
+        let matched = placed.eligible_match;
         if matched && !run.eligible_host_seen {
             seen.push(run.id);
         }
-        if !observing || held.contains(&run.project_id) {
+        let over_budget;
+        let (reason, message) = match held.get(&run.project_id) {
+            Some(project) => {
+                over_budget = format!("project {project} is over its budget");
+                (
+                    pam_manifests::conditions::SCHEDULED_BUDGET_EXCEEDED,
+                    over_budget.as_str(),
+                )
+            }
+            None => (placed.reason, placed.message.as_str()),
+        };
+        if !observing || held.contains_key(&run.project_id) {
+            ignore_conflict(
+                placement::set_scheduled(tx.as_mut(), run, reason, message, now).await,
+            )?;
             continue;
         }
         let timeout = run
@@ -100,9 +133,14 @@ pub async fn sweep(ctx: &Ctx) -> anyhow::Result<(usize, usize)> {
         let since = released
             .get(&run.project_id)
             .map_or(since, |at: &chrono::DateTime<chrono::Utc>| since.max(*at));
-        if now >= since + timeout
-            && ignore_conflict(runs::lifecycle::time_out(tx.as_mut(), &run, matched, now).await)?
-                .is_some()
+        if now < since + timeout {
+            ignore_conflict(
+                placement::set_scheduled(tx.as_mut(), run, reason, message, now).await,
+            )?;
+        } else if ignore_conflict(
+            runs::lifecycle::time_out(tx.as_mut(), run, matched, message, now).await,
+        )?
+        .is_some()
         {
             timed_out += 1;
         }

@@ -210,6 +210,7 @@ fn new_host(name: String, platform: Platform, now: DateTime<Utc>) -> Host {
         capacity: 4,
         dispatch_labels: Labels::new(),
         worker_labels: Labels::new(),
+        capabilities: None,
         disabled: false,
         meta: Meta::default(),
         created_at: now,
@@ -308,8 +309,9 @@ async fn set_status_for_disabled(
 /// host on first registration, takes the reported platform and capacity
 /// unless a Host manifest declares them, records the reported labels in
 /// the worker's namespace ([`worker_labels`]; declared or not, as they
-/// never mix with an operator's), then applies OQ-14 and brings the host
-/// online ([`present`]).
+/// never mix with an operator's) and its capabilities (issue 31: the
+/// worker registers again when they change), then applies OQ-14 and
+/// brings the host online ([`present`]).
 pub async fn register(
     tx: &mut dyn Tx,
     req: &RegisterRequest,
@@ -323,6 +325,12 @@ pub async fn register(
             let rv = h.meta.resource_version;
             let mut changed = h.worker_labels != reported;
             h.worker_labels = reported;
+            // Issue 31: a report replaces the last; an older worker sends
+            // none, and what was known stays.
+            if req.capabilities.is_some() && h.capabilities != req.capabilities {
+                h.capabilities = req.capabilities.clone();
+                changed = true;
+            }
             if !declared(&h) {
                 changed |= h.platform != req.platform || h.capacity != capacity;
                 h.platform = req.platform;
@@ -337,6 +345,7 @@ pub async fn register(
             let mut h = new_host(req.name.clone(), req.platform, now);
             h.capacity = capacity;
             h.worker_labels = reported;
+            h.capabilities = req.capabilities.clone();
             tx.insert_host(&h).await?;
             h
         }

@@ -52,6 +52,12 @@ pub struct ObservedHost {
     /// naming a `worker.pam.dev/` key.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub labels: std::collections::BTreeMap<String, String>,
+    /// What its worker last reported it can run (issue 31): the providers
+    /// whose command it found and started, with their versions, and the
+    /// free bytes of its data volume. Absent until a worker that reports
+    /// them registers (such a host is given any provider's runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capabilities: Option<crate::protocol::Capabilities>,
     /// The spec generation this status reflects.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,

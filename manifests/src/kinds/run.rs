@@ -107,6 +107,12 @@ pub struct RunSpec {
     pub task: Name,
     /// The CLI to run. Immutable.
     pub provider: Provider,
+    /// The provider version a host must report for it (issue 31): a
+    /// semver requirement such as `>=1.2` or `^2`, matched against the
+    /// first x.y.z of the CLI's `--version` output. Absent: any host that
+    /// has the provider.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_version: Option<String>,
     /// The prompt given to the provider. Immutable.
     #[serde(default)]
     pub prompt: String,

@@ -288,9 +288,19 @@ pub(super) fn check_document(doc: &Document) -> Vec<ManifestError> {
         for (path, message) in s.spec.problems(&s.metadata.project) {
             errors.push(doc.error_at(&path, message));
         }
+        if let Some(req) = &s.spec.run_template.provider_version {
+            if let Err(message) = crate::versions::requirement(req) {
+                errors.push(doc.error_at("spec.runTemplate.providerVersion", message));
+            }
+        }
     }
     if let Manifest::Run(run) = &doc.manifest {
         let spec = &run.spec;
+        if let Some(req) = &spec.provider_version {
+            if let Err(message) = crate::versions::requirement(req) {
+                errors.push(doc.error_at("spec.providerVersion", message));
+            }
+        }
         match (&spec.command, spec.provider) {
             (None, Provider::Exec) => errors.push(doc.error_at(
                 "spec.command",

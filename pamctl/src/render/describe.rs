@@ -89,6 +89,12 @@ pub fn page(kind: Kind, obj: &Value, events: &[Value], now: DateTime<Utc>) -> St
         field("Waits For", names("/status/blockedBy"));
         field("Waited On By", names("/status/dependents"));
     }
+    // Issue 31: what the host can run, as its worker last reported.
+    if kind == Kind::Host {
+        let (providers, free) = super::table::host_capabilities(obj);
+        field("Providers", providers);
+        field("Workspace Free", free);
+    }
     // Issue 21: what it cost, in one line each.
     if kind == Kind::Run && obj.pointer("/status/usage").is_some() {
         field("Usage", super::usage::line(obj, "/status/usage/total"));

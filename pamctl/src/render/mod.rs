@@ -212,7 +212,9 @@ pub(crate) mod samples {
             json!({"apiVersion": "pam.dev/v1", "kind": "Host",
                 "metadata": {"name": "alpha", "uid": "11111111-2222-4333-8444-555555555555", "creationTimestamp": "2026-01-01T00:00:00Z"},
                 "spec": {"platform": "linux", "disabled": false, "capacity": 4},
-                "status": {"phase": "online", "instanceSuspect": false, "lastSeenAt": "2026-03-01T11:59:50Z", "runningRuns": 2}}),
+                "status": {"phase": "online", "instanceSuspect": false, "lastSeenAt": "2026-03-01T11:59:50Z", "runningRuns": 2,
+                    "capabilities": {"providers": [{"name": "claude", "version": "2.1.0"}, {"name": "codex"}, {"name": "exec"}],
+                        "workspaceFreeBytes": 12884901888u64}}}),
             json!({"apiVersion": "pam.dev/v1", "kind": "Host",
                 "metadata": {"name": "beta", "uid": "66666666-7777-4888-9999-aaaaaaaaaaaa", "creationTimestamp": "2026-02-01T00:00:00Z"},
                 "spec": {"platform": "darwin", "disabled": true, "capacity": 2},
@@ -264,21 +266,45 @@ mod tests {
     #[test]
     fn run_tables() {
         insta::assert_snapshot!(show(Kind::Run, &runs(), Output::Table, false, false), @r"
-        NAME      PHASE    ATTEMPT   HOST    PROVIDER   AGE
-        build-1   failed   2         alpha   claude     3h
+        NAME      PHASE    ATTEMPT   HOST    PROVIDER   REASON         AGE
+        build-1   failed   2         alpha   claude     exit_nonzero   3h
         ");
         insta::assert_snapshot!(show(Kind::Run, &runs(), Output::Wide, false, false), @r"
-        NAME      PHASE    ATTEMPT   HOST    PROVIDER   AGE   SESSION        EXIT   REASON         TASK    TOKENS   COST
-        build-1   failed   2         alpha   claude     3h    pam-5e4d3c2b   1      exit_nonzero   build   1234     $0.0123
+        NAME      PHASE    ATTEMPT   HOST    PROVIDER   REASON         AGE   SESSION        EXIT   MESSAGE   TASK    TOKENS   COST
+        build-1   failed   2         alpha   claude     exit_nonzero   3h    pam-5e4d3c2b   1      <none>    build   1234     $0.0123
         ");
+    }
+
+    /// Issue 31: a pending run's REASON is its Scheduled condition's, the
+    /// message in `-o wide`.
+    #[test]
+    fn a_pending_runs_reason_is_why_it_waits() {
+        let mut run = runs().remove(0);
+        run["status"] = serde_json::json!({"phase": "pending", "attempt": 1, "conditions": [
+            {"type": "Applied", "status": "True", "reason": "Applied"},
+            {"type": "Scheduled", "status": "False", "reason": "Unschedulable",
+             "message": "0/2 hosts can run it: 1 lacks provider claude, 1 cordoned"}]});
+        let table = show(
+            Kind::Run,
+            std::slice::from_ref(&run),
+            Output::Wide,
+            false,
+            false,
+        );
+        let row = table.lines().nth(1).unwrap();
+        assert!(row.contains(" Unschedulable "), "{table}");
+        assert!(
+            row.contains("0/2 hosts can run it: 1 lacks provider claude, 1 cordoned"),
+            "{table}"
+        );
     }
 
     #[test]
     fn host_and_project_tables() {
         insta::assert_snapshot!(show(Kind::Host, &hosts(), Output::Wide, false, false), @r"
-        NAME    PHASE        RUNNING   CAPACITY   LAST-SEEN   SUSPECT   PLATFORM
-        alpha   online       2         4          10s         false     linux
-        beta    registered   0         2          <never>     true      darwin
+        NAME    PHASE        RUNNING   CAPACITY   LAST-SEEN   SUSPECT   PLATFORM   PROVIDERS                 FREE
+        alpha   online       2         4          10s         false     linux      claude@2.1.0,codex,exec   12.0Gi
+        beta    registered   0         2          <never>     true      darwin     <unreported>              <none>
         ");
         insta::assert_snapshot!(show(Kind::Project, &projects(), Output::Table, false, false), @r"
         NAME   STATUS   AGE

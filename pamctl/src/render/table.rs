@@ -126,6 +126,73 @@ fn short_revision(obj: &Value) -> String {
     hex.chars().take(7).collect()
 }
 
+/// A run's REASON and MESSAGE cells (issue 31): a pending run's
+/// `Scheduled=False` condition (why it waits), else its failure reason and
+/// message.
+pub fn run_reason(obj: &Value) -> (String, String) {
+    let none = || "<none>".to_string();
+    if obj.pointer("/status/phase").and_then(Value::as_str) == Some("pending") {
+        let scheduled = obj
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .and_then(|cs| {
+                cs.iter()
+                    .find(|c| c["type"] == "Scheduled" && c["status"] == "False")
+            });
+        return match scheduled {
+            Some(c) => (cell(c, "/reason"), cell(c, "/message")),
+            None => (none(), none()),
+        };
+    }
+    (
+        cell(obj, "/status/failureReason"),
+        cell(obj, "/status/message"),
+    )
+}
+
+/// A host's PROVIDERS (`claude@2.1.0,exec`) and FREE (`12.0Gi`) cells from
+/// `status.capabilities` (issue 31); `<unreported>` from an older worker.
+pub fn host_capabilities(obj: &Value) -> (String, String) {
+    let Some(caps) = obj.pointer("/status/capabilities") else {
+        return ("<unreported>".into(), "<none>".into());
+    };
+    let providers: Vec<String> = caps["providers"]
+        .as_array()
+        .map(|ps| {
+            ps.iter()
+                .map(|p| match p["version"].as_str() {
+                    Some(v) => format!("{}@{v}", p["name"].as_str().unwrap_or("?")),
+                    None => p["name"].as_str().unwrap_or("?").to_string(),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let free = caps["workspaceFreeBytes"]
+        .as_u64()
+        .map_or_else(|| "<none>".to_string(), bytes);
+    let providers = if providers.is_empty() {
+        "<none>".to_string()
+    } else {
+        providers.join(",")
+    };
+    (providers, free)
+}
+
+/// Bytes in binary units, one decimal: `512B`, `1.5Ki`, `12.0Gi`.
+fn bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["Ki", "Mi", "Gi", "Ti", "Pi"];
+    if n < 1024 {
+        return format!("{n}B");
+    }
+    let mut v = n as f64 / 1024.0;
+    let mut unit = 0;
+    while v >= 1024.0 && unit < UNITS.len() - 1 {
+        v /= 1024.0;
+        unit += 1;
+    }
+    format!("{v:.1}{}", UNITS[unit])
+}
+
 fn host_phase(obj: &Value) -> String {
     cell(obj, "/status/phase")
 }
@@ -168,15 +235,15 @@ pub fn objects(
             }
         }
         Kind::Run => {
-            headers.extend(["PHASE", "ATTEMPT", "HOST", "PROVIDER", "AGE"]);
+            headers.extend(["PHASE", "ATTEMPT", "HOST", "PROVIDER", "REASON", "AGE"]);
             if wide {
-                headers.extend(["SESSION", "EXIT", "REASON", "TASK", "TOKENS", "COST"]);
+                headers.extend(["SESSION", "EXIT", "MESSAGE", "TASK", "TOKENS", "COST"]);
             }
         }
         Kind::Host => {
             headers.extend(["PHASE", "RUNNING", "CAPACITY", "LAST-SEEN"]);
             if wide {
-                headers.extend(["SUSPECT", "PLATFORM"]);
+                headers.extend(["SUSPECT", "PLATFORM", "PROVIDERS", "FREE"]);
             }
         }
         Kind::Project => {
@@ -242,18 +309,20 @@ pub fn objects(
                 }
             }
             Kind::Run => {
+                let (reason, message) = run_reason(o);
                 row.extend([
                     cell(o, "/status/phase"),
                     cell(o, "/status/attempt"),
                     cell(o, "/status/host"),
                     cell(o, "/spec/provider"),
+                    reason,
                     created(o),
                 ]);
                 if wide {
                     row.extend([
                         cell(o, "/status/sessionName"),
                         cell(o, "/status/exitCode"),
-                        cell(o, "/status/failureReason"),
+                        message,
                         cell(o, "/spec/task"),
                     ]);
                     row.extend(super::usage::cells(kind, o));
@@ -275,7 +344,13 @@ pub fn objects(
                         .pointer("/status/instanceSuspect")
                         .and_then(Value::as_bool)
                         .unwrap_or(false);
-                    row.extend([suspect.to_string(), cell(o, "/spec/platform")]);
+                    let (providers, free) = host_capabilities(o);
+                    row.extend([
+                        suspect.to_string(),
+                        cell(o, "/spec/platform"),
+                        providers,
+                        free,
+                    ]);
                 }
             }
             Kind::Project => {

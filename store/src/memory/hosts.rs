@@ -82,6 +82,16 @@ impl HostTx for MemTx {
         Ok(cur.clone())
     }
 
+    async fn count_live_runs_per_host(&mut self) -> StoreResult<Vec<(Uuid, i64)>> {
+        let mut by: BTreeMap<Uuid, i64> = BTreeMap::new();
+        for r in self.work.runs.values() {
+            if let (Some(h), RunStatus::Spawning | RunStatus::Running) = (r.host_id, r.status) {
+                *by.entry(h).or_default() += 1;
+            }
+        }
+        Ok(by.into_iter().collect())
+    }
+
     async fn count_hosts_by_status(&mut self) -> StoreResult<Vec<(HostStatus, i64)>> {
         let mut by: BTreeMap<&'static str, (HostStatus, i64)> = BTreeMap::new();
         for h in self.work.hosts.values() {

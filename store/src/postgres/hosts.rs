@@ -6,7 +6,7 @@ impl HostTx for PgTx {
     async fn insert_host(&mut self, h: &Host) -> StoreResult<()> {
         let sql = format!(
             "INSERT INTO hosts ({}) VALUES \
-             ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20,$21,$22,$23)",
+             ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20,$21,$22,$23,$24)",
             host_cols()
         );
         let q = sqlx::query(&sql)
@@ -24,7 +24,10 @@ impl HostTx for PgTx {
             .bind(h.presented_instance_id)
             .bind(labels_to_json(&h.dispatch_labels))
             .bind(labels_to_json(&h.worker_labels));
-        let q = bind_meta!(q, h.meta).bind(h.created_at).bind(h.updated_at);
+        let q = bind_meta!(q, h.meta)
+            .bind(h.created_at)
+            .bind(h.updated_at)
+            .bind(capabilities_to_json(&h.capabilities));
         self.savepoint().await?;
         let r = q.execute(self.conn()).await;
         self.end_savepoint(r).await.map(|_| ())
@@ -73,7 +76,7 @@ impl HostTx for PgTx {
              capacity = $9, disabled = $10, spec = $11, labels = $12, annotations = $13, \
              generation = $14, observed_generation = $15, conditions = $16, updated_at = $17, \
              presented_instance_id = $18, dispatch_labels = $19, worker_labels = $20, \
-             resource_version = resource_version + 1 \
+             capabilities = $21, resource_version = resource_version + 1 \
              WHERE id = $1 AND resource_version = $2 RETURNING {}",
             host_cols()
         );
@@ -98,6 +101,7 @@ impl HostTx for PgTx {
             .bind(h.presented_instance_id)
             .bind(labels_to_json(&h.dispatch_labels))
             .bind(labels_to_json(&h.worker_labels))
+            .bind(capabilities_to_json(&h.capabilities))
             .fetch_optional(self.conn())
             .await
             .map_err(db_err)?;
@@ -142,6 +146,18 @@ impl HostTx for PgTx {
                 .zero_rows("hosts", id, format!("host {id} is not {from}"))
                 .await),
         }
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn count_live_runs_per_host(&mut self) -> StoreResult<Vec<(Uuid, i64)>> {
+        // runs_live (the partial index on live runs) serves it.
+        sqlx::query_as(
+            "SELECT host_id, count(*) FROM runs \
+             WHERE status IN ('spawning', 'running') AND host_id IS NOT NULL GROUP BY host_id",
+        )
+        .fetch_all(self.conn())
+        .await
+        .map_err(db_err)
     }
 
     #[tracing::instrument(level = "debug", skip_all)]

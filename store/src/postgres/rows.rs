@@ -2,6 +2,7 @@
 //! back (JSON columns, COPY text).
 
 use super::*;
+use pam_manifests::protocol::Capabilities;
 
 pub(super) const META_COLS: &str =
     "spec, labels, annotations, generation, resource_version, observed_generation, conditions";
@@ -72,7 +73,7 @@ pub(super) fn host_cols() -> String {
     format!(
         "id, name, platform, token_fingerprint, status, instance_id, instance_suspect, \
          instance_flagged_at, last_seen_at, capacity, disabled, presented_instance_id, \
-         dispatch_labels, worker_labels, {META_COLS}, created_at, updated_at"
+         dispatch_labels, worker_labels, {META_COLS}, created_at, updated_at, capabilities"
     )
 }
 
@@ -85,6 +86,20 @@ pub(super) fn qualified(alias: &str, cols: &str) -> String {
         .map(|c| format!("{alias}.{}", c.trim()))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// A host's reported capabilities (issue 31); NULL: never reported.
+pub(super) fn capabilities_from_json(v: Option<Value>) -> StoreResult<Option<Capabilities>> {
+    v.map(|v| {
+        serde_json::from_value(v)
+            .map_err(|e| StoreError::Invalid(format!("hosts.capabilities: {e}")))
+    })
+    .transpose()
+}
+
+pub(super) fn capabilities_to_json(c: &Option<Capabilities>) -> Option<Value> {
+    c.as_ref()
+        .map(|c| serde_json::to_value(c).expect("capabilities serialize"))
 }
 
 pub(super) fn labels_to_json(l: &Labels) -> Value {
@@ -315,6 +330,7 @@ pub(super) fn host_from_row(row: &PgRow) -> StoreResult<Host> {
         presented_instance_id: get(row, "presented_instance_id")?,
         dispatch_labels: labels_from_json(get(row, "dispatch_labels")?)?,
         worker_labels: labels_from_json(get(row, "worker_labels")?)?,
+        capabilities: capabilities_from_json(get(row, "capabilities")?)?,
         meta: meta_from_row(row)?,
         created_at: get(row, "created_at")?,
         updated_at: get(row, "updated_at")?,

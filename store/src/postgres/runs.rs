@@ -292,6 +292,15 @@ impl RunTx for PgTx {
         now: DateTime<Utc>,
     ) -> StoreResult<Vec<Run>> {
         transition(RunStatus::Pending, RunStatus::Spawning)?;
+        // A host that never reported capabilities meets no requirement.
+        let pairs: Vec<(String, String)> = match host.capabilities {
+            None => Vec::new(),
+            Some(_) => sqlx::query_as(crate::dispatch::PENDING_REQUIREMENTS_SQL)
+                .fetch_all(self.conn())
+                .await
+                .map_err(db_err)?,
+        };
+        let met = crate::dispatch::requirements_met(host, &pairs);
         let sql: &str = &CLAIM_SQL;
         let rows = sqlx::query(sql)
             .bind(host.id)
@@ -299,6 +308,8 @@ impl RunTx for PgTx {
             .bind(labels_to_json(&host.labels()))
             .bind(limit)
             .bind(now)
+            .bind(crate::dispatch::providers_json(host))
+            .bind(serde_json::json!(met))
             .fetch_all(self.conn())
             .await
             .map_err(db_err)?;

@@ -118,6 +118,104 @@ pub async fn claim_runs_keep_worker_reported_labels_apart(s: &dyn Store) {
     assert_eq!(get_run(s, stray.id).await.status, RunStatus::Pending);
 }
 
+/// Issue 31: a host gets only runs whose provider it reported, at the
+/// version `spec.providerVersion` asks for; a host that never reported
+/// capabilities (an older worker) gets any provider's runs but meets no
+/// version requirement. Both stores, the Rust predicate and the SQL.
+pub async fn claim_runs_match_the_hosts_providers_and_versions(s: &dyn Store) {
+    use pam_manifests::protocol::{Capabilities, ProviderCapability};
+    let caps = |ps: &[(&str, Option<&str>)]| {
+        Some(Capabilities {
+            providers: ps
+                .iter()
+                .map(|(n, v)| ProviderCapability {
+                    name: n.to_string(),
+                    version: v.map(str::to_string),
+                })
+                .collect(),
+            workspace_free_bytes: Some(1 << 30),
+        })
+    };
+    let (_, task) = seed(s).await;
+    let mut new_claude = host("new-claude", &[]);
+    new_claude.capabilities = caps(&[("claude", Some("2.1.0")), ("exec", None)]);
+    let mut old_claude = host("old-claude", &[]);
+    old_claude.capabilities = caps(&[("claude", Some("1.4.2")), ("exec", None)]);
+    let mut exec_only = host("exec-only", &[]);
+    exec_only.capabilities = caps(&[("exec", None)]);
+    let legacy = host("legacy", &[]);
+    insert_hosts(s, &[&new_claude, &old_claude, &exec_only, &legacy]).await;
+    // Stored and read back as is.
+    let mut tx = s.begin().await.unwrap();
+    let read = tx.get_host(new_claude.id).await.unwrap().unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(read.capabilities, new_claude.capabilities);
+
+    let with_req = |name: &str, at: i64, provider: &str, req: Option<&str>| {
+        let mut r = run(&task, name, t(at));
+        r.provider = provider.into();
+        if let Some(req) = req {
+            r.meta.spec = serde_json::json!({ "providerVersion": req });
+        }
+        r
+    };
+    let v2 = with_req("v2", 1, "claude", Some(">=2"));
+    let any_claude = with_req("any-claude", 2, "claude", None);
+    let v1 = with_req("v1", 3, "claude", Some("^1.4"));
+    let codex = with_req("codex", 4, "codex", None);
+    let exec = with_req("exec", 5, "exec", None);
+    let all = [
+        v2.clone(),
+        any_claude.clone(),
+        v1.clone(),
+        codex.clone(),
+        exec.clone(),
+    ];
+    insert_runs(s, &all).await;
+    // The Rust form, as the memory store and the dispatch pass use it.
+    let w = pam_store::dispatch::Waits::default();
+    let claimable = |h: &Host| -> Vec<Uuid> {
+        all.iter()
+            .filter(|r| pam_store::dispatch::run_claimable(r, h, w))
+            .map(|r| r.id)
+            .collect()
+    };
+    assert_eq!(claimable(&exec_only), [exec.id]);
+    assert_eq!(claimable(&legacy), [any_claude.id, codex.id, exec.id]);
+
+    // Claims one at a time, so each host's first pick shows its order.
+    let mut tx = s.begin().await.unwrap();
+    let c = tx.claim_runs(&exec_only, 10, t(6)).await.unwrap();
+    assert_eq!(ids(&c, |r| r.id), [exec.id]);
+    let c = tx.claim_runs(&old_claude, 10, t(7)).await.unwrap();
+    assert_eq!(ids(&c, |r| r.id), [any_claude.id, v1.id]);
+    let c = tx.claim_runs(&new_claude, 10, t(8)).await.unwrap();
+    assert_eq!(ids(&c, |r| r.id), [v2.id]);
+    let c = tx.claim_runs(&legacy, 10, t(9)).await.unwrap();
+    assert_eq!(ids(&c, |r| r.id), [codex.id]);
+    tx.commit().await.unwrap();
+}
+
+/// Issue 31: live runs per host, for the dispatch pass's "at capacity".
+pub async fn live_runs_are_counted_per_host(s: &dyn Store) {
+    let (_, task) = seed(s).await;
+    let a = host("a", &[]);
+    let b = host("b", &[]);
+    insert_hosts(s, &[&a, &b]).await;
+    let runs: Vec<Run> = (0..3).map(|i| run(&task, &format!("r{i}"), t(i))).collect();
+    insert_runs(s, &runs).await;
+    let mut tx = s.begin().await.unwrap();
+    assert!(tx.count_live_runs_per_host().await.unwrap().is_empty());
+    tx.claim_runs(&a, 2, t(5)).await.unwrap();
+    tx.claim_runs(&b, 1, t(5)).await.unwrap();
+    let mut counts = tx.count_live_runs_per_host().await.unwrap();
+    counts.sort();
+    let mut want = vec![(a.id, 2), (b.id, 1)];
+    want.sort();
+    assert_eq!(counts, want);
+    tx.commit().await.unwrap();
+}
+
 pub async fn claim_runs_order_limit_and_stop_requested(s: &dyn Store) {
     let (_, task) = seed(s).await;
     let h = host("h", &[]);

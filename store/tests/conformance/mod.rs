@@ -58,6 +58,8 @@ macro_rules! store_conformance_tests {
             claim_runs_by_target,
             claim_runs_match_the_hosts_one_label_set,
             claim_runs_keep_worker_reported_labels_apart,
+            claim_runs_match_the_hosts_providers_and_versions,
+            live_runs_are_counted_per_host,
             claim_runs_order_limit_and_stop_requested,
             claim_runs_at_most_once,
             run_by_session_after_claim,
@@ -205,6 +207,7 @@ pub fn host(name: &str, labels: &[(&str, &str)]) -> Host {
         // Operator labels (a Host's spec.labels).
         dispatch_labels: labels_of(labels),
         worker_labels: Labels::new(),
+        capabilities: None,
         last_seen_at: None,
         capacity: 4,
         disabled: false,

@@ -16,8 +16,12 @@
 //!
 //! - `claim-replicas`: the claim load through 1 router and through 3 on
 //!   one database (issue 15: dispatch across pamd replicas).
+//! - `dispatch-pass`: one reconcile pass with 1,000 pending runs no host
+//!   can take and 1,000 online hosts (issue 31: the pass places every
+//!   pending run against every host to say why it waits) → ms per pass;
+//!   run it on two commits to compare (target: within 1.2×).
 //!
-//! Run: `cargo run --release -p pam-tests --bin bench-loops -- [ingest|claim|claim-replicas|sweep|all]`.
+//! Run: `cargo run --release -p pam-tests --bin bench-loops -- [ingest|claim|claim-replicas|sweep|dispatch-pass|all]`.
 //! pgbench: `$PGBENCH`, else /usr/lib/postgresql/15/bin/pgbench.
 
 pam_tests::pamd_allocator!();
@@ -505,6 +509,58 @@ async fn sweep(env: &Env) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Issue 31's pass: 1,000 hosts (half report `pool=gpu`, all only the
+/// `exec` provider) and 1,000 pending claude runs selecting
+/// `worker.pam.dev/pool: gpu` — unschedulable with capabilities (500 lack
+/// provider claude, 500 selector mismatch), and unclaimed (no worker
+/// claims) without. The first pass writes each run's condition once; the
+/// figure is the steady state, the median of 21 passes after it.
+async fn dispatch_pass(env: &Env) -> anyhow::Result<()> {
+    let (r, reg) = timed(async {
+        for i in 0..1_000 {
+            let name = format!("fleet-{i:04}");
+            let t = bench::token(&env.state, TokenKind::Worker, Some(&name)).await?;
+            let labels = if i % 2 == 0 { json!({"pool": "gpu"}) } else { json!({}) };
+            env.post(&t, "/api/v1/workers/register", json!({"name": name, "platform": "linux",
+                "instance_id": Uuid::new_v4(), "capacity": 4, "labels": labels, "version": "bench",
+                "capabilities": {"providers": [{"name": "exec"}], "workspaceFreeBytes": 1u64 << 40}}))
+                .await?;
+        }
+        anyhow::Ok(())
+    })
+    .await;
+    r?;
+    env.runs("unsched", 1_000, "pending", None).await?;
+    sqlx::query(
+        "UPDATE runs SET target = '{\"selector\": {\"worker.pam.dev/pool\": \"gpu\"}}'::jsonb \
+         WHERE name LIKE 'unsched-%'",
+    )
+    .execute(&env.pool)
+    .await?;
+    sqlx::query("ANALYZE").execute(&env.pool).await?;
+    let (r, first) = timed(pam_controller::reconcile::pass(&env.state.ctx)).await;
+    r?;
+    let steady = sweep_time(env, 21).await?;
+    let written: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM runs WHERE conditions @> '[{\"type\": \"Scheduled\"}]'",
+    )
+    .fetch_one(&env.pool)
+    .await?;
+    println!(
+        "bench-loops dispatch-pass: 1,000 pending unschedulable runs, 1,000 online hosts (registered in {:.1} s)",
+        reg.as_secs_f64()
+    );
+    println!(
+        "  first pass                      {:>8.2} ms   (runs given a Scheduled condition: {written})",
+        first.as_secs_f64() * 1e3
+    );
+    println!(
+        "  steady pass (median of 21)      {:>8.2} ms   compare across commits: target within 1.2x",
+        steady.as_secs_f64() * 1e3
+    );
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let what = std::env::args().nth(1).unwrap_or_else(|| "all".into());
@@ -526,9 +582,13 @@ async fn main() -> anyhow::Result<()> {
         known = true;
         sweep(&Env::new().await?).await?;
     }
+    if all || what == "dispatch-pass" {
+        known = true;
+        dispatch_pass(&Env::new().await?).await?;
+    }
     anyhow::ensure!(
         known,
-        "usage: bench-loops [ingest|claim|claim-replicas|sweep|all]"
+        "usage: bench-loops [ingest|claim|claim-replicas|sweep|dispatch-pass|all]"
     );
     Ok(())
 }

@@ -120,6 +120,7 @@ impl Host {
             capacity: sh.cfg.capacity,
             labels: Default::default(),
             version: "fleet-sim".into(),
+            capabilities: None,
         };
         self.call::<_, serde_json::Value>(
             sh,

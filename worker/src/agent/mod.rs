@@ -64,8 +64,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use pam_manifests::protocol::{
-    DesiredSet, Heartbeat, OperatorSignal, RegisterRequest, RegisterResponse, SessionReport,
-    SignalAck, SignalBatch,
+    Capabilities, DesiredSet, Heartbeat, OperatorSignal, RegisterRequest, RegisterResponse,
+    SessionReport, SignalAck, SignalBatch,
 };
 use pam_manifests::state::Platform;
 use tokio::sync::Notify;
@@ -131,6 +131,9 @@ struct State {
     /// (run, attempt) whose session ended since the snapshot loop last
     /// looked: they get one final snapshot from the log.
     ended: Mutex<Vec<(Uuid, i32)>>,
+    /// What this host can run, as last reported (issue 31): every
+    /// registration sends it, and a change registers again.
+    capabilities: Mutex<Capabilities>,
 }
 
 /// Runs the agent until the future is dropped (the caller selects it
@@ -147,6 +150,12 @@ pub async fn run(opts: AgentOptions) -> anyhow::Result<()> {
     // Runs' logs and env files (issue 30: private, also where an older
     // worker left the directory open).
     crate::private::dir(&opts.data_dir.join("runs"))?;
+    // Issue 31: SIGHUP asks for a new capability check (installed before
+    // the first one, so a SIGHUP never ends the worker).
+    let hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        .context("install SIGHUP handler")?;
+    let capabilities = crate::capabilities::probe(&opts.config, &opts.data_dir).await;
+    tracing::info!(providers = ?capabilities.providers.iter().map(|p| &p.name).collect::<Vec<_>>(), "capabilities");
     let st = Arc::new(State {
         tmux,
         outbox,
@@ -155,6 +164,7 @@ pub async fn run(opts: AgentOptions) -> anyhow::Result<()> {
         deliveries: Mutex::new(Vec::new()),
         reregister: Notify::new(),
         ended: Mutex::new(Vec::new()),
+        capabilities: Mutex::new(capabilities),
         opts,
     });
     let api = Api::new(&st.opts, Duration::from_secs(30))?;
@@ -165,6 +175,7 @@ pub async fn run(opts: AgentOptions) -> anyhow::Result<()> {
     tasks.spawn(ship_loop(st.clone()));
     tasks.spawn(snapshots::snapshot_loop(st.clone()));
     tasks.spawn(reconcile::reconcile_loop(st.clone()));
+    tasks.spawn(capabilities_loop(st.clone(), hup));
     // The tasks loop forever; one ending is a bug worth exiting over.
     match tasks.join_next().await {
         Some(Err(e)) => anyhow::bail!("an agent task died: {e}"),
@@ -188,10 +199,50 @@ async fn register(st: &State, api: &Api) -> anyhow::Result<RegisterResponse> {
         capacity: st.opts.config.capacity,
         labels: st.opts.config.labels.clone(),
         version: env!("CARGO_PKG_VERSION").to_string(),
+        capabilities: Some(st.capabilities.lock().unwrap().clone()),
     };
     api.post("/api/v1/workers/register", &req)
         .await?
         .context("register: empty answer")
+}
+
+/// Checks what this host can run every `capabilities_seconds` and on
+/// SIGHUP (issue 31); a change is reported by registering again
+/// (idempotent), retried on the next check when pamd cannot be reached.
+async fn capabilities_loop(st: Arc<State>, mut hup: tokio::signal::unix::Signal) {
+    let api = Api::new(&st.opts, Duration::from_secs(30)).expect("http client");
+    let every = Duration::from_secs(st.opts.config.capabilities_seconds);
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut unsent = false;
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = hup.recv() => tracing::info!("SIGHUP: checking capabilities"),
+        }
+        let now = crate::capabilities::probe(&st.opts.config, &st.opts.data_dir).await;
+        let changed = {
+            let mut last = st.capabilities.lock().unwrap();
+            let changed = crate::capabilities::changed(&last, &now);
+            if changed {
+                *last = now;
+            }
+            changed
+        };
+        if !(changed || unsent) {
+            continue;
+        }
+        match register(&st, &api).await {
+            Ok(_) => {
+                unsent = false;
+                tracing::info!("capabilities changed; reported");
+            }
+            Err(e) => {
+                unsent = true;
+                tracing::warn!(error = %format!("{e:#}"), "cannot report changed capabilities; retrying at the next check");
+            }
+        }
+    }
 }
 
 /// Registers, retrying with backoff; returns the heartbeat interval.

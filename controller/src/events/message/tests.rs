@@ -102,6 +102,7 @@ fn host() -> Host {
         capacity: 2,
         dispatch_labels: Default::default(),
         worker_labels: Default::default(),
+        capabilities: None,
         disabled: false,
         meta: Meta::default(),
         created_at: at(),

@@ -294,11 +294,13 @@ pub async fn stop_pending(tx: &mut dyn Tx, run: &Run, now: DateTime<Utc>) -> Sto
 /// The dispatch timeout fired (OQ-15): pending → failed, never restarted.
 /// The reason is `no_eligible_host` when no eligible host matched the
 /// run's target while it waited (`eligible_host_seen`, or `matched_now`),
-/// else `dispatch_timeout`.
+/// else `dispatch_timeout`. `why`: the run's last `Scheduled` message
+/// (issue 31), kept as its failure message.
 pub async fn time_out(
     tx: &mut dyn Tx,
     run: &Run,
     matched_now: bool,
+    why: &str,
     now: DateTime<Utc>,
 ) -> StoreResult<Run> {
     let reason = if run.eligible_host_seen || matched_now {
@@ -306,7 +308,7 @@ pub async fn time_out(
     } else {
         FailureReason::NoEligibleHost
     };
-    fail(tx, run, Some(reason), None, None, true, now).await
+    fail(tx, run, Some(reason), Some(why), None, true, now).await
 }
 
 /// Records that an eligible host matched these pending runs' targets while

@@ -10,6 +10,7 @@
 pub mod env;
 pub mod gate;
 pub mod lifecycle;
+pub mod placement;
 pub mod usage;
 
 pub use lifecycle::{backoff, fail, RunWrites};

@@ -43,6 +43,11 @@ export function render(root) {
             h('button.small', { type: 'button', 'data-action': 'clear-suspect', onclick: () => act(name, 'clear-suspect', 'Clear it once you know the worker on this host is the one you installed (a reinstall or a cloned disk raises the flag).') }, 'Clear suspect'))
           : h('span.muted', 'ok')),
         h('td', Object.entries(s.labels || x.metadata.labels || {}).map(([k, v]) => h('span.tag', `${k}=${v}`))),
+        // Issue 31: what its worker reported it can run.
+        h('td', { 'data-capabilities': s.capabilities ? 'reported' : 'unreported' }, s.capabilities
+          ? [...(s.capabilities.providers || []).map((p) => h('span.tag', p.version ? `${p.name} ${p.version}` : p.name)),
+            s.capabilities.workspaceFreeBytes != null ? h('div.muted', `${(s.capabilities.workspaceFreeBytes / 2 ** 30).toFixed(1)} GiB free`) : null]
+          : h('span.muted', 'not reported')),
         h('td', x.spec.disabled
           ? h('button.small', { type: 'button', 'data-action': 'enable', onclick: () => act(name, 'enable') }, 'Enable')
           : h('button.small.ghost', { type: 'button', 'data-action': 'disable', onclick: () => act(name, 'disable', 'No new runs are dispatched to a disabled host; its running runs go on.') }, 'Disable')));
@@ -53,7 +58,7 @@ export function render(root) {
         ? empty('No hosts yet.', 'Create a worker token with ', code('pamctl token create --worker HOST'),
           ' and start ', code('pam-worker --server URL --token-file FILE --name HOST'), ' on that machine.')
         : h('table.hosts',
-          h('thead', h('tr', ['Host', 'Status', 'Last seen', 'Running / capacity', 'Instance', 'Labels', ''].map((c) => h('th', c)))),
+          h('thead', h('tr', ['Host', 'Status', 'Last seen', 'Running / capacity', 'Instance', 'Labels', 'Providers', ''].map((c) => h('th', c)))),
           h('tbody', hosts.map(row))));
   };
 

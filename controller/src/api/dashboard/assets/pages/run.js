@@ -118,6 +118,8 @@ export function render(root, [project, name]) {
     const kv = (k, v) => [h('dt', k), h('dd', v ?? h('span.muted', '—'))];
     const blocked = (s.conditions || []).find((c) => c.type === 'Blocked' && c.status === 'True');
     const overBudget = (s.conditions || []).find((c) => c.type === 'BudgetExceeded' && c.status === 'True');
+    // Issue 31: why a pending run has no host yet.
+    const waits = s.phase === 'pending' && (s.conditions || []).find((c) => c.type === 'Scheduled' && c.status === 'False');
     head.replaceChildren(
       h('div.page-head', h('h1', name), phase(s.phase), stopBtn),
       h('p', h('a', { href: `#/runs?project=${enc(project)}` }, `← runs in ${project}`)),
@@ -129,6 +131,7 @@ export function render(root, [project, name]) {
         kv('Created', timeEl(run.metadata.creationTimestamp)),
         kv('Pending since', timeEl(s.pendingSince)),
         // Issue 17: a pending run of a task with dependencies not done yet.
+        ...(waits ? kv('Not scheduled', h('span.reason', { 'data-condition': 'Scheduled', title: waits.message || '' }, `${waits.reason}: ${waits.message || ''}`)) : []),
         ...(blocked ? kv('Blocked', h('span.blocked', { 'data-condition': 'Blocked' }, blocked.message)) : []),
         kv('Started', timeEl(s.startedAt)),
         kv('Finished', timeEl(s.finishedAt)),

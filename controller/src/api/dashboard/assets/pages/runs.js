@@ -42,6 +42,8 @@ export function render(root) {
     const row = (r) => {
       const s = r.status || {};
       const href = `#/runs/${enc(r.metadata.project)}/${enc(r.metadata.name)}`;
+      // Issue 31: why a pending run waits, its message in the tooltip.
+      const waits = s.phase === 'pending' && (s.conditions || []).find((c) => c.type === 'Scheduled' && c.status === 'False');
       return h('tr', { 'data-run': r.metadata.name, 'data-project': r.metadata.project },
         h('td', h('a', { href }, r.metadata.name)),
         h('td', h('a', { href: `#/board/${enc(r.metadata.project)}` }, r.metadata.project)),
@@ -51,7 +53,8 @@ export function render(root) {
         h('td', s.host || h('span.muted', '—')),
         h('td', r.spec.provider),
         h('td', timeEl(r.metadata.creationTimestamp)),
-        h('td', s.failureReason ? h('span.reason', { title: s.message || '' }, s.failureReason) : (s.exitCode != null ? h('span.muted', `exit ${s.exitCode}`) : '')),
+        h('td', waits ? h('span.reason', { 'data-condition': 'Scheduled', title: waits.message || '' }, waits.reason)
+          : s.failureReason ? h('span.reason', { title: s.message || '' }, s.failureReason) : (s.exitCode != null ? h('span.muted', `exit ${s.exitCode}`) : '')),
         // Issue 21: every attempt's usage together.
         h('td.num', { 'data-cost': s.usage?.total?.costUsd ?? '' }, cost(s.usage?.total) ?? h('span.muted', '—')));
     };
@@ -63,7 +66,7 @@ export function render(root) {
         ? (filtered ? empty('No runs match these filters.', 'Clear them to see every run.')
           : empty('No runs yet.', 'Start one by applying a Run manifest: ', code('pamctl apply -f runs.yaml'), '.'))
         : h('table.runs',
-          h('thead', h('tr', ['Run', 'Project', 'Task', 'Phase', 'Attempt', 'Host', 'Provider', 'Created', 'Failure / exit', 'Cost'].map((c) => h('th', c)))),
+          h('thead', h('tr', ['Run', 'Project', 'Task', 'Phase', 'Attempt', 'Host', 'Provider', 'Created', 'Waits / failure / exit', 'Cost'].map((c) => h('th', c)))),
           h('tbody', runs.map(row))));
   };
 

@@ -1,0 +1,40 @@
+//! What a host can run (issue 31), as its worker reports it in the
+//! protocol's `RegisterRequest` and pamd shows it in a Host's
+//! `status.capabilities`.
+
+use serde::{Deserialize, Serialize};
+
+/// What a worker reports it can run (issue 31): sent at registration and
+/// again whenever it changes (the worker checks on a cadence and on
+/// SIGHUP). Dispatch gives a host only runs whose provider is listed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Capabilities {
+    /// The providers whose command was found and started (`exec` always:
+    /// a run brings its own command).
+    #[serde(default)]
+    pub providers: Vec<ProviderCapability>,
+    /// Free bytes on the volume of the worker's data dir, where the runs'
+    /// logs live; absent when it could not be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace_free_bytes: Option<u64>,
+}
+
+impl Capabilities {
+    /// The entry for `provider`, if the host has it.
+    pub fn provider(&self, provider: &str) -> Option<&ProviderCapability> {
+        self.providers.iter().find(|p| p.name == provider)
+    }
+}
+
+/// One provider a host can start.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderCapability {
+    /// The provider's name (`claude`, `codex`, `gemini`, `grok`, `exec`).
+    pub name: String,
+    /// The first x.y.z of its `--version` output; absent when it printed
+    /// none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+}

@@ -1,0 +1,126 @@
+//! What this host can run (issue 31), as reported to pamd at registration
+//! and again whenever it changes (checked every `capabilities_seconds` and
+//! on SIGHUP): for each provider, whether its configured command (or the
+//! built-in one) is found and starts, and the first x.y.z of what
+//! `<program> --version` prints; the free bytes of the data dir's volume.
+//! `exec` is always there: a run of it brings its own command.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use pam_manifests::protocol::{Capabilities, ProviderCapability};
+
+use crate::config::Config;
+use crate::providers::ProviderKind;
+
+/// How long `<program> --version` may take: a CLI that hangs there is
+/// taken as present, with no version.
+const VERSION_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Output of `--version` read at most (the version is near the start).
+const VERSION_OUTPUT_MAX: usize = 4096;
+
+/// Probes every provider and the data volume.
+pub async fn probe(config: &Config, data_dir: &Path) -> Capabilities {
+    let mut providers = Vec::new();
+    for kind in ProviderKind::ALL {
+        if kind == ProviderKind::Exec {
+            providers.push(ProviderCapability {
+                name: kind.as_str().into(),
+                version: None,
+            });
+            continue;
+        }
+        let own = config.providers.get(kind);
+        let Some(program) = own
+            .and_then(|p| p.command.as_ref())
+            .cloned()
+            .or_else(|| kind.default_command())
+            .and_then(|c| c.into_iter().next())
+        else {
+            continue;
+        };
+        let env = own.map(|p| p.env.clone()).unwrap_or_default();
+        match version_of(&program, &env).await {
+            Ok(version) => providers.push(ProviderCapability {
+                name: kind.as_str().into(),
+                version,
+            }),
+            Err(e) => {
+                tracing::debug!(provider = %kind, program, error = %e, "provider not available")
+            }
+        }
+    }
+    Capabilities {
+        providers,
+        workspace_free_bytes: free_bytes(data_dir),
+    }
+}
+
+/// Whether `now` is worth reporting over `last`: another provider list or
+/// version, or free bytes moved by more than a tenth (they move with every
+/// write; reporting each move would write the host row every check).
+pub fn changed(last: &Capabilities, now: &Capabilities) -> bool {
+    let far = match (last.workspace_free_bytes, now.workspace_free_bytes) {
+        (Some(a), Some(b)) => a.abs_diff(b) > a / 10,
+        (a, b) => a.is_some() != b.is_some(),
+    };
+    last.providers != now.providers || far
+}
+
+/// Starts `program --version`: `Err` when it cannot be started (not found,
+/// not executable), else the version it printed, if any.
+async fn version_of(
+    program: &str,
+    env: &std::collections::BTreeMap<String, String>,
+) -> std::io::Result<Option<String>> {
+    let child = tokio::process::Command::new(program)
+        .arg("--version")
+        .envs(env)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()?;
+    let out = match tokio::time::timeout(VERSION_TIMEOUT, child.wait_with_output()).await {
+        Ok(Ok(out)) => out,
+        // Started, but no answer: present, version unknown.
+        Ok(Err(_)) | Err(_) => return Ok(None),
+    };
+    let mut text = String::from_utf8_lossy(&out.stdout[..out.stdout.len().min(VERSION_OUTPUT_MAX)])
+        .into_owned();
+    text.push('\n');
+    text.push_str(&String::from_utf8_lossy(
+        &out.stderr[..out.stderr.len().min(VERSION_OUTPUT_MAX)],
+    ));
+    Ok(pam_manifests::versions::lenient(&text).map(|v| v.to_string()))
+}
+
+/// Free bytes (for an unprivileged user) on the volume holding `dir`.
+// The field types are u64 on Linux, narrower on macOS.
+#[allow(clippy::unnecessary_cast)]
+fn free_bytes(dir: &Path) -> Option<u64> {
+    let s = nix::sys::statvfs::statvfs(dir).ok()?;
+    Some((s.blocks_available() as u64).saturating_mul(s.fragment_size() as u64))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_missing_command_is_left_out_and_exec_is_always_there() {
+        let config = Config::parse(
+            "[providers.claude]\ncommand = [\"/nonexistent/claude\"]\n[providers.codex]\ncommand = [\"sh\", \"-c\", \"x\"]\n",
+            "t",
+        )
+        .unwrap();
+        let caps = probe(&config, &std::env::temp_dir()).await;
+        assert!(caps.provider("claude").is_none(), "{caps:?}");
+        assert!(caps.provider("exec").is_some(), "{caps:?}");
+        // sh starts (its --version answer is the shell's business).
+        assert!(caps.provider("codex").is_some(), "{caps:?}");
+        assert!(caps.workspace_free_bytes.is_some_and(|b| b > 0));
+    }
+}
