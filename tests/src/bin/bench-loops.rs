@@ -541,6 +541,12 @@ async fn dispatch_pass(env: &Env) -> anyhow::Result<()> {
     let (r, first) = timed(pam_controller::reconcile::pass(&env.state.ctx)).await;
     r?;
     let steady = sweep_time(env, 21).await?;
+    // The first pass rewrote each run once (its condition): the steady
+    // passes above read past those dead row versions until autovacuum
+    // (default: within a minute of 20 % of a table changing) clears them;
+    // the same passes again after that cleanup.
+    sqlx::query("VACUUM runs").execute(&env.pool).await?;
+    let vacuumed = sweep_time(env, 21).await?;
     let written: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM runs WHERE conditions @> '[{\"type\": \"Scheduled\"}]'",
     )
@@ -557,6 +563,10 @@ async fn dispatch_pass(env: &Env) -> anyhow::Result<()> {
     println!(
         "  steady pass (median of 21)      {:>8.2} ms   compare across commits: target within 1.2x",
         steady.as_secs_f64() * 1e3
+    );
+    println!(
+        "  steady, runs vacuumed (of 21)   {:>8.2} ms   (as after autovacuum)",
+        vacuumed.as_secs_f64() * 1e3
     );
     Ok(())
 }
