@@ -18,7 +18,7 @@ use uuid::Uuid;
 
 use super::auth::Operator;
 use super::extract::{Json, Path, Query};
-use super::list::{to_json, ListQuery};
+use super::list::{selected, to_json, ListQuery};
 use super::served::{one, project, scoped, Served};
 use super::{lookup, objects, ApiError, AppState};
 use crate::clock::ts;
@@ -127,6 +127,27 @@ impl Served for Run {
     ) -> ApiResult<Vec<Value>> {
         let names = RunNames::load(tx, std::slice::from_ref(scoped(p)?)).await?;
         Ok(items.iter().map(|r| names.object(r)).collect())
+    }
+
+    /// Every project's runs with one read of the names and waits for all
+    /// (hosts, Secret waits), not one per project.
+    async fn listed_everywhere(
+        tx: &mut dyn Tx,
+        projects: &[Project],
+        q: &ListQuery,
+        _now: DateTime<Utc>,
+    ) -> ApiResult<Vec<Value>> {
+        let sel = q.selector()?;
+        let names = RunNames::load(tx, projects).await?;
+        let mut items = Vec::new();
+        for p in projects {
+            for r in Self::list(tx, Some(p), q).await? {
+                if selected(&sel, &r.meta.labels) {
+                    items.push(names.object(&r));
+                }
+            }
+        }
+        Ok(items)
     }
 }
 

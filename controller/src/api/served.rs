@@ -89,6 +89,23 @@ pub trait Served: Stored {
         Self::print(tx, project, &items, now).await
     }
 
+    /// Every project's listing (`GET /api/v1/<plural>` of a
+    /// project-scoped kind): [`Served::listed`] per project. A kind whose
+    /// printing reads context of its own (a run's task and host names)
+    /// reads it once for all of them instead.
+    async fn listed_everywhere(
+        tx: &mut dyn Tx,
+        projects: &[Project],
+        q: &ListQuery,
+        now: DateTime<Utc>,
+    ) -> ApiResult<Vec<Value>> {
+        let mut items = Vec::new();
+        for p in projects {
+            items.extend(Self::listed(tx, Some(p), q, now).await?);
+        }
+        Ok(items)
+    }
+
     /// The API's delete: through its rule ([`Stored::delete`]); a kind
     /// may refuse first (a host with live runs).
     async fn remove(self, tx: &mut dyn Tx, now: DateTime<Utc>) -> ApiResult<()> {
@@ -148,11 +165,8 @@ async fn list_all<K: Served>(
     let items = match <K as Stored>::KIND.info().scope {
         Scope::Cluster => K::listed(tx.as_mut(), None, &q, now).await?,
         Scope::Project => {
-            let mut items = Vec::new();
-            for p in tx.list_projects().await? {
-                items.extend(K::listed(tx.as_mut(), Some(&p), &q, now).await?);
-            }
-            items
+            let projects = tx.list_projects().await?;
+            K::listed_everywhere(tx.as_mut(), &projects, &q, now).await?
         }
     };
     Ok(list(items))
