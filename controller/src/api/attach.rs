@@ -97,8 +97,7 @@ fn lease_error(e: LeaseError) -> ApiError {
 
 async fn live_run(st: &AppState, slug: &str, name: &str) -> ApiResult<Run> {
     let mut tx = st.ctx.store.begin().await?;
-    let p = served::project(tx.as_mut(), slug).await?;
-    served::one::<Run>(tx.as_mut(), Some(&p), name).await
+    Ok(served::one_in::<Run>(tx.as_mut(), slug, name).await?.1)
 }
 
 pub async fn acquire(

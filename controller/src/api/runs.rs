@@ -19,7 +19,7 @@ use uuid::Uuid;
 use super::auth::Operator;
 use super::extract::{Json, Path, Query};
 use super::list::{selected, to_json, ListQuery};
-use super::served::{one, project, scoped, Served};
+use super::served::{one, one_in, scoped, Served};
 use super::{lookup, objects, ApiError, AppState};
 use crate::clock::ts;
 use crate::events::event_json;
@@ -165,8 +165,7 @@ pub async fn stop_run(
 ) -> ApiResult<Json<Value>> {
     let now = st.ctx.now();
     let mut tx = st.ctx.store.begin().await?;
-    let p = project(tx.as_mut(), &slug).await?;
-    let r = one::<Run>(tx.as_mut(), Some(&p), &name).await?;
+    let (p, r) = one_in::<Run>(tx.as_mut(), &slug, &name).await?;
     let r = runs::request_stop(tx.as_mut(), r, now).await?;
     let obj = run_object(tx.as_mut(), &p, &r).await?;
     st.ctx.commit(tx).await?;
@@ -199,8 +198,7 @@ pub async fn signal_run(
         .map_err(|e: UnknownSignal| ApiError::bad_request(e.to_string()))?;
     let now = st.ctx.now();
     let mut tx = st.ctx.store.begin().await?;
-    let p = project(tx.as_mut(), &slug).await?;
-    let r = one::<Run>(tx.as_mut(), Some(&p), &name).await?;
+    let (_, r) = one_in::<Run>(tx.as_mut(), &slug, &name).await?;
     if !matches!(r.status, RunStatus::Spawning | RunStatus::Running) {
         return Err(ApiError::new(
             StatusCode::CONFLICT,
@@ -228,8 +226,7 @@ pub async fn run_output(
     Path((slug, name)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
     let mut tx = st.ctx.store.begin().await?;
-    let p = project(tx.as_mut(), &slug).await?;
-    let r = one::<Run>(tx.as_mut(), Some(&p), &name).await?;
+    let (_, r) = one_in::<Run>(tx.as_mut(), &slug, &name).await?;
     let snap = st
         .snapshots
         .get(r.id)
@@ -271,8 +268,7 @@ pub async fn run_events(
     }
     let limit = super::events::page_limit(q.limit, 1000, 10_000)?;
     let mut tx = st.ctx.store.begin().await?;
-    let p = project(tx.as_mut(), &slug).await?;
-    let run = one::<Run>(tx.as_mut(), Some(&p), &name).await?;
+    let (_, run) = one_in::<Run>(tx.as_mut(), &slug, &name).await?;
     let items: Vec<Value> = tx
         .run_events(run.id, q.after.unwrap_or(0), limit)
         .await?

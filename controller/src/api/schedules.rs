@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 
 use super::auth::Operator;
 use super::extract::{Json, Path};
-use super::served::{one, project, scoped, Served};
+use super::served::{one_in, scoped, Served};
 use super::{objects, ApiError, AppState};
 use crate::rules::schedules::{self, Tick};
 
@@ -44,8 +44,7 @@ pub async fn trigger_schedule(
     Path((slug, name)): Path<(String, String)>,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     let mut tx = st.ctx.store.begin().await?;
-    let p = project(tx.as_mut(), &slug).await?;
-    let s = one::<Schedule>(tx.as_mut(), Some(&p), &name).await?;
+    let (p, s) = one_in::<Schedule>(tx.as_mut(), &slug, &name).await?;
     match schedules::trigger(tx.as_mut(), &s, &p.slug, st.ctx.now()).await? {
         Tick::Created(run) => {
             st.ctx.commit(tx).await?;

@@ -132,6 +132,14 @@ pub async fn one<K: Served>(
     })
 }
 
+/// The object `/api/v1/projects/{slug}/<plural>/{name}` names, with its
+/// project: each a 404 naming it when missing.
+pub async fn one_in<K: Served>(tx: &mut dyn Tx, slug: &str, name: &str) -> ApiResult<(Project, K)> {
+    let p = project(tx, slug).await?;
+    let o = one::<K>(tx, Some(&p), name).await?;
+    Ok((p, o))
+}
+
 /// The project a URL names (`/api/v1/projects/{project}/…`).
 pub async fn project(tx: &mut dyn Tx, slug: &str) -> ApiResult<Project> {
     one::<Project>(tx, None, slug).await
@@ -180,8 +188,7 @@ async fn get_in<K: Served>(
     Path((slug, name)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
     let mut tx = st.ctx.store.begin().await?;
-    let p = project(tx.as_mut(), &slug).await?;
-    let o = one::<K>(tx.as_mut(), Some(&p), &name).await?;
+    let (p, o) = one_in::<K>(tx.as_mut(), &slug, &name).await?;
     Ok(Json(
         o.print_one(tx.as_mut(), Some(&p), st.ctx.now()).await?,
     ))
@@ -208,8 +215,7 @@ async fn delete_in<K: Served>(
 ) -> ApiResult<StatusCode> {
     let now = st.ctx.now();
     let mut tx = st.ctx.store.begin().await?;
-    let p = project(tx.as_mut(), &slug).await?;
-    let o = one::<K>(tx.as_mut(), Some(&p), &name).await?;
+    let (_, o) = one_in::<K>(tx.as_mut(), &slug, &name).await?;
     o.remove(tx.as_mut(), now).await?;
     st.ctx.commit(tx).await?;
     K::deleted(&st.ctx.wakeups);

@@ -17,7 +17,7 @@ use uuid::Uuid;
 use super::auth::Operator;
 use super::extract::{Json, Path};
 use super::list::{selected, to_json, ListQuery};
-use super::served::{one, project, scoped, Served};
+use super::served::{one_in, scoped, Served};
 use super::{lookup, objects, ApiError, AppState};
 use crate::rules::work_items;
 
@@ -114,8 +114,7 @@ pub async fn transition_task(
 ) -> ApiResult<Json<Value>> {
     let now = st.ctx.now();
     let mut tx = st.ctx.store.begin().await?;
-    let p = project(tx.as_mut(), &slug).await?;
-    let w = one::<WorkItem>(tx.as_mut(), Some(&p), &name).await?;
+    let (p, w) = one_in::<WorkItem>(tx.as_mut(), &slug, &name).await?;
     let Some((moved, cascade)) =
         work_items::set_status(tx.as_mut(), &w, body.to, &p.slug, now).await?
     else {
