@@ -301,22 +301,37 @@ pub fn fake(args: &[&str]) -> Vec<String> {
     v
 }
 
+/// A worker config table making `claude` the command `argv`.
+pub fn claude_command<S: AsRef<str>>(argv: &[S]) -> String {
+    let argv: Vec<&str> = argv.iter().map(AsRef::as_ref).collect();
+    format!(
+        "[providers.claude]\ncommand = {}\n",
+        serde_json::to_string(&argv).unwrap()
+    )
+}
+
+/// A pamd with [`FAST_PAMD_TOML`] (1 s heartbeats, offline after 4 s).
+pub async fn fast_pamd() -> Pamd {
+    Pamd::start(crate::PamdOptions {
+        config_toml: FAST_PAMD_TOML.to_string(),
+        ..crate::PamdOptions::default()
+    })
+    .await
+    .unwrap()
+}
+
 /// A worker config table making `claude` the fake provider that prints
 /// env var `key` (three lines, 300 ms apart): how the Secret tests see a
 /// value reach a run.
 pub fn claude_printing_env(key: &str) -> String {
-    format!(
-        "[providers.claude]\ncommand = {}\n",
-        serde_json::to_string(&fake(&[
-            "--print-env",
-            key,
-            "--lines",
-            "3",
-            "--sleep-ms",
-            "300"
-        ]))
-        .unwrap()
-    )
+    claude_command(&fake(&[
+        "--print-env",
+        key,
+        "--lines",
+        "3",
+        "--sleep-ms",
+        "300",
+    ]))
 }
 
 /// `pamctl apply -f -` with `yaml`, asserting success.

@@ -5,21 +5,14 @@
 
 use std::time::Duration;
 
-use pam_tests::worker::{
-    apply, events, fake, run, wait_online, wait_phase, Worker, FAST_PAMD_TOML,
-};
-use pam_tests::{eventually, ok, Pamd, PamdOptions};
+use pam_tests::worker::{apply, events, fake, fast_pamd, run, wait_online, wait_phase, Worker};
+use pam_tests::{eventually, ok, Pamd};
 use serde_json::Value;
 
 const T: Duration = Duration::from_secs(30);
 
 async fn pamd() -> Pamd {
-    Pamd::start(PamdOptions {
-        config_toml: FAST_PAMD_TOML.to_string(),
-        ..PamdOptions::default()
-    })
-    .await
-    .unwrap()
+    fast_pamd().await
 }
 
 /// Project e2e; per `(name, deps)` a Task and its Run `run-<name>` (the

@@ -6,10 +6,10 @@
 use std::time::Duration;
 
 use pam_tests::worker::{
-    apply, create_worker_token, fake, project_yaml, wait_online, wait_phase, Worker,
-    FAST_PAMD_TOML, FAST_WORKER_TOML,
+    apply, claude_command, create_worker_token, fake, fast_pamd, project_yaml, wait_online,
+    wait_phase, Worker, FAST_WORKER_TOML,
 };
-use pam_tests::{eventually, fails, ok, Pamd, PamdOptions};
+use pam_tests::{eventually, fails, ok};
 
 const T: Duration = Duration::from_secs(30);
 
@@ -21,16 +21,11 @@ fn schedule_yaml(name: &str, cron: &str, zone: &str, cwd: &str) -> String {
 
 #[tokio::test]
 async fn get_schedules_trigger_and_bad_timetables() {
-    let pamd = Pamd::start(PamdOptions {
-        config_toml: FAST_PAMD_TOML.to_string(),
-        ..PamdOptions::default()
-    })
-    .await
-    .unwrap();
+    let pamd = fast_pamd().await;
     let token = create_worker_token(&pamd, "h1").await.unwrap();
     let toml = format!(
-        "{FAST_WORKER_TOML}[providers.claude]\ncommand = {}\n",
-        serde_json::to_string(&fake(&["--lines", "1"])).unwrap()
+        "{FAST_WORKER_TOML}{}",
+        claude_command(&fake(&["--lines", "1"]))
     );
     let w = Worker::start_with_token(&pamd.url, &token, "h1", &toml).unwrap();
     wait_online(&pamd, "h1").await;

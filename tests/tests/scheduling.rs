@@ -7,10 +7,10 @@ use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
 use pam_tests::worker::{
-    apply, create_worker_token, fake, host, project_yaml, run, run_events, wait_online, wait_phase,
-    Worker, FAST_PAMD_TOML, FAST_WORKER_TOML,
+    apply, claude_command, create_worker_token, fake, fast_pamd, host, project_yaml, run,
+    run_events, wait_online, wait_phase, Worker, FAST_WORKER_TOML,
 };
-use pam_tests::{eventually, ok, Pamd, PamdOptions};
+use pam_tests::{eventually, ok};
 use serde_json::{json, Value};
 
 const T: Duration = Duration::from_secs(60);
@@ -32,12 +32,7 @@ fn scheduled(r: &Value) -> Value {
 
 #[tokio::test]
 async fn a_claude_run_goes_where_claude_is_and_a_pending_one_says_why() {
-    let pamd = Pamd::start(PamdOptions {
-        config_toml: FAST_PAMD_TOML.to_string(),
-        ..PamdOptions::default()
-    })
-    .await
-    .unwrap();
+    let pamd = fast_pamd().await;
     let scratch = tempfile::tempdir().unwrap();
     let script = scratch.path().join("claude");
     std::fs::write(
@@ -50,11 +45,13 @@ async fn a_claude_run_goes_where_claude_is_and_a_pending_one_says_why() {
     .unwrap();
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
     let with_claude = format!(
-        "{FAST_WORKER_TOML}[providers.claude]\ncommand = {}\n",
-        json!([script.display().to_string(), "-p", "{prompt}"])
+        "{FAST_WORKER_TOML}{}",
+        claude_command(&[&script.display().to_string(), "-p", "{prompt}"])
     );
-    let without_claude =
-        format!("{FAST_WORKER_TOML}[providers.claude]\ncommand = [\"/nonexistent/pam/claude\"]\n");
+    let without_claude = format!(
+        "{FAST_WORKER_TOML}{}",
+        claude_command(&["/nonexistent/pam/claude"])
+    );
     let token_a = create_worker_token(&pamd, "has-claude").await.unwrap();
     let a = Worker::start_with_token(&pamd.url, &token_a, "has-claude", &with_claude).unwrap();
     let token_b = create_worker_token(&pamd, "no-claude").await.unwrap();
@@ -172,12 +169,7 @@ async fn a_claude_run_goes_where_claude_is_and_a_pending_one_says_why() {
 /// what it reported before.
 #[tokio::test]
 async fn a_bad_capability_report_is_refused_and_the_previous_stays() {
-    let pamd = Pamd::start(PamdOptions {
-        config_toml: FAST_PAMD_TOML.to_string(),
-        ..PamdOptions::default()
-    })
-    .await
-    .unwrap();
+    let pamd = fast_pamd().await;
     let token = create_worker_token(&pamd, "h1").await.unwrap();
     let w = Worker::start_with_token(&pamd.url, &token, "h1", FAST_WORKER_TOML).unwrap();
     wait_online(&pamd, "h1").await;
@@ -224,17 +216,12 @@ async fn a_bad_capability_report_is_refused_and_the_previous_stays() {
 /// lives on.
 #[tokio::test]
 async fn a_cli_installed_later_is_reported_on_sighup() {
-    let pamd = Pamd::start(PamdOptions {
-        config_toml: FAST_PAMD_TOML.to_string(),
-        ..PamdOptions::default()
-    })
-    .await
-    .unwrap();
+    let pamd = fast_pamd().await;
     let scratch = tempfile::tempdir().unwrap();
     let script = scratch.path().join("claude");
     let toml = format!(
-        "{FAST_WORKER_TOML}[providers.claude]\ncommand = {}\n",
-        json!([script.display().to_string(), "-p", "{prompt}"])
+        "{FAST_WORKER_TOML}{}",
+        claude_command(&[&script.display().to_string(), "-p", "{prompt}"])
     );
     let token = create_worker_token(&pamd, "h1").await.unwrap();
     let mut w = Worker::start_with_token(&pamd.url, &token, "h1", &toml).unwrap();

@@ -6,22 +6,16 @@
 use std::path::Path;
 use std::time::Duration;
 
+use pam_tests::ok;
 use pam_tests::worker::{
-    apply, fake, project_yaml, run_events, run_yaml, wait_online, wait_phase, Worker,
-    FAST_PAMD_TOML,
+    apply, fake, fast_pamd, project_yaml, run_events, run_yaml, wait_online, wait_phase, Worker,
 };
-use pam_tests::{ok, Pamd, PamdOptions};
 
 const T: Duration = Duration::from_secs(60);
 
 #[tokio::test]
 async fn a_spawn_failure_says_why_in_status_event_and_describe() {
-    let pamd = Pamd::start(PamdOptions {
-        config_toml: FAST_PAMD_TOML.to_string(),
-        ..PamdOptions::default()
-    })
-    .await
-    .unwrap();
+    let pamd = fast_pamd().await;
     let _w = Worker::start(&pamd, "h1").await.unwrap();
     wait_online(&pamd, "h1").await;
     let missing = Path::new("/nonexistent/pam-spawn-failure");

@@ -8,10 +8,10 @@
 use std::time::Duration;
 
 use pam_tests::worker::{
-    apply, create_worker_token, fake, project_yaml, run, run_events, wait_online, wait_phase,
-    Worker, FAST_PAMD_TOML, FAST_WORKER_TOML,
+    apply, create_worker_token, fake, fast_pamd, project_yaml, run, run_events, wait_online,
+    wait_phase, Worker, FAST_WORKER_TOML,
 };
-use pam_tests::{eventually, ok, Pamd, PamdOptions};
+use pam_tests::{eventually, ok, Pamd};
 use serde_json::Value;
 
 const T: Duration = Duration::from_secs(60);
@@ -48,12 +48,7 @@ fn total(r: &Value) -> (u64, u64, u64, f64) {
 }
 
 async fn pamd_and_worker(extra: &[&str]) -> (Pamd, Worker) {
-    let pamd = Pamd::start(PamdOptions {
-        config_toml: FAST_PAMD_TOML.to_string(),
-        ..PamdOptions::default()
-    })
-    .await
-    .unwrap();
+    let pamd = fast_pamd().await;
     let token = create_worker_token(&pamd, "h1").await.unwrap();
     let w = Worker::start_with_token(&pamd.url, &token, "h1", &worker_toml(extra)).unwrap();
     wait_online(&pamd, "h1").await;

@@ -11,10 +11,10 @@ use std::path::Path;
 use std::time::Duration;
 
 use pam_tests::worker::{
-    apply, claude_printing_env, create_worker_token, host, project_yaml, run, wait_online,
-    wait_phase, Worker, FAST_PAMD_TOML, FAST_WORKER_TOML,
+    apply, claude_printing_env, create_worker_token, fast_pamd, host, project_yaml, run,
+    wait_online, wait_phase, Worker, FAST_WORKER_TOML,
 };
-use pam_tests::{eventually, fails, ok, Pamd, PamdOptions};
+use pam_tests::{eventually, fails, ok};
 
 const T: Duration = Duration::from_secs(30);
 
@@ -71,12 +71,7 @@ fn assert_never_received(w: &Worker, value: &str) {
 #[tokio::test]
 async fn a_self_reported_label_does_not_satisfy_an_operator_selector() {
     let value = format!("pamsecret{}", uuid::Uuid::new_v4().simple());
-    let pamd = Pamd::start(PamdOptions {
-        config_toml: FAST_PAMD_TOML.to_string(),
-        ..PamdOptions::default()
-    })
-    .await
-    .unwrap();
+    let pamd = fast_pamd().await;
     let provider = claude_printing_env("API_KEY");
     // A reports secure=true for itself; B reports nothing.
     let token_a = create_worker_token(&pamd, "box-a").await.unwrap();
