@@ -76,7 +76,7 @@ pub use hosts::{Host, HostTx};
 pub use idempotency::{Claimed, IdempotencyClaim, IdempotencyTx};
 pub use leader::{LeaderTx, Lease};
 pub use projects::{Project, ProjectTx};
-pub use runs::{Run, RunFilter, RunTx, RunUpdate, SignalMarker, Target};
+pub use runs::{PendingRun, Run, RunFilter, RunTx, RunUpdate, SignalMarker, Target};
 pub use schedules::{Schedule, ScheduleTx};
 pub use secrets::{Secret, SecretTx, SecretWait};
 pub use sources::{OwnedObject, Source, SourceObject, SourceStatus, SourceTx};

@@ -174,6 +174,61 @@ pub struct RunFilter {
     pub task_id: Option<Uuid>,
     pub host_id: Option<Uuid>,
     pub statuses: Option<Vec<RunStatus>>,
+    /// Only these runs.
+    pub ids: Option<Vec<Uuid>>,
+}
+
+/// A pending run as the dispatch pass reads it (issue 31): what placing
+/// it, stopping it and timing it out depend on, without its spec, prompt,
+/// labels or usage. The pass reads a whole row ([`RunFilter::ids`]) only
+/// for a run it writes, so a pass that leaves every run as it was reads
+/// little more than before runs said why they wait. [`PendingRun::of`] is
+/// the Rust form of the PostgreSQL store's column list; the conformance
+/// suite keeps them equal.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PendingRun {
+    pub id: Uuid,
+    pub project_id: Uuid,
+    pub provider: String,
+    /// `spec.providerVersion` ([`crate::dispatch::provider_version`]).
+    pub provider_version: Option<String>,
+    pub target: Target,
+    pub stop_requested: bool,
+    pub dispatchable_since: Option<DateTime<Utc>>,
+    pub dispatch_timeout_seconds: Option<i32>,
+    pub eligible_host_seen: bool,
+    /// Its `Scheduled` condition's (reason, message) ([`scheduled_of`]).
+    pub scheduled: Option<(String, String)>,
+}
+
+impl PendingRun {
+    pub fn of(r: &Run) -> PendingRun {
+        PendingRun {
+            id: r.id,
+            project_id: r.project_id,
+            provider: r.provider.clone(),
+            provider_version: crate::dispatch::provider_version(r).map(str::to_string),
+            target: r.target.clone(),
+            stop_requested: r.stop_requested,
+            dispatchable_since: r.dispatchable_since,
+            dispatch_timeout_seconds: r.dispatch_timeout_seconds,
+            eligible_host_seen: r.eligible_host_seen,
+            scheduled: scheduled_of(&r.meta),
+        }
+    }
+}
+
+/// A run's stored `Scheduled` condition (issue 31) as (reason, message),
+/// if it has one.
+pub fn scheduled_of(m: &Meta) -> Option<(String, String)> {
+    m.conditions.as_array()?.iter().find_map(|cond| {
+        (cond["type"] == pam_manifests::conditions::SCHEDULED).then(|| {
+            (
+                cond["reason"].as_str().unwrap_or_default().to_string(),
+                cond["message"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+    })
 }
 
 /// A recorded one-shot signal: `processed_signals (run_id, attempt, kind)`.
@@ -266,7 +321,12 @@ pub trait RunTx: Send {
     /// Pending runs that are dispatchable or have a stop request (blocked
     /// runs and runs waiting for a Secret wait without a dispatch
     /// timeout), oldest pending_since first.
-    async fn list_pending_runs(&mut self, limit: i64) -> StoreResult<Vec<Run>>;
+    async fn list_pending_runs(&mut self, limit: i64) -> StoreResult<Vec<PendingRun>>;
+    /// Of [`RunTx::list_pending_runs`]'s runs, those whose spec reads a
+    /// Secret ([`crate::secrets::reads_secrets`]): what the Secret loop
+    /// re-checks each pass (issue 18), read without the rest (issue 31:
+    /// the pass no longer reads every pending run twice).
+    async fn list_pending_runs_reading_secrets(&mut self, limit: i64) -> StoreResult<Vec<Run>>;
     /// Failed runs whose requeue_at is at or before `now` and that have no
     /// stop request, oldest requeue_at first.
     async fn list_requeue_due(&mut self, now: DateTime<Utc>, limit: i64) -> StoreResult<Vec<Run>>;

@@ -15,9 +15,34 @@
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use pam_manifests::kinds::{EnvFromSource, EnvVar};
+use serde_json::Value;
 use uuid::Uuid;
 
 use crate::{Meta, StoreResult};
+
+/// The `env` and `envFrom` of a stored run spec.
+pub fn env_of(spec: &Value) -> (Vec<EnvVar>, Vec<EnvFromSource>) {
+    let get = |field: &str| spec.get(field).cloned().unwrap_or(Value::Array(vec![]));
+    (
+        serde_json::from_value(get("env")).unwrap_or_default(),
+        serde_json::from_value(get("envFrom")).unwrap_or_default(),
+    )
+}
+
+/// Whether a stored run spec reads any Secret (an `envFrom` entry, or an
+/// `env` entry with a `valueFrom`). [`READS_SECRETS_SQL`] is the same test
+/// over `runs.spec`; the conformance suite keeps the two equal
+/// ([`crate::RunTx::list_pending_runs_reading_secrets`]).
+pub fn reads_secrets(spec: &Value) -> bool {
+    let (env, from) = env_of(spec);
+    !from.is_empty() || env.iter().any(|v| v.value_from.is_some())
+}
+
+/// [`reads_secrets`] as a condition over `runs.spec`.
+pub const READS_SECRETS_SQL: &str = "(jsonb_typeof(spec->'envFrom') = 'array' \
+    AND jsonb_array_length(spec->'envFrom') > 0 \
+    OR jsonb_path_exists(spec, '$.env[*].valueFrom ? (@ != null)'))";
 
 /// A Secret: its metadata and its sealed values.
 #[derive(Clone, PartialEq)]

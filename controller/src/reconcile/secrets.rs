@@ -26,8 +26,11 @@ pub async fn sweep(ctx: &Ctx) -> anyhow::Result<usize> {
             }
         }
     }
-    for run in tx.list_pending_runs(PENDING_PER_PASS).await? {
-        if !seen.contains(&run.id) && env::reads_secrets(&run.meta.spec) {
+    for run in tx
+        .list_pending_runs_reading_secrets(PENDING_PER_PASS)
+        .await?
+    {
+        if !seen.contains(&run.id) {
             env::check_wait(tx.as_mut(), &run, None, now).await?;
         }
     }

@@ -34,6 +34,12 @@
 //! pamd mark `eligible_host_seen`: the others' `online` is inherited state,
 //! not an observation.
 
+use std::collections::HashMap;
+
+use pam_manifests::state::RunStatus;
+use pam_store::RunFilter;
+use uuid::Uuid;
+
 use super::ignore_conflict;
 use crate::ctx::Ctx;
 use crate::rules::runs::{placement, usage};
@@ -85,15 +91,23 @@ pub async fn sweep(ctx: &Ctx) -> anyhow::Result<(usize, usize)> {
             None => {}
         }
     }
-    let (mut timed_out, mut stopped) = (0, 0);
+    // What each run needs, decided over the narrow rows; whole rows are
+    // read only for the runs written (issue 31: a pass that changes
+    // nothing reads no more than placing needs).
+    enum Write {
+        Stop,
+        Schedule(&'static str, String),
+        TimeOut(bool, String),
+    }
+    let over_budget: HashMap<Uuid, String> = held
+        .iter()
+        .map(|(id, project)| (*id, format!("project {project} is over its budget")))
+        .collect();
     let mut seen = Vec::new();
+    let mut writes = Vec::new();
     for run in &pending {
         if run.stop_requested {
-            if ignore_conflict(runs::lifecycle::stop_pending(tx.as_mut(), run, now).await)?
-                .is_some()
-            {
-                stopped += 1;
-            }
+            writes.push((run.id, Write::Stop));
             continue;
         }
         let placed = fleet.place(run, &mut shapes);
@@ -101,21 +115,17 @@ pub async fn sweep(ctx: &Ctx) -> anyhow::Result<(usize, usize)> {
         if matched && !run.eligible_host_seen {
             seen.push(run.id);
         }
-        let over_budget;
-        let (reason, message) = match held.get(&run.project_id) {
-            Some(project) => {
-                over_budget = format!("project {project} is over its budget");
-                (
-                    pam_manifests::conditions::SCHEDULED_BUDGET_EXCEEDED,
-                    over_budget.as_str(),
-                )
-            }
+        let (reason, message) = match over_budget.get(&run.project_id) {
+            Some(m) => (
+                pam_manifests::conditions::SCHEDULED_BUDGET_EXCEEDED,
+                m.as_str(),
+            ),
             None => (placed.reason, placed.message.as_str()),
         };
+        let schedule = placement::changes(run.scheduled.as_ref(), reason, message)
+            .then(|| (run.id, Write::Schedule(reason, message.to_string())));
         if !observing || held.contains_key(&run.project_id) {
-            ignore_conflict(
-                placement::set_scheduled(tx.as_mut(), run, reason, message, now).await,
-            )?;
+            writes.extend(schedule);
             continue;
         }
         let timeout = run
@@ -134,15 +144,50 @@ pub async fn sweep(ctx: &Ctx) -> anyhow::Result<(usize, usize)> {
             .get(&run.project_id)
             .map_or(since, |at: &chrono::DateTime<chrono::Utc>| since.max(*at));
         if now < since + timeout {
-            ignore_conflict(
-                placement::set_scheduled(tx.as_mut(), run, reason, message, now).await,
-            )?;
-        } else if ignore_conflict(
-            runs::lifecycle::time_out(tx.as_mut(), run, matched, message, now).await,
-        )?
-        .is_some()
-        {
-            timed_out += 1;
+            writes.extend(schedule);
+        } else {
+            writes.push((run.id, Write::TimeOut(matched, message.to_string())));
+        }
+    }
+    let (mut timed_out, mut stopped) = (0, 0);
+    if !writes.is_empty() {
+        let whole: HashMap<Uuid, pam_store::Run> = tx
+            .list_runs(&RunFilter {
+                ids: Some(writes.iter().map(|(id, _)| *id).collect()),
+                ..RunFilter::default()
+            })
+            .await?
+            .into_iter()
+            .map(|r| (r.id, r))
+            .collect();
+        for (id, write) in writes {
+            // Gone or changed since the narrow read: a later pass sees it.
+            let Some(run) = whole.get(&id).filter(|r| r.status == RunStatus::Pending) else {
+                continue;
+            };
+            match write {
+                Write::Stop => {
+                    if ignore_conflict(runs::lifecycle::stop_pending(tx.as_mut(), run, now).await)?
+                        .is_some()
+                    {
+                        stopped += 1;
+                    }
+                }
+                Write::Schedule(reason, message) => {
+                    ignore_conflict(
+                        placement::set_scheduled(tx.as_mut(), run, reason, &message, now).await,
+                    )?;
+                }
+                Write::TimeOut(matched, message) => {
+                    if ignore_conflict(
+                        runs::lifecycle::time_out(tx.as_mut(), run, matched, &message, now).await,
+                    )?
+                    .is_some()
+                    {
+                        timed_out += 1;
+                    }
+                }
+            }
         }
     }
     if !seen.is_empty() {

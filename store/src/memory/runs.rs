@@ -62,6 +62,7 @@ impl RunTx for MemTx {
             .filter(|r| f.task_id.is_none_or(|t| r.task_id == t))
             .filter(|r| f.host_id.is_none_or(|h| r.host_id == Some(h)))
             .filter(|r| f.statuses.as_ref().is_none_or(|s| s.contains(&r.status)))
+            .filter(|r| f.ids.as_ref().is_none_or(|ids| ids.contains(&r.id)))
             .cloned()
             .collect();
         Ok(sorted_runs(runs, |r| (r.created_at, r.id)))
@@ -204,20 +205,17 @@ impl RunTx for MemTx {
         Ok(claimed)
     }
 
-    async fn list_pending_runs(&mut self, limit: i64) -> StoreResult<Vec<Run>> {
-        let runs = self
-            .work
-            .runs
-            .values()
-            .filter(|r| {
-                r.status == RunStatus::Pending
-                    && ((r.dispatchable_since.is_some()
-                        && !self.work.secret_waits.contains_key(&r.id))
-                        || r.stop_requested)
-            })
-            .cloned()
-            .collect();
-        let mut v = sorted_runs(runs, |r| (r.pending_since, r.id));
+    async fn list_pending_runs(&mut self, limit: i64) -> StoreResult<Vec<PendingRun>> {
+        Ok(self
+            .pending_runs(limit)
+            .iter()
+            .map(PendingRun::of)
+            .collect())
+    }
+
+    async fn list_pending_runs_reading_secrets(&mut self, limit: i64) -> StoreResult<Vec<Run>> {
+        let mut v = self.pending_runs(i64::MAX);
+        v.retain(|r| crate::secrets::reads_secrets(&r.meta.spec));
         v.truncate(take(limit));
         Ok(v)
     }
@@ -400,6 +398,27 @@ impl RunTx for MemTx {
                     && matches!(r.status, RunStatus::Spawning | RunStatus::Running)
             })
             .count() as i64)
+    }
+}
+
+impl MemTx {
+    /// [`RunTx::list_pending_runs`]'s runs, whole.
+    fn pending_runs(&self, limit: i64) -> Vec<Run> {
+        let runs = self
+            .work
+            .runs
+            .values()
+            .filter(|r| {
+                r.status == RunStatus::Pending
+                    && ((r.dispatchable_since.is_some()
+                        && !self.work.secret_waits.contains_key(&r.id))
+                        || r.stop_requested)
+            })
+            .cloned()
+            .collect();
+        let mut v = sorted_runs(runs, |r| (r.pending_since, r.id));
+        v.truncate(take(limit));
+        v
     }
 }
 

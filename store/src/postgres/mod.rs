@@ -26,9 +26,9 @@ use uuid::Uuid;
 pub(crate) use crate::prelude::*;
 #[allow(unused_imports)]
 pub(crate) use crate::{
-    short_id, ApiToken, Event, Host, Journaled, Labels, Meta, OwnedObject, Project, Run, RunFilter,
-    RunUpdate, RunUsage, SignalMarker, Source, SourceObject, SourceStatus, StoreError, StoreResult,
-    Target, TokenKind, Usage, WorkItem,
+    short_id, ApiToken, Event, Host, Journaled, Labels, Meta, OwnedObject, PendingRun, Project,
+    Run, RunFilter, RunUpdate, RunUsage, SignalMarker, Source, SourceObject, SourceStatus,
+    StoreError, StoreResult, Target, TokenKind, Usage, WorkItem,
 };
 
 #[allow(unused_imports)]

@@ -120,7 +120,8 @@ impl RunTx for PgTx {
         let sql = format!(
             "SELECT {} FROM runs WHERE ($1::uuid IS NULL OR project_id = $1) \
              AND ($2::uuid IS NULL OR task_id = $2) AND ($3::uuid IS NULL OR host_id = $3) \
-             AND ($4::text[] IS NULL OR status = ANY($4)) ORDER BY created_at, id",
+             AND ($4::text[] IS NULL OR status = ANY($4)) \
+             AND ($5::uuid[] IS NULL OR id = ANY($5)) ORDER BY created_at, id",
             run_cols()
         );
         let rows = sqlx::query(&sql)
@@ -128,6 +129,7 @@ impl RunTx for PgTx {
             .bind(f.task_id)
             .bind(f.host_id)
             .bind(statuses)
+            .bind(f.ids.as_deref())
             .fetch_all(self.conn())
             .await
             .map_err(db_err)?;
@@ -319,20 +321,16 @@ impl RunTx for PgTx {
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
-    async fn list_pending_runs(&mut self, limit: i64) -> StoreResult<Vec<Run>> {
-        let sql = format!(
-            "SELECT {} FROM runs WHERE status = 'pending' \
-             AND ((dispatchable_since IS NOT NULL \
-                   AND NOT EXISTS (SELECT 1 FROM run_secret_waits w WHERE w.run_id = runs.id)) \
-                  OR stop_requested) \
-             ORDER BY pending_since, id LIMIT $1",
-            run_cols()
-        );
-        let rows = sqlx::query(&sql)
-            .bind(limit)
-            .fetch_all(self.conn())
-            .await
-            .map_err(db_err)?;
+    async fn list_pending_runs(&mut self, limit: i64) -> StoreResult<Vec<PendingRun>> {
+        let rows = self.pending_runs(PENDING_RUN_COLS, "TRUE", limit).await?;
+        all(rows, pending_run_from_row)
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn list_pending_runs_reading_secrets(&mut self, limit: i64) -> StoreResult<Vec<Run>> {
+        let rows = self
+            .pending_runs(&run_cols(), crate::secrets::READS_SECRETS_SQL, limit)
+            .await?;
         all(rows, run_from_row)
     }
 
@@ -580,6 +578,52 @@ impl RunTx for PgTx {
             .map(|(s, n)| Ok((s.parse().map_err(|e| corrupt("runs.status", e))?, n)))
             .collect()
     }
+}
+
+impl PgTx {
+    /// [`RunTx::list_pending_runs`]'s rows (columns `cols`), of those only
+    /// the runs meeting `and` (a condition over `runs`).
+    async fn pending_runs(&mut self, cols: &str, and: &str, limit: i64) -> StoreResult<Vec<PgRow>> {
+        let sql = format!(
+            "SELECT {cols} FROM runs WHERE status = 'pending' \
+             AND ((dispatchable_since IS NOT NULL \
+                   AND NOT EXISTS (SELECT 1 FROM run_secret_waits w WHERE w.run_id = runs.id)) \
+                  OR stop_requested) \
+             AND {and} \
+             ORDER BY pending_since, id LIMIT $1"
+        );
+        sqlx::query(&sql)
+            .bind(limit)
+            .fetch_all(self.conn())
+            .await
+            .map_err(db_err)
+    }
+}
+
+/// The columns of a [`PendingRun`] (its `Scheduled` condition's reason
+/// and message picked out of `conditions` here, not in pamd).
+const PENDING_RUN_COLS: &str =
+    "id, project_id, provider, spec->>'providerVersion' AS provider_version, \
+    target, stop_requested, dispatchable_since, dispatch_timeout_seconds, eligible_host_seen, \
+    jsonb_path_query_first(conditions, '$[*] ? (@.type == \"Scheduled\")') AS scheduled";
+
+fn pending_run_from_row(row: &PgRow) -> StoreResult<PendingRun> {
+    let scheduled: Option<serde_json::Value> = get(row, "scheduled")?;
+    Ok(PendingRun {
+        id: get(row, "id")?,
+        project_id: get(row, "project_id")?,
+        provider: get(row, "provider")?,
+        provider_version: get(row, "provider_version")?,
+        target: target_from_json(get(row, "target")?)?,
+        stop_requested: get(row, "stop_requested")?,
+        dispatchable_since: get(row, "dispatchable_since")?,
+        dispatch_timeout_seconds: get(row, "dispatch_timeout_seconds")?,
+        eligible_host_seen: get(row, "eligible_host_seen")?,
+        scheduled: scheduled.map(|c| {
+            let text = |k: &str| c[k].as_str().unwrap_or_default().to_string();
+            (text("reason"), text("message"))
+        }),
+    })
 }
 
 impl super::named::Named for Run {

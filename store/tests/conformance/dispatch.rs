@@ -286,7 +286,17 @@ pub async fn run_by_session_after_claim(s: &dyn Store) {
 pub async fn pending_and_requeue_due_lists(s: &dyn Store) {
     let (_, task) = seed(s).await;
     let p3 = run(&task, "p3", t(3));
-    let p1 = run(&task, "p1", t(1));
+    // The fields a pending run is listed with (issue 31's narrow read)
+    // are the whole row's, in both stores.
+    let mut p1 = run(&task, "p1", t(1));
+    p1.meta.spec = json!({"prompt": "x", "providerVersion": ">=1.2"});
+    p1.target = Target::Selector(labels_of(&[("pool", "gpu")]));
+    p1.dispatch_timeout_seconds = Some(60);
+    p1.meta.conditions = json!([
+        {"type": "Applied", "status": "True", "reason": "Applied", "message": ""},
+        {"type": "Scheduled", "status": "False", "reason": "Unschedulable",
+         "message": "0/1 hosts can run it: 1 lacks provider claude"},
+    ]);
     let p2 = run(&task, "p2", t(2));
     let failed = |name: &str, at: Option<i64>| {
         let mut r = run(&task, name, t(0));
@@ -313,12 +323,23 @@ pub async fn pending_and_requeue_due_lists(s: &dyn Store) {
     .await;
     let mut tx = s.begin().await.unwrap();
     let id = |r: &Run| r.id;
+    let listed = tx.list_pending_runs(10).await.unwrap();
+    assert_eq!(ids(&listed, |r: &PendingRun| r.id), [p1.id, p2.id, p3.id]);
+    for (l, r) in listed.iter().zip([&p1, &p2, &p3]) {
+        assert_eq!(*l, PendingRun::of(r));
+    }
     assert_eq!(
-        ids(&tx.list_pending_runs(10).await.unwrap(), id),
-        [p1.id, p2.id, p3.id]
+        listed[0].scheduled,
+        Some((
+            "Unschedulable".into(),
+            "0/1 hosts can run it: 1 lacks provider claude".into()
+        ))
     );
+    assert_eq!(listed[0].provider_version.as_deref(), Some(">=1.2"));
+    assert_eq!(listed[1].scheduled, None);
     assert_eq!(
-        ids(&tx.list_pending_runs(2).await.unwrap(), id),
+        ids(&tx.list_pending_runs(2).await.unwrap(), |r: &PendingRun| r
+            .id),
         [p1.id, p2.id]
     );
     assert!(tx.list_requeue_due(t(9), 10).await.unwrap().is_empty());

@@ -23,8 +23,8 @@ use uuid::Uuid;
 pub use pam_store::prelude::*;
 #[allow(unused_imports)]
 pub use pam_store::{
-    short_id, ApiToken, AttachLease, AttachRefusal, Event, Host, Labels, Meta, Project, Run,
-    RunFilter, RunUpdate, SignalMarker, Source, SourceObject, SourceStatus, Store, StoreError,
+    short_id, ApiToken, AttachLease, AttachRefusal, Event, Host, Labels, Meta, PendingRun, Project,
+    Run, RunFilter, RunUpdate, SignalMarker, Source, SourceObject, SourceStatus, Store, StoreError,
     Target, TokenKind, WorkItem,
 };
 
@@ -102,6 +102,7 @@ macro_rules! store_conformance_tests {
             idempotency_keys_claim_answer_replay_and_expire,
             secret_crud_unique_and_cascade,
             claim_skips_runs_waiting_for_a_secret,
+            pending_runs_reading_secrets,
             schedule_ticks_are_taken_once,
         );
     };

@@ -161,3 +161,60 @@ pub async fn claim_skips_runs_waiting_for_a_secret(s: &dyn Store) {
     assert!(tx.delete_run(free.id).await.unwrap());
     assert!(tx.run_secret_waits(None).await.unwrap().is_empty());
 }
+
+/// The Secret loop's read (issue 18, issue 31): the pending runs whose
+/// spec reads a Secret, by the same test in both stores
+/// (`pam_store::secrets::reads_secrets` and its SQL form).
+pub async fn pending_runs_reading_secrets(s: &dyn Store) {
+    let (_, task) = seed(s).await;
+    let with = |name: &str, at: i64, spec: serde_json::Value| {
+        let mut r = run(&task, name, t(at));
+        r.meta.spec = spec;
+        r
+    };
+    let key_ref = json!({"secretKeyRef": {"name": "keys", "key": "TOKEN"}});
+    let runs = [
+        with("plain", 1, json!({"prompt": "p"})),
+        with("literal", 2, json!({"env": [{"name": "A", "value": "1"}]})),
+        with(
+            "value-from",
+            3,
+            json!({"env": [{"name": "A", "value": "1"}, {"name": "B", "valueFrom": key_ref}]}),
+        ),
+        with(
+            "env-from",
+            4,
+            json!({"envFrom": [{"secretRef": {"name": "keys"}}]}),
+        ),
+        with("env-from-empty", 5, json!({"envFrom": []})),
+        with(
+            "waiting",
+            6,
+            json!({"envFrom": [{"secretRef": {"name": "gone"}}]}),
+        ),
+    ];
+    insert_runs(s, &runs).await;
+    let mut tx = s.begin().await.unwrap();
+    tx.set_run_secret_wait(runs[5].id, Some("Secret \"gone\" missing"), t(7))
+        .await
+        .unwrap();
+    let names = |v: Vec<Run>| v.into_iter().map(|r| r.name).collect::<Vec<_>>();
+    assert_eq!(
+        names(tx.list_pending_runs_reading_secrets(10).await.unwrap()),
+        ["value-from", "env-from"],
+        "a waiting run is the other loop's; literals and an empty envFrom read nothing"
+    );
+    assert_eq!(
+        names(tx.list_pending_runs_reading_secrets(1).await.unwrap()),
+        ["value-from"]
+    );
+    for r in &runs[..5] {
+        assert_eq!(
+            pam_store::secrets::reads_secrets(&r.meta.spec),
+            ["value-from", "env-from"].contains(&r.name.as_str()),
+            "{}",
+            r.name
+        );
+    }
+    tx.commit().await.unwrap();
+}

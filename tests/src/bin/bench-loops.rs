@@ -568,6 +568,30 @@ async fn dispatch_pass(env: &Env) -> anyhow::Result<()> {
         "  steady, runs vacuumed (of 21)   {:>8.2} ms   (as after autovacuum)",
         vacuumed.as_secs_f64() * 1e3
     );
+    // Where a steady pass goes: each sweep alone, median of 21.
+    let ctx = &env.state.ctx;
+    use pam_controller::reconcile as r;
+    macro_rules! each {
+        ($($name:literal => $sweep:expr),*) => {$(
+            let mut times = Vec::new();
+            for _ in 0..21 {
+                let (res, t) = timed($sweep).await;
+                res?;
+                times.push(t);
+            }
+            times.sort();
+            println!("    {:<30} {:>8.2} ms", $name, times[10].as_secs_f64() * 1e3);
+        )*};
+    }
+    each!(
+        "liveness" => r::liveness::sweep(ctx),
+        "gate" => r::gate::sweep(ctx),
+        "schedule" => r::schedule::sweep(ctx),
+        "secrets" => r::secrets::sweep(ctx),
+        "budget" => r::budget::sweep(ctx),
+        "timeout" => r::timeout::sweep(ctx),
+        "restart" => r::restart::sweep(ctx)
+    );
     Ok(())
 }
 

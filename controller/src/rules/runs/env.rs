@@ -16,30 +16,16 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
-use pam_manifests::kinds::{valid_env_name, EnvFromSource, EnvVar};
+use pam_manifests::kinds::valid_env_name;
 use pam_store::prelude::*;
 use pam_store::{Run, StoreResult};
-use serde_json::Value;
 
 use crate::rules::secrets::{self, missing_message, Keyring, ResolveError};
 
 /// The condition a waiting run shows.
 pub use pam_manifests::conditions::SECRET_MISSING;
 
-/// The `env` and `envFrom` of a stored run spec.
-pub fn env_of(spec: &Value) -> (Vec<EnvVar>, Vec<EnvFromSource>) {
-    let get = |field: &str| spec.get(field).cloned().unwrap_or(Value::Array(vec![]));
-    (
-        serde_json::from_value(get("env")).unwrap_or_default(),
-        serde_json::from_value(get("envFrom")).unwrap_or_default(),
-    )
-}
-
-/// Whether a stored run spec reads any Secret.
-pub fn reads_secrets(spec: &Value) -> bool {
-    let (env, from) = env_of(spec);
-    !from.is_empty() || env.iter().any(|v| v.value_from.is_some())
-}
+pub use pam_store::secrets::{env_of, reads_secrets};
 
 /// The first Secret or key the run's environment names that does not
 /// exist, as the message of its wait; `None` when all do. Reads key

@@ -16,9 +16,9 @@ use std::collections::HashMap;
 use chrono::{DateTime, Utc};
 use pam_manifests::conditions as c;
 use pam_manifests::state::HostStatus;
-use pam_store::dispatch::{host_has_provider, provider_version};
+use pam_store::dispatch::host_has_provider;
 use pam_store::prelude::*;
-use pam_store::{Host, Labels, Meta, Run, StoreResult, Target};
+use pam_store::{Host, Labels, Meta, PendingRun, Run, StoreResult, Target};
 use uuid::Uuid;
 
 use super::super::meta;
@@ -118,17 +118,17 @@ impl<'a> Fleet<'a> {
     /// of its shape in `shapes` (this pass's).
     pub fn place<'c, 'r>(
         &self,
-        run: &'r Run,
+        run: &'r PendingRun,
         shapes: &'c mut HashMap<Shape<'r>, Placement>,
     ) -> &'c Placement {
-        let req = provider_version(run);
+        let req = run.provider_version.as_deref();
         shapes
             .entry((&run.target, run.provider.as_str(), req))
             .or_insert_with(|| self.scan(run, req))
     }
 
     /// [`Fleet::place`] without the shapes: every host, once.
-    fn scan(&self, run: &Run, req: Option<&str>) -> Placement {
+    fn scan(&self, run: &PendingRun, req: Option<&str>) -> Placement {
         let mut counts: HashMap<Why, usize> = HashMap::new();
         let (mut able, mut eligible_match) = (0, false);
         for fh in &self.hosts {
@@ -181,7 +181,7 @@ impl<'a> Fleet<'a> {
 }
 
 /// `2 lack provider claude`, `1 lacks provider claude`, `1 cordoned`.
-fn phrase(w: Why, n: usize, run: &Run, req: Option<&str>) -> String {
+fn phrase(w: Why, n: usize, run: &PendingRun, req: Option<&str>) -> String {
     let lack = if n == 1 { "lacks" } else { "lack" };
     match w {
         Why::LacksProvider => format!("{n} {lack} provider {}", run.provider),
@@ -201,17 +201,7 @@ fn phrase(w: Why, n: usize, run: &Run, req: Option<&str>) -> String {
     }
 }
 
-/// The run's stored `Scheduled` condition as (reason, message), if any.
-pub fn scheduled_of(m: &Meta) -> Option<(String, String)> {
-    m.conditions.as_array()?.iter().find_map(|cond| {
-        (cond["type"] == SCHEDULED).then(|| {
-            (
-                cond["reason"].as_str().unwrap_or_default().to_string(),
-                cond["message"].as_str().unwrap_or_default().to_string(),
-            )
-        })
-    })
-}
+pub use pam_store::runs::scheduled_of;
 
 /// Sets a pending run's `Scheduled=False` condition to (reason, message)
 /// — only when either differs from what it carries, so a pass that finds
@@ -225,13 +215,20 @@ pub async fn set_scheduled(
     message: &str,
     now: DateTime<Utc>,
 ) -> StoreResult<Option<Run>> {
-    if scheduled_of(&run.meta).is_some_and(|(r, m)| r == reason && m == message) {
+    if !changes(scheduled_of(&run.meta).as_ref(), reason, message) {
         return Ok(None);
     }
     let mut r = run.clone();
     let rv = r.meta.resource_version;
     meta::set_condition(&mut r.meta, SCHEDULED, false, reason, message, now);
     tx.update_run_spec(&r, rv).await.map(Some)
+}
+
+/// Whether setting (reason, message) changes a run's `Scheduled`
+/// condition, given what it carries ([`scheduled_of`],
+/// [`PendingRun::scheduled`]).
+pub fn changes(current: Option<&(String, String)>, reason: &str, message: &str) -> bool {
+    !current.is_some_and(|(r, m)| r == reason && m == message)
 }
 
 /// A pending run read with one of the waits derived when read (task
@@ -331,13 +328,13 @@ mod tests {
             host("e", &["exec"]),
         ];
         let uncounted = Fleet::new(&hosts, None, |_| true);
-        let any_exec = run("exec", Target::Any);
+        let any_exec = PendingRun::of(&run("exec", Target::Any));
         uncounted.place(&any_exec, &mut HashMap::new());
         assert!(uncounted.needs_counts(), "exec reaches d's capacity check");
         let fleet = Fleet::new(&hosts, Some(&[(full.id, 1)]), |_| true);
         let (claude, exec) = (
-            run("claude", Target::Any),
-            run("exec", Target::Host("d".into())),
+            PendingRun::of(&run("claude", Target::Any)),
+            PendingRun::of(&run("exec", Target::Host("d".into()))),
         );
         let mut shapes = HashMap::new();
         let p = fleet.place(&claude, &mut shapes).clone();
