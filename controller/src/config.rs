@@ -107,10 +107,27 @@ pub struct Cli {
     /// 0600, when absent) [default: <data dir>/secrets.key].
     #[arg(long, env = "PAM_SECRETS_KEY_FILE", value_name = "FILE")]
     pub secrets_key_file: Option<PathBuf>,
+    /// How pamd logs to stderr: `text` (for people) or `json` (one
+    /// object a line, for log collectors).
+    #[arg(
+        long,
+        env = "PAM_LOG_FORMAT",
+        value_name = "FORMAT",
+        default_value = "text"
+    )]
+    pub log_format: LogFormat,
     /// A test hook: read the time from FILE (one RFC 3339 time) instead of
     /// the wall clock (clock.rs, `FileClock`). Hidden: for tests only.
     #[arg(long, env = "PAM_CLOCK_FILE", value_name = "FILE", hide = true)]
     pub clock_file: Option<PathBuf>,
+}
+
+/// `--log-format` (issue 36).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
 }
 
 /// How pamd serves: plain HTTP, or HTTPS from files or self-signed.

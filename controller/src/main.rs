@@ -3,7 +3,7 @@
 
 use clap::Parser;
 use pam_controller::clock::{FileClock, SharedClock, SystemClock};
-use pam_controller::config::{Cli, Config};
+use pam_controller::config::{Cli, Config, LogFormat};
 use std::sync::Arc;
 
 /// jemalloc, not the system allocator: glibc keeps what requests freed in
@@ -34,7 +34,7 @@ static MALLOC_CONF: &[u8; 52] = b"background_thread:true,narenas:1,dirty_decay_m
 #[tokio::main]
 async fn main() {
     let cli = Cli::parse();
-    init_logging();
+    init_logging(cli.log_format);
     let clock: SharedClock = match &cli.clock_file {
         Some(file) => {
             tracing::warn!(
@@ -56,18 +56,23 @@ async fn main() {
     }
 }
 
-/// Logs to stderr; filter from `PAM_LOG`, else `RUST_LOG`, else `info`.
-fn init_logging() {
+/// Logs to stderr; filter from `PAM_LOG`, else `RUST_LOG`, else `info`;
+/// as text, or as one JSON object a line (`--log-format json`, issue 36).
+fn init_logging(format: LogFormat) {
     use tracing_subscriber::EnvFilter;
     let filter = std::env::var("PAM_LOG")
         .or_else(|_| std::env::var("RUST_LOG"))
         .unwrap_or_else(|_| "info".to_string());
-    tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(EnvFilter::try_new(&filter).unwrap_or_else(|_| EnvFilter::new("info")))
-        .with_writer(std::io::stderr)
-        .with_ansi(
-            std::io::IsTerminal::is_terminal(&std::io::stderr())
-                && std::env::var_os("NO_COLOR").is_none(),
-        )
-        .init();
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => builder
+            .with_ansi(
+                std::io::IsTerminal::is_terminal(&std::io::stderr())
+                    && std::env::var_os("NO_COLOR").is_none(),
+            )
+            .init(),
+    }
 }

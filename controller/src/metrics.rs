@@ -21,6 +21,8 @@ use pam_store::prelude::*;
 
 use crate::events::EventBus;
 
+mod process;
+
 type Labels = Vec<(&'static str, String)>;
 type HistogramFamily = Family<Labels, Histogram, fn() -> Histogram>;
 
@@ -31,9 +33,13 @@ const RUN_PHASES: [&str; 6] = [
 ];
 const HOST_PHASES: [&str; 4] = ["registered", "online", "offline", "disabled"];
 
+/// Six buckets from 5 ms to 10 s (issue 36: a bucket line per route,
+/// method and status class, and per loop, adds up — the tour's instance
+/// served 47 KB with sixteen; steps of about ×4 are what dashboards read).
+const SECONDS_BUCKETS: [f64; 6] = [0.005, 0.025, 0.1, 0.5, 2.5, 10.0];
+
 fn seconds_buckets() -> Histogram {
-    // 1 ms … ~33 s.
-    Histogram::new(exponential_buckets(0.001, 2.0, 16))
+    Histogram::new(SECONDS_BUCKETS)
 }
 
 fn dispatch_buckets() -> Histogram {
@@ -93,6 +99,20 @@ pub const MAX_PROJECT_LABELS: usize = 200;
 /// The providers usage metrics name; anything else counts as `other`.
 const USAGE_PROVIDERS: [&str; 4] = ["claude", "codex", "gemini", "grok"];
 
+/// The controller loops' sweeps (`reconcile::sweep_all` and the
+/// integrity check): their duration and error series exist from the
+/// first scrape.
+pub const LOOPS: [&str; 8] = [
+    "liveness",
+    "gate",
+    "schedule",
+    "secrets",
+    "budget",
+    "timeout",
+    "restart",
+    "integrity",
+];
+
 /// How a Source sync ended: `changed` (only the changed files applied),
 /// `full` (the whole tree applied), `unchanged` (the revision applied
 /// already, no drift), `out_of_sync` (drift left in place), `failed`.
@@ -101,7 +121,18 @@ pub const SYNC_RESULTS: [&str; 5] = ["changed", "full", "unchanged", "out_of_syn
 impl Metrics {
     /// Registers everything, including the bus's own counters.
     pub fn new(bus: &EventBus) -> Metrics {
-        let mut r = Registry::with_prefix("pam");
+        // The standard `process_*` series unprefixed beside pam's own.
+        let mut root = Registry::default();
+        root.register_collector(Box::new(process::Process::new()));
+        let r = root.sub_registry_with_prefix("pam");
+        r.register(
+            "build",
+            "pamd's version and the commit it was built from",
+            prometheus_client::metrics::info::Info::new(vec![
+                ("version", env!("CARGO_PKG_VERSION").to_string()),
+                ("commit", env!("PAM_COMMIT").to_string()),
+            ]),
+        );
         let runs = Family::<Labels, Gauge>::default();
         r.register("runs", "Runs by phase", runs.clone());
         let hosts = Family::<Labels, Gauge>::default();
@@ -216,14 +247,14 @@ impl Metrics {
         for outcome in ["applied", "duplicate", "stale", "rejected"] {
             let _ = signals.get_or_create(&vec![("outcome", outcome.to_string())]);
         }
-        for name in ["liveness", "timeout", "restart", "integrity"] {
+        for name in LOOPS {
             let _ = loop_duration.get_or_create(&vec![("loop", name.to_string())]);
+            let _ = loop_errors.get_or_create(&vec![("loop", name.to_string())]);
         }
-        for result in SYNC_RESULTS {
-            let _ = source_sync.get_or_create(&vec![("result", result.to_string())]);
-        }
+        // (Not the Source syncs' histograms: an instance without Sources
+        // would serve five empty ones.)
         Metrics {
-            registry: Mutex::new(r),
+            registry: Mutex::new(root),
             runs,
             hosts,
             dispatch_latency,
@@ -322,12 +353,14 @@ impl Metrics {
 
     /// One sweep of loop `name` failed.
     pub fn loop_failed(&self, name: &'static str) {
+        debug_assert!(LOOPS.contains(&name), "{name} is not in LOOPS");
         self.loop_errors
             .get_or_create(&vec![("loop", name.to_string())])
             .inc();
     }
 
     pub fn loop_took(&self, name: &'static str, started: Instant) {
+        debug_assert!(LOOPS.contains(&name), "{name} is not in LOOPS");
         self.loop_duration
             .get_or_create(&vec![("loop", name.to_string())])
             .observe(started.elapsed().as_secs_f64());

@@ -558,7 +558,9 @@ async fn metrics_and_readiness() {
         "# TYPE pam_dispatch_latency_seconds histogram",
         "pam_signals_total{outcome=\"duplicate\"} 0",
         "pam_loop_duration_seconds_count{loop=\"liveness\"} 0",
-        "pam_http_request_duration_seconds_count{method=\"GET\",route=\"/api/v1/projects/{project}\",status=\"200\"} 1",
+        "pam_http_request_duration_seconds_count{method=\"GET\",route=\"/api/v1/projects/{project}\",status=\"2xx\"} 1",
+        "pam_build_info{version=",
+        "process_start_time_seconds ",
     ] {
         assert!(text.contains(want), "missing {want:?} in\n{text}");
     }

@@ -111,6 +111,29 @@ async fn the_readme_tour_ends_with_every_run_in_the_phase_it_says() {
         "{runs}"
     );
     assert_eq!(phases[1].2, Some(0), "webhook-tests exits 0: {runs}");
+    // Issue 36: the tour's instance serves its metrics in under 30 KB
+    // (bounded route labels, few buckets), with pamd's build and process.
+    let metrics = reqwest::get(format!("{}/metrics", pamd.url))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    eprintln!(
+        "/metrics after the tour: {} bytes, {} bucket lines",
+        metrics.len(),
+        metrics.lines().filter(|l| l.contains("_bucket{")).count()
+    );
+    assert!(metrics.len() < 30 * 1024, "{} bytes", metrics.len());
+    for series in [
+        "pam_build_info{",
+        "process_resident_memory_bytes ",
+        "process_cpu_seconds_total ",
+        "process_open_fds ",
+        "process_start_time_seconds ",
+    ] {
+        assert!(metrics.contains(series), "{series} in {metrics}");
+    }
     // The agent runs are apart, and say what they need.
     let agents = std::fs::read_to_string(repo().join("examples/agents/runs.yaml")).unwrap();
     assert!(agents.contains("NEED THE PROVIDER'S CLI"), "{agents}");

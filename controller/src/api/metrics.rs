@@ -28,7 +28,8 @@ pub async fn handler(State(st): State<AppState>) -> Response {
 }
 
 /// Middleware timing every request by its matched route (`unmatched` for
-/// the fallback), so the label set stays bounded.
+/// the fallback) and status class (`2xx`…`5xx`), so the label set stays
+/// bounded.
 pub async fn track(State(metrics): State<Arc<Metrics>>, req: Request, next: Next) -> Response {
     let route = req
         .extensions()
@@ -46,7 +47,9 @@ pub async fn track(State(metrics): State<Arc<Metrics>>, req: Request, next: Next
         .get_or_create(&vec![
             ("method", method),
             ("route", route),
-            ("status", resp.status().as_u16().to_string()),
+            // The class, not the code (issue 36: one series per route
+            // and class, not per route and code).
+            ("status", format!("{}xx", resp.status().as_u16() / 100)),
         ])
         .observe(started.elapsed().as_secs_f64());
     resp
