@@ -775,7 +775,8 @@ fn helm_chart_values_and_templates_agree() {
         .arg(&chart_dir)
         .args([
             "--set",
-            "worker.enabled=true,serviceMonitor.enabled=true,ingress.enabled=true",
+            "worker.enabled=true,serviceMonitor.enabled=true,ingress.enabled=true,\
+             tls.certManager.enabled=true,tls.certManager.issuerRef.name=ca",
         ])
         .output()
         .unwrap();
