@@ -221,3 +221,90 @@ async fn postgresql_down_is_answered_fast_and_recovered_from() {
     drop(pamd);
     tokio::task::spawn_blocking(move || stop(pg)).await.unwrap();
 }
+
+fn git(dir: &Path, args: &[&str]) {
+    let out = std::process::Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+        .args(["-c", "init.defaultBranch=main"])
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Issue 36: the layout of deploy/compose.yaml — pamd and a worker as two
+/// processes with separate data dirs, the worker holding only its own
+/// token, pamd on an external PostgreSQL — syncs a git Source, and the
+/// run it declares runs on that worker.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_compose_layout_syncs_a_git_source_and_runs_its_run_on_the_worker() {
+    use pam_tests::worker::{
+        create_worker_token, wait_online, wait_phase, Worker, FAST_WORKER_TOML,
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let (pg, port) = tcp_server(tmp.path()).await;
+    let pamd = Pamd::start(PamdOptions {
+        database_url: Some(format!(
+            "postgresql://pamapp:secret@127.0.0.1:{port}/pamapp"
+        )),
+        config_toml: "[hosts]\nheartbeat_seconds = 1\noffline_after_seconds = 4\n".into(),
+        ..PamdOptions::default()
+    })
+    .await
+    .unwrap();
+    let token = create_worker_token(&pamd, "worker1").await.unwrap();
+    let worker = Worker::start_with_token(&pamd.url, &token, "worker1", FAST_WORKER_TOML).unwrap();
+    assert_ne!(worker.data_dir, pamd.data_dir);
+    assert!(
+        !worker.data_dir.starts_with(&pamd.data_dir)
+            && !pamd.data_dir.starts_with(&worker.data_dir),
+        "separate data dirs"
+    );
+    wait_online(&pamd, "worker1").await;
+
+    let repo = tmp.path().join("repo");
+    std::fs::create_dir(&repo).unwrap();
+    let out = worker.tmp().join("from-git");
+    std::fs::write(
+        repo.join("e2e.yaml"),
+        format!(
+            "apiVersion: pam.dev/v1\nkind: Project\nmetadata:\n  name: e2e\nspec: {{}}\n---\n\
+             apiVersion: pam.dev/v1\nkind: Task\nmetadata:\n  name: t1\n  project: e2e\nspec:\n  title: T1\n---\n\
+             apiVersion: pam.dev/v1\nkind: Run\nmetadata:\n  name: from-git\n  project: e2e\nspec:\n  task: t1\n  provider: exec\n  cwd: {:?}\n  command: [sh, -c, 'echo synced > {}']\n",
+            worker.tmp().display().to_string(),
+            out.display()
+        ),
+    )
+    .unwrap();
+    git(&repo, &["init", "-q"]);
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-q", "-m", "e2e"]);
+    ok(&pamd.pamctl_stdin(
+        &["apply", "-f", "-"],
+        Some(&format!(
+            "apiVersion: pam.dev/v1\nkind: Source\nmetadata: {{name: repo}}\nspec:\n  git: {{url: 'file://{}', ref: main}}\n  interval: 1m\n  projects: [e2e]\n",
+            repo.display()
+        )),
+    ));
+    wait_phase(
+        &pamd,
+        "from-git",
+        "exited",
+        std::time::Duration::from_secs(60),
+    )
+    .await;
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "synced\n");
+    let source = pamd.get("/api/v1/sources/repo").await.unwrap();
+    assert_eq!(source["status"]["sync"], "Synced", "{source}");
+    // The state is in the external database: nothing embedded.
+    assert!(!pamd.data_dir.join("postgres").exists());
+    drop(worker);
+    drop(pamd);
+    stop(pg);
+}
