@@ -438,7 +438,11 @@ pub enum ScheduleCommand {
 #[derive(Debug, Subcommand)]
 pub enum SecretCommand {
     /// Make a new key current in pamd's key file and re-seal every Secret with it; old keys are dropped once nothing uses them
-    RotateKey,
+    RotateKey {
+        /// Write no key file: re-seal every Secret with the file's current (first) key and name the old keys nothing uses any more (for a key file pamd may not write, e.g. a Kubernetes Secret: put the new key first there and roll pamd out before)
+        #[arg(long)]
+        reseal_only: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]

@@ -320,3 +320,85 @@ async fn a_secret_value_that_is_not_a_string_is_never_echoed() {
     assert!(!pamd.log().contains(DIGITS), "pamd's log");
     assert_eq!(ok(&pamd.pamctl(&["events"])), "", "nothing written");
 }
+
+/// A key line as deploy/kubernetes/pamd.yaml says to make one.
+fn new_key_line() -> String {
+    let out = std::process::Command::new("sh")
+        .args([
+            "-c",
+            r#"printf 'k%s %s\n' "$(od -An -N4 -tx1 /dev/urandom | tr -d ' \n')" "$(head -c32 /dev/urandom | base64)""#,
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The rotation of a key file pamd does not write (a Kubernetes Secret,
+/// docs/operations.md "Rotating the key"): the new key put first in the
+/// file and pamd restarted, `rotate-key --reseal-only` re-seals every
+/// Secret with it and names the old key as unused without touching the
+/// file; with the old line then removed, runs still get the value.
+#[tokio::test]
+async fn a_key_file_pamd_does_not_write_rotates_by_reseal_only() {
+    let value = format!("pamsecret{}", uuid::Uuid::new_v4().simple());
+    let keys = tempfile::tempdir().unwrap();
+    let key_file = keys.path().join("secrets.key");
+    let mut pamd = Pamd::start(PamdOptions {
+        config_toml: FAST_PAMD_TOML.to_string(),
+        args: vec!["--secrets-key-file".into(), key_file.display().to_string()],
+        ..PamdOptions::default()
+    })
+    .await
+    .unwrap();
+    apply(
+        &pamd,
+        &format!("{}---\n{}", project_yaml(), secret_yaml("keys", &value)),
+    );
+    let old_text = std::fs::read_to_string(&key_file).unwrap();
+    let old_id = old_text
+        .lines()
+        .find(|l| l.starts_with('k'))
+        .unwrap()
+        .split(' ')
+        .next()
+        .unwrap()
+        .to_string();
+    // The new key first, the old one kept: pamd restarted with it.
+    let new_line = new_key_line();
+    let new_id = new_line.split(' ').next().unwrap().to_string();
+    let with_both = format!("{new_line}{old_text}");
+    std::fs::write(&key_file, &with_both).unwrap();
+    pamd.restart().await.unwrap();
+    let out = ok(&pamd.pamctl(&["secret", "rotate-key", "--reseal-only"]));
+    assert_eq!(out.trim(), new_id, "{out}");
+    assert_eq!(
+        std::fs::read_to_string(&key_file).unwrap(),
+        with_both,
+        "the key file is not written"
+    );
+    let (status, answer) = pamd
+        .post(
+            "/api/v1/secrets/rotate-key",
+            serde_json::json!({"resealOnly": true}),
+        )
+        .await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["keyId"], new_id.as_str(), "{answer}");
+    assert_eq!(answer["resealed"], 0, "already re-sealed: {answer}");
+    assert_eq!(answer["removable"], serde_json::json!([old_id]), "{answer}");
+    // The old line removed: every Secret still opens.
+    std::fs::write(&key_file, &new_line).unwrap();
+    pamd.restart().await.unwrap();
+    let token = create_worker_token(&pamd, "h1").await.unwrap();
+    let toml = format!("{FAST_WORKER_TOML}{}", claude_printing_env("API_KEY"));
+    let w = Worker::start_with_token(&pamd.url, &token, "h1", &toml).unwrap();
+    wait_online(&pamd, "h1").await;
+    apply(
+        &pamd,
+        &run_yaml("after", &w.tmp().display().to_string(), "keys"),
+    );
+    wait_phase(&pamd, "after", "exited", T).await;
+    let logs = ok(&pamd.pamctl(&["logs", "after", "-p", "e2e"]));
+    assert!(logs.contains(&format!("API_KEY={value}")), "{logs}");
+}

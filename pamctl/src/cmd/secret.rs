@@ -12,24 +12,39 @@ use crate::{term, Ctx};
 pub(crate) fn secret(ctx: &mut Ctx, cmd: SecretCommand) -> Result<crate::error::Exit> {
     let client = ctx.client()?;
     match cmd {
-        SecretCommand::RotateKey => {
-            let answer = client.post("/api/v1/secrets/rotate-key", &json!({}))?;
-            let retired: Vec<&str> = answer
-                .get("retired")
-                .and_then(Value::as_array)
-                .map(|a| a.iter().filter_map(Value::as_str).collect())
-                .unwrap_or_default();
-            term::outln(&cell(&answer, "/keyId"));
-            term::note(&format!(
-                "secrets key rotated: {} Secret(s) re-sealed with key {}; retired {}",
-                cell(&answer, "/resealed"),
-                cell(&answer, "/keyId"),
-                if retired.is_empty() {
+        SecretCommand::RotateKey { reseal_only } => {
+            let answer = client.post(
+                "/api/v1/secrets/rotate-key",
+                &json!({ "resealOnly": reseal_only }),
+            )?;
+            let ids = |field: &str| -> String {
+                let ids: Vec<&str> = answer
+                    .get(field)
+                    .and_then(Value::as_array)
+                    .map(|a| a.iter().filter_map(Value::as_str).collect())
+                    .unwrap_or_default();
+                if ids.is_empty() {
                     "none".to_string()
                 } else {
-                    retired.join(", ")
+                    ids.join(", ")
                 }
-            ));
+            };
+            term::outln(&cell(&answer, "/keyId"));
+            if reseal_only {
+                term::note(&format!(
+                    "{} Secret(s) re-sealed with key {}; no longer used (their lines may go from the key file): {}",
+                    cell(&answer, "/resealed"),
+                    cell(&answer, "/keyId"),
+                    ids("removable")
+                ));
+            } else {
+                term::note(&format!(
+                    "secrets key rotated: {} Secret(s) re-sealed with key {}; retired {}",
+                    cell(&answer, "/resealed"),
+                    cell(&answer, "/keyId"),
+                    ids("retired")
+                ));
+            }
         }
     }
     Ok(crate::error::Exit::Ok)

@@ -252,6 +252,11 @@ pub struct Rotation {
     /// Old keys dropped from the key file (nothing sealed with them is
     /// left).
     pub retired: Vec<String>,
+    /// A re-seal only (the key file is not pamd's to write): the old keys
+    /// nothing is sealed with any more, whose lines may now be removed
+    /// where the file comes from.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub removable: Vec<String>,
 }
 
 /// Re-seals up to `limit` Secrets sealed with another key than the
