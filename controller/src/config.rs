@@ -43,6 +43,7 @@
 //! # settle_ms = 1000
 //! [api]
 //! max_body_bytes = 16777216 # apply and diff (16 MiB; sized to the deploy memory limit, docs/operations.md)
+//! # admin_token_file = "/run/pam/admin/token" # the admin token from a file pamd only reads
 //! [rate_limits]             # issue 19, per token (see config/rate_limits.rs)
 //! # operator_per_second = 100, operator_burst = 1000,
 //! # worker_per_second = 50, worker_burst = 200, enabled = true
@@ -190,12 +191,17 @@ pub struct ApiConfig {
     /// several times its body in memory while it runs (docs/operations.md,
     /// "Memory"), so this is what bounds pamd's peak.
     pub max_body_bytes: usize,
+    /// The admin token comes from this file (e.g. a Kubernetes Secret,
+    /// read-only), the same for every replica, instead of one minted per
+    /// replica into the data dir (`server::secrets::admin_token_from_file`).
+    pub admin_token_file: Option<PathBuf>,
 }
 
 impl Default for ApiConfig {
     fn default() -> Self {
         ApiConfig {
             max_body_bytes: crate::api::routes::DEFAULT_MAX_BODY_BYTES,
+            admin_token_file: None,
         }
     }
 }

@@ -130,10 +130,25 @@ async fn serve(config: &Config, clock: SharedClock, url: &str) -> anyhow::Result
             "operator signals of live runs read back from the journal"
         );
     }
-    let token_file = secrets::ensure_admin_token(&state.ctx, &config.data_dir)
-        .await
-        .context("write the admin token")?;
-    tracing::info!(path = %token_file.display(), "admin token (pamctl finds it there)");
+    match &config.api.admin_token_file {
+        Some(file) => {
+            secrets::admin_token_from_file(&state.ctx, file)
+                .await
+                .with_context(|| {
+                    format!(
+                        "the admin token of [api] admin_token_file {}",
+                        file.display()
+                    )
+                })?;
+            tracing::info!(path = %file.display(), "admin token from [api] admin_token_file");
+        }
+        None => {
+            let token_file = secrets::ensure_admin_token(&state.ctx, &config.data_dir)
+                .await
+                .context("write the admin token")?;
+            tracing::info!(path = %token_file.display(), "admin token (pamctl finds it there)");
+        }
+    }
 
     let listener = tokio::net::TcpListener::bind(&config.listen)
         .await

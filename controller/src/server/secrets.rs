@@ -52,6 +52,73 @@ pub async fn ensure_admin_token(
     Ok(path)
 }
 
+/// The operator token named `admin` whose value is in `path` (`[api]
+/// admin_token_file`: a file pamd only reads, e.g. a Kubernetes Secret):
+/// every replica reading the same file keeps one token, where
+/// [`ensure_admin_token`] mints one per replica id — and a pod's
+/// replica id dies with its `emptyDir`. A token not yet known is
+/// recorded (its fingerprint only) and the other live `admin` tokens are
+/// revoked: the file was rotated. The file must be a regular file that
+/// other users cannot read, holding an operator token (`pam_` and at
+/// least 32 more letters or digits, e.g. `pamctl`'s own format); the
+/// token is never logged or echoed.
+pub async fn admin_token_from_file(ctx: &Ctx, path: &std::path::Path) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    let meta = std::fs::metadata(path).with_context(|| format!("read {}", path.display()))?;
+    anyhow::ensure!(meta.is_file(), "{} is not a regular file", path.display());
+    anyhow::ensure!(
+        meta.permissions().mode() & 0o004 == 0,
+        "{} is readable by every user (mode {:04o}): make it 0600 or 0440",
+        path.display(),
+        meta.permissions().mode() & 0o7777
+    );
+    let text = std::fs::read_to_string(path).with_context(|| format!("read {}", path.display()))?;
+    let token = text.trim();
+    let well_formed = token
+        .strip_prefix("pam_")
+        .is_some_and(|rest| rest.len() >= 32 && rest.chars().all(|c| c.is_ascii_alphanumeric()));
+    anyhow::ensure!(
+        well_formed,
+        "{} does not hold an operator token: expected `pam_` and at least 32 letters or digits \
+         (make one with: printf 'pam_%s\\n' \"$(head -c32 /dev/urandom | od -An -tx1 | tr -d ' \\n')\")",
+        path.display()
+    );
+    let fingerprint = tokens::fingerprint(token);
+    let now = ctx.now();
+    let mut tx = ctx.store.begin().await?;
+    if let Some(t) = tx.get_token_by_fingerprint(&fingerprint).await? {
+        anyhow::ensure!(
+            t.kind == TokenKind::Operator && t.revoked_at.is_none(),
+            "{}'s token is a revoked or worker token: put a new one in the file",
+            path.display()
+        );
+        return Ok(());
+    }
+    for t in tx.list_tokens().await? {
+        if t.kind == TokenKind::Operator && t.name == "admin" && t.revoked_at.is_none() {
+            tokens::revoke(tx.as_mut(), t.id, now).await?;
+        }
+    }
+    let t = pam_store::ApiToken {
+        id: uuid::Uuid::new_v4(),
+        name: "admin".into(),
+        kind: TokenKind::Operator,
+        fingerprint,
+        host_name: None,
+        created_at: now,
+        last_used_at: None,
+        revoked_at: None,
+    };
+    match tx.insert_token(&t).await {
+        // Another replica reading the same file recorded it first.
+        Err(pam_store::StoreError::AlreadyExists(_)) => return Ok(()),
+        r => r?,
+    }
+    ctx.commit(tx).await?;
+    tracing::info!(path = %path.display(), "recorded the admin token of the file");
+    Ok(())
+}
+
 /// Makes sure the file at `path` holds a live token of this kind (and, for
 /// a worker token, this host): reuses the file's token when the database
 /// knows it, else mints a new one named `name` — revoking older live tokens

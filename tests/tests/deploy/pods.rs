@@ -233,9 +233,17 @@ pub fn check_pamd_pods(all: &[Value], what: &str) -> Vec<String> {
     for f in [cert_file, key_file] {
         from_secret(pod, c, f, what);
     }
-    // The data dir: scratch is fine (replica id, admin token, mirrors),
-    // nothing above is in it.
-    for f in [&cfg.secrets_key_file, cert_file, key_file] {
+    // One admin token for every replica, from a Secret ([api]
+    // admin_token_file): none minted per pod into its scratch.
+    let admin = cfg
+        .api
+        .admin_token_file
+        .clone()
+        .unwrap_or_else(|| panic!("{what}: no [api] admin_token_file: a token per pod"));
+    from_secret(pod, c, &admin, what);
+    // The data dir: scratch is fine (replica id, mirrors), nothing above
+    // is in it.
+    for f in [&cfg.secrets_key_file, cert_file, key_file, &admin] {
         assert!(!f.starts_with(&cfg.data_dir), "{what}: {}", f.display());
     }
 
