@@ -75,6 +75,8 @@ pub struct WrapArgs {
     pub env: std::collections::BTreeMap<String, String>,
     /// The command, program first.
     pub command: Vec<String>,
+    /// The attempt's workspace, to commit and measure at exit (issue 32).
+    pub workspace_file: Option<PathBuf>,
 }
 
 /// Where the log of an attempt lives.
@@ -213,9 +215,22 @@ pub async fn wrap(args: WrapArgs) -> anyhow::Result<i32> {
         }
     }
     let usage: Option<TokenUsage> = lines.final_result.and_then(|f| f.usage);
+    let result = args.workspace_file.as_deref().and_then(|f| {
+        // Before `finished`: the result travels in it. A worktree that
+        // cannot be measured still finishes the attempt, without one.
+        let r =
+            crate::workspace::result::load(f).and_then(|p| crate::workspace::result::finish(&p));
+        r.map_err(|e| {
+            let msg = format!("pam-worker wrap: the workspace's result: {e:#}\n");
+            let _ = log.write_all(msg.as_bytes());
+            eprint!("{msg}");
+        })
+        .ok()
+    });
     emitter.emit(SignalKind::Finished, |s| {
         s.exit_code = Some(code);
         s.usage = usage;
+        s.result = result.map(Box::new);
     });
     Ok(code)
 }

@@ -1,0 +1,245 @@
+//! Issue 32 end to end: real pamd, real workers, real tmux and a real git
+//! repository (a bare repo served over `file://`). Every run works in a
+//! worktree of its own on its own branch; its result (commits, diff
+//! stats, the patch) reaches pamd with `finished`, `status.result`,
+//! `pamctl result` and `describe`; attempt 2 starts clean (`fresh`) or
+//! from attempt 1's branch (`previous`); a repository that cannot be
+//! fetched fails the spawn with git's words.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use pam_tests::ok;
+use pam_tests::worker::{apply, fast_pamd, run, wait_online, wait_phase, Worker};
+use serde_json::Value;
+
+const T: Duration = Duration::from_secs(180);
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("run git");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A bare repository with one commit on `main`: `notes.txt` = "base\n".
+fn origin(tmp: &Path) -> PathBuf {
+    let work = tmp.join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    git(&work, &["init", "-q", "-b", "main"]);
+    std::fs::write(work.join("notes.txt"), "base\n").unwrap();
+    git(&work, &["add", "notes.txt"]);
+    git(&work, &["commit", "-q", "-m", "base"]);
+    let bare = tmp.join("origin.git");
+    git(
+        tmp,
+        &["clone", "-q", "--bare", "work", bare.to_str().unwrap()],
+    );
+    bare
+}
+
+fn project(url: &str) -> String {
+    format!(
+        "apiVersion: pam.dev/v1\nkind: Project\nmetadata:\n  name: e2e\nspec:\n  repository:\n    url: {url:?}\n---\napiVersion: pam.dev/v1\nkind: Task\nmetadata:\n  name: t1\n  project: e2e\nspec:\n  title: T1\n"
+    )
+}
+
+/// An exec run in a workspace running `script` with sh.
+fn ws_run(name: &str, script: &str, extra: &str) -> String {
+    let cmd = serde_json::to_string(&["sh", "-c", script]).unwrap();
+    format!(
+        "apiVersion: pam.dev/v1\nkind: Run\nmetadata:\n  name: {name}\n  project: e2e\nspec:\n  task: t1\n  provider: exec\n  command: {cmd}\n{extra}"
+    )
+}
+
+/// `notes.txt` on `branch` in whichever worker's mirror has it.
+fn notes_on(workers: &[&Worker], branch: &str) -> String {
+    for w in workers {
+        let mirrors = w.data_dir.join("workspaces").join("mirrors");
+        let Ok(rd) = std::fs::read_dir(&mirrors) else {
+            continue;
+        };
+        for m in rd
+            .flatten()
+            .filter(|e| e.path().extension().is_some_and(|x| x == "git"))
+        {
+            let out = Command::new("git")
+                .arg("--git-dir")
+                .arg(m.path())
+                .args(["show", &format!("refs/heads/{branch}:notes.txt")])
+                .output()
+                .unwrap();
+            if out.status.success() {
+                return String::from_utf8_lossy(&out.stdout).into_owned();
+            }
+        }
+    }
+    panic!("branch {branch} is on no worker");
+}
+
+async fn result(pamd: &pam_tests::Pamd, name: &str, attempt: Option<u32>) -> Value {
+    let q = attempt.map_or(String::new(), |a| format!("?attempt={a}"));
+    pamd.get(&format!("/api/v1/projects/e2e/runs/{name}/result{q}"))
+        .await
+        .unwrap_or(Value::Null)
+}
+
+#[tokio::test]
+async fn runs_at_once_on_two_workers_each_get_their_own_branch_and_result() {
+    const N: usize = 20;
+    let tmp = tempfile::tempdir().unwrap();
+    let bare = origin(tmp.path());
+    let pamd = fast_pamd().await;
+    let w1 = Worker::start(&pamd, "h1").await.unwrap();
+    let w2 = Worker::start(&pamd, "h2").await.unwrap();
+    wait_online(&pamd, "h1").await;
+    wait_online(&pamd, "h2").await;
+    let mut yaml = project(&format!("file://{}", bare.display()));
+    for i in 0..N {
+        yaml.push_str("---\n");
+        yaml.push_str(&ws_run(
+            &format!("w{i}"),
+            &format!("echo line-{i} >> notes.txt"),
+            "  workspace: {}\n",
+        ));
+    }
+    apply(&pamd, &yaml);
+    for i in 0..N {
+        let name = format!("w{i}");
+        let r = wait_phase(&pamd, &name, "exited", T).await;
+        let res = &r["status"]["result"];
+        let branch = format!("pam/t1/{name}-a1");
+        assert_eq!(res["branch"], branch.as_str(), "{r}");
+        assert_eq!(res["attempt"], 1, "{r}");
+        assert_eq!(res["commits"], 1, "{r}");
+        assert_eq!(res["filesChanged"], 1, "{r}");
+        assert_eq!(res["insertions"], 1, "{r}");
+        assert_eq!(res["deletions"], 0, "{r}");
+        assert_ne!(res["baseCommit"], res["headCommit"], "{r}");
+        // Exactly its own line, on its own branch.
+        assert_eq!(notes_on(&[&w1, &w2], &branch), format!("base\nline-{i}\n"));
+        let full = result(&pamd, &name, None).await;
+        let patch = full["patch"].as_str().unwrap_or("");
+        assert!(patch.contains(&format!("+line-{i}\n")), "{full}");
+        assert_eq!(patch.matches("\n+line-").count(), 1, "{patch}");
+        assert_eq!(full["patchTruncated"], Value::Null, "{full}");
+    }
+    // Both hosts took some: they shared the repository, not one worktree.
+    let hosts: std::collections::BTreeSet<String> = {
+        let mut s = std::collections::BTreeSet::new();
+        for i in 0..N {
+            let r = run(&pamd, &format!("w{i}")).await;
+            s.insert(r["status"]["host"].as_str().unwrap_or("").to_string());
+        }
+        s
+    };
+    assert_eq!(hosts.len(), 2, "{hosts:?}");
+    let recorded = pam_tests::worker::events(&pamd, Some("run.result_recorded")).await;
+    assert_eq!(recorded.len(), N, "{recorded:#?}");
+
+    let printed = ok(&pamd.pamctl(&["-p", "e2e", "result", "w3"]));
+    assert!(printed.contains("Branch:   pam/t1/w3-a1"), "{printed}");
+    assert!(printed.contains("Changed:  1 files, +1 -0"), "{printed}");
+    let patch = ok(&pamd.pamctl(&["-p", "e2e", "result", "w3", "--patch"]));
+    assert!(
+        patch.contains("+line-3\n") && !patch.contains('\x1b'),
+        "{patch}"
+    );
+    let described = ok(&pamd.pamctl(&["-p", "e2e", "describe", "run", "w3"]));
+    assert!(
+        described.contains("branch pam/t1/w3-a1: 1 commits, 1 files changed, +1 -0 (attempt 1)"),
+        "{described}"
+    );
+    let missing = pamd.pamctl(&["-p", "e2e", "result", "w3", "--attempt", "2"]);
+    assert!(!missing.status.success());
+    assert!(
+        String::from_utf8_lossy(&missing.stderr).contains("no workspace result for attempt 2"),
+        "{missing:?}"
+    );
+}
+
+/// Attempt 1 writes its line and exits 1; attempt 2 writes its own.
+const TWICE: &str = "echo attempt-$PAM_ATTEMPT >> notes.txt; test \"$PAM_ATTEMPT\" = 2 || exit 1";
+
+#[tokio::test]
+async fn attempt_two_starts_clean_or_from_attempt_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bare = origin(tmp.path());
+    let pamd = fast_pamd().await;
+    let w = Worker::start(&pamd, "h1").await.unwrap();
+    wait_online(&pamd, "h1").await;
+    let policy = "  restartPolicy:\n    maxAttempts: 2\n    backoffSeconds: 0\n";
+    let yaml = format!(
+        "{}---\n{}---\n{}",
+        project(&format!("file://{}", bare.display())),
+        ws_run("fresh", TWICE, &format!("  workspace: {{}}\n{policy}")),
+        ws_run(
+            "prev",
+            TWICE,
+            &format!("  workspace:\n    fromAttempt: previous\n    branch: work/prev\n{policy}")
+        ),
+    );
+    apply(&pamd, &yaml);
+    for name in ["fresh", "prev"] {
+        let r = wait_phase(&pamd, name, "exited", T).await;
+        assert_eq!(r["status"]["attempt"], 2, "{r}");
+    }
+    let (f1, f2) = (
+        result(&pamd, "fresh", Some(1)).await,
+        result(&pamd, "fresh", Some(2)).await,
+    );
+    // fresh: the same base, none of attempt 1's files.
+    assert_eq!(f1["baseCommit"], f2["baseCommit"], "{f1} {f2}");
+    assert_eq!(notes_on(&[&w], "pam/t1/fresh-a1"), "base\nattempt-1\n");
+    assert_eq!(notes_on(&[&w], "pam/t1/fresh-a2"), "base\nattempt-2\n");
+    assert_eq!(f2["commits"], 1, "{f2}");
+    // previous: attempt 2 starts at attempt 1's head, on its own branch.
+    let (p1, p2) = (
+        result(&pamd, "prev", Some(1)).await,
+        result(&pamd, "prev", Some(2)).await,
+    );
+    assert_eq!(p1["branch"], "work/prev", "{p1}");
+    assert_eq!(p2["branch"], "work/prev-a2", "{p2}");
+    assert_eq!(p2["baseCommit"], p1["headCommit"], "{p1} {p2}");
+    assert_eq!(
+        notes_on(&[&w], "work/prev-a2"),
+        "base\nattempt-1\nattempt-2\n"
+    );
+    // The run's status shows the latest attempt's.
+    let r = run(&pamd, "prev").await;
+    assert_eq!(r["status"]["result"]["attempt"], 2, "{r}");
+}
+
+#[tokio::test]
+async fn a_repository_that_cannot_be_fetched_fails_the_spawn_with_gits_words() {
+    let pamd = fast_pamd().await;
+    let _w = Worker::start(&pamd, "h1").await.unwrap();
+    wait_online(&pamd, "h1").await;
+    let yaml = format!(
+        "{}---\n{}",
+        project("file:///nonexistent/pam-workspaces/origin.git"),
+        ws_run("nofetch", "true", "  workspace: {}\n"),
+    );
+    apply(&pamd, &yaml);
+    let r = wait_phase(&pamd, "nofetch", "failed", T).await;
+    assert_eq!(r["status"]["failureReason"], "spawn_failed", "{r}");
+    let msg = r["status"]["message"].as_str().unwrap_or("");
+    assert!(
+        msg.contains("clone file:///nonexistent/pam-workspaces/origin.git")
+            && msg.contains("git clone failed"),
+        "{msg}"
+    );
+    // No result for an attempt that never started.
+    assert_eq!(r["status"]["result"], Value::Null, "{r}");
+    let none = result(&pamd, "nofetch", None).await;
+    assert_eq!(none["error"]["code"], "not_found", "{none}");
+}
