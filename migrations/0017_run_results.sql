@@ -16,5 +16,10 @@ CREATE TABLE run_results (
     patch TEXT NOT NULL,
     patch_truncated BOOLEAN NOT NULL,
     recorded_at TIMESTAMPTZ NOT NULL,
+    -- `push: true` only: whether the repository took the branch, and
+    -- git's words when it did not (a refused push is a result, not a
+    -- failure of the run)
+    pushed BOOLEAN,
+    push_message TEXT,
     PRIMARY KEY (run_id, attempt)
 );

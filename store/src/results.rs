@@ -24,6 +24,10 @@ pub struct RunResultRow {
     /// Bytes of the stored patch (computed: ignored on insert).
     pub patch_bytes: i64,
     pub patch_truncated: bool,
+    /// With `push: true`: whether the push was taken, and git's words
+    /// when not.
+    pub pushed: Option<bool>,
+    pub push_message: Option<String>,
     pub recorded_at: DateTime<Utc>,
 }
 

@@ -243,3 +243,77 @@ async fn a_repository_that_cannot_be_fetched_fails_the_spawn_with_gits_words() {
     let none = result(&pamd, "nofetch", None).await;
     assert_eq!(none["error"]["code"], "not_found", "{none}");
 }
+
+/// `push: true` pushes the branch to the repository; a push the remote
+/// refuses is a recorded result (run exited, `pushed: false` with git's
+/// words), not a failure. The worktree goes per `keep`: removed after a
+/// clean exit by default, kept with `always`; its branch stays.
+#[tokio::test]
+async fn push_and_keep() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bare = origin(tmp.path());
+    // The remote refuses any branch named *refused*.
+    let hook = bare.join("hooks").join("pre-receive");
+    std::fs::write(
+        &hook,
+        "#!/bin/sh\nwhile read old new ref; do case \"$ref\" in *refused*) echo \"no pushes to $ref\" >&2; exit 1;; esac; done\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let pamd = fast_pamd().await;
+    let w = Worker::start(&pamd, "h1").await.unwrap();
+    wait_online(&pamd, "h1").await;
+    let yaml = format!(
+        "{}---\n{}---\n{}---\n{}",
+        project(&format!("file://{}", bare.display())),
+        ws_run(
+            "pushed",
+            "echo p >> notes.txt",
+            "  workspace:\n    branch: work/pushed\n    push: true\n"
+        ),
+        ws_run(
+            "refused",
+            "echo r >> notes.txt",
+            "  workspace:\n    branch: work/refused\n    push: true\n"
+        ),
+        ws_run(
+            "kept",
+            "echo k >> notes.txt",
+            "  workspace:\n    keep: always\n"
+        ),
+    );
+    apply(&pamd, &yaml);
+    let p = wait_phase(&pamd, "pushed", "exited", T).await;
+    assert_eq!(p["status"]["result"]["pushed"], true, "{p}");
+    let head = p["status"]["result"]["headCommit"].as_str().unwrap();
+    assert_eq!(
+        git(&bare, &["rev-parse", "refs/heads/work/pushed"]).trim(),
+        head
+    );
+
+    let r = wait_phase(&pamd, "refused", "exited", T).await;
+    assert_eq!(r["status"]["result"]["pushed"], false, "{r}");
+    let why = r["status"]["result"]["pushMessage"].as_str().unwrap_or("");
+    assert!(why.contains("no pushes to refs/heads/work/refused"), "{r}");
+    let printed = ok(&pamd.pamctl(&["-p", "e2e", "result", "refused"]));
+    assert!(printed.contains("Pushed:   no: "), "{printed}");
+    // Not pushed where not asked.
+    let k = wait_phase(&pamd, "kept", "exited", T).await;
+    assert_eq!(k["status"]["result"]["pushed"], Value::Null, "{k}");
+
+    let tree = |r: &Value| {
+        w.data_dir
+            .join("workspaces")
+            .join("trees")
+            .join(format!("{}-a1", r["metadata"]["uid"].as_str().unwrap()))
+    };
+    pam_tests::eventually(
+        Duration::from_secs(30),
+        "pushed's worktree removed",
+        || async { (!tree(&p).exists()).then_some(()) },
+    )
+    .await;
+    assert!(tree(&k).join("notes.txt").exists(), "keep: always");
+    assert_eq!(notes_on(&[&w], "work/pushed"), "base\np\n");
+}

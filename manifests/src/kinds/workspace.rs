@@ -123,6 +123,13 @@ pub struct RunResult {
     /// `[workspaces] patch_max_bytes` and is stored cut.
     #[serde(default, skip_serializing_if = "is_false")]
     pub patch_truncated: bool,
+    /// With `push: true`: whether the repository took the branch (a
+    /// refused push is a result, not a failure of the run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pushed: Option<bool>,
+    /// Why the push was refused, in git's words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub push_message: Option<String>,
 }
 
 /// Bytes in a ref or branch name of a workspace.

@@ -31,6 +31,12 @@ pub struct WorkspaceOrder {
     pub auto_commit: bool,
     /// The run's name and attempt, for the commit message.
     pub run: String,
+    /// Push the branch to the repository after the result.
+    #[serde(default)]
+    pub push: bool,
+    /// When the worktree is removed once the attempt ended.
+    #[serde(default)]
+    pub keep: crate::kinds::Keep,
 }
 
 /// The attempt's worktree when the provider exited.
@@ -55,6 +61,12 @@ pub struct WorkspaceResult {
     /// Whether `patch` was cut.
     #[serde(default)]
     pub patch_truncated: bool,
+    /// With `push: true`: whether the remote took the branch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pushed: Option<bool>,
+    /// Why the push was refused (git's words), at most 1024 bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub push_message: Option<String>,
 }
 
 impl WorkspaceResult {
@@ -74,6 +86,12 @@ impl WorkspaceResult {
                     crate::kinds::REF_MAX_BYTES
                 ));
             }
+        }
+        if let Some(m) = self.push_message.as_ref().filter(|m| m.len() > 1024) {
+            return Some(format!(
+                "result.push_message: {} bytes, expected at most 1024",
+                m.len()
+            ));
         }
         (self.patch.len() > RESULT_PATCH_MAX_BYTES).then(|| {
             format!(

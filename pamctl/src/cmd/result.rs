@@ -49,8 +49,13 @@ pub(crate) fn summary(r: &Value) -> String {
     } else {
         ""
     };
+    let pushed = match r.get("pushed").and_then(Value::as_bool) {
+        None => String::new(),
+        Some(true) => "Pushed:   yes\n".to_string(),
+        Some(false) => format!("Pushed:   no: {}\n", s("pushMessage")),
+    };
     format!(
-        "Attempt:  {}\nBranch:   {}\nBase:     {}\nHead:     {}\nCommits:  {}\nChanged:  {} files, +{} -{}\nPatch:    {} bytes{truncated}\n",
+        "Attempt:  {}\nBranch:   {}\nBase:     {}\nHead:     {}\nCommits:  {}\nChanged:  {} files, +{} -{}\nPatch:    {} bytes{truncated}\n{pushed}",
         n("attempt"),
         s("branch"),
         s("baseCommit"),

@@ -15,6 +15,8 @@ fn result_from_row(r: &sqlx::postgres::PgRow) -> StoreResult<RunResultRow> {
         patch: get(r, "patch")?,
         patch_bytes: get(r, "patch_bytes")?,
         patch_truncated: get(r, "patch_truncated")?,
+        pushed: get(r, "pushed")?,
+        push_message: get(r, "push_message")?,
         recorded_at: get(r, "recorded_at")?,
     })
 }
@@ -28,8 +30,8 @@ impl RunResultTx for PgTx {
             sqlx::query(
                 "INSERT INTO run_results (run_id, attempt, branch, base_commit, head_commit,
                     commits, files_changed, insertions, deletions, patch, patch_truncated,
-                    recorded_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+                    recorded_at, pushed, push_message)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
                  ON CONFLICT (run_id, attempt) DO NOTHING",
             )
             .bind(r.run_id)
@@ -44,6 +46,8 @@ impl RunResultTx for PgTx {
             .bind(&r.patch)
             .bind(r.patch_truncated)
             .bind(r.recorded_at)
+            .bind(r.pushed)
+            .bind(&r.push_message)
             .execute(self.conn())
             .await
             .map_err(db_err)?;
@@ -75,7 +79,8 @@ impl RunResultTx for PgTx {
         let rows = sqlx::query(
             "SELECT DISTINCT ON (run_id) run_id, attempt, branch, base_commit, head_commit,
                     commits, files_changed, insertions, deletions, ''::text AS patch,
-                    octet_length(patch)::bigint AS patch_bytes, patch_truncated, recorded_at
+                    octet_length(patch)::bigint AS patch_bytes, patch_truncated, recorded_at,
+                    pushed, push_message
              FROM run_results WHERE run_id = ANY($1) ORDER BY run_id, attempt DESC",
         )
         .bind(run_ids)

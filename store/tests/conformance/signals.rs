@@ -158,6 +158,8 @@ fn result_row(run_id: Uuid, attempt: i32, branch: &str, patch: &str) -> pam_stor
         patch: patch.into(),
         patch_bytes: 0,
         patch_truncated: attempt == 2,
+        pushed: (attempt == 2).then_some(false),
+        push_message: (attempt == 2).then(|| "rejected".to_string()),
         recorded_at: t(5),
     }
 }
@@ -196,6 +198,12 @@ pub async fn run_results_per_attempt(s: &dyn Store) {
     assert_eq!(latest.len(), 2);
     assert_eq!((latest[0].branch.as_str(), latest[0].attempt), ("b2", 2));
     assert!(latest[0].patch.is_empty() && latest[0].patch_truncated);
+    assert_eq!(latest[0].pushed, Some(false));
+    assert_eq!(latest[0].push_message.as_deref(), Some("rejected"));
+    assert_eq!(
+        (all[0].pushed, all[0].push_message.as_deref()),
+        (None, None)
+    );
     assert_eq!(latest[0].patch_bytes, 5);
     assert_eq!(latest[1].branch, "c1");
     assert!(tx.latest_run_results(&[]).await.unwrap().is_empty());

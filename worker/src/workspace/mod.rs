@@ -53,6 +53,23 @@ pub struct Prepared {
     pub author_email: String,
     /// The most bytes of patch reported.
     pub patch_max_bytes: usize,
+    /// Push the branch after the result.
+    #[serde(default)]
+    pub push: bool,
+    /// When the worktree is removed once the attempt ended.
+    #[serde(default)]
+    pub keep: pam_manifests::kinds::Keep,
+    /// The repository's bare clone (its lock is `<mirror>.lock`'s
+    /// sibling, see [`lock`]).
+    pub mirror: PathBuf,
+}
+
+/// Holds `mirror`'s lock until dropped: one preparer or cleaner at a time.
+pub fn lock(mirror: &Path) -> anyhow::Result<nix::fcntl::Flock<File>> {
+    let path = mirror.with_extension("lock");
+    let file = File::create(&path).with_context(|| format!("create {}", path.display()))?;
+    nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive)
+        .map_err(|(_, e)| anyhow::anyhow!("lock {}: {e}", path.display()))
 }
 
 /// Where the wrapper finds [`Prepared`].
@@ -99,10 +116,7 @@ pub fn prepare(
     crate::private::dir(&trees)?;
     let key = url_key(&order.url);
     let mirror = mirrors.join(format!("{key}.git"));
-    let lock = File::create(mirrors.join(format!("{key}.lock")))
-        .with_context(|| format!("create the lock of {}", mirror.display()))?;
-    let _held = nix::fcntl::Flock::lock(lock, nix::fcntl::FlockArg::LockExclusive)
-        .map_err(|(_, e)| anyhow::anyhow!("lock {}: {e}", mirror.display()))?;
+    let _held = lock(&mirror)?;
     ensure_mirror(&mirror, &order.url)?;
     git(
         Some(&mirror),
@@ -157,6 +171,9 @@ pub fn prepare(
         author_name: settings.author_name.clone(),
         author_email: settings.author_email.clone(),
         patch_max_bytes: settings.patch_max_bytes,
+        push: order.push,
+        keep: order.keep,
+        mirror: mirror.clone(),
     };
     let file = state_file(data_dir, run);
     crate::private::dir(file.parent().expect("state file has a parent"))?;

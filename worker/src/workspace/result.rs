@@ -43,6 +43,7 @@ pub fn finish(p: &Prepared) -> anyhow::Result<WorkspaceResult> {
         ],
     )?);
     let (patch, patch_truncated) = patch(p, &head)?;
+    let (pushed, push_message) = if p.push { push(p) } else { (None, None) };
     Ok(WorkspaceResult {
         branch: p.branch.clone(),
         base_commit: p.base.clone(),
@@ -53,7 +54,48 @@ pub fn finish(p: &Prepared) -> anyhow::Result<WorkspaceResult> {
         deletions,
         patch,
         patch_truncated,
+        pushed,
+        push_message,
     })
+}
+
+/// Pushes the branch to the repository (the bare clone's `origin`). A
+/// refusal is part of the result, in git's words, never an error: the
+/// attempt's work is done and kept on the branch either way.
+fn push(p: &Prepared) -> (Option<bool>, Option<String>) {
+    let refspec = format!("refs/heads/{0}:refs/heads/{0}", p.branch);
+    match git(
+        Some(&p.mirror),
+        &["push", "--quiet", "--porcelain", "origin", &refspec],
+    ) {
+        Ok(_) => (Some(true), None),
+        Err(e) => {
+            let text = pam_manifests::protocol::truncate_message(&format!("{e:#}"), 1024);
+            (Some(false), Some(text))
+        }
+    }
+}
+
+/// Removes the worktree once the attempt ended, per `keep`: `never`
+/// always, `onFailure` when the attempt exited 0. Its branch stays (a
+/// later `previous` attempt and the result name it).
+pub fn cleanup(p: &Prepared, exit_code: i32) -> anyhow::Result<()> {
+    use pam_manifests::kinds::Keep;
+    let remove = match p.keep {
+        Keep::Always => false,
+        Keep::Never => true,
+        Keep::OnFailure => exit_code == 0,
+    };
+    if !remove {
+        return Ok(());
+    }
+    let _held = super::lock(&p.mirror)?;
+    let dir = p.dir.to_string_lossy().into_owned();
+    git(
+        Some(&p.mirror),
+        &["worktree", "remove", "--force", "--force", "--", &dir],
+    )?;
+    Ok(())
 }
 
 /// `git add -A` and a commit naming the run and attempt, when anything is

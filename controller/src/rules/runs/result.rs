@@ -39,6 +39,8 @@ pub async fn record<W: RunWrites + ?Sized>(
         patch: r.patch.clone(),
         patch_bytes: r.patch.len() as i64,
         patch_truncated: r.patch_truncated,
+        pushed: r.pushed,
+        push_message: r.push_message.clone(),
         recorded_at: now,
     };
     let p = payload::run(
@@ -48,6 +50,7 @@ pub async fn record<W: RunWrites + ?Sized>(
             "commits": row.commits, "files_changed": row.files_changed,
             "insertions": row.insertions, "deletions": row.deletions,
             "patch_truncated": row.patch_truncated,
+            "pushed": row.pushed, "push_message": row.push_message,
         }),
     );
     w.journal(topic::RUN_RESULT_RECORDED, p, now).await?;
@@ -68,5 +71,7 @@ pub fn status(r: &RunResultRow) -> RunResult {
         deletions: n(r.deletions),
         patch_bytes: u64::try_from(r.patch_bytes).unwrap_or(0),
         patch_truncated: r.patch_truncated,
+        pushed: r.pushed,
+        push_message: r.push_message.clone(),
     }
 }

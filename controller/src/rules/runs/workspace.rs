@@ -70,5 +70,7 @@ pub async fn order(
         previous_branch,
         auto_commit: ws.auto_commit,
         run: r.name.clone(),
+        push: ws.push,
+        keep: ws.keep,
     })))
 }
