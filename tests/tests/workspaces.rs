@@ -264,8 +264,10 @@ async fn push_and_keep() {
     let pamd = fast_pamd().await;
     let w = Worker::start(&pamd, "h1").await.unwrap();
     wait_online(&pamd, "h1").await;
+    // A task's workspace is the default of its runs without one (or a cwd).
+    let task_default = "apiVersion: pam.dev/v1\nkind: Task\nmetadata:\n  name: t2\n  project: e2e\nspec:\n  title: T2\n  workspace:\n    keep: always\n---\napiVersion: pam.dev/v1\nkind: Run\nmetadata:\n  name: fromtask\n  project: e2e\nspec:\n  task: t2\n  provider: exec\n  command: [sh, -c, 'echo t >> notes.txt']\n";
     let yaml = format!(
-        "{}---\n{}---\n{}---\n{}",
+        "{}---\n{}---\n{}---\n{}---\n{task_default}",
         project(&format!("file://{}", bare.display())),
         ws_run(
             "pushed",
@@ -315,5 +317,12 @@ async fn push_and_keep() {
     )
     .await;
     assert!(tree(&k).join("notes.txt").exists(), "keep: always");
+    let t = wait_phase(&pamd, "fromtask", "exited", T).await;
+    assert_eq!(t["status"]["result"]["branch"], "pam/t2/fromtask-a1", "{t}");
+    assert!(
+        tree(&t).join("notes.txt").exists(),
+        "the task's keep: always"
+    );
+    assert_eq!(notes_on(&[&w], "pam/t2/fromtask-a1"), "base\nt\n");
     assert_eq!(notes_on(&[&w], "work/pushed"), "base\np\n");
 }
