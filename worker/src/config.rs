@@ -15,6 +15,7 @@
 //! patch_max_bytes = 1048576    # the longest patch reported (cut, and said so, past it)
 //! author_name = "pam-worker"   # author and committer of the automatic commit
 //! author_email = "pam@HOST"    # default: pam@ this host's name
+//! credentials_file = "/etc/pam/git-credentials"  # https://user:token@host lines, read only
 //!
 //! [providers.claude]
 //! command = ["claude", "-p", "{prompt}", "--output-format", "stream-json", "--verbose"]
@@ -77,6 +78,10 @@ pub struct WorkspacesConfig {
     pub author_name: String,
     /// Their email; absent: `pam@<host name>`.
     pub author_email: Option<String>,
+    /// A git-credential-store file (`https://user:token@host`, one per
+    /// line) for http(s) repositories: read for clone, fetch and push,
+    /// never written. Credentials never come from a manifest.
+    pub credentials_file: Option<PathBuf>,
 }
 
 impl Default for WorkspacesConfig {
@@ -85,6 +90,7 @@ impl Default for WorkspacesConfig {
             patch_max_bytes: 1 << 20,
             author_name: "pam-worker".into(),
             author_email: None,
+            credentials_file: None,
         }
     }
 }
@@ -104,6 +110,7 @@ impl WorkspacesConfig {
                 .clone()
                 .unwrap_or_else(|| format!("pam@{host}")),
             patch_max_bytes: self.patch_max_bytes,
+            credentials_file: self.credentials_file.clone(),
         }
     }
 }

@@ -19,6 +19,9 @@ fn git(dir: &Path, args: &[&str]) -> String {
         .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
         .args(args)
         .current_dir(dir)
+        // The decoy test below sets these for its whole process.
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
         .output()
         .unwrap();
     assert!(out.status.success(), "git {args:?}: {out:?}");
@@ -46,6 +49,7 @@ fn settings(patch_max_bytes: usize) -> Settings {
         author_name: "pam-worker".into(),
         author_email: "pam@test".into(),
         patch_max_bytes,
+        credentials_file: None,
     }
 }
 
@@ -202,4 +206,28 @@ fn a_long_patch_is_cut_at_a_line_and_marked() {
         res.patch
     );
     assert_eq!(res.insertions, 100);
+}
+
+#[test]
+fn git_never_follows_a_git_dir_from_the_environment() {
+    let tmp = TestDir::new("workspace");
+    let url = origin(tmp.path());
+    let data = tmp.path().join("data");
+    // A repository the worker's environment points at (a worker started
+    // from a git hook, say): it must not be what git works on.
+    let decoy = tmp.path().join("decoy");
+    std::fs::create_dir_all(&decoy).unwrap();
+    git(&decoy, &["init", "-q", "-b", "main"]);
+    git(&decoy, &["commit", "-q", "--allow-empty", "-m", "decoy"]);
+    std::env::set_var("GIT_DIR", decoy.join(".git"));
+    std::env::set_var("GIT_WORK_TREE", &decoy);
+    let p = workspace::prepare(&data, &settings(1 << 20), &run(), &order(&url, "b")).unwrap();
+    std::fs::write(p.dir.join("notes.txt"), "base\nmine\n").unwrap();
+    let res = result::finish(&p).unwrap();
+    assert_eq!(res.commits, 1);
+    assert_eq!(git(&decoy, &["rev-list", "--count", "HEAD"]).trim(), "1");
+    assert_eq!(
+        git(&p.mirror, &["rev-parse", "refs/heads/b"]).trim(),
+        res.head_commit
+    );
 }

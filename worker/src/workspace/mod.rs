@@ -32,7 +32,7 @@ use anyhow::Context;
 use pam_manifests::protocol::{DesiredRun, WorkspaceOrder};
 use serde::{Deserialize, Serialize};
 
-use git::{git, git_ok};
+use git::{git, git_ok, git_with};
 
 /// What the wrapper reads when the provider exits.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -62,6 +62,9 @@ pub struct Prepared {
     /// The repository's bare clone (its lock is `<mirror>.lock`'s
     /// sibling, see [`lock`]).
     pub mirror: PathBuf,
+    /// The worker's `[workspaces] credentials_file`, for the push.
+    #[serde(default)]
+    pub credentials_file: Option<PathBuf>,
 }
 
 /// Holds `mirror`'s lock until dropped: one preparer or cleaner at a time.
@@ -98,6 +101,8 @@ pub struct Settings {
     pub author_name: String,
     pub author_email: String,
     pub patch_max_bytes: usize,
+    /// A git-credential-store file for http(s) repositories.
+    pub credentials_file: Option<PathBuf>,
 }
 
 /// Prepares `run`'s worktree (blocking: git runs in this thread) and
@@ -117,9 +122,11 @@ pub fn prepare(
     let key = url_key(&order.url);
     let mirror = mirrors.join(format!("{key}.git"));
     let _held = lock(&mirror)?;
-    ensure_mirror(&mirror, &order.url)?;
-    git(
+    let creds = settings.credentials_file.as_deref();
+    ensure_mirror(&mirror, &order.url, creds)?;
+    git_with(
         Some(&mirror),
+        creds,
         &["fetch", "--quiet", "--prune", "--tags", "origin"],
     )
     .with_context(|| format!("fetch {}", pam_manifests::urls::redacted(&order.url)))?;
@@ -174,6 +181,7 @@ pub fn prepare(
         push: order.push,
         keep: order.keep,
         mirror: mirror.clone(),
+        credentials_file: settings.credentials_file.clone(),
     };
     let file = state_file(data_dir, run);
     crate::private::dir(file.parent().expect("state file has a parent"))?;
@@ -183,7 +191,7 @@ pub fn prepare(
 }
 
 /// Clones `url` into `mirror` unless a finished clone is there.
-fn ensure_mirror(mirror: &Path, url: &str) -> anyhow::Result<()> {
+fn ensure_mirror(mirror: &Path, url: &str, creds: Option<&Path>) -> anyhow::Result<()> {
     if mirror.join("pam-ready").exists() {
         return Ok(());
     }
@@ -195,8 +203,12 @@ fn ensure_mirror(mirror: &Path, url: &str) -> anyhow::Result<()> {
         }
     }
     let tmp_text = tmp.to_string_lossy().into_owned();
-    git(None, &["clone", "--bare", "--quiet", "--", url, &tmp_text])
-        .with_context(|| format!("clone {}", pam_manifests::urls::redacted(url)))?;
+    git_with(
+        None,
+        creds,
+        &["clone", "--bare", "--quiet", "--", url, &tmp_text],
+    )
+    .with_context(|| format!("clone {}", pam_manifests::urls::redacted(url)))?;
     git(
         Some(&tmp),
         &[

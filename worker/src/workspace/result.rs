@@ -8,7 +8,7 @@ use std::path::Path;
 use anyhow::Context;
 use pam_manifests::protocol::WorkspaceResult;
 
-use super::git::{command, git};
+use super::git::{command, git, git_with};
 use super::Prepared;
 
 /// Reads the [`Prepared`] the spawn wrote.
@@ -64,8 +64,9 @@ pub fn finish(p: &Prepared) -> anyhow::Result<WorkspaceResult> {
 /// attempt's work is done and kept on the branch either way.
 fn push(p: &Prepared) -> (Option<bool>, Option<String>) {
     let refspec = format!("refs/heads/{0}:refs/heads/{0}", p.branch);
-    match git(
+    match git_with(
         Some(&p.mirror),
+        p.credentials_file.as_deref(),
         &["push", "--quiet", "--porcelain", "origin", &refspec],
     ) {
         Ok(_) => (Some(true), None),
