@@ -326,3 +326,71 @@ async fn push_and_keep() {
     assert_eq!(notes_on(&[&w], "pam/t2/fromtask-a1"), "base\nt\n");
     assert_eq!(notes_on(&[&w], "work/pushed"), "base\np\n");
 }
+
+/// A repository over (dumb) HTTP that wants a password: the worker with
+/// `[workspaces] credentials_file` fetches it; the one without fails the
+/// spawn with git's words, never waiting for a prompt.
+#[tokio::test]
+async fn an_http_repository_with_credentials_from_the_workers_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bare = origin(tmp.path());
+    git(&bare, &["update-server-info"]);
+    let root = bare.clone();
+    let app = axum::Router::new().fallback(move |req: axum::extract::Request| {
+        let root = root.clone();
+        async move {
+            use axum::http::{header, StatusCode};
+            use axum::response::IntoResponse;
+            let auth = req.headers().get(header::AUTHORIZATION);
+            if auth.and_then(|a| a.to_str().ok()) != Some("Basic dXNlcjpwdw==") {
+                return (
+                    StatusCode::UNAUTHORIZED,
+                    [(header::WWW_AUTHENTICATE, "Basic realm=\"git\"")],
+                )
+                    .into_response();
+            }
+            let rel = req.uri().path().trim_start_matches("/origin.git/");
+            match std::fs::read(root.join(rel)) {
+                Ok(bytes) if !rel.contains("..") => bytes.into_response(),
+                _ => StatusCode::NOT_FOUND.into_response(),
+            }
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let creds = tmp.path().join("git-credentials");
+    std::fs::write(&creds, format!("http://user:pw@127.0.0.1:{port}\n")).unwrap();
+
+    let pamd = fast_pamd().await;
+    let toml = format!(
+        "{}\n[workspaces]\ncredentials_file = {:?}\n",
+        pam_tests::worker::FAST_WORKER_TOML,
+        creds.display().to_string()
+    );
+    let t1 = pam_tests::worker::create_worker_token(&pamd, "h1")
+        .await
+        .unwrap();
+    let _w1 = Worker::start_with_token(&pamd.url, &t1, "h1", &toml).unwrap();
+    let _w2 = Worker::start(&pamd, "h2").await.unwrap();
+    wait_online(&pamd, "h1").await;
+    wait_online(&pamd, "h2").await;
+    let url = format!("http://127.0.0.1:{port}/origin.git");
+    let yaml = format!(
+        "{}---\n{}---\n{}",
+        project(&url),
+        ws_run(
+            "withcreds",
+            "echo c >> notes.txt",
+            "  workspace: {}\n  target: {host: h1}\n"
+        ),
+        ws_run("nocreds", "true", "  workspace: {}\n  target: {host: h2}\n"),
+    );
+    apply(&pamd, &yaml);
+    let r = wait_phase(&pamd, "withcreds", "exited", T).await;
+    assert_eq!(r["status"]["result"]["insertions"], 1, "{r}");
+    let r = wait_phase(&pamd, "nocreds", "failed", T).await;
+    let msg = r["status"]["message"].as_str().unwrap_or("");
+    assert!(msg.contains("could not read Username"), "{msg}");
+    assert!(!msg.contains("pw"), "{msg}");
+}
