@@ -1484,3 +1484,63 @@ async fn a_failing_sweep_does_not_stop_the_others() {
     w.advance(1);
     reconcile::pass(&w.ctx).await.unwrap();
 }
+
+fn with_result(mut s: Signal, branch: &str) -> Signal {
+    s.result = Some(Box::new(pam_manifests::protocol::WorkspaceResult {
+        branch: branch.into(),
+        base_commit: "a".repeat(40),
+        head_commit: "b".repeat(40),
+        commits: 1,
+        files_changed: 1,
+        insertions: 2,
+        deletions: 0,
+        patch: "+x\n+y\n".into(),
+        patch_truncated: false,
+        pushed: None,
+        push_message: None,
+    }));
+    s
+}
+
+/// Issue 32: a workspace result is applied with its `finished`, under the
+/// same one-shot marker: a redelivered `finished` (the outbox is
+/// at-least-once) stores nothing more and journals no second
+/// `run.result_recorded`; a result from a dead attempt is dropped with it.
+#[tokio::test]
+async fn a_workspace_result_is_recorded_once_with_its_finished() {
+    let w = World::new().await;
+    let a = w.host("a", &[]).await;
+    w.run("r1", Target::Any, 2).await;
+    let run = claim_one(&w, &a).await;
+    let fin = with_result(finished(&run, 1, 1), "pam/build/r1-a1");
+    assert_eq!(w.signal(&a, fin.clone()).await, SignalOutcome::Applied);
+    let again = with_result(finished(&run, 1, 1), "other");
+    assert_eq!(w.signal(&a, again).await, SignalOutcome::Duplicate);
+    let recorded = |topics: Vec<(String, i64)>| {
+        topics
+            .into_iter()
+            .filter(|(t, _)| t == "run.result_recorded")
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        recorded(w.topics_for(run.id).await),
+        [("run.result_recorded".to_string(), 1)]
+    );
+    let mut tx = w.ctx.store.begin().await.unwrap();
+    let rows = tx.run_results(run.id, None).await.unwrap();
+    drop(tx);
+    assert_eq!(rows.len(), 1);
+    assert_eq!(
+        (rows[0].branch.as_str(), rows[0].attempt),
+        ("pam/build/r1-a1", 1)
+    );
+    assert_eq!(rows[0].patch, "+x\n+y\n");
+
+    // Requeued as attempt 2: attempt 1's late redelivery is stale.
+    w.advance(11);
+    reconcile::pass(&w.ctx).await.unwrap();
+    assert_eq!(w.get_run(run.id).await.attempt, 2);
+    assert_eq!(w.signal(&a, fin).await, SignalOutcome::Stale);
+    let mut tx = w.ctx.store.begin().await.unwrap();
+    assert_eq!(tx.run_results(run.id, None).await.unwrap().len(), 1);
+}

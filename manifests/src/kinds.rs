@@ -40,6 +40,10 @@ pub use source::{
 };
 mod webhook;
 pub use webhook::{ObservedWebhook, SecretKeyRef, WebhookSpec};
+mod workspace;
+pub use workspace::{
+    ref_name_problem, FromAttempt, Keep, Repository, RunResult, Workspace, REF_MAX_BYTES,
+};
 
 use crate::state::{
     FailureReason, HostStatus, Platform, ProjectStatus, RunStatus, WorkItemKind, WorkItemStatus,
@@ -264,6 +268,10 @@ pub struct ProjectSpec {
     /// the budget is raised.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget: Option<Budget>,
+    /// The git repository its runs' workspaces are worktrees of (issue
+    /// 32); a run with a workspace needs it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repository: Option<Repository>,
 }
 
 /// Observed state of a project.

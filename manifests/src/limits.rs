@@ -148,6 +148,11 @@ pub fn check_document(doc: &Document) -> Vec<ManifestError> {
             if let Some(name) = &p.spec.display_name {
                 c.text("spec.displayName", name, DISPLAY_NAME_MAX_BYTES);
             }
+            if let Some(repo) = &p.spec.repository {
+                // A URL is a path's length at most, as a Webhook's (issue
+                // 32); refs are bounded by kinds::REF_MAX_BYTES.
+                c.text("spec.repository.url", &repo.url, CWD_MAX_BYTES);
+            }
             c.text(
                 "spec.description",
                 &p.spec.description,

@@ -31,7 +31,6 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -83,6 +82,11 @@ pub fn parse_session_name(s: &str) -> Result<&str, InvalidSessionName> {
 }
 
 pub use crate::capabilities::{Capabilities, ProviderCapability};
+
+mod signal_name;
+pub use signal_name::{SignalName, UnknownSignal};
+mod workspace;
+pub use workspace::{WorkspaceOrder, WorkspaceResult, RESULT_PATCH_MAX_BYTES};
 
 /// `POST /api/v1/workers/register`: a worker introduces itself at start.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -193,6 +197,10 @@ pub struct DesiredRun {
     /// is handed out once.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub input: Vec<String>,
+    /// The worktree to prepare before the spawn, the provider's cwd
+    /// (issue 32); `cwd` is unused then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<WorkspaceOrder>,
 }
 
 impl std::fmt::Debug for DesiredRun {
@@ -227,101 +235,6 @@ impl OperatorSignal {
     /// The signal, when it is one this side knows.
     pub fn name(&self) -> Result<SignalName, UnknownSignal> {
         self.signal.parse()
-    }
-}
-
-/// A signal an operator may send to a run's process (`pamctl signal`,
-/// `POST …/runs/{name}/signal`, [`OperatorSignal`]): the one list, shared by
-/// pamctl, pamd and the worker.
-///
-/// Written as the bare upper-case name (`INT`); [`FromStr`] also takes any
-/// case and a `SIG` prefix (`int`, `SIGINT`, `sigint`). Serde reads and
-/// writes the bare upper-case name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum SignalName {
-    /// `SIGINT`: interrupt, as Ctrl-C.
-    Int,
-    /// `SIGTERM`: ask to terminate.
-    Term,
-    /// `SIGKILL`: kill; cannot be caught.
-    Kill,
-    /// `SIGHUP`: hang-up.
-    Hup,
-    /// `SIGQUIT`: quit, with a core dump where enabled.
-    Quit,
-    /// `SIGUSR1`: user-defined.
-    Usr1,
-    /// `SIGUSR2`: user-defined.
-    Usr2,
-}
-
-impl SignalName {
-    /// Every signal, in the order help texts list them.
-    pub const ALL: [SignalName; 7] = [
-        SignalName::Int,
-        SignalName::Term,
-        SignalName::Kill,
-        SignalName::Hup,
-        SignalName::Quit,
-        SignalName::Usr1,
-        SignalName::Usr2,
-    ];
-
-    /// The bare upper-case name (`"INT"`): on the wire, in events, in
-    /// output.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            SignalName::Int => "INT",
-            SignalName::Term => "TERM",
-            SignalName::Kill => "KILL",
-            SignalName::Hup => "HUP",
-            SignalName::Quit => "QUIT",
-            SignalName::Usr1 => "USR1",
-            SignalName::Usr2 => "USR2",
-        }
-    }
-}
-
-impl fmt::Display for SignalName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A signal name that is not a [`SignalName`]; displays as
-/// `unknown signal "FOO"; expected one of INT, TERM, KILL, HUP, QUIT, USR1, USR2`.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown signal {text:?}; expected one of INT, TERM, KILL, HUP, QUIT, USR1, USR2")]
-pub struct UnknownSignal {
-    /// The text as given.
-    pub text: String,
-}
-
-impl FromStr for SignalName {
-    type Err = UnknownSignal;
-
-    fn from_str(text: &str) -> Result<SignalName, UnknownSignal> {
-        let upper = text.to_ascii_uppercase();
-        let bare = upper.strip_prefix("SIG").unwrap_or(&upper);
-        SignalName::ALL
-            .into_iter()
-            .find(|s| s.as_str() == bare)
-            .ok_or_else(|| UnknownSignal {
-                text: text.to_string(),
-            })
-    }
-}
-
-impl Serialize for SignalName {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.as_str())
-    }
-}
-
-impl<'de> Deserialize<'de> for SignalName {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let text = std::borrow::Cow::<'de, str>::deserialize(d)?;
-        text.parse().map_err(serde::de::Error::custom)
     }
 }
 
@@ -465,6 +378,10 @@ pub struct Signal {
     /// The tmux session the attempt runs in, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_name: Option<String>,
+    /// `finished` of a run with a workspace: what its worktree came to
+    /// (issue 32).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<Box<WorkspaceResult>>,
     /// When it happened on the worker, RFC 3339 UTC.
     pub at: String,
 }
@@ -490,6 +407,7 @@ impl Signal {
             message: None,
             usage: None,
             session_name: None,
+            result: None,
             at,
         }
     }
@@ -516,6 +434,9 @@ impl Signal {
             }
             SignalKind::Finished if self.exit_code.is_none() => bad("finished needs exit_code"),
             SignalKind::Failed if self.reason.is_none() => bad("failed needs a reason"),
+            k if k != SignalKind::Finished && self.result.is_some() => {
+                bad("only finished carries a result")
+            }
             _ if self
                 .message
                 .as_ref()

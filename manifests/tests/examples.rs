@@ -298,6 +298,6 @@ fn the_test_validator_rejects_what_the_schema_forbids() {
         assert!(!schema_errors(&bad).is_empty(), "{pointer} accepted");
     }
     let mut missing = good.clone();
-    missing["spec"].as_object_mut().unwrap().remove("cwd");
-    assert!(!schema_errors(&missing).is_empty(), "missing cwd accepted");
+    missing["spec"].as_object_mut().unwrap().remove("task");
+    assert!(!schema_errors(&missing).is_empty(), "missing task accepted");
 }

@@ -223,6 +223,16 @@ pub enum Command {
         #[arg(long, value_name = "DURATION")]
         since: Option<String>,
     },
+    /// Print a run's workspace result: branch, commits, files changed (issue 32)
+    Result {
+        run: String,
+        /// This attempt's (default: the latest with a result)
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+        attempt: Option<u32>,
+        /// Print the patch (base..head), coloured on a terminal
+        #[arg(long)]
+        patch: bool,
+    },
     /// Print the event journal
     Events {
         /// Only this topic (run.started, work_item.status_changed, run., …)

@@ -146,6 +146,12 @@ const EXAMPLES: &[(&[&str], &str)] = &[
   pamctl -p web logs -f build-1",
     ),
     (
+        &["result"],
+        "  pamctl -p web result build-1
+  pamctl -p web result build-1 --patch
+  pamctl -p web result build-1 --attempt 1 --patch | git apply",
+    ),
+    (
         &["events"],
         "  pamctl events
   pamctl -p web events --topic run. -f

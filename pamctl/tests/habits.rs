@@ -122,7 +122,7 @@ fn offline_verbs_explain_api_resources_version_client() {
     let r = env.run(&["explain", "run.spec", "--recursive"]);
     assert!(
         r.stdout
-            .contains("FIELDS:\n  budget\t<Object>\n    maxCostUsd\t<number>\n    maxTokens\t<integer>\n  command\t<[]string>\n  cwd\t<string> -required-\n"),
+            .contains("FIELDS:\n  budget\t<Object>\n    maxCostUsd\t<number>\n    maxTokens\t<integer>\n  command\t<[]string>\n  cwd\t<string>\n"),
         "{}",
         r.stdout
     );

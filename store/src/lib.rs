@@ -53,6 +53,7 @@ pub mod leader;
 pub mod memory;
 pub mod postgres;
 pub mod projects;
+pub mod results;
 pub mod runs;
 pub mod schedules;
 pub mod secrets;
@@ -76,6 +77,7 @@ pub use hosts::{Host, HostTx};
 pub use idempotency::{Claimed, IdempotencyClaim, IdempotencyTx};
 pub use leader::{LeaderTx, Lease};
 pub use projects::{Project, ProjectTx};
+pub use results::{RunResultRow, RunResultTx};
 pub use runs::{PendingRun, Run, RunFilter, RunTx, RunUpdate, SignalMarker, Target};
 pub use schedules::{Schedule, ScheduleTx};
 pub use secrets::{Secret, SecretTx, SecretWait};
@@ -89,8 +91,8 @@ pub use work_items::{WorkItem, WorkItemTx};
 /// a `dyn Tx` needs the aggregate trait that declares it in scope.
 pub mod prelude {
     pub use crate::{
-        AttachTx, DependencyTx, EventTx, HostTx, IdempotencyTx, LeaderTx, ProjectTx, RunTx,
-        ScheduleTx, SecretTx, SourceTx, Store, TokenTx, Tx, WebhookTx, WorkItemTx,
+        AttachTx, DependencyTx, EventTx, HostTx, IdempotencyTx, LeaderTx, ProjectTx, RunResultTx,
+        RunTx, ScheduleTx, SecretTx, SourceTx, Store, TokenTx, Tx, WebhookTx, WorkItemTx,
     };
 }
 
@@ -223,6 +225,7 @@ pub trait Tx:
     + AttachTx
     + WorkItemTx
     + RunTx
+    + RunResultTx
     + DependencyTx
     + HostTx
     + EventTx

@@ -193,7 +193,10 @@ async fn build_template(
         // Built under a scratch name and renamed when complete, so a crash
         // mid-migration never leaves a half-built template behind.
         let wip = format!("{name}_wip");
-        sqlx::query(&format!("DROP DATABASE IF EXISTS {wip}"))
+        // A wip left by a process that died mid-build is nobody's (this
+        // process holds the lock): FORCE past a connection still on it
+        // (an autovacuum worker, say).
+        sqlx::query(&format!("DROP DATABASE IF EXISTS {wip} WITH (FORCE)"))
             .execute(&mut *conn)
             .await?;
         sqlx::query(&format!("CREATE DATABASE {wip}"))

@@ -329,14 +329,17 @@ fn extractor_cases() -> Vec<Case> {
         .raw(Some("application/json"), big.as_bytes())
         .expect(413, "payload_too_large"),
     );
+    // Signals take bodies up to apply's limit (16 MiB by default: a
+    // `finished` may carry its workspace's patch, issue 32).
+    let huge = format!("{{\"signals\": \"{}\"}}", "x".repeat(17 << 20));
     out.push(
         case(
-            "signals: 3 MiB body",
+            "signals: 17 MiB body",
             Method::POST,
             "/api/v1/workers/signals",
             Tok::W1,
         )
-        .raw(Some("application/json"), big.as_bytes())
+        .raw(Some("application/json"), huge.as_bytes())
         .expect(413, "payload_too_large"),
     );
     out.push(
@@ -608,6 +611,43 @@ fn path_and_query_cases() -> Vec<Case> {
             Tok::Admin,
         )
         .naming("after"),
+        // Issue 32: a run's workspace result.
+        case(
+            "run result attempt=0",
+            Method::GET,
+            "/api/v1/projects/web/runs/r1/result?attempt=0",
+            Tok::Admin,
+        )
+        .naming("attempt"),
+        case(
+            "run result attempt=abc",
+            Method::GET,
+            "/api/v1/projects/web/runs/r1/result?attempt=abc",
+            Tok::Admin,
+        )
+        .naming("attempt"),
+        case(
+            "run result unknown parameter",
+            Method::GET,
+            "/api/v1/projects/web/runs/r1/result?patch=yes",
+            Tok::Admin,
+        )
+        .naming("patch"),
+        case(
+            "run result without one",
+            Method::GET,
+            "/api/v1/projects/web/runs/r1/result",
+            Tok::Admin,
+        )
+        .expect(404, "not_found")
+        .naming("no workspace result"),
+        case(
+            "run result with a worker token",
+            Method::GET,
+            "/api/v1/projects/web/runs/r1/result",
+            Tok::W1,
+        )
+        .expect(403, "forbidden"),
         case(
             "projects bad selector",
             Method::GET,
@@ -718,6 +758,14 @@ fn manifest_cases() -> Vec<Case> {
     for route in ["/api/v1/apply", "/api/v1/diff"] {
         out.push(yaml(route, "deep", deep.clone(), "nesting deeper"));
         out.push(yaml(route, "alias-bomb", bomb.clone(), "alias"));
+        // Issue 32: a ref git would read as an option.
+        let ws = "apiVersion: pam.dev/v1\nkind: Run\nmetadata: {name: r9, project: web}\nspec:\n  task: cart\n  provider: exec\n  command: [\"true\"]\n  workspace: {ref: \"--orphan\"}\n";
+        out.push(yaml(
+            route,
+            "workspace-ref",
+            ws.to_string(),
+            "spec.workspace.ref",
+        ));
         out.push(yaml(
             route,
             "nul-title",
@@ -914,6 +962,9 @@ fn worker_cases(r1: &str) -> Vec<Case> {
         w("signals: progress without seq", sig_p, Tok::W1, sig(r1, "progress", None)).expect(422, "signal_rejected").naming("seq"),
         w("signals: 2 KB reason", sig_p, Tok::W1, json!({"signals": [{"run_id": r1, "attempt": 1, "kind": "failed", "reason": "r".repeat(2048), "at": "now"}]})).expect(422, "signal_rejected").naming("reason"),
         w("signals: unknown kind", sig_p, Tok::W1, sig(r1, "exploded", None)).expect(422, "unprocessable").naming("kind"),
+        w("signals: started with a result (issue 32)", sig_p, Tok::W1, json!({"signals": [{"run_id": r1, "attempt": 1, "kind": "started", "at": "now", "result": json!({"branch": "b", "base_commit": "a", "head_commit": "c", "commits": 1, "files_changed": 1, "insertions": 1, "deletions": 0, "patch": ""})}]})).expect(422, "signal_rejected").naming("result"),
+        w("signals: finished with an empty branch", sig_p, Tok::W1, json!({"signals": [{"run_id": r1, "attempt": 1, "kind": "finished", "exit_code": 0, "at": "now", "result": {"branch": "", "base_commit": "a", "head_commit": "c", "commits": 1, "files_changed": 1, "insertions": 1, "deletions": 0, "patch": ""}}]})).expect(422, "signal_rejected").naming("result.branch"),
+        w("signals: finished with a 9 MB patch", sig_p, Tok::W1, json!({"signals": [{"run_id": r1, "attempt": 1, "kind": "finished", "exit_code": 0, "at": "now", "result": {"branch": "b", "base_commit": "a", "head_commit": "c", "commits": 1, "files_changed": 1, "insertions": 1, "deletions": 0, "patch": "p".repeat(9 << 20)}}]})).expect(422, "signal_rejected").naming("result.patch"),
         w("signals: 2,000 signals", sig_p, Tok::W1, json!({"signals": vec![sig(r1, "progress", None)["signals"][0].clone(); 2000]})).expect(422, "unprocessable").naming("signals"),
         w("snapshots: another host's run", snap_p, Tok::W2, snap(r1)).expect(403, "forbidden").naming("not assigned"),
         w("snapshots: unknown run", snap_p, Tok::W1, snap(&uuid())).expect(404, "not_found"),

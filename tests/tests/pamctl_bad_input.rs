@@ -502,3 +502,59 @@ async fn git_urls_that_run_commands_are_refused_at_their_line() {
     assert_eq!(ok(&pamd.pamctl(&["get", "projects", "-o", "name"])), "");
     assert_eq!(ok(&pamd.pamctl(&["events"])), "");
 }
+
+/// Issue 32: a repository URL with credentials or a command-running
+/// transport, a ref or branch git would read as an option or refuse, a
+/// run with both a workspace and a cwd, a workspace in a project without
+/// a repository: refused at their line, nothing written, no git run.
+#[tokio::test]
+async fn bad_repositories_and_workspaces_are_refused_at_their_line() {
+    let pamd = Pamd::start(PamdOptions::default()).await.unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let project = |repo: &str| {
+        format!("apiVersion: pam.dev/v1\nkind: Project\nmetadata: {{name: web}}\nspec:\n  repository:\n{repo}---\n")
+    };
+    let good = project("    url: file:///srv/web.git\n");
+    let run = |ws: &str| {
+        format!("{}---\napiVersion: pam.dev/v1\nkind: Run\nmetadata: {{name: r1, project: web}}\nspec:\n  task: a\n  provider: exec\n  command: [\"true\"]\n{ws}", task("", "  title: A\n"))
+    };
+    let cases = [
+        (
+            project("    url: https://me:tok@example.com/web.git\n"),
+            "document 0, line 6, column 10: spec.repository.url: holds a password or token",
+        ),
+        (
+            project("    url: \"ext::sh -c touch% /tmp/pwned\"\n"),
+            "document 0, line 6, column 10: spec.repository.url: the ext:: transport runs a remote helper",
+        ),
+        (
+            project("    url: file:///srv/web.git\n    defaultRef: \"--upload-pack=x\"\n"),
+            "document 0, line 7, column 17: spec.repository.defaultRef: starts with '-'",
+        ),
+        (
+            format!("{good}{}", run("  workspace:\n    ref: \"-b\"\n")),
+            "document 2, line 24, column 10: spec.workspace.ref: starts with '-'",
+        ),
+        (
+            format!("{good}{}", run("  workspace:\n    branch: \"a..b\"\n")),
+            "document 2, line 24, column 13: spec.workspace.branch: holds '..'",
+        ),
+        (
+            format!("{good}{}", run("  cwd: /srv\n  workspace: {}\n")),
+            "document 2, line 23, column 8: spec.cwd: a run with a workspace gets its worktree as cwd",
+        ),
+        (
+            format!("{HEADER}{}", run("  workspace: {}\n")),
+            "document 2, line 21, column 3: spec.workspace: a workspace is a worktree of the project's repository, and project \"web\" has none",
+        ),
+        (
+            format!("{good}{}", run("")),
+            "document 2, line 19, column 1: spec.cwd: missing: the run has no cwd, no workspace",
+        ),
+    ];
+    for (i, (text, want)) in cases.iter().enumerate() {
+        refused(&pamd, tmp.path(), &format!("ws-{i}.yaml"), text, want);
+    }
+    assert_eq!(ok(&pamd.pamctl(&["get", "projects", "-o", "name"])), "");
+    assert_eq!(ok(&pamd.pamctl(&["events"])), "");
+}

@@ -11,6 +11,12 @@
 //! labels = { gpu = "no" }      # shown and selected as worker.pam.dev/gpu=no
 //! ca_file = "/etc/pam/ca.pem"  # trust only this CA for https:// (--ca-file wins)
 //!
+//! [workspaces]                # issue 32: runs with a git workspace
+//! patch_max_bytes = 1048576    # the longest patch reported (cut, and said so, past it)
+//! author_name = "pam-worker"   # author and committer of the automatic commit
+//! author_email = "pam@HOST"    # default: pam@ this host's name
+//! credentials_file = "/etc/pam/git-credentials"  # https://user:token@host lines, read only
+//!
 //! [providers.claude]
 //! command = ["claude", "-p", "{prompt}", "--output-format", "stream-json", "--verbose"]
 //! env = { ANTHROPIC_LOG = "error" }
@@ -57,6 +63,56 @@ pub struct Config {
     pub providers: ProvidersConfig,
     /// The CA file an https:// pamd must chain to (`--ca-file` wins).
     pub ca_file: Option<PathBuf>,
+    /// Runs with a git workspace (issue 32).
+    pub workspaces: WorkspacesConfig,
+}
+
+/// `[workspaces]`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WorkspacesConfig {
+    /// The longest patch sent to pamd; a longer one is cut at a line and
+    /// marked truncated. At most `protocol::RESULT_PATCH_MAX_BYTES`.
+    pub patch_max_bytes: usize,
+    /// Author and committer name of the automatic commit.
+    pub author_name: String,
+    /// Their email; absent: `pam@<host name>`.
+    pub author_email: Option<String>,
+    /// A git-credential-store file (`https://user:token@host`, one per
+    /// line) for http(s) repositories: read for clone, fetch and push,
+    /// never written. Credentials never come from a manifest.
+    pub credentials_file: Option<PathBuf>,
+}
+
+impl Default for WorkspacesConfig {
+    fn default() -> Self {
+        WorkspacesConfig {
+            patch_max_bytes: 1 << 20,
+            author_name: "pam-worker".into(),
+            author_email: None,
+            credentials_file: None,
+        }
+    }
+}
+
+impl WorkspacesConfig {
+    /// What [`crate::workspace::prepare`] needs.
+    pub fn settings(&self) -> crate::workspace::Settings {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_string())
+            .ok()
+            .filter(|h| !h.is_empty())
+            .unwrap_or_else(|| "localhost".into());
+        crate::workspace::Settings {
+            author_name: self.author_name.clone(),
+            author_email: self
+                .author_email
+                .clone()
+                .unwrap_or_else(|| format!("pam@{host}")),
+            patch_max_bytes: self.patch_max_bytes,
+            credentials_file: self.credentials_file.clone(),
+        }
+    }
 }
 
 impl Default for Config {
@@ -72,6 +128,7 @@ impl Default for Config {
             labels: BTreeMap::new(),
             providers: ProvidersConfig::default(),
             ca_file: None,
+            workspaces: WorkspacesConfig::default(),
         }
     }
 }
@@ -155,6 +212,15 @@ impl Config {
         anyhow::ensure!(
             !self.tmux_socket.is_empty(),
             "tmux_socket must not be empty"
+        );
+        let max = pam_manifests::protocol::RESULT_PATCH_MAX_BYTES;
+        anyhow::ensure!(
+            (1..=max).contains(&self.workspaces.patch_max_bytes),
+            "workspaces.patch_max_bytes must be 1 to {max}"
+        );
+        anyhow::ensure!(
+            !self.workspaces.author_name.trim().is_empty(),
+            "workspaces.author_name must not be empty"
         );
         for kind in ProviderKind::ALL {
             if let Some(ProviderConfig {

@@ -18,4 +18,5 @@ pub mod snapshot;
 pub mod spawn;
 pub mod testdir;
 pub mod tmux;
+pub mod workspace;
 pub mod wrap;

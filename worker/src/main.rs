@@ -79,6 +79,10 @@ struct WrapCli {
     /// A JSON env file to read (and delete) for the command's environment.
     #[arg(long)]
     env_file: Option<PathBuf>,
+    /// The attempt's workspace (issue 32): committed and measured when the
+    /// command exits, the result sent with `finished`.
+    #[arg(long)]
+    workspace_file: Option<PathBuf>,
     /// The command to run.
     #[arg(last = true, required = true)]
     command: Vec<String>,
@@ -134,6 +138,7 @@ async fn run_wrap(w: WrapCli) -> ExitCode {
         stop_grace: Duration::from_secs(w.stop_grace_seconds),
         env,
         command: w.command,
+        workspace_file: w.workspace_file,
     };
     match wrap(args).await {
         Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(255)),

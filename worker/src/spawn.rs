@@ -47,6 +47,7 @@ pub fn session_spec(
     }
     let kind: ProviderKind = run.provider.parse()?;
     let cl = command_line(run, &config.providers)?;
+    // A workspace's worktree was made by the caller (issue 32).
     let cwd = PathBuf::from(&run.cwd);
     anyhow::ensure!(
         cwd.is_dir(),
@@ -74,8 +75,13 @@ pub fn session_spec(
             .to_string(),
         "--env-file".into(),
         env_path.to_string_lossy().into_owned(),
-        "--".into(),
     ];
+    if run.workspace.is_some() {
+        argv.push("--workspace-file".into());
+        let file = crate::workspace::state_file(data_dir, run);
+        argv.push(file.to_string_lossy().into_owned());
+    }
+    argv.push("--".into());
     argv.extend(cl.argv);
     Ok(SessionSpec {
         name: run.session_name.clone(),

@@ -49,6 +49,7 @@ use uuid::Uuid;
 
 use crate::outbox::Outbox;
 use crate::providers::{parse_line, FinalResult, LineEvent, ProviderKind};
+use crate::workspace::result as workspace;
 
 /// A stdout line longer than this is not parsed (it is still logged).
 const MAX_LINE: usize = 16 << 20;
@@ -75,6 +76,8 @@ pub struct WrapArgs {
     pub env: std::collections::BTreeMap<String, String>,
     /// The command, program first.
     pub command: Vec<String>,
+    /// The attempt's workspace, to commit and measure at exit (issue 32).
+    pub workspace_file: Option<PathBuf>,
 }
 
 /// Where the log of an attempt lives.
@@ -213,10 +216,28 @@ pub async fn wrap(args: WrapArgs) -> anyhow::Result<i32> {
         }
     }
     let usage: Option<TokenUsage> = lines.final_result.and_then(|f| f.usage);
+    let mut report = |what: &str, e: anyhow::Error| {
+        let msg = format!("pam-worker wrap: the workspace's {what}: {e:#}\n");
+        let _ = log.write_all(msg.as_bytes());
+        eprint!("{msg}");
+    };
+    let workspace = args.workspace_file.as_deref().map(workspace::load);
+    let workspace = workspace.and_then(|w| w.map_err(|e| report("state", e)).ok());
+    // Before `finished`: the result travels in it. A worktree that cannot
+    // be measured still finishes the attempt, without one.
+    let result = workspace
+        .as_ref()
+        .and_then(|p| workspace::finish(p).map_err(|e| report("result", e)).ok());
     emitter.emit(SignalKind::Finished, |s| {
         s.exit_code = Some(code);
         s.usage = usage;
+        s.result = result.map(Box::new);
     });
+    if let Some(p) = &workspace {
+        if let Err(e) = workspace::cleanup(p, code) {
+            report("cleanup", e);
+        }
+    }
     Ok(code)
 }
 

@@ -67,6 +67,7 @@ pub fn project(
             description: p.description.clone(),
             archived: p.status == pam_manifests::state::ProjectStatus::Archived,
             budget: usage::budget_of(&p.meta),
+            repository: spec_field(&p.meta, "repository"),
         },
         status: Some(Box::new(kinds::ObservedProject {
             phase: p.status,
@@ -136,6 +137,7 @@ pub fn task(
             status: desired,
             assignee: w.assignee.clone(),
             sort_order: w.sort_order,
+            workspace: spec_field(&w.meta, "workspace"),
         },
         status: Some(Box::new(kinds::ObservedTask {
             phase: w.status,
@@ -240,6 +242,7 @@ pub fn run(
             provider_version: pam_store::dispatch::provider_version(r).map(str::to_string),
             prompt: r.prompt.clone(),
             cwd: r.cwd.clone(),
+            workspace: spec_field(&r.meta, "workspace"),
             target: match &r.target {
                 Target::Any => None,
                 Target::Host(h) => Some(kinds::Target::Host(name(h))),
@@ -275,10 +278,19 @@ pub fn run(
                 attempt: usage_figures(&r.usage.attempt),
                 total: usage_figures(&r.usage.total),
             }),
+            result: None,
             observed_generation: Some(r.meta.observed_generation),
             conditions: conditions(&meta),
         })),
     }
+}
+
+/// A field of the declared spec (issue 32's `repository`, `workspace`):
+/// the stored spec is the manifest's, so it reads back as declared.
+fn spec_field<T: serde::de::DeserializeOwned>(meta: &Meta, field: &str) -> Option<T> {
+    meta.spec
+        .get(field)
+        .and_then(|v| serde_json::from_value(v.clone()).ok())
 }
 
 /// The message of a project's True `BudgetExceeded` condition (issue 21).

@@ -82,6 +82,10 @@ pub fn v1(max_body_bytes: usize) -> Router<AppState> {
             get(runs::run_events),
         )
         .route(
+            "/api/v1/projects/{project}/runs/{name}/result",
+            get(runs::run_result),
+        )
+        .route(
             "/api/v1/tokens",
             get(tokens::list_tokens).post(tokens::create_token),
         )
@@ -92,7 +96,12 @@ pub fn v1(max_body_bytes: usize) -> Router<AppState> {
         .route("/api/v1/workers/heartbeat", post(w::heartbeat))
         .route("/api/v1/workers/desired", get(w::desired))
         .route("/api/v1/workers/claim", post(w::claim))
-        .route("/api/v1/workers/signals", post(w::signals))
+        // A `finished` signal may carry its workspace's patch (issue 32,
+        // protocol::RESULT_PATCH_MAX_BYTES each).
+        .route(
+            "/api/v1/workers/signals",
+            post(w::signals).layer(DefaultBodyLimit::max(max_body_bytes)),
+        )
         .route("/api/v1/workers/snapshots", post(w::snapshot))
         .merge(kinds())
 }

@@ -38,6 +38,9 @@ struct RunNames {
     over_budget: HashMap<Uuid, String>,
     /// Run id → the Secret or key it waits for (issue 18).
     secret_waits: HashMap<Uuid, String>,
+    /// Run id → its latest attempt's workspace result (issue 32), for
+    /// the runs [`RunNames::with_results`] was given.
+    results: HashMap<Uuid, pam_manifests::kinds::RunResult>,
 }
 
 impl RunNames {
@@ -69,6 +72,7 @@ impl RunNames {
                 .collect(),
             projects: projects.iter().map(|p| (p.id, p.slug.clone())).collect(),
             tasks,
+            results: HashMap::new(),
             hosts: tx
                 .list_hosts()
                 .await?
@@ -78,8 +82,17 @@ impl RunNames {
         })
     }
 
+    /// Reads the latest results of `runs` (one statement).
+    async fn with_results(mut self, tx: &mut dyn Tx, runs: &[Run]) -> ApiResult<RunNames> {
+        let ids: Vec<Uuid> = runs.iter().map(|r| r.id).collect();
+        for row in tx.latest_run_results(&ids).await? {
+            self.results.insert(row.run_id, runs::result::status(&row));
+        }
+        Ok(self)
+    }
+
     fn object(&self, r: &Run) -> Value {
-        to_json(&objects::run(
+        let mut run = objects::run(
             r,
             self.projects.get(&r.project_id).map_or("", String::as_str),
             self.tasks.get(&r.task_id).map_or("", String::as_str),
@@ -89,7 +102,11 @@ impl RunNames {
             self.waiting.get(&r.task_id).map_or(&[], Vec::as_slice),
             self.over_budget.get(&r.project_id).map(String::as_str),
             self.secret_waits.get(&r.id).map(String::as_str),
-        ))
+        );
+        if let Some(status) = run.status.as_mut() {
+            status.result = self.results.get(&r.id).cloned();
+        }
+        to_json(&run)
     }
 }
 
@@ -126,6 +143,7 @@ impl Served for Run {
         _now: DateTime<Utc>,
     ) -> ApiResult<Vec<Value>> {
         let names = RunNames::load(tx, std::slice::from_ref(scoped(p)?)).await?;
+        let names = names.with_results(tx, items).await?;
         Ok(items.iter().map(|r| names.object(r)).collect())
     }
 
@@ -139,20 +157,22 @@ impl Served for Run {
     ) -> ApiResult<Vec<Value>> {
         let sel = q.selector()?;
         let names = RunNames::load(tx, projects).await?;
-        let mut items = Vec::new();
+        let mut runs = Vec::new();
         for p in projects {
             for r in Self::list(tx, Some(p), q).await? {
                 if selected(&sel, &r.meta.labels) {
-                    items.push(names.object(&r));
+                    runs.push(r);
                 }
             }
         }
-        Ok(items)
+        let names = names.with_results(tx, &runs).await?;
+        Ok(runs.iter().map(|r| names.object(r)).collect())
     }
 }
 
 async fn run_object(tx: &mut dyn Tx, p: &Project, r: &Run) -> ApiResult<Value> {
     let names = RunNames::load(tx, std::slice::from_ref(p)).await?;
+    let names = names.with_results(tx, std::slice::from_ref(r)).await?;
     Ok(names.object(r))
 }
 
@@ -276,4 +296,41 @@ pub async fn run_events(
         .map(event_json)
         .collect();
     Ok(Json(json!({ "items": items })))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunResultQuery {
+    /// The attempt; absent: the latest with a result.
+    #[serde(default)]
+    attempt: Option<i32>,
+}
+
+/// `GET /api/v1/projects/{project}/runs/{name}/result[?attempt=N]`: an
+/// attempt's workspace result with its patch (issue 32); anyone who may
+/// read the run may read it.
+#[tracing::instrument(skip_all, fields(project = %slug, run = %name))]
+pub async fn run_result(
+    State(st): State<AppState>,
+    _op: Operator,
+    Path((slug, name)): Path<(String, String)>,
+    Query(q): Query<RunResultQuery>,
+) -> ApiResult<Json<Value>> {
+    if q.attempt.is_some_and(|a| a < 1) {
+        return Err(ApiError::bad_request("attempt: must be at least 1"));
+    }
+    let mut tx = st.ctx.store.begin().await?;
+    let (_, run) = one_in::<Run>(tx.as_mut(), &slug, &name).await?;
+    let row = tx.run_results(run.id, q.attempt).await?.pop();
+    let Some(row) = row else {
+        return Err(ApiError::not_found(match q.attempt {
+            Some(a) => format!("run {name:?} has no workspace result for attempt {a}"),
+            None => format!("run {name:?} has no workspace result"),
+        }));
+    };
+    let mut body = serde_json::to_value(runs::result::status(&row)).map_err(ApiError::internal)?;
+    body["run"] = json!(run.name);
+    body["recordedAt"] = json!(ts(row.recorded_at));
+    body["patch"] = json!(row.patch);
+    Ok(Json(body))
 }

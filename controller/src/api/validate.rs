@@ -159,7 +159,8 @@ pub fn signal_batch(batch: &SignalBatch) -> Result<Vec<SignalResult>, ApiError> 
                         )
                     })
                 })
-            });
+            })
+            .or_else(|| s.result.as_ref().and_then(|r| r.problem()));
         if let Some(message) = problem {
             rejected.push(SignalResult {
                 index,

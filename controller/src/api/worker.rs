@@ -207,8 +207,18 @@ async fn desired_set(tx: &mut dyn Tx, ring: &Keyring, host: &Host) -> Result<Des
 /// spawn's failure (`envError`): the run never starts without it.
 async fn with_env(tx: &mut dyn Tx, ring: &Keyring, r: &Run) -> Result<DesiredRun, ApiError> {
     let mut d = desired_run(r);
+    if r.status != RunStatus::Spawning {
+        return Ok(d);
+    }
+    // Issue 32: the worktree to prepare; a workspace that cannot be is
+    // the spawn's failure, like an environment that cannot be built.
+    match runs::workspace::order(tx, r).await? {
+        Some(Ok(order)) => d.workspace = Some(order),
+        Some(Err(why)) => d.env_error = Some(why),
+        None => {}
+    }
     let (vars, from) = env::env_of(&r.meta.spec);
-    if r.status != RunStatus::Spawning || (vars.is_empty() && from.is_empty()) {
+    if vars.is_empty() && from.is_empty() {
         return Ok(d);
     }
     match env::environment(tx, ring, r).await {
@@ -240,6 +250,7 @@ pub fn desired_run(r: &Run) -> DesiredRun {
         stop: r.stop_requested,
         signals: Vec::new(),
         input: Vec::new(),
+        workspace: None,
     }
 }
 

@@ -131,6 +131,9 @@ pub async fn load_existing(tx: &mut dyn Tx, docs: &[&Manifest]) -> Result<Existi
                 archived: p.status == ProjectStatus::Archived,
             },
         );
+        if p.meta.spec.get("repository").is_some() {
+            st.repositories.insert(name.clone());
+        }
         let task_names: Vec<String> = named.tasks.into_iter().collect();
         let chains = tx.work_items_with_ancestors(p.id, &task_names).await?;
         let name_of: HashMap<Uuid, &str> = chains.iter().map(|w| (w.id, w.name.as_str())).collect();
@@ -142,6 +145,9 @@ pub async fn load_existing(tx: &mut dyn Tx, docs: &[&Manifest]) -> Result<Existi
                 .and_then(|id| name_of.get(&id))
                 .and_then(|n| Name::parse(n).ok());
             if let Ok(n) = Name::parse(&w.name) {
+                if w.meta.spec.get("workspace").is_some() {
+                    st.task_workspaces.insert((name.clone(), n.clone()));
+                }
                 st.tasks.insert(
                     (name.clone(), n),
                     StoredTask {

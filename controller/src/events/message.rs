@@ -173,6 +173,20 @@ pub fn known(t: &str, p: &Value) -> Option<Rendered> {
                 f.obj("run", "name"),
             )
         }
+        topic::RUN_RESULT_RECORDED => (
+            "ResultRecorded".into(),
+            format!(
+                "{} left branch {}: {} commits, {} files changed, +{} -{}{}",
+                run(),
+                f.s("branch").unwrap_or("?"),
+                f.n("commits").unwrap_or(0),
+                f.n("files_changed").unwrap_or(0),
+                f.n("insertions").unwrap_or(0),
+                f.n("deletions").unwrap_or(0),
+                f.attempt()
+            ),
+            f.obj("run", "name"),
+        ),
         topic::RUN_STOPPED => (
             "Stopped".into(),
             match f.n("exit_code") {

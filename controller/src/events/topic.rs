@@ -7,7 +7,8 @@
 //! `run.blocked` (issue 17) say when a pending run's task dependencies
 //! are all done, or one was reopened (`rules::runs::gate`).
 //! `run.budget_exceeded` (issue 21) says a run reached its budget and is
-//! being stopped. The `source.*` topics are
+//! being stopped; `run.result_recorded` (issue 32) that an attempt's
+//! workspace result was stored. The `source.*` topics are
 //! GitOps' (docs/gitops.md): a Source's syncs, failures, drift, heals and
 //! prunes. The `schedule.*` topics (issue 18) say what a Schedule's tick
 //! did: created its run, skipped it (Forbid, a missing task) or missed it
@@ -39,6 +40,9 @@ pub const RUN_UNBLOCKED: &str = "run.unblocked";
 /// Issue 21: a live run reached its `spec.budget` and is being stopped; the
 /// payload carries the figures and the budget.
 pub const RUN_BUDGET_EXCEEDED: &str = "run.budget_exceeded";
+/// Issue 32: an attempt's workspace result was stored (branch, commits,
+/// diff stats; the patch is read from the result route, not the journal).
+pub const RUN_RESULT_RECORDED: &str = "run.result_recorded";
 pub const WORKER_REGISTERED: &str = "worker.registered";
 pub const WORKER_OFFLINE: &str = "worker.offline";
 pub const WORKER_INSTANCE_SUSPECT: &str = "worker.instance_suspect";
@@ -79,6 +83,7 @@ pub const ALL: &[&str] = &[
     RUN_BLOCKED,
     RUN_UNBLOCKED,
     RUN_BUDGET_EXCEEDED,
+    RUN_RESULT_RECORDED,
     WORKER_REGISTERED,
     WORKER_OFFLINE,
     WORKER_INSTANCE_SUSPECT,

@@ -219,6 +219,8 @@ struct Staged {
     /// Usage the batch added, per run: (run, provider, project, delta),
     /// for the budget check and the metrics after commit.
     usage_deltas: Vec<(Uuid, String, Uuid, pam_store::Usage)>,
+    /// Workspace results of the batch's `finished` signals (issue 32).
+    results: Vec<pam_store::RunResultRow>,
 }
 
 impl Staged {
@@ -235,6 +237,7 @@ impl Staged {
             orphans: HashSet::new(),
             prices,
             usage_deltas: Vec::new(),
+            results: Vec::new(),
         }
     }
 
@@ -322,6 +325,7 @@ impl Staged {
             .collect();
         changed.sort_by_key(|(r, _)| r.id);
         tx.write_run_states(&changed).await?;
+        tx.insert_run_results(&self.results).await?;
         tx.append_events(self.events, now).await?;
         Ok(())
     }
@@ -478,7 +482,11 @@ async fn finished(
     }
     st.record_usage(run.id, sig.usage.as_ref(), true);
     let run = st.run(run.id).expect("locked above");
-    lifecycle::finish(st, &run, sig.exit_code.unwrap_or(-1), now).await?;
+    let done = lifecycle::finish(st, &run, sig.exit_code.unwrap_or(-1), now).await?;
+    if let Some(r) = &sig.result {
+        let row = runs::result::record(st, &done, sig.attempt, r, now).await?;
+        st.results.push(row);
+    }
     Ok(APPLIED)
 }
 

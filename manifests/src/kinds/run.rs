@@ -116,8 +116,16 @@ pub struct RunSpec {
     /// The prompt given to the provider. Immutable.
     #[serde(default)]
     pub prompt: String,
-    /// Working directory on the worker host. Immutable.
+    /// Working directory on the worker host. Immutable. Required unless
+    /// the run has a workspace (its own or its task's default), and
+    /// refused with one: the workspace is the provider's cwd.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub cwd: String,
+    /// A git worktree of the project's repository on a new branch, made
+    /// by the worker before the provider starts and its cwd (issue 32).
+    /// Absent with no `cwd`: the task's `spec.workspace`. Immutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<Workspace>,
     /// Where it may run; absent = any eligible host.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<Target>,
@@ -304,6 +312,10 @@ pub struct ObservedRun {
     /// reported any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<RunUsageStatus>,
+    /// The latest attempt's workspace result (issue 32): its branch,
+    /// commits and diff stats; absent without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<RunResult>,
     /// The spec generation this status reflects.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,

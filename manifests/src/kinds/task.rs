@@ -31,6 +31,10 @@ pub struct TaskSpec {
     /// Order among siblings.
     #[serde(default)]
     pub sort_order: i32,
+    /// The workspace of this task's runs that set neither `workspace`
+    /// nor `cwd` (issue 32), read when an attempt is handed to its worker.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<Workspace>,
 }
 
 fn default_task_type() -> WorkItemKind {

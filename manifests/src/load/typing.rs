@@ -294,6 +294,9 @@ pub(super) fn check_document(doc: &Document) -> Vec<ManifestError> {
             }
         }
     }
+    for (path, message) in workspace_problems(&doc.manifest) {
+        errors.push(doc.error_at(&path, message));
+    }
     if let Manifest::Run(run) = &doc.manifest {
         let spec = &run.spec;
         if let Some(req) = &spec.provider_version {
@@ -333,4 +336,39 @@ pub(super) fn check_document(doc: &Document) -> Vec<ManifestError> {
         }
     }
     errors
+}
+
+/// Issue 32's per-document rules: a repository's URL and default ref, a
+/// workspace's ref and branch names, and never both a workspace and a
+/// `cwd` (the worktree is the provider's cwd).
+fn workspace_problems(m: &Manifest) -> Vec<(String, String)> {
+    let run_spec = |spec: &crate::kinds::RunSpec, at: &str| {
+        let Some(ws) = &spec.workspace else {
+            return Vec::new();
+        };
+        let mut out = ws.problems(&format!("{at}.workspace"));
+        if !spec.cwd.is_empty() {
+            out.push((
+                format!("{at}.cwd"),
+                "a run with a workspace gets its worktree as cwd, expected no cwd (or no workspace)"
+                    .to_string(),
+            ));
+        }
+        out
+    };
+    match m {
+        Manifest::Project(p) => p
+            .spec
+            .repository
+            .as_ref()
+            .map_or_else(Vec::new, |r| r.problems("spec.repository")),
+        Manifest::Task(t) => t
+            .spec
+            .workspace
+            .as_ref()
+            .map_or_else(Vec::new, |w| w.problems("spec.workspace")),
+        Manifest::Run(r) => run_spec(&r.spec, "spec"),
+        Manifest::Schedule(s) => run_spec(&s.spec.run_template, "spec.runTemplate"),
+        _ => Vec::new(),
+    }
 }

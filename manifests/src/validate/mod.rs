@@ -41,6 +41,7 @@ use crate::names::Name;
 use crate::state::WorkItemKind;
 
 mod deps;
+mod workspace;
 
 /// A stored project, as validation needs it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,6 +75,14 @@ pub trait ExistingState {
     fn projects_with_task(&self, _name: &Name) -> Vec<Name> {
         Vec::new()
     }
+    /// Whether the stored project has a `spec.repository` (issue 32).
+    fn has_repository(&self, _project: &Name) -> bool {
+        false
+    }
+    /// Whether the stored task has a default `spec.workspace` (issue 32).
+    fn task_workspace(&self, _project: &Name, _task: &Name) -> bool {
+        false
+    }
 }
 
 /// An in-memory [`ExistingState`]: empty by default (validating a tree on
@@ -86,6 +95,10 @@ pub struct InMemoryState {
     pub tasks: BTreeMap<(Name, Name), StoredTask>,
     /// Runs by (project, name).
     pub runs: BTreeSet<(Name, Name)>,
+    /// Projects with a repository (issue 32).
+    pub repositories: BTreeSet<Name>,
+    /// Tasks with a default workspace, by (project, name).
+    pub task_workspaces: BTreeSet<(Name, Name)>,
 }
 
 impl ExistingState for InMemoryState {
@@ -104,6 +117,13 @@ impl ExistingState for InMemoryState {
             .filter(|(_, n)| n == name)
             .map(|(p, _)| p.clone())
             .collect()
+    }
+    fn has_repository(&self, project: &Name) -> bool {
+        self.repositories.contains(project)
+    }
+    fn task_workspace(&self, project: &Name, task: &Name) -> bool {
+        self.task_workspaces
+            .contains(&(project.clone(), task.clone()))
     }
 }
 
@@ -150,6 +170,11 @@ impl<'a> Batch<'a> {
             tasks,
             by_project,
         }
+    }
+
+    /// Whether the project exists, in the batch or stored.
+    fn projects_known(&self, project: &Name) -> bool {
+        self.archived(project).is_some()
     }
 
     /// Archived after the batch: `None` when the project exists nowhere.
@@ -294,12 +319,15 @@ pub fn validate_batch(docs: &[Document], existing: &dyn ExistingState) -> Vec<Ma
                 check_project(&batch, doc, project, is_new, &mut errors);
                 check_parent(&batch, doc, project, &t.metadata.name, &t.spec, &mut errors);
                 deps::check(&batch, doc, project, &t.metadata.name, &t.spec, &mut errors);
+                let ws = t.spec.workspace.is_some();
+                workspace::check_task(&batch, doc, project, ws, &mut errors);
             }
             Manifest::Run(r) => {
                 let project = &r.metadata.project;
                 let is_new = !existing.run_exists(project, &r.metadata.name);
                 check_project(&batch, doc, project, is_new, &mut errors);
                 check_run_task(&batch, doc, project, &r.spec, "spec.task", &mut errors);
+                workspace::check_run(&batch, doc, project, &r.spec, "spec", &mut errors);
             }
             Manifest::Schedule(s) => {
                 let project = &s.metadata.project;
@@ -312,6 +340,9 @@ pub fn validate_batch(docs: &[Document], existing: &dyn ExistingState) -> Vec<Ma
                     "spec.runTemplate.task",
                     &mut errors,
                 );
+                let template = &s.spec.run_template;
+                let at = "spec.runTemplate";
+                workspace::check_run(&batch, doc, project, template, at, &mut errors);
             }
             Manifest::Secret(s) => {
                 // A Secret may be updated in an archived project (keys
@@ -481,6 +512,7 @@ pub fn immutable_changes(
             ("provider", "spec.provider"),
             ("prompt", "spec.prompt"),
             ("cwd", "spec.cwd"),
+            ("workspace", "spec.workspace"),
         ],
         Kind::Task => &[("type", "spec.type")],
         Kind::Project

@@ -12,6 +12,7 @@ mod imperative;
 mod info;
 mod logs;
 mod meta;
+mod result;
 mod runs;
 mod schedule;
 mod secret;
@@ -82,6 +83,11 @@ pub(crate) fn run(ctx: &mut Ctx, command: Command) -> Result<Exit> {
             tail,
             since,
         } => logs::logs(ctx, &run, follow, tail, since.as_deref()),
+        Command::Result {
+            run,
+            attempt,
+            patch,
+        } => result::result(ctx, &run, attempt, patch),
         Command::Wait {
             objects,
             for_,

@@ -105,6 +105,23 @@ pub fn page(kind: Kind, obj: &Value, events: &[Value], now: DateTime<Utc>) -> St
     } else if matches!(kind, Kind::Task | Kind::Project) && obj.pointer("/status/usage").is_some() {
         field("Usage", super::usage::line(obj, "/status/usage"));
     }
+    // Issue 32: what the latest attempt's workspace came to
+    // (`pamctl result` for the rest, `--patch` for the diff).
+    if let Some(r) = obj.pointer("/status/result") {
+        let n = |k: &str| r.get(k).and_then(Value::as_u64).unwrap_or(0);
+        let branch = r.get("branch").and_then(Value::as_str).unwrap_or("?");
+        field(
+            "Result",
+            format!(
+                "branch {branch}: {} commits, {} files changed, +{} -{} (attempt {})",
+                n("commits"),
+                n("filesChanged"),
+                n("insertions"),
+                n("deletions"),
+                n("attempt")
+            ),
+        );
+    }
     out.push_str("Spec:\n");
     out.push_str(&indented_yaml(obj.get("spec").unwrap_or(&Value::Null)));
     let mut status = obj

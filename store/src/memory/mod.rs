@@ -45,6 +45,8 @@ struct State {
     /// `work_item_deps`: task → the tasks it depends on, in order.
     deps: BTreeMap<Uuid, Vec<Uuid>>,
     runs: HashMap<Uuid, Run>,
+    /// `run_results`: (run, attempt) → its workspace result (issue 32).
+    results: BTreeMap<(Uuid, i32), crate::RunResultRow>,
     /// (run, attempt, kind) → received_at.
     signals: BTreeMap<(Uuid, i32, String), DateTime<Utc>>,
     hosts: HashMap<Uuid, Host>,
@@ -201,6 +203,7 @@ impl State {
         self.secret_waits.retain(|id, _| !ids.contains(id));
         self.schedule_runs.retain(|_, run| !ids.contains(run));
         self.signals.retain(|(run, _, _), _| !ids.contains(run));
+        self.results.retain(|(run, _), _| !ids.contains(run));
     }
 
     fn remove_work_items(&mut self, ids: &BTreeSet<Uuid>) {
@@ -262,6 +265,7 @@ mod idempotency;
 mod leader;
 mod named;
 mod projects;
+mod results;
 mod runs;
 mod schedules;
 mod secrets;

@@ -444,6 +444,7 @@ mod leader;
 mod named;
 mod pool;
 mod projects;
+mod results;
 mod rows;
 mod runs;
 mod schedules;

@@ -65,6 +65,7 @@ macro_rules! store_conformance_tests {
             run_by_session_after_claim,
             advance_progress_monotonic,
             signal_batch_primitives,
+            run_results_per_attempt,
             run_events_of_topic_filters,
             sessions_journaled_names_this_hosts_sessions,
             run_events_timeline,

@@ -143,3 +143,78 @@ pub async fn signal_batch_primitives(s: &dyn Store) {
     assert_eq!(get_run(s, r.id).await, next);
     assert_eq!(get_run(s, r2.id).await, next2);
 }
+
+fn result_row(run_id: Uuid, attempt: i32, branch: &str, patch: &str) -> pam_store::RunResultRow {
+    pam_store::RunResultRow {
+        run_id,
+        attempt,
+        branch: branch.into(),
+        base_commit: "a".repeat(40),
+        head_commit: "b".repeat(40),
+        commits: 1,
+        files_changed: 2,
+        insertions: 3,
+        deletions: 4,
+        patch: patch.into(),
+        patch_bytes: 0,
+        patch_truncated: attempt == 2,
+        pushed: (attempt == 2).then_some(false),
+        push_message: (attempt == 2).then(|| "rejected".to_string()),
+        recorded_at: t(5),
+    }
+}
+
+/// Issue 32: workspace results per (run, attempt): the first one kept,
+/// read whole or the latest per run without its patch (its size kept),
+/// a missing run NotFound, gone with the run.
+pub async fn run_results_per_attempt(s: &dyn Store) {
+    let (_, task) = seed(s).await;
+    let (r, r2) = (run(&task, "r", t(1)), run(&task, "r2", t(1)));
+    insert_runs(s, &[r.clone(), r2.clone()]).await;
+    let mut tx = s.begin().await.unwrap();
+    tx.insert_run_results(&[
+        result_row(r.id, 1, "b1", "+one\n"),
+        result_row(r.id, 2, "b2", "+two\n"),
+        result_row(r2.id, 1, "c1", ""),
+    ])
+    .await
+    .unwrap();
+    // A result is recorded once: a second report keeps the first.
+    tx.insert_run_results(&[result_row(r.id, 1, "other", "+x\n")])
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    let mut tx = s.begin().await.unwrap();
+    let all = tx.run_results(r.id, None).await.unwrap();
+    let branches: Vec<&str> = all.iter().map(|x| x.branch.as_str()).collect();
+    assert_eq!(branches, ["b1", "b2"]);
+    assert_eq!(all[0].patch, "+one\n");
+    assert_eq!(all[0].patch_bytes, 5);
+    assert_eq!(all[0].recorded_at, t(5));
+    assert_eq!(tx.run_results(r.id, Some(2)).await.unwrap()[0].branch, "b2");
+    assert!(tx.run_results(r.id, Some(3)).await.unwrap().is_empty());
+    let mut latest = tx.latest_run_results(&[r.id, r2.id]).await.unwrap();
+    latest.sort_by(|a, b| a.branch.cmp(&b.branch));
+    assert_eq!(latest.len(), 2);
+    assert_eq!((latest[0].branch.as_str(), latest[0].attempt), ("b2", 2));
+    assert!(latest[0].patch.is_empty() && latest[0].patch_truncated);
+    assert_eq!(latest[0].pushed, Some(false));
+    assert_eq!(latest[0].push_message.as_deref(), Some("rejected"));
+    assert_eq!(
+        (all[0].pushed, all[0].push_message.as_deref()),
+        (None, None)
+    );
+    assert_eq!(latest[0].patch_bytes, 5);
+    assert_eq!(latest[1].branch, "c1");
+    assert!(tx.latest_run_results(&[]).await.unwrap().is_empty());
+    assert_err!(
+        tx.insert_run_results(&[result_row(Uuid::new_v4(), 1, "x", "")])
+            .await,
+        StoreError::NotFound(_)
+    );
+    drop(tx);
+    let mut tx = s.begin().await.unwrap();
+    assert!(tx.delete_run(r.id).await.unwrap());
+    assert!(tx.run_results(r.id, None).await.unwrap().is_empty());
+    tx.commit().await.unwrap();
+}

@@ -54,6 +54,7 @@ fn signal(run: &pam_manifests::protocol::DesiredRun, kind: SignalKind) -> Signal
         message: None,
         usage: None,
         session_name: Some(run.session_name.clone()),
+        result: None,
         at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
     }
 }

@@ -303,6 +303,7 @@ impl Host {
             message: None,
             usage: None,
             session_name: Some(session.to_string()),
+            result: None,
             at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
         }
     }

@@ -413,6 +413,19 @@ async fn ship_once(st: &State, api: &Api) -> anyhow::Result<usize> {
     if pending.is_empty() {
         return Ok(0);
     }
+    // Workspace patches (issue 32) make a signal big: a batch stops before
+    // the one that would take it past one signal's largest patch (pamd's
+    // body limit is twice that), and holds at least one.
+    let mut bytes = 0;
+    let pending: Vec<_> = pending
+        .into_iter()
+        .enumerate()
+        .take_while(|(i, (_, s))| {
+            bytes += s.result.as_ref().map_or(0, |r| r.patch.len());
+            *i == 0 || bytes <= pam_manifests::protocol::RESULT_PATCH_MAX_BYTES
+        })
+        .map(|(_, e)| e)
+        .collect();
     let (ids, signals): (Vec<_>, Vec<_>) = pending.into_iter().unzip();
     let batch = SignalBatch { signals };
     match api

@@ -354,7 +354,11 @@ async fn spawn_run(st: &State, d: &DesiredRun) -> anyhow::Result<bool> {
     // must not start the attempt a second time.
     records::write(data, &d.session_name, tag_of(d))?;
     tracing::info!(run_id = %d.run_id, attempt = d.attempt, session = %d.session_name, "spawning");
-    let Err(e) = spawn::start(&st.tmux, &st.opts.worker_exe, data, &st.opts.config, d).await else {
+    let started = match with_workspace(st, d).await {
+        Ok(d) => spawn::start(&st.tmux, &st.opts.worker_exe, data, &st.opts.config, &d).await,
+        Err(e) => Err(e),
+    };
+    let Err(e) = started else {
         return Ok(true);
     };
     tracing::warn!(run_id = %d.run_id, attempt = d.attempt, error = %format!("{e:#}"), "spawn failed");
@@ -369,6 +373,28 @@ async fn spawn_run(st: &State, d: &DesiredRun) -> anyhow::Result<bool> {
     s.session_name = Some(d.session_name.clone());
     st.outbox.append(&s)?;
     Ok(false)
+}
+
+/// `d` with its workspace's worktree as cwd, prepared first (issue 32);
+/// `d` itself without a workspace. A failure (fetch, checkout) is the
+/// spawn's, with git's words.
+async fn with_workspace(st: &State, d: &DesiredRun) -> anyhow::Result<DesiredRun> {
+    let Some(order) = d.workspace.clone() else {
+        return Ok(d.clone());
+    };
+    if let Some(why) = &d.env_error {
+        anyhow::bail!("the run's environment: {why}");
+    }
+    let data = st.opts.data_dir.clone();
+    let settings = st.opts.config.workspaces.settings();
+    let run = d.clone();
+    let prepared = tokio::task::spawn_blocking(move || {
+        crate::workspace::prepare(&data, &settings, &run, &order)
+    })
+    .await??;
+    let mut d = d.clone();
+    d.cwd = prepared.dir.to_string_lossy().into_owned();
+    Ok(d)
 }
 
 fn has_pending_signals(outbox: &Outbox, run: Uuid, attempt: i32) -> bool {

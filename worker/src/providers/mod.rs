@@ -255,6 +255,7 @@ mod tests {
             stop: false,
             signals: vec![],
             input: vec![],
+            workspace: None,
         }
     }
 

@@ -87,5 +87,6 @@ pub fn desired(run: Uuid, cwd: &Path, provider: &str) -> DesiredRun {
         stop: false,
         signals: vec![],
         input: vec![],
+        workspace: None,
     }
 }

@@ -216,6 +216,12 @@ fn payload_of(t: &str) -> Value {
                    "input_tokens": 1000, "cached_input_tokens": 0, "output_tokens": 500,
                    "cost_usd": 2.04}),
         ),
+        topic::RUN_RESULT_RECORDED => payload::run(
+            &run(RunStatus::Exited, 2),
+            json!({"branch": "pam/cart/fix-login-a2", "base_commit": "4f2a9c1", "head_commit": "9e1b2c3",
+                   "commits": 1, "files_changed": 2, "insertions": 10, "deletions": 3,
+                   "patch_truncated": false}),
+        ),
         topic::WORKER_REGISTERED => payload::host(
             &host(),
             json!({"instance_id": host().instance_id, "from": "offline"}),
@@ -303,6 +309,7 @@ const EXPECTED: &[(&str, &str, &str, &str)] = &[
     ("run.blocked", "Blocked", "run/fix-login", "run fix-login waits: a task its task depends on is not done"),
     ("run.unblocked", "Unblocked", "run/fix-login", "run fix-login may be dispatched: every task its task depends on is done"),
     ("run.budget_exceeded", "BudgetExceeded", "run/fix-login", "run fix-login is being stopped: cost $2.04 reached the budget of $2"),
+    ("run.result_recorded", "ResultRecorded", "run/fix-login", "run fix-login left branch pam/cart/fix-login-a2: 1 commits, 2 files changed, +10 -3 (attempt 2 of 3)"),
     ("worker.registered", "Online", "host/alpha", "host alpha is online (was offline)"),
     ("worker.offline", "Offline", "host/alpha", "host alpha stopped heartbeating (last seen 2026-03-01T12:03:04Z)"),
     ("worker.instance_suspect", "InstanceSuspect", "host/alpha", "host alpha: a second worker instance ccccdddd presents its token (pinned: aaaabbbb)"),

@@ -11,7 +11,9 @@ pub mod env;
 pub mod gate;
 pub mod lifecycle;
 pub mod placement;
+pub mod result;
 pub mod usage;
+pub mod workspace;
 
 pub use lifecycle::{backoff, fail, RunWrites};
 

@@ -1,0 +1,396 @@
+//! Issue 32 end to end: real pamd, real workers, real tmux and a real git
+//! repository (a bare repo served over `file://`). Every run works in a
+//! worktree of its own on its own branch; its result (commits, diff
+//! stats, the patch) reaches pamd with `finished`, `status.result`,
+//! `pamctl result` and `describe`; attempt 2 starts clean (`fresh`) or
+//! from attempt 1's branch (`previous`); a repository that cannot be
+//! fetched fails the spawn with git's words.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use pam_tests::ok;
+use pam_tests::worker::{apply, fast_pamd, run, wait_online, wait_phase, Worker};
+use serde_json::Value;
+
+const T: Duration = Duration::from_secs(180);
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("run git");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A bare repository with one commit on `main`: `notes.txt` = "base\n".
+fn origin(tmp: &Path) -> PathBuf {
+    let work = tmp.join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    git(&work, &["init", "-q", "-b", "main"]);
+    std::fs::write(work.join("notes.txt"), "base\n").unwrap();
+    git(&work, &["add", "notes.txt"]);
+    git(&work, &["commit", "-q", "-m", "base"]);
+    let bare = tmp.join("origin.git");
+    git(
+        tmp,
+        &["clone", "-q", "--bare", "work", bare.to_str().unwrap()],
+    );
+    bare
+}
+
+fn project(url: &str) -> String {
+    format!(
+        "apiVersion: pam.dev/v1\nkind: Project\nmetadata:\n  name: e2e\nspec:\n  repository:\n    url: {url:?}\n---\napiVersion: pam.dev/v1\nkind: Task\nmetadata:\n  name: t1\n  project: e2e\nspec:\n  title: T1\n"
+    )
+}
+
+/// An exec run in a workspace running `script` with sh.
+fn ws_run(name: &str, script: &str, extra: &str) -> String {
+    let cmd = serde_json::to_string(&["sh", "-c", script]).unwrap();
+    format!(
+        "apiVersion: pam.dev/v1\nkind: Run\nmetadata:\n  name: {name}\n  project: e2e\nspec:\n  task: t1\n  provider: exec\n  command: {cmd}\n{extra}"
+    )
+}
+
+/// `notes.txt` on `branch` in whichever worker's mirror has it.
+fn notes_on(workers: &[&Worker], branch: &str) -> String {
+    for w in workers {
+        let mirrors = w.data_dir.join("workspaces").join("mirrors");
+        let Ok(rd) = std::fs::read_dir(&mirrors) else {
+            continue;
+        };
+        for m in rd
+            .flatten()
+            .filter(|e| e.path().extension().is_some_and(|x| x == "git"))
+        {
+            let out = Command::new("git")
+                .arg("--git-dir")
+                .arg(m.path())
+                .args(["show", &format!("refs/heads/{branch}:notes.txt")])
+                .output()
+                .unwrap();
+            if out.status.success() {
+                return String::from_utf8_lossy(&out.stdout).into_owned();
+            }
+        }
+    }
+    panic!("branch {branch} is on no worker");
+}
+
+async fn result(pamd: &pam_tests::Pamd, name: &str, attempt: Option<u32>) -> Value {
+    let q = attempt.map_or(String::new(), |a| format!("?attempt={a}"));
+    pamd.get(&format!("/api/v1/projects/e2e/runs/{name}/result{q}"))
+        .await
+        .unwrap_or(Value::Null)
+}
+
+#[tokio::test]
+async fn runs_at_once_on_two_workers_each_get_their_own_branch_and_result() {
+    const N: usize = 20;
+    let tmp = tempfile::tempdir().unwrap();
+    let bare = origin(tmp.path());
+    let pamd = fast_pamd().await;
+    let w1 = Worker::start(&pamd, "h1").await.unwrap();
+    let w2 = Worker::start(&pamd, "h2").await.unwrap();
+    wait_online(&pamd, "h1").await;
+    wait_online(&pamd, "h2").await;
+    let mut yaml = project(&format!("file://{}", bare.display()));
+    for i in 0..N {
+        yaml.push_str("---\n");
+        yaml.push_str(&ws_run(
+            &format!("w{i}"),
+            &format!("echo line-{i} >> notes.txt"),
+            "  workspace: {}\n",
+        ));
+    }
+    apply(&pamd, &yaml);
+    for i in 0..N {
+        let name = format!("w{i}");
+        let r = wait_phase(&pamd, &name, "exited", T).await;
+        let res = &r["status"]["result"];
+        let branch = format!("pam/t1/{name}-a1");
+        assert_eq!(res["branch"], branch.as_str(), "{r}");
+        assert_eq!(res["attempt"], 1, "{r}");
+        assert_eq!(res["commits"], 1, "{r}");
+        assert_eq!(res["filesChanged"], 1, "{r}");
+        assert_eq!(res["insertions"], 1, "{r}");
+        assert_eq!(res["deletions"], 0, "{r}");
+        assert_ne!(res["baseCommit"], res["headCommit"], "{r}");
+        // Exactly its own line, on its own branch.
+        assert_eq!(notes_on(&[&w1, &w2], &branch), format!("base\nline-{i}\n"));
+        let full = result(&pamd, &name, None).await;
+        let patch = full["patch"].as_str().unwrap_or("");
+        assert!(patch.contains(&format!("+line-{i}\n")), "{full}");
+        assert_eq!(patch.matches("\n+line-").count(), 1, "{patch}");
+        assert_eq!(full["patchTruncated"], Value::Null, "{full}");
+    }
+    // Both hosts took some: they shared the repository, not one worktree.
+    let hosts: std::collections::BTreeSet<String> = {
+        let mut s = std::collections::BTreeSet::new();
+        for i in 0..N {
+            let r = run(&pamd, &format!("w{i}")).await;
+            s.insert(r["status"]["host"].as_str().unwrap_or("").to_string());
+        }
+        s
+    };
+    assert_eq!(hosts.len(), 2, "{hosts:?}");
+    let recorded = pam_tests::worker::events(&pamd, Some("run.result_recorded")).await;
+    assert_eq!(recorded.len(), N, "{recorded:#?}");
+
+    let printed = ok(&pamd.pamctl(&["-p", "e2e", "result", "w3"]));
+    assert!(printed.contains("Branch:   pam/t1/w3-a1"), "{printed}");
+    assert!(printed.contains("Changed:  1 files, +1 -0"), "{printed}");
+    let patch = ok(&pamd.pamctl(&["-p", "e2e", "result", "w3", "--patch"]));
+    assert!(
+        patch.contains("+line-3\n") && !patch.contains('\x1b'),
+        "{patch}"
+    );
+    let described = ok(&pamd.pamctl(&["-p", "e2e", "describe", "run", "w3"]));
+    assert!(
+        described.contains("branch pam/t1/w3-a1: 1 commits, 1 files changed, +1 -0 (attempt 1)"),
+        "{described}"
+    );
+    let missing = pamd.pamctl(&["-p", "e2e", "result", "w3", "--attempt", "2"]);
+    assert!(!missing.status.success());
+    assert!(
+        String::from_utf8_lossy(&missing.stderr).contains("no workspace result for attempt 2"),
+        "{missing:?}"
+    );
+}
+
+/// Attempt 1 writes its line and exits 1; attempt 2 writes its own.
+const TWICE: &str = "echo attempt-$PAM_ATTEMPT >> notes.txt; test \"$PAM_ATTEMPT\" = 2 || exit 1";
+
+#[tokio::test]
+async fn attempt_two_starts_clean_or_from_attempt_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bare = origin(tmp.path());
+    let pamd = fast_pamd().await;
+    let w = Worker::start(&pamd, "h1").await.unwrap();
+    wait_online(&pamd, "h1").await;
+    let policy = "  restartPolicy:\n    maxAttempts: 2\n    backoffSeconds: 0\n";
+    let yaml = format!(
+        "{}---\n{}---\n{}",
+        project(&format!("file://{}", bare.display())),
+        ws_run("fresh", TWICE, &format!("  workspace: {{}}\n{policy}")),
+        ws_run(
+            "prev",
+            TWICE,
+            &format!("  workspace:\n    fromAttempt: previous\n    branch: work/prev\n{policy}")
+        ),
+    );
+    apply(&pamd, &yaml);
+    for name in ["fresh", "prev"] {
+        let r = wait_phase(&pamd, name, "exited", T).await;
+        assert_eq!(r["status"]["attempt"], 2, "{r}");
+    }
+    let (f1, f2) = (
+        result(&pamd, "fresh", Some(1)).await,
+        result(&pamd, "fresh", Some(2)).await,
+    );
+    // fresh: the same base, none of attempt 1's files.
+    assert_eq!(f1["baseCommit"], f2["baseCommit"], "{f1} {f2}");
+    assert_eq!(notes_on(&[&w], "pam/t1/fresh-a1"), "base\nattempt-1\n");
+    assert_eq!(notes_on(&[&w], "pam/t1/fresh-a2"), "base\nattempt-2\n");
+    assert_eq!(f2["commits"], 1, "{f2}");
+    // previous: attempt 2 starts at attempt 1's head, on its own branch.
+    let (p1, p2) = (
+        result(&pamd, "prev", Some(1)).await,
+        result(&pamd, "prev", Some(2)).await,
+    );
+    assert_eq!(p1["branch"], "work/prev", "{p1}");
+    assert_eq!(p2["branch"], "work/prev-a2", "{p2}");
+    assert_eq!(p2["baseCommit"], p1["headCommit"], "{p1} {p2}");
+    assert_eq!(
+        notes_on(&[&w], "work/prev-a2"),
+        "base\nattempt-1\nattempt-2\n"
+    );
+    // The run's status shows the latest attempt's.
+    let r = run(&pamd, "prev").await;
+    assert_eq!(r["status"]["result"]["attempt"], 2, "{r}");
+}
+
+#[tokio::test]
+async fn a_repository_that_cannot_be_fetched_fails_the_spawn_with_gits_words() {
+    let pamd = fast_pamd().await;
+    let _w = Worker::start(&pamd, "h1").await.unwrap();
+    wait_online(&pamd, "h1").await;
+    let yaml = format!(
+        "{}---\n{}",
+        project("file:///nonexistent/pam-workspaces/origin.git"),
+        ws_run("nofetch", "true", "  workspace: {}\n"),
+    );
+    apply(&pamd, &yaml);
+    let r = wait_phase(&pamd, "nofetch", "failed", T).await;
+    assert_eq!(r["status"]["failureReason"], "spawn_failed", "{r}");
+    let msg = r["status"]["message"].as_str().unwrap_or("");
+    assert!(
+        msg.contains("clone file:///nonexistent/pam-workspaces/origin.git")
+            && msg.contains("git clone failed"),
+        "{msg}"
+    );
+    // No result for an attempt that never started.
+    assert_eq!(r["status"]["result"], Value::Null, "{r}");
+    let none = result(&pamd, "nofetch", None).await;
+    assert_eq!(none["error"]["code"], "not_found", "{none}");
+}
+
+/// `push: true` pushes the branch to the repository; a push the remote
+/// refuses is a recorded result (run exited, `pushed: false` with git's
+/// words), not a failure. The worktree goes per `keep`: removed after a
+/// clean exit by default, kept with `always`; its branch stays.
+#[tokio::test]
+async fn push_and_keep() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bare = origin(tmp.path());
+    // The remote refuses any branch named *refused*.
+    let hook = bare.join("hooks").join("pre-receive");
+    std::fs::write(
+        &hook,
+        "#!/bin/sh\nwhile read old new ref; do case \"$ref\" in *refused*) echo \"no pushes to $ref\" >&2; exit 1;; esac; done\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let pamd = fast_pamd().await;
+    let w = Worker::start(&pamd, "h1").await.unwrap();
+    wait_online(&pamd, "h1").await;
+    // A task's workspace is the default of its runs without one (or a cwd).
+    let task_default = "apiVersion: pam.dev/v1\nkind: Task\nmetadata:\n  name: t2\n  project: e2e\nspec:\n  title: T2\n  workspace:\n    keep: always\n---\napiVersion: pam.dev/v1\nkind: Run\nmetadata:\n  name: fromtask\n  project: e2e\nspec:\n  task: t2\n  provider: exec\n  command: [sh, -c, 'echo t >> notes.txt']\n";
+    let yaml = format!(
+        "{}---\n{}---\n{}---\n{}---\n{task_default}",
+        project(&format!("file://{}", bare.display())),
+        ws_run(
+            "pushed",
+            "echo p >> notes.txt",
+            "  workspace:\n    branch: work/pushed\n    push: true\n"
+        ),
+        ws_run(
+            "refused",
+            "echo r >> notes.txt",
+            "  workspace:\n    branch: work/refused\n    push: true\n"
+        ),
+        ws_run(
+            "kept",
+            "echo k >> notes.txt",
+            "  workspace:\n    keep: always\n"
+        ),
+    );
+    apply(&pamd, &yaml);
+    let p = wait_phase(&pamd, "pushed", "exited", T).await;
+    assert_eq!(p["status"]["result"]["pushed"], true, "{p}");
+    let head = p["status"]["result"]["headCommit"].as_str().unwrap();
+    assert_eq!(
+        git(&bare, &["rev-parse", "refs/heads/work/pushed"]).trim(),
+        head
+    );
+
+    let r = wait_phase(&pamd, "refused", "exited", T).await;
+    assert_eq!(r["status"]["result"]["pushed"], false, "{r}");
+    let why = r["status"]["result"]["pushMessage"].as_str().unwrap_or("");
+    assert!(why.contains("no pushes to refs/heads/work/refused"), "{r}");
+    let printed = ok(&pamd.pamctl(&["-p", "e2e", "result", "refused"]));
+    assert!(printed.contains("Pushed:   no: "), "{printed}");
+    // Not pushed where not asked.
+    let k = wait_phase(&pamd, "kept", "exited", T).await;
+    assert_eq!(k["status"]["result"]["pushed"], Value::Null, "{k}");
+
+    let tree = |r: &Value| {
+        w.data_dir
+            .join("workspaces")
+            .join("trees")
+            .join(format!("{}-a1", r["metadata"]["uid"].as_str().unwrap()))
+    };
+    pam_tests::eventually(
+        Duration::from_secs(30),
+        "pushed's worktree removed",
+        || async { (!tree(&p).exists()).then_some(()) },
+    )
+    .await;
+    assert!(tree(&k).join("notes.txt").exists(), "keep: always");
+    let t = wait_phase(&pamd, "fromtask", "exited", T).await;
+    assert_eq!(t["status"]["result"]["branch"], "pam/t2/fromtask-a1", "{t}");
+    assert!(
+        tree(&t).join("notes.txt").exists(),
+        "the task's keep: always"
+    );
+    assert_eq!(notes_on(&[&w], "pam/t2/fromtask-a1"), "base\nt\n");
+    assert_eq!(notes_on(&[&w], "work/pushed"), "base\np\n");
+}
+
+/// A repository over (dumb) HTTP that wants a password: the worker with
+/// `[workspaces] credentials_file` fetches it; the one without fails the
+/// spawn with git's words, never waiting for a prompt.
+#[tokio::test]
+async fn an_http_repository_with_credentials_from_the_workers_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bare = origin(tmp.path());
+    git(&bare, &["update-server-info"]);
+    let root = bare.clone();
+    let app = axum::Router::new().fallback(move |req: axum::extract::Request| {
+        let root = root.clone();
+        async move {
+            use axum::http::{header, StatusCode};
+            use axum::response::IntoResponse;
+            let auth = req.headers().get(header::AUTHORIZATION);
+            if auth.and_then(|a| a.to_str().ok()) != Some("Basic dXNlcjpwdw==") {
+                return (
+                    StatusCode::UNAUTHORIZED,
+                    [(header::WWW_AUTHENTICATE, "Basic realm=\"git\"")],
+                )
+                    .into_response();
+            }
+            let rel = req.uri().path().trim_start_matches("/origin.git/");
+            match std::fs::read(root.join(rel)) {
+                Ok(bytes) if !rel.contains("..") => bytes.into_response(),
+                _ => StatusCode::NOT_FOUND.into_response(),
+            }
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let creds = tmp.path().join("git-credentials");
+    std::fs::write(&creds, format!("http://user:pw@127.0.0.1:{port}\n")).unwrap();
+
+    let pamd = fast_pamd().await;
+    let toml = format!(
+        "{}\n[workspaces]\ncredentials_file = {:?}\n",
+        pam_tests::worker::FAST_WORKER_TOML,
+        creds.display().to_string()
+    );
+    let t1 = pam_tests::worker::create_worker_token(&pamd, "h1")
+        .await
+        .unwrap();
+    let _w1 = Worker::start_with_token(&pamd.url, &t1, "h1", &toml).unwrap();
+    let _w2 = Worker::start(&pamd, "h2").await.unwrap();
+    wait_online(&pamd, "h1").await;
+    wait_online(&pamd, "h2").await;
+    let url = format!("http://127.0.0.1:{port}/origin.git");
+    let yaml = format!(
+        "{}---\n{}---\n{}",
+        project(&url),
+        ws_run(
+            "withcreds",
+            "echo c >> notes.txt",
+            "  workspace: {}\n  target: {host: h1}\n"
+        ),
+        ws_run("nocreds", "true", "  workspace: {}\n  target: {host: h2}\n"),
+    );
+    apply(&pamd, &yaml);
+    let r = wait_phase(&pamd, "withcreds", "exited", T).await;
+    assert_eq!(r["status"]["result"]["insertions"], 1, "{r}");
+    let r = wait_phase(&pamd, "nocreds", "failed", T).await;
+    let msg = r["status"]["message"].as_str().unwrap_or("");
+    assert!(msg.contains("could not read Username"), "{msg}");
+    assert!(!msg.contains("pw"), "{msg}");
+}
