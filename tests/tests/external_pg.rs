@@ -9,6 +9,7 @@ use std::path::Path;
 
 use pam_controller::server::tls::certs::Ca;
 use pam_store::embedded::{EmbeddedPg, Options};
+use pam_tests::git::git;
 use pam_tests::{free_port, ok, Pamd, PamdOptions};
 use sqlx::Connection;
 
@@ -222,22 +223,6 @@ async fn postgresql_down_is_answered_fast_and_recovered_from() {
     tokio::task::spawn_blocking(move || stop(pg)).await.unwrap();
 }
 
-fn git(dir: &Path, args: &[&str]) {
-    let out = std::process::Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-        .args(["-c", "init.defaultBranch=main"])
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 /// Issue 36: the layout of deploy/compose.yaml — pamd and a worker as two
 /// processes with separate data dirs, the worker holding only its own
 /// token, pamd on an external PostgreSQL — syncs a git Source, and the
@@ -283,8 +268,7 @@ async fn the_compose_layout_syncs_a_git_source_and_runs_its_run_on_the_worker() 
     )
     .unwrap();
     git(&repo, &["init", "-q"]);
-    git(&repo, &["add", "-A"]);
-    git(&repo, &["commit", "-q", "-m", "e2e"]);
+    pam_tests::git::commit(&repo, "e2e");
     ok(&pamd.pamctl_stdin(
         &["apply", "-f", "-"],
         Some(&format!(

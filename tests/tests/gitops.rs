@@ -3,9 +3,9 @@
 //! watched directories.
 
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
+use pam_tests::git::{commit, git};
 use pam_tests::{eventually, fails, ok, Pamd, PamdOptions};
 use serde_json::Value;
 
@@ -21,35 +21,6 @@ fn write(dir: &Path, rel: &str, text: &str) {
     let p = dir.join(rel);
     std::fs::create_dir_all(p.parent().unwrap()).unwrap();
     std::fs::write(p, text).unwrap();
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args([
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "-c",
-            "init.defaultBranch=main",
-        ])
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
-
-fn commit(dir: &Path, message: &str) -> String {
-    git(dir, &["add", "-A"]);
-    git(dir, &["commit", "-q", "--allow-empty", "-m", message]);
-    git(dir, &["rev-parse", "HEAD"])
 }
 
 fn git_source(name: &str, repo: &Path, projects: &str, extra: &str) -> String {

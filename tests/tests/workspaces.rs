@@ -10,26 +10,12 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use pam_tests::git::git;
 use pam_tests::ok;
 use pam_tests::worker::{apply, fast_pamd, run, wait_online, wait_phase, Worker};
 use serde_json::Value;
 
 const T: Duration = Duration::from_secs(180);
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("run git");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 /// A bare repository with one commit on `main`: `notes.txt` = "base\n".
 fn origin(tmp: &Path) -> PathBuf {
