@@ -437,6 +437,7 @@ impl Tx for PgTx {
 // macros above, which they use), and the row mapping they share.
 mod attach;
 mod deps;
+mod dispatch;
 mod events;
 mod hosts;
 mod idempotency;
