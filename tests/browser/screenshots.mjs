@@ -2,7 +2,8 @@
 // same driver as the browser tests, against seeded data: examples/ applied,
 // and a worker simulated over the worker protocol (so the pictures are the
 // same on every machine): one run running with output, one exited, one
-// failed, one host online, one gone offline and flagged instance-suspect.
+// failed, one host online, one gone offline and flagged instance-suspect,
+// and a workspace run's result with its diff (run-result.png).
 //
 //   CARGO_TARGET_DIR=… node screenshots.mjs   (or: npm run screenshots)
 
@@ -35,7 +36,7 @@ try {
   };
   const linux = await worker('build-linux-1');
   const linuxInstance = randomUUID();
-  await linux('POST', '/api/v1/workers/register', { name: 'build-linux-1', platform: 'linux', instance_id: linuxInstance, capacity: 8, labels: { os: 'linux', 'pam.dev/pool': 'fast' }, version: 'screenshot' });
+  await linux('POST', '/api/v1/workers/register', { name: 'build-linux-1', platform: 'linux', instance_id: linuxInstance, capacity: 8, labels: { os: 'linux', pool: 'fast' }, version: 'screenshot' });
   const claimed = (await linux('POST', '/api/v1/workers/claim?wait=0&max=10')).runs;
   const byName = {};
   for (const r of (await pamd.get('/api/v1/projects/webshop/runs')).items) byName[r.metadata.name] = r.metadata.uid;
@@ -92,6 +93,28 @@ try {
   await page.waitForSelector('article[data-source="docs-site"][data-sync="Synced"]');
   await page.waitForSelector('article[data-source="webshop"][data-sync="Failed"]');
   await page.screenshot({ path: join(OUT, 'sources.png'), fullPage: true });
+  // Issue 32: a workspace run's result and diff.
+  const wsYaml = 'apiVersion: pam.dev/v1\nkind: Project\nmetadata: {name: shop}\nspec:\n  repository: {url: "file:///srv/git/shop.git"}\n---\n'
+    + 'apiVersion: pam.dev/v1\nkind: Task\nmetadata: {name: cart-totals, project: shop}\nspec: {title: Cart totals}\n---\n'
+    + 'apiVersion: pam.dev/v1\nkind: Run\nmetadata: {name: cart-totals-1, project: shop}\nspec:\n  task: cart-totals\n  provider: claude\n  prompt: Add a totals line to the cart and test it.\n  workspace: {push: true}\n';
+  await pamd.api('POST', '/api/v1/apply', { files: [{ name: 'shop.yaml', content: wsYaml }] });
+  const ws = (await linux('POST', '/api/v1/workers/claim?wait=0&max=1')).runs[0];
+  await send({ run_id: ws.run_id, attempt: ws.attempt, kind: 'started', at: at() });
+  const patch = [
+    'diff --git a/src/cart.rs b/src/cart.rs', 'index 4f2a9c1..8b0d3e7 100644', '--- a/src/cart.rs', '+++ b/src/cart.rs',
+    '@@ -12,6 +12,10 @@ impl Cart {', '     pub fn items(&self) -> &[Item] {', '         &self.items', '     }',
+    '+', '+    pub fn total_cents(&self) -> u64 {', '+        self.items.iter().map(|i| i.price_cents * u64::from(i.qty)).sum()', '+    }',
+    ' }', 'diff --git a/tests/cart_api.rs b/tests/cart_api.rs', 'index 9c1e2aa..1d7f0b2 100644', '--- a/tests/cart_api.rs', '+++ b/tests/cart_api.rs',
+    '@@ -40,3 +40,9 @@ fn remove_missing_is_404() {', '     assert_eq!(res.status(), 404);', ' }', '-// TODO: totals',
+    '+', '+#[test]', '+fn total_sums_price_times_quantity() {', '+    let cart = Cart::with(&[(250, 2), (99, 1)]);', '+    assert_eq!(cart.total_cents(), 599);', '+}', '',
+  ].join('\n');
+  await send({ run_id: ws.run_id, attempt: ws.attempt, kind: 'finished', at: at(), exit_code: 0, result: {
+    branch: 'pam/cart-totals/cart-totals-1-a1', base_commit: '4c1d9e0a7b3f2e19d8c6a5b4e3f2d1c0b9a8f7e6', head_commit: 'a9e8d7c6b5f4e3d2c1b0a9f8e7d6c5b4a3f2e1d0',
+    commits: 2, files_changed: 2, insertions: 10, deletions: 1, patch, patch_truncated: false, pushed: true,
+  } });
+  await page.goto(`${pamd.url}/#/runs/shop/cart-totals-1`);
+  await page.waitForSelector('#result .diff');
+  await page.screenshot({ path: join(OUT, 'run-result.png'), fullPage: true });
   clearInterval(beat);
   console.log(`screenshots written to ${OUT}`);
 } finally {

@@ -62,6 +62,7 @@ static ASSETS: &[Asset] = &[
     asset!("pages/board.js", JS),
     asset!("pages/runs.js", JS),
     asset!("pages/run.js", JS),
+    asset!("pages/diff.js", JS),
     asset!("pages/hosts.js", JS),
     asset!("pages/activity.js", JS),
     asset!("pages/sources.js", JS),

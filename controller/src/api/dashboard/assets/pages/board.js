@@ -22,15 +22,23 @@ const CONTAINERS = new Set(['milestone', 'epic']);
 export function render(root, [project]) {
   let tasks = [];
   let byName = new Map();
+  let results = new Map();
   let busy = false;
 
   const load = async () => {
     try {
-      const [p, list] = await Promise.all([
+      const [p, list, runs] = await Promise.all([
         get(`/api/v1/projects/${enc(project)}`),
         get(`/api/v1/projects/${enc(project)}/tasks`),
+        get(`/api/v1/projects/${enc(project)}/runs`),
       ]);
       tasks = list.items;
+      // Issue 32: each task's latest run with a workspace result.
+      results = new Map();
+      for (const r of runs.items.filter((x) => x.status?.result)
+        .sort((a, b) => a.metadata.creationTimestamp.localeCompare(b.metadata.creationTimestamp))) {
+        results.set(r.spec.task, r);
+      }
       byName = new Map(tasks.map((t) => [t.metadata.name, t]));
       draw(p);
     } catch (e) {
@@ -90,6 +98,12 @@ export function render(root, [project]) {
           `waits for ${t.status.blockedBy.join(', ')}`)
         : null,
       t.status.usage ? h('span.tag', { 'data-cost': t.status.usage.costUsd }, cost(t.status.usage)) : null,
+      results.has(t.metadata.name) ? (() => {
+        const r = results.get(t.metadata.name);
+        return h('a.tag.diffstat', { href: `#/runs/${enc(project)}/${enc(r.metadata.name)}`, 'data-diffstat': r.metadata.name,
+          title: `${r.metadata.name}: ${r.status.result.filesChanged} file(s) changed on ${r.status.result.branch}` },
+        h('span.add', `+${r.status.result.insertions}`), ' ', h('span.del', `−${r.status.result.deletions}`));
+      })() : null,
       ratio(t.status.completion)));
   };
 

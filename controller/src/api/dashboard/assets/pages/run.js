@@ -1,4 +1,5 @@
-// One run: its state, a timeline of its events (grouped by attempt), the
+// One run: its state, a timeline of its events (grouped by attempt), its
+// workspace result with the diff (issue 32), the
 // latest output snapshot (updating live), the stop button, and attach: take
 // the run's attach lease (POST …/attach), type into its pane through the
 // input box (…/attach/input), renew the lease while the page is open and
@@ -8,6 +9,7 @@ import { get, post, enc } from '../api.js';
 import { onEvent } from '../sse.js';
 import { h, phase, timeEl, debounce, toast, cost } from '../util.js';
 import { said } from './activity.js';
+import { resultView } from './diff.js';
 
 // Issue 21: spec.budget in words.
 const budgetText = (b) => [b.maxCostUsd != null ? `$${b.maxCostUsd}` : null, b.maxTokens != null ? `${b.maxTokens} tokens` : null]
@@ -26,10 +28,14 @@ export function render(root, [project, name]) {
   const output = h('pre.output', { id: 'output', 'aria-label': 'latest output' }, 'No output yet.');
   const outputMeta = h('p.muted', { id: 'output-meta' });
   const attachBox = h('div.attach', { id: 'attach' });
+  // Issue 32: what the run's workspace attempt left, with its diff.
+  const resultBox = h('section.panel', { hidden: true, 'aria-label': 'workspace result' });
+  let shownResult = null;
   root.replaceChildren(head,
     h('div.two',
       h('section.panel', h('h2', 'Timeline'), timeline),
-      h('section.panel', h('h2', 'Latest output'), outputMeta, output, attachBox)));
+      h('section.panel', h('h2', 'Latest output'), outputMeta, output, attachBox)),
+    resultBox);
 
   // Attach lease: held while this page is open.
   let lease = null;
@@ -147,6 +153,25 @@ export function render(root, [project, name]) {
         kv(run.spec.command ? 'Command' : 'Prompt', h('span.prompt', run.spec.command ? run.spec.command.join(' ') : (run.spec.prompt || '')))));
     if (lease && TERMINAL.has(s.phase)) dropLease();
     if (!lease) drawAttach();
+    loadResult(s.result);
+  };
+
+  // The latest attempt's result and its patch, read again only when the
+  // run's result changed (another attempt, another head).
+  const loadResult = async (r) => {
+    const key = r ? `${r.attempt}/${r.headCommit}` : null;
+    if (key === shownResult) return;
+    shownResult = key;
+    if (!r) { resultBox.hidden = true; return; }
+    try {
+      const full = await get(`${base}/result?attempt=${r.attempt}`);
+      resultBox.replaceChildren(h('h2', 'Result'), resultView(full, full.patch));
+      resultBox.hidden = false;
+    } catch (e) {
+      shownResult = null;
+      resultBox.replaceChildren(h('h2', 'Result'), h('p.error', `Could not load the result: ${e.message}`));
+      resultBox.hidden = false;
+    }
   };
 
   const loadEvents = async () => {
