@@ -268,7 +268,7 @@ pub async fn layer(State(st): State<AppState>, req: Request, next: Next) -> Resp
     let Some(token) = token else {
         return next.run(req).await;
     };
-    let worker = token.starts_with("pamw_");
+    let worker = token.starts_with(crate::rules::tokens::prefix(pam_store::TokenKind::Worker));
     let Some(d) = st.limits.check(&fingerprint(token), worker, st.ctx.now()) else {
         return next.run(req).await;
     };

@@ -13,17 +13,30 @@ pub fn fingerprint(token: &str) -> String {
     hex::encode(Sha256::digest(token.as_bytes()))
 }
 
+/// What a token of each kind starts with.
+pub fn prefix(kind: TokenKind) -> &'static str {
+    match kind {
+        TokenKind::Operator => "pam_",
+        TokenKind::Worker => "pamw_",
+    }
+}
+
 /// A new random token (256 bits) with a kind prefix, and its fingerprint.
 pub fn generate(kind: TokenKind) -> (String, String) {
     let mut bytes = [0u8; 32];
     getrandom::fill(&mut bytes).expect("the OS random source works");
-    let prefix = match kind {
-        TokenKind::Operator => "pam_",
-        TokenKind::Worker => "pamw_",
-    };
-    let token = format!("{prefix}{}", hex::encode(bytes));
+    let token = format!("{}{}", prefix(kind), hex::encode(bytes));
     let fp = fingerprint(&token);
     (token, fp)
+}
+
+/// Whether `token` has the shape of a token of `kind` that an operator
+/// made themselves (`[api] admin_token_file`): the kind's prefix, then at
+/// least 32 letters or digits ([`generate`]'s are 64 hex digits).
+pub fn well_formed(kind: TokenKind, token: &str) -> bool {
+    token
+        .strip_prefix(prefix(kind))
+        .is_some_and(|rest| rest.len() >= 32 && rest.chars().all(|c| c.is_ascii_alphanumeric()))
 }
 
 /// Mints a token: the row keeps only the fingerprint; the token itself is
@@ -36,6 +49,20 @@ pub async fn mint(
     now: DateTime<Utc>,
 ) -> StoreResult<(ApiToken, String)> {
     let (token, fingerprint) = generate(kind);
+    let t = record(tx, kind, name, host_name, fingerprint, now).await?;
+    Ok((t, token))
+}
+
+/// Records a token by its fingerprint: [`mint`]'s row, or that of a token
+/// pamd was given (`[api] admin_token_file`).
+pub async fn record(
+    tx: &mut dyn Tx,
+    kind: TokenKind,
+    name: String,
+    host_name: Option<String>,
+    fingerprint: String,
+    now: DateTime<Utc>,
+) -> StoreResult<ApiToken> {
     let t = ApiToken {
         id: Uuid::new_v4(),
         name,
@@ -47,7 +74,23 @@ pub async fn mint(
         revoked_at: None,
     };
     tx.insert_token(&t).await?;
-    Ok((t, token))
+    Ok(t)
+}
+
+/// Revokes every live token of this kind and name (one replaced: its
+/// token was lost with its file, or the file holds another now).
+pub async fn revoke_named(
+    tx: &mut dyn Tx,
+    kind: TokenKind,
+    name: &str,
+    now: DateTime<Utc>,
+) -> StoreResult<()> {
+    for t in tx.list_tokens().await? {
+        if t.kind == kind && t.name == name && t.revoked_at.is_none() {
+            revoke(tx, t.id, now).await?;
+        }
+    }
+    Ok(())
 }
 
 /// Revokes a live token; returns whether one was revoked. Every request
@@ -72,4 +115,22 @@ pub fn last_used_is_stale(t: &ApiToken, now: DateTime<Utc>) -> bool {
 /// requests writes once).
 pub async fn touch(tx: &mut dyn Tx, id: Uuid, now: DateTime<Utc>) -> StoreResult<bool> {
     tx.touch_token(id, now, now - LAST_USED_GRANULARITY).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn minted_tokens_are_well_formed_and_of_their_kind_only() {
+        for kind in [TokenKind::Operator, TokenKind::Worker] {
+            let (token, fp) = generate(kind);
+            assert!(well_formed(kind, &token), "{kind:?}");
+            assert_eq!(fp, fingerprint(&token));
+        }
+        let (worker, _) = generate(TokenKind::Worker);
+        assert!(!well_formed(TokenKind::Operator, &worker));
+        assert!(!well_formed(TokenKind::Operator, "pam_short"));
+        assert!(!well_formed(TokenKind::Operator, &format!("pam_{}-", "a".repeat(40))));
+    }
 }

@@ -39,11 +39,7 @@ pub async fn ensure_admin_token(
     let wrote = ensure_token_file(ctx, &path, TokenKind::Operator, &name, None).await?;
     if wrote {
         let mut tx = ctx.store.begin().await?;
-        for t in tx.list_tokens().await? {
-            if t.kind == TokenKind::Operator && t.name == "admin" && t.revoked_at.is_none() {
-                tokens::revoke(tx.as_mut(), t.id, ctx.now()).await?;
-            }
-        }
+        tokens::revoke_named(tx.as_mut(), TokenKind::Operator, "admin", ctx.now()).await?;
         ctx.commit(tx).await?;
     }
     if wrote {
@@ -74,9 +70,7 @@ pub async fn admin_token_from_file(ctx: &Ctx, path: &std::path::Path) -> anyhow:
     );
     let text = std::fs::read_to_string(path).with_context(|| format!("read {}", path.display()))?;
     let token = text.trim();
-    let well_formed = token
-        .strip_prefix("pam_")
-        .is_some_and(|rest| rest.len() >= 32 && rest.chars().all(|c| c.is_ascii_alphanumeric()));
+    let well_formed = tokens::well_formed(TokenKind::Operator, token);
     anyhow::ensure!(
         well_formed,
         "{} does not hold an operator token: expected `pam_` and at least 32 letters or digits \
@@ -94,25 +88,22 @@ pub async fn admin_token_from_file(ctx: &Ctx, path: &std::path::Path) -> anyhow:
         );
         return Ok(());
     }
-    for t in tx.list_tokens().await? {
-        if t.kind == TokenKind::Operator && t.name == "admin" && t.revoked_at.is_none() {
-            tokens::revoke(tx.as_mut(), t.id, now).await?;
-        }
-    }
-    let t = pam_store::ApiToken {
-        id: uuid::Uuid::new_v4(),
-        name: "admin".into(),
-        kind: TokenKind::Operator,
+    tokens::revoke_named(tx.as_mut(), TokenKind::Operator, "admin", now).await?;
+    let recorded = tokens::record(
+        tx.as_mut(),
+        TokenKind::Operator,
+        "admin".into(),
+        None,
         fingerprint,
-        host_name: None,
-        created_at: now,
-        last_used_at: None,
-        revoked_at: None,
-    };
-    match tx.insert_token(&t).await {
+        now,
+    )
+    .await;
+    match recorded {
         // Another replica reading the same file recorded it first.
         Err(pam_store::StoreError::AlreadyExists(_)) => return Ok(()),
-        r => r?,
+        r => {
+            r?;
+        }
     }
     ctx.commit(tx).await?;
     tracing::info!(path = %path.display(), "recorded the admin token of the file");
@@ -143,11 +134,7 @@ pub async fn ensure_token_file(
             }
         }
     }
-    for t in tx.list_tokens().await? {
-        if t.kind == kind && t.name == name && t.revoked_at.is_none() {
-            tokens::revoke(tx.as_mut(), t.id, now).await?;
-        }
-    }
+    tokens::revoke_named(tx.as_mut(), kind, name, now).await?;
     let (_, token) = tokens::mint(
         tx.as_mut(),
         kind,
