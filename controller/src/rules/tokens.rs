@@ -131,6 +131,9 @@ mod tests {
         let (worker, _) = generate(TokenKind::Worker);
         assert!(!well_formed(TokenKind::Operator, &worker));
         assert!(!well_formed(TokenKind::Operator, "pam_short"));
-        assert!(!well_formed(TokenKind::Operator, &format!("pam_{}-", "a".repeat(40))));
+        assert!(!well_formed(
+            TokenKind::Operator,
+            &format!("pam_{}-", "a".repeat(40))
+        ));
     }
 }
