@@ -67,8 +67,13 @@ before(async () => {
     return text ? JSON.parse(text) : null;
   };
   await worker('POST', '/api/v1/workers/register', { name: 'ws-host', platform: 'linux', instance_id: randomUUID(), capacity: 2, labels: {}, version: 'browser-test' });
-  const claimed = (await worker('POST', '/api/v1/workers/claim?wait=0&max=1')).runs;
-  assert.equal(claimed.length, 1, 'the run is claimed');
+  // Long-polled: the run may become claimable a moment after the apply
+  // answered (CI saw an immediate claim come back empty once).
+  let claimed = [];
+  await eventually('the run claimed', async () => {
+    claimed = (await worker('POST', '/api/v1/workers/claim?wait=2&max=1')).runs;
+    return claimed.length === 1;
+  });
   const { run_id: runId, attempt } = claimed[0];
   const at = () => new Date().toISOString();
   await worker('POST', '/api/v1/workers/signals', { signals: [{ run_id: runId, attempt, kind: 'started', at: at() }] });
