@@ -18,12 +18,26 @@ pub struct Capabilities {
     /// logs live; absent when it could not be read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace_free_bytes: Option<u64>,
+    /// The worker's `[workspaces] min_free_bytes` (issue 32): below it the
+    /// host takes no run with a workspace ([`Capabilities::workspace_low`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace_min_free_bytes: Option<u64>,
 }
 
 impl Capabilities {
     /// The entry for `provider`, if the host has it.
     pub fn provider(&self, provider: &str) -> Option<&ProviderCapability> {
         self.providers.iter().find(|p| p.name == provider)
+    }
+
+    /// Whether the workspace volume is below the worker's threshold
+    /// (issue 32: such a host takes no run with a workspace). Unknown free
+    /// bytes or no threshold: not low.
+    pub fn workspace_low(&self) -> bool {
+        matches!(
+            (self.workspace_free_bytes, self.workspace_min_free_bytes),
+            (Some(free), Some(min)) if free < min
+        )
     }
 }
 

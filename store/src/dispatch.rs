@@ -11,8 +11,10 @@
 //! ([`crate::Target::matches`]), none of its task's dependencies is undone,
 //! no Secret it names is missing (issue 18), its project is not over
 //! budget (issue 21) and the host has its provider, at the version
-//! `spec.providerVersion` asks for ([`host_has_provider`], issue 31). The
-//! host itself must be [`host_eligible`]; capacity is the claim's `limit`.
+//! `spec.providerVersion` asks for ([`host_has_provider`], issue 31), and
+//! a run with a workspace goes to no host whose workspace volume is below
+//! its worker's `min_free_bytes` ([`uses_workspace`], issue 32). The host
+//! itself must be [`host_eligible`]; capacity is the claim's `limit`.
 
 use pam_manifests::state::{HostStatus, RunStatus};
 
@@ -69,6 +71,27 @@ pub fn providers_json(host: &Host) -> Option<serde_json::Value> {
     })
 }
 
+/// Whether run `r` works in a git workspace (issue 32): its own
+/// `spec.workspace`, or — a run that names no `cwd` — its task's
+/// (`task_spec`). `rules::runs::workspace::order` resolves the workspace
+/// itself by the same precedence; [`USES_WORKSPACE_SQL`] is the SQL form.
+pub fn uses_workspace(r: &Run, task_spec: Option<&serde_json::Value>) -> bool {
+    r.meta.spec.get("workspace").is_some()
+        || (r.cwd.is_empty() && task_spec.is_some_and(|t| t.get("workspace").is_some()))
+}
+
+/// [`uses_workspace`] over `runs`.
+pub const USES_WORKSPACE_SQL: &str = "(runs.spec ? 'workspace' OR (runs.cwd = '' AND EXISTS     (SELECT 1 FROM work_items t WHERE t.id = runs.task_id AND t.spec ? 'workspace')))";
+
+/// Whether `host` reported its workspace volume below its worker's
+/// `[workspaces] min_free_bytes` (issue 32): it takes no run with a
+/// workspace. `$8` of [`CLAIMABLE_SQL`].
+pub fn workspace_low(host: &Host) -> bool {
+    host.capabilities
+        .as_ref()
+        .is_some_and(|c| c.workspace_low())
+}
+
 /// A host may receive new runs when it is online, not disabled and not
 /// instance-suspect (OQ-14; pam-data-model.txt, "pending → failed").
 pub fn host_eligible(h: &Host) -> bool {
@@ -84,6 +107,8 @@ pub struct Waits {
     pub secret_missing: bool,
     /// Its project's `BudgetExceeded` condition is True.
     pub over_budget: bool,
+    /// It works in a workspace ([`uses_workspace`]).
+    pub uses_workspace: bool,
 }
 
 /// Whether `host`'s claim may take pending run `r` (the Rust form of
@@ -97,12 +122,14 @@ pub fn run_claimable(r: &Run, host: &Host, waits: Waits) -> bool {
         && !waits.secret_missing
         && !waits.over_budget
         && host_has_provider(host, &r.provider, provider_version(r))
+        && !(waits.uses_workspace && workspace_low(host))
 }
 
 /// [`run_claimable`] as a `WHERE` clause over `runs`: `$2` is the host's
 /// name, `$3` its labels ([`Host::labels`]) as JSON, `$6` its providers
 /// ([`providers_json`]), `$7` the requirements it meets
-/// ([`requirements_met`]); `{blocked}` is
+/// ([`requirements_met`]), `$8` whether its workspace volume is low
+/// ([`workspace_low`]); `{blocked}` is
 /// replaced by the store's "task has an undone dependency" test of
 /// `runs.task_id`. The project's budget is the condition
 /// [`pam_manifests::conditions::BUDGET_EXCEEDED`].
@@ -116,7 +143,8 @@ pub const CLAIMABLE_SQL: &str = "status = 'pending' AND dispatchable_since IS NO
         AND p.conditions @> '[{\"type\":\"BudgetExceeded\",\"status\":\"True\"}]') \
     AND (CASE WHEN runs.spec ? 'providerVersion' \
          THEN $7::jsonb ? (runs.provider || ' ' || (runs.spec->>'providerVersion')) \
-         ELSE ($6::jsonb IS NULL OR $6::jsonb ? runs.provider) END)";
+         ELSE ($6::jsonb IS NULL OR $6::jsonb ? runs.provider) END) \
+    AND NOT ($8::boolean AND {uses_workspace})";
 
 /// The distinct (provider, requirement) pairs of pending runs that carry
 /// a `spec.providerVersion`: what [`requirements_met`] decides for a claim.
@@ -125,6 +153,11 @@ pub const PENDING_REQUIREMENTS_SQL: &str = "SELECT DISTINCT provider, spec->>'pr
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_claim_sql_has_the_workspace_test() {
+        assert!(super::CLAIMABLE_SQL.contains("{uses_workspace}"));
+    }
+
     #[test]
     fn the_sql_names_the_budget_condition_of_the_vocabulary() {
         assert!(super::CLAIMABLE_SQL.contains(&format!(

@@ -197,12 +197,15 @@ pub struct PendingRun {
     pub dispatchable_since: Option<DateTime<Utc>>,
     pub dispatch_timeout_seconds: Option<i32>,
     pub eligible_host_seen: bool,
+    /// It works in a workspace ([`crate::dispatch::uses_workspace`]).
+    pub uses_workspace: bool,
     /// Its `Scheduled` condition's (reason, message) ([`scheduled_of`]).
     pub scheduled: Option<(String, String)>,
 }
 
 impl PendingRun {
-    pub fn of(r: &Run) -> PendingRun {
+    /// `task_spec`: its task's spec (for the task's default workspace).
+    pub fn of(r: &Run, task_spec: Option<&serde_json::Value>) -> PendingRun {
         PendingRun {
             id: r.id,
             project_id: r.project_id,
@@ -213,6 +216,7 @@ impl PendingRun {
             dispatchable_since: r.dispatchable_since,
             dispatch_timeout_seconds: r.dispatch_timeout_seconds,
             eligible_host_seen: r.eligible_host_seen,
+            uses_workspace: crate::dispatch::uses_workspace(r, task_spec),
             scheduled: scheduled_of(&r.meta),
         }
     }

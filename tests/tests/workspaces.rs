@@ -380,3 +380,50 @@ async fn an_http_repository_with_credentials_from_the_workers_file() {
     assert!(msg.contains("could not read Username"), "{msg}");
     assert!(!msg.contains("pw"), "{msg}");
 }
+
+/// A host whose data volume has less free than its worker's `[workspaces]
+/// min_free_bytes` takes no run with a workspace — the run waits and its
+/// `Scheduled` condition says why — and still takes runs without one.
+#[tokio::test]
+async fn a_host_low_on_disk_takes_no_workspace_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bare = origin(tmp.path());
+    let pamd = fast_pamd().await;
+    // No volume here has 8 EB free.
+    let toml = format!(
+        "{}\n[workspaces]\nmin_free_bytes = 9000000000000000000\n",
+        pam_tests::worker::FAST_WORKER_TOML
+    );
+    let token = pam_tests::worker::create_worker_token(&pamd, "low")
+        .await
+        .unwrap();
+    let _w = Worker::start_with_token(&pamd.url, &token, "low", &toml).unwrap();
+    wait_online(&pamd, "low").await;
+    let yaml = format!(
+        "{}---\n{}---\n{}",
+        project(&format!("file://{}", bare.display())),
+        ws_run("needs-ws", "echo x >> notes.txt", "  workspace: {}\n"),
+        ws_run("plain", "true", "  cwd: /tmp\n"),
+    );
+    apply(&pamd, &yaml);
+    let plain = wait_phase(&pamd, "plain", "exited", T).await;
+    assert_eq!(plain["status"]["host"], "low", "{plain}");
+    let want = "0/1 hosts can run it: 1 low on workspace disk";
+    let r = pam_tests::eventually(T, "needs-ws's Scheduled condition", || async {
+        let r = run(&pamd, "needs-ws").await;
+        let said = r["status"]["conditions"]
+            .as_array()
+            .and_then(|cs| cs.iter().find(|c| c["type"] == "Scheduled").cloned())
+            .unwrap_or(Value::Null);
+        (said["message"] == want).then_some(r)
+    })
+    .await;
+    assert_eq!(r["status"]["phase"], "pending", "{r}");
+    let host = pamd.get("/api/v1/hosts/low").await.unwrap();
+    let caps = &host["status"]["capabilities"];
+    assert_eq!(
+        caps["workspaceMinFreeBytes"], 9_000_000_000_000_000_000u64,
+        "{host}"
+    );
+    assert!(caps["workspaceFreeBytes"].as_u64().is_some(), "{host}");
+}

@@ -52,21 +52,36 @@ pub async fn probe(config: &Config, data_dir: &Path) -> Capabilities {
             }
         }
     }
-    Capabilities {
+    let mut caps = Capabilities {
         providers,
-        workspace_free_bytes: free_bytes(data_dir),
-    }
+        workspace_free_bytes: None,
+        workspace_min_free_bytes: None,
+    };
+    disk(config, data_dir, &mut caps);
+    caps
+}
+
+/// Reads the data volume's free bytes into `caps` (cheap: checked every
+/// heartbeat interval, where the providers are checked every
+/// `capabilities_seconds`), with the threshold they are held to.
+pub fn disk(config: &Config, data_dir: &Path, caps: &mut Capabilities) {
+    caps.workspace_free_bytes = free_bytes(data_dir);
+    caps.workspace_min_free_bytes = Some(config.workspaces.min_free_bytes).filter(|&m| m > 0);
 }
 
 /// Whether `now` is worth reporting over `last`: another provider list or
-/// version, or free bytes moved by more than a tenth (they move with every
-/// write; reporting each move would write the host row every check).
+/// version, free bytes moved by more than a tenth (they move with every
+/// write; reporting each move would write the host row every check), or
+/// crossed the threshold (issue 32: dispatch must learn at once).
 pub fn changed(last: &Capabilities, now: &Capabilities) -> bool {
     let far = match (last.workspace_free_bytes, now.workspace_free_bytes) {
         (Some(a), Some(b)) => a.abs_diff(b) > a / 10,
         (a, b) => a.is_some() != b.is_some(),
     };
-    last.providers != now.providers || far
+    last.providers != now.providers
+        || far
+        || last.workspace_low() != now.workspace_low()
+        || last.workspace_min_free_bytes != now.workspace_min_free_bytes
 }
 
 /// Starts `program --version`: `Err` when it cannot be started (not found,
@@ -122,5 +137,19 @@ mod tests {
         // sh starts (its --version answer is the shell's business).
         assert!(caps.provider("codex").is_some(), "{caps:?}");
         assert!(caps.workspace_free_bytes.is_some_and(|b| b > 0));
+        assert_eq!(caps.workspace_min_free_bytes, Some(1 << 30));
+    }
+
+    #[test]
+    fn crossing_the_threshold_is_a_change_however_small() {
+        let at = |free: u64| Capabilities {
+            providers: Vec::new(),
+            workspace_free_bytes: Some(free),
+            workspace_min_free_bytes: Some(1000),
+        };
+        assert!(!changed(&at(1001), &at(1000)), "a small move above it");
+        assert!(changed(&at(1000), &at(999)), "crossed");
+        assert!(changed(&at(999), &at(1000)), "crossed back");
+        assert!(changed(&at(2000), &at(1000)), "a far move");
     }
 }

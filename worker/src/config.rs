@@ -16,6 +16,8 @@
 //! author_name = "pam-worker"   # author and committer of the automatic commit
 //! author_email = "pam@HOST"    # default: pam@ this host's name
 //! credentials_file = "/etc/pam/git-credentials"  # https://user:token@host lines, read only
+//! min_free_bytes = 1073741824  # below this free on the data dir's volume, no workspace runs
+//! retain_hours = 72            # worktrees kept (keep: always/onFailure) are removed after this
 //!
 //! [providers.claude]
 //! command = ["claude", "-p", "{prompt}", "--output-format", "stream-json", "--verbose"]
@@ -82,6 +84,14 @@ pub struct WorkspacesConfig {
     /// line) for http(s) repositories: read for clone, fetch and push,
     /// never written. Credentials never come from a manifest.
     pub credentials_file: Option<PathBuf>,
+    /// Below this many free bytes on the data dir's volume the host takes
+    /// no run with a workspace (reported with its capabilities; dispatch
+    /// says "low on workspace disk"). 0: no threshold.
+    pub min_free_bytes: u64,
+    /// A worktree left after its attempt ended (`keep: always`, or
+    /// `onFailure` after a failure) is removed this long after it ended
+    /// by the worker's sweep; its branch stays.
+    pub retain_hours: u64,
 }
 
 impl Default for WorkspacesConfig {
@@ -91,6 +101,8 @@ impl Default for WorkspacesConfig {
             author_name: "pam-worker".into(),
             author_email: None,
             credentials_file: None,
+            min_free_bytes: 1 << 30,
+            retain_hours: 72,
         }
     }
 }
@@ -206,6 +218,7 @@ impl Config {
             ("snapshot_interval_ms", self.snapshot_interval_ms),
             ("capacity", u64::from(self.capacity)),
             ("capabilities_seconds", self.capabilities_seconds),
+            ("workspaces.retain_hours", self.workspaces.retain_hours),
         ] {
             anyhow::ensure!(v > 0, "{key} must be greater than 0");
         }

@@ -186,6 +186,10 @@ impl RunTx for MemTx {
                         .projects
                         .get(&r.project_id)
                         .is_some_and(|p| crate::projects::over_budget(&p.meta)),
+                    uses_workspace: crate::dispatch::uses_workspace(
+                        r,
+                        s.work_items.get(&r.task_id).map(|t| &t.meta.spec),
+                    ),
                 };
                 crate::dispatch::run_claimable(r, host, waits)
             })
@@ -206,10 +210,11 @@ impl RunTx for MemTx {
     }
 
     async fn list_pending_runs(&mut self, limit: i64) -> StoreResult<Vec<PendingRun>> {
+        let tasks = &self.work.work_items;
         Ok(self
             .pending_runs(limit)
             .iter()
-            .map(PendingRun::of)
+            .map(|r| PendingRun::of(r, tasks.get(&r.task_id).map(|t| &t.meta.spec)))
             .collect())
     }
 

@@ -9,7 +9,8 @@ use super::*;
 /// with the blocked test filled in.
 static CLAIM_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     let claimable = crate::dispatch::CLAIMABLE_SQL
-        .replace("{blocked}", &super::deps::blocked_sql("runs.task_id"));
+        .replace("{blocked}", &super::deps::blocked_sql("runs.task_id"))
+        .replace("{uses_workspace}", crate::dispatch::USES_WORKSPACE_SQL);
     format!(
         "WITH c AS ( \
              SELECT id AS cid FROM runs WHERE {claimable} \
@@ -48,6 +49,7 @@ impl PgTx {
             .bind(now)
             .bind(crate::dispatch::providers_json(host))
             .bind(serde_json::json!(met))
+            .bind(crate::dispatch::workspace_low(host))
             .fetch_all(self.conn())
             .await
             .map_err(db_err)?;
@@ -82,10 +84,15 @@ impl PgTx {
 
 /// The columns of a [`PendingRun`] (its `Scheduled` condition's reason
 /// and message picked out of `conditions` here, not in pamd).
-pub(super) const PENDING_RUN_COLS: &str =
-    "id, project_id, provider, spec->>'providerVersion' AS provider_version, \
-    target, stop_requested, dispatchable_since, dispatch_timeout_seconds, eligible_host_seen, \
-    jsonb_path_query_first(conditions, '$[*] ? (@.type == \"Scheduled\")') AS scheduled";
+pub(super) static PENDING_RUN_COLS: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "id, project_id, provider, spec->>'providerVersion' AS provider_version, \
+        target, stop_requested, dispatchable_since, dispatch_timeout_seconds, eligible_host_seen, \
+        jsonb_path_query_first(conditions, '$[*] ? (@.type == \"Scheduled\")') AS scheduled, \
+        {} AS uses_workspace",
+        crate::dispatch::USES_WORKSPACE_SQL
+    )
+});
 
 pub(super) fn pending_run_from_row(row: &PgRow) -> StoreResult<PendingRun> {
     let scheduled: Option<serde_json::Value> = get(row, "scheduled")?;
@@ -99,6 +106,7 @@ pub(super) fn pending_run_from_row(row: &PgRow) -> StoreResult<PendingRun> {
         dispatchable_since: get(row, "dispatchable_since")?,
         dispatch_timeout_seconds: get(row, "dispatch_timeout_seconds")?,
         eligible_host_seen: get(row, "eligible_host_seen")?,
+        uses_workspace: get(row, "uses_workspace")?,
         scheduled: scheduled.map(|c| {
             let text = |k: &str| c[k].as_str().unwrap_or_default().to_string();
             (text("reason"), text("message"))

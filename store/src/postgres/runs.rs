@@ -282,7 +282,7 @@ impl RunTx for PgTx {
     #[tracing::instrument(level = "debug", skip_all)]
     async fn list_pending_runs(&mut self, limit: i64) -> StoreResult<Vec<PendingRun>> {
         let rows = self
-            .pending_runs(super::dispatch::PENDING_RUN_COLS, "TRUE", limit)
+            .pending_runs(&super::dispatch::PENDING_RUN_COLS, "TRUE", limit)
             .await?;
         all(rows, super::dispatch::pending_run_from_row)
     }

@@ -134,6 +134,7 @@ pub async fn claim_runs_match_the_hosts_providers_and_versions(s: &dyn Store) {
                 })
                 .collect(),
             workspace_free_bytes: Some(1 << 30),
+            workspace_min_free_bytes: None,
         })
     };
     let (_, task) = seed(s).await;
@@ -193,6 +194,84 @@ pub async fn claim_runs_match_the_hosts_providers_and_versions(s: &dyn Store) {
     assert_eq!(ids(&c, |r| r.id), [v2.id]);
     let c = tx.claim_runs(&legacy, 10, t(9)).await.unwrap();
     assert_eq!(ids(&c, |r| r.id), [codex.id]);
+    tx.commit().await.unwrap();
+}
+
+/// Issue 32: a host whose workspace volume is below its worker's
+/// `min_free_bytes` takes no run with a workspace — the run's own
+/// `spec.workspace`, or its task's for a run that names no `cwd` — and
+/// still takes the others. Both stores, the Rust predicate and the SQL,
+/// and the pending list says which runs use one.
+pub async fn claim_runs_keep_workspace_runs_off_low_disk_hosts(s: &dyn Store) {
+    use pam_manifests::protocol::Capabilities;
+    let disk = |free: u64| {
+        Some(Capabilities {
+            providers: vec![pam_manifests::protocol::ProviderCapability {
+                name: "exec".into(),
+                version: None,
+            }],
+            workspace_free_bytes: Some(free),
+            workspace_min_free_bytes: Some(1000),
+        })
+    };
+    let (p, plain_task) = seed(s).await;
+    let mut ws_task = item(&p, None, "ws-task");
+    ws_task.meta.spec = serde_json::json!({ "workspace": { "keep": "always" } });
+    let mut tx = s.begin().await.unwrap();
+    let ws_task = tx.insert_work_item(&ws_task).await.unwrap();
+    tx.commit().await.unwrap();
+    let mut low = host("low", &[]);
+    low.capabilities = disk(999);
+    let mut roomy = host("roomy", &[]);
+    roomy.capabilities = disk(1000);
+    insert_hosts(s, &[&low, &roomy]).await;
+    let exec = |task: &WorkItem, name: &str, at: i64, cwd: &str, own: bool| {
+        let mut r = run(task, name, t(at));
+        r.provider = "exec".into();
+        r.cwd = cwd.into();
+        if own {
+            r.meta.spec = serde_json::json!({ "workspace": {} });
+        }
+        r
+    };
+    let own = exec(&plain_task, "own", 1, "", true);
+    let inherits = exec(&ws_task, "inherits", 2, "", false);
+    let has_cwd = exec(&ws_task, "has-cwd", 3, "/src", false);
+    let plain = exec(&plain_task, "plain", 4, "", false);
+    let all = [
+        own.clone(),
+        inherits.clone(),
+        has_cwd.clone(),
+        plain.clone(),
+    ];
+    insert_runs(s, &all).await;
+    let uses = [true, true, false, false];
+    let task_of = |r: &Run| {
+        if r.task_id == ws_task.id {
+            &ws_task.meta.spec
+        } else {
+            &plain_task.meta.spec
+        }
+    };
+    for (r, u) in all.iter().zip(uses) {
+        assert_eq!(
+            pam_store::dispatch::uses_workspace(r, Some(task_of(r))),
+            u,
+            "{}",
+            r.name
+        );
+    }
+    let mut tx = s.begin().await.unwrap();
+    let listed = tx.list_pending_runs(10).await.unwrap();
+    let listed_uses: Vec<bool> = listed.iter().map(|r| r.uses_workspace).collect();
+    assert_eq!(listed_uses, uses);
+    for (l, r) in listed.iter().zip(&all) {
+        assert_eq!(*l, PendingRun::of(r, Some(task_of(r))));
+    }
+    let by_low = tx.claim_runs(&low, 10, t(5)).await.unwrap();
+    assert_eq!(ids(&by_low, |r| r.id), [has_cwd.id, plain.id]);
+    let by_roomy = tx.claim_runs(&roomy, 10, t(6)).await.unwrap();
+    assert_eq!(ids(&by_roomy, |r| r.id), [own.id, inherits.id]);
     tx.commit().await.unwrap();
 }
 
@@ -326,7 +405,7 @@ pub async fn pending_and_requeue_due_lists(s: &dyn Store) {
     let listed = tx.list_pending_runs(10).await.unwrap();
     assert_eq!(ids(&listed, |r: &PendingRun| r.id), [p1.id, p2.id, p3.id]);
     for (l, r) in listed.iter().zip([&p1, &p2, &p3]) {
-        assert_eq!(*l, PendingRun::of(r));
+        assert_eq!(*l, PendingRun::of(r, Some(&task.meta.spec)));
     }
     assert_eq!(
         listed[0].scheduled,

@@ -59,6 +59,7 @@ macro_rules! store_conformance_tests {
             claim_runs_match_the_hosts_one_label_set,
             claim_runs_keep_worker_reported_labels_apart,
             claim_runs_match_the_hosts_providers_and_versions,
+            claim_runs_keep_workspace_runs_off_low_disk_hosts,
             live_runs_are_counted_per_host,
             claim_runs_order_limit_and_stop_requested,
             claim_runs_at_most_once,

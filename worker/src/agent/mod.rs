@@ -176,6 +176,7 @@ pub async fn run(opts: AgentOptions) -> anyhow::Result<()> {
     tasks.spawn(snapshots::snapshot_loop(st.clone()));
     tasks.spawn(reconcile::reconcile_loop(st.clone()));
     tasks.spawn(capabilities_loop(st.clone(), hup));
+    tasks.spawn(sweep_loop(st.clone()));
     // The tasks loop forever; one ending is a bug worth exiting over.
     match tasks.join_next().await {
         Some(Err(e)) => anyhow::bail!("an agent task died: {e}"),
@@ -214,13 +215,28 @@ async fn capabilities_loop(st: Arc<State>, mut hup: tokio::signal::unix::Signal)
     let every = Duration::from_secs(st.opts.config.capabilities_seconds);
     let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // The disk, every heartbeat interval (issue 32: a host running out of
+    // room must stop taking workspace runs well before 5 minutes).
+    let disk_every = Duration::from_secs(st.opts.config.heartbeat_seconds);
+    let mut disk = tokio::time::interval_at(tokio::time::Instant::now() + disk_every, disk_every);
+    disk.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut unsent = false;
     loop {
-        tokio::select! {
-            _ = tick.tick() => {}
-            _ = hup.recv() => tracing::info!("SIGHUP: checking capabilities"),
-        }
-        let now = crate::capabilities::probe(&st.opts.config, &st.opts.data_dir).await;
+        let full = tokio::select! {
+            _ = tick.tick() => true,
+            _ = disk.tick() => false,
+            _ = hup.recv() => {
+                tracing::info!("SIGHUP: checking capabilities");
+                true
+            }
+        };
+        let now = if full {
+            crate::capabilities::probe(&st.opts.config, &st.opts.data_dir).await
+        } else {
+            let mut now = st.capabilities.lock().unwrap().clone();
+            crate::capabilities::disk(&st.opts.config, &st.opts.data_dir, &mut now);
+            now
+        };
         let changed = {
             let mut last = st.capabilities.lock().unwrap();
             let changed = crate::capabilities::changed(&last, &now);
@@ -241,6 +257,36 @@ async fn capabilities_loop(st: Arc<State>, mut hup: tokio::signal::unix::Signal)
                 unsent = true;
                 tracing::warn!(error = %format!("{e:#}"), "cannot report changed capabilities; retrying at the next check");
             }
+        }
+    }
+}
+
+/// Removes worktrees whose attempt ended more than `[workspaces]
+/// retain_hours` ago (issue 32), hourly; never one of a session this
+/// worker runs.
+async fn sweep_loop(st: Arc<State>) {
+    let mut tick = tokio::time::interval(Duration::from_secs(3600));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let retain = Duration::from_secs(st.opts.config.workspaces.retain_hours.saturating_mul(3600));
+    loop {
+        tick.tick().await;
+        let live: Vec<(uuid::Uuid, i32)> = st
+            .running
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|s| Some((s.run_id?, s.attempt?)))
+            .collect();
+        let data = st.opts.data_dir.clone();
+        let swept = tokio::task::spawn_blocking(move || {
+            crate::workspace::sweep(&data, retain, std::time::SystemTime::now(), &live)
+        })
+        .await;
+        match swept {
+            Ok(Ok(n)) if n > 0 => tracing::info!(removed = n, "workspace sweep"),
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => tracing::warn!(error = %format!("{e:#}"), "workspace sweep failed"),
+            Err(e) => tracing::warn!(error = %e, "workspace sweep panicked"),
         }
     }
 }

@@ -65,6 +65,9 @@ pub struct Prepared {
     /// The worker's `[workspaces] credentials_file`, for the push.
     #[serde(default)]
     pub credentials_file: Option<PathBuf>,
+    /// This file, touched when the attempt ended ([`sweep`]).
+    #[serde(default)]
+    pub state: PathBuf,
 }
 
 /// Holds `mirror`'s lock until dropped: one preparer or cleaner at a time.
@@ -77,10 +80,71 @@ pub fn lock(mirror: &Path) -> anyhow::Result<nix::fcntl::Flock<File>> {
 
 /// Where the wrapper finds [`Prepared`].
 pub fn state_file(data_dir: &Path, run: &DesiredRun) -> PathBuf {
+    state_path(data_dir, run.run_id, run.attempt)
+}
+
+fn state_path(data_dir: &Path, run_id: uuid::Uuid, attempt: i32) -> PathBuf {
     data_dir
         .join("runs")
-        .join(run.run_id.to_string())
-        .join(format!("{}.workspace.json", run.attempt))
+        .join(run_id.to_string())
+        .join(format!("{attempt}.workspace.json"))
+}
+
+/// Removes the worktrees whose attempt ended more than `retain` before
+/// `now` (`[workspaces] retain_hours`), except the `live` (run, attempt)
+/// pairs this worker runs; their branches stay. An attempt's end is when
+/// the wrapper last touched its state file ([`result::cleanup`]), else
+/// the worktree's own mtime. Returns how many were removed.
+pub fn sweep(
+    data_dir: &Path,
+    retain: std::time::Duration,
+    now: std::time::SystemTime,
+    live: &[(uuid::Uuid, i32)],
+) -> anyhow::Result<usize> {
+    let root = data_dir.join("workspaces");
+    let Ok(entries) = std::fs::read_dir(root.join("trees")) else {
+        return Ok(0);
+    };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some((id, attempt)) = name
+            .rsplit_once("-a")
+            .and_then(|(id, a)| Some((id.parse::<uuid::Uuid>().ok()?, a.parse::<i32>().ok()?)))
+        else {
+            continue;
+        };
+        if live.contains(&(id, attempt)) {
+            continue;
+        }
+        let state = state_path(data_dir, id, attempt);
+        let ended = std::fs::metadata(&state)
+            .or_else(|_| entry.metadata())
+            .and_then(|m| m.modified())?;
+        if now.duration_since(ended).unwrap_or_default() < retain {
+            continue;
+        }
+        let dir = entry.path();
+        match result::load(&state) {
+            Ok(p) => {
+                let _held = lock(&p.mirror)?;
+                let dir_text = dir.to_string_lossy().into_owned();
+                let _ = git(
+                    Some(&p.mirror),
+                    &["worktree", "remove", "--force", "--force", "--", &dir_text],
+                );
+                if dir.exists() {
+                    std::fs::remove_dir_all(&dir)?;
+                }
+                git(Some(&p.mirror), &["worktree", "prune"])?;
+            }
+            // No state: the spawn died before writing it; the mirror's
+            // record of the tree goes with the next prepare's prune.
+            Err(_) => std::fs::remove_dir_all(&dir)?,
+        }
+        removed += 1;
+    }
+    Ok(removed)
 }
 
 /// A stable name for a repository URL (FNV-1a, 64 bits): the mirror's
@@ -182,10 +246,11 @@ pub fn prepare(
         keep: order.keep,
         mirror: mirror.clone(),
         credentials_file: settings.credentials_file.clone(),
+        state: state_file(data_dir, run),
     };
-    let file = state_file(data_dir, run);
+    let file = &prepared.state;
     crate::private::dir(file.parent().expect("state file has a parent"))?;
-    std::fs::write(&file, serde_json::to_vec(&prepared)?)
+    std::fs::write(file, serde_json::to_vec(&prepared)?)
         .with_context(|| format!("write {}", file.display()))?;
     Ok(prepared)
 }
@@ -300,5 +365,95 @@ mod tests {
         assert_eq!(url_key("file:///srv/a.git"), url_key("file:///srv/a.git"));
         assert_ne!(url_key("file:///srv/a.git"), url_key("file:///srv/b.git"));
         assert_eq!(url_key("x").len(), 16);
+    }
+
+    /// `[workspaces] retain_hours`: a worktree whose attempt ended longer
+    /// ago than that goes (its branch stays); a younger one, or one of a
+    /// session still running, stays.
+    #[test]
+    fn the_sweep_removes_old_ended_worktrees_only() {
+        let tmp = crate::testdir::TestDir::new("sweep");
+        let origin = tmp.path().join("origin");
+        std::fs::create_dir_all(&origin).unwrap();
+        let sh = |dir: &Path, args: &[&str]| {
+            let ok = std::process::Command::new("git")
+                .current_dir(dir)
+                .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+                .args(args)
+                .status()
+                .unwrap()
+                .success();
+            assert!(ok, "git {args:?}");
+        };
+        sh(&origin, &["init", "-q", "-b", "main"]);
+        std::fs::write(origin.join("f"), "x").unwrap();
+        sh(&origin, &["add", "f"]);
+        sh(&origin, &["commit", "-q", "-m", "x"]);
+        let data = tmp.path().join("data");
+        let settings = Settings {
+            author_name: "t".into(),
+            author_email: "t@t".into(),
+            patch_max_bytes: 1000,
+            credentials_file: None,
+        };
+        let order = |branch: &str| WorkspaceOrder {
+            url: origin.to_string_lossy().into_owned(),
+            git_ref: "main".into(),
+            branch: branch.into(),
+            previous_branch: None,
+            auto_commit: true,
+            run: "r".into(),
+            push: false,
+            keep: pam_manifests::kinds::Keep::Always,
+        };
+        let desired = |attempt: i32| DesiredRun {
+            run_id: uuid::Uuid::new_v4(),
+            attempt,
+            ..serde_json::from_value(serde_json::json!({
+                "run_id": uuid::Uuid::nil(), "attempt": 1, "provider": "exec",
+                "prompt": "", "cwd": "", "session_name": "pam-x",
+            }))
+            .unwrap()
+        };
+        let (old, young, running) = (desired(1), desired(1), desired(2));
+        let mut dirs = Vec::new();
+        for (r, b) in [(&old, "old"), (&young, "young"), (&running, "running")] {
+            dirs.push(prepare(&data, &settings, r, &order(b)).unwrap().dir);
+        }
+        let hour = std::time::Duration::from_secs(3600);
+        let now = std::time::SystemTime::now();
+        // The old one ended two hours ago; so did the running one's state.
+        for r in [&old, &running] {
+            let f = std::fs::File::options()
+                .write(true)
+                .open(state_file(&data, r))
+                .unwrap();
+            f.set_modified(now - 2 * hour).unwrap();
+        }
+        let live = [(running.run_id, running.attempt)];
+        assert_eq!(sweep(&data, hour, now, &live).unwrap(), 1);
+        assert!(!dirs[0].exists(), "old removed");
+        assert!(
+            dirs[1].exists() && dirs[2].exists(),
+            "young and running stay"
+        );
+        let mirror = data
+            .join("workspaces/mirrors")
+            .join(format!("{}.git", url_key(&origin.to_string_lossy())));
+        let listed = git(Some(&mirror), &["worktree", "list"]).unwrap();
+        assert!(
+            !listed.contains(&dirs[0].to_string_lossy().into_owned()),
+            "{listed}"
+        );
+        assert!(
+            git_ok(
+                Some(&mirror),
+                &["show-ref", "--verify", "--quiet", "refs/heads/old"]
+            )
+            .unwrap()
+            .is_some(),
+            "its branch stays"
+        );
+        assert_eq!(sweep(&data, hour, now, &live).unwrap(), 0);
     }
 }

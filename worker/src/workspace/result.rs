@@ -88,6 +88,10 @@ pub fn cleanup(p: &Prepared, exit_code: i32) -> anyhow::Result<()> {
         Keep::OnFailure => exit_code == 0,
     };
     if !remove {
+        // When it ended, for the `retain_hours` sweep.
+        if let Ok(f) = std::fs::File::options().write(true).open(&p.state) {
+            let _ = f.set_modified(std::time::SystemTime::now());
+        }
         return Ok(());
     }
     let _held = super::lock(&p.mirror)?;

@@ -32,6 +32,7 @@ pub use pam_manifests::conditions::SCHEDULED;
 enum Why {
     LacksProvider,
     LacksVersion,
+    LowDisk,
     AtCapacity,
     Cordoned,
     Suspect,
@@ -51,10 +52,10 @@ pub struct Fleet<'a> {
 }
 
 /// A run's shape: what placing it depends on (target, provider,
-/// requirement). Pending runs mostly share a few, so a pass keeps its
+/// requirement, whether it uses a workspace). Pending runs mostly share a few, so a pass keeps its
 /// placements by shape ([`Fleet::place`]) and scans the hosts once per
 /// shape, not per run.
-pub type Shape<'r> = (&'r Target, &'r str, Option<&'r str>);
+pub type Shape<'r> = (&'r Target, &'r str, Option<&'r str>, bool);
 
 struct FleetHost<'a> {
     host: &'a Host,
@@ -123,7 +124,7 @@ impl<'a> Fleet<'a> {
     ) -> &'c Placement {
         let req = run.provider_version.as_deref();
         shapes
-            .entry((&run.target, run.provider.as_str(), req))
+            .entry((&run.target, run.provider.as_str(), req, run.uses_workspace))
             .or_insert_with(|| self.scan(run, req))
     }
 
@@ -145,6 +146,11 @@ impl<'a> Fleet<'a> {
                 Some(Why::LacksProvider)
             } else if !host_has_provider(h, &run.provider, req) {
                 Some(Why::LacksVersion)
+            } else if run.uses_workspace && pam_store::dispatch::workspace_low(h) {
+                // Eligible (OQ-15: it waits, as at capacity, for the
+                // disk to free up), but not now.
+                eligible_match |= fh.observed;
+                Some(Why::LowDisk)
             } else {
                 eligible_match |= fh.observed;
                 if !self.counted {
@@ -190,6 +196,7 @@ fn phrase(w: Why, n: usize, run: &PendingRun, req: Option<&str>) -> String {
             run.provider,
             req.unwrap_or_default()
         ),
+        Why::LowDisk => format!("{n} low on workspace disk"),
         Why::AtCapacity => format!("{n} at capacity"),
         Why::Cordoned => format!("{n} cordoned"),
         Why::Suspect => format!("{n} instance-suspect"),
@@ -268,6 +275,7 @@ mod tests {
                     })
                     .collect(),
                 workspace_free_bytes: None,
+                workspace_min_free_bytes: None,
             }),
             disabled: false,
             meta: Meta::default(),
@@ -328,13 +336,13 @@ mod tests {
             host("e", &["exec"]),
         ];
         let uncounted = Fleet::new(&hosts, None, |_| true);
-        let any_exec = PendingRun::of(&run("exec", Target::Any));
+        let any_exec = PendingRun::of(&run("exec", Target::Any), None);
         uncounted.place(&any_exec, &mut HashMap::new());
         assert!(uncounted.needs_counts(), "exec reaches d's capacity check");
         let fleet = Fleet::new(&hosts, Some(&[(full.id, 1)]), |_| true);
         let (claude, exec) = (
-            PendingRun::of(&run("claude", Target::Any)),
-            PendingRun::of(&run("exec", Target::Host("d".into()))),
+            PendingRun::of(&run("claude", Target::Any), None),
+            PendingRun::of(&run("exec", Target::Host("d".into())), None),
         );
         let mut shapes = HashMap::new();
         let p = fleet.place(&claude, &mut shapes).clone();
@@ -350,5 +358,35 @@ mod tests {
             p.message,
             "1/5 hosts can run it: 1 cordoned, 1 offline, 2 not host d"
         );
+    }
+
+    /// Issue 32: a host below its worker's `min_free_bytes` is counted
+    /// "low on workspace disk" for a run with a workspace (eligible, so
+    /// the run times out as `dispatch_timeout`, not `no_eligible_host`),
+    /// and can still run the others.
+    #[test]
+    fn a_low_disk_host_takes_no_workspace_run() {
+        let mut low = host("low", &["exec"]);
+        if let Some(c) = low.capabilities.as_mut() {
+            c.workspace_free_bytes = Some(10);
+            c.workspace_min_free_bytes = Some(100);
+        }
+        let hosts = vec![low, host("cordoned", &["exec"])];
+        let mut hosts = hosts;
+        hosts[1].disabled = true;
+        let fleet = Fleet::new(&hosts, Some(&[]), |_| true);
+        let mut with_ws = PendingRun::of(&run("exec", Target::Any), None);
+        with_ws.uses_workspace = true;
+        let without = PendingRun::of(&run("exec", Target::Any), None);
+        let mut shapes = HashMap::new();
+        let p = fleet.place(&with_ws, &mut shapes).clone();
+        assert_eq!(p.reason, "Unschedulable");
+        assert_eq!(
+            p.message,
+            "0/2 hosts can run it: 1 low on workspace disk, 1 cordoned"
+        );
+        assert!(p.eligible_match);
+        let p = fleet.place(&without, &mut shapes);
+        assert_eq!(p.reason, "WaitingForClaim", "{}", p.message);
     }
 }

@@ -46,7 +46,7 @@ export function render(root) {
         // Issue 31: what its worker reported it can run.
         h('td', { 'data-capabilities': s.capabilities ? 'reported' : 'unreported' }, s.capabilities
           ? [...(s.capabilities.providers || []).map((p) => h('span.tag', p.version ? `${p.name} ${p.version}` : p.name)),
-            s.capabilities.workspaceFreeBytes != null ? h('div.muted', `${(s.capabilities.workspaceFreeBytes / 2 ** 30).toFixed(1)} GiB free`) : null]
+            s.capabilities.workspaceFreeBytes != null ? diskFree(s.capabilities) : null]
           : h('span.muted', 'not reported')),
         h('td', x.spec.disabled
           ? h('button.small', { type: 'button', 'data-action': 'enable', onclick: () => act(name, 'enable') }, 'Enable')
@@ -67,4 +67,14 @@ export function render(root) {
   // Last seen ages on its own; the phase changes come as events.
   load();
   return off;
+}
+
+// Issue 32: free bytes of the workspace volume; below the worker's
+// min_free_bytes the host takes no workspace runs, and says so.
+function diskFree(c) {
+  const gib = (b) => (b / 2 ** 30).toFixed(1);
+  const low = c.workspaceMinFreeBytes != null && c.workspaceFreeBytes < c.workspaceMinFreeBytes;
+  return low
+    ? h('div.full', { 'data-disk': 'low', title: `below min_free_bytes (${gib(c.workspaceMinFreeBytes)} GiB): no workspace runs` }, `${gib(c.workspaceFreeBytes)} GiB free — low`)
+    : h('div.muted', { 'data-disk': 'ok' }, `${gib(c.workspaceFreeBytes)} GiB free`);
 }
