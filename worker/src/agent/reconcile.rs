@@ -392,6 +392,14 @@ async fn with_workspace(st: &State, d: &DesiredRun) -> anyhow::Result<DesiredRun
         crate::workspace::prepare(&data, &settings, &run, &order)
     })
     .await??;
+    // The next run of the repository takes a spare worktree made now, off
+    // this spawn's path (workspace::spare).
+    let (mirror, base) = (prepared.mirror.clone(), prepared.base.clone());
+    tokio::task::spawn_blocking(move || {
+        if let Err(e) = crate::workspace::spare::fill(&mirror, &base) {
+            tracing::warn!(error = %format!("{e:#}"), "could not make a spare worktree");
+        }
+    });
     let mut d = d.clone();
     d.cwd = prepared.dir.to_string_lossy().into_owned();
     Ok(d)

@@ -24,6 +24,7 @@
 
 pub mod git;
 pub mod result;
+pub mod spare;
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -185,7 +186,7 @@ pub fn prepare(
     crate::private::dir(&trees)?;
     let key = url_key(&order.url);
     let mirror = mirrors.join(format!("{key}.git"));
-    let _held = lock(&mirror)?;
+    let held = lock(&mirror)?;
     let creds = settings.credentials_file.as_deref();
     ensure_mirror(&mirror, &order.url, creds)?;
     git_with(
@@ -215,20 +216,30 @@ pub fn prepare(
         git(Some(&mirror), &["branch", "-D", "--", &order.branch])?;
     }
     let dir_text = dir.to_string_lossy().into_owned();
-    git(
-        Some(&mirror),
-        &[
-            "worktree",
-            "add",
-            "--quiet",
-            "-b",
-            &order.branch,
-            "--",
-            &dir_text,
-            &start,
-        ],
-    )
-    .with_context(|| format!("check out {} as branch {}", order.git_ref, order.branch))?;
+    let checkout = || format!("check out {} as branch {}", order.git_ref, order.branch);
+    if !spare::take(&mirror, &dir, &order.branch, &start) {
+        // Registered under the lock; its files are written after it
+        // (only this worktree's index and files: other runs of the
+        // repository need not wait). A worker killed before they are
+        // complete leaves a stale tree that the next try removes.
+        git(
+            Some(&mirror),
+            &[
+                "worktree",
+                "add",
+                "--quiet",
+                "--no-checkout",
+                "-b",
+                &order.branch,
+                "--",
+                &dir_text,
+                &start,
+            ],
+        )
+        .with_context(checkout)?;
+        drop(held);
+        git(Some(&dir), &["reset", "--hard", "--quiet"]).with_context(checkout)?;
+    }
     let base = git(Some(&dir), &["rev-parse", "--verify", "HEAD"])?
         .trim()
         .to_string();
