@@ -30,3 +30,76 @@ pub fn commit(dir: &Path, message: &str) -> String {
     git(dir, &["commit", "-q", "--allow-empty", "-m", message]);
     git(dir, &["rev-parse", "HEAD"])
 }
+
+/// The repository and manifests of the workspace tests (issue 32).
+pub mod workspaces {
+    use std::path::{Path, PathBuf};
+    use std::process::Command;
+
+    use serde_json::Value;
+
+    use super::git;
+    use crate::worker::Worker;
+
+    /// A bare repository with one commit on `main`: `notes.txt` = "base\n".
+    pub fn origin(tmp: &Path) -> PathBuf {
+        let work = tmp.join("work");
+        std::fs::create_dir_all(&work).unwrap();
+        git(&work, &["init", "-q", "-b", "main"]);
+        std::fs::write(work.join("notes.txt"), "base\n").unwrap();
+        git(&work, &["add", "notes.txt"]);
+        git(&work, &["commit", "-q", "-m", "base"]);
+        let bare = tmp.join("origin.git");
+        git(
+            tmp,
+            &["clone", "-q", "--bare", "work", bare.to_str().unwrap()],
+        );
+        bare
+    }
+
+    pub fn project(url: &str) -> String {
+        format!(
+            "apiVersion: pam.dev/v1\nkind: Project\nmetadata:\n  name: e2e\nspec:\n  repository:\n    url: {url:?}\n---\napiVersion: pam.dev/v1\nkind: Task\nmetadata:\n  name: t1\n  project: e2e\nspec:\n  title: T1\n"
+        )
+    }
+
+    /// An exec run in a workspace running `script` with sh.
+    pub fn ws_run(name: &str, script: &str, extra: &str) -> String {
+        let cmd = serde_json::to_string(&["sh", "-c", script]).unwrap();
+        format!(
+            "apiVersion: pam.dev/v1\nkind: Run\nmetadata:\n  name: {name}\n  project: e2e\nspec:\n  task: t1\n  provider: exec\n  command: {cmd}\n{extra}"
+        )
+    }
+
+    /// `notes.txt` on `branch` in whichever worker's mirror has it.
+    pub fn notes_on(workers: &[&Worker], branch: &str) -> String {
+        for w in workers {
+            let mirrors = w.data_dir.join("workspaces").join("mirrors");
+            let Ok(rd) = std::fs::read_dir(&mirrors) else {
+                continue;
+            };
+            for m in rd
+                .flatten()
+                .filter(|e| e.path().extension().is_some_and(|x| x == "git"))
+            {
+                let out = Command::new("git")
+                    .arg("--git-dir")
+                    .arg(m.path())
+                    .args(["show", &format!("refs/heads/{branch}:notes.txt")])
+                    .output()
+                    .unwrap();
+                if out.status.success() {
+                    return String::from_utf8_lossy(&out.stdout).into_owned();
+                }
+            }
+        }
+        panic!("branch {branch} is on no worker");
+    }
+
+    pub async fn result(pamd: &crate::Pamd, name: &str, attempt: Option<u32>) -> Value {
+        let q = attempt.map_or(String::new(), |a| format!("?attempt={a}"));
+        pamd.get(&format!("/api/v1/projects/e2e/runs/{name}/result{q}"))
+            .await
+            .unwrap_or(Value::Null)
+    }
+}

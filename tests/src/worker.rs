@@ -31,6 +31,8 @@ pub struct Worker {
     pub config: PathBuf,
     /// `PAM_LOG` of the worker (`info` unless started with another).
     log_filter: String,
+    /// Environment over the test's ([`Worker::start_with_env`]).
+    env: Vec<(String, String)>,
     child: Option<Child>,
     tmp: tempfile::TempDir,
 }
@@ -109,6 +111,25 @@ impl Worker {
         Ok(w)
     }
 
+    /// Starts a worker whose process (and so its tmux server and the
+    /// sessions' wrappers) has `env` over the test's environment — e.g. a
+    /// `PATH` with a stand-in `git` that fails on cue.
+    pub fn start_with_env(
+        server: &str,
+        token: &str,
+        name: &str,
+        worker_toml: &str,
+        env: &[(&str, &str)],
+    ) -> anyhow::Result<Worker> {
+        let mut w = Worker::prepare(server, token, name, worker_toml, None)?;
+        w.env = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        w.spawn()?;
+        Ok(w)
+    }
+
     /// Starts a worker on `socket`, or on a private tmux server.
     fn start_on(
         server: &str,
@@ -152,6 +173,7 @@ impl Worker {
             token_file,
             config,
             log_filter: "info".into(),
+            env: Vec::new(),
             child: None,
             tmp,
         })
@@ -174,6 +196,7 @@ impl Worker {
             .arg("--config")
             .arg(&self.config)
             .env("PAM_LOG", &self.log_filter)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::from(log.try_clone()?))
             .stderr(Stdio::from(log))
