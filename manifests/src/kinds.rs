@@ -42,7 +42,8 @@ mod webhook;
 pub use webhook::{ObservedWebhook, SecretKeyRef, WebhookSpec};
 mod workspace;
 pub use workspace::{
-    ref_name_problem, FromAttempt, Keep, Repository, RunResult, Workspace, REF_MAX_BYTES,
+    ref_name_problem, FromAttempt, Keep, Repository, RepositorySecretRef, RunResult, Workspace,
+    REF_MAX_BYTES,
 };
 
 use crate::state::{

@@ -86,7 +86,7 @@ pub use crate::capabilities::{Capabilities, ProviderCapability};
 mod signal_name;
 pub use signal_name::{SignalName, UnknownSignal};
 mod workspace;
-pub use workspace::{WorkspaceOrder, WorkspaceResult, RESULT_PATCH_MAX_BYTES};
+pub use workspace::{GitCredentials, WorkspaceOrder, WorkspaceResult, RESULT_PATCH_MAX_BYTES};
 
 /// `POST /api/v1/workers/register`: a worker introduces itself at start.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

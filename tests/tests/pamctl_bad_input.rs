@@ -532,6 +532,10 @@ async fn bad_repositories_and_workspaces_are_refused_at_their_line() {
             "document 0, line 7, column 17: spec.repository.defaultRef: starts with '-'",
         ),
         (
+            project("    url: https://example.com/web.git\n    secretRef:\n      name: creds\n      passwordKey: \"a b\"\n"),
+            "document 0, line 9, column 20: spec.repository.secretRef.passwordKey: invalid key \"a b\"",
+        ),
+        (
             format!("{good}{}", run("  workspace:\n    ref: \"-b\"\n")),
             "document 2, line 24, column 10: spec.workspace.ref: starts with '-'",
         ),

@@ -265,7 +265,12 @@ async fn an_http_repository_with_credentials_from_the_workers_file() {
             use axum::http::{header, StatusCode};
             use axum::response::IntoResponse;
             let auth = req.headers().get(header::AUTHORIZATION);
-            if auth.and_then(|a| a.to_str().ok()) != Some("Basic dXNlcjpwdw==") {
+            // user:pw (the worker's file) or bot:s3cret-git-pw (a Secret).
+            let known = ["Basic dXNlcjpwdw==", "Basic Ym90OnMzY3JldC1naXQtcHc="];
+            if !auth
+                .and_then(|a| a.to_str().ok())
+                .is_some_and(|a| known.contains(&a))
+            {
                 return (
                     StatusCode::UNAUTHORIZED,
                     [(header::WWW_AUTHENTICATE, "Basic realm=\"git\"")],
@@ -316,6 +321,63 @@ async fn an_http_repository_with_credentials_from_the_workers_file() {
     let msg = r["status"]["message"].as_str().unwrap_or("");
     assert!(msg.contains("could not read Username"), "{msg}");
     assert!(!msg.contains("pw"), "{msg}");
+
+    // The Project's own credentials, from a Secret by reference: h2 (no
+    // file of its own) fetches and pushes with them; a wrong key name is
+    // the spawn's failure, naming the key, never a value.
+    let with_secret = project(&url).replace(
+        "    url:",
+        "    secretRef:\n      name: git-creds\n    url:",
+    );
+    let yaml = format!(
+        "apiVersion: pam.dev/v1\nkind: Secret\nmetadata:\n  name: git-creds\n  project: e2e\nspec:\n  stringData:\n    username: bot\n    password: s3cret-git-pw\n---\n{with_secret}---\n{}",
+        ws_run("fromsecret", "echo s >> notes.txt", "  workspace: {}\n  target: {host: h2}\n"),
+    );
+    apply(&pamd, &yaml);
+    let r = wait_phase(&pamd, "fromsecret", "exited", T).await;
+    assert_eq!(r["status"]["result"]["insertions"], 1, "{r}");
+    let leftovers: Vec<_> = walk(&_w2.data_dir)
+        .into_iter()
+        .filter(|p| p.to_string_lossy().ends_with(".git-credentials"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    assert!(!_w2.log().contains("s3cret-git-pw"));
+    let wrong_key = with_secret.replace(
+        "name: git-creds",
+        "name: git-creds\n      passwordKey: token",
+    );
+    apply(
+        &pamd,
+        &format!(
+            "{wrong_key}---\n{}",
+            ws_run(
+                "wrongkey",
+                "true",
+                "  workspace: {}\n  target: {host: h2}\n"
+            )
+        ),
+    );
+    let r = wait_phase(&pamd, "wrongkey", "failed", T).await;
+    let msg = r["status"]["message"].as_str().unwrap_or("");
+    assert!(
+        msg.contains("the repository's credentials") && msg.contains("\"token\""),
+        "{msg}"
+    );
+    assert!(!msg.contains("s3cret"), "{msg}");
+}
+
+/// Every file under `dir`.
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
 }
 
 /// A host whose data volume has less free than its worker's `[workspaces]

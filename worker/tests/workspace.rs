@@ -62,7 +62,8 @@ fn order(url: &str, branch: &str) -> WorkspaceOrder {
         auto_commit: true,
         run: "r1".into(),
         push: false,
-        keep: Default::default(),
+        keep: pam_manifests::kinds::Keep::Always,
+        credentials: None,
     }
 }
 
@@ -230,4 +231,109 @@ fn git_never_follows_a_git_dir_from_the_environment() {
         git(&p.mirror, &["rev-parse", "refs/heads/b"]).trim(),
         res.head_commit
     );
+}
+
+/// `[workspaces] retain_hours`: a worktree whose attempt ended longer ago
+/// than that goes (its branch stays); a younger one, or one of a session
+/// still running, stays.
+#[test]
+fn the_sweep_removes_old_ended_worktrees_only() {
+    let tmp = TestDir::new("sweep");
+    let url = origin(tmp.path());
+    let data = tmp.path().join("data");
+    let (old, young, running) = (run(), run(), run());
+    let mut made = Vec::new();
+    for (r, b) in [(&old, "old"), (&young, "young"), (&running, "running")] {
+        made.push(workspace::prepare(&data, &settings(1000), r, &order(&url, b)).unwrap());
+    }
+    let hour = std::time::Duration::from_secs(3600);
+    let now = std::time::SystemTime::now();
+    // The old one ended two hours ago; so did the running one's state.
+    for p in [&made[0], &made[2]] {
+        let f = std::fs::File::options().write(true).open(&p.state).unwrap();
+        f.set_modified(now - 2 * hour).unwrap();
+    }
+    let live = [(running.run_id, running.attempt)];
+    assert_eq!(workspace::sweep(&data, hour, now, &live).unwrap(), 1);
+    assert!(!made[0].dir.exists(), "old removed");
+    assert!(
+        made[1].dir.exists() && made[2].dir.exists(),
+        "young and running stay"
+    );
+    let listed = git(&made[0].mirror, &["worktree", "list"]);
+    assert!(
+        !listed.contains(&*made[0].dir.to_string_lossy()),
+        "{listed}"
+    );
+    git(
+        &made[0].mirror,
+        &["show-ref", "--verify", "--quiet", "refs/heads/old"],
+    );
+    assert_eq!(workspace::sweep(&data, hour, now, &live).unwrap(), 0);
+}
+
+/// A run takes the spare made at an older commit: it gets the commit it
+/// asked for on its own branch, clean, and the spare is gone (made again
+/// by the next fill, never shared).
+#[test]
+fn a_run_takes_the_spare_at_its_own_commit_and_clean() {
+    use pam_worker::workspace::spare;
+    let tmp = TestDir::new("spare");
+    let url = origin(tmp.path());
+    let data = tmp.path().join("data");
+    let a = workspace::prepare(&data, &settings(1000), &run(), &order(&url, "a")).unwrap();
+    assert!(!spare::path(&a.mirror).exists(), "no spare before a fill");
+    spare::fill(&a.mirror, &a.base).unwrap();
+    let spare_dir = spare::path(&a.mirror);
+    assert_eq!(
+        std::fs::read_to_string(spare_dir.join("notes.txt")).unwrap(),
+        "base\n"
+    );
+    // The repository moves on; run b starts at the new commit.
+    let work = tmp.path().join("work");
+    std::fs::write(work.join("notes.txt"), "two\n").unwrap();
+    git(&work, &["commit", "-qam", "two"]);
+    git(&work, &["push", "-q", &url, "main"]);
+    let second = git(&work, &["rev-parse", "HEAD"]).trim().to_string();
+    let b = workspace::prepare(&data, &settings(1000), &run(), &order(&url, "b")).unwrap();
+    assert!(!spare_dir.exists(), "taken");
+    assert_eq!(b.base, second);
+    assert_eq!(
+        std::fs::read_to_string(b.dir.join("notes.txt")).unwrap(),
+        "two\n"
+    );
+    assert_eq!(git(&b.dir, &["branch", "--show-current"]).trim(), "b");
+    assert_eq!(git(&b.dir, &["status", "--porcelain"]), "");
+    assert_eq!(
+        std::fs::read_to_string(a.dir.join("notes.txt")).unwrap(),
+        "base\n"
+    );
+}
+
+/// A Project's `secretRef` credentials are written for the attempt only
+/// (a file only the worker's user reads) and removed when it ended.
+#[test]
+fn the_projects_credentials_live_as_long_as_the_attempt() {
+    let tmp = TestDir::new("creds");
+    let url = origin(tmp.path());
+    let data = tmp.path().join("data");
+    // file:// takes none: nothing written.
+    let mut o = order(&url, "plain");
+    o.credentials = Some(pam_manifests::protocol::GitCredentials {
+        username: "u".into(),
+        password: "pw".into(),
+    });
+    let p = workspace::prepare(&data, &settings(1000), &run(), &o).unwrap();
+    assert_eq!(p.credentials_file, None);
+    // An http URL that cannot be reached: the spawn fails, the file goes.
+    let mut o = order("http://127.0.0.1:9/origin.git", "http");
+    o.credentials = Some(pam_manifests::protocol::GitCredentials {
+        username: "u".into(),
+        password: "pw".into(),
+    });
+    let r = run();
+    let err = workspace::prepare(&data, &settings(1000), &r, &o).unwrap_err();
+    assert!(!format!("{err:#}").contains("pw"), "{err:#}");
+    let file = workspace::state_file(&data, &r).with_extension("git-credentials");
+    assert!(!file.exists(), "removed after the failed spawn");
 }

@@ -213,7 +213,19 @@ async fn with_env(tx: &mut dyn Tx, ring: &Keyring, r: &Run) -> Result<DesiredRun
     // Issue 32: the worktree to prepare; a workspace that cannot be is
     // the spawn's failure, like an environment that cannot be built.
     match runs::workspace::order(tx, r).await? {
-        Some(Ok(order)) => d.workspace = Some(order),
+        Some(Ok((mut order, secret_ref))) => {
+            if let Some(s) = secret_ref {
+                match repository_credentials(tx, ring, r, &s).await {
+                    Ok(c) => order.credentials = Some(c),
+                    Err(ResolveError::Store(e)) => return Err(e.into()),
+                    Err(e) => {
+                        d.env_error = Some(format!("the repository's credentials: {e}"));
+                        return Ok(d);
+                    }
+                }
+            }
+            d.workspace = Some(order);
+        }
         Some(Err(why)) => d.env_error = Some(why),
         None => {}
     }
@@ -227,6 +239,26 @@ async fn with_env(tx: &mut dyn Tx, ring: &Keyring, r: &Run) -> Result<DesiredRun
         Err(e) => d.env_error = Some(e.to_string()),
     }
     Ok(d)
+}
+
+/// The two keys of a Project's repository `secretRef` (issue 32), opened
+/// in this request's transaction like a run's environment.
+async fn repository_credentials(
+    tx: &mut dyn Tx,
+    ring: &Keyring,
+    r: &Run,
+    s: &pam_manifests::kinds::RepositorySecretRef,
+) -> Result<pam_manifests::protocol::GitCredentials, ResolveError> {
+    let mut open = |bytes: Vec<u8>| String::from_utf8_lossy(&bytes).into_owned();
+    let username =
+        crate::rules::secrets::resolve(tx, ring, r.project_id, s.name.as_str(), &s.username_key)
+            .await
+            .map(&mut open)?;
+    let password =
+        crate::rules::secrets::resolve(tx, ring, r.project_id, s.name.as_str(), &s.password_key)
+            .await
+            .map(&mut open)?;
+    Ok(pam_manifests::protocol::GitCredentials { username, password })
 }
 
 pub fn desired_run(r: &Run) -> DesiredRun {

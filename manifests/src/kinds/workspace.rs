@@ -23,10 +23,38 @@ pub struct Repository {
     /// repository's default branch).
     #[serde(default = "default_ref")]
     pub default_ref: String,
+    /// http(s) credentials from a Secret of the project (never in the
+    /// manifest): pamd opens it when it hands a spawning run to its
+    /// worker, as it does a run's environment, and the worker uses it for
+    /// that attempt's clone, fetch and push only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_ref: Option<RepositorySecretRef>,
 }
 
 fn default_ref() -> String {
     "HEAD".into()
+}
+
+/// A Project's repository credentials: two keys of one of its Secrets.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RepositorySecretRef {
+    /// The Secret's name, in the project.
+    pub name: Name,
+    /// The key holding the user name (default `username`).
+    #[serde(default = "default_username_key")]
+    pub username_key: String,
+    /// The key holding the password or token (default `password`).
+    #[serde(default = "default_password_key")]
+    pub password_key: String,
+}
+
+fn default_username_key() -> String {
+    "username".into()
+}
+
+fn default_password_key() -> String {
+    "password".into()
 }
 
 /// Where attempt 2 and later start from.
@@ -192,6 +220,22 @@ impl Repository {
         }
         if let Some(why) = ref_name_problem(&self.default_ref) {
             out.push((format!("{at}.defaultRef"), why));
+        }
+        if let Some(r) = &self.secret_ref {
+            for (field, key) in [
+                ("usernameKey", &r.username_key),
+                ("passwordKey", &r.password_key),
+            ] {
+                if !super::secret::valid_secret_key(key) {
+                    out.push((
+                        format!("{at}.secretRef.{field}"),
+                        format!(
+                            "invalid key {key:?}, expected 1 to {} letters, digits, '-', '_' or '.'",
+                            super::secret::SECRET_KEY_MAX_BYTES
+                        ),
+                    ));
+                }
+            }
         }
         out
     }

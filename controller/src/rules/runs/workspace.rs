@@ -4,7 +4,7 @@
 //! attempt 2 and later where to start from, read from the previous
 //! attempt's stored result.
 
-use pam_manifests::kinds::{FromAttempt, Repository, Workspace};
+use pam_manifests::kinds::{FromAttempt, Repository, RepositorySecretRef, Workspace};
 use pam_manifests::protocol::WorkspaceOrder;
 use pam_store::prelude::*;
 use pam_store::{Run, StoreResult};
@@ -15,14 +15,16 @@ fn field<T: serde::de::DeserializeOwned>(spec: &Value, name: &str) -> Option<T> 
         .and_then(|v| serde_json::from_value(v.clone()).ok())
 }
 
-/// The workspace order for `r`'s current attempt: `Ok(None)` for a run
-/// without a workspace, `Ok(Some(Err(why)))` when it has one that cannot
-/// be prepared (its project lost its repository since): the spawn fails
-/// with `why`, as for a missing Secret.
+/// The workspace order for `r`'s current attempt, with the repository's
+/// `secretRef` for the caller to open (its credentials travel in the
+/// order, `api::worker`): `Ok(None)` for a run without a workspace,
+/// `Ok(Some(Err(why)))` when it has one that cannot be prepared (its
+/// project lost its repository since): the spawn fails with `why`, as for
+/// a missing Secret.
 pub async fn order(
     tx: &mut dyn Tx,
     r: &Run,
-) -> StoreResult<Option<Result<WorkspaceOrder, String>>> {
+) -> StoreResult<Option<Result<(WorkspaceOrder, Option<RepositorySecretRef>), String>>> {
     let own: Option<Workspace> = field(&r.meta.spec, "workspace");
     if own.is_none() && !r.cwd.is_empty() {
         return Ok(None);
@@ -63,7 +65,7 @@ pub async fn order(
             }
         }
     }
-    Ok(Some(Ok(WorkspaceOrder {
+    let order = WorkspaceOrder {
         url: repo.url,
         git_ref,
         branch,
@@ -72,5 +74,7 @@ pub async fn order(
         run: r.name.clone(),
         push: ws.push,
         keep: ws.keep,
-    })))
+        credentials: None,
+    };
+    Ok(Some(Ok((order, repo.secret_ref))))
 }
