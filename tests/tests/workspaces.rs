@@ -426,3 +426,58 @@ async fn a_host_low_on_disk_takes_no_workspace_run() {
     );
     assert!(caps["workspaceFreeBytes"].as_u64().is_some(), "{host}");
 }
+
+/// `fromAttempt: previous` when attempt 2 lands on another host than
+/// attempt 1 (which neither pushed nor left its branch there): the new
+/// host applies attempt 1's stored patch on its base and commits it, so
+/// attempt 2 starts from that work and its result counts only its own.
+#[tokio::test]
+async fn previous_on_another_host_carries_the_patch_over() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bare = origin(tmp.path());
+    let pamd = fast_pamd().await;
+    let _w1 = Worker::start(&pamd, "h1").await.unwrap();
+    wait_online(&pamd, "h1").await;
+    let policy = "  restartPolicy:\n    maxAttempts: 2\n    backoffSeconds: 5\n";
+    apply(
+        &pamd,
+        &format!(
+            "{}---\n{}",
+            project(&format!("file://{}", bare.display())),
+            ws_run(
+                "moved",
+                TWICE,
+                &format!("  workspace:\n    fromAttempt: previous\n{policy}")
+            )
+        ),
+    );
+    // Attempt 1 failed on h1; before attempt 2 is due, h1 takes no more.
+    pam_tests::eventually(T, "attempt 1's result", || async {
+        let one = result(&pamd, "moved", Some(1)).await;
+        one["headCommit"].is_string().then_some(())
+    })
+    .await;
+    ok(&pamd.pamctl(&["host", "disable", "h1"]));
+    let w2 = Worker::start(&pamd, "h2").await.unwrap();
+    wait_online(&pamd, "h2").await;
+    let r = wait_phase(&pamd, "moved", "exited", T).await;
+    assert_eq!(r["status"]["attempt"], 2, "{r}");
+    assert_eq!(r["status"]["host"], "h2", "{r}");
+    let (p1, p2) = (
+        result(&pamd, "moved", Some(1)).await,
+        result(&pamd, "moved", Some(2)).await,
+    );
+    assert_eq!(
+        notes_on(&[&w2], "pam/t1/moved-a2"),
+        "base\nattempt-1\nattempt-2\n"
+    );
+    // Its own line only: attempt 1's arrived as the carried commit.
+    assert_eq!(p2["commits"], 1, "{p2}");
+    assert_eq!(p2["insertions"], 1, "{p2}");
+    let patch = p2["patch"].as_str().unwrap_or("");
+    assert!(
+        patch.contains("+attempt-2\n") && !patch.contains("+attempt-1"),
+        "{p2}"
+    );
+    assert_ne!(p2["baseCommit"], p1["baseCommit"], "{p1} {p2}");
+}

@@ -59,6 +59,8 @@ fn order(url: &str, branch: &str) -> WorkspaceOrder {
         git_ref: "main".into(),
         branch: branch.into(),
         previous_branch: None,
+        previous_base: None,
+        previous_patch: None,
         auto_commit: true,
         run: "r1".into(),
         push: false,

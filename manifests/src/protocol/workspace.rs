@@ -27,6 +27,14 @@ pub struct WorkspaceOrder {
     /// on the host that ran it) instead of `git_ref`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub previous_branch: Option<String>,
+    /// `previous`, for a host that has not got that branch (another host
+    /// ran the previous attempt, and did not push it): the previous
+    /// attempt's base commit and patch, applied on it and committed; absent
+    /// when the stored patch was cut.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_base: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_patch: Option<String>,
     /// Commit what the agent left uncommitted when it exits.
     pub auto_commit: bool,
     /// The run's name and attempt, for the commit message.

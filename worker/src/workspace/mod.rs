@@ -215,7 +215,7 @@ fn prepare_with(
         &["fetch", "--quiet", "--prune", "--tags", "origin"],
     )
     .with_context(|| format!("fetch {}", pam_manifests::urls::redacted(&order.url)))?;
-    let start = start_commit(&mirror, order)?;
+    let (start, carry) = start_commit(&mirror, order)?;
     let dir = trees.join(format!("{}-a{}", run.run_id, run.attempt));
     let stale = clear_stale(&mirror, &dir)?;
     let branch_ref = format!("refs/heads/{}", order.branch);
@@ -259,6 +259,9 @@ fn prepare_with(
         .with_context(checkout)?;
         drop(held);
         git(Some(&dir), &["reset", "--hard", "--quiet"]).with_context(checkout)?;
+    }
+    if let Some(patch) = carry {
+        carry_over(data_dir, &dir, settings, run, order, patch)?;
     }
     let base = git(Some(&dir), &["rev-parse", "--verify", "HEAD"])?
         .trim()
@@ -309,6 +312,65 @@ fn write_credentials(
     Ok(Some(path))
 }
 
+/// Applies the previous attempt's patch (made on another host) in the new
+/// worktree and commits it, so this attempt starts from that work and its
+/// own result counts only what it adds.
+fn carry_over(
+    data_dir: &Path,
+    dir: &Path,
+    settings: &Settings,
+    run: &DesiredRun,
+    order: &WorkspaceOrder,
+    patch: &str,
+) -> anyhow::Result<()> {
+    if patch.is_empty() {
+        return Ok(());
+    }
+    // Beside the attempt's state (a private dir), gone once applied.
+    let file = state_file(data_dir, run).with_extension("carry.patch");
+    crate::private::dir(file.parent().expect("state file has a parent"))?;
+    crate::private::write(&file, patch.as_bytes())?;
+    let file_text = file.to_string_lossy().into_owned();
+    let applied = git(
+        Some(dir),
+        &[
+            "apply",
+            "--index",
+            "--binary",
+            "--whitespace=nowarn",
+            "--",
+            &file_text,
+        ],
+    );
+    let _ = std::fs::remove_file(&file);
+    applied.context("apply the previous attempt's patch")?;
+    let name = format!("user.name={}", settings.author_name);
+    let email = format!("user.email={}", settings.author_email);
+    let message = format!(
+        "pam: run {} attempt {}'s work, carried over from the host that ran it",
+        order.run,
+        run.attempt - 1
+    );
+    git(
+        Some(dir),
+        &[
+            "-c",
+            &name,
+            "-c",
+            &email,
+            "-c",
+            "commit.gpgsign=false",
+            "commit",
+            "--quiet",
+            "--no-verify",
+            "--allow-empty",
+            "-m",
+            &message,
+        ],
+    )?;
+    Ok(())
+}
+
 /// Clones `url` into `mirror` unless a finished clone is there.
 fn ensure_mirror(mirror: &Path, url: &str, creds: Option<&Path>) -> anyhow::Result<()> {
     if mirror.join("pam-ready").exists() {
@@ -353,8 +415,13 @@ fn ensure_mirror(mirror: &Path, url: &str, creds: Option<&Path>) -> anyhow::Resu
 }
 
 /// The commit the worktree starts at: the previous attempt's branch for
-/// `previous`, else the ref as the remote's branch, a tag, or a commit.
-fn start_commit(mirror: &Path, order: &WorkspaceOrder) -> anyhow::Result<String> {
+/// `previous`, else the ref as the remote's branch, a tag, or a commit;
+/// with the patch to carry over onto it, for a `previous` attempt whose
+/// branch is on another host.
+fn start_commit<'o>(
+    mirror: &Path,
+    order: &'o WorkspaceOrder,
+) -> anyhow::Result<(String, Option<&'o str>)> {
     let resolve = |name: &str| {
         git_ok(
             Some(mirror),
@@ -368,11 +435,22 @@ fn start_commit(mirror: &Path, order: &WorkspaceOrder) -> anyhow::Result<String>
         )
     };
     if let Some(prev) = &order.previous_branch {
-        return resolve(&format!("refs/heads/{prev}"))?.ok_or_else(|| {
-            anyhow::anyhow!(
-                "the previous attempt's branch {prev} is not on this host (fromAttempt: previous needs the host that ran it)"
-            )
-        });
+        // Its branch here; or its head commit (pushed, and fetched with
+        // the repository); or, made on another host, its patch on its base.
+        if let Some(c) = resolve(&format!("refs/heads/{prev}"))? {
+            return Ok((c, None));
+        }
+        if let Some(c) = resolve(&order.git_ref)? {
+            return Ok((c, None));
+        }
+        if let (Some(base), Some(patch)) = (&order.previous_base, &order.previous_patch) {
+            if let Some(c) = resolve(base)? {
+                return Ok((c, Some(patch.as_str())));
+            }
+        }
+        anyhow::bail!(
+            "the previous attempt's branch {prev} is not on this host, was not pushed, and its patch was cut (over patch_max_bytes): run it where the previous attempt ran"
+        );
     }
     let r = &order.git_ref;
     for candidate in [
@@ -381,7 +459,7 @@ fn start_commit(mirror: &Path, order: &WorkspaceOrder) -> anyhow::Result<String>
         r.clone(),
     ] {
         if let Some(c) = resolve(&candidate)? {
-            return Ok(c);
+            return Ok((c, None));
         }
     }
     anyhow::bail!(

@@ -48,7 +48,7 @@ pub async fn order(
         None => format!("pam/{}/{}-a{}", task.name, r.name, r.attempt),
     };
     let mut git_ref = ws.git_ref.clone().unwrap_or(repo.default_ref);
-    let mut previous_branch = None;
+    let (mut previous_branch, mut previous_base, mut previous_patch) = (None, None, None);
     if r.attempt > 1 {
         // The previous attempt's result, when it got as far as one (a
         // fetch that failed left none: start as attempt 1 did).
@@ -61,6 +61,9 @@ pub async fn order(
                 FromAttempt::Previous => {
                     git_ref = prev.head_commit;
                     previous_branch = Some(prev.branch);
+                    // For a host other than the one that ran it.
+                    previous_base = Some(prev.base_commit);
+                    previous_patch = (!prev.patch_truncated).then_some(prev.patch);
                 }
             }
         }
@@ -70,6 +73,8 @@ pub async fn order(
         git_ref,
         branch,
         previous_branch,
+        previous_base,
+        previous_patch,
         auto_commit: ws.auto_commit,
         run: r.name.clone(),
         push: ws.push,
