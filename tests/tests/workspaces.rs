@@ -8,6 +8,8 @@
 
 use std::time::Duration;
 
+use std::path::Path;
+
 use pam_tests::git::git;
 use pam_tests::git::workspaces::{notes_on, origin, project, result, ws_run};
 use pam_tests::ok;
@@ -16,23 +18,31 @@ use serde_json::Value;
 
 const T: Duration = Duration::from_secs(180);
 
-#[tokio::test]
-async fn runs_at_once_on_two_workers_each_get_their_own_branch_and_result() {
+/// 20 exec runs on 2 workers, all at once, each appending its line to
+/// the same file of `url`'s repository (`bare` on disk); with `push`,
+/// every even one pushes its branch. Each gets its own branch holding
+/// exactly its line, a result with its stats and patch, and (pushed) its
+/// branch in the bare repository.
+async fn twenty_at_once(bare: &Path, url: &str, push: bool) -> (pam_tests::Pamd, Worker, Worker) {
     const N: usize = 20;
-    let tmp = tempfile::tempdir().unwrap();
-    let bare = origin(tmp.path());
     let pamd = fast_pamd().await;
     let w1 = Worker::start(&pamd, "h1").await.unwrap();
     let w2 = Worker::start(&pamd, "h2").await.unwrap();
     wait_online(&pamd, "h1").await;
     wait_online(&pamd, "h2").await;
-    let mut yaml = project(&format!("file://{}", bare.display()));
+    let pushes = |i: usize| push && i % 2 == 0;
+    let mut yaml = project(url);
     for i in 0..N {
         yaml.push_str("---\n");
+        let ws = if pushes(i) {
+            "  workspace:\n    push: true\n"
+        } else {
+            "  workspace: {}\n"
+        };
         yaml.push_str(&ws_run(
             &format!("w{i}"),
             &format!("echo line-{i} >> notes.txt"),
-            "  workspace: {}\n",
+            ws,
         ));
     }
     apply(&pamd, &yaml);
@@ -55,6 +65,28 @@ async fn runs_at_once_on_two_workers_each_get_their_own_branch_and_result() {
         assert!(patch.contains(&format!("+line-{i}\n")), "{full}");
         assert_eq!(patch.matches("\n+line-").count(), 1, "{patch}");
         assert_eq!(full["patchTruncated"], Value::Null, "{full}");
+        let in_bare = std::process::Command::new("git")
+            .arg("--git-dir")
+            .arg(bare)
+            .args([
+                "rev-parse",
+                "--verify",
+                "--quiet",
+                &format!("refs/heads/{branch}"),
+            ])
+            .output()
+            .unwrap();
+        if pushes(i) {
+            assert_eq!(res["pushed"], true, "{r}");
+            assert_eq!(
+                String::from_utf8_lossy(&in_bare.stdout).trim(),
+                res["headCommit"].as_str().unwrap(),
+                "{branch} pushed"
+            );
+        } else {
+            assert_eq!(res["pushed"], Value::Null, "{r}");
+            assert!(!in_bare.status.success(), "{branch} not pushed");
+        }
     }
     // Both hosts took some: they shared the repository, not one worktree.
     let hosts: std::collections::BTreeSet<String> = {
@@ -68,7 +100,49 @@ async fn runs_at_once_on_two_workers_each_get_their_own_branch_and_result() {
     assert_eq!(hosts.len(), 2, "{hosts:?}");
     let recorded = pam_tests::worker::events(&pamd, Some("run.result_recorded")).await;
     assert_eq!(recorded.len(), N, "{recorded:#?}");
+    (pamd, w1, w2)
+}
 
+/// A bare repository served over git's dumb HTTP protocol (static files)
+/// on a local port; with `known`, only to those `Authorization` values.
+async fn serve_dumb_http(bare: &Path, known: &'static [&'static str]) -> u16 {
+    git(bare, &["update-server-info"]);
+    let root = bare.to_path_buf();
+    let app = axum::Router::new().fallback(move |req: axum::extract::Request| {
+        let root = root.clone();
+        async move {
+            use axum::http::{header, StatusCode};
+            use axum::response::IntoResponse;
+            let auth = req.headers().get(header::AUTHORIZATION);
+            if !known.is_empty()
+                && !auth
+                    .and_then(|a| a.to_str().ok())
+                    .is_some_and(|a| known.contains(&a))
+            {
+                return (
+                    StatusCode::UNAUTHORIZED,
+                    [(header::WWW_AUTHENTICATE, "Basic realm=\"git\"")],
+                )
+                    .into_response();
+            }
+            let rel = req.uri().path().trim_start_matches("/origin.git/");
+            match std::fs::read(root.join(rel)) {
+                Ok(bytes) if !rel.contains("..") => bytes.into_response(),
+                _ => StatusCode::NOT_FOUND.into_response(),
+            }
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    port
+}
+
+#[tokio::test]
+async fn runs_at_once_on_two_workers_each_get_their_own_branch_and_result() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bare = origin(tmp.path());
+    let (pamd, _w1, _w2) = twenty_at_once(&bare, &format!("file://{}", bare.display()), true).await;
     let printed = ok(&pamd.pamctl(&["-p", "e2e", "result", "w3"]));
     assert!(printed.contains("Branch:   pam/t1/w3-a1"), "{printed}");
     assert!(printed.contains("Changed:  1 files, +1 -0"), "{printed}");
@@ -88,6 +162,16 @@ async fn runs_at_once_on_two_workers_each_get_their_own_branch_and_result() {
         String::from_utf8_lossy(&missing.stderr).contains("no workspace result for attempt 2"),
         "{missing:?}"
     );
+}
+
+/// The same over git's dumb HTTP protocol (a static file server; dumb
+/// HTTP takes no push).
+#[tokio::test]
+async fn runs_at_once_over_dumb_http() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bare = origin(tmp.path());
+    let port = serve_dumb_http(&bare, &[]).await;
+    twenty_at_once(&bare, &format!("http://127.0.0.1:{port}/origin.git"), false).await;
 }
 
 /// Attempt 1 writes its line and exits 1; attempt 2 writes its own.
@@ -257,36 +341,12 @@ async fn push_and_keep() {
 async fn an_http_repository_with_credentials_from_the_workers_file() {
     let tmp = tempfile::tempdir().unwrap();
     let bare = origin(tmp.path());
-    git(&bare, &["update-server-info"]);
-    let root = bare.clone();
-    let app = axum::Router::new().fallback(move |req: axum::extract::Request| {
-        let root = root.clone();
-        async move {
-            use axum::http::{header, StatusCode};
-            use axum::response::IntoResponse;
-            let auth = req.headers().get(header::AUTHORIZATION);
-            // user:pw (the worker's file) or bot:s3cret-git-pw (a Secret).
-            let known = ["Basic dXNlcjpwdw==", "Basic Ym90OnMzY3JldC1naXQtcHc="];
-            if !auth
-                .and_then(|a| a.to_str().ok())
-                .is_some_and(|a| known.contains(&a))
-            {
-                return (
-                    StatusCode::UNAUTHORIZED,
-                    [(header::WWW_AUTHENTICATE, "Basic realm=\"git\"")],
-                )
-                    .into_response();
-            }
-            let rel = req.uri().path().trim_start_matches("/origin.git/");
-            match std::fs::read(root.join(rel)) {
-                Ok(bytes) if !rel.contains("..") => bytes.into_response(),
-                _ => StatusCode::NOT_FOUND.into_response(),
-            }
-        }
-    });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    // user:pw (the worker's file) or bot:s3cret-git-pw (a Secret).
+    let port = serve_dumb_http(
+        &bare,
+        &["Basic dXNlcjpwdw==", "Basic Ym90OnMzY3JldC1naXQtcHc="],
+    )
+    .await;
     let creds = tmp.path().join("git-credentials");
     std::fs::write(&creds, format!("http://user:pw@127.0.0.1:{port}\n")).unwrap();
 
