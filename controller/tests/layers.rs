@@ -20,7 +20,7 @@ const LAYERS: &[&[&str]] = &[
     &["sync"],
     &["api"],
     &["config"],
-    &["server", "main"],
+    &["server", "main", "bin"],
 ];
 
 fn layer_of(module: &str) -> Option<usize> {

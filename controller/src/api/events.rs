@@ -12,7 +12,7 @@ use crate::events::event_json;
 
 type ApiResult<T> = Result<T, ApiError>;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EventsQuery {
     #[serde(default)]

@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use super::ApiError;
 use crate::rules::meta::manifest_labels;
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ListQuery {
     pub label_selector: Option<String>,

@@ -46,7 +46,7 @@ const PAGE: i64 = 1000;
 /// stream writes few large chunks rather than one per event.
 const BATCH_BYTES: usize = 64 * 1024;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StreamQuery {
     after: Option<String>,

@@ -41,7 +41,7 @@ impl Served for Webhook {
     }
 }
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DeliveriesQuery {
     webhook: Option<String>,
