@@ -209,6 +209,12 @@ fn query_params(q: SchemaOf) -> Vec<Value> {
             let description = s.as_object_mut().and_then(|o| o.remove("description"));
             // An absent parameter is an `Option`'s None; there is no null
             // in a query string.
+            if let Some(o) = s
+                .as_object_mut()
+                .filter(|o| o.get("default") == Some(&Value::Null))
+            {
+                o.remove("default");
+            }
             if let Some(types) = s["type"].as_array() {
                 let types: Vec<Value> = types.iter().filter(|t| *t != "null").cloned().collect();
                 s["type"] = match types.as_slice() {
