@@ -102,25 +102,33 @@ fn openapi_path(path: &str) -> String {
     path.replace("{*", "{")
 }
 
-/// The `{param}` names of a path, in order.
-fn path_params(path: &str) -> Vec<String> {
+/// The `{param}` names of a path, in order, and whether each is axum's
+/// `{*rest}` (the rest of the path, slashes included).
+fn path_params(path: &str) -> Vec<(String, bool)> {
     path.split('/')
         .filter_map(|s| s.strip_prefix('{')?.strip_suffix('}'))
-        .map(|s| s.trim_start_matches('*').to_string())
+        .map(|s| match s.strip_prefix('*') {
+            Some(rest) => (rest.to_string(), true),
+            None => (s.to_string(), false),
+        })
         .collect()
 }
 
 fn operation(r: &Route, g: &mut SchemaGenerator) -> Value {
     let mut params: Vec<Value> = path_params(&r.path)
         .into_iter()
-        .map(|name| {
+        .map(|(name, rest)| {
             // Token and delivery ids are UUIDs; everything else a name.
             let schema = if name == "id" {
                 json!({ "type": "string", "format": "uuid" })
             } else {
                 json!({ "type": "string" })
             };
-            json!({ "name": name, "in": "path", "required": true, "schema": schema })
+            let mut p = json!({ "name": name, "in": "path", "required": true, "schema": schema });
+            if rest {
+                p["description"] = "The rest of the path; its `/` are sent as is.".into();
+            }
+            p
         })
         .collect();
     if let Some(q) = r.query {
