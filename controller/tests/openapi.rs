@@ -16,6 +16,10 @@ use pam_controller::clock::SystemClock;
 use serde_json::Value;
 use tower::ServiceExt;
 
+#[path = "common/rust_files.rs"]
+mod rust_files;
+use rust_files::rust_files;
+
 const METHODS: [&str; 8] = [
     "get", "put", "post", "delete", "options", "head", "patch", "trace",
 ];
@@ -291,17 +295,6 @@ async fn the_document_is_served_without_a_token() {
     assert_eq!(resp.headers()["content-type"], "application/json");
     let bytes = resp.into_body().collect().await.unwrap().to_bytes();
     assert_eq!(std::str::from_utf8(&bytes).unwrap(), text());
-}
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let p = entry.unwrap().path();
-        if p.is_dir() {
-            rust_files(&p, out);
-        } else if p.extension().is_some_and(|e| e == "rs") {
-            out.push(p);
-        }
-    }
 }
 
 /// The table is the only way a route is added: `route::router` is the one
