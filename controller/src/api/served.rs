@@ -1,9 +1,9 @@
 //! The API's list, get and delete of every named kind, written once
 //! (issue 29: a Kind is described once and generic code serves it). A kind
 //! says how to find, print and delete its objects ([`Served`], next to its
-//! other handlers); [`routes`] mounts the same three routes for each, at
-//! the paths its registry row ([`pam_manifests::kinds::Kind::info`])
-//! names:
+//! other handlers); [`routes`] gives the route table the same three
+//! routes for each, at the paths its registry row
+//! ([`pam_manifests::kinds::Kind::info`]) names:
 //!
 //! - a project-scoped kind (Tasks, Runs, Secrets, Schedules):
 //!   `GET /api/v1/projects/{project}/<plural>`,
