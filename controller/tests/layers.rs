@@ -6,7 +6,11 @@
 //! way, naming the file, the line and the two layers. SQL stays in
 //! pam-store: this crate does not even depend on sqlx.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+#[path = "common/rust_files.rs"]
+mod rust_files;
+use rust_files::rust_files;
 
 /// Top-level modules by layer, lowest first. Modules on one line are
 /// siblings: they may not import each other.
@@ -20,22 +24,11 @@ const LAYERS: &[&[&str]] = &[
     &["sync"],
     &["api"],
     &["config"],
-    &["server", "main"],
+    &["server", "main", "bin"],
 ];
 
 fn layer_of(module: &str) -> Option<usize> {
     LAYERS.iter().position(|l| l.contains(&module))
-}
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let p = entry.unwrap().path();
-        if p.is_dir() {
-            rust_files(&p, out);
-        } else if p.extension().is_some_and(|e| e == "rs") {
-            out.push(p);
-        }
-    }
 }
 
 /// The top-level module a source file belongs to (`src/api/runs.rs` →

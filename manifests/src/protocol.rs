@@ -89,7 +89,7 @@ mod workspace;
 pub use workspace::{GitCredentials, WorkspaceOrder, WorkspaceResult, RESULT_PATCH_MAX_BYTES};
 
 /// `POST /api/v1/workers/register`: a worker introduces itself at start.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RegisterRequest {
     /// Operator-chosen host name (`--name`), unique across the fleet.
     pub name: String,
@@ -113,7 +113,7 @@ pub struct RegisterRequest {
 }
 
 /// The controller's answer to a [`RegisterRequest`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RegisterResponse {
     /// The host's database id.
     pub host_id: Uuid,
@@ -128,7 +128,7 @@ pub struct RegisterResponse {
 }
 
 /// One tmux session the worker sees, as reported in a [`Heartbeat`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SessionReport {
     /// The tmux session name (`pam-xxxxxxxx`).
     pub session_name: String,
@@ -142,7 +142,7 @@ pub struct SessionReport {
 }
 
 /// `POST /api/v1/workers/heartbeat`: liveness plus what is running.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Heartbeat {
     /// Same value as at registration (OQ-14).
     pub instance_id: Uuid,
@@ -153,7 +153,7 @@ pub struct Heartbeat {
 
 /// One run the controller wants to exist (or to stop) on this host.
 /// `Debug` leaves the environment's values out (they may be Secrets).
-#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DesiredRun {
     /// The run's id.
     pub run_id: Uuid,
@@ -219,7 +219,7 @@ impl std::fmt::Debug for DesiredRun {
 }
 
 /// An operator signal for a run's session.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct OperatorSignal {
     /// Its id: the seq of the `run.signal_received` event that journaled it.
     pub id: i64,
@@ -240,7 +240,7 @@ impl OperatorSignal {
 
 /// The answer to a heartbeat: every run that should exist on this host.
 /// Level-triggered: a run missing from the set should not exist.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DesiredSet {
     /// The runs, in no particular order.
     #[serde(default)]
@@ -248,7 +248,7 @@ pub struct DesiredSet {
 }
 
 /// What a [`Signal`] says happened.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SignalKind {
     /// The wrapper spawned the provider process (spawning → running).
@@ -304,7 +304,7 @@ impl fmt::Display for SignalKind {
 /// attempt's (at most once: only a progress signal that advances
 /// `last_progress_seq` counts); on `finished` it is the provider's final
 /// totals for the attempt, which replace what the steps added up to.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TokenUsage {
     /// Input (prompt) tokens, cached ones included.
     pub input_tokens: u64,
@@ -347,7 +347,7 @@ pub fn truncate_message(text: &str, max: usize) -> String {
 
 /// One fact about one attempt of one run, written by the wrapper (or the
 /// agent, for `lost`/`orphan`) to the outbox and shipped at least once.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Signal {
     /// The run the signal is about.
     pub run_id: Uuid,
@@ -450,14 +450,14 @@ impl Signal {
 }
 
 /// `POST /api/v1/workers/signals`: signals in outbox (creation) order.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SignalBatch {
     /// Applied by the controller in one transaction, in this order.
     pub signals: Vec<Signal>,
 }
 
 /// What the controller did with one signal of a batch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SignalOutcome {
     /// Written: a one-shot signal's transition was applied and its event
@@ -482,7 +482,7 @@ impl SignalOutcome {
 }
 
 /// The outcome of one signal, by its index in the batch.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SignalResult {
     /// Index into [`SignalBatch::signals`].
     pub index: usize,
@@ -494,7 +494,7 @@ pub struct SignalResult {
 }
 
 /// The controller's answer to a [`SignalBatch`], sent after its commit.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SignalAck {
     /// One result per signal; a signal without one stays in the outbox.
     pub results: Vec<SignalResult>,
@@ -502,7 +502,7 @@ pub struct SignalAck {
 
 /// The tail of a run's output, shipped at a bounded rate for the dashboard
 /// and `pamctl logs`. Never stored in PostgreSQL.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct OutputSnapshot {
     /// The run.
     pub run_id: Uuid,

@@ -26,6 +26,13 @@ pub fn schema_for(kind: Kind) -> Value {
     crate::kinds::for_manifest!(kind, T => generate::<T>(kind))
 }
 
+/// The schema of a kind's object as the API prints it (with `status` and
+/// the server-set metadata), added to `generator`'s definitions: the
+/// OpenAPI document's responses (pam-controller's `api::openapi`).
+pub fn object_schema(kind: Kind, generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    crate::kinds::for_manifest!(kind, T => generator.subschema_for::<T>())
+}
+
 /// Every kind's schema file: `(file name, pretty JSON with a final newline)`.
 pub fn all_schema_files() -> Vec<(String, String)> {
     Kind::ALL

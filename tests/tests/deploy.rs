@@ -793,3 +793,55 @@ fn helm_chart_values_and_templates_agree() {
     pods::check_pamd_pods(&rendered, "helm template");
     pods::check_worker_pod(&rendered, "helm template");
 }
+
+/// Issue 36's schema check: the Kubernetes manifests validate against the
+/// Kubernetes API's own schemas (strict: an unknown field fails) with
+/// `kubernetes-validate` (pip package `kubernetes-validate`; kubeconform is
+/// not in the package registries), when it is on PATH. A manifest with a
+/// field of the wrong type is refused first, so the check is known to bite.
+#[test]
+fn kubernetes_manifests_pass_the_schema_check() {
+    let tool = "kubernetes-validate";
+    if Command::new(tool).arg("--version").output().is_err() {
+        println!(
+            "note: {tool} is not installed (pip install kubernetes-validate): \
+             deploy/kubernetes was not checked against the Kubernetes schemas"
+        );
+        return;
+    }
+    let validate = |files: &[PathBuf]| {
+        Command::new(tool)
+            .args(["--strict", "--quiet"])
+            .args(files)
+            .output()
+            .unwrap()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(
+        &bad,
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\n\
+         spec:\n  replicas: two\n  selector: {matchLabels: {app: x}}\n\
+         \x20 template:\n    metadata: {labels: {app: x}}\n\
+         \x20   spec: {containers: [{name: x, image: x}]}\n",
+    )
+    .unwrap();
+    let out = validate(&[bad]);
+    assert!(
+        !out.status.success(),
+        "{tool} accepted replicas: two: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let files = [
+        "deploy/kubernetes/pamd.yaml",
+        "deploy/kubernetes/worker.yaml",
+    ]
+    .map(|f| root().join(f));
+    let out = validate(&files);
+    assert!(
+        out.status.success(),
+        "{tool}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

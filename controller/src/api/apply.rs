@@ -40,7 +40,7 @@ impl From<ApplyError> for ApiError {
 
 /// The apply response, serialized straight from the results (no
 /// intermediate JSON tree of every result).
-#[derive(serde::Serialize)]
+#[derive(serde::Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ApplyResponse {
     dry_run: bool,
@@ -49,7 +49,7 @@ pub struct ApplyResponse {
 
 /// `?forceConflicts=true`: take fields a Source owns (server-side
 /// apply's `--force-conflicts`).
-#[derive(serde::Deserialize, Default)]
+#[derive(serde::Deserialize, Default, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ApplyQuery {
     #[serde(default)]

@@ -38,20 +38,20 @@ type ApiResult<T> = Result<T, ApiError>;
 /// Most bytes of one input line.
 const MAX_INPUT: usize = 64 * 1024;
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct AcquireBody {
     holder: Option<String>,
     ttl_seconds: Option<u64>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct LeaseBody {
     lease_id: Uuid,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct InputBody {
     lease_id: Uuid,

@@ -12,13 +12,17 @@ use crate::events::event_json;
 
 type ApiResult<T> = Result<T, ApiError>;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EventsQuery {
+    /// Events with a greater seq, ascending (default 0).
     #[serde(default)]
     after: i64,
+    /// Exact topics, comma-separated; one ending in `.` (`run.`) is a prefix.
     topic: Option<String>,
+    /// Only events naming this project.
     project: Option<String>,
+    /// At most this many (default 500, at most 10000).
     limit: Option<i64>,
 }
 

@@ -9,11 +9,14 @@ use serde_json::{json, Value};
 use super::ApiError;
 use crate::rules::meta::manifest_labels;
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ListQuery {
+    /// A label selector in kubectl's `-l` syntax (`k=v,k2!=v2,k3 in (a,b),!k4`).
     pub label_selector: Option<String>,
+    /// Runs only: this phase.
     pub phase: Option<String>,
+    /// Runs only: placed on this host.
     pub host: Option<String>,
 }
 

@@ -14,7 +14,6 @@ use std::sync::Arc;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 use axum::Router;
 use extract::Json;
 use pam_store::{Store, StoreError};
@@ -36,10 +35,12 @@ pub mod list;
 pub mod lookup;
 pub mod metrics;
 pub mod objects;
+pub mod openapi;
 pub mod pending_signals;
 pub mod projects;
 pub mod rate_limit;
 pub mod revocation;
+pub mod route;
 pub mod routes;
 pub mod runs;
 pub mod schedules;
@@ -91,12 +92,8 @@ pub fn router(state: AppState) -> Router {
     let idempotent = axum::middleware::from_fn_with_state(state.clone(), idempotency::layer);
     let limited = axum::middleware::from_fn_with_state(state.clone(), rate_limit::layer);
     Router::new()
-        .merge(routes::v1(state.max_body_bytes))
-        .merge(dashboard::router())
-        .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics::handler))
-        .route("/api/v1/version", get(version))
+        // Every route is an entry of the route table (routes.rs).
+        .merge(routes::router(state.max_body_bytes))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(idempotent)
@@ -170,12 +167,35 @@ impl ApiError {
     }
 }
 
+/// The body of every error answer (what an `ApiError` sends; the OpenAPI
+/// document's `Error` schema).
+#[derive(serde::Serialize, schemars::JsonSchema)]
+#[schemars(rename = "Error")]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+    /// Every problem, where there are several (invalid manifests).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub errors: Option<serde_json::Value>,
+}
+
+#[derive(serde::Serialize, schemars::JsonSchema)]
+pub struct ErrorDetail {
+    /// Machine-readable and stable: `not_found`, `bad_request`,
+    /// `unauthorized`, `conflict`, `invalid`, `unavailable`, …
+    pub code: String,
+    /// For people; never a secret's value.
+    pub message: String,
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let mut body = json!({"error": {"code": self.code, "message": self.message}});
-        if let Some(d) = self.details {
-            body["errors"] = d;
-        }
+        let body = ErrorBody {
+            error: ErrorDetail {
+                code: self.code.to_string(),
+                message: self.message,
+            },
+            errors: self.details,
+        };
         let mut resp = (self.status, Json(body)).into_response();
         if let Some(s) = self.retry_after {
             resp.headers_mut()

@@ -1,12 +1,38 @@
-//! The `/api/v1` routes for operators and workers.
+//! The route table: every route pamd serves, one entry each, from which
+//! both the router ([`router`]) and the OpenAPI document
+//! ([`super::openapi`], `schemas/openapi.json`) are built. A test fails
+//! when a `.route(` call appears anywhere else in the controller, so a
+//! route cannot exist without its documentation.
+//!
+//! Adding a route is one entry here (or in a `Vec` this table appends):
+//!
+//! ```text
+//! post("/api/v1/projects/{project}/runs/{name}/rerun", runs::rerun, Operator)
+//!     .doc("runs", "rerunRun", "Start a finished run again")
+//!     .object(201, "the new Run"),
+//! ```
+//!
+//! - `get`/`post`/`delete`(path, handler, who may call it: [`Access`]);
+//! - `.doc(tag, operationId, summary)` — the operationId must be unique;
+//! - the handler's `Query<Q>` as `.query::<Q>()`, its `Json<B>` body as
+//!   `.body::<B>()` (`Option<Json<B>>`: `.optional_body::<B>()`);
+//! - its answer: `.json::<R>(status, …)` for a typed body, `.object(…)`
+//!   for JSON built by hand, `.empty(…)`, `.events(…)` (SSE) or
+//!   `.content(media type, …)`. Types need `schemars::JsonSchema`.
+//!
+//! Then regenerate the document (`api::openapi::REGENERATE_COMMAND`).
 
-use axum::extract::DefaultBodyLimit;
-use axum::routing::{delete, get, post};
 use axum::Router;
+use pam_manifests::kinds;
+use pam_manifests::protocol::{
+    DesiredSet, Heartbeat, OutputSnapshot, RegisterRequest, RegisterResponse, SignalAck,
+    SignalBatch,
+};
 
+use super::route::{self, delete, get, post, Access::*, Route};
 use super::{
-    apply, attach as a, events, hosts, runs, schedules, secrets, served, sources, stream, tasks,
-    tokens, webhooks, worker as w, AppState,
+    apply, attach as a, dashboard, events, hosts, metrics, openapi, runs, schedules, secrets,
+    served, sources, stream, tasks, tokens, webhooks, worker as w, AppState,
 };
 
 /// The default request body limit of apply and diff (`[api]
@@ -15,102 +41,250 @@ use super::{
 /// one within the deploy files' 512 MiB (docs/operations.md, "Memory").
 pub const DEFAULT_MAX_BODY_BYTES: usize = 16 << 20;
 
-/// The routes; apply and diff accept bodies up to `max_body_bytes`.
-pub fn v1(max_body_bytes: usize) -> Router<AppState> {
-    Router::new()
+/// The router of [`table`].
+pub fn router(max_body_bytes: usize) -> Router<AppState> {
+    route::router(table(max_body_bytes))
+}
+
+/// Every route; apply, diff and the workers' signals accept bodies up to
+/// `max_body_bytes`.
+pub fn table(max_body_bytes: usize) -> Vec<Route> {
+    let run = "/api/v1/projects/{project}/runs/{name}";
+    let mut t = vec![
         // Large batches (10,000 manifests is several MB of YAML) exceed
         // axum's 2 MB default body limit.
-        .route(
-            "/api/v1/apply",
-            post(apply::apply_handler).layer(DefaultBodyLimit::max(max_body_bytes)),
-        )
-        .route(
-            "/api/v1/diff",
-            post(apply::diff_handler).layer(DefaultBodyLimit::max(max_body_bytes)),
-        )
-        .route(
+        post("/api/v1/apply", apply::apply_handler, Operator)
+            .doc(
+                "apply",
+                "apply",
+                "Apply manifests (create or update, optionally prune)",
+            )
+            .query::<apply::ApplyQuery>()
+            .body::<crate::apply::ApplyRequest>()
+            .json::<apply::ApplyResponse>(200, "what was done to each object")
+            .body_limit(max_body_bytes),
+        post("/api/v1/diff", apply::diff_handler, Operator)
+            .doc(
+                "apply",
+                "diff",
+                "What an apply would change, changing nothing",
+            )
+            .body::<crate::apply::ApplyRequest>()
+            .object(200, "`{items}`: each object's difference")
+            .body_limit(max_body_bytes),
+        post(
             "/api/v1/projects/{project}/tasks/{name}/transition",
-            post(tasks::transition_task),
+            tasks::transition_task,
+            Operator,
         )
-        .route(
-            "/api/v1/projects/{project}/runs/{name}/stop",
-            post(runs::stop_run),
-        )
-        .route(
-            "/api/v1/projects/{project}/runs/{name}/signal",
-            post(runs::signal_run),
-        )
-        .route(
-            "/api/v1/projects/{project}/runs/{name}/output",
-            get(runs::run_output),
-        )
-        .route(
-            "/api/v1/projects/{project}/runs/{name}/attach",
-            post(a::acquire),
-        )
-        .route(
-            "/api/v1/projects/{project}/runs/{name}/attach/renew",
-            post(a::renew),
-        )
-        .route(
-            "/api/v1/projects/{project}/runs/{name}/attach/release",
-            post(a::release),
-        )
-        .route(
-            "/api/v1/projects/{project}/runs/{name}/attach/input",
-            post(a::input),
-        )
-        .route("/api/v1/secrets/rotate-key", post(secrets::rotate_key))
-        .route(
+        .doc("tasks", "transitionTask", "Move a task to another status")
+        .body::<tasks::TransitionBody>()
+        .object(200, "`{task, cascade, changed, dryRun}`"),
+        post(format!("{run}/stop"), runs::stop_run, Operator)
+            .doc("runs", "stopRun", "Ask a run's session to stop")
+            .json::<kinds::Run>(200, "the Run"),
+        post(format!("{run}/signal"), runs::signal_run, Operator)
+            .doc("runs", "signalRun", "Send a signal to a run's session")
+            .body::<runs::SignalBody>()
+            .object(202, "`{accepted: true}`: handed to the run's worker"),
+        get(format!("{run}/output"), runs::run_output, Operator)
+            .doc(
+                "runs",
+                "getRunOutput",
+                "The latest output snapshot of a run's session",
+            )
+            .object(200, "the snapshot"),
+        post(format!("{run}/attach"), a::acquire, Operator)
+            .doc(
+                "attach",
+                "acquireAttachLease",
+                "Take the run's attach lease",
+            )
+            .optional_body::<a::AcquireBody>()
+            .object(201, "the lease"),
+        post(format!("{run}/attach/renew"), a::renew, Operator)
+            .doc("attach", "renewAttachLease", "Extend an attach lease")
+            .body::<a::LeaseBody>()
+            .object(200, "the lease"),
+        post(format!("{run}/attach/release"), a::release, Operator)
+            .doc("attach", "releaseAttachLease", "Give an attach lease back")
+            .body::<a::LeaseBody>()
+            .empty(204, "released"),
+        post(format!("{run}/attach/input"), a::input, Operator)
+            .doc(
+                "attach",
+                "sendAttachInput",
+                "Type a line into an attached session",
+            )
+            .body::<a::InputBody>()
+            .object(202, "`{accepted: true}`"),
+        post("/api/v1/secrets/rotate-key", secrets::rotate_key, Operator)
+            .doc(
+                "secrets",
+                "rotateSecretsKey",
+                "Seal every Secret with a new key",
+            )
+            .optional_body::<secrets::RotateRequest>()
+            .json::<crate::rules::secrets::Rotation>(200, "what the rotation did"),
+        post(
             "/api/v1/projects/{project}/schedules/{name}/trigger",
-            post(schedules::trigger_schedule),
+            schedules::trigger_schedule,
+            Operator,
         )
-        .route("/api/v1/hosts/{host}/{action}", post(hosts::host_action))
-        .route("/api/v1/sources/{source}/sync", post(sources::sync_source))
-        .route("/api/v1/webhookdeliveries", get(webhooks::list_deliveries))
-        .route(
+        .doc("schedules", "triggerSchedule", "Start a schedule's run now")
+        .object(201, "`{run}`: the run started"),
+        post(
+            "/api/v1/hosts/{host}/{action}",
+            hosts::host_action,
+            Operator,
+        )
+        .doc(
+            "hosts",
+            "hostAction",
+            "disable, enable or clear-suspect a host ({action})",
+        )
+        .json::<kinds::Host>(200, "the Host"),
+        post(
+            "/api/v1/sources/{source}/sync",
+            sources::sync_source,
+            Operator,
+        )
+        .doc("sources", "syncSource", "Sync a Source now")
+        .json::<kinds::Source>(202, "the Source, its sync requested"),
+        get(
+            "/api/v1/webhookdeliveries",
+            webhooks::list_deliveries,
+            Operator,
+        )
+        .doc(
+            "webhooks",
+            "listWebhookDeliveries",
+            "List webhook deliveries",
+        )
+        .query::<webhooks::DeliveriesQuery>()
+        .object(200, "`{items}`: the deliveries, newest first"),
+        get(
             "/api/v1/webhookdeliveries/{id}",
-            get(webhooks::get_delivery),
+            webhooks::get_delivery,
+            Operator,
         )
-        .route(
+        .doc("webhooks", "getWebhookDelivery", "Get a webhook delivery")
+        .object(200, "the delivery"),
+        post(
             "/api/v1/webhookdeliveries/{id}/redeliver",
-            post(webhooks::redeliver),
+            webhooks::redeliver,
+            Operator,
         )
+        .doc("webhooks", "redeliverWebhook", "Send a delivery again")
+        .object(202, "the new delivery"),
         // The dashboard's run timeline.
-        .route(
-            "/api/v1/projects/{project}/runs/{name}/events",
-            get(runs::run_events),
-        )
-        .route(
-            "/api/v1/projects/{project}/runs/{name}/result",
-            get(runs::run_result),
-        )
-        .route(
-            "/api/v1/tokens",
-            get(tokens::list_tokens).post(tokens::create_token),
-        )
-        .route("/api/v1/tokens/{id}", delete(tokens::revoke_token))
-        .route("/api/v1/events", get(events::list_events))
-        .route("/api/v1/events/stream", get(stream::stream))
-        .route("/api/v1/workers/register", post(w::register))
-        .route("/api/v1/workers/heartbeat", post(w::heartbeat))
-        .route("/api/v1/workers/desired", get(w::desired))
-        .route("/api/v1/workers/claim", post(w::claim))
+        get(format!("{run}/events"), runs::run_events, Operator)
+            .doc("runs", "listRunEvents", "A run's events, oldest first")
+            .query::<runs::RunEventsQuery>()
+            .object(200, "`{items}`: the events"),
+        get(format!("{run}/result"), runs::run_result, Operator)
+            .doc(
+                "runs",
+                "getRunResult",
+                "An attempt's workspace result with its patch",
+            )
+            .query::<runs::RunResultQuery>()
+            .object(200, "the workspace result"),
+        get("/api/v1/tokens", tokens::list_tokens, Operator)
+            .doc(
+                "tokens",
+                "listTokens",
+                "List API tokens (never their values)",
+            )
+            .object(200, "`{items}`: the tokens"),
+        post("/api/v1/tokens", tokens::create_token, Operator)
+            .doc(
+                "tokens",
+                "createToken",
+                "Create an operator or worker token",
+            )
+            .body::<tokens::NewToken>()
+            .object(201, "the token, with its value shown this once"),
+        delete("/api/v1/tokens/{id}", tokens::revoke_token, Operator)
+            .doc("tokens", "revokeToken", "Revoke a token")
+            .empty(204, "revoked"),
+        get("/api/v1/events", events::list_events, Operator)
+            .doc("events", "listEvents", "A page of the event journal")
+            .query::<events::EventsQuery>()
+            .object(200, "`{items, next}`: the events"),
+        get("/api/v1/events/stream", stream::stream, Operator)
+            .doc(
+                "events",
+                "streamEvents",
+                "The event journal, live (Server-Sent Events)",
+            )
+            .query::<stream::StreamQuery>()
+            .events("one SSE event per journal event, its `id` the event's seq"),
+        post("/api/v1/workers/register", w::register, Worker)
+            .doc("workers", "registerWorker", "A worker registers its host")
+            .body::<RegisterRequest>()
+            .json::<RegisterResponse>(200, "the host's id and heartbeat period"),
+        post("/api/v1/workers/heartbeat", w::heartbeat, Worker)
+            .doc("workers", "heartbeat", "A worker's heartbeat")
+            .body::<Heartbeat>()
+            .json::<DesiredSet>(200, "the runs the host should have"),
+        get("/api/v1/workers/desired", w::desired, Worker)
+            .doc("workers", "getDesired", "The runs the host should have")
+            .json::<DesiredSet>(200, "the desired set"),
+        post("/api/v1/workers/claim", w::claim, Worker)
+            .doc("workers", "claimRuns", "Claim pending runs (long-poll)")
+            .query::<w::ClaimQuery>()
+            .json::<DesiredSet>(200, "the runs claimed"),
         // A `finished` signal may carry its workspace's patch (issue 32,
         // protocol::RESULT_PATCH_MAX_BYTES each).
-        .route(
-            "/api/v1/workers/signals",
-            post(w::signals).layer(DefaultBodyLimit::max(max_body_bytes)),
-        )
-        .route("/api/v1/workers/snapshots", post(w::snapshot))
-        .merge(kinds())
+        post("/api/v1/workers/signals", w::signals, Worker)
+            .doc("workers", "sendSignals", "Report what runs did")
+            .body::<SignalBatch>()
+            .json::<SignalAck>(200, "each signal's outcome")
+            .body_limit(max_body_bytes),
+        post("/api/v1/workers/snapshots", w::snapshot, Worker)
+            .doc("workers", "sendSnapshot", "A run's latest output")
+            .body::<OutputSnapshot>()
+            .empty(204, "kept"),
+        // Probes and metrics: no token, nothing secret in them.
+        get("/healthz", super::healthz, Public)
+            .doc("system", "healthz", "Liveness: the process serves HTTP")
+            .object(200, "`{status: ok}`"),
+        get("/readyz", super::readyz, Public)
+            .doc(
+                "system",
+                "readyz",
+                "Readiness: the database answers, migrations applied",
+            )
+            .object(200, "`{status: ready}`"),
+        get("/metrics", metrics::handler, Public)
+            .doc("system", "metrics", "Prometheus metrics")
+            .content(
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                "the metrics",
+            ),
+        get("/api/v1/version", super::version, Public)
+            .doc("system", "version", "pamd's version and schema version")
+            .object(200, "`{name, version, apiVersion, schemaVersion}`"),
+        get("/api/v1/openapi.json", openapi::serve, Public)
+            .doc("system", "openapi", "This document")
+            .object(200, "the OpenAPI 3.1 document"),
+        get("/", dashboard::index, Public)
+            .doc("dashboard", "dashboard", "The dashboard's page")
+            .content("text/html", "the dashboard"),
+        get("/ui/{*path}", dashboard::ui_asset, Public)
+            .doc("dashboard", "dashboardAsset", "A file of the dashboard")
+            .content("*/*", "the file (JavaScript, CSS, HTML)"),
+    ];
+    t.extend(kinds());
+    t
 }
 
 /// List, get and delete of every kind of the registry
 /// ([`served::routes`]).
-fn kinds() -> Router<AppState> {
-    pam_manifests::kinds::info::KINDS.iter().fold(
-        Router::new(),
-        |r, info| crate::rules::kind::for_kind!(info.kind, K => r.merge(served::routes::<K>())),
-    )
+fn kinds() -> Vec<Route> {
+    pam_manifests::kinds::info::KINDS
+        .iter()
+        .flat_map(|info| crate::rules::kind::for_kind!(info.kind, K => served::routes::<K>()))
+        .collect()
 }

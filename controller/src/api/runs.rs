@@ -195,7 +195,7 @@ pub async fn stop_run(
     Ok(Json(obj))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SignalBody {
     signal: String,
@@ -260,7 +260,7 @@ pub async fn run_output(
     })))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RunEventsQuery {
     /// Only events after this seq (a live page resumes from its last one).
@@ -298,7 +298,7 @@ pub async fn run_events(
     Ok(Json(json!({ "items": items })))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RunResultQuery {
     /// The attempt; absent: the latest with a result.

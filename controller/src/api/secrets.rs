@@ -40,7 +40,7 @@ impl Served for Secret {
 }
 
 /// The body of `POST /api/v1/secrets/rotate-key` (optional).
-#[derive(Debug, Default, serde::Deserialize)]
+#[derive(Debug, Default, serde::Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RotateRequest {
     /// Re-seal every Secret with the key file's current (first) key and

@@ -1,9 +1,9 @@
 //! The API's list, get and delete of every named kind, written once
 //! (issue 29: a Kind is described once and generic code serves it). A kind
 //! says how to find, print and delete its objects ([`Served`], next to its
-//! other handlers); [`routes`] mounts the same three routes for each, at
-//! the paths its registry row ([`pam_manifests::kinds::Kind::info`])
-//! names:
+//! other handlers); [`routes`] gives the route table the same three
+//! routes for each, at the paths its registry row
+//! ([`pam_manifests::kinds::Kind::info`]) names:
 //!
 //! - a project-scoped kind (Tasks, Runs, Secrets, Schedules):
 //!   `GET /api/v1/projects/{project}/<plural>`,
@@ -18,17 +18,17 @@
 use async_trait::async_trait;
 use axum::extract::State;
 use axum::http::StatusCode;
-use axum::routing::get;
-use axum::Router;
 use chrono::{DateTime, Utc};
 use pam_manifests::kinds::info::Scope;
 use pam_store::prelude::*;
 use pam_store::Project;
+use schemars::{json_schema, Schema, SchemaGenerator};
 use serde_json::Value;
 
 use super::auth::Operator;
 use super::extract::{Json, Path, Query};
 use super::list::{list, selected, ListQuery};
+use super::route::{delete, get, Access, Route};
 use super::{ApiError, AppState};
 use crate::ctx::Wakeups;
 use crate::rules::kind::Stored;
@@ -238,28 +238,91 @@ async fn delete_cluster<K: Served>(
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// List, get and delete of kind `K`, at the paths its scope gives.
-pub fn routes<K: Served>() -> Router<AppState> {
+/// List, get and delete of kind `K`, at the paths its scope gives: its
+/// entries of the route table ([`super::routes::table`]).
+pub fn routes<K: Served>() -> Vec<Route> {
     let info = <K as Stored>::KIND.info();
-    let plural = info.plural;
+    let (name, plural) = (info.name, info.plural);
+    let mut title = plural.to_string();
+    title[..1].make_ascii_uppercase();
+    let tag = "objects";
+    let list_all = get(format!("/api/v1/{plural}"), list_all::<K>, Access::Operator)
+        .query::<ListQuery>()
+        .schema(200, list_schema::<K>, "a List of the objects");
     match info.scope {
-        Scope::Project => Router::new()
-            .route(
-                &format!("/api/v1/projects/{{project}}/{plural}"),
-                get(list_in::<K>),
+        Scope::Project => vec![
+            get(
+                format!("/api/v1/projects/{{project}}/{plural}"),
+                list_in::<K>,
+                Access::Operator,
             )
-            .route(
-                &format!("/api/v1/projects/{{project}}/{plural}/{{name}}"),
-                get(get_in::<K>).delete(delete_in::<K>),
+            .doc(
+                tag,
+                format!("list{title}InProject"),
+                format!("List a project's {plural}"),
             )
-            .route(&format!("/api/v1/{plural}"), get(list_all::<K>)),
-        Scope::Cluster => Router::new()
-            .route(&format!("/api/v1/{plural}"), get(list_all::<K>))
-            .route(
-                &format!("/api/v1/{plural}/{{{}}}", info.singular),
-                get(get_cluster::<K>).delete(delete_cluster::<K>),
+            .query::<ListQuery>()
+            .schema(200, list_schema::<K>, "a List of the objects"),
+            get(
+                format!("/api/v1/projects/{{project}}/{plural}/{{name}}"),
+                get_in::<K>,
+                Access::Operator,
+            )
+            .doc(
+                tag,
+                format!("get{name}"),
+                format!("Get a {name} with its status"),
+            )
+            .schema(200, object_schema::<K>, "the object"),
+            delete(
+                format!("/api/v1/projects/{{project}}/{plural}/{{name}}"),
+                delete_in::<K>,
+                Access::Operator,
+            )
+            .doc(tag, format!("delete{name}"), format!("Delete a {name}"))
+            .empty(204, "deleted"),
+            list_all.doc(
+                tag,
+                format!("list{title}"),
+                format!("List the {plural} of every project"),
             ),
+        ],
+        Scope::Cluster => {
+            let one = format!("/api/v1/{plural}/{{{}}}", info.singular);
+            vec![
+                list_all.doc(tag, format!("list{title}"), format!("List the {plural}")),
+                get(one.clone(), get_cluster::<K>, Access::Operator)
+                    .doc(
+                        tag,
+                        format!("get{name}"),
+                        format!("Get a {name} with its status"),
+                    )
+                    .schema(200, object_schema::<K>, "the object"),
+                delete(one, delete_cluster::<K>, Access::Operator)
+                    .doc(tag, format!("delete{name}"), format!("Delete a {name}"))
+                    .empty(204, "deleted"),
+            ]
+        }
     }
+}
+
+/// The schema of a printed `K` (the manifest type, with its status).
+fn object_schema<K: Served>(g: &mut SchemaGenerator) -> Schema {
+    pam_manifests::schema::object_schema(<K as Stored>::KIND, g)
+}
+
+/// The schema of a List of `K` ([`list`]).
+fn list_schema<K: Served>(g: &mut SchemaGenerator) -> Schema {
+    let item = object_schema::<K>(g);
+    json_schema!({
+        "type": "object",
+        "required": ["apiVersion", "kind", "items"],
+        "properties": {
+            "apiVersion": { "const": "pam.dev/v1" },
+            "kind": { "const": "List" },
+            "items": { "type": "array", "items": item },
+        },
+    })
 }
 
 /// The project of a project-scoped kind (the generic handlers always pass

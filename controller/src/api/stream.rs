@@ -46,11 +46,15 @@ const PAGE: i64 = 1000;
 /// stream writes few large chunks rather than one per event.
 const BATCH_BYTES: usize = 64 * 1024;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StreamQuery {
+    /// Replay the journal after this seq, then go live (`Last-Event-ID`
+    /// wins); without either the stream is live only.
     after: Option<String>,
+    /// Exact topics, comma-separated; one ending in `.` (`run.`) is a prefix.
     topic: Option<String>,
+    /// Only events naming this project.
     project: Option<String>,
 }
 

@@ -95,7 +95,7 @@ async fn task_object(tx: &mut dyn Tx, p: &Project, w: &WorkItem) -> ApiResult<Va
     )))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TransitionBody {
     to: WorkItemStatus,

@@ -37,7 +37,7 @@ pub async fn list_tokens(State(st): State<AppState>, _op: Operator) -> ApiResult
     Ok(Json(json!({ "items": items })))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewToken {
     #[serde(default)]

@@ -41,11 +41,14 @@ impl Served for Webhook {
     }
 }
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DeliveriesQuery {
+    /// One webhook's deliveries.
     webhook: Option<String>,
+    /// `pending`, `delivered` or `failed`.
     status: Option<String>,
+    /// At most this many, newest first (default 100, at most 1000).
     limit: Option<i64>,
 }
 

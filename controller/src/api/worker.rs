@@ -286,7 +286,7 @@ pub fn desired_run(r: &Run) -> DesiredRun {
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ClaimQuery {
     /// Seconds to wait for a claimable run (0 = don't wait).

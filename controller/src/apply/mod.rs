@@ -47,7 +47,7 @@ use writer::Writer;
 /// The label apply writes when `applyset` is given.
 pub const APPLYSET_LABEL: &str = "applyset.pam.dev/name";
 
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ApplyRequest {
     #[serde(default)]
@@ -68,13 +68,14 @@ pub struct ApplyRequest {
     pub force_conflicts: bool,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 pub struct FileIn {
     pub name: String,
     /// Shared with the documents parsed from it, which keep the text for
     /// positioning later errors (one copy of a big request, not two:
     /// issue 30).
     #[serde(deserialize_with = "shared_text")]
+    #[schemars(with = "String", description = "The file's YAML.")]
     pub content: std::sync::Arc<str>,
 }
 
@@ -82,7 +83,7 @@ fn shared_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<std::sync::Arc<
     String::deserialize(d).map(Into::into)
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Action {
     Created,
@@ -94,7 +95,7 @@ pub enum Action {
     Kept,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct ApplyResult {
     pub kind: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -14,7 +14,7 @@ pub const RESULT_PATCH_MAX_BYTES: usize = 8 << 20;
 /// `branch`, at `git_ref` — everything resolved by pamd (the run's or its
 /// task's workspace, the project's repository, the previous attempt's
 /// result), so a worker needs no other object.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct WorkspaceOrder {
     /// The repository (the Project's `spec.repository.url`).
     pub url: String,
@@ -121,7 +121,7 @@ mod credential_tests {
 }
 
 /// The attempt's worktree when the provider exited.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct WorkspaceResult {
     /// The attempt's branch.
     pub branch: String,

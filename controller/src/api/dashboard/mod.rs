@@ -20,11 +20,9 @@ use std::sync::OnceLock;
 use crate::api::extract::Path;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
-use axum::Router;
 use sha2::{Digest, Sha256};
 
-use super::{ApiError, AppState};
+use super::ApiError;
 
 /// The Content-Security-Policy of every dashboard response.
 pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
@@ -80,18 +78,13 @@ fn etags() -> &'static [String] {
     })
 }
 
-/// `/` (the app shell) and `/ui/{*path}` (its assets).
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/", get(index))
-        .route("/ui/{*path}", get(ui_asset))
-}
-
-async fn index(headers: HeaderMap) -> Response {
+/// `GET /`: the app shell.
+pub async fn index(headers: HeaderMap) -> Response {
     serve("index.html", &headers).unwrap_or_else(|e| e.into_response())
 }
 
-async fn ui_asset(Path(path): Path<String>, headers: HeaderMap) -> Response {
+/// `GET /ui/{*path}`: its assets.
+pub async fn ui_asset(Path(path): Path<String>, headers: HeaderMap) -> Response {
     serve(&path, &headers).unwrap_or_else(|e| e.into_response())
 }
 

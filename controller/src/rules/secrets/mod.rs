@@ -242,7 +242,7 @@ pub async fn resolve(
 }
 
 /// What a rotation did.
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Rotation {
     /// The key everything is sealed with now.
