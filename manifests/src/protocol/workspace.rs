@@ -53,7 +53,7 @@ pub struct WorkspaceOrder {
 
 /// http(s) credentials for one repository. `Debug` leaves the password
 /// out.
-#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct GitCredentials {
     pub username: String,
     pub password: String,
