@@ -85,6 +85,9 @@ pub struct Metrics {
     /// Issue 30: requests refused (429) because their client address
     /// failed authentication too often (api/rate_limit.rs).
     pub auth_failures_limited: Counter,
+    /// Issue 35: push receiver requests by provider and outcome
+    /// (`api::source_hooks::Outcome`).
+    source_hooks: Family<Labels, Counter>,
 }
 
 /// How long `/readyz` and a scrape's database reads may wait: probes give
@@ -242,6 +245,12 @@ impl Metrics {
             "Requests refused (429) because their client address failed authentication too often ([rate_limits] auth_failures_*)",
             auth_failures_limited.clone(),
         );
+        let source_hooks = Family::<Labels, Counter>::default();
+        r.register(
+            "source_hooks",
+            "Push receiver requests (issue 35), by provider and outcome: accepted (a sync asked for), ping, or why refused",
+            source_hooks.clone(),
+        );
         // Every known series from the start (at 0), so rates work from the
         // first scrape.
         for outcome in ["applied", "duplicate", "stale", "rejected"] {
@@ -273,12 +282,23 @@ impl Metrics {
             webhook_pending,
             database_up,
             auth_failures_limited,
+            source_hooks,
         }
     }
 
     /// Issue 19: a delivery attempt to `webhook` ended as `outcome`
     /// (delivered, retry, failed). Webhooks are few and operator-named: a
     /// bounded label set.
+    /// One push receiver request's outcome (issue 35).
+    pub fn source_hook(&self, provider: &'static str, outcome: &'static str) {
+        self.source_hooks
+            .get_or_create(&vec![
+                ("provider", provider.to_string()),
+                ("outcome", outcome.to_string()),
+            ])
+            .inc();
+    }
+
     pub fn webhook_outcome(&self, webhook: &str, outcome: &'static str) {
         self.webhook_deliveries
             .get_or_create(&vec![

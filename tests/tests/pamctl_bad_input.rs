@@ -498,6 +498,34 @@ async fn git_urls_that_run_commands_are_refused_at_their_line() {
             &format!("document 1, line 12, column 10: spec.git.url: {want}"),
         );
     }
+    // Issue 35: a push receiver's secret outside the Source's projects,
+    // with a bad key, or on a directory Source.
+    let receiver = |spec: &str| {
+        format!("{HEADER}apiVersion: pam.dev/v1\nkind: Source\nmetadata: {{name: repo}}\nspec:\n  projects: [web]\n{spec}")
+    };
+    let cases = [
+        (
+            "  git: {url: 'https://example.com/r.git'}\n  receiver:\n    secretRef: {project: api, name: hook, key: token}\n",
+            "document 1, line 13, column 26: spec.receiver.secretRef.project: \"api\" is not one of spec.projects",
+        ),
+        (
+            "  git: {url: 'https://example.com/r.git'}\n  receiver:\n    secretRef: {project: web, name: hook, key: 'a b'}\n",
+            "document 1, line 13, column 48: spec.receiver.secretRef.key: invalid key \"a b\"",
+        ),
+        (
+            "  path: /srv/pam\n  receiver:\n    secretRef: {project: web, name: hook, key: token}\n",
+            "document 1, line 12, column 3: spec.receiver: a push receiver needs spec.git",
+        ),
+    ];
+    for (i, (spec, want)) in cases.iter().enumerate() {
+        refused(
+            &pamd,
+            tmp.path(),
+            &format!("receiver-{i}.yaml"),
+            &receiver(spec),
+            want,
+        );
+    }
     assert_eq!(ok(&pamd.pamctl(&["get", "sources", "-o", "name"])), "");
     assert_eq!(ok(&pamd.pamctl(&["get", "projects", "-o", "name"])), "");
     assert_eq!(ok(&pamd.pamctl(&["events"])), "");

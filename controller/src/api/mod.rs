@@ -47,6 +47,7 @@ pub mod schedules;
 pub mod secrets;
 pub mod served;
 pub mod snapshots;
+pub mod source_hooks;
 pub mod sources;
 pub mod stream;
 pub mod tasks;
@@ -71,6 +72,8 @@ pub struct AppState {
     pub limits: Arc<rate_limit::Limiter>,
     /// The largest body apply and diff accept (`[api] max_body_bytes`).
     pub max_body_bytes: usize,
+    /// Push deliveries seen lately (issue 35: a replay is refused).
+    pub hook_deliveries: Arc<source_hooks::Seen>,
 }
 
 impl AppState {
@@ -83,6 +86,7 @@ impl AppState {
             revocations: Default::default(),
             limits: Default::default(),
             max_body_bytes: routes::DEFAULT_MAX_BODY_BYTES,
+            hook_deliveries: Default::default(),
         }
     }
 }

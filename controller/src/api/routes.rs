@@ -32,7 +32,7 @@ use pam_manifests::protocol::{
 use super::route::{self, delete, get, post, Access::*, Route};
 use super::{
     apply, attach as a, dashboard, events, hosts, metrics, openapi, runs, schedules, secrets,
-    served, sources, stream, tasks, tokens, webhooks, worker as w, AppState,
+    served, source_hooks, sources, stream, tasks, tokens, webhooks, worker as w, AppState,
 };
 
 /// The default request body limit of apply and diff (`[api]
@@ -151,6 +151,19 @@ pub fn table(max_body_bytes: usize) -> Vec<Route> {
         )
         .doc("sources", "syncSource", "Sync a Source now")
         .json::<kinds::Source>(202, "the Source, its sync requested"),
+        // Issue 35: no bearer token; the provider's own proof
+        // (api::source_hooks) against spec.receiver.secretRef.
+        post(
+            "/api/v1/sources/{source}/hooks/{provider}",
+            source_hooks::receive,
+            Public,
+        )
+        .doc(
+            "sources",
+            "receiveSourcePush",
+            "A git host's push notification (github, gitlab, gitea, generic): a verified push of the Source's ref syncs it now",
+        )
+        .object(202, "{triggered: true, source, ref}; 200 {triggered: false} for a ping"),
         get(
             "/api/v1/webhookdeliveries",
             webhooks::list_deliveries,

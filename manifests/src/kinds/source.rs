@@ -76,6 +76,20 @@ pub struct SourceSpec {
     /// Stop syncing (the objects stay).
     #[serde(default, skip_serializing_if = "is_false")]
     pub suspend: bool,
+    /// Push notifications from the git host (issue 35): a push for the
+    /// Source's ref to `POST /api/v1/sources/{name}/hooks/{provider}`,
+    /// verified with this secret, syncs it at once. `spec.git` only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receiver: Option<Receiver>,
+}
+
+/// A Source's push receiver: where the shared secret the git host signs
+/// (or sends) with lives.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Receiver {
+    /// A key of a Secret in one of the Source's projects.
+    pub secret_ref: super::SecretKeyRef,
 }
 
 impl SourceSpec {
@@ -142,6 +156,34 @@ impl SourceSpec {
                 "spec.projects",
                 "empty, expected the projects this Source may write".to_string(),
             ));
+        }
+        if let Some(r) = &self.receiver {
+            let at = "spec.receiver.secretRef.key";
+            if self.git.is_none() {
+                out.push((
+                    "spec.receiver",
+                    "a push receiver needs spec.git (a directory Source is watched)".to_string(),
+                ));
+            }
+            if !self.projects.contains(&r.secret_ref.project) {
+                out.push((
+                    "spec.receiver.secretRef.project",
+                    format!(
+                        "{:?} is not one of spec.projects, expected a project this Source may write",
+                        r.secret_ref.project.as_str()
+                    ),
+                ));
+            }
+            if !super::secret::valid_secret_key(&r.secret_ref.key) {
+                out.push((
+                    at,
+                    format!(
+                        "invalid key {:?}, expected 1 to {} letters, digits, '-', '_' or '.'",
+                        r.secret_ref.key,
+                        super::secret::SECRET_KEY_MAX_BYTES
+                    ),
+                ));
+            }
         }
         out
     }
