@@ -30,7 +30,7 @@ async fn twenty_at_once(bare: &Path, url: &str, push: bool) -> (pam_tests::Pamd,
     let w2 = Worker::start(&pamd, "h2").await.unwrap();
     wait_online(&pamd, "h1").await;
     wait_online(&pamd, "h2").await;
-    let pushes = |i: usize| push && i % 2 == 0;
+    let pushes = |i: usize| push && i.is_multiple_of(2);
     let mut yaml = project(url);
     for i in 0..N {
         yaml.push_str("---\n");
