@@ -103,6 +103,8 @@ pub fn v1(max_body_bytes: usize) -> Router<AppState> {
             post(w::signals).layer(DefaultBodyLimit::max(max_body_bytes)),
         )
         .route("/api/v1/workers/snapshots", post(w::snapshot))
+        // Issue 36: the dashboard's charts and run/Source actions.
+        .merge(super::charts::routes())
         .merge(kinds())
 }
 

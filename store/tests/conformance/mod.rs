@@ -105,6 +105,7 @@ macro_rules! store_conformance_tests {
             claim_skips_runs_waiting_for_a_secret,
             pending_runs_reading_secrets,
             schedule_ticks_are_taken_once,
+            chart_reads_count_runs_into_buckets,
         );
     };
     (@each $make:expr; $($name:ident),+ $(,)?) => {
@@ -297,6 +298,7 @@ mod projects;
 mod runs;
 mod schedules;
 mod secrets;
+mod charts;
 mod signals;
 mod sources;
 mod tokens;
@@ -326,6 +328,8 @@ pub use runs::*;
 pub use schedules::*;
 #[allow(unused_imports)]
 pub use secrets::*;
+#[allow(unused_imports)]
+pub use charts::*;
 #[allow(unused_imports)]
 pub use signals::*;
 #[allow(unused_imports)]
