@@ -82,8 +82,11 @@ pub struct StartedBucket {
 pub trait ChartTx {
     /// Runs of `project_id` that finished (exited, failed, stopped) in the
     /// window, per bucket and outcome.
-    async fn chart_outcomes(&mut self, project_id: Uuid, w: &Window)
-        -> StoreResult<Vec<OutcomeBucket>>;
+    async fn chart_outcomes(
+        &mut self,
+        project_id: Uuid,
+        w: &Window,
+    ) -> StoreResult<Vec<OutcomeBucket>>;
     /// Durations of the runs of `project_id` that finished in the window
     /// having started.
     async fn chart_durations(
@@ -93,8 +96,11 @@ pub trait ChartTx {
     ) -> StoreResult<Vec<DurationBucket>>;
     /// Runs of `project_id` that started in the window, and their dispatch
     /// latency.
-    async fn chart_started(&mut self, project_id: Uuid, w: &Window)
-        -> StoreResult<Vec<StartedBucket>>;
+    async fn chart_started(
+        &mut self,
+        project_id: Uuid,
+        w: &Window,
+    ) -> StoreResult<Vec<StartedBucket>>;
 }
 
 /// The statuses a finished run is in.

@@ -93,8 +93,9 @@ pub use work_items::{WorkItem, WorkItemTx};
 /// a `dyn Tx` needs the aggregate trait that declares it in scope.
 pub mod prelude {
     pub use crate::{
-        AttachTx, ChartTx, DependencyTx, EventTx, HostTx, IdempotencyTx, LeaderTx, ProjectTx, RunResultTx,
-        RunTx, ScheduleTx, SecretTx, SourceTx, Store, TokenTx, Tx, WebhookTx, WorkItemTx,
+        AttachTx, ChartTx, DependencyTx, EventTx, HostTx, IdempotencyTx, LeaderTx, ProjectTx,
+        RunResultTx, RunTx, ScheduleTx, SecretTx, SourceTx, Store, TokenTx, Tx, WebhookTx,
+        WorkItemTx,
     };
 }
 

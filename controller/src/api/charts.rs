@@ -130,7 +130,12 @@ pub async fn project_charts(
             let start = w.from + chrono::Duration::seconds(i as i64 * w.bucket_seconds);
             let finished: serde_json::Map<String, Value> = FINISHED
                 .iter()
-                .map(|s| (s.as_str().to_string(), json!(b.finished.get(s.as_str()).copied().unwrap_or(0))))
+                .map(|s| {
+                    (
+                        s.as_str().to_string(),
+                        json!(b.finished.get(s.as_str()).copied().unwrap_or(0)),
+                    )
+                })
                 .collect();
             json!({
                 "start": ts(start),

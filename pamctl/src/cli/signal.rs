@@ -49,4 +49,3 @@ impl TypedValueParser for SignalParser {
         ))
     }
 }
-

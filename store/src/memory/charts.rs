@@ -105,12 +105,14 @@ impl ChartTx for MemTx {
         }
         Ok(percentiles(by)
             .into_iter()
-            .map(|(bucket, runs, latency_p50_ms, latency_p90_ms)| StartedBucket {
-                bucket,
-                runs,
-                latency_p50_ms,
-                latency_p90_ms,
-            })
+            .map(
+                |(bucket, runs, latency_p50_ms, latency_p90_ms)| StartedBucket {
+                    bucket,
+                    runs,
+                    latency_p50_ms,
+                    latency_p90_ms,
+                },
+            )
             .collect())
     }
 }

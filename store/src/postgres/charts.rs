@@ -30,7 +30,10 @@ async fn grouped(
 
 /// `status IN (…)` of the finished statuses (constants, not input).
 fn finished_sql() -> String {
-    let list: Vec<String> = FINISHED.iter().map(|s| format!("'{}'", s.as_str())).collect();
+    let list: Vec<String> = FINISHED
+        .iter()
+        .map(|s| format!("'{}'", s.as_str()))
+        .collect();
     format!("status IN ({})", list.join(", "))
 }
 

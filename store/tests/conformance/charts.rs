@@ -121,5 +121,9 @@ pub async fn chart_reads_count_runs_into_buckets(s: &dyn Store) {
             },
         ]
     );
-    assert!(tx.chart_outcomes(Uuid::new_v4(), &w).await.unwrap().is_empty());
+    assert!(tx
+        .chart_outcomes(Uuid::new_v4(), &w)
+        .await
+        .unwrap()
+        .is_empty());
 }

@@ -288,6 +288,7 @@ macro_rules! assert_err {
 }
 
 mod attach;
+mod charts;
 mod deps;
 mod dispatch;
 mod events;
@@ -298,7 +299,6 @@ mod projects;
 mod runs;
 mod schedules;
 mod secrets;
-mod charts;
 mod signals;
 mod sources;
 mod tokens;
@@ -308,6 +308,8 @@ mod webhooks;
 mod work_items;
 #[allow(unused_imports)]
 pub use attach::*;
+#[allow(unused_imports)]
+pub use charts::*;
 #[allow(unused_imports)]
 pub use deps::*;
 #[allow(unused_imports)]
@@ -328,8 +330,6 @@ pub use runs::*;
 pub use schedules::*;
 #[allow(unused_imports)]
 pub use secrets::*;
-#[allow(unused_imports)]
-pub use charts::*;
 #[allow(unused_imports)]
 pub use signals::*;
 #[allow(unused_imports)]

@@ -91,7 +91,11 @@ pub async fn rerun(
     let mut name = None;
     for n in 1..=MAX_RERUNS {
         let candidate = format!("{}-r{n}", run.name);
-        if tx.get_run_by_name(run.project_id, &candidate).await?.is_none() {
+        if tx
+            .get_run_by_name(run.project_id, &candidate)
+            .await?
+            .is_none()
+        {
             name = Some(candidate);
             break;
         }
