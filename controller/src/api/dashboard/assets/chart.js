@@ -85,7 +85,7 @@ export function stacked(name, title, buckets, bucketSeconds, series, value, fmt 
  * Lines: `series` [[key, class, label]], `value(bucket, key)` (null: no
  * point); `extra(f)` may add marks (the budget line) given the frame.
  */
-export function lines(name, title, buckets, bucketSeconds, series, value, fmt = String, extra = null, floor = 0) {
+export function lines(name, title, buckets, bucketSeconds, series, value, fmt = String, extra = null, floor = 0, dots = false) {
   const vals = buckets.flatMap((b) => series.map(([k]) => value(b, k))).filter((v) => v !== null && v !== undefined);
   const f = frame(buckets, bucketSeconds, nice(Math.max(...vals, floor, 0)), fmt);
   const marks = [];
@@ -96,7 +96,8 @@ export function lines(name, title, buckets, bucketSeconds, series, value, fmt = 
       if (v === null || v === undefined) return;
       const cx = f.x(i) + f.bw / 2;
       pts.push(`${cx},${f.y(v)}`);
-      marks.push(s('circle', { cx, cy: f.y(v), r: 3, class: cls, 'data-bucket': i, 'data-series': k, 'data-value': v },
+      // A point where there is something to point at; the line shows zeros.
+      if (v !== 0 || dots) marks.push(s('circle', { cx, cy: f.y(v), r: 3, class: cls, 'data-bucket': i, 'data-series': k, 'data-value': v },
         s('title', {}, `${label(b.start, bucketSeconds)}: ${text} ${fmt(v)}`)));
     });
     if (pts.length > 1) marks.unshift(s('polyline', { points: pts.join(' '), class: `chart-line ${cls}`, 'data-series': k }));

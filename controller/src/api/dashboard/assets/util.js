@@ -77,7 +77,7 @@ export function duration(status) {
     return h('span.duration', { 'data-duration': ms, title: `ran ${span(ms)}` }, span(ms));
   }
   if (!LIVE.has(s.phase)) return h('span.muted', { 'data-duration': '' }, '—');
-  return h('span.duration.live', { 'data-duration': 'running', 'data-since': start, title: 'running' },
+  return h('span.duration.ticking', { 'data-duration': 'running', 'data-since': start, title: 'running' },
     `running ${span(Date.now() - start)}`);
 }
 

@@ -6,7 +6,7 @@
 
 import { get, enc } from '../api.js';
 import { onEvent } from '../sse.js';
-import { h, debounce, code, hashParams } from '../util.js';
+import { h, debounce, code, hashParams, span } from '../util.js';
 import { stacked, lines, s, ms, usd } from '../chart.js';
 
 const HOURS = [1, 6, 24, 168, 720];
@@ -37,7 +37,7 @@ export function render(root, [project]) {
     const budgetLine = (f) => (budget === undefined || budget === null ? null
       : s('g', { class: 'budget', 'data-budget': budget },
         s('line', { x1: f.x(0), y1: f.y(budget), x2: f.x(b.length), y2: f.y(budget), class: 'chart-budget' }),
-        s('text', { x: f.x(b.length) - 4, y: f.y(budget) - 4, class: 'chart-tick chart-y' }, `budget ${usd(budget)}`)));
+        s('text', { x: f.x(b.length) - 4, y: f.y(budget) < 24 ? f.y(budget) + 14 : f.y(budget) - 4, class: 'chart-tick chart-y' }, `budget ${usd(budget)}`)));
     root.replaceChildren(
       h('div.page-head',
         h('h1', `${project}: charts`),
@@ -45,7 +45,7 @@ export function render(root, [project]) {
           n >= 24 ? `${n / 24} d` : `${n} h`))),
         h('a.ghost', { href: `#/board/${enc(project)}` }, 'Board'),
         h('a.ghost', { href: `#/runs?project=${enc(project)}` }, 'Runs')),
-      h('p.muted', `The last ${hours} h in buckets of ${ms(bs * 1000)}. Spent ${usd(c.spentUsd)}`,
+      h('p.muted', `The last ${hours} h in buckets of ${span(bs * 1000)}. Spent ${usd(c.spentUsd)}`,
         budget !== undefined && budget !== null ? ` of a ${usd(budget)} budget` : ' (no budget)', '.'),
       h('div.charts',
         section('outcomes', 'Run outcomes', anyFinished,
