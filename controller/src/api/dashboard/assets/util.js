@@ -115,6 +115,8 @@ export function code(text) {
 /** A transient message; `kind` error|ok|info. Errors use role=alert. */
 export function toast(message, kind = 'info') {
   const box = document.getElementById('toasts');
+  // Shown once (issue 36): the same message still on screen is not repeated.
+  for (const t of box.children) if (t.textContent === message && t.classList.contains(`toast-${kind}`)) return t;
   const t = h('div.toast', { class: `toast-${kind}`, role: kind === 'error' ? 'alert' : 'status' }, message);
   box.append(t);
   setTimeout(() => t.remove(), kind === 'error' ? 8000 : 4000);
