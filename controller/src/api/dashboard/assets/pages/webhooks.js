@@ -6,7 +6,7 @@
 // once, not once per poll.
 
 import { get, post, enc } from '../api.js';
-import { h, empty, phase, timeEl, toast, code } from '../util.js';
+import { h, empty, timeEl, toast, code } from '../util.js';
 
 const POLL_MS = 5000;
 
@@ -26,8 +26,8 @@ export function render(root) {
   };
 
   const row = (d) => h('tr', { 'data-delivery': d.id, 'data-status': d.status, class: d.status === 'failed' ? 'failed-row' : null },
-    h('td', phase(d.status === 'delivered' ? 'exited' : d.status === 'failed' ? 'failed' : 'pending', d.status),
-      h('span.sr', ` ${d.status}`)),
+    // The phase badge's colours (delivered green, failed red, pending amber), the status's word.
+    h('td', h('span.phase', { class: `phase-${{ delivered: 'exited', failed: 'failed' }[d.status] || 'pending'}`, 'data-phase': d.status }, d.status)),
     h('td', code(d.topic), h('span.muted', ` #${d.seq}`)),
     h('td', { 'data-field': 'attempts' }, String(d.attempts)),
     h('td', { 'data-field': 'last' }, d.lastCode ? code(String(d.lastCode)) : null, d.lastError ? h('span.error', ` ${d.lastError}`) : null,
