@@ -191,8 +191,11 @@ async fn charts_count_finished_runs_their_cost_durations_and_latency() {
     assert_eq!(v["spentUsd"], 0.0);
     assert!(bucket_with(&v, |b| b["started"] != 0 || b["durationMs"] != Value::Null).is_empty());
 
-    // Two runs wait 30 s, then run 10 s (exit 0, $1.50) and 20 s (exit 3).
+    // Two runs are claimed 30 s after they became dispatchable, start 5 s
+    // later, then run 10 s (exit 0, $1.50) and 20 s (exit 3).
     let ids = api.claim(&["r1", "r2"], 30).await;
+    // Spawning takes 5 s: not part of the dispatch latency.
+    api.clock.advance(Duration::seconds(5));
     for id in &ids {
         api.signal(id, "started", json!({})).await;
     }
@@ -222,6 +225,7 @@ async fn charts_count_finished_runs_their_cost_durations_and_latency() {
     assert_eq!(b["costUsd"], 1.5);
     assert_eq!(b["durationMs"], json!({"p50": 15000, "p90": 19000}));
     assert_eq!(b["started"], 2);
+    assert_eq!(b["claims"], 2);
     assert_eq!(b["dispatchLatencyMs"], json!({"p50": 30000, "p90": 30000}));
     assert_eq!(v["spentUsd"], 1.5);
     // The default window is a day in half hours.

@@ -5,7 +5,8 @@
 //! The caller picks the window ([`Window`]); the stores only count. A
 //! run belongs to the bucket its time falls in: a finished run to the
 //! bucket of `finished_at` (outcomes, cost, duration), a started run to the
-//! bucket of `started_at` (throughput, dispatch latency).
+//! bucket of `started_at` (throughput), a claim to the bucket of its
+//! journaled event (dispatch latency).
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -65,13 +66,21 @@ pub struct DurationBucket {
     pub p90_ms: i64,
 }
 
-/// The runs that started in one bucket and how long they waited from
-/// dispatchable (`dispatchable_since`: created, requeued or unblocked) to
-/// started on a worker — claimed and spawned — in whole milliseconds.
+/// The runs that started in one bucket (throughput).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StartedBucket {
     pub bucket: i64,
     pub runs: i64,
+}
+
+/// The claims of one bucket and their dispatch latency: the claim's time
+/// (its journaled event) minus when the run became dispatchable
+/// (`dispatchable_since`: created, requeued or unblocked), whole
+/// milliseconds, for each run's current attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DispatchBucket {
+    pub bucket: i64,
+    pub claims: i64,
     pub latency_p50_ms: i64,
     pub latency_p90_ms: i64,
 }
@@ -94,13 +103,23 @@ pub trait ChartTx {
         project_id: Uuid,
         w: &Window,
     ) -> StoreResult<Vec<DurationBucket>>;
-    /// Runs of `project_id` that started in the window, and their dispatch
-    /// latency.
+    /// Runs of `project_id` that started in the window.
     async fn chart_started(
         &mut self,
         project_id: Uuid,
         w: &Window,
     ) -> StoreResult<Vec<StartedBucket>>;
+    /// Claims of runs of `project_id` in the window, read from the journal:
+    /// events of `claim_topic` (pamd's `run.spawning`, one per claim, its
+    /// payload naming `run_id` and `attempt`) about the run's current
+    /// attempt — an earlier attempt's claim has no dispatchable time left
+    /// to measure from. By the event's time.
+    async fn chart_dispatch(
+        &mut self,
+        project_id: Uuid,
+        w: &Window,
+        claim_topic: &str,
+    ) -> StoreResult<Vec<DispatchBucket>>;
 }
 
 /// The statuses a finished run is in.

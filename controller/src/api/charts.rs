@@ -2,7 +2,7 @@
 //! project's runs over the last N hours (default 24, at most 720) in equal
 //! buckets the server chooses (at most [`MAX_BUCKETS`]), for the
 //! dashboard's charts — outcomes, throughput, durations, cost with the
-//! budget, dispatch latency. Three grouped reads (`pam_store::charts`),
+//! budget, dispatch latency. Four grouped reads (`pam_store::charts`),
 //! whatever the number of runs.
 
 use std::collections::BTreeMap;
@@ -20,6 +20,7 @@ use super::extract::{Json, Path, Query};
 use super::served::project;
 use super::{ApiError, AppState};
 use crate::clock::ts;
+use crate::events::topic;
 use crate::rules::runs::usage::budget_of;
 
 type ApiResult<T> = Result<T, ApiError>;
@@ -75,6 +76,7 @@ struct Bucket {
     finished: BTreeMap<&'static str, i64>,
     cost_micro_usd: i64,
     started: i64,
+    claims: i64,
     duration: Option<(i64, i64)>,
     latency: Option<(i64, i64)>,
 }
@@ -115,7 +117,12 @@ pub async fn project_charts(
     for s in tx.chart_started(p.id, &w).await? {
         if let Some(b) = slot(&mut buckets, s.bucket) {
             b.started = s.runs;
-            b.latency = Some((s.latency_p50_ms, s.latency_p90_ms));
+        }
+    }
+    for d in tx.chart_dispatch(p.id, &w, topic::RUN_SPAWNING).await? {
+        if let Some(b) = slot(&mut buckets, d.bucket) {
+            b.claims = d.claims;
+            b.latency = Some((d.latency_p50_ms, d.latency_p90_ms));
         }
     }
     let spent = tx
@@ -141,6 +148,7 @@ pub async fn project_charts(
                 "start": ts(start),
                 "finished": finished,
                 "started": b.started,
+                "claims": b.claims,
                 "costUsd": b.cost_micro_usd as f64 / 1e6,
                 "durationMs": b.duration.map(|(p50, p90)| json!({ "p50": p50, "p90": p90 })),
                 "dispatchLatencyMs": b.latency.map(|(p50, p90)| json!({ "p50": p50, "p90": p90 })),

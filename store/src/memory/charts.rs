@@ -3,7 +3,8 @@
 
 use super::*;
 use crate::charts::{
-    percentile_cont, ChartTx, DurationBucket, OutcomeBucket, StartedBucket, Window, FINISHED,
+    percentile_cont, ChartTx, DispatchBucket, DurationBucket, OutcomeBucket, StartedBucket, Window,
+    FINISHED,
 };
 
 impl MemTx {
@@ -96,19 +97,52 @@ impl ChartTx for MemTx {
         project_id: Uuid,
         w: &Window,
     ) -> StoreResult<Vec<StartedBucket>> {
+        let mut by: BTreeMap<i64, i64> = BTreeMap::new();
+        for (b, _) in self.bucketed(project_id, w, |r| r.started_at) {
+            *by.entry(b).or_default() += 1;
+        }
+        Ok(by
+            .into_iter()
+            .map(|(bucket, runs)| StartedBucket { bucket, runs })
+            .collect())
+    }
+
+    async fn chart_dispatch(
+        &mut self,
+        project_id: Uuid,
+        w: &Window,
+        claim_topic: &str,
+    ) -> StoreResult<Vec<DispatchBucket>> {
         let mut by: BTreeMap<i64, Vec<i64>> = BTreeMap::new();
-        for (b, r) in self.bucketed(project_id, w, |r| r.started_at) {
-            let Some(s) = r.started_at else { continue };
-            by.entry(b)
-                .or_default()
-                .push(millis(r.dispatchable_since.unwrap_or(s), s));
+        for e in self.work.events.values().filter(|e| e.topic == claim_topic) {
+            let Some(b) = w.bucket_of(e.created_at) else {
+                continue;
+            };
+            let run = e.payload["run_id"]
+                .as_str()
+                .and_then(|id| id.parse::<Uuid>().ok())
+                .and_then(|id| self.work.runs.get(&id));
+            let Some(r) = run.filter(|r| r.project_id == project_id) else {
+                continue;
+            };
+            // The payload's attempt as text, like the SQL compares it.
+            let attempt = match &e.payload["attempt"] {
+                Value::String(s) => s.clone(),
+                v => v.to_string(),
+            };
+            if attempt != r.attempt.to_string() {
+                continue;
+            }
+            if let Some(since) = r.dispatchable_since {
+                by.entry(b).or_default().push(millis(since, e.created_at));
+            }
         }
         Ok(percentiles(by)
             .into_iter()
             .map(
-                |(bucket, runs, latency_p50_ms, latency_p90_ms)| StartedBucket {
+                |(bucket, claims, latency_p50_ms, latency_p90_ms)| DispatchBucket {
                     bucket,
-                    runs,
+                    claims,
                     latency_p50_ms,
                     latency_p90_ms,
                 },

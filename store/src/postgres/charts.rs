@@ -3,7 +3,8 @@
 
 use super::*;
 use crate::charts::{
-    ChartTx, DurationBucket, OutcomeBucket, StartedBucket, Window, BUCKET_SQL, FINISHED,
+    ChartTx, DispatchBucket, DurationBucket, OutcomeBucket, StartedBucket, Window, BUCKET_SQL,
+    FINISHED,
 };
 
 fn bucket(col: &str) -> String {
@@ -107,16 +108,9 @@ impl ChartTx for PgTx {
         project_id: Uuid,
         w: &Window,
     ) -> StoreResult<Vec<StartedBucket>> {
-        // A run started without a dispatchable time (none is kept before
-        // issue 17's migration) waited zero as far as anyone knows.
-        let ms = millis("coalesce(dispatchable_since, started_at)", "started_at");
         let sql = format!(
-            "SELECT {} AS b, count(*) AS n, \
-               floor(percentile_cont(0.5) WITHIN GROUP (ORDER BY {ms}))::bigint AS p50, \
-               floor(percentile_cont(0.9) WITHIN GROUP (ORDER BY {ms}))::bigint AS p90 \
-             FROM runs WHERE project_id = $1 \
-             AND started_at >= $2 AND started_at < $4 \
-             GROUP BY b ORDER BY b",
+            "SELECT {} AS b, count(*) AS n FROM runs WHERE project_id = $1 \
+             AND started_at >= $2 AND started_at < $4 GROUP BY b ORDER BY b",
             bucket("started_at")
         );
         let rows = grouped(self.conn(), &sql, project_id, w).await?;
@@ -125,6 +119,46 @@ impl ChartTx for PgTx {
                 Ok(StartedBucket {
                     bucket: get(row, "b")?,
                     runs: get(row, "n")?,
+                })
+            })
+            .collect()
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn chart_dispatch(
+        &mut self,
+        project_id: Uuid,
+        w: &Window,
+        claim_topic: &str,
+    ) -> StoreResult<Vec<DispatchBucket>> {
+        // The claims in the window by `events_topic_created_at`, each
+        // joined to its run by primary key.
+        let ms = millis("r.dispatchable_since", "e.created_at");
+        let sql = format!(
+            "SELECT {} AS b, count(*) AS n, \
+               floor(percentile_cont(0.5) WITHIN GROUP (ORDER BY {ms}))::bigint AS p50, \
+               floor(percentile_cont(0.9) WITHIN GROUP (ORDER BY {ms}))::bigint AS p90 \
+             FROM events e JOIN runs r ON r.id = (e.payload->>'run_id')::uuid \
+             WHERE e.topic = $5 AND e.created_at >= $2 AND e.created_at < $4 \
+             AND r.project_id = $1 AND r.dispatchable_since IS NOT NULL \
+             AND e.payload->>'attempt' = r.attempt::text \
+             GROUP BY b ORDER BY b",
+            bucket("e.created_at")
+        );
+        let rows = sqlx::query(&sql)
+            .bind(project_id)
+            .bind(w.from)
+            .bind(w.bucket_seconds)
+            .bind(w.to())
+            .bind(claim_topic)
+            .fetch_all(self.conn())
+            .await
+            .map_err(db_err)?;
+        rows.iter()
+            .map(|row| {
+                Ok(DispatchBucket {
+                    bucket: get(row, "b")?,
+                    claims: get(row, "n")?,
                     latency_p50_ms: get(row, "p50")?,
                     latency_p90_ms: get(row, "p90")?,
                 })

@@ -2,7 +2,7 @@
 //! buckets by the time they finished or started, the same in both stores.
 
 use super::*;
-use pam_store::charts::{DurationBucket, OutcomeBucket, StartedBucket, Window};
+use pam_store::charts::{DispatchBucket, DurationBucket, OutcomeBucket, StartedBucket, Window};
 
 /// A run of `task` that became dispatchable at `ready`, started at
 /// `start` and, when `end` is given, finished there in `status`.
@@ -96,29 +96,54 @@ pub async fn chart_reads_count_runs_into_buckets(s: &dyn Store) {
             },
         ]
     );
+    let started = |bucket, runs| StartedBucket { bucket, runs };
+    // a started before the window; d in bucket 1; e and f in bucket 2.
     assert_eq!(
         tx.chart_started(p.id, &w).await.unwrap(),
+        vec![started(0, 1), started(1, 1), started(2, 2)]
+    );
+    drop(tx);
+
+    // Claims as the journal records them: b's (10 s after it became
+    // dispatchable, bucket 0), d's (20 s, bucket 1), e's (1 s) and f's
+    // (50 s) in bucket 2; an earlier attempt's claim of e, another topic,
+    // a claim before the window and another project's are not counted.
+    let mut tx = s.begin().await.unwrap();
+    let ids: std::collections::HashMap<String, Uuid> = tx
+        .list_runs(&RunFilter::default())
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.name, r.id))
+        .collect();
+    for (name, attempt, topic, at) in [
+        ("b", 1, "run.spawning", 1010),
+        ("d", 1, "run.spawning", 1150),
+        ("e", 1, "run.spawning", 1251),
+        ("f", 1, "run.spawning", 1250),
+        ("e", 0, "run.spawning", 1260),
+        ("e", 1, "run.started", 1260),
+        ("a", 1, "run.spawning", 995),
+        ("h", 1, "run.spawning", 1001),
+    ] {
+        let payload = json!({"run_id": ids[name], "attempt": attempt, "name": name});
+        tx.append_event(topic, payload, t(at)).await.unwrap();
+    }
+    tx.commit().await.unwrap();
+    let mut tx = s.begin().await.unwrap();
+    let dispatch = |bucket, claims, p50, p90| DispatchBucket {
+        bucket,
+        claims,
+        latency_p50_ms: p50,
+        latency_p90_ms: p90,
+    };
+    assert_eq!(
+        tx.chart_dispatch(p.id, &w, "run.spawning").await.unwrap(),
         vec![
-            // b waited 10 s; a started before the window.
-            StartedBucket {
-                bucket: 0,
-                runs: 1,
-                latency_p50_ms: 10_000,
-                latency_p90_ms: 10_000,
-            },
-            StartedBucket {
-                bucket: 1,
-                runs: 1,
-                latency_p50_ms: 20_000,
-                latency_p90_ms: 20_000,
-            },
-            // e waited 1 s, f 50 s.
-            StartedBucket {
-                bucket: 2,
-                runs: 2,
-                latency_p50_ms: 25_500,
-                latency_p90_ms: 45_100,
-            },
+            dispatch(0, 1, 10_000, 10_000),
+            dispatch(1, 1, 20_000, 20_000),
+            // percentile_cont over [1 000, 50 000] ms.
+            dispatch(2, 2, 25_500, 45_100),
         ]
     );
     assert!(tx

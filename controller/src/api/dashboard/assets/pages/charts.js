@@ -67,10 +67,10 @@ export function render(root, [project]) {
             (x, k, i = b.indexOf(x)) => cumulative[i], usd, budgetLine, budget || 0),
           'Nothing spent in this window and no budget.'),
         section('latency', 'Dispatch latency', b.some((x) => x.dispatchLatencyMs),
-          () => lines('latency', 'time from dispatchable to started', b, bs,
+          () => lines('latency', 'time from dispatchable to claimed by a worker', b, bs,
             [['p50', 'c-p50', 'median'], ['p90', 'c-p90', '90th percentile']],
             (x, k) => (x.dispatchLatencyMs ? x.dispatchLatencyMs[k] : null), ms),
-          'No run started in this window.')));
+          'No run was claimed in this window.')));
   };
 
   const load = async () => {
