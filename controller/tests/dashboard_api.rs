@@ -339,3 +339,20 @@ async fn suspend_and_resume_a_source_and_a_schedule() {
         api.denied("POST", uri).await;
     }
 }
+
+/// The Webhooks page's Redeliver (issue 36 uses the existing endpoint):
+/// its deny paths, an unknown delivery 404 and a malformed id 400.
+#[tokio::test]
+async fn redeliver_deny_paths() {
+    let api = Api::new().await;
+    let unknown = format!("/api/v1/webhookdeliveries/{}/redeliver", Uuid::new_v4());
+    let (s, v) = api.call("POST", &unknown).await;
+    assert_eq!(s, StatusCode::NOT_FOUND, "{v}");
+    assert_eq!(v["error"]["code"], "not_found");
+    let (s, v) = api
+        .call("POST", "/api/v1/webhookdeliveries/not-a-uuid/redeliver")
+        .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+    api.denied("POST", &unknown).await;
+    api.denied("GET", "/api/v1/webhookdeliveries").await;
+}
