@@ -102,7 +102,15 @@ try {
     + 'apiVersion: pam.dev/v1\nkind: Task\nmetadata: {name: cart-totals, project: shop}\nspec: {title: Cart totals}\n---\n'
     + 'apiVersion: pam.dev/v1\nkind: Run\nmetadata: {name: cart-totals-1, project: shop}\nspec:\n  task: cart-totals\n  provider: claude\n  prompt: Add a totals line to the cart and test it.\n  workspace: {push: true}\n';
   await pamd.api('POST', '/api/v1/apply', { files: [{ name: 'shop.yaml', content: wsYaml }] });
-  const ws = (await linux('POST', '/api/v1/workers/claim?wait=0&max=1')).runs[0];
+  // Long-polled until this run is the one claimed: it may become
+  // claimable a moment after the apply answered, and a webshop run left
+  // pending may come first (the claim was flaky with wait=0).
+  const wsId = (await pamd.get('/api/v1/projects/shop/runs/cart-totals-1')).metadata.uid;
+  let ws;
+  await eventually('cart-totals-1 claimed', async () => {
+    ws = (await linux('POST', '/api/v1/workers/claim?wait=2&max=10')).runs.find((r) => r.run_id === wsId);
+    return ws;
+  }, 30000);
   await send({ run_id: ws.run_id, attempt: ws.attempt, kind: 'started', at: at() });
   const patch = [
     'diff --git a/src/cart.rs b/src/cart.rs', 'index 4f2a9c1..8b0d3e7 100644', '--- a/src/cart.rs', '+++ b/src/cart.rs',

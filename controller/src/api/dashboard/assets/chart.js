@@ -83,7 +83,9 @@ export function stacked(name, title, buckets, bucketSeconds, series, value, fmt 
 
 /**
  * Lines: `series` [[key, class, label]], `value(bucket, key)` (null: no
- * point); `extra(f)` may add marks (the budget line) given the frame.
+ * point); `extra(f)` may add marks (the budget line) given the frame;
+ * `floor` is the least axis maximum; `dots`: a point at zero too (a
+ * measured 0 ms), else zeros are only the line (counts, spend).
  */
 export function lines(name, title, buckets, bucketSeconds, series, value, fmt = String, extra = null, floor = 0, dots = false) {
   const vals = buckets.flatMap((b) => series.map(([k]) => value(b, k))).filter((v) => v !== null && v !== undefined);

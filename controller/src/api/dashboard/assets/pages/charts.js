@@ -59,7 +59,7 @@ export function render(root, [project]) {
         section('duration', 'Run duration', b.some((x) => x.durationMs),
           () => lines('duration', 'run duration per bucket', b, bs,
             [['p50', 'c-p50', 'median'], ['p90', 'c-p90', '90th percentile']],
-            (x, k) => (x.durationMs ? x.durationMs[k] : null), ms),
+            (x, k) => (x.durationMs ? x.durationMs[k] : null), ms, null, 0, true),
           'No run that started finished in this window.'),
         section('cost', 'Cost', anyFinished || budget !== undefined,
           () => lines('cost', 'project spend over time with its budget', b, bs,
@@ -69,7 +69,7 @@ export function render(root, [project]) {
         section('latency', 'Dispatch latency', b.some((x) => x.dispatchLatencyMs),
           () => lines('latency', 'time from dispatchable to claimed by a worker', b, bs,
             [['p50', 'c-p50', 'median'], ['p90', 'c-p90', '90th percentile']],
-            (x, k) => (x.dispatchLatencyMs ? x.dispatchLatencyMs[k] : null), ms),
+            (x, k) => (x.dispatchLatencyMs ? x.dispatchLatencyMs[k] : null), ms, null, 0, true),
           'No run was claimed in this window.')));
   };
 
