@@ -1,9 +1,10 @@
 //! pamctl's command line (clap). Verbs follow kubectl's.
 
-use clap::builder::{PossibleValue, TypedValueParser};
-use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use pam_manifests::protocol::SignalName;
+
+mod signal;
+pub use signal::SignalParser;
 
 use crate::error::EXIT_CODES_HELP;
 
@@ -195,6 +196,12 @@ pub enum Command {
     Webhook(WebhookCommand),
     /// Stop a run (sets spec.stopped)
     Stop { run: String },
+    /// Run a finished run again: a new run RUN-r<N> with the same spec
+    Rerun { run: String },
+    /// Suspend a Source (no sync) or a Schedule (no tick): sets spec.suspend
+    Suspend(crate::cmd::suspend::SuspendArgs),
+    /// Resume a suspended Source or Schedule
+    Resume(crate::cmd::suspend::SuspendArgs),
     /// Send a signal to a run's process
     Signal {
         run: String,
@@ -495,52 +502,6 @@ pub struct RunStart {
     /// exec: the command and its arguments, after `--` (kubectl-run style)
     #[arg(last = true, value_name = "COMMAND")]
     pub args: Vec<String>,
-}
-
-/// `--signal`: pam's one list of operator signals ([`SignalName`]), parsed
-/// by its own rule (any case, `SIG` prefix optional); help, completions and
-/// errors list the names.
-#[derive(Debug, Clone, Copy)]
-pub struct SignalParser;
-
-impl TypedValueParser for SignalParser {
-    type Value = SignalName;
-
-    fn parse_ref(
-        &self,
-        cmd: &clap::Command,
-        arg: Option<&clap::Arg>,
-        value: &std::ffi::OsStr,
-    ) -> Result<SignalName, clap::Error> {
-        let text = value.to_string_lossy();
-        text.parse().map_err(|_| {
-            // Worded by clap, like any other invalid value.
-            let mut e = clap::Error::new(ErrorKind::InvalidValue).with_cmd(cmd);
-            if let Some(arg) = arg {
-                e.insert(
-                    ContextKind::InvalidArg,
-                    ContextValue::String(arg.to_string()),
-                );
-            }
-            e.insert(
-                ContextKind::InvalidValue,
-                ContextValue::String(text.into_owned()),
-            );
-            e.insert(
-                ContextKind::ValidValue,
-                ContextValue::Strings(SignalName::ALL.map(|s| s.as_str().to_string()).to_vec()),
-            );
-            e
-        })
-    }
-
-    fn possible_values(&self) -> Option<Box<dyn Iterator<Item = PossibleValue> + '_>> {
-        Some(Box::new(
-            SignalName::ALL
-                .into_iter()
-                .map(|s| PossibleValue::new(s.as_str())),
-        ))
-    }
 }
 
 #[cfg(test)]

@@ -136,6 +136,15 @@ const EXAMPLES: &[(&[&str], &str)] = &[
   pamctl -p web run start --task build --provider codex --cwd /src --selector gpu=true --max-attempts 3",
     ),
     (&["stop"], "  pamctl -p web stop build-1"),
+    (&["rerun"], "  pamctl -p web rerun build-1"),
+    (
+        &["suspend"],
+        "  pamctl suspend source repo\n  pamctl -p web suspend schedule nightly",
+    ),
+    (
+        &["resume"],
+        "  pamctl resume source repo\n  pamctl -p web resume schedule/nightly",
+    ),
     (&["signal"], "  pamctl -p web signal build-1 --signal INT"),
     (&["attach"], "  pamctl -p web attach build-1\n  pamctl -p web attach build-1 --ttl 1m"),
     (

@@ -42,6 +42,7 @@
 //! the loops or the event bus: this crate is the bottom layer of pamd.
 
 pub mod attach;
+pub mod charts;
 pub mod db;
 pub mod deps;
 pub mod dispatch;
@@ -71,6 +72,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 pub use attach::{AttachLease, AttachRefusal, AttachTx};
+pub use charts::ChartTx;
 pub use deps::{DependencyLink, DependencyTx, Gated};
 pub use events::{Event, EventTx, Journaled};
 pub use hosts::{Host, HostTx};
@@ -91,8 +93,9 @@ pub use work_items::{WorkItem, WorkItemTx};
 /// a `dyn Tx` needs the aggregate trait that declares it in scope.
 pub mod prelude {
     pub use crate::{
-        AttachTx, DependencyTx, EventTx, HostTx, IdempotencyTx, LeaderTx, ProjectTx, RunResultTx,
-        RunTx, ScheduleTx, SecretTx, SourceTx, Store, TokenTx, Tx, WebhookTx, WorkItemTx,
+        AttachTx, ChartTx, DependencyTx, EventTx, HostTx, IdempotencyTx, LeaderTx, ProjectTx,
+        RunResultTx, RunTx, ScheduleTx, SecretTx, SourceTx, Store, TokenTx, Tx, WebhookTx,
+        WorkItemTx,
     };
 }
 
@@ -223,6 +226,7 @@ pub trait Store: Send + Sync + 'static {
 pub trait Tx:
     ProjectTx
     + AttachTx
+    + ChartTx
     + WorkItemTx
     + RunTx
     + RunResultTx

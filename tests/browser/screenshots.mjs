@@ -3,12 +3,13 @@
 // and a worker simulated over the worker protocol (so the pictures are the
 // same on every machine): one run running with output, one exited, one
 // failed, one host online, one gone offline and flagged instance-suspect,
-// and a workspace run's result with its diff (run-result.png).
+// and a workspace run's result with its diff (run-result.png); issue 36's
+// charts, Webhooks page and 420 px shots.
 //
 //   CARGO_TARGET_DIR=… node screenshots.mjs   (or: npm run screenshots)
 
 import { randomUUID } from 'node:crypto';
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startPamd, launchBrowser, signIn, eventually, REPO } from './lib.mjs';
@@ -45,7 +46,10 @@ try {
   const attemptOf = (name) => claimed.find((c) => c.run_id === byName[name])?.attempt ?? 1;
   const send = (...signals) => linux('POST', '/api/v1/workers/signals', { signals });
   for (const n of Object.keys(byName)) if (claimed.some((c) => c.run_id === byName[n])) await send(sig(n, attemptOf(n), 'started'));
-  if (claimed.some((c) => c.run_id === byName['search-index-impl'])) await send(sig('search-index-impl', attemptOf('search-index-impl'), 'finished', { exit_code: 0 }));
+  if (claimed.some((c) => c.run_id === byName['search-index-impl'])) {
+    await send(sig('search-index-impl', attemptOf('search-index-impl'), 'finished',
+      { exit_code: 0, usage: { input_tokens: 48200, output_tokens: 6100, cost_usd: 0.84 } }));
+  }
   if (claimed.some((c) => c.run_id === byName['webhook-tests'])) await send(sig('webhook-tests', attemptOf('webhook-tests'), 'failed', { exit_code: 2, reason: 'make: *** [test-webhooks] Error 2' }));
   const text = [
     '● Reading docs/cart.md',
@@ -98,7 +102,15 @@ try {
     + 'apiVersion: pam.dev/v1\nkind: Task\nmetadata: {name: cart-totals, project: shop}\nspec: {title: Cart totals}\n---\n'
     + 'apiVersion: pam.dev/v1\nkind: Run\nmetadata: {name: cart-totals-1, project: shop}\nspec:\n  task: cart-totals\n  provider: claude\n  prompt: Add a totals line to the cart and test it.\n  workspace: {push: true}\n';
   await pamd.api('POST', '/api/v1/apply', { files: [{ name: 'shop.yaml', content: wsYaml }] });
-  const ws = (await linux('POST', '/api/v1/workers/claim?wait=0&max=1')).runs[0];
+  // Long-polled until this run is the one claimed: it may become
+  // claimable a moment after the apply answered, and a webshop run left
+  // pending may come first (the claim was flaky with wait=0).
+  const wsId = (await pamd.get('/api/v1/projects/shop/runs/cart-totals-1')).metadata.uid;
+  let ws;
+  await eventually('cart-totals-1 claimed', async () => {
+    ws = (await linux('POST', '/api/v1/workers/claim?wait=2&max=10')).runs.find((r) => r.run_id === wsId);
+    return ws;
+  }, 30000);
   await send({ run_id: ws.run_id, attempt: ws.attempt, kind: 'started', at: at() });
   const patch = [
     'diff --git a/src/cart.rs b/src/cart.rs', 'index 4f2a9c1..8b0d3e7 100644', '--- a/src/cart.rs', '+++ b/src/cart.rs',
@@ -115,6 +127,27 @@ try {
   await page.goto(`${pamd.url}/#/runs/shop/cart-totals-1`);
   await page.waitForSelector('#result .diff');
   await page.screenshot({ path: join(OUT, 'run-result.png'), fullPage: true });
+  // Issue 36: the project's charts (outcomes, throughput, duration, cost
+  // against a budget, dispatch latency), the Webhooks page (the example's
+  // receiver is unreachable here: its delivery shows the error), and the
+  // board at 420 px.
+  const project = readFileSync(join(REPO, 'examples/webshop/project.yaml'), 'utf8');
+  await pamd.api('POST', '/api/v1/apply', { files: [{ name: 'project.yaml', content: `${project.trimEnd()}\n  budget: {maxCostUsd: 2}\n` }] });
+  await page.goto(`${pamd.url}/#/charts/webshop`);
+  await page.waitForSelector('svg[data-chart-svg="outcomes"] rect');
+  await page.screenshot({ path: join(OUT, 'charts.png'), fullPage: true });
+  await eventually('a webhook delivery attempted', async () =>
+    (await pamd.get('/api/v1/webhookdeliveries?webhook=ci')).items.some((d) => d.attempts > 0), 30000).catch(() => {});
+  await page.goto(`${pamd.url}/#/webhooks`);
+  await page.waitForSelector('article[data-webhook="ci"]');
+  await page.screenshot({ path: join(OUT, 'webhooks.png'), fullPage: true });
+  const narrow = await signIn(browser, pamd, { width: 420, height: 860 });
+  await narrow.goto(`${pamd.url}/#/board/webshop`);
+  await narrow.waitForSelector('.board [data-task="cart-api"]');
+  await narrow.screenshot({ path: join(OUT, 'board-420.png'), fullPage: true });
+  await narrow.goto(`${pamd.url}/#/charts/webshop`);
+  await narrow.waitForSelector('svg[data-chart-svg="outcomes"] rect');
+  await narrow.screenshot({ path: join(OUT, 'charts-420.png'), fullPage: true });
   clearInterval(beat);
   console.log(`screenshots written to ${OUT}`);
 } finally {

@@ -22,9 +22,11 @@ use serde_json::json;
 use crate::clock::SharedClock;
 use crate::ctx::{Ctx, Thresholds};
 
+pub mod actions;
 pub mod apply;
 pub mod attach;
 pub mod auth;
+pub mod charts;
 pub mod dashboard;
 pub mod events;
 pub mod extract;

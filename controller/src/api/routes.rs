@@ -31,8 +31,9 @@ use pam_manifests::protocol::{
 
 use super::route::{self, delete, get, post, Access::*, Route};
 use super::{
-    apply, attach as a, dashboard, events, hosts, metrics, openapi, runs, schedules, secrets,
-    served, source_hooks, sources, stream, tasks, tokens, webhooks, worker as w, AppState,
+    actions, apply, attach as a, charts, dashboard, events, hosts, metrics, openapi, runs,
+    schedules, secrets, served, source_hooks, sources, stream, tasks, tokens, webhooks,
+    worker as w, AppState,
 };
 
 /// The default request body limit of apply and diff (`[api]
@@ -288,6 +289,38 @@ pub fn table(max_body_bytes: usize) -> Vec<Route> {
         get("/ui/{*path}", dashboard::ui_asset, Public)
             .doc("dashboard", "dashboardAsset", "A file of the dashboard")
             .content("*/*", "the file (JavaScript, CSS, HTML)"),
+        // Issue 36: the dashboard's charts, re-run, suspend and resume.
+        get("/api/v1/projects/{project}/charts", charts::project_charts, Operator)
+            .doc(
+                "projects",
+                "projectCharts",
+                "A project's runs over time: outcomes, throughput, durations, cost with the budget, dispatch latency",
+            )
+            .query::<charts::ChartsQuery>()
+            .object(200, "`{window, budget, buckets: [...]}`"),
+        post(format!("{run}/rerun"), actions::rerun, Operator)
+            .doc("runs", "rerunRun", "Start a finished run again, as a new run <name>-r<N>")
+            .object(201, "the new Run"),
+        post("/api/v1/sources/{source}/suspend", actions::suspend_source, Operator)
+            .doc("sources", "suspendSource", "Stop syncing a Source (spec.suspend: true)")
+            .object(200, "the Source"),
+        post("/api/v1/sources/{source}/resume", actions::resume_source, Operator)
+            .doc("sources", "resumeSource", "Sync a suspended Source again")
+            .object(200, "the Source"),
+        post(
+            "/api/v1/projects/{project}/schedules/{name}/suspend",
+            actions::suspend_schedule,
+            Operator,
+        )
+        .doc("schedules", "suspendSchedule", "Stop a Schedule's ticks (spec.suspend: true)")
+        .object(200, "the Schedule"),
+        post(
+            "/api/v1/projects/{project}/schedules/{name}/resume",
+            actions::resume_schedule,
+            Operator,
+        )
+        .doc("schedules", "resumeSchedule", "Start a suspended Schedule's ticks again")
+        .object(200, "the Schedule"),
     ];
     t.extend(kinds());
     t

@@ -19,8 +19,8 @@
 //!   normal stop rule ([`runs::request_stop`]) and starts the new one.
 
 use chrono::{DateTime, Utc};
-use pam_manifests::kinds::{self, ConcurrencyPolicy, Manifest, ScheduleSpec};
-use pam_manifests::names::{LabelKey, LabelValue, Labels, Name};
+use pam_manifests::kinds::{self, ConcurrencyPolicy, ScheduleSpec};
+use pam_manifests::names::{LabelKey, LabelValue, Labels};
 use pam_manifests::state::RunStatus;
 use pam_store::prelude::*;
 use pam_store::{Run, Schedule, StoreError, StoreResult};
@@ -28,7 +28,7 @@ use serde_json::json;
 use uuid::Uuid;
 
 use super::meta::{self, Change, Desired};
-use super::runs::{self, RunDesired};
+use super::runs;
 use crate::clock::ts;
 use crate::events::{payload, topic};
 
@@ -85,6 +85,21 @@ pub async fn update(
     }
     row.updated_at = now;
     Ok((tx.update_schedule(&row, rv).await?, change))
+}
+
+/// `pamctl suspend schedule NAME` / `resume` (issue 36): `spec.suspend`
+/// set through [`update`]; a suspended Schedule takes no tick.
+pub async fn set_suspend(
+    tx: &mut dyn Tx,
+    row: Schedule,
+    suspend: bool,
+    now: DateTime<Utc>,
+) -> StoreResult<(Schedule, Change)> {
+    let d = ScheduleDesired {
+        name: row.name.clone(),
+        desired: Desired::stored(&row.meta).with_spec_field("suspend", json!(suspend)),
+    };
+    update(tx, row, d, now).await
 }
 
 /// Deletes a Schedule; its runs stay (as runs of their task).
@@ -247,23 +262,13 @@ async fn start_run(
         LabelKey::parse(SCHEDULE_LABEL).map_err(|_| bad("label key"))?,
         LabelValue::parse(&s.name).map_err(|_| bad("label value"))?,
     );
-    let run = kinds::Run::new(
-        kinds::ProjectObjectMeta {
-            name: Name::parse(name).map_err(|_| bad("run name"))?,
-            project: Name::parse(project_slug).map_err(|_| bad("project name"))?,
-            labels,
-            annotations: Default::default(),
-            uid: None,
-            generation: None,
-            resource_version: None,
-            creation_timestamp: None,
-        },
-        template.clone(),
-    );
-    let m = Manifest::Run(Box::new(run));
-    let Manifest::Run(r) = &m else { unreachable!() };
-    let desired = RunDesired::of(r, Desired::of(&m));
-    let row = runs::create(tx, s.project_id, project_slug, &task, desired, now).await?;
+    let t = runs::template::Template {
+        name: name.to_string(),
+        labels,
+        annotations: Default::default(),
+        spec: template.clone(),
+    };
+    let row = runs::template::create(tx, s.project_id, project_slug, &task, t, now).await?;
     tx.insert_schedule_run(s.id, at, row.id).await?;
     let p = payload::schedule(
         s,

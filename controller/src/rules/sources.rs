@@ -93,6 +93,24 @@ pub async fn update(
     Ok((row, change))
 }
 
+/// `pamctl suspend source NAME` / `resume` (issue 36, like `flux
+/// suspend`): `spec.suspend` set through [`update`], a spec change like
+/// any other (a new generation; the sync loop skips a suspended Source and
+/// syncs a resumed one, its observedGeneration lagging). The next apply of
+/// the Source's manifest declares `suspend` again.
+pub async fn set_suspend(
+    tx: &mut dyn Tx,
+    row: Source,
+    suspend: bool,
+    now: DateTime<Utc>,
+) -> StoreResult<(Source, Change)> {
+    let d = SourceDesired {
+        name: row.name.clone(),
+        desired: Desired::stored(&row.meta).with_spec_field("suspend", json!(suspend)),
+    };
+    update(tx, row, d, now).await
+}
+
 /// Deletes a Source and its inventory; the objects it owned stay, owned by
 /// nobody.
 pub async fn delete(tx: &mut dyn Tx, s: &Source) -> StoreResult<bool> {

@@ -16,6 +16,7 @@ mod result;
 mod runs;
 mod schedule;
 mod secret;
+pub(crate) mod suspend;
 mod sync;
 mod targets;
 mod token;
@@ -76,6 +77,9 @@ pub(crate) fn run(ctx: &mut Ctx, command: Command) -> Result<Exit> {
         Command::Schedule(s) => schedule::schedule(ctx, s),
         Command::Run(crate::cli::RunCommand::Start(s)) => runs::start(ctx, s),
         Command::Stop { run } => runs::stop(ctx, &run),
+        Command::Rerun { run } => runs::rerun(ctx, &run),
+        Command::Suspend(a) => suspend::suspend(ctx, a, true),
+        Command::Resume(a) => suspend::suspend(ctx, a, false),
         Command::Signal { run, signal } => runs::signal(ctx, &run, signal),
         Command::Logs {
             run,

@@ -118,6 +118,24 @@ pub(crate) fn stop(ctx: &mut Ctx, run: &str) -> Result<Exit> {
     Ok(Exit::Ok)
 }
 
+/// `rerun RUN` (issue 36): a new run with RUN's spec; prints its name.
+pub(crate) fn rerun(ctx: &mut Ctx, run: &str) -> Result<Exit> {
+    let project = ctx.project()?;
+    let client = ctx.client()?;
+    let answer = client.post(
+        &format!("{}/rerun", object_path(Kind::Run, Some(&project), run)),
+        &json!({}),
+    )?;
+    let name = crate::render::table::cell(&answer, "/metadata/name");
+    term::outln(&name);
+    term::note(&format!(
+        "{} re-run: {} created",
+        render::qualified(Kind::Run, run),
+        render::qualified(Kind::Run, &name)
+    ));
+    Ok(Exit::Ok)
+}
+
 pub(crate) fn signal(ctx: &mut Ctx, run: &str, signal: SignalName) -> Result<Exit> {
     let project = ctx.project()?;
     let client = ctx.client()?;

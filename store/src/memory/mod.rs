@@ -258,6 +258,7 @@ impl Tx for MemTx {
 // The aggregates' parts of the transaction (after the helpers and
 // macros above, which they use).
 mod attach;
+mod charts;
 mod deps;
 mod events;
 mod hosts;

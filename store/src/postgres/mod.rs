@@ -436,6 +436,7 @@ impl Tx for PgTx {
 // The aggregates' parts of the transaction (after the helpers and
 // macros above, which they use), and the row mapping they share.
 mod attach;
+mod charts;
 mod deps;
 mod dispatch;
 mod events;

@@ -106,6 +106,7 @@ macro_rules! store_conformance_tests {
             claim_skips_runs_waiting_for_a_secret,
             pending_runs_reading_secrets,
             schedule_ticks_are_taken_once,
+            chart_reads_count_runs_into_buckets,
         );
     };
     (@each $make:expr; $($name:ident),+ $(,)?) => {
@@ -288,6 +289,7 @@ macro_rules! assert_err {
 }
 
 mod attach;
+mod charts;
 mod deps;
 mod dispatch;
 mod events;
@@ -307,6 +309,8 @@ mod webhooks;
 mod work_items;
 #[allow(unused_imports)]
 pub use attach::*;
+#[allow(unused_imports)]
+pub use charts::*;
 #[allow(unused_imports)]
 pub use deps::*;
 #[allow(unused_imports)]

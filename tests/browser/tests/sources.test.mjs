@@ -1,7 +1,7 @@
 // The Sources page (GitOps) on a real pamd syncing a watched directory: sync
 // and health badges, the revision, the inventory, the owning Source on the
 // projects page, a failed sync's error with file:line shown live (no
-// reload), and "Sync now".
+// reload) printed once, "Sync now", and Suspend/Resume (issue 36).
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -64,6 +64,10 @@ test('sources page: badges, revision, owner, live failure with file:line, sync n
   const err = await page.textContent(`${card} .source-errors li[data-file="bad.yaml"]`);
   assert.match(err, /^bad\.yaml, document 0, line \d+/, err);
   assert.equal(await page.evaluate(() => window.__samePage), true, 'updated live, not by a reload');
+  // Issue 36: each error is printed once (the sync message repeated it).
+  const first = (await pamd.get('/api/v1/sources/docs')).status.errors[0].message;
+  const shownTimes = (await page.textContent(card)).split(first).length - 1;
+  assert.equal(shownTimes, 1, `${JSON.stringify(first)} shown ${shownTimes} times`);
   assert.equal(await page.textContent(`${card} [data-field="revision"]`), rev, 'the last good revision stays');
 
   // Mended: Synced again; then "Sync now" runs a sync (lastSyncedAt moves).
@@ -77,6 +81,17 @@ test('sources page: badges, revision, owner, live failure with file:line, sync n
     return s.lastSyncedAt !== before && !s.syncRequestedAt;
   });
   await page.waitForSelector(`${card} [data-action="sync"]:has-text("Sync now")`);
+
+  // Issue 36: Suspend (spec.suspend, no sync; Sync now disabled), Resume.
+  await page.click(`${card} [data-action="suspend"]`);
+  await page.waitForSelector(`${card} [data-action="resume"]`);
+  assert.equal((await pamd.get('/api/v1/sources/docs')).spec.suspend, true);
+  assert.equal(await page.isDisabled(`${card} [data-action="sync"]`), true);
+  assert.match(await page.textContent(card), /suspended/);
+  await page.click(`${card} [data-action="resume"]`);
+  await page.waitForSelector(`${card} [data-action="suspend"]`);
+  assert.notEqual((await pamd.get('/api/v1/sources/docs')).spec.suspend, true);
+  assert.equal(await page.isDisabled(`${card} [data-action="sync"]`), false);
   assert.deepEqual(page.errors, []);
   await page.context().close();
 });

@@ -65,6 +65,9 @@ static ASSETS: &[Asset] = &[
     asset!("pages/activity.js", JS),
     asset!("pages/sources.js", JS),
     asset!("pages/automation.js", JS),
+    asset!("pages/charts.js", JS),
+    asset!("pages/webhooks.js", JS),
+    asset!("chart.js", JS),
 ];
 
 /// `"<sha256 prefix>"` per asset, computed once.

@@ -12,6 +12,7 @@ pub mod gate;
 pub mod lifecycle;
 pub mod placement;
 pub mod result;
+pub mod template;
 pub mod usage;
 pub mod workspace;
 

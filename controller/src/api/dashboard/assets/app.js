@@ -13,15 +13,19 @@ import * as hosts from './pages/hosts.js';
 import * as activity from './pages/activity.js';
 import * as sources from './pages/sources.js';
 import * as automation from './pages/automation.js';
+import * as charts from './pages/charts.js';
+import * as webhooks from './pages/webhooks.js';
 
 const routes = [
   [/^#\/projects$/, projects, 'projects'],
   [/^#\/board\/([^/]+)$/, board, 'projects'],
   [/^#\/automation\/([^/]+)$/, automation, 'projects'],
+  [/^#\/charts\/([^/]+)$/, charts, 'projects'],
   [/^#\/runs$/, runs, 'runs'],
   [/^#\/runs\/([^/]+)\/([^/]+)$/, run, 'runs'],
   [/^#\/hosts$/, hosts, 'hosts'],
   [/^#\/sources$/, sources, 'sources'],
+  [/^#\/webhooks$/, webhooks, 'webhooks'],
   [/^#\/activity$/, activity, 'activity'],
 ];
 

@@ -56,6 +56,35 @@ setInterval(() => {
   for (const t of document.querySelectorAll('time[data-ago]')) t.textContent = ago(t.getAttribute('datetime'));
 }, 15000);
 
+/** Milliseconds as "850 ms", "42 s", "3 min 5 s", "2 h 10 min". */
+export function span(msecs) {
+  if (msecs < 1000) return `${Math.max(0, Math.round(msecs))} ms`;
+  const s = Math.floor(msecs / 1000);
+  if (s < 60) return `${s} s`;
+  if (s < 3600) return `${Math.floor(s / 60)} min${s % 60 ? ` ${s % 60} s` : ''}`;
+  return `${Math.floor(s / 3600)} h${Math.floor((s % 3600) / 60) ? ` ${Math.floor((s % 3600) / 60)} min` : ''}`;
+}
+
+// Issue 36: a run's duration — finished: finishedAt − startedAt; live
+// (started, not finished): the time so far, counting up every second.
+const LIVE = new Set(['spawning', 'running']);
+export function duration(status) {
+  const s = status || {};
+  if (!s.startedAt) return h('span.muted', { 'data-duration': '' }, '—');
+  const start = Date.parse(s.startedAt);
+  if (s.finishedAt) {
+    const ms = Date.parse(s.finishedAt) - start;
+    return h('span.duration', { 'data-duration': ms, title: `ran ${span(ms)}` }, span(ms));
+  }
+  if (!LIVE.has(s.phase)) return h('span.muted', { 'data-duration': '' }, '—');
+  return h('span.duration.ticking', { 'data-duration': 'running', 'data-since': start, title: 'running' },
+    `running ${span(Date.now() - start)}`);
+}
+
+setInterval(() => {
+  for (const d of document.querySelectorAll('[data-since]')) d.textContent = `running ${span(Date.now() - Number(d.dataset.since))}`;
+}, 1000);
+
 /** A phase badge: colour AND text, never colour alone. */
 export function phase(p, extra) {
   const label = p || 'unknown';
@@ -86,6 +115,8 @@ export function code(text) {
 /** A transient message; `kind` error|ok|info. Errors use role=alert. */
 export function toast(message, kind = 'info') {
   const box = document.getElementById('toasts');
+  // Shown once (issue 36): the same message still on screen is not repeated.
+  for (const t of box.children) if (t.textContent === message && t.classList.contains(`toast-${kind}`)) return t;
   const t = h('div.toast', { class: `toast-${kind}`, role: kind === 'error' ? 'alert' : 'status' }, message);
   box.append(t);
   setTimeout(() => t.remove(), kind === 'error' ? 8000 : 4000);

@@ -8,7 +8,7 @@
 
 import { get, post, enc } from '../api.js';
 import { onEvent } from '../sse.js';
-import { h, empty, phase, ratio, fixBars, debounce, toast, confirmDialog, code, cost } from '../util.js';
+import { h, empty, phase, ratio, fixBars, debounce, toast, confirmDialog, code, cost, duration } from '../util.js';
 
 // Issue 21: a project over its budget dispatches no new runs; say so.
 const budgetHeld = (p) => {
@@ -23,6 +23,7 @@ export function render(root, [project]) {
   let tasks = [];
   let byName = new Map();
   let results = new Map();
+  let latest = new Map();
   let busy = false;
 
   const load = async () => {
@@ -33,6 +34,11 @@ export function render(root, [project]) {
         get(`/api/v1/projects/${enc(project)}/runs`),
       ]);
       tasks = list.items;
+      // Issue 36: each task's latest run, with its duration on the card.
+      latest = new Map();
+      for (const r of [...runs.items].sort((a, b) => a.metadata.creationTimestamp.localeCompare(b.metadata.creationTimestamp))) {
+        latest.set(r.spec.task, r);
+      }
       // Issue 32: each task's latest run with a workspace result.
       results = new Map();
       for (const r of runs.items.filter((x) => x.status?.result)
@@ -98,6 +104,11 @@ export function render(root, [project]) {
           `waits for ${t.status.blockedBy.join(', ')}`)
         : null,
       t.status.usage ? h('span.tag', { 'data-cost': t.status.usage.costUsd }, cost(t.status.usage)) : null,
+      latest.has(t.metadata.name) ? (() => {
+        const r = latest.get(t.metadata.name);
+        return h('a.tag', { href: `#/runs/${enc(project)}/${enc(r.metadata.name)}`, 'data-latest-run': r.metadata.name,
+          title: `latest run ${r.metadata.name}: ${r.status?.phase}` }, phase(r.status?.phase), ' ', duration(r.status));
+      })() : null,
       results.has(t.metadata.name) ? (() => {
         const r = results.get(t.metadata.name);
         return h('a.tag.diffstat', { href: `#/runs/${enc(project)}/${enc(r.metadata.name)}`, 'data-diffstat': r.metadata.name,
@@ -145,6 +156,7 @@ export function render(root, [project]) {
         p.status?.usage ? h('span.muted', { 'data-cost': p.status.usage.costUsd }, cost(p.status.usage)) : null,
         budgetHeld(p),
         h('a.ghost', { href: `#/runs?project=${enc(project)}` }, 'Runs in this project'),
+        h('a.ghost', { href: `#/charts/${enc(project)}`, 'data-link': 'charts' }, 'Charts'),
         h('a.ghost', { href: `#/automation/${enc(project)}` }, 'Schedules and secrets')),
       tasks.length === 0
         ? empty('This project has no tasks yet.', 'Add some in YAML and apply them: ', code(`pamctl apply -f tasks.yaml`), '.')

@@ -7,7 +7,7 @@
 
 import { get, post, enc } from '../api.js';
 import { onEvent } from '../sse.js';
-import { h, phase, timeEl, debounce, toast, cost } from '../util.js';
+import { h, phase, timeEl, debounce, toast, cost, duration } from '../util.js';
 import { said } from './activity.js';
 import { resultView } from './diff.js';
 
@@ -121,13 +121,37 @@ export function render(root, [project, name]) {
         loadRun();
       },
     }, run.spec.stopped && !TERMINAL.has(s.phase) ? 'Stopping…' : 'Stop');
+    // Issue 36: a finished run runs again as a new run with the same spec.
+    const rerunBtn = (st) => {
+      const done = TERMINAL.has(st.phase);
+      const b = h('button.ghost', {
+        type: 'button', id: 'rerun', disabled: !done,
+        title: done ? 'Create a new run with the same spec' : 'Only a finished run can be re-run',
+        onclick: async () => {
+          b.disabled = true;
+          try {
+            const r = await post(`${base}/rerun`);
+            toast(`Re-run ${r.metadata.name} created`, 'ok');
+            location.hash = `#/runs/${enc(project)}/${enc(r.metadata.name)}`;
+          } catch (e) {
+            toast(`Cannot re-run ${name}: ${e.message}`, 'error');
+            b.disabled = false;
+          }
+        },
+      }, 'Re-run');
+      return b;
+    };
     const kv = (k, v) => [h('dt', k), h('dd', v ?? h('span.muted', '—'))];
     const blocked = (s.conditions || []).find((c) => c.type === 'Blocked' && c.status === 'True');
     const overBudget = (s.conditions || []).find((c) => c.type === 'BudgetExceeded' && c.status === 'True');
     // Issue 31: why a pending run has no host yet.
     const waits = s.phase === 'pending' && (s.conditions || []).find((c) => c.type === 'Scheduled' && c.status === 'False');
     head.replaceChildren(
-      h('div.page-head', h('h1', name), phase(s.phase), stopBtn),
+      h('div.page-head', h('h1', name), phase(s.phase), stopBtn, rerunBtn(s)),
+      run.metadata.annotations?.['pam.dev/rerun-of']
+        ? h('p.muted', { 'data-field': 'rerun-of' }, 're-run of ',
+          h('a', { href: `#/runs/${enc(project)}/${enc(run.metadata.annotations['pam.dev/rerun-of'])}` }, run.metadata.annotations['pam.dev/rerun-of']))
+        : null,
       h('p', h('a', { href: `#/runs?project=${enc(project)}` }, `← runs in ${project}`)),
       h('dl.kv',
         kv('Task', h('a', { href: `#/board/${enc(project)}` }, run.spec.task)),
@@ -141,6 +165,7 @@ export function render(root, [project, name]) {
         ...(blocked ? kv('Blocked', h('span.blocked', { 'data-condition': 'Blocked' }, blocked.message)) : []),
         kv('Started', timeEl(s.startedAt)),
         kv('Finished', timeEl(s.finishedAt)),
+        kv('Duration', duration(s)),
         kv('Exit code', s.exitCode != null ? String(s.exitCode) : null),
         kv('Failure reason', s.failureReason ? h('span.reason', s.failureReason) : null),
         kv('Message', s.message ? h('span.message', s.message) : null),

@@ -3,7 +3,7 @@
 
 import { get, enc } from '../api.js';
 import { onEvent } from '../sse.js';
-import { h, empty, phase, timeEl, debounce, hashParams, code, cost } from '../util.js';
+import { h, empty, phase, timeEl, debounce, hashParams, code, cost, duration } from '../util.js';
 
 const PHASES = ['pending', 'spawning', 'running', 'exited', 'failed', 'stopped'];
 
@@ -53,6 +53,7 @@ export function render(root) {
         h('td', s.host || h('span.muted', '—')),
         h('td', r.spec.provider),
         h('td', timeEl(r.metadata.creationTimestamp)),
+        h('td.num', duration(s)),
         h('td', waits ? h('span.reason', { 'data-condition': 'Scheduled', title: waits.message || '' }, waits.reason)
           : s.failureReason ? h('span.reason', { title: s.message || '' }, s.failureReason) : (s.exitCode != null ? h('span.muted', `exit ${s.exitCode}`) : '')),
         // Issue 21: every attempt's usage together.
@@ -65,9 +66,9 @@ export function render(root) {
       runs.length === 0
         ? (filtered ? empty('No runs match these filters.', 'Clear them to see every run.')
           : empty('No runs yet.', 'Start one by applying a Run manifest: ', code('pamctl apply -f runs.yaml'), '.'))
-        : h('table.runs',
-          h('thead', h('tr', ['Run', 'Project', 'Task', 'Phase', 'Attempt', 'Host', 'Provider', 'Created', 'Waits / failure / exit', 'Cost'].map((c) => h('th', c)))),
-          h('tbody', runs.map(row))));
+        : h('div.table-wrap', h('table.runs',
+          h('thead', h('tr', ['Run', 'Project', 'Task', 'Phase', 'Attempt', 'Host', 'Provider', 'Created', 'Duration', 'Waits / failure / exit', 'Cost'].map((c) => h('th', c)))),
+          h('tbody', runs.map(row)))));
   };
 
   const reload = debounce(load, 200);

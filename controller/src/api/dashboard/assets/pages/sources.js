@@ -48,11 +48,31 @@ export function render(root) {
     if (!gone) load();
   };
 
+  // Issue 36: suspend (no sync until resumed) and resume, like `flux
+  // suspend source`; pamd sets spec.suspend.
+  const setSuspend = async (name, suspend) => {
+    const verb = suspend ? 'suspend' : 'resume';
+    try {
+      await post(`/api/v1/sources/${enc(name)}/${verb}`);
+      toast(`${name}: ${suspend ? 'suspended' : 'resumed'}`, 'ok');
+    } catch (e) {
+      toast(`Cannot ${verb} ${name}: ${e.message}`, 'error');
+    }
+    load();
+  };
+
+  // A failed load shows its message once: the reloads that follow (every
+  // source.* event) do not repeat it while it is the same.
+  let shown = null;
   const load = async () => {
     try {
       draw((await get('/api/v1/sources')).items);
+      shown = null;
     } catch (e) {
-      root.replaceChildren(h('h1', 'Sources'), h('p.error', { role: 'alert' }, `Could not load sources: ${e.message}`));
+      const msg = `Could not load sources: ${e.message}`;
+      if (shown === msg) return;
+      shown = msg;
+      root.replaceChildren(h('h1', 'Sources'), h('p.error', { role: 'alert' }, msg));
     }
   };
 
@@ -68,7 +88,10 @@ export function render(root) {
         h('span', phase(s.sync || 'Unknown', s.syncMessage), ' ', phase(s.health || 'Unknown', s.healthMessage)),
         h('button.small', { type: 'button', 'data-action': 'sync', disabled: x.spec.suspend,
           title: x.spec.suspend ? 'suspended: resume it (spec.suspend: false) to sync' : 'fetch and apply now',
-          onclick: () => syncNow(name) }, s.syncRequestedAt ? 'Sync requested…' : 'Sync now')),
+          onclick: () => syncNow(name) }, s.syncRequestedAt ? 'Sync requested…' : 'Sync now'),
+        h('button.small.ghost', { type: 'button', 'data-action': x.spec.suspend ? 'resume' : 'suspend',
+          title: x.spec.suspend ? 'sync again (spec.suspend: false)' : 'stop syncing until resumed (spec.suspend: true)',
+          onclick: () => setSuspend(name, !x.spec.suspend) }, x.spec.suspend ? 'Resume' : 'Suspend')),
       h('p.muted', origin(x.spec), ' → projects ', (x.spec.projects || []).map((p) => h('a.tag', { href: `#/board/${enc(p)}` }, p)),
         x.spec.suspend ? h('span.tag', 'suspended') : null,
         x.spec.selfHeal ? h('span.tag', 'self-heal') : null,
@@ -77,7 +100,7 @@ export function render(root) {
         h('dt', 'Revision'), h('dd', { 'data-field': 'revision', title: s.revision || '' }, rev ? code(rev) : h('span.muted', 'none applied yet')),
         h('dt', 'Last synced'), h('dd', timeEl(s.lastSyncedAt)),
         h('dt', 'Objects'), h('dd', { 'data-field': 'inventory' }, String(s.inventory ?? 0))),
-      s.syncMessage && s.sync !== 'Synced' ? h('p', { class: s.sync === 'Failed' ? 'error' : 'muted', 'data-field': 'message' }, s.syncMessage) : null,
+      s.syncMessage && s.sync !== 'Synced' && !errors.length ? h('p', { class: s.sync === 'Failed' ? 'error' : 'muted', 'data-field': 'message' }, s.syncMessage) : null,
       errors.length
         ? h('div.source-errors', { role: s.sync === 'Failed' ? 'alert' : null },
           h('h4', `Last error${errors.length > 1 ? `s (${errors.length})` : ''}`),

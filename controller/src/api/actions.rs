@@ -1,0 +1,109 @@
+//! Issue 36's verbs on stored objects, for pamctl and the dashboard:
+//! `POST /api/v1/projects/{p}/runs/{name}/rerun` (a new run with the same
+//! spec, 201; 409 while the run is not finished), and suspend/resume of a
+//! Source (`/api/v1/sources/{name}/suspend|resume`) or a Schedule
+//! (`/api/v1/projects/{p}/schedules/{name}/suspend|resume`), 200 with the
+//! object. The changes are the rules' ([`runs::template::rerun`],
+//! [`sources::set_suspend`], [`schedules::set_suspend`]).
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use pam_store::{Run, Schedule, Source};
+use serde_json::Value;
+
+use super::auth::Operator;
+use super::extract::{Json, Path};
+use super::served::{one, one_in, Served};
+use super::{ApiError, AppState};
+use crate::rules::{runs, schedules, sources};
+
+type ApiResult<T> = Result<T, ApiError>;
+
+/// This file's routes (merged in [`super::charts::routes`]).
+
+/// The one object `items` printed as the API prints it.
+fn first(mut items: Vec<Value>) -> ApiResult<Value> {
+    items
+        .pop()
+        .ok_or_else(|| ApiError::internal("nothing printed"))
+}
+
+#[tracing::instrument(skip_all, fields(project = %slug, run = %name))]
+pub async fn rerun(
+    State(st): State<AppState>,
+    _op: Operator,
+    Path((slug, name)): Path<(String, String)>,
+) -> ApiResult<(StatusCode, Json<Value>)> {
+    let now = st.ctx.now();
+    let mut tx = st.ctx.store.begin().await?;
+    let (p, run) = one_in::<Run>(tx.as_mut(), &slug, &name).await?;
+    let new = runs::template::rerun(tx.as_mut(), &p.slug, &run, now).await?;
+    let body = first(Run::print(tx.as_mut(), Some(&p), &[new], now).await?)?;
+    st.ctx.commit(tx).await?;
+    st.ctx.wakeups.claimable.notify_waiters();
+    Ok((StatusCode::CREATED, Json(body)))
+}
+
+async fn source_suspend(st: AppState, name: &str, suspend: bool) -> ApiResult<Json<Value>> {
+    let now = st.ctx.now();
+    let mut tx = st.ctx.store.begin().await?;
+    let s = one::<Source>(tx.as_mut(), None, name).await?;
+    let (s, _) = sources::set_suspend(tx.as_mut(), s, suspend, now).await?;
+    let body = first(Source::print(tx.as_mut(), None, &[s], now).await?)?;
+    st.ctx.commit(tx).await?;
+    // A resumed Source syncs at once (its observedGeneration lags).
+    st.ctx.wakeups.loops.notify_one();
+    Ok(Json(body))
+}
+
+#[tracing::instrument(skip_all, fields(source = %name))]
+pub async fn suspend_source(
+    State(st): State<AppState>,
+    _op: Operator,
+    Path(name): Path<String>,
+) -> ApiResult<Json<Value>> {
+    source_suspend(st, &name, true).await
+}
+
+#[tracing::instrument(skip_all, fields(source = %name))]
+pub async fn resume_source(
+    State(st): State<AppState>,
+    _op: Operator,
+    Path(name): Path<String>,
+) -> ApiResult<Json<Value>> {
+    source_suspend(st, &name, false).await
+}
+
+async fn schedule_suspend(
+    st: AppState,
+    slug: &str,
+    name: &str,
+    suspend: bool,
+) -> ApiResult<Json<Value>> {
+    let now = st.ctx.now();
+    let mut tx = st.ctx.store.begin().await?;
+    let (p, s) = one_in::<Schedule>(tx.as_mut(), slug, name).await?;
+    let (s, _) = schedules::set_suspend(tx.as_mut(), s, suspend, now).await?;
+    let body = first(Schedule::print(tx.as_mut(), Some(&p), &[s], now).await?)?;
+    st.ctx.commit(tx).await?;
+    st.ctx.wakeups.loops.notify_one();
+    Ok(Json(body))
+}
+
+#[tracing::instrument(skip_all, fields(project = %slug, schedule = %name))]
+pub async fn suspend_schedule(
+    State(st): State<AppState>,
+    _op: Operator,
+    Path((slug, name)): Path<(String, String)>,
+) -> ApiResult<Json<Value>> {
+    schedule_suspend(st, &slug, &name, true).await
+}
+
+#[tracing::instrument(skip_all, fields(project = %slug, schedule = %name))]
+pub async fn resume_schedule(
+    State(st): State<AppState>,
+    _op: Operator,
+    Path((slug, name)): Path<(String, String)>,
+) -> ApiResult<Json<Value>> {
+    schedule_suspend(st, &slug, &name, false).await
+}
