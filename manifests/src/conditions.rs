@@ -13,6 +13,9 @@ pub const RECONCILING: &str = "Reconciling";
 /// A Source: it cannot progress without a change (a bad revision, a
 /// refused path).
 pub const STALLED: &str = "Stalled";
+/// A Source whose `spec.suspend` is true (issue 35): no syncs, no pushes
+/// taken; its objects stay.
+pub const SUSPENDED: &str = "Suspended";
 /// A project or run: its budget is spent; the project's pending runs are
 /// not dispatched (issue 21).
 pub const BUDGET_EXCEEDED: &str = "BudgetExceeded";

@@ -51,7 +51,13 @@ async fn push(
     for (k, v) in headers {
         req = req.header(*k, v);
     }
-    let r = req.send().await.unwrap();
+    let r = match req.send().await {
+        Ok(r) => r,
+        // pamd answered 413 and closed while the 10 MB were still being
+        // sent (the answer is counted all the same).
+        Err(e) if e.is_request() => return (413, json!({"error": {"code": "closed early"}})),
+        Err(e) => panic!("{e}"),
+    };
     let status = r.status().as_u16();
     (status, r.json().await.unwrap_or(Value::Null))
 }
@@ -232,6 +238,40 @@ async fn a_signed_push_syncs_at_once_and_nothing_else_does() {
     )
     .await;
 
+    // Suspended: no push is taken and `pamctl sync` fails at once, both
+    // saying why; the condition says so until it is resumed.
+    ok(&pamd.pamctl(&["suspend", "source", "repo"]));
+    let condition = |s: &Value| {
+        s["status"]["conditions"]
+            .as_array()
+            .and_then(|cs| cs.iter().find(|c| c["type"] == "Suspended").cloned())
+            .unwrap_or(Value::Null)
+    };
+    let s = pamd.get("/api/v1/sources/repo").await.unwrap();
+    assert_eq!(condition(&s)["status"], "True", "{s}");
+    let body = serde_json::to_vec(&json!({ "ref": "refs/heads/main" })).unwrap();
+    let (status, answer) = push(&pamd, "github", &github("d-susp", &sign(&body)), body).await;
+    assert_eq!(status, 409, "{answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("suspended"),
+        "{answer}"
+    );
+    let started = Instant::now();
+    let out = pamd.pamctl(&["sync", "repo"]);
+    assert!(!out.status.success());
+    assert!(started.elapsed() < Duration::from_secs(5), "at once");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("is suspended") && err.contains("pamctl resume source repo"),
+        "{err}"
+    );
+    ok(&pamd.pamctl(&["resume", "source", "repo"]));
+    let s = pamd.get("/api/v1/sources/repo").await.unwrap();
+    assert_eq!(condition(&s)["status"], "False", "{s}");
+
     let metrics = pamd
         .http()
         .get(format!("{}/metrics", pamd.url))
@@ -252,6 +292,7 @@ async fn a_signed_push_syncs_at_once_and_nothing_else_does() {
         ("other", "unknown_provider", 1),
         ("gitlab", "accepted", 1),
         ("gitlab", "bad_signature", 1),
+        ("github", "suspended", 1),
     ] {
         let line =
             format!("pam_source_hooks_total{{provider=\"{provider}\",outcome=\"{outcome}\"}} {n}");

@@ -19,8 +19,6 @@ use crate::rules::{runs, schedules, sources};
 
 type ApiResult<T> = Result<T, ApiError>;
 
-/// This file's routes (merged in [`super::charts::routes`]).
-
 /// The one object `items` printed as the API prints it.
 fn first(mut items: Vec<Value>) -> ApiResult<Value> {
     items

@@ -35,9 +35,6 @@ const BUCKET_SECONDS: [i64; 11] = [
     60, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400,
 ];
 
-/// Issue 36's routes: this file's and [`super::actions`]' (one line in
-/// [`super::routes::v1`]).
-
 #[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ChartsQuery {

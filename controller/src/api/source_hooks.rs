@@ -18,8 +18,9 @@
 //! answered 200 and syncs nothing. Anything else is refused and syncs
 //! nothing: no receiver or no such Source 404, an unknown provider 400, a
 //! bad or missing proof 401, another event, another ref, a body that is
-//! not JSON or a delivery id seen before (a replay) 400, a body over
-//! [`MAX_BODY`] 413, more than the worker budget's rate per Source 429.
+//! not JSON or a delivery id seen before (a replay) 400, a suspended
+//! Source 409, a body over [`MAX_BODY`] 413, more than the worker
+//! budget's rate per Source 429.
 //! Every answer is counted in `pam_source_hooks_total{provider,outcome}`.
 
 use std::collections::VecDeque;
@@ -65,6 +66,7 @@ pub enum Outcome {
     BadPayload,
     TooLarge,
     RateLimited,
+    Suspended,
 }
 
 impl Outcome {
@@ -81,10 +83,11 @@ impl Outcome {
             Outcome::BadPayload => "bad_payload",
             Outcome::TooLarge => "too_large",
             Outcome::RateLimited => "rate_limited",
+            Outcome::Suspended => "suspended",
         }
     }
 
-    pub const ALL: [Outcome; 11] = [
+    pub const ALL: [Outcome; 12] = [
         Outcome::Accepted,
         Outcome::Ping,
         Outcome::NoReceiver,
@@ -96,6 +99,7 @@ impl Outcome {
         Outcome::BadPayload,
         Outcome::TooLarge,
         Outcome::RateLimited,
+        Outcome::Suspended,
     ];
 }
 
@@ -346,9 +350,18 @@ async fn handle(
             ));
         }
     }
-    let s = sources::request_sync(tx.as_mut(), &s, now)
+    let s = match sources::request_sync(tx.as_mut(), &s, now)
         .await
-        .map_err(store_err)?;
+        .map_err(store_err)?
+    {
+        Ok(s) => s,
+        Err(why) => {
+            return Err((
+                Outcome::Suspended,
+                refuse(StatusCode::CONFLICT, "suspended", why),
+            ))
+        }
+    };
     st.ctx
         .commit(tx)
         .await

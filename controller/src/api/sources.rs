@@ -50,7 +50,9 @@ pub async fn sync_source(
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     let mut tx = st.ctx.store.begin().await?;
     let s = one::<Source>(tx.as_mut(), None, &name).await?;
-    let s = sources::request_sync(tx.as_mut(), &s, st.ctx.now()).await?;
+    let s = sources::request_sync(tx.as_mut(), &s, st.ctx.now())
+        .await?
+        .map_err(|why| ApiError::new(StatusCode::CONFLICT, "suspended", why))?;
     let counts = tx.count_source_objects(&[s.id]).await?;
     let body = printed(&s, &counts);
     st.ctx.commit(tx).await?;

@@ -22,7 +22,7 @@ use uuid::Uuid;
 use super::meta::{self, Change, Desired};
 use crate::events::{payload, topic};
 
-pub use pam_manifests::conditions::{READY, RECONCILING, STALLED};
+pub use pam_manifests::conditions::{READY, RECONCILING, STALLED, SUSPENDED};
 
 /// A Source as declared.
 #[derive(Debug, Clone)]
@@ -52,6 +52,7 @@ pub async fn create(tx: &mut dyn Tx, d: SourceDesired, now: DateTime<Utc>) -> St
         "first sync pending",
         now,
     );
+    suspended_condition(&mut m, now);
     let row = Source {
         id: Uuid::new_v4(),
         name: d.name,
@@ -84,6 +85,7 @@ pub async fn update(
     if !change.changed() {
         return Ok((row, change));
     }
+    suspended_condition(&mut row.meta, now);
     // A Source's new spec is observed when the sync loop has synced it
     // (its status write), not when it is accepted: the loop syncs a Source
     // whose observedGeneration lags.
@@ -117,9 +119,50 @@ pub async fn delete(tx: &mut dyn Tx, s: &Source) -> StoreResult<bool> {
     tx.delete_source(s.id).await
 }
 
-/// `pamctl sync NAME`: sync now.
-pub async fn request_sync(tx: &mut dyn Tx, s: &Source, now: DateTime<Utc>) -> StoreResult<Source> {
-    tx.request_source_sync(s.id, now).await
+/// Whether the Source is suspended (`spec.suspend`).
+pub fn suspended(m: &pam_store::Meta) -> bool {
+    m.spec.get("suspend").and_then(Value::as_bool) == Some(true)
+}
+
+/// The `Suspended` condition (issue 35) as `spec.suspend` says, set with
+/// every spec write (apply, `pamctl suspend/resume`); unchanged when it
+/// already says so.
+fn suspended_condition(m: &mut pam_store::Meta, now: DateTime<Utc>) {
+    if suspended(m) {
+        meta::set_condition(
+            m,
+            SUSPENDED,
+            true,
+            "Suspended",
+            "spec.suspend is true: no syncs; its objects stay",
+            now,
+        );
+    } else {
+        meta::set_condition(
+            m,
+            SUSPENDED,
+            false,
+            "Active",
+            "syncing every interval and on request",
+            now,
+        );
+    }
+}
+
+/// `pamctl sync NAME` (and a push, issue 35): sync now — unless the
+/// Source is suspended: `Ok(Err(why))`, which the caller answers 409.
+pub async fn request_sync(
+    tx: &mut dyn Tx,
+    s: &Source,
+    now: DateTime<Utc>,
+) -> StoreResult<Result<Source, String>> {
+    if suspended(&s.meta) {
+        return Ok(Err(format!(
+            "Source {:?} is suspended (spec.suspend: true): `pamctl resume source {}` first",
+            s.name, s.name
+        )));
+    }
+    tx.request_source_sync(s.id, now).await.map(Ok)
 }
 
 /// How many objects a sync created, changed and pruned.
