@@ -168,7 +168,10 @@ async fn a_git_source_applies_prunes_fails_whole_and_recovers() {
     let table = ok(&pamd.pamctl(&["get", "sources"]));
     assert!(table.starts_with("NAME"), "{table}");
     assert!(
-        table.contains(&format!("web    Synced   Healthy   {}", &c5[..7])),
+        table.contains(&format!(
+            "web    false       {0}    {0}     Synced   Healthy   ",
+            &c5[..7]
+        )),
         "{table}"
     );
 }

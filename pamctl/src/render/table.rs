@@ -120,8 +120,8 @@ fn task_status(obj: &Value) -> String {
 
 /// A revision as `git log --oneline` shows it: 7 hex digits (a directory's
 /// `sha256:` hash too).
-fn short_revision(obj: &Value) -> String {
-    let rev = cell(obj, "/status/revision");
+fn short_revision(obj: &Value, at: &str) -> String {
+    let rev = cell(obj, at);
     let hex = rev.strip_prefix("sha256:").unwrap_or(&rev);
     hex.chars().take(7).collect()
 }
@@ -271,7 +271,15 @@ pub fn objects(
             }
         }
         Kind::Source => {
-            headers.extend(["SYNC", "HEALTH", "REVISION", "AGE"]);
+            // Issue 35: Flux's `get sources` columns.
+            headers.extend([
+                "SUSPENDED",
+                "REVISION",
+                "ATTEMPTED",
+                "SYNC",
+                "HEALTH",
+                "AGE",
+            ]);
             if wide {
                 headers.extend(["INVENTORY", "LAST-SYNCED", "MESSAGE"]);
             }
@@ -439,10 +447,13 @@ pub fn objects(
                 }
             }
             Kind::Source => {
+                let suspended = o.pointer("/spec/suspend").and_then(Value::as_bool) == Some(true);
                 row.extend([
+                    suspended.to_string(),
+                    short_revision(o, "/status/revision"),
+                    short_revision(o, "/status/attemptedRevision"),
                     cell(o, "/status/sync"),
                     cell(o, "/status/health"),
-                    short_revision(o),
                     created(o),
                 ]);
                 if wide {
