@@ -36,7 +36,8 @@ mod schedule;
 pub use schedule::{ConcurrencyPolicy, ObservedSchedule, ScheduleSpec, Timetable};
 mod source;
 pub use source::{
-    Drift, GitSource, HealthState, ObservedSource, SourceError, SourceSpec, SyncState,
+    Drift, GitSource, HealthState, ObservedSource, OwnedState, SourceError, SourceSpec, SyncState,
+    OBJECTS_SHOWN,
 };
 mod webhook;
 pub use webhook::{ObservedWebhook, SecretKeyRef, WebhookSpec};

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use pam_tests::git::{commit, git};
 use pam_tests::{eventually, fails, ok, Pamd, PamdOptions};
-use serde_json::Value;
+use serde_json::{json, Value};
 
 const PROJECT: &str = "apiVersion: pam.dev/v1\nkind: Project\nmetadata: {name: web}\nspec: {}\n";
 
@@ -461,6 +461,85 @@ async fn health_follows_the_owned_runs() {
     ok(&pamd.pamctl(&["-p", "web", "stop", "r1"]));
     ok(&pamd.pamctl(&["sync", "d"]));
     until(&pamd, "d", "healthy", |st| st["health"] == "Healthy").await;
+}
+
+/// Issue 35: a get of one Source lists each owned object with its own sync
+/// and health, read when asked — a run that stops turns Healthy within a
+/// second with no sync; an owned field changed by another path is
+/// OutOfSync, a deleted object Missing; `describe` shows them as a table.
+#[tokio::test]
+async fn each_owned_object_has_its_own_sync_and_health_without_a_sync() {
+    let pamd = Pamd::start(dir_opts()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "p.yaml", PROJECT);
+    write(dir.path(), "t.yaml", &task("web", "t", "T"));
+    write(
+        dir.path(),
+        "r.yaml",
+        "apiVersion: pam.dev/v1\nkind: Run\nmetadata: {name: r1, project: web}\nspec: {task: t, provider: claude, prompt: hi, cwd: /tmp}\n",
+    );
+    ok(&pamd.pamctl_stdin(
+        &["apply", "-f", "-"],
+        Some(&dir_source("d", dir.path(), "web")),
+    ));
+    until(&pamd, "d", "first sync", |st| st["sync"] == "Synced").await;
+    let state = |s: &Value, kind: &str| -> Value {
+        s["status"]["objects"]
+            .as_array()
+            .and_then(|os| os.iter().find(|o| o["kind"] == kind).cloned())
+            .unwrap_or(Value::Null)
+    };
+    let s = source(&pamd, "d").await;
+    assert_eq!(
+        s["status"]["objects"].as_array().map(Vec::len),
+        Some(3),
+        "{s}"
+    );
+    let r = state(&s, "Run");
+    assert_eq!(
+        (&r["sync"], &r["health"], &r["message"]),
+        (&json!("Synced"), &json!("Progressing"), &json!("pending")),
+        "{s}"
+    );
+    assert_eq!(state(&s, "Project")["health"], "Healthy", "{s}");
+
+    // No sync from here on (the interval is a minute, nothing is written
+    // to the directory): the objects' states follow them.
+    ok(&pamd.pamctl(&["-p", "web", "stop", "r1"]));
+    let stopped = std::time::Instant::now();
+    let s = eventually(Duration::from_secs(5), "the run Healthy", || async {
+        let s = source(&pamd, "d").await;
+        (state(&s, "Run")["health"] == "Healthy").then_some(s)
+    })
+    .await;
+    assert!(
+        stopped.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        stopped.elapsed()
+    );
+    assert_eq!(state(&s, "Run")["message"], "stopped", "{s}");
+    ok(&pamd.pamctl_stdin(
+        &["apply", "--force-conflicts", "-f", "-"],
+        Some(&task("web", "t", "Changed")),
+    ));
+    let s = source(&pamd, "d").await;
+    let t = state(&s, "Task");
+    assert_eq!(
+        (&t["sync"], &t["message"]),
+        (&json!("OutOfSync"), &json!("spec.title")),
+        "{s}"
+    );
+    ok(&pamd.pamctl(&["-p", "web", "delete", "run", "r1"]));
+    let s = source(&pamd, "d").await;
+    assert_eq!(state(&s, "Run")["sync"], "Missing", "{s}");
+    let described = ok(&pamd.pamctl(&["describe", "source", "d"]));
+    assert!(described.contains("Objects:"), "{described}");
+    assert!(
+        described
+            .lines()
+            .any(|l| l.contains("Task") && l.contains("OutOfSync") && l.contains("spec.title")),
+        "{described}"
+    );
 }
 
 /// A Source whose first revision is bad has applied nothing: Failed with

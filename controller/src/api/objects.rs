@@ -342,7 +342,13 @@ pub fn host(h: &store::Host, running: u32) -> kinds::Host {
 
 /// A Source as printed: its spec as applied, and the sync loop's status
 /// (`inventory`: how many objects it owns).
-pub fn source(s: &store::Source, inventory: usize) -> Value {
+/// `objects`: each owned object's state and how many were left out
+/// (issue 35; a get of one Source).
+pub fn source(
+    s: &store::Source,
+    inventory: usize,
+    objects: Option<(Vec<kinds::OwnedState>, usize)>,
+) -> Value {
     let spec: kinds::SourceSpec = match serde_json::from_value(s.meta.spec.clone()) {
         Ok(spec) => spec,
         // Written through apply, so it types; print what is stored if not.
@@ -370,6 +376,10 @@ pub fn source(s: &store::Source, inventory: usize) -> Value {
             errors: serde_json::from_value(st.errors.clone()).unwrap_or_default(),
             drift: serde_json::from_value(st.drift.clone()).unwrap_or_default(),
             inventory: inventory as u32,
+            objects_omitted: objects
+                .as_ref()
+                .and_then(|(_, n)| (*n > 0).then(|| u32::try_from(*n).unwrap_or(u32::MAX))),
+            objects: objects.map(|(o, _)| o).unwrap_or_default(),
             observed_generation: Some(s.meta.observed_generation),
             conditions: conditions(&s.meta),
         })),

@@ -11,6 +11,7 @@
 pub mod apply;
 pub mod cache;
 pub mod fetch;
+pub mod objects;
 pub mod roots;
 pub mod runner;
 pub mod settle;

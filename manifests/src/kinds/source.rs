@@ -260,12 +260,43 @@ pub struct ObservedSource {
     /// How many objects the Source owns.
     #[serde(default)]
     pub inventory: u32,
+    /// Issue 35, in a get of one Source: each owned object's own sync and
+    /// health as they stand now (read when asked, so they follow the
+    /// objects without a sync), the first [`OBJECTS_SHOWN`] by kind and
+    /// name; `objectsOmitted` counts the rest.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub objects: Vec<OwnedState>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub objects_omitted: Option<u32>,
     /// The spec generation this status reflects.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
     /// Ready, Reconciling, Stalled.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+}
+
+/// Owned objects listed in a Source's status at most.
+pub const OBJECTS_SHOWN: usize = 100;
+
+/// One owned object's state (issue 35; Argo CD's resource tree).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OwnedState {
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
+    pub name: String,
+    /// `Synced`, `OutOfSync` (an owned field changed by another path) or
+    /// `Missing` (deleted behind the Source's back).
+    pub sync: String,
+    /// Runs: `Progressing` (pending, spawning, running), `Healthy`
+    /// (exited, stopped) or `Degraded` (failed); other kinds `Healthy`
+    /// while they exist; `Missing` when gone.
+    pub health: String,
+    /// The drifted fields, or the run's phase.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
 }
 
 /// Whether the live objects are the Source's revision (Argo CD's sync
