@@ -76,11 +76,11 @@ export async function startPamd({ configToml = '' } = {}) {
   const pamd = {
     url, token, dir, dataDir, log: () => readFileSync(log, 'utf8'),
     /** pamctl with an isolated environment. */
-    pamctl(args) {
+    pamctl(args, input) {
       const home = join(dir, 'home');
       mkdirSync(home, { recursive: true });
       return execFileSync(bin('pamctl'), args, {
-        encoding: 'utf8', cwd: REPO,
+        encoding: 'utf8', cwd: REPO, input,
         env: { PATH: process.env.PATH, HOME: home, PAM_SERVER: url, PAM_TOKEN: token, NO_COLOR: '1' },
       });
     },

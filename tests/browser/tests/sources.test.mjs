@@ -1,7 +1,8 @@
 // The Sources page (GitOps) on a real pamd syncing a watched directory: sync
 // and health badges, the revision, the inventory, the owning Source on the
 // projects page, a failed sync's error with file:line shown live (no
-// reload) printed once, "Sync now", and Suspend/Resume (issue 36).
+// reload) printed once, "Sync now", Suspend/Resume (issue 36), and the
+// owned objects' tree with each one's own sync and health (issue 35).
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -55,6 +56,19 @@ test('sources page: badges, revision, owner, live failure with file:line, sync n
   const rev = src.status.revision.replace(/^sha256:/, '').slice(0, 7);
   assert.equal(await page.textContent(`${card} [data-field="revision"]`), rev);
   assert.equal(await page.textContent(`${card} [data-field="inventory"]`), '2');
+
+  // Issue 35: the objects' tree — each owned object with its own sync and
+  // health; a task changed by another path turns OutOfSync live, with no
+  // sync (the interval is an hour).
+  await page.click(`${card} [data-objects="docs"] summary`);
+  const taskRow = `${card} [data-object="Task/gp/t1"]`;
+  await page.waitForSelector(`${taskRow}[data-sync="Synced"][data-health="Healthy"]`);
+  await page.waitForSelector(`${card} [data-object="Project/gp"][data-sync="Synced"]`);
+  pamd.pamctl(['apply', '--force-conflicts', '-f', '-'], 'apiVersion: pam.dev/v1\nkind: Task\nmetadata: {name: t1, project: gp}\nspec: {title: Changed by hand}\n');
+  await page.waitForSelector(`${taskRow}[data-sync="OutOfSync"]`, { timeout: 10000 });
+  assert.match(await page.textContent(taskRow), /spec\.title/);
+  pamd.pamctl(['apply', '--force-conflicts', '-f', '-'], 'apiVersion: pam.dev/v1\nkind: Task\nmetadata: {name: t1, project: gp}\nspec: {title: Declared in a directory}\n');
+  await page.waitForSelector(`${taskRow}[data-sync="Synced"]`, { timeout: 10000 });
 
   // A truncated file: the sync fails whole; the page shows it live, with
   // the file and line, and without a reload.

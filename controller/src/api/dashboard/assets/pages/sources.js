@@ -1,6 +1,8 @@
 // Sources (GitOps): each Source's sync and health, the revision it applied,
 // when it last synced, the last failed sync's errors with file:line, the
-// drift list, and a "Sync now" button. Live: every source.* event (and the
+// drift list, a "Sync now" button, and (issue 35) its owned objects as a
+// tree — project, then each object with its own sync and health, read from
+// a get of the one Source when the tree is opened and on every change. Live: every source.* event (and the
 // project/work_item/run changes that move health) reloads the list.
 
 import { get, post, enc } from '../api.js';
@@ -61,6 +63,40 @@ export function render(root) {
     load();
   };
 
+  // Issue 35: the open object trees (by Source name) and what they show.
+  const openTrees = new Set();
+  const trees = new Map();
+  const loadTree = async (name) => {
+    try {
+      const s = await get(`/api/v1/sources/${enc(name)}`);
+      trees.set(name, { objects: s.status?.objects || [], omitted: s.status?.objectsOmitted || 0 });
+    } catch (e) {
+      trees.set(name, { error: e.message });
+    }
+    const slot = root.querySelector(`[data-objects="${CSS.escape(name)}"] .tree`);
+    if (slot) slot.replaceChildren(treeOf(name));
+  };
+  const treeOf = (name) => {
+    const t = trees.get(name);
+    if (!t) return h('p.muted', 'Loading…');
+    if (t.error) return h('p.error', `Could not load the objects: ${t.error}`);
+    if (!t.objects.length) return h('p.muted', 'No objects owned yet.');
+    const byProject = new Map();
+    for (const o of t.objects) {
+      const p = o.kind === 'Project' ? o.name : (o.project || '');
+      if (!byProject.has(p)) byProject.set(p, []);
+      byProject.get(p).push(o);
+    }
+    return h('ul.tree', [...byProject].map(([p, objs]) => h('li',
+      h('span.muted', p ? `project ${p}` : 'cluster'),
+      h('ul', objs.map((o) => h('li', {
+        'data-object': `${o.kind}/${o.project ? `${o.project}/` : ''}${o.name}`,
+        'data-sync': o.sync, 'data-health': o.health,
+      }, `${o.kind} `, code(o.name), ' ', phase(o.sync), ' ', phase(o.health),
+      o.message ? h('span.muted', ` ${o.message}`) : null))))),
+    t.omitted ? h('p.muted', `… and ${t.omitted} more`) : null);
+  };
+
   // A failed load shows its message once: the reloads that follow (every
   // source.* event) do not repeat it while it is the same.
   let shown = null;
@@ -68,6 +104,7 @@ export function render(root) {
     try {
       draw((await get('/api/v1/sources')).items);
       shown = null;
+      for (const name of openTrees) loadTree(name);
     } catch (e) {
       const msg = `Could not load sources: ${e.message}`;
       if (shown === msg) return;
@@ -107,6 +144,15 @@ export function render(root) {
           h('ul', errors.map((e) => h('li', { 'data-file': e.file || '', 'data-line': e.line ?? '' },
             code(where(e)), ': ', e.path ? [code(e.path), ': '] : null, e.message))))
         : null,
+      h('details.source-objects', {
+        'data-objects': name,
+        open: openTrees.has(name),
+        ontoggle: (ev) => {
+          // (A redraw of an open tree fires this too: load() reloads it.)
+          if (ev.target.open && !openTrees.has(name)) { openTrees.add(name); loadTree(name); }
+          if (!ev.target.open) openTrees.delete(name);
+        },
+      }, h('summary', `Objects (${s.inventory ?? 0})`), h('div.tree', treeOf(name))),
       drift.length
         ? h('div.source-drift',
           h('h4', `Drift (${drift.length})`),
