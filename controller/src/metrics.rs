@@ -85,6 +85,9 @@ pub struct Metrics {
     /// Issue 30: requests refused (429) because their client address
     /// failed authentication too often (api/rate_limit.rs).
     pub auth_failures_limited: Counter,
+    /// Issue 34: requests refused 401/403, per token name (operator-named
+    /// and few: a bounded label; `unknown` for a token pamd does not know).
+    api_refused: Family<Labels, Counter>,
 }
 
 /// How long `/readyz` and a scrape's database reads may wait: probes give
@@ -242,6 +245,12 @@ impl Metrics {
             "Requests refused (429) because their client address failed authentication too often ([rate_limits] auth_failures_*)",
             auth_failures_limited.clone(),
         );
+        let api_refused = Family::<Labels, Counter>::default();
+        r.register(
+            "api_refused",
+            "API requests refused as unauthorized (401) or forbidden (403), per token name",
+            api_refused.clone(),
+        );
         // Every known series from the start (at 0), so rates work from the
         // first scrape.
         for outcome in ["applied", "duplicate", "stale", "rejected"] {
@@ -273,7 +282,19 @@ impl Metrics {
             webhook_pending,
             database_up,
             auth_failures_limited,
+            api_refused,
         }
+    }
+
+    /// Issue 34: a request of token `token` (its name, never its value)
+    /// was refused with `status` (401 or 403).
+    pub fn api_refused(&self, token: &str, status: u16) {
+        self.api_refused
+            .get_or_create(&vec![
+                ("token", token.to_string()),
+                ("status", status.to_string()),
+            ])
+            .inc();
     }
 
     /// Issue 19: a delivery attempt to `webhook` ended as `outcome`

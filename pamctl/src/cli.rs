@@ -399,13 +399,19 @@ pub enum HostCommand {
 
 #[derive(Debug, Subcommand)]
 pub enum TokenCommand {
-    /// Create an operator token NAME, or a worker token with --worker HOST; prints it once
+    /// Create an operator token NAME, or a worker token with --worker HOST; prints it once.
+    /// An operator or viewer token acts only in the projects of -p/--project (a comma list:
+    /// --project web,api)
     Create {
         #[arg(required_unless_present = "worker", conflicts_with = "worker")]
         name: Option<String>,
         /// Create a worker token for this host
         #[arg(long, value_name = "HOST")]
         worker: Option<String>,
+        /// admin (everything, the default), operator (read and change its projects) or
+        /// viewer (read its projects)
+        #[arg(long, value_parser = ["admin", "operator", "viewer"], conflicts_with = "worker")]
+        role: Option<String>,
     },
     /// List tokens (never their values)
     List,

@@ -32,6 +32,7 @@ impl From<ApplyError> for ApiError {
                 err
             }
             ApplyError::BadRequest(m) => ApiError::bad_request(m),
+            ApplyError::Forbidden(m) => ApiError::new(StatusCode::FORBIDDEN, "forbidden", m),
             ApplyError::Conflict(m) => ApiError::new(StatusCode::CONFLICT, "conflict", m),
             ApplyError::Store(e) => e.into(),
         }
@@ -59,11 +60,12 @@ pub struct ApplyQuery {
 #[tracing::instrument(skip_all, fields(files = req.files.len(), objects = req.objects.len(), dry_run = req.dry_run))]
 pub async fn apply_handler(
     State(st): State<AppState>,
-    _op: Operator,
+    Operator(op): Operator,
     Query(q): Query<ApplyQuery>,
     Json(mut req): Json<ApplyRequest>,
 ) -> ApiResult<Json<ApplyResponse>> {
     req.force_conflicts = q.force_conflicts;
+    req.grant = op.grant().cloned();
     let results = apply::apply(&st.ctx, &req).await?;
     Ok(Json(ApplyResponse {
         dry_run: req.dry_run,
@@ -76,9 +78,10 @@ pub async fn apply_handler(
 #[tracing::instrument(skip_all, fields(files = req.files.len(), objects = req.objects.len()))]
 pub async fn diff_handler(
     State(st): State<AppState>,
-    _op: Operator,
-    Json(req): Json<ApplyRequest>,
+    Operator(op): Operator,
+    Json(mut req): Json<ApplyRequest>,
 ) -> ApiResult<Json<Value>> {
+    req.grant = op.grant().cloned();
     let items = apply::diff(&st.ctx, &req).await?;
     Ok(Json(json!({ "items": items })))
 }

@@ -25,6 +25,7 @@ use crate::ctx::{Ctx, Thresholds};
 pub mod apply;
 pub mod attach;
 pub mod auth;
+pub mod authz;
 pub mod dashboard;
 pub mod events;
 pub mod extract;
@@ -93,7 +94,7 @@ pub fn router(state: AppState) -> Router {
     let limited = axum::middleware::from_fn_with_state(state.clone(), rate_limit::layer);
     Router::new()
         // Every route is an entry of the route table (routes.rs).
-        .merge(routes::router(state.max_body_bytes))
+        .merge(routes::router(&state))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(idempotent)

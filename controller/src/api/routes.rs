@@ -7,12 +7,13 @@
 //! Adding a route is one entry here (or in a `Vec` this table appends):
 //!
 //! ```text
-//! post("/api/v1/projects/{project}/runs/{name}/rerun", runs::rerun, Operator)
+//! post("/api/v1/projects/{project}/runs/{name}/rerun", runs::rerun, Op(Create, "runs"))
 //!     .doc("runs", "rerunRun", "Start a finished run again")
 //!     .object(201, "the new Run"),
 //! ```
 //!
-//! - `get`/`post`/`delete`(path, handler, who may call it: [`Access`]);
+//! - `get`/`post`/`delete`(path, handler, who may call it: [`Access`],
+//!   for a token's route the verb and resource its role needs);
 //! - `.doc(tag, operationId, summary)` — the operationId must be unique;
 //! - the handler's `Query<Q>` as `.query::<Q>()`, its `Json<B>` body as
 //!   `.body::<B>()` (`Option<Json<B>>`: `.optional_body::<B>()`);
@@ -34,6 +35,7 @@ use super::{
     apply, attach as a, dashboard, events, hosts, metrics, openapi, runs, schedules, secrets,
     served, sources, stream, tasks, tokens, webhooks, worker as w, AppState,
 };
+use crate::rules::access::Verb::*;
 
 /// The default request body limit of apply and diff (`[api]
 /// max_body_bytes`; other routes keep axum's 2 MB). An apply's peak RSS is
@@ -42,8 +44,8 @@ use super::{
 pub const DEFAULT_MAX_BODY_BYTES: usize = 16 << 20;
 
 /// The router of [`table`].
-pub fn router(max_body_bytes: usize) -> Router<AppState> {
-    route::router(table(max_body_bytes))
+pub fn router(state: &AppState) -> Router<AppState> {
+    route::router(table(state.max_body_bytes), state)
 }
 
 /// Every route; apply, diff and the workers' signals accept bodies up to
@@ -53,17 +55,21 @@ pub fn table(max_body_bytes: usize) -> Vec<Route> {
     let mut t = vec![
         // Large batches (10,000 manifests is several MB of YAML) exceed
         // axum's 2 MB default body limit.
-        post("/api/v1/apply", apply::apply_handler, Operator)
-            .doc(
-                "apply",
-                "apply",
-                "Apply manifests (create or update, optionally prune)",
-            )
-            .query::<apply::ApplyQuery>()
-            .body::<crate::apply::ApplyRequest>()
-            .json::<apply::ApplyResponse>(200, "what was done to each object")
-            .body_limit(max_body_bytes),
-        post("/api/v1/diff", apply::diff_handler, Operator)
+        post(
+            "/api/v1/apply",
+            apply::apply_handler,
+            Op(Update, "manifests"),
+        )
+        .doc(
+            "apply",
+            "apply",
+            "Apply manifests (create or update, optionally prune)",
+        )
+        .query::<apply::ApplyQuery>()
+        .body::<crate::apply::ApplyRequest>()
+        .json::<apply::ApplyResponse>(200, "what was done to each object")
+        .body_limit(max_body_bytes),
+        post("/api/v1/diff", apply::diff_handler, Op(Get, "manifests"))
             .doc(
                 "apply",
                 "diff",
@@ -75,26 +81,30 @@ pub fn table(max_body_bytes: usize) -> Vec<Route> {
         post(
             "/api/v1/projects/{project}/tasks/{name}/transition",
             tasks::transition_task,
-            Operator,
+            Op(Update, "tasks"),
         )
         .doc("tasks", "transitionTask", "Move a task to another status")
         .body::<tasks::TransitionBody>()
         .object(200, "`{task, cascade, changed, dryRun}`"),
-        post(format!("{run}/stop"), runs::stop_run, Operator)
+        post(format!("{run}/stop"), runs::stop_run, Op(Signal, "runs"))
             .doc("runs", "stopRun", "Ask a run's session to stop")
             .json::<kinds::Run>(200, "the Run"),
-        post(format!("{run}/signal"), runs::signal_run, Operator)
-            .doc("runs", "signalRun", "Send a signal to a run's session")
-            .body::<runs::SignalBody>()
-            .object(202, "`{accepted: true}`: handed to the run's worker"),
-        get(format!("{run}/output"), runs::run_output, Operator)
+        post(
+            format!("{run}/signal"),
+            runs::signal_run,
+            Op(Signal, "runs"),
+        )
+        .doc("runs", "signalRun", "Send a signal to a run's session")
+        .body::<runs::SignalBody>()
+        .object(202, "`{accepted: true}`: handed to the run's worker"),
+        get(format!("{run}/output"), runs::run_output, Op(Get, "runs"))
             .doc(
                 "runs",
                 "getRunOutput",
                 "The latest output snapshot of a run's session",
             )
             .object(200, "the snapshot"),
-        post(format!("{run}/attach"), a::acquire, Operator)
+        post(format!("{run}/attach"), a::acquire, Op(Attach, "runs"))
             .doc(
                 "attach",
                 "acquireAttachLease",
@@ -102,15 +112,19 @@ pub fn table(max_body_bytes: usize) -> Vec<Route> {
             )
             .optional_body::<a::AcquireBody>()
             .object(201, "the lease"),
-        post(format!("{run}/attach/renew"), a::renew, Operator)
+        post(format!("{run}/attach/renew"), a::renew, Op(Attach, "runs"))
             .doc("attach", "renewAttachLease", "Extend an attach lease")
             .body::<a::LeaseBody>()
             .object(200, "the lease"),
-        post(format!("{run}/attach/release"), a::release, Operator)
-            .doc("attach", "releaseAttachLease", "Give an attach lease back")
-            .body::<a::LeaseBody>()
-            .empty(204, "released"),
-        post(format!("{run}/attach/input"), a::input, Operator)
+        post(
+            format!("{run}/attach/release"),
+            a::release,
+            Op(Attach, "runs"),
+        )
+        .doc("attach", "releaseAttachLease", "Give an attach lease back")
+        .body::<a::LeaseBody>()
+        .empty(204, "released"),
+        post(format!("{run}/attach/input"), a::input, Op(Attach, "runs"))
             .doc(
                 "attach",
                 "sendAttachInput",
@@ -118,25 +132,29 @@ pub fn table(max_body_bytes: usize) -> Vec<Route> {
             )
             .body::<a::InputBody>()
             .object(202, "`{accepted: true}`"),
-        post("/api/v1/secrets/rotate-key", secrets::rotate_key, Operator)
-            .doc(
-                "secrets",
-                "rotateSecretsKey",
-                "Seal every Secret with a new key",
-            )
-            .optional_body::<secrets::RotateRequest>()
-            .json::<crate::rules::secrets::Rotation>(200, "what the rotation did"),
+        post(
+            "/api/v1/secrets/rotate-key",
+            secrets::rotate_key,
+            Op(Update, "secretkeys"),
+        )
+        .doc(
+            "secrets",
+            "rotateSecretsKey",
+            "Seal every Secret with a new key",
+        )
+        .optional_body::<secrets::RotateRequest>()
+        .json::<crate::rules::secrets::Rotation>(200, "what the rotation did"),
         post(
             "/api/v1/projects/{project}/schedules/{name}/trigger",
             schedules::trigger_schedule,
-            Operator,
+            Op(Trigger, "schedules"),
         )
         .doc("schedules", "triggerSchedule", "Start a schedule's run now")
         .object(201, "`{run}`: the run started"),
         post(
             "/api/v1/hosts/{host}/{action}",
             hosts::host_action,
-            Operator,
+            Op(Update, "hosts"),
         )
         .doc(
             "hosts",
@@ -147,14 +165,14 @@ pub fn table(max_body_bytes: usize) -> Vec<Route> {
         post(
             "/api/v1/sources/{source}/sync",
             sources::sync_source,
-            Operator,
+            Op(Sync, "sources"),
         )
         .doc("sources", "syncSource", "Sync a Source now")
         .json::<kinds::Source>(202, "the Source, its sync requested"),
         get(
             "/api/v1/webhookdeliveries",
             webhooks::list_deliveries,
-            Operator,
+            Op(List, "webhookdeliveries"),
         )
         .doc(
             "webhooks",
@@ -166,23 +184,27 @@ pub fn table(max_body_bytes: usize) -> Vec<Route> {
         get(
             "/api/v1/webhookdeliveries/{id}",
             webhooks::get_delivery,
-            Operator,
+            Op(Get, "webhookdeliveries"),
         )
         .doc("webhooks", "getWebhookDelivery", "Get a webhook delivery")
         .object(200, "the delivery"),
         post(
             "/api/v1/webhookdeliveries/{id}/redeliver",
             webhooks::redeliver,
-            Operator,
+            Op(Create, "webhookdeliveries"),
         )
         .doc("webhooks", "redeliverWebhook", "Send a delivery again")
         .object(202, "the new delivery"),
         // The dashboard's run timeline.
-        get(format!("{run}/events"), runs::run_events, Operator)
-            .doc("runs", "listRunEvents", "A run's events, oldest first")
-            .query::<runs::RunEventsQuery>()
-            .object(200, "`{items}`: the events"),
-        get(format!("{run}/result"), runs::run_result, Operator)
+        get(
+            format!("{run}/events"),
+            runs::run_events,
+            Op(List, "events"),
+        )
+        .doc("runs", "listRunEvents", "A run's events, oldest first")
+        .query::<runs::RunEventsQuery>()
+        .object(200, "`{items}`: the events"),
+        get(format!("{run}/result"), runs::run_result, Op(Get, "runs"))
             .doc(
                 "runs",
                 "getRunResult",
@@ -190,14 +212,14 @@ pub fn table(max_body_bytes: usize) -> Vec<Route> {
             )
             .query::<runs::RunResultQuery>()
             .object(200, "the workspace result"),
-        get("/api/v1/tokens", tokens::list_tokens, Operator)
+        get("/api/v1/tokens", tokens::list_tokens, Op(List, "tokens"))
             .doc(
                 "tokens",
                 "listTokens",
                 "List API tokens (never their values)",
             )
             .object(200, "`{items}`: the tokens"),
-        post("/api/v1/tokens", tokens::create_token, Operator)
+        post("/api/v1/tokens", tokens::create_token, Op(Create, "tokens"))
             .doc(
                 "tokens",
                 "createToken",
@@ -205,14 +227,18 @@ pub fn table(max_body_bytes: usize) -> Vec<Route> {
             )
             .body::<tokens::NewToken>()
             .object(201, "the token, with its value shown this once"),
-        delete("/api/v1/tokens/{id}", tokens::revoke_token, Operator)
-            .doc("tokens", "revokeToken", "Revoke a token")
-            .empty(204, "revoked"),
-        get("/api/v1/events", events::list_events, Operator)
+        delete(
+            "/api/v1/tokens/{id}",
+            tokens::revoke_token,
+            Op(Delete, "tokens"),
+        )
+        .doc("tokens", "revokeToken", "Revoke a token")
+        .empty(204, "revoked"),
+        get("/api/v1/events", events::list_events, Op(List, "events"))
             .doc("events", "listEvents", "A page of the event journal")
             .query::<events::EventsQuery>()
             .object(200, "`{items, next}`: the events"),
-        get("/api/v1/events/stream", stream::stream, Operator)
+        get("/api/v1/events/stream", stream::stream, Op(Watch, "events"))
             .doc(
                 "events",
                 "streamEvents",

@@ -13,10 +13,27 @@ use crate::{term, Ctx};
 pub(crate) fn token(ctx: &mut Ctx, cmd: TokenCommand) -> Result<Exit> {
     let client = ctx.client()?;
     match cmd {
-        TokenCommand::Create { name, worker } => {
+        TokenCommand::Create { name, worker, role } => {
+            // Only a --project given here scopes the token, never the
+            // context's default project.
+            let projects: Vec<&str> = ctx
+                .explicit_project()
+                .map(|p| {
+                    p.split(',')
+                        .map(str::trim)
+                        .filter(|p| !p.is_empty())
+                        .collect()
+                })
+                .unwrap_or_default();
             let body = match (name, worker) {
                 (_, Some(host)) => json!({ "worker": host }),
-                (Some(name), None) => json!({ "name": name }),
+                (Some(name), None) => {
+                    let mut b = json!({ "name": name, "projects": projects });
+                    if let Some(role) = role {
+                        b["role"] = json!(role);
+                    }
+                    b
+                }
                 (None, None) => return Err(CliError::usage("pass NAME or --worker HOST")),
             };
             let answer = client.post("/api/v1/tokens", &body)?;
@@ -53,12 +70,36 @@ pub(crate) fn token(ctx: &mut Ctx, cmd: TokenCommand) -> Result<Exit> {
     Ok(Exit::Ok)
 }
 
+/// A token's projects as a comma list; `*` for every project (an admin).
+fn projects(o: &Value) -> String {
+    let ps: Vec<&str> = o
+        .get("projects")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    match (ps.is_empty(), cell(o, "/role").as_str()) {
+        (true, "admin") => "*".into(),
+        (true, _) => "<none>".into(),
+        _ => ps.join(","),
+    }
+}
+
 fn list_table(items: &[Value], now: DateTime<Utc>) -> String {
     let ago = |o: &Value, k: &str| match o.get(k).and_then(Value::as_str) {
         Some(t) => age::since(Some(t), now),
         None => "<never>".to_string(),
     };
-    let mut t = Table::new(&["ID", "NAME", "KIND", "HOST", "AGE", "LAST-USED", "REVOKED"]);
+    let mut t = Table::new(&[
+        "ID",
+        "NAME",
+        "KIND",
+        "ROLE",
+        "PROJECTS",
+        "HOST",
+        "AGE",
+        "LAST-USED",
+        "REVOKED",
+    ]);
     for o in items {
         let revoked = match o.get("revokedAt").and_then(Value::as_str) {
             Some(r) => format!("{} ago", age::since(Some(r), now)),
@@ -68,6 +109,8 @@ fn list_table(items: &[Value], now: DateTime<Utc>) -> String {
             cell(o, "/id"),
             cell(o, "/name"),
             cell(o, "/kind"),
+            cell(o, "/role"),
+            projects(o),
             cell(o, "/host"),
             ago(o, "createdAt"),
             ago(o, "lastUsedAt"),
@@ -84,15 +127,15 @@ mod tests {
     #[test]
     fn token_table() {
         let items = vec![
-            json!({"id": "t-1", "name": "ci", "kind": "operator", "host": null,
+            json!({"id": "t-1", "name": "ci", "kind": "operator", "host": null, "role": "viewer", "projects": ["web", "api"],
                    "createdAt": "2026-02-28T12:00:00Z", "lastUsedAt": "2026-03-01T11:58:00Z", "revokedAt": null}),
-            json!({"id": "t-2", "name": "worker-alpha", "kind": "worker", "host": "alpha",
+            json!({"id": "t-2", "name": "worker-alpha", "kind": "worker", "host": "alpha", "role": "worker", "projects": [],
                    "createdAt": "2026-02-01T12:00:00Z", "lastUsedAt": null, "revokedAt": "2026-03-01T10:00:00Z"}),
         ];
         insta::assert_snapshot!(list_table(&items, crate::render::samples::now()), @r"
-        ID    NAME           KIND       HOST     AGE   LAST-USED   REVOKED
-        t-1   ci             operator   <none>   24h   2m          no
-        t-2   worker-alpha   worker     alpha    28d   <never>     120m ago
+        ID    NAME           KIND       ROLE     PROJECTS   HOST     AGE   LAST-USED   REVOKED
+        t-1   ci             operator   viewer   web,api    <none>   24h   2m          no
+        t-2   worker-alpha   worker     worker   <none>     alpha    28d   <never>     120m ago
         ");
     }
 }
