@@ -249,6 +249,11 @@ pub enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
+    /// Print who the token is: its name, role and projects
+    Whoami,
+    /// Ask what the token may do
+    #[command(subcommand)]
+    Auth(AuthCommand),
     /// Print the client version and the server's
     Version {
         /// The client version only (no server contact)
@@ -417,6 +422,18 @@ pub enum TokenCommand {
     List,
     /// Revoke a token by id
     Revoke { id: String },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AuthCommand {
+    /// Whether the token may do VERB to KIND (in -p P): prints yes or no, exits 0 or 1
+    CanI {
+        /// get, list, watch, create, update, delete, attach, signal, sync, trigger
+        verb: String,
+        /// A kind (runs, run, rn …) or events, manifests, tokens, secretkeys,
+        /// webhookdeliveries
+        kind: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]

@@ -129,3 +129,54 @@ pub fn visible<T>(grant: Option<&Grant>, items: Vec<T>, slug: impl Fn(&T) -> &st
             .collect(),
     }
 }
+
+/// `GET /api/v1/whoami`: the caller's token name, role and projects.
+pub async fn whoami(
+    super::auth::Operator(op): super::auth::Operator,
+) -> super::extract::Json<serde_json::Value> {
+    let (role, projects) = match op.grant() {
+        Some(g) => (g.role.as_str(), g.projects.clone()),
+        None => ("worker", Vec::new()),
+    };
+    super::extract::Json(serde_json::json!({
+        "name": op.name(),
+        "role": role,
+        "projects": projects,
+    }))
+}
+
+/// `GET /api/v1/auth/can-i`'s question.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CanIQuery {
+    /// get, list, watch, create, update, delete, attach, signal, sync,
+    /// trigger.
+    verb: String,
+    /// A kind's plural (`runs`), or events, manifests, tokens, secretkeys,
+    /// webhookdeliveries.
+    resource: String,
+    /// The project asked about; none: the verb itself.
+    #[serde(default)]
+    project: Option<String>,
+}
+
+/// `GET /api/v1/auth/can-i`: whether the caller's token may, by the very
+/// [`access::authorize`] every route asks (kubectl's `auth can-i`).
+pub async fn can_i(
+    super::auth::Operator(op): super::auth::Operator,
+    super::extract::Query(q): super::extract::Query<CanIQuery>,
+) -> Result<super::extract::Json<serde_json::Value>, ApiError> {
+    let verb = Verb::parse(&q.verb)
+        .ok_or_else(|| ApiError::bad_request(format!("unknown verb {:?}", q.verb)))?;
+    let resource = [access::PROJECT_RESOURCES, access::ADMIN_RESOURCES]
+        .concat()
+        .into_iter()
+        .find(|r| *r == q.resource)
+        .ok_or_else(|| ApiError::bad_request(format!("unknown resource {:?}", q.resource)))?;
+    let allowed = op.grant().is_some_and(|g| {
+        access::authorize(g, verb, resource, q.project.as_deref()) == Decision::Allow
+    });
+    Ok(super::extract::Json(
+        serde_json::json!({ "allowed": allowed }),
+    ))
+}

@@ -32,10 +32,10 @@ use pam_manifests::protocol::{
 
 use super::route::{self, delete, get, post, Access::*, Route};
 use super::{
-    apply, attach as a, dashboard, events, hosts, metrics, openapi, runs, schedules, secrets,
-    served, sources, stream, tasks, tokens, webhooks, worker as w, AppState,
+    apply, attach as a, authz, dashboard, events, hosts, metrics, openapi, runs, schedules,
+    secrets, served, sources, stream, tasks, tokens, webhooks, worker as w, AppState,
 };
-use crate::rules::access::Verb::*;
+use crate::rules::access::{self, Verb::*};
 
 /// The default request body limit of apply and diff (`[api]
 /// max_body_bytes`; other routes keep axum's 2 MB). An apply's peak RSS is
@@ -246,6 +246,17 @@ pub fn table(max_body_bytes: usize) -> Vec<Route> {
             )
             .query::<stream::StreamQuery>()
             .events("one SSE event per journal event, its `id` the event's seq"),
+        get("/api/v1/whoami", authz::whoami, Op(Get, access::SELF))
+            .doc("auth", "whoami", "The caller's token: name, role, projects")
+            .object(200, "`{name, role, projects}`"),
+        get("/api/v1/auth/can-i", authz::can_i, Op(Get, access::SELF))
+            .doc(
+                "auth",
+                "canI",
+                "Whether the caller's token may do a verb to a resource (in a project)",
+            )
+            .query::<authz::CanIQuery>()
+            .object(200, "`{allowed}`"),
         post("/api/v1/workers/register", w::register, Worker)
             .doc("workers", "registerWorker", "A worker registers its host")
             .body::<RegisterRequest>()

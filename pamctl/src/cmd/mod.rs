@@ -104,6 +104,10 @@ pub(crate) fn run(ctx: &mut Ctx, command: Command) -> Result<Exit> {
             crate::term::out(&crate::complete::script(shell));
             Ok(Exit::Ok)
         }
+        Command::Whoami => token::whoami(ctx),
+        Command::Auth(crate::cli::AuthCommand::CanI { verb, kind }) => {
+            token::can_i(ctx, &verb, &kind)
+        }
         Command::Version { client, output } => info::version(ctx, client, output.as_deref()),
         Command::Explain { path, recursive } => explain::explain(&path, recursive),
         Command::ApiResources { output, no_headers } => {

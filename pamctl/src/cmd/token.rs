@@ -70,6 +70,40 @@ pub(crate) fn token(ctx: &mut Ctx, cmd: TokenCommand) -> Result<Exit> {
     Ok(Exit::Ok)
 }
 
+/// `whoami`: the token's name, role and projects.
+pub(crate) fn whoami(ctx: &mut Ctx) -> Result<Exit> {
+    let v = ctx.client()?.get("/api/v1/whoami")?;
+    term::outln(&format!("name:     {}", cell(&v, "/name")));
+    term::outln(&format!("role:     {}", cell(&v, "/role")));
+    term::outln(&format!("projects: {}", projects(&v)));
+    Ok(Exit::Ok)
+}
+
+/// `auth can-i VERB KIND [-p P]`: `yes` (exit 0) or `no` (exit 1), as the
+/// server's one authorization decides (kubectl's habit).
+pub(crate) fn can_i(ctx: &mut Ctx, verb: &str, kind: &str) -> Result<Exit> {
+    // A kind by any of its names; the other resources by theirs.
+    let resource = pam_manifests::Kind::parse_alias(kind)
+        .map(|k| k.plural().to_string())
+        .unwrap_or_else(|| kind.to_string());
+    let mut path = format!(
+        "/api/v1/auth/can-i?verb={}&resource={}",
+        enc(verb),
+        enc(&resource)
+    );
+    if let Some(p) = ctx.explicit_project() {
+        path.push_str(&format!("&project={}", enc(p)));
+    }
+    let v = ctx.client()?.get(&path)?;
+    if v.get("allowed").and_then(Value::as_bool) == Some(true) {
+        term::outln("yes");
+        Ok(Exit::Ok)
+    } else {
+        term::outln("no");
+        Ok(Exit::Failed)
+    }
+}
+
 /// A token's projects as a comma list; `*` for every project (an admin).
 fn projects(o: &Value) -> String {
     let ps: Vec<&str> = o
