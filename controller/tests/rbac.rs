@@ -548,3 +548,75 @@ async fn a_viewers_stream_carries_only_its_projects_events() {
         assert!(!text.contains("\"api-"), "{text}");
     }
 }
+
+/// The audit trail: what a request journals names its token (name and
+/// role) in `actor`, on the journal's page as in the payload kept; the
+/// loops' own events name none.
+#[tokio::test]
+async fn every_event_of_a_request_names_its_token() {
+    let w = world().await;
+    let yaml = "apiVersion: pam.dev/v1\nkind: Task\nmetadata: {name: audited, project: web}\nspec: {title: x}\n";
+    let (s, b) = call(
+        &w.st,
+        &w.operator,
+        &Method::POST,
+        "/api/v1/apply",
+        Some(json!({"files": [{"name": "a.yaml", "content": yaml}]})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    let (s, b) = call(
+        &w.st,
+        &w.operator,
+        &Method::POST,
+        "/api/v1/projects/web/runs/w-run/stop",
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    // A loop's change, journaled outside any request.
+    let ctx = w.st.ctx.clone();
+    let mut tx = ctx.store.begin().await.unwrap();
+    tx.append_event("worker.offline", json!({"host": "loop-made"}), ctx.now())
+        .await
+        .unwrap();
+    ctx.commit(tx).await.unwrap();
+
+    let (_, b) = call(
+        &w.st,
+        &w.admin,
+        &Method::GET,
+        "/api/v1/events?limit=1000",
+        None,
+    )
+    .await;
+    let v: Value = serde_json::from_str(&b).unwrap();
+    let items = v["items"].as_array().unwrap();
+    let by = json!({"name": "web-operator", "role": "operator"});
+    let created = items
+        .iter()
+        .find(|e| e["topic"] == "work_item.created" && e["payload"]["name"] == "audited")
+        .expect("the apply's event");
+    assert_eq!(created["actor"], by, "{created}");
+    assert_eq!(created["payload"]["actor"], by, "journaled with the event");
+    let after_apply: Vec<&Value> = items
+        .iter()
+        .filter(|e| e["seq"].as_i64() >= created["seq"].as_i64() && e["topic"] != "worker.offline")
+        .collect();
+    for e in after_apply {
+        assert_eq!(e["actor"], by, "{e}");
+    }
+    // The world's apply was the admin's ("ops"); the loop's has none.
+    let first = &items[0];
+    assert_eq!(
+        first["actor"],
+        json!({"name": "ops", "role": "admin"}),
+        "{first}"
+    );
+    let offline = items
+        .iter()
+        .find(|e| e["topic"] == "worker.offline")
+        .unwrap();
+    assert!(offline.get("actor").is_none(), "{offline}");
+    assert!(offline["payload"].get("actor").is_none(), "{offline}");
+}

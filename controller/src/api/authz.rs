@@ -93,8 +93,17 @@ pub async fn enforce(State(perm): State<Permission>, req: Request, next: Next) -
         }
         return e.into_response();
     }
+    // The audit trail: every event this request journals names its
+    // token (name and role, never the token).
+    let actor = actor(&principal);
     parts.extensions.insert(principal);
-    next.run(Request::from_parts(parts, body)).await
+    pam_store::events::as_actor(actor, next.run(Request::from_parts(parts, body))).await
+}
+
+/// The `actor` of the events a principal's requests journal.
+pub fn actor(principal: &Principal) -> serde_json::Value {
+    let role = principal.grant().map_or("worker", |g| g.role.as_str());
+    serde_json::json!({ "name": principal.name(), "role": role })
 }
 
 /// The route's handler wrapped in its permission's check.

@@ -83,6 +83,7 @@ macro_rules! store_conformance_tests {
             delete_host_refused_while_referenced,
             events_append_after_bounds_purge,
             append_events_batch,
+            events_carry_the_actor_of_their_request,
             events_commit_returns_and_rollback_discards,
             events_before_own_reads_what_others_committed_first,
             tokens_insert_lookup_revoke,
