@@ -70,4 +70,42 @@ async fn a_viewer_of_web_reads_web_only_and_changes_nothing() {
         ok(&pamd.pamctl(&["auth", "can-i", "delete", "tokens"])).trim(),
         "yes"
     );
+
+    // The audit trail: an operator of web stops web's run; its events
+    // name it, in `events --actor` and in describe's BY column.
+    let operator = ok(&pamd.pamctl(&[
+        "token",
+        "create",
+        "web-op",
+        "--role",
+        "operator",
+        "--project",
+        "web",
+    ]))
+    .trim()
+    .to_string();
+    ok(&pamd.pamctl_as(Some(&operator), &["stop", "web-run", "-p", "web"], None));
+    let task = "apiVersion: pam.dev/v1\nkind: Task\nmetadata: {name: by-op, project: web}\nspec: {title: T}\n";
+    ok(&pamd.pamctl_as(Some(&operator), &["apply", "-f", "-"], Some(task)));
+    let mine = ok(&pamd.pamctl(&["events", "--actor", "web-op"]));
+    assert!(mine.contains("task/by-op"), "{mine}");
+    assert!(
+        !mine.contains("secretapi") && !mine.contains("web-task"),
+        "{mine}"
+    );
+    let described = ok(&pamd.pamctl(&["describe", "task", "by-op", "-p", "web"]));
+    assert!(
+        described.contains(" BY ") && described.contains("web-op"),
+        "{described}"
+    );
+    // The operator cannot write api, nor learn it exists.
+    let api_task = "apiVersion: pam.dev/v1\nkind: Task\nmetadata: {name: sneaky, project: api}\nspec: {title: T}\n";
+    let err = fails(
+        &pamd.pamctl_as(Some(&operator), &["apply", "-f", "-"], Some(api_task)),
+        3,
+    );
+    assert!(
+        err.contains("forbidden") && !err.contains("\"api\""),
+        "{err}"
+    );
 }

@@ -11,6 +11,14 @@ use crate::apply::{self, ApplyError, ApplyRequest};
 
 type ApiResult<T> = Result<T, ApiError>;
 
+/// A batch refused for the token's scope counts like any refusal.
+fn refused(st: &AppState, op: &super::auth::Principal, e: ApiError) -> ApiError {
+    if e.status == StatusCode::FORBIDDEN {
+        super::authz::refused(st, op, &e);
+    }
+    e
+}
+
 impl From<ApplyError> for ApiError {
     fn from(e: ApplyError) -> Self {
         match e {
@@ -66,7 +74,9 @@ pub async fn apply_handler(
 ) -> ApiResult<Json<ApplyResponse>> {
     req.force_conflicts = q.force_conflicts;
     req.grant = op.grant().cloned();
-    let results = apply::apply(&st.ctx, &req).await?;
+    let results = apply::apply(&st.ctx, &req)
+        .await
+        .map_err(|e| refused(&st, &op, e.into()))?;
     Ok(Json(ApplyResponse {
         dry_run: req.dry_run,
         results,
@@ -82,6 +92,8 @@ pub async fn diff_handler(
     Json(mut req): Json<ApplyRequest>,
 ) -> ApiResult<Json<Value>> {
     req.grant = op.grant().cloned();
-    let items = apply::diff(&st.ctx, &req).await?;
+    let items = apply::diff(&st.ctx, &req)
+        .await
+        .map_err(|e| refused(&st, &op, e.into()))?;
     Ok(Json(json!({ "items": items })))
 }
