@@ -1,5 +1,7 @@
 //! pamctl's command line (clap). Verbs follow kubectl's.
 
+// Token and auth verbs live with their commands (cli.rs stays under 600 lines).
+pub use crate::cmd::token::{AuthCommand, TokenCommand};
 use clap::builder::{PossibleValue, TypedValueParser};
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -400,40 +402,6 @@ pub enum HostCommand {
     Enable { name: String },
     /// Accept the host's newest instance (OQ-14)
     ClearSuspect { name: String },
-}
-
-#[derive(Debug, Subcommand)]
-pub enum TokenCommand {
-    /// Create an operator token NAME, or a worker token with --worker HOST; prints it once.
-    /// An operator or viewer token acts only in the projects of -p/--project (a comma list:
-    /// --project web,api)
-    Create {
-        #[arg(required_unless_present = "worker", conflicts_with = "worker")]
-        name: Option<String>,
-        /// Create a worker token for this host
-        #[arg(long, value_name = "HOST")]
-        worker: Option<String>,
-        /// admin (everything, the default), operator (read and change its projects) or
-        /// viewer (read its projects)
-        #[arg(long, value_parser = ["admin", "operator", "viewer"], conflicts_with = "worker")]
-        role: Option<String>,
-    },
-    /// List tokens (never their values)
-    List,
-    /// Revoke a token by id
-    Revoke { id: String },
-}
-
-#[derive(Debug, Subcommand)]
-pub enum AuthCommand {
-    /// Whether the token may do VERB to KIND (in -p P): prints yes or no, exits 0 or 1
-    CanI {
-        /// get, list, watch, create, update, delete, attach, signal, sync, trigger
-        verb: String,
-        /// A kind (runs, run, rn …) or events, manifests, tokens, secretkeys,
-        /// webhookdeliveries
-        kind: String,
-    },
 }
 
 #[derive(Debug, Subcommand)]

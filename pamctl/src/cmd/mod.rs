@@ -18,7 +18,7 @@ mod schedule;
 mod secret;
 mod sync;
 mod targets;
-mod token;
+pub(crate) mod token;
 mod top;
 mod validate;
 mod wait;

@@ -1,14 +1,48 @@
 //! `token create|list|revoke`.
 
 use chrono::{DateTime, Utc};
+use clap::Subcommand;
 use serde_json::{json, Value};
 
-use crate::cli::TokenCommand;
 use crate::client::enc;
 use crate::error::{CliError, Exit, Result};
 use crate::render::age;
 use crate::render::table::{cell, Table};
 use crate::{term, Ctx};
+
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Create an operator token NAME, or a worker token with --worker HOST; prints it once.
+    /// An operator or viewer token acts only in the projects of -p/--project (a comma list:
+    /// --project web,api)
+    Create {
+        #[arg(required_unless_present = "worker", conflicts_with = "worker")]
+        name: Option<String>,
+        /// Create a worker token for this host
+        #[arg(long, value_name = "HOST")]
+        worker: Option<String>,
+        /// admin (everything, the default), operator (read and change its projects) or
+        /// viewer (read its projects)
+        #[arg(long, value_parser = ["admin", "operator", "viewer"], conflicts_with = "worker")]
+        role: Option<String>,
+    },
+    /// List tokens (never their values)
+    List,
+    /// Revoke a token by id
+    Revoke { id: String },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AuthCommand {
+    /// Whether the token may do VERB to KIND (in -p P): prints yes or no, exits 0 or 1
+    CanI {
+        /// get, list, watch, create, update, delete, attach, signal, sync, trigger
+        verb: String,
+        /// A kind (runs, run, rn …) or events, manifests, tokens, secretkeys,
+        /// webhookdeliveries
+        kind: String,
+    },
+}
 
 pub(crate) fn token(ctx: &mut Ctx, cmd: TokenCommand) -> Result<Exit> {
     let client = ctx.client()?;
@@ -28,7 +62,12 @@ pub(crate) fn token(ctx: &mut Ctx, cmd: TokenCommand) -> Result<Exit> {
             let body = match (name, worker) {
                 (_, Some(host)) => json!({ "worker": host }),
                 (Some(name), None) => {
-                    let mut b = json!({ "name": name, "projects": projects });
+                    // Only what was given: an older pamd refuses unknown
+                    // fields.
+                    let mut b = json!({ "name": name });
+                    if !projects.is_empty() {
+                        b["projects"] = json!(projects);
+                    }
                     if let Some(role) = role {
                         b["role"] = json!(role);
                     }
