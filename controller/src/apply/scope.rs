@@ -69,3 +69,50 @@ pub fn results(grant: Option<&Grant>, results: &[ApplyResult]) -> Result<(), App
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::apply::Action;
+    use crate::rules::access::Role;
+
+    fn result(
+        kind: &'static str,
+        project: Option<&str>,
+        name: &str,
+        action: Action,
+    ) -> ApplyResult {
+        ApplyResult {
+            kind,
+            project: project.map(str::to_string),
+            name: name.into(),
+            action,
+            generation: None,
+            message: None,
+        }
+    }
+
+    #[test]
+    fn a_result_outside_the_grant_refuses_the_batch_naming_nothing() {
+        let op = Grant {
+            role: Role::Operator,
+            projects: vec!["web".into()],
+        };
+        let web = result("Run", Some("web"), "r1", Action::Pruned);
+        assert!(results(Some(&op), std::slice::from_ref(&web)).is_ok());
+        let own_project = result("Project", None, "web", Action::Configured);
+        assert!(results(Some(&op), &[own_project]).is_ok());
+        for other in [
+            result("Run", Some("api"), "r2", Action::Pruned),
+            result("Project", None, "api", Action::Created),
+            result("Webhook", None, "hook", Action::Configured),
+        ] {
+            let Err(ApplyError::Forbidden(m)) = results(Some(&op), &[web.clone(), other]) else {
+                panic!("not refused");
+            };
+            assert!(!m.contains("api") && !m.contains("hook"), "{m}");
+        }
+        // pamd's own batches (a Source's sync) are not checked.
+        assert!(results(None, &[result("Run", Some("api"), "r2", Action::Pruned)]).is_ok());
+    }
+}
