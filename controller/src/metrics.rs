@@ -88,6 +88,9 @@ pub struct Metrics {
     /// Issue 35: push receiver requests by provider and outcome
     /// (`api::source_hooks::Outcome`).
     source_hooks: Family<Labels, Counter>,
+    /// Issue 34: requests refused 401/403, per token name (operator-named
+    /// and few: a bounded label; `unknown` for a token pamd does not know).
+    api_refused: Family<Labels, Counter>,
 }
 
 /// How long `/readyz` and a scrape's database reads may wait: probes give
@@ -251,6 +254,12 @@ impl Metrics {
             "Push receiver requests (issue 35), by provider and outcome: accepted (a sync asked for), ping, or why refused",
             source_hooks.clone(),
         );
+        let api_refused = Family::<Labels, Counter>::default();
+        r.register(
+            "api_refused",
+            "API requests refused as unauthorized (401) or forbidden (403), per token name",
+            api_refused.clone(),
+        );
         // Every known series from the start (at 0), so rates work from the
         // first scrape.
         for outcome in ["applied", "duplicate", "stale", "rejected"] {
@@ -283,7 +292,19 @@ impl Metrics {
             database_up,
             auth_failures_limited,
             source_hooks,
+            api_refused,
         }
+    }
+
+    /// Issue 34: a request of token `token` (its name, never its value)
+    /// was refused with `status` (401 or 403).
+    pub fn api_refused(&self, token: &str, status: u16) {
+        self.api_refused
+            .get_or_create(&vec![
+                ("token", token.to_string()),
+                ("status", status.to_string()),
+            ])
+            .inc();
     }
 
     /// Issue 19: a delivery attempt to `webhook` ended as `outcome`

@@ -1,5 +1,7 @@
 //! pamctl's command line (clap). Verbs follow kubectl's.
 
+// Token and auth verbs live with their commands (cli.rs stays under 600 lines).
+pub use crate::cmd::token::{AuthCommand, TokenCommand};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use pam_manifests::protocol::SignalName;
 
@@ -256,6 +258,11 @@ pub enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
+    /// Print who the token is: its name, role and projects
+    Whoami,
+    /// Ask what the token may do
+    #[command(subcommand)]
+    Auth(AuthCommand),
     /// Print the client version and the server's
     Version {
         /// The client version only (no server contact)
@@ -402,22 +409,6 @@ pub enum HostCommand {
     Enable { name: String },
     /// Accept the host's newest instance (OQ-14)
     ClearSuspect { name: String },
-}
-
-#[derive(Debug, Subcommand)]
-pub enum TokenCommand {
-    /// Create an operator token NAME, or a worker token with --worker HOST; prints it once
-    Create {
-        #[arg(required_unless_present = "worker", conflicts_with = "worker")]
-        name: Option<String>,
-        /// Create a worker token for this host
-        #[arg(long, value_name = "HOST")]
-        worker: Option<String>,
-    },
-    /// List tokens (never their values)
-    List,
-    /// Revoke a token by id
-    Revoke { id: String },
 }
 
 #[derive(Debug, Subcommand)]

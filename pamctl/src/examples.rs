@@ -112,7 +112,15 @@ const EXAMPLES: &[(&[&str], &str)] = &[
     (
         &["token", "create"],
         "  pamctl token create ci > ci.token
+  pamctl token create web-ci --role operator --project web > web-ci.token
+  pamctl token create dash --role viewer --project web,api > dash.token
   pamctl token create --worker alpha > alpha.token",
+    ),
+    (&["whoami"], "  pamctl whoami"),
+    (&["auth"], "  pamctl auth can-i delete runs -p web"),
+    (
+        &["auth", "can-i"],
+        "  pamctl auth can-i delete runs -p web\n  pamctl auth can-i list tokens",
     ),
     (&["token", "list"], "  pamctl token list"),
     (&["token", "revoke"], "  pamctl token revoke 2f0c6a1e-…"),

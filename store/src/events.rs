@@ -106,6 +106,29 @@ impl PartialEq<Vec<Event>> for Journaled {
     }
 }
 
+tokio::task_local! {
+    /// Who the events journaled by this task are done for (issue 34): set
+    /// around one API request ([`as_actor`]); the loops run without one.
+    static ACTOR: Value;
+}
+
+/// Runs `f` (one API request) with `actor` recorded in every event it
+/// journals, through any store: one place, not each rule.
+pub async fn as_actor<F: std::future::Future>(actor: Value, f: F) -> F::Output {
+    ACTOR.scope(actor, f).await
+}
+
+/// `payload` with the task's actor as `actor`, if it has one (and the
+/// payload none of its own). Both stores call it on every append.
+pub fn with_actor(mut payload: Value) -> Value {
+    if let Ok(actor) = ACTOR.try_with(Value::clone) {
+        if let Some(o) = payload.as_object_mut() {
+            o.entry("actor").or_insert(actor);
+        }
+    }
+    payload
+}
+
 /// The journal (`events`). Part of every [`crate::Tx`].
 #[async_trait]
 pub trait EventTx: Send {

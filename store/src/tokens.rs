@@ -13,6 +13,34 @@ pub enum TokenKind {
     Worker,
 }
 
+/// What a token may do (issue 34): `admin` everything, `operator` read
+/// and change its projects, `viewer` read its projects, `worker` the
+/// worker endpoints for its host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Role {
+    Admin,
+    Operator,
+    Viewer,
+    Worker,
+}
+
+impl Role {
+    pub const ALL: [Role; 4] = [Role::Admin, Role::Operator, Role::Viewer, Role::Worker];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Admin => "admin",
+            Role::Operator => "operator",
+            Role::Viewer => "viewer",
+            Role::Worker => "worker",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Role> {
+        Role::ALL.into_iter().find(|r| r.as_str() == s)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct ApiToken {
     pub id: Uuid,
@@ -22,6 +50,11 @@ pub struct ApiToken {
     pub fingerprint: String,
     /// Worker tokens: the host they may act for.
     pub host_name: Option<String>,
+    /// `Worker` exactly for worker tokens.
+    pub role: Role,
+    /// The projects (slugs) an operator or viewer token may act in; empty
+    /// (every project) only for admin and worker tokens.
+    pub projects: Vec<String>,
     pub created_at: DateTime<Utc>,
     pub last_used_at: Option<DateTime<Utc>>,
     pub revoked_at: Option<DateTime<Utc>>,

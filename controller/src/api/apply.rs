@@ -11,6 +11,14 @@ use crate::apply::{self, ApplyError, ApplyRequest};
 
 type ApiResult<T> = Result<T, ApiError>;
 
+/// A batch refused for the token's scope counts like any refusal.
+fn refused(st: &AppState, op: &super::auth::Principal, e: ApiError) -> ApiError {
+    if e.status == StatusCode::FORBIDDEN {
+        super::authz::refused(st, op, &e);
+    }
+    e
+}
+
 impl From<ApplyError> for ApiError {
     fn from(e: ApplyError) -> Self {
         match e {
@@ -32,6 +40,7 @@ impl From<ApplyError> for ApiError {
                 err
             }
             ApplyError::BadRequest(m) => ApiError::bad_request(m),
+            ApplyError::Forbidden(m) => ApiError::new(StatusCode::FORBIDDEN, "forbidden", m),
             ApplyError::Conflict(m) => ApiError::new(StatusCode::CONFLICT, "conflict", m),
             ApplyError::Store(e) => e.into(),
         }
@@ -59,12 +68,15 @@ pub struct ApplyQuery {
 #[tracing::instrument(skip_all, fields(files = req.files.len(), objects = req.objects.len(), dry_run = req.dry_run))]
 pub async fn apply_handler(
     State(st): State<AppState>,
-    _op: Operator,
+    Operator(op): Operator,
     Query(q): Query<ApplyQuery>,
     Json(mut req): Json<ApplyRequest>,
 ) -> ApiResult<Json<ApplyResponse>> {
     req.force_conflicts = q.force_conflicts;
-    let results = apply::apply(&st.ctx, &req).await?;
+    req.grant = op.grant().cloned();
+    let results = apply::apply(&st.ctx, &req)
+        .await
+        .map_err(|e| refused(&st, &op, e.into()))?;
     Ok(Json(ApplyResponse {
         dry_run: req.dry_run,
         results,
@@ -76,9 +88,12 @@ pub async fn apply_handler(
 #[tracing::instrument(skip_all, fields(files = req.files.len(), objects = req.objects.len()))]
 pub async fn diff_handler(
     State(st): State<AppState>,
-    _op: Operator,
-    Json(req): Json<ApplyRequest>,
+    Operator(op): Operator,
+    Json(mut req): Json<ApplyRequest>,
 ) -> ApiResult<Json<Value>> {
-    let items = apply::diff(&st.ctx, &req).await?;
+    req.grant = op.grant().cloned();
+    let items = apply::diff(&st.ctx, &req)
+        .await
+        .map_err(|e| refused(&st, &op, e.into()))?;
     Ok(Json(json!({ "items": items })))
 }

@@ -21,6 +21,7 @@ use uuid::Uuid;
 
 use super::revocation::Hold;
 use super::{ApiError, AppState};
+use crate::rules::access::Grant;
 use crate::rules::tokens::{self, fingerprint};
 
 /// Who is calling, and with which token (its id and fingerprint, to hold
@@ -31,6 +32,8 @@ pub enum Principal {
         token_id: Uuid,
         fingerprint: String,
         name: String,
+        /// Its role and projects (issue 34).
+        grant: Grant,
     },
     Worker {
         token_id: Uuid,
@@ -40,6 +43,23 @@ pub enum Principal {
 }
 
 impl Principal {
+    /// The token's name (workers: `worker-HOST`): what logs and metrics
+    /// may say of it.
+    pub fn name(&self) -> &str {
+        match self {
+            Principal::Operator { name, .. } => name,
+            Principal::Worker { host, .. } => host,
+        }
+    }
+
+    /// An operator-side token's role and projects; None for a worker.
+    pub fn grant(&self) -> Option<&Grant> {
+        match self {
+            Principal::Operator { grant, .. } => Some(grant),
+            Principal::Worker { .. } => None,
+        }
+    }
+
     /// The caller's token.
     pub fn token_id(&self) -> Uuid {
         match self {
@@ -80,11 +100,13 @@ pub async fn authenticate(
     peer: Option<IpAddr>,
 ) -> Result<Principal, ApiError> {
     let Some(value) = header else {
+        super::authz::refused_name(state, "none", StatusCode::UNAUTHORIZED);
         return Err(unauthorized(
             "missing Authorization: Bearer <token> (pamctl: --token, PAM_TOKEN or the config file)",
         ));
     };
     let Some(token) = value.strip_prefix("Bearer ").map(str::trim) else {
+        super::authz::refused_name(state, "none", StatusCode::UNAUTHORIZED);
         return Err(unauthorized(
             "the Authorization header must be `Bearer <token>`",
         ));
@@ -107,15 +129,16 @@ pub async fn authenticate(
         .token_by_fingerprint(&fp)
         .await
         .map_err(ApiError::from)?;
-    let failed = |why: &str| {
+    let failed = |name: &str, why: &str| {
         if let Some(ip) = peer {
             state.limits.auth_failed(ip, now);
         }
+        super::authz::refused_name(state, name, StatusCode::UNAUTHORIZED);
         Err(unauthorized(why))
     };
     match found {
-        None => failed("unknown token"),
-        Some(t) if t.revoked_at.is_some() => failed("this token has been revoked"),
+        None => failed("unknown", "unknown token"),
+        Some(t) if t.revoked_at.is_some() => failed(&t.name, "this token has been revoked"),
         Some(t) => {
             state.limits.auth_succeeded(&fp);
             record_use(state, &t);
@@ -152,6 +175,10 @@ fn principal(t: ApiToken, fp: String) -> Principal {
             token_id: t.id,
             fingerprint: fp,
             name: t.name,
+            grant: Grant {
+                role: t.role,
+                projects: t.projects,
+            },
         },
         TokenKind::Worker => Principal::Worker {
             token_id: t.id,
@@ -161,7 +188,7 @@ fn principal(t: ApiToken, fp: String) -> Principal {
     }
 }
 
-fn auth_header(parts: &Parts) -> Option<&str> {
+pub fn auth_header(parts: &Parts) -> Option<&str> {
     parts
         .headers
         .get(axum::http::header::AUTHORIZATION)
@@ -182,6 +209,11 @@ pub struct Operator(pub Principal);
 impl FromRequestParts<AppState> for Operator {
     type Rejection = ApiError;
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        // The route's permission check ([`super::authz::enforce`]) has
+        // authenticated the caller already.
+        if let Some(p) = parts.extensions.get::<Principal>() {
+            return Ok(Operator(p.clone()));
+        }
         match authenticate(state, auth_header(parts), peer(&parts.extensions)).await? {
             p @ Principal::Operator { .. } => Ok(Operator(p)),
             Principal::Worker { .. } => Err(ApiError::new(

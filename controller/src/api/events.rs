@@ -51,7 +51,7 @@ pub fn page_limit(requested: Option<i64>, default: i64, max: i64) -> Result<i64,
 #[tracing::instrument(skip_all)]
 pub async fn list_events(
     State(st): State<AppState>,
-    _op: Operator,
+    Operator(op): Operator,
     Query(q): Query<EventsQuery>,
 ) -> ApiResult<Json<Value>> {
     if q.after < 0 {
@@ -60,8 +60,13 @@ pub async fn list_events(
         ));
     }
     let limit = page_limit(q.limit, 500, EVENTS_PAGE_MAX)?;
-    let project = super::stream::project_filter(&st.ctx.store, q.project.as_deref()).await?;
-    let filter = super::stream::Filter::new(q.topic.as_deref(), project);
+    let filter = super::stream::reader_filter(
+        &st.ctx.store,
+        op.grant(),
+        q.topic.as_deref(),
+        q.project.as_deref(),
+    )
+    .await?;
     let mut tx = st.ctx.store.begin().await?;
     let mut items = Vec::new();
     let mut next = q.after;

@@ -26,6 +26,7 @@ pub mod actions;
 pub mod apply;
 pub mod attach;
 pub mod auth;
+pub mod authz;
 pub mod charts;
 pub mod dashboard;
 pub mod events;
@@ -99,7 +100,7 @@ pub fn router(state: AppState) -> Router {
     let limited = axum::middleware::from_fn_with_state(state.clone(), rate_limit::layer);
     Router::new()
         // Every route is an entry of the route table (routes.rs).
-        .merge(routes::router(state.max_body_bytes))
+        .merge(routes::router(&state))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(idempotent)

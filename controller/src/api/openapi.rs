@@ -149,10 +149,15 @@ fn operation(r: &Route, g: &mut SchemaGenerator) -> Value {
         "summary": r.summary,
         "security": match r.access {
             Access::Public => json!([]),
-            Access::Operator => json!([{ "operatorToken": [] }]),
+            Access::Op(..) => json!([{ "operatorToken": [] }]),
             Access::Worker => json!([{ "workerToken": [] }]),
         },
     });
+    // The permission the route table declares (issue 34): the verb a
+    // token's role needs on the resource.
+    if let Access::Op(verb, resource) = r.access {
+        op["x-pam-permission"] = json!({ "verb": verb.as_str(), "resource": resource });
+    }
     let error = json!({ "$ref": "#/components/responses/Error" });
     let mut responses = Map::new();
     responses.insert(r.status.to_string(), success(r, g));

@@ -15,15 +15,20 @@ use axum::Router;
 use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
 
 use super::AppState;
+use crate::rules::access::Verb;
 
-/// Who may call a route today. The RBAC issue (34) turns this into a
-/// permission per entry; a test already checks every entry has one.
+/// Who may call a route: its permission (issue 34), checked for every
+/// entry in one place ([`super::authz::enforce`]); a test checks every
+/// non-public entry names a resource [`crate::rules::access::known`]
+/// knows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Access {
     /// No token (probes, metrics, the dashboard's files, this document).
     Public,
-    /// An operator token (pamctl, the dashboard).
-    Operator,
+    /// An operator-side token (pamctl, the dashboard) whose role may do
+    /// this verb to this resource, in the path's `{project}` if it has
+    /// one ([`crate::rules::access::authorize`]).
+    Op(Verb, &'static str),
     /// A worker token, bound to one host.
     Worker,
 }
@@ -198,10 +203,11 @@ impl Route {
     }
 }
 
-/// The router of a table: each entry's handler at its path (entries on one
-/// path with different methods share it).
-pub fn router(table: Vec<Route>) -> Router<AppState> {
-    table
-        .into_iter()
-        .fold(Router::new(), |r, e| r.route(&e.path, e.handler))
+/// The router of a table: each entry's handler, behind its permission's
+/// check, at its path (entries on one path with different methods share
+/// it).
+pub fn router(table: Vec<Route>, state: &AppState) -> Router<AppState> {
+    table.into_iter().fold(Router::new(), |r, e| {
+        r.route(&e.path, super::authz::wrap(e.handler, e.access, state))
+    })
 }

@@ -7,12 +7,13 @@
 //! Adding a route is one entry here (or in a `Vec` this table appends):
 //!
 //! ```text
-//! post("/api/v1/projects/{project}/runs/{name}/rerun", runs::rerun, Operator)
+//! post("/api/v1/projects/{project}/runs/{name}/rerun", runs::rerun, Op(Create, "runs"))
 //!     .doc("runs", "rerunRun", "Start a finished run again")
 //!     .object(201, "the new Run"),
 //! ```
 //!
-//! - `get`/`post`/`delete`(path, handler, who may call it: [`Access`]);
+//! - `get`/`post`/`delete`(path, handler, who may call it: [`Access`],
+//!   for a token's route the verb and resource its role needs);
 //! - `.doc(tag, operationId, summary)` — the operationId must be unique;
 //! - the handler's `Query<Q>` as `.query::<Q>()`, its `Json<B>` body as
 //!   `.body::<B>()` (`Option<Json<B>>`: `.optional_body::<B>()`);
@@ -31,10 +32,11 @@ use pam_manifests::protocol::{
 
 use super::route::{self, delete, get, post, Access::*, Route};
 use super::{
-    actions, apply, attach as a, charts, dashboard, events, hosts, metrics, openapi, runs,
+    actions, apply, attach as a, authz, charts, dashboard, events, hosts, metrics, openapi, runs,
     schedules, secrets, served, source_hooks, sources, stream, tasks, tokens, webhooks,
     worker as w, AppState,
 };
+use crate::rules::access::{self, Verb::*};
 
 /// The default request body limit of apply and diff (`[api]
 /// max_body_bytes`; other routes keep axum's 2 MB). An apply's peak RSS is
@@ -43,8 +45,8 @@ use super::{
 pub const DEFAULT_MAX_BODY_BYTES: usize = 16 << 20;
 
 /// The router of [`table`].
-pub fn router(max_body_bytes: usize) -> Router<AppState> {
-    route::router(table(max_body_bytes))
+pub fn router(state: &AppState) -> Router<AppState> {
+    route::router(table(state.max_body_bytes), state)
 }
 
 /// Every route; apply, diff and the workers' signals accept bodies up to
@@ -54,17 +56,21 @@ pub fn table(max_body_bytes: usize) -> Vec<Route> {
     let mut t = vec![
         // Large batches (10,000 manifests is several MB of YAML) exceed
         // axum's 2 MB default body limit.
-        post("/api/v1/apply", apply::apply_handler, Operator)
-            .doc(
-                "apply",
-                "apply",
-                "Apply manifests (create or update, optionally prune)",
-            )
-            .query::<apply::ApplyQuery>()
-            .body::<crate::apply::ApplyRequest>()
-            .json::<apply::ApplyResponse>(200, "what was done to each object")
-            .body_limit(max_body_bytes),
-        post("/api/v1/diff", apply::diff_handler, Operator)
+        post(
+            "/api/v1/apply",
+            apply::apply_handler,
+            Op(Update, "manifests"),
+        )
+        .doc(
+            "apply",
+            "apply",
+            "Apply manifests (create or update, optionally prune)",
+        )
+        .query::<apply::ApplyQuery>()
+        .body::<crate::apply::ApplyRequest>()
+        .json::<apply::ApplyResponse>(200, "what was done to each object")
+        .body_limit(max_body_bytes),
+        post("/api/v1/diff", apply::diff_handler, Op(Get, "manifests"))
             .doc(
                 "apply",
                 "diff",
@@ -76,26 +82,30 @@ pub fn table(max_body_bytes: usize) -> Vec<Route> {
         post(
             "/api/v1/projects/{project}/tasks/{name}/transition",
             tasks::transition_task,
-            Operator,
+            Op(Update, "tasks"),
         )
         .doc("tasks", "transitionTask", "Move a task to another status")
         .body::<tasks::TransitionBody>()
         .object(200, "`{task, cascade, changed, dryRun}`"),
-        post(format!("{run}/stop"), runs::stop_run, Operator)
+        post(format!("{run}/stop"), runs::stop_run, Op(Signal, "runs"))
             .doc("runs", "stopRun", "Ask a run's session to stop")
             .json::<kinds::Run>(200, "the Run"),
-        post(format!("{run}/signal"), runs::signal_run, Operator)
-            .doc("runs", "signalRun", "Send a signal to a run's session")
-            .body::<runs::SignalBody>()
-            .object(202, "`{accepted: true}`: handed to the run's worker"),
-        get(format!("{run}/output"), runs::run_output, Operator)
+        post(
+            format!("{run}/signal"),
+            runs::signal_run,
+            Op(Signal, "runs"),
+        )
+        .doc("runs", "signalRun", "Send a signal to a run's session")
+        .body::<runs::SignalBody>()
+        .object(202, "`{accepted: true}`: handed to the run's worker"),
+        get(format!("{run}/output"), runs::run_output, Op(Get, "runs"))
             .doc(
                 "runs",
                 "getRunOutput",
                 "The latest output snapshot of a run's session",
             )
             .object(200, "the snapshot"),
-        post(format!("{run}/attach"), a::acquire, Operator)
+        post(format!("{run}/attach"), a::acquire, Op(Attach, "runs"))
             .doc(
                 "attach",
                 "acquireAttachLease",
@@ -103,15 +113,19 @@ pub fn table(max_body_bytes: usize) -> Vec<Route> {
             )
             .optional_body::<a::AcquireBody>()
             .object(201, "the lease"),
-        post(format!("{run}/attach/renew"), a::renew, Operator)
+        post(format!("{run}/attach/renew"), a::renew, Op(Attach, "runs"))
             .doc("attach", "renewAttachLease", "Extend an attach lease")
             .body::<a::LeaseBody>()
             .object(200, "the lease"),
-        post(format!("{run}/attach/release"), a::release, Operator)
-            .doc("attach", "releaseAttachLease", "Give an attach lease back")
-            .body::<a::LeaseBody>()
-            .empty(204, "released"),
-        post(format!("{run}/attach/input"), a::input, Operator)
+        post(
+            format!("{run}/attach/release"),
+            a::release,
+            Op(Attach, "runs"),
+        )
+        .doc("attach", "releaseAttachLease", "Give an attach lease back")
+        .body::<a::LeaseBody>()
+        .empty(204, "released"),
+        post(format!("{run}/attach/input"), a::input, Op(Attach, "runs"))
             .doc(
                 "attach",
                 "sendAttachInput",
@@ -119,25 +133,29 @@ pub fn table(max_body_bytes: usize) -> Vec<Route> {
             )
             .body::<a::InputBody>()
             .object(202, "`{accepted: true}`"),
-        post("/api/v1/secrets/rotate-key", secrets::rotate_key, Operator)
-            .doc(
-                "secrets",
-                "rotateSecretsKey",
-                "Seal every Secret with a new key",
-            )
-            .optional_body::<secrets::RotateRequest>()
-            .json::<crate::rules::secrets::Rotation>(200, "what the rotation did"),
+        post(
+            "/api/v1/secrets/rotate-key",
+            secrets::rotate_key,
+            Op(Update, "secretkeys"),
+        )
+        .doc(
+            "secrets",
+            "rotateSecretsKey",
+            "Seal every Secret with a new key",
+        )
+        .optional_body::<secrets::RotateRequest>()
+        .json::<crate::rules::secrets::Rotation>(200, "what the rotation did"),
         post(
             "/api/v1/projects/{project}/schedules/{name}/trigger",
             schedules::trigger_schedule,
-            Operator,
+            Op(Trigger, "schedules"),
         )
         .doc("schedules", "triggerSchedule", "Start a schedule's run now")
         .object(201, "`{run}`: the run started"),
         post(
             "/api/v1/hosts/{host}/{action}",
             hosts::host_action,
-            Operator,
+            Op(Update, "hosts"),
         )
         .doc(
             "hosts",
@@ -148,7 +166,7 @@ pub fn table(max_body_bytes: usize) -> Vec<Route> {
         post(
             "/api/v1/sources/{source}/sync",
             sources::sync_source,
-            Operator,
+            Op(Sync, "sources"),
         )
         .doc("sources", "syncSource", "Sync a Source now")
         .json::<kinds::Source>(202, "the Source, its sync requested"),
@@ -168,7 +186,7 @@ pub fn table(max_body_bytes: usize) -> Vec<Route> {
         get(
             "/api/v1/webhookdeliveries",
             webhooks::list_deliveries,
-            Operator,
+            Op(List, "webhookdeliveries"),
         )
         .doc(
             "webhooks",
@@ -180,23 +198,27 @@ pub fn table(max_body_bytes: usize) -> Vec<Route> {
         get(
             "/api/v1/webhookdeliveries/{id}",
             webhooks::get_delivery,
-            Operator,
+            Op(Get, "webhookdeliveries"),
         )
         .doc("webhooks", "getWebhookDelivery", "Get a webhook delivery")
         .object(200, "the delivery"),
         post(
             "/api/v1/webhookdeliveries/{id}/redeliver",
             webhooks::redeliver,
-            Operator,
+            Op(Create, "webhookdeliveries"),
         )
         .doc("webhooks", "redeliverWebhook", "Send a delivery again")
         .object(202, "the new delivery"),
         // The dashboard's run timeline.
-        get(format!("{run}/events"), runs::run_events, Operator)
-            .doc("runs", "listRunEvents", "A run's events, oldest first")
-            .query::<runs::RunEventsQuery>()
-            .object(200, "`{items}`: the events"),
-        get(format!("{run}/result"), runs::run_result, Operator)
+        get(
+            format!("{run}/events"),
+            runs::run_events,
+            Op(List, "events"),
+        )
+        .doc("runs", "listRunEvents", "A run's events, oldest first")
+        .query::<runs::RunEventsQuery>()
+        .object(200, "`{items}`: the events"),
+        get(format!("{run}/result"), runs::run_result, Op(Get, "runs"))
             .doc(
                 "runs",
                 "getRunResult",
@@ -204,14 +226,14 @@ pub fn table(max_body_bytes: usize) -> Vec<Route> {
             )
             .query::<runs::RunResultQuery>()
             .object(200, "the workspace result"),
-        get("/api/v1/tokens", tokens::list_tokens, Operator)
+        get("/api/v1/tokens", tokens::list_tokens, Op(List, "tokens"))
             .doc(
                 "tokens",
                 "listTokens",
                 "List API tokens (never their values)",
             )
             .object(200, "`{items}`: the tokens"),
-        post("/api/v1/tokens", tokens::create_token, Operator)
+        post("/api/v1/tokens", tokens::create_token, Op(Create, "tokens"))
             .doc(
                 "tokens",
                 "createToken",
@@ -219,14 +241,18 @@ pub fn table(max_body_bytes: usize) -> Vec<Route> {
             )
             .body::<tokens::NewToken>()
             .object(201, "the token, with its value shown this once"),
-        delete("/api/v1/tokens/{id}", tokens::revoke_token, Operator)
-            .doc("tokens", "revokeToken", "Revoke a token")
-            .empty(204, "revoked"),
-        get("/api/v1/events", events::list_events, Operator)
+        delete(
+            "/api/v1/tokens/{id}",
+            tokens::revoke_token,
+            Op(Delete, "tokens"),
+        )
+        .doc("tokens", "revokeToken", "Revoke a token")
+        .empty(204, "revoked"),
+        get("/api/v1/events", events::list_events, Op(List, "events"))
             .doc("events", "listEvents", "A page of the event journal")
             .query::<events::EventsQuery>()
             .object(200, "`{items, next}`: the events"),
-        get("/api/v1/events/stream", stream::stream, Operator)
+        get("/api/v1/events/stream", stream::stream, Op(Watch, "events"))
             .doc(
                 "events",
                 "streamEvents",
@@ -234,6 +260,17 @@ pub fn table(max_body_bytes: usize) -> Vec<Route> {
             )
             .query::<stream::StreamQuery>()
             .events("one SSE event per journal event, its `id` the event's seq"),
+        get("/api/v1/whoami", authz::whoami, Op(Get, access::SELF))
+            .doc("auth", "whoami", "The caller's token: name, role, projects")
+            .object(200, "`{name, role, projects}`"),
+        get("/api/v1/auth/can-i", authz::can_i, Op(Get, access::SELF))
+            .doc(
+                "auth",
+                "canI",
+                "Whether the caller's token may do a verb to a resource (in a project)",
+            )
+            .query::<authz::CanIQuery>()
+            .object(200, "`{allowed}`"),
         post("/api/v1/workers/register", w::register, Worker)
             .doc("workers", "registerWorker", "A worker registers its host")
             .body::<RegisterRequest>()
@@ -290,7 +327,7 @@ pub fn table(max_body_bytes: usize) -> Vec<Route> {
             .doc("dashboard", "dashboardAsset", "A file of the dashboard")
             .content("*/*", "the file (JavaScript, CSS, HTML)"),
         // Issue 36: the dashboard's charts, re-run, suspend and resume.
-        get("/api/v1/projects/{project}/charts", charts::project_charts, Operator)
+        get("/api/v1/projects/{project}/charts", charts::project_charts, Op(Get, "runs"))
             .doc(
                 "projects",
                 "projectCharts",
@@ -298,26 +335,26 @@ pub fn table(max_body_bytes: usize) -> Vec<Route> {
             )
             .query::<charts::ChartsQuery>()
             .object(200, "`{window, budget, buckets: [...]}`"),
-        post(format!("{run}/rerun"), actions::rerun, Operator)
+        post(format!("{run}/rerun"), actions::rerun, Op(Create, "runs"))
             .doc("runs", "rerunRun", "Start a finished run again, as a new run <name>-r<N>")
             .object(201, "the new Run"),
-        post("/api/v1/sources/{source}/suspend", actions::suspend_source, Operator)
+        post("/api/v1/sources/{source}/suspend", actions::suspend_source, Op(Update, "sources"))
             .doc("sources", "suspendSource", "Stop syncing a Source (spec.suspend: true)")
             .object(200, "the Source"),
-        post("/api/v1/sources/{source}/resume", actions::resume_source, Operator)
+        post("/api/v1/sources/{source}/resume", actions::resume_source, Op(Update, "sources"))
             .doc("sources", "resumeSource", "Sync a suspended Source again")
             .object(200, "the Source"),
         post(
             "/api/v1/projects/{project}/schedules/{name}/suspend",
             actions::suspend_schedule,
-            Operator,
+            Op(Update, "schedules"),
         )
         .doc("schedules", "suspendSchedule", "Stop a Schedule's ticks (spec.suspend: true)")
         .object(200, "the Schedule"),
         post(
             "/api/v1/projects/{project}/schedules/{name}/resume",
             actions::resume_schedule,
-            Operator,
+            Op(Update, "schedules"),
         )
         .doc("schedules", "resumeSchedule", "Start a suspended Schedule's ticks again")
         .object(200, "the Schedule"),

@@ -26,11 +26,13 @@ use schemars::{json_schema, Schema, SchemaGenerator};
 use serde_json::Value;
 
 use super::auth::Operator;
+use super::authz;
 use super::extract::{Json, Path, Query};
 use super::list::{list, selected, ListQuery};
 use super::route::{delete, get, Access, Route};
 use super::{ApiError, AppState};
 use crate::ctx::Wakeups;
+use crate::rules::access::Verb;
 use crate::rules::kind::Stored;
 
 type ApiResult<T> = Result<T, ApiError>;
@@ -140,6 +142,13 @@ pub async fn one_in<K: Served>(tx: &mut dyn Tx, slug: &str, name: &str) -> ApiRe
     Ok((p, o))
 }
 
+/// The 404 of a project that does not exist, which a token that may not
+/// see a project gets too (issue 34: the same body, nothing leaks).
+pub fn missing_project(slug: &str) -> ApiError {
+    let kind = <Project as Stored>::KIND.info().singular;
+    ApiError::not_found(format!("{kind} {slug:?} not found"))
+}
+
 /// The project a URL names (`/api/v1/projects/{project}/…`).
 pub async fn project(tx: &mut dyn Tx, slug: &str) -> ApiResult<Project> {
     one::<Project>(tx, None, slug).await
@@ -165,15 +174,25 @@ async fn list_in<K: Served>(
 #[tracing::instrument(skip_all, fields(kind = <K as Stored>::KIND.info().name))]
 async fn list_all<K: Served>(
     State(st): State<AppState>,
-    _op: Operator,
+    Operator(op): Operator,
     Query(q): Query<ListQuery>,
 ) -> ApiResult<Json<Value>> {
     let now = st.ctx.now();
     let mut tx = st.ctx.store.begin().await?;
+    // Filtered to the token's projects, not refused (issue 34).
+    let grant = op.grant();
     let items = match <K as Stored>::KIND.info().scope {
+        Scope::Cluster if <K as Stored>::KIND == pam_manifests::kinds::Kind::Project => {
+            let all = K::listed(tx.as_mut(), None, &q, now).await?;
+            authz::visible(grant, all, |v| {
+                v.pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+            })
+        }
         Scope::Cluster => K::listed(tx.as_mut(), None, &q, now).await?,
         Scope::Project => {
-            let projects = tx.list_projects().await?;
+            let projects = authz::visible(grant, tx.list_projects().await?, |p| &p.slug);
             K::listed_everywhere(tx.as_mut(), &projects, &q, now).await?
         }
     };
@@ -246,15 +265,19 @@ pub fn routes<K: Served>() -> Vec<Route> {
     let mut title = plural.to_string();
     title[..1].make_ascii_uppercase();
     let tag = "objects";
-    let list_all = get(format!("/api/v1/{plural}"), list_all::<K>, Access::Operator)
-        .query::<ListQuery>()
-        .schema(200, list_schema::<K>, "a List of the objects");
+    let list_all = get(
+        format!("/api/v1/{plural}"),
+        list_all::<K>,
+        Access::Op(Verb::List, plural),
+    )
+    .query::<ListQuery>()
+    .schema(200, list_schema::<K>, "a List of the objects");
     match info.scope {
         Scope::Project => vec![
             get(
                 format!("/api/v1/projects/{{project}}/{plural}"),
                 list_in::<K>,
-                Access::Operator,
+                Access::Op(Verb::List, plural),
             )
             .doc(
                 tag,
@@ -266,7 +289,7 @@ pub fn routes<K: Served>() -> Vec<Route> {
             get(
                 format!("/api/v1/projects/{{project}}/{plural}/{{name}}"),
                 get_in::<K>,
-                Access::Operator,
+                Access::Op(Verb::Get, plural),
             )
             .doc(
                 tag,
@@ -277,7 +300,7 @@ pub fn routes<K: Served>() -> Vec<Route> {
             delete(
                 format!("/api/v1/projects/{{project}}/{plural}/{{name}}"),
                 delete_in::<K>,
-                Access::Operator,
+                Access::Op(Verb::Delete, plural),
             )
             .doc(tag, format!("delete{name}"), format!("Delete a {name}"))
             .empty(204, "deleted"),
@@ -291,14 +314,14 @@ pub fn routes<K: Served>() -> Vec<Route> {
             let one = format!("/api/v1/{plural}/{{{}}}", info.singular);
             vec![
                 list_all.doc(tag, format!("list{title}"), format!("List the {plural}")),
-                get(one.clone(), get_cluster::<K>, Access::Operator)
+                get(one.clone(), get_cluster::<K>, Access::Op(Verb::Get, plural))
                     .doc(
                         tag,
                         format!("get{name}"),
                         format!("Get a {name} with its status"),
                     )
                     .schema(200, object_schema::<K>, "the object"),
-                delete(one, delete_cluster::<K>, Access::Operator)
+                delete(one, delete_cluster::<K>, Access::Op(Verb::Delete, plural))
                     .doc(tag, format!("delete{name}"), format!("Delete a {name}"))
                     .empty(204, "deleted"),
             ]

@@ -39,6 +39,7 @@ use super::revocation::Hold;
 use super::{ApiError, AppState};
 pub use crate::events::filter::Filter;
 use crate::events::{frame, EventBus, Published};
+use crate::rules::access::Grant;
 
 /// Journal page size for replays and catch-ups.
 const PAGE: i64 = 1000;
@@ -58,20 +59,49 @@ pub struct StreamQuery {
     project: Option<String>,
 }
 
-/// Resolves `?project=NAME` to (name, uid); an unknown project is a 404.
+/// Resolves `?project=NAME` to (name, uid); an unknown project, or one
+/// the caller's token may not see, is a 404.
 pub async fn project_filter(
     store: &Arc<dyn Store>,
+    grant: Option<&Grant>,
     project: Option<&str>,
 ) -> Result<Option<(String, String)>, ApiError> {
     let Some(name) = project.filter(|p| !p.is_empty()) else {
         return Ok(None);
     };
+    let missing = || ApiError::not_found(format!("project {name:?} not found"));
+    if grant.is_some_and(|g| !g.sees(name)) {
+        return Err(missing());
+    }
     let mut tx = store.begin().await?;
-    let p = tx
-        .get_project_by_slug(name)
-        .await?
-        .ok_or_else(|| ApiError::not_found(format!("project {name:?} not found")))?;
+    let p = tx.get_project_by_slug(name).await?.ok_or_else(missing)?;
     Ok(Some((name.to_string(), p.id.to_string())))
+}
+
+/// The caller's filter of events: `topic` and `project` as asked, within
+/// the projects its token may see (issue 34).
+pub async fn reader_filter(
+    store: &Arc<dyn Store>,
+    grant: Option<&Grant>,
+    topic: Option<&str>,
+    project: Option<&str>,
+) -> Result<Filter, ApiError> {
+    let asked = project_filter(store, grant, project).await?;
+    let Some(scope) = grant.and_then(Grant::scope) else {
+        return Ok(Filter::new(topic, asked));
+    };
+    let mut tx = store.begin().await?;
+    let mut within = Vec::with_capacity(scope.len());
+    for slug in scope {
+        // A project of the scope that does not exist (yet) is kept by
+        // name: its events name it once it does.
+        let uid = tx
+            .get_project_by_slug(slug)
+            .await?
+            .map(|p| p.id.to_string());
+        within.push((slug.clone(), uid.unwrap_or_default()));
+    }
+    Ok(Filter::new(topic, asked).within(Some(within)))
 }
 
 fn parse_seq(what: &str, v: &str) -> Result<i64, ApiError> {
@@ -102,8 +132,13 @@ pub async fn stream(
             .map(|a| parse_seq("after", a))
             .transpose()?,
     };
-    let project = project_filter(&st.ctx.store, q.project.as_deref()).await?;
-    let filter = Filter::new(q.topic.as_deref(), project);
+    let filter = reader_filter(
+        &st.ctx.store,
+        op.grant(),
+        q.topic.as_deref(),
+        q.project.as_deref(),
+    )
+    .await?;
 
     // Subscribe before reading the journal: whatever commits from now on
     // reaches us live, whatever committed before is in the journal.

@@ -15,6 +15,7 @@ use uuid::Uuid;
 use super::auth::Operator;
 use super::{ApiError, AppState};
 use crate::clock::ts;
+use crate::rules::access::{Grant, Role};
 use crate::rules::tokens;
 
 type ApiResult<T> = Result<T, ApiError>;
@@ -24,6 +25,8 @@ fn token_json(t: &ApiToken) -> Value {
         "id": t.id, "name": t.name,
         "kind": match t.kind { TokenKind::Operator => "operator", TokenKind::Worker => "worker" },
         "host": t.host_name,
+        "role": t.role.as_str(),
+        "projects": t.projects,
         "createdAt": ts(t.created_at),
         "lastUsedAt": t.last_used_at.map(ts),
         "revokedAt": t.revoked_at.map(ts),
@@ -44,6 +47,42 @@ pub struct NewToken {
     name: Option<String>,
     #[serde(default)]
     worker: Option<String>,
+    /// `admin` (the default), `operator` or `viewer` (issue 34); a worker
+    /// token is always `worker`.
+    #[serde(default)]
+    role: Option<String>,
+    /// The projects an operator or viewer token may act in (required for
+    /// them; an admin's is every project).
+    #[serde(default)]
+    projects: Vec<String>,
+}
+
+/// The role and projects a new operator-side token asks for.
+fn grant_of(role: Option<&str>, projects: Vec<String>) -> ApiResult<Grant> {
+    let role = match role {
+        None => Role::Admin,
+        Some(r) => Role::parse(r)
+            .filter(|r| *r != Role::Worker)
+            .ok_or_else(|| {
+                ApiError::bad_request(format!(
+                    "role {r:?}: give one of admin, operator, viewer (worker tokens: `worker`)"
+                ))
+            })?,
+    };
+    for p in &projects {
+        pam_manifests::Name::parse(p)
+            .map_err(|e| ApiError::bad_request(format!("project {p:?}: {e}")))?;
+    }
+    match (role, projects.is_empty()) {
+        (Role::Admin, false) => Err(ApiError::bad_request(
+            "an admin token acts in every project: give no projects (or another role)",
+        )),
+        (Role::Operator | Role::Viewer, true) => Err(ApiError::bad_request(format!(
+            "a {} token needs its projects (`projects`, pamctl --project)",
+            role.as_str()
+        ))),
+        _ => Ok(Grant { role, projects }),
+    }
 }
 
 #[tracing::instrument(skip_all)]
@@ -52,6 +91,12 @@ pub async fn create_token(
     _op: Operator,
     Json(body): Json<NewToken>,
 ) -> ApiResult<Response> {
+    let worker = body.worker.is_some();
+    if worker && (body.role.is_some() || !body.projects.is_empty()) {
+        return Err(ApiError::bad_request(
+            "a worker token has the worker role and no projects",
+        ));
+    }
     let (kind, name, host) = match (body.name, body.worker) {
         (Some(n), None) => (TokenKind::Operator, n, None),
         (None, Some(h)) => {
@@ -65,11 +110,14 @@ pub async fn create_token(
             ))
         }
     };
-    if kind == TokenKind::Operator {
+    let grant = if kind == TokenKind::Operator {
         super::validate::token_name(&name)?;
-    }
+        grant_of(body.role.as_deref(), body.projects)?
+    } else {
+        tokens::default_grant(kind)
+    };
     let mut tx = st.ctx.store.begin().await?;
-    let (t, token) = tokens::mint(tx.as_mut(), kind, name, host, st.ctx.now()).await?;
+    let (t, token) = tokens::mint_with(tx.as_mut(), kind, name, host, grant, st.ctx.now()).await?;
     st.ctx.commit(tx).await?;
     let mut body = token_json(&t);
     body["token"] = json!(token);

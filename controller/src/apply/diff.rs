@@ -23,6 +23,7 @@ fn desired_json(d: &Desired) -> Value {
 /// One item per document of the request, in input order.
 pub async fn diff(ctx: &Ctx, req: &ApplyRequest) -> Result<Vec<Value>, ApplyError> {
     let docs = labelled_documents(req)?;
+    super::scope::documents(req.grant.as_ref(), crate::rules::access::Verb::Get, &docs)?;
     // The same field limits as apply (no NUL, sizes, label counts): a diff
     // of a batch apply would refuse says so, with file and line.
     let errors: Vec<_> = docs

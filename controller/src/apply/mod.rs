@@ -24,6 +24,7 @@ mod documents;
 pub mod existing;
 pub mod ownership;
 pub mod prune;
+mod scope;
 pub mod stored;
 pub mod webhooks;
 mod writer;
@@ -66,6 +67,10 @@ pub struct ApplyRequest {
     /// `?forceConflicts=true`), like server-side apply.
     #[serde(skip)]
     pub force_conflicts: bool,
+    /// The caller's token's role and projects (issue 34), set by the API
+    /// from the request's token; None: unchecked (pamd's own batches).
+    #[serde(skip)]
+    pub grant: Option<crate::rules::access::Grant>,
 }
 
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
@@ -122,6 +127,10 @@ pub enum ApplyError {
     /// Source and the fields.
     #[error("{0}")]
     Conflict(String),
+    /// The caller's token may not write every object of the batch
+    /// ([`scope`]); names no project.
+    #[error("{0}")]
+    Forbidden(String),
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -141,6 +150,11 @@ pub struct Written {
 pub async fn apply(ctx: &Ctx, req: &ApplyRequest) -> Result<Vec<ApplyResult>, ApplyError> {
     let prune_selector = prune_selector(req)?;
     let docs = labelled_documents(req)?;
+    scope::documents(
+        req.grant.as_ref(),
+        crate::rules::access::Verb::Update,
+        &docs,
+    )?;
     let mut tx = ctx.store.begin().await?;
     let hooks = webhooks::check(tx.as_mut(), &docs, ctx.webhooks.keys.as_ref()).await?;
     if !hooks.is_empty() {
@@ -155,6 +169,9 @@ pub async fn apply(ctx: &Ctx, req: &ApplyRequest) -> Result<Vec<ApplyResult>, Ap
         prune_selector.as_ref(),
     )
     .await?;
+    // Prune may have found objects of projects the token may not touch
+    // (the transaction is dropped: nothing is written).
+    scope::results(req.grant.as_ref(), &written.results)?;
     if !req.force_conflicts {
         ownership::refuse_owned_changes(tx.as_mut(), &written.results).await?;
     }

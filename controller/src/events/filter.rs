@@ -18,6 +18,10 @@ pub struct Filter {
     /// naming neither is not about a project and is dropped by a project
     /// filter.
     projects: Option<Vec<(String, String)>>,
+    /// The projects the reader's token may see (issue 34), compared like
+    /// `projects`; `None`: every event. An event of another project, or
+    /// of none (cluster events), is not sent to a scoped token at all.
+    scope: Option<Vec<(String, String)>>,
 }
 
 impl Filter {
@@ -47,6 +51,12 @@ impl Filter {
         f
     }
 
+    /// Only events of these projects (the reader's token's scope).
+    pub fn within(mut self, scope: Option<Vec<(String, String)>>) -> Filter {
+        self.scope = scope;
+        self
+    }
+
     pub fn topic_ok(&self, topic: &str) -> bool {
         (self.exact.is_empty() && self.prefixes.is_empty())
             || self.exact.iter().any(|t| t == topic)
@@ -54,13 +64,14 @@ impl Filter {
     }
 
     fn project_ok(&self, project: Option<&str>, project_id: Option<&str>) -> bool {
-        match &self.projects {
+        let of = |ps: &Option<Vec<(String, String)>>| match ps {
             None => true,
             Some(ps) => ps.iter().any(|(name, uid)| {
                 (!name.is_empty() && project == Some(name.as_str()))
                     || (!uid.is_empty() && project_id == Some(uid.as_str()))
             }),
-        }
+        };
+        of(&self.projects) && of(&self.scope)
     }
 
     pub fn keeps(&self, e: &Event) -> bool {

@@ -10,7 +10,7 @@ use pam_store::Event;
 /// The JSON an event is sent as, on the stream and by `GET /api/v1/events`.
 pub fn event_json(e: &Event) -> serde_json::Value {
     let said = super::message::render(&e.topic, &e.payload);
-    serde_json::json!({
+    let mut v = serde_json::json!({
         "seq": e.seq,
         "topic": e.topic,
         "reason": said.reason,
@@ -18,7 +18,13 @@ pub fn event_json(e: &Event) -> serde_json::Value {
         "object": said.object,
         "payload": e.payload,
         "createdAt": crate::clock::ts(e.created_at),
-    })
+    });
+    // Who asked for it (issue 34: `{name, role}` of the request's token,
+    // journaled in the payload); the loops' own events have none.
+    if let Some(actor) = e.payload.get("actor") {
+        v["actor"] = actor.clone();
+    }
+    v
 }
 
 /// One SSE frame. Topics are `[a-z_.]` and compact JSON has no raw

@@ -26,6 +26,7 @@
 //! everything that decides *when* a change happens (api, apply, reconcile).
 //! They import nothing from those layers.
 
+pub mod access;
 pub mod hosts;
 pub mod kind;
 pub mod leases;

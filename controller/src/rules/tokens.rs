@@ -6,6 +6,8 @@ use chrono::{DateTime, Utc};
 use pam_store::prelude::*;
 use pam_store::{ApiToken, StoreResult, TokenKind};
 use sha2::{Digest, Sha256};
+
+use super::access::{Grant, Role};
 use uuid::Uuid;
 
 /// The SHA-256 hex fingerprint of a token: what the database keeps.
@@ -40,7 +42,8 @@ pub fn well_formed(kind: TokenKind, token: &str) -> bool {
 }
 
 /// Mints a token: the row keeps only the fingerprint; the token itself is
-/// returned once, to show or to write to a file.
+/// returned once, to show or to write to a file. An operator token is an
+/// `admin` (pamd's own, the benchmarks'), a worker token a `worker`.
 pub async fn mint(
     tx: &mut dyn Tx,
     kind: TokenKind,
@@ -48,9 +51,36 @@ pub async fn mint(
     host_name: Option<String>,
     now: DateTime<Utc>,
 ) -> StoreResult<(ApiToken, String)> {
+    let grant = default_grant(kind);
+    mint_with(tx, kind, name, host_name, grant, now).await
+}
+
+/// [`mint`] with a role and projects (issue 34: `pamctl token create
+/// --role viewer --project web`).
+pub async fn mint_with(
+    tx: &mut dyn Tx,
+    kind: TokenKind,
+    name: String,
+    host_name: Option<String>,
+    grant: Grant,
+    now: DateTime<Utc>,
+) -> StoreResult<(ApiToken, String)> {
     let (token, fingerprint) = generate(kind);
-    let t = record(tx, kind, name, host_name, fingerprint, now).await?;
+    let t = insert(tx, kind, name, host_name, grant, fingerprint, now).await?;
     Ok((t, token))
+}
+
+/// What a token of `kind` may do unless told otherwise: every token made
+/// before roles existed keeps its power.
+pub fn default_grant(kind: TokenKind) -> Grant {
+    let role = match kind {
+        TokenKind::Operator => Role::Admin,
+        TokenKind::Worker => Role::Worker,
+    };
+    Grant {
+        role,
+        projects: Vec::new(),
+    }
 }
 
 /// Records a token by its fingerprint: [`mint`]'s row, or that of a token
@@ -63,12 +93,35 @@ pub async fn record(
     fingerprint: String,
     now: DateTime<Utc>,
 ) -> StoreResult<ApiToken> {
+    insert(
+        tx,
+        kind,
+        name,
+        host_name,
+        default_grant(kind),
+        fingerprint,
+        now,
+    )
+    .await
+}
+
+async fn insert(
+    tx: &mut dyn Tx,
+    kind: TokenKind,
+    name: String,
+    host_name: Option<String>,
+    grant: Grant,
+    fingerprint: String,
+    now: DateTime<Utc>,
+) -> StoreResult<ApiToken> {
     let t = ApiToken {
         id: Uuid::new_v4(),
         name,
         kind,
         fingerprint,
         host_name,
+        role: grant.role,
+        projects: grant.projects,
         created_at: now,
         last_used_at: None,
         revoked_at: None,

@@ -34,6 +34,9 @@ pub struct EventFilters {
     /// Events: include run.output_appended (hidden by default)
     #[arg(long)]
     pub show_output: bool,
+    /// Events: only those of requests made with the token named NAME (the audit trail)
+    #[arg(long, value_name = "NAME")]
+    pub actor: Option<String>,
 }
 
 /// Which events, and how they print.
@@ -48,6 +51,8 @@ pub(crate) struct Listing {
     pub output: Option<Output>,
     pub no_headers: bool,
     pub project: Option<String>,
+    /// `--actor NAME`: the token name the events' `actor` carries.
+    pub actor: Option<String>,
 }
 
 /// `SEQ  TIME  TYPE  REASON  OBJECT  MESSAGE`, tab-separated, one line.
@@ -100,6 +105,11 @@ impl Listing {
         if topic == OUTPUT_TOPIC && !output_shown {
             return false;
         }
+        if let Some(a) = &self.actor {
+            if e.pointer("/actor/name").and_then(Value::as_str) != Some(a.as_str()) {
+                return false;
+            }
+        }
         match &self.object {
             Some(o) => said(e).object == *o,
             None => true,
@@ -126,6 +136,7 @@ pub(crate) fn events(
         output: None,
         no_headers: true,
         project: ctx.explicit_project().map(str::to_string),
+        actor: f.actor.clone(),
     };
     list(ctx, &l)
 }
@@ -163,6 +174,7 @@ pub(crate) fn get(ctx: &mut Ctx, a: &GetArgs) -> Result<Exit> {
         output: Some(a.output.clone()),
         no_headers: a.no_headers,
         project,
+        actor: a.events.actor.clone(),
     };
     list(ctx, &l)
 }
@@ -301,7 +313,21 @@ mod tests {
             output: None,
             no_headers: false,
             project: None,
+            actor: None,
         }
+    }
+
+    #[test]
+    fn actor_keeps_the_events_of_one_token() {
+        let by = |name: &str| json!({"topic": "run.created", "actor": {"name": name, "role": "operator"}});
+        let mut l = listing(&[], None, false);
+        l.actor = Some("ci".into());
+        assert!(l.keeps(&by("ci")));
+        assert!(!l.keeps(&by("cd")));
+        assert!(
+            !l.keeps(&json!({"topic": "run.created"})),
+            "a loop's event has no actor"
+        );
     }
 
     #[test]

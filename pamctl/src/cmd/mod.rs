@@ -19,7 +19,7 @@ mod secret;
 pub(crate) mod suspend;
 mod sync;
 mod targets;
-mod token;
+pub(crate) mod token;
 mod top;
 mod validate;
 mod wait;
@@ -107,6 +107,10 @@ pub(crate) fn run(ctx: &mut Ctx, command: Command) -> Result<Exit> {
         Command::Completion { shell } => {
             crate::term::out(&crate::complete::script(shell));
             Ok(Exit::Ok)
+        }
+        Command::Whoami => token::whoami(ctx),
+        Command::Auth(crate::cli::AuthCommand::CanI { verb, kind }) => {
+            token::can_i(ctx, &verb, &kind)
         }
         Command::Version { client, output } => info::version(ctx, client, output.as_deref()),
         Command::Explain { path, recursive } => explain::explain(&path, recursive),

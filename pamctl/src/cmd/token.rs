@@ -1,22 +1,78 @@
 //! `token create|list|revoke`.
 
 use chrono::{DateTime, Utc};
+use clap::Subcommand;
 use serde_json::{json, Value};
 
-use crate::cli::TokenCommand;
 use crate::client::enc;
 use crate::error::{CliError, Exit, Result};
 use crate::render::age;
 use crate::render::table::{cell, Table};
 use crate::{term, Ctx};
 
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Create an operator token NAME, or a worker token with --worker HOST; prints it once.
+    /// An operator or viewer token acts only in the projects of -p/--project (a comma list:
+    /// --project web,api)
+    Create {
+        #[arg(required_unless_present = "worker", conflicts_with = "worker")]
+        name: Option<String>,
+        /// Create a worker token for this host
+        #[arg(long, value_name = "HOST")]
+        worker: Option<String>,
+        /// admin (everything, the default), operator (read and change its projects) or
+        /// viewer (read its projects)
+        #[arg(long, value_parser = ["admin", "operator", "viewer"], conflicts_with = "worker")]
+        role: Option<String>,
+    },
+    /// List tokens (never their values)
+    List,
+    /// Revoke a token by id
+    Revoke { id: String },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AuthCommand {
+    /// Whether the token may do VERB to KIND (in -p P): prints yes or no, exits 0 or 1
+    CanI {
+        /// get, list, watch, create, update, delete, attach, signal, sync, trigger
+        verb: String,
+        /// A kind (runs, run, rn …) or events, manifests, tokens, secretkeys,
+        /// webhookdeliveries
+        kind: String,
+    },
+}
+
 pub(crate) fn token(ctx: &mut Ctx, cmd: TokenCommand) -> Result<Exit> {
     let client = ctx.client()?;
     match cmd {
-        TokenCommand::Create { name, worker } => {
+        TokenCommand::Create { name, worker, role } => {
+            // Only a --project given here scopes the token, never the
+            // context's default project.
+            let projects: Vec<&str> = ctx
+                .explicit_project()
+                .map(|p| {
+                    p.split(',')
+                        .map(str::trim)
+                        .filter(|p| !p.is_empty())
+                        .collect()
+                })
+                .unwrap_or_default();
             let body = match (name, worker) {
                 (_, Some(host)) => json!({ "worker": host }),
-                (Some(name), None) => json!({ "name": name }),
+                (Some(name), None) => {
+                    // Only what was given: an older pamd refuses unknown
+                    // fields.
+                    let mut b = json!({ "name": name });
+                    if !projects.is_empty() {
+                        b["projects"] = json!(projects);
+                    }
+                    if let Some(role) = role {
+                        b["role"] = json!(role);
+                    }
+                    b
+                }
                 (None, None) => return Err(CliError::usage("pass NAME or --worker HOST")),
             };
             let answer = client.post("/api/v1/tokens", &body)?;
@@ -53,12 +109,70 @@ pub(crate) fn token(ctx: &mut Ctx, cmd: TokenCommand) -> Result<Exit> {
     Ok(Exit::Ok)
 }
 
+/// `whoami`: the token's name, role and projects.
+pub(crate) fn whoami(ctx: &mut Ctx) -> Result<Exit> {
+    let v = ctx.client()?.get("/api/v1/whoami")?;
+    term::outln(&format!("name:     {}", cell(&v, "/name")));
+    term::outln(&format!("role:     {}", cell(&v, "/role")));
+    term::outln(&format!("projects: {}", projects(&v)));
+    Ok(Exit::Ok)
+}
+
+/// `auth can-i VERB KIND [-p P]`: `yes` (exit 0) or `no` (exit 1), as the
+/// server's one authorization decides (kubectl's habit).
+pub(crate) fn can_i(ctx: &mut Ctx, verb: &str, kind: &str) -> Result<Exit> {
+    // A kind by any of its names; the other resources by theirs.
+    let resource = pam_manifests::Kind::parse_alias(kind)
+        .map(|k| k.plural().to_string())
+        .unwrap_or_else(|| kind.to_string());
+    let mut path = format!(
+        "/api/v1/auth/can-i?verb={}&resource={}",
+        enc(verb),
+        enc(&resource)
+    );
+    if let Some(p) = ctx.explicit_project() {
+        path.push_str(&format!("&project={}", enc(p)));
+    }
+    let v = ctx.client()?.get(&path)?;
+    if v.get("allowed").and_then(Value::as_bool) == Some(true) {
+        term::outln("yes");
+        Ok(Exit::Ok)
+    } else {
+        term::outln("no");
+        Ok(Exit::Failed)
+    }
+}
+
+/// A token's projects as a comma list; `*` for every project (an admin).
+fn projects(o: &Value) -> String {
+    let ps: Vec<&str> = o
+        .get("projects")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    match (ps.is_empty(), cell(o, "/role").as_str()) {
+        (true, "admin") => "*".into(),
+        (true, _) => "<none>".into(),
+        _ => ps.join(","),
+    }
+}
+
 fn list_table(items: &[Value], now: DateTime<Utc>) -> String {
     let ago = |o: &Value, k: &str| match o.get(k).and_then(Value::as_str) {
         Some(t) => age::since(Some(t), now),
         None => "<never>".to_string(),
     };
-    let mut t = Table::new(&["ID", "NAME", "KIND", "HOST", "AGE", "LAST-USED", "REVOKED"]);
+    let mut t = Table::new(&[
+        "ID",
+        "NAME",
+        "KIND",
+        "ROLE",
+        "PROJECTS",
+        "HOST",
+        "AGE",
+        "LAST-USED",
+        "REVOKED",
+    ]);
     for o in items {
         let revoked = match o.get("revokedAt").and_then(Value::as_str) {
             Some(r) => format!("{} ago", age::since(Some(r), now)),
@@ -68,6 +182,8 @@ fn list_table(items: &[Value], now: DateTime<Utc>) -> String {
             cell(o, "/id"),
             cell(o, "/name"),
             cell(o, "/kind"),
+            cell(o, "/role"),
+            projects(o),
             cell(o, "/host"),
             ago(o, "createdAt"),
             ago(o, "lastUsedAt"),
@@ -84,15 +200,15 @@ mod tests {
     #[test]
     fn token_table() {
         let items = vec![
-            json!({"id": "t-1", "name": "ci", "kind": "operator", "host": null,
+            json!({"id": "t-1", "name": "ci", "kind": "operator", "host": null, "role": "viewer", "projects": ["web", "api"],
                    "createdAt": "2026-02-28T12:00:00Z", "lastUsedAt": "2026-03-01T11:58:00Z", "revokedAt": null}),
-            json!({"id": "t-2", "name": "worker-alpha", "kind": "worker", "host": "alpha",
+            json!({"id": "t-2", "name": "worker-alpha", "kind": "worker", "host": "alpha", "role": "worker", "projects": [],
                    "createdAt": "2026-02-01T12:00:00Z", "lastUsedAt": null, "revokedAt": "2026-03-01T10:00:00Z"}),
         ];
         insta::assert_snapshot!(list_table(&items, crate::render::samples::now()), @r"
-        ID    NAME           KIND       HOST     AGE   LAST-USED   REVOKED
-        t-1   ci             operator   <none>   24h   2m          no
-        t-2   worker-alpha   worker     alpha    28d   <never>     120m ago
+        ID    NAME           KIND       ROLE     PROJECTS   HOST     AGE   LAST-USED   REVOKED
+        t-1   ci             operator   viewer   web,api    <none>   24h   2m          no
+        t-2   worker-alpha   worker     worker   <none>     alpha    28d   <never>     120m ago
         ");
     }
 }

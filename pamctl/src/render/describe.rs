@@ -183,15 +183,22 @@ pub fn page(kind: Kind, obj: &Value, events: &[Value], now: DateTime<Utc>) -> St
         out.push_str("  <none>\n");
     } else {
         // Issue 31: what happened in words, not the payload's JSON.
-        let mut t = Table::new(&["SEQ", "AGE", "TYPE", "REASON", "OBJECT", "MESSAGE"]);
+        let mut t = Table::new(&["SEQ", "AGE", "TYPE", "REASON", "OBJECT", "BY", "MESSAGE"]);
         for e in events {
             let said = super::events::said(e);
+            // Issue 34's audit trail: the token a request was made with;
+            // `-` for what pamd's loops did on their own.
+            let by = match e.pointer("/actor/name").and_then(Value::as_str) {
+                Some(name) => name.to_string(),
+                None => "-".into(),
+            };
             t.row(vec![
                 cell(e, "/seq"),
                 age::since(e.get("createdAt").and_then(Value::as_str), now),
                 said.topic,
                 said.reason,
                 said.object,
+                by,
                 said.message,
             ]);
         }
@@ -211,7 +218,7 @@ mod tests {
         let task = &tasks()[1];
         let events = vec![
             json!({"seq": 7, "topic": "work_item.created", "createdAt": "2026-03-01T11:55:00Z",
-            "reason": "Created", "object": "task/build",
+            "reason": "Created", "object": "task/build", "actor": {"name": "ci", "role": "operator"},
             "message": "task build created in project web (todo)",
             "payload": {"work_item_id": "9f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9", "name": "build"}}),
         ];
@@ -251,8 +258,8 @@ mod tests {
               TYPE    STATUS   REASON       MESSAGE   LAST-TRANSITION
               Ready   True     Reconciled   <none>    4m
             Events:
-              SEQ   AGE   TYPE                REASON    OBJECT       MESSAGE
-              7     5m    work_item.created   Created   task/build   task build created in project web (todo)
+              SEQ   AGE   TYPE                REASON    OBJECT       BY   MESSAGE
+              7     5m    work_item.created   Created   task/build   ci   task build created in project web (todo)
             "#);
         });
     }

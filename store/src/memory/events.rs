@@ -8,6 +8,7 @@ impl EventTx for MemTx {
         payload: Value,
         now: DateTime<Utc>,
     ) -> StoreResult<Event> {
+        let payload = crate::events::with_actor(payload);
         // Drawn from the shared state at once, like PostgreSQL's identity:
         // a rolled-back transaction leaves a gap, a seq is never reused.
         self.guard.last_seq += 1;

@@ -33,9 +33,9 @@ use uuid::Uuid;
 pub(crate) use crate::prelude::*;
 #[allow(unused_imports)]
 pub(crate) use crate::{
-    short_id, ApiToken, Event, Host, Journaled, OwnedObject, PendingRun, Project, Run, RunFilter,
-    RunUpdate, SignalMarker, Source, SourceObject, SourceStatus, StoreError, StoreResult, Target,
-    TokenKind, WorkItem,
+    short_id, ApiToken, Event, Host, Journaled, OwnedObject, PendingRun, Project, Role, Run,
+    RunFilter, RunUpdate, SignalMarker, Source, SourceObject, SourceStatus, StoreError,
+    StoreResult, Target, TokenKind, WorkItem,
 };
 
 #[derive(Clone, Default)]

@@ -6,6 +6,16 @@ impl TokenTx for MemTx {
         if (t.kind == TokenKind::Worker) != t.host_name.is_some() {
             return Err(StoreError::Invalid("check api_tokens_check failed".into()));
         }
+        if (t.kind == TokenKind::Worker) != (t.role == Role::Worker) {
+            return Err(StoreError::Invalid(
+                "check api_tokens_role_kind failed".into(),
+            ));
+        }
+        if !matches!(t.role, Role::Admin | Role::Worker) && t.projects.is_empty() {
+            return Err(StoreError::Invalid(
+                "check api_tokens_role_projects failed".into(),
+            ));
+        }
         let s = &mut self.work;
         if s.tokens.contains_key(&t.id) {
             return Err(StoreError::AlreadyExists("api_tokens_pkey".into()));

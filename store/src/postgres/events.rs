@@ -9,6 +9,7 @@ impl EventTx for PgTx {
         payload: Value,
         now: DateTime<Utc>,
     ) -> StoreResult<Event> {
+        let payload = crate::events::with_actor(payload);
         self.lock_event_order().await?;
         let row = sqlx::query(
             "INSERT INTO events (topic, payload, created_at) VALUES ($1, $2, $3) \
@@ -42,7 +43,11 @@ impl EventTx for PgTx {
         let mut out = Vec::with_capacity(events.len());
         let mut events = events.into_iter().peekable();
         while events.peek().is_some() {
-            let chunk: Vec<(&'static str, Value)> = events.by_ref().take(5000).collect();
+            let chunk: Vec<(&'static str, Value)> = events
+                .by_ref()
+                .take(5000)
+                .map(|(t, p)| (t, crate::events::with_actor(p)))
+                .collect();
             // WITH ORDINALITY + ORDER BY: rows are inserted, and their seqs
             // drawn, in input order; only the seqs come back (the topics
             // and payloads are ours: no JSON to decode again).

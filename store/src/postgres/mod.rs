@@ -27,7 +27,7 @@ pub(crate) use crate::prelude::*;
 #[allow(unused_imports)]
 pub(crate) use crate::{
     short_id, ApiToken, Event, Host, Journaled, Labels, Meta, OwnedObject, PendingRun, Project,
-    Run, RunFilter, RunUpdate, RunUsage, SignalMarker, Source, SourceObject, SourceStatus,
+    Role, Run, RunFilter, RunUpdate, RunUsage, SignalMarker, Source, SourceObject, SourceStatus,
     StoreError, StoreResult, Target, TokenKind, Usage, WorkItem,
 };
 

@@ -78,7 +78,7 @@ pub(super) fn host_cols() -> String {
 }
 
 pub(super) const TOKEN_COLS: &str =
-    "id, name, kind, fingerprint, host_name, created_at, last_used_at, revoked_at";
+    "id, name, kind, fingerprint, host_name, created_at, last_used_at, revoked_at, role, projects";
 
 /// `cols` with every column qualified by `alias` (for joins and CTEs).
 pub(super) fn qualified(alias: &str, cols: &str) -> String {
@@ -349,6 +349,11 @@ pub(super) fn token_from_row(row: &PgRow) -> StoreResult<ApiToken> {
         },
         fingerprint: get(row, "fingerprint")?,
         host_name: get(row, "host_name")?,
+        role: {
+            let role: String = get(row, "role")?;
+            Role::parse(&role).ok_or_else(|| corrupt("token role", &role))?
+        },
+        projects: get(row, "projects")?,
         created_at: get(row, "created_at")?,
         last_used_at: get(row, "last_used_at")?,
         revoked_at: get(row, "revoked_at")?,

@@ -19,7 +19,9 @@ pub(super) async fn token_by_fingerprint<'e>(
 impl TokenTx for PgTx {
     #[tracing::instrument(level = "debug", skip_all)]
     async fn insert_token(&mut self, t: &ApiToken) -> StoreResult<()> {
-        let sql = format!("INSERT INTO api_tokens ({TOKEN_COLS}) VALUES ($1,$2,$3,$4,$5,$6,$7,$8)");
+        let sql = format!(
+            "INSERT INTO api_tokens ({TOKEN_COLS}) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10)"
+        );
         let q = sqlx::query(&sql)
             .bind(t.id)
             .bind(&t.name)
@@ -28,7 +30,9 @@ impl TokenTx for PgTx {
             .bind(&t.host_name)
             .bind(t.created_at)
             .bind(t.last_used_at)
-            .bind(t.revoked_at);
+            .bind(t.revoked_at)
+            .bind(t.role.as_str())
+            .bind(&t.projects);
         self.savepoint().await?;
         let r = q.execute(self.conn()).await;
         self.end_savepoint(r).await.map(|_| ())

@@ -242,3 +242,43 @@ pub async fn events_before_own_reads_what_others_committed_first(s: &dyn Store) 
     assert!(tx.events_before_own(own.seq).await.unwrap().is_empty());
     tx.commit().await.unwrap();
 }
+
+/// Issue 34: events journaled inside [`pam_store::events::as_actor`] carry
+/// its `actor` (one place for every rule's events), whether appended one
+/// by one or in bulk; outside it, none; a payload's own `actor` is kept.
+pub async fn events_carry_the_actor_of_their_request(s: &dyn Store) {
+    let actor = json!({"name": "ci", "role": "operator"});
+    let seqs = pam_store::events::as_actor(actor.clone(), async {
+        let mut tx = s.begin().await.unwrap();
+        let one = tx
+            .append_event("run.created", json!({"name": "a"}), t(1))
+            .await
+            .unwrap();
+        let bulk = tx
+            .append_events(
+                vec![
+                    ("run.created", json!({"name": "b"})),
+                    ("run.created", json!({"name": "c", "actor": "own"})),
+                ],
+                t(1),
+            )
+            .await
+            .unwrap();
+        tx.commit().await.unwrap();
+        (one.seq, bulk[0].seq, bulk[1].seq)
+    })
+    .await;
+    let mut tx = s.begin().await.unwrap();
+    let loop_made = tx
+        .append_event("run.created", json!({"name": "d"}), t(2))
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    let mut tx = s.begin().await.unwrap();
+    let all = tx.events_after(0, 100).await.unwrap();
+    let payload = |seq: i64| all.iter().find(|e| e.seq == seq).unwrap().payload.clone();
+    assert_eq!(payload(seqs.0)["actor"], actor);
+    assert_eq!(payload(seqs.1)["actor"], actor);
+    assert_eq!(payload(seqs.2)["actor"], "own");
+    assert!(payload(loop_made.seq).get("actor").is_none());
+}

@@ -24,8 +24,8 @@ pub use pam_store::prelude::*;
 #[allow(unused_imports)]
 pub use pam_store::{
     short_id, ApiToken, AttachLease, AttachRefusal, Event, Host, Labels, Meta, PendingRun, Project,
-    Run, RunFilter, RunUpdate, SignalMarker, Source, SourceObject, SourceStatus, Store, StoreError,
-    Target, TokenKind, WorkItem,
+    Role, Run, RunFilter, RunUpdate, SignalMarker, Source, SourceObject, SourceStatus, Store,
+    StoreError, Target, TokenKind, WorkItem,
 };
 
 /// Generates one `#[tokio::test]` per behaviour; `$make` is an expression
@@ -83,10 +83,12 @@ macro_rules! store_conformance_tests {
             delete_host_refused_while_referenced,
             events_append_after_bounds_purge,
             append_events_batch,
+            events_carry_the_actor_of_their_request,
             events_commit_returns_and_rollback_discards,
             events_before_own_reads_what_others_committed_first,
             tokens_insert_lookup_revoke,
             tokens_touch_writes_at_most_once_per_window,
+            tokens_keep_role_and_projects,
             rollback_on_drop,
             store_is_ready,
             source_crud_and_status,
@@ -234,6 +236,11 @@ fn token(name: &str, kind: TokenKind, fp: &str, at: i64) -> ApiToken {
         kind,
         fingerprint: fp.to_string(),
         host_name: (kind == TokenKind::Worker).then(|| name.to_string()),
+        role: match kind {
+            TokenKind::Operator => Role::Admin,
+            TokenKind::Worker => Role::Worker,
+        },
+        projects: Vec::new(),
         created_at: t(at),
         last_used_at: None,
         revoked_at: None,

@@ -79,3 +79,27 @@ pub async fn tokens_touch_writes_at_most_once_per_window(s: &dyn Store) {
         .unwrap();
     assert_eq!(got.last_used_at, Some(t(80)));
 }
+
+/// Issue 34: a token's role and projects are kept as written; a scoped
+/// role without projects and a worker role on an operator token are
+/// refused by both stores.
+pub async fn tokens_keep_role_and_projects(s: &dyn Store) {
+    let mut viewer = token("web-viewer", TokenKind::Operator, "fp-viewer", 1);
+    viewer.role = Role::Viewer;
+    viewer.projects = vec!["web".into(), "api".into()];
+    let mut tx = s.begin().await.unwrap();
+    tx.insert_token(&viewer).await.unwrap();
+    let mut unscoped = token("nowhere", TokenKind::Operator, "fp-nowhere", 2);
+    unscoped.role = Role::Operator;
+    assert_err!(tx.insert_token(&unscoped).await, StoreError::Invalid(_));
+    let mut odd = token("odd", TokenKind::Operator, "fp-odd", 2);
+    odd.role = Role::Worker;
+    assert_err!(tx.insert_token(&odd).await, StoreError::Invalid(_));
+    tx.commit().await.unwrap();
+    assert_eq!(
+        s.token_by_fingerprint("fp-viewer").await.unwrap(),
+        Some(viewer.clone())
+    );
+    let mut tx = s.begin().await.unwrap();
+    assert_eq!(tx.list_tokens().await.unwrap(), vec![viewer]);
+}

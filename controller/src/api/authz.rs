@@ -1,0 +1,191 @@
+//! The one enforcement point of the route table's permissions (issue 34):
+//! every entry declaring [`Access::Op`] is wrapped in [`enforce`], which
+//! authenticates the caller, asks [`access::authorize`] with the entry's
+//! verb and resource and the `{project}` of the path, and hands the
+//! [`Principal`] to the handler. Handlers never decide who may call them;
+//! what they still do is filter lists and batches that span projects
+//! ([`visible_projects`], [`Principal::grant`]).
+
+use axum::extract::{FromRequestParts, RawPathParams, Request, State};
+use axum::http::StatusCode;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use super::auth::{auth_header, authenticate, peer, Principal};
+use super::route::Access;
+use super::{ApiError, AppState};
+use crate::rules::access::{self, Decision, Grant, Verb};
+
+/// What [`enforce`] is given per route.
+#[derive(Clone)]
+pub struct Permission {
+    pub state: AppState,
+    pub verb: Verb,
+    pub resource: &'static str,
+}
+
+/// The 403 of a verb the role lacks. It names the verb and the resource,
+/// never a project: a batch refused for a project the token cannot see
+/// must not tell it exists.
+pub fn forbidden(verb: Verb, resource: &str) -> ApiError {
+    ApiError::new(
+        StatusCode::FORBIDDEN,
+        "forbidden",
+        format!("forbidden: this token may not {} {resource}", verb.as_str()),
+    )
+}
+
+/// The 404 of a project the token may not see: the very answer a missing
+/// project gets ([`super::served::project`]).
+pub fn hidden(project: &str) -> ApiError {
+    super::served::missing_project(project)
+}
+
+/// Counts and logs a refusal: the token's name, never its value.
+pub fn refused(st: &AppState, principal: &Principal, e: &ApiError) {
+    refused_name(st, principal.name(), e.status);
+}
+
+pub fn refused_name(st: &AppState, token: &str, status: StatusCode) {
+    st.ctx.metrics.api_refused(token, status.as_u16());
+    tracing::info!(token = %token, status = status.as_u16(), "request refused");
+}
+
+/// [`access::authorize`] as an API answer.
+pub fn check(
+    principal: &Principal,
+    verb: Verb,
+    resource: &'static str,
+    project: Option<&str>,
+) -> Result<(), ApiError> {
+    let Some(grant) = principal.grant() else {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "worker tokens may only call the worker endpoints",
+        ));
+    };
+    match access::authorize(grant, verb, resource, project) {
+        Decision::Allow => Ok(()),
+        Decision::Forbidden => Err(forbidden(verb, resource)),
+        Decision::Hidden => Err(hidden(project.unwrap_or_default())),
+    }
+}
+
+/// The middleware of an [`Access::Op`] route.
+pub async fn enforce(State(perm): State<Permission>, req: Request, next: Next) -> Response {
+    let (mut parts, body) = req.into_parts();
+    let project = match RawPathParams::from_request_parts(&mut parts, &()).await {
+        Ok(params) => params
+            .iter()
+            .find(|(k, _)| *k == "project")
+            .map(|(_, v)| v.to_string()),
+        Err(e) => return ApiError::bad_request(e.body_text()).into_response(),
+    };
+    let st = &perm.state;
+    let principal = match authenticate(st, auth_header(&parts), peer(&parts.extensions)).await {
+        Ok(p) => p,
+        Err(e) => return e.into_response(),
+    };
+    if let Err(e) = check(&principal, perm.verb, perm.resource, project.as_deref()) {
+        if e.status == StatusCode::FORBIDDEN {
+            refused(st, &principal, &e);
+        }
+        return e.into_response();
+    }
+    // The audit trail: every event this request journals names its
+    // token (name and role, never the token).
+    let actor = actor(&principal);
+    parts.extensions.insert(principal);
+    pam_store::events::as_actor(actor, next.run(Request::from_parts(parts, body))).await
+}
+
+/// The `actor` of the events a principal's requests journal.
+pub fn actor(principal: &Principal) -> serde_json::Value {
+    let role = principal.grant().map_or("worker", |g| g.role.as_str());
+    serde_json::json!({ "name": principal.name(), "role": role })
+}
+
+/// The route's handler wrapped in its permission's check.
+pub fn wrap(
+    handler: axum::routing::MethodRouter<AppState>,
+    access: Access,
+    state: &AppState,
+) -> axum::routing::MethodRouter<AppState> {
+    match access {
+        Access::Op(verb, resource) => handler.layer(axum::middleware::from_fn_with_state(
+            Permission {
+                state: state.clone(),
+                verb,
+                resource,
+            },
+            enforce,
+        )),
+        // Worker routes check their token in their extractor (bound to a
+        // host); public ones need none.
+        Access::Public | Access::Worker => handler,
+    }
+}
+
+/// Of `projects` (slugs), those the caller sees: lists are filtered, not
+/// refused.
+pub fn visible<T>(grant: Option<&Grant>, items: Vec<T>, slug: impl Fn(&T) -> &str) -> Vec<T> {
+    match grant.and_then(Grant::scope) {
+        None => items,
+        Some(scope) => items
+            .into_iter()
+            .filter(|i| scope.iter().any(|p| p == slug(i)))
+            .collect(),
+    }
+}
+
+/// `GET /api/v1/whoami`: the caller's token name, role and projects.
+pub async fn whoami(
+    super::auth::Operator(op): super::auth::Operator,
+) -> super::extract::Json<serde_json::Value> {
+    let (role, projects) = match op.grant() {
+        Some(g) => (g.role.as_str(), g.projects.clone()),
+        None => ("worker", Vec::new()),
+    };
+    super::extract::Json(serde_json::json!({
+        "name": op.name(),
+        "role": role,
+        "projects": projects,
+    }))
+}
+
+/// `GET /api/v1/auth/can-i`'s question.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CanIQuery {
+    /// get, list, watch, create, update, delete, attach, signal, sync,
+    /// trigger.
+    verb: String,
+    /// A kind's plural (`runs`), or events, manifests, tokens, secretkeys,
+    /// webhookdeliveries.
+    resource: String,
+    /// The project asked about; none: the verb itself.
+    #[serde(default)]
+    project: Option<String>,
+}
+
+/// `GET /api/v1/auth/can-i`: whether the caller's token may, by the very
+/// [`access::authorize`] every route asks (kubectl's `auth can-i`).
+pub async fn can_i(
+    super::auth::Operator(op): super::auth::Operator,
+    super::extract::Query(q): super::extract::Query<CanIQuery>,
+) -> Result<super::extract::Json<serde_json::Value>, ApiError> {
+    let verb = Verb::parse(&q.verb)
+        .ok_or_else(|| ApiError::bad_request(format!("unknown verb {:?}", q.verb)))?;
+    let resource = [access::PROJECT_RESOURCES, access::ADMIN_RESOURCES]
+        .concat()
+        .into_iter()
+        .find(|r| *r == q.resource)
+        .ok_or_else(|| ApiError::bad_request(format!("unknown resource {:?}", q.resource)))?;
+    let allowed = op.grant().is_some_and(|g| {
+        access::authorize(g, verb, resource, q.project.as_deref()) == Decision::Allow
+    });
+    Ok(super::extract::Json(
+        serde_json::json!({ "allowed": allowed }),
+    ))
+}

@@ -1,0 +1,205 @@
+//! Who may do what (issue 34): the one decision, [`authorize`], that the
+//! route table's permissions ([`crate::api::route::Access`]), apply's
+//! batches, the lists' filters and the event stream all ask.
+//!
+//! A token has a [`Role`] and, unless it is an admin, the projects it may
+//! act in. The answer for something in a project the token may not see is
+//! [`Decision::Hidden`] (the API answers it like a missing object: names
+//! of other projects do not leak); a verb its role lacks on a project it
+//! sees is [`Decision::Forbidden`].
+
+pub use pam_store::Role;
+
+/// What a request does (the verbs of the issue, kubectl's habit).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Verb {
+    Get,
+    List,
+    Watch,
+    Create,
+    Update,
+    Delete,
+    Attach,
+    Signal,
+    Sync,
+    Trigger,
+}
+
+impl Verb {
+    pub const ALL: [Verb; 10] = [
+        Verb::Get,
+        Verb::List,
+        Verb::Watch,
+        Verb::Create,
+        Verb::Update,
+        Verb::Delete,
+        Verb::Attach,
+        Verb::Signal,
+        Verb::Sync,
+        Verb::Trigger,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verb::Get => "get",
+            Verb::List => "list",
+            Verb::Watch => "watch",
+            Verb::Create => "create",
+            Verb::Update => "update",
+            Verb::Delete => "delete",
+            Verb::Attach => "attach",
+            Verb::Signal => "signal",
+            Verb::Sync => "sync",
+            Verb::Trigger => "trigger",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Verb> {
+        Verb::ALL.into_iter().find(|v| v.as_str() == s)
+    }
+
+    /// get, list and watch: what a viewer may do.
+    pub fn reads(self) -> bool {
+        matches!(self, Verb::Get | Verb::List | Verb::Watch)
+    }
+}
+
+/// The resources a permission names: the project-scoped kinds, the
+/// projects themselves (a Project object belongs to the project it is),
+/// the event journal, apply's batches and the caller itself.
+pub const PROJECT_RESOURCES: &[&str] = &[
+    "projects",
+    "tasks",
+    "runs",
+    "secrets",
+    "schedules",
+    "events",
+    "manifests",
+];
+
+/// Cluster-wide resources only an admin may touch (hosts are read by
+/// every role: scheduling is not understood without them).
+pub const ADMIN_RESOURCES: &[&str] = &[
+    "hosts",
+    "tokens",
+    "secretkeys",
+    "sources",
+    "webhooks",
+    "webhookdeliveries",
+];
+
+/// The caller's own token (`whoami`, `auth can-i`): every operator-side
+/// token may ask about itself.
+pub const SELF: &str = "self";
+
+/// Whether a route may name `resource` (a test walks the route table).
+pub fn known(resource: &str) -> bool {
+    resource == SELF || PROJECT_RESOURCES.contains(&resource) || ADMIN_RESOURCES.contains(&resource)
+}
+
+/// A token's authority: its role and projects (empty: every project, for
+/// an admin).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grant {
+    pub role: Role,
+    pub projects: Vec<String>,
+}
+
+impl Grant {
+    /// Whether the token sees `project` at all.
+    pub fn sees(&self, project: &str) -> bool {
+        match self.role {
+            Role::Admin => true,
+            Role::Worker => false,
+            Role::Operator | Role::Viewer => self.projects.iter().any(|p| p == project),
+        }
+    }
+
+    /// The projects lists are filtered to; None: every project.
+    pub fn scope(&self) -> Option<&[String]> {
+        (self.role != Role::Admin).then_some(self.projects.as_slice())
+    }
+
+    fn may(&self, verb: Verb) -> bool {
+        match self.role {
+            Role::Admin | Role::Operator => true,
+            Role::Viewer => verb.reads(),
+            Role::Worker => false,
+        }
+    }
+}
+
+/// [`authorize`]'s answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    Allow,
+    /// The role lacks the verb (403).
+    Forbidden,
+    /// The project is not the token's: answered as if it did not exist
+    /// (404, or left out of a list).
+    Hidden,
+}
+
+/// The one decision: may `grant` do `verb` to `resource` (in `project`,
+/// where the request names one)? Without a project (a list of every
+/// project, the event stream, a batch) the verb is checked here and the
+/// caller filters or checks each project.
+pub fn authorize(grant: &Grant, verb: Verb, resource: &str, project: Option<&str>) -> Decision {
+    if grant.role == Role::Worker {
+        return Decision::Forbidden;
+    }
+    if resource == SELF || grant.role == Role::Admin {
+        return Decision::Allow;
+    }
+    if ADMIN_RESOURCES.contains(&resource) {
+        return if resource == "hosts" && verb.reads() {
+            Decision::Allow
+        } else {
+            Decision::Forbidden
+        };
+    }
+    if project.is_some_and(|p| !grant.sees(p)) {
+        return Decision::Hidden;
+    }
+    if grant.may(verb) {
+        Decision::Allow
+    } else {
+        Decision::Forbidden
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn grant(role: Role, projects: &[&str]) -> Grant {
+        Grant {
+            role,
+            projects: projects.iter().map(|p| p.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn roles_verbs_and_projects() {
+        use Decision::*;
+        let admin = grant(Role::Admin, &[]);
+        let op = grant(Role::Operator, &["web"]);
+        let viewer = grant(Role::Viewer, &["web"]);
+        let worker = grant(Role::Worker, &[]);
+        for v in Verb::ALL {
+            assert_eq!(authorize(&admin, v, "runs", Some("api")), Allow);
+            assert_eq!(authorize(&admin, v, "tokens", None), Allow);
+            assert_eq!(authorize(&op, v, "runs", Some("web")), Allow);
+            assert_eq!(authorize(&op, v, "runs", Some("api")), Hidden);
+            assert_eq!(authorize(&viewer, v, "runs", Some("api")), Hidden);
+            let read = if v.reads() { Allow } else { Forbidden };
+            assert_eq!(authorize(&viewer, v, "runs", Some("web")), read);
+            assert_eq!(authorize(&viewer, v, "hosts", None), read);
+            assert_eq!(authorize(&op, v, "hosts", None), read);
+            assert_eq!(authorize(&op, v, "tokens", None), Forbidden);
+            assert_eq!(authorize(&viewer, v, "sources", None), Forbidden);
+            assert_eq!(authorize(&worker, v, "runs", Some("web")), Forbidden);
+            assert_eq!(authorize(&viewer, v, SELF, None), Allow);
+        }
+    }
+}

@@ -1,0 +1,625 @@
+//! Issue 34: roles and project-scoped tokens, enforced at the one point
+//! the route table declares (`Access::Op`), on real PostgreSQL through
+//! the real router. The walk over the table covers every route, so a new
+//! route is checked without a line here.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{Method, Request, StatusCode};
+use chrono::{TimeZone, Utc};
+use http_body_util::BodyExt;
+use pam_controller::api::route::Access;
+use pam_controller::api::routes::{table, DEFAULT_MAX_BODY_BYTES};
+use pam_controller::api::{router, AppState};
+use pam_controller::clock::ManualClock;
+use pam_controller::rules::access;
+use serde_json::{json, Value};
+use tower::ServiceExt;
+
+/// What every object of project `api` is named after: no answer to a
+/// token of `web` may contain it.
+const API_MARK: &str = "zzapi";
+
+fn objects(project: &str, prefix: &str) -> String {
+    format!(
+        "apiVersion: pam.dev/v1\nkind: Project\nmetadata: {{name: {project}}}\nspec: {{displayName: {prefix} project}}\n\
+---\napiVersion: pam.dev/v1\nkind: Task\nmetadata: {{name: {prefix}-task, project: {project}}}\nspec: {{title: {prefix} work}}\n\
+---\napiVersion: pam.dev/v1\nkind: Run\nmetadata: {{name: {prefix}-run, project: {project}}}\nspec: {{task: {prefix}-task, provider: claude, prompt: hi, cwd: /tmp}}\n\
+---\napiVersion: pam.dev/v1\nkind: Schedule\nmetadata: {{name: {prefix}-sched, project: {project}}}\nspec:\n  schedule: \"30 2 * * *\"\n  runTemplate: {{task: {prefix}-task, provider: claude, prompt: hi, cwd: /tmp}}\n"
+    )
+}
+
+async fn state() -> AppState {
+    let clock = Arc::new(ManualClock::new(
+        Utc.with_ymd_and_hms(2026, 3, 1, 12, 0, 0).unwrap(),
+    ));
+    AppState::new(
+        Arc::new(pam_store::postgres::PgStore::new(
+            pam_testkit::testdb::fresh_pool().await.unwrap(),
+        )),
+        clock,
+        Default::default(),
+    )
+}
+
+/// One call: status and body text. An event stream answers its status
+/// only (its body never ends).
+async fn call(
+    st: &AppState,
+    token: &str,
+    method: &Method,
+    uri: &str,
+    body: Option<Value>,
+) -> (StatusCode, String) {
+    let req = Request::builder()
+        .method(method.clone())
+        .uri(uri)
+        .header("authorization", format!("Bearer {token}"));
+    let req = match body {
+        Some(b) => req
+            .header("content-type", "application/json")
+            .body(Body::from(b.to_string())),
+        None => req.body(Body::empty()),
+    }
+    .unwrap();
+    let resp = router(st.clone()).oneshot(req).await.unwrap();
+    let status = resp.status();
+    let sse = resp
+        .headers()
+        .get("content-type")
+        .is_some_and(|v| v.to_str().unwrap_or("").starts_with("text/event-stream"));
+    if sse {
+        return (status, String::new());
+    }
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    (status, String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// Sets up projects web and api (a task, a run, a schedule each) and
+/// three tokens made through the API: admin (pamd's kind), a viewer of
+/// web and an operator of web.
+struct World {
+    st: AppState,
+    admin: String,
+    viewer: String,
+    operator: String,
+}
+
+async fn world() -> World {
+    let st = state().await;
+    let admin = common::operator_token(&st).await;
+    let yaml = format!("{}---\n{}", objects("web", "w"), objects("api", API_MARK));
+    let (s, v) = common::request(
+        st.clone(),
+        Some(&admin),
+        "POST",
+        "/api/v1/apply",
+        Some(json!({"files": [{"name": "all.yaml", "content": yaml}]})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let mut tokens = Vec::new();
+    for (name, role) in [("web-viewer", "viewer"), ("web-operator", "operator")] {
+        let (s, v) = common::request(
+            st.clone(),
+            Some(&admin),
+            "POST",
+            "/api/v1/tokens",
+            Some(json!({"name": name, "role": role, "projects": ["web"]})),
+        )
+        .await;
+        assert_eq!(s, StatusCode::CREATED, "{v}");
+        assert_eq!(v["role"], role);
+        assert_eq!(v["projects"], json!(["web"]));
+        tokens.push(v["token"].as_str().unwrap().to_string());
+    }
+    let operator = tokens.pop().unwrap();
+    let viewer = tokens.pop().unwrap();
+    World {
+        st,
+        admin,
+        viewer,
+        operator,
+    }
+}
+
+/// The concrete URI of a route's path: `{project}` given, an object name
+/// of that project where the path names one (so a read can succeed), a
+/// dummy for the rest.
+fn uri(path: &str, project: &str) -> String {
+    named(path, project, true)
+}
+
+/// [`uri`] with dummy names only (`real: false`): what a write by a
+/// token that may write is sent, so the walk deletes nothing the next
+/// routes read.
+fn named(path: &str, project: &str, real: bool) -> String {
+    let prefix = if project == "api" { API_MARK } else { "w" };
+    let kind_name = |seg: &str| match seg {
+        _ if !real => "nothing".to_string(),
+        "runs" => format!("{prefix}-run"),
+        "tasks" => format!("{prefix}-task"),
+        "schedules" => format!("{prefix}-sched"),
+        _ => "nothing".to_string(),
+    };
+    let segs: Vec<&str> = path.split('/').collect();
+    let mut out = Vec::new();
+    for (i, seg) in segs.iter().enumerate() {
+        let v = match *seg {
+            "{project}" => project.to_string(),
+            "{name}" => kind_name(segs[i - 1]),
+            s if s.starts_with('{') => "nothing".to_string(),
+            s => s.to_string(),
+        };
+        out.push(v);
+    }
+    out.join("/")
+}
+
+fn body_of(method: &Method) -> Option<Value> {
+    (method == Method::POST).then(|| json!({}))
+}
+
+#[test]
+fn every_route_declares_its_permission() {
+    // Routes without a token: an explicit list, so a new route cannot
+    // become public by leaving its permission out.
+    let public = [
+        "/healthz",
+        "/readyz",
+        "/metrics",
+        "/api/v1/version",
+        "/api/v1/openapi.json",
+        "/",
+        "/ui/{*path}",
+        // Issue 35: a git host's push, proved by its own signature
+        // against the Source's receiver secret (api::source_hooks).
+        "/api/v1/sources/{source}/hooks/{provider}",
+    ];
+    for r in table(DEFAULT_MAX_BODY_BYTES) {
+        match r.access {
+            Access::Public => assert!(
+                public.contains(&r.path.as_str()),
+                "{} {} is public without being on the list of public routes",
+                r.method,
+                r.path
+            ),
+            Access::Worker => assert!(r.path.starts_with("/api/v1/workers/"), "{}", r.path),
+            Access::Op(verb, resource) => {
+                assert!(
+                    access::known(resource),
+                    "{} {}: unknown resource {resource:?}",
+                    r.method,
+                    r.path
+                );
+                // A GET changes nothing: its verb is a read.
+                assert!(
+                    r.method != Method::GET || verb.reads(),
+                    "{} {} declares {verb:?}",
+                    r.method,
+                    r.path
+                );
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_web_token_reaches_only_web_for_every_route() {
+    let w = world().await;
+    let mut routes = table(DEFAULT_MAX_BODY_BYTES);
+    // Deleting project web itself last: every other route needs it.
+    routes.sort_by_key(|r| r.method == Method::DELETE && r.path == "/api/v1/projects/{project}");
+    let mut checked = 0;
+    for r in &routes {
+        let (verb, resource) = match r.access {
+            Access::Op(v, res) => (v, res),
+            Access::Worker => {
+                for t in [&w.viewer, &w.operator] {
+                    let (s, b) = call(&w.st, t, &r.method, &r.path, body_of(&r.method)).await;
+                    assert_eq!(s, StatusCode::FORBIDDEN, "{} {}: {b}", r.method, r.path);
+                }
+                continue;
+            }
+            Access::Public => continue,
+        };
+        let scoped = r.path.contains("{project}");
+        let admin_only =
+            access::ADMIN_RESOURCES.contains(&resource) && !(resource == "hosts" && verb.reads());
+        let what = |who: &str, p: &str| format!("{who} {} {} in {p}", r.method, r.path);
+        // The viewer and the operator of web, against api: as if api did
+        // not exist (404), or refused outright for what only an admin may
+        // do; never a name of api's objects.
+        for (who, t) in [("viewer", &w.viewer), ("operator", &w.operator)] {
+            let (s, b) = call(
+                &w.st,
+                t,
+                &r.method,
+                &uri(&r.path, "api"),
+                body_of(&r.method),
+            )
+            .await;
+            assert!(
+                !b.contains(API_MARK),
+                "{}: leaks api: {b}",
+                what(who, "api")
+            );
+            if admin_only {
+                assert_eq!(s, StatusCode::FORBIDDEN, "{}: {b}", what(who, "api"));
+            } else if scoped {
+                assert_eq!(s, StatusCode::NOT_FOUND, "{}: {b}", what(who, "api"));
+                // The same body a project that does not exist gets (where
+                // the admin's call gets as far as looking it up).
+                let (s2, b2) = call(
+                    &w.st,
+                    &w.admin,
+                    &r.method,
+                    &uri(&r.path, "nope"),
+                    body_of(&r.method),
+                )
+                .await;
+                if s2 == StatusCode::NOT_FOUND {
+                    assert_eq!(
+                        b.replace(r#"\"api\""#, r#"\"nope\""#),
+                        b2,
+                        "{}",
+                        what(who, "api")
+                    );
+                }
+            } else if verb.reads() || who == "operator" {
+                // A list or stream of every project: filtered, not refused.
+                assert!(
+                    s != StatusCode::FORBIDDEN && s != StatusCode::UNAUTHORIZED,
+                    "{}: {s} {b}",
+                    what(who, "*")
+                );
+            } else {
+                assert_eq!(s, StatusCode::FORBIDDEN, "{}: {b}", what(who, "*"));
+            }
+        }
+        // The viewer in web: reads pass the check, writes are 403.
+        let (s, b) = call(
+            &w.st,
+            &w.viewer,
+            &r.method,
+            &uri(&r.path, "web"),
+            body_of(&r.method),
+        )
+        .await;
+        assert!(
+            !b.contains(API_MARK),
+            "{}: leaks api: {b}",
+            what("viewer", "web")
+        );
+        if verb.reads() && !admin_only {
+            assert!(
+                s != StatusCode::FORBIDDEN && s != StatusCode::UNAUTHORIZED,
+                "{}: {s} {b}",
+                what("viewer", "web")
+            );
+            // An object the world made: found.
+            if scoped && r.path.ends_with("{name}") && !uri(&r.path, "web").ends_with("nothing") {
+                assert_eq!(s, StatusCode::OK, "{}: {b}", what("viewer", "web"));
+            }
+        } else {
+            assert_eq!(s, StatusCode::FORBIDDEN, "{}: {b}", what("viewer", "web"));
+        }
+        // The operator in web: every verb passes the check (the handler
+        // may still refuse the dummy body); what only an admin may do is
+        // 403.
+        let write = named(&r.path, "web", r.method != Method::DELETE);
+        let (s, b) = call(&w.st, &w.operator, &r.method, &write, body_of(&r.method)).await;
+        assert!(
+            !b.contains(API_MARK),
+            "{}: leaks api: {b}",
+            what("operator", "web")
+        );
+        if admin_only {
+            assert_eq!(s, StatusCode::FORBIDDEN, "{}: {b}", what("operator", "web"));
+        } else {
+            assert!(
+                s != StatusCode::FORBIDDEN && s != StatusCode::UNAUTHORIZED,
+                "{}: {s} {b}",
+                what("operator", "web")
+            );
+        }
+        checked += 1;
+    }
+    assert!(checked > 40, "only {checked} routes checked");
+    // Nothing of api was touched: its run, task and schedule are there.
+    for kind in ["runs", "tasks", "schedules"] {
+        let one = &kind[..kind.len() - 1];
+        let name = if kind == "schedules" {
+            format!("{API_MARK}-sched")
+        } else {
+            format!("{API_MARK}-{one}")
+        };
+        let (s, b) = call(
+            &w.st,
+            &w.admin,
+            &Method::GET,
+            &format!("/api/v1/projects/api/{kind}/{name}"),
+            None,
+        )
+        .await;
+        assert_eq!(s, StatusCode::OK, "{kind}: {b}");
+    }
+}
+
+#[tokio::test]
+async fn lists_are_filtered_and_batches_refused_whole() {
+    let w = world().await;
+    // Every project's runs: only web's for the viewer, both for the admin.
+    let (s, b) = call(&w.st, &w.viewer, &Method::GET, "/api/v1/runs", None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(b.contains("w-run") && !b.contains(API_MARK), "{b}");
+    let (_, b) = call(&w.st, &w.admin, &Method::GET, "/api/v1/runs", None).await;
+    assert!(b.contains("w-run") && b.contains(API_MARK), "{b}");
+    let (_, b) = call(&w.st, &w.viewer, &Method::GET, "/api/v1/projects", None).await;
+    assert!(b.contains("\"web\"") && !b.contains("\"api\""), "{b}");
+    // Events: none of api's.
+    let (s, b) = call(
+        &w.st,
+        &w.viewer,
+        &Method::GET,
+        "/api/v1/events?limit=1000",
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(b.contains("w-run") && !b.contains(API_MARK), "{b}");
+    let (s, _) = call(
+        &w.st,
+        &w.viewer,
+        &Method::GET,
+        "/api/v1/events?project=api",
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+
+    // A batch touching api, by the operator of web: refused whole,
+    // naming nothing; web's part is not written either.
+    let yaml = "apiVersion: pam.dev/v1\nkind: Task\nmetadata: {name: new-web, project: web}\nspec: {title: x}\n---\napiVersion: pam.dev/v1\nkind: Task\nmetadata: {name: new-api, project: api}\nspec: {title: x}\n";
+    let apply = json!({"files": [{"name": "b.yaml", "content": yaml}]});
+    for path in ["/api/v1/apply", "/api/v1/diff"] {
+        let (s, b) = call(&w.st, &w.operator, &Method::POST, path, Some(apply.clone())).await;
+        assert_eq!(s, StatusCode::FORBIDDEN, "{path}: {b}");
+        assert!(!b.contains("api") || b.contains("/api/"), "{path}: {b}");
+        assert!(
+            !b.contains("new-api") && !b.contains("\"api\""),
+            "{path}: {b}"
+        );
+    }
+    let (s, _) = call(
+        &w.st,
+        &w.admin,
+        &Method::GET,
+        "/api/v1/projects/web/tasks/new-web",
+        None,
+    )
+    .await;
+    assert_eq!(
+        s,
+        StatusCode::NOT_FOUND,
+        "nothing of the refused batch written"
+    );
+    // Its own project's batch goes through; the viewer's is refused.
+    let yaml = "apiVersion: pam.dev/v1\nkind: Task\nmetadata: {name: new-web, project: web}\nspec: {title: x}\n";
+    let apply = json!({"files": [{"name": "b.yaml", "content": yaml}]});
+    let (s, b) = call(
+        &w.st,
+        &w.viewer,
+        &Method::POST,
+        "/api/v1/apply",
+        Some(apply.clone()),
+    )
+    .await;
+    assert_eq!(s, StatusCode::FORBIDDEN, "{b}");
+    let (s, b) = call(
+        &w.st,
+        &w.operator,
+        &Method::POST,
+        "/api/v1/apply",
+        Some(apply),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    // Prune by a selector that matches api's objects too: only the
+    // batch's projects are pruned, nothing of api is named or touched.
+    let (s, b) = call(
+        &w.st,
+        &w.operator,
+        &Method::POST,
+        "/api/v1/apply",
+        Some(json!({"files": [{"name": "b.yaml", "content": yaml}], "prune": true, "selector": "!nothing"})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert!(!b.contains(API_MARK), "{b}");
+    let (s, _) = call(
+        &w.st,
+        &w.admin,
+        &Method::GET,
+        &format!("/api/v1/projects/api/runs/{API_MARK}-run"),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "prune refused: api's run is there");
+    // Refusals are counted per token name.
+    let (_, m) = call(&w.st, &w.admin, &Method::GET, "/metrics", None).await;
+    assert!(
+        m.contains("pam_api_refused_total{token=\"web-viewer\",status=\"403\"}"),
+        "{m}"
+    );
+    // A role without projects, or an admin with some: bad requests.
+    for body in [
+        json!({"name": "x", "role": "viewer"}),
+        json!({"name": "x", "role": "admin", "projects": ["web"]}),
+        json!({"name": "x", "role": "worker", "projects": ["web"]}),
+        json!({"name": "x", "role": "root", "projects": ["web"]}),
+        json!({"worker": "h1", "role": "viewer"}),
+    ] {
+        let (s, b) = call(
+            &w.st,
+            &w.admin,
+            &Method::POST,
+            "/api/v1/tokens",
+            Some(body.clone()),
+        )
+        .await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{body}: {b}");
+    }
+}
+
+#[tokio::test]
+async fn a_viewers_stream_carries_only_its_projects_events() {
+    let w = world().await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let app = router(w.st.clone());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let journal = |from: usize| {
+        let ctx = w.st.ctx.clone();
+        async move {
+            let mut tx = ctx.store.begin().await.unwrap();
+            for i in from..from + 500 {
+                // Mixed: web and api, by name and by uid-less payloads.
+                let project = if i % 3 == 0 { "web" } else { "api" };
+                let payload = json!({"project": project, "name": format!("{project}-{i}")});
+                tx.append_event("run.created", payload, ctx.now())
+                    .await
+                    .unwrap();
+            }
+            ctx.commit(tx).await.unwrap();
+        }
+    };
+    // Half journaled before the stream (replayed from 0), half while it
+    // is open (live): both paths filter.
+    journal(0).await;
+    let mut resp = reqwest::Client::new()
+        .get(format!(
+            "{base}/api/v1/events/stream?topic=run.created&after=0"
+        ))
+        .bearer_auth(&w.viewer)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    journal(500).await;
+    // Until web's last event (i = 999).
+    let mut names: Vec<String> = Vec::new();
+    let mut buf = String::new();
+    while !names.iter().any(|n| n.contains("\"web-999\"")) {
+        let chunk = tokio::time::timeout(Duration::from_secs(20), resp.chunk())
+            .await
+            .expect("the stream stalled")
+            .unwrap()
+            .expect("the stream ended");
+        buf.push_str(&String::from_utf8_lossy(&chunk));
+        while let Some(end) = buf.find("\n\n") {
+            let frame: String = buf.drain(..end + 2).collect();
+            if let Some(data) = frame.lines().find_map(|l| l.strip_prefix("data: ")) {
+                let v: Value = serde_json::from_str(data).unwrap();
+                names.push(v.to_string());
+            }
+        }
+    }
+    let web = names.iter().filter(|n| n.contains("\"web-")).count();
+    assert_eq!(
+        web,
+        (0..1000).filter(|i| i % 3 == 0).count(),
+        "every web event"
+    );
+    assert!(
+        names
+            .iter()
+            .all(|n| !n.contains("api-") && !n.contains(API_MARK)),
+        "{:?}",
+        names
+            .iter()
+            .find(|n| n.contains("api-") || n.contains(API_MARK))
+    );
+    // Nothing more arrives (api's last events were not merely late).
+    let more = tokio::time::timeout(Duration::from_millis(300), resp.chunk()).await;
+    if let Ok(Ok(Some(chunk))) = more {
+        let text = String::from_utf8_lossy(&chunk);
+        assert!(!text.contains("\"api-"), "{text}");
+    }
+}
+
+/// The audit trail: what a request journals names its token (name and
+/// role) in `actor`, on the journal's page as in the payload kept; the
+/// loops' own events name none.
+#[tokio::test]
+async fn every_event_of_a_request_names_its_token() {
+    let w = world().await;
+    let yaml = "apiVersion: pam.dev/v1\nkind: Task\nmetadata: {name: audited, project: web}\nspec: {title: x}\n";
+    let (s, b) = call(
+        &w.st,
+        &w.operator,
+        &Method::POST,
+        "/api/v1/apply",
+        Some(json!({"files": [{"name": "a.yaml", "content": yaml}]})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    let (s, b) = call(
+        &w.st,
+        &w.operator,
+        &Method::POST,
+        "/api/v1/projects/web/runs/w-run/stop",
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    // A loop's change, journaled outside any request.
+    let ctx = w.st.ctx.clone();
+    let mut tx = ctx.store.begin().await.unwrap();
+    tx.append_event("worker.offline", json!({"host": "loop-made"}), ctx.now())
+        .await
+        .unwrap();
+    ctx.commit(tx).await.unwrap();
+
+    let (_, b) = call(
+        &w.st,
+        &w.admin,
+        &Method::GET,
+        "/api/v1/events?limit=1000",
+        None,
+    )
+    .await;
+    let v: Value = serde_json::from_str(&b).unwrap();
+    let items = v["items"].as_array().unwrap();
+    let by = json!({"name": "web-operator", "role": "operator"});
+    let created = items
+        .iter()
+        .find(|e| e["topic"] == "work_item.created" && e["payload"]["name"] == "audited")
+        .expect("the apply's event");
+    assert_eq!(created["actor"], by, "{created}");
+    assert_eq!(created["payload"]["actor"], by, "journaled with the event");
+    let after_apply: Vec<&Value> = items
+        .iter()
+        .filter(|e| e["seq"].as_i64() >= created["seq"].as_i64() && e["topic"] != "worker.offline")
+        .collect();
+    for e in after_apply {
+        assert_eq!(e["actor"], by, "{e}");
+    }
+    // The world's apply was the admin's ("ops"); the loop's has none.
+    let first = &items[0];
+    assert_eq!(
+        first["actor"],
+        json!({"name": "ops", "role": "admin"}),
+        "{first}"
+    );
+    let offline = items
+        .iter()
+        .find(|e| e["topic"] == "worker.offline")
+        .unwrap();
+    assert!(offline.get("actor").is_none(), "{offline}");
+    assert!(offline["payload"].get("actor").is_none(), "{offline}");
+}
