@@ -94,7 +94,7 @@ impl World {
     async fn plan(&mut self) -> Plan {
         let s = self.source().await;
         let tree = fetch::read_dir(&self.tree()).unwrap();
-        let loaded = self.cache.load(&tree);
+        let loaded = self.cache.load(&tree, None);
         let revision = s.status.revision.clone().unwrap_or_default();
         self.cache
             .plan(&tree, &loaded, &revision, s.meta.generation)

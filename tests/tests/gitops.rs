@@ -769,3 +769,67 @@ async fn a_directory_source_reads_only_under_the_allowed_roots() {
     until(&pamd, "data", "synced", |st| st["sync"] == "Synced").await;
     assert_eq!(tasks(&pamd, "web"), ["task/t"]);
 }
+
+/// Issue 35: `spec.substitute` — variables from a Secret and literal ones
+/// in string values (a newline in a value stays in its string); `$${…}` a
+/// literal; an unset variable fails the sync at its file:line, applying
+/// nothing; a changed Secret is picked up by the next sync.
+#[tokio::test]
+async fn substitution_from_a_secret_acts_on_values_only() {
+    let pamd = Pamd::start(PamdOptions::default()).await.unwrap();
+    let repo = tempfile::tempdir().unwrap();
+    git(repo.path(), &["init", "-q"]);
+    write(
+        repo.path(),
+        "t.yaml",
+        "apiVersion: pam.dev/v1\nkind: Task\nmetadata: {name: a, project: web}\nspec:\n  title: ${TITLE}\n  description: \"${EVIL} / $${LITERAL} / ${TEAM}\"\n  sortOrder: ${ORDER:=7}\n",
+    );
+    let c1 = commit(repo.path(), "one");
+    let setup = format!(
+        "{PROJECT}---\napiVersion: pam.dev/v1\nkind: Secret\nmetadata: {{name: vars, project: web}}\nspec:\n  stringData:\n    TITLE: From a Secret\n    EVIL: \"x\\nstatus: {{}}\"\n---\n{}",
+        git_source("web", repo.path(), "web", "  substitute:\n    vars: {TEAM: core}\n    fromSecrets: [{project: web, name: vars}]\n")
+    );
+    ok(&pamd.pamctl_stdin(&["apply", "-f", "-"], Some(&setup)));
+    until(&pamd, "web", "first sync", |st| {
+        st["revision"] == c1.as_str()
+    })
+    .await;
+    let t = pamd.get("/api/v1/projects/web/tasks/a").await.unwrap();
+    assert_eq!(t["spec"]["title"], "From a Secret", "{t}");
+    assert_eq!(
+        t["spec"]["description"], "x\nstatus: {} / ${LITERAL} / core",
+        "{t}"
+    );
+    assert_eq!(t["spec"]["sortOrder"], 7, "{t}");
+    assert!(
+        t.get("status").is_none_or(|s| s.get("hacked").is_none()),
+        "{t}"
+    );
+
+    // An unset variable: the sync fails at its line; nothing applied.
+    write(
+        repo.path(),
+        "u.yaml",
+        "apiVersion: pam.dev/v1\nkind: Task\nmetadata: {name: b, project: web}\nspec:\n  title: ${NOPE}\n",
+    );
+    commit(repo.path(), "two");
+    let s = until(&pamd, "web", "failure", |st| st["sync"] == "Failed").await;
+    let msg = s["status"]["syncMessage"].as_str().unwrap_or("");
+    assert!(
+        msg.starts_with("u.yaml: document 0, line 5, column 10: spec.title: ${NOPE} is not set"),
+        "{msg}"
+    );
+    assert_eq!(tasks(&pamd, "web"), ["task/a"]);
+
+    // The Secret gets the variable: the next sync applies both.
+    ok(&pamd.pamctl_stdin(
+        &["apply", "-f", "-"],
+        Some("apiVersion: pam.dev/v1\nkind: Secret\nmetadata: {name: vars, project: web}\nspec:\n  stringData:\n    TITLE: Renamed\n    EVIL: e\n    NOPE: found\n"),
+    ));
+    ok(&pamd.pamctl(&["sync", "web"]));
+    assert_eq!(tasks(&pamd, "web"), ["task/a", "task/b"]);
+    let t = pamd.get("/api/v1/projects/web/tasks/a").await.unwrap();
+    assert_eq!(t["spec"]["title"], "Renamed", "{t}");
+    let b = pamd.get("/api/v1/projects/web/tasks/b").await.unwrap();
+    assert_eq!(b["spec"]["title"], "found", "{b}");
+}

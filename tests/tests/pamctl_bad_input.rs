@@ -516,6 +516,14 @@ async fn git_urls_that_run_commands_are_refused_at_their_line() {
             "  path: /srv/pam\n  receiver:\n    secretRef: {project: web, name: hook, key: token}\n",
             "document 1, line 12, column 3: spec.receiver: a push receiver needs spec.git",
         ),
+        (
+            "  git: {url: 'https://example.com/r.git'}\n  substitute:\n    vars: {9LIVES: x}\n",
+            "document 1, line 13, column 5: spec.substitute.vars: \"9LIVES\" is not a variable name",
+        ),
+        (
+            "  git: {url: 'https://example.com/r.git'}\n  substitute:\n    fromSecrets: [{project: api, name: vars}]\n",
+            "document 1, line 13, column 18: spec.substitute.fromSecrets: Secret \"vars\" of project \"api\": not one of spec.projects",
+        ),
     ];
     for (i, (spec, want)) in cases.iter().enumerate() {
         refused(

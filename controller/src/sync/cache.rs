@@ -12,7 +12,9 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use pam_manifests::load::{parse_documents_and_values, Document};
+use pam_manifests::load::{
+    parse_documents_and_values, parse_documents_and_values_substituted, Document,
+};
 use pam_manifests::ManifestError;
 use serde_json::Value;
 
@@ -30,6 +32,9 @@ pub struct SourceCache {
     files: HashMap<String, (String, Arc<Parsed>)>,
     /// The tree the last successful sync applied, as this process saw it.
     applied: Option<AppliedTree>,
+    /// The substitution variables the files were parsed with (issue 35):
+    /// other variables parse every file again, and apply it whole.
+    vars: Option<pam_manifests::load::substitute::Vars>,
 }
 
 /// A tree a sync applied: its revision, the Source's generation then,
@@ -85,8 +90,19 @@ pub enum Plan {
 }
 
 impl SourceCache {
-    /// Loads `tree`, parsing only the files whose content id is new.
-    pub fn load(&mut self, tree: &Tree) -> Loaded {
+    /// Loads `tree`, parsing only the files whose content id is new (or
+    /// all of them, with `vars` other than the last load's); `vars`: the
+    /// Source's substitution, if it has one.
+    pub fn load(
+        &mut self,
+        tree: &Tree,
+        vars: Option<&pam_manifests::load::substitute::Vars>,
+    ) -> Loaded {
+        if self.vars.as_ref() != vars {
+            self.files.clear();
+            self.applied = None;
+            self.vars = vars.cloned();
+        }
         let mut files = Vec::with_capacity(tree.files.len());
         let mut seen = HashSet::with_capacity(tree.files.len());
         for f in &tree.files {
@@ -94,7 +110,10 @@ impl SourceCache {
             let parsed = match self.files.get(&f.path) {
                 Some((id, parsed)) if *id == f.id => parsed.clone(),
                 _ => {
-                    let parsed = Arc::new(parse_documents_and_values(&f.path, &f.content));
+                    let parsed = Arc::new(match vars {
+                        Some(v) => parse_documents_and_values_substituted(&f.path, &f.content, v),
+                        None => parse_documents_and_values(&f.path, &f.content),
+                    });
                     self.files
                         .insert(f.path.clone(), (f.id.clone(), parsed.clone()));
                     parsed

@@ -16,5 +16,6 @@ pub mod roots;
 pub mod runner;
 pub mod settle;
 mod status;
+pub mod substitute;
 pub mod tree;
 pub mod watch;

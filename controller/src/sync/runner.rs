@@ -348,7 +348,20 @@ async fn sync_once(
             }
         }
     }
-    let loaded = cache.load(&tree);
+    // Issue 35: the variables, read as the tree is (a Secret changed since
+    // the last sync parses the tree again, whole).
+    let vars = match super::substitute::vars_of(ctx, spec).await? {
+        None => None,
+        Some(Ok(vars)) => Some(vars),
+        Some(Err(why)) => {
+            cache.forget();
+            return Ok(Some((
+                failed(ctx, s, None, Vec::new(), why).await?,
+                "failed",
+            )));
+        }
+    };
+    let loaded = cache.load(&tree, vars.as_ref());
     let errors = loaded.errors();
     if !errors.is_empty() {
         cache.forget();

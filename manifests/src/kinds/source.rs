@@ -81,6 +81,33 @@ pub struct SourceSpec {
     /// verified with this secret, syncs it at once. `spec.git` only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub receiver: Option<Receiver>,
+    /// Variables substituted in the Source's manifests before they are
+    /// read (issue 35, Flux's `postBuild.substitute`): `${NAME}`,
+    /// `${NAME:=default}`, `$${NAME}` for a literal; in string values only
+    /// (docs/gitops.md, "Substitution").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub substitute: Option<Substitute>,
+}
+
+/// A Source's variables.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Substitute {
+    /// `NAME: value`; these win over the Secrets'.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub vars: std::collections::BTreeMap<String, String>,
+    /// Secrets of the Source's projects, each key a variable (a later one
+    /// wins over an earlier one).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub from_secrets: Vec<ProjectSecret>,
+}
+
+/// A Secret of a project, by name.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProjectSecret {
+    pub project: Name,
+    pub name: Name,
 }
 
 /// A Source's push receiver: where the shared secret the git host signs
@@ -156,6 +183,28 @@ impl SourceSpec {
                 "spec.projects",
                 "empty, expected the projects this Source may write".to_string(),
             ));
+        }
+        if let Some(sub) = &self.substitute {
+            for name in sub.vars.keys() {
+                if !crate::load::substitute::valid_name(name) {
+                    out.push((
+                        "spec.substitute.vars",
+                        format!("{name:?} is not a variable name, expected letters, digits and '_', not starting with a digit"),
+                    ));
+                }
+            }
+            for s in &sub.from_secrets {
+                if !self.projects.contains(&s.project) {
+                    out.push((
+                        "spec.substitute.fromSecrets",
+                        format!(
+                            "Secret {:?} of project {:?}: not one of spec.projects, expected a project this Source may write",
+                            s.name.as_str(),
+                            s.project.as_str()
+                        ),
+                    ));
+                }
+            }
         }
         if let Some(r) = &self.receiver {
             let at = "spec.receiver.secretRef.key";

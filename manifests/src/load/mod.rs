@@ -36,6 +36,7 @@
 mod budget;
 mod positions;
 mod scalar;
+pub mod substitute;
 mod typing;
 mod yaml;
 
@@ -273,6 +274,67 @@ pub fn parse_documents_and_values(
             (d, v)
         })
         .collect())
+}
+
+/// [`parse_documents_and_values`] of a Source with `spec.substitute`
+/// (issue 35): `vars` substituted in every string scalar of each document
+/// before it is typed ([`substitute`]); the values returned are the
+/// substituted ones (what the Source declares). Always the positioned
+/// read, so an unset variable is an error at its line.
+pub fn parse_documents_and_values_substituted(
+    file_label: &str,
+    text: &str,
+    vars: &substitute::Vars,
+) -> Result<Vec<(Document, Value)>, Vec<ManifestError>> {
+    let read = yaml::read_positioned(file_label, text);
+    let mut errors = read.errors;
+    let mut docs = Vec::new();
+    let file: Arc<str> = file_label.into();
+    for tree in read.docs {
+        if !tree.problems.is_empty() {
+            errors.extend(tree.problems);
+            continue;
+        }
+        let locator = Locator {
+            file: file_label,
+            index: tree.index,
+            root: Some(&tree.positions),
+            paths: true,
+        };
+        let mut value = tree.value;
+        let problems = substitute::substitute(&mut value, vars);
+        if !problems.is_empty() {
+            errors.extend(
+                problems
+                    .into_iter()
+                    .map(|(path, why)| locator.error_at(&path, why)),
+            );
+            continue;
+        }
+        let kept = value.clone();
+        match typing::type_document(&locator, value) {
+            Ok(manifest) => {
+                let doc = Document {
+                    file: file.clone(),
+                    index: tree.index,
+                    manifest,
+                    root: Positions::Tree(tree.positions),
+                };
+                let problems = typing::check_document(&doc);
+                if problems.is_empty() {
+                    docs.push((doc, kept));
+                } else {
+                    errors.extend(problems);
+                }
+            }
+            Err(e) => errors.extend(e),
+        }
+    }
+    if errors.is_empty() {
+        Ok(docs)
+    } else {
+        Err(errors)
+    }
 }
 
 /// The fast read, then typing, with no positions. `None` at the first
