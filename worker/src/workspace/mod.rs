@@ -109,6 +109,11 @@ pub fn sweep(
     let mut removed = 0;
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
+        // A tree a wrapper renamed to delete and died before it had.
+        if name.starts_with(".trash-") {
+            std::fs::remove_dir_all(entry.path())?;
+            continue;
+        }
         let Some((id, attempt)) = name
             .rsplit_once("-a")
             .and_then(|(id, a)| Some((id.parse::<uuid::Uuid>().ok()?, a.parse::<i32>().ok()?)))

@@ -99,12 +99,29 @@ pub fn cleanup(p: &Prepared, exit_code: i32) -> anyhow::Result<()> {
         }
         return Ok(());
     }
-    let _held = super::lock(&p.mirror)?;
-    let dir = p.dir.to_string_lossy().into_owned();
-    git(
-        Some(&p.mirror),
-        &["worktree", "remove", "--force", "--force", "--", &dir],
-    )?;
+    // Under the lock only a rename and git's bookkeeping; the files are
+    // deleted after it, so a run of the repository starting now does not
+    // wait for a large tree to be deleted.
+    let trash = p.dir.with_file_name(format!(
+        ".trash-{}",
+        p.dir
+            .file_name()
+            .map(|n| n.to_string_lossy())
+            .unwrap_or_default()
+    ));
+    {
+        let _held = super::lock(&p.mirror)?;
+        if std::fs::rename(&p.dir, &trash).is_err() {
+            let dir = p.dir.to_string_lossy().into_owned();
+            git(
+                Some(&p.mirror),
+                &["worktree", "remove", "--force", "--force", "--", &dir],
+            )?;
+            return Ok(());
+        }
+        git(Some(&p.mirror), &["worktree", "prune"])?;
+    }
+    std::fs::remove_dir_all(&trash).with_context(|| format!("remove {}", trash.display()))?;
     Ok(())
 }
 

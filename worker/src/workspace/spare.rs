@@ -21,7 +21,6 @@ use super::lock;
 
 /// Mirrors being filled by this process (one fill per mirror at a time).
 static FILLING: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
-
 /// `mirror`'s spare worktree.
 pub fn path(mirror: &Path) -> PathBuf {
     let root = mirror
@@ -78,7 +77,10 @@ pub fn fill(mirror: &Path, start: &str) -> anyhow::Result<()> {
         filling.push(mirror.to_path_buf());
     }
     let result = fill_now(mirror, start);
-    FILLING.lock().unwrap().retain(|m| m != mirror);
+    FILLING
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .retain(|m| m != mirror);
     result
 }
 
