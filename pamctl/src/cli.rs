@@ -123,12 +123,28 @@ pub enum Command {
         #[arg(long, default_value = "60s", value_name = "DURATION")]
         timeout: String,
     },
-    /// Show what apply would change, as unified diffs (exit 1 when something would change)
+    /// Show what apply would change, as unified diffs (exit 1 when something would change);
+    /// `diff source NAME [--revision REF]`: what the Source's next sync would change
     Diff {
-        #[command(flatten)]
-        files: FileArgs,
+        /// `source NAME` to preview a Source's sync instead of files
+        #[arg(value_name = "source NAME", num_args = 0..=2)]
+        target: Vec<String>,
+        /// A manifest file, a directory of *.yaml/*.yml, or - for stdin (repeatable)
+        #[arg(
+            short = 'f',
+            long = "filename",
+            value_name = "FILE|DIR|-",
+            required_unless_present = "target"
+        )]
+        files: Vec<String>,
+        /// Read directories recursively
+        #[arg(short = 'R', long)]
+        recursive: bool,
         #[command(flatten)]
         prune: PruneArgs,
+        /// With `source NAME`: this branch, tag or commit instead of the Source's ref
+        #[arg(long, value_name = "REF", requires = "target")]
+        revision: Option<String>,
     },
     /// List objects, or show some
     Get(GetArgs),

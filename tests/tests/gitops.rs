@@ -833,3 +833,54 @@ async fn substitution_from_a_secret_acts_on_values_only() {
     let b = pamd.get("/api/v1/projects/web/tasks/b").await.unwrap();
     assert_eq!(b["spec"]["title"], "found", "{b}");
 }
+
+/// Issue 35: `pamctl diff source NAME [--revision REF]` shows what a sync
+/// would change — created, configured, pruned — without changing anything.
+#[tokio::test]
+async fn diff_source_previews_the_next_sync_without_applying_it() {
+    let pamd = Pamd::start(PamdOptions::default()).await.unwrap();
+    let repo = tempfile::tempdir().unwrap();
+    git(repo.path(), &["init", "-q", "-b", "main"]);
+    write(repo.path(), "project.yaml", PROJECT);
+    write(repo.path(), "tasks/a.yaml", &task("web", "a", "A"));
+    write(repo.path(), "tasks/c.yaml", &task("web", "c", "C"));
+    let c1 = commit(repo.path(), "one");
+    let src = git_source("web", repo.path(), "web", "").replace("interval: 1s", "interval: 1h");
+    ok(&pamd.pamctl_stdin(&["apply", "-f", "-"], Some(&src)));
+    until(&pamd, "web", "first sync", |st| {
+        st["revision"] == c1.as_str()
+    })
+    .await;
+
+    write(repo.path(), "tasks/b.yaml", &task("web", "b", "B"));
+    write(repo.path(), "tasks/c.yaml", &task("web", "c", "Cee"));
+    std::fs::remove_file(repo.path().join("tasks/a.yaml")).unwrap();
+    let c2 = commit(repo.path(), "two");
+    let diffed = pamd.pamctl(&["diff", "source", "web"]);
+    fails(&diffed, 1);
+    let out = String::from_utf8_lossy(&diffed.stdout);
+    assert!(
+        out.contains(&format!("source.pam.dev/web at {} would change:", &c2[..7])),
+        "{out}"
+    );
+    for line in [
+        "task.pam.dev/web/b created",
+        "task.pam.dev/web/c configured",
+        "task.pam.dev/web/a pruned",
+    ] {
+        assert!(out.contains(line), "{line} in {out}");
+    }
+    // Nothing was applied, journaled or pruned.
+    assert_eq!(tasks(&pamd, "web"), ["task/a", "task/c"]);
+    assert_eq!(topics(&pamd, "source.pruned"), 0);
+    let s = source(&pamd, "web").await;
+    assert_eq!(s["status"]["revision"], c1.as_str());
+    // The applied revision previews as no change; a bad one as git's error.
+    let same = ok(&pamd.pamctl(&["diff", "source", "web", "--revision", &c1]));
+    assert!(same.contains("no changes"), "{same}");
+    let bad = pamd.pamctl(&["diff", "source", "web", "--revision", "no-such-branch"]);
+    assert!(!bad.status.success());
+    // After the sync, nothing is left to preview.
+    ok(&pamd.pamctl(&["sync", "web"]));
+    assert!(ok(&pamd.pamctl(&["diff", "source", "web"])).contains("no changes"));
+}

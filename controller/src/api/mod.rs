@@ -77,6 +77,9 @@ pub struct AppState {
     pub max_body_bytes: usize,
     /// Push deliveries seen lately (issue 35: a replay is refused).
     pub hook_deliveries: Arc<source_hooks::Seen>,
+    /// Where the Sources' trees are read from (pamd's; `None` in an
+    /// in-process router): `diff source` reads through it (issue 35).
+    pub repos: Option<crate::sync::fetch::Repos>,
 }
 
 impl AppState {
@@ -90,6 +93,7 @@ impl AppState {
             limits: Default::default(),
             max_body_bytes: routes::DEFAULT_MAX_BODY_BYTES,
             hook_deliveries: Default::default(),
+            repos: None,
         }
     }
 }

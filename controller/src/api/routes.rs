@@ -170,6 +170,14 @@ pub fn table(max_body_bytes: usize) -> Vec<Route> {
         )
         .doc("sources", "syncSource", "Sync a Source now")
         .json::<kinds::Source>(202, "the Source, its sync requested"),
+        get("/api/v1/sources/{source}/diff", sources::diff_source, Op(Get, "sources"))
+            .doc(
+                "sources",
+                "diffSource",
+                "What a sync of the Source (or of ?revision=REF) would change, without changing anything",
+            )
+            .query::<sources::DiffQuery>()
+            .object(200, "`{source, revision, changes: [{kind, project, name, action}]}`"),
         // Issue 35: no bearer token; the provider's own proof
         // (api::source_hooks) against spec.receiver.secretRef.
         post(

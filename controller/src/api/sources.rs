@@ -69,3 +69,52 @@ pub async fn sync_source(
     st.ctx.wakeups.loops.notify_one();
     Ok((StatusCode::ACCEPTED, Json(body)))
 }
+
+/// `?revision=REF` of a preview.
+#[derive(Debug, Default, serde::Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DiffQuery {
+    /// A branch, tag or commit of a git Source (default: its `spec.git.ref`).
+    pub revision: Option<String>,
+}
+
+/// `POST /api/v1/sources/NAME/diff[?revision=REF]` (issue 35): what a sync
+/// would change, from the sync's own code in a rolled-back transaction
+/// (`sync::preview`); 422 with what a sync would fail with.
+#[tracing::instrument(skip_all, fields(source = %name))]
+pub async fn diff_source(
+    State(st): State<AppState>,
+    _op: Operator,
+    Path(name): Path<String>,
+    axum::extract::Query(q): axum::extract::Query<DiffQuery>,
+) -> ApiResult<Json<Value>> {
+    let Some(repos) = st.repos.clone() else {
+        return Err(ApiError::unavailable("this pamd reads no Source trees"));
+    };
+    let s = {
+        let mut tx = st.ctx.store.begin().await?;
+        one::<Source>(tx.as_mut(), None, &name).await?
+    };
+    let spec: pam_manifests::kinds::SourceSpec = serde_json::from_value(s.meta.spec.clone())
+        .map_err(|e| ApiError::internal(format!("the stored spec: {e}")))?;
+    if let Some(r) = &q.revision {
+        if r.is_empty() || r.starts_with('-') || r.len() > 255 {
+            return Err(ApiError::bad_request(
+                "revision: expected a branch, tag or commit (not empty, not starting with '-')",
+            ));
+        }
+    }
+    let preview = crate::sync::preview::preview(&st.ctx, &repos, &s, &spec, q.revision.as_deref())
+        .await
+        .map_err(ApiError::internal)?;
+    match preview {
+        crate::sync::preview::Preview::Changes { revision, changes } => Ok(Json(
+            serde_json::json!({ "source": s.name, "revision": revision, "changes": changes }),
+        )),
+        crate::sync::preview::Preview::Refused(why) => Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid",
+            why,
+        )),
+    }
+}

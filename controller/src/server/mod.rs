@@ -164,6 +164,7 @@ async fn serve(config: &Config, clock: SharedClock, url: &str) -> anyhow::Result
     let stop_loops = CancellationToken::new();
     let repos = crate::sync::fetch::Repos::new(&config.data_dir, config.git.clone())
         .with_dirs(config.sources.policy(&config.data_dir));
+    state.repos = Some(repos.clone());
     let start = move |ctx: crate::ctx::Ctx, stop: CancellationToken| {
         let repos = repos.clone();
         async move {

@@ -25,7 +25,7 @@ use uuid::Uuid;
 use crate::apply::ownership::{merged_document, Declared};
 use crate::apply::prune::{prune_objects, Doomed, Outcome};
 use crate::apply::stored::{stored_objects, ObjectKey};
-use crate::apply::{self, Action, ApplyError};
+use crate::apply::{self, Action, ApplyError, ApplyResult};
 use crate::rules::meta::Desired;
 use crate::rules::sources::{self, Counts};
 
@@ -123,6 +123,10 @@ pub struct Applied {
     /// `prune: false`): what a directory's unsettled files must not
     /// decide (super::settle).
     pub left: usize,
+    /// What changed, per object: created or configured by the write, and
+    /// the objects that left the tree (`Pruned` with `spec.prune`, else
+    /// `Kept`, released) — `pamctl diff source` prints them (issue 35).
+    pub changes: Vec<ApplyResult>,
 }
 
 /// The inventory a whole-tree sync left.
@@ -230,12 +234,14 @@ pub async fn apply_tree(
     // No keyring: a Source never carries Secrets (refused above).
     let written = apply::write_loaded(tx, None, now, offline_after, merged, None, existing).await?;
     let mut counts = Counts::default();
+    let mut changes = Vec::new();
     for r in &written.results {
         match r.action {
             Action::Created => counts.created += 1,
             Action::Configured => counts.configured += 1,
-            _ => {}
+            _ => continue,
         }
+        changes.push(r.clone());
     }
     let now_keys: HashSet<&ObjectKey> = keys.iter().collect();
     let gone: Vec<&OwnedObject> = whole
@@ -244,6 +250,21 @@ pub async fn apply_tree(
         .filter(|o| key_of_row(&o.owner).is_none_or(|k| !now_keys.contains(&k)))
         .collect();
     let left = gone.len();
+    changes.extend(gone.iter().filter_map(|o| {
+        Some(ApplyResult {
+            kind: Kind::parse(&o.owner.kind)?.as_str(),
+            project: o.owner.project.clone(),
+            name: o.owner.name.clone(),
+            action: if spec.prune {
+                Action::Pruned
+            } else {
+                Action::Kept
+            },
+            generation: None,
+            message: (!spec.prune)
+                .then(|| "left the tree; released (spec.prune: false)".to_string()),
+        })
+    }));
     if spec.prune {
         counts.pruned = prune(tx, source, &gone, now).await?;
     }
@@ -323,6 +344,7 @@ pub async fn apply_tree(
         counts,
         whole,
         left,
+        changes,
     })
 }
 

@@ -12,6 +12,7 @@ pub mod apply;
 pub mod cache;
 pub mod fetch;
 pub mod objects;
+pub mod preview;
 pub mod roots;
 pub mod runner;
 pub mod settle;

@@ -29,9 +29,9 @@ pub(crate) mod webhooks;
 use pam_manifests::Kind;
 use serde_json::Value;
 
-use crate::cli::Command;
+use crate::cli::{Command, FileArgs};
 use crate::client::Client;
-use crate::error::{Exit, Result};
+use crate::error::{CliError, Exit, Result};
 use crate::Ctx;
 
 pub(crate) use explain::children as explain_children;
@@ -63,7 +63,21 @@ pub(crate) fn run(ctx: &mut Ctx, command: Command) -> Result<Exit> {
             },
         ),
         Command::Sync { name, timeout } => sync::sync(ctx, &name, &timeout),
-        Command::Diff { files, prune } => apply::diff(ctx, &files, prune),
+        Command::Diff {
+            target,
+            files,
+            recursive,
+            prune,
+            revision,
+        } => match target.as_slice() {
+            [] => apply::diff(ctx, &FileArgs { files, recursive }, prune),
+            [kind, name] if Kind::parse_alias(kind) == Some(Kind::Source) => {
+                sync::diff_source(ctx, name, revision.as_deref())
+            }
+            _ => Err(CliError::usage(
+                "diff takes -f FILE… or `source NAME`, e.g. pamctl diff source web",
+            )),
+        },
         Command::Get(a) => get::get(ctx, a),
         Command::Describe { args } => get::describe(ctx, &args),
         Command::Delete(a) => delete::delete(ctx, a),

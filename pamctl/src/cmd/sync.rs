@@ -64,3 +64,48 @@ pub(crate) fn sync(ctx: &mut Ctx, name: &str, timeout: &str) -> Result<Exit> {
         std::thread::sleep(Duration::from_millis(200));
     }
 }
+
+/// `pamctl diff source NAME [--revision REF]` (issue 35): what a sync of
+/// the Source (at REF) would change — pamd runs the sync's own code and
+/// rolls it back. Exit 0 when nothing would change, 1 when something
+/// would, like `pamctl diff`.
+pub(crate) fn diff_source(ctx: &mut Ctx, name: &str, revision: Option<&str>) -> Result<Exit> {
+    let client = ctx.client()?;
+    let mut path = format!("{}/diff", object_path(Kind::Source, None, name));
+    if let Some(r) = revision {
+        path.push_str(&format!("?revision={}", crate::client::enc(r)));
+    }
+    let answer = client.get(&path)?;
+    let changes = answer
+        .get("changes")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let short: String = text(&answer, "/revision")
+        .strip_prefix("sha256:")
+        .unwrap_or(text(&answer, "/revision"))
+        .chars()
+        .take(7)
+        .collect();
+    let mut out = String::new();
+    for c in &changes {
+        let kind = text(c, "/kind").to_lowercase();
+        let name = match c.get("project").and_then(Value::as_str) {
+            Some(p) => format!("{p}/{}", text(c, "/name")),
+            None => text(c, "/name").to_string(),
+        };
+        out.push_str(&format!("{kind}.pam.dev/{name} {}", text(c, "/action")));
+        if let Some(m) = c.get("message").and_then(Value::as_str) {
+            out.push_str(&format!(" ({m})"));
+        }
+        out.push('\n');
+    }
+    if changes.is_empty() {
+        term::out(&format!("source.pam.dev/{name} at {short}: no changes\n"));
+        return Ok(Exit::Ok);
+    }
+    term::out(&format!(
+        "source.pam.dev/{name} at {short} would change:\n{out}"
+    ));
+    Ok(Exit::Failed)
+}
