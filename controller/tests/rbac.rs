@@ -623,3 +623,95 @@ async fn every_event_of_a_request_names_its_token() {
     assert!(offline.get("actor").is_none(), "{offline}");
     assert!(offline["payload"].get("actor").is_none(), "{offline}");
 }
+
+/// Issue 34's bad input on the auth surfaces: malformed token requests,
+/// can-i questions and Authorization headers are each a 4xx in the one
+/// JSON error shape — never a 500, never written (the token list is the
+/// same after), never echoing a token.
+#[tokio::test]
+async fn bad_auth_input_is_a_json_4xx_and_writes_nothing() {
+    let w = world().await;
+    let (_, before) = call(&w.st, &w.admin, &Method::GET, "/api/v1/tokens", None).await;
+    let long = "p".repeat(300);
+    let bodies = [
+        json!({"name": "x", "role": ""}),
+        json!({"name": "x", "role": 3, "projects": ["web"]}),
+        json!({"name": "x", "role": "Viewer", "projects": ["web"]}),
+        json!({"name": "x", "role": "viewer", "projects": "web"}),
+        json!({"name": "x", "role": "viewer", "projects": []}),
+        json!({"name": "x", "role": "viewer", "projects": ["Web!"]}),
+        json!({"name": "x", "role": "viewer", "projects": [""]}),
+        json!({"name": "x", "role": "viewer", "projects": [long]}),
+        json!({"name": "x", "role": "viewer", "projects": [7]}),
+        json!({"name": "x", "role": "viewer", "projects": null, "extra": 1}),
+        json!({"role": "viewer", "projects": ["web"]}),
+        json!({"name": "", "role": "viewer", "projects": ["web"]}),
+        json!({"name": "x", "role": "operator"}),
+        json!({"name": "x", "role": "metrics-only", "projects": ["web"]}),
+        json!({"name": "x", "worker": "h1", "role": "worker"}),
+        json!([]),
+        json!("viewer"),
+    ];
+    for body in &bodies {
+        let (s, b) = call(
+            &w.st,
+            &w.admin,
+            &Method::POST,
+            "/api/v1/tokens",
+            Some(body.clone()),
+        )
+        .await;
+        assert!(s.is_client_error(), "{body}: {s} {b}");
+        let v: Value = serde_json::from_str(&b).unwrap_or(Value::Null);
+        assert!(v["error"]["code"].is_string(), "{body}: {b}");
+    }
+    let questions = [
+        "/api/v1/auth/can-i",
+        "/api/v1/auth/can-i?verb=fly&resource=runs",
+        "/api/v1/auth/can-i?verb=get&resource=spaceships",
+        "/api/v1/auth/can-i?verb=get",
+        "/api/v1/auth/can-i?resource=runs",
+        "/api/v1/auth/can-i?verb=get&resource=runs&colour=red",
+    ];
+    for q in questions {
+        let (s, b) = call(&w.st, &w.viewer, &Method::GET, q, None).await;
+        assert!(s.is_client_error(), "{q}: {s} {b}");
+        let v: Value = serde_json::from_str(&b).unwrap_or(Value::Null);
+        assert!(v["error"]["code"].is_string(), "{q}: {b}");
+    }
+    // Authorization headers that are not a valid bearer token.
+    let headers = [
+        format!("Basic {}", w.viewer),
+        "Bearer".to_string(),
+        "Bearer ".to_string(),
+        format!("Bearer {} extra", w.viewer),
+        format!("bearer{}", w.viewer),
+        "Bearer pam_op_notarealtoken".to_string(),
+        format!("Bearer {}x", w.viewer),
+        "Bearer \u{7f}".to_string(),
+    ];
+    for h in &headers {
+        let req = Request::builder()
+            .method(Method::GET)
+            .uri("/api/v1/projects/web/runs")
+            .header("authorization", h.as_bytes());
+        let Ok(req) = req.body(Body::empty()) else {
+            continue;
+        };
+        let resp = router(w.st.clone()).oneshot(req).await.unwrap();
+        let status = resp.status();
+        let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+        let text = String::from_utf8_lossy(&bytes);
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{h:?}: {text}");
+        assert!(!text.contains(&w.viewer), "a token echoed: {text}");
+        let v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+        assert!(v["error"]["code"].is_string(), "{h:?}: {text}");
+    }
+    let (_, after) = call(&w.st, &w.admin, &Method::GET, "/api/v1/tokens", None).await;
+    let ids = |text: &str| -> Vec<Value> {
+        let v: Value = serde_json::from_str(text).unwrap_or(Value::Null);
+        let items = v["items"].as_array().cloned().unwrap_or_default();
+        items.iter().map(|t| t["id"].clone()).collect()
+    };
+    assert_eq!(ids(&before), ids(&after), "a refused request wrote a token");
+}
