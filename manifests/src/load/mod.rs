@@ -286,55 +286,7 @@ pub fn parse_documents_and_values_substituted(
     text: &str,
     vars: &substitute::Vars,
 ) -> Result<Vec<(Document, Value)>, Vec<ManifestError>> {
-    let read = yaml::read_positioned(file_label, text);
-    let mut errors = read.errors;
-    let mut docs = Vec::new();
-    let file: Arc<str> = file_label.into();
-    for tree in read.docs {
-        if !tree.problems.is_empty() {
-            errors.extend(tree.problems);
-            continue;
-        }
-        let locator = Locator {
-            file: file_label,
-            index: tree.index,
-            root: Some(&tree.positions),
-            paths: true,
-        };
-        let mut value = tree.value;
-        let problems = substitute::substitute(&mut value, vars);
-        if !problems.is_empty() {
-            errors.extend(
-                problems
-                    .into_iter()
-                    .map(|(path, why)| locator.error_at(&path, why)),
-            );
-            continue;
-        }
-        let kept = value.clone();
-        match typing::type_document(&locator, value) {
-            Ok(manifest) => {
-                let doc = Document {
-                    file: file.clone(),
-                    index: tree.index,
-                    manifest,
-                    root: Positions::Tree(tree.positions),
-                };
-                let problems = typing::check_document(&doc);
-                if problems.is_empty() {
-                    docs.push((doc, kept));
-                } else {
-                    errors.extend(problems);
-                }
-            }
-            Err(e) => errors.extend(e),
-        }
-    }
-    if errors.is_empty() {
-        Ok(docs)
-    } else {
-        Err(errors)
-    }
+    positioned(file_label, text, Some(vars))
 }
 
 /// The fast read, then typing, with no positions. `None` at the first
@@ -395,6 +347,16 @@ fn parse_documents_positioned(
     file_label: &str,
     text: &str,
 ) -> Result<Vec<Document>, Vec<ManifestError>> {
+    positioned(file_label, text, None).map(|docs| docs.into_iter().map(|(d, _)| d).collect())
+}
+
+/// The positioned read and typing, with each document's value as it was
+/// typed — after `vars` were substituted into it, when given (issue 35).
+fn positioned(
+    file_label: &str,
+    text: &str,
+    vars: Option<&substitute::Vars>,
+) -> Result<Vec<(Document, Value)>, Vec<ManifestError>> {
     let read = yaml::read_positioned(file_label, text);
     let mut errors = read.errors;
     let mut docs = Vec::new();
@@ -410,7 +372,25 @@ fn parse_documents_positioned(
             root: Some(&tree.positions),
             paths: true,
         };
-        match typing::type_document(&locator, tree.value) {
+        let mut value = tree.value;
+        if let Some(vars) = vars {
+            let problems = substitute::substitute(&mut value, vars);
+            if !problems.is_empty() {
+                errors.extend(
+                    problems
+                        .into_iter()
+                        .map(|(path, why)| locator.error_at(&path, why)),
+                );
+                continue;
+            }
+        }
+        // Kept only where asked for: a plain load types the value alone.
+        let kept = if vars.is_some() {
+            value.clone()
+        } else {
+            Value::Null
+        };
+        match typing::type_document(&locator, value) {
             Ok(manifest) => {
                 let doc = Document {
                     file: file.clone(),
@@ -420,7 +400,7 @@ fn parse_documents_positioned(
                 };
                 let problems = typing::check_document(&doc);
                 if problems.is_empty() {
-                    docs.push(doc);
+                    docs.push((doc, kept));
                 } else {
                     errors.extend(problems);
                 }

@@ -45,6 +45,33 @@ pub fn git(dir: Option<&Path>, args: &[&str]) -> anyhow::Result<String> {
     git_with(dir, None, args)
 }
 
+/// Commits what is staged in worktree `dir` as `author` (name, email),
+/// given on the command line so no global git config is needed (and none
+/// is read for signing or hooks): the wrapper's commit of what an agent
+/// left, and a carried-over patch.
+pub fn commit(dir: &Path, author: (&str, &str), message: &str) -> anyhow::Result<()> {
+    let name = format!("user.name={}", author.0);
+    let email = format!("user.email={}", author.1);
+    git(
+        Some(dir),
+        &[
+            "-c",
+            &name,
+            "-c",
+            &email,
+            "-c",
+            "commit.gpgsign=false",
+            "commit",
+            "--quiet",
+            "--no-verify",
+            "--allow-empty",
+            "-m",
+            message,
+        ],
+    )?;
+    Ok(())
+}
+
 /// [`git`] reading credentials for http(s) from a git-credential-store
 /// file (the worker's `[workspaces] credentials_file`): clone, fetch and
 /// push.

@@ -349,29 +349,15 @@ fn carry_over(
     );
     let _ = std::fs::remove_file(&file);
     applied.context("apply the previous attempt's patch")?;
-    let name = format!("user.name={}", settings.author_name);
-    let email = format!("user.email={}", settings.author_email);
     let message = format!(
         "pam: run {} attempt {}'s work, carried over from the host that ran it",
         order.run,
         run.attempt - 1
     );
-    git(
-        Some(dir),
-        &[
-            "-c",
-            &name,
-            "-c",
-            &email,
-            "-c",
-            "commit.gpgsign=false",
-            "commit",
-            "--quiet",
-            "--no-verify",
-            "--allow-empty",
-            "-m",
-            &message,
-        ],
+    git::commit(
+        dir,
+        (&settings.author_name, &settings.author_email),
+        &message,
     )?;
     Ok(())
 }

@@ -146,25 +146,8 @@ fn commit_leftovers(p: &Prepared) -> anyhow::Result<()> {
     if !staged {
         return Ok(());
     }
-    let name = format!("user.name={}", p.author_name);
-    let email = format!("user.email={}", p.author_email);
     let message = format!("pam: run {} attempt {}", p.run, p.attempt);
-    git(
-        dir,
-        &[
-            "-c",
-            &name,
-            "-c",
-            &email,
-            "-c",
-            "commit.gpgsign=false",
-            "commit",
-            "--quiet",
-            "--no-verify",
-            "-m",
-            &message,
-        ],
-    )?;
+    super::git::commit(&p.dir, (&p.author_name, &p.author_email), &message)?;
     Ok(())
 }
 
