@@ -84,6 +84,8 @@ pub struct OwnedObject {
     pub meta: Option<Meta>,
     /// Runs only: the run's status (for health).
     pub run_status: Option<pam_manifests::state::RunStatus>,
+    /// Tasks only: the task's status (issue 35: its own health).
+    pub task_status: Option<pam_manifests::state::WorkItemStatus>,
 }
 
 /// Sources (`sources`, `source_objects`). Part of every [`crate::Tx`].

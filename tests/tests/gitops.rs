@@ -502,6 +502,16 @@ async fn each_owned_object_has_its_own_sync_and_health_without_a_sync() {
         "{s}"
     );
     assert_eq!(state(&s, "Project")["health"], "Healthy", "{s}");
+    let t = state(&s, "Task");
+    assert_eq!(
+        (&t["health"], &t["message"]),
+        (&json!("Healthy"), &json!("todo")),
+        "{s}"
+    );
+    // A task being worked on is Progressing, at once.
+    ok(&pamd.pamctl(&["-p", "web", "task", "start", "t"]));
+    let s = source(&pamd, "d").await;
+    assert_eq!(state(&s, "Task")["health"], "Progressing", "{s}");
 
     // No sync from here on (the interval is a minute, nothing is written
     // to the directory): the objects' states follow them.

@@ -12,7 +12,7 @@ pub fn object_states(
     owned: &[OwnedObject],
     shown: usize,
 ) -> (Vec<pam_manifests::kinds::OwnedState>, usize) {
-    use pam_manifests::state::RunStatus as R;
+    use pam_manifests::state::{RunStatus as R, WorkItemStatus as T};
     let drift: std::collections::HashMap<(String, Option<String>, String), Vec<String>> =
         drift_of(owned)
             .into_iter()
@@ -35,14 +35,20 @@ pub fn object_states(
                     } else {
                         "Synced"
                     };
-                    let health = match status {
-                        Some(R::Failed) => "Degraded",
-                        Some(R::Pending | R::Spawning | R::Running) => "Progressing",
+                    // A run by its phase; a task by its status (doing:
+                    // Progressing); anything else Healthy while it exists.
+                    let health = match (status, o.task_status) {
+                        (Some(R::Failed), _) => "Degraded",
+                        (Some(R::Pending | R::Spawning | R::Running), _) => "Progressing",
+                        (_, Some(T::Doing)) => "Progressing",
                         _ => "Healthy",
                     };
-                    let message = match (fields, status) {
+                    let said = status
+                        .map(|s| s.as_str())
+                        .or(o.task_status.map(|t| t.as_str()));
+                    let message = match (fields, said) {
                         (Some(f), _) => f.join(", "),
-                        (None, Some(s)) => s.as_str().to_string(),
+                        (None, Some(s)) => s.to_string(),
                         (None, None) => String::new(),
                     };
                     (sync, health, message)

@@ -340,10 +340,11 @@ pub struct OwnedState {
     /// `Missing` (deleted behind the Source's back).
     pub sync: String,
     /// Runs: `Progressing` (pending, spawning, running), `Healthy`
-    /// (exited, stopped) or `Degraded` (failed); other kinds `Healthy`
-    /// while they exist; `Missing` when gone.
+    /// (exited, stopped) or `Degraded` (failed); tasks: `Progressing`
+    /// while doing, else `Healthy`; projects `Healthy` while they exist;
+    /// `Missing` when gone.
     pub health: String,
-    /// The drifted fields, or the run's phase.
+    /// The drifted fields, or the run's phase or the task's status.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub message: String,
 }

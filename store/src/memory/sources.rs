@@ -182,24 +182,26 @@ impl SourceTx for MemTx {
         Ok(owned
             .into_iter()
             .map(|owner| {
-                let (meta, run_status) = match owner.kind.as_str() {
+                let (meta, run_status, task_status) = match owner.kind.as_str() {
                     "Project" => (
                         st.projects.get(&owner.object_id).map(|p| p.meta.clone()),
                         None,
-                    ),
-                    "Task" => (
-                        st.work_items.get(&owner.object_id).map(|w| w.meta.clone()),
                         None,
                     ),
+                    "Task" => match st.work_items.get(&owner.object_id) {
+                        Some(w) => (Some(w.meta.clone()), None, Some(w.status)),
+                        None => (None, None, None),
+                    },
                     _ => match st.runs.get(&owner.object_id) {
-                        Some(r) => (Some(r.meta.clone()), Some(r.status)),
-                        None => (None, None),
+                        Some(r) => (Some(r.meta.clone()), Some(r.status), None),
+                        None => (None, None, None),
                     },
                 };
                 OwnedObject {
                     owner,
                     meta,
                     run_status,
+                    task_status,
                 }
             })
             .collect())

@@ -314,7 +314,8 @@ impl SourceTx for PgTx {
         };
         let sql = format!(
             "SELECT o.source_id, o.kind, o.object_id, o.project, o.name, o.declared, o.file, \
-                    COALESCE(p.id, w.id, r.id) AS found, r.status AS run_status, {}, {}, {} \
+                    COALESCE(p.id, w.id, r.id) AS found, r.status AS run_status, \
+                    w.status AS task_status, {}, {}, {} \
              FROM source_objects o \
              LEFT JOIN projects p ON o.kind = 'Project' AND p.id = o.object_id \
              LEFT JOIN work_items w ON o.kind = 'Task' AND w.id = o.object_id \
@@ -356,10 +357,15 @@ impl SourceTx for PgTx {
                 Some(s) => Some(s.parse().map_err(|e| corrupt("runs.status", e))?),
                 None => None,
             };
+            let task_status = match get::<Option<String>>(row, "task_status")? {
+                Some(s) => Some(s.parse().map_err(|e| corrupt("work_items.status", e))?),
+                None => None,
+            };
             out.push(OwnedObject {
                 owner,
                 meta,
                 run_status,
+                task_status,
             });
         }
         Ok(out)
