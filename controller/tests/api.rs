@@ -32,7 +32,7 @@ impl Api {
             clock.clone(),
             Default::default(),
         );
-        let token = make_token(&state, TokenKind::Operator, "ops", None).await;
+        let token = common::token(&state, TokenKind::Operator, "ops", None).await;
         Api {
             state,
             token,
@@ -60,7 +60,7 @@ impl Api {
             .collect();
         let (s, v) = self.apply("runs.yaml", &runs.join("---\n")).await;
         assert_eq!(s, StatusCode::OK, "{v}");
-        let wt = make_token(&self.state, TokenKind::Worker, "w", Some("box-a")).await;
+        let wt = common::token(&self.state, TokenKind::Worker, "w", Some("box-a")).await;
         let (s, v) = self
             .call_as(Some(&wt), "POST", "/api/v1/workers/register", Some(json!({"name": "box-a", "platform": "linux", "instance_id": Uuid::new_v4(), "capacity": names.len(), "labels": {}, "version": "t"})))
             .await;
@@ -99,21 +99,6 @@ impl Api {
         assert_eq!(s, StatusCode::OK, "{v}");
         v["items"].as_array().unwrap().clone()
     }
-}
-
-async fn make_token(state: &AppState, kind: TokenKind, name: &str, host: Option<&str>) -> String {
-    let mut tx = state.ctx.store.begin().await.unwrap();
-    let (_, token) = pam_controller::rules::tokens::mint(
-        &mut *tx,
-        kind,
-        name.into(),
-        host.map(str::to_string),
-        Utc::now(),
-    )
-    .await
-    .unwrap();
-    tx.commit().await.unwrap();
-    token
 }
 
 const TREE: &str = r#"
@@ -758,7 +743,7 @@ async fn worker_protocol_claim_signals_and_attempt_guard() {
     api.apply("tree.yaml", TREE).await;
     let run = "apiVersion: pam.dev/v1\nkind: Run\nmetadata: {name: r1, project: web}\nspec: {task: cart, provider: claude, prompt: hi, cwd: /tmp}\n";
     api.apply("run.yaml", run).await;
-    let wt = make_token(&api.state, TokenKind::Worker, "w", Some("box-a")).await;
+    let wt = common::token(&api.state, TokenKind::Worker, "w", Some("box-a")).await;
     let inst = Uuid::new_v4();
     let (s, v) = api
         .call_as(Some(&wt), "POST", "/api/v1/workers/register", Some(json!({"name": "box-a", "platform": "linux", "instance_id": inst, "capacity": 2, "labels": {"gpu": "no"}, "version": "t"})))

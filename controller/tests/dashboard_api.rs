@@ -23,21 +23,6 @@ struct Api {
     clock: Arc<ManualClock>,
 }
 
-async fn make_token(state: &AppState, kind: TokenKind, name: &str, host: Option<&str>) -> String {
-    let mut tx = state.ctx.store.begin().await.unwrap();
-    let (_, token) = pam_controller::rules::tokens::mint(
-        &mut *tx,
-        kind,
-        name.into(),
-        host.map(str::to_string),
-        Utc::now(),
-    )
-    .await
-    .unwrap();
-    tx.commit().await.unwrap();
-    token
-}
-
 const TREE: &str = r#"
 apiVersion: pam.dev/v1
 kind: Project
@@ -69,8 +54,8 @@ impl Api {
             clock.clone(),
             Default::default(),
         );
-        let token = make_token(&state, TokenKind::Operator, "ops", None).await;
-        let worker = make_token(&state, TokenKind::Worker, "w", Some("box-a")).await;
+        let token = common::token(&state, TokenKind::Operator, "ops", None).await;
+        let worker = common::token(&state, TokenKind::Worker, "w", Some("box-a")).await;
         let api = Api {
             state,
             token,

@@ -50,6 +50,24 @@ fn dir_source(name: &str, dir: &Path, projects: &str) -> String {
     )
 }
 
+/// A directory Source `d` of project web, task t and its run r1 (no
+/// worker: pending), applied; its directory (kept while it lives).
+fn project_task_run(pamd: &Pamd) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "p.yaml", PROJECT);
+    write(dir.path(), "t.yaml", &task("web", "t", "T"));
+    write(
+        dir.path(),
+        "r.yaml",
+        "apiVersion: pam.dev/v1\nkind: Run\nmetadata: {name: r1, project: web}\nspec: {task: t, provider: claude, prompt: hi, cwd: /tmp}\n",
+    );
+    ok(&pamd.pamctl_stdin(
+        &["apply", "-f", "-"],
+        Some(&dir_source("d", dir.path(), "web")),
+    ));
+    dir
+}
+
 async fn source(pamd: &Pamd, name: &str) -> Value {
     pamd.get(&format!("/api/v1/sources/{name}")).await.unwrap()
 }
@@ -442,18 +460,7 @@ async fn prune_never_cascades_into_what_the_source_does_not_own() {
 #[tokio::test]
 async fn health_follows_the_owned_runs() {
     let pamd = Pamd::start(dir_opts()).await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    write(dir.path(), "p.yaml", PROJECT);
-    write(dir.path(), "t.yaml", &task("web", "t", "T"));
-    write(
-        dir.path(),
-        "r.yaml",
-        "apiVersion: pam.dev/v1\nkind: Run\nmetadata: {name: r1, project: web}\nspec: {task: t, provider: claude, prompt: hi, cwd: /tmp}\n",
-    );
-    ok(&pamd.pamctl_stdin(
-        &["apply", "-f", "-"],
-        Some(&dir_source("d", dir.path(), "web")),
-    ));
+    let _dir = project_task_run(&pamd);
     let s = until(&pamd, "d", "first sync", |st| st["sync"] == "Synced").await;
     assert_eq!(s["status"]["health"], "Progressing", "{s}");
     assert_eq!(s["status"]["healthMessage"], "1 run(s) pending or running");
@@ -470,18 +477,7 @@ async fn health_follows_the_owned_runs() {
 #[tokio::test]
 async fn each_owned_object_has_its_own_sync_and_health_without_a_sync() {
     let pamd = Pamd::start(dir_opts()).await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    write(dir.path(), "p.yaml", PROJECT);
-    write(dir.path(), "t.yaml", &task("web", "t", "T"));
-    write(
-        dir.path(),
-        "r.yaml",
-        "apiVersion: pam.dev/v1\nkind: Run\nmetadata: {name: r1, project: web}\nspec: {task: t, provider: claude, prompt: hi, cwd: /tmp}\n",
-    );
-    ok(&pamd.pamctl_stdin(
-        &["apply", "-f", "-"],
-        Some(&dir_source("d", dir.path(), "web")),
-    ));
+    let _dir = project_task_run(&pamd);
     until(&pamd, "d", "first sync", |st| st["sync"] == "Synced").await;
     let state = |s: &Value, kind: &str| -> Value {
         s["status"]["objects"]

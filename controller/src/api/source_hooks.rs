@@ -86,21 +86,6 @@ impl Outcome {
             Outcome::Suspended => "suspended",
         }
     }
-
-    pub const ALL: [Outcome; 12] = [
-        Outcome::Accepted,
-        Outcome::Ping,
-        Outcome::NoReceiver,
-        Outcome::UnknownProvider,
-        Outcome::BadSignature,
-        Outcome::NotPush,
-        Outcome::OtherRef,
-        Outcome::Replayed,
-        Outcome::BadPayload,
-        Outcome::TooLarge,
-        Outcome::RateLimited,
-        Outcome::Suspended,
-    ];
 }
 
 /// The delivery ids seen lately, per Source (this pamd's memory: a replay
@@ -191,10 +176,6 @@ pub fn moves(spec: &SourceSpec, pushed: &str, default_branch: Option<&str>) -> b
         || pushed == want
 }
 
-fn refuse(status: StatusCode, code: &'static str, message: String) -> ApiError {
-    ApiError::new(status, code, message)
-}
-
 #[tracing::instrument(skip_all, fields(source = %name, provider = %provider))]
 pub async fn receive(
     State(st): State<AppState>,
@@ -213,7 +194,7 @@ pub async fn receive(
         Ok(body) => handle(&st, &name, &provider, &headers, &body).await,
         Err(_) => Err((
             Outcome::TooLarge,
-            refuse(
+            ApiError::new(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "payload_too_large",
                 format!("a push payload over {MAX_BODY} bytes"),
@@ -262,7 +243,7 @@ async fn handle(
         if !d.allowed {
             return Err((
                 Outcome::RateLimited,
-                refuse(
+                ApiError::new(
                     StatusCode::TOO_MANY_REQUESTS,
                     "rate_limited",
                     format!(
@@ -293,7 +274,7 @@ async fn handle(
     let bad_proof = || {
         (
             Outcome::BadSignature,
-            refuse(
+            ApiError::new(
                 StatusCode::UNAUTHORIZED,
                 "unauthorized",
                 format!("the {provider} push is not signed with Source {name:?}'s receiver secret"),
@@ -358,7 +339,7 @@ async fn handle(
         Err(why) => {
             return Err((
                 Outcome::Suspended,
-                refuse(StatusCode::CONFLICT, "suspended", why),
+                ApiError::new(StatusCode::CONFLICT, "suspended", why),
             ))
         }
     };

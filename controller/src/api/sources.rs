@@ -38,17 +38,21 @@ impl Served for Source {
     ) -> ApiResult<Vec<Value>> {
         let ids: Vec<Uuid> = items.iter().map(|s| s.id).collect();
         let counts = tx.count_source_objects(&ids).await?;
-        // One Source (a get): each owned object's state too (issue 35),
-        // read now; a listing keeps to one read for all.
-        if let [s] = items {
-            let owned = tx.owned_objects(s.id).await?;
-            let states =
-                crate::sync::objects::object_states(&owned, pam_manifests::kinds::OBJECTS_SHOWN);
-            let inventory = counts.get(&s.id).copied().unwrap_or(0);
-            let inventory = usize::try_from(inventory).unwrap_or(usize::MAX);
-            return Ok(vec![objects::source(s, inventory, Some(states))]);
-        }
         Ok(items.iter().map(|s| printed(s, &counts)).collect())
+    }
+
+    /// A get of one Source: each owned object's state too (issue 35), read
+    /// now; a listing keeps to one read for all.
+    async fn print_one(
+        &self,
+        tx: &mut dyn Tx,
+        _p: Option<&Project>,
+        _now: DateTime<Utc>,
+    ) -> ApiResult<Value> {
+        let owned = tx.owned_objects(self.id).await?;
+        let states =
+            crate::sync::objects::object_states(&owned, pam_manifests::kinds::OBJECTS_SHOWN);
+        Ok(objects::source(self, owned.len(), Some(states)))
     }
 }
 

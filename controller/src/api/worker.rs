@@ -249,15 +249,13 @@ async fn repository_credentials(
     r: &Run,
     s: &pam_manifests::kinds::RepositorySecretRef,
 ) -> Result<pam_manifests::protocol::GitCredentials, ResolveError> {
-    let mut open = |bytes: Vec<u8>| String::from_utf8_lossy(&bytes).into_owned();
-    let username =
-        crate::rules::secrets::resolve(tx, ring, r.project_id, s.name.as_str(), &s.username_key)
+    let mut key = async |key: &str| {
+        crate::rules::secrets::resolve(tx, ring, r.project_id, s.name.as_str(), key)
             .await
-            .map(&mut open)?;
-    let password =
-        crate::rules::secrets::resolve(tx, ring, r.project_id, s.name.as_str(), &s.password_key)
-            .await
-            .map(&mut open)?;
+            .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+    };
+    let username = key(&s.username_key).await?;
+    let password = key(&s.password_key).await?;
     Ok(pam_manifests::protocol::GitCredentials { username, password })
 }
 

@@ -11,7 +11,8 @@ use pam_store::Source;
 use serde_json::Value;
 
 use super::apply::{apply_tree, Prev, SyncError};
-use super::fetch::{self, Repos};
+use super::cache::SourceCache;
+use super::fetch::Repos;
 use crate::apply::ApplyResult;
 use crate::ctx::Ctx;
 
@@ -35,56 +36,30 @@ pub async fn preview(
     spec: &SourceSpec,
     revision: Option<&str>,
 ) -> anyhow::Result<Preview> {
-    let tree = match (&spec.path, &spec.git) {
-        (Some(p), _) => {
-            if revision.is_some() {
-                return Ok(Preview::Refused(
-                    "a directory Source has no revisions to choose from: leave --revision out"
-                        .into(),
-                ));
-            }
-            let root = match repos.dirs.resolve(p) {
-                Ok(root) => root,
-                Err(refused) => return Ok(Preview::Refused(refused)),
-            };
-            match tokio::task::spawn_blocking(move || fetch::read_dir(&root)).await? {
-                Ok(t) => t,
-                Err(e) => return Ok(Preview::Refused(format!("{e:#}"))),
-            }
+    let root = match &spec.path {
+        Some(_) if revision.is_some() => {
+            return Ok(Preview::Refused(
+                "a directory Source has no revisions to choose from: leave --revision out".into(),
+            ))
         }
-        (None, Some(git)) => {
-            let mirror = repos.mirror(s.id);
-            let reference = revision.unwrap_or(&git.reference);
-            let read = async {
-                let commit = mirror.fetch(&git.url, reference).await?;
-                mirror.tree(&commit, &git.path, &|_| None).await
-            };
-            match read.await {
-                Ok(t) => t,
-                Err(e) => return Ok(Preview::Refused(format!("{e:#}"))),
-            }
-        }
-        (None, None) => return Ok(Preview::Refused("neither spec.path nor spec.git".into())),
+        Some(p) => match repos.dirs.resolve(p) {
+            Ok(root) => Some(root),
+            Err(refused) => return Ok(Preview::Refused(refused)),
+        },
+        None => None,
+    };
+    let tree = match super::runner::read_tree(repos, s, spec, root.as_deref(), revision).await {
+        Ok(t) => t,
+        Err(e) => return Ok(Preview::Refused(format!("{e:#}"))),
     };
     let vars = match super::substitute::vars_of(ctx, spec).await? {
         None => None,
         Some(Ok(v)) => Some(v),
         Some(Err(why)) => return Ok(Preview::Refused(why)),
     };
-    let mut docs: Vec<(Document, Value)> = Vec::new();
-    let mut problems = Vec::new();
-    for f in &tree.files {
-        let parsed = match &vars {
-            Some(v) => {
-                pam_manifests::load::parse_documents_and_values_substituted(&f.path, &f.content, v)
-            }
-            None => pam_manifests::load::parse_documents_and_values(&f.path, &f.content),
-        };
-        match parsed {
-            Ok(d) => docs.extend(d),
-            Err(e) => problems.extend(e),
-        }
-    }
+    // Parsed as a sync parses it (a cache of its own, dropped after).
+    let loaded = SourceCache::default().load(&tree, vars.as_ref());
+    let problems = loaded.errors();
     if !problems.is_empty() {
         return Ok(Preview::Refused(lines(&problems)));
     }
@@ -92,7 +67,7 @@ pub async fn preview(
     // dropped, never committed.
     let mut tx = ctx.store.begin().await?;
     let owned = tx.owned_objects(s.id).await?;
-    let refs: Vec<&(Document, Value)> = docs.iter().collect();
+    let refs: Vec<&(Document, Value)> = loaded.documents().collect();
     let applied = apply_tree(
         tx.as_mut(),
         s,

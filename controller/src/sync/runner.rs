@@ -187,12 +187,15 @@ fn due(s: &Source, spec: &SourceSpec, now: DateTime<Utc>) -> bool {
 }
 
 /// Reads the Source's tree at its current revision: the directory `root`
-/// (its `spec.path`, resolved and allowed), or its git repository.
-async fn read_tree(
+/// (its `spec.path`, resolved and allowed), or its git repository at
+/// `reference` (its `spec.git.ref` when `None`; `diff source --revision`,
+/// super::preview).
+pub(super) async fn read_tree(
     repos: &Repos,
     s: &Source,
     spec: &SourceSpec,
     root: Option<&Path>,
+    reference: Option<&str>,
 ) -> anyhow::Result<Tree> {
     if let Some(root) = root {
         let root = root.to_path_buf();
@@ -203,7 +206,9 @@ async fn read_tree(
         .as_ref()
         .ok_or_else(|| anyhow::anyhow!("neither spec.path nor spec.git"))?;
     let mirror = repos.mirror(s.id);
-    let commit = mirror.fetch(&git.url, &git.reference).await?;
+    let commit = mirror
+        .fetch(&git.url, reference.unwrap_or(&git.reference))
+        .await?;
     mirror.tree(&commit, &git.path, &|_| None).await
 }
 
@@ -328,7 +333,7 @@ async fn sync_once(
         },
         None => None,
     };
-    let tree = match read_tree(repos, &s, spec, root.as_deref()).await {
+    let tree = match read_tree(repos, &s, spec, root.as_deref(), None).await {
         Ok(t) => t,
         Err(e) => {
             cache.forget();

@@ -41,12 +41,23 @@ pub async fn request(
 /// Mints an operator token named `ops` in `state`'s store.
 #[allow(dead_code)] // not every test binary that shares this module uses it
 pub async fn operator_token(state: &AppState) -> String {
+    token(state, pam_store::TokenKind::Operator, "ops", None).await
+}
+
+/// Mints a token of `kind` named `name` (a worker's for `host`).
+#[allow(dead_code)]
+pub async fn token(
+    state: &AppState,
+    kind: pam_store::TokenKind,
+    name: &str,
+    host: Option<&str>,
+) -> String {
     let mut tx = state.ctx.store.begin().await.unwrap();
     let (_, token) = pam_controller::rules::tokens::mint(
         &mut *tx,
-        pam_store::TokenKind::Operator,
-        "ops".into(),
-        None,
+        kind,
+        name.into(),
+        host.map(str::to_string),
         chrono::Utc::now(),
     )
     .await

@@ -9,6 +9,7 @@ use pam_manifests::Kind;
 use serde_json::{json, Value};
 
 use crate::error::{CliError, Exit, Result};
+use crate::render::table::short_rev;
 use crate::{duration, object_path, term, Ctx};
 
 fn text<'a>(o: &'a Value, pointer: &str) -> &'a str {
@@ -27,12 +28,7 @@ pub(crate) fn sync(ctx: &mut Ctx, name: &str, timeout: &str) -> Result<Exit> {
         if o.pointer("/status/syncRequestedAt").is_none() {
             let sync = SyncState::parse(text(&o, "/status/sync")).unwrap_or_default();
             let revision = text(&o, "/status/revision");
-            let short: String = revision
-                .strip_prefix("sha256:")
-                .unwrap_or(revision)
-                .chars()
-                .take(7)
-                .collect();
+            let short = short_rev(revision);
             if sync == SyncState::Failed {
                 return Err(CliError::failed(format!(
                     "source.pam.dev/{name} sync failed: {}",
@@ -81,12 +77,7 @@ pub(crate) fn diff_source(ctx: &mut Ctx, name: &str, revision: Option<&str>) -> 
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
-    let short: String = text(&answer, "/revision")
-        .strip_prefix("sha256:")
-        .unwrap_or(text(&answer, "/revision"))
-        .chars()
-        .take(7)
-        .collect();
+    let short = short_rev(text(&answer, "/revision"));
     let mut out = String::new();
     for c in &changes {
         let kind = text(c, "/kind").to_lowercase();

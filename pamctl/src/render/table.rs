@@ -121,8 +121,13 @@ fn task_status(obj: &Value) -> String {
 /// A revision as `git log --oneline` shows it: 7 hex digits (a directory's
 /// `sha256:` hash too).
 fn short_revision(obj: &Value, at: &str) -> String {
-    let rev = cell(obj, at);
-    let hex = rev.strip_prefix("sha256:").unwrap_or(&rev);
+    short_rev(&cell(obj, at))
+}
+
+/// A Source revision as people read it: 7 hex of the commit or the
+/// `sha256:` hash (tables, `pamctl sync`, `pamctl diff source`).
+pub fn short_rev(rev: &str) -> String {
+    let hex = rev.strip_prefix("sha256:").unwrap_or(rev);
     hex.chars().take(7).collect()
 }
 

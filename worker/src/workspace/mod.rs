@@ -134,15 +134,7 @@ pub fn sweep(
         match result::load(&state) {
             Ok(p) => {
                 let _held = lock(&p.mirror)?;
-                let dir_text = dir.to_string_lossy().into_owned();
-                let _ = git(
-                    Some(&p.mirror),
-                    &["worktree", "remove", "--force", "--force", "--", &dir_text],
-                );
-                if dir.exists() {
-                    std::fs::remove_dir_all(&dir)?;
-                }
-                git(Some(&p.mirror), &["worktree", "prune"])?;
+                remove_tree(&p.mirror, &dir)?;
             }
             // No state: the spawn died before writing it; the mirror's
             // record of the tree goes with the next prepare's prune.
@@ -467,6 +459,15 @@ fn clear_stale(mirror: &Path, dir: &Path) -> anyhow::Result<bool> {
         git(Some(mirror), &["worktree", "prune"])?;
         return Ok(false);
     }
+    remove_tree(mirror, dir)?;
+    Ok(true)
+}
+
+/// Removes worktree `dir` of `mirror` whatever state it is in (whole,
+/// half written, locked, already unregistered): git's removal, then what
+/// is left of the files, then git's record of it. Called with the mirror's
+/// lock held.
+pub(crate) fn remove_tree(mirror: &Path, dir: &Path) -> anyhow::Result<()> {
     let dir_text = dir.to_string_lossy().into_owned();
     let _ = git(
         Some(mirror),
@@ -476,7 +477,7 @@ fn clear_stale(mirror: &Path, dir: &Path) -> anyhow::Result<bool> {
         std::fs::remove_dir_all(dir).with_context(|| format!("remove {}", dir.display()))?;
     }
     git(Some(mirror), &["worktree", "prune"])?;
-    Ok(true)
+    Ok(())
 }
 
 #[cfg(test)]

@@ -112,12 +112,7 @@ pub fn cleanup(p: &Prepared, exit_code: i32) -> anyhow::Result<()> {
     {
         let _held = super::lock(&p.mirror)?;
         if std::fs::rename(&p.dir, &trash).is_err() {
-            let dir = p.dir.to_string_lossy().into_owned();
-            git(
-                Some(&p.mirror),
-                &["worktree", "remove", "--force", "--force", "--", &dir],
-            )?;
-            return Ok(());
+            return super::remove_tree(&p.mirror, &p.dir);
         }
         git(Some(&p.mirror), &["worktree", "prune"])?;
     }

@@ -122,15 +122,8 @@ fn fill_now(mirror: &Path, start: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Removes worktree `dir` of `mirror`, whatever state it is in.
+/// Removes worktree `dir` of `mirror` (a spare that cannot be used, or a
+/// fill a killed worker left); a failure leaves it to the next fill.
 fn discard(mirror: &Path, dir: &Path) {
-    let text = dir.to_string_lossy().into_owned();
-    let _ = git(
-        Some(mirror),
-        &["worktree", "remove", "--force", "--force", "--", &text],
-    );
-    if dir.exists() {
-        let _ = std::fs::remove_dir_all(dir);
-    }
-    let _ = git(Some(mirror), &["worktree", "prune"]);
+    let _ = super::remove_tree(mirror, dir);
 }
