@@ -67,6 +67,8 @@ pub enum Outcome {
     TooLarge,
     RateLimited,
     Suspended,
+    /// The database failed the request (5xx): nothing was decided.
+    Error,
 }
 
 impl Outcome {
@@ -84,6 +86,7 @@ impl Outcome {
             Outcome::TooLarge => "too_large",
             Outcome::RateLimited => "rate_limited",
             Outcome::Suspended => "suspended",
+            Outcome::Error => "error",
         }
     }
 }
@@ -254,7 +257,7 @@ async fn handle(
             ));
         }
     }
-    let store_err = |e: pam_store::StoreError| (Outcome::NoReceiver, ApiError::from(e));
+    let store_err = |e: pam_store::StoreError| (Outcome::Error, ApiError::from(e));
     let mut tx = st.ctx.store.begin().await.map_err(store_err)?;
     let s: Source = match one::<Source>(tx.as_mut(), None, name).await {
         Ok(s) => s,
@@ -346,7 +349,7 @@ async fn handle(
     st.ctx
         .commit(tx)
         .await
-        .map_err(|e| (Outcome::Accepted, e.into()))?;
+        .map_err(|e| (Outcome::Error, e.into()))?;
     st.ctx.wakeups.loops.notify_one();
     Ok((
         Outcome::Accepted,
