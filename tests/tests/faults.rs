@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use pam_tests::worker::{apply, events, fake, project_yaml, run, run_yaml, wait_online, Worker};
-use pam_tests::{eventually, Pamd, PamdOptions};
+use pam_tests::{eventually, ok, Pamd, PamdOptions};
 use serde_json::{json, Value};
 
 /// The longest any one wait may take.
@@ -340,4 +340,49 @@ async fn e_pamd_and_its_embedded_postgres_killed_together() {
             .unwrap_or_else(|e| panic!("round {round}: pamd did not come back: {e:#}"));
     }
     assert_exactly_once(&pamd, &[&w], &names).await;
+}
+
+/// A second pamd started on the data dir of one running on its embedded
+/// PostgreSQL is refused before it touches the cluster, and the first one
+/// keeps serving (it used to reuse the running cluster, fail to listen,
+/// and stop the first one's database on its way out).
+#[tokio::test]
+async fn f_a_second_pamd_on_a_data_dir_is_refused_and_the_first_keeps_its_database() {
+    let pamd = Pamd::start(PamdOptions {
+        embedded: true,
+        ..PamdOptions::default()
+    })
+    .await
+    .unwrap();
+    let second = std::process::Command::new(pam_tests::bin("pamd"))
+        .arg("--config")
+        .arg(&pamd.config)
+        .arg("--data-dir")
+        .arg(&pamd.data_dir)
+        .args(["--listen", "127.0.0.1:0"])
+        .env("HOME", &pamd.data_dir)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Refused at once; one still running after 30 s was let in.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut second = second;
+    while second.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = second.kill();
+            panic!("a second pamd on the same data dir was let in");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let second = second.wait_with_output().unwrap();
+    assert!(!second.status.success());
+    let said = String::from_utf8_lossy(&second.stderr);
+    assert!(said.contains("another pamd runs on the data dir"), "{said}");
+    // The first one's database is still there: it serves and writes.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    ok(&pamd.pamctl_stdin(
+        &["apply", "-f", "-"],
+        Some("apiVersion: pam.dev/v1\nkind: Project\nmetadata: {name: still}\nspec: {}\n"),
+    ));
+    assert!(ok(&pamd.pamctl(&["get", "projects"])).contains("still"));
 }

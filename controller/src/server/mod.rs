@@ -6,6 +6,8 @@
 //! - Once the embedded cluster is started, it is stopped when pamd stops,
 //!   whether serving ended by a signal or by an error.
 //! - Nothing is served before migrations are applied.
+//! - One pamd per data dir on the embedded cluster: a second is refused
+//!   before it touches the first's cluster ([`lock_data_dir`]).
 
 pub mod leader;
 pub mod local_worker;
@@ -29,9 +31,14 @@ pub const EMBEDDED_DATABASE: &str = "pam";
 /// Runs pamd until a shutdown signal.
 pub async fn run(config: Config, clock: SharedClock) -> anyhow::Result<()> {
     let mut embedded = None;
+    let mut held = None;
     let url = match &config.database_url {
         Some(url) => pam_store::db::sqlx_compatible_url(url),
         None => {
+            // Before the cluster is touched: a second pamd on this data
+            // dir would reuse the first's cluster, and stop it when it
+            // fails to listen.
+            held = Some(lock_data_dir(&config.data_dir)?);
             let pg = start_embedded(&config.data_dir).await?;
             let url = pg.url(EMBEDDED_DATABASE);
             embedded = Some(pg);
@@ -42,7 +49,34 @@ pub async fn run(config: Config, clock: SharedClock) -> anyhow::Result<()> {
     if let Some(pg) = embedded {
         stop_embedded(pg).await;
     }
+    drop(held);
     served
+}
+
+/// Holds `<data dir>/pamd.lock` (an exclusive lock the kernel releases
+/// when pamd exits, however it exits): one pamd per data dir on its
+/// embedded cluster. A second one is refused before it starts anything.
+fn lock_data_dir(data_dir: &std::path::Path) -> anyhow::Result<std::fs::File> {
+    std::fs::create_dir_all(data_dir)
+        .with_context(|| format!("create the data dir {}", data_dir.display()))?;
+    let path = data_dir.join("pamd.lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("open {}", path.display()))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => anyhow::bail!(
+            "another pamd runs on the data dir {} (its lock {} is held): stop it first, or give this one another --data-dir",
+            data_dir.display(),
+            path.display()
+        ),
+        Err(std::fs::TryLockError::Error(e)) => {
+            Err(e).with_context(|| format!("lock {}", path.display()))
+        }
+    }
 }
 
 /// Starts (or reuses) the embedded cluster and makes sure pamd's database
