@@ -42,6 +42,7 @@ pub mod openapi;
 pub mod pending_signals;
 pub mod projects;
 pub mod rate_limit;
+pub mod retry;
 pub mod revocation;
 pub mod route;
 pub mod routes;

@@ -183,12 +183,18 @@ pub async fn stop_run(
     _op: Operator,
     Path((slug, name)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
-    let now = st.ctx.now();
-    let mut tx = st.ctx.store.begin().await?;
-    let (p, r) = one_in::<Run>(tx.as_mut(), &slug, &name).await?;
-    let r = runs::request_stop(tx.as_mut(), r, now).await?;
-    let obj = run_object(tx.as_mut(), &p, &r).await?;
-    st.ctx.commit(tx).await?;
+    // A loop writing the run between the read and the stop is a race
+    // the operator did not cause: the stop runs again (api::retry).
+    let obj = super::retry::retry_conflicts(|| async {
+        let now = st.ctx.now();
+        let mut tx = st.ctx.store.begin().await?;
+        let (p, r) = one_in::<Run>(tx.as_mut(), &slug, &name).await?;
+        let r = runs::request_stop(tx.as_mut(), r, now).await?;
+        let obj = run_object(tx.as_mut(), &p, &r).await?;
+        st.ctx.commit(tx).await?;
+        Ok(obj)
+    })
+    .await?;
     st.ctx.wakeups.loops.notify_one();
     // Wake the workers' long-polls so the stop reaches the session now.
     st.ctx.wakeups.nudge.notify_waiters();

@@ -36,6 +36,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::auth::Worker;
+use super::retry::retry_conflicts;
 use super::{validate, ApiError, AppState};
 use crate::reconcile::{dispatch, ingest};
 use crate::rules::runs::env;
@@ -53,32 +54,6 @@ async fn host_of(tx: &mut dyn Tx, w: &Worker) -> Result<Host, ApiError> {
             format!("host {:?} has not registered yet", w.host),
         )
     })
-}
-
-/// How often register and heartbeat retry a resourceVersion conflict on
-/// the host row (a heartbeat racing a registration, or the liveness loop):
-/// a worker's liveness report must never fail for that reason.
-const CONFLICT_RETRIES: usize = 8;
-
-fn is_conflict(e: &ApiError) -> bool {
-    e.status == StatusCode::CONFLICT && e.code == "conflict"
-}
-
-/// Runs a host-row write again when a concurrent write to the same row
-/// (register vs heartbeat, or a loop) won the resourceVersion guard: a
-/// worker's own report must not fail for that.
-async fn retry_conflicts<T, F, Fut>(mut once: F) -> Result<T, ApiError>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T, ApiError>>,
-{
-    let mut tries = 0;
-    loop {
-        match once().await {
-            Err(e) if is_conflict(&e) && tries < CONFLICT_RETRIES => tries += 1,
-            other => return other,
-        }
-    }
 }
 
 pub async fn register(
