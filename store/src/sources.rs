@@ -52,6 +52,10 @@ pub struct SourceStatus {
     /// Owned objects whose owned fields differ from the Source's
     /// (`[{kind, project, name, fields}]`).
     pub drift: Value,
+    /// Issue 35: the objects that left the tree at the last sync that
+    /// wrote (`[{kind, project, name, sync, health, message}]`, sync
+    /// `Pruned` or `Held`); replaced by the next write.
+    pub departed: Value,
     /// `pamctl sync NAME`: a sync is due now (cleared by the loop's next
     /// status write).
     pub sync_requested_at: Option<DateTime<Utc>>,

@@ -441,9 +441,45 @@ async fn prune_never_cascades_into_what_the_source_does_not_own() {
         serde_json::json!(["task mine", "run r-mine"]),
         "{p}"
     );
-    // Released: a later sync neither retries nor journals it again.
+    // Issue 35: both stay listed with the Source's objects — `lone`
+    // Pruned, `epic` Held with what held it — in the API and in the tree
+    // of `get source -o wide`.
+    let departed = |s: &Value, name: &str| -> Value {
+        s["status"]["objects"]
+            .as_array()
+            .and_then(|os| os.iter().find(|o| o["name"] == name).cloned())
+            .unwrap_or(Value::Null)
+    };
+    let s = source(&pamd, "d").await;
+    let lone = departed(&s, "lone");
+    assert_eq!(
+        (&lone["sync"], &lone["health"]),
+        (&json!("Pruned"), &json!("Missing")),
+        "{s}"
+    );
+    let epic = departed(&s, "epic");
+    assert_eq!(epic["sync"], "Held", "{s}");
+    assert!(
+        epic["message"].as_str().unwrap().contains("run r-mine"),
+        "{s}"
+    );
+    let wide = ok(&pamd.pamctl(&["get", "source", "d", "-o", "wide"]));
+    assert!(
+        wide.lines()
+            .any(|l| l.contains("Task/epic") && l.contains("Held")),
+        "{wide}"
+    );
+    assert!(
+        wide.lines()
+            .any(|l| l.contains("─ Task/lone") && l.contains("Pruned")),
+        "{wide}"
+    );
+    // Released: a later sync neither retries nor journals it again, and
+    // (the same revision) keeps what the last one saw leave.
     ok(&pamd.pamctl(&["sync", "d"]));
     assert_eq!(topics(&pamd, "source.prune_skipped"), 1);
+    let s = source(&pamd, "d").await;
+    assert_eq!(departed(&s, "lone")["sync"], "Pruned", "{s}");
 
     // The project itself leaves the tree: it holds the operator's tasks,
     // so it is kept too.
@@ -452,6 +488,17 @@ async fn prune_never_cascades_into_what_the_source_does_not_own() {
     until(&pamd, "d", "project released", |st| st["inventory"] == 0).await;
     assert_eq!(tasks(&pamd, "web"), ["task/epic", "task/mine"]);
     assert_eq!(topics(&pamd, "source.prune_skipped"), 2);
+    // A new revision: what left at it replaces what left before.
+    let s = eventually(
+        Duration::from_secs(5),
+        "the project listed Held",
+        || async {
+            let s = source(&pamd, "d").await;
+            (departed(&s, "web")["sync"] == "Held").then_some(s)
+        },
+    )
+    .await;
+    assert_eq!(departed(&s, "lone"), Value::Null, "{s}");
 }
 
 /// Health rolls up the owned runs: a run the sync creates is pending
@@ -889,4 +936,64 @@ async fn diff_source_previews_the_next_sync_without_applying_it() {
     // After the sync, nothing is left to preview.
     ok(&pamd.pamctl(&["sync", "web"]));
     assert!(ok(&pamd.pamctl(&["diff", "source", "web"])).contains("no changes"));
+}
+
+/// Issue 35: `pam.dev/sync-wave` orders the objects of a kind within one
+/// sync (and one apply): runs are created — and journaled — by wave, then
+/// file order; a wave that is not a whole number is refused at its line
+/// and nothing of the batch is written.
+#[tokio::test]
+async fn sync_waves_order_creation_and_a_bad_wave_is_refused_at_its_line() {
+    let pamd = Pamd::start(dir_opts()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "p.yaml", PROJECT);
+    write(dir.path(), "t.yaml", &task("web", "t", "T"));
+    let run = |name: &str, wave: Option<&str>| {
+        let annotations = wave
+            .map(|w| format!(", annotations: {{pam.dev/sync-wave: '{w}'}}"))
+            .unwrap_or_default();
+        format!("apiVersion: pam.dev/v1\nkind: Run\nmetadata: {{name: {name}, project: web{annotations}}}\nspec: {{task: t, provider: claude, prompt: hi, cwd: /tmp}}\n")
+    };
+    // File order a, b, c, d; waves 2, none (0), -1, 1.
+    write(dir.path(), "a.yaml", &run("late", Some("2")));
+    write(dir.path(), "b.yaml", &run("plain", None));
+    write(dir.path(), "c.yaml", &run("first", Some("-1")));
+    write(dir.path(), "d.yaml", &run("middle", Some("1")));
+    ok(&pamd.pamctl_stdin(
+        &["apply", "-f", "-"],
+        Some(&dir_source("d", dir.path(), "web")),
+    ));
+    until(&pamd, "d", "first sync", |st| st["inventory"] == 6).await;
+    let created = pamd.get("/api/v1/events?topic=run.created").await.unwrap();
+    let order: Vec<&str> = created["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["payload"]["name"].as_str().unwrap_or("?"))
+        .collect();
+    assert_eq!(order, ["first", "plain", "middle", "late"], "{created}");
+
+    // A bad wave: the whole revision is refused at the annotation's line.
+    write(dir.path(), "e.yaml", &run("bad", Some("soon")));
+    write(dir.path(), "f.yaml", &task("web", "other", "O"));
+    // (`pamctl sync` itself fails with the sync: its answer is not what
+    // is checked here.)
+    let _ = pamd.pamctl(&["sync", "d"]);
+    let s = until(&pamd, "d", "refused", |st| st["sync"] == "Failed").await;
+    let message = s["status"]["syncMessage"].as_str().unwrap();
+    assert!(message.contains("e.yaml: document 0, line 3"), "{message}");
+    assert!(message.contains("pam.dev/sync-wave"), "{message}");
+    assert!(message.contains("expected an integer"), "{message}");
+    assert_eq!(
+        tasks(&pamd, "web"),
+        ["task/t"],
+        "nothing of the batch is written"
+    );
+    // The same rule for `pamctl apply`.
+    let out = pamd.pamctl_stdin(&["apply", "-f", "-"], Some(&run("bad2", Some("1.5"))));
+    let err = fails(&out, 3);
+    assert!(
+        err.contains("pam.dev/sync-wave") && err.contains("expected an integer"),
+        "{err}"
+    );
 }

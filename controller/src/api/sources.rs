@@ -50,8 +50,13 @@ impl Served for Source {
         _now: DateTime<Utc>,
     ) -> ApiResult<Value> {
         let owned = tx.owned_objects(self.id).await?;
-        let states =
-            crate::sync::objects::object_states(&owned, pam_manifests::kinds::OBJECTS_SHOWN);
+        let departed: Vec<pam_manifests::kinds::OwnedState> =
+            serde_json::from_value(self.status.departed.clone()).unwrap_or_default();
+        let states = crate::sync::objects::object_states(
+            &owned,
+            &departed,
+            pam_manifests::kinds::OBJECTS_SHOWN,
+        );
         Ok(objects::source(self, owned.len(), Some(states)))
     }
 }

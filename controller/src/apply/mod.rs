@@ -228,10 +228,14 @@ pub async fn write_loaded(
     // manifests are gone by the time its journal and results are whole
     // (issue 30).
     let mut docs: Vec<Option<Document>> = docs.into_iter().map(Some).collect();
+    use pam_manifests::validate::wave::wave_of;
     for kind in Kind::ALL {
-        let of_kind: Vec<usize> = (0..docs.len())
+        let mut of_kind: Vec<usize> = (0..docs.len())
             .filter(|&i| docs[i].as_ref().is_some_and(|d| d.manifest.kind() == kind))
             .collect();
+        // Issue 35: within a kind, by `pam.dev/sync-wave` (stable: the
+        // input order within a wave); a task's parent still comes first.
+        of_kind.sort_by_key(|&i| docs[i].as_ref().map_or(0, |d| wave_of(&d.manifest)));
         let ordered = if kind == Kind::Task {
             parents_first(&docs, of_kind)
         } else {

@@ -13,7 +13,7 @@
 
 use chrono::{DateTime, Utc};
 use pam_manifests::kinds::{self, Drift, SourceError};
-use pam_manifests::kinds::{HealthState, SyncState};
+use pam_manifests::kinds::{HealthState, OwnedState, SyncState};
 use pam_store::prelude::*;
 use pam_store::{Source, SourceStatus, StoreResult};
 use serde_json::{json, Value};
@@ -62,6 +62,7 @@ pub async fn create(tx: &mut dyn Tx, d: SourceDesired, now: DateTime<Utc>) -> St
             health: HealthState::Unknown,
             errors: json!([]),
             drift: json!([]),
+            departed: json!([]),
             ..SourceStatus::default()
         },
         created_at: now,
@@ -197,6 +198,9 @@ pub enum Outcome {
         revision: String,
         counts: Counts,
         healed: Vec<Drift>,
+        /// What left the tree, when this sync wrote (issue 35): kept in
+        /// the status until a sync moves the revision or sees more leave.
+        departed: Option<Vec<OwnedState>>,
     },
     /// Owned fields were changed by another path and not put back.
     OutOfSync { drift: Vec<Drift> },
@@ -233,8 +237,12 @@ pub async fn write_status(
             revision,
             counts,
             healed,
+            departed,
         } => {
             let moved = before.revision.as_deref() != Some(revision.as_str());
+            if let Some(d) = departed.filter(|d| moved || !d.is_empty()) {
+                st.departed = serde_json::to_value(&d).expect("states are JSON");
+            }
             // Back to Synced from Failed or OutOfSync (say a directory
             // reverted to the last good revision): journaled too, so
             // watchers (the dashboard) see the recovery.

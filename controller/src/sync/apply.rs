@@ -127,6 +127,10 @@ pub struct Applied {
     /// the objects that left the tree (`Pruned` with `spec.prune`, else
     /// `Kept`, released) — `pamctl diff source` prints them (issue 35).
     pub changes: Vec<ApplyResult>,
+    /// Issue 35: the objects that left the tree — `Pruned`, or `Held`
+    /// with why — for the Source's status (at most
+    /// [`pam_manifests::kinds::OBJECTS_SHOWN`]).
+    pub departed: Vec<pam_manifests::kinds::OwnedState>,
 }
 
 /// The inventory a whole-tree sync left.
@@ -250,6 +254,7 @@ pub async fn apply_tree(
         .filter(|o| key_of_row(&o.owner).is_none_or(|k| !now_keys.contains(&k)))
         .collect();
     let left = gone.len();
+    let why_released = "left the tree; released (spec.prune: false)";
     changes.extend(gone.iter().filter_map(|o| {
         Some(ApplyResult {
             kind: Kind::parse(&o.owner.kind)?.as_str(),
@@ -261,13 +266,19 @@ pub async fn apply_tree(
                 Action::Kept
             },
             generation: None,
-            message: (!spec.prune)
-                .then(|| "left the tree; released (spec.prune: false)".to_string()),
+            message: (!spec.prune).then(|| why_released.to_string()),
         })
     }));
-    if spec.prune {
-        counts.pruned = prune(tx, source, &gone, now).await?;
-    }
+    let departed = if spec.prune {
+        let (n, departed) = prune(tx, source, &gone, now).await?;
+        counts.pruned = n;
+        departed
+    } else {
+        gone.iter()
+            .map(|o| super::objects::departed(o, false, why_released.into()))
+            .collect()
+    };
+    let (departed, _) = super::objects::bounded(departed, pam_manifests::kinds::OBJECTS_SHOWN);
     if !gone.is_empty() {
         let objects: Vec<(String, Uuid)> = gone
             .iter()
@@ -345,6 +356,7 @@ pub async fn apply_tree(
         whole,
         left,
         changes,
+        departed,
     })
 }
 
@@ -354,13 +366,14 @@ pub async fn apply_tree(
 /// would take anything that is not itself being pruned here (an operator's
 /// subtask or run, another Source's object, one the tree still declares)
 /// is kept and released from the inventory instead, journaled as
-/// `source.prune_skipped` naming what held it.
+/// `source.prune_skipped` naming what held it. Returns how many were
+/// deleted, and each one's state for the status (`Pruned`, `Held`).
 async fn prune(
     tx: &mut dyn Tx,
     source: &Source,
     gone: &[&OwnedObject],
     now: DateTime<Utc>,
-) -> Result<usize, SyncError> {
+) -> Result<(usize, Vec<pam_manifests::kinds::OwnedState>), SyncError> {
     let by_id: HashMap<Uuid, &OwnedObject> = gone.iter().map(|o| (o.owner.object_id, *o)).collect();
     let doomed = gone
         .iter()
@@ -374,18 +387,30 @@ async fn prune(
         })
         .collect();
     let mut n = 0;
+    let mut states = Vec::new();
     for (d, outcome) in prune_objects(tx, doomed, now).await? {
         let o = by_id[&d.id];
-        match outcome {
+        let state = match outcome {
             Outcome::Pruned => {
                 pruned(tx, source, o, now).await?;
                 n += 1;
+                super::objects::departed(o, true, "left the tree; pruned".into())
             }
-            Outcome::Held(held) => skipped(tx, source, o, &held, now).await?,
-            Outcome::Gone => {}
-        }
+            Outcome::Held(held) => {
+                skipped(tx, source, o, &held, now).await?;
+                let why = format!(
+                    "left the tree; kept: pruning would also delete {}",
+                    held.join(", ")
+                );
+                super::objects::departed(o, false, why)
+            }
+            Outcome::Gone => {
+                super::objects::departed(o, true, "left the tree; already gone".into())
+            }
+        };
+        states.push(state);
     }
-    Ok(n)
+    Ok((n, states))
 }
 
 /// An owned object kept because pruning it would cascade (see [`prune`]).

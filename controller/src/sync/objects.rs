@@ -10,9 +10,9 @@ use super::runner::drift_of;
 /// `shown` by kind, project and name, and how many more there are.
 pub fn object_states(
     owned: &[OwnedObject],
+    departed: &[pam_manifests::kinds::OwnedState],
     shown: usize,
 ) -> (Vec<pam_manifests::kinds::OwnedState>, usize) {
-    use pam_manifests::state::{RunStatus as R, WorkItemStatus as T};
     let drift: std::collections::HashMap<(String, Option<String>, String), Vec<String>> =
         drift_of(owned)
             .into_iter()
@@ -27,25 +27,15 @@ pub fn object_states(
                 o.owner.name.clone(),
             );
             let fields = drift.get(&key);
-            let (sync, health, message) = match (&o.meta, o.run_status) {
-                (None, _) => ("Missing", "Missing", String::new()),
-                (Some(_), status) => {
+            let (sync, health, message) = match &o.meta {
+                None => ("Missing", "Missing", String::new()),
+                Some(_) => {
                     let sync = if fields.is_some() {
                         "OutOfSync"
                     } else {
                         "Synced"
                     };
-                    // A run by its phase; a task by its status (doing:
-                    // Progressing); anything else Healthy while it exists.
-                    let health = match (status, o.task_status) {
-                        (Some(R::Failed), _) => "Degraded",
-                        (Some(R::Pending | R::Spawning | R::Running), _) => "Progressing",
-                        (_, Some(T::Doing)) => "Progressing",
-                        _ => "Healthy",
-                    };
-                    let said = status
-                        .map(|s| s.as_str())
-                        .or(o.task_status.map(|t| t.as_str()));
+                    let (health, said) = health(o);
                     let message = match (fields, said) {
                         (Some(f), _) => f.join(", "),
                         (None, Some(s)) => s.to_string(),
@@ -54,18 +44,81 @@ pub fn object_states(
                     (sync, health, message)
                 }
             };
-            pam_manifests::kinds::OwnedState {
-                kind: o.owner.kind.clone(),
-                project: o.owner.project.clone(),
-                name: o.owner.name.clone(),
-                sync: sync.into(),
-                health: health.into(),
-                message,
-            }
+            state(o, sync, health, message)
         })
         .collect();
+    // The objects that left the tree at the last sync that wrote
+    // (`Pruned`, `Held`), unless the tree has taken them back since.
+    let owned_now: std::collections::HashSet<(&str, Option<&str>, &str)> = owned
+        .iter()
+        .map(|o| {
+            let k = &o.owner;
+            (k.kind.as_str(), k.project.as_deref(), k.name.as_str())
+        })
+        .collect();
+    all.extend(
+        departed
+            .iter()
+            .filter(|d| {
+                !owned_now.contains(&(d.kind.as_str(), d.project.as_deref(), d.name.as_str()))
+            })
+            .cloned(),
+    );
+    bounded(all, shown)
+}
+
+/// Sorted by kind, project and name; the first `shown`, and how many more.
+pub fn bounded(
+    mut all: Vec<pam_manifests::kinds::OwnedState>,
+    shown: usize,
+) -> (Vec<pam_manifests::kinds::OwnedState>, usize) {
     all.sort_by(|a, b| (&a.kind, &a.project, &a.name).cmp(&(&b.kind, &b.project, &b.name)));
     let omitted = all.len().saturating_sub(shown);
     all.truncate(shown);
     (all, omitted)
+}
+
+/// An owned object's health: a run by its phase, a task by its status
+/// (doing: Progressing), anything else Healthy while it exists; with the
+/// phase or status it was read from.
+fn health(o: &OwnedObject) -> (&'static str, Option<&'static str>) {
+    use pam_manifests::state::{RunStatus as R, WorkItemStatus as T};
+    let health = match (o.run_status, o.task_status) {
+        (Some(R::Failed), _) => "Degraded",
+        (Some(R::Pending | R::Spawning | R::Running), _) => "Progressing",
+        (_, Some(T::Doing)) => "Progressing",
+        _ => "Healthy",
+    };
+    let said = o
+        .run_status
+        .map(|s| s.as_str())
+        .or(o.task_status.map(|t| t.as_str()));
+    (health, said)
+}
+
+fn state(
+    o: &OwnedObject,
+    sync: &str,
+    health: &str,
+    message: String,
+) -> pam_manifests::kinds::OwnedState {
+    pam_manifests::kinds::OwnedState {
+        kind: o.owner.kind.clone(),
+        project: o.owner.project.clone(),
+        name: o.owner.name.clone(),
+        sync: sync.into(),
+        health: health.into(),
+        message,
+    }
+}
+
+/// An object that left the tree at this sync (issue 35): `Pruned` (gone;
+/// health `Missing`), or `Held` — kept, with why — and its health as it
+/// was when it left.
+pub fn departed(o: &OwnedObject, pruned: bool, why: String) -> pam_manifests::kinds::OwnedState {
+    if pruned {
+        state(o, "Pruned", "Missing", why)
+    } else {
+        state(o, "Held", health(o).0, why)
+    }
 }

@@ -399,6 +399,7 @@ async fn sync_once(
                     healed: Vec::new(),
                     health,
                     inventory: n,
+                    departed: applied.departed,
                 };
                 let s = commit_synced(ctx, tx, s, (&tree, &loaded), cache, written, now).await?;
                 Ok(Some((s, "changed")))
@@ -427,6 +428,7 @@ async fn sync_once(
             revision: tree.revision.clone(),
             counts: Default::default(),
             healed: Vec::new(),
+            departed: None,
         };
         let s = sources::write_status(tx.as_mut(), s, outcome, health, n, now).await?;
         ctx.commit(tx).await?;
@@ -481,6 +483,7 @@ async fn sync_once(
                 healed,
                 health: health_of_runs(whole.runs.iter().map(|(n, s)| (n.as_str(), *s))),
                 inventory: whole.size,
+                departed: applied.departed,
             };
             let s = commit_synced(ctx, tx, s, (&tree, &loaded), cache, written, now).await?;
             Ok(Some((s, "full")))
@@ -498,6 +501,8 @@ struct Written {
     healed: Vec<Drift>,
     health: Health,
     inventory: usize,
+    /// What left the tree (sync/apply.rs `Applied::departed`).
+    departed: Vec<pam_manifests::kinds::OwnedState>,
 }
 
 /// Writes the Synced status of an applied tree, commits the whole sync,
@@ -517,6 +522,7 @@ async fn commit_synced(
         revision: tree.revision.clone(),
         counts: w.counts,
         healed: w.healed,
+        departed: Some(w.departed),
     };
     let s = sources::write_status(tx.as_mut(), s, outcome, w.health, w.inventory, now).await?;
     ctx.commit(tx).await?;

@@ -336,13 +336,16 @@ pub struct OwnedState {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub project: Option<String>,
     pub name: String,
-    /// `Synced`, `OutOfSync` (an owned field changed by another path) or
-    /// `Missing` (deleted behind the Source's back).
+    /// `Synced`, `OutOfSync` (an owned field changed by another path),
+    /// `Missing` (deleted behind the Source's back); for an object that
+    /// left the tree at the last sync that wrote, `Pruned` (deleted) or
+    /// `Held` (kept: pruning would have cascaded to objects the tree does
+    /// not own, or `spec.prune` is false and it was released).
     pub sync: String,
     /// Runs: `Progressing` (pending, spawning, running), `Healthy`
     /// (exited, stopped) or `Degraded` (failed); tasks: `Progressing`
     /// while doing, else `Healthy`; projects `Healthy` while they exist;
-    /// `Missing` when gone.
+    /// `Missing` when gone (a `Pruned` object's too).
     pub health: String,
     /// The drifted fields, or the run's phase or the task's status.
     #[serde(default, skip_serializing_if = "String::is_empty")]

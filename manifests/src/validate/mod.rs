@@ -27,6 +27,7 @@
 //!   dependency links after the batch have no cycle ([`deps`], issue 17).
 //! - A Host's labels (`metadata.labels`, `spec.labels`) have no key under
 //!   `worker.pam.dev/`: that namespace is its worker's report (issue 30).
+//! - A `pam.dev/sync-wave` annotation is an integer in range ([`wave`]).
 //!
 //! Immutable fields are the server's check (it holds the old spec);
 //! [`immutable_changes`] is the shared rule.
@@ -41,6 +42,7 @@ use crate::names::Name;
 use crate::state::WorkItemKind;
 
 mod deps;
+pub mod wave;
 mod workspace;
 
 /// A stored project, as validation needs it.
@@ -306,6 +308,7 @@ pub fn validate_batch(docs: &[Document], existing: &dyn ExistingState) -> Vec<Ma
             continue;
         }
         seen.insert(key, doc);
+        wave::check(doc, &mut errors);
         if m.has_status() {
             errors.push(doc.error_at(
                 "status",

@@ -131,31 +131,17 @@ pub fn page(kind: Kind, obj: &Value, events: &[Value], now: DateTime<Utc>) -> St
         .unwrap_or_default();
     let conditions = status.remove("conditions");
     // Issue 35: a Source's owned objects as a tree, not as YAML.
-    let owned = status.remove("objects");
-    let omitted = status.remove("objectsOmitted");
+    status.remove("objects");
+    status.remove("objectsOmitted");
     out.push_str("Status:\n");
     if status.is_empty() {
         out.push_str("  <none>\n");
     } else {
         out.push_str(&indented_yaml(&Value::Object(status)));
     }
-    if let Some(objects) = owned.as_ref().and_then(Value::as_array) {
+    if let Some(tree) = super::tree::source_objects(obj) {
         out.push_str("Objects:\n");
-        let mut t = Table::new(&["KIND", "PROJECT", "NAME", "SYNC", "HEALTH", "MESSAGE"]);
-        for o in objects {
-            t.row(vec![
-                cell(o, "/kind"),
-                cell(o, "/project"),
-                cell(o, "/name"),
-                cell(o, "/sync"),
-                cell(o, "/health"),
-                cell(o, "/message"),
-            ]);
-        }
-        out.extend(t.render().lines().map(|l| format!("  {l}\n")));
-        if let Some(n) = omitted.as_ref().and_then(Value::as_u64) {
-            out.push_str(&format!("  … and {n} more\n"));
-        }
+        out.extend(tree.lines().map(|l| format!("  {l}\n")));
     }
     out.push_str("Conditions:\n");
     match conditions

@@ -8,6 +8,7 @@ pub mod describe;
 pub mod diff;
 pub mod events;
 pub mod table;
+pub mod tree;
 pub mod usage;
 
 use chrono::{DateTime, Utc};
@@ -145,7 +146,16 @@ pub fn get_groups(
                         &opts.label_columns,
                         opts.show_labels,
                     );
-                    t.render_rows(!opts.no_headers)
+                    let mut out = t.render_rows(!opts.no_headers);
+                    // A get of one Source, wide: its objects' tree under
+                    // the row (issue 35).
+                    if wide && *kind == Kind::Source {
+                        for tree in items.iter().filter_map(tree::source_objects) {
+                            out.push('\n');
+                            out.push_str(&tree);
+                        }
+                    }
+                    out
                 })
                 .collect();
             tables.join("\n")

@@ -18,6 +18,7 @@ impl SourceTx for MemTx {
         row.status = SourceStatus {
             errors: serde_json::json!([]),
             drift: serde_json::json!([]),
+            departed: serde_json::json!([]),
             ..SourceStatus::default()
         };
         st.sources.insert(s.id, row);

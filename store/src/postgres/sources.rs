@@ -3,7 +3,7 @@ use crate::sources::{HealthState, SyncState};
 
 const SOURCE_STATUS_COLS: &str = "revision, attempted_revision, last_synced_at, \
     last_attempt_at, sync_status, sync_message, health, health_message, errors, drift, \
-    sync_requested_at";
+    departed, sync_requested_at";
 
 fn source_cols() -> String {
     format!("id, name, {META_COLS}, {SOURCE_STATUS_COLS}, created_at, updated_at")
@@ -27,6 +27,7 @@ fn source_from_row(row: &PgRow) -> StoreResult<Source> {
             health_message: get(row, "health_message")?,
             errors: get(row, "errors")?,
             drift: get(row, "drift")?,
+            departed: get(row, "departed")?,
             sync_requested_at: get(row, "sync_requested_at")?,
         },
         created_at: get(row, "created_at")?,
@@ -111,7 +112,7 @@ impl SourceTx for PgTx {
             "UPDATE sources SET revision = $2, attempted_revision = $3, last_synced_at = $4, \
              last_attempt_at = $5, sync_status = $6, sync_message = $7, health = $8, \
              health_message = $9, errors = $10, drift = $11, conditions = $12, \
-             observed_generation = $13, updated_at = $14, \
+             observed_generation = $13, updated_at = $14, departed = $17, \
              sync_requested_at = CASE WHEN $15 AND sync_requested_at <= $16 \
                                       THEN NULL ELSE sync_requested_at END, \
              resource_version = resource_version + 1 \
@@ -135,6 +136,7 @@ impl SourceTx for PgTx {
             .bind(s.updated_at)
             .bind(clear_request)
             .bind(st.sync_requested_at)
+            .bind(&st.departed)
             .fetch_optional(self.conn())
             .await
             .map_err(db_err)?;

@@ -90,6 +90,7 @@ pub async fn source_crud_and_status(s: &dyn Store) {
         health_message: "1 run failed".into(),
         errors: json!([{"file": "a.yaml", "line": 3, "message": "x"}]),
         drift: json!([{"kind": "Task", "name": "t", "fields": ["spec.title"]}]),
+        departed: json!([{"kind": "Run", "project": "p", "name": "r0", "sync": "Pruned"}]),
         sync_requested_at: Some(t(9)),
     };
     let written = tx.write_source_status(&st, true).await.unwrap();
@@ -101,6 +102,7 @@ pub async fn source_crud_and_status(s: &dyn Store) {
     assert_eq!(written.status.sync, pam_manifests::kinds::SyncState::Failed);
     assert_eq!(written.status.errors, st.status.errors);
     assert_eq!(written.status.drift, st.status.drift);
+    assert_eq!(written.status.departed, st.status.departed);
     assert_eq!(written.status.revision.as_deref(), Some("abc"));
     assert_eq!(
         written.meta.spec, req.meta.spec,
