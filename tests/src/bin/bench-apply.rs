@@ -206,5 +206,102 @@ async fn main() -> anyhow::Result<()> {
             pass: ratio <= 3.0,
         })
     );
+    authorization(&state, &client, &url, &token, n).await
+}
+
+/// Issue 34: authorization's cost on apply — the same `n` tasks created
+/// with the admin token and with an operator token scoped to its project
+/// (each batch checked against the token's projects), alternately, two
+/// rounds each; the ratio of the medians (target ≤ 1.05).
+async fn authorization(
+    state: &pam_controller::api::AppState,
+    client: &reqwest::Client,
+    url: &str,
+    admin: &str,
+    n: usize,
+) -> anyhow::Result<()> {
+    use pam_controller::rules::access::Grant;
+    use pam_store::Role;
+    let rounds = 2;
+    let scoped_projects: Vec<String> = (0..rounds).map(|r| format!("scoped-{r}")).collect();
+    let scoped = {
+        let mut tx = state.ctx.store.begin().await?;
+        let grant = Grant {
+            role: Role::Operator,
+            projects: scoped_projects.clone(),
+        };
+        let name = "bench-scoped".to_string();
+        let now = chrono::Utc::now();
+        let (_, t) = pam_controller::rules::tokens::mint_with(
+            &mut *tx,
+            TokenKind::Operator,
+            name,
+            None,
+            grant,
+            now,
+        )
+        .await?;
+        tx.commit().await?;
+        t
+    };
+    let apply = |token: String, files: Vec<Value>| {
+        let client = client.clone();
+        let url = url.to_string();
+        async move {
+            let r = client
+                .post(format!("{url}/api/v1/apply"))
+                .bearer_auth(token)
+                .json(&json!({ "files": files }))
+                .send()
+                .await?;
+            let status = r.status();
+            let body: Value = r.json().await?;
+            anyhow::ensure!(status.is_success(), "apply: {status}: {body}");
+            anyhow::Ok(())
+        }
+    };
+    let (mut as_admin, mut as_scoped) = (Vec::new(), Vec::new());
+    for r in 0..rounds {
+        for (who, project) in [
+            ("admin", format!("unscoped-{r}")),
+            ("scoped", format!("scoped-{r}")),
+        ] {
+            let doc = format!("apiVersion: pam.dev/v1\nkind: Project\nmetadata: {{name: {project}}}\nspec: {{}}\n");
+            apply(
+                admin.to_string(),
+                vec![json!({"name": "p.yaml", "content": doc})],
+            )
+            .await?;
+            let token = if who == "admin" {
+                admin.to_string()
+            } else {
+                scoped.clone()
+            };
+            let (done, took) = timed(apply(token, manifests(&project, n))).await;
+            done?;
+            if who == "admin" {
+                as_admin.push(took.as_secs_f64())
+            } else {
+                as_scoped.push(took.as_secs_f64())
+            }
+        }
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (a, s) = (median(&mut as_admin), median(&mut as_scoped));
+    println!(
+        "  authorization        admin {a:.3} s, scoped operator {s:.3} s: {:.3}x   target <= 1.05x: {}",
+        s / a,
+        record(Figure {
+            name: "bench-apply create, scoped operator / admin",
+            value: s,
+            unit: "s",
+            baseline: Some(a),
+            target: "<= 1.05x the admin token",
+            pass: s <= a * 1.05,
+        })
+    );
     Ok(())
 }

@@ -35,6 +35,14 @@
 //! replica's journal read and its fan-out included. Target: p99 ≤ 100 ms
 //! at 1,000 subscribers.
 //!
+//! Mixed roles (issue 34, `PAM_BENCH_ROLES=mixed`): a third phase with the
+//! same subscribers, a third of them on the admin token, a third on a
+//! viewer token and a third on an operator token scoped to the phase's
+//! projects (every one the generators make), so every stream is filtered
+//! event by event and still receives every event; the ratio of its p99 to
+//! the admin-only phase's is authorization's cost on the stream (target
+//! ≤ 1.05).
+//!
 //! Usage: `bench-sse [SUBSCRIBERS] [EVENTS_PER_SEC] [SECONDS] [TASKS_PER_APPLY] [REPLICAS]`
 //! (defaults 1000 1000 10 20 1).
 
@@ -133,8 +141,10 @@ async fn main() -> anyhow::Result<()> {
         seconds.min(5),
         batch,
         "a",
+        std::slice::from_ref(&pamd.token),
     )
     .await?;
+    let admin = vec![pamd.token.clone()];
     let full = run(
         &pamd,
         subscribe_to,
@@ -144,9 +154,29 @@ async fn main() -> anyhow::Result<()> {
         seconds,
         batch,
         "b",
+        &admin,
     )
     .await?;
-    for r in [&base, &full] {
+    let mixed = if std::env::var("PAM_BENCH_ROLES").as_deref() == Ok("mixed") {
+        let tokens = scoped_tokens(&pamd, "c", rate, seconds, batch).await?;
+        Some(
+            run(
+                &pamd,
+                subscribe_to,
+                clock,
+                subscribers,
+                rate,
+                seconds,
+                batch,
+                "c",
+                &tokens,
+            )
+            .await?,
+        )
+    } else {
+        None
+    };
+    for r in [&base, &full].into_iter().chain(mixed.as_ref()) {
         println!(
             "{:>5} subscribers: {} events in {:.1}s ({:.0}/s); publish→receive p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms ({} reads without a publish line); upper bound (from send) p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms; lower bound (from answer) p50 {:.1} ms, p99 {:.1} ms; lost {}, duplicated {}; apply round-trip p50 {:.1} ms, p99 {:.1} ms",
             r.subscribers,
@@ -185,6 +215,25 @@ async fn main() -> anyhow::Result<()> {
         ratio(full.low_p50_ms, base.low_p50_ms),
         ratio(full.low_p99_ms, base.low_p99_ms)
     );
+    if let Some(m) = &mixed {
+        let clean = m.lost == 0 && m.duplicated == 0;
+        let verdict = pam_tests::bench::record(pam_tests::bench::Figure {
+            name: &format!(
+                "bench-sse {} subscribers with mixed roles publish->receive p99",
+                m.subscribers
+            ),
+            value: m.exact_p99_ms,
+            unit: "ms",
+            baseline: Some(full.exact_p99_ms),
+            target: "<= 1.05x the admin-only phase, 0 lost, 0 duplicated",
+            pass: clean && m.exact_p99_ms <= full.exact_p99_ms * 1.05,
+        });
+        println!(
+            "mixed roles vs admin only: publish→receive p50 {}, p99 {} (target p99 ≤ ×1.05): {verdict}",
+            ratio(m.exact_p50_ms, full.exact_p50_ms),
+            ratio(m.exact_p99_ms, full.exact_p99_ms),
+        );
+    }
     let clean = full.lost == 0 && full.duplicated == 0 && full.unmatched == 0;
     let limit = if second.is_some() { 100.0 } else { 50.0 };
     let verdict = pam_tests::bench::record(pam_tests::bench::Figure {
@@ -207,6 +256,43 @@ async fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Each generator's period between applies, and how many batches each
+/// sends.
+fn pacing(rate: u64, seconds: u64, batch: usize) -> (Duration, u64) {
+    let per_gen = rate as f64 / GENERATORS as f64;
+    let period = Duration::from_secs_f64(batch as f64 / per_gen);
+    let batches = (seconds as f64 * per_gen / batch as f64).round() as u64;
+    (period, batches)
+}
+
+/// The admin token, a viewer's and an operator's, the last two scoped to
+/// every project the generators make in phase `tag` (issue 34).
+async fn scoped_tokens(
+    pamd: &Pamd,
+    tag: &str,
+    rate: u64,
+    seconds: u64,
+    batch: usize,
+) -> anyhow::Result<Vec<String>> {
+    let (_, batches) = pacing(rate, seconds, batch);
+    let projects: Vec<String> = (0..GENERATORS)
+        .flat_map(|g| (0..batches).map(move |b| format!("{tag}{g}-{b}")))
+        .collect();
+    let mut tokens = vec![pamd.token.clone()];
+    for role in ["viewer", "operator"] {
+        let (status, body) = pamd
+            .post(
+                "/api/v1/tokens",
+                json!({"name": format!("bench-{role}"), "role": role, "projects": projects}),
+            )
+            .await;
+        anyhow::ensure!(status == 201, "token {role}: {status} {body}");
+        let token = body["token"].as_str().unwrap_or_default().to_string();
+        tokens.push(token);
+    }
+    Ok(tokens)
+}
+
 /// One phase: `subs` subscribers (on `streams`), `rate` events/s for
 /// `seconds` (applied through `pamd`).
 #[allow(clippy::too_many_arguments)]
@@ -219,13 +305,15 @@ async fn run(
     seconds: u64,
     batch: usize,
     tag: &'static str,
+    tokens: &[String],
 ) -> anyhow::Result<Report> {
-    // Subscribers: live streams of this phase's task creations.
+    // Subscribers: live streams of this phase's task creations, on the
+    // tokens in turn.
     let expected = Arc::new(AtomicU64::new(u64::MAX));
     let mut handles = Vec::new();
     let mut opened = Vec::new();
-    for _ in 0..subs {
-        opened.push(open_stream(streams).await?);
+    for i in 0..subs {
+        opened.push(open_stream(streams, &tokens[i % tokens.len()]).await?);
     }
     for (conn, head_rest) in opened {
         let expected = expected.clone();
@@ -239,9 +327,7 @@ async fn run(
     // and runtime of their own, so the instant an answer is noted is not
     // delayed behind the 1,000 subscriber tasks (that would shrink the
     // lower bound below the truth).
-    let per_gen = rate as f64 / GENERATORS as f64;
-    let period = Duration::from_secs_f64(batch as f64 / per_gen);
-    let batches = (seconds as f64 * per_gen / batch as f64).round() as u64;
+    let (period, batches) = pacing(rate, seconds, batch);
     // When each batch's apply answered (µs since epoch), by batch index.
     let answered: Arc<Vec<AtomicU64>> = Arc::new(
         (0..GENERATORS as u64 * batches)
@@ -385,13 +471,12 @@ async fn generate(
 /// TCP connection (one task per subscriber, no HTTP client's connection
 /// task and body channel in between); returns it with whatever body bytes
 /// came with the response head.
-async fn open_stream(pamd: &Pamd) -> anyhow::Result<(TcpStream, Vec<u8>)> {
+async fn open_stream(pamd: &Pamd, token: &str) -> anyhow::Result<(TcpStream, Vec<u8>)> {
     let addr = pamd.url.trim_start_matches("http://");
     let mut conn = TcpStream::connect(addr).await?;
     conn.set_nodelay(true)?;
     let req = format!(
-        "GET /api/v1/events/stream?topic=work_item.created HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {}\r\nAccept: text/event-stream\r\n\r\n",
-        pamd.token
+        "GET /api/v1/events/stream?topic=work_item.created HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nAccept: text/event-stream\r\n\r\n",
     );
     conn.write_all(req.as_bytes()).await?;
     let mut buf = Vec::with_capacity(4096);
