@@ -88,6 +88,72 @@ pub use signal_name::{SignalName, UnknownSignal};
 mod workspace;
 pub use workspace::{GitCredentials, WorkspaceOrder, WorkspaceResult, RESULT_PATCH_MAX_BYTES};
 
+/// The worker protocol this build speaks (issue 33): the requests and
+/// answers of `/api/v1/workers/*`. pamd and the worker tell each other at
+/// registration, and each refuses a peer outside what it serves with an
+/// error that says which side to upgrade — instead of failing later on a
+/// field one of them does not know. Raised when a change is not readable
+/// by the previous release's peer.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// The oldest worker protocol this build still serves.
+pub const PROTOCOL_MIN: u32 = 1;
+
+/// A peer's protocol: absent means 1 (every worker and pamd before the
+/// field was sent).
+pub fn protocol_of(said: Option<u32>) -> u32 {
+    said.unwrap_or(1)
+}
+
+/// Why a peer's protocol is refused, naming who must upgrade; `None` when
+/// this build serves it. `peer` is the one that sent it: `"the worker"`
+/// (pamd checking a registration) or `"pamd"` (a worker checking pamd's
+/// answer).
+pub fn protocol_mismatch(peer: &str, theirs: u32) -> Option<String> {
+    let ours = format!(
+        "this {} speaks worker protocol {PROTOCOL_MIN} to {PROTOCOL_VERSION}",
+        if peer == "pamd" { "worker" } else { "pamd" }
+    );
+    let me = if peer == "pamd" { "the worker" } else { "pamd" };
+    if theirs > PROTOCOL_VERSION {
+        Some(format!(
+            "{peer} speaks worker protocol {theirs} and {ours}: upgrade {me} to {peer}'s release"
+        ))
+    } else if theirs < PROTOCOL_MIN {
+        Some(format!(
+            "{peer} speaks worker protocol {theirs} and {ours}: upgrade {peer} to {me}'s release"
+        ))
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+mod protocol_tests {
+    use super::*;
+
+    #[test]
+    fn a_peer_outside_the_range_is_told_who_must_upgrade() {
+        assert_eq!(protocol_mismatch("the worker", PROTOCOL_VERSION), None);
+        assert_eq!(protocol_of(None), 1);
+        let newer = protocol_mismatch("the worker", PROTOCOL_VERSION + 1).unwrap();
+        assert!(
+            newer.ends_with("upgrade pamd to the worker's release"),
+            "{newer}"
+        );
+        let newer = protocol_mismatch("pamd", PROTOCOL_VERSION + 1).unwrap();
+        assert!(
+            newer.ends_with("upgrade the worker to pamd's release"),
+            "{newer}"
+        );
+        let older = protocol_mismatch("the worker", 0).unwrap();
+        assert!(
+            older.ends_with("upgrade the worker to pamd's release"),
+            "{older}"
+        );
+    }
+}
+
 /// `POST /api/v1/workers/register`: a worker introduces itself at start.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RegisterRequest {
@@ -110,6 +176,10 @@ pub struct RegisterRequest {
     /// run every provider, as before capabilities existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capabilities: Option<Capabilities>,
+    /// The worker protocol the worker speaks ([`PROTOCOL_VERSION`]);
+    /// absent: 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<u32>,
 }
 
 /// The controller's answer to a [`RegisterRequest`].
@@ -125,6 +195,9 @@ pub struct RegisterResponse {
     /// worker goes on heartbeating; absent means false.
     #[serde(default)]
     pub instance_suspect: bool,
+    /// The worker protocol pamd speaks ([`PROTOCOL_VERSION`]); absent: 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<u32>,
 }
 
 /// One tmux session the worker sees, as reported in a [`Heartbeat`].

@@ -52,6 +52,16 @@ pub fn token_name(name: &str) -> Result<(), ApiError> {
 /// [`LABELS_MAX_COUNT`]. A reported key is filed under `worker.pam.dev/`
 /// (issue 30), so one with any other prefix is refused.
 pub fn register(req: &RegisterRequest) -> Result<(), ApiError> {
+    // Issue 33: a worker of a protocol this pamd does not serve is told
+    // which side to upgrade, before anything of it is read further.
+    let theirs = pam_manifests::protocol::protocol_of(req.protocol);
+    if let Some(why) = pam_manifests::protocol::protocol_mismatch("the worker", theirs) {
+        return Err(ApiError::new(
+            axum::http::StatusCode::BAD_REQUEST,
+            "protocol_mismatch",
+            why,
+        ));
+    }
     short_text("version", &req.version, WORKER_VERSION_MAX_BYTES)?;
     if req.labels.len() > LABELS_MAX_COUNT {
         return Err(unprocessable(format!(

@@ -89,6 +89,7 @@ async fn register_once(
         host_id: host.id,
         heartbeat_seconds: st.ctx.thresholds.heartbeat.as_secs(),
         instance_suspect: host.instance_suspect,
+        protocol: Some(pam_manifests::protocol::PROTOCOL_VERSION),
     }))
 }
 

@@ -121,6 +121,7 @@ impl Host {
             labels: Default::default(),
             version: "fleet-sim".into(),
             capabilities: None,
+            protocol: Some(pam_manifests::protocol::PROTOCOL_VERSION),
         };
         self.call::<_, serde_json::Value>(
             sh,

@@ -64,8 +64,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use pam_manifests::protocol::{
-    Capabilities, DesiredSet, Heartbeat, OperatorSignal, RegisterRequest, RegisterResponse,
-    SessionReport, SignalAck, SignalBatch,
+    protocol_mismatch, protocol_of, Capabilities, DesiredSet, Heartbeat, OperatorSignal,
+    RegisterRequest, RegisterResponse, SessionReport, SignalAck, SignalBatch, PROTOCOL_VERSION,
 };
 use pam_manifests::state::Platform;
 use tokio::sync::Notify;
@@ -168,7 +168,7 @@ pub async fn run(opts: AgentOptions) -> anyhow::Result<()> {
         opts,
     });
     let api = Api::new(&st.opts, Duration::from_secs(30))?;
-    let hb_every = register_until_ok(&st, &api).await;
+    let hb_every = register_until_ok(&st, &api).await?;
     let mut tasks = tokio::task::JoinSet::new();
     tasks.spawn(heartbeat_loop(st.clone(), hb_every));
     tasks.spawn(claim_loop(st.clone()));
@@ -201,10 +201,34 @@ async fn register(st: &State, api: &Api) -> anyhow::Result<RegisterResponse> {
         labels: st.opts.config.labels.clone(),
         version: env!("CARGO_PKG_VERSION").to_string(),
         capabilities: Some(st.capabilities.lock().unwrap().clone()),
+        protocol: Some(PROTOCOL_VERSION),
     };
-    api.post("/api/v1/workers/register", &req)
+    let r: RegisterResponse = api
+        .post("/api/v1/workers/register", &req)
         .await?
-        .context("register: empty answer")
+        .context("register: empty answer")?;
+    // Issue 33: a pamd of a protocol this worker does not speak.
+    if let Some(why) = protocol_mismatch("pamd", protocol_of(r.protocol)) {
+        return Err(ProtocolMismatch(why).into());
+    }
+    Ok(r)
+}
+
+/// pamd and this worker do not speak one worker protocol: retrying cannot
+/// help, so the worker stops with the reason (which side to upgrade).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct ProtocolMismatch(String);
+
+/// The mismatch, from this worker's check or pamd's refusal.
+fn mismatch(e: &anyhow::Error) -> Option<String> {
+    if let Some(m) = e.downcast_ref::<ProtocolMismatch>() {
+        return Some(m.0.clone());
+    }
+    match http_code(e) {
+        Some((400, "protocol_mismatch")) => Some(format!("{e:#}")),
+        _ => None,
+    }
 }
 
 /// Checks what this host can run every `capabilities_seconds` and on
@@ -291,11 +315,17 @@ async fn sweep_loop(st: Arc<State>) {
     }
 }
 
-/// Registers, retrying with backoff; returns the heartbeat interval.
-async fn register_until_ok(st: &State, api: &Api) -> Duration {
+/// Registers, retrying with backoff; returns the heartbeat interval. A
+/// protocol mismatch ends the worker: no retry can mend it.
+async fn register_until_ok(st: &State, api: &Api) -> anyhow::Result<Duration> {
     let mut backoff = Backoff::new();
     loop {
         match register(st, api).await {
+            Err(e) if mismatch(&e).is_some() => {
+                let why = mismatch(&e).unwrap_or_default();
+                tracing::error!(error = %why, "pamd and this worker speak different worker protocols");
+                anyhow::bail!("cannot register: {why}");
+            }
             Ok(r) => {
                 if r.instance_suspect {
                     tracing::warn!("pamd flags this instance as suspect (another worker presents the same token); it gets no new runs until `pamctl host clear-suspect`");
@@ -303,7 +333,7 @@ async fn register_until_ok(st: &State, api: &Api) -> Duration {
                 tracing::info!(host_id = %r.host_id, "registered");
                 let server = Duration::from_secs(r.heartbeat_seconds.max(1));
                 let ours = Duration::from_secs(st.opts.config.heartbeat_seconds);
-                return server.min(ours);
+                return Ok(server.min(ours));
             }
             Err(e) => {
                 tracing::warn!(error = %format!("{e:#}"), "register failed; retrying");
