@@ -502,8 +502,9 @@ async fn prune_never_cascades_into_what_the_source_does_not_own() {
 }
 
 /// Health rolls up the owned runs: a run the sync creates is pending
-/// (Progressing, counted from what the sync wrote); once it is stopped,
-/// the next sync reads it back (Healthy).
+/// (Progressing, counted from what the sync wrote); once it is stopped the
+/// Source is Healthy with no sync (issue 35: level-triggered) — at once in
+/// a get of it, within a second in a listing (the loop's refresh).
 #[tokio::test]
 async fn health_follows_the_owned_runs() {
     let pamd = Pamd::start(dir_opts()).await.unwrap();
@@ -512,9 +513,35 @@ async fn health_follows_the_owned_runs() {
     assert_eq!(s["status"]["health"], "Progressing", "{s}");
     assert_eq!(s["status"]["healthMessage"], "1 run(s) pending or running");
     assert_eq!(s["status"]["inventory"], 3);
+    let synced_at = s["status"]["lastAttemptAt"].clone();
     ok(&pamd.pamctl(&["-p", "web", "stop", "r1"]));
-    ok(&pamd.pamctl(&["sync", "d"]));
-    until(&pamd, "d", "healthy", |st| st["health"] == "Healthy").await;
+    eventually(Duration::from_secs(5), "the run stopped", || async {
+        let r = pamd.get("/api/v1/projects/web/runs/r1").await.unwrap();
+        (r["status"]["phase"] == "stopped").then_some(())
+    })
+    .await;
+    let s = source(&pamd, "d").await;
+    assert_eq!(s["status"]["health"], "Healthy", "{s}");
+    let listed = eventually(Duration::from_secs(2), "Healthy in the listing", || async {
+        let l = pamd.get("/api/v1/sources").await.unwrap();
+        let d = l["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["metadata"]["name"] == "d")
+            .cloned()
+            .unwrap();
+        (d["status"]["health"] == "Healthy").then_some(d)
+    })
+    .await;
+    assert_eq!(
+        listed["status"]["lastAttemptAt"], synced_at,
+        "no sync ran: {listed}"
+    );
+    assert_eq!(
+        ok(&pamd.pamctl(&["get", "sources", "-o", "jsonpath={.items[0].status.health}"])),
+        "Healthy"
+    );
 }
 
 /// Issue 35: a get of one Source lists each owned object with its own sync

@@ -50,6 +50,14 @@ impl Served for Source {
         _now: DateTime<Utc>,
     ) -> ApiResult<Value> {
         let owned = tx.owned_objects(self.id).await?;
+        // Health as the owned runs stand now (the loop writes it within
+        // sync::health::REFRESH; a get reads it at once).
+        let mut s = self.clone();
+        if s.status.revision.is_some() {
+            let health = crate::sync::health::health_of(&owned);
+            s.status.health = health.status;
+            s.status.health_message = health.message;
+        }
         let departed: Vec<pam_manifests::kinds::OwnedState> =
             serde_json::from_value(self.status.departed.clone()).unwrap_or_default();
         let states = crate::sync::objects::object_states(
@@ -57,7 +65,7 @@ impl Served for Source {
             &departed,
             pam_manifests::kinds::OBJECTS_SHOWN,
         );
-        Ok(objects::source(self, owned.len(), Some(states)))
+        Ok(objects::source(&s, owned.len(), Some(states)))
     }
 }
 

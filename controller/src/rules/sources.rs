@@ -330,6 +330,28 @@ pub async fn write_status(
     Ok(s)
 }
 
+/// A Source's health recomputed between syncs (issue 35, sync::health):
+/// written only when it changed; `false` when it did not (or the Source
+/// is gone). No event: the objects' own events tell what moved.
+pub async fn refresh_health(
+    tx: &mut dyn Tx,
+    id: Uuid,
+    health: Health,
+    now: DateTime<Utc>,
+) -> StoreResult<bool> {
+    let Some(mut s) = tx.get_source(id).await? else {
+        return Ok(false);
+    };
+    if s.status.health == health.status && s.status.health_message == health.message {
+        return Ok(false);
+    }
+    s.status.health = health.status;
+    s.status.health_message = health.message;
+    s.updated_at = now;
+    tx.write_source_status(&s, false).await?;
+    Ok(true)
+}
+
 /// How a deferred sync's message starts ([`waiting`]).
 pub const WAITING: &str = "waiting for files to settle: ";
 

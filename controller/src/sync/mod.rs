@@ -11,6 +11,7 @@
 pub mod apply;
 pub mod cache;
 pub mod fetch;
+pub mod health;
 pub mod objects;
 pub mod preview;
 pub mod roots;

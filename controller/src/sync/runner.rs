@@ -31,7 +31,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use pam_manifests::kinds::{Drift, HealthState, SourceSpec, SyncState};
+use pam_manifests::kinds::{Drift, SourceSpec, SyncState};
 use pam_store::{OwnedObject, Source};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -42,6 +42,8 @@ use serde_json::Value;
 use super::apply::{apply_tree, key_of, Prev};
 use super::cache::{Loaded, Plan, SourceCache};
 use super::fetch::{self, Repos, Tree};
+pub use super::health::health_of;
+use super::health::health_of_runs;
 use super::settle;
 use super::status::{defer, failed, invalid, refused};
 use super::watch::{DirWatch, DEBOUNCE};
@@ -60,9 +62,10 @@ pub async fn run(ctx: Ctx, repos: Repos, stop: CancellationToken) {
     let mut watches: HashMap<Uuid, DirWatch> = HashMap::new();
     let mut caches: HashMap<Uuid, SourceCache> = HashMap::new();
     let mut waiting: HashMap<Uuid, Instant> = HashMap::new();
+    let mut health_checked: HashMap<Uuid, Instant> = HashMap::new();
     let wake = Arc::new(tokio::sync::Notify::new());
     loop {
-        let maps = (&mut watches, &mut caches, &mut waiting);
+        let maps = (&mut watches, &mut caches, &mut waiting, &mut health_checked);
         let next = match pass(&ctx, &repos, maps, &wake).await {
             Ok(next) => next,
             Err(e) => {
@@ -83,18 +86,20 @@ pub async fn run(ctx: Ctx, repos: Repos, stop: CancellationToken) {
     }
 }
 
-/// The loop's memory: the watches, the caches, and the Sources whose
-/// deferred sync is tried again at an instant.
+/// The loop's memory: the watches, the caches, the Sources whose
+/// deferred sync is tried again at an instant, and when each Source's
+/// health was last recomputed (super::health).
 type Maps<'a> = (
     &'a mut HashMap<Uuid, DirWatch>,
     &'a mut HashMap<Uuid, SourceCache>,
+    &'a mut HashMap<Uuid, Instant>,
     &'a mut HashMap<Uuid, Instant>,
 );
 
 async fn pass(
     ctx: &Ctx,
     repos: &Repos,
-    (watches, caches, waiting): Maps<'_>,
+    (watches, caches, waiting, health_checked): Maps<'_>,
     wake: &Arc<tokio::sync::Notify>,
 ) -> anyhow::Result<Option<Instant>> {
     let mut next: Option<Instant> = None;
@@ -105,10 +110,16 @@ async fn pass(
     watches.retain(|id, _| list.iter().any(|s| s.id == *id));
     caches.retain(|id, _| list.iter().any(|s| s.id == *id));
     waiting.retain(|id, _| list.iter().any(|s| s.id == *id));
+    health_checked.retain(|id, _| list.iter().any(|s| s.id == *id));
     for s in list {
         let Ok(spec) = serde_json::from_value::<SourceSpec>(s.meta.spec.clone()) else {
             continue;
         };
+        // Health follows the owned runs between syncs, suspended or not
+        // (suspend stops syncs, not the runs).
+        if let Err(e) = super::health::refresh(ctx, &s, health_checked).await {
+            tracing::warn!(source = %s.name, error = %format!("{e:#}"), "health refresh failed");
+        }
         if spec.suspend {
             continue;
         }
@@ -230,49 +241,6 @@ pub fn drift_of(owned: &[OwnedObject]) -> Vec<Drift> {
             })
         })
         .collect()
-}
-
-/// Health rolled up from the owned objects: a failed run is Degraded, a
-/// pending or running one Progressing, else Healthy.
-pub fn health_of(owned: &[OwnedObject]) -> Health {
-    health_of_runs(
-        owned
-            .iter()
-            .filter_map(|o| Some((o.owner.name.as_str(), o.run_status?))),
-    )
-}
-
-/// [`health_of`] from the owned runs' names and statuses.
-pub fn health_of_runs<'a>(
-    runs: impl IntoIterator<Item = (&'a str, pam_manifests::state::RunStatus)>,
-) -> Health {
-    use pam_manifests::state::RunStatus as R;
-    let runs: Vec<(&str, R)> = runs.into_iter().collect();
-    let failed: Vec<&str> = runs
-        .iter()
-        .filter(|(_, s)| *s == R::Failed)
-        .map(|(name, _)| *name)
-        .collect();
-    if !failed.is_empty() {
-        return Health {
-            status: HealthState::Degraded,
-            message: format!("failed run(s): {}", failed.join(", ")),
-        };
-    }
-    let busy = runs
-        .iter()
-        .filter(|(_, s)| matches!(s, R::Pending | R::Spawning | R::Running))
-        .count();
-    if busy > 0 {
-        return Health {
-            status: HealthState::Progressing,
-            message: format!("{busy} run(s) pending or running"),
-        };
-    }
-    Health {
-        status: HealthState::Healthy,
-        message: String::new(),
-    }
 }
 
 /// Why a Source is synced now.

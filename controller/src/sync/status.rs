@@ -6,7 +6,7 @@ use pam_manifests::kinds::HealthState;
 use pam_store::Source;
 
 use super::apply::{source_error, SyncError};
-use super::runner::health_of;
+use super::health::health_of;
 use crate::ctx::Ctx;
 use crate::rules::sources::{self, Health, Outcome};
 
