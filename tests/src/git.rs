@@ -31,6 +31,44 @@ pub fn commit(dir: &Path, message: &str) -> String {
     git(dir, &["rev-parse", "HEAD"])
 }
 
+/// A bare repository served over git's dumb HTTP protocol (static files)
+/// on a local port (`http://127.0.0.1:PORT/origin.git/`, whatever the
+/// directory's name); with `known`, only to those `Authorization` values.
+/// After a push to it, run `git update-server-info` in it again (what dumb
+/// HTTP clients read).
+pub async fn serve_dumb_http(bare: &Path, known: &'static [&'static str]) -> u16 {
+    git(bare, &["update-server-info"]);
+    let root = bare.to_path_buf();
+    let app = axum::Router::new().fallback(move |req: axum::extract::Request| {
+        let root = root.clone();
+        async move {
+            use axum::http::{header, StatusCode};
+            use axum::response::IntoResponse;
+            let auth = req.headers().get(header::AUTHORIZATION);
+            if !known.is_empty()
+                && !auth
+                    .and_then(|a| a.to_str().ok())
+                    .is_some_and(|a| known.contains(&a))
+            {
+                return (
+                    StatusCode::UNAUTHORIZED,
+                    [(header::WWW_AUTHENTICATE, "Basic realm=\"git\"")],
+                )
+                    .into_response();
+            }
+            let rel = req.uri().path().trim_start_matches("/origin.git/");
+            match std::fs::read(root.join(rel)) {
+                Ok(bytes) if !rel.contains("..") => bytes.into_response(),
+                _ => StatusCode::NOT_FOUND.into_response(),
+            }
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    port
+}
+
 /// The repository and manifests of the workspace tests (issue 32).
 pub mod workspaces {
     use std::path::{Path, PathBuf};

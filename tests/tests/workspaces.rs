@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use std::path::Path;
 
-use pam_tests::git::git;
 use pam_tests::git::workspaces::{notes_on, origin, project, result, ws_run};
+use pam_tests::git::{git, serve_dumb_http};
 use pam_tests::ok;
 use pam_tests::worker::{apply, fast_pamd, run, wait_online, wait_phase, Worker};
 use serde_json::Value;
@@ -101,41 +101,6 @@ async fn twenty_at_once(bare: &Path, url: &str, push: bool) -> (pam_tests::Pamd,
     let recorded = pam_tests::worker::events(&pamd, Some("run.result_recorded")).await;
     assert_eq!(recorded.len(), N, "{recorded:#?}");
     (pamd, w1, w2)
-}
-
-/// A bare repository served over git's dumb HTTP protocol (static files)
-/// on a local port; with `known`, only to those `Authorization` values.
-async fn serve_dumb_http(bare: &Path, known: &'static [&'static str]) -> u16 {
-    git(bare, &["update-server-info"]);
-    let root = bare.to_path_buf();
-    let app = axum::Router::new().fallback(move |req: axum::extract::Request| {
-        let root = root.clone();
-        async move {
-            use axum::http::{header, StatusCode};
-            use axum::response::IntoResponse;
-            let auth = req.headers().get(header::AUTHORIZATION);
-            if !known.is_empty()
-                && !auth
-                    .and_then(|a| a.to_str().ok())
-                    .is_some_and(|a| known.contains(&a))
-            {
-                return (
-                    StatusCode::UNAUTHORIZED,
-                    [(header::WWW_AUTHENTICATE, "Basic realm=\"git\"")],
-                )
-                    .into_response();
-            }
-            let rel = req.uri().path().trim_start_matches("/origin.git/");
-            match std::fs::read(root.join(rel)) {
-                Ok(bytes) if !rel.contains("..") => bytes.into_response(),
-                _ => StatusCode::NOT_FOUND.into_response(),
-            }
-        }
-    });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    port
 }
 
 #[tokio::test]
