@@ -22,8 +22,21 @@ pub(crate) fn sync(ctx: &mut Ctx, name: &str, timeout: &str) -> Result<Exit> {
     let path = object_path(Kind::Source, None, name);
     client.post(&format!("{path}/sync"), &json!({}))?;
     let started = Instant::now();
+    // Polled through the listing: it carries the status without each owned
+    // object's state (a get of one reads the whole inventory for those).
+    let list = crate::collection_path(Kind::Source, None);
     loop {
-        let o = client.get(&path)?;
+        let listed = client.get(&list)?;
+        let Some(o) = listed
+            .get("items")
+            .and_then(Value::as_array)
+            .and_then(|items| items.iter().find(|o| text(o, "/metadata/name") == name))
+            .cloned()
+        else {
+            return Err(CliError::failed(format!(
+                "source.pam.dev/{name} was deleted while syncing"
+            )));
+        };
         // The loop clears the request in the status write of its sync.
         if o.pointer("/status/syncRequestedAt").is_none() {
             let sync = SyncState::parse(text(&o, "/status/sync")).unwrap_or_default();
