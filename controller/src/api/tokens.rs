@@ -81,7 +81,11 @@ fn grant_of(role: Option<&str>, projects: Vec<String>) -> ApiResult<Grant> {
             "a {} token needs its projects (`projects`, pamctl --project)",
             role.as_str()
         ))),
-        _ => Ok(Grant { role, projects }),
+        _ => Ok(Grant {
+            role,
+            projects,
+            read_only: Vec::new(),
+        }),
     }
 }
 

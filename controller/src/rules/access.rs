@@ -86,6 +86,8 @@ pub const ADMIN_RESOURCES: &[&str] = &[
     "sources",
     "webhooks",
     "webhookdeliveries",
+    // `/metrics` when `[metrics] require_token` (issue 34).
+    "metrics",
 ];
 
 /// The caller's own token (`whoami`, `auth can-i`): every operator-side
@@ -103,6 +105,10 @@ pub fn known(resource: &str) -> bool {
 pub struct Grant {
     pub role: Role,
     pub projects: Vec<String>,
+    /// Of `projects`, those only read in (an OIDC session whose groups map
+    /// to operator in some projects and viewer in others: the union,
+    /// [`crate::api::oidc`]); empty for every token.
+    pub read_only: Vec<String>,
 }
 
 impl Grant {
@@ -161,6 +167,9 @@ pub fn authorize(grant: &Grant, verb: Verb, resource: &str, project: Option<&str
     if project.is_some_and(|p| !grant.sees(p)) {
         return Decision::Hidden;
     }
+    if project.is_some_and(|p| grant.read_only.iter().any(|r| r == p)) && !verb.reads() {
+        return Decision::Forbidden;
+    }
     if grant.may(verb) {
         Decision::Allow
     } else {
@@ -176,6 +185,7 @@ mod tests {
         Grant {
             role,
             projects: projects.iter().map(|p| p.to_string()).collect(),
+            read_only: Vec::new(),
         }
     }
 
@@ -200,6 +210,14 @@ mod tests {
             assert_eq!(authorize(&viewer, v, "sources", None), Forbidden);
             assert_eq!(authorize(&worker, v, "runs", Some("web")), Forbidden);
             assert_eq!(authorize(&viewer, v, SELF, None), Allow);
+            // A session's union: operator in web, viewer in docs.
+            let mixed = Grant {
+                read_only: vec!["docs".into()],
+                ..grant(Role::Operator, &["web", "docs"])
+            };
+            assert_eq!(authorize(&mixed, v, "runs", Some("web")), Allow);
+            assert_eq!(authorize(&mixed, v, "runs", Some("docs")), read);
+            assert_eq!(authorize(&mixed, v, "runs", Some("api")), Hidden);
         }
     }
 }
