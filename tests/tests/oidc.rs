@@ -292,6 +292,25 @@ async fn a_team_web_session_acts_in_its_groups_projects_only_until_logout_or_exp
         .unwrap();
     assert_eq!(r.status(), 200);
 
+    // The live feed with the session: open until logout ends it.
+    let mut stream = pam_tests::oidc::client()
+        .get(w.url("/api/v1/events/stream"))
+        .header("cookie", b.cookie_header())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), 200);
+    // A session is held as itself, not as a token the re-check (every
+    // second) would find gone.
+    let open = tokio::time::timeout(Duration::from_millis(2500), async {
+        while let Ok(Some(_)) = stream.chunk().await {}
+    })
+    .await;
+    assert!(
+        open.is_err(),
+        "the session's stream ended before its logout"
+    );
+
     // Logout needs the CSRF value too, then ends the session here.
     let (s, r) = b
         .send(Method::POST, &w.url("/auth/logout"), None, None)
@@ -305,6 +324,12 @@ async fn a_team_web_session_acts_in_its_groups_projects_only_until_logout_or_exp
         .send(Method::POST, &w.url("/auth/logout"), Some(&csrf), None)
         .await;
     assert_eq!(s, 204);
+    // The stream ends (not merely goes quiet): read to its end.
+    let ended = tokio::time::timeout(Duration::from_secs(10), async {
+        while let Ok(Some(_)) = stream.chunk().await {}
+    })
+    .await;
+    assert!(ended.is_ok(), "the session's stream outlived its logout");
     let (s, r) = b
         .send(Method::GET, &w.url("/api/v1/whoami"), None, None)
         .await;

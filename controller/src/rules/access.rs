@@ -116,7 +116,7 @@ impl Grant {
     pub fn sees(&self, project: &str) -> bool {
         match self.role {
             Role::Admin => true,
-            Role::Worker => false,
+            Role::Worker | Role::Metrics => false,
             Role::Operator | Role::Viewer => self.projects.iter().any(|p| p == project),
         }
     }
@@ -130,7 +130,7 @@ impl Grant {
         match self.role {
             Role::Admin | Role::Operator => true,
             Role::Viewer => verb.reads(),
-            Role::Worker => false,
+            Role::Worker | Role::Metrics => false,
         }
     }
 }
@@ -156,6 +156,14 @@ pub fn authorize(grant: &Grant, verb: Verb, resource: &str, project: Option<&str
     }
     if resource == SELF || grant.role == Role::Admin {
         return Decision::Allow;
+    }
+    // A scraper's token (issue 34): /metrics and nothing else.
+    if grant.role == Role::Metrics {
+        return if resource == "metrics" && verb == Verb::Get {
+            Decision::Allow
+        } else {
+            Decision::Forbidden
+        };
     }
     if ADMIN_RESOURCES.contains(&resource) {
         return if resource == "hosts" && verb.reads() {
@@ -196,6 +204,7 @@ mod tests {
         let op = grant(Role::Operator, &["web"]);
         let viewer = grant(Role::Viewer, &["web"]);
         let worker = grant(Role::Worker, &[]);
+        let metrics = grant(Role::Metrics, &[]);
         for v in Verb::ALL {
             assert_eq!(authorize(&admin, v, "runs", Some("api")), Allow);
             assert_eq!(authorize(&admin, v, "tokens", None), Allow);
@@ -210,6 +219,12 @@ mod tests {
             assert_eq!(authorize(&viewer, v, "sources", None), Forbidden);
             assert_eq!(authorize(&worker, v, "runs", Some("web")), Forbidden);
             assert_eq!(authorize(&viewer, v, SELF, None), Allow);
+            let scrape = if v == Verb::Get { Allow } else { Forbidden };
+            assert_eq!(authorize(&metrics, v, "metrics", None), scrape);
+            assert_eq!(authorize(&admin, v, "metrics", None), Allow);
+            assert_eq!(authorize(&op, v, "metrics", None), Forbidden);
+            assert_eq!(authorize(&metrics, v, "runs", Some("web")), Forbidden);
+            assert_eq!(authorize(&metrics, v, "hosts", None), Forbidden);
             // A session's union: operator in web, viewer in docs.
             let mixed = Grant {
                 read_only: vec!["docs".into()],
