@@ -65,7 +65,7 @@ struct Inner {
     /// The time the ID token's iat/exp are counted from: pamd's clock.
     now: i64,
     /// Codes redeemed and answered (for replay checks).
-    pub tokens_issued: usize,
+    tokens_issued: usize,
 }
 
 /// The running issuer.
@@ -139,14 +139,6 @@ impl Issuer {
     /// pamd's clock moved.
     pub fn set_now(&self, now: i64) {
         self.inner.lock().unwrap().now = now;
-    }
-
-    /// An ID token signed with this issuer's key, for a test to send.
-    pub fn sign(&self, claims: &Value) -> String {
-        let i = self.inner.lock().unwrap();
-        let mut h = Header::new(Algorithm::ES256);
-        h.kid = Some("k1".into());
-        jsonwebtoken::encode(&h, claims, &EncodingKey::from_ec_der(&i.key_der)).unwrap()
     }
 
     pub fn tokens_issued(&self) -> usize {

@@ -132,6 +132,92 @@ impl OidcFile {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::{Cli, Config};
+
+    const BASE: &str = "[oidc]\nissuer = \"https://id.example/realms/pam\"\nclient_id = \"pam\"\nredirect_url = \"https://pam.example/auth/callback\"\n";
+
+    fn resolve(extra: &str) -> anyhow::Result<Config> {
+        let text = format!("{BASE}{extra}");
+        Config::resolve(
+            Some((Path::new("pamd.toml"), &text)),
+            &Cli::default(),
+            Some(Path::new("/home/op")),
+        )
+    }
+
+    #[test]
+    fn oidc_defaults_and_groups() {
+        assert_eq!(
+            Config::resolve(None, &Cli::default(), Some(Path::new("/h")))
+                .unwrap()
+                .oidc,
+            None
+        );
+        let c = resolve("[oidc.groups]\n\"team-web\" = { role = \"operator\", projects = [\"web\"] }\n\"ops\" = { role = \"admin\" }\n")
+            .unwrap();
+        let o = c.oidc.unwrap();
+        assert_eq!(o.groups_claim, "groups");
+        assert_eq!(o.session_ttl, chrono::Duration::hours(8));
+        assert_eq!(o.client_secret, None);
+        assert!(!o.secure_cookies);
+        assert_eq!(o.groups["team-web"].role, Role::Operator);
+        assert_eq!(o.groups["ops"].projects, Vec::<String>::new());
+        assert!(!c.metrics.require_token);
+    }
+
+    #[test]
+    fn oidc_refusals_name_the_key() {
+        for (extra, want) in [
+            ("scope = \"x\"\n", "unknown field `scope`"),
+            ("session_ttl = \"8 weeks\"\n", "[oidc] session_ttl"),
+            (
+                "client_secret_file = \"/nonexistent/secret\"\n",
+                "[oidc] client_secret_file",
+            ),
+            (
+                "[oidc.groups]\n\"g\" = { role = \"worker\" }\n",
+                "expected admin, operator or viewer",
+            ),
+            (
+                "[oidc.groups]\n\"g\" = { role = \"metrics\" }\n",
+                "expected admin, operator or viewer",
+            ),
+            (
+                "[oidc.groups]\n\"g\" = { role = \"viewer\" }\n",
+                "a viewer needs projects",
+            ),
+            (
+                "[oidc.groups]\n\"g\" = { role = \"viewer\", projects = [\"web\"], extra = 1 }\n",
+                "unknown field `extra`",
+            ),
+        ] {
+            let e = format!("{:#}", resolve(extra).unwrap_err());
+            assert!(e.contains(want), "{extra}: {e}");
+        }
+        let bad_issuer = "[oidc]\nissuer = \"not a url\"\nclient_id = \"pam\"\nredirect_url = \"https://pam.example/cb\"\n";
+        let e = format!(
+            "{:#}",
+            Config::resolve(
+                Some((Path::new("p.toml"), bad_issuer)),
+                &Cli::default(),
+                Some(Path::new("/h"))
+            )
+            .unwrap_err()
+        );
+        assert!(e.contains("[oidc] issuer"), "{e}");
+        let no_client =
+            "[oidc]\nissuer = \"https://id.example\"\nredirect_url = \"https://pam.example/cb\"\n";
+        let e = format!(
+            "{:#}",
+            Config::resolve(
+                Some((Path::new("p.toml"), no_client)),
+                &Cli::default(),
+                Some(Path::new("/h"))
+            )
+            .unwrap_err()
+        );
+        assert!(e.contains("client_id"), "{e}");
+    }
 
     #[test]
     fn durations() {

@@ -410,3 +410,63 @@ pub async fn logout(
     }
     Ok(resp)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(groups: &[(&str, Role, &[&str])]) -> Settings {
+        Settings {
+            issuer: "https://id.example".into(),
+            client_id: "pam".into(),
+            client_secret: None,
+            groups_claim: "groups".into(),
+            redirect_url: "https://pam.example/auth/callback".into(),
+            session_ttl: Duration::hours(8),
+            groups: groups
+                .iter()
+                .map(|(g, role, projects)| {
+                    let projects = projects.iter().map(|p| p.to_string()).collect();
+                    (
+                        g.to_string(),
+                        GroupGrant {
+                            role: *role,
+                            projects,
+                        },
+                    )
+                })
+                .collect(),
+            secure_cookies: false,
+        }
+    }
+
+    fn groups(g: &[&str]) -> Vec<String> {
+        g.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn groups_map_to_their_union() {
+        let s = settings(&[
+            ("web-ops", Role::Operator, &["web"]),
+            ("api-ops", Role::Operator, &["api"]),
+            ("readers", Role::Viewer, &["web", "docs"]),
+            ("admins", Role::Admin, &[]),
+        ]);
+        assert_eq!(s.grant(&groups(&["strangers"])), None);
+        assert_eq!(s.grant(&[]), None);
+        let g = s
+            .grant(&groups(&["readers", "web-ops", "api-ops"]))
+            .unwrap();
+        assert_eq!(g.role, Role::Operator);
+        assert_eq!(g.projects, ["api", "web", "docs"]);
+        assert_eq!(g.read_only, ["docs"]);
+        let g = s.grant(&groups(&["readers", "other"])).unwrap();
+        assert_eq!(
+            (g.role, g.projects.as_slice()),
+            (Role::Viewer, &["docs".to_string(), "web".to_string()][..])
+        );
+        assert!(g.read_only.is_empty());
+        let g = s.grant(&groups(&["readers", "admins"])).unwrap();
+        assert_eq!((g.role, g.projects.len()), (Role::Admin, 0));
+    }
+}
