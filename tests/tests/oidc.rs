@@ -707,12 +707,7 @@ async fn sign_in_bad_input_is_refused_with_nothing_made() {
     let (s, r) = alice
         .send(Method::GET, &w.url("/api/v1/workers/desired"), None, None)
         .await;
-    refused(
-        s,
-        &r,
-        (401, "unauthorized"),
-        "a session on a worker endpoint",
-    );
+    refused(s, &r, (403, "forbidden"), "a session on a worker endpoint");
 
     // Nothing of any of it reached the journal.
     assert_eq!(w.journal().await, journal);

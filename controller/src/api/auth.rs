@@ -295,7 +295,7 @@ pub struct Worker {
 impl FromRequestParts<AppState> for Worker {
     type Rejection = ApiError;
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        match authenticate(state, auth_header(parts), peer(&parts.extensions)).await? {
+        match authenticate_parts(state, parts).await? {
             Principal::Worker { host, .. } => Ok(Worker { host }),
             Principal::Operator { .. } | Principal::Session { .. } => Err(ApiError::new(
                 StatusCode::FORBIDDEN,

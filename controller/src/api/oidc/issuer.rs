@@ -288,3 +288,110 @@ fn too_big(what: &str) -> Refused {
         "the issuer's {what} is larger than {MAX_BODY} bytes"
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jsonwebtoken::{EncodingKey, Header};
+    use serde_json::json;
+
+    /// An RSA key made once with openssl for this test only (PKCS#1 DER)
+    /// and its public modulus: the tests' issuer (pam-tests) signs ES256,
+    /// so RS256 is checked here.
+    const RSA_DER: &[u8] = include_bytes!("../../../tests/fixtures/oidc-rs256-test-key.der");
+    const RSA_N: &str = "n13tN0thJsYbxV_mHsPGE3XzJmMyMM-eAJQmA1_RY_NO93xspn-miPIJPi3AlEMHBtBaapx_l5hCC_h6fjtzHaIwYfPy7SgSMHGZWUxQ68zeUaLbEKTkebb2lgv_3Il_mBTRpBgUBQVUvw5fYSTXGAE9e8X1O5LB8hCY6OL2nb4n6D_9E8ay-cEgr86xuIVdPucNxhnKYeSYfNFGZba9d5KrJ7WEQ2bfMYby1wPCDZbvf7JB2B4PPKqdYkk1zH3T635f6WKjJkrF97pADjvaSw_MKyVBHQI8kd-KjIJRNE9Shrcrc4TKfWVUGJmqNvL499RNHISidFjJNef8MeFI4w";
+
+    fn issuer() -> Issuer {
+        let i = Issuer::new("https://id.example".into(), "pam".into()).unwrap();
+        let jwk: Jwk = serde_json::from_value(
+            json!({"kty": "RSA", "kid": "r1", "alg": "RS256", "use": "sig", "n": RSA_N, "e": "AQAB"}),
+        )
+        .unwrap();
+        // Known keys, fetched just now: verify asks nothing of the network.
+        *i.keys.try_lock().unwrap() = Keys {
+            set: vec![jwk],
+            fetched: Some(Instant::now()),
+        };
+        i
+    }
+
+    fn token(alg: Algorithm, claims: Value) -> String {
+        let mut h = Header::new(alg);
+        h.kid = Some("r1".into());
+        jsonwebtoken::encode(&h, &claims, &EncodingKey::from_rsa_der(RSA_DER)).unwrap()
+    }
+
+    fn claims(exp: i64) -> Value {
+        json!({"iss": "https://id.example", "aud": "pam", "sub": "s1", "nonce": "n1",
+               "exp": exp, "preferred_username": "ada", "groups": "team-web"})
+    }
+
+    #[tokio::test]
+    async fn rs256_tokens_verify_on_pamds_clock_with_leeway() {
+        let i = issuer();
+        let now = DateTime::from_timestamp(1_800_000_000, 0).unwrap();
+        let t = now.timestamp();
+        let id = i
+            .verify(
+                &token(Algorithm::RS256, claims(t + 60)),
+                "n1",
+                "groups",
+                now,
+            )
+            .await
+            .unwrap();
+        assert_eq!((id.subject.as_str(), id.name.as_str()), ("s1", "ada"));
+        assert_eq!(id.groups, ["team-web"]);
+        // Within the leeway, then past it.
+        assert!(i
+            .verify(
+                &token(Algorithm::RS256, claims(t - 30)),
+                "n1",
+                "groups",
+                now
+            )
+            .await
+            .is_ok());
+        let e = i
+            .verify(
+                &token(Algorithm::RS256, claims(t - 61)),
+                "n1",
+                "groups",
+                now,
+            )
+            .await
+            .unwrap_err();
+        assert!(e.0.contains("expired"), "{e}");
+        let e = i
+            .verify(
+                &token(Algorithm::RS256, claims(t + 60)),
+                "n2",
+                "groups",
+                now,
+            )
+            .await
+            .unwrap_err();
+        assert!(e.0.contains("nonce"), "{e}");
+        // The same key under another RSA algorithm: refused by name.
+        let e = i
+            .verify(
+                &token(Algorithm::RS384, claims(t + 60)),
+                "n1",
+                "groups",
+                now,
+            )
+            .await
+            .unwrap_err();
+        assert!(e.0.contains("RS384"), "{e}");
+        // A flipped signature byte.
+        let good = token(Algorithm::RS256, claims(t + 60));
+        let (head, sig) = good.rsplit_once('.').unwrap();
+        let bad = format!(
+            "{head}.{}{}",
+            if sig.starts_with('A') { "B" } else { "A" },
+            &sig[1..]
+        );
+        let e = i.verify(&bad, "n1", "groups", now).await.unwrap_err();
+        assert!(e.0.contains("not valid"), "{e}");
+    }
+}
