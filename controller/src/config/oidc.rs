@@ -163,6 +163,9 @@ mod tests {
         assert_eq!(o.groups["team-web"].role, Role::Operator);
         assert_eq!(o.groups["ops"].projects, Vec::<String>::new());
         assert!(!c.metrics.require_token);
+        // Served over TLS: the cookies are Secure.
+        let c = resolve("[tls]\nself_signed = true\n").unwrap();
+        assert!(c.oidc.unwrap().secure_cookies);
     }
 
     #[test]

@@ -149,15 +149,7 @@ impl Oidc {
     fn remember(&self, state: String, p: Pending, now: DateTime<Utc>) {
         let mut pending = self.pending.lock().expect("pending lock");
         pending.retain(|_, p| (now - p.started).num_seconds() < PENDING_TTL_SECONDS);
-        if pending.len() >= MAX_PENDING {
-            if let Some(oldest) = pending
-                .iter()
-                .min_by_key(|(_, p)| p.started)
-                .map(|(k, _)| k.clone())
-            {
-                pending.remove(&oldest);
-            }
-        }
+        session::make_room(&mut pending, MAX_PENDING, |p| p.started);
         pending.insert(state, p);
     }
 

@@ -65,6 +65,25 @@ pub fn random_token() -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b)
 }
 
+/// Room for one more in a map kept to `max` entries: the oldest (by
+/// `born`) goes.
+pub(super) fn make_room<V>(
+    map: &mut HashMap<String, V>,
+    max: usize,
+    born: impl Fn(&V) -> DateTime<Utc>,
+) {
+    if map.len() < max {
+        return;
+    }
+    if let Some(oldest) = map
+        .iter()
+        .min_by_key(|(_, v)| born(v))
+        .map(|(k, _)| k.clone())
+    {
+        map.remove(&oldest);
+    }
+}
+
 impl Sessions {
     /// Keeps `session`; returns the cookie value that finds it.
     pub fn insert(&self, session: Session, now: DateTime<Utc>) -> String {
@@ -73,15 +92,7 @@ impl Sessions {
         if map.len() >= MAX_SESSIONS {
             map.retain(|_, s| s.expires_at > now);
         }
-        if map.len() >= MAX_SESSIONS {
-            if let Some(oldest) = map
-                .iter()
-                .min_by_key(|(_, s)| s.created_at)
-                .map(|(k, _)| k.clone())
-            {
-                map.remove(&oldest);
-            }
-        }
+        make_room(&mut map, MAX_SESSIONS, |s| s.created_at);
         map.insert(fingerprint(&cookie), session);
         cookie
     }
@@ -181,4 +192,34 @@ pub fn authenticate(
         }
     }
     Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cookies_are_read_by_exact_name() {
+        let mut h = HeaderMap::new();
+        h.append(
+            "cookie",
+            "a=1; pam_session_x=no; pam_session=yes".parse().unwrap(),
+        );
+        h.append("cookie", "pam_csrf=c".parse().unwrap());
+        assert_eq!(cookie(&h, COOKIE), Some("yes"));
+        assert_eq!(cookie(&h, CSRF_COOKIE), Some("c"));
+        assert_eq!(cookie(&h, "pam"), None);
+    }
+
+    #[test]
+    fn a_full_map_drops_its_oldest() {
+        let t = |s| DateTime::from_timestamp(s, 0).unwrap();
+        let mut m: HashMap<String, DateTime<Utc>> = [("b", t(2)), ("a", t(1)), ("c", t(3))]
+            .map(|(k, v)| (k.to_string(), v))
+            .into();
+        make_room(&mut m, 4, |v| *v);
+        assert_eq!(m.len(), 3);
+        make_room(&mut m, 3, |v| *v);
+        assert!(!m.contains_key("a") && m.len() == 2, "{m:?}");
+    }
 }
