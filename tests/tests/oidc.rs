@@ -342,11 +342,24 @@ async fn a_team_web_session_acts_in_its_groups_projects_only_until_logout_or_exp
         .send(Method::GET, &w.url("/api/v1/whoami"), None, None)
         .await;
     assert_eq!(s, 200);
+    let mut stream = pam_tests::oidc::client()
+        .get(w.url("/api/v1/events/stream"))
+        .header("cookie", b.cookie_header())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), 200);
     w.at(3601).await;
     let (s, r) = b
         .send(Method::GET, &w.url("/api/v1/whoami"), None, None)
         .await;
     refused(s, &r, (401, "unauthorized"), "an expired session");
+    // Its stream ends too (the session's re-check, once a second).
+    let ended = tokio::time::timeout(Duration::from_secs(10), async {
+        while let Ok(Some(_)) = stream.chunk().await {}
+    })
+    .await;
+    assert!(ended.is_ok(), "the session's stream outlived its expiry");
     // …and so does the ID token's exp, when sooner.
     w.issuer.bend(|b| {
         b.groups = vec!["team-web".into()];
