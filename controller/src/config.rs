@@ -47,6 +47,11 @@
 //! [rate_limits]             # issue 19, per token (see config/rate_limits.rs)
 //! # operator_per_second = 100, operator_burst = 1000,
 //! # worker_per_second = 50, worker_burst = 200, enabled = true
+//! [metrics]
+//! require_token = false     # true: /metrics needs an admin or metrics token
+//! [oidc]                    # issue 34: dashboard sign-in (see config/oidc.rs)
+//! # issuer = "https://…", client_id = "pam", client_secret_file = "…",
+//! # redirect_url = "https://…/auth/callback", groups_claim = "groups", session_ttl = "8h"
 //! ```
 //! An unknown key is an error naming it: a typo must not silently fall back
 //! to a default.
@@ -59,6 +64,7 @@ use crate::rules::runs::usage::PriceTable;
 use crate::sync::fetch::GitAuth;
 
 mod database;
+mod oidc;
 mod prices;
 pub mod rate_limits;
 mod secrets;
@@ -181,6 +187,18 @@ pub struct Config {
     pub sources: sources::SourcesConfig,
     /// The API's request limits (issue 30).
     pub api: ApiConfig,
+    /// Dashboard sign-in with OIDC (issue 34); None: tokens only.
+    pub oidc: Option<crate::api::oidc::Settings>,
+    pub metrics: MetricsConfig,
+}
+
+/// The `[metrics]` table (issue 34).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MetricsConfig {
+    /// `/metrics` needs an admin or `metrics` token. Off by default: a
+    /// scraper set up before issue 34 (the Helm ServiceMonitor) has none.
+    pub require_token: bool,
 }
 
 /// The `[api]` table.
@@ -310,6 +328,8 @@ struct FileConfig {
     secrets: secrets::SecretsFile,
     sources: sources::SourcesConfig,
     api: ApiConfig,
+    oidc: Option<oidc::OidcFile>,
+    metrics: MetricsConfig,
 }
 
 impl Config {
@@ -351,8 +371,15 @@ impl Config {
                 .key_file(cli.secrets_key_file.clone(), &data_dir, |f| {
                     expand_home(f, home)
                 })?;
+        let tls = tls_mode(cli, parsed.tls, home)?;
+        let oidc = match parsed.oidc {
+            Some(o) => Some(o.settings(tls != Tls::Off, |f| expand_home(f, home))?),
+            None => None,
+        };
         let config = Config {
             secrets_key_file,
+            oidc,
+            metrics: parsed.metrics,
             listen: cli
                 .listen
                 .clone()
@@ -361,7 +388,7 @@ impl Config {
             data_dir,
             database_url: cli.database_url.clone().or(parsed.database_url),
             local_worker: cli.local_worker,
-            tls: tls_mode(cli, parsed.tls, home)?,
+            tls,
             hosts: parsed.hosts,
             dispatch: parsed.dispatch,
             retention: parsed.retention,

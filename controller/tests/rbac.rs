@@ -55,10 +55,17 @@ async fn call(
     uri: &str,
     body: Option<Value>,
 ) -> (StatusCode, String) {
-    let req = Request::builder()
-        .method(method.clone())
-        .uri(uri)
-        .header("authorization", format!("Bearer {token}"));
+    let req = Request::builder().method(method.clone()).uri(uri);
+    // `session:COOKIE:CSRF`: a dashboard session ([`with_sessions`]).
+    let req = match token
+        .strip_prefix("session:")
+        .and_then(|s| s.split_once(':'))
+    {
+        Some((cookie, csrf)) => req
+            .header("cookie", format!("pam_session={cookie}"))
+            .header("x-pam-csrf", csrf),
+        None => req.header("authorization", format!("Bearer {token}")),
+    };
     let req = match body {
         Some(b) => req
             .header("content-type", "application/json")
@@ -179,6 +186,12 @@ fn every_route_declares_its_permission() {
         // Issue 35: a git host's push, proved by its own signature
         // against the Source's receiver secret (api::source_hooks).
         "/api/v1/sources/{source}/hooks/{provider}",
+        // Issue 34: OIDC sign-in makes the session (api::oidc); logout
+        // checks the session's CSRF value itself.
+        "/auth/info",
+        "/auth/login",
+        "/auth/callback",
+        "/auth/logout",
     ];
     for r in table(DEFAULT_MAX_BODY_BYTES) {
         match r.access {
@@ -210,7 +223,62 @@ fn every_route_declares_its_permission() {
 
 #[tokio::test]
 async fn a_web_token_reaches_only_web_for_every_route() {
-    let w = world().await;
+    walk(world().await).await;
+}
+
+/// The world's viewer and operator replaced by dashboard sessions (issue
+/// 34, OIDC) of the same roles in web, with their CSRF values.
+fn with_sessions(mut w: World) -> World {
+    use pam_controller::api::oidc::{session::Session, Oidc, Settings};
+    use pam_controller::rules::access::{Grant, Role};
+    let oidc = Oidc::new(Settings {
+        issuer: "https://id.example".into(),
+        client_id: "pam".into(),
+        client_secret: None,
+        groups_claim: "groups".into(),
+        redirect_url: "https://pam.example/auth/callback".into(),
+        session_ttl: chrono::Duration::hours(8),
+        groups: Default::default(),
+        secure_cookies: false,
+    })
+    .unwrap();
+    let now = w.st.ctx.now();
+    let session = |role: Role| {
+        let csrf = format!("csrf-{}", role.as_str());
+        let cookie = oidc.sessions.insert(
+            Session {
+                id: uuid::Uuid::new_v4(),
+                subject: format!("sub-{}", role.as_str()),
+                name: format!("{}@example.com", role.as_str()),
+                grant: Grant {
+                    role,
+                    projects: vec!["web".into()],
+                    read_only: Vec::new(),
+                },
+                csrf: csrf.clone(),
+                created_at: now,
+                expires_at: now + chrono::Duration::hours(1),
+            },
+            now,
+        );
+        format!("session:{cookie}:{csrf}")
+    };
+    w.viewer = session(Role::Viewer);
+    w.operator = session(Role::Operator);
+    w.st.oidc = Some(Arc::new(oidc));
+    w
+}
+
+/// The same walk with sessions in place of the tokens: a session is
+/// authorized by the very decision a token is.
+#[tokio::test]
+async fn a_web_session_reaches_only_web_for_every_route() {
+    walk(with_sessions(world().await)).await;
+}
+
+/// Every route, called by the viewer and the operator of web against web
+/// and api.
+async fn walk(w: World) {
     let mut routes = table(DEFAULT_MAX_BODY_BYTES);
     // Deleting project web itself last: every other route needs it.
     routes.sort_by_key(|r| r.method == Method::DELETE && r.path == "/api/v1/projects/{project}");

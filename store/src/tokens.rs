@@ -15,17 +15,24 @@ pub enum TokenKind {
 
 /// What a token may do (issue 34): `admin` everything, `operator` read
 /// and change its projects, `viewer` read its projects, `worker` the
-/// worker endpoints for its host.
+/// worker endpoints for its host, `metrics` only `/metrics`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Role {
     Admin,
     Operator,
     Viewer,
     Worker,
+    Metrics,
 }
 
 impl Role {
-    pub const ALL: [Role; 4] = [Role::Admin, Role::Operator, Role::Viewer, Role::Worker];
+    pub const ALL: [Role; 5] = [
+        Role::Admin,
+        Role::Operator,
+        Role::Viewer,
+        Role::Worker,
+        Role::Metrics,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -33,6 +40,7 @@ impl Role {
             Role::Operator => "operator",
             Role::Viewer => "viewer",
             Role::Worker => "worker",
+            Role::Metrics => "metrics",
         }
     }
 

@@ -53,9 +53,10 @@ export async function startPamd({ configToml = '' } = {}) {
   const dataDir = join(dir, 'data');
   mkdirSync(dataDir);
   const config = join(dir, 'pamd.toml');
-  writeFileSync(config, configToml);
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
+  // A function: a config that names pamd's own URL (OIDC's redirect_url).
+  writeFileSync(config, typeof configToml === 'function' ? configToml(url) : configToml);
   const log = join(dataDir, 'pamd.log');
   const out = openSync(log, 'a');
   const launch = async () => {

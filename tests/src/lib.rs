@@ -4,6 +4,7 @@
 //! [`worker`] adds real pam-worker processes on private tmux servers.
 
 pub mod git;
+pub mod oidc;
 pub mod worker;
 
 pub mod bench;

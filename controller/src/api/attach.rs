@@ -26,7 +26,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-use super::auth::{Operator, Principal};
+use super::auth::Operator;
 use crate::rules::leases::{self, Lease, LeaseError, DEFAULT_TTL, MAX_TTL};
 use pam_store::Run;
 
@@ -120,10 +120,7 @@ pub async fn acquire(
     let holder = match body.holder.map(|h| h.trim().to_string()) {
         Some(h) if !h.is_empty() && h.len() <= 200 => h,
         Some(_) => return Err(ApiError::bad_request("holder must be 1 to 200 characters")),
-        None => match &op {
-            Principal::Operator { name, .. } => name.clone(),
-            Principal::Worker { host, .. } => host.clone(),
-        },
+        None => op.name().to_string(),
     };
     let run = live_run(&st, &slug, &name).await?;
     if !matches!(run.status, RunStatus::Spawning | RunStatus::Running) {
@@ -143,7 +140,7 @@ pub async fn acquire(
             run_id: run.id,
             attempt: run.attempt,
             holder: &holder,
-            token_id: Some(op.token_id()),
+            token_id: op.token_id(),
             ttl,
         },
         st.ctx.now(),

@@ -40,6 +40,17 @@ pub enum Principal {
         fingerprint: String,
         host: String,
     },
+    /// A dashboard session of an OIDC sign-in (issue 34; api/oidc): its
+    /// grant from the user's groups, checked by the same
+    /// [`crate::rules::access::authorize`].
+    Session {
+        /// The session's own id (stream holds end with it).
+        session: Uuid,
+        /// The ID token's `sub`: what the audit trail records.
+        subject: String,
+        name: String,
+        grant: Grant,
+    },
 }
 
 impl Principal {
@@ -47,7 +58,7 @@ impl Principal {
     /// may say of it.
     pub fn name(&self) -> &str {
         match self {
-            Principal::Operator { name, .. } => name,
+            Principal::Operator { name, .. } | Principal::Session { name, .. } => name,
             Principal::Worker { host, .. } => host,
         }
     }
@@ -55,21 +66,39 @@ impl Principal {
     /// An operator-side token's role and projects; None for a worker.
     pub fn grant(&self) -> Option<&Grant> {
         match self {
-            Principal::Operator { grant, .. } => Some(grant),
+            Principal::Operator { grant, .. } | Principal::Session { grant, .. } => Some(grant),
             Principal::Worker { .. } => None,
         }
     }
 
-    /// The caller's token.
-    pub fn token_id(&self) -> Uuid {
+    /// The caller's token (None: a session, which has none).
+    pub fn token_id(&self) -> Option<Uuid> {
         match self {
-            Principal::Operator { token_id, .. } | Principal::Worker { token_id, .. } => *token_id,
+            Principal::Operator { token_id, .. } | Principal::Worker { token_id, .. } => {
+                Some(*token_id)
+            }
+            Principal::Session { .. } => None,
+        }
+    }
+
+    /// The OIDC subject of a session.
+    pub fn subject(&self) -> Option<&str> {
+        match self {
+            Principal::Session { subject, .. } => Some(subject),
+            _ => None,
         }
     }
 
     /// Holds the caller's token for something that outlives this request
     /// (a stream, a lease): it ends when the token is revoked.
     pub fn hold(&self, state: &AppState) -> Hold {
+        if let (Principal::Session { session, .. }, Some(o)) = (self, state.oidc.as_ref()) {
+            return state.revocations.hold_session(
+                *session,
+                o.sessions.clone(),
+                state.ctx.clock.clone(),
+            );
+        }
         let (id, fp) = match self {
             Principal::Operator {
                 token_id,
@@ -80,7 +109,9 @@ impl Principal {
                 token_id,
                 fingerprint,
                 ..
-            } => (*token_id, fingerprint),
+            } => (*token_id, fingerprint.as_str()),
+            // Without [oidc] there are no sessions; held as nothing.
+            Principal::Session { session, .. } => (*session, ""),
         };
         state.revocations.hold(&state.ctx.store, id, fp)
     }
@@ -178,6 +209,7 @@ fn principal(t: ApiToken, fp: String) -> Principal {
             grant: Grant {
                 role: t.role,
                 projects: t.projects,
+                read_only: Vec::new(),
             },
         },
         TokenKind::Worker => Principal::Worker {
@@ -186,6 +218,36 @@ fn principal(t: ApiToken, fp: String) -> Principal {
             host: t.host_name.unwrap_or_default(),
         },
     }
+}
+
+/// The caller of a request: its bearer token, else (with `[oidc]`) its
+/// dashboard session cookie, whose changes need the CSRF header
+/// ([`super::oidc::session::authenticate`]). A bearer token wins: its
+/// requests never need a CSRF value.
+pub async fn authenticate_parts(state: &AppState, parts: &Parts) -> Result<Principal, ApiError> {
+    let header = auth_header(parts);
+    if header.is_none() {
+        use super::oidc::session;
+        if let (Some(o), Some(c)) = (
+            state.oidc.as_ref(),
+            session::cookie(&parts.headers, session::COOKIE),
+        ) {
+            let now = state.ctx.now();
+            return match session::authenticate(&o.sessions, c, &parts.method, &parts.headers, now) {
+                Ok(s) => Ok(Principal::Session {
+                    session: s.id,
+                    subject: s.subject,
+                    name: s.name,
+                    grant: s.grant,
+                }),
+                Err(e) => {
+                    super::authz::refused_name(state, "session", e.status);
+                    Err(e)
+                }
+            };
+        }
+    }
+    authenticate(state, header, peer(&parts.extensions)).await
 }
 
 pub fn auth_header(parts: &Parts) -> Option<&str> {
@@ -214,8 +276,8 @@ impl FromRequestParts<AppState> for Operator {
         if let Some(p) = parts.extensions.get::<Principal>() {
             return Ok(Operator(p.clone()));
         }
-        match authenticate(state, auth_header(parts), peer(&parts.extensions)).await? {
-            p @ Principal::Operator { .. } => Ok(Operator(p)),
+        match authenticate_parts(state, parts).await? {
+            p @ (Principal::Operator { .. } | Principal::Session { .. }) => Ok(Operator(p)),
             Principal::Worker { .. } => Err(ApiError::new(
                 StatusCode::FORBIDDEN,
                 "forbidden",
@@ -233,9 +295,9 @@ pub struct Worker {
 impl FromRequestParts<AppState> for Worker {
     type Rejection = ApiError;
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        match authenticate(state, auth_header(parts), peer(&parts.extensions)).await? {
+        match authenticate_parts(state, parts).await? {
             Principal::Worker { host, .. } => Ok(Worker { host }),
-            Principal::Operator { .. } => Err(ApiError::new(
+            Principal::Operator { .. } | Principal::Session { .. } => Err(ApiError::new(
                 StatusCode::FORBIDDEN,
                 "forbidden",
                 "this endpoint is for worker tokens (pamctl token create --worker HOST)",

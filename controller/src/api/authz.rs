@@ -11,7 +11,7 @@ use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use super::auth::{auth_header, authenticate, peer, Principal};
+use super::auth::{authenticate_parts, Principal};
 use super::route::Access;
 use super::{ApiError, AppState};
 use crate::rules::access::{self, Decision, Grant, Verb};
@@ -83,7 +83,7 @@ pub async fn enforce(State(perm): State<Permission>, req: Request, next: Next) -
         Err(e) => return ApiError::bad_request(e.body_text()).into_response(),
     };
     let st = &perm.state;
-    let principal = match authenticate(st, auth_header(&parts), peer(&parts.extensions)).await {
+    let principal = match authenticate_parts(st, &parts).await {
         Ok(p) => p,
         Err(e) => return e.into_response(),
     };
@@ -103,7 +103,11 @@ pub async fn enforce(State(perm): State<Permission>, req: Request, next: Next) -
 /// The `actor` of the events a principal's requests journal.
 pub fn actor(principal: &Principal) -> serde_json::Value {
     let role = principal.grant().map_or("worker", |g| g.role.as_str());
-    serde_json::json!({ "name": principal.name(), "role": role })
+    match principal.subject() {
+        // Signed in with OIDC: the issuer's subject too.
+        Some(sub) => serde_json::json!({ "name": principal.name(), "role": role, "subject": sub }),
+        None => serde_json::json!({ "name": principal.name(), "role": role }),
+    }
 }
 
 /// The route's handler wrapped in its permission's check.
@@ -143,15 +147,22 @@ pub fn visible<T>(grant: Option<&Grant>, items: Vec<T>, slug: impl Fn(&T) -> &st
 pub async fn whoami(
     super::auth::Operator(op): super::auth::Operator,
 ) -> super::extract::Json<serde_json::Value> {
-    let (role, projects) = match op.grant() {
-        Some(g) => (g.role.as_str(), g.projects.clone()),
-        None => ("worker", Vec::new()),
+    let (role, projects, read_only) = match op.grant() {
+        Some(g) => (g.role.as_str(), g.projects.clone(), g.read_only.clone()),
+        None => ("worker", Vec::new(), Vec::new()),
     };
-    super::extract::Json(serde_json::json!({
+    let mut me = serde_json::json!({
         "name": op.name(),
         "role": role,
         "projects": projects,
-    }))
+    });
+    // A dashboard session (issue 34): who signed in, and the projects
+    // its groups only let it read.
+    if let Some(sub) = op.subject() {
+        me["subject"] = sub.into();
+        me["readOnlyProjects"] = read_only.into();
+    }
+    super::extract::Json(me)
 }
 
 /// `GET /api/v1/auth/can-i`'s question.

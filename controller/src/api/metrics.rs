@@ -11,10 +11,26 @@ use axum::response::{IntoResponse, Response};
 
 use super::AppState;
 use crate::metrics::Metrics;
+use crate::rules::access::Verb;
 
-/// `GET /metrics`. No token (like `/healthz`): it carries counts and
-/// durations, never names, payloads or secrets (docs/operations.md).
-pub async fn handler(State(st): State<AppState>) -> Response {
+/// `GET /metrics`. No token (like `/healthz`) unless `[metrics]
+/// require_token` (issue 34): then an admin or `metrics` token (or
+/// session), asked of [`crate::rules::access::authorize`] like every
+/// route. It carries counts and durations, never payloads or secrets
+/// (docs/operations.md).
+pub async fn handler(State(st): State<AppState>, req: Request) -> Response {
+    if st.metrics_require_token {
+        let (parts, _) = req.into_parts();
+        let checked = match super::auth::authenticate_parts(&st, &parts).await {
+            Ok(p) => super::authz::check(&p, Verb::Get, "metrics", None).inspect_err(|e| {
+                super::authz::refused(&st, &p, e);
+            }),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = checked {
+            return e.into_response();
+        }
+    }
     // Served even when the database is down (`pam_database_up` 0).
     let text = st.ctx.metrics.render(st.ctx.store.as_ref()).await;
     (

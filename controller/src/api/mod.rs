@@ -38,6 +38,7 @@ pub mod list;
 pub mod lookup;
 pub mod metrics;
 pub mod objects;
+pub mod oidc;
 pub mod openapi;
 pub mod pending_signals;
 pub mod projects;
@@ -81,6 +82,12 @@ pub struct AppState {
     /// Where the Sources' trees are read from (pamd's; `None` in an
     /// in-process router): `diff source` reads through it (issue 35).
     pub repos: Option<crate::sync::fetch::Repos>,
+    /// Dashboard sign-in with OIDC (issue 34; `[oidc]`), with this pamd's
+    /// sessions; None: bearer tokens only.
+    pub oidc: Option<Arc<oidc::Oidc>>,
+    /// `[metrics] require_token`: `/metrics` needs an admin or metrics
+    /// token.
+    pub metrics_require_token: bool,
 }
 
 impl AppState {
@@ -95,6 +102,8 @@ impl AppState {
             max_body_bytes: routes::DEFAULT_MAX_BODY_BYTES,
             hook_deliveries: Default::default(),
             repos: None,
+            oidc: None,
+            metrics_require_token: false,
         }
     }
 }

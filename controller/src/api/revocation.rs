@@ -87,6 +87,28 @@ impl Revocations {
     /// something that stays open; starts the token's re-check if nothing
     /// held it yet. Must be called inside the tokio runtime.
     pub fn hold(&self, store: &Arc<dyn Store>, token_id: Uuid, fingerprint: &str) -> Hold {
+        self.hold_checked(
+            token_id,
+            Check::Token {
+                store: store.clone(),
+                fingerprint: fingerprint.to_string(),
+            },
+        )
+    }
+
+    /// Holds a dashboard session (issue 34) for a stream: it ends at
+    /// logout ([`Revocations::revoke`] with the session's id) or, found by
+    /// the same re-check, when the session expires.
+    pub fn hold_session(
+        &self,
+        id: Uuid,
+        sessions: super::oidc::session::Sessions,
+        clock: crate::clock::SharedClock,
+    ) -> Hold {
+        self.hold_checked(id, Check::Session { sessions, clock })
+    }
+
+    fn hold_checked(&self, token_id: Uuid, check: Check) -> Hold {
         let mut tokens = self.tokens.lock().expect("revocations lock");
         let w = tokens.entry(token_id).or_insert_with(|| Watched {
             revoked: CancellationToken::new(),
@@ -95,13 +117,7 @@ impl Revocations {
         });
         w.holders += 1;
         if w.recheck.is_none() && !w.revoked.is_cancelled() {
-            let task = tokio::spawn(recheck(
-                self.clone(),
-                store.clone(),
-                token_id,
-                fingerprint.to_string(),
-                w.revoked.clone(),
-            ));
+            let task = tokio::spawn(recheck(self.clone(), check, token_id, w.revoked.clone()));
             w.recheck = Some(task.abort_handle());
         }
         Hold {
@@ -149,13 +165,7 @@ impl Revocations {
 
 /// Looks the token up every [`RECHECK`] until it is revoked or nothing
 /// holds it (the task is aborted then).
-async fn recheck(
-    registry: Revocations,
-    store: Arc<dyn Store>,
-    token_id: Uuid,
-    fingerprint: String,
-    revoked: CancellationToken,
-) {
+async fn recheck(registry: Revocations, check: Check, token_id: Uuid, revoked: CancellationToken) {
     let mut every = tokio::time::interval(RECHECK);
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -163,7 +173,11 @@ async fn recheck(
             _ = revoked.cancelled() => return,
             _ = every.tick() => {}
         }
-        match live(store.as_ref(), &fingerprint).await {
+        let alive = match &check {
+            Check::Token { store, fingerprint } => live(store.as_ref(), fingerprint).await,
+            Check::Session { sessions, clock } => Ok(sessions.live(token_id, clock.now())),
+        };
+        match alive {
             Ok(true) => {}
             Ok(false) => {
                 tracing::info!(%token_id, "token revoked: ending its streams and leases");
@@ -173,6 +187,18 @@ async fn recheck(
             Err(e) => tracing::debug!(%token_id, error = %e, "token re-check failed; trying again"),
         }
     }
+}
+
+/// What a hold's re-check looks up.
+enum Check {
+    Token {
+        store: Arc<dyn Store>,
+        fingerprint: String,
+    },
+    Session {
+        sessions: super::oidc::session::Sessions,
+        clock: crate::clock::SharedClock,
+    },
 }
 
 /// Whether the token with this fingerprint exists and is not revoked.

@@ -32,8 +32,8 @@ use pam_manifests::protocol::{
 
 use super::route::{self, delete, get, post, Access::*, Route};
 use super::{
-    actions, apply, attach as a, authz, charts, dashboard, events, hosts, metrics, openapi, runs,
-    schedules, secrets, served, source_hooks, sources, stream, tasks, tokens, webhooks,
+    actions, apply, attach as a, authz, charts, dashboard, events, hosts, metrics, oidc, openapi,
+    runs, schedules, secrets, served, source_hooks, sources, stream, tasks, tokens, webhooks,
     worker as w, AppState,
 };
 use crate::rules::access::{self, Verb::*};
@@ -328,6 +328,25 @@ pub fn table(max_body_bytes: usize) -> Vec<Route> {
         get("/api/v1/openapi.json", openapi::serve, Public)
             .doc("system", "openapi", "This document")
             .object(200, "the OpenAPI 3.1 document"),
+        // Issue 34: dashboard sign-in with OIDC (api/oidc). No token:
+        // the sign-in makes the session; logout checks the session's CSRF
+        // value itself.
+        get("/auth/info", oidc::info, Public)
+            .doc("auth", "authInfo", "Whether this pamd offers OIDC sign-in")
+            .object(200, "`{oidc}`"),
+        get("/auth/login", oidc::login, Public)
+            .doc("auth", "oidcLogin", "Start an OIDC sign-in: a redirect to the issuer")
+            .empty(303, "to the issuer's authorization endpoint"),
+        get("/auth/callback", oidc::callback, Public)
+            .doc(
+                "auth",
+                "oidcCallback",
+                "The issuer's redirect back: the code for a session cookie",
+            )
+            .empty(303, "to the dashboard, signed in"),
+        post("/auth/logout", oidc::logout, Public)
+            .doc("auth", "oidcLogout", "End the dashboard session (X-PAM-CSRF)")
+            .empty(204, "signed out"),
         get("/", dashboard::index, Public)
             .doc("dashboard", "dashboard", "The dashboard's page")
             .content("text/html", "the dashboard"),

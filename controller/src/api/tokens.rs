@@ -65,7 +65,7 @@ fn grant_of(role: Option<&str>, projects: Vec<String>) -> ApiResult<Grant> {
             .filter(|r| *r != Role::Worker)
             .ok_or_else(|| {
                 ApiError::bad_request(format!(
-                    "role {r:?}: give one of admin, operator, viewer (worker tokens: `worker`)"
+                    "role {r:?}: give one of admin, operator, viewer, metrics (worker tokens: `worker`)"
                 ))
             })?,
     };
@@ -77,11 +77,18 @@ fn grant_of(role: Option<&str>, projects: Vec<String>) -> ApiResult<Grant> {
         (Role::Admin, false) => Err(ApiError::bad_request(
             "an admin token acts in every project: give no projects (or another role)",
         )),
+        (Role::Metrics, false) => Err(ApiError::bad_request(
+            "a metrics token only scrapes /metrics: give no projects",
+        )),
         (Role::Operator | Role::Viewer, true) => Err(ApiError::bad_request(format!(
             "a {} token needs its projects (`projects`, pamctl --project)",
             role.as_str()
         ))),
-        _ => Ok(Grant { role, projects }),
+        _ => Ok(Grant {
+            role,
+            projects,
+            read_only: Vec::new(),
+        }),
     }
 }
 

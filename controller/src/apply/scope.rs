@@ -97,6 +97,7 @@ mod tests {
         let op = Grant {
             role: Role::Operator,
             projects: vec!["web".into()],
+            read_only: Vec::new(),
         };
         let web = result("Run", Some("web"), "r1", Action::Pruned);
         assert!(results(Some(&op), std::slice::from_ref(&web)).is_ok());

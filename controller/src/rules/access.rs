@@ -86,6 +86,8 @@ pub const ADMIN_RESOURCES: &[&str] = &[
     "sources",
     "webhooks",
     "webhookdeliveries",
+    // `/metrics` when `[metrics] require_token` (issue 34).
+    "metrics",
 ];
 
 /// The caller's own token (`whoami`, `auth can-i`): every operator-side
@@ -103,6 +105,10 @@ pub fn known(resource: &str) -> bool {
 pub struct Grant {
     pub role: Role,
     pub projects: Vec<String>,
+    /// Of `projects`, those only read in (an OIDC session whose groups map
+    /// to operator in some projects and viewer in others: the union,
+    /// [`crate::api::oidc`]); empty for every token.
+    pub read_only: Vec<String>,
 }
 
 impl Grant {
@@ -110,7 +116,7 @@ impl Grant {
     pub fn sees(&self, project: &str) -> bool {
         match self.role {
             Role::Admin => true,
-            Role::Worker => false,
+            Role::Worker | Role::Metrics => false,
             Role::Operator | Role::Viewer => self.projects.iter().any(|p| p == project),
         }
     }
@@ -124,7 +130,7 @@ impl Grant {
         match self.role {
             Role::Admin | Role::Operator => true,
             Role::Viewer => verb.reads(),
-            Role::Worker => false,
+            Role::Worker | Role::Metrics => false,
         }
     }
 }
@@ -151,6 +157,14 @@ pub fn authorize(grant: &Grant, verb: Verb, resource: &str, project: Option<&str
     if resource == SELF || grant.role == Role::Admin {
         return Decision::Allow;
     }
+    // A scraper's token (issue 34): /metrics and nothing else.
+    if grant.role == Role::Metrics {
+        return if resource == "metrics" && verb == Verb::Get {
+            Decision::Allow
+        } else {
+            Decision::Forbidden
+        };
+    }
     if ADMIN_RESOURCES.contains(&resource) {
         return if resource == "hosts" && verb.reads() {
             Decision::Allow
@@ -160,6 +174,9 @@ pub fn authorize(grant: &Grant, verb: Verb, resource: &str, project: Option<&str
     }
     if project.is_some_and(|p| !grant.sees(p)) {
         return Decision::Hidden;
+    }
+    if project.is_some_and(|p| grant.read_only.iter().any(|r| r == p)) && !verb.reads() {
+        return Decision::Forbidden;
     }
     if grant.may(verb) {
         Decision::Allow
@@ -176,6 +193,7 @@ mod tests {
         Grant {
             role,
             projects: projects.iter().map(|p| p.to_string()).collect(),
+            read_only: Vec::new(),
         }
     }
 
@@ -186,6 +204,7 @@ mod tests {
         let op = grant(Role::Operator, &["web"]);
         let viewer = grant(Role::Viewer, &["web"]);
         let worker = grant(Role::Worker, &[]);
+        let metrics = grant(Role::Metrics, &[]);
         for v in Verb::ALL {
             assert_eq!(authorize(&admin, v, "runs", Some("api")), Allow);
             assert_eq!(authorize(&admin, v, "tokens", None), Allow);
@@ -200,6 +219,20 @@ mod tests {
             assert_eq!(authorize(&viewer, v, "sources", None), Forbidden);
             assert_eq!(authorize(&worker, v, "runs", Some("web")), Forbidden);
             assert_eq!(authorize(&viewer, v, SELF, None), Allow);
+            let scrape = if v == Verb::Get { Allow } else { Forbidden };
+            assert_eq!(authorize(&metrics, v, "metrics", None), scrape);
+            assert_eq!(authorize(&admin, v, "metrics", None), Allow);
+            assert_eq!(authorize(&op, v, "metrics", None), Forbidden);
+            assert_eq!(authorize(&metrics, v, "runs", Some("web")), Forbidden);
+            assert_eq!(authorize(&metrics, v, "hosts", None), Forbidden);
+            // A session's union: operator in web, viewer in docs.
+            let mixed = Grant {
+                read_only: vec!["docs".into()],
+                ..grant(Role::Operator, &["web", "docs"])
+            };
+            assert_eq!(authorize(&mixed, v, "runs", Some("web")), Allow);
+            assert_eq!(authorize(&mixed, v, "runs", Some("docs")), read);
+            assert_eq!(authorize(&mixed, v, "runs", Some("api")), Hidden);
         }
     }
 }

@@ -80,6 +80,7 @@ pub fn default_grant(kind: TokenKind) -> Grant {
     Grant {
         role,
         projects: Vec::new(),
+        read_only: Vec::new(),
     }
 }
 

@@ -120,6 +120,12 @@ async fn serve(config: &Config, clock: SharedClock, url: &str) -> anyhow::Result
     let mut state = AppState::new(Arc::new(store.clone()), clock, thresholds(config));
     state.ctx.prices = Arc::new(config.prices.clone());
     state.max_body_bytes = config.api.max_body_bytes;
+    state.metrics_require_token = config.metrics.require_token;
+    if let Some(o) = &config.oidc {
+        state.oidc = Some(Arc::new(
+            crate::api::oidc::Oidc::new(o.clone()).context("[oidc]")?,
+        ));
+    }
     if let Some(b) = config.rate_limits.budgets() {
         state.limits = Arc::new(crate::api::rate_limit::Limiter::new(b));
     }

@@ -22,8 +22,8 @@ pub enum TokenCommand {
         #[arg(long, value_name = "HOST")]
         worker: Option<String>,
         /// admin (everything, the default), operator (read and change its projects) or
-        /// viewer (read its projects)
-        #[arg(long, value_parser = ["admin", "operator", "viewer"], conflicts_with = "worker")]
+        /// viewer (read its projects); metrics (only scrape /metrics)
+        #[arg(long, value_parser = ["admin", "operator", "viewer", "metrics"], conflicts_with = "worker")]
         role: Option<String>,
     },
     /// List tokens (never their values)

@@ -1,6 +1,8 @@
 // The API client. The operator token lives in sessionStorage (this browser
 // tab's session) and travels only in the Authorization header: never in a
-// URL, never logged.
+// URL, never logged. Signed in with SSO (issue 34) there is no token: the
+// browser sends pamd's HttpOnly session cookie, and every change carries
+// the session's CSRF value (the pam_csrf cookie) as X-PAM-CSRF.
 
 const KEY = 'pam.token';
 
@@ -11,6 +13,45 @@ export function token() {
 export function setToken(t) {
   if (t) sessionStorage.setItem(KEY, t);
   else sessionStorage.removeItem(KEY);
+}
+
+/** The SSO session's CSRF value; '' without a session. */
+export function csrf() {
+  const m = document.cookie.match(/(?:^|;\s*)pam_csrf=([^;]*)/);
+  return m ? m[1] : '';
+}
+
+/** Signed in: a pasted token or an SSO session. */
+export function signedIn() {
+  return Boolean(token() || csrf());
+}
+
+/** The headers that say who is calling (none for a session: its cookie goes by itself). */
+export function authHeaders(tok = token()) {
+  return tok ? { Authorization: `Bearer ${tok}` } : {};
+}
+
+// whoami's answer: what the buttons and pages shown are chosen by.
+let me = null;
+export function setMe(m) { me = m; }
+export function whoami() { return me; }
+
+const ADMIN_RESOURCES = ['hosts', 'tokens', 'secretkeys', 'sources', 'webhooks', 'webhookdeliveries', 'metrics'];
+
+/**
+ * Whether the signed-in role may do `verb` to `resource` (in `project`):
+ * whoami's role and projects read the way pamd's authorize reads them.
+ * Only what to show: pamd refuses anyway.
+ */
+export function may(verb, resource, project) {
+  if (!me) return true;
+  const reads = verb === 'get' || verb === 'list' || verb === 'watch';
+  if (me.role === 'admin') return true;
+  if (me.role !== 'operator' && me.role !== 'viewer') return false;
+  if (ADMIN_RESOURCES.includes(resource)) return resource === 'hosts' && reads;
+  if (project && !(me.projects || []).includes(project)) return false;
+  if (project && (me.readOnlyProjects || []).includes(project) && !reads) return false;
+  return me.role === 'operator' || reads;
 }
 
 export class ApiError extends Error {
@@ -24,8 +65,8 @@ export class ApiError extends Error {
 
 /** Calls the API; resolves the JSON body, rejects with ApiError. */
 export async function api(method, path, body, tok = token()) {
-  const headers = { Accept: 'application/json' };
-  if (tok) headers.Authorization = `Bearer ${tok}`;
+  const headers = { Accept: 'application/json', ...authHeaders(tok) };
+  if (!tok && method !== 'GET' && method !== 'HEAD') headers['X-PAM-CSRF'] = csrf();
   if (body !== undefined) headers['Content-Type'] = 'application/json';
   let r;
   try {

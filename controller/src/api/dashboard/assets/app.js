@@ -2,7 +2,7 @@
 // indicator. Pages live in pages/*.js and export
 // `render(root, params) → cleanup`.
 
-import { api, setToken, token } from './api.js';
+import { api, setToken, signedIn, setMe, may } from './api.js';
 import * as sse from './sse.js';
 import { h } from './util.js';
 import * as projects from './pages/projects.js';
@@ -32,7 +32,11 @@ const routes = [
 const view = document.getElementById('view');
 let cleanup = null;
 
+// Whether pamd offers SSO (issue 34: [oidc]); asked once.
+const sso = fetch('/auth/info').then((r) => r.json()).then((j) => Boolean(j.oidc)).catch(() => false);
+
 function signIn(message) {
+  setMe(null);
   document.getElementById('top').hidden = true;
   sse.stop();
   const input = h('input', { type: 'password', name: 'token', id: 'token', autocomplete: 'off', required: true,
@@ -65,11 +69,28 @@ function signIn(message) {
   });
   view.replaceChildren(form);
   input.focus();
+  // SSO beside the token: a plain link, the issuer's sign-in page is a
+  // full navigation.
+  sso.then((yes) => {
+    if (yes) form.querySelector('h1').after(h('a.button', { id: 'sso', href: '/auth/login' }, 'Sign in with SSO'), h('p.muted', 'or paste a token:'));
+  });
 }
+
+// Who is signed in: the pages show only what the role may do, and the
+// admin-only pages leave the navigation.
+async function loadMe() {
+  try { setMe(await api('GET', '/api/v1/whoami')); } catch { setMe(null); return; }
+  for (const [nav, resource] of [['sources', 'sources'], ['webhooks', 'webhookdeliveries']]) {
+    const a = document.querySelector(`[data-nav="${nav}"]`);
+    if (a) a.hidden = !may('list', resource);
+  }
+}
+let meLoaded = null;
 
 function route() {
   if (cleanup) { try { cleanup(); } catch { /* page gone */ } cleanup = null; }
-  if (!token()) { signIn(); return; }
+  if (!signedIn()) { signIn(); return; }
+  if (!meLoaded) { meLoaded = loadMe(); meLoaded.then(route); return; }
   document.getElementById('top').hidden = false;
   sse.start();
   const hash = (location.hash || '#/projects').split('?')[0];
@@ -88,10 +109,17 @@ function route() {
 window.addEventListener('hashchange', route);
 window.addEventListener('pam:unauthorized', () => {
   setToken(null);
-  signIn('Your token is no longer accepted; sign in again.');
+  // A session pamd no longer knows (expired, or pamd restarted): forget
+  // its CSRF value, else the dashboard would think it is signed in.
+  document.cookie = 'pam_csrf=; Max-Age=0; Path=/';
+  meLoaded = null;
+  signIn('Your token or session is no longer accepted; sign in again.');
 });
-document.getElementById('signout').addEventListener('click', () => {
+document.getElementById('signout').addEventListener('click', async () => {
+  // An SSO session ends on pamd too (its cookie goes with it).
+  try { await api('POST', '/auth/logout'); } catch { /* no session, or gone */ }
   setToken(null);
+  meLoaded = null;
   location.hash = '#/signin';
   signIn();
 });

@@ -4,7 +4,7 @@
 // the last event seen. If this pamd has no stream endpoint (404), it falls
 // back to polling GET /api/v1/events?after=SEQ with the same cursor.
 
-import { token } from './api.js';
+import { authHeaders } from './api.js';
 
 const listeners = new Set();
 const stateListeners = new Set();
@@ -77,7 +77,7 @@ async function loop() {
 // One connection; returns when it ends. 'unsupported' when there is no stream endpoint.
 async function streamOnce() {
   controller = new AbortController();
-  const headers = { Accept: 'text/event-stream', Authorization: `Bearer ${token()}` };
+  const headers = { Accept: 'text/event-stream', ...authHeaders() };
   if (lastId !== null) headers['Last-Event-ID'] = String(lastId);
   const r = await fetch('/api/v1/events/stream', { headers, signal: controller.signal, cache: 'no-store' });
   if (r.status === 404 || r.status === 405) return 'unsupported';
@@ -126,7 +126,7 @@ function handleBlock(block) {
 async function poll() {
   const page = async (after) => {
     const q = after === null ? '' : `&after=${after}`;
-    const r = await fetch(`/api/v1/events?limit=1000${q}`, { headers: { Authorization: `Bearer ${token()}` } });
+    const r = await fetch(`/api/v1/events?limit=1000${q}`, { headers: authHeaders() });
     if (r.status === 401) { window.dispatchEvent(new CustomEvent('pam:unauthorized')); throw new Error('401'); }
     if (!r.ok) throw new Error(`HTTP ${r.status}`);
     return (await r.json()).items;

@@ -3,7 +3,7 @@
 // each Secret by key only — name, size, digest — never a value (the API
 // has none to give). Live: schedule.* and run.* events reload the page.
 
-import { get, post, enc } from '../api.js';
+import { get, post, enc, may } from '../api.js';
 import { onEvent } from '../sse.js';
 import { h, empty, phase, timeEl, debounce, toast, code } from '../util.js';
 
@@ -27,7 +27,7 @@ export function render(root, [project]) {
       h('div.row',
         h('h3', name),
         x.spec.suspend ? h('span.tag', 'suspended') : phase('active'),
-        h('button.small', { type: 'button', 'data-action': 'trigger', onclick: () => trigger(name) }, 'Run now')),
+        h('button.small', { type: 'button', 'data-action': 'trigger', hidden: !may('trigger', 'schedules', project), onclick: () => trigger(name) }, 'Run now')),
       h('p.muted', code(x.spec.schedule), ' in ', code(x.spec.timeZone || 'UTC'), ' → task ',
         code(x.spec.runTemplate?.task || '?'), ' with ', code(x.spec.runTemplate?.provider || '?'),
         ' · ', x.spec.concurrencyPolicy || 'Allow'),

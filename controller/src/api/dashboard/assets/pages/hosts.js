@@ -2,7 +2,7 @@
 // instance-suspect flag (with when it was raised and a clear button), and
 // disable/enable.
 
-import { get, post, enc } from '../api.js';
+import { get, post, enc, may } from '../api.js';
 import { onEvent } from '../sse.js';
 import { h, empty, phase, timeEl, debounce, toast, confirmDialog, code } from '../util.js';
 
@@ -48,7 +48,7 @@ export function render(root) {
           ? [...(s.capabilities.providers || []).map((p) => h('span.tag', p.version ? `${p.name} ${p.version}` : p.name)),
             s.capabilities.workspaceFreeBytes != null ? diskFree(s.capabilities) : null]
           : h('span.muted', 'not reported')),
-        h('td', x.spec.disabled
+        h('td', !may('update', 'hosts') ? null : x.spec.disabled
           ? h('button.small', { type: 'button', 'data-action': 'enable', onclick: () => act(name, 'enable') }, 'Enable')
           : h('button.small.ghost', { type: 'button', 'data-action': 'disable', onclick: () => act(name, 'disable', 'No new runs are dispatched to a disabled host; its running runs go on.') }, 'Disable')));
     };

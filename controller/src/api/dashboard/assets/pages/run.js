@@ -5,7 +5,7 @@
 // input box (…/attach/input), renew the lease while the page is open and
 // release it on leaving.
 
-import { get, post, enc } from '../api.js';
+import { get, post, enc, may } from '../api.js';
 import { onEvent } from '../sse.js';
 import { h, phase, timeEl, debounce, toast, cost, duration } from '../util.js';
 import { said } from './activity.js';
@@ -52,7 +52,7 @@ export function render(root, [project, name]) {
     const live = run && !TERMINAL.has(run.status?.phase) && run.status?.phase !== 'pending';
     if (!lease) {
       attachBox.replaceChildren(h('button', {
-        type: 'button', id: 'attach-btn', disabled: !live,
+        type: 'button', id: 'attach-btn', disabled: !live, hidden: !may('attach', 'runs', project),
         title: live ? 'Take the attach lease and type into the run' : 'Only a started, unfinished run can be attached',
         onclick: acquire,
       }, 'Attach'));
@@ -113,7 +113,7 @@ export function render(root, [project, name]) {
     const s = run.status || {};
     const stopped = run.spec.stopped || TERMINAL.has(s.phase);
     const stopBtn = h('button.danger', {
-      type: 'button', id: 'stop', disabled: stopped,
+      type: 'button', id: 'stop', disabled: stopped, hidden: !may('signal', 'runs', project),
       title: stopped ? (TERMINAL.has(s.phase) ? 'The run has finished' : 'A stop was requested') : 'Ask the worker to stop this run',
       onclick: async () => {
         stopBtn.disabled = true;
@@ -125,7 +125,7 @@ export function render(root, [project, name]) {
     const rerunBtn = (st) => {
       const done = TERMINAL.has(st.phase);
       const b = h('button.ghost', {
-        type: 'button', id: 'rerun', disabled: !done,
+        type: 'button', id: 'rerun', disabled: !done, hidden: !may('create', 'runs', project),
         title: done ? 'Create a new run with the same spec' : 'Only a finished run can be re-run',
         onclick: async () => {
           b.disabled = true;
