@@ -229,6 +229,7 @@ async fn authorization(
         let grant = Grant {
             role: Role::Operator,
             projects: scoped_projects.clone(),
+            read_only: Vec::new(),
         };
         let name = "bench-scoped".to_string();
         let now = chrono::Utc::now();
