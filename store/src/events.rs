@@ -118,6 +118,11 @@ pub async fn as_actor<F: std::future::Future>(actor: Value, f: F) -> F::Output {
     ACTOR.scope(actor, f).await
 }
 
+/// The actor of the request this task serves, if any ([`as_actor`]).
+pub fn current_actor() -> Option<Value> {
+    ACTOR.try_with(Value::clone).ok()
+}
+
 /// `payload` with the task's actor as `actor`, if it has one (and the
 /// payload none of its own). Both stores call it on every append.
 pub fn with_actor(mut payload: Value) -> Value {

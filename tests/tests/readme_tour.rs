@@ -134,6 +134,32 @@ async fn the_readme_tour_ends_with_every_run_in_the_phase_it_says() {
     ] {
         assert!(metrics.contains(series), "{series} in {metrics}");
     }
+    // Issue 34's audit: every event the tour's requests journaled names
+    // the token that made it; the loops' and workers' own name none.
+    // (`run.stopped` is journaled when the stop takes effect, by the
+    // worker's report, and names who asked.)
+    let journal = pamd.get("/api/v1/events?limit=10000").await.unwrap();
+    let made_by_requests = [
+        "project.created",
+        "work_item.created",
+        "run.created",
+        "run.stopped",
+    ];
+    let mut stops = 0;
+    for e in journal["items"].as_array().unwrap() {
+        let topic = e["topic"].as_str().unwrap();
+        if made_by_requests.contains(&topic) {
+            assert_eq!(e["actor"]["role"], "admin", "{e}");
+            assert!(
+                e["actor"]["name"].as_str().is_some_and(|n| !n.is_empty()),
+                "{e}"
+            );
+            stops += usize::from(topic == "run.stopped");
+        } else {
+            assert!(e.get("actor").is_none(), "a loop's or worker's event: {e}");
+        }
+    }
+    assert_eq!(stops, 1, "{journal}");
     // The agent runs are apart, and say what they need.
     let agents = std::fs::read_to_string(repo().join("examples/agents/runs.yaml")).unwrap();
     assert!(agents.contains("NEED THE PROVIDER'S CLI"), "{agents}");

@@ -249,7 +249,7 @@ pub async fn finish<W: RunWrites + ?Sized>(
     if to == RunStatus::Stopped {
         w.journal(
             topic::RUN_STOPPED,
-            payload::run(&done, json!({ "exit_code": code })),
+            stopped_payload(&done, json!({ "exit_code": code })),
             now,
         )
         .await?;
@@ -286,9 +286,21 @@ pub async fn stop_pending(tx: &mut dyn Tx, run: &Run, now: DateTime<Utc>) -> Sto
             now,
         )
         .await?;
-    tx.append_event(topic::RUN_STOPPED, payload::run(&r, json!({})), now)
+    tx.append_event(topic::RUN_STOPPED, stopped_payload(&r, json!({})), now)
         .await?;
     Ok(r)
+}
+
+/// `run.stopped`'s payload, naming as `actor` who asked for the stop
+/// (issue 34: [`super::STOPPED_BY`], kept by the request) — the event is
+/// journaled outside that request.
+fn stopped_payload(run: &Run, extra: serde_json::Value) -> serde_json::Value {
+    let mut p = payload::run(run, extra);
+    let by = run.meta.annotations.get(super::STOPPED_BY);
+    if let Some(actor) = by.and_then(|a| serde_json::from_str::<serde_json::Value>(a).ok()) {
+        p["actor"] = actor;
+    }
+    p
 }
 
 /// The dispatch timeout fired (OQ-15): pending → failed, never restarted.
