@@ -62,6 +62,36 @@ impl Server {
         &self.state.ctx
     }
 
+    /// Waits until the journal reader published the event `seq`.
+    async fn published_up_to(&self, seq: i64) {
+        for _ in 0..2000 {
+            if self.ctx().bus.published().seq == seq {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("the reader never published {seq}");
+    }
+
+    /// Waits until no committed event waits behind a transaction in flight
+    /// (the horizon is the shared test cluster's: other tests' transactions
+    /// hold it back for a moment).
+    async fn settled(&self) {
+        for _ in 0..2000 {
+            let page = self
+                .ctx()
+                .store
+                .read_journal(pam_store::Position::START, 0)
+                .await
+                .unwrap();
+            if !page.held {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("the journal's horizon stayed behind");
+    }
+
     /// Journals `events` in one transaction through the real commit path.
     async fn journal(&self, events: &[(&str, Value)]) -> Vec<i64> {
         let ctx = self.ctx();
@@ -285,6 +315,8 @@ async fn topic_prefix_and_project_filters() {
     let before = s.get("/api/v1/events?after=0&limit=10000").await.1["next"]
         .as_i64()
         .unwrap();
+    // The reader publishes after the commit, not in it.
+    s.published_up_to(before).await;
 
     let mut by_topic = s.stream("?topic=run.started,work_item.", None).await;
     let mut by_prefix = s.stream("?topic=run.", None).await;
@@ -463,19 +495,25 @@ async fn a_lagging_subscriber_is_caught_up_from_the_journal() {
         commits.push(tx.commit().await.unwrap());
     }
     let want: Vec<i64> = commits.iter().flat_map(|c| c.seqs()).collect();
-    for events in commits {
-        ctx.bus.publish(events);
-    }
+    // Committed behind the reader's back (no wake-up per commit): once all
+    // are readable, one wake-up reads them in one page and publishes the
+    // ten commits back to back.
+    s.settled().await;
+    ctx.bus.wake();
     let got = sse.take(500).await;
     assert_eq!(seqs(&got), want);
     assert!(s.ctx().bus.lagged.get() >= 1, "the subscriber never lagged");
 }
 
+/// Issue 33: concurrent commits (no lock orders them) are published in
+/// the journal's one order — every event once, in the order a journal
+/// read gives — to the bus and to a stream alike.
 #[tokio::test]
-async fn concurrent_commits_publish_in_seq_order() {
+async fn concurrent_commits_publish_in_journal_order() {
     let s = Arc::new(Server::start().await);
     let mut rx = s.ctx().bus.subscribe();
     let mut sse = s.stream("", None).await;
+    let from = s.ctx().bus.published();
     let mut tasks = Vec::new();
     for w in 0..8 {
         let s = s.clone();
@@ -494,15 +532,31 @@ async fn concurrent_commits_publish_in_seq_order() {
     let total = (0..8)
         .flat_map(|w| (0..60).map(move |i| 1 + (w + i) % 3))
         .sum::<usize>();
+    let streamed = seqs(&sse.take(total).await);
     let mut published = Vec::new();
-    while let Ok(commit) = rx.try_recv() {
-        published.extend(commit.events.iter().map(|e| e.seq));
+    while published.len() < total {
+        let commit = tokio::time::timeout(Duration::from_secs(20), rx.recv())
+            .await
+            .expect("published too few")
+            .unwrap();
+        let positions: Vec<_> = commit.events.iter().map(|e| e.position).collect();
+        assert!(
+            positions.windows(2).all(|w| w[0].xid == w[1].xid),
+            "one message, one transaction"
+        );
+        published.extend(commit.events.iter().map(|e| e.position));
     }
     assert_eq!(published.len(), total);
-    let mut sorted = published.clone();
-    sorted.sort();
-    assert_eq!(published, sorted, "published out of seq order");
-    assert_eq!(seqs(&sse.take(total).await), sorted);
+    assert!(
+        published.windows(2).all(|w| w[0] < w[1]),
+        "published out of the journal's order"
+    );
+    let mut tx = s.ctx().store.begin().await.unwrap();
+    let journal = tx.journal_after(from, 10_000).await.unwrap();
+    let journal: Vec<_> = journal.iter().map(|e| e.position()).collect();
+    assert_eq!(published, journal);
+    let published: Vec<i64> = published.iter().map(|p| p.seq).collect();
+    assert_eq!(streamed, published);
 }
 
 #[tokio::test]

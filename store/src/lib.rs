@@ -74,7 +74,7 @@ use uuid::Uuid;
 pub use attach::{AttachLease, AttachRefusal, AttachTx};
 pub use charts::ChartTx;
 pub use deps::{DependencyLink, DependencyTx, Gated};
-pub use events::{Event, EventTx, Journaled};
+pub use events::{Event, EventTx, JournalPage, Journaled, Position};
 pub use hosts::{Host, HostTx};
 pub use idempotency::{Claimed, IdempotencyClaim, IdempotencyTx};
 pub use leader::{LeaderTx, Lease};
@@ -198,6 +198,16 @@ pub trait Store: Send + Sync + 'static {
     /// after what you have", never what to read.
     async fn journal_wakeups(&self) -> StoreResult<Option<tokio::sync::mpsc::Receiver<()>>> {
         Ok(None)
+    }
+
+    /// One page of the journal after `after` for a follower
+    /// ([`EventTx::journal_after`] and [`EventTx::journal_held`] in one
+    /// read; PostgreSQL: one statement, no transaction around it).
+    async fn read_journal(&self, after: Position, limit: i64) -> StoreResult<JournalPage> {
+        let mut tx = self.begin().await?;
+        let events = tx.journal_after(after, limit).await?;
+        let held = tx.journal_held().await?;
+        Ok(JournalPage { events, held })
     }
 
     /// Refreshes the query planner's statistics of the run queue

@@ -44,10 +44,12 @@ pub fn page_limit(requested: Option<i64>, default: i64, max: i64) -> Result<i64,
     }
 }
 
-/// Pages the journal: events after `after`, filtered by `topic` (a comma
-/// list; an entry ending in `.` is a prefix, `run.`) and `project`.
-/// `next` is the seq to pass as `after` for the following page: the last
-/// journal row this page looked at, so a filtered page never rescans.
+/// Pages the journal in its one order (the streams', issue 33): events
+/// after the event `after` (a seq, looked up to its position), filtered
+/// by `topic` (a comma list; an entry ending in `.` is a prefix, `run.`)
+/// and `project`. `next` is the seq to pass as `after` for the following
+/// page: the last journal row this page looked at, so a filtered page
+/// never rescans.
 #[tracing::instrument(skip_all)]
 pub async fn list_events(
     State(st): State<AppState>,
@@ -70,12 +72,14 @@ pub async fn list_events(
     let mut tx = st.ctx.store.begin().await?;
     let mut items = Vec::new();
     let mut next = q.after;
+    let mut at = tx.journal_position(q.after).await?;
     let mut scanned = 0;
     'pages: loop {
-        let page = tx.events_after(next, limit).await?;
+        let page = tx.journal_after(at, limit).await?;
         let full = (page.len() as i64) == limit;
         for e in &page {
             next = e.seq;
+            at = e.position();
             scanned += 1;
             if filter.keeps(e) {
                 items.push(event_json(e));
