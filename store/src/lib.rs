@@ -210,6 +210,17 @@ pub trait Store: Send + Sync + 'static {
         Ok(JournalPage { events, held })
     }
 
+    /// Waits until every transaction in flight when called has ended, at
+    /// most `limit`: then [`EventTx::journal_after`] reaches every event
+    /// committed before the call (a client that wrote and then reads the
+    /// journal finds its write). Past `limit` it returns anyway: what is
+    /// read is still in order, only not yet complete. Nothing to wait for
+    /// in memory.
+    async fn journal_barrier(&self, limit: std::time::Duration) -> StoreResult<()> {
+        let _ = limit;
+        Ok(())
+    }
+
     /// Refreshes the query planner's statistics of the run queue
     /// (PostgreSQL: `ANALYZE runs`). A bulk of new pending runs makes the
     /// claim's plan from stale statistics walk and sort every pending run

@@ -28,6 +28,11 @@ pub struct EventsQuery {
 
 /// Most events one page returns (`limit` is clamped to it).
 pub const EVENTS_PAGE_MAX: i64 = 10_000;
+/// The longest `GET /events` waits for transactions in flight to end
+/// ([`pam_store::Store::journal_barrier`]); past it, the page may miss
+/// events committed just before the request, which the next page (from
+/// `next`) returns.
+const JOURNAL_BARRIER: std::time::Duration = std::time::Duration::from_secs(1);
 /// Most journal rows one filtered page scans; a filter that matches little
 /// returns fewer items and a `next` to continue from.
 const EVENTS_SCAN_MAX: i64 = 100_000;
@@ -69,6 +74,10 @@ pub async fn list_events(
         q.project.as_deref(),
     )
     .await?;
+    // Read-your-writes: a client that just wrote finds its events, though
+    // a transaction in flight elsewhere may hold the journal's horizon
+    // back for a moment (issue 33).
+    st.ctx.store.journal_barrier(JOURNAL_BARRIER).await?;
     let mut tx = st.ctx.store.begin().await?;
     let mut items = Vec::new();
     let mut next = q.after;

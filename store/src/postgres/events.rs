@@ -298,3 +298,29 @@ pub(super) async fn read_journal(
     page.events.sort_by_key(Event::position);
     Ok(page)
 }
+
+/// [`crate::Store::journal_barrier`] on PostgreSQL: every transaction id
+/// below the snapshot's `xmax` now was handed out already; once the
+/// horizon reaches it, each of them has ended. Polled (1 ms, doubling to
+/// 16 ms): transactions end in milliseconds, and nothing notifies a
+/// rollback.
+pub(super) async fn journal_barrier(pool: &PgPool, limit: std::time::Duration) -> StoreResult<()> {
+    let until = std::time::Instant::now() + limit;
+    let xmax: i64 =
+        sqlx::query_scalar("SELECT (pg_snapshot_xmax(pg_current_snapshot())::text)::bigint")
+            .fetch_one(pool)
+            .await
+            .map_err(db_err)?;
+    let mut pause = std::time::Duration::from_millis(1);
+    loop {
+        let horizon: i64 = sqlx::query_scalar(&format!("SELECT {HORIZON}"))
+            .fetch_one(pool)
+            .await
+            .map_err(db_err)?;
+        if horizon >= xmax || std::time::Instant::now() >= until {
+            return Ok(());
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(std::time::Duration::from_millis(16));
+    }
+}

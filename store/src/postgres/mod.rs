@@ -105,6 +105,10 @@ impl Store for PgStore {
         events::read_journal(&self.pool, after, limit).await
     }
 
+    async fn journal_barrier(&self, limit: std::time::Duration) -> StoreResult<()> {
+        events::journal_barrier(&self.pool, limit).await
+    }
+
     async fn refresh_statistics(&self) -> StoreResult<()> {
         sqlx::query("ANALYZE runs")
             .execute(&self.pool)
