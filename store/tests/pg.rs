@@ -7,7 +7,7 @@ use conformance::{host, item, project, run, t};
 use pam_manifests::state::RunStatus;
 use pam_store::postgres::PgStore;
 use pam_store::prelude::*;
-use pam_store::{Position, RunFilter, Store};
+use pam_store::{Position, RunFilter};
 use pam_testkit::testdb::fresh_pool;
 
 async fn pg_store() -> Box<PgStore> {
