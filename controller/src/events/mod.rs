@@ -86,6 +86,10 @@ impl Published {
     }
 }
 
+/// Consecutive transactions' events are merged into one broadcast message
+/// up to this many.
+const MESSAGE_EVENTS: usize = 64;
+
 /// Fan-out of committed events, plus what the stream handler shares:
 /// the shutdown signal, counters.
 #[derive(Clone)]
@@ -141,8 +145,8 @@ impl EventBus {
     }
 
     /// Publishes one page read from the journal (in its order, after
-    /// [`EventBus::published`]): one broadcast message per transaction, so
-    /// a subscriber gets a commit's events in one wake-up.
+    /// [`EventBus::published`]): whole transactions per broadcast message,
+    /// so a subscriber gets a commit's events in one wake-up.
     fn publish_page(&self, mut events: Vec<Event>) {
         let mut at = self.journal.lock_position();
         events.retain(|e| e.position() > *at);
@@ -173,11 +177,21 @@ impl EventBus {
         // later starts after the position just set
         // ([`EventBus::subscribe_at`]).
         let listened = self.tx.receiver_count() > 0;
-        for commit in events.chunk_by(|a, b| a.xid == b.xid) {
-            if listened {
-                let _ = self.tx.send(Arc::new(Published::new(commit)));
-            }
+        let mut from = 0;
+        for (to, commit) in events.chunk_by(|a, b| a.xid == b.xid).scan(0, |end, c| {
+            *end += c.len();
+            Some((*end, c))
+        }) {
             trace_published(commit[0].seq, commit[commit.len() - 1].seq);
+            // Whole transactions, merged up to MESSAGE_EVENTS: each message
+            // wakes every stream, and a replica reads many small commits
+            // at once.
+            if to - from >= MESSAGE_EVENTS || to == events.len() {
+                if listened {
+                    let _ = self.tx.send(Arc::new(Published::new(&events[from..to])));
+                }
+                from = to;
+            }
         }
     }
 
