@@ -327,12 +327,12 @@ impl Ctx {
         }
     }
 
-    /// Commits `tx` and publishes the events it journaled — only after
-    /// the commit succeeded (no phantom events). Journaling commits hold
-    /// the bus's order lock from commit to publish: seqs already commit in
-    /// order (the journal's advisory lock), and this keeps them published
-    /// in that order, so a resuming reader never skips a late seq. A
-    /// fenced context commits only while its leader lease is at its term
+    /// Commits `tx` and has the events it journaled published — only
+    /// after the commit succeeded (no phantom events), and by the journal
+    /// reader ([`crate::events::reader`]), in the journal's one order: a
+    /// transaction that commits later may take an earlier place, so a
+    /// commit never publishes its own events. A fenced context commits
+    /// only while its leader lease is at its term
     /// ([`pam_store::StoreError::Fenced`] otherwise, nothing written).
     ///
     /// Issue 19: before committing, the transaction's events are matched
@@ -348,25 +348,26 @@ impl Ctx {
             return Ok(());
         }
         let queued = webhooks::enqueue(tx.as_mut(), self.now(), &self.webhooks.link_base).await?;
-        // Replicas (issue 15): seqs commit in order across processes, so
-        // what others committed between our last publish and this commit
-        // is published first (the follower may not have read it yet). It is
-        // read in this transaction, which holds the event-order lock: no
-        // second connection is taken while others wait for that lock
-        // holding theirs (that starved the pool under load, issue 20).
-        let before = if self.bus.is_following() {
-            tx.events_before_own(self.bus.published_upto()).await?
-        } else {
-            Vec::new()
+        // Before the commit: the reader starts at the journal's end, read
+        // before any of this process's commits (so after none of them).
+        self.bus.start(&self.store, Some(tx.as_mut())).await?;
+        let seqs: Vec<i64> = tx.pending_events().seqs().collect();
+        self.bus.expect_local(seqs.iter().copied());
+        let events = match tx.commit().await {
+            Ok(events) => events,
+            Err(e) => {
+                // Rolled back (or, when the connection broke, unknown: then
+                // committed events are merely also handed to the `on_read`
+                // hook, a spurious wake-up).
+                self.bus.forget_local(seqs.into_iter());
+                return Err(e);
+            }
         };
-        // Nothing that holds the order lock takes a pool connection.
-        let _order = self.bus.order_lock().await;
-        let events = tx.commit().await?;
         if queued > 0 {
             self.wakeups.deliveries.notify_one();
         }
-        self.bus.publish_read(before);
-        self.bus.publish(events);
+        self.bus.journaled.inc_by(events.len() as u64);
+        self.bus.wake();
         Ok(())
     }
 }

@@ -62,6 +62,36 @@ impl Server {
         &self.state.ctx
     }
 
+    /// Waits until the journal reader published the event `seq`.
+    async fn published_up_to(&self, seq: i64) {
+        for _ in 0..2000 {
+            if self.ctx().bus.published().seq == seq {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("the reader never published {seq}");
+    }
+
+    /// Waits until no committed event waits behind a transaction in flight
+    /// (the horizon is the shared test cluster's: other tests' transactions
+    /// hold it back for a moment).
+    async fn settled(&self) {
+        for _ in 0..2000 {
+            let page = self
+                .ctx()
+                .store
+                .read_journal(pam_store::Position::START, 0)
+                .await
+                .unwrap();
+            if !page.held {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("the journal's horizon stayed behind");
+    }
+
     /// Journals `events` in one transaction through the real commit path.
     async fn journal(&self, events: &[(&str, Value)]) -> Vec<i64> {
         let ctx = self.ctx();
@@ -285,6 +315,8 @@ async fn topic_prefix_and_project_filters() {
     let before = s.get("/api/v1/events?after=0&limit=10000").await.1["next"]
         .as_i64()
         .unwrap();
+    // The reader publishes after the commit, not in it.
+    s.published_up_to(before).await;
 
     let mut by_topic = s.stream("?topic=run.started,work_item.", None).await;
     let mut by_prefix = s.stream("?topic=run.", None).await;
@@ -463,19 +495,25 @@ async fn a_lagging_subscriber_is_caught_up_from_the_journal() {
         commits.push(tx.commit().await.unwrap());
     }
     let want: Vec<i64> = commits.iter().flat_map(|c| c.seqs()).collect();
-    for events in commits {
-        ctx.bus.publish(events);
-    }
+    // Committed behind the reader's back (no wake-up per commit): once all
+    // are readable, one wake-up reads them in one page and publishes the
+    // ten commits back to back.
+    s.settled().await;
+    ctx.bus.wake();
     let got = sse.take(500).await;
     assert_eq!(seqs(&got), want);
     assert!(s.ctx().bus.lagged.get() >= 1, "the subscriber never lagged");
 }
 
+/// Issue 33: concurrent commits (no lock orders them) are published in
+/// the journal's one order — every event once, in the order a journal
+/// read gives — to the bus and to a stream alike.
 #[tokio::test]
-async fn concurrent_commits_publish_in_seq_order() {
+async fn concurrent_commits_publish_in_journal_order() {
     let s = Arc::new(Server::start().await);
     let mut rx = s.ctx().bus.subscribe();
     let mut sse = s.stream("", None).await;
+    let from = s.ctx().bus.published();
     let mut tasks = Vec::new();
     for w in 0..8 {
         let s = s.clone();
@@ -494,15 +532,26 @@ async fn concurrent_commits_publish_in_seq_order() {
     let total = (0..8)
         .flat_map(|w| (0..60).map(move |i| 1 + (w + i) % 3))
         .sum::<usize>();
+    let streamed = seqs(&sse.take(total).await);
     let mut published = Vec::new();
-    while let Ok(commit) = rx.try_recv() {
-        published.extend(commit.events.iter().map(|e| e.seq));
+    while published.len() < total {
+        let commit = tokio::time::timeout(Duration::from_secs(20), rx.recv())
+            .await
+            .expect("published too few")
+            .unwrap();
+        published.extend(commit.events.iter().map(|e| e.position));
     }
     assert_eq!(published.len(), total);
-    let mut sorted = published.clone();
-    sorted.sort();
-    assert_eq!(published, sorted, "published out of seq order");
-    assert_eq!(seqs(&sse.take(total).await), sorted);
+    assert!(
+        published.windows(2).all(|w| w[0] < w[1]),
+        "published out of the journal's order"
+    );
+    let mut tx = s.ctx().store.begin().await.unwrap();
+    let journal = tx.journal_after(from, 10_000).await.unwrap();
+    let journal: Vec<_> = journal.iter().map(|e| e.position()).collect();
+    assert_eq!(published, journal);
+    let published: Vec<i64> = published.iter().map(|p| p.seq).collect();
+    assert_eq!(streamed, published);
 }
 
 #[tokio::test]
@@ -601,4 +650,151 @@ impl PipeApply for AppState {
             serde_json::from_slice(&bytes).unwrap_or(Value::Null),
         )
     }
+}
+
+/// A small deterministic generator (xorshift): the stress test's choices
+/// are the same on every run.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+/// Issue 33's stress test: 16 writers × 200 journaling transactions
+/// through the real commit path, with pauses inside each transaction so
+/// their appends and commits interleave (no lock orders them any more),
+/// one in ten rolled back; meanwhile two streams (one from the start, one
+/// from seq 0), a bus subscriber and a paging follower read the journal.
+/// Every reader gets exactly the committed events, once each, in one and
+/// the same order, and a stream resumed from the middle gets exactly the
+/// rest. With the readers following seq order and no horizon, streams lose
+/// the events whose transaction committed after a higher seq was read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn stress_every_reader_gets_each_committed_event_once_in_one_order() {
+    const WRITERS: u64 = 16;
+    const TXS: u64 = 200;
+    let s = Arc::new(Server::start().await);
+    let start = s.journal(&[("marker.start", json!({}))]).await[0];
+    let mut from_start = s
+        .stream(&format!("?after={start}&topic=stress."), None)
+        .await;
+    let mut from_zero = s.stream("?after=0&topic=stress.", None).await;
+    let mut rx = s.ctx().bus.subscribe();
+    let (done_tx, done_rx) = tokio::sync::watch::channel(None::<usize>);
+    let follower = {
+        let store = s.ctx().store.clone();
+        let mut done = done_rx.clone();
+        tokio::spawn(async move {
+            let mut at = pam_store::Position::START;
+            let mut got = Vec::new();
+            loop {
+                let page = store.read_journal(at, 100).await.unwrap();
+                for e in &page.events {
+                    at = e.position();
+                    if e.topic == "stress.write" {
+                        got.push(e.seq);
+                    }
+                }
+                if page.events.is_empty() {
+                    if done.borrow().is_some_and(|n| got.len() >= n) {
+                        return got;
+                    }
+                    let _ = tokio::time::timeout(Duration::from_millis(5), done.changed()).await;
+                }
+            }
+        })
+    };
+    let mut writers = Vec::new();
+    for w in 0..WRITERS {
+        let s = s.clone();
+        writers.push(tokio::spawn(async move {
+            let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ (w + 1));
+            let (mut committed, mut rolled_back) = (Vec::new(), Vec::new());
+            for i in 0..TXS {
+                let ctx = s.ctx();
+                let mut tx = ctx.store.begin().await.unwrap();
+                let mut seqs = Vec::new();
+                for k in 0..1 + rng.below(3) {
+                    let e = tx
+                        .append_event("stress.write", json!({"w": w, "i": i, "k": k}), ctx.now())
+                        .await
+                        .unwrap();
+                    seqs.push(e.seq);
+                    tokio::time::sleep(Duration::from_micros(rng.below(2000))).await;
+                }
+                if rng.below(10) == 0 {
+                    drop(tx);
+                    rolled_back.extend(seqs);
+                } else {
+                    ctx.commit(tx).await.unwrap();
+                    committed.extend(seqs);
+                }
+            }
+            (committed, rolled_back)
+        }));
+    }
+    let (mut committed, mut rolled_back) = (Vec::new(), Vec::new());
+    for w in writers {
+        let (c, r) = w.await.unwrap();
+        committed.extend(c);
+        rolled_back.extend(r);
+    }
+    committed.sort_unstable();
+    let n = committed.len();
+    assert!(!rolled_back.is_empty() && n > 3000, "{n} committed");
+    done_tx.send(Some(n)).unwrap();
+
+    // The bus: one message per transaction, positions strictly ascending.
+    let mut bus = Vec::new();
+    let mut positions = Vec::new();
+    while bus.len() < n {
+        let commit = tokio::time::timeout(Duration::from_secs(20), rx.recv())
+            .await
+            .expect("the bus published too few")
+            .unwrap();
+        for e in commit.events.iter().filter(|e| e.topic == "stress.write") {
+            bus.push(e.seq);
+            positions.push(e.position);
+        }
+    }
+    assert!(
+        positions.windows(2).all(|p| p[0] < p[1]),
+        "bus out of order"
+    );
+    let streams = [
+        seqs(&from_start.take(n).await),
+        seqs(&from_zero.take(n).await),
+    ];
+    let follower = follower.await.unwrap();
+    let mut sorted = bus.clone();
+    sorted.sort_unstable();
+    assert_eq!(
+        sorted, committed,
+        "the bus: lost, repeated or rolled-back events"
+    );
+    for (name, got) in [
+        ("stream from the start", &streams[0]),
+        ("stream from 0", &streams[1]),
+        ("paging follower", &follower),
+    ] {
+        assert_eq!(got, &bus, "{name}: another order, or lost/repeated events");
+    }
+    // Seq order is not the journal's: the stress did interleave commits.
+    assert_ne!(bus, committed, "no commit ever overtook another");
+
+    // A stream resumed from the middle gets exactly the rest.
+    let k = n / 2;
+    let mut resumed = s.stream("?topic=stress.", Some(bus[k])).await;
+    assert_eq!(seqs(&resumed.take(n - k - 1).await), &bus[k + 1..]);
+    let tail = s.journal(&[("stress.write", json!({"tail": true}))]).await;
+    assert_eq!(
+        resumed.next().await.unwrap().id,
+        Some(tail[0]),
+        "nothing more"
+    );
 }

@@ -9,10 +9,56 @@ use crate::StoreResult;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Event {
+    /// The journaling transaction's id (PostgreSQL's 64-bit
+    /// `pg_current_xact_id()`; 0 in memory). The journal's order is
+    /// (xid, seq), see [`Position`].
+    pub xid: i64,
     pub seq: i64,
     pub topic: String,
     pub payload: Value,
     pub created_at: DateTime<Utc>,
+}
+
+impl Event {
+    /// Where the event lies in the journal's order.
+    pub fn position(&self) -> Position {
+        Position {
+            xid: self.xid,
+            seq: self.seq,
+        }
+    }
+}
+
+/// A place in the journal's one total order (issue 33): by the appending
+/// transaction's id, then by seq. Seqs are drawn when an event is
+/// appended, not when its transaction commits, and no lock orders the
+/// commits, so seq order is not an order readers can follow: a reader
+/// that passed seq 7 could still see seq 5 commit. Readers instead read
+/// only the events of finished transactions — every transaction id below
+/// the oldest one still in flight (PostgreSQL's snapshot `xmin`) — in
+/// (xid, seq) order; no event can ever appear below a position a reader
+/// reached, so every reader (every replica, every resume) sees the same
+/// sequence, once. A client names a position by the seq of the event at
+/// it (`Last-Event-ID`), looked up with [`EventTx::journal_position`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Position {
+    pub xid: i64,
+    pub seq: i64,
+}
+
+impl Position {
+    /// Before every event.
+    pub const START: Position = Position { xid: 0, seq: 0 };
+}
+
+/// One read of the journal by a follower ([`crate::Store::read_journal`]).
+#[derive(Debug, Clone, Default)]
+pub struct JournalPage {
+    /// Events after the position asked, in journal order.
+    pub events: Vec<Event>,
+    /// Committed events wait behind a transaction still in flight (they
+    /// are not in `events` yet): read again soon, a commit may not notify.
+    pub held: bool,
 }
 
 /// The events one transaction appended, in seq order, as the journal
@@ -24,6 +70,8 @@ pub struct Event {
 /// frames, the webhook fan-out).
 #[derive(Debug, Clone, Default)]
 pub struct Journaled {
+    /// The transaction's id (every event of a transaction has it).
+    xid: i64,
     /// The distinct topics (a transaction journals a handful).
     topics: Vec<Box<str>>,
     entries: Vec<Journal>,
@@ -41,7 +89,15 @@ struct Journal {
 impl Journaled {
     /// Appends an event (seqs ascending); `payload` is the JSON text of a
     /// value.
-    pub fn push_text(&mut self, seq: i64, topic: &str, payload: String, created_at: DateTime<Utc>) {
+    pub fn push_text(
+        &mut self,
+        xid: i64,
+        seq: i64,
+        topic: &str,
+        payload: String,
+        created_at: DateTime<Utc>,
+    ) {
+        self.xid = xid;
         let topic = match self.topics.iter().position(|t| &**t == topic) {
             Some(i) => i,
             None => {
@@ -59,7 +115,7 @@ impl Journaled {
 
     /// Appends an event (seqs ascending).
     pub fn push(&mut self, e: &Event) {
-        self.push_text(e.seq, &e.topic, e.payload.to_string(), e.created_at);
+        self.push_text(e.xid, e.seq, &e.topic, e.payload.to_string(), e.created_at);
     }
 
     pub fn len(&self) -> usize {
@@ -86,6 +142,7 @@ impl Journaled {
     /// The events in seq order, each decoded when reached.
     pub fn iter(&self) -> impl Iterator<Item = Event> + '_ {
         self.entries.iter().map(|e| Event {
+            xid: self.xid,
             seq: e.seq,
             topic: self.topics[e.topic].to_string(),
             // The text was written from a `Value`: it always parses.
@@ -137,7 +194,8 @@ pub fn with_actor(mut payload: Value) -> Value {
 /// The journal (`events`). Part of every [`crate::Tx`].
 #[async_trait]
 pub trait EventTx: Send {
-    /// Appends to the journal (seq assigned in commit order, see module doc).
+    /// Appends to the journal (the seq drawn now; its place in the
+    /// journal's order is its [`Position`]).
     async fn append_event(
         &mut self,
         topic: &str,
@@ -157,16 +215,26 @@ pub trait EventTx: Send {
         }
         Ok(out)
     }
-    /// Events with seq > `after`, ascending, at most `limit`.
+    /// Events with seq > `after`, ascending by seq, at most `limit`: every
+    /// visible row, for inspection and tests. Not an order to follow (see
+    /// [`Position`]); followers use [`EventTx::journal_after`].
     async fn events_after(&mut self, after: i64, limit: i64) -> StoreResult<Vec<Event>>;
-    /// The events other transactions committed with seq > `after` and
-    /// below this transaction's first appended event, ascending; empty
-    /// when it appended none. A transaction that appended holds the
-    /// event-order lock, so every one of them is committed and visible:
-    /// pamd publishes them before its own, in seq order, without a second
-    /// connection (issue 15's replicas; a read on another connection while
-    /// others waited for the lock starved the pool, issue 20).
-    async fn events_before_own(&mut self, after: i64) -> StoreResult<Vec<Event>>;
+    /// The events of finished transactions after `after`, in the
+    /// journal's order ([`Position`]), at most `limit`: what a follower of
+    /// the journal reads (streams, `GET /events`, the replicas' reader).
+    /// This transaction's own events are not among them.
+    async fn journal_after(&mut self, after: Position, limit: i64) -> StoreResult<Vec<Event>>;
+    /// Whether committed events wait behind a transaction still in flight
+    /// (a later [`EventTx::journal_after`] will return them).
+    async fn journal_held(&mut self) -> StoreResult<bool>;
+    /// The last position [`EventTx::journal_after`] can reach now
+    /// ([`Position::START`] for none): where a follower that starts now
+    /// begins.
+    async fn journal_end(&mut self) -> StoreResult<Position>;
+    /// The position of the event `seq` (a client's `Last-Event-ID`);
+    /// one purged or never committed stands for the nearest event below
+    /// it, [`Position::START`] below every event.
+    async fn journal_position(&mut self, seq: i64) -> StoreResult<Position>;
     /// One run's timeline: the events whose payload names it
     /// (`payload.run_id`), every attempt, seq > `after`, ascending, at most
     /// `limit`.
@@ -189,9 +257,11 @@ pub trait EventTx: Send {
     /// (lowest, highest) seq still in the journal; None when empty.
     async fn event_bounds(&mut self) -> StoreResult<Option<(i64, i64)>>;
     /// The highest seq ever handed out (0 if none), committed or rolled
-    /// back, purged or not. Takes the journal's order lock first (held
-    /// until this transaction ends), so no append is in flight: every seq
-    /// up to it is committed, rolled back or purged, and any later event
-    /// gets a higher seq.
+    /// back, purged or not. Takes the journal's append lock exclusively
+    /// (held until this transaction ends; appends hold it shared, so they
+    /// never wait for each other), so no append is in flight: every seq up
+    /// to it is committed, rolled back or purged, and any later event gets
+    /// a higher seq. Rare writes that must order against every append
+    /// take it (a Webhook's change).
     async fn event_high_water(&mut self) -> StoreResult<i64>;
 }

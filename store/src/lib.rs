@@ -74,7 +74,7 @@ use uuid::Uuid;
 pub use attach::{AttachLease, AttachRefusal, AttachTx};
 pub use charts::ChartTx;
 pub use deps::{DependencyLink, DependencyTx, Gated};
-pub use events::{Event, EventTx, Journaled};
+pub use events::{Event, EventTx, JournalPage, Journaled, Position};
 pub use hosts::{Host, HostTx};
 pub use idempotency::{Claimed, IdempotencyClaim, IdempotencyTx};
 pub use leader::{LeaderTx, Lease};
@@ -198,6 +198,27 @@ pub trait Store: Send + Sync + 'static {
     /// after what you have", never what to read.
     async fn journal_wakeups(&self) -> StoreResult<Option<tokio::sync::mpsc::Receiver<()>>> {
         Ok(None)
+    }
+
+    /// One page of the journal after `after` for a follower
+    /// ([`EventTx::journal_after`] and [`EventTx::journal_held`] in one
+    /// read; PostgreSQL: one statement, no transaction around it).
+    async fn read_journal(&self, after: Position, limit: i64) -> StoreResult<JournalPage> {
+        let mut tx = self.begin().await?;
+        let events = tx.journal_after(after, limit).await?;
+        let held = tx.journal_held().await?;
+        Ok(JournalPage { events, held })
+    }
+
+    /// Waits until every transaction in flight when called has ended, at
+    /// most `limit`: then [`EventTx::journal_after`] reaches every event
+    /// committed before the call (a client that wrote and then reads the
+    /// journal finds its write). Past `limit` it returns anyway: what is
+    /// read is still in order, only not yet complete. Nothing to wait for
+    /// in memory.
+    async fn journal_barrier(&self, limit: std::time::Duration) -> StoreResult<()> {
+        let _ = limit;
+        Ok(())
     }
 
     /// Refreshes the query planner's statistics of the run queue

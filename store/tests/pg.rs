@@ -7,7 +7,7 @@ use conformance::{host, item, project, run, t};
 use pam_manifests::state::RunStatus;
 use pam_store::postgres::PgStore;
 use pam_store::prelude::*;
-use pam_store::RunFilter;
+use pam_store::{Position, RunFilter};
 use pam_testkit::testdb::fresh_pool;
 
 async fn pg_store() -> Box<PgStore> {
@@ -86,50 +86,79 @@ async fn concurrent_claimers_claim_each_run_exactly_once() {
     }
 }
 
-/// The event-order lock: a second transaction's first append waits until
-/// the first appender commits, so seqs become visible in commit order.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn event_appends_serialize_until_commit() {
-    let store = PgStore::new(fresh_pool().await.unwrap());
-    let mut tx1 = store.begin().await.unwrap();
-    let first = tx1
-        .append_event("a", serde_json::json!({}), t(1))
-        .await
-        .unwrap();
+/// Waits until no committed event of this database waits behind a
+/// transaction in flight (the horizon is the shared cluster's).
+async fn settled(store: &PgStore) {
+    for _ in 0..1000 {
+        if !store.read_journal(Position::START, 0).await.unwrap().held {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("the journal's horizon stayed behind for 10 s");
+}
 
-    let store2 = store.clone();
-    let second = tokio::spawn(async move {
-        let mut tx2 = store2.begin().await.unwrap();
-        let e = tx2
-            .append_event("b", serde_json::json!({}), t(2))
-            .await
-            .unwrap();
+/// Issue 33: journaling transactions do not wait for each other (they used
+/// to, one advisory lock ordering every commit), and followers read only
+/// finished transactions, in (xid, seq) order: an event committed behind a
+/// transaction still in flight waits for it, and a transaction that began
+/// writing first comes first even with the higher seq.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn appends_commit_concurrently_and_followers_wait_for_the_horizon() {
+    use serde_json::json;
+    let store = PgStore::new(fresh_pool().await.unwrap());
+    let start = store.begin().await.unwrap().journal_end().await.unwrap();
+    let mut tx1 = store.begin().await.unwrap();
+    let first = tx1.append_event("a", json!({}), t(1)).await.unwrap();
+    let mut tx2 = store.begin().await.unwrap();
+    let second = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        let e = tx2.append_event("b", json!({}), t(2)).await.unwrap();
         tx2.commit().await.unwrap();
         e
-    });
+    })
+    .await
+    .expect("the second appender waited for the first to commit");
+    assert!(second.seq > first.seq && second.xid > first.xid);
+    // Committed, but behind the first, still in flight: a reader that
+    // delivered it now would pass the first's place for ever.
+    let page = store.read_journal(start, 100).await.unwrap();
+    assert!(page.events.iter().all(|e| e.seq != second.seq), "{page:?}");
+    assert!(page.held);
+    tx1.commit().await.unwrap();
+    settled(&store).await;
+    let page = store.read_journal(start, 100).await.unwrap();
+    let seqs: Vec<i64> = page.events.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, [first.seq, second.seq]);
 
-    // Wait (by observation, not by sleeping) until tx2 is blocked on the
-    // advisory lock that tx1 holds.
-    let mut blocked = false;
-    for _ in 0..10_000 {
-        let waiting: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted",
-        )
-        .fetch_one(store.pool())
+    // A transaction that wrote first (its id older) but journals last.
+    let mut early = store.begin().await.unwrap();
+    early.insert_host(&host("early", &[])).await.unwrap();
+    let mut late = store.begin().await.unwrap();
+    let c = late.append_event("c", json!({}), t(3)).await.unwrap();
+    late.commit().await.unwrap();
+    let d = early.append_event("d", json!({}), t(4)).await.unwrap();
+    early.commit().await.unwrap();
+    assert!(d.seq > c.seq && d.xid < c.xid);
+    settled(&store).await;
+    let mut tx = store.begin().await.unwrap();
+    let after = tx.journal_after(second.position(), 100).await.unwrap();
+    let seqs: Vec<i64> = after.iter().map(|e| e.seq).collect();
+    assert_eq!(
+        seqs,
+        [d.seq, c.seq],
+        "the journal's order is the transactions'"
+    );
+    // A resume from d (its seq) continues with c.
+    let at = tx.journal_position(d.seq).await.unwrap();
+    assert_eq!(at, d.position());
+    let rest: Vec<i64> = tx
+        .journal_after(at, 100)
         .await
-        .unwrap();
-        if waiting == 1 {
-            blocked = true;
-            break;
-        }
-        tokio::task::yield_now().await;
-    }
-    assert!(blocked, "the second appender never waited for the first");
-    assert!(!second.is_finished());
-
-    assert_eq!(tx1.commit().await.unwrap(), vec![first.clone()]);
-    let second = second.await.unwrap();
-    assert!(second.seq > first.seq);
+        .unwrap()
+        .iter()
+        .map(|e| e.seq)
+        .collect();
+    assert_eq!(rest, [c.seq]);
 }
 
 /// Migration 0014 (issue 30): a host no Host manifest declares kept its

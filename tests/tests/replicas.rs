@@ -20,12 +20,17 @@ const TOML: &str =
 const LEASE: Duration = Duration::from_secs(3);
 
 async fn replicas(n: usize) -> Vec<Pamd> {
+    replicas_with(n, "").await
+}
+
+/// `n` replicas with `extra` appended to their config.
+async fn replicas_with(n: usize, extra: &str) -> Vec<Pamd> {
     let url = pam_testkit::testdb::fresh_database_url().await.unwrap();
     let mut out = Vec::new();
     for _ in 0..n {
         out.push(
             Pamd::start(PamdOptions {
-                config_toml: TOML.to_string(),
+                config_toml: format!("{TOML}{extra}"),
                 database_url: Some(url.clone()),
                 ..PamdOptions::default()
             })
@@ -84,13 +89,14 @@ fn stream(
     rx
 }
 
-/// Reads `rx` until it has seen `last`; every seq it carried, in order.
+/// Reads `rx` until it has seen `last`; every seq it carried, in order
+/// (the journal's order: by transaction, not by seq, issue 33).
 async fn seqs_until(
     rx: &mut tokio::sync::mpsc::UnboundedReceiver<Option<i64>>,
     last: i64,
 ) -> Vec<i64> {
     let mut seen = Vec::new();
-    while seen.last().is_none_or(|s| *s < last) {
+    while seen.last() != Some(&last) {
         match tokio::time::timeout(T, rx.recv()).await {
             Ok(Some(Some(seq))) => seen.push(seq),
             other => panic!("stream: {other:?} after {} events", seen.len()),
@@ -200,6 +206,7 @@ async fn three_replicas_one_leader_events_everywhere_and_the_leader_killed() {
         .count();
     assert_eq!(finished, 100, "one run.finished per run");
     let mut sorted = seqs.clone();
+    sorted.sort_unstable();
     sorted.dedup();
     assert_eq!(sorted.len(), seqs.len(), "a seq twice in the journal");
 
@@ -211,9 +218,116 @@ async fn three_replicas_one_leader_events_everywhere_and_the_leader_killed() {
     // rest, once.
     let mid = seqs[seqs.len() / 2];
     let mut resumed = stream(&ps[b], Some(mid));
-    let rest: Vec<i64> = seqs.iter().copied().filter(|s| *s > mid).collect();
+    let rest = seqs[seqs.len() / 2 + 1..].to_vec();
     assert_eq!(seqs_until(&mut resumed, last).await, rest);
     drop((w1, w2));
+}
+
+/// Issue 33's fault test: 1,000 journaling transactions — applies of one
+/// Task each, 32 in flight, through three replicas in turn — with one
+/// replica SIGKILLed a third of the way in. No lock orders the commits.
+/// Then every stream on every surviving replica (opened from seq 0 before
+/// the writes) and the killed replica's stream resumed with Last-Event-ID
+/// on each survivor carry every committed event once, in the journal's
+/// one order; every apply answered 200 has its event among them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_concurrent_writes_with_a_replica_killed_lose_and_repeat_nothing() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    const WRITES: usize = 1000;
+    let mut ps = replicas_with(3, "[rate_limits]\nenabled = false\n").await;
+    let http = reqwest::Client::new();
+    let post = |p: &Pamd, i: usize| {
+        let body = serde_json::json!({"objects": [
+            {"apiVersion": "pam.dev/v1", "kind": "Project", "metadata": {"name": "j"},
+             "spec": {"displayName": "J"}},
+            {"apiVersion": "pam.dev/v1", "kind": "Task",
+             "metadata": {"name": format!("t{i}"), "project": "j"}, "spec": {"title": "T"}},
+        ]});
+        http.post(format!("{}/api/v1/apply", p.url))
+            .bearer_auth(&p.token)
+            .json(&body)
+            .send()
+    };
+    assert!(post(&ps[0], 0).await.unwrap().status().is_success());
+    let mut streams: Vec<_> = ps.iter().map(|p| stream(p, None)).collect();
+    let done = Arc::new(AtomicUsize::new(0));
+    let gate = Arc::new(tokio::sync::Semaphore::new(32));
+    let mut writes = Vec::new();
+    for i in 1..=WRITES {
+        let req = post(&ps[i % 3], i);
+        let (done, gate) = (done.clone(), gate.clone());
+        writes.push(tokio::spawn(async move {
+            let _permit = gate.acquire().await.unwrap();
+            let ok = matches!(req.await, Ok(r) if r.status().is_success());
+            done.fetch_add(1, Ordering::SeqCst);
+            ok.then_some(i)
+        }));
+    }
+    eventually(T, "a third of the writes answered", || async {
+        (done.load(Ordering::SeqCst) >= WRITES / 3).then_some(())
+    })
+    .await;
+    ps[2].kill9();
+    let mut answered = vec![0];
+    for w in writes {
+        answered.extend(w.await.unwrap());
+    }
+    assert!(answered.len() > WRITES / 2, "{} answered", answered.len());
+
+    // The journal through a survivor: each answered write's event, once.
+    let journal = events(&ps[0], None).await;
+    let seqs: Vec<i64> = journal.iter().filter_map(|e| e["seq"].as_i64()).collect();
+    let mut unique = seqs.clone();
+    unique.sort_unstable();
+    unique.dedup();
+    assert_eq!(unique.len(), seqs.len(), "a seq twice in the journal");
+    let created: std::collections::HashSet<String> = journal
+        .iter()
+        .filter(|e| e["topic"] == "work_item.created")
+        .filter_map(|e| e["payload"]["name"].as_str().map(str::to_string))
+        .collect();
+    for i in &answered {
+        assert!(
+            created.contains(&format!("t{i}")),
+            "t{i} answered, not journaled"
+        );
+    }
+    let last = *seqs.last().unwrap();
+    // Every stream on a survivor: everything, once, in order.
+    for i in [0, 1] {
+        assert_eq!(
+            seqs_until(&mut streams[i], last).await,
+            seqs,
+            "replica {i}'s stream"
+        );
+    }
+    // The killed replica's stream broke off at some event: what it carried
+    // is the journal's beginning, and a resume on each survivor the rest.
+    let mut carried = Vec::new();
+    while let Ok(Some(Some(seq))) = tokio::time::timeout(T, streams[2].recv()).await {
+        carried.push(seq);
+    }
+    assert_eq!(
+        carried,
+        seqs[..carried.len()],
+        "the killed replica's stream"
+    );
+    println!(
+        "{} of {WRITES} writes answered; {} events; the killed replica's stream carried {} before it broke",
+        answered.len() - 1,
+        seqs.len(),
+        carried.len()
+    );
+    for i in [0, 1] {
+        let from = carried.last().copied().unwrap_or(0);
+        let mut resumed = stream(&ps[i], Some(from));
+        assert_eq!(
+            seqs_until(&mut resumed, last).await,
+            seqs[carried.len()..],
+            "resumed on replica {i}"
+        );
+    }
 }
 
 #[tokio::test]

@@ -28,6 +28,11 @@ pub struct EventsQuery {
 
 /// Most events one page returns (`limit` is clamped to it).
 pub const EVENTS_PAGE_MAX: i64 = 10_000;
+/// The longest `GET /events` waits for transactions in flight to end
+/// ([`pam_store::Store::journal_barrier`]); past it, the page may miss
+/// events committed just before the request, which the next page (from
+/// `next`) returns.
+const JOURNAL_BARRIER: std::time::Duration = std::time::Duration::from_secs(1);
 /// Most journal rows one filtered page scans; a filter that matches little
 /// returns fewer items and a `next` to continue from.
 const EVENTS_SCAN_MAX: i64 = 100_000;
@@ -44,10 +49,12 @@ pub fn page_limit(requested: Option<i64>, default: i64, max: i64) -> Result<i64,
     }
 }
 
-/// Pages the journal: events after `after`, filtered by `topic` (a comma
-/// list; an entry ending in `.` is a prefix, `run.`) and `project`.
-/// `next` is the seq to pass as `after` for the following page: the last
-/// journal row this page looked at, so a filtered page never rescans.
+/// Pages the journal in its one order (the streams', issue 33): events
+/// after the event `after` (a seq, looked up to its position), filtered
+/// by `topic` (a comma list; an entry ending in `.` is a prefix, `run.`)
+/// and `project`. `next` is the seq to pass as `after` for the following
+/// page: the last journal row this page looked at, so a filtered page
+/// never rescans.
 #[tracing::instrument(skip_all)]
 pub async fn list_events(
     State(st): State<AppState>,
@@ -67,15 +74,21 @@ pub async fn list_events(
         q.project.as_deref(),
     )
     .await?;
+    // Read-your-writes: a client that just wrote finds its events, though
+    // a transaction in flight elsewhere may hold the journal's horizon
+    // back for a moment (issue 33).
+    st.ctx.store.journal_barrier(JOURNAL_BARRIER).await?;
     let mut tx = st.ctx.store.begin().await?;
     let mut items = Vec::new();
     let mut next = q.after;
+    let mut at = tx.journal_position(q.after).await?;
     let mut scanned = 0;
     'pages: loop {
-        let page = tx.events_after(next, limit).await?;
+        let page = tx.journal_after(at, limit).await?;
         let full = (page.len() as i64) == limit;
         for e in &page {
             next = e.seq;
+            at = e.position();
             scanned += 1;
             if filter.keeps(e) {
                 items.push(event_json(e));

@@ -2,12 +2,16 @@
 //! stream (SSE)").
 //!
 //! # Guarantees
-//! - Resume (`Last-Event-ID` or `?after=`) loses and repeats nothing across
-//!   the journal/live seam: the handler subscribes to the broadcast
-//!   *first*, then replays the journal after the resume position, then
-//!   forwards live events skipping every `seq <= last seen`. Publishing is
-//!   in seq order ([`EventBus`]), so that skip never drops a late
-//!   commit.
+//! - Every stream follows the journal's one order ([`Position`]: by
+//!   transaction, then seq; issue 33), whichever replica serves it. A
+//!   resume (`Last-Event-ID` or `?after=`, a seq) starts at that event's
+//!   position and loses and repeats nothing across the journal/live seam:
+//!   the handler subscribes to the broadcast *first*, then replays the
+//!   journal after the resume position, then forwards live events skipping
+//!   every position at or before the last seen. The reader publishes in
+//!   the journal's order ([`crate::events::reader`]), so that skip never
+//!   drops a late commit. A live stream starts at the position published
+//!   when it subscribed (`X-Pam-Stream-Position` names it by seq).
 //! - A resume position older than the journal's first event gets one
 //!   `event: gap` naming the purged range, then the stream continues;
 //!   so does one below the seq high-water mark when retention emptied the
@@ -33,6 +37,7 @@ use serde::Deserialize;
 use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 
 use pam_store::prelude::*;
+use pam_store::Position;
 
 use super::auth::Operator;
 use super::revocation::Hold;
@@ -140,28 +145,33 @@ pub async fn stream(
     )
     .await?;
 
-    // Subscribe before reading the journal: whatever commits from now on
-    // reaches us live, whatever committed before is in the journal.
+    // Subscribe before reading the journal: whatever is published from
+    // now on reaches us live, whatever was published before is in the
+    // journal.
     let bus = st.ctx.bus.clone();
-    let rx = bus.subscribe();
-    let (bounds, high_water) = {
+    bus.start(&st.ctx.store, None).await?;
+    let (rx, live_from) = bus.subscribe_at();
+    let (bounds, high_water, resume) = {
         let mut tx = st.ctx.store.begin().await?;
         let mut bounds = tx.event_bounds().await?;
+        let resume = match after {
+            Some(a) => Some(tx.journal_position(a).await?),
+            None => None,
+        };
         let mut high_water = 0;
         if bounds.is_none() && after.is_some_and(|a| a > 0) {
             // An empty journal: was it purged past the resume position?
-            // Under the order lock no append is in flight, so the bounds
+            // Under the append lock no append is in flight, so the bounds
             // read again now and the high-water mark agree (a commit
             // between the two reads cannot land inside the gap).
             high_water = tx.event_high_water().await?;
             bounds = tx.event_bounds().await?;
-            // Ends the transaction now: it holds the order lock, which
+            // Ends the transaction now: it holds the append lock, which
             // every journaling write waits for.
             st.ctx.commit(tx).await?;
         }
-        (bounds, high_water)
+        (bounds, high_water, resume)
     };
-    let position = bounds.map_or(0, |(_, hi)| hi);
     let mut queue = VecDeque::new();
     let purged = match (after, bounds) {
         (Some(after), Some((lo, _))) if lo > after + 1 => Some((after + 1, lo - 1)),
@@ -174,10 +184,11 @@ pub async fn stream(
         queue.push_back(Bytes::from(format!("event: gap\ndata: {data}\n\n")));
     }
     // Without a resume position the stream is live only.
-    let (last, replaying) = match after {
-        Some(a) => (a, true),
-        None => (position, false),
+    let (last, replaying) = match resume {
+        Some(p) => (p, true),
+        None => (live_from, false),
     };
+    let position = live_from.seq;
     let token = op.hold(&st);
     let sub = Subscriber {
         revoked: Box::pin(token.revoked()),
@@ -232,9 +243,9 @@ struct Subscriber {
     store: Arc<dyn Store>,
     filter: Filter,
     rx: tokio::sync::broadcast::Receiver<Arc<Published>>,
-    /// The highest seq seen (sent or filtered out); nothing at or below it
-    /// is sent again.
-    last: i64,
+    /// The last position seen (sent or filtered out); nothing at or
+    /// before it is sent again.
+    last: Position,
     /// Reading the journal after `last` (a resume, or a catch-up after
     /// lagging) rather than the broadcast.
     replaying: bool,
@@ -303,10 +314,10 @@ impl Subscriber {
     fn take(&mut self, p: &Published, chunk: &mut Chunk) {
         let mut run: Option<std::ops::Range<usize>> = None;
         for e in &p.events {
-            if e.seq <= self.last {
+            if e.position <= self.last {
                 continue;
             }
-            self.last = e.seq;
+            self.last = e.position;
             if self.filter.keeps_published(e) {
                 run = match run {
                     Some(r) if r.end == e.frame.start => Some(r.start..e.frame.end),
@@ -335,14 +346,14 @@ impl Subscriber {
     async fn replay_page(&mut self) -> pam_store::StoreResult<()> {
         let page = {
             let mut tx = self.store.begin().await?;
-            tx.events_after(self.last, PAGE).await?
+            tx.journal_after(self.last, PAGE).await?
         };
         if (page.len() as i64) < PAGE {
             self.replaying = false;
         }
         let mut buf = BytesMut::new();
         for e in &page {
-            self.last = e.seq;
+            self.last = e.position();
             if self.filter.keeps(e) {
                 buf.extend_from_slice(&frame(e));
             }

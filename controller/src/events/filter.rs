@@ -98,6 +98,7 @@ mod tests {
 
     fn ev(topic: &str, payload: serde_json::Value) -> Event {
         Event {
+            xid: 0,
             seq: 1,
             topic: topic.into(),
             payload,

@@ -2,24 +2,25 @@
 //! that makes the change) and the in-process broadcast that subscribers
 //! (SSE, long-polls) listen on. Events are published only after their
 //! transaction committed (pam-data-model.txt, processed_signals: no phantom
-//! events), by handing [`pam_store::Tx::commit`]'s result to
-//! [`EventBus::publish`].
+//! events), and only by the journal reader ([`reader`]): it reads the
+//! journal in its one order, so this process's commits, other replicas'
+//! and a resuming stream's replay all agree (issue 33).
 
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
-use tokio::sync::{broadcast, watch, Mutex};
+use tokio::sync::{broadcast, watch};
 
-use pam_store::{Event, Journaled};
+use pam_store::{Event, Position};
 
 pub mod filter;
 pub mod follow;
 pub mod message;
 pub mod payload;
+pub mod reader;
 pub mod render;
 pub mod topic;
 
@@ -41,6 +42,8 @@ pub struct Published {
 /// One event of a [`Published`] commit.
 #[derive(Debug)]
 pub struct PublishedEvent {
+    /// Its place in the journal's order.
+    pub position: Position,
     pub seq: i64,
     pub topic: String,
     /// The payload's `project` (a name), for `?project=`.
@@ -52,7 +55,7 @@ pub struct PublishedEvent {
 }
 
 impl Published {
-    /// `events`: one commit's, in seq order.
+    /// `events`: one commit's, in the journal's order.
     pub fn new(events: &[Event]) -> Published {
         let mut frames = Vec::new();
         let events = events
@@ -67,6 +70,7 @@ impl Published {
                 let start = frames.len();
                 render::write_frame(&mut frames, e);
                 PublishedEvent {
+                    position: e.position(),
                     seq: e.seq,
                     topic: e.topic.clone(),
                     project: field("project"),
@@ -82,31 +86,24 @@ impl Published {
     }
 }
 
+/// Consecutive transactions' events are merged into one broadcast message
+/// up to this many.
+const MESSAGE_EVENTS: usize = 64;
+
 /// Fan-out of committed events, plus what the stream handler shares:
-/// the publish-order lock, the shutdown signal, counters.
+/// the shutdown signal, counters.
 #[derive(Clone)]
 pub struct EventBus {
     tx: broadcast::Sender<Arc<Published>>,
-    /// Held from commit to publish by every journaling commit (see
-    /// [`crate::ctx::Ctx::commit`]): the journal's advisory lock
-    /// makes seqs commit in order, this makes them *publish* in order, so
-    /// a live subscriber that skips `seq <= last sent` never skips an
-    /// event that committed late.
-    order: Arc<Mutex<()>>,
-    /// The highest seq published (by this process's commits or read from
-    /// the journal after another replica's, [`follow`]): nothing at or
-    /// below it is published again.
-    upto: Arc<AtomicI64>,
-    /// Whether other processes' events are followed ([`follow`]): then a
-    /// local commit first publishes what others committed before it.
-    following: Arc<std::sync::atomic::AtomicBool>,
+    /// The journal reader: the one publisher ([`reader`]).
+    journal: Arc<reader::Journal>,
     /// See [`EventBus::on_read`].
     #[allow(clippy::type_complexity)]
     on_read: Arc<std::sync::Mutex<Option<Arc<dyn Fn(&[Event]) + Send + Sync>>>>,
     shutdown: watch::Sender<bool>,
     /// How often idle streams get a `: keep-alive` comment.
     pub keep_alive: Duration,
-    /// Events published (journaled and committed) by this process.
+    /// Events journaled and committed by this process.
     pub journaled: Counter,
     /// Open SSE streams.
     pub subscribers: Gauge,
@@ -123,9 +120,7 @@ impl EventBus {
         let (shutdown, _) = watch::channel(false);
         EventBus {
             tx,
-            order: Arc::new(Mutex::new(())),
-            upto: Arc::new(AtomicI64::new(0)),
-            following: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+            journal: Default::default(),
             on_read: Default::default(),
             shutdown,
             keep_alive: Duration::from_secs(15),
@@ -135,93 +130,77 @@ impl EventBus {
         }
     }
 
-    /// Publishes one commit's events (in seq order) as one broadcast
-    /// message. Having no subscriber is fine.
-    pub fn publish(&self, events: Journaled) {
-        self.journaled.inc_by(events.len() as u64);
-        // No stream listens: nothing to decode or frame (a big apply's
-        // payloads stay text, issue 30). A stream subscribing after this
-        // check finds these (committed) events in the journal, which it
-        // reads after subscribing.
-        if self.tx.receiver_count() == 0 {
-            let upto = self.upto.load(Ordering::SeqCst);
-            if let Some(last) = events.last_seq().filter(|&s| s > upto) {
-                self.upto.store(last, Ordering::SeqCst);
-                let first = events.seqs().find(|&s| s > upto);
-                trace_published(first.unwrap_or(last), last);
-            }
-            return;
-        }
-        self.broadcast(events.to_vec());
-    }
-
-    /// What to do with events other replicas committed, when they are
-    /// read (wake claims, record operator signals): set once, by whoever
-    /// runs the follower.
+    /// What to do with events other processes (replicas) committed, when
+    /// the reader publishes them (wake claims, record operator signals):
+    /// set once, by whoever runs the server. This process's own commits
+    /// did that when they committed ([`EventBus::expect_local`]).
     pub fn on_read(&self, f: impl Fn(&[Event]) + Send + Sync + 'static) {
         *self.on_read.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(f));
     }
 
-    /// Publishes nothing at or below `seq` from now on (a follower
-    /// starting: what committed before is the journal's).
-    pub fn skip_to(&self, seq: i64) {
-        self.upto.fetch_max(seq, Ordering::SeqCst);
+    /// The position published up to: the reader publishes what lies after
+    /// it, in order.
+    pub fn published(&self) -> Position {
+        *self.journal.lock_position()
     }
 
-    /// Whether other processes' events are followed.
-    pub fn is_following(&self) -> bool {
-        self.following.load(Ordering::SeqCst)
-    }
-
-    /// The highest seq published.
-    pub fn published_upto(&self) -> i64 {
-        self.upto.load(Ordering::SeqCst)
-    }
-
-    /// Publishes events read from the journal (another replica's, in seq
-    /// order), skipping what was published already; the caller holds
-    /// [`EventBus::order_lock`].
-    pub fn publish_read(&self, mut events: Vec<Event>) {
-        let upto = self.upto.load(Ordering::SeqCst);
-        events.retain(|e| e.seq > upto);
-        if events.is_empty() {
-            return;
-        }
-        let hook = self
-            .on_read
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        if let Some(f) = hook {
-            f(&events);
-        }
-        self.broadcast(events);
-    }
-
-    /// Publishes events above the highest seq published, in seq order.
-    fn broadcast(&self, mut events: Vec<Event>) {
-        let upto = self.upto.load(Ordering::SeqCst);
-        events.retain(|e| e.seq > upto);
+    /// Publishes one page read from the journal (in its order, after
+    /// [`EventBus::published`]): whole transactions per broadcast message,
+    /// so a subscriber gets a commit's events in one wake-up.
+    fn publish_page(&self, mut events: Vec<Event>) {
+        let mut at = self.journal.lock_position();
+        events.retain(|e| e.position() > *at);
         let Some(last) = events.last() else {
             return;
         };
-        self.upto.store(last.seq, Ordering::SeqCst);
+        *at = last.position();
+        let foreign: Vec<Event> = {
+            let mut local = self.journal.lock_local();
+            let hook = self
+                .on_read
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone();
+            let mut foreign = Vec::new();
+            for e in &events {
+                if !local.remove(&e.seq) && hook.is_some() {
+                    foreign.push(e.clone());
+                }
+            }
+            if let (Some(f), false) = (hook, foreign.is_empty()) {
+                f(&foreign);
+            }
+            foreign
+        };
+        drop(foreign);
         // No stream listens: no frames to build. A stream subscribing
-        // after this check finds these (committed) events in the journal,
-        // which it reads after subscribing.
-        if self.tx.receiver_count() == 0 {
-            trace_published(events[0].seq, last.seq);
-            return;
+        // later starts after the position just set
+        // ([`EventBus::subscribe_at`]).
+        let listened = self.tx.receiver_count() > 0;
+        let mut from = 0;
+        for (to, commit) in events.chunk_by(|a, b| a.xid == b.xid).scan(0, |end, c| {
+            *end += c.len();
+            Some((*end, c))
+        }) {
+            trace_published(commit[0].seq, commit[commit.len() - 1].seq);
+            // Whole transactions, merged up to MESSAGE_EVENTS: each message
+            // wakes every stream, and a replica reads many small commits
+            // at once.
+            if to - from >= MESSAGE_EVENTS || to == events.len() {
+                if listened {
+                    let _ = self.tx.send(Arc::new(Published::new(&events[from..to])));
+                }
+                from = to;
+            }
         }
-        let (first, last) = (events[0].seq, last.seq);
-        let published = Arc::new(Published::new(&events));
-        trace_published(first, last);
-        let _ = self.tx.send(published);
     }
 
-    /// The lock a journaling commit holds until it published.
-    pub async fn order_lock(&self) -> tokio::sync::MutexGuard<'_, ()> {
-        self.order.lock().await
+    /// Subscribes, with the position published up to at that instant
+    /// (atomically: nothing is published in between), so a live stream
+    /// skips exactly what it will not receive.
+    pub fn subscribe_at(&self) -> (broadcast::Receiver<Arc<Published>>, Position) {
+        let at = self.journal.lock_position();
+        (self.tx.subscribe(), *at)
     }
 
     pub fn subscribe(&self) -> broadcast::Receiver<Arc<Published>> {

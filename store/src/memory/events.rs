@@ -1,4 +1,5 @@
 use super::*;
+use crate::Position;
 
 #[async_trait]
 impl EventTx for MemTx {
@@ -14,6 +15,9 @@ impl EventTx for MemTx {
         self.guard.last_seq += 1;
         let s = &mut self.work;
         let ev = Event {
+            // One order: transactions hold the whole state, so seqs are
+            // drawn in commit order and xid adds nothing.
+            xid: 0,
             seq: self.guard.last_seq,
             topic: topic.to_string(),
             payload,
@@ -34,16 +38,42 @@ impl EventTx for MemTx {
             .collect())
     }
 
-    async fn events_before_own(&mut self, after: i64) -> StoreResult<Vec<Event>> {
-        let Some(first) = self.events.first_seq() else {
-            return Ok(Vec::new());
-        };
+    async fn journal_after(&mut self, after: Position, limit: i64) -> StoreResult<Vec<Event>> {
+        // Like PostgreSQL's horizon, this transaction's own events are not
+        // journal yet (they are the highest seqs: nothing else runs).
+        let own = self.events.first_seq().unwrap_or(i64::MAX);
         Ok(self
             .work
             .events
-            .range(after.saturating_add(1)..first.max(after.saturating_add(1)))
-            .map(|(_, e)| e.clone())
+            .values()
+            .filter(|e| e.position() > after && e.seq < own)
+            .take(take(limit))
+            .cloned()
             .collect())
+    }
+
+    async fn journal_held(&mut self) -> StoreResult<bool> {
+        // Nothing else is in flight.
+        Ok(false)
+    }
+
+    async fn journal_end(&mut self) -> StoreResult<Position> {
+        let own = self.events.first_seq().unwrap_or(i64::MAX);
+        Ok(self
+            .work
+            .events
+            .range(..own)
+            .next_back()
+            .map_or(Position::START, |(_, e)| e.position()))
+    }
+
+    async fn journal_position(&mut self, seq: i64) -> StoreResult<Position> {
+        Ok(self
+            .work
+            .events
+            .range(..=seq)
+            .next_back()
+            .map_or(Position::START, |(_, e)| e.position()))
     }
 
     async fn run_events_of_topic(&mut self, topic: &str, runs: &[Uuid]) -> StoreResult<Vec<Event>> {

@@ -1,4 +1,16 @@
 use super::*;
+use crate::{JournalPage, Position};
+
+/// An event row's columns, as [`event_from_row`] reads them.
+const EVENT_COLS: &str = "xid, seq, topic, payload, created_at";
+
+/// The journal's horizon: the oldest transaction id still in flight in
+/// the statement's snapshot (`xmin`). Every transaction below it has
+/// committed or rolled back, so every event row below it that the
+/// snapshot shows is final, and no row can ever appear below it again.
+/// The session's own transaction counts as in flight (PostgreSQL includes
+/// it in `xmin`): a transaction never reads its own events as journal.
+const HORIZON: &str = "(pg_snapshot_xmin(pg_current_snapshot())::text)::bigint";
 
 #[async_trait]
 impl EventTx for PgTx {
@@ -13,7 +25,7 @@ impl EventTx for PgTx {
         self.lock_event_order().await?;
         let row = sqlx::query(
             "INSERT INTO events (topic, payload, created_at) VALUES ($1, $2, $3) \
-             RETURNING seq, topic, payload, created_at",
+             RETURNING xid, seq, topic, payload, created_at",
         )
         .bind(topic)
         .bind(&payload)
@@ -55,10 +67,10 @@ impl EventTx for PgTx {
             // parameter and what the transaction keeps until commit
             // (`Journaled`, issue 30).
             let texts: Vec<String> = chunk.iter().map(|(_, p)| p.to_string()).collect();
-            let mut seqs: Vec<i64> = sqlx::query_scalar(
+            let mut seqs: Vec<(i64, i64)> = sqlx::query_as(
                 "INSERT INTO events (topic, payload, created_at) \
                  SELECT t, p::jsonb, $3 FROM UNNEST($1::text[], $2::text[]) WITH ORDINALITY AS u(t, p, i) \
-                 ORDER BY i RETURNING seq",
+                 ORDER BY i RETURNING seq, xid",
             )
             .bind(chunk.iter().map(|(t, _)| *t).collect::<Vec<_>>())
             .bind(&texts)
@@ -67,9 +79,10 @@ impl EventTx for PgTx {
             .await
             .map_err(db_err)?;
             seqs.sort_unstable();
-            for ((seq, (topic, payload)), text) in seqs.into_iter().zip(chunk).zip(texts) {
-                self.events.push_text(seq, topic, text, created_at);
+            for (((seq, xid), (topic, payload)), text) in seqs.into_iter().zip(chunk).zip(texts) {
+                self.events.push_text(xid, seq, topic, text, created_at);
                 out.push(Event {
+                    xid,
                     seq,
                     topic: topic.to_string(),
                     payload,
@@ -81,28 +94,55 @@ impl EventTx for PgTx {
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
-    async fn events_before_own(&mut self, after: i64) -> StoreResult<Vec<Event>> {
-        let Some(first) = self.events.first_seq() else {
-            return Ok(Vec::new());
-        };
-        let rows = sqlx::query(
-            "SELECT seq, topic, payload, created_at FROM events \
-             WHERE seq > $1 AND seq < $2 ORDER BY seq",
-        )
-        .bind(after)
-        .bind(first)
-        .fetch_all(self.conn())
-        .await
-        .map_err(db_err)?;
+    async fn journal_after(&mut self, after: Position, limit: i64) -> StoreResult<Vec<Event>> {
+        let rows = sqlx::query(&journal_sql())
+            .bind(after.xid)
+            .bind(after.seq)
+            .bind(limit)
+            .fetch_all(self.conn())
+            .await
+            .map_err(db_err)?;
         all(rows, event_from_row)
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
+    async fn journal_held(&mut self) -> StoreResult<bool> {
+        sqlx::query_scalar(&format!(
+            "SELECT EXISTS (SELECT 1 FROM events WHERE xid >= {HORIZON})"
+        ))
+        .fetch_one(self.conn())
+        .await
+        .map_err(db_err)
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn journal_end(&mut self) -> StoreResult<Position> {
+        let row: Option<(i64, i64)> = sqlx::query_as(&format!(
+            "SELECT xid, seq FROM events WHERE xid < {HORIZON} \
+             ORDER BY xid DESC, seq DESC LIMIT 1"
+        ))
+        .fetch_optional(self.conn())
+        .await
+        .map_err(db_err)?;
+        Ok(row.map_or(Position::START, |(xid, seq)| Position { xid, seq }))
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn journal_position(&mut self, seq: i64) -> StoreResult<Position> {
+        let row: Option<(i64, i64)> =
+            sqlx::query_as("SELECT xid, seq FROM events WHERE seq <= $1 ORDER BY seq DESC LIMIT 1")
+                .bind(seq)
+                .fetch_optional(self.conn())
+                .await
+                .map_err(db_err)?;
+        Ok(row.map_or(Position::START, |(xid, seq)| Position { xid, seq }))
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn events_after(&mut self, after: i64, limit: i64) -> StoreResult<Vec<Event>> {
-        let rows = sqlx::query(
-            "SELECT seq, topic, payload, created_at FROM events WHERE seq > $1 \
-             ORDER BY seq LIMIT $2",
-        )
+        let rows = sqlx::query(&format!(
+            "SELECT {EVENT_COLS} FROM events WHERE seq > $1 ORDER BY seq LIMIT $2"
+        ))
         .bind(after)
         .bind(limit)
         .fetch_all(self.conn())
@@ -117,10 +157,10 @@ impl EventTx for PgTx {
             return Ok(Vec::new());
         }
         let ids: Vec<String> = runs.iter().map(Uuid::to_string).collect();
-        let rows = sqlx::query(
-            "SELECT seq, topic, payload, created_at FROM events \
-             WHERE topic = $1 AND payload->>'run_id' = ANY($2) ORDER BY seq",
-        )
+        let rows = sqlx::query(&format!(
+            "SELECT {EVENT_COLS} FROM events \
+             WHERE topic = $1 AND payload->>'run_id' = ANY($2) ORDER BY seq"
+        ))
         .bind(topic)
         .bind(&ids)
         .fetch_all(self.conn())
@@ -157,10 +197,10 @@ impl EventTx for PgTx {
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn run_events(&mut self, run: Uuid, after: i64, limit: i64) -> StoreResult<Vec<Event>> {
-        let rows = sqlx::query(
-            "SELECT seq, topic, payload, created_at FROM events \
-             WHERE payload->>'run_id' = $1 AND seq > $2 ORDER BY seq LIMIT $3",
-        )
+        let rows = sqlx::query(&format!(
+            "SELECT {EVENT_COLS} FROM events \
+             WHERE payload->>'run_id' = $1 AND seq > $2 ORDER BY seq LIMIT $3"
+        ))
         .bind(run.to_string())
         .bind(after)
         .bind(limit)
@@ -193,9 +233,14 @@ impl EventTx for PgTx {
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn event_high_water(&mut self) -> StoreResult<i64> {
-        // The order lock waits out every append in flight (each holds it
-        // from its first append to commit or rollback).
-        self.lock_event_order().await?;
+        // Taken exclusively, the append lock waits out every append in
+        // flight (each holds it shared from its first append to commit or
+        // rollback).
+        sqlx::query("SELECT pg_advisory_xact_lock($1)")
+            .bind(EVENT_LOCK_KEY)
+            .execute(self.conn())
+            .await
+            .map_err(db_err)?;
         let name: String = sqlx::query_scalar("SELECT pg_get_serial_sequence('events', 'seq')")
             .fetch_one(self.conn())
             .await
@@ -206,5 +251,76 @@ impl EventTx for PgTx {
             .fetch_one(self.conn())
             .await
             .map_err(db_err)
+    }
+}
+
+/// [`EventTx::journal_after`]'s statement ($1, $2: the position after
+/// which; $3: the limit). The `events_xid_seq` index serves both bounds.
+fn journal_sql() -> String {
+    format!(
+        "SELECT {EVENT_COLS} FROM events \
+         WHERE (xid, seq) > ($1, $2) AND xid < {HORIZON} ORDER BY xid, seq LIMIT $3"
+    )
+}
+
+/// [`crate::Store::read_journal`] on PostgreSQL: the page and whether
+/// committed events wait past the horizon, in one statement on the pool
+/// (no `BEGIN`/`COMMIT` around it: the replicas' reader runs after every
+/// journaling commit). Both halves see one snapshot, hence one horizon.
+pub(super) async fn read_journal(
+    pool: &PgPool,
+    after: Position,
+    limit: i64,
+) -> StoreResult<JournalPage> {
+    let sql = format!(
+        "WITH page AS ({}) \
+         SELECT {EVENT_COLS}, NULL::bool AS held FROM page \
+         UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, \
+           EXISTS (SELECT 1 FROM events WHERE xid >= {HORIZON})",
+        journal_sql()
+    );
+    let rows = sqlx::query(&sql)
+        .bind(after.xid)
+        .bind(after.seq)
+        .bind(limit)
+        .fetch_all(pool)
+        .await
+        .map_err(db_err)?;
+    let mut page = JournalPage::default();
+    for row in &rows {
+        match get::<Option<bool>>(row, "held")? {
+            Some(held) => page.held = held,
+            None => page.events.push(event_from_row(row)?),
+        }
+    }
+    // UNION ALL keeps each side's order in practice; the order is the
+    // journal's promise, so it is not left to the plan.
+    page.events.sort_by_key(Event::position);
+    Ok(page)
+}
+
+/// [`crate::Store::journal_barrier`] on PostgreSQL: every transaction id
+/// below the snapshot's `xmax` now was handed out already; once the
+/// horizon reaches it, each of them has ended. Polled (1 ms, doubling to
+/// 16 ms): transactions end in milliseconds, and nothing notifies a
+/// rollback.
+pub(super) async fn journal_barrier(pool: &PgPool, limit: std::time::Duration) -> StoreResult<()> {
+    let until = std::time::Instant::now() + limit;
+    let xmax: i64 =
+        sqlx::query_scalar("SELECT (pg_snapshot_xmax(pg_current_snapshot())::text)::bigint")
+            .fetch_one(pool)
+            .await
+            .map_err(db_err)?;
+    let mut pause = std::time::Duration::from_millis(1);
+    loop {
+        let horizon: i64 = sqlx::query_scalar(&format!("SELECT {HORIZON}"))
+            .fetch_one(pool)
+            .await
+            .map_err(db_err)?;
+        if horizon >= xmax || std::time::Instant::now() >= until {
+            return Ok(());
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(std::time::Duration::from_millis(16));
     }
 }

@@ -36,8 +36,11 @@ use rows::*;
 
 pub use pool::PoolSettings;
 
-/// Key of the transaction-scoped advisory lock that orders event appends
-/// (module doc of [`super`]): any constant unused elsewhere ("pamevent").
+/// Key of the transaction-scoped advisory lock every journaling
+/// transaction holds *shared* from its first append to its end (so
+/// appends never wait for one another), and the rare writes that must
+/// come between appends take exclusively ([`EventTx::event_high_water`]:
+/// a Webhook's change). Any constant unused elsewhere ("pamevent").
 const EVENT_LOCK_KEY: i64 = 0x7061_6d65_7665_6e74;
 
 /// The PostgreSQL store.
@@ -92,6 +95,18 @@ impl Store for PgStore {
 
     async fn token_by_fingerprint(&self, fp: &str) -> StoreResult<Option<ApiToken>> {
         tokens::token_by_fingerprint(&self.pool, fp).await
+    }
+
+    async fn read_journal(
+        &self,
+        after: crate::Position,
+        limit: i64,
+    ) -> StoreResult<crate::JournalPage> {
+        events::read_journal(&self.pool, after, limit).await
+    }
+
+    async fn journal_barrier(&self, limit: std::time::Duration) -> StoreResult<()> {
+        events::journal_barrier(&self.pool, limit).await
     }
 
     async fn refresh_statistics(&self) -> StoreResult<()> {
@@ -157,7 +172,7 @@ struct PgTx {
     tx: Transaction<'static, Postgres>,
     /// Events appended so far, returned by commit.
     events: Journaled,
-    /// Whether this transaction holds the event-order lock.
+    /// Whether this transaction holds the append lock (shared).
     event_lock: bool,
     /// The store's [`PgStore::instance`].
     instance: Uuid,
@@ -242,11 +257,15 @@ impl PgTx {
         &mut self.tx
     }
 
-    /// Takes the event-order lock before this transaction's first append;
-    /// held until commit, so appends commit in seq order (module doc).
+    /// Takes the append lock, shared, before this transaction's first
+    /// append; held until it ends. Shared holders never wait for each
+    /// other: journaling transactions commit concurrently, and the
+    /// journal's order comes from the readers' horizon instead (issue 33,
+    /// [`crate::Position`]). Only an exclusive taker
+    /// ([`EventTx::event_high_water`]) waits for them, and they for it.
     async fn lock_event_order(&mut self) -> StoreResult<()> {
         if !self.event_lock {
-            sqlx::query("SELECT pg_advisory_xact_lock($1)")
+            sqlx::query("SELECT pg_advisory_xact_lock_shared($1)")
                 .bind(EVENT_LOCK_KEY)
                 .execute(self.conn())
                 .await
@@ -411,8 +430,8 @@ impl Tx for PgTx {
     async fn commit(self: Box<Self>) -> StoreResult<Journaled> {
         let mut me = *self;
         if let Some(last) = me.events.last_seq() {
-            // Delivered at commit, in commit order: other pamd replicas
-            // read the journal after what they have (Store::journal_wakeups).
+            // Delivered at commit: other pamd replicas read the journal
+            // after what they have (Store::journal_wakeups).
             sqlx::query("SELECT pg_notify($1, $2)")
                 .bind(JOURNAL_CHANNEL)
                 .bind(format!("{} {}", me.instance, last))

@@ -4,19 +4,28 @@
 //!
 //! # Why every session carries timeouts
 //! Replicas share one database, and one session can make the others wait:
-//! the journal's order lock (`pg_advisory_xact_lock`, events.rs) is held
-//! from a transaction's first event to its commit, and row locks likewise.
-//! A pamd that stops in the middle of a transaction (SIGSTOP, a VM pause, a
-//! stuck runtime) would hold them for as long as it is stopped, and every
-//! other replica's writes and the leader's loops would queue behind it.
+//! row locks are held to commit, and so is the journal's append lock — but
+//! journaling transactions hold that one *shared* (they never wait for
+//! each other: no lock orders the journal's commits since issue 33), and
+//! only a Webhook's change takes it exclusively, waiting for every append
+//! in flight and making new ones wait for it. A pamd that stops in the
+//! middle of a transaction (SIGSTOP, a VM pause, a stuck runtime) would
+//! hold its locks for as long as it is stopped, and the writes that need
+//! them would queue behind it. It would also hold back the journal's
+//! horizon (`pg_snapshot_xmin`, events.rs): a transaction with an id still
+//! in flight delays the delivery — not the commits — of every event
+//! journaled after it began, on every replica, until it ends.
 //! - `idle_in_transaction_session_timeout` ends such a session (PostgreSQL
-//!   terminates it and rolls back), which releases its locks;
-//! - `lock_timeout` bounds every lock wait, the advisory lock's included
-//!   (it is a heavyweight lock like any other): a waiter gets SQLSTATE
+//!   terminates it and rolls back), which releases its locks and lets the
+//!   journal's horizon move on;
+//! - `lock_timeout` bounds every lock wait, the append lock's included (it
+//!   is a heavyweight lock like any other): a waiter gets SQLSTATE
 //!   55P03, which [`super::db_err`] maps to [`crate::StoreError::Unavailable`]
 //!   (the API answers 503 with `Retry-After`; a loop tries at its next
 //!   pass) instead of waiting for a process that may never come back;
-//! - `statement_timeout` bounds one statement (a runaway query).
+//! - `statement_timeout` bounds one statement (a runaway query), and so
+//!   how long one transaction can hold the journal's horizon back while
+//!   it works.
 //!
 //! One set for every kind of transaction (API, apply, loops, stream
 //! catch-up): no role needs a lock for longer than a few seconds, no role

@@ -369,6 +369,7 @@ pub(super) fn token_kind_str(k: TokenKind) -> &'static str {
 
 pub(super) fn event_from_row(row: &PgRow) -> StoreResult<Event> {
     Ok(Event {
+        xid: get(row, "xid")?,
         seq: get(row, "seq")?,
         topic: get(row, "topic")?,
         payload: get(row, "payload")?,

@@ -215,32 +215,69 @@ pub async fn sessions_journaled_names_this_hosts_sessions(s: &dyn Store) {
         .is_empty());
 }
 
-/// `events_before_own`: what others committed after a seq and before this
-/// transaction's first event, never its own; nothing when it appended none.
-pub async fn events_before_own_reads_what_others_committed_first(s: &dyn Store) {
+/// Waits until no committed event waits behind a transaction in flight:
+/// on PostgreSQL the horizon is the whole cluster's, and other tests'
+/// transactions (other databases) hold it back for a moment.
+async fn settled(s: &dyn Store) {
+    for _ in 0..1000 {
+        if !s.read_journal(Position::START, 0).await.unwrap().held {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("the journal's horizon stayed behind for 10 s");
+}
+
+/// Issue 33: the journal as followers read it — the events of finished
+/// transactions in (xid, seq) order, never a transaction's own before it
+/// ends, never a rolled-back one; positions looked up by seq.
+pub async fn journal_follows_finished_transactions(s: &dyn Store) {
     let mut tx = s.begin().await.unwrap();
-    let start = tx.event_high_water().await.unwrap();
-    assert!(tx.events_before_own(start).await.unwrap().is_empty());
+    let start = tx.journal_end().await.unwrap();
+    drop(tx);
+    let mut tx = s.begin().await.unwrap();
     let a = tx.append_event("a", json!({}), t(1)).await.unwrap();
     let b = tx.append_event("b", json!({}), t(1)).await.unwrap();
+    assert_eq!(a.xid, b.xid, "one transaction, one xid");
     tx.commit().await.unwrap();
     // A rolled-back transaction leaves a gap in the seqs.
     let mut tx = s.begin().await.unwrap();
-    tx.append_event("gone", json!({}), t(2)).await.unwrap();
+    let gone = tx.append_event("gone", json!({}), t(2)).await.unwrap();
     drop(tx);
+    settled(s).await;
     let mut tx = s.begin().await.unwrap();
     let own = tx.append_event("own", json!({}), t(3)).await.unwrap();
-    tx.append_event("own2", json!({}), t(3)).await.unwrap();
+    let own2 = tx.append_event("own2", json!({}), t(3)).await.unwrap();
+    // Its own events are not journal until it ends.
     assert_eq!(
-        ids_i64(&tx.events_before_own(start).await.unwrap()),
+        ids_i64(&tx.journal_after(start, 100).await.unwrap()),
         [a.seq, b.seq]
     );
-    assert_eq!(
-        ids_i64(&tx.events_before_own(a.seq).await.unwrap()),
-        [b.seq]
-    );
-    assert!(tx.events_before_own(own.seq).await.unwrap().is_empty());
+    assert_eq!(tx.journal_end().await.unwrap(), b.position());
+    assert_eq!(tx.journal_position(b.seq).await.unwrap(), b.position());
+    // A seq never committed stands for the event below it.
+    assert_eq!(tx.journal_position(gone.seq).await.unwrap(), b.position());
+    assert_eq!(tx.journal_position(0).await.unwrap(), Position::START);
     tx.commit().await.unwrap();
+    settled(s).await;
+    let mut tx = s.begin().await.unwrap();
+    let all = [a.seq, b.seq, own.seq, own2.seq];
+    assert_eq!(ids_i64(&tx.journal_after(start, 100).await.unwrap()), all);
+    assert_eq!(
+        ids_i64(&tx.journal_after(a.position(), 2).await.unwrap()),
+        [b.seq, own.seq]
+    );
+    assert!(b.position() < own.position());
+    assert_eq!(tx.journal_end().await.unwrap(), own2.position());
+    assert!(!tx.journal_held().await.unwrap());
+    drop(tx);
+    let page = s.read_journal(start, 100).await.unwrap();
+    assert_eq!(ids_i64(&page.events), all);
+    assert!(!page.held);
+    assert_eq!(
+        ids_i64(&s.read_journal(b.position(), 1).await.unwrap().events),
+        [own.seq]
+    );
 }
 
 /// Issue 34: events journaled inside [`pam_store::events::as_actor`] carry

@@ -22,6 +22,8 @@ use uuid::Uuid;
 #[allow(unused_imports)]
 pub use pam_store::prelude::*;
 #[allow(unused_imports)]
+pub use pam_store::Position;
+#[allow(unused_imports)]
 pub use pam_store::{
     short_id, ApiToken, AttachLease, AttachRefusal, Event, Host, Labels, Meta, PendingRun, Project,
     Role, Run, RunFilter, RunUpdate, SignalMarker, Source, SourceObject, SourceStatus, Store,
@@ -85,7 +87,7 @@ macro_rules! store_conformance_tests {
             append_events_batch,
             events_carry_the_actor_of_their_request,
             events_commit_returns_and_rollback_discards,
-            events_before_own_reads_what_others_committed_first,
+            journal_follows_finished_transactions,
             tokens_insert_lookup_revoke,
             tokens_touch_writes_at_most_once_per_window,
             tokens_keep_role_and_projects,

@@ -10,10 +10,11 @@
 //!   webhooks that transaction reads (no cache, so nothing depends on a
 //!   cache being fresh; the read is one small query per journaling
 //!   commit).
-//! - Creating or changing a Webhook takes the journal's order lock
-//!   ([`EventTx::event_high_water`]), so it serializes with the commits
-//!   that append events: every event committed after the Webhook (a
-//!   higher seq than the journal held then) is matched against it.
+//! - Creating or changing a Webhook takes the journal's append lock
+//!   exclusively ([`EventTx::event_high_water`]; appends hold it shared),
+//!   so it comes between the commits that append events: every event of
+//!   a transaction that appended after the Webhook committed is matched
+//!   against it.
 //! - The body queued is fixed when queued: every attempt of a delivery
 //!   sends the same bytes under the same delivery id (receivers dedupe
 //!   on it); only the signature's timestamp changes.
