@@ -83,3 +83,49 @@ pub async fn stored_objects(
     out.retain(|k, _| wanted.contains(k));
     Ok(out)
 }
+
+/// The stored objects among `keys`, of every kind: Projects, Tasks and
+/// Runs from what apply read already (`existing`), the other kinds (a
+/// batch holds few) one read each.
+pub async fn stored_any(
+    tx: &mut dyn Tx,
+    existing: &super::existing::Existing,
+    keys: &[ObjectKey],
+) -> Result<HashMap<ObjectKey, StoredObject>, StoreError> {
+    let mut out = existing.stored(keys);
+    for key in keys {
+        let (kind, project, name) = key;
+        if matches!(kind, Kind::Project | Kind::Task | Kind::Run) {
+            continue;
+        }
+        if let Some(o) = stored_one(tx, *kind, project.as_deref(), name).await? {
+            out.insert(key.clone(), o);
+        }
+    }
+    Ok(out)
+}
+
+/// One stored object by kind, project and name.
+pub async fn stored_one(
+    tx: &mut dyn Tx,
+    kind: Kind,
+    project: Option<&str>,
+    name: &str,
+) -> Result<Option<StoredObject>, StoreError> {
+    use crate::rules::kind::Stored;
+    let project = match project {
+        Some(slug) => tx.get_project_by_slug(slug).await?,
+        None => None,
+    };
+    async fn one<K: Stored>(
+        tx: &mut dyn Tx,
+        p: Option<&pam_store::Project>,
+        name: &str,
+    ) -> Result<Option<StoredObject>, StoreError> {
+        Ok(K::by_name(tx, p, name).await?.map(|o| StoredObject {
+            id: o.id(),
+            meta: o.meta().clone(),
+        }))
+    }
+    crate::rules::kind::for_kind!(kind, K => one::<K>(tx, project.as_ref(), name).await)
+}
