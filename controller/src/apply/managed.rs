@@ -578,11 +578,5 @@ pub fn managed_fields_json(entries: &[ManagedEntry]) -> Value {
     )
 }
 
-/// issue 34's `lastAppliedBy` / `lastAppliedAt`: the manager that changed
-/// the object last, from the same record.
-pub fn last_applied(entries: &[ManagedEntry]) -> Option<&ManagedEntry> {
-    entries.iter().max_by_key(|e| e.time)
-}
-
 #[cfg(test)]
 mod tests;
