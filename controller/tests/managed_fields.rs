@@ -122,7 +122,7 @@ impl World {
     /// The managers of the task and their fields, by manager.
     async fn managers(&self) -> Vec<(String, Vec<String>)> {
         let v = self.task().await;
-        v["metadata"]["managedFields"]
+        let mut out: Vec<(String, Vec<String>)> = v["metadata"]["managedFields"]
             .as_array()
             .unwrap_or_else(|| panic!("no managedFields in {v}"))
             .iter()
@@ -135,7 +135,9 @@ impl World {
                     .collect();
                 (e["manager"].as_str().unwrap().to_string(), fields)
             })
-            .collect()
+            .collect();
+        out.sort();
+        out
     }
 
     fn write(&self, name: &str, text: &str) {
@@ -201,11 +203,14 @@ async fn another_appliers_manifest_without_labels_keeps_the_operators_label() {
             ("label:ops".to_string(), strs(&["metadata.labels.tier"])),
         ]
     );
-    // Issue 34: each entry says how and when; the newest is ci's apply.
+    // Issue 34: each entry says how and when, oldest first: the last
+    // applier is ci.
     let entries = t["metadata"]["managedFields"].as_array().unwrap();
-    assert_eq!(entries[0]["operation"], "Apply");
-    assert_eq!(entries[1]["operation"], "Update");
-    assert!(entries[0]["time"].as_str().unwrap() > entries[1]["time"].as_str().unwrap());
+    assert_eq!(entries[0]["manager"], "label:ops");
+    assert_eq!(entries[0]["operation"], "Update");
+    assert_eq!(entries[1]["manager"], "apply:ci");
+    assert_eq!(entries[1]["operation"], "Apply");
+    assert!(entries[1]["time"].as_str().unwrap() > entries[0]["time"].as_str().unwrap());
     // The same manifest again changes nothing, record included.
     let (_, v) = w.apply(&w.ci, &task("B", ""), "").await;
     assert_eq!(v["results"][0]["action"], "unchanged");

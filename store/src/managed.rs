@@ -41,4 +41,9 @@ pub trait ManagedFieldsTx: Send {
     /// Writes records in one statement: each replaces its object's; one
     /// with no entries removes it.
     async fn put_managed_fields(&mut self, rows: &[ManagedFields]) -> StoreResult<()>;
+    /// Writes the first records of objects that have none (objects this
+    /// transaction created), in one statement — PostgreSQL's `COPY`, the
+    /// cheapest bulk write: a big apply creates thousands. A record that
+    /// exists already is an error.
+    async fn insert_managed_fields(&mut self, rows: &[ManagedFields]) -> StoreResult<()>;
 }

@@ -43,11 +43,11 @@ use chrono::{DateTime, Utc};
 use pam_manifests::kinds::{Kind, Manifest};
 use pam_manifests::load::Document;
 use pam_store::prelude::*;
-use pam_store::{ManagedEntry, ManagedFields};
+use pam_store::{Labels, ManagedEntry, ManagedFields, Meta};
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::stored::{ObjectKey, StoredObject};
+use super::stored::{Lookup, ObjectKey};
 use super::{Action, ApplyError, ApplyResult};
 use crate::rules::meta::Desired;
 
@@ -156,30 +156,49 @@ pub fn declared(raw: &Value) -> Vec<String> {
     out
 }
 
-/// The value at `path` of a desired state (labels and annotations as
-/// JSON strings).
-fn value_at(d: &Desired, path: &str) -> Option<Value> {
+/// The fields of a desired state: a manifest's ([`Desired`]) or a stored
+/// object's ([`Meta`], read in place: no copy per object of a batch).
+trait Fields {
+    fn parts(&self) -> (&Value, &Labels, &Labels);
+}
+
+impl Fields for Desired {
+    fn parts(&self) -> (&Value, &Labels, &Labels) {
+        (&self.spec, &self.labels, &self.annotations)
+    }
+}
+
+impl Fields for Meta {
+    fn parts(&self) -> (&Value, &Labels, &Labels) {
+        (&self.spec, &self.labels, &self.annotations)
+    }
+}
+
+/// The value at `path` (labels and annotations as JSON strings).
+fn value_at(d: &impl Fields, path: &str) -> Option<Value> {
+    let (spec, labels, annotations) = d.parts();
     if let Some(k) = path.strip_prefix(SPEC) {
-        d.spec.get(k).cloned()
+        spec.get(k).cloned()
     } else if let Some(k) = path.strip_prefix(LABELS) {
-        d.labels.get(k).cloned().map(Value::String)
+        labels.get(k).cloned().map(Value::String)
     } else if let Some(k) = path.strip_prefix(ANNOTATIONS) {
-        d.annotations.get(k).cloned().map(Value::String)
+        annotations.get(k).cloned().map(Value::String)
     } else {
         None
     }
 }
 
-/// Every field path of a desired state.
-fn paths(d: &Desired, spec: bool) -> BTreeSet<String> {
+/// Every field path.
+fn paths(d: &impl Fields, spec: bool) -> BTreeSet<String> {
+    let (s, labels, annotations) = d.parts();
     let mut out = BTreeSet::new();
     if spec {
-        if let Some(o) = d.spec.as_object() {
+        if let Some(o) = s.as_object() {
             out.extend(o.keys().map(|k| format!("{SPEC}{k}")));
         }
     }
-    out.extend(d.labels.keys().map(|k| format!("{LABELS}{k}")));
-    out.extend(d.annotations.keys().map(|k| format!("{ANNOTATIONS}{k}")));
+    out.extend(labels.keys().map(|k| format!("{LABELS}{k}")));
+    out.extend(annotations.keys().map(|k| format!("{ANNOTATIONS}{k}")));
     out
 }
 
@@ -232,7 +251,7 @@ fn same_fields(a: &[ManagedEntry], b: &[ManagedEntry]) -> bool {
 /// document `i` names (for [`Operation::Apply`]; see [`named`]).
 pub async fn plan(
     tx: &mut dyn Tx,
-    stored: &HashMap<ObjectKey, StoredObject>,
+    stored: &dyn Lookup,
     docs: &[Document],
     named: Vec<Vec<String>>,
     manager: &Manager,
@@ -242,8 +261,8 @@ pub async fn plan(
     let ids: Vec<(String, Uuid)> = docs
         .iter()
         .filter_map(|d| {
-            let o = stored.get(&key_of(&d.manifest))?;
-            Some((d.manifest.kind().as_str().to_string(), o.id))
+            let (id, _) = stored.find(&key_of(&d.manifest))?;
+            Some((d.manifest.kind().as_str().to_string(), id))
         })
         .collect();
     let mut records: HashMap<Uuid, Vec<ManagedEntry>> = tx
@@ -256,20 +275,21 @@ pub async fn plan(
     let mut conflicts: Vec<(ObjectKey, String, String)> = Vec::new();
     for (d, named) in docs.iter().zip(named) {
         let key = key_of(&d.manifest);
-        let here = stored.get(&key);
-        let record = here.and_then(|o| records.remove(&o.id)).unwrap_or_default();
+        let here = stored.find(&key);
+        let record = here
+            .and_then(|(id, _)| records.remove(&id))
+            .unwrap_or_default();
         let item = match here {
             None => Item {
                 entries: vec![entry(manager, named, now)],
                 changed: true,
                 kept: Vec::new(),
             },
-            Some(o) => {
-                let stored = Desired::stored(&o.meta);
+            Some((_, meta)) => {
                 let one = One {
                     manager,
                     force,
-                    stored: &stored,
+                    stored: meta,
                     record: &record,
                     spec: key.0 != Kind::Secret,
                 };
@@ -294,6 +314,13 @@ pub async fn plan(
     })
 }
 
+/// The token of a request's manager (`label:ci` → `ci`); none for a
+/// Source's.
+fn actor(manager: &str) -> Option<&str> {
+    let (verb, token) = manager.split_once(':')?;
+    (verb != "source").then_some(token)
+}
+
 fn entry(manager: &Manager, fields: Vec<String>, time: DateTime<Utc>) -> ManagedEntry {
     ManagedEntry {
         manager: manager.name.clone(),
@@ -307,7 +334,7 @@ fn entry(manager: &Manager, fields: Vec<String>, time: DateTime<Utc>) -> Managed
 struct One<'a> {
     manager: &'a Manager,
     force: bool,
-    stored: &'a Desired,
+    stored: &'a Meta,
     record: &'a [ManagedEntry],
     /// Whether spec fields are tracked (not a Secret's).
     spec: bool,
@@ -323,19 +350,25 @@ impl One<'_> {
         conflict: &mut dyn FnMut(String, String),
     ) -> Vec<ManagedEntry> {
         let mut out = Vec::new();
+        let me = actor(&self.manager.name);
         for e in self
             .record
             .iter()
             .filter(|e| e.manager != self.manager.name)
         {
             let mut e = e.clone();
+            // A token never conflicts with itself (its apply, then its
+            // edit): the field moves to this manager.
+            let mine = me.is_some() && actor(&e.manager) == me;
             e.fields.retain(|f| {
                 if !touched.contains(f) || !differs(f) {
                     return true;
                 }
-                conflict(f.clone(), e.manager.clone());
-                // Forced: the field is taken from them.
-                !self.force
+                if !mine {
+                    conflict(f.clone(), e.manager.clone());
+                }
+                // Forced (or the same token's): taken from them.
+                !(mine || self.force)
             });
             if !e.fields.is_empty() {
                 out.push(e);
@@ -434,21 +467,36 @@ impl One<'_> {
 /// The 409 of a batch that would change fields other managers own: every
 /// object, field and manager, and the ways out.
 fn conflict_error(conflicts: Vec<(ObjectKey, String, String)>) -> ApplyError {
-    let mut by_object: Vec<(ObjectKey, Vec<String>)> = Vec::new();
+    // Object → field → its managers, in the order found.
+    type ByField = Vec<(String, Vec<String>)>;
+    let mut by_object: Vec<(ObjectKey, ByField)> = Vec::new();
     let mut sources = BTreeSet::new();
     for (key, field, by) in conflicts {
         if let Some(s) = by.strip_prefix("source:") {
             sources.insert(s.to_string());
         }
-        let line = format!("{field} (owned by {by})");
-        match by_object.iter_mut().find(|(k, _)| *k == key) {
-            Some((_, fields)) => fields.push(line),
-            None => by_object.push((key, vec![line])),
+        let at = match by_object.iter().position(|(k, _)| *k == key) {
+            Some(i) => i,
+            None => {
+                by_object.push((key, Vec::new()));
+                by_object.len() - 1
+            }
+        };
+        let fields = &mut by_object[at].1;
+        match fields.iter_mut().find(|(f, _)| *f == field) {
+            Some((_, managers)) => managers.push(by),
+            None => fields.push((field, vec![by])),
         }
     }
     let objects: Vec<String> = by_object
         .iter()
-        .map(|(k, f)| format!("{}: {}", object_ref(k), f.join(", ")))
+        .map(|(k, fields)| {
+            let fields: Vec<String> = fields
+                .iter()
+                .map(|(f, by)| format!("{f} (owned by {})", by.join(", ")))
+                .collect();
+            format!("{}: {}", object_ref(k), fields.join(", "))
+        })
         .collect();
     let mut hint = String::from(
         "these fields hold other values set by their managers: apply with --force-conflicts to take them, or leave them out",
@@ -468,14 +516,14 @@ impl Plan {
     /// merges); a document with none is written as it is.
     pub fn merge(
         &self,
-        stored: &HashMap<ObjectKey, StoredObject>,
+        stored: &dyn Lookup,
         docs: Vec<Document>,
     ) -> Result<Vec<Document>, ApplyError> {
         let mut errors = Vec::new();
         let mut out = Vec::with_capacity(docs.len());
         for d in docs {
             let key = key_of(&d.manifest);
-            let (Some(item), Some(o)) = (self.items.get(&key), stored.get(&key)) else {
+            let (Some(item), Some((_, meta))) = (self.items.get(&key), stored.find(&key)) else {
                 out.push(d);
                 continue;
             };
@@ -483,10 +531,9 @@ impl Plan {
                 out.push(d);
                 continue;
             }
-            let here = Desired::stored(&o.meta);
             let mut doc = d.manifest.to_json();
             for f in &item.kept {
-                let Some(v) = value_at(&here, f) else {
+                let Some(v) = value_at(meta, f) else {
                     continue;
                 };
                 let (path, k) = if let Some(k) = f.strip_prefix(SPEC) {
@@ -534,7 +581,8 @@ impl Plan {
         ids: &[Uuid],
         now: DateTime<Utc>,
     ) -> Result<(), ApplyError> {
-        let mut rows = Vec::new();
+        // The new objects' first records apart: the cheapest bulk write.
+        let (mut rows, mut new) = (Vec::new(), Vec::new());
         for (r, id) in results.iter().zip(ids) {
             let Some(kind) = Kind::parse(r.kind) else {
                 continue;
@@ -551,12 +599,18 @@ impl Plan {
                     e.time = now;
                 }
             }
-            rows.push(ManagedFields {
+            let row = ManagedFields {
                 kind: kind.as_str().to_string(),
                 object_id: *id,
                 entries: item.entries,
-            });
+            };
+            if r.action == Action::Created {
+                new.push(row);
+            } else {
+                rows.push(row);
+            }
         }
+        tx.insert_managed_fields(&new).await?;
         tx.put_managed_fields(&rows).await?;
         Ok(())
     }
@@ -564,10 +618,14 @@ impl Plan {
 
 /// The `metadata.managedFields` an object shows (`get -o yaml`,
 /// `describe`): its record, kubectl's shape.
+/// Oldest first, by the stored time (finer than the printed seconds): the
+/// last entry is the last applier (issue 34's `lastAppliedBy`).
 pub fn managed_fields_json(entries: &[ManagedEntry]) -> Value {
+    let mut entries: Vec<&ManagedEntry> = entries.iter().collect();
+    entries.sort_by(|a, b| (a.time, &a.manager).cmp(&(b.time, &b.manager)));
     Value::Array(
         entries
-            .iter()
+            .into_iter()
             .map(|e| {
                 serde_json::json!({
                     "manager": e.manager, "operation": e.operation,

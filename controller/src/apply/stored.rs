@@ -84,25 +84,50 @@ pub async fn stored_objects(
     Ok(out)
 }
 
-/// The stored objects among `keys`, of every kind: Projects, Tasks and
-/// Runs from what apply read already (`existing`), the other kinds (a
-/// batch holds few) one read each.
-pub async fn stored_any(
+/// Where the managed-fields plan finds a stored object: its id and meta,
+/// borrowed (a big batch's objects are not copied).
+pub trait Lookup: Sync {
+    fn find(&self, key: &ObjectKey) -> Option<(Uuid, &Meta)>;
+}
+
+impl Lookup for HashMap<ObjectKey, StoredObject> {
+    fn find(&self, key: &ObjectKey) -> Option<(Uuid, &Meta)> {
+        self.get(key).map(|o| (o.id, &o.meta))
+    }
+}
+
+/// The stored objects a batch names, of every kind: Projects, Tasks and
+/// Runs from what apply read already (`existing`), the other kinds read
+/// here.
+pub struct StoredAny<'a> {
+    existing: &'a super::existing::Existing,
+    others: HashMap<ObjectKey, StoredObject>,
+}
+
+impl Lookup for StoredAny<'_> {
+    fn find(&self, key: &ObjectKey) -> Option<(Uuid, &Meta)> {
+        self.existing.find(key).or_else(|| self.others.find(key))
+    }
+}
+
+/// [`StoredAny`] of `keys`: the kinds `existing` does not hold (a batch
+/// has few) one read each.
+pub async fn stored_any<'a>(
     tx: &mut dyn Tx,
-    existing: &super::existing::Existing,
+    existing: &'a super::existing::Existing,
     keys: &[ObjectKey],
-) -> Result<HashMap<ObjectKey, StoredObject>, StoreError> {
-    let mut out = existing.stored(keys);
+) -> Result<StoredAny<'a>, StoreError> {
+    let mut others = HashMap::new();
     for key in keys {
         let (kind, project, name) = key;
         if matches!(kind, Kind::Project | Kind::Task | Kind::Run) {
             continue;
         }
         if let Some(o) = stored_one(tx, *kind, project.as_deref(), name).await? {
-            out.insert(key.clone(), o);
+            others.insert(key.clone(), o);
         }
     }
-    Ok(out)
+    Ok(StoredAny { existing, others })
 }
 
 /// One stored object by kind, project and name.

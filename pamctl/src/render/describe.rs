@@ -71,13 +71,13 @@ pub fn page(kind: Kind, obj: &Value, events: &[Value], now: DateTime<Utc>) -> St
             None => "<unknown>".into(),
         },
     );
-    // Issues 34 and 35: who set what (metadata.managedFields); the
-    // newest entry is the last applier.
+    // Issues 34 and 35: who set what (metadata.managedFields, oldest
+    // first); the last entry is the last applier.
     let managed = obj
         .pointer("/metadata/managedFields")
         .and_then(Value::as_array)
         .filter(|m| !m.is_empty());
-    if let Some(last) = managed.and_then(|m| m.iter().max_by_key(|e| cell(e, "/time"))) {
+    if let Some(last) = managed.and_then(|m| m.last()) {
         let at = last.get("time").and_then(Value::as_str);
         field("Last Applied By", cell(last, "/manager"));
         field(

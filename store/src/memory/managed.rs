@@ -20,6 +20,20 @@ impl ManagedFieldsTx for MemTx {
             .collect())
     }
 
+    async fn insert_managed_fields(&mut self, rows: &[ManagedFields]) -> StoreResult<()> {
+        if let Some(r) = rows.iter().find(|r| {
+            self.work
+                .managed
+                .contains_key(&(r.kind.clone(), r.object_id))
+        }) {
+            return Err(StoreError::AlreadyExists(format!(
+                "managed_fields_pkey: {} {}",
+                r.kind, r.object_id
+            )));
+        }
+        self.put_managed_fields(rows).await
+    }
+
     async fn put_managed_fields(&mut self, rows: &[ManagedFields]) -> StoreResult<()> {
         for r in rows {
             let key = (r.kind.clone(), r.object_id);

@@ -34,10 +34,22 @@ pub async fn managed_fields_bulk_round_trip(s: &dyn Store) {
     );
     let rb = task(b, vec![entry("source:gops", 3, &["spec.title"])]);
     let mut tx = s.begin().await.unwrap();
-    tx.put_managed_fields(&[ra.clone(), rb.clone()])
+    // A new object's record in bulk (COPY), an upsert for the other.
+    tx.insert_managed_fields(std::slice::from_ref(&ra))
+        .await
+        .unwrap();
+    tx.put_managed_fields(std::slice::from_ref(&rb))
         .await
         .unwrap();
     tx.commit().await.unwrap();
+    // Inserting a record that exists is refused (the caller inserts only
+    // for the objects it created).
+    let mut tx = s.begin().await.unwrap();
+    assert!(tx
+        .insert_managed_fields(std::slice::from_ref(&ra))
+        .await
+        .is_err());
+    drop(tx);
 
     let mut tx = s.begin().await.unwrap();
     let keys = [

@@ -2,7 +2,6 @@
 
 use super::*;
 use chrono::TimeZone;
-use pam_store::Labels;
 use serde_json::json;
 
 fn at(secs: i64) -> DateTime<Utc> {
@@ -27,11 +26,11 @@ fn labels(pairs: &[(&str, &str)]) -> Labels {
 
 /// A stored Task: title "A", labels team=web (applied by ci) and
 /// tier=frontend (labelled by admin).
-fn stored() -> Desired {
-    Desired {
+fn stored() -> Meta {
+    Meta {
         spec: json!({"title": "A", "type": "task", "status": "todo"}),
         labels: labels(&[("team", "web"), ("tier", "frontend")]),
-        annotations: Labels::new(),
+        ..Meta::default()
     }
 }
 
@@ -57,7 +56,7 @@ fn task(labels: &str) -> Manifest {
 fn one<'a>(
     manager: &'a Manager,
     force: bool,
-    stored: &'a Desired,
+    stored: &'a Meta,
     record: &'a [ManagedEntry],
 ) -> One<'a> {
     One {
@@ -173,6 +172,21 @@ fn an_update_owns_what_it_changes_and_conflicts_on_others_fields() {
 }
 
 #[test]
+fn a_token_never_conflicts_with_itself() {
+    // admin labelled tier=frontend; admin's apply says backend: no
+    // conflict, the label moves to admin's apply. ci2's would conflict.
+    let m = task("  labels:\n    tier: backend\n");
+    let named = ["spec.title", "metadata.labels.tier"];
+    let (item, conflicts) = run_apply("apply:admin", false, &m, &named);
+    assert!(conflicts.is_empty(), "{conflicts:?}");
+    assert!(item.entries.iter().all(|e| e.manager != "label:admin"));
+    let (_, conflicts) = run_apply("apply:ci2", false, &m, &named);
+    assert_eq!(conflicts.len(), 1);
+    assert_eq!(actor("source:admin"), None);
+    assert_eq!(actor("edit:admin"), Some("admin"));
+}
+
+#[test]
 fn the_conflict_names_fields_managers_and_the_way_out() {
     let key = (Kind::Task, Some("p".to_string()), "t".to_string());
     let ApplyError::FieldConflict(m) = conflict_error(vec![
@@ -181,11 +195,19 @@ fn the_conflict_names_fields_managers_and_the_way_out() {
             "metadata.labels.tier".into(),
             "label:admin".into(),
         ),
+        (
+            key.clone(),
+            "metadata.labels.tier".into(),
+            "apply:ci".into(),
+        ),
         (key, "spec.title".into(), "source:gops".into()),
     ]) else {
         panic!("a field conflict")
     };
-    assert!(m.contains("Task p/t: metadata.labels.tier (owned by label:admin), spec.title (owned by source:gops)"), "{m}");
+    assert!(
+        m.contains("Task p/t: metadata.labels.tier (owned by label:admin, apply:ci), spec.title (owned by source:gops)"),
+        "{m}"
+    );
     assert!(m.contains("--force-conflicts"), "{m}");
     assert!(m.contains("Source gops's manifests"), "{m}");
 }
