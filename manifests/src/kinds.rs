@@ -194,8 +194,30 @@ macro_rules! object_meta {
             /// Server-set: RFC 3339 creation time. Refused on input.
             #[serde(default, skip_serializing_if = "Option::is_none")]
             pub creation_timestamp: Option<String>,
+            /// Server-set, in a get of one object: which fields each
+            /// manager set, and when (issue 35; the newest entry is the
+            /// object's last applier, issue 34). Refused on input.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub managed_fields: Option<Vec<ManagedFieldsEntry>>,
         }
     };
+}
+
+/// One manager's fields of an object (`metadata.managedFields`), as
+/// kubectl shows them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ManagedFieldsEntry {
+    /// `apply:TOKEN`, `label:TOKEN`, `annotate:TOKEN`, `edit:TOKEN` or
+    /// `source:NAME`.
+    pub manager: String,
+    /// `Apply` (apply, a Source's sync) or `Update` (label, annotate,
+    /// edit).
+    pub operation: String,
+    /// RFC 3339: when this manager last changed the object.
+    pub time: String,
+    /// The field paths it owns: `spec.title`, `metadata.labels.tier`, …
+    pub fields: Vec<String>,
 }
 
 object_meta! {
@@ -212,7 +234,8 @@ object_meta! {
 }
 
 /// The metadata fields the server sets; refused on input.
-pub const SERVER_SET_METADATA: [&str; 3] = ["uid", "generation", "creationTimestamp"];
+pub const SERVER_SET_METADATA: [&str; 4] =
+    ["uid", "generation", "creationTimestamp", "managedFields"];
 
 /// A condition, as in Kubernetes: the latest observation of one aspect.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -511,6 +534,12 @@ impl Manifest {
     /// Whether a `status` block is present.
     pub fn has_status(&self) -> bool {
         each!(self, o => o.status.is_some())
+    }
+
+    /// The whole object as JSON (`apiVersion`, `kind`, `metadata`,
+    /// `spec`), as [`Manifest::from_json`] reads it back.
+    pub fn to_json(&self) -> serde_json::Value {
+        each!(self, o => serde_json::to_value(o)).expect("manifests serialize to JSON")
     }
 
     /// The spec as JSON (what the server stores in the `spec` column).

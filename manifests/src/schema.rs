@@ -64,6 +64,8 @@ fn generate<T: JsonSchema>(kind: Kind) -> Value {
                 && name != "Condition"
                 && name != "ConditionStatus"
                 && name != "Completion"
+                // Server-set metadata's type (`managedFields`), refused on input.
+                && name != "ManagedFieldsEntry"
                 && !STATUS_ENUMS.contains(&name.as_str())
         });
         for meta in ["ObjectMeta", "ProjectObjectMeta"] {

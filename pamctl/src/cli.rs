@@ -109,8 +109,9 @@ pub enum Command {
         #[arg(long, value_enum, value_name = "MODE", num_args = 0..=1, require_equals = true,
               default_missing_value = "server", default_value = "none")]
         dry_run: DryRun,
-        /// Take fields a GitOps Source owns (it then reports drift, or
-        /// puts them back with selfHeal)
+        /// Take fields another field manager owns: another token's apply
+        /// or label, a GitOps Source (it then reports drift, or puts them
+        /// back with selfHeal)
         #[arg(long)]
         force_conflicts: bool,
     },
@@ -313,6 +314,10 @@ pub enum Command {
         /// KIND/NAME…, or KIND NAME…
         #[arg(value_name = "KIND[/NAME]", required = true)]
         args: Vec<String>,
+        /// Take fields another field manager owns (another token's apply,
+        /// a GitOps Source: its next sync puts them back)
+        #[arg(long)]
+        force_conflicts: bool,
     },
 }
 
@@ -391,6 +396,10 @@ pub struct MetaArgs {
     /// Replace a key that already has a different value
     #[arg(long)]
     pub overwrite: bool,
+    /// Take keys another field manager owns (another token's apply, a
+    /// GitOps Source: its next sync puts them back)
+    #[arg(long)]
+    pub force_conflicts: bool,
 }
 
 #[derive(Debug, Subcommand)]

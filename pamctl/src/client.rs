@@ -341,6 +341,9 @@ impl Client {
             409 if code == "conflict" => err
                 .hints
                 .push("re-read the object (`pamctl get … -o yaml`) and apply again".into()),
+            409 if code == "field_conflict" => err.hints.push(
+                "pass --force-conflicts to take the fields, or change them where their manager sets them (a Source's manifests)".into(),
+            ),
             _ => {}
         }
         err

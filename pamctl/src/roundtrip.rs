@@ -1,6 +1,7 @@
 //! `pamctl get … -o yaml | pamctl apply -f -`: what `get` prints carries
 //! what the server owns — `status` and the server-set metadata (`uid`,
-//! `generation`, `creationTimestamp`) — and may be a `List`. pamd refuses
+//! `generation`, `creationTimestamp`, `managedFields`) — and may be a
+//! `List`. pamd refuses
 //! those in a manifest, so pamctl drops them before sending (kubectl's
 //! habit); `metadata.resourceVersion` stays: it makes a concurrent change
 //! a conflict instead of a silent overwrite.
@@ -144,7 +145,10 @@ fn blank_lines(text: &str) -> String {
                 In::Metadata => {
                     let ind = indent(body);
                     let key_indent = *meta_indent.get_or_insert(ind);
-                    if ind <= key_indent {
+                    // A sequence's items may sit at its key's indent
+                    // (`managedFields:` then `- manager: …`): still the key.
+                    let item = trimmed.starts_with("- ") || trimmed == "-";
+                    if ind < key_indent || (ind == key_indent && !item) {
                         let key = trimmed.split(':').next().unwrap_or("").trim();
                         dropping_key = SERVER_SET_METADATA.contains(&key);
                     }
@@ -191,6 +195,24 @@ status:
             name: "-".into(),
             content: content.into(),
         }
+    }
+
+    #[test]
+    fn managed_fields_go_with_their_items_and_lines_stay() {
+        let got = GOT.replace(
+            "  generation: 3\n",
+            "  generation: 3\n  managedFields:\n  - fields:\n    - spec.title\n    manager: apply:ci\n    operation: Apply\n    time: 2026-03-01T11:55:00Z\n",
+        );
+        let out = prepare(vec![file(&got)]).remove(0);
+        assert_eq!(out.content.lines().count(), got.lines().count());
+        assert!(!out.content.contains("manager"), "{}", out.content);
+        assert!(
+            out.content.contains("\n  labels:\n    app: web\n"),
+            "{}",
+            out.content
+        );
+        let title = |t: &str| t.lines().position(|l| l == "  title: Build it");
+        assert_eq!(title(&out.content), title(&got));
     }
 
     #[test]

@@ -51,6 +51,7 @@ pub mod events;
 pub mod hosts;
 pub mod idempotency;
 pub mod leader;
+pub mod managed;
 pub mod memory;
 pub mod postgres;
 pub mod projects;
@@ -78,6 +79,7 @@ pub use events::{Event, EventTx, JournalPage, Journaled, Position};
 pub use hosts::{Host, HostTx};
 pub use idempotency::{Claimed, IdempotencyClaim, IdempotencyTx};
 pub use leader::{LeaderTx, Lease};
+pub use managed::{ManagedEntry, ManagedFields, ManagedFieldsTx};
 pub use projects::{Project, ProjectTx};
 pub use results::{RunResultRow, RunResultTx};
 pub use runs::{PendingRun, Run, RunFilter, RunTx, RunUpdate, SignalMarker, Target};
@@ -93,9 +95,9 @@ pub use work_items::{WorkItem, WorkItemTx};
 /// a `dyn Tx` needs the aggregate trait that declares it in scope.
 pub mod prelude {
     pub use crate::{
-        AttachTx, ChartTx, DependencyTx, EventTx, HostTx, IdempotencyTx, LeaderTx, ProjectTx,
-        RunResultTx, RunTx, ScheduleTx, SecretTx, SourceTx, Store, TokenTx, Tx, WebhookTx,
-        WorkItemTx,
+        AttachTx, ChartTx, DependencyTx, EventTx, HostTx, IdempotencyTx, LeaderTx, ManagedFieldsTx,
+        ProjectTx, RunResultTx, RunTx, ScheduleTx, SecretTx, SourceTx, Store, TokenTx, Tx,
+        WebhookTx, WorkItemTx,
     };
 }
 
@@ -261,6 +263,7 @@ pub trait Tx:
     + SecretTx
     + ScheduleTx
     + LeaderTx
+    + ManagedFieldsTx
     + Send
 {
     /// Commits, returning the events appended in this transaction (in seq

@@ -42,6 +42,9 @@ impl From<ApplyError> for ApiError {
             ApplyError::BadRequest(m) => ApiError::bad_request(m),
             ApplyError::Forbidden(m) => ApiError::new(StatusCode::FORBIDDEN, "forbidden", m),
             ApplyError::Conflict(m) => ApiError::new(StatusCode::CONFLICT, "conflict", m),
+            ApplyError::FieldConflict(m) => {
+                ApiError::new(StatusCode::CONFLICT, "field_conflict", m)
+            }
             ApplyError::Store(e) => e.into(),
         }
     }
@@ -56,13 +59,22 @@ pub struct ApplyResponse {
     results: Vec<apply::ApplyResult>,
 }
 
-/// `?forceConflicts=true`: take fields a Source owns (server-side
-/// apply's `--force-conflicts`).
+/// `?forceConflicts=true`: take fields other managers own (server-side
+/// apply's `--force-conflicts`); `?fieldManager=label|annotate|edit`:
+/// the verb the request writes as (default `apply`), its manager
+/// `VERB:TOKEN` ([`apply::managed`]).
 #[derive(serde::Deserialize, Default, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ApplyQuery {
     #[serde(default)]
     force_conflicts: bool,
+    #[serde(default)]
+    field_manager: apply::managed::FieldManager,
+}
+
+/// The query's manager for the request's token.
+fn manager(q: &ApplyQuery, op: &super::auth::Principal) -> apply::managed::Manager {
+    apply::managed::Manager::of_request(q.field_manager, op.name())
 }
 
 #[tracing::instrument(skip_all, fields(files = req.files.len(), objects = req.objects.len(), dry_run = req.dry_run))]
@@ -73,6 +85,7 @@ pub async fn apply_handler(
     Json(mut req): Json<ApplyRequest>,
 ) -> ApiResult<Json<ApplyResponse>> {
     req.force_conflicts = q.force_conflicts;
+    req.manager = Some(manager(&q, &op));
     req.grant = op.grant().cloned();
     let results = apply::apply(&st.ctx, &req)
         .await
@@ -89,8 +102,10 @@ pub async fn apply_handler(
 pub async fn diff_handler(
     State(st): State<AppState>,
     Operator(op): Operator,
+    Query(q): Query<ApplyQuery>,
     Json(mut req): Json<ApplyRequest>,
 ) -> ApiResult<Json<Value>> {
+    req.manager = Some(manager(&q, &op));
     req.grant = op.grant().cloned();
     let items = apply::diff(&st.ctx, &req)
         .await

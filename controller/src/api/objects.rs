@@ -46,6 +46,7 @@ macro_rules! object_meta {
             generation: Some($meta.generation),
             resource_version: Some($meta.resource_version.to_string()),
             creation_timestamp: Some(ts($created)),
+            managed_fields: None,
         }
     };
 }

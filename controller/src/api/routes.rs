@@ -76,6 +76,7 @@ pub fn table(max_body_bytes: usize) -> Vec<Route> {
                 "diff",
                 "What an apply would change, changing nothing",
             )
+            .query::<apply::ApplyQuery>()
             .body::<crate::apply::ApplyRequest>()
             .object(200, "`{items}`: each object's difference")
             .body_limit(max_body_bytes),

@@ -208,9 +208,23 @@ async fn get_in<K: Served>(
 ) -> ApiResult<Json<Value>> {
     let mut tx = st.ctx.store.begin().await?;
     let (p, o) = one_in::<K>(tx.as_mut(), &slug, &name).await?;
-    Ok(Json(
-        o.print_one(tx.as_mut(), Some(&p), st.ctx.now()).await?,
-    ))
+    let v = o.print_one(tx.as_mut(), Some(&p), st.ctx.now()).await?;
+    Ok(Json(with_managed_fields(tx.as_mut(), &o, v).await?))
+}
+
+/// A printed object of one get with its `metadata.managedFields` (issue
+/// 35): one more read, for one object (a listing goes without).
+async fn with_managed_fields<K: Served>(tx: &mut dyn Tx, o: &K, mut v: Value) -> ApiResult<Value> {
+    let key = (<K as Stored>::KIND.as_str().to_string(), o.id());
+    if let Some(r) = tx.managed_fields_of(&[key]).await?.pop() {
+        if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.insert(
+                "managedFields".into(),
+                crate::apply::managed::managed_fields_json(&r.entries),
+            );
+        }
+    }
+    Ok(v)
 }
 
 /// `GET /api/v1/<plural>/{<singular>}`.
@@ -222,7 +236,8 @@ async fn get_cluster<K: Served>(
 ) -> ApiResult<Json<Value>> {
     let mut tx = st.ctx.store.begin().await?;
     let o = one::<K>(tx.as_mut(), None, &name).await?;
-    Ok(Json(o.print_one(tx.as_mut(), None, st.ctx.now()).await?))
+    let v = o.print_one(tx.as_mut(), None, st.ctx.now()).await?;
+    Ok(Json(with_managed_fields(tx.as_mut(), &o, v).await?))
 }
 
 /// `DELETE /api/v1/projects/{project}/<plural>/{name}`.

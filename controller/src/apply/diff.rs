@@ -7,12 +7,11 @@
 
 use pam_manifests::kinds::Manifest;
 use pam_store::prelude::*;
-use pam_store::{Meta, StoreResult};
+use pam_store::Meta;
 use serde_json::{json, Value};
 
 use super::{labelled_documents, ApplyError, ApplyRequest};
 use crate::ctx::Ctx;
-use crate::rules::kind::Stored;
 use crate::rules::meta::Desired;
 use crate::rules::secrets;
 
@@ -34,6 +33,10 @@ pub async fn diff(ctx: &Ctx, req: &ApplyRequest) -> Result<Vec<Value>, ApplyErro
         return Err(ApplyError::Invalid(errors));
     }
     let mut tx = ctx.store.begin().await?;
+    // What apply would write: the documents merged with the fields other
+    // managers own (managed fields, issue 35), a conflict refused as apply
+    // refuses it. Nothing is recorded: the transaction is dropped.
+    let (docs, _, _) = super::merged(tx.as_mut(), req, docs, ctx.now()).await?;
     let mut items = Vec::with_capacity(docs.len());
     for d in &docs {
         let m = &d.manifest;
@@ -166,16 +169,7 @@ async fn live_of(
     project: Option<&str>,
     name: &str,
 ) -> Result<Option<Meta>, ApplyError> {
-    let project = match project {
-        Some(slug) => tx.get_project_by_slug(slug).await?,
-        None => None,
-    };
-    async fn live<K: Stored>(
-        tx: &mut dyn Tx,
-        p: Option<&pam_store::Project>,
-        name: &str,
-    ) -> StoreResult<Option<Meta>> {
-        Ok(K::by_name(tx, p, name).await?.map(|o| o.meta().clone()))
-    }
-    Ok(crate::rules::kind::for_kind!(kind, K => live::<K>(tx, project.as_ref(), name).await?))
+    Ok(super::stored::stored_one(tx, kind, project, name)
+        .await?
+        .map(|o| o.meta))
 }

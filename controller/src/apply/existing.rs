@@ -43,26 +43,30 @@ pub struct Existing {
 }
 
 impl Existing {
-    /// The stored objects among `keys`, from what was read (a key the
-    /// batch does not name is not here): what a sync merges and owns,
-    /// without reading them again.
+    /// A stored object the batch names, from what was read (Projects,
+    /// Tasks and Runs; a key the batch does not name is not here).
+    pub fn find(&self, key: &ObjectKey) -> Option<(Uuid, &pam_store::Meta)> {
+        let (kind, project, name) = key;
+        match (kind, project) {
+            (Kind::Project, _) => self.projects.get(name).map(|p| (p.id, &p.meta)),
+            (Kind::Task, Some(slug)) => self.projects.get(slug).and_then(|p| {
+                let w = self.items.get(&p.id)?.get(name)?;
+                Some((w.id, &w.meta))
+            }),
+            (Kind::Run, Some(slug)) => self.projects.get(slug).and_then(|p| {
+                let r = self.runs.get(&p.id)?.get(name)?;
+                Some((r.id, &r.meta))
+            }),
+            _ => None,
+        }
+    }
+
+    /// The stored objects among `keys`, from what was read: what a sync
+    /// merges and owns, without reading them again.
     pub fn stored(&self, keys: &[ObjectKey]) -> HashMap<ObjectKey, StoredObject> {
         let mut out = HashMap::with_capacity(keys.len());
         for key in keys {
-            let (kind, project, name) = key;
-            let found = match (kind, project) {
-                (Kind::Project, _) => self.projects.get(name).map(|p| (p.id, &p.meta)),
-                (Kind::Task, Some(slug)) => self.projects.get(slug).and_then(|p| {
-                    let w = self.items.get(&p.id)?.get(name)?;
-                    Some((w.id, &w.meta))
-                }),
-                (Kind::Run, Some(slug)) => self.projects.get(slug).and_then(|p| {
-                    let r = self.runs.get(&p.id)?.get(name)?;
-                    Some((r.id, &r.meta))
-                }),
-                _ => None,
-            };
-            if let Some((id, meta)) = found {
+            if let Some((id, meta)) = self.find(key) {
                 out.insert(
                     key.clone(),
                     StoredObject {

@@ -22,6 +22,7 @@
 mod diff;
 mod documents;
 pub mod existing;
+pub mod managed;
 pub mod ownership;
 pub mod prune;
 mod scope;
@@ -63,10 +64,15 @@ pub struct ApplyRequest {
     pub selector: Option<String>,
     #[serde(default)]
     pub applyset: Option<String>,
-    /// Take fields a Source owns (`--force-conflicts`; the API's
-    /// `?forceConflicts=true`), like server-side apply.
+    /// Take fields other managers own — a Source, another token's apply
+    /// or label (`--force-conflicts`; the API's `?forceConflicts=true`),
+    /// like server-side apply ([`managed`]).
     #[serde(skip)]
     pub force_conflicts: bool,
+    /// Who writes ([`managed`]): the API sets it from the request's token
+    /// and `?fieldManager=`; None: pamd's own (`apply:pamd`).
+    #[serde(skip)]
+    pub manager: Option<managed::Manager>,
     /// The caller's token's role and projects (issue 34), set by the API
     /// from the request's token; None: unchecked (pamd's own batches).
     #[serde(skip)]
@@ -127,6 +133,11 @@ pub enum ApplyError {
     /// Source and the fields.
     #[error("{0}")]
     Conflict(String),
+    /// The batch would change fields other managers own (another token's
+    /// apply or label, a Source) to other values, without
+    /// `forceConflicts`: every object, field and manager ([`managed`]).
+    #[error("{0}")]
+    FieldConflict(String),
     /// The caller's token may not write every object of the batch
     /// ([`scope`]); names no project.
     #[error("{0}")]
@@ -138,6 +149,9 @@ pub enum ApplyError {
 /// What a written batch did.
 pub struct Written {
     pub results: Vec<ApplyResult>,
+    /// The object of each of the first `ids.len()` results (the written
+    /// documents'; prune's come after).
+    pub ids: Vec<uuid::Uuid>,
     /// How many runs it created (the claim long-polls are woken; a bulk
     /// refreshes the planner's statistics).
     pub new_runs: usize,
@@ -160,15 +174,20 @@ pub async fn apply(ctx: &Ctx, req: &ApplyRequest) -> Result<Vec<ApplyResult>, Ap
     if !hooks.is_empty() {
         return Err(ApplyError::Invalid(hooks));
     }
-    let written = write_batch(
+    let now = ctx.now();
+    let (docs, existing, plan) = merged(tx.as_mut(), req, docs, now).await?;
+    let written = write_loaded(
         tx.as_mut(),
         Some(&ctx.secrets),
-        ctx.now(),
+        now,
         ctx.thresholds.offline_after,
         docs,
         prune_selector.as_ref(),
+        existing,
     )
     .await?;
+    plan.record(tx.as_mut(), &written.results, &written.ids, now)
+        .await?;
     // Prune may have found objects of projects the token may not touch
     // (the transaction is dropped: nothing is written).
     scope::results(req.grant.as_ref(), &written.results)?;
@@ -184,6 +203,44 @@ pub async fn apply(ctx: &Ctx, req: &ApplyRequest) -> Result<Vec<ApplyResult>, Ap
         ctx.wakeups.loops.notify_one();
     }
     Ok(written.results)
+}
+
+/// The request's documents merged with the fields other managers own
+/// ([`managed`]: refused on a conflict unless `forceConflicts`), with the
+/// stored state they can touch, read once, and the plan to record.
+pub(crate) async fn merged(
+    tx: &mut dyn pam_store::Tx,
+    req: &ApplyRequest,
+    docs: Vec<Document>,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<(Vec<Document>, existing::Existing, managed::Plan), ApplyError> {
+    let manifests: Vec<&Manifest> = docs.iter().map(|d| &d.manifest).collect();
+    let existing = existing::load_existing(tx, &manifests).await?;
+    let keys: Vec<stored::ObjectKey> = manifests
+        .iter()
+        .map(|m| {
+            (
+                m.kind(),
+                m.project().map(|p| p.to_string()),
+                m.name().to_string(),
+            )
+        })
+        .collect();
+    let stored = stored::stored_any(tx, &existing, &keys).await?;
+    let manager = req.manager.clone().unwrap_or_else(managed::Manager::pamd);
+    let named = docs.iter().map(managed::named).collect();
+    let plan = managed::plan(
+        tx,
+        &stored,
+        &docs,
+        named,
+        &manager,
+        req.force_conflicts,
+        now,
+    )
+    .await?;
+    let docs = plan.merge(&stored, docs)?;
+    Ok((docs, existing, plan))
 }
 
 /// Validates `docs` whole against the stored state they can touch and
@@ -259,6 +316,7 @@ pub async fn write_loaded(
         w.prune(named, sel).await?;
     }
     Ok(Written {
+        ids: w.ids,
         results: w.results,
         new_runs: w.new_runs,
         new_targeted: w.new_targeted,

@@ -234,7 +234,7 @@ pub(super) async fn refuse_owned_changes(
     if problems.is_empty() {
         return Ok(());
     }
-    Err(ApplyError::Conflict(format!(
+    Err(ApplyError::FieldConflict(format!(
         "conflict with a Source: {}; change the Source's manifests, or apply with --force-conflicts to take the fields (the Source then reports drift)",
         problems.join("; ")
     )))

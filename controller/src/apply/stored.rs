@@ -83,3 +83,74 @@ pub async fn stored_objects(
     out.retain(|k, _| wanted.contains(k));
     Ok(out)
 }
+
+/// Where the managed-fields plan finds a stored object: its id and meta,
+/// borrowed (a big batch's objects are not copied).
+pub trait Lookup: Sync {
+    fn find(&self, key: &ObjectKey) -> Option<(Uuid, &Meta)>;
+}
+
+impl Lookup for HashMap<ObjectKey, StoredObject> {
+    fn find(&self, key: &ObjectKey) -> Option<(Uuid, &Meta)> {
+        self.get(key).map(|o| (o.id, &o.meta))
+    }
+}
+
+/// The stored objects a batch names, of every kind: Projects, Tasks and
+/// Runs from what apply read already (`existing`), the other kinds read
+/// here.
+pub struct StoredAny<'a> {
+    existing: &'a super::existing::Existing,
+    others: HashMap<ObjectKey, StoredObject>,
+}
+
+impl Lookup for StoredAny<'_> {
+    fn find(&self, key: &ObjectKey) -> Option<(Uuid, &Meta)> {
+        self.existing.find(key).or_else(|| self.others.find(key))
+    }
+}
+
+/// [`StoredAny`] of `keys`: the kinds `existing` does not hold (a batch
+/// has few) one read each.
+pub async fn stored_any<'a>(
+    tx: &mut dyn Tx,
+    existing: &'a super::existing::Existing,
+    keys: &[ObjectKey],
+) -> Result<StoredAny<'a>, StoreError> {
+    let mut others = HashMap::new();
+    for key in keys {
+        let (kind, project, name) = key;
+        if matches!(kind, Kind::Project | Kind::Task | Kind::Run) {
+            continue;
+        }
+        if let Some(o) = stored_one(tx, *kind, project.as_deref(), name).await? {
+            others.insert(key.clone(), o);
+        }
+    }
+    Ok(StoredAny { existing, others })
+}
+
+/// One stored object by kind, project and name.
+pub async fn stored_one(
+    tx: &mut dyn Tx,
+    kind: Kind,
+    project: Option<&str>,
+    name: &str,
+) -> Result<Option<StoredObject>, StoreError> {
+    use crate::rules::kind::Stored;
+    let project = match project {
+        Some(slug) => tx.get_project_by_slug(slug).await?,
+        None => None,
+    };
+    async fn one<K: Stored>(
+        tx: &mut dyn Tx,
+        p: Option<&pam_store::Project>,
+        name: &str,
+    ) -> Result<Option<StoredObject>, StoreError> {
+        Ok(K::by_name(tx, p, name).await?.map(|o| StoredObject {
+            id: o.id(),
+            meta: o.meta().clone(),
+        }))
+    }
+    crate::rules::kind::for_kind!(kind, K => one::<K>(tx, project.as_ref(), name).await)
+}

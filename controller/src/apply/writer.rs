@@ -35,6 +35,10 @@ pub(super) struct Writer<'t> {
     pub(super) now: DateTime<Utc>,
     pub(super) errors: Vec<ManifestError>,
     pub(super) results: Vec<ApplyResult>,
+    /// The object of each written document's result (the first
+    /// `ids.len()` results; prune's come after): where managed fields
+    /// are recorded.
+    pub(super) ids: Vec<Uuid>,
     /// Project slug → id, for tasks and runs.
     projects: HashMap<String, (Uuid, ProjectStatus)>,
     /// Work items by project id and name: every stored item the batch
@@ -120,6 +124,7 @@ impl<'t> Writer<'t> {
             now,
             errors: Vec::new(),
             results: Vec::new(),
+            ids: Vec::new(),
             projects: HashMap::new(),
             items,
             new_items: Vec::new(),
@@ -133,7 +138,8 @@ impl<'t> Writer<'t> {
         }
     }
 
-    fn result(&mut self, m: &Manifest, action: Action, generation: Option<i64>) {
+    fn result(&mut self, m: &Manifest, id: Uuid, action: Action, generation: Option<i64>) {
+        self.ids.push(id);
         self.results.push(ApplyResult {
             kind: m.kind().as_str(),
             project: m.project().map(|p| p.to_string()),
@@ -262,15 +268,20 @@ impl<'t> Writer<'t> {
             .await?
         {
             None => {
-                schedules::create(self.tx, project_id, desired, self.now).await?;
-                self.result(&d.manifest, Action::Created, Some(1));
+                let created = schedules::create(self.tx, project_id, desired, self.now).await?;
+                self.result(&d.manifest, created.id, Action::Created, Some(1));
             }
             Some(row) => {
                 self.check_rv(d, row.meta.resource_version)?;
                 let (row, change) = schedules::update(self.tx, row, desired, self.now)
                     .await
                     .map_err(|e| conflict_named(e, &d.manifest))?;
-                self.result(&d.manifest, action(change), Some(row.meta.generation));
+                self.result(
+                    &d.manifest,
+                    row.id,
+                    action(change),
+                    Some(row.meta.generation),
+                );
             }
         }
         Ok(())
@@ -303,15 +314,20 @@ impl<'t> Writer<'t> {
             .await?
         {
             None => {
-                secrets::create(self.tx, ring, project_id, desired, self.now).await?;
-                self.result(&d.manifest, Action::Created, Some(1));
+                let created = secrets::create(self.tx, ring, project_id, desired, self.now).await?;
+                self.result(&d.manifest, created.id, Action::Created, Some(1));
             }
             Some(row) => {
                 self.check_rv(d, row.meta.resource_version)?;
                 let (row, change) = secrets::update(self.tx, ring, row, desired, self.now)
                     .await
                     .map_err(|e| conflict_named(e, &d.manifest))?;
-                self.result(&d.manifest, action(change), Some(row.meta.generation));
+                self.result(
+                    &d.manifest,
+                    row.id,
+                    action(change),
+                    Some(row.meta.generation),
+                );
             }
         }
         Ok(())
@@ -323,15 +339,20 @@ impl<'t> Writer<'t> {
         let desired = WebhookDesired::of(w, Desired::of(&d.manifest));
         match self.tx.get_webhook_by_name(&desired.name).await? {
             None => {
-                webhooks::create(self.tx, desired, self.now).await?;
-                self.result(&d.manifest, Action::Created, Some(1));
+                let created = webhooks::create(self.tx, desired, self.now).await?;
+                self.result(&d.manifest, created.id, Action::Created, Some(1));
             }
             Some(row) => {
                 self.check_rv(d, row.meta.resource_version)?;
                 let (row, change) = webhooks::update(self.tx, row, desired, self.now)
                     .await
                     .map_err(|e| conflict_named(e, &d.manifest))?;
-                self.result(&d.manifest, action(change), Some(row.meta.generation));
+                self.result(
+                    &d.manifest,
+                    row.id,
+                    action(change),
+                    Some(row.meta.generation),
+                );
             }
         }
         Ok(())
@@ -341,15 +362,20 @@ impl<'t> Writer<'t> {
         let desired = SourceDesired::of(s, Desired::of(&d.manifest));
         match self.tx.get_source_by_name(&desired.name).await? {
             None => {
-                sources::create(self.tx, desired, self.now).await?;
-                self.result(&d.manifest, Action::Created, Some(1));
+                let created = sources::create(self.tx, desired, self.now).await?;
+                self.result(&d.manifest, created.id, Action::Created, Some(1));
             }
             Some(row) => {
                 self.check_rv(d, row.meta.resource_version)?;
                 let (row, change) = sources::update(self.tx, row, desired, self.now)
                     .await
                     .map_err(|e| conflict_named(e, &d.manifest))?;
-                self.result(&d.manifest, action(change), Some(row.meta.generation));
+                self.result(
+                    &d.manifest,
+                    row.id,
+                    action(change),
+                    Some(row.meta.generation),
+                );
             }
         }
         Ok(())
@@ -362,7 +388,7 @@ impl<'t> Writer<'t> {
             None => {
                 let row = projects::create(self.tx, desired, self.now).await?;
                 self.projects.insert(slug, (row.id, row.status));
-                self.result(&d.manifest, Action::Created, Some(1));
+                self.result(&d.manifest, row.id, Action::Created, Some(1));
             }
             Some(row) => {
                 self.check_rv(d, row.meta.resource_version)?;
@@ -370,7 +396,12 @@ impl<'t> Writer<'t> {
                     .await
                     .map_err(|e| conflict_named(e, &d.manifest))?;
                 self.projects.insert(slug, (row.id, row.status));
-                self.result(&d.manifest, action(change), Some(row.meta.generation));
+                self.result(
+                    &d.manifest,
+                    row.id,
+                    action(change),
+                    Some(row.meta.generation),
+                );
             }
         }
         Ok(())
@@ -380,8 +411,8 @@ impl<'t> Writer<'t> {
         let desired = HostDesired::of(h, Desired::of(&d.manifest));
         match self.tx.get_host_by_name(&desired.name).await? {
             None => {
-                hosts::create(self.tx, desired, self.now).await?;
-                self.result(&d.manifest, Action::Created, Some(1));
+                let created = hosts::create(self.tx, desired, self.now).await?;
+                self.result(&d.manifest, created.id, Action::Created, Some(1));
             }
             Some(row) => {
                 self.check_rv(d, row.meta.resource_version)?;
@@ -389,7 +420,12 @@ impl<'t> Writer<'t> {
                     hosts::update(self.tx, row, desired, self.offline_after, self.now)
                         .await
                         .map_err(|e| conflict_named(e, &d.manifest))?;
-                self.result(&d.manifest, action(change), Some(row.meta.generation));
+                self.result(
+                    &d.manifest,
+                    row.id,
+                    action(change),
+                    Some(row.meta.generation),
+                );
             }
         }
         Ok(())
@@ -423,11 +459,11 @@ impl<'t> Writer<'t> {
             let row = work_items::new_row(project_id, desired, &self.created_conditions, now);
             // Written in bulk by flush_new_items; known to later
             // documents (children, runs) from now on.
-            self.new_names
-                .insert((project_id, row.name.clone()), row.id);
+            let id = row.id;
+            self.new_names.insert((project_id, row.name.clone()), id);
             self.new_items.push(row);
             self.new_item_projects.push(project_slug);
-            self.result(&d.manifest, Action::Created, Some(1));
+            self.result(&d.manifest, id, Action::Created, Some(1));
             if self.new_items.len() >= FLUSH_EVERY {
                 self.flush_new_items().await?;
             }
@@ -442,7 +478,12 @@ impl<'t> Writer<'t> {
         };
         self.check_rv(d, row.meta.resource_version)?;
         if Desired::stored(&row.meta) == desired.desired {
-            self.result(&d.manifest, Action::Unchanged, Some(row.meta.generation));
+            self.result(
+                &d.manifest,
+                row.id,
+                Action::Unchanged,
+                Some(row.meta.generation),
+            );
             return Ok(());
         }
         // The writes below may refer to new items (a new parent).
@@ -450,9 +491,9 @@ impl<'t> Writer<'t> {
         let row = self.fresh_item(row.id).await?;
         match work_items::update(self.tx, row, desired, &project_slug, now).await {
             Ok((row, change)) => {
-                let generation = row.meta.generation;
+                let (id, generation) = (row.id, row.meta.generation);
                 self.items_of(project_id).insert(row.name.clone(), row);
-                self.result(&d.manifest, action(change), Some(generation));
+                self.result(&d.manifest, id, action(change), Some(generation));
                 Ok(())
             }
             Err(e) => self.refused(d, e),
@@ -494,17 +535,22 @@ impl<'t> Writer<'t> {
                     .task_row(project_id, r.spec.task.as_str())
                     .await?
                     .ok_or_else(|| StoreError::NotFound(format!("task {}", r.spec.task)))?;
-                runs::create(self.tx, project_id, &project_slug, &task, desired, self.now).await?;
+                let created =
+                    runs::create(self.tx, project_id, &project_slug, &task, desired, self.now)
+                        .await?;
                 self.new_runs += 1;
                 self.new_targeted |= r.spec.target.is_some();
-                self.result(&d.manifest, Action::Created, Some(1));
+                self.result(&d.manifest, created.id, Action::Created, Some(1));
             }
             Some(row) => {
                 self.check_rv(d, row.meta.resource_version)?;
                 match runs::update(self.tx, row, desired, self.now).await {
-                    Ok((row, change)) => {
-                        self.result(&d.manifest, action(change), Some(row.meta.generation))
-                    }
+                    Ok((row, change)) => self.result(
+                        &d.manifest,
+                        row.id,
+                        action(change),
+                        Some(row.meta.generation),
+                    ),
                     Err(e) => return self.refused(d, e),
                 }
             }

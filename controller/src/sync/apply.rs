@@ -22,6 +22,7 @@ use pam_store::{OwnedObject, Source, SourceObject};
 use serde_json::Value;
 use uuid::Uuid;
 
+use crate::apply::managed;
 use crate::apply::ownership::{merged_document, Declared};
 use crate::apply::prune::{prune_objects, Doomed, Outcome};
 use crate::apply::stored::{stored_objects, ObjectKey};
@@ -235,8 +236,17 @@ pub async fn apply_tree(
     if !errors.is_empty() {
         return Err(SyncError::Invalid(errors));
     }
+    // Managed fields (issue 35): what the tree declares is the Source's,
+    // taken from any other manager as Argo CD and Flux restore git's.
+    let named = loaded
+        .iter()
+        .map(|(_, raw)| managed::declared(raw))
+        .collect();
+    let manager = managed::Manager::source(&source.name);
+    let plan = managed::plan(tx, &stored, &merged, named, &manager, true, now).await?;
     // No keyring: a Source never carries Secrets (refused above).
     let written = apply::write_loaded(tx, None, now, offline_after, merged, None, existing).await?;
+    plan.record(tx, &written.results, &written.ids, now).await?;
     let mut counts = Counts::default();
     let mut changes = Vec::new();
     for r in &written.results {

@@ -62,6 +62,23 @@ pub struct Document {
     /// loader).
     pub manifest: Manifest,
     root: Positions,
+    /// The top-level `spec` keys as written (before defaults were
+    /// filled in), one per line: the fields an applier names (managed
+    /// fields, issue 35). One allocation per document (issue 30).
+    spec_keys: Box<str>,
+}
+
+/// The top-level keys of a document's `spec` as written.
+fn spec_keys_of(value: &Value) -> Box<str> {
+    match value.get("spec").and_then(Value::as_object) {
+        Some(spec) => spec
+            .keys()
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+            .join("\n")
+            .into(),
+        None => "".into(),
+    }
 }
 
 /// Where a document's positions come from.
@@ -113,12 +130,20 @@ impl Document {
     /// A document that did not come from YAML text (errors about it carry
     /// no line or column).
     pub fn from_manifest(file: &str, index: usize, manifest: Manifest) -> Document {
+        let spec_keys = spec_keys_of(&serde_json::json!({ "spec": manifest.spec_json() }));
         Document {
             file: file.into(),
             index,
             manifest,
             root: Positions::None,
+            spec_keys,
         }
+    }
+
+    /// The top-level `spec` fields the document wrote (a field left to
+    /// its default is not among them).
+    pub fn spec_fields(&self) -> impl Iterator<Item = &str> {
+        self.spec_keys.split('\n').filter(|k| !k.is_empty())
     }
 
     /// This document holding another manifest (the same object with
@@ -130,6 +155,7 @@ impl Document {
             index: self.index,
             manifest,
             root: self.root.clone(),
+            spec_keys: self.spec_keys.clone(),
         }
     }
 
@@ -210,11 +236,13 @@ pub fn document_from_value(
     if crate::limits::too_deep(&value) {
         return Err(vec![locator.error_at("", crate::limits::too_deep_message())]);
     }
+    let spec_keys = spec_keys_of(&value);
     let doc = Document {
         file: file_label.into(),
         index,
         manifest: typing::type_document(&locator, value)?,
         root: Positions::None,
+        spec_keys,
     };
     let problems = typing::check_document(&doc);
     if problems.is_empty() {
@@ -317,6 +345,7 @@ fn parse_documents_fast(
             paths: false,
         };
         let kept = keep_values.then(|| value.clone());
+        let spec_keys = spec_keys_of(&value);
         let Ok(manifest) = typing::type_document(&locator, value) else {
             return false;
         };
@@ -325,6 +354,7 @@ fn parse_documents_fast(
             index,
             manifest,
             root: Positions::None,
+            spec_keys,
         };
         // Checked before the positions are attached: a problem here means
         // the positioned load, not a lazy read of positions first.
@@ -390,6 +420,7 @@ fn positioned(
         } else {
             Value::Null
         };
+        let spec_keys = spec_keys_of(&value);
         match typing::type_document(&locator, value) {
             Ok(manifest) => {
                 let doc = Document {
@@ -397,6 +428,7 @@ fn positioned(
                     index: tree.index,
                     manifest,
                     root: Positions::Tree(tree.positions),
+                    spec_keys,
                 };
                 let problems = typing::check_document(&doc);
                 if problems.is_empty() {

@@ -115,7 +115,7 @@ fn write(path: &Path, text: &str) -> Result<()> {
         .map_err(|e| CliError::failed(format!("cannot write {}: {e}", path.display())))
 }
 
-pub(crate) fn edit(ctx: &mut Ctx, args: &[String]) -> Result<Exit> {
+pub(crate) fn edit(ctx: &mut Ctx, args: &[String], force_conflicts: bool) -> Result<Exit> {
     let request = targets::parse_one_kind(args, "edit")?;
     if request.names.is_empty() {
         return Err(CliError::usage(
@@ -172,7 +172,7 @@ pub(crate) fn edit(ctx: &mut Ctx, args: &[String]) -> Result<Exit> {
                         content: text.clone(),
                     }];
                     match client.post(
-                        "/api/v1/apply",
+                        &super::meta::apply_path("edit", force_conflicts),
                         &json!({ "files": files, "dryRun": false, "prune": false }),
                     ) {
                         Ok(answer) => {
@@ -189,7 +189,7 @@ pub(crate) fn edit(ctx: &mut Ctx, args: &[String]) -> Result<Exit> {
                                 .into_iter()
                                 .map(|(label, l)| format!("{label}: {l}"))
                                 .collect();
-                            if e.status == Some(409) {
+                            if e.status == Some(409) && !super::meta::field_conflict(&e) {
                                 lines.push("hint: to write your version anyway, delete the metadata.resourceVersion line; to start over, empty this file and edit again".into());
                             }
                             lines

@@ -34,6 +34,13 @@ impl Which {
             Which::Annotations => "annotation",
         }
     }
+    /// The verb, as the field manager it writes as (`label:TOKEN`).
+    fn noun_verb(self) -> &'static str {
+        match self {
+            Which::Labels => "label",
+            Which::Annotations => "annotate",
+        }
+    }
     fn done(self) -> &'static str {
         match self {
             Which::Labels => "labeled",
@@ -138,6 +145,23 @@ fn current_map(obj: &Value, which: Which) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// The apply a verb writes through: the server records the fields it
+/// changes as `VERB:TOKEN`'s (managed fields, issue 35);
+/// `force_conflicts` takes fields another manager owns.
+pub(crate) fn apply_path(verb: &str, force_conflicts: bool) -> String {
+    let force = if force_conflicts {
+        "&forceConflicts=true"
+    } else {
+        ""
+    };
+    format!("/api/v1/apply?fieldManager={verb}{force}")
+}
+
+/// Whether a refusal is a field-ownership conflict (not a stale read).
+pub(crate) fn field_conflict(e: &CliError) -> bool {
+    e.status == Some(409) && e.hints.iter().any(|h| h.contains("--force-conflicts"))
+}
+
 /// `label|annotate KIND NAME… KEY=VALUE KEY-`.
 pub(crate) fn label(ctx: &mut Ctx, which: Which, a: &MetaArgs) -> Result<Exit> {
     let (objects, changes) = parse_args(which, &a.args)?;
@@ -165,7 +189,7 @@ pub(crate) fn label(ctx: &mut Ctx, which: Which, a: &MetaArgs) -> Result<Exit> {
             let map: Map<String, Value> = next.into_iter().map(|(k, v)| (k, json!(v))).collect();
             manifest["metadata"][which.field()] = Value::Object(map);
             client.post(
-                "/api/v1/apply",
+                &apply_path(which.noun_verb(), a.force_conflicts),
                 &json!({ "objects": [manifest], "dryRun": false, "prune": false }),
             )?;
             Ok(format!("{who} {}", which.done()))

@@ -133,7 +133,10 @@ pub(crate) fn run(ctx: &mut Ctx, command: Command) -> Result<Exit> {
         }
         Command::Label(a) => meta::label(ctx, meta::Which::Labels, &a),
         Command::Annotate(a) => meta::label(ctx, meta::Which::Annotations, &a),
-        Command::Edit { args } => edit::edit(ctx, &args),
+        Command::Edit {
+            args,
+            force_conflicts,
+        } => edit::edit(ctx, &args, force_conflicts),
         Command::Top {
             kind,
             all_projects,

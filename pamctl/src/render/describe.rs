@@ -71,6 +71,20 @@ pub fn page(kind: Kind, obj: &Value, events: &[Value], now: DateTime<Utc>) -> St
             None => "<unknown>".into(),
         },
     );
+    // Issues 34 and 35: who set what (metadata.managedFields, oldest
+    // first); the last entry is the last applier.
+    let managed = obj
+        .pointer("/metadata/managedFields")
+        .and_then(Value::as_array)
+        .filter(|m| !m.is_empty());
+    if let Some(last) = managed.and_then(|m| m.last()) {
+        let at = last.get("time").and_then(Value::as_str);
+        field("Last Applied By", cell(last, "/manager"));
+        field(
+            "Last Applied At",
+            format!("{} ({} ago)", cell(last, "/time"), age::since(at, now)),
+        );
+    }
     if kind == Kind::Task {
         // Issue 17: what it waits for, and what waits for it.
         let names = |p: &str| {
@@ -121,6 +135,24 @@ pub fn page(kind: Kind, obj: &Value, events: &[Value], now: DateTime<Utc>) -> St
                 n("attempt")
             ),
         );
+    }
+    if let Some(managed) = managed {
+        out.push_str("Managed Fields:\n");
+        let mut t = Table::new(&["MANAGER", "OPERATION", "TIME", "FIELDS"]);
+        for e in managed {
+            let fields: Vec<&str> = e
+                .get("fields")
+                .and_then(Value::as_array)
+                .map(|f| f.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            t.row(vec![
+                cell(e, "/manager"),
+                cell(e, "/operation"),
+                cell(e, "/time"),
+                fields.join(","),
+            ]);
+        }
+        out.extend(t.render().lines().map(|l| format!("  {l}\n")));
     }
     out.push_str("Spec:\n");
     out.push_str(&indented_yaml(obj.get("spec").unwrap_or(&Value::Null)));

@@ -72,6 +72,8 @@ struct State {
     deliveries: HashMap<Uuid, crate::Delivery>,
     /// (principal, key hash) → the stored key.
     idempotency: HashMap<(String, String), idempotency::KeyRow>,
+    /// `managed_fields`: (kind, object id) → its managers (issue 35).
+    managed: HashMap<(String, Uuid), Vec<crate::ManagedEntry>>,
 }
 
 /// The in-memory store.
@@ -264,6 +266,7 @@ mod events;
 mod hosts;
 mod idempotency;
 mod leader;
+mod managed;
 mod named;
 mod projects;
 mod results;

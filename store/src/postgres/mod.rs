@@ -462,6 +462,7 @@ mod events;
 mod hosts;
 mod idempotency;
 mod leader;
+mod managed;
 mod named;
 mod pool;
 mod projects;

@@ -111,6 +111,7 @@ macro_rules! store_conformance_tests {
             pending_runs_reading_secrets,
             schedule_ticks_are_taken_once,
             chart_reads_count_runs_into_buckets,
+            managed_fields_bulk_round_trip,
         );
     };
     (@each $make:expr; $($name:ident),+ $(,)?) => {
@@ -304,6 +305,7 @@ mod dispatch;
 mod events;
 mod hosts;
 mod leader;
+mod managed;
 mod named;
 mod projects;
 mod runs;
@@ -330,6 +332,8 @@ pub use events::*;
 pub use hosts::*;
 #[allow(unused_imports)]
 pub use leader::*;
+#[allow(unused_imports)]
+pub use managed::*;
 #[allow(unused_imports)]
 pub use named::*;
 #[allow(unused_imports)]

@@ -48,6 +48,7 @@ pub async fn create(
             generation: None,
             resource_version: None,
             creation_timestamp: None,
+            managed_fields: None,
         },
         t.spec,
     );
