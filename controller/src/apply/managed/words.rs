@@ -56,11 +56,20 @@ pub(super) fn conflict_error(conflicts: Vec<(ObjectKey, String, String)>) -> App
     for s in sources {
         hint.push_str(&format!(", or change them in Source {s}'s manifests"));
     }
+    // A big batch can conflict on every object: the first few name the
+    // fields, the rest are counted (an error stays a readable size).
+    let shown = objects.len().min(CONFLICTS_SHOWN);
+    let mut listed = objects[..shown].join("; ");
+    if objects.len() > shown {
+        listed.push_str(&format!("; and {} more object(s)", objects.len() - shown));
+    }
     ApplyError::FieldConflict(format!(
-        "conflict with other field managers: {}; {hint}",
-        objects.join("; ")
+        "conflict with other field managers: {listed}; {hint}"
     ))
 }
+
+/// Objects a conflict names at most; the rest are counted.
+const CONFLICTS_SHOWN: usize = 10;
 
 /// The `metadata.managedFields` an object shows (`get -o yaml`,
 /// `describe`): its record, kubectl's shape.
