@@ -88,6 +88,26 @@ fn copy_rows(project_id: Uuid, n: usize) -> String {
     out
 }
 
+/// One `POST /api/v1/apply` of `files` as `pamctl apply -f` sends them;
+/// its answer.
+async fn post_apply(
+    client: &reqwest::Client,
+    url: &str,
+    token: &str,
+    files: Vec<Value>,
+) -> anyhow::Result<Value> {
+    let r = client
+        .post(format!("{url}/api/v1/apply"))
+        .bearer_auth(token)
+        .json(&json!({ "files": files }))
+        .send()
+        .await?;
+    let status = r.status();
+    let body: Value = r.json().await?;
+    anyhow::ensure!(status.is_success(), "apply: {status}: {body}");
+    Ok(body)
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let n: usize = std::env::args()
@@ -99,22 +119,7 @@ async fn main() -> anyhow::Result<()> {
     let (url, state) = bench::serve(pool.clone()).await?;
     let token = bench::token(&state, TokenKind::Operator, None).await?;
     let client = reqwest::Client::new();
-    let apply = |files: Vec<Value>| {
-        let client = client.clone();
-        let (url, token) = (url.clone(), token.clone());
-        async move {
-            let r = client
-                .post(format!("{url}/api/v1/apply"))
-                .bearer_auth(token)
-                .json(&json!({ "files": files }))
-                .send()
-                .await?;
-            let status = r.status();
-            let body: Value = r.json().await?;
-            anyhow::ensure!(status.is_success(), "apply: {status}: {body}");
-            anyhow::Ok(body)
-        }
-    };
+    let apply = |files: Vec<Value>| post_apply(&client, &url, &token, files);
     let projects = "---\napiVersion: pam.dev/v1\nkind: Project\nmetadata: {name: bench}\nspec: {}\n---\napiVersion: pam.dev/v1\nkind: Project\nmetadata: {name: copy}\nspec: {}\n";
     apply(vec![json!({"name": "projects.yaml", "content": projects})]).await?;
 
@@ -245,22 +250,7 @@ async fn authorization(
         tx.commit().await?;
         t
     };
-    let apply = |token: String, files: Vec<Value>| {
-        let client = client.clone();
-        let url = url.to_string();
-        async move {
-            let r = client
-                .post(format!("{url}/api/v1/apply"))
-                .bearer_auth(token)
-                .json(&json!({ "files": files }))
-                .send()
-                .await?;
-            let status = r.status();
-            let body: Value = r.json().await?;
-            anyhow::ensure!(status.is_success(), "apply: {status}: {body}");
-            anyhow::Ok(())
-        }
-    };
+
     let (mut as_admin, mut as_scoped) = (Vec::new(), Vec::new());
     for r in 0..rounds {
         for (who, project) in [
@@ -268,17 +258,14 @@ async fn authorization(
             ("scoped", format!("scoped-{r}")),
         ] {
             let doc = format!("apiVersion: pam.dev/v1\nkind: Project\nmetadata: {{name: {project}}}\nspec: {{}}\n");
-            apply(
-                admin.to_string(),
-                vec![json!({"name": "p.yaml", "content": doc})],
-            )
-            .await?;
+            let files = vec![json!({"name": "p.yaml", "content": doc})];
+            post_apply(client, url, admin, files).await?;
             let token = if who == "admin" {
                 admin.to_string()
             } else {
                 scoped.clone()
             };
-            let (done, took) = timed(apply(token, manifests(&project, n))).await;
+            let (done, took) = timed(post_apply(client, url, &token, manifests(&project, n))).await;
             done?;
             if who == "admin" {
                 as_admin.push(took.as_secs_f64())
