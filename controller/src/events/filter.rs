@@ -17,11 +17,41 @@ pub struct Filter {
     /// names its project by name (`project`) or uid (`project_id`); one
     /// naming neither is not about a project and is dropped by a project
     /// filter.
-    projects: Option<Vec<(String, String)>>,
+    projects: Option<Projects>,
     /// The projects the reader's token may see (issue 34), compared like
     /// `projects`; `None`: every event. An event of another project, or
     /// of none (cluster events), is not sent to a scoped token at all.
-    scope: Option<Vec<(String, String)>>,
+    scope: Option<Projects>,
+}
+
+/// A set of projects by name and by uid, each looked up in one step: a
+/// stream checks every event against its token's projects, and a token
+/// may hold hundreds (`bench-sse` with `PAM_BENCH_ROLES=mixed`).
+#[derive(Debug, Clone, Default)]
+struct Projects {
+    names: std::collections::HashSet<String>,
+    uids: std::collections::HashSet<String>,
+}
+
+impl Projects {
+    /// From (name, uid) pairs; an empty one is not compared.
+    fn of(pairs: Vec<(String, String)>) -> Projects {
+        let mut p = Projects::default();
+        for (name, uid) in pairs {
+            if !name.is_empty() {
+                p.names.insert(name);
+            }
+            if !uid.is_empty() {
+                p.uids.insert(uid);
+            }
+        }
+        p
+    }
+
+    fn keeps(&self, project: Option<&str>, project_id: Option<&str>) -> bool {
+        project.is_some_and(|n| self.names.contains(n))
+            || project_id.is_some_and(|u| self.uids.contains(u))
+    }
 }
 
 impl Filter {
@@ -35,7 +65,7 @@ impl Filter {
     /// and, when given, the projects kept.
     pub fn of(topics: &[impl AsRef<str>], projects: Option<Vec<(String, String)>>) -> Filter {
         let mut f = Filter {
-            projects,
+            projects: projects.map(Projects::of),
             ..Filter::default()
         };
         for t in topics.iter().map(|t| t.as_ref().trim()) {
@@ -53,7 +83,7 @@ impl Filter {
 
     /// Only events of these projects (the reader's token's scope).
     pub fn within(mut self, scope: Option<Vec<(String, String)>>) -> Filter {
-        self.scope = scope;
+        self.scope = scope.map(Projects::of);
         self
     }
 
@@ -64,13 +94,7 @@ impl Filter {
     }
 
     fn project_ok(&self, project: Option<&str>, project_id: Option<&str>) -> bool {
-        let of = |ps: &Option<Vec<(String, String)>>| match ps {
-            None => true,
-            Some(ps) => ps.iter().any(|(name, uid)| {
-                (!name.is_empty() && project == Some(name.as_str()))
-                    || (!uid.is_empty() && project_id == Some(uid.as_str()))
-            }),
-        };
+        let of = |ps: &Option<Projects>| ps.as_ref().is_none_or(|ps| ps.keeps(project, project_id));
         of(&self.projects) && of(&self.scope)
     }
 
