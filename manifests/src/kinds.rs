@@ -37,7 +37,7 @@ pub use schedule::{ConcurrencyPolicy, ObservedSchedule, ScheduleSpec, Timetable}
 mod source;
 pub use source::{
     Drift, GitSource, HealthState, ObservedSource, OwnedState, SourceError, SourceSpec, SyncState,
-    OBJECTS_SHOWN,
+    OBJECTS_SHOWN, VARS_ANNOTATION_PREFIX,
 };
 mod webhook;
 pub use webhook::{ObservedWebhook, SecretKeyRef, WebhookSpec};

@@ -1,7 +1,7 @@
 //! Issue 35's "Done means", end to end against a real git repository served
 //! over git's dumb HTTP protocol (a static file server), with a real pamd:
 //! per-object status after a sync; an owned run that ends turns the Source
-//! Healthy without a sync; substitution from a Secret; `diff source`
+//! Healthy without a sync; substitution from a Secret and from a Project; `diff source`
 //! previews the next revision without applying it; a bad signature syncs
 //! nothing while a signed GitHub push syncs at once (interval 1 h);
 //! suspend and resume.
@@ -82,7 +82,7 @@ async fn a_source_over_dumb_http_does_what_issue_35_asks() {
         "project.yaml",
         "apiVersion: pam.dev/v1\nkind: Project\nmetadata: {name: web}\nspec: {}\n",
     );
-    write(&work, "tasks/t.yaml", "apiVersion: pam.dev/v1\nkind: Task\nmetadata: {name: t, project: web}\nspec: {title: '${TITLE}'}\n");
+    write(&work, "tasks/t.yaml", "apiVersion: pam.dev/v1\nkind: Task\nmetadata: {name: t, project: web}\nspec: {title: '${TITLE}', description: 'for ${OWNER}'}\n");
     write(&work, "runs/r1.yaml", "apiVersion: pam.dev/v1\nkind: Run\nmetadata: {name: r1, project: web}\nspec: {task: t, provider: claude, prompt: hi, cwd: /tmp}\n");
     let c1 = publish(&work, &bare, "one");
     let port = serve_dumb_http(&bare, &[]).await;
@@ -90,10 +90,10 @@ async fn a_source_over_dumb_http_does_what_issue_35_asks() {
     // The operator's side: a project for the Secrets, the variables and
     // the receiver's key; the Source polls hourly.
     let setup = format!(
-        "apiVersion: pam.dev/v1\nkind: Project\nmetadata: {{name: ops}}\nspec: {{}}\n---\n\
+        "apiVersion: pam.dev/v1\nkind: Project\nmetadata: {{name: ops, annotations: {{vars.pam.dev/OWNER: team-web}}}}\nspec: {{}}\n---\n\
          apiVersion: pam.dev/v1\nkind: Secret\nmetadata: {{name: vars, project: ops}}\nspec:\n  stringData:\n    TITLE: From the secret\n---\n\
          apiVersion: pam.dev/v1\nkind: Secret\nmetadata: {{name: hook, project: ops}}\nspec:\n  stringData:\n    token: {SECRET}\n---\n\
-         apiVersion: pam.dev/v1\nkind: Source\nmetadata: {{name: repo}}\nspec:\n  git: {{url: 'http://127.0.0.1:{port}/origin.git', ref: main}}\n  interval: 1h\n  projects: [web, ops]\n  substitute:\n    fromSecrets: [{{project: ops, name: vars}}]\n  receiver:\n    secretRef: {{project: ops, name: hook, key: token}}\n"
+         apiVersion: pam.dev/v1\nkind: Source\nmetadata: {{name: repo}}\nspec:\n  git: {{url: 'http://127.0.0.1:{port}/origin.git', ref: main}}\n  interval: 1h\n  projects: [web, ops]\n  substitute:\n    fromSecrets: [{{project: ops, name: vars}}]\n    fromProjects: [ops]\n  receiver:\n    secretRef: {{project: ops, name: hook, key: token}}\n"
     );
     ok(&pamd.pamctl_stdin(&["apply", "-f", "-"], Some(&setup)));
     let s = eventually(Duration::from_secs(30), "the first sync", || async {
@@ -121,6 +121,8 @@ async fn a_source_over_dumb_http_does_what_issue_35_asks() {
     // Substitution from a Secret.
     let task = pamd.get("/api/v1/projects/web/tasks/t").await.unwrap();
     assert_eq!(task["spec"]["title"], "From the secret", "{task}");
+    // And from the Project (its `vars.pam.dev/` annotations).
+    assert_eq!(task["spec"]["description"], "for team-web", "{task}");
 
     // The owned run ends: Healthy within a second, with no sync.
     let attempted = s["status"]["lastAttemptAt"].clone();

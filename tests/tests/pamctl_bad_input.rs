@@ -524,6 +524,10 @@ async fn git_urls_that_run_commands_are_refused_at_their_line() {
             "  git: {url: 'https://example.com/r.git'}\n  substitute:\n    fromSecrets: [{project: api, name: vars}]\n",
             "document 1, line 13, column 18: spec.substitute.fromSecrets: Secret \"vars\" of project \"api\": not one of spec.projects",
         ),
+        (
+            "  git: {url: 'https://example.com/r.git'}\n  substitute:\n    fromProjects: [api]\n",
+            "document 1, line 13, column 19: spec.substitute.fromProjects: \"api\" is not one of spec.projects",
+        ),
     ];
     for (i, (spec, want)) in cases.iter().enumerate() {
         refused(

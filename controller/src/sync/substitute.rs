@@ -1,9 +1,11 @@
 //! A Source's substitution variables (issue 35), read when it syncs: the
-//! keys of its `spec.substitute.fromSecrets` (opened with pamd's keyring,
-//! a later Secret over an earlier one), then its `vars` over them.
+//! `vars.pam.dev/NAME` annotations of its `spec.substitute.fromProjects`,
+//! then the keys of its `fromSecrets` over them (opened with pamd's
+//! keyring, a later Secret over an earlier one), then its `vars` over
+//! them all.
 //! Substituting is `pam_manifests::load::substitute`'s.
 
-use pam_manifests::kinds::SourceSpec;
+use pam_manifests::kinds::{SourceSpec, VARS_ANNOTATION_PREFIX};
 use pam_manifests::load::substitute::{valid_name, Vars};
 
 use crate::ctx::Ctx;
@@ -17,9 +19,23 @@ pub async fn vars_of(ctx: &Ctx, spec: &SourceSpec) -> anyhow::Result<Option<Resu
         return Ok(None);
     };
     let mut vars = Vars::new();
-    if !sub.from_secrets.is_empty() {
+    if !sub.from_secrets.is_empty() || !sub.from_projects.is_empty() {
         // A read: dropped, never committed.
         let mut tx = ctx.store.begin().await?;
+        for name in &sub.from_projects {
+            let Some(p) = tx.get_project_by_slug(name.as_str()).await? else {
+                return Ok(Some(Err(format!(
+                    "spec.substitute.fromProjects: no project {:?}",
+                    name.as_str()
+                ))));
+            };
+            for (k, v) in &p.meta.annotations {
+                let var = k.strip_prefix(VARS_ANNOTATION_PREFIX);
+                if let Some(var) = var.filter(|n| valid_name(n)) {
+                    vars.insert(var.to_string(), v.clone());
+                }
+            }
+        }
         for r in &sub.from_secrets {
             let project = tx.get_project_by_slug(r.project.as_str()).await?;
             let secret = match project {

@@ -97,10 +97,20 @@ pub struct Substitute {
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub vars: std::collections::BTreeMap<String, String>,
     /// Secrets of the Source's projects, each key a variable (a later one
-    /// wins over an earlier one).
+    /// wins over an earlier one, and over the projects').
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub from_secrets: Vec<ProjectSecret>,
+    /// Projects of the Source's, each annotation `vars.pam.dev/NAME` a
+    /// variable `NAME` (Flux's `substituteFrom` a ConfigMap): values an
+    /// operator keeps on the Project, not secret. A later project wins
+    /// over an earlier one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub from_projects: Vec<Name>,
 }
+
+/// The annotation prefix of a Project's substitution variables
+/// ([`Substitute::from_projects`]).
+pub const VARS_ANNOTATION_PREFIX: &str = "vars.pam.dev/";
 
 /// A Secret of a project, by name.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -190,6 +200,17 @@ impl SourceSpec {
                     out.push((
                         "spec.substitute.vars",
                         format!("{name:?} is not a variable name, expected letters, digits and '_', not starting with a digit"),
+                    ));
+                }
+            }
+            for p in &sub.from_projects {
+                if !self.projects.contains(p) {
+                    out.push((
+                        "spec.substitute.fromProjects",
+                        format!(
+                            "{:?} is not one of spec.projects, expected a project this Source may write",
+                            p.as_str()
+                        ),
                     ));
                 }
             }
