@@ -105,23 +105,47 @@ pub fn protocol_of(said: Option<u32>) -> u32 {
     said.unwrap_or(1)
 }
 
-/// Why a peer's protocol is refused, naming who must upgrade; `None` when
-/// this build serves it. `peer` is the one that sent it: `"the worker"`
-/// (pamd checking a registration) or `"pamd"` (a worker checking pamd's
-/// answer).
-pub fn protocol_mismatch(peer: &str, theirs: u32) -> Option<String> {
-    let ours = format!(
-        "this {} speaks worker protocol {PROTOCOL_MIN} to {PROTOCOL_VERSION}",
-        if peer == "pamd" { "worker" } else { "pamd" }
-    );
-    let me = if peer == "pamd" { "the worker" } else { "pamd" };
+/// Which side of the worker protocol sent a number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Peer {
+    /// pamd checking a registration.
+    Worker,
+    /// A worker checking pamd's answer.
+    Pamd,
+}
+
+impl Peer {
+    fn name(self) -> &'static str {
+        match self {
+            Peer::Worker => "the worker",
+            Peer::Pamd => "pamd",
+        }
+    }
+
+    fn other(self) -> Peer {
+        match self {
+            Peer::Worker => Peer::Pamd,
+            Peer::Pamd => Peer::Worker,
+        }
+    }
+}
+
+/// Why `peer`'s protocol is refused, naming who must upgrade; `None` when
+/// this build serves it.
+pub fn protocol_mismatch(peer: Peer, theirs: u32) -> Option<String> {
+    let (they, me) = (peer.name(), peer.other().name());
+    let this = match peer {
+        Peer::Worker => "this pamd",
+        Peer::Pamd => "this worker",
+    };
+    let ours = format!("{this} speaks worker protocol {PROTOCOL_MIN} to {PROTOCOL_VERSION}");
     if theirs > PROTOCOL_VERSION {
         Some(format!(
-            "{peer} speaks worker protocol {theirs} and {ours}: upgrade {me} to {peer}'s release"
+            "{they} speaks worker protocol {theirs} and {ours}: upgrade {me} to {they}'s release"
         ))
     } else if theirs < PROTOCOL_MIN {
         Some(format!(
-            "{peer} speaks worker protocol {theirs} and {ours}: upgrade {peer} to {me}'s release"
+            "{they} speaks worker protocol {theirs} and {ours}: upgrade {they} to {me}'s release"
         ))
     } else {
         None
@@ -134,19 +158,19 @@ mod protocol_tests {
 
     #[test]
     fn a_peer_outside_the_range_is_told_who_must_upgrade() {
-        assert_eq!(protocol_mismatch("the worker", PROTOCOL_VERSION), None);
+        assert_eq!(protocol_mismatch(Peer::Worker, PROTOCOL_VERSION), None);
         assert_eq!(protocol_of(None), 1);
-        let newer = protocol_mismatch("the worker", PROTOCOL_VERSION + 1).unwrap();
+        let newer = protocol_mismatch(Peer::Worker, PROTOCOL_VERSION + 1).unwrap();
         assert!(
             newer.ends_with("upgrade pamd to the worker's release"),
             "{newer}"
         );
-        let newer = protocol_mismatch("pamd", PROTOCOL_VERSION + 1).unwrap();
+        let newer = protocol_mismatch(Peer::Pamd, PROTOCOL_VERSION + 1).unwrap();
         assert!(
             newer.ends_with("upgrade the worker to pamd's release"),
             "{newer}"
         );
-        let older = protocol_mismatch("the worker", 0).unwrap();
+        let older = protocol_mismatch(Peer::Worker, 0).unwrap();
         assert!(
             older.ends_with("upgrade the worker to pamd's release"),
             "{older}"

@@ -24,6 +24,20 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
+/// Writes `text` to `dir/rel`, making its directories.
+pub fn write(dir: &Path, rel: &str, text: &str) {
+    let p = dir.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, text).unwrap();
+}
+
+/// A GitHub push's `X-Hub-Signature-256` value without its `sha256=`:
+/// HMAC-SHA256 of `body` with `secret`, as hex (issue 35's receivers).
+pub fn hub_signature(secret: &str, body: &[u8]) -> String {
+    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret.as_bytes());
+    hex::encode(ring::hmac::sign(&key, body).as_ref())
+}
+
 /// Commits everything in `dir` (empty commits too); the new HEAD.
 pub fn commit(dir: &Path, message: &str) -> String {
     git(dir, &["add", "-A"]);

@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use pam_tests::git::{commit, git};
+use pam_tests::git::{commit, git, write};
 use pam_tests::{eventually, fails, ok, Pamd, PamdOptions};
 use serde_json::{json, Value};
 
@@ -15,12 +15,6 @@ fn task(project: &str, name: &str, title: &str) -> String {
     format!(
         "apiVersion: pam.dev/v1\nkind: Task\nmetadata: {{name: {name}, project: {project}}}\nspec: {{title: {title}}}\n"
     )
-}
-
-fn write(dir: &Path, rel: &str, text: &str) {
-    let p = dir.join(rel);
-    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-    std::fs::write(p, text).unwrap();
 }
 
 fn git_source(name: &str, repo: &Path, projects: &str, extra: &str) -> String {

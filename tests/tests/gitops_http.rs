@@ -9,24 +9,14 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use hmac::{Hmac, Mac};
-use pam_tests::git::{commit, git, serve_dumb_http};
+use pam_tests::git::{commit, git, hub_signature, serve_dumb_http, write};
 use pam_tests::{eventually, fails, ok, Pamd, PamdOptions};
 use serde_json::{json, Value};
-use sha2::Sha256;
 
 const SECRET: &str = "hook-key-over-http";
 
 fn sign(body: &[u8]) -> String {
-    let mut mac = Hmac::<Sha256>::new_from_slice(SECRET.as_bytes()).unwrap();
-    mac.update(body);
-    hex::encode(mac.finalize().into_bytes())
-}
-
-fn write(dir: &Path, rel: &str, text: &str) {
-    let p = dir.join(rel);
-    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-    std::fs::write(p, text).unwrap();
+    hub_signature(SECRET, body)
 }
 
 /// Commits `work` and pushes it to the served bare repository.

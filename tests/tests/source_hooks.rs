@@ -5,27 +5,16 @@
 //! body that is not JSON and a 10 MB body are refused and sync nothing;
 //! every answer is counted in `/metrics`.
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
-use hmac::{Hmac, Mac};
-use pam_tests::git::{commit, git};
+use pam_tests::git::{commit, git, hub_signature, write};
 use pam_tests::{eventually, ok, Pamd, PamdOptions};
 use serde_json::{json, Value};
-use sha2::Sha256;
 
 const SECRET: &str = "s3cret-hook-key";
 
 fn sign(body: &[u8]) -> String {
-    let mut mac = Hmac::<Sha256>::new_from_slice(SECRET.as_bytes()).unwrap();
-    mac.update(body);
-    hex::encode(mac.finalize().into_bytes())
-}
-
-fn write(dir: &Path, rel: &str, text: &str) {
-    let p = dir.join(rel);
-    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-    std::fs::write(p, text).unwrap();
+    hub_signature(SECRET, body)
 }
 
 fn task(name: &str) -> String {

@@ -55,7 +55,9 @@ pub fn register(req: &RegisterRequest) -> Result<(), ApiError> {
     // Issue 33: a worker of a protocol this pamd does not serve is told
     // which side to upgrade, before anything of it is read further.
     let theirs = pam_manifests::protocol::protocol_of(req.protocol);
-    if let Some(why) = pam_manifests::protocol::protocol_mismatch("the worker", theirs) {
+    if let Some(why) =
+        pam_manifests::protocol::protocol_mismatch(pam_manifests::protocol::Peer::Worker, theirs)
+    {
         return Err(ApiError::new(
             axum::http::StatusCode::BAD_REQUEST,
             "protocol_mismatch",

@@ -28,15 +28,29 @@ pub fn health_of(owned: &[OwnedObject]) -> Health {
     )
 }
 
+/// One owned run's health (issue 35; the one rule for the roll-up and
+/// each object's state, super::objects): failed is Degraded, pending,
+/// spawning or running Progressing, ended well Healthy.
+pub fn run_health(status: pam_manifests::state::RunStatus) -> HealthState {
+    use pam_manifests::state::RunStatus as R;
+    match status {
+        R::Failed => HealthState::Degraded,
+        R::Pending | R::Spawning | R::Running => HealthState::Progressing,
+        R::Exited | R::Stopped => HealthState::Healthy,
+    }
+}
+
 /// [`health_of`] from the owned runs' names and statuses.
 pub fn health_of_runs<'a>(
     runs: impl IntoIterator<Item = (&'a str, pam_manifests::state::RunStatus)>,
 ) -> Health {
-    use pam_manifests::state::RunStatus as R;
-    let runs: Vec<(&str, R)> = runs.into_iter().collect();
+    let runs: Vec<(&str, HealthState)> = runs
+        .into_iter()
+        .map(|(name, s)| (name, run_health(s)))
+        .collect();
     let failed: Vec<&str> = runs
         .iter()
-        .filter(|(_, s)| *s == R::Failed)
+        .filter(|(_, h)| *h == HealthState::Degraded)
         .map(|(name, _)| *name)
         .collect();
     if !failed.is_empty() {
@@ -47,7 +61,7 @@ pub fn health_of_runs<'a>(
     }
     let busy = runs
         .iter()
-        .filter(|(_, s)| matches!(s, R::Pending | R::Spawning | R::Running))
+        .filter(|(_, h)| *h == HealthState::Progressing)
         .count();
     if busy > 0 {
         return Health {

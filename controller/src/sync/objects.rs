@@ -82,13 +82,14 @@ pub fn bounded(
 /// (doing: Progressing), anything else Healthy while it exists; with the
 /// phase or status it was read from.
 fn health(o: &OwnedObject) -> (&'static str, Option<&'static str>) {
-    use pam_manifests::state::{RunStatus as R, WorkItemStatus as T};
+    use pam_manifests::kinds::HealthState;
+    use pam_manifests::state::WorkItemStatus as T;
     let health = match (o.run_status, o.task_status) {
-        (Some(R::Failed), _) => "Degraded",
-        (Some(R::Pending | R::Spawning | R::Running), _) => "Progressing",
-        (_, Some(T::Doing)) => "Progressing",
-        _ => "Healthy",
-    };
+        (Some(status), _) => super::health::run_health(status),
+        (None, Some(T::Doing)) => HealthState::Progressing,
+        _ => HealthState::Healthy,
+    }
+    .as_str();
     let said = o
         .run_status
         .map(|s| s.as_str())

@@ -64,7 +64,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use pam_manifests::protocol::{
-    protocol_mismatch, protocol_of, Capabilities, DesiredSet, Heartbeat, OperatorSignal,
+    protocol_mismatch, protocol_of, Capabilities, DesiredSet, Heartbeat, OperatorSignal, Peer,
     RegisterRequest, RegisterResponse, SessionReport, SignalAck, SignalBatch, PROTOCOL_VERSION,
 };
 use pam_manifests::state::Platform;
@@ -208,7 +208,7 @@ async fn register(st: &State, api: &Api) -> anyhow::Result<RegisterResponse> {
         .await?
         .context("register: empty answer")?;
     // Issue 33: a pamd of a protocol this worker does not speak.
-    if let Some(why) = protocol_mismatch("pamd", protocol_of(r.protocol)) {
+    if let Some(why) = protocol_mismatch(Peer::Pamd, protocol_of(r.protocol)) {
         return Err(ProtocolMismatch(why).into());
     }
     Ok(r)
