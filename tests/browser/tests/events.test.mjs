@@ -44,8 +44,13 @@ spec:
     return text ? JSON.parse(text) : null;
   };
   await post('/api/v1/workers/register', { name: HOST, platform: 'linux', instance_id: randomUUID(), capacity: 2, labels: {}, version: 't' });
-  const claim = await post('/api/v1/workers/claim?wait=0', {});
-  const run = claim.runs.find((r) => r.run_id);
+  // Long-polled until the run is claimed: it may become claimable a
+  // moment after the apply answered (as in workspace.test.mjs).
+  let run;
+  for (let i = 0; i < 20 && !run; i++) {
+    run = (await post('/api/v1/workers/claim?wait=2', {})).runs.find((r) => r.run_id);
+  }
+  assert.ok(run, 'a run was claimed');
   const at = new Date().toISOString();
   const signal = (kind, extra = {}) => post('/api/v1/workers/signals',
     { signals: [{ run_id: run.run_id, attempt: 1, kind, at, ...extra }] });
