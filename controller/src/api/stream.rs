@@ -43,6 +43,7 @@ use super::auth::Operator;
 use super::revocation::Hold;
 use super::{ApiError, AppState};
 pub use crate::events::filter::Filter;
+use crate::events::filter::ProjectMemo;
 use crate::events::{frame, EventBus, Published};
 use crate::rules::access::Grant;
 
@@ -313,12 +314,13 @@ impl Subscriber {
     /// consecutive kept frames as one slice of the shared buffer.
     fn take(&mut self, p: &Published, chunk: &mut Chunk) {
         let mut run: Option<std::ops::Range<usize>> = None;
+        let mut memo = ProjectMemo::default();
         for e in &p.events {
             if e.position <= self.last {
                 continue;
             }
             self.last = e.position;
-            if self.filter.keeps_published(e) {
+            if self.filter.keeps_published(e, &mut memo) {
                 run = match run {
                     Some(r) if r.end == e.frame.start => Some(r.start..e.frame.end),
                     Some(r) => {

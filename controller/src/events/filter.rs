@@ -103,10 +103,37 @@ impl Filter {
         self.topic_ok(&e.topic) && self.project_ok(field("project"), field("project_id"))
     }
 
-    pub fn keeps_published(&self, p: &PublishedEvent) -> bool {
-        self.topic_ok(&p.topic) && self.project_ok(p.project.as_deref(), p.project_id.as_deref())
+    /// Whether to send `p`, an event of the commit being taken: `memo`
+    /// is the last project decision within that commit. Consecutive
+    /// events of one project share their strings ([`PublishedEvent`]), so
+    /// a stream with a token's scope looks a commit's project up once,
+    /// not once per event (issue 34: authorization must not slow
+    /// fan-out). A memo must not outlive its commit: the strings' addresses
+    /// are its key.
+    pub fn keeps_published(&self, p: &PublishedEvent, memo: &mut ProjectMemo) -> bool {
+        if !self.topic_ok(&p.topic) {
+            return false;
+        }
+        if self.projects.is_none() && self.scope.is_none() {
+            return true;
+        }
+        let addr = |s: &Option<std::sync::Arc<str>>| s.as_ref().map(|a| a.as_ptr() as usize);
+        let key = (addr(&p.project), addr(&p.project_id));
+        match memo.0 {
+            Some((k, kept)) if k == key => kept,
+            _ => {
+                let kept = self.project_ok(p.project.as_deref(), p.project_id.as_deref());
+                memo.0 = Some((key, kept));
+                kept
+            }
+        }
     }
 }
+
+/// [`Filter::keeps_published`]'s last project decision within one commit.
+#[derive(Debug, Default)]
+#[allow(clippy::type_complexity)]
+pub struct ProjectMemo(Option<((Option<usize>, Option<usize>), bool)>);
 
 /// Whether a topic entry (a name, or a prefix ending in a dot) matches
 /// any topic pam journals ([`topic::ALL`]): a Webhook's topics must.
@@ -143,6 +170,36 @@ mod tests {
         // Projects named but none exists: nothing.
         let f = Filter::of(&["run."], Some(vec![]));
         assert!(!f.keeps(&ev("run.created", json!({"project_id": "u-1"}))));
+    }
+
+    /// A scoped stream decides a commit's project once per run of events
+    /// naming it, and decides again where the project changes.
+    #[test]
+    fn scope_over_a_commit() {
+        let events: Vec<Event> = ["web", "web", "api", "api", "web"]
+            .iter()
+            .map(|p| ev("work_item.created", json!({"project": p})))
+            .chain([ev("worker.offline", json!({}))])
+            .collect();
+        let published = super::super::Published::new(&events);
+        let scoped = Filter::of(&["work_item.", "worker."], None)
+            .within(Some(vec![("web".into(), String::new())]));
+        let mut memo = ProjectMemo::default();
+        let kept: Vec<bool> = published
+            .events
+            .iter()
+            .map(|e| scoped.keeps_published(e, &mut memo))
+            .collect();
+        assert_eq!(kept, [true, true, false, false, true, false]);
+        // The same commit through the journal path decides the same.
+        let direct: Vec<bool> = events.iter().map(|e| scoped.keeps(e)).collect();
+        assert_eq!(kept, direct);
+        // Consecutive events of one project share one string.
+        let (a, b) = (&published.events[0], &published.events[1]);
+        assert!(std::sync::Arc::ptr_eq(
+            a.project.as_ref().unwrap(),
+            b.project.as_ref().unwrap()
+        ));
     }
 
     #[test]

@@ -46,10 +46,13 @@ pub struct PublishedEvent {
     pub position: Position,
     pub seq: i64,
     pub topic: String,
-    /// The payload's `project` (a name), for `?project=`.
-    pub project: Option<String>,
-    /// The payload's `project_id` (a uid), for `?project=`.
-    pub project_id: Option<String>,
+    /// The payload's `project` (a name), for `?project=` and a token's
+    /// scope; consecutive events naming the same project share one
+    /// allocation, so a stream decides a commit's project once
+    /// ([`filter::Filter::keeps_published`]).
+    pub project: Option<Arc<str>>,
+    /// The payload's `project_id` (a uid), shared the same way.
+    pub project_id: Option<Arc<str>>,
     /// Where its frame lies in [`Published::frames`].
     pub frame: std::ops::Range<usize>,
 }
@@ -58,23 +61,18 @@ impl Published {
     /// `events`: one commit's, in the journal's order.
     pub fn new(events: &[Event]) -> Published {
         let mut frames = Vec::new();
+        let (mut project, mut project_id) = (None, None);
         let events = events
             .iter()
             .map(|e| {
-                let field = |k: &str| {
-                    e.payload
-                        .get(k)
-                        .and_then(serde_json::Value::as_str)
-                        .map(str::to_string)
-                };
                 let start = frames.len();
                 render::write_frame(&mut frames, e);
                 PublishedEvent {
                     position: e.position(),
                     seq: e.seq,
                     topic: e.topic.clone(),
-                    project: field("project"),
-                    project_id: field("project_id"),
+                    project: shared(&mut project, e.payload.get("project")),
+                    project_id: shared(&mut project_id, e.payload.get("project_id")),
                     frame: start..frames.len(),
                 }
             })
@@ -82,6 +80,20 @@ impl Published {
         Published {
             events,
             frames: Bytes::from(frames),
+        }
+    }
+}
+
+/// A payload's string field as an `Arc<str>`, the previous event's when
+/// it names the same value (`last`).
+fn shared(last: &mut Option<Arc<str>>, v: Option<&serde_json::Value>) -> Option<Arc<str>> {
+    let v = v.and_then(serde_json::Value::as_str)?;
+    match last {
+        Some(l) if &**l == v => Some(l.clone()),
+        _ => {
+            let a: Arc<str> = Arc::from(v);
+            *last = Some(a.clone());
+            Some(a)
         }
     }
 }
