@@ -91,6 +91,9 @@ struct Report {
     duplicated: u64,
     apply_p50_ms: f64,
     apply_p99_ms: f64,
+    /// Across replicas: first replica's publish → second's (NaN on one).
+    hop_p50_ms: f64,
+    hop_p99_ms: f64,
     /// Every publish→receive latency (µs), sorted: phases of one kind are
     /// pooled for the mixed-roles comparison.
     exact: Vec<u32>,
@@ -197,6 +200,12 @@ async fn main() -> anyhow::Result<()> {
             r.apply_p50_ms,
             r.apply_p99_ms,
         );
+        if second.is_some() {
+            println!(
+                "       publish on the first replica → publish on the second p50 {:.1} ms, p99 {:.1} ms",
+                r.hop_p50_ms, r.hop_p99_ms
+            );
+        }
     }
     let ratio = |full: f64, base: f64| {
         if base > 0.0 {
@@ -391,22 +400,50 @@ async fn run(b: &Bench<'_>, ph: Phase<'_>) -> anyhow::Result<Report> {
     let mut exact = Vec::new();
     let mut unmatched = 0;
     let (mut received, mut duplicated) = (0u64, 0u64);
-    let mut published = std::collections::HashMap::new();
+    let mut reads = Vec::new();
     for h in handles {
         let s = h.await?;
         received += s.received;
         duplicated += s.duplicated;
-        if published.is_empty() {
-            published = publish_instants(&pamd.log());
+        reads.push(s.reads);
+    }
+    // The publish lines of every event read. Across replicas the first
+    // replica may log its own publish after the second's stream delivered
+    // the event (each replica's reader runs on its own): read its log
+    // again, for up to 2 s, until no event read lacks one.
+    let mut published = publish_instants(&pamd.log());
+    for _ in 0..10 {
+        let missing = reads
+            .iter()
+            .flatten()
+            .any(|(_, _, _, seq)| !published.contains_key(&u64::from(*seq)));
+        if !missing {
+            break;
         }
-        for (idx, read, upper, seq) in s.reads {
-            all.push(upper);
-            let answer = answered[idx as usize].load(Ordering::SeqCst);
-            low.push(read.saturating_sub(answer) as u32);
-            match published.get(&u64::from(seq)) {
-                Some(at) => exact.push((epoch_unix + read).saturating_sub(*at) as u32),
-                None => unmatched += 1,
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        published = publish_instants(&pamd.log());
+    }
+    // Across replicas: the hop from the first's publish to the second's,
+    // per event of this phase (what the NOTIFY and the second replica's
+    // reader add, before its fan-out).
+    let mut hops = Vec::new();
+    if let (true, Some(first)) = (streams.url != pamd.url, reads.first()) {
+        let second = publish_instants(&streams.log());
+        for (_, _, _, seq) in first {
+            let seq = u64::from(*seq);
+            if let (Some(a), Some(b)) = (published.get(&seq), second.get(&seq)) {
+                hops.push(b.saturating_sub(*a) as u32);
             }
+        }
+        hops.sort_unstable();
+    }
+    for (idx, read, upper, seq) in reads.into_iter().flatten() {
+        all.push(upper);
+        let answer = answered[idx as usize].load(Ordering::SeqCst);
+        low.push(read.saturating_sub(answer) as u32);
+        match published.get(&u64::from(seq)) {
+            Some(at) => exact.push((epoch_unix + read).saturating_sub(*at) as u32),
+            None => unmatched += 1,
         }
     }
     all.sort_unstable();
@@ -431,6 +468,8 @@ async fn run(b: &Bench<'_>, ph: Phase<'_>) -> anyhow::Result<Report> {
         duplicated,
         apply_p50_ms: pct(&round_trips, 0.5),
         apply_p99_ms: pct(&round_trips, 0.99),
+        hop_p50_ms: pct(&hops, 0.5),
+        hop_p99_ms: pct(&hops, 0.99),
         exact,
     })
 }
