@@ -250,44 +250,19 @@ impl WorkItemTx for PgTx {
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn update_work_item(&mut self, w: &WorkItem, expected_rv: i64) -> StoreResult<WorkItem> {
-        let sql = format!(
-            "UPDATE work_items SET title = $3, description = $4, assignee = $5, sort_order = $6, \
-             spec = $7, labels = $8, annotations = $9, generation = $10, \
-             observed_generation = $11, conditions = $12, updated_at = $13, \
-             resource_version = resource_version + 1 \
-             WHERE id = $1 AND resource_version = $2 RETURNING {}",
-            work_item_cols()
-        );
-        let row = sqlx::query(&sql)
-            .bind(w.id)
-            .bind(expected_rv)
-            .bind(&w.title)
-            .bind(&w.description)
-            .bind(&w.assignee)
-            .bind(w.sort_order)
-            .bind(&w.meta.spec)
-            .bind(labels_to_json(&w.meta.labels))
-            .bind(labels_to_json(&w.meta.annotations))
-            .bind(w.meta.generation)
-            .bind(w.meta.observed_generation)
-            .bind(&w.meta.conditions)
-            .bind(w.updated_at)
-            .fetch_optional(self.conn())
-            .await
-            .map_err(db_err)?;
-        match row {
-            Some(row) => work_item_from_row(&row),
-            None => Err(self
-                .zero_rows(
-                    "work_items",
-                    w.id,
-                    format!(
-                        "work item {} is not at resource version {expected_rv}",
-                        w.id
-                    ),
-                )
-                .await),
-        }
+        let cols = ["title", "description", "assignee", "sort_order"];
+        self.update_named(
+            (w.id, expected_rv),
+            (&w.meta, w.updated_at),
+            (&cols, |q| {
+                q.bind(w.title.clone())
+                    .bind(w.description.clone())
+                    .bind(w.assignee.clone())
+                    .bind(w.sort_order)
+            }),
+            format!("work item {}", w.id),
+        )
+        .await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
@@ -299,26 +274,8 @@ impl WorkItemTx for PgTx {
         now: DateTime<Utc>,
     ) -> StoreResult<WorkItem> {
         transition(from, to)?;
-        let sql = format!(
-            "UPDATE work_items SET status = $3, updated_at = $4, \
-             resource_version = resource_version + 1 \
-             WHERE id = $1 AND status = $2 RETURNING {}",
-            work_item_cols()
-        );
-        let row = sqlx::query(&sql)
-            .bind(id)
-            .bind(from.as_str())
-            .bind(to.as_str())
-            .bind(now)
-            .fetch_optional(self.conn())
+        self.set_named_status((id, from.as_str(), to.as_str()), now, "work item")
             .await
-            .map_err(db_err)?;
-        match row {
-            Some(row) => work_item_from_row(&row),
-            None => Err(self
-                .zero_rows("work_items", id, format!("work item {id} is not {from}"))
-                .await),
-        }
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
