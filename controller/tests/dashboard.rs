@@ -3,7 +3,6 @@
 
 mod common;
 
-
 use axum::body::Body;
 use axum::http::{header, Request, StatusCode};
 use http_body_util::BodyExt;

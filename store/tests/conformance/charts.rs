@@ -28,7 +28,7 @@ fn timed(
 
 pub async fn chart_reads_count_runs_into_buckets(s: &dyn Store) {
     let (p, task) = seed(s).await;
-    let (q, q_task) = other_project(s, "other").await;
+    let (_, q_task) = other_project(s, "other").await;
     // The window: 3 buckets of 100 s from t(1000).
     let w = Window {
         from: t(1000),
