@@ -1,29 +1,35 @@
 use super::*;
 
+impl PgTx {
+    /// The path of item `id` under `parent`, which must exist and be in
+    /// `project` (a parent is never in another project).
+    async fn child_path(&mut self, parent: Uuid, project: Uuid, id: Uuid) -> StoreResult<String> {
+        let row = sqlx::query("SELECT project_id, path FROM work_items WHERE id = $1")
+            .bind(parent)
+            .fetch_optional(self.conn())
+            .await
+            .map_err(db_err)?
+            .ok_or_else(|| {
+                StoreError::Invalid(format!("parent work item {parent} does not exist"))
+            })?;
+        let parent_project: Uuid = get(&row, "project_id")?;
+        if parent_project != project {
+            return Err(StoreError::Invalid(format!(
+                "parent work item {parent} is in another project"
+            )));
+        }
+        let parent_path: String = get(&row, "path")?;
+        Ok(format!("{parent_path}/{}", short_id(id)))
+    }
+}
+
 #[async_trait]
 impl WorkItemTx for PgTx {
     #[tracing::instrument(level = "debug", skip_all)]
     async fn insert_work_item(&mut self, w: &WorkItem) -> StoreResult<WorkItem> {
         let path = match w.parent_id {
             None => short_id(w.id),
-            Some(parent) => {
-                let row = sqlx::query("SELECT project_id, path FROM work_items WHERE id = $1")
-                    .bind(parent)
-                    .fetch_optional(self.conn())
-                    .await
-                    .map_err(db_err)?
-                    .ok_or_else(|| {
-                        StoreError::Invalid(format!("parent work item {parent} does not exist"))
-                    })?;
-                let parent_project: Uuid = get(&row, "project_id")?;
-                if parent_project != w.project_id {
-                    return Err(StoreError::Invalid(format!(
-                        "parent work item {parent} is in another project"
-                    )));
-                }
-                let parent_path: String = get(&row, "path")?;
-                format!("{parent_path}/{}", short_id(w.id))
-            }
+            Some(parent) => self.child_path(parent, w.project_id, w.id).await?,
         };
         let sql = format!(
             "INSERT INTO work_items ({cols}) VALUES \
@@ -301,20 +307,7 @@ impl WorkItemTx for PgTx {
                         "work item {id} cannot be its own parent"
                     )));
                 }
-                let prow = sqlx::query("SELECT project_id, path FROM work_items WHERE id = $1")
-                    .bind(parent)
-                    .fetch_optional(self.conn())
-                    .await
-                    .map_err(db_err)?
-                    .ok_or_else(|| {
-                        StoreError::Invalid(format!("parent work item {parent} does not exist"))
-                    })?;
-                let parent_project: Uuid = get(&prow, "project_id")?;
-                if parent_project != project {
-                    return Err(StoreError::Invalid(format!(
-                        "parent work item {parent} is in another project"
-                    )));
-                }
+                let path = self.child_path(parent, project, id).await?;
                 // OQ-6: the new parent must not be a descendant. Walk its
                 // ancestors by live parent links (paths are not identities).
                 let cycle: bool = sqlx::query_scalar(
@@ -335,8 +328,7 @@ impl WorkItemTx for PgTx {
                         "work item {parent} is a descendant of {id}: moving would make a cycle"
                     )));
                 }
-                let parent_path: String = get(&prow, "path")?;
-                format!("{parent_path}/{}", short_id(id))
+                path
             }
         };
         // The subtree is located by the OLD prefix, then rewritten at once.
