@@ -110,6 +110,15 @@ impl State {
         Ok(cur.clone())
     }
 
+    /// The ids of every object of a project-scoped kind in `project`.
+    pub(super) fn ids_in<T: Named>(&self, project: Uuid) -> BTreeSet<Uuid> {
+        T::map(self)
+            .values()
+            .filter(|x| x.scope() == Some(project))
+            .map(T::id)
+            .collect()
+    }
+
     /// The object named `name` in `scope`.
     pub(super) fn named<T: Named>(&self, scope: Option<Uuid>, name: &str) -> Option<T> {
         T::map(self)

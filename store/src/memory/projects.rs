@@ -34,27 +34,12 @@ impl ProjectTx for MemTx {
         if s.projects.remove(&id).is_none() {
             return Ok(false);
         }
-        let items: BTreeSet<Uuid> = s
-            .work_items
-            .values()
-            .filter(|w| w.project_id == id)
-            .map(|w| w.id)
-            .collect();
+        let items = s.ids_in::<WorkItem>(id);
         s.remove_work_items(&items);
-        let runs: BTreeSet<Uuid> = s
-            .runs
-            .values()
-            .filter(|r| r.project_id == id)
-            .map(|r| r.id)
-            .collect();
+        let runs = s.ids_in::<Run>(id);
         s.remove_runs(&runs);
         s.secrets.retain(|_, x| x.project_id != id);
-        let gone: BTreeSet<Uuid> = s
-            .schedules
-            .values()
-            .filter(|x| x.project_id == id)
-            .map(|x| x.id)
-            .collect();
+        let gone = s.ids_in::<crate::Schedule>(id);
         s.schedules.retain(|sid, _| !gone.contains(sid));
         s.schedule_runs.retain(|(sid, _), _| !gone.contains(sid));
         Ok(true)
