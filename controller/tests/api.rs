@@ -6,7 +6,6 @@ mod common;
 use std::sync::Arc;
 
 use axum::http::StatusCode;
-use chrono::{TimeZone, Utc};
 use common::request;
 use pam_controller::api::AppState;
 use pam_controller::clock::ManualClock;
@@ -22,16 +21,7 @@ struct Api {
 
 impl Api {
     async fn new() -> Api {
-        let clock = Arc::new(ManualClock::new(
-            Utc.with_ymd_and_hms(2026, 3, 1, 12, 0, 0).unwrap(),
-        ));
-        let state = AppState::new(
-            std::sync::Arc::new(pam_store::postgres::PgStore::new(
-                pam_testkit::testdb::fresh_pool().await.unwrap(),
-            )),
-            clock.clone(),
-            Default::default(),
-        );
+        let (state, clock) = common::pg_state().await;
         let token = common::token(&state, TokenKind::Operator, "ops", None).await;
         Api {
             state,
@@ -84,12 +74,7 @@ impl Api {
     }
 
     async fn apply(&self, name: &str, yaml: &str) -> (StatusCode, Value) {
-        self.call(
-            "POST",
-            "/api/v1/apply",
-            Some(json!({ "files": [{ "name": name, "content": yaml }] })),
-        )
-        .await
+        common::apply(&self.state, &self.token, name, yaml).await
     }
 
     async fn events(&self, topic: &str) -> Vec<Value> {

@@ -13,7 +13,7 @@ use axum::http::StatusCode;
 use pam_controller::api::AppState;
 use pam_controller::clock::SystemClock;
 use pam_store::Store;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 async fn state(store: Arc<dyn Store>) -> (AppState, String) {
     let state = AppState::new(store, Arc::new(SystemClock), Default::default());
@@ -22,14 +22,7 @@ async fn state(store: Arc<dyn Store>) -> (AppState, String) {
 }
 
 async fn apply(s: &(AppState, String), yaml: &str) -> (StatusCode, Value) {
-    common::request(
-        s.0.clone(),
-        Some(&s.1),
-        "POST",
-        "/api/v1/apply",
-        Some(json!({ "files": [{ "name": "b.yaml", "content": yaml }] })),
-    )
-    .await
+    common::apply(&s.0, &s.1, "b.yaml", yaml).await
 }
 
 fn project(name: &str) -> String {

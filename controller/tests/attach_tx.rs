@@ -6,16 +6,12 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::StatusCode;
-use chrono::{TimeZone, Utc};
-use common::request;
 use pam_controller::api::AppState;
-use pam_controller::clock::{Clock, ManualClock};
+use pam_controller::clock::Clock;
 use pam_controller::rules::leases::{self, Acquirer};
-use serde_json::json;
 
 const TREE: &str = "apiVersion: pam.dev/v1\nkind: Project\nmetadata: {name: web}\nspec: {displayName: Web}\n---\napiVersion: pam.dev/v1\nkind: Task\nmetadata: {name: cart, project: web}\nspec: {title: Cart}\n---\napiVersion: pam.dev/v1\nkind: Run\nmetadata: {name: r1, project: web}\nspec: {task: cart, provider: claude, prompt: hi, cwd: /tmp}\n";
 
@@ -33,25 +29,9 @@ async fn lease_events(state: &AppState) -> usize {
 
 #[tokio::test]
 async fn a_lease_and_its_event_commit_together_or_not_at_all() {
-    let clock = Arc::new(ManualClock::new(
-        Utc.with_ymd_and_hms(2026, 3, 1, 12, 0, 0).unwrap(),
-    ));
-    let state = AppState::new(
-        Arc::new(pam_store::postgres::PgStore::new(
-            pam_testkit::testdb::fresh_pool().await.unwrap(),
-        )),
-        clock.clone(),
-        Default::default(),
-    );
+    let (state, clock) = common::pg_state().await;
     let token = common::operator_token(&state).await;
-    let (s, v) = request(
-        state.clone(),
-        Some(&token),
-        "POST",
-        "/api/v1/apply",
-        Some(json!({ "files": [{ "name": "tree.yaml", "content": TREE }] })),
-    )
-    .await;
+    let (s, v) = common::apply(&state, &token, "tree.yaml", TREE).await;
     assert_eq!(s, StatusCode::OK, "{v}");
     let run = {
         let mut tx = state.ctx.store.begin().await.unwrap();

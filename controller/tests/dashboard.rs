@@ -3,27 +3,15 @@
 
 mod common;
 
-use std::sync::Arc;
-
 use axum::body::Body;
 use axum::http::{header, Request, StatusCode};
-use chrono::{TimeZone, Utc};
 use http_body_util::BodyExt;
 use pam_controller::api::{router, AppState};
-use pam_controller::clock::ManualClock;
-use serde_json::{json, Value};
+use serde_json::Value;
 use tower::ServiceExt;
 
 async fn state() -> AppState {
-    AppState::new(
-        std::sync::Arc::new(pam_store::postgres::PgStore::new(
-            pam_testkit::testdb::fresh_pool().await.unwrap(),
-        )),
-        Arc::new(ManualClock::new(
-            Utc.with_ymd_and_hms(2026, 3, 1, 12, 0, 0).unwrap(),
-        )),
-        Default::default(),
-    )
+    common::pg_state().await.0
 }
 
 struct Resp {
@@ -170,14 +158,7 @@ apiVersion: pam.dev/v1\nkind: Run\nmetadata: {name: r2, project: web}\nspec: {ta
 async fn run_events_lists_only_that_runs_events_in_order() {
     let st = state().await;
     let op = operator(&st).await;
-    let (s, v) = call(
-        &st,
-        Some(&op),
-        "POST",
-        "/api/v1/apply",
-        Some(json!({"files": [{"name": "seed.yaml", "content": SEED}]})),
-    )
-    .await;
+    let (s, v) = common::apply(&st, &op, "seed.yaml", SEED).await;
     assert_eq!(s, StatusCode::OK, "{v}");
     let (s, v) = call(
         &st,

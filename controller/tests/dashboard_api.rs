@@ -8,7 +8,7 @@ mod common;
 use std::sync::Arc;
 
 use axum::http::StatusCode;
-use chrono::{Duration, TimeZone, Utc};
+use chrono::Duration;
 use common::request;
 use pam_controller::api::AppState;
 use pam_controller::clock::ManualClock;
@@ -44,16 +44,7 @@ spec:
 
 impl Api {
     async fn new() -> Api {
-        let clock = Arc::new(ManualClock::new(
-            Utc.with_ymd_and_hms(2026, 3, 1, 12, 0, 0).unwrap(),
-        ));
-        let state = AppState::new(
-            Arc::new(pam_store::postgres::PgStore::new(
-                pam_testkit::testdb::fresh_pool().await.unwrap(),
-            )),
-            clock.clone(),
-            Default::default(),
-        );
+        let (state, clock) = common::pg_state().await;
         let token = common::token(&state, TokenKind::Operator, "ops", None).await;
         let worker = common::token(&state, TokenKind::Worker, "w", Some("box-a")).await;
         let api = Api {
@@ -82,13 +73,7 @@ impl Api {
     }
 
     async fn apply(&self, yaml: &str) -> (StatusCode, Value) {
-        self.call_as(
-            Some(&self.token),
-            "POST",
-            "/api/v1/apply",
-            Some(json!({ "files": [{ "name": "x.yaml", "content": yaml }] })),
-        )
-        .await
+        common::apply(&self.state, &self.token, "x.yaml", yaml).await
     }
 
     async fn signal(&self, run_id: &str, kind: &str, extra: Value) {

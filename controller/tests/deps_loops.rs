@@ -12,9 +12,9 @@ use pam_controller::clock::ManualClock;
 use pam_controller::ctx::{Ctx, Thresholds};
 use pam_controller::reconcile::{self, dispatch};
 use pam_controller::rules::work_items;
-use pam_manifests::state::{FailureReason, HostStatus, Platform, RunStatus, WorkItemStatus};
+use pam_manifests::state::{FailureReason, Platform, RunStatus, WorkItemStatus};
 use pam_store::memory::MemStore;
-use pam_store::{Host, Meta, Run};
+use pam_store::{Host, Run};
 use uuid::Uuid;
 
 fn t0() -> DateTime<Utc> {
@@ -78,24 +78,8 @@ impl World {
     async fn host(&self, name: &str, capacity: i32) -> Host {
         let now = self.ctx.now();
         let h = Host {
-            id: Uuid::new_v4(),
-            name: name.into(),
-            platform: Platform::Linux,
-            token_fingerprint: None,
-            status: HostStatus::Registered,
-            instance_id: None,
-            instance_suspect: false,
-            instance_flagged_at: None,
-            presented_instance_id: None,
-            last_seen_at: None,
             capacity,
-            disabled: false,
-            dispatch_labels: Default::default(),
-            worker_labels: Default::default(),
-            capabilities: None,
-            meta: Meta::default(),
-            created_at: now,
-            updated_at: now,
+            ..Host::new(name.into(), Platform::Linux, now)
         };
         let mut tx = self.ctx.store.begin().await.unwrap();
         tx.insert_host(&h).await.unwrap();

@@ -58,14 +58,7 @@ spec: {platform: linux}
 ";
 
 async fn apply(st: &AppState, token: &str, yaml: &str) -> Value {
-    let (status, body) = request(
-        st.clone(),
-        Some(token),
-        "POST",
-        "/api/v1/apply",
-        Some(json!({ "files": [{ "name": "tree.yaml", "content": yaml }] })),
-    )
-    .await;
+    let (status, body) = common::apply(st, token, "tree.yaml", yaml).await;
     assert!(status.is_success(), "{status} {body}");
     body
 }

@@ -68,24 +68,9 @@ impl World {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         let h = Host {
-            id: Uuid::new_v4(),
-            name: name.into(),
-            platform: Platform::Linux,
-            token_fingerprint: None,
-            status: HostStatus::Registered,
-            instance_id: None,
-            instance_suspect: false,
-            instance_flagged_at: None,
-            presented_instance_id: None,
-            last_seen_at: None,
             capacity: 2,
-            disabled: false,
             dispatch_labels,
-            worker_labels: Default::default(),
-            capabilities: None,
-            meta: Meta::default(),
-            created_at: now,
-            updated_at: now,
+            ..Host::new(name.into(), Platform::Linux, now)
         };
         let mut tx = self.ctx.store.begin().await.unwrap();
         tx.insert_host(&h).await.unwrap();

@@ -41,14 +41,7 @@ async fn setup() -> (AppState, PgPool, String) {
     let store = Arc::new(pam_store::postgres::PgStore::new(pool.clone()));
     let state = AppState::new(store, Arc::new(SystemClock), Default::default());
     let token = common::token(&state, TokenKind::Operator, "ops", None).await;
-    let (status, body) = request(
-        state.clone(),
-        Some(&token),
-        "POST",
-        "/api/v1/apply",
-        Some(json!({ "files": [{ "name": "tree.yaml", "content": TREE }] })),
-    )
-    .await;
+    let (status, body) = common::apply(&state, &token, "tree.yaml", TREE).await;
     assert!(status.is_success(), "{status} {body}");
     (state, pool, token)
 }

@@ -10,12 +10,10 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode};
-use chrono::{TimeZone, Utc};
 use http_body_util::BodyExt;
 use pam_controller::api::route::Access;
 use pam_controller::api::routes::{table, DEFAULT_MAX_BODY_BYTES};
 use pam_controller::api::{router, AppState};
-use pam_controller::clock::ManualClock;
 use pam_controller::rules::access;
 use serde_json::{json, Value};
 use tower::ServiceExt;
@@ -34,16 +32,7 @@ fn objects(project: &str, prefix: &str) -> String {
 }
 
 async fn state() -> AppState {
-    let clock = Arc::new(ManualClock::new(
-        Utc.with_ymd_and_hms(2026, 3, 1, 12, 0, 0).unwrap(),
-    ));
-    AppState::new(
-        Arc::new(pam_store::postgres::PgStore::new(
-            pam_testkit::testdb::fresh_pool().await.unwrap(),
-        )),
-        clock,
-        Default::default(),
-    )
+    common::pg_state().await.0
 }
 
 /// One call: status and body text. An event stream answers its status
@@ -100,14 +89,7 @@ async fn world() -> World {
     let st = state().await;
     let admin = common::operator_token(&st).await;
     let yaml = format!("{}---\n{}", objects("web", "w"), objects("api", API_MARK));
-    let (s, v) = common::request(
-        st.clone(),
-        Some(&admin),
-        "POST",
-        "/api/v1/apply",
-        Some(json!({"files": [{"name": "all.yaml", "content": yaml}]})),
-    )
-    .await;
+    let (s, v) = common::apply(&st, &admin, "all.yaml", &yaml).await;
     assert_eq!(s, StatusCode::OK, "{v}");
     let mut tokens = Vec::new();
     for (name, role) in [("web-viewer", "viewer"), ("web-operator", "operator")] {

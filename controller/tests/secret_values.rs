@@ -12,9 +12,9 @@ use pam_controller::ctx::{Ctx, Thresholds};
 use pam_controller::reconcile::{self, dispatch};
 use pam_controller::rules::runs::env;
 use pam_controller::rules::secrets;
-use pam_manifests::state::{HostStatus, Platform};
+use pam_manifests::state::Platform;
 use pam_store::memory::MemStore;
-use pam_store::{Host, Meta, Run};
+use pam_store::{Host, Run};
 use uuid::Uuid;
 
 const VALUE: &str = "sk-live-0123456789abcdef";
@@ -53,26 +53,7 @@ async fn apply(ctx: &Ctx, text: &str) -> Result<Vec<apply::ApplyResult>, ApplyEr
 
 async fn host(ctx: &Ctx) -> Host {
     let now = ctx.now();
-    let h = Host {
-        id: Uuid::new_v4(),
-        name: "h".into(),
-        platform: Platform::Linux,
-        token_fingerprint: None,
-        status: HostStatus::Registered,
-        instance_id: None,
-        instance_suspect: false,
-        instance_flagged_at: None,
-        presented_instance_id: None,
-        last_seen_at: None,
-        capacity: 4,
-        disabled: false,
-        dispatch_labels: Default::default(),
-        worker_labels: Default::default(),
-        capabilities: None,
-        meta: Meta::default(),
-        created_at: now,
-        updated_at: now,
-    };
+    let h = Host::new("h".into(), Platform::Linux, now);
     let mut tx = ctx.store.begin().await.unwrap();
     tx.insert_host(&h).await.unwrap();
     let (h, _) = pam_controller::rules::hosts::present(

@@ -25,6 +25,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::names::{Annotations, LabelKey, LabelValue, Labels, Name};
 pub mod bounded;
+pub mod columns;
 pub mod info;
 pub use info::{KindInfo, Scope};
 mod secret;

@@ -46,6 +46,31 @@ pub struct Host {
 }
 
 impl Host {
+    /// A host as it is first stored: `registered`, no worker seen yet,
+    /// capacity 4, no labels or capabilities.
+    pub fn new(name: String, platform: Platform, now: DateTime<Utc>) -> Host {
+        Host {
+            id: Uuid::new_v4(),
+            name,
+            platform,
+            token_fingerprint: None,
+            status: HostStatus::Registered,
+            instance_id: None,
+            instance_suspect: false,
+            instance_flagged_at: None,
+            presented_instance_id: None,
+            last_seen_at: None,
+            capacity: 4,
+            dispatch_labels: Labels::new(),
+            worker_labels: Labels::new(),
+            capabilities: None,
+            disabled: false,
+            meta: Meta::default(),
+            created_at: now,
+            updated_at: now,
+        }
+    }
+
     /// The host's one label set (issue 16): `metadata.labels` with
     /// `spec.labels` over them (both operator-set), and the worker's report
     /// in its own namespace (issue 30). Run target selectors, `pamctl get

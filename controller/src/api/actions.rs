@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use super::auth::Operator;
 use super::extract::{Json, Path};
-use super::served::{one, one_in, Served};
+use super::served::{one, one_in, At, Served};
 use super::{ApiError, AppState};
 use crate::rules::{runs, schedules, sources};
 
@@ -36,7 +36,17 @@ pub async fn rerun(
     let mut tx = st.ctx.store.begin().await?;
     let (p, run) = one_in::<Run>(tx.as_mut(), &slug, &name).await?;
     let new = runs::template::rerun(tx.as_mut(), &p.slug, &run, now).await?;
-    let body = first(Run::print(tx.as_mut(), Some(&p), &[new], now).await?)?;
+    let body = first(
+        Run::print(
+            tx.as_mut(),
+            At {
+                project: Some(&p),
+                now,
+            },
+            &[new],
+        )
+        .await?,
+    )?;
     st.ctx.commit(tx).await?;
     st.ctx.wakeups.claimable.notify_waiters();
     Ok((StatusCode::CREATED, Json(body)))
@@ -47,7 +57,7 @@ async fn source_suspend(st: AppState, name: &str, suspend: bool) -> ApiResult<Js
     let mut tx = st.ctx.store.begin().await?;
     let s = one::<Source>(tx.as_mut(), None, name).await?;
     let (s, _) = sources::set_suspend(tx.as_mut(), s, suspend, now).await?;
-    let body = first(Source::print(tx.as_mut(), None, &[s], now).await?)?;
+    let body = first(Source::print(tx.as_mut(), At { project: None, now }, &[s]).await?)?;
     st.ctx.commit(tx).await?;
     // A resumed Source syncs at once (its observedGeneration lags).
     st.ctx.wakeups.loops.notify_one();
@@ -82,7 +92,17 @@ async fn schedule_suspend(
     let mut tx = st.ctx.store.begin().await?;
     let (p, s) = one_in::<Schedule>(tx.as_mut(), slug, name).await?;
     let (s, _) = schedules::set_suspend(tx.as_mut(), s, suspend, now).await?;
-    let body = first(Schedule::print(tx.as_mut(), Some(&p), &[s], now).await?)?;
+    let body = first(
+        Schedule::print(
+            tx.as_mut(),
+            At {
+                project: Some(&p),
+                now,
+            },
+            &[s],
+        )
+        .await?,
+    )?;
     st.ctx.commit(tx).await?;
     st.ctx.wakeups.loops.notify_one();
     Ok(Json(body))

@@ -6,13 +6,13 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
 use pam_store::prelude::*;
-use pam_store::{Host, Project};
+use pam_store::Host;
 use serde_json::Value;
 
 use super::auth::Operator;
 use super::extract::{Json, Path};
 use super::list::to_json;
-use super::served::{one, Served};
+use super::served::{one, At, Served};
 use super::{objects, ApiError, AppState};
 use crate::rules::hosts;
 use crate::rules::kind::Stored;
@@ -26,12 +26,7 @@ async fn host_object(tx: &mut dyn Tx, h: &Host) -> ApiResult<Value> {
 
 #[async_trait]
 impl Served for Host {
-    async fn print(
-        tx: &mut dyn Tx,
-        _p: Option<&Project>,
-        items: &[Self],
-        _now: DateTime<Utc>,
-    ) -> ApiResult<Vec<Value>> {
+    async fn print(tx: &mut dyn Tx, _at: At<'_>, items: &[Self]) -> ApiResult<Vec<Value>> {
         let mut out = Vec::with_capacity(items.len());
         for h in items {
             out.push(host_object(tx, h).await?);

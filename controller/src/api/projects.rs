@@ -3,13 +3,12 @@
 use std::collections::HashMap;
 
 use async_trait::async_trait;
-use chrono::{DateTime, Utc};
 use pam_store::prelude::*;
 use pam_store::Project;
 use serde_json::Value;
 
 use super::list::to_json;
-use super::served::Served;
+use super::served::{At, Served};
 use super::{lookup, objects, ApiError};
 
 type ApiResult<T> = Result<T, ApiError>;
@@ -18,12 +17,7 @@ type ApiResult<T> = Result<T, ApiError>;
 impl Served for Project {
     /// With the Source that owns it and its usage (issue 21): one read of
     /// each for the whole batch.
-    async fn print(
-        tx: &mut dyn Tx,
-        _p: Option<&Project>,
-        items: &[Self],
-        _now: DateTime<Utc>,
-    ) -> ApiResult<Vec<Value>> {
+    async fn print(tx: &mut dyn Tx, _at: At<'_>, items: &[Self]) -> ApiResult<Vec<Value>> {
         let ids: Vec<_> = items.iter().map(|p| p.id).collect();
         let mut owners = lookup::project_owners(tx, &ids).await?;
         let usage: HashMap<_, _> = tx.usage_by_project(&ids).await?.into_iter().collect();

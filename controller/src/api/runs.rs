@@ -19,7 +19,7 @@ use uuid::Uuid;
 use super::auth::Operator;
 use super::extract::{Json, Path, Query};
 use super::list::{selected, to_json, ListQuery};
-use super::served::{one, one_in, scoped, Served};
+use super::served::{one, one_in, scoped, At, Served};
 use super::{lookup, objects, ApiError, AppState};
 use crate::clock::ts;
 use crate::events::event_json;
@@ -136,12 +136,8 @@ impl Served for Run {
     }
 
     /// With its task's and host's names and why it waits.
-    async fn print(
-        tx: &mut dyn Tx,
-        p: Option<&Project>,
-        items: &[Self],
-        _now: DateTime<Utc>,
-    ) -> ApiResult<Vec<Value>> {
+    async fn print(tx: &mut dyn Tx, at: At<'_>, items: &[Self]) -> ApiResult<Vec<Value>> {
+        let p = at.project;
         let names = RunNames::load(tx, std::slice::from_ref(scoped(p)?)).await?;
         let names = names.with_results(tx, items).await?;
         Ok(items.iter().map(|r| names.object(r)).collect())

@@ -5,14 +5,13 @@
 use async_trait::async_trait;
 use axum::extract::State;
 use axum::http::StatusCode;
-use chrono::{DateTime, Utc};
 use pam_store::prelude::*;
-use pam_store::{Project, Schedule};
+use pam_store::Schedule;
 use serde_json::{json, Value};
 
 use super::auth::Operator;
 use super::extract::{Json, Path};
-use super::served::{one_in, scoped, Served};
+use super::served::{one_in, scoped, At, Served};
 use super::{objects, ApiError, AppState};
 use crate::rules::schedules::{self, Tick};
 
@@ -21,12 +20,9 @@ type ApiResult<T> = Result<T, ApiError>;
 #[async_trait]
 impl Served for Schedule {
     /// With next/last tick, active runs and the last result.
-    async fn print(
-        tx: &mut dyn Tx,
-        p: Option<&Project>,
-        items: &[Self],
-        now: DateTime<Utc>,
-    ) -> ApiResult<Vec<Value>> {
+    async fn print(tx: &mut dyn Tx, at: At<'_>, items: &[Self]) -> ApiResult<Vec<Value>> {
+        let p = at.project;
+        let now = at.now;
         let slug = &scoped(p)?.slug;
         let mut out = Vec::with_capacity(items.len());
         for s in items {

@@ -5,14 +5,13 @@
 
 use async_trait::async_trait;
 use axum::extract::State;
-use chrono::{DateTime, Utc};
 use pam_store::prelude::*;
-use pam_store::{Project, Secret};
+use pam_store::Secret;
 use serde_json::Value;
 
 use super::auth::Operator;
 use super::extract::Json;
-use super::served::{scoped, Served};
+use super::served::{scoped, At, Served};
 use super::{objects, ApiError, AppState};
 use crate::ctx::Wakeups;
 use crate::rules::secrets::{self, Rotation};
@@ -24,12 +23,8 @@ const RESEAL_BATCH: i64 = 100;
 
 #[async_trait]
 impl Served for Secret {
-    async fn print(
-        _tx: &mut dyn Tx,
-        p: Option<&Project>,
-        items: &[Self],
-        _now: DateTime<Utc>,
-    ) -> ApiResult<Vec<Value>> {
+    async fn print(_tx: &mut dyn Tx, at: At<'_>, items: &[Self]) -> ApiResult<Vec<Value>> {
+        let p = at.project;
         let slug = &scoped(p)?.slug;
         Ok(items.iter().map(|s| objects::secret(s, slug)).collect())
     }

@@ -37,6 +37,14 @@ use crate::rules::kind::Stored;
 
 type ApiResult<T> = Result<T, ApiError>;
 
+/// What a printing is for: the project of a project-scoped kind's objects
+/// (`None` for a cluster-scoped one) and the time it is printed at.
+#[derive(Clone, Copy)]
+pub struct At<'a> {
+    pub project: Option<&'a Project>,
+    pub now: DateTime<Utc>,
+}
+
 /// How the API serves one stored kind ([`Stored`]: finding, listing and
 /// deleting it). `project` is the project a project-scoped kind's objects
 /// live in, `None` for a cluster-scoped one.
@@ -55,21 +63,11 @@ pub trait Served: Stored {
 
     /// The objects as the API shows them, in order; one round of extra
     /// reads for the whole batch.
-    async fn print(
-        tx: &mut dyn Tx,
-        project: Option<&Project>,
-        items: &[Self],
-        now: DateTime<Utc>,
-    ) -> ApiResult<Vec<Value>>;
+    async fn print(tx: &mut dyn Tx, at: At<'_>, items: &[Self]) -> ApiResult<Vec<Value>>;
 
     /// One object as the API shows it (a kind may read less for one).
-    async fn print_one(
-        &self,
-        tx: &mut dyn Tx,
-        project: Option<&Project>,
-        now: DateTime<Utc>,
-    ) -> ApiResult<Value> {
-        let mut v = Self::print(tx, project, std::slice::from_ref(self), now).await?;
+    async fn print_one(&self, tx: &mut dyn Tx, at: At<'_>) -> ApiResult<Value> {
+        let mut v = Self::print(tx, at, std::slice::from_ref(self)).await?;
         Ok(v.pop().unwrap_or(Value::Null))
     }
 
@@ -88,7 +86,7 @@ pub trait Served: Stored {
             .into_iter()
             .filter(|o| selected(&sel, &o.labels()))
             .collect();
-        Self::print(tx, project, &items, now).await
+        Self::print(tx, At { project, now }, &items).await
     }
 
     /// Every project's listing (`GET /api/v1/<plural>` of a
@@ -208,7 +206,15 @@ async fn get_in<K: Served>(
 ) -> ApiResult<Json<Value>> {
     let mut tx = st.ctx.store.begin().await?;
     let (p, o) = one_in::<K>(tx.as_mut(), &slug, &name).await?;
-    let v = o.print_one(tx.as_mut(), Some(&p), st.ctx.now()).await?;
+    let v = o
+        .print_one(
+            tx.as_mut(),
+            At {
+                project: Some(&p),
+                now: st.ctx.now(),
+            },
+        )
+        .await?;
     Ok(Json(with_managed_fields(tx.as_mut(), &o, v).await?))
 }
 
@@ -236,7 +242,15 @@ async fn get_cluster<K: Served>(
 ) -> ApiResult<Json<Value>> {
     let mut tx = st.ctx.store.begin().await?;
     let o = one::<K>(tx.as_mut(), None, &name).await?;
-    let v = o.print_one(tx.as_mut(), None, st.ctx.now()).await?;
+    let v = o
+        .print_one(
+            tx.as_mut(),
+            At {
+                project: None,
+                now: st.ctx.now(),
+            },
+        )
+        .await?;
     Ok(Json(with_managed_fields(tx.as_mut(), &o, v).await?))
 }
 

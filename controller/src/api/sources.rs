@@ -7,15 +7,14 @@ use std::collections::HashMap;
 use async_trait::async_trait;
 use axum::extract::State;
 use axum::http::StatusCode;
-use chrono::{DateTime, Utc};
 use pam_store::prelude::*;
-use pam_store::{Project, Source};
+use pam_store::Source;
 use serde_json::Value;
 use uuid::Uuid;
 
 use super::auth::Operator;
 use super::extract::{Json, Path};
-use super::served::{one, Served};
+use super::served::{one, At, Served};
 use super::{objects, ApiError, AppState};
 use crate::rules::sources;
 
@@ -30,12 +29,7 @@ fn printed(s: &Source, counts: &HashMap<Uuid, u64>) -> Value {
 
 #[async_trait]
 impl Served for Source {
-    async fn print(
-        tx: &mut dyn Tx,
-        _p: Option<&Project>,
-        items: &[Self],
-        _now: DateTime<Utc>,
-    ) -> ApiResult<Vec<Value>> {
+    async fn print(tx: &mut dyn Tx, _at: At<'_>, items: &[Self]) -> ApiResult<Vec<Value>> {
         let ids: Vec<Uuid> = items.iter().map(|s| s.id).collect();
         let counts = tx.count_source_objects(&ids).await?;
         Ok(items.iter().map(|s| printed(s, &counts)).collect())
@@ -43,12 +37,7 @@ impl Served for Source {
 
     /// A get of one Source: each owned object's state too (issue 35), read
     /// now; a listing keeps to one read for all.
-    async fn print_one(
-        &self,
-        tx: &mut dyn Tx,
-        _p: Option<&Project>,
-        _now: DateTime<Utc>,
-    ) -> ApiResult<Value> {
+    async fn print_one(&self, tx: &mut dyn Tx, _at: At<'_>) -> ApiResult<Value> {
         let owned = tx.owned_objects(self.id).await?;
         // Health as the owned runs stand now (the loop writes it within
         // sync::health::REFRESH; a get reads it at once).

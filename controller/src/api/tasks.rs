@@ -17,7 +17,7 @@ use uuid::Uuid;
 use super::auth::Operator;
 use super::extract::{Json, Path};
 use super::list::{selected, to_json, ListQuery};
-use super::served::{one_in, scoped, Served};
+use super::served::{one_in, scoped, At, Served};
 use super::{lookup, objects, ApiError, AppState};
 use crate::rules::work_items;
 
@@ -59,12 +59,8 @@ impl Served for WorkItem {
             .collect())
     }
 
-    async fn print(
-        tx: &mut dyn Tx,
-        p: Option<&Project>,
-        items: &[Self],
-        _now: DateTime<Utc>,
-    ) -> ApiResult<Vec<Value>> {
+    async fn print(tx: &mut dyn Tx, at: At<'_>, items: &[Self]) -> ApiResult<Vec<Value>> {
+        let p = at.project;
         let p = scoped(p)?;
         let mut out = Vec::with_capacity(items.len());
         for w in items {

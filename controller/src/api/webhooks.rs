@@ -8,9 +8,8 @@ use std::collections::HashMap;
 use async_trait::async_trait;
 use axum::extract::State;
 use axum::http::StatusCode;
-use chrono::{DateTime, Utc};
 use pam_store::prelude::*;
-use pam_store::{DeliveryFilter, DeliveryStatus, Project, Webhook};
+use pam_store::{DeliveryFilter, DeliveryStatus, Webhook};
 use serde::Deserialize;
 use serde_json::Value;
 use uuid::Uuid;
@@ -18,7 +17,7 @@ use uuid::Uuid;
 use super::auth::Operator;
 use super::extract::{Json, Path, Query};
 use super::list::list;
-use super::served::{one, Served};
+use super::served::{one, At, Served};
 use super::{objects, ApiError, AppState};
 use crate::rules::webhooks::deliveries;
 
@@ -27,12 +26,7 @@ type ApiResult<T> = Result<T, ApiError>;
 #[async_trait]
 impl Served for Webhook {
     /// With its delivery counts.
-    async fn print(
-        tx: &mut dyn Tx,
-        _p: Option<&Project>,
-        items: &[Self],
-        _now: DateTime<Utc>,
-    ) -> ApiResult<Vec<Value>> {
+    async fn print(tx: &mut dyn Tx, _at: At<'_>, items: &[Self]) -> ApiResult<Vec<Value>> {
         let counts = tx.delivery_counts().await?;
         Ok(items
             .iter()

@@ -109,14 +109,17 @@ pub async fn load_existing(tx: &mut dyn Tx, docs: &[&Manifest]) -> Result<Existi
                 n.runs.insert(r.metadata.name.to_string());
                 n.tasks.insert(r.spec.task.to_string());
             }
-            Manifest::Secret(s) => {
-                named.entry(s.metadata.project.clone()).or_default();
-            }
             Manifest::Schedule(s) => {
                 let n = named.entry(s.metadata.project.clone()).or_default();
                 n.tasks.insert(s.spec.run_template.task.to_string());
             }
-            Manifest::Host(_) | Manifest::Source(_) | Manifest::Webhook(_) => {}
+            // Any other kind: the project it lives in, if any (a kind
+            // that names no other object needs no arm here).
+            other => {
+                if let Some(p) = other.project() {
+                    named.entry(p.clone()).or_default();
+                }
+            }
         }
     }
     let mut projects: Vec<(Name, Named)> = named.into_iter().collect();

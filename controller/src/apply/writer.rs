@@ -7,17 +7,19 @@
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
+use futures_util::future::BoxFuture;
 use pam_manifests::kinds::{self, Manifest};
 use pam_manifests::load::Document;
 use pam_manifests::state::ProjectStatus;
 use pam_manifests::ManifestError;
 use pam_store::prelude::*;
-use pam_store::{StoreError, WorkItem};
+use pam_store::{StoreError, StoreResult, WorkItem};
 use serde_json::Value;
 use uuid::Uuid;
 
 use super::{Action, ApplyError, ApplyResult};
 use crate::rules::hosts::{self, HostDesired};
+use crate::rules::kind::Stored;
 use crate::rules::meta::{self, Change, Desired};
 use crate::rules::projects::{self, ProjectDesired};
 use crate::rules::runs::{self, gate, RunDesired};
@@ -70,6 +72,12 @@ pub(super) struct Writer<'t> {
     /// batch exists, so a link may name a task created later in the batch.
     dep_writes: Vec<(Uuid, String, Vec<String>)>,
 }
+
+/// What a kind's rules write with in [`Writer::upsert`]: the transaction
+/// and the keys Secrets are sealed with.
+type Rules<'a> = (&'a mut dyn Tx, Option<&'a Keyring>);
+
+const KEYS: &str = "a batch with Secrets is written with the keyring";
 
 /// New work items are written in bulk once this many are pending: a big
 /// batch holds a bounded number of rows, COPY lines and event payloads at
@@ -163,6 +171,30 @@ impl<'t> Writer<'t> {
             }
             RuleError::Store(e) => Err(conflict_named(e, &d.manifest)),
         }
+    }
+
+    /// Apply's one get-or-create-or-update (issue 29), for the kinds whose
+    /// rules create and update them whole: `found` is the stored object of
+    /// the document's name; none is created, else the document's
+    /// resourceVersion is checked and the object updated.
+    async fn upsert<T: Stored, D>(
+        &mut self,
+        (d, found, desired): (&Document, Option<T>, D),
+        create: impl for<'a> FnOnce(Rules<'a>, D) -> BoxFuture<'a, StoreResult<T>>,
+        update: impl for<'a> FnOnce(Rules<'a>, T, D) -> BoxFuture<'a, StoreResult<(T, Change)>>,
+    ) -> Result<T, ApplyError> {
+        let Some(row) = found else {
+            let row = create((&mut *self.tx, self.ring), desired).await?;
+            self.result(&d.manifest, row.id(), Action::Created, Some(1));
+            return Ok(row);
+        };
+        self.check_rv(d, row.meta().resource_version)?;
+        let (row, change) = update((&mut *self.tx, self.ring), row, desired)
+            .await
+            .map_err(|e| conflict_named(e, &d.manifest))?;
+        let generation = Some(row.meta().generation);
+        self.result(&d.manifest, row.id(), action(change), generation);
+        Ok(row)
     }
 
     /// Checks `metadata.resourceVersion` against the stored one.
@@ -262,39 +294,28 @@ impl<'t> Writer<'t> {
     async fn schedule(&mut self, d: &Document, s: &kinds::Schedule) -> Result<(), ApplyError> {
         let (project_id, _) = self.project_id(s.metadata.project.as_str()).await?;
         let desired = ScheduleDesired::of(s, Desired::of(&d.manifest));
-        match self
+        let found = self
             .tx
             .get_schedule_by_name(project_id, &desired.name)
-            .await?
-        {
-            None => {
-                let created = schedules::create(self.tx, project_id, desired, self.now).await?;
-                self.result(&d.manifest, created.id, Action::Created, Some(1));
-            }
-            Some(row) => {
-                self.check_rv(d, row.meta.resource_version)?;
-                let (row, change) = schedules::update(self.tx, row, desired, self.now)
-                    .await
-                    .map_err(|e| conflict_named(e, &d.manifest))?;
-                self.result(
-                    &d.manifest,
-                    row.id,
-                    action(change),
-                    Some(row.meta.generation),
-                );
-            }
-        }
+            .await?;
+        let now = self.now;
+        self.upsert(
+            (d, found, desired),
+            |(tx, _), d| Box::pin(schedules::create(tx, project_id, d, now)),
+            |(tx, _), row, d| Box::pin(schedules::update(tx, row, d, now)),
+        )
+        .await?;
         Ok(())
     }
 
     /// A Secret (issue 18): sealed by the rule; the same values again are
     /// `unchanged` (their digests under the stored salt match).
     async fn secret(&mut self, d: &Document, s: &kinds::Secret) -> Result<(), ApplyError> {
-        let Some(ring) = self.ring else {
+        if self.ring.is_none() {
             return Err(ApplyError::BadRequest(
                 "Secrets are applied through the API, not from a Source".into(),
             ));
-        };
+        }
         let (project_id, _) = self.project_id(s.metadata.project.as_str()).await?;
         let values = match s.spec.values() {
             Ok(v) => v,
@@ -308,28 +329,18 @@ impl<'t> Writer<'t> {
             }
         };
         let desired = SecretDesired::of(s, Desired::of(&d.manifest), values);
-        match self
+        let found = self
             .tx
             .get_secret_by_name(project_id, &desired.name)
-            .await?
-        {
-            None => {
-                let created = secrets::create(self.tx, ring, project_id, desired, self.now).await?;
-                self.result(&d.manifest, created.id, Action::Created, Some(1));
-            }
-            Some(row) => {
-                self.check_rv(d, row.meta.resource_version)?;
-                let (row, change) = secrets::update(self.tx, ring, row, desired, self.now)
-                    .await
-                    .map_err(|e| conflict_named(e, &d.manifest))?;
-                self.result(
-                    &d.manifest,
-                    row.id,
-                    action(change),
-                    Some(row.meta.generation),
-                );
-            }
-        }
+            .await?;
+        let now = self.now;
+        self.upsert(
+            (d, found, desired),
+            // The keyring is there: checked above.
+            |(tx, ring), d| Box::pin(secrets::create(tx, ring.expect(KEYS), project_id, d, now)),
+            |(tx, ring), row, d| Box::pin(secrets::update(tx, ring.expect(KEYS), row, d, now)),
+        )
+        .await?;
         Ok(())
     }
 
@@ -337,97 +348,56 @@ impl<'t> Writer<'t> {
     /// the batch was written ([`super::webhooks::check`]).
     async fn webhook(&mut self, d: &Document, w: &kinds::Webhook) -> Result<(), ApplyError> {
         let desired = WebhookDesired::of(w, Desired::of(&d.manifest));
-        match self.tx.get_webhook_by_name(&desired.name).await? {
-            None => {
-                let created = webhooks::create(self.tx, desired, self.now).await?;
-                self.result(&d.manifest, created.id, Action::Created, Some(1));
-            }
-            Some(row) => {
-                self.check_rv(d, row.meta.resource_version)?;
-                let (row, change) = webhooks::update(self.tx, row, desired, self.now)
-                    .await
-                    .map_err(|e| conflict_named(e, &d.manifest))?;
-                self.result(
-                    &d.manifest,
-                    row.id,
-                    action(change),
-                    Some(row.meta.generation),
-                );
-            }
-        }
+        let found = self.tx.get_webhook_by_name(&desired.name).await?;
+        let now = self.now;
+        self.upsert(
+            (d, found, desired),
+            |(tx, _), d| Box::pin(webhooks::create(tx, d, now)),
+            |(tx, _), row, d| Box::pin(webhooks::update(tx, row, d, now)),
+        )
+        .await?;
         Ok(())
     }
 
     async fn source(&mut self, d: &Document, s: &kinds::Source) -> Result<(), ApplyError> {
         let desired = SourceDesired::of(s, Desired::of(&d.manifest));
-        match self.tx.get_source_by_name(&desired.name).await? {
-            None => {
-                let created = sources::create(self.tx, desired, self.now).await?;
-                self.result(&d.manifest, created.id, Action::Created, Some(1));
-            }
-            Some(row) => {
-                self.check_rv(d, row.meta.resource_version)?;
-                let (row, change) = sources::update(self.tx, row, desired, self.now)
-                    .await
-                    .map_err(|e| conflict_named(e, &d.manifest))?;
-                self.result(
-                    &d.manifest,
-                    row.id,
-                    action(change),
-                    Some(row.meta.generation),
-                );
-            }
-        }
+        let found = self.tx.get_source_by_name(&desired.name).await?;
+        let now = self.now;
+        self.upsert(
+            (d, found, desired),
+            |(tx, _), d| Box::pin(sources::create(tx, d, now)),
+            |(tx, _), row, d| Box::pin(sources::update(tx, row, d, now)),
+        )
+        .await?;
         Ok(())
     }
 
     async fn project(&mut self, d: &Document, p: &kinds::Project) -> Result<(), ApplyError> {
         let desired = ProjectDesired::of(p, Desired::of(&d.manifest));
         let slug = desired.slug.clone();
-        match self.tx.get_project_by_slug(&slug).await? {
-            None => {
-                let row = projects::create(self.tx, desired, self.now).await?;
-                self.projects.insert(slug, (row.id, row.status));
-                self.result(&d.manifest, row.id, Action::Created, Some(1));
-            }
-            Some(row) => {
-                self.check_rv(d, row.meta.resource_version)?;
-                let (row, change) = projects::update(self.tx, row, desired, self.now)
-                    .await
-                    .map_err(|e| conflict_named(e, &d.manifest))?;
-                self.projects.insert(slug, (row.id, row.status));
-                self.result(
-                    &d.manifest,
-                    row.id,
-                    action(change),
-                    Some(row.meta.generation),
-                );
-            }
-        }
+        let found = self.tx.get_project_by_slug(&slug).await?;
+        let now = self.now;
+        let row = self
+            .upsert(
+                (d, found, desired),
+                |(tx, _), d| Box::pin(projects::create(tx, d, now)),
+                |(tx, _), row, d| Box::pin(projects::update(tx, row, d, now)),
+            )
+            .await?;
+        self.projects.insert(slug, (row.id, row.status));
         Ok(())
     }
 
     async fn host(&mut self, d: &Document, h: &kinds::Host) -> Result<(), ApplyError> {
         let desired = HostDesired::of(h, Desired::of(&d.manifest));
-        match self.tx.get_host_by_name(&desired.name).await? {
-            None => {
-                let created = hosts::create(self.tx, desired, self.now).await?;
-                self.result(&d.manifest, created.id, Action::Created, Some(1));
-            }
-            Some(row) => {
-                self.check_rv(d, row.meta.resource_version)?;
-                let (row, change) =
-                    hosts::update(self.tx, row, desired, self.offline_after, self.now)
-                        .await
-                        .map_err(|e| conflict_named(e, &d.manifest))?;
-                self.result(
-                    &d.manifest,
-                    row.id,
-                    action(change),
-                    Some(row.meta.generation),
-                );
-            }
-        }
+        let found = self.tx.get_host_by_name(&desired.name).await?;
+        let (now, offline_after) = (self.now, self.offline_after);
+        self.upsert(
+            (d, found, desired),
+            |(tx, _), d| Box::pin(hosts::create(tx, d, now)),
+            |(tx, _), row, d| Box::pin(hosts::update(tx, row, d, offline_after, now)),
+        )
+        .await?;
         Ok(())
     }
 

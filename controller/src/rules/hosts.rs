@@ -26,7 +26,7 @@ use pam_manifests::kinds;
 use pam_manifests::protocol::RegisterRequest;
 use pam_manifests::state::{FailureReason, HostStatus, Platform, RunStatus};
 use pam_store::prelude::*;
-use pam_store::{Host, Labels, Meta, RunFilter, StoreError, StoreResult};
+use pam_store::{Host, Labels, RunFilter, StoreError, StoreResult};
 use serde_json::json;
 use uuid::Uuid;
 
@@ -195,33 +195,10 @@ impl HostDesired {
     }
 }
 
-fn new_host(name: String, platform: Platform, now: DateTime<Utc>) -> Host {
-    Host {
-        id: Uuid::new_v4(),
-        name,
-        platform,
-        token_fingerprint: None,
-        status: HostStatus::Registered,
-        instance_id: None,
-        instance_suspect: false,
-        instance_flagged_at: None,
-        presented_instance_id: None,
-        last_seen_at: None,
-        capacity: 4,
-        dispatch_labels: Labels::new(),
-        worker_labels: Labels::new(),
-        capabilities: None,
-        disabled: false,
-        meta: Meta::default(),
-        created_at: now,
-        updated_at: now,
-    }
-}
-
 /// Creates a declared host: `registered` until its worker registers, or
 /// `disabled`.
 pub async fn create(tx: &mut dyn Tx, d: HostDesired, now: DateTime<Utc>) -> StoreResult<Host> {
-    let mut h = new_host(d.name, d.platform, now);
+    let mut h = Host::new(d.name, d.platform, now);
     h.capacity = d.capacity;
     h.dispatch_labels = d.dispatch_labels;
     h.disabled = d.disabled;
@@ -342,7 +319,7 @@ pub async fn register(
             h
         }
         None => {
-            let mut h = new_host(req.name.clone(), req.platform, now);
+            let mut h = Host::new(req.name.clone(), req.platform, now);
             h.capacity = capacity;
             h.worker_labels = reported;
             h.capabilities = req.capabilities.clone();

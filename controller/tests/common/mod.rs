@@ -65,3 +65,34 @@ pub async fn token(
     state.ctx.commit(tx).await.unwrap();
     token
 }
+
+/// An API over a fresh database, its clock stopped at 2026-03-01 12:00 UTC
+/// (moved by the test).
+#[allow(dead_code)]
+pub async fn pg_state() -> (AppState, std::sync::Arc<pam_controller::clock::ManualClock>) {
+    use chrono::TimeZone;
+    let clock = std::sync::Arc::new(pam_controller::clock::ManualClock::new(
+        chrono::Utc.with_ymd_and_hms(2026, 3, 1, 12, 0, 0).unwrap(),
+    ));
+    let store = pam_store::postgres::PgStore::new(pam_testkit::testdb::fresh_pool().await.unwrap());
+    let state = AppState::new(
+        std::sync::Arc::new(store),
+        clock.clone(),
+        Default::default(),
+    );
+    (state, clock)
+}
+
+/// `POST /api/v1/apply` of one file `name` holding `yaml`.
+#[allow(dead_code)]
+pub async fn apply(state: &AppState, token: &str, name: &str, yaml: &str) -> (StatusCode, Value) {
+    let body = json!({ "files": [{ "name": name, "content": yaml }] });
+    request(
+        state.clone(),
+        Some(token),
+        "POST",
+        "/api/v1/apply",
+        Some(body),
+    )
+    .await
+}

@@ -4,6 +4,7 @@
 //! the kind itself; a new kind is one more row (the compiler asks for it:
 //! the table is indexed by the enum).
 
+use super::columns::{col, wide, Cell::*, Column, Derived::*};
 use super::Kind;
 use crate::state::{HostStatus, ProjectStatus, RunStatus, WorkItemStatus};
 
@@ -45,6 +46,9 @@ pub struct KindInfo {
     /// Where its printed object keeps the usage roll-up it is ranked by
     /// (`pamctl top`, the TOKENS/COST columns), when it has one.
     pub usage: Option<&'static str>,
+    /// The columns `pamctl get` prints after NAME (`wide` ones with
+    /// `-o wide`), in order.
+    pub columns: &'static [Column],
 }
 
 /// Every kind's `kind:` name, in the enum's order.
@@ -71,6 +75,12 @@ pub const KINDS: [KindInfo; 8] = [
         prune_order: 7,
         phases: ProjectStatus::NAMES,
         usage: Some("/status/usage"),
+        columns: &[
+            col("STATUS", Text("/status/phase")),
+            col("AGE", Age),
+            wide("TOKENS", Computed(Tokens)),
+            wide("COST", Computed(Cost)),
+        ],
     },
     KindInfo {
         kind: Kind::Task,
@@ -83,6 +93,18 @@ pub const KINDS: [KindInfo; 8] = [
         prune_order: 1,
         phases: WorkItemStatus::NAMES,
         usage: Some("/status/usage"),
+        columns: &[
+            col("TYPE", Text("/spec/type")),
+            col("STATUS", Computed(TaskStatus)),
+            col("PARENT", Text("/spec/parent")),
+            col("AGE", Age),
+            wide("PATH", Text("/status/path")),
+            wide("COMPLETION", Computed(Completion)),
+            wide("ASSIGNEE", Text("/spec/assignee")),
+            wide("TOKENS", Computed(Tokens)),
+            wide("COST", Computed(Cost)),
+            wide("BLOCKED-BY", Computed(BlockedBy)),
+        ],
     },
     KindInfo {
         kind: Kind::Run,
@@ -95,6 +117,20 @@ pub const KINDS: [KindInfo; 8] = [
         prune_order: 0,
         phases: RunStatus::NAMES,
         usage: Some("/status/usage/total"),
+        columns: &[
+            col("PHASE", Text("/status/phase")),
+            col("ATTEMPT", Text("/status/attempt")),
+            col("HOST", Text("/status/host")),
+            col("PROVIDER", Text("/spec/provider")),
+            col("REASON", Computed(RunReason)),
+            col("AGE", Age),
+            wide("SESSION", Text("/status/sessionName")),
+            wide("EXIT", Text("/status/exitCode")),
+            wide("MESSAGE", Computed(RunMessage)),
+            wide("TASK", Text("/spec/task")),
+            wide("TOKENS", Computed(Tokens)),
+            wide("COST", Computed(Cost)),
+        ],
     },
     KindInfo {
         kind: Kind::Host,
@@ -107,6 +143,16 @@ pub const KINDS: [KindInfo; 8] = [
         prune_order: 6,
         phases: HostStatus::NAMES,
         usage: None,
+        columns: &[
+            col("PHASE", Text("/status/phase")),
+            col("RUNNING", Count("/status/runningRuns")),
+            col("CAPACITY", Text("/spec/capacity")),
+            col("LAST-SEEN", Since("/status/lastSeenAt")),
+            wide("SUSPECT", Flag("/status/instanceSuspect")),
+            wide("PLATFORM", Text("/spec/platform")),
+            wide("PROVIDERS", Computed(Providers)),
+            wide("FREE", Computed(Free)),
+        ],
     },
     KindInfo {
         kind: Kind::Source,
@@ -119,6 +165,18 @@ pub const KINDS: [KindInfo; 8] = [
         prune_order: 5,
         phases: &[],
         usage: None,
+        // Issue 35: Flux's `get sources` columns.
+        columns: &[
+            col("SUSPENDED", Flag("/spec/suspend")),
+            col("REVISION", ShortRev("/status/revision")),
+            col("ATTEMPTED", ShortRev("/status/attemptedRevision")),
+            col("SYNC", Text("/status/sync")),
+            col("HEALTH", Text("/status/health")),
+            col("AGE", Age),
+            wide("INVENTORY", Text("/status/inventory")),
+            wide("LAST-SYNCED", Since("/status/lastSyncedAt")),
+            wide("MESSAGE", Text("/status/syncMessage")),
+        ],
     },
     KindInfo {
         kind: Kind::Webhook,
@@ -133,6 +191,14 @@ pub const KINDS: [KindInfo; 8] = [
         prune_order: 4,
         phases: &[],
         usage: None,
+        columns: &[
+            col("URL", Text("/spec/url")),
+            col("TOPICS", Join("/spec/topics")),
+            col("PENDING", Text("/status/pending")),
+            col("FAILED", Text("/status/failed")),
+            col("AGE", Age),
+            wide("PROJECTS", Join("/spec/projects")),
+        ],
     },
     KindInfo {
         kind: Kind::Secret,
@@ -145,6 +211,13 @@ pub const KINDS: [KindInfo; 8] = [
         prune_order: 3,
         phases: &[],
         usage: None,
+        // Keys only: a Secret's values never reach pamctl.
+        columns: &[
+            col("KEYS", Computed(SecretKeys)),
+            col("AGE", Age),
+            wide("SIZE", Computed(SecretSize)),
+            wide("KEY-ID", Text("/status/keyId")),
+        ],
     },
     KindInfo {
         kind: Kind::Schedule,
@@ -157,6 +230,17 @@ pub const KINDS: [KindInfo; 8] = [
         prune_order: 2,
         phases: &[],
         usage: None,
+        columns: &[
+            col("SCHEDULE", Text("/spec/schedule")),
+            col("SUSPEND", Flag("/spec/suspend")),
+            col("ACTIVE", Len("/status/active")),
+            col("LAST", Text("/status/lastScheduleTime")),
+            col("NEXT", Text("/status/nextScheduleTime")),
+            col("AGE", Age),
+            wide("TIMEZONE", Text("/spec/timeZone")),
+            wide("POLICY", Text("/spec/concurrencyPolicy")),
+            wide("LAST-RESULT", Text("/status/lastResult")),
+        ],
     },
 ];
 

@@ -2,6 +2,7 @@
 //! spaces, `<none>` for an empty cell.
 
 use chrono::{DateTime, Utc};
+use pam_manifests::kinds::columns::{Cell, Column, Derived};
 use pam_manifests::Kind;
 use serde_json::Value;
 
@@ -88,11 +89,7 @@ pub fn cell(obj: &Value, pointer: &str) -> String {
 
 /// The tasks a task waits for (`status.blockedBy`, issue 17), comma-separated.
 pub fn blocked_by(obj: &Value) -> String {
-    let names: Vec<&str> = obj
-        .pointer("/status/blockedBy")
-        .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
+    let names = strings(obj, "/status/blockedBy");
     if names.is_empty() {
         "<none>".into()
     } else {
@@ -116,12 +113,6 @@ fn task_status(obj: &Value) -> String {
         Some(Value::String(s)) => s.clone(),
         _ => cell(obj, "/spec/status"),
     }
-}
-
-/// A revision as `git log --oneline` shows it: 7 hex digits (a directory's
-/// `sha256:` hash too).
-fn short_revision(obj: &Value, at: &str) -> String {
-    short_rev(&cell(obj, at))
 }
 
 /// A Source revision as people read it: 7 hex of the commit or the
@@ -198,12 +189,9 @@ fn bytes(n: u64) -> String {
     format!("{v:.1}{}", UNITS[unit])
 }
 
-fn host_phase(obj: &Value) -> String {
-    cell(obj, "/status/phase")
-}
-
-/// The table for objects of one kind. `with_project` adds a PROJECT column
-/// (`-A`), like kubectl's NAMESPACE; `qualify` prints names as
+/// The table for objects of one kind: NAME and the columns of its
+/// registry row (`Kind::info().columns`). `with_project` adds a PROJECT
+/// column (`-A`), like kubectl's NAMESPACE; `qualify` prints names as
 /// `kind/name` (kubectl's form when several kinds are listed at once).
 pub fn objects(
     kind: Kind,
@@ -213,83 +201,18 @@ pub fn objects(
     qualify: bool,
     now: DateTime<Utc>,
 ) -> Table {
+    let columns: Vec<&Column> = kind
+        .info()
+        .columns
+        .iter()
+        .filter(|c| wide || !c.wide)
+        .collect();
     let mut headers: Vec<&str> = Vec::new();
     if with_project {
         headers.push("PROJECT");
     }
     headers.push("NAME");
-    let created = |o: &Value| {
-        age::since(
-            o.pointer("/metadata/creationTimestamp")
-                .and_then(Value::as_str),
-            now,
-        )
-    };
-    match kind {
-        Kind::Task => {
-            headers.extend(["TYPE", "STATUS", "PARENT", "AGE"]);
-            if wide {
-                headers.extend([
-                    "PATH",
-                    "COMPLETION",
-                    "ASSIGNEE",
-                    "TOKENS",
-                    "COST",
-                    "BLOCKED-BY",
-                ]);
-            }
-        }
-        Kind::Run => {
-            headers.extend(["PHASE", "ATTEMPT", "HOST", "PROVIDER", "REASON", "AGE"]);
-            if wide {
-                headers.extend(["SESSION", "EXIT", "MESSAGE", "TASK", "TOKENS", "COST"]);
-            }
-        }
-        Kind::Host => {
-            headers.extend(["PHASE", "RUNNING", "CAPACITY", "LAST-SEEN"]);
-            if wide {
-                headers.extend(["SUSPECT", "PLATFORM", "PROVIDERS", "FREE"]);
-            }
-        }
-        Kind::Project => {
-            headers.extend(["STATUS", "AGE"]);
-            if wide {
-                headers.extend(["TOKENS", "COST"]);
-            }
-        }
-        Kind::Webhook => {
-            headers.extend(["URL", "TOPICS", "PENDING", "FAILED", "AGE"]);
-            if wide {
-                headers.extend(["PROJECTS"]);
-            }
-        }
-        Kind::Schedule => {
-            headers.extend(["SCHEDULE", "SUSPEND", "ACTIVE", "LAST", "NEXT", "AGE"]);
-            if wide {
-                headers.extend(["TIMEZONE", "POLICY", "LAST-RESULT"]);
-            }
-        }
-        Kind::Secret => {
-            headers.extend(["KEYS", "AGE"]);
-            if wide {
-                headers.extend(["SIZE", "KEY-ID"]);
-            }
-        }
-        Kind::Source => {
-            // Issue 35: Flux's `get sources` columns.
-            headers.extend([
-                "SUSPENDED",
-                "REVISION",
-                "ATTEMPTED",
-                "SYNC",
-                "HEALTH",
-                "AGE",
-            ]);
-            if wide {
-                headers.extend(["INVENTORY", "LAST-SYNCED", "MESSAGE"]);
-            }
-        }
-    }
+    headers.extend(columns.iter().map(|c| c.header));
     let mut t = Table::new(&headers);
     for o in items {
         let mut row = Vec::new();
@@ -301,179 +224,79 @@ pub fn objects(
         } else {
             cell(o, "/metadata/name")
         });
-        match kind {
-            Kind::Task => {
-                row.extend([
-                    cell(o, "/spec/type"),
-                    task_status(o),
-                    cell(o, "/spec/parent"),
-                    created(o),
-                ]);
-                if wide {
-                    let [tokens, cost] = super::usage::cells(kind, o);
-                    row.extend([
-                        cell(o, "/status/path"),
-                        completion(o),
-                        cell(o, "/spec/assignee"),
-                        tokens,
-                        cost,
-                        blocked_by(o),
-                    ]);
-                }
-            }
-            Kind::Run => {
-                let (reason, message) = run_reason(o);
-                row.extend([
-                    cell(o, "/status/phase"),
-                    cell(o, "/status/attempt"),
-                    cell(o, "/status/host"),
-                    cell(o, "/spec/provider"),
-                    reason,
-                    created(o),
-                ]);
-                if wide {
-                    row.extend([
-                        cell(o, "/status/sessionName"),
-                        cell(o, "/status/exitCode"),
-                        message,
-                        cell(o, "/spec/task"),
-                    ]);
-                    row.extend(super::usage::cells(kind, o));
-                }
-            }
-            Kind::Host => {
-                let last_seen = match o.pointer("/status/lastSeenAt").and_then(Value::as_str) {
-                    Some(t) => age::since(Some(t), now),
-                    None => "<never>".into(),
-                };
-                let running = o
-                    .pointer("/status/runningRuns")
-                    .and_then(Value::as_u64)
-                    .unwrap_or(0)
-                    .to_string();
-                row.extend([host_phase(o), running, cell(o, "/spec/capacity"), last_seen]);
-                if wide {
-                    let suspect = o
-                        .pointer("/status/instanceSuspect")
-                        .and_then(Value::as_bool)
-                        .unwrap_or(false);
-                    let (providers, free) = host_capabilities(o);
-                    row.extend([
-                        suspect.to_string(),
-                        cell(o, "/spec/platform"),
-                        providers,
-                        free,
-                    ]);
-                }
-            }
-            Kind::Project => {
-                row.extend([cell(o, "/status/phase"), created(o)]);
-                if wide {
-                    row.extend(super::usage::cells(kind, o));
-                }
-            }
-            Kind::Webhook => {
-                let list = |p: &str| {
-                    o.pointer(p)
-                        .and_then(Value::as_array)
-                        .map(|a| {
-                            a.iter()
-                                .filter_map(Value::as_str)
-                                .collect::<Vec<_>>()
-                                .join(",")
-                        })
-                        .unwrap_or_default()
-                };
-                row.extend([
-                    cell(o, "/spec/url"),
-                    list("/spec/topics"),
-                    cell(o, "/status/pending"),
-                    cell(o, "/status/failed"),
-                    created(o),
-                ]);
-                if wide {
-                    row.push(list("/spec/projects"));
-                }
-            }
-            Kind::Schedule => {
-                let when = |p: &str| match o.pointer(p).and_then(Value::as_str) {
-                    Some(t) => t.to_string(),
-                    None => "<none>".into(),
-                };
-                let active = o
-                    .pointer("/status/active")
-                    .and_then(Value::as_array)
-                    .map_or(0, Vec::len);
-                let suspend = o
-                    .pointer("/spec/suspend")
-                    .and_then(Value::as_bool)
-                    .unwrap_or(false);
-                row.extend([
-                    cell(o, "/spec/schedule"),
-                    suspend.to_string(),
-                    active.to_string(),
-                    when("/status/lastScheduleTime"),
-                    when("/status/nextScheduleTime"),
-                    created(o),
-                ]);
-                if wide {
-                    row.extend([
-                        cell(o, "/spec/timeZone"),
-                        cell(o, "/spec/concurrencyPolicy"),
-                        cell(o, "/status/lastResult"),
-                    ]);
-                }
-            }
-            Kind::Secret => {
-                // Keys only: a Secret's values never reach pamctl.
-                let keys = o
-                    .pointer("/status/keys")
-                    .and_then(Value::as_array)
-                    .cloned()
-                    .unwrap_or_default();
-                let names: Vec<&str> = keys
-                    .iter()
-                    .filter_map(|k| k.get("name").and_then(Value::as_str))
-                    .collect();
-                row.extend([
-                    if names.is_empty() {
-                        "<none>".to_string()
-                    } else {
-                        names.join(",")
-                    },
-                    created(o),
-                ]);
-                if wide {
-                    let size: u64 = keys
-                        .iter()
-                        .filter_map(|k| k.get("size").and_then(Value::as_u64))
-                        .sum();
-                    row.extend([size.to_string(), cell(o, "/status/keyId")]);
-                }
-            }
-            Kind::Source => {
-                let suspended = o.pointer("/spec/suspend").and_then(Value::as_bool) == Some(true);
-                row.extend([
-                    suspended.to_string(),
-                    short_revision(o, "/status/revision"),
-                    short_revision(o, "/status/attemptedRevision"),
-                    cell(o, "/status/sync"),
-                    cell(o, "/status/health"),
-                    created(o),
-                ]);
-                if wide {
-                    let synced = o.pointer("/status/lastSyncedAt").and_then(Value::as_str);
-                    row.extend([
-                        cell(o, "/status/inventory"),
-                        synced.map_or("<never>".into(), |t| age::since(Some(t), now)),
-                        cell(o, "/status/syncMessage"),
-                    ]);
-                }
-            }
-        }
+        row.extend(columns.iter().map(|c| column_cell(kind, c.cell, o, now)));
         t.row(row);
     }
     t
+}
+
+/// One cell of a registry column.
+fn column_cell(kind: Kind, c: Cell, o: &Value, now: DateTime<Utc>) -> String {
+    let at = |p: &str| o.pointer(p);
+    match c {
+        Cell::Text(p) => cell(o, p),
+        Cell::Age => age::since(
+            at("/metadata/creationTimestamp").and_then(Value::as_str),
+            now,
+        ),
+        Cell::Flag(p) => at(p).and_then(Value::as_bool).unwrap_or(false).to_string(),
+        Cell::Count(p) => at(p).and_then(Value::as_u64).unwrap_or(0).to_string(),
+        Cell::Len(p) => at(p)
+            .and_then(Value::as_array)
+            .map_or(0, Vec::len)
+            .to_string(),
+        Cell::Since(p) => match at(p).and_then(Value::as_str) {
+            Some(t) => age::since(Some(t), now),
+            None => "<never>".into(),
+        },
+        Cell::Join(p) => strings(o, p).join(","),
+        Cell::ShortRev(p) => short_rev(&cell(o, p)),
+        Cell::Computed(d) => computed(kind, d, o),
+    }
+}
+
+/// The strings of an array field (none when absent).
+fn strings<'a>(o: &'a Value, p: &str) -> Vec<&'a str> {
+    o.pointer(p)
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default()
+}
+
+fn computed(kind: Kind, d: Derived, o: &Value) -> String {
+    match d {
+        Derived::TaskStatus => task_status(o),
+        Derived::Completion => completion(o),
+        Derived::BlockedBy => blocked_by(o),
+        Derived::RunReason => run_reason(o).0,
+        Derived::RunMessage => run_reason(o).1,
+        Derived::Providers => host_capabilities(o).0,
+        Derived::Free => host_capabilities(o).1,
+        Derived::Tokens => super::usage::cells(kind, o)[0].clone(),
+        Derived::Cost => super::usage::cells(kind, o)[1].clone(),
+        Derived::SecretKeys => {
+            let names: Vec<&str> = secret_keys(o)
+                .iter()
+                .filter_map(|k| k.get("name").and_then(Value::as_str))
+                .collect();
+            if names.is_empty() {
+                "<none>".to_string()
+            } else {
+                names.join(",")
+            }
+        }
+        Derived::SecretSize => secret_keys(o)
+            .iter()
+            .filter_map(|k| k.get("size").and_then(Value::as_u64))
+            .sum::<u64>()
+            .to_string(),
+    }
+}
+
+fn secret_keys(o: &Value) -> &[Value] {
+    o.pointer("/status/keys")
+        .and_then(Value::as_array)
+        .map_or(&[], Vec::as_slice)
 }
 
 #[cfg(test)]

@@ -16,7 +16,7 @@ impl HostTx for MemTx {
     }
 
     async fn get_host(&mut self, id: Uuid) -> StoreResult<Option<Host>> {
-        Ok(self.work.hosts.get(&id).cloned())
+        Ok(self.work.by_id(id))
     }
 
     async fn get_host_by_name(&mut self, name: &str) -> StoreResult<Option<Host>> {
@@ -30,34 +30,23 @@ impl HostTx for MemTx {
     }
 
     async fn update_host(&mut self, h: &Host, expected_rv: i64) -> StoreResult<Host> {
-        let cur = self
-            .work
-            .hosts
-            .get_mut(&h.id)
-            .ok_or_else(|| not_found("hosts", h.id))?;
-        if cur.meta.resource_version != expected_rv {
-            return Err(conflict(format!(
-                "host {} is not at resource version {expected_rv}",
-                h.id
-            )));
-        }
-        check_host(h)?;
-        cur.platform = h.platform;
-        cur.token_fingerprint = h.token_fingerprint.clone();
-        cur.instance_id = h.instance_id;
-        cur.instance_suspect = h.instance_suspect;
-        cur.instance_flagged_at = h.instance_flagged_at;
-        cur.presented_instance_id = h.presented_instance_id;
-        cur.dispatch_labels = h.dispatch_labels.clone();
-        cur.worker_labels = h.worker_labels.clone();
-        cur.last_seen_at = h.last_seen_at;
-        cur.capacity = h.capacity;
-        cur.disabled = h.disabled;
-        let rv = cur.meta.resource_version + 1;
-        cur.meta = h.meta.clone();
-        cur.meta.resource_version = rv;
-        cur.updated_at = h.updated_at;
-        Ok(cur.clone())
+        let what = format!("host {}", h.id);
+        self.work
+            .update_named(h, expected_rv, what, |cur: &mut Host, h| {
+                check_host(h)?;
+                cur.platform = h.platform;
+                cur.token_fingerprint = h.token_fingerprint.clone();
+                cur.instance_id = h.instance_id;
+                cur.instance_suspect = h.instance_suspect;
+                cur.instance_flagged_at = h.instance_flagged_at;
+                cur.presented_instance_id = h.presented_instance_id;
+                cur.dispatch_labels = h.dispatch_labels.clone();
+                cur.worker_labels = h.worker_labels.clone();
+                cur.last_seen_at = h.last_seen_at;
+                cur.capacity = h.capacity;
+                cur.disabled = h.disabled;
+                Ok(())
+            })
     }
 
     async fn set_host_status(
@@ -68,18 +57,8 @@ impl HostTx for MemTx {
         now: DateTime<Utc>,
     ) -> StoreResult<Host> {
         transition(from, to)?;
-        let cur = self
-            .work
-            .hosts
-            .get_mut(&id)
-            .ok_or_else(|| not_found("hosts", id))?;
-        if cur.status != from {
-            return Err(conflict(format!("host {id} is not {from}")));
-        }
-        cur.status = to;
-        cur.updated_at = now;
-        cur.meta.resource_version += 1;
-        Ok(cur.clone())
+        self.work
+            .set_named_status(id, |h: &mut Host| &mut h.status, (from, to), now, "host")
     }
 
     async fn count_live_runs_per_host(&mut self) -> StoreResult<Vec<(Uuid, i64)>> {

@@ -18,6 +18,10 @@ pub(super) trait Named: Clone {
     fn scope(&self) -> Option<Uuid>;
     /// Its name (a project's slug).
     fn key(&self) -> &str;
+    fn meta(&self) -> &crate::Meta;
+    fn meta_mut(&mut self) -> &mut crate::Meta;
+    fn updated_at(&self) -> DateTime<Utc>;
+    fn updated_at_mut(&mut self) -> &mut DateTime<Utc>;
 }
 
 impl State {
@@ -43,6 +47,76 @@ impl State {
         }
         T::map_mut(self).insert(x.id(), x.clone());
         Ok(())
+    }
+
+    /// The object with this id.
+    pub(super) fn by_id<T: Named>(&self, id: Uuid) -> Option<T> {
+        T::map(self).get(&id).cloned()
+    }
+
+    /// The object with this id to change in place (PostgreSQL's `NotFound`
+    /// when there is none).
+    pub(super) fn named_mut<T: Named>(&mut self, id: Uuid) -> StoreResult<&mut T> {
+        T::map_mut(self)
+            .get_mut(&id)
+            .ok_or_else(|| not_found(T::TABLE, id))
+    }
+
+    /// The guarded update every named kind shares (PostgreSQL's `UPDATE …
+    /// WHERE resource_version = $expected`): `x`'s metadata and
+    /// `updated_at`, and what `also` copies of its own columns, written
+    /// over the stored object at `expected_rv`; the version bumped. A
+    /// stored object at another version is a `Conflict` naming `what`.
+    pub(super) fn update_named<T: Named>(
+        &mut self,
+        x: &T,
+        expected_rv: i64,
+        what: impl std::fmt::Display,
+        also: impl FnOnce(&mut T, &T) -> StoreResult<()>,
+    ) -> StoreResult<T> {
+        let cur = self.named_mut::<T>(x.id())?;
+        let rv = cur.meta().resource_version;
+        if rv != expected_rv {
+            return Err(conflict(format!(
+                "{what} is not at resource version {expected_rv}"
+            )));
+        }
+        also(cur, x)?;
+        *cur.meta_mut() = x.meta().clone();
+        cur.meta_mut().resource_version = rv + 1;
+        *cur.updated_at_mut() = x.updated_at();
+        Ok(cur.clone())
+    }
+
+    /// The status change every kind with a state machine shares (PostgreSQL's
+    /// `UPDATE … WHERE status = $from`): `Conflict` naming `what` when the
+    /// object is not in `from`.
+    pub(super) fn set_named_status<T: Named, S: PartialEq + Copy + std::fmt::Display>(
+        &mut self,
+        id: Uuid,
+        status: impl FnOnce(&mut T) -> &mut S,
+        (from, to): (S, S),
+        now: DateTime<Utc>,
+        what: impl std::fmt::Display,
+    ) -> StoreResult<T> {
+        let cur = self.named_mut::<T>(id)?;
+        let st = status(cur);
+        if *st != from {
+            return Err(conflict(format!("{what} {id} is not {from}")));
+        }
+        *st = to;
+        *cur.updated_at_mut() = now;
+        cur.meta_mut().resource_version += 1;
+        Ok(cur.clone())
+    }
+
+    /// The ids of every object of a project-scoped kind in `project`.
+    pub(super) fn ids_in<T: Named>(&self, project: Uuid) -> BTreeSet<Uuid> {
+        T::map(self)
+            .values()
+            .filter(|x| x.scope() == Some(project))
+            .map(T::id)
+            .collect()
     }
 
     /// The object named `name` in `scope`.
@@ -88,6 +162,18 @@ macro_rules! named {
             }
             fn key(&self) -> &str {
                 &self.$name
+            }
+            fn meta(&self) -> &crate::Meta {
+                &self.meta
+            }
+            fn meta_mut(&mut self) -> &mut crate::Meta {
+                &mut self.meta
+            }
+            fn updated_at(&self) -> DateTime<Utc> {
+                self.updated_at
+            }
+            fn updated_at_mut(&mut self) -> &mut DateTime<Utc> {
+                &mut self.updated_at
             }
         }
     };

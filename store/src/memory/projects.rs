@@ -7,7 +7,7 @@ impl ProjectTx for MemTx {
     }
 
     async fn get_project(&mut self, id: Uuid) -> StoreResult<Option<Project>> {
-        Ok(self.work.projects.get(&id).cloned())
+        Ok(self.work.by_id(id))
     }
 
     async fn get_project_by_slug(&mut self, slug: &str) -> StoreResult<Option<Project>> {
@@ -19,25 +19,14 @@ impl ProjectTx for MemTx {
     }
 
     async fn update_project(&mut self, p: &Project, expected_rv: i64) -> StoreResult<Project> {
-        let cur = self
-            .work
-            .projects
-            .get_mut(&p.id)
-            .ok_or_else(|| not_found("projects", p.id))?;
-        if cur.meta.resource_version != expected_rv {
-            return Err(conflict(format!(
-                "project {} is not at resource version {expected_rv}",
-                p.id
-            )));
-        }
-        cur.name = p.name.clone();
-        cur.description = p.description.clone();
-        cur.status = p.status;
-        let rv = cur.meta.resource_version + 1;
-        cur.meta = p.meta.clone();
-        cur.meta.resource_version = rv;
-        cur.updated_at = p.updated_at;
-        Ok(cur.clone())
+        let what = format!("project {}", p.id);
+        self.work
+            .update_named(p, expected_rv, what, |cur: &mut Project, p| {
+                cur.name = p.name.clone();
+                cur.description = p.description.clone();
+                cur.status = p.status;
+                Ok(())
+            })
     }
 
     async fn delete_project(&mut self, id: Uuid) -> StoreResult<bool> {
@@ -45,27 +34,12 @@ impl ProjectTx for MemTx {
         if s.projects.remove(&id).is_none() {
             return Ok(false);
         }
-        let items: BTreeSet<Uuid> = s
-            .work_items
-            .values()
-            .filter(|w| w.project_id == id)
-            .map(|w| w.id)
-            .collect();
+        let items = s.ids_in::<WorkItem>(id);
         s.remove_work_items(&items);
-        let runs: BTreeSet<Uuid> = s
-            .runs
-            .values()
-            .filter(|r| r.project_id == id)
-            .map(|r| r.id)
-            .collect();
+        let runs = s.ids_in::<Run>(id);
         s.remove_runs(&runs);
         s.secrets.retain(|_, x| x.project_id != id);
-        let gone: BTreeSet<Uuid> = s
-            .schedules
-            .values()
-            .filter(|x| x.project_id == id)
-            .map(|x| x.id)
-            .collect();
+        let gone = s.ids_in::<crate::Schedule>(id);
         s.schedules.retain(|sid, _| !gone.contains(sid));
         s.schedule_runs.retain(|(sid, _), _| !gone.contains(sid));
         Ok(true)

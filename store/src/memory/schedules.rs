@@ -8,7 +8,7 @@ impl ScheduleTx for MemTx {
     }
 
     async fn get_schedule(&mut self, id: Uuid) -> StoreResult<Option<Schedule>> {
-        Ok(self.work.schedules.get(&id).cloned())
+        Ok(self.work.by_id(id))
     }
 
     async fn get_schedule_by_name(
@@ -30,22 +30,8 @@ impl ScheduleTx for MemTx {
     }
 
     async fn update_schedule(&mut self, x: &Schedule, expected_rv: i64) -> StoreResult<Schedule> {
-        let cur = self
-            .work
-            .schedules
-            .get_mut(&x.id)
-            .ok_or_else(|| not_found("schedules", x.id))?;
-        if cur.meta.resource_version != expected_rv {
-            return Err(conflict(format!(
-                "schedule {} is not at resource version {expected_rv}",
-                x.id
-            )));
-        }
-        let rv = cur.meta.resource_version + 1;
-        cur.meta = x.meta.clone();
-        cur.meta.resource_version = rv;
-        cur.updated_at = x.updated_at;
-        Ok(cur.clone())
+        let what = format!("schedule {}", x.id);
+        self.work.update_named(x, expected_rv, what, |_, _| Ok(()))
     }
 
     async fn delete_schedule(&mut self, id: Uuid) -> StoreResult<bool> {

@@ -8,7 +8,7 @@ impl SecretTx for MemTx {
     }
 
     async fn get_secret(&mut self, id: Uuid) -> StoreResult<Option<Secret>> {
-        Ok(self.work.secrets.get(&id).cloned())
+        Ok(self.work.by_id(id))
     }
 
     async fn get_secret_by_name(
@@ -24,27 +24,15 @@ impl SecretTx for MemTx {
     }
 
     async fn update_secret(&mut self, x: &Secret, expected_rv: i64) -> StoreResult<Secret> {
-        let cur = self
-            .work
-            .secrets
-            .get_mut(&x.id)
-            .ok_or_else(|| not_found("secrets", x.id))?;
-        if cur.meta.resource_version != expected_rv {
-            return Err(conflict(format!(
-                "secret {} is not at resource version {expected_rv}",
-                x.id
-            )));
-        }
-        let rv = cur.meta.resource_version + 1;
-        *cur = Secret {
-            id: cur.id,
-            project_id: cur.project_id,
-            name: cur.name.clone(),
-            created_at: cur.created_at,
-            ..x.clone()
-        };
-        cur.meta.resource_version = rv;
-        Ok(cur.clone())
+        let what = format!("secret {}", x.id);
+        self.work
+            .update_named(x, expected_rv, what, |cur: &mut Secret, x| {
+                cur.salt = x.salt.clone();
+                cur.key_id = x.key_id.clone();
+                cur.nonce = x.nonce.clone();
+                cur.ciphertext = x.ciphertext.clone();
+                Ok(())
+            })
     }
 
     async fn delete_secret(&mut self, id: Uuid) -> StoreResult<bool> {

@@ -26,7 +26,7 @@ impl SourceTx for MemTx {
     }
 
     async fn get_source(&mut self, id: Uuid) -> StoreResult<Option<Source>> {
-        Ok(self.work.sources.get(&id).cloned())
+        Ok(self.work.by_id(id))
     }
 
     async fn get_source_by_name(&mut self, name: &str) -> StoreResult<Option<Source>> {
@@ -38,22 +38,8 @@ impl SourceTx for MemTx {
     }
 
     async fn update_source(&mut self, s: &Source, expected_rv: i64) -> StoreResult<Source> {
-        let row = self
-            .work
-            .sources
-            .get_mut(&s.id)
-            .ok_or_else(|| not_found("sources", s.id))?;
-        if row.meta.resource_version != expected_rv {
-            return Err(conflict(format!(
-                "source {} is not at resource version {expected_rv}",
-                s.name
-            )));
-        }
-        let rv = row.meta.resource_version + 1;
-        row.meta = s.meta.clone();
-        row.meta.resource_version = rv;
-        row.updated_at = s.updated_at;
-        Ok(row.clone())
+        let what = format!("source {}", s.name);
+        self.work.update_named(s, expected_rv, what, |_, _| Ok(()))
     }
 
     async fn write_source_status(

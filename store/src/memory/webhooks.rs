@@ -8,7 +8,7 @@ impl WebhookTx for MemTx {
     }
 
     async fn get_webhook(&mut self, id: Uuid) -> StoreResult<Option<Webhook>> {
-        Ok(self.work.webhooks.get(&id).cloned())
+        Ok(self.work.by_id(id))
     }
 
     async fn get_webhook_by_name(&mut self, name: &str) -> StoreResult<Option<Webhook>> {
@@ -20,22 +20,8 @@ impl WebhookTx for MemTx {
     }
 
     async fn update_webhook(&mut self, w: &Webhook, expected_rv: i64) -> StoreResult<Webhook> {
-        let row = self
-            .work
-            .webhooks
-            .get_mut(&w.id)
-            .ok_or_else(|| not_found("webhooks", w.id))?;
-        if row.meta.resource_version != expected_rv {
-            return Err(conflict(format!(
-                "webhook {} is not at resource version {expected_rv}",
-                w.name
-            )));
-        }
-        let rv = row.meta.resource_version + 1;
-        row.meta = w.meta.clone();
-        row.meta.resource_version = rv;
-        row.updated_at = w.updated_at;
-        Ok(row.clone())
+        let what = format!("webhook {}", w.name);
+        self.work.update_named(w, expected_rv, what, |_, _| Ok(()))
     }
 
     async fn delete_webhook(&mut self, id: Uuid) -> StoreResult<bool> {

@@ -40,7 +40,7 @@ impl WorkItemTx for MemTx {
     }
 
     async fn get_work_item(&mut self, id: Uuid) -> StoreResult<Option<WorkItem>> {
-        Ok(self.work.work_items.get(&id).cloned())
+        Ok(self.work.by_id(id))
     }
 
     async fn get_work_item_by_name(
@@ -128,26 +128,15 @@ impl WorkItemTx for MemTx {
     }
 
     async fn update_work_item(&mut self, w: &WorkItem, expected_rv: i64) -> StoreResult<WorkItem> {
-        let cur = self
-            .work
-            .work_items
-            .get_mut(&w.id)
-            .ok_or_else(|| not_found("work_items", w.id))?;
-        if cur.meta.resource_version != expected_rv {
-            return Err(conflict(format!(
-                "work item {} is not at resource version {expected_rv}",
-                w.id
-            )));
-        }
-        cur.title = w.title.clone();
-        cur.description = w.description.clone();
-        cur.assignee = w.assignee.clone();
-        cur.sort_order = w.sort_order;
-        let rv = cur.meta.resource_version + 1;
-        cur.meta = w.meta.clone();
-        cur.meta.resource_version = rv;
-        cur.updated_at = w.updated_at;
-        Ok(cur.clone())
+        let what = format!("work item {}", w.id);
+        self.work
+            .update_named(w, expected_rv, what, |cur: &mut WorkItem, w| {
+                cur.title = w.title.clone();
+                cur.description = w.description.clone();
+                cur.assignee = w.assignee.clone();
+                cur.sort_order = w.sort_order;
+                Ok(())
+            })
     }
 
     async fn set_work_item_status(
@@ -158,18 +147,13 @@ impl WorkItemTx for MemTx {
         now: DateTime<Utc>,
     ) -> StoreResult<WorkItem> {
         transition(from, to)?;
-        let cur = self
-            .work
-            .work_items
-            .get_mut(&id)
-            .ok_or_else(|| not_found("work_items", id))?;
-        if cur.status != from {
-            return Err(conflict(format!("work item {id} is not {from}")));
-        }
-        cur.status = to;
-        cur.updated_at = now;
-        cur.meta.resource_version += 1;
-        Ok(cur.clone())
+        self.work.set_named_status(
+            id,
+            |w: &mut WorkItem| &mut w.status,
+            (from, to),
+            now,
+            "work item",
+        )
     }
 
     async fn reparent_work_item(

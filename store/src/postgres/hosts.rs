@@ -28,93 +28,60 @@ impl HostTx for PgTx {
             .bind(h.created_at)
             .bind(h.updated_at)
             .bind(capabilities_to_json(&h.capabilities));
-        self.savepoint().await?;
-        let r = q.execute(self.conn()).await;
-        self.end_savepoint(r).await.map(|_| ())
+        self.insert_guarded(q).await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn get_host(&mut self, id: Uuid) -> StoreResult<Option<Host>> {
-        let sql = format!("SELECT {} FROM hosts WHERE id = $1", host_cols());
-        let row = sqlx::query(&sql)
-            .bind(id)
-            .fetch_optional(self.conn())
-            .await
-            .map_err(db_err)?;
-        row.as_ref().map(host_from_row).transpose()
+        self.named_by_id(id).await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn get_host_by_name(&mut self, name: &str) -> StoreResult<Option<Host>> {
-        let sql = format!("SELECT {} FROM hosts WHERE name = $1", host_cols());
-        let row = sqlx::query(&sql)
-            .bind(name)
-            .fetch_optional(self.conn())
-            .await
-            .map_err(db_err)?;
-        row.as_ref().map(host_from_row).transpose()
+        self.named(None, name).await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn list_hosts(&mut self) -> StoreResult<Vec<Host>> {
-        let sql = format!(
-            "SELECT {} FROM hosts ORDER BY name COLLATE \"C\"",
-            host_cols()
-        );
-        let rows = sqlx::query(&sql)
-            .fetch_all(self.conn())
-            .await
-            .map_err(db_err)?;
-        all(rows, host_from_row)
+        self.all_named(None).await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn update_host(&mut self, h: &Host, expected_rv: i64) -> StoreResult<Host> {
-        let sql = format!(
-            "UPDATE hosts SET platform = $3, token_fingerprint = $4, instance_id = $5, \
-             instance_suspect = $6, instance_flagged_at = $7, last_seen_at = $8, \
-             capacity = $9, disabled = $10, spec = $11, labels = $12, annotations = $13, \
-             generation = $14, observed_generation = $15, conditions = $16, updated_at = $17, \
-             presented_instance_id = $18, dispatch_labels = $19, worker_labels = $20, \
-             capabilities = $21, resource_version = resource_version + 1 \
-             WHERE id = $1 AND resource_version = $2 RETURNING {}",
-            host_cols()
-        );
-        let row = sqlx::query(&sql)
-            .bind(h.id)
-            .bind(expected_rv)
-            .bind(h.platform.as_str())
-            .bind(&h.token_fingerprint)
-            .bind(h.instance_id)
-            .bind(h.instance_suspect)
-            .bind(h.instance_flagged_at)
-            .bind(h.last_seen_at)
-            .bind(h.capacity)
-            .bind(h.disabled)
-            .bind(&h.meta.spec)
-            .bind(labels_to_json(&h.meta.labels))
-            .bind(labels_to_json(&h.meta.annotations))
-            .bind(h.meta.generation)
-            .bind(h.meta.observed_generation)
-            .bind(&h.meta.conditions)
-            .bind(h.updated_at)
-            .bind(h.presented_instance_id)
-            .bind(labels_to_json(&h.dispatch_labels))
-            .bind(labels_to_json(&h.worker_labels))
-            .bind(capabilities_to_json(&h.capabilities))
-            .fetch_optional(self.conn())
-            .await
-            .map_err(db_err)?;
-        match row {
-            Some(row) => host_from_row(&row),
-            None => Err(self
-                .zero_rows(
-                    "hosts",
-                    h.id,
-                    format!("host {} is not at resource version {expected_rv}", h.id),
-                )
-                .await),
-        }
+        let cols = [
+            "platform",
+            "token_fingerprint",
+            "instance_id",
+            "instance_suspect",
+            "instance_flagged_at",
+            "last_seen_at",
+            "capacity",
+            "disabled",
+            "presented_instance_id",
+            "dispatch_labels",
+            "worker_labels",
+            "capabilities",
+        ];
+        self.update_named(
+            (h.id, expected_rv),
+            (&h.meta, h.updated_at),
+            (&cols, |q| {
+                q.bind(h.platform.as_str())
+                    .bind(h.token_fingerprint.clone())
+                    .bind(h.instance_id)
+                    .bind(h.instance_suspect)
+                    .bind(h.instance_flagged_at)
+                    .bind(h.last_seen_at)
+                    .bind(h.capacity)
+                    .bind(h.disabled)
+                    .bind(h.presented_instance_id)
+                    .bind(labels_to_json(&h.dispatch_labels))
+                    .bind(labels_to_json(&h.worker_labels))
+                    .bind(capabilities_to_json(&h.capabilities))
+            }),
+            format!("host {}", h.id),
+        )
+        .await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
@@ -126,26 +93,8 @@ impl HostTx for PgTx {
         now: DateTime<Utc>,
     ) -> StoreResult<Host> {
         transition(from, to)?;
-        let sql = format!(
-            "UPDATE hosts SET status = $3, updated_at = $4, \
-             resource_version = resource_version + 1 \
-             WHERE id = $1 AND status = $2 RETURNING {}",
-            host_cols()
-        );
-        let row = sqlx::query(&sql)
-            .bind(id)
-            .bind(from.as_str())
-            .bind(to.as_str())
-            .bind(now)
-            .fetch_optional(self.conn())
+        self.set_named_status((id, from.as_str(), to.as_str()), now, "host")
             .await
-            .map_err(db_err)?;
-        match row {
-            Some(row) => host_from_row(&row),
-            None => Err(self
-                .zero_rows("hosts", id, format!("host {id} is not {from}"))
-                .await),
-        }
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
@@ -204,5 +153,16 @@ impl HostTx for PgTx {
             }
         };
         Ok(r.rows_affected() == 1)
+    }
+}
+
+impl super::named::Named for Host {
+    const TABLE: &'static str = "hosts";
+    const SCOPE: Option<&'static str> = None;
+    fn cols() -> String {
+        host_cols()
+    }
+    fn from_row(row: &PgRow) -> StoreResult<Self> {
+        host_from_row(row)
     }
 }

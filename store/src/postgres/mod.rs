@@ -352,57 +352,7 @@ impl PgTx {
         );
         let q = sqlx::query(&sql).bind(id).bind(name);
         let q = bind_meta!(q, meta).bind(created_at).bind(updated_at);
-        self.savepoint().await?;
-        let r = q.execute(self.conn()).await;
-        self.end_savepoint(r).await.map(|_| ())
-    }
-
-    /// The guarded write of an object's meta columns (spec, labels,
-    /// annotations, generations, conditions, `updated_at`) at
-    /// `expected_rv`, for the kinds whose rows hold nothing else to
-    /// update (Sources, Schedules, Webhooks): the row as written (its
-    /// `cols`); a conflict naming `what` when another write moved it
-    /// first, not found when it is gone.
-    #[allow(clippy::too_many_arguments)]
-    async fn update_meta(
-        &mut self,
-        table: &str,
-        cols: &str,
-        id: Uuid,
-        expected_rv: i64,
-        meta: &Meta,
-        updated_at: DateTime<Utc>,
-        what: &str,
-    ) -> StoreResult<PgRow> {
-        let sql = format!(
-            "UPDATE {table} SET spec = $3, labels = $4, annotations = $5, generation = $6, \
-             observed_generation = $7, conditions = $8, updated_at = $9, \
-             resource_version = resource_version + 1 \
-             WHERE id = $1 AND resource_version = $2 RETURNING {cols}"
-        );
-        let row = sqlx::query(&sql)
-            .bind(id)
-            .bind(expected_rv)
-            .bind(&meta.spec)
-            .bind(labels_to_json(&meta.labels))
-            .bind(labels_to_json(&meta.annotations))
-            .bind(meta.generation)
-            .bind(meta.observed_generation)
-            .bind(&meta.conditions)
-            .bind(updated_at)
-            .fetch_optional(self.conn())
-            .await
-            .map_err(db_err)?;
-        match row {
-            Some(row) => Ok(row),
-            None => Err(self
-                .zero_rows(
-                    table,
-                    id,
-                    format!("{what} is not at resource version {expected_rv}"),
-                )
-                .await),
-        }
+        self.insert_guarded(q).await
     }
 
     /// The error for a guarded update that matched no row.

@@ -4,6 +4,9 @@
 
 use super::*;
 
+/// A statement with its binds, as `sqlx::query` builds it.
+pub(super) type PgQuery<'q> = sqlx::query::Query<'q, Postgres, sqlx::postgres::PgArguments>;
+
 /// A table of named objects and how its rows map to records.
 pub(super) trait Named: Sized + Send {
     const TABLE: &'static str;
@@ -88,5 +91,96 @@ impl PgTx {
             .await
             .map_err(db_err_delete)?;
         Ok(r.rows_affected() == 1)
+    }
+
+    /// Runs an insert under a savepoint, so a failed one (a taken key, a
+    /// missing reference) leaves the transaction usable.
+    pub(super) async fn insert_guarded(&mut self, q: PgQuery<'_>) -> StoreResult<()> {
+        self.savepoint().await?;
+        let r = q.execute(self.conn()).await;
+        self.end_savepoint(r).await.map(|_| ())
+    }
+
+    /// Runs a guarded `UPDATE … RETURNING` of the row `id` of `table`: the
+    /// row as written, mapped; when its guard matched nothing, a `Conflict`
+    /// saying `why` (the row is there) or `NotFound` (it is gone).
+    pub(super) async fn guarded_update<T>(
+        &mut self,
+        q: PgQuery<'_>,
+        (table, id): (&str, Uuid),
+        why: impl FnOnce() -> String + Send,
+        from_row: fn(&PgRow) -> StoreResult<T>,
+    ) -> StoreResult<T> {
+        let row = q.fetch_optional(self.conn()).await.map_err(db_err)?;
+        match row {
+            Some(row) => from_row(&row),
+            None => Err(self.zero_rows(table, id, why()).await),
+        }
+    }
+
+    /// The status write of a kind with a state machine (after the gate):
+    /// `UPDATE … WHERE status = $from`; a `Conflict` saying the object
+    /// (`what`, e.g. `host`) is not in `from` when another write moved it.
+    pub(super) async fn set_named_status<T: Named>(
+        &mut self,
+        (id, from, to): (Uuid, &str, &str),
+        now: DateTime<Utc>,
+        what: &str,
+    ) -> StoreResult<T> {
+        let sql = format!(
+            "UPDATE {} SET status = $3, updated_at = $4, \
+             resource_version = resource_version + 1 \
+             WHERE id = $1 AND status = $2 RETURNING {}",
+            T::TABLE,
+            T::cols()
+        );
+        let q = sqlx::query(&sql).bind(id).bind(from).bind(to).bind(now);
+        let why = || format!("{what} {id} is not {from}");
+        self.guarded_update(q, (T::TABLE, id), why, T::from_row)
+            .await
+    }
+
+    /// The guarded write of an object at `expected_rv` every named kind
+    /// shares: its meta columns (spec, labels, annotations, generations,
+    /// conditions) and `updated_at`, and the kind's own `extra` columns,
+    /// which `bind` binds in order. The row as written; a `Conflict`
+    /// naming `what` when another write moved it first, `NotFound` when it
+    /// is gone.
+    pub(super) async fn update_named<T: Named>(
+        &mut self,
+        (id, expected_rv): (Uuid, i64),
+        (meta, updated_at): (&Meta, DateTime<Utc>),
+        (extra, bind): (
+            &[&str],
+            impl for<'q> FnOnce(PgQuery<'q>) -> PgQuery<'q> + Send,
+        ),
+        what: String,
+    ) -> StoreResult<T> {
+        let extra: String = extra
+            .iter()
+            .enumerate()
+            .map(|(i, col)| format!("{col} = ${}, ", i + 10))
+            .collect();
+        let sql = format!(
+            "UPDATE {} SET spec = $3, labels = $4, annotations = $5, generation = $6, \
+             observed_generation = $7, conditions = $8, updated_at = $9, {extra}\
+             resource_version = resource_version + 1 \
+             WHERE id = $1 AND resource_version = $2 RETURNING {}",
+            T::TABLE,
+            T::cols()
+        );
+        let q = sqlx::query(&sql)
+            .bind(id)
+            .bind(expected_rv)
+            .bind(&meta.spec)
+            .bind(labels_to_json(&meta.labels))
+            .bind(labels_to_json(&meta.annotations))
+            .bind(meta.generation)
+            .bind(meta.observed_generation)
+            .bind(&meta.conditions)
+            .bind(updated_at);
+        let why = || format!("{what} is not at resource version {expected_rv}");
+        self.guarded_update(bind(q), (T::TABLE, id), why, T::from_row)
+            .await
     }
 }

@@ -15,9 +15,7 @@ impl ProjectTx for PgTx {
             .bind(&p.description)
             .bind(p.status.as_str());
         let q = bind_meta!(q, p.meta).bind(p.created_at).bind(p.updated_at);
-        self.savepoint().await?;
-        let r = q.execute(self.conn()).await;
-        self.end_savepoint(r).await.map(|_| ())
+        self.insert_guarded(q).await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
@@ -37,39 +35,17 @@ impl ProjectTx for PgTx {
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn update_project(&mut self, p: &Project, expected_rv: i64) -> StoreResult<Project> {
-        let sql = format!(
-            "UPDATE projects SET name = $3, description = $4, status = $5, spec = $6, \
-             labels = $7, annotations = $8, generation = $9, observed_generation = $10, \
-             conditions = $11, updated_at = $12, resource_version = resource_version + 1 \
-             WHERE id = $1 AND resource_version = $2 RETURNING {}",
-            project_cols()
-        );
-        let row = sqlx::query(&sql)
-            .bind(p.id)
-            .bind(expected_rv)
-            .bind(&p.name)
-            .bind(&p.description)
-            .bind(p.status.as_str())
-            .bind(&p.meta.spec)
-            .bind(labels_to_json(&p.meta.labels))
-            .bind(labels_to_json(&p.meta.annotations))
-            .bind(p.meta.generation)
-            .bind(p.meta.observed_generation)
-            .bind(&p.meta.conditions)
-            .bind(p.updated_at)
-            .fetch_optional(self.conn())
-            .await
-            .map_err(db_err)?;
-        match row {
-            Some(row) => project_from_row(&row),
-            None => Err(self
-                .zero_rows(
-                    "projects",
-                    p.id,
-                    format!("project {} is not at resource version {expected_rv}", p.id),
-                )
-                .await),
-        }
+        self.update_named(
+            (p.id, expected_rv),
+            (&p.meta, p.updated_at),
+            (&["name", "description", "status"], |q| {
+                q.bind(p.name.clone())
+                    .bind(p.description.clone())
+                    .bind(p.status.as_str())
+            }),
+            format!("project {}", p.id),
+        )
+        .await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]

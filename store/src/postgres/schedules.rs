@@ -33,9 +33,7 @@ impl ScheduleTx for PgTx {
             .bind(s.last_schedule_time)
             .bind(s.created_at)
             .bind(s.updated_at);
-        self.savepoint().await?;
-        let r = q.execute(self.conn()).await;
-        self.end_savepoint(r).await.map(|_| ())
+        self.insert_guarded(q).await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
@@ -69,18 +67,13 @@ impl ScheduleTx for PgTx {
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn update_schedule(&mut self, s: &Schedule, expected_rv: i64) -> StoreResult<Schedule> {
-        let row = self
-            .update_meta(
-                "schedules",
-                &schedule_cols(),
-                s.id,
-                expected_rv,
-                &s.meta,
-                s.updated_at,
-                &format!("schedule {}", s.id),
-            )
-            .await?;
-        schedule_from_row(&row)
+        self.update_named(
+            (s.id, expected_rv),
+            (&s.meta, s.updated_at),
+            (&[], |q| q),
+            format!("schedule {}", s.id),
+        )
+        .await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
@@ -102,24 +95,14 @@ impl ScheduleTx for PgTx {
              WHERE id = $1 AND last_schedule_time IS NOT DISTINCT FROM $2 RETURNING {}",
             schedule_cols()
         );
-        let row = sqlx::query(&sql)
+        let q = sqlx::query(&sql)
             .bind(id)
             .bind(expected)
             .bind(tick)
-            .bind(now)
-            .fetch_optional(self.conn())
+            .bind(now);
+        let why = || format!("schedule {id}: another pass took a tick after {expected:?}");
+        self.guarded_update(q, ("schedules", id), why, schedule_from_row)
             .await
-            .map_err(db_err)?;
-        match row {
-            Some(row) => schedule_from_row(&row),
-            None => Err(self
-                .zero_rows(
-                    "schedules",
-                    id,
-                    format!("schedule {id}: another pass took a tick after {expected:?}"),
-                )
-                .await),
-        }
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
@@ -135,9 +118,7 @@ impl ScheduleTx for PgTx {
         .bind(schedule_id)
         .bind(scheduled_at)
         .bind(run_id);
-        self.savepoint().await?;
-        let r = q.execute(self.conn()).await;
-        self.end_savepoint(r).await.map(|_| ())
+        self.insert_guarded(q).await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]

@@ -49,9 +49,7 @@ impl SecretTx for PgTx {
             .bind(&s.ciphertext)
             .bind(s.created_at)
             .bind(s.updated_at);
-        self.savepoint().await?;
-        let r = q.execute(self.conn()).await;
-        self.end_savepoint(r).await.map(|_| ())
+        self.insert_guarded(q).await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
@@ -75,40 +73,18 @@ impl SecretTx for PgTx {
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn update_secret(&mut self, s: &Secret, expected_rv: i64) -> StoreResult<Secret> {
-        let sql = format!(
-            "UPDATE secrets SET spec = $3, labels = $4, annotations = $5, generation = $6, \
-             observed_generation = $7, conditions = $8, salt = $9, key_id = $10, nonce = $11, \
-             ciphertext = $12, updated_at = $13, resource_version = resource_version + 1 \
-             WHERE id = $1 AND resource_version = $2 RETURNING {}",
-            secret_cols()
-        );
-        let row = sqlx::query(&sql)
-            .bind(s.id)
-            .bind(expected_rv)
-            .bind(&s.meta.spec)
-            .bind(labels_to_json(&s.meta.labels))
-            .bind(labels_to_json(&s.meta.annotations))
-            .bind(s.meta.generation)
-            .bind(s.meta.observed_generation)
-            .bind(&s.meta.conditions)
-            .bind(&s.salt)
-            .bind(&s.key_id)
-            .bind(&s.nonce)
-            .bind(&s.ciphertext)
-            .bind(s.updated_at)
-            .fetch_optional(self.conn())
-            .await
-            .map_err(db_err)?;
-        match row {
-            Some(row) => secret_from_row(&row),
-            None => Err(self
-                .zero_rows(
-                    "secrets",
-                    s.id,
-                    format!("secret {} is not at resource version {expected_rv}", s.id),
-                )
-                .await),
-        }
+        self.update_named(
+            (s.id, expected_rv),
+            (&s.meta, s.updated_at),
+            (&["salt", "key_id", "nonce", "ciphertext"], |q| {
+                q.bind(s.salt.clone())
+                    .bind(s.key_id.clone())
+                    .bind(s.nonce.clone())
+                    .bind(s.ciphertext.clone())
+            }),
+            format!("secret {}", s.id),
+        )
+        .await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
@@ -176,9 +152,7 @@ impl SecretTx for PgTx {
                 .bind(run_id)
                 .bind(message)
                 .bind(now);
-                self.savepoint().await?;
-                let r = q.execute(self.conn()).await;
-                self.end_savepoint(r).await.map(|_| ())
+                self.insert_guarded(q).await
             }
         }
     }

@@ -87,18 +87,13 @@ impl SourceTx for PgTx {
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn update_source(&mut self, s: &Source, expected_rv: i64) -> StoreResult<Source> {
-        let row = self
-            .update_meta(
-                "sources",
-                &source_cols(),
-                s.id,
-                expected_rv,
-                &s.meta,
-                s.updated_at,
-                &format!("source {}", s.name),
-            )
-            .await?;
-        source_from_row(&row)
+        self.update_named(
+            (s.id, expected_rv),
+            (&s.meta, s.updated_at),
+            (&[], |q| q),
+            format!("source {}", s.name),
+        )
+        .await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]

@@ -33,9 +33,7 @@ impl TokenTx for PgTx {
             .bind(t.revoked_at)
             .bind(t.role.as_str())
             .bind(&t.projects);
-        self.savepoint().await?;
-        let r = q.execute(self.conn()).await;
-        self.end_savepoint(r).await.map(|_| ())
+        self.insert_guarded(q).await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]

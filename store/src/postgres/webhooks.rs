@@ -79,18 +79,13 @@ impl WebhookTx for PgTx {
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn update_webhook(&mut self, w: &Webhook, expected_rv: i64) -> StoreResult<Webhook> {
-        let row = self
-            .update_meta(
-                "webhooks",
-                &webhook_cols(),
-                w.id,
-                expected_rv,
-                &w.meta,
-                w.updated_at,
-                &format!("webhook {}", w.name),
-            )
-            .await?;
-        webhook_from_row(&row)
+        self.update_named(
+            (w.id, expected_rv),
+            (&w.meta, w.updated_at),
+            (&[], |q| q),
+            format!("webhook {}", w.name),
+        )
+        .await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
@@ -198,27 +193,17 @@ impl WebhookTx for PgTx {
              WHERE id = $1 AND status = 'pending' AND attempts = $3 - 1 \
              RETURNING {DELIVERY_COLS}"
         );
-        let row = sqlx::query(&sql)
+        let q = sqlx::query(&sql)
             .bind(id)
             .bind(o.status.as_str())
             .bind(o.attempts)
             .bind(o.next_attempt_at)
             .bind(o.at)
             .bind(o.code)
-            .bind(&o.error)
-            .fetch_optional(self.conn())
+            .bind(&o.error);
+        let why = || format!("delivery {id} is not pending at attempt {}", o.attempts - 1);
+        self.guarded_update(q, ("webhook_deliveries", id), why, delivery_from_row)
             .await
-            .map_err(db_err)?;
-        match row {
-            Some(row) => delivery_from_row(&row),
-            None => Err(self
-                .zero_rows(
-                    "webhook_deliveries",
-                    id,
-                    format!("delivery {id} is not pending at attempt {}", o.attempts - 1),
-                )
-                .await),
-        }
     }
 
     #[tracing::instrument(level = "debug", skip_all)]

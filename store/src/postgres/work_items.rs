@@ -1,29 +1,35 @@
 use super::*;
 
+impl PgTx {
+    /// The path of item `id` under `parent`, which must exist and be in
+    /// `project` (a parent is never in another project).
+    async fn child_path(&mut self, parent: Uuid, project: Uuid, id: Uuid) -> StoreResult<String> {
+        let row = sqlx::query("SELECT project_id, path FROM work_items WHERE id = $1")
+            .bind(parent)
+            .fetch_optional(self.conn())
+            .await
+            .map_err(db_err)?
+            .ok_or_else(|| {
+                StoreError::Invalid(format!("parent work item {parent} does not exist"))
+            })?;
+        let parent_project: Uuid = get(&row, "project_id")?;
+        if parent_project != project {
+            return Err(StoreError::Invalid(format!(
+                "parent work item {parent} is in another project"
+            )));
+        }
+        let parent_path: String = get(&row, "path")?;
+        Ok(format!("{parent_path}/{}", short_id(id)))
+    }
+}
+
 #[async_trait]
 impl WorkItemTx for PgTx {
     #[tracing::instrument(level = "debug", skip_all)]
     async fn insert_work_item(&mut self, w: &WorkItem) -> StoreResult<WorkItem> {
         let path = match w.parent_id {
             None => short_id(w.id),
-            Some(parent) => {
-                let row = sqlx::query("SELECT project_id, path FROM work_items WHERE id = $1")
-                    .bind(parent)
-                    .fetch_optional(self.conn())
-                    .await
-                    .map_err(db_err)?
-                    .ok_or_else(|| {
-                        StoreError::Invalid(format!("parent work item {parent} does not exist"))
-                    })?;
-                let parent_project: Uuid = get(&row, "project_id")?;
-                if parent_project != w.project_id {
-                    return Err(StoreError::Invalid(format!(
-                        "parent work item {parent} is in another project"
-                    )));
-                }
-                let parent_path: String = get(&row, "path")?;
-                format!("{parent_path}/{}", short_id(w.id))
-            }
+            Some(parent) => self.child_path(parent, w.project_id, w.id).await?,
         };
         let sql = format!(
             "INSERT INTO work_items ({cols}) VALUES \
@@ -250,44 +256,19 @@ impl WorkItemTx for PgTx {
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn update_work_item(&mut self, w: &WorkItem, expected_rv: i64) -> StoreResult<WorkItem> {
-        let sql = format!(
-            "UPDATE work_items SET title = $3, description = $4, assignee = $5, sort_order = $6, \
-             spec = $7, labels = $8, annotations = $9, generation = $10, \
-             observed_generation = $11, conditions = $12, updated_at = $13, \
-             resource_version = resource_version + 1 \
-             WHERE id = $1 AND resource_version = $2 RETURNING {}",
-            work_item_cols()
-        );
-        let row = sqlx::query(&sql)
-            .bind(w.id)
-            .bind(expected_rv)
-            .bind(&w.title)
-            .bind(&w.description)
-            .bind(&w.assignee)
-            .bind(w.sort_order)
-            .bind(&w.meta.spec)
-            .bind(labels_to_json(&w.meta.labels))
-            .bind(labels_to_json(&w.meta.annotations))
-            .bind(w.meta.generation)
-            .bind(w.meta.observed_generation)
-            .bind(&w.meta.conditions)
-            .bind(w.updated_at)
-            .fetch_optional(self.conn())
-            .await
-            .map_err(db_err)?;
-        match row {
-            Some(row) => work_item_from_row(&row),
-            None => Err(self
-                .zero_rows(
-                    "work_items",
-                    w.id,
-                    format!(
-                        "work item {} is not at resource version {expected_rv}",
-                        w.id
-                    ),
-                )
-                .await),
-        }
+        let cols = ["title", "description", "assignee", "sort_order"];
+        self.update_named(
+            (w.id, expected_rv),
+            (&w.meta, w.updated_at),
+            (&cols, |q| {
+                q.bind(w.title.clone())
+                    .bind(w.description.clone())
+                    .bind(w.assignee.clone())
+                    .bind(w.sort_order)
+            }),
+            format!("work item {}", w.id),
+        )
+        .await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
@@ -299,26 +280,8 @@ impl WorkItemTx for PgTx {
         now: DateTime<Utc>,
     ) -> StoreResult<WorkItem> {
         transition(from, to)?;
-        let sql = format!(
-            "UPDATE work_items SET status = $3, updated_at = $4, \
-             resource_version = resource_version + 1 \
-             WHERE id = $1 AND status = $2 RETURNING {}",
-            work_item_cols()
-        );
-        let row = sqlx::query(&sql)
-            .bind(id)
-            .bind(from.as_str())
-            .bind(to.as_str())
-            .bind(now)
-            .fetch_optional(self.conn())
+        self.set_named_status((id, from.as_str(), to.as_str()), now, "work item")
             .await
-            .map_err(db_err)?;
-        match row {
-            Some(row) => work_item_from_row(&row),
-            None => Err(self
-                .zero_rows("work_items", id, format!("work item {id} is not {from}"))
-                .await),
-        }
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
@@ -344,20 +307,7 @@ impl WorkItemTx for PgTx {
                         "work item {id} cannot be its own parent"
                     )));
                 }
-                let prow = sqlx::query("SELECT project_id, path FROM work_items WHERE id = $1")
-                    .bind(parent)
-                    .fetch_optional(self.conn())
-                    .await
-                    .map_err(db_err)?
-                    .ok_or_else(|| {
-                        StoreError::Invalid(format!("parent work item {parent} does not exist"))
-                    })?;
-                let parent_project: Uuid = get(&prow, "project_id")?;
-                if parent_project != project {
-                    return Err(StoreError::Invalid(format!(
-                        "parent work item {parent} is in another project"
-                    )));
-                }
+                let path = self.child_path(parent, project, id).await?;
                 // OQ-6: the new parent must not be a descendant. Walk its
                 // ancestors by live parent links (paths are not identities).
                 let cycle: bool = sqlx::query_scalar(
@@ -378,8 +328,7 @@ impl WorkItemTx for PgTx {
                         "work item {parent} is a descendant of {id}: moving would make a cycle"
                     )));
                 }
-                let parent_path: String = get(&prow, "path")?;
-                format!("{parent_path}/{}", short_id(id))
+                path
             }
         };
         // The subtree is located by the OLD prefix, then rewritten at once.

@@ -28,11 +28,7 @@ fn timed(
 
 pub async fn chart_reads_count_runs_into_buckets(s: &dyn Store) {
     let (p, task) = seed(s).await;
-    let q = project("other");
-    let mut tx = s.begin().await.unwrap();
-    tx.insert_project(&q).await.unwrap();
-    let q_task = tx.insert_work_item(&item(&q, None, "qt")).await.unwrap();
-    tx.commit().await.unwrap();
+    let (_, q_task) = other_project(s, "other").await;
     // The window: 3 buckets of 100 s from t(1000).
     let w = Window {
         from: t(1000),

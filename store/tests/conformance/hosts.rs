@@ -10,13 +10,7 @@ pub async fn host_crud_and_update(s: &dyn Store) {
         tx.insert_host(&host("a", &[])).await,
         StoreError::AlreadyExists(_)
     );
-    let names: Vec<String> = tx
-        .list_hosts()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|h| h.name)
-        .collect();
+    let names = names_of(tx.list_hosts().await, |h| &h.name);
     assert_eq!(names, ["a", "b"]);
     let mut next = a.clone();
     next.last_seen_at = Some(t(5));

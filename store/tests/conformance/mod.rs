@@ -27,7 +27,7 @@ pub use pam_store::Position;
 pub use pam_store::{
     short_id, ApiToken, AttachLease, AttachRefusal, Event, Host, Labels, Meta, PendingRun, Project,
     Role, Run, RunFilter, RunUpdate, SignalMarker, Source, SourceObject, SourceStatus, Store,
-    StoreError, Target, TokenKind, WorkItem,
+    StoreError, StoreResult, Target, TokenKind, WorkItem,
 };
 
 /// Generates one `#[tokio::test]` per behaviour; `$make` is an expression
@@ -204,25 +204,9 @@ pub fn run(task: &WorkItem, name: &str, pending_since: DateTime<Utc>) -> Run {
 
 pub fn host(name: &str, labels: &[(&str, &str)]) -> Host {
     Host {
-        id: Uuid::new_v4(),
-        name: name.to_string(),
-        platform: Platform::Linux,
-        token_fingerprint: None,
-        status: HostStatus::Registered,
-        instance_id: None,
-        instance_suspect: false,
-        instance_flagged_at: None,
-        presented_instance_id: None,
         // Operator labels (a Host's spec.labels).
         dispatch_labels: labels_of(labels),
-        worker_labels: Labels::new(),
-        capabilities: None,
-        last_seen_at: None,
-        capacity: 4,
-        disabled: false,
-        meta: Meta::default(),
-        created_at: t(0),
-        updated_at: t(0),
+        ..Host::new(name.to_string(), Platform::Linux, t(0))
     }
 }
 
@@ -279,6 +263,22 @@ async fn insert_hosts(s: &dyn Store, hosts: &[&Host]) {
 async fn get_run(s: &dyn Store, id: Uuid) -> Run {
     let mut tx = s.begin().await.unwrap();
     tx.get_run(id).await.unwrap().expect("run exists")
+}
+
+/// A second project `slug` with one task, `qt` (for what must stay apart
+/// from the seed's).
+async fn other_project(s: &dyn Store, slug: &str) -> (Project, WorkItem) {
+    let q = project(slug);
+    let mut tx = s.begin().await.unwrap();
+    tx.insert_project(&q).await.unwrap();
+    let q_task = tx.insert_work_item(&item(&q, None, "qt")).await.unwrap();
+    tx.commit().await.unwrap();
+    (q, q_task)
+}
+
+/// The names of a listing, in its order.
+fn names_of<T>(v: StoreResult<Vec<T>>, name: impl Fn(&T) -> &str) -> Vec<String> {
+    v.unwrap().iter().map(|x| name(x).to_string()).collect()
 }
 
 fn ids<T>(v: &[T], id: impl Fn(&T) -> Uuid) -> Vec<Uuid> {

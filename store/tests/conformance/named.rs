@@ -105,11 +105,7 @@ pub async fn work_items_named_across_projects(s: &dyn Store) {
 /// The runs of one project with these names, by created_at then id.
 pub async fn runs_named_in_project(s: &dyn Store) {
     let (p, task) = seed(s).await;
-    let q = project("q");
-    let mut tx = s.begin().await.unwrap();
-    tx.insert_project(&q).await.unwrap();
-    let qt = tx.insert_work_item(&item(&q, None, "qt")).await.unwrap();
-    tx.commit().await.unwrap();
+    let (q, qt) = other_project(s, "q").await;
     let (r1, r2, r3) = (
         run(&task, "r1", t(3)),
         run(&task, "r2", t(1)),

@@ -14,13 +14,7 @@ pub async fn project_crud(s: &dyn Store) {
     assert_eq!(tx.get_project(a.id).await.unwrap(), Some(a.clone()));
     assert_eq!(tx.get_project_by_slug("b").await.unwrap(), Some(b.clone()));
     assert_eq!(tx.get_project_by_slug("zz").await.unwrap(), None);
-    let slugs: Vec<String> = tx
-        .list_projects()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|p| p.slug)
-        .collect();
+    let slugs = names_of(tx.list_projects().await, |p| &p.slug);
     assert_eq!(slugs, ["a", "b", "c"]);
 
     let mut changed = a.clone();

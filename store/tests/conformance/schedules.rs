@@ -30,13 +30,7 @@ pub async fn schedule_ticks_are_taken_once(s: &dyn Store) {
     tx.commit().await.unwrap();
 
     let mut tx = s.begin().await.unwrap();
-    let names: Vec<String> = tx
-        .list_schedules(p.id)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|x| x.name)
-        .collect();
+    let names = names_of(tx.list_schedules(p.id).await, |x| &x.name);
     assert_eq!(names, ["hourly", "nightly"]);
     let by_id = tx.get_schedule(a.id).await.unwrap().unwrap();
     assert_eq!((by_id.id, by_id.name.as_str()), (a.id, "nightly"));

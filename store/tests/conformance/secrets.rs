@@ -45,13 +45,7 @@ pub async fn secret_crud_unique_and_cascade(s: &dyn Store) {
     assert_eq!(got, a);
     assert_eq!(tx.get_secret(a.id).await.unwrap(), Some(a.clone()));
     assert_eq!(tx.get_secret(Uuid::new_v4()).await.unwrap(), None);
-    let names: Vec<String> = tx
-        .list_secrets(p.id)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|x| x.name)
-        .collect();
+    let names = names_of(tx.list_secrets(p.id).await, |x| &x.name);
     assert_eq!(names, ["alpha", "keys"]);
 
     // Guarded update writes the sealed columns and bumps the version.
@@ -69,13 +63,7 @@ pub async fn secret_crud_unique_and_cascade(s: &dyn Store) {
     assert_eq!(b2.updated_at, t(5));
 
     // Rotation reads: what another key still seals.
-    let other: Vec<String> = tx
-        .secrets_sealed_with_other("k2", 10)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|x| x.name)
-        .collect();
+    let other = names_of(tx.secrets_sealed_with_other("k2", 10).await, |x| &x.name);
     assert_eq!(other, ["keys"], "only q's Secret is sealed with k1");
     assert!(tx.secrets_sealed_with("k1").await.unwrap());
     assert!(!tx.secrets_sealed_with("k9").await.unwrap());

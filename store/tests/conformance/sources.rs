@@ -51,13 +51,7 @@ pub async fn source_crud_and_status(s: &dyn Store) {
     );
     assert_eq!(got.status.errors, json!([]));
     assert_eq!(tx.get_source(b.id).await.unwrap().unwrap().name, "a-src");
-    let names: Vec<String> = tx
-        .list_sources()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|s| s.name)
-        .collect();
+    let names = names_of(tx.list_sources().await, |s| &s.name);
     assert_eq!(names, ["a-src", "b-src"]);
 
     // Spec writes are guarded by resource_version.

@@ -73,11 +73,7 @@ fn t0() -> DateTime<Utc> {
 /// none of its runs; other projects' runs go on; False lets them go.
 pub async fn claim_skips_runs_of_projects_over_budget(s: &dyn Store) {
     let (p, task) = seed(s).await;
-    let q = project("other");
-    let mut tx = s.begin().await.unwrap();
-    tx.insert_project(&q).await.unwrap();
-    let q_task = tx.insert_work_item(&item(&q, None, "qt")).await.unwrap();
-    tx.commit().await.unwrap();
+    let (_, q_task) = other_project(s, "other").await;
     let h = host("h", &[]);
     insert_hosts(s, &[&h]).await;
     let mine = run(&task, "mine", t(1));

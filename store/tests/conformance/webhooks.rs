@@ -49,13 +49,7 @@ pub async fn webhook_crud_targets_and_delivery_queue(s: &dyn Store) {
     tx.commit().await.unwrap();
 
     let mut tx = s.begin().await.unwrap();
-    let names: Vec<String> = tx
-        .list_webhooks()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|w| w.name)
-        .collect();
+    let names = names_of(tx.list_webhooks().await, |w| &w.name);
     assert_eq!(names, ["a-hook", "b-hook"]);
     let by_id = tx.get_webhook(a.id).await.unwrap().unwrap();
     assert_eq!((by_id.id, by_id.name.as_str()), (a.id, "b-hook"));

@@ -90,23 +90,11 @@ fn run(status: RunStatus, attempt: i32) -> Run {
 fn host() -> Host {
     Host {
         id: Uuid::from_u128(4),
-        name: "alpha".into(),
-        platform: Platform::Linux,
-        token_fingerprint: None,
         status: HostStatus::Online,
         instance_id: Some(Uuid::from_u128(0xaaaa_bbbb << 96)),
-        instance_suspect: false,
-        instance_flagged_at: None,
-        presented_instance_id: None,
         last_seen_at: Some(at()),
         capacity: 2,
-        dispatch_labels: Default::default(),
-        worker_labels: Default::default(),
-        capabilities: None,
-        disabled: false,
-        meta: Meta::default(),
-        created_at: at(),
-        updated_at: at(),
+        ..Host::new("alpha".into(), Platform::Linux, at())
     }
 }
 
