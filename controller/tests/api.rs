@@ -73,8 +73,22 @@ impl Api {
         self.call_as(Some(&t), method, uri, body).await
     }
 
+    /// The body of a GET, whatever its status (tests assert on the body).
+    async fn get(&self, uri: &str) -> Value {
+        self.call("GET", uri, None).await.1
+    }
+
     async fn apply(&self, name: &str, yaml: &str) -> (StatusCode, Value) {
         common::apply(&self.state, &self.token, name, yaml).await
+    }
+
+    /// Applies `yaml` and expects it refused (422) with `why` in the first
+    /// error's display.
+    async fn apply_refused(&self, name: &str, yaml: &str, why: &str) {
+        let (s, v) = self.apply(name, yaml).await;
+        assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+        let display = v["errors"][0]["display"].as_str().unwrap();
+        assert!(display.contains(why), "{v}");
     }
 
     async fn events(&self, topic: &str) -> Vec<Value> {
@@ -158,9 +172,7 @@ async fn apply_create_unchanged_configured_and_generation() {
         actions(&v).contains(&"Task cart configured".to_string()),
         "{v}"
     );
-    let (_, cart) = api
-        .call("GET", "/api/v1/projects/web/tasks/cart", None)
-        .await;
+    let cart = api.get("/api/v1/projects/web/tasks/cart").await;
     assert_eq!(cart["metadata"]["generation"], 2);
     assert_eq!(cart["status"]["observedGeneration"], 2);
     assert_eq!(cart["spec"]["title"], "Shopping cart");
@@ -171,14 +183,10 @@ async fn apply_create_unchanged_configured_and_generation() {
     let relabel = changed.replace("labels: {team: pay}", "labels: {team: shop}");
     let (_, v) = api.apply("tree.yaml", &relabel).await;
     assert!(actions(&v).contains(&"Task cart configured".to_string()));
-    let (_, cart) = api
-        .call("GET", "/api/v1/projects/web/tasks/cart", None)
-        .await;
+    let cart = api.get("/api/v1/projects/web/tasks/cart").await;
     assert_eq!(cart["metadata"]["generation"], 2);
     // Parents show completion (display only): checkout has cart + pay, one done.
-    let (_, checkout) = api
-        .call("GET", "/api/v1/projects/web/tasks/checkout", None)
-        .await;
+    let checkout = api.get("/api/v1/projects/web/tasks/checkout").await;
     assert_eq!(
         checkout["status"]["completion"],
         json!({"done": 1, "total": 2})
@@ -203,7 +211,7 @@ async fn a_bad_document_writes_nothing_and_names_file_line_column() {
         "{display}"
     );
     assert!(display.contains("spec.parent"), "{display}");
-    let (_, projects) = api.call("GET", "/api/v1/projects", None).await;
+    let projects = api.get("/api/v1/projects").await;
     assert_eq!(
         projects["items"],
         json!([]),
@@ -240,7 +248,7 @@ async fn an_exec_run_without_a_command_is_refused_on_the_objects_path_too() {
     let (s, f) = api.apply("run.yaml", file).await;
     assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{f}");
     assert_eq!(f["errors"][0]["message"], v["errors"][0]["message"]);
-    let (_, runs) = api.call("GET", "/api/v1/projects/web/runs", None).await;
+    let runs = api.get("/api/v1/projects/web/runs").await;
     assert_eq!(runs["items"], json!([]), "nothing is written");
 }
 
@@ -272,17 +280,12 @@ async fn stale_resource_version_is_a_409_naming_the_object() {
 async fn immutable_fields_and_illegal_status_edges_are_refused() {
     let api = Api::new().await;
     api.apply("tree.yaml", TREE).await;
-    let (s, v) = api
-        .apply("tree.yaml", &TREE.replace("type: epic", "type: task"))
-        .await;
-    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
-    assert!(
-        v["errors"][0]["display"]
-            .as_str()
-            .unwrap()
-            .contains("spec.type: is immutable"),
-        "{v}"
-    );
+    api.apply_refused(
+        "tree.yaml",
+        &TREE.replace("type: epic", "type: task"),
+        "spec.type: is immutable",
+    )
+    .await;
     // pay is done; cancelled → done is illegal, but done → cancelled is fine,
     // then cancelled → done is refused.
     let (s, _) = api
@@ -292,15 +295,12 @@ async fn immutable_fields_and_illegal_status_edges_are_refused() {
         )
         .await;
     assert_eq!(s, StatusCode::OK);
-    let (s, v) = api.apply("tree.yaml", TREE).await;
-    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
-    assert!(
-        v["errors"][0]["display"]
-            .as_str()
-            .unwrap()
-            .contains("illegal work item transition cancelled → done"),
-        "{v}"
-    );
+    api.apply_refused(
+        "tree.yaml",
+        TREE,
+        "illegal work item transition cancelled → done",
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -318,9 +318,7 @@ async fn cancel_cascades_to_non_done_descendants() {
     let mut cascade: Vec<String> = serde_json::from_value(v["cascade"].clone()).unwrap();
     cascade.sort();
     assert_eq!(cascade, ["cart", "cart-ui"]);
-    let (_, cart) = api
-        .call("GET", "/api/v1/projects/web/tasks/cart", None)
-        .await;
+    let cart = api.get("/api/v1/projects/web/tasks/cart").await;
     assert_eq!(cart["status"]["phase"], "todo", "dry run wrote nothing");
     let (s, _) = api
         .call(
@@ -335,9 +333,7 @@ async fn cancel_cascades_to_non_done_descendants() {
         ("cart-ui", "cancelled"),
         ("pay", "done"),
     ] {
-        let (_, t) = api
-            .call("GET", &format!("/api/v1/projects/web/tasks/{name}"), None)
-            .await;
+        let t = api.get(&format!("/api/v1/projects/web/tasks/{name}")).await;
         assert_eq!(t["status"]["phase"], phase, "{name}");
     }
     // cancelled → doing is illegal through the verb too.
@@ -364,15 +360,9 @@ async fn reparent_rewrites_paths_and_journals_once() {
     let (s, v) = api.apply("tree.yaml", &moved).await;
     assert_eq!(s, StatusCode::OK, "{v}");
     assert_eq!(api.events("work_item.reparented").await.len(), 1);
-    let (_, launch) = api
-        .call("GET", "/api/v1/projects/web/tasks/launch", None)
-        .await;
-    let (_, cart) = api
-        .call("GET", "/api/v1/projects/web/tasks/cart", None)
-        .await;
-    let (_, ui) = api
-        .call("GET", "/api/v1/projects/web/tasks/cart-ui", None)
-        .await;
+    let launch = api.get("/api/v1/projects/web/tasks/launch").await;
+    let cart = api.get("/api/v1/projects/web/tasks/cart").await;
+    let ui = api.get("/api/v1/projects/web/tasks/cart-ui").await;
     let lp = launch["status"]["path"].as_str().unwrap();
     let cp = cart["status"]["path"].as_str().unwrap();
     assert_eq!(
@@ -388,15 +378,7 @@ async fn reparent_rewrites_paths_and_journals_once() {
         "spec: {type: milestone, title: Launch}",
         "spec: {type: milestone, title: Launch, parent: cart-ui}",
     );
-    let (s, v) = api.apply("tree.yaml", &cyc).await;
-    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
-    assert!(
-        v["errors"][0]["display"]
-            .as_str()
-            .unwrap()
-            .contains("cycle"),
-        "{v}"
-    );
+    api.apply_refused("tree.yaml", &cyc, "cycle").await;
 }
 
 #[tokio::test]
@@ -411,15 +393,7 @@ async fn archived_project_refuses_new_tasks_and_runs() {
     assert_eq!(s, StatusCode::OK);
     assert_eq!(api.events("project.archived").await.len(), 1);
     let new_task = format!("{archived}---\napiVersion: pam.dev/v1\nkind: Task\nmetadata: {{name: late, project: web}}\nspec: {{title: Late}}\n");
-    let (s, v) = api.apply("tree.yaml", &new_task).await;
-    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
-    assert!(
-        v["errors"][0]["display"]
-            .as_str()
-            .unwrap()
-            .contains("archived"),
-        "{v}"
-    );
+    api.apply_refused("tree.yaml", &new_task, "archived").await;
     // Un-archiving restores.
     let (s, v) = api
         .apply("tree.yaml", &new_task.replace(", archived: true", ""))
@@ -438,7 +412,7 @@ async fn runs_on_milestones_are_refused_and_runs_are_created_pending() {
         .apply("run.yaml", &run.replace("task: launch", "task: cart"))
         .await;
     assert_eq!(s, StatusCode::OK, "{v}");
-    let (_, r) = api.call("GET", "/api/v1/projects/web/runs/r1", None).await;
+    let r = api.get("/api/v1/projects/web/runs/r1").await;
     assert_eq!(r["status"]["phase"], "pending");
     assert_eq!(r["status"]["attempt"], 1);
     assert_eq!(
@@ -449,21 +423,13 @@ async fn runs_on_milestones_are_refused_and_runs_are_created_pending() {
     assert_eq!(ev.len(), 1);
     assert_eq!(ev[0]["payload"]["attempt"], 1);
     // Immutable: prompt.
-    let (s, v) = api
-        .apply(
-            "run.yaml",
-            &run.replace("task: launch", "task: cart")
-                .replace("prompt: hi", "prompt: bye"),
-        )
-        .await;
-    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
-    assert!(
-        v["errors"][0]["display"]
-            .as_str()
-            .unwrap()
-            .contains("spec.prompt"),
-        "{v}"
-    );
+    api.apply_refused(
+        "run.yaml",
+        &run.replace("task: launch", "task: cart")
+            .replace("prompt: hi", "prompt: bye"),
+        "spec.prompt",
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -493,9 +459,7 @@ async fn prune_needs_a_selector_and_deletes_only_the_set() {
         .await;
     assert_eq!(s, StatusCode::OK, "{v}");
     assert!(!actions(&v).iter().any(|a| a.ends_with("pruned")), "{v}");
-    let (_, pay2) = api
-        .call("GET", "/api/v1/projects/web/tasks/pay2", None)
-        .await;
+    let pay2 = api.get("/api/v1/projects/web/tasks/pay2").await;
     assert_eq!(pay2["error"]["code"], "not_found", "dry run wrote nothing");
     // With an applyset: everything applied carries the label; prune removes pay.
     let (s, _) = api
@@ -523,7 +487,7 @@ async fn prune_needs_a_selector_and_deletes_only_the_set() {
 async fn token_last_used_is_written_at_most_once_a_minute() {
     let api = Api::new().await;
     let last_used = || async {
-        let (_, list) = api.call("GET", "/api/v1/tokens", None).await;
+        let list = api.get("/api/v1/tokens").await;
         list["items"]
             .as_array()
             .unwrap()
@@ -607,7 +571,7 @@ async fn host_selectors_match_the_labels_users_see() {
             .collect();
         assert_eq!(names, want, "{selector}: {v}");
     }
-    let (_, h) = api.call("GET", "/api/v1/hosts/box-r", None).await;
+    let h = api.get("/api/v1/hosts/box-r").await;
     assert_eq!(
         h["status"]["labels"],
         json!({"worker.pam.dev/os": "linux"}),
@@ -625,14 +589,14 @@ async fn host_selectors_match_the_labels_users_see() {
         .call_as(Some(&wt), "POST", "/api/v1/workers/register", Some(reg))
         .await;
     assert!(s.is_success(), "{s} {v}");
-    let (_, h) = api.call("GET", "/api/v1/hosts/box-r", None).await;
+    let h = api.get("/api/v1/hosts/box-r").await;
     assert_eq!(
         h["status"]["labels"],
         json!({"os": "linux", "pool": "gpu", "worker.pam.dev/os": "bsd", "worker.pam.dev/pool": "cpu"}),
         "{h}"
     );
     assert_eq!(h["spec"]["labels"], json!({"pool": "gpu"}), "{h}");
-    let (_, h) = api.call("GET", "/api/v1/hosts/build-linux-1", None).await;
+    let h = api.get("/api/v1/hosts/build-linux-1").await;
     assert_eq!(
         h["status"]["labels"],
         json!({"os": "linux", "pam.dev/pool": "fast"}),
@@ -792,7 +756,7 @@ async fn worker_protocol_claim_signals_and_attempt_guard() {
         )
         .await;
     assert_eq!(s, StatusCode::OK, "{v}");
-    let (_, r) = api.call("GET", "/api/v1/projects/web/runs/r1", None).await;
+    let r = api.get("/api/v1/projects/web/runs/r1").await;
     assert_eq!(r["status"]["phase"], "exited");
     assert_eq!(r["status"]["exitCode"], 0);
     assert_eq!(r["status"]["host"], "box-a");
@@ -843,7 +807,7 @@ async fn the_same_signal_delivered_ten_times_concurrently_applies_once() {
         assert_eq!(outcomes, want, "{kind}");
         assert_eq!(api.events(topic).await.len(), 1, "{kind}: one event");
     }
-    let (_, r) = api.call("GET", "/api/v1/projects/web/runs/r1", None).await;
+    let r = api.get("/api/v1/projects/web/runs/r1").await;
     assert_eq!(r["status"]["phase"], "failed", "exit 3 → failed, once");
     assert_eq!(r["status"]["exitCode"], 3);
     assert!(

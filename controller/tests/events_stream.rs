@@ -216,6 +216,20 @@ impl Sse {
         }
     }
 
+    /// The next frame, which must be `event` at position `id`.
+    async fn expect(&mut self, event: &str, id: i64) {
+        let f = self.next().await.unwrap();
+        assert_eq!((f.event.as_str(), f.id), (event, Some(id)), "{f:?}");
+    }
+
+    /// The next frame, which must be a gap (no resume position): its data.
+    async fn gap(&mut self) -> Value {
+        let gap = self.next().await.unwrap();
+        assert_eq!(gap.event, "gap");
+        assert_eq!(gap.id, None, "a gap is not a resume position");
+        gap.data
+    }
+
     async fn take(&mut self, n: usize) -> Vec<Frame> {
         let mut out = Vec::new();
         while out.len() < n {
@@ -413,68 +427,50 @@ async fn three_old_events(s: &Server) -> Vec<i64> {
     old
 }
 
+/// Retention's purge of what is older than 30 days: how many it deleted.
+async fn purge(s: &Server) -> u64 {
+    pam_controller::reconcile::retention::purge(s.ctx(), 30)
+        .await
+        .unwrap()
+}
+
 #[tokio::test]
 async fn purged_resume_position_gets_a_gap_event_then_continues() {
     let s = Server::start().await;
     let old = three_old_events(&s).await;
     let kept = s.journal(&[("project.archived", json!({}))]).await;
-    let purged = pam_controller::reconcile::retention::purge(s.ctx(), 30)
-        .await
-        .unwrap();
-    assert_eq!(purged, 3);
+    assert_eq!(purge(&s).await, 3);
 
     let mut sse = s.stream(&format!("?after={}", old[0]), None).await;
-    let gap = sse.next().await.unwrap();
-    assert_eq!(gap.event, "gap");
-    assert_eq!(gap.id, None, "a gap is not a resume position");
-    assert_eq!(gap.data, json!({"from": old[1], "to": kept[0] - 1}));
-    let next = sse.next().await.unwrap();
-    assert_eq!(
-        (next.id, next.event.as_str()),
-        (Some(kept[0]), "project.archived")
-    );
+    let gap = sse.gap().await;
+    assert_eq!(gap, json!({"from": old[1], "to": kept[0] - 1}));
+    sse.expect("project.archived", kept[0]).await;
     let live = s.journal(&[("project.updated", json!({}))]).await;
     assert_eq!(sse.next().await.unwrap().id, Some(live[0]));
 
     // A position still in the journal gets no gap.
     let mut sse = s.stream("", Some(kept[0] - 1)).await;
-    let f = sse.next().await.unwrap();
-    assert_eq!(
-        (f.event.as_str(), f.id),
-        ("project.archived", Some(kept[0]))
-    );
+    sse.expect("project.archived", kept[0]).await;
 }
 
 #[tokio::test]
 async fn resume_after_retention_emptied_the_whole_journal_gets_a_gap_event() {
     let s = Server::start().await;
     let old = three_old_events(&s).await;
-    let purged = pam_controller::reconcile::retention::purge(s.ctx(), 30)
-        .await
-        .unwrap();
-    assert_eq!(purged, 3);
+    assert_eq!(purge(&s).await, 3);
 
     // Behind the purged range: a gap up to the high-water mark, then live.
     let mut sse = s.stream(&format!("?after={}", old[0]), None).await;
     let live = s.journal(&[("project.updated", json!({}))]).await;
-    let gap = sse.next().await.unwrap();
-    assert_eq!(gap.event, "gap");
-    assert_eq!(gap.id, None);
-    assert_eq!(gap.data, json!({"from": old[1], "to": old[2]}));
+    assert_eq!(sse.gap().await, json!({"from": old[1], "to": old[2]}));
     assert_eq!(sse.next().await.unwrap().id, Some(live[0]));
 
     // Empty again; a client that had read everything gets no gap.
     s.clock.advance(chrono::Duration::days(31));
-    pam_controller::reconcile::retention::purge(s.ctx(), 30)
-        .await
-        .unwrap();
+    purge(&s).await;
     let mut sse = s.stream("", Some(live[0])).await;
     let next = s.journal(&[("project.archived", json!({}))]).await;
-    let f = sse.next().await.unwrap();
-    assert_eq!(
-        (f.event.as_str(), f.id),
-        ("project.archived", Some(next[0]))
-    );
+    sse.expect("project.archived", next[0]).await;
 }
 
 #[tokio::test]

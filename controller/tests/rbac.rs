@@ -11,7 +11,7 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode};
 use http_body_util::BodyExt;
-use pam_controller::api::route::Access;
+use pam_controller::api::route::{Access, Route};
 use pam_controller::api::routes::{table, DEFAULT_MAX_BODY_BYTES};
 use pam_controller::api::{router, AppState};
 use pam_controller::rules::access;
@@ -83,6 +83,16 @@ struct World {
     admin: String,
     viewer: String,
     operator: String,
+}
+
+impl World {
+    async fn get(&self, token: &str, uri: &str) -> (StatusCode, String) {
+        call(&self.st, token, &Method::GET, uri, None).await
+    }
+
+    async fn post(&self, token: &str, uri: &str, body: Value) -> (StatusCode, String) {
+        call(&self.st, token, &Method::POST, uri, Some(body)).await
+    }
 }
 
 async fn world() -> World {
@@ -258,6 +268,23 @@ async fn a_web_session_reaches_only_web_for_every_route() {
     walk(with_sessions(world().await)).await;
 }
 
+/// Route `r` called at `uri` with the dummy body of its method.
+async fn call_route(st: &AppState, token: &str, r: &Route, uri: &str) -> (StatusCode, String) {
+    call(st, token, &r.method, uri, body_of(&r.method)).await
+}
+
+/// `s` passed the authorization check (the handler may still refuse).
+fn passes_check(s: StatusCode, b: &str, what: &str) {
+    assert!(
+        s != StatusCode::FORBIDDEN && s != StatusCode::UNAUTHORIZED,
+        "{what}: {s} {b}"
+    );
+}
+
+fn no_leak(b: &str, what: &str) {
+    assert!(!b.contains(API_MARK), "{what}: leaks api: {b}");
+}
+
 /// Every route, called by the viewer and the operator of web against web
 /// and api.
 async fn walk(w: World) {
@@ -270,7 +297,7 @@ async fn walk(w: World) {
             Access::Op(v, res) => (v, res),
             Access::Worker => {
                 for t in [&w.viewer, &w.operator] {
-                    let (s, b) = call(&w.st, t, &r.method, &r.path, body_of(&r.method)).await;
+                    let (s, b) = call_route(&w.st, t, r, &r.path).await;
                     assert_eq!(s, StatusCode::FORBIDDEN, "{} {}: {b}", r.method, r.path);
                 }
                 continue;
@@ -285,33 +312,15 @@ async fn walk(w: World) {
         // not exist (404), or refused outright for what only an admin may
         // do; never a name of api's objects.
         for (who, t) in [("viewer", &w.viewer), ("operator", &w.operator)] {
-            let (s, b) = call(
-                &w.st,
-                t,
-                &r.method,
-                &uri(&r.path, "api"),
-                body_of(&r.method),
-            )
-            .await;
-            assert!(
-                !b.contains(API_MARK),
-                "{}: leaks api: {b}",
-                what(who, "api")
-            );
+            let (s, b) = call_route(&w.st, t, r, &uri(&r.path, "api")).await;
+            no_leak(&b, &what(who, "api"));
             if admin_only {
                 assert_eq!(s, StatusCode::FORBIDDEN, "{}: {b}", what(who, "api"));
             } else if scoped {
                 assert_eq!(s, StatusCode::NOT_FOUND, "{}: {b}", what(who, "api"));
                 // The same body a project that does not exist gets (where
                 // the admin's call gets as far as looking it up).
-                let (s2, b2) = call(
-                    &w.st,
-                    &w.admin,
-                    &r.method,
-                    &uri(&r.path, "nope"),
-                    body_of(&r.method),
-                )
-                .await;
+                let (s2, b2) = call_route(&w.st, &w.admin, r, &uri(&r.path, "nope")).await;
                 if s2 == StatusCode::NOT_FOUND {
                     assert_eq!(
                         b.replace(r#"\"api\""#, r#"\"nope\""#),
@@ -322,35 +331,16 @@ async fn walk(w: World) {
                 }
             } else if verb.reads() || who == "operator" {
                 // A list or stream of every project: filtered, not refused.
-                assert!(
-                    s != StatusCode::FORBIDDEN && s != StatusCode::UNAUTHORIZED,
-                    "{}: {s} {b}",
-                    what(who, "*")
-                );
+                passes_check(s, &b, &what(who, "*"));
             } else {
                 assert_eq!(s, StatusCode::FORBIDDEN, "{}: {b}", what(who, "*"));
             }
         }
         // The viewer in web: reads pass the check, writes are 403.
-        let (s, b) = call(
-            &w.st,
-            &w.viewer,
-            &r.method,
-            &uri(&r.path, "web"),
-            body_of(&r.method),
-        )
-        .await;
-        assert!(
-            !b.contains(API_MARK),
-            "{}: leaks api: {b}",
-            what("viewer", "web")
-        );
+        let (s, b) = call_route(&w.st, &w.viewer, r, &uri(&r.path, "web")).await;
+        no_leak(&b, &what("viewer", "web"));
         if verb.reads() && !admin_only {
-            assert!(
-                s != StatusCode::FORBIDDEN && s != StatusCode::UNAUTHORIZED,
-                "{}: {s} {b}",
-                what("viewer", "web")
-            );
+            passes_check(s, &b, &what("viewer", "web"));
             // An object the world made: found.
             if scoped && r.path.ends_with("{name}") && !uri(&r.path, "web").ends_with("nothing") {
                 assert_eq!(s, StatusCode::OK, "{}: {b}", what("viewer", "web"));
@@ -362,20 +352,12 @@ async fn walk(w: World) {
         // may still refuse the dummy body); what only an admin may do is
         // 403.
         let write = named(&r.path, "web", r.method != Method::DELETE);
-        let (s, b) = call(&w.st, &w.operator, &r.method, &write, body_of(&r.method)).await;
-        assert!(
-            !b.contains(API_MARK),
-            "{}: leaks api: {b}",
-            what("operator", "web")
-        );
+        let (s, b) = call_route(&w.st, &w.operator, r, &write).await;
+        no_leak(&b, &what("operator", "web"));
         if admin_only {
             assert_eq!(s, StatusCode::FORBIDDEN, "{}: {b}", what("operator", "web"));
         } else {
-            assert!(
-                s != StatusCode::FORBIDDEN && s != StatusCode::UNAUTHORIZED,
-                "{}: {s} {b}",
-                what("operator", "web")
-            );
+            passes_check(s, &b, &what("operator", "web"));
         }
         checked += 1;
     }
@@ -388,14 +370,9 @@ async fn walk(w: World) {
         } else {
             format!("{API_MARK}-{one}")
         };
-        let (s, b) = call(
-            &w.st,
-            &w.admin,
-            &Method::GET,
-            &format!("/api/v1/projects/api/{kind}/{name}"),
-            None,
-        )
-        .await;
+        let (s, b) = w
+            .get(&w.admin, &format!("/api/v1/projects/api/{kind}/{name}"))
+            .await;
         assert_eq!(s, StatusCode::OK, "{kind}: {b}");
     }
 }
@@ -404,32 +381,18 @@ async fn walk(w: World) {
 async fn lists_are_filtered_and_batches_refused_whole() {
     let w = world().await;
     // Every project's runs: only web's for the viewer, both for the admin.
-    let (s, b) = call(&w.st, &w.viewer, &Method::GET, "/api/v1/runs", None).await;
+    let (s, b) = w.get(&w.viewer, "/api/v1/runs").await;
     assert_eq!(s, StatusCode::OK);
     assert!(b.contains("w-run") && !b.contains(API_MARK), "{b}");
-    let (_, b) = call(&w.st, &w.admin, &Method::GET, "/api/v1/runs", None).await;
+    let (_, b) = w.get(&w.admin, "/api/v1/runs").await;
     assert!(b.contains("w-run") && b.contains(API_MARK), "{b}");
-    let (_, b) = call(&w.st, &w.viewer, &Method::GET, "/api/v1/projects", None).await;
+    let (_, b) = w.get(&w.viewer, "/api/v1/projects").await;
     assert!(b.contains("\"web\"") && !b.contains("\"api\""), "{b}");
     // Events: none of api's.
-    let (s, b) = call(
-        &w.st,
-        &w.viewer,
-        &Method::GET,
-        "/api/v1/events?limit=1000",
-        None,
-    )
-    .await;
+    let (s, b) = w.get(&w.viewer, "/api/v1/events?limit=1000").await;
     assert_eq!(s, StatusCode::OK);
     assert!(b.contains("w-run") && !b.contains(API_MARK), "{b}");
-    let (s, _) = call(
-        &w.st,
-        &w.viewer,
-        &Method::GET,
-        "/api/v1/events?project=api",
-        None,
-    )
-    .await;
+    let (s, _) = w.get(&w.viewer, "/api/v1/events?project=api").await;
     assert_eq!(s, StatusCode::NOT_FOUND);
 
     // A batch touching api, by the operator of web: refused whole,
@@ -437,7 +400,7 @@ async fn lists_are_filtered_and_batches_refused_whole() {
     let yaml = "apiVersion: pam.dev/v1\nkind: Task\nmetadata: {name: new-web, project: web}\nspec: {title: x}\n---\napiVersion: pam.dev/v1\nkind: Task\nmetadata: {name: new-api, project: api}\nspec: {title: x}\n";
     let apply = json!({"files": [{"name": "b.yaml", "content": yaml}]});
     for path in ["/api/v1/apply", "/api/v1/diff"] {
-        let (s, b) = call(&w.st, &w.operator, &Method::POST, path, Some(apply.clone())).await;
+        let (s, b) = w.post(&w.operator, path, apply.clone()).await;
         assert_eq!(s, StatusCode::FORBIDDEN, "{path}: {b}");
         assert!(!b.contains("api") || b.contains("/api/"), "{path}: {b}");
         assert!(
@@ -445,14 +408,7 @@ async fn lists_are_filtered_and_batches_refused_whole() {
             "{path}: {b}"
         );
     }
-    let (s, _) = call(
-        &w.st,
-        &w.admin,
-        &Method::GET,
-        "/api/v1/projects/web/tasks/new-web",
-        None,
-    )
-    .await;
+    let (s, _) = w.get(&w.admin, "/api/v1/projects/web/tasks/new-web").await;
     assert_eq!(
         s,
         StatusCode::NOT_FOUND,
@@ -461,47 +417,25 @@ async fn lists_are_filtered_and_batches_refused_whole() {
     // Its own project's batch goes through; the viewer's is refused.
     let yaml = "apiVersion: pam.dev/v1\nkind: Task\nmetadata: {name: new-web, project: web}\nspec: {title: x}\n";
     let apply = json!({"files": [{"name": "b.yaml", "content": yaml}]});
-    let (s, b) = call(
-        &w.st,
-        &w.viewer,
-        &Method::POST,
-        "/api/v1/apply",
-        Some(apply.clone()),
-    )
-    .await;
+    let (s, b) = w.post(&w.viewer, "/api/v1/apply", apply.clone()).await;
     assert_eq!(s, StatusCode::FORBIDDEN, "{b}");
-    let (s, b) = call(
-        &w.st,
-        &w.operator,
-        &Method::POST,
-        "/api/v1/apply",
-        Some(apply),
-    )
-    .await;
+    let (s, b) = w.post(&w.operator, "/api/v1/apply", apply).await;
     assert_eq!(s, StatusCode::OK, "{b}");
     // Prune by a selector that matches api's objects too: only the
     // batch's projects are pruned, nothing of api is named or touched.
-    let (s, b) = call(
-        &w.st,
-        &w.operator,
-        &Method::POST,
-        "/api/v1/apply",
-        Some(json!({"files": [{"name": "b.yaml", "content": yaml}], "prune": true, "selector": "!nothing"})),
-    )
+    let (s, b) = w.post(&w.operator, "/api/v1/apply", json!({"files": [{"name": "b.yaml", "content": yaml}], "prune": true, "selector": "!nothing"}))
     .await;
     assert_eq!(s, StatusCode::OK, "{b}");
     assert!(!b.contains(API_MARK), "{b}");
-    let (s, _) = call(
-        &w.st,
-        &w.admin,
-        &Method::GET,
-        &format!("/api/v1/projects/api/runs/{API_MARK}-run"),
-        None,
-    )
-    .await;
+    let (s, _) = w
+        .get(
+            &w.admin,
+            &format!("/api/v1/projects/api/runs/{API_MARK}-run"),
+        )
+        .await;
     assert_eq!(s, StatusCode::OK, "prune refused: api's run is there");
     // Refusals are counted per token name.
-    let (_, m) = call(&w.st, &w.admin, &Method::GET, "/metrics", None).await;
+    let (_, m) = w.get(&w.admin, "/metrics").await;
     assert!(
         m.contains("pam_api_refused_total{token=\"web-viewer\",status=\"403\"}"),
         "{m}"
@@ -514,14 +448,7 @@ async fn lists_are_filtered_and_batches_refused_whole() {
         json!({"name": "x", "role": "root", "projects": ["web"]}),
         json!({"worker": "h1", "role": "viewer"}),
     ] {
-        let (s, b) = call(
-            &w.st,
-            &w.admin,
-            &Method::POST,
-            "/api/v1/tokens",
-            Some(body.clone()),
-        )
-        .await;
+        let (s, b) = w.post(&w.admin, "/api/v1/tokens", body.clone()).await;
         assert_eq!(s, StatusCode::BAD_REQUEST, "{body}: {b}");
     }
 }
@@ -609,14 +536,13 @@ async fn a_viewers_stream_carries_only_its_projects_events() {
 async fn every_event_of_a_request_names_its_token() {
     let w = world().await;
     let yaml = "apiVersion: pam.dev/v1\nkind: Task\nmetadata: {name: audited, project: web}\nspec: {title: x}\n";
-    let (s, b) = call(
-        &w.st,
-        &w.operator,
-        &Method::POST,
-        "/api/v1/apply",
-        Some(json!({"files": [{"name": "a.yaml", "content": yaml}]})),
-    )
-    .await;
+    let (s, b) = w
+        .post(
+            &w.operator,
+            "/api/v1/apply",
+            json!({"files": [{"name": "a.yaml", "content": yaml}]}),
+        )
+        .await;
     assert_eq!(s, StatusCode::OK, "{b}");
     let (s, b) = call(
         &w.st,
@@ -635,14 +561,7 @@ async fn every_event_of_a_request_names_its_token() {
         .unwrap();
     ctx.commit(tx).await.unwrap();
 
-    let (_, b) = call(
-        &w.st,
-        &w.admin,
-        &Method::GET,
-        "/api/v1/events?limit=1000",
-        None,
-    )
-    .await;
+    let (_, b) = w.get(&w.admin, "/api/v1/events?limit=1000").await;
     let v: Value = serde_json::from_str(&b).unwrap();
     let items = v["items"].as_array().unwrap();
     let by = json!({"name": "web-operator", "role": "operator"});
@@ -681,7 +600,7 @@ async fn every_event_of_a_request_names_its_token() {
 #[tokio::test]
 async fn bad_auth_input_is_a_json_4xx_and_writes_nothing() {
     let w = world().await;
-    let (_, before) = call(&w.st, &w.admin, &Method::GET, "/api/v1/tokens", None).await;
+    let (_, before) = w.get(&w.admin, "/api/v1/tokens").await;
     let long = "p".repeat(300);
     let bodies = [
         json!({"name": "x", "role": ""}),
@@ -703,14 +622,7 @@ async fn bad_auth_input_is_a_json_4xx_and_writes_nothing() {
         json!("viewer"),
     ];
     for body in &bodies {
-        let (s, b) = call(
-            &w.st,
-            &w.admin,
-            &Method::POST,
-            "/api/v1/tokens",
-            Some(body.clone()),
-        )
-        .await;
+        let (s, b) = w.post(&w.admin, "/api/v1/tokens", body.clone()).await;
         assert!(s.is_client_error(), "{body}: {s} {b}");
         let v: Value = serde_json::from_str(&b).unwrap_or(Value::Null);
         assert!(v["error"]["code"].is_string(), "{body}: {b}");
@@ -724,7 +636,7 @@ async fn bad_auth_input_is_a_json_4xx_and_writes_nothing() {
         "/api/v1/auth/can-i?verb=get&resource=runs&colour=red",
     ];
     for q in questions {
-        let (s, b) = call(&w.st, &w.viewer, &Method::GET, q, None).await;
+        let (s, b) = w.get(&w.viewer, q).await;
         assert!(s.is_client_error(), "{q}: {s} {b}");
         let v: Value = serde_json::from_str(&b).unwrap_or(Value::Null);
         assert!(v["error"]["code"].is_string(), "{q}: {b}");
@@ -757,7 +669,7 @@ async fn bad_auth_input_is_a_json_4xx_and_writes_nothing() {
         let v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
         assert!(v["error"]["code"].is_string(), "{h:?}: {text}");
     }
-    let (_, after) = call(&w.st, &w.admin, &Method::GET, "/api/v1/tokens", None).await;
+    let (_, after) = w.get(&w.admin, "/api/v1/tokens").await;
     let ids = |text: &str| -> Vec<Value> {
         let v: Value = serde_json::from_str(text).unwrap_or(Value::Null);
         let items = v["items"].as_array().cloned().unwrap_or_default();

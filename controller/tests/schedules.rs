@@ -15,7 +15,7 @@ use pam_controller::rules::schedules::{self, Tick};
 use pam_manifests::state::RunStatus;
 use pam_store::memory::MemStore;
 use pam_store::postgres::PgStore;
-use pam_store::{Run, RunFilter, Store};
+use pam_store::{Run, RunFilter, Schedule, Store, Tx};
 
 /// 12:00:30, mid-minute.
 fn t0() -> DateTime<Utc> {
@@ -29,6 +29,23 @@ fn schedule_yaml(name: &str, cron: &str, extra: &str) -> String {
     format!(
         "apiVersion: pam.dev/v1\nkind: Schedule\nmetadata:\n  name: {name}\n  project: web\nspec:\n  schedule: {cron:?}\n  runTemplate:\n    task: t\n    provider: claude\n    cwd: /tmp\n{extra}"
     )
+}
+
+/// One file `s.yaml` holding `text`.
+fn request(text: &str) -> ApplyRequest {
+    ApplyRequest {
+        files: vec![FileIn {
+            name: "s.yaml".into(),
+            content: text.into(),
+        }],
+        ..Default::default()
+    }
+}
+
+/// Schedule `name` of project web.
+async fn schedule_named(tx: &mut dyn Tx, name: &str) -> Schedule {
+    let p = tx.get_project_by_slug("web").await.unwrap().unwrap();
+    tx.get_schedule_by_name(p.id, name).await.unwrap().unwrap()
 }
 
 struct World {
@@ -46,14 +63,13 @@ impl World {
     }
 
     async fn apply(&self, text: &str) {
-        let req = ApplyRequest {
-            files: vec![FileIn {
-                name: "s.yaml".into(),
-                content: text.into(),
-            }],
-            ..Default::default()
-        };
-        apply::apply(&self.ctx, &req).await.unwrap();
+        apply::apply(&self.ctx, &request(text)).await.unwrap();
+    }
+
+    /// Moves the clock by `secs` and runs one reconcile pass.
+    async fn pass_after(&self, secs: i64) {
+        self.advance(secs);
+        reconcile::pass(&self.ctx).await.unwrap();
     }
 
     fn advance(&self, secs: i64) {
@@ -105,12 +121,7 @@ async fn every_minute_for_100_ticks_is_100_runs() {
     assert_eq!(runs[0].meta.labels["schedule.pam.dev/name"], "minutely");
     // Its status: the last tick, the next, the active runs.
     let mut tx = w.ctx.store.begin().await.unwrap();
-    let p = tx.get_project_by_slug("web").await.unwrap().unwrap();
-    let s = tx
-        .get_schedule_by_name(p.id, "minutely")
-        .await
-        .unwrap()
-        .unwrap();
+    let s = schedule_named(tx.as_mut(), "minutely").await;
     let all = tx.schedule_runs(s.id).await.unwrap();
     let st = schedules::status(&s, &all, w.ctx.now());
     assert_eq!(st.active.len(), 100);
@@ -133,10 +144,8 @@ async fn forbid_skips_while_active_and_replace_stops_the_active_run() {
         schedule_yaml("replace", "* * * * *", "  concurrencyPolicy: Replace\n")
     ))
     .await;
-    w.advance(60);
-    reconcile::pass(&w.ctx).await.unwrap();
-    w.advance(60);
-    reconcile::pass(&w.ctx).await.unwrap();
+    w.pass_after(60).await;
+    w.pass_after(60).await;
     let runs = w.runs().await;
     let of = |prefix: &str| -> Vec<&Run> {
         runs.iter().filter(|r| r.name.starts_with(prefix)).collect()
@@ -150,8 +159,7 @@ async fn forbid_skips_while_active_and_replace_stops_the_active_run() {
     assert_eq!(replaced.len(), 2);
     assert!(replaced[0].stop_requested);
     assert!(!replaced[1].stop_requested);
-    w.advance(1);
-    reconcile::pass(&w.ctx).await.unwrap();
+    w.pass_after(1).await;
     let runs = w.runs().await;
     let first = runs.iter().find(|r| r.id == replaced[0].id).unwrap();
     assert_eq!(first.status, RunStatus::Stopped);
@@ -178,8 +186,7 @@ async fn a_missed_tick_is_caught_up_once_within_the_deadline_and_skipped_beyond(
     assert_eq!(names, [format!("within-{}", tick_15.timestamp() / 60)]);
     assert_eq!(w.topic_count("schedule.tick_missed").await, 1);
     // The next tick on time runs for both.
-    w.advance(1800);
-    reconcile::pass(&w.ctx).await.unwrap();
+    w.pass_after(1800).await;
     assert_eq!(w.runs().await.len(), 3);
 }
 
@@ -188,16 +195,10 @@ async fn suspend_and_trigger() {
     let w = World::new(Arc::new(MemStore::new())).await;
     w.apply(&schedule_yaml("nightly", "@daily", "  suspend: true\n"))
         .await;
-    w.advance(2 * 86_400);
-    reconcile::pass(&w.ctx).await.unwrap();
+    w.pass_after(2 * 86_400).await;
     assert!(w.runs().await.is_empty(), "suspended");
     let mut tx = w.ctx.store.begin().await.unwrap();
-    let p = tx.get_project_by_slug("web").await.unwrap().unwrap();
-    let s = tx
-        .get_schedule_by_name(p.id, "nightly")
-        .await
-        .unwrap()
-        .unwrap();
+    let s = schedule_named(tx.as_mut(), "nightly").await;
     let t = schedules::trigger(tx.as_mut(), &s, "web", w.ctx.now())
         .await
         .unwrap();
@@ -236,14 +237,7 @@ async fn a_bad_timetable_is_refused_with_file_and_line_and_nothing_is_written() 
         schedule_yaml("bad-cron", "61 * * * *", ""),
         schedule_yaml("bad-zone", "@daily", "  timeZone: Mars/Olympus\n")
     );
-    let req = ApplyRequest {
-        files: vec![FileIn {
-            name: "s.yaml".into(),
-            content: text.into(),
-        }],
-        ..Default::default()
-    };
-    let Err(apply::ApplyError::Invalid(errs)) = apply::apply(&w.ctx, &req).await else {
+    let Err(apply::ApplyError::Invalid(errs)) = apply::apply(&w.ctx, &request(&text)).await else {
         panic!("a bad timetable applied")
     };
     let got: Vec<(String, usize, String)> = errs
@@ -291,12 +285,7 @@ async fn a_pamd_killed_mid_tick_or_between_ticks_doubles_nothing_on_postgresql()
     // run created, not committed) — nothing of it survives.
     w.advance(60);
     let mut tx = store.begin().await.unwrap();
-    let p = tx.get_project_by_slug("web").await.unwrap().unwrap();
-    let s = tx
-        .get_schedule_by_name(p.id, "minutely")
-        .await
-        .unwrap()
-        .unwrap();
+    let s = schedule_named(tx.as_mut(), "minutely").await;
     let t = schedules::tick(tx.as_mut(), &s, "web", w.ctx.now())
         .await
         .unwrap();

@@ -47,11 +47,9 @@ async fn assert_seed_columns(pool: &PgPool, table: &str, seed: &[Col]) {
 
 const TS: &str = "timestamp with time zone";
 
-#[tokio::test]
-async fn seed_tables_have_every_seed_column() {
-    let pool = pool().await;
-    assert_seed_columns(
-        &pool,
+/// The seed's tables and their columns (pam-data-model.txt).
+const SEED: &[(&str, &[Col])] = &[
+    (
         "hosts",
         &[
             ("id", "uuid", false, None),
@@ -66,10 +64,8 @@ async fn seed_tables_have_every_seed_column() {
             ("created_at", TS, false, None),
             ("updated_at", TS, false, None),
         ],
-    )
-    .await;
-    assert_seed_columns(
-        &pool,
+    ),
+    (
         "projects",
         &[
             ("id", "uuid", false, None),
@@ -80,10 +76,8 @@ async fn seed_tables_have_every_seed_column() {
             ("created_at", TS, false, None),
             ("updated_at", TS, false, None),
         ],
-    )
-    .await;
-    assert_seed_columns(
-        &pool,
+    ),
+    (
         "work_items",
         &[
             ("id", "uuid", false, None),
@@ -99,10 +93,8 @@ async fn seed_tables_have_every_seed_column() {
             ("created_at", TS, false, None),
             ("updated_at", TS, false, None),
         ],
-    )
-    .await;
-    assert_seed_columns(
-        &pool,
+    ),
+    (
         "runs",
         &[
             ("id", "uuid", false, None),
@@ -122,10 +114,8 @@ async fn seed_tables_have_every_seed_column() {
             ("created_at", TS, false, None),
             ("updated_at", TS, false, None),
         ],
-    )
-    .await;
-    assert_seed_columns(
-        &pool,
+    ),
+    (
         "processed_signals",
         &[
             ("run_id", "uuid", false, None),
@@ -133,10 +123,8 @@ async fn seed_tables_have_every_seed_column() {
             ("kind", "text", false, None),
             ("received_at", TS, false, None),
         ],
-    )
-    .await;
-    assert_seed_columns(
-        &pool,
+    ),
+    (
         "events",
         &[
             ("seq", "bigint", false, None),
@@ -144,8 +132,15 @@ async fn seed_tables_have_every_seed_column() {
             ("payload", "jsonb", false, None),
             ("created_at", TS, false, None),
         ],
-    )
-    .await;
+    ),
+];
+
+#[tokio::test]
+async fn seed_tables_have_every_seed_column() {
+    let pool = pool().await;
+    for (table, cols) in SEED {
+        assert_seed_columns(&pool, table, cols).await;
+    }
 }
 
 #[tokio::test]

@@ -18,7 +18,7 @@ use pam_controller::sync::fetch::{self, GitAuth, Repos};
 use pam_controller::sync::roots::DirPolicy;
 use pam_controller::sync::runner::{sync_source, Trigger};
 use pam_controller::sync::watch::{DEBOUNCE, SETTLE};
-use pam_manifests::kinds::{Kind, SourceSpec};
+use pam_manifests::kinds::{Kind, SourceSpec, SyncState};
 use pam_store::memory::MemStore;
 use pam_store::Source;
 use serde_json::json;
@@ -104,6 +104,13 @@ impl World {
         self.try_sync(trigger).await.expect("synced, not deferred")
     }
 
+    /// Syncs and expects the sync to end `want`.
+    async fn sync_to(&mut self, trigger: Trigger, want: SyncState) -> Source {
+        let s = self.sync(trigger).await;
+        assert_eq!(s.status.sync, want, "{:?}", s.status);
+        s
+    }
+
     /// None: deferred (the tree is still settling).
     async fn try_sync(&mut self, trigger: Trigger) -> Option<Source> {
         let s = self.source().await;
@@ -155,13 +162,7 @@ fn changed(files: &[&str], tasks: &[&str]) -> Plan {
 async fn a_changed_file_alone_is_applied() {
     let mut w = World::new().await;
     assert_eq!(w.plan().await, Plan::Full, "nothing applied yet");
-    let s = w.sync(Trigger::Due).await;
-    assert_eq!(
-        s.status.sync,
-        pam_manifests::kinds::SyncState::Synced,
-        "{:?}",
-        s.status
-    );
+    w.sync_to(Trigger::Due, SyncState::Synced).await;
     assert_eq!(w.syncs("full").await, 1);
     assert_eq!(w.title("b1").await.as_deref(), Some("B one"));
 
@@ -172,13 +173,7 @@ async fn a_changed_file_alone_is_applied() {
     );
     assert_eq!(w.plan().await, changed(&["b.yaml"], &["b1"]));
     // An edit is applied as soon as the file is complete.
-    let s = w.sync(JUST_CHANGED).await;
-    assert_eq!(
-        s.status.sync,
-        pam_manifests::kinds::SyncState::Synced,
-        "{:?}",
-        s.status
-    );
+    let s = w.sync_to(JUST_CHANGED, SyncState::Synced).await;
     assert_eq!(w.syncs("changed").await, 1);
     assert_eq!(w.syncs("full").await, 1);
     assert_eq!(w.title("b1").await.as_deref(), Some("B one again"));
@@ -188,13 +183,7 @@ async fn a_changed_file_alone_is_applied() {
     // A new file whose task's parent is in a file that did not change.
     w.write("c.yaml", &task("c1", "C one", Some("a2")));
     assert_eq!(w.plan().await, changed(&["c.yaml"], &["c1"]));
-    let s = w.sync(CHANGED).await;
-    assert_eq!(
-        s.status.sync,
-        pam_manifests::kinds::SyncState::Synced,
-        "{:?}",
-        s.status
-    );
+    let s = w.sync_to(CHANGED, SyncState::Synced).await;
     assert_eq!(w.syncs("changed").await, 2);
     assert_eq!(w.title("c1").await.as_deref(), Some("C one"));
     let n = {
@@ -204,8 +193,7 @@ async fn a_changed_file_alone_is_applied() {
     assert_eq!(n, 6, "project, a1, a2, b1, b2, c1 in the inventory");
 
     // The interval's sync is a full one (it looks for drift).
-    let s = w.sync(Trigger::Due).await;
-    assert_eq!(s.status.sync, pam_manifests::kinds::SyncState::Synced);
+    w.sync_to(Trigger::Due, SyncState::Synced).await;
     assert_eq!(w.syncs("unchanged").await, 1);
 }
 
@@ -218,13 +206,7 @@ async fn what_a_changed_file_cannot_decide_alone_is_a_full_sync() {
     // full sync names the problem, nothing is written.
     w.write("c.yaml", &task("a1", "A again", None));
     assert_eq!(w.plan().await, Plan::Full);
-    let s = w.sync(CHANGED).await;
-    assert_eq!(
-        s.status.sync,
-        pam_manifests::kinds::SyncState::Failed,
-        "{:?}",
-        s.status
-    );
+    let s = w.sync_to(CHANGED, SyncState::Failed).await;
     assert!(
         s.status.sync_message.contains("a1"),
         "{}",
@@ -234,13 +216,7 @@ async fn what_a_changed_file_cannot_decide_alone_is_a_full_sync() {
     std::fs::remove_file(w.tree().join("c.yaml")).unwrap();
     // Failed: the next sync is a full one.
     assert_eq!(w.plan().await, Plan::Full);
-    let s = w.sync(CHANGED).await;
-    assert_eq!(
-        s.status.sync,
-        pam_manifests::kinds::SyncState::Synced,
-        "{:?}",
-        s.status
-    );
+    w.sync_to(CHANGED, SyncState::Synced).await;
 
     // A file removed: its objects leave the tree and are pruned, which
     // only the full sync decides — once the tree has been still for
@@ -250,13 +226,7 @@ async fn what_a_changed_file_cannot_decide_alone_is_a_full_sync() {
     assert!(w.try_sync(JUST_CHANGED).await.is_none(), "deferred");
     assert_eq!(w.title("b1").await.as_deref(), Some("B one"), "not yet");
     let full = w.syncs("full").await;
-    let s = w.sync(CHANGED).await;
-    assert_eq!(
-        s.status.sync,
-        pam_manifests::kinds::SyncState::Synced,
-        "{:?}",
-        s.status
-    );
+    w.sync_to(CHANGED, SyncState::Synced).await;
     assert_eq!(w.syncs("full").await, full + 1);
     assert_eq!(w.title("b1").await, None, "pruned");
     assert_eq!(w.title("b2").await, None, "pruned");
@@ -273,13 +243,7 @@ async fn what_a_changed_file_cannot_decide_alone_is_a_full_sync() {
     std::fs::rename(w.tree().join("d.yaml"), w.tree().join("e.yaml")).unwrap();
     assert_eq!(w.plan().await, changed(&["e.yaml"], &["a2"]));
     let changed = w.syncs("changed").await;
-    let s = w.sync(CHANGED).await;
-    assert_eq!(
-        s.status.sync,
-        pam_manifests::kinds::SyncState::Synced,
-        "{:?}",
-        s.status
-    );
+    let s = w.sync_to(CHANGED, SyncState::Synced).await;
     assert_eq!(w.syncs("changed").await, changed + 1);
     assert_eq!(w.title("a2").await.as_deref(), Some("A two moved"));
     let mut tx = w.ctx.store.begin().await.unwrap();
@@ -301,13 +265,7 @@ async fn a_changed_file_is_validated_against_the_stored_tree() {
         &(task("a1", "A one", Some("b1")) + &task("a2", "A two", Some("a1"))),
     );
     assert_eq!(w.plan().await, changed(&["a.yaml"], &["a1"]));
-    let s = w.sync(CHANGED).await;
-    assert_eq!(
-        s.status.sync,
-        pam_manifests::kinds::SyncState::Failed,
-        "{:?}",
-        s.status
-    );
+    let s = w.sync_to(CHANGED, SyncState::Failed).await;
     let err = &s.status.errors[0];
     assert_eq!(err["file"], "a.yaml", "{err}");
     assert!(err["line"].as_u64().is_some(), "{err}");
@@ -319,13 +277,7 @@ async fn a_changed_file_is_validated_against_the_stored_tree() {
         "a.yaml",
         &(task("a1", "A one", None) + &task("a2", "A two", Some("nope"))),
     );
-    let s = w.sync(CHANGED).await;
-    assert_eq!(
-        s.status.sync,
-        pam_manifests::kinds::SyncState::Failed,
-        "{:?}",
-        s.status
-    );
+    let s = w.sync_to(CHANGED, SyncState::Failed).await;
     assert_eq!(s.status.errors[0]["file"], "a.yaml");
     assert!(
         s.status.sync_message.contains("nope"),
@@ -338,13 +290,7 @@ async fn a_changed_file_is_validated_against_the_stored_tree() {
         "a.yaml",
         &(task("a1", "A one", None) + &task("a2", "A two", Some("a1"))),
     );
-    let s = w.sync(CHANGED).await;
-    assert_eq!(
-        s.status.sync,
-        pam_manifests::kinds::SyncState::Synced,
-        "{:?}",
-        s.status
-    );
+    let s = w.sync_to(CHANGED, SyncState::Synced).await;
     assert_eq!(s.status.revision, applied);
     let mut tx = w.ctx.store.begin().await.unwrap();
     let p = tx.get_project_by_slug("big").await.unwrap().unwrap();
