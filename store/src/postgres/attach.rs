@@ -30,14 +30,11 @@ impl PgTx {
         lease_id: Uuid,
         now: DateTime<Utc>,
     ) -> StoreResult<Option<AttachLease>> {
-        let row = sqlx::query(sql)
-            .bind(run_id)
-            .bind(lease_id)
-            .bind(now)
-            .fetch_optional(self.conn())
-            .await
-            .map_err(db_err)?;
-        row.as_ref().map(lease_from_row).transpose()
+        self.row(
+            sqlx::query(sql).bind(run_id).bind(lease_id).bind(now),
+            lease_from_row,
+        )
+        .await
     }
 
     async fn leases(&mut self, sql: &str, run_id: Option<Uuid>) -> StoreResult<Vec<AttachLease>> {
@@ -210,14 +207,14 @@ impl AttachTx for PgTx {
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn take_expired_attach(&mut self, now: DateTime<Utc>) -> StoreResult<Vec<AttachLease>> {
-        let rows = sqlx::query(&format!(
-            "DELETE FROM attach_leases WHERE expires_at <= $1 RETURNING {LEASE_COLS}"
-        ))
-        .bind(now)
-        .fetch_all(self.conn())
+        self.rows(
+            sqlx::query(&format!(
+                "DELETE FROM attach_leases WHERE expires_at <= $1 RETURNING {LEASE_COLS}"
+            ))
+            .bind(now),
+            lease_from_row,
+        )
         .await
-        .map_err(db_err)?;
-        all(rows, lease_from_row)
     }
 
     #[tracing::instrument(level = "debug", skip_all)]

@@ -35,12 +35,7 @@ impl PgTx {
              ORDER BY d.{task_end}, w.name COLLATE \"C\"",
             qualified("w", &work_item_cols())
         );
-        let rows = sqlx::query(&sql)
-            .bind(ids)
-            .fetch_all(self.conn())
-            .await
-            .map_err(db_err)?;
-        all(rows, link_from_row)
+        self.rows(sqlx::query(&sql).bind(ids), link_from_row).await
     }
 
     async fn gate_update(&mut self, sql: &str, now: DateTime<Utc>) -> StoreResult<Vec<Run>> {
@@ -139,12 +134,8 @@ impl DependencyTx for PgTx {
              ORDER BY r.task_id, w.name COLLATE \"C\"",
             qualified("w", &work_item_cols())
         );
-        let rows = sqlx::query(&sql)
-            .bind(task_ids)
-            .fetch_all(self.conn())
+        self.rows(sqlx::query(&sql).bind(task_ids), link_from_row)
             .await
-            .map_err(db_err)?;
-        all(rows, link_from_row)
     }
 
     #[tracing::instrument(level = "debug", skip_all)]

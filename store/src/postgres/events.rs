@@ -95,14 +95,14 @@ impl EventTx for PgTx {
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn journal_after(&mut self, after: Position, limit: i64) -> StoreResult<Vec<Event>> {
-        let rows = sqlx::query(&journal_sql())
-            .bind(after.xid)
-            .bind(after.seq)
-            .bind(limit)
-            .fetch_all(self.conn())
-            .await
-            .map_err(db_err)?;
-        all(rows, event_from_row)
+        self.rows(
+            sqlx::query(&journal_sql())
+                .bind(after.xid)
+                .bind(after.seq)
+                .bind(limit),
+            event_from_row,
+        )
+        .await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
@@ -140,15 +140,15 @@ impl EventTx for PgTx {
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn events_after(&mut self, after: i64, limit: i64) -> StoreResult<Vec<Event>> {
-        let rows = sqlx::query(&format!(
-            "SELECT {EVENT_COLS} FROM events WHERE seq > $1 ORDER BY seq LIMIT $2"
-        ))
-        .bind(after)
-        .bind(limit)
-        .fetch_all(self.conn())
+        self.rows(
+            sqlx::query(&format!(
+                "SELECT {EVENT_COLS} FROM events WHERE seq > $1 ORDER BY seq LIMIT $2"
+            ))
+            .bind(after)
+            .bind(limit),
+            event_from_row,
+        )
         .await
-        .map_err(db_err)?;
-        all(rows, event_from_row)
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
@@ -157,16 +157,16 @@ impl EventTx for PgTx {
             return Ok(Vec::new());
         }
         let ids: Vec<String> = runs.iter().map(Uuid::to_string).collect();
-        let rows = sqlx::query(&format!(
-            "SELECT {EVENT_COLS} FROM events \
+        self.rows(
+            sqlx::query(&format!(
+                "SELECT {EVENT_COLS} FROM events \
              WHERE topic = $1 AND payload->>'run_id' = ANY($2) ORDER BY seq"
-        ))
-        .bind(topic)
-        .bind(&ids)
-        .fetch_all(self.conn())
+            ))
+            .bind(topic)
+            .bind(&ids),
+            event_from_row,
+        )
         .await
-        .map_err(db_err)?;
-        all(rows, event_from_row)
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
@@ -197,17 +197,17 @@ impl EventTx for PgTx {
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn run_events(&mut self, run: Uuid, after: i64, limit: i64) -> StoreResult<Vec<Event>> {
-        let rows = sqlx::query(&format!(
-            "SELECT {EVENT_COLS} FROM events \
+        self.rows(
+            sqlx::query(&format!(
+                "SELECT {EVENT_COLS} FROM events \
              WHERE payload->>'run_id' = $1 AND seq > $2 ORDER BY seq LIMIT $3"
-        ))
-        .bind(run.to_string())
-        .bind(after)
-        .bind(limit)
-        .fetch_all(self.conn())
+            ))
+            .bind(run.to_string())
+            .bind(after)
+            .bind(limit),
+            event_from_row,
+        )
         .await
-        .map_err(db_err)?;
-        all(rows, event_from_row)
     }
 
     #[tracing::instrument(level = "debug", skip_all)]

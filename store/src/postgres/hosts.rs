@@ -128,12 +128,8 @@ impl HostTx for PgTx {
              ORDER BY last_seen_at, name COLLATE \"C\"",
             host_cols()
         );
-        let rows = sqlx::query(&sql)
-            .bind(cutoff)
-            .fetch_all(self.conn())
+        self.rows(sqlx::query(&sql).bind(cutoff), host_from_row)
             .await
-            .map_err(db_err)?;
-        all(rows, host_from_row)
     }
 
     #[tracing::instrument(level = "debug", skip_all)]

@@ -364,13 +364,28 @@ impl PgTx {
         }
     }
 
+    /// Every row of `q`, each mapped by `f`.
+    async fn rows<T>(
+        &mut self,
+        q: sqlx::query::Query<'_, Postgres, sqlx::postgres::PgArguments>,
+        f: fn(&PgRow) -> StoreResult<T>,
+    ) -> StoreResult<Vec<T>> {
+        let rows = q.fetch_all(self.conn()).await.map_err(db_err)?;
+        all(rows, f)
+    }
+
+    /// The row of `q`, if any, mapped by `f`.
+    async fn row<T>(
+        &mut self,
+        q: sqlx::query::Query<'_, Postgres, sqlx::postgres::PgArguments>,
+        f: fn(&PgRow) -> StoreResult<T>,
+    ) -> StoreResult<Option<T>> {
+        let row = q.fetch_optional(self.conn()).await.map_err(db_err)?;
+        row.as_ref().map(f).transpose()
+    }
+
     async fn one_run(&mut self, sql: &str, id: Uuid) -> StoreResult<Option<Run>> {
-        let row = sqlx::query(sql)
-            .bind(id)
-            .fetch_optional(self.conn())
-            .await
-            .map_err(db_err)?;
-        row.as_ref().map(run_from_row).transpose()
+        self.row(sqlx::query(sql).bind(id), run_from_row).await
     }
 }
 

@@ -26,12 +26,7 @@ impl PgTx {
     /// The row with this id.
     pub(super) async fn named_by_id<T: Named>(&mut self, id: Uuid) -> StoreResult<Option<T>> {
         let sql = format!("SELECT {} FROM {} WHERE id = $1", T::cols(), T::TABLE);
-        let row = sqlx::query(&sql)
-            .bind(id)
-            .fetch_optional(self.conn())
-            .await
-            .map_err(db_err)?;
-        row.as_ref().map(T::from_row).transpose()
+        self.row(sqlx::query(&sql).bind(id), T::from_row).await
     }
 
     /// The row named `name` (in `scope`, for a project-scoped kind).

@@ -60,33 +60,29 @@ impl RunResultTx for PgTx {
         run_id: Uuid,
         attempt: Option<i32>,
     ) -> StoreResult<Vec<RunResultRow>> {
-        let rows = sqlx::query(
+        self.rows(sqlx::query(
             "SELECT *, octet_length(patch)::bigint AS patch_bytes FROM run_results WHERE run_id = $1 AND ($2::int IS NULL OR attempt = $2)
              ORDER BY attempt",
         )
         .bind(run_id)
-        .bind(attempt)
-        .fetch_all(self.conn())
-        .await
-        .map_err(db_err)?;
-        all(rows, result_from_row)
+        .bind(attempt), result_from_row).await
     }
 
     async fn latest_run_results(&mut self, run_ids: &[Uuid]) -> StoreResult<Vec<RunResultRow>> {
         if run_ids.is_empty() {
             return Ok(Vec::new());
         }
-        let rows = sqlx::query(
-            "SELECT DISTINCT ON (run_id) run_id, attempt, branch, base_commit, head_commit,
+        self.rows(
+            sqlx::query(
+                "SELECT DISTINCT ON (run_id) run_id, attempt, branch, base_commit, head_commit,
                     commits, files_changed, insertions, deletions, ''::text AS patch,
                     octet_length(patch)::bigint AS patch_bytes, patch_truncated, recorded_at,
                     pushed, push_message
              FROM run_results WHERE run_id = ANY($1) ORDER BY run_id, attempt DESC",
+            )
+            .bind(run_ids),
+            result_from_row,
         )
-        .bind(run_ids)
-        .fetch_all(self.conn())
         .await
-        .map_err(db_err)?;
-        all(rows, result_from_row)
     }
 }

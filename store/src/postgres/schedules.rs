@@ -58,11 +58,7 @@ impl ScheduleTx for PgTx {
     #[tracing::instrument(level = "debug", skip_all)]
     async fn list_all_schedules(&mut self) -> StoreResult<Vec<Schedule>> {
         let sql = format!("SELECT {} FROM schedules ORDER BY id", schedule_cols());
-        let rows = sqlx::query(&sql)
-            .fetch_all(self.conn())
-            .await
-            .map_err(db_err)?;
-        all(rows, schedule_from_row)
+        self.rows(sqlx::query(&sql), schedule_from_row).await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]

@@ -102,13 +102,8 @@ impl SecretTx for PgTx {
             "SELECT {} FROM secrets WHERE key_id <> $1 ORDER BY id LIMIT $2",
             secret_cols()
         );
-        let rows = sqlx::query(&sql)
-            .bind(key_id)
-            .bind(limit)
-            .fetch_all(self.conn())
+        self.rows(sqlx::query(&sql).bind(key_id).bind(limit), secret_from_row)
             .await
-            .map_err(db_err)?;
-        all(rows, secret_from_row)
     }
 
     #[tracing::instrument(level = "debug", skip_all)]

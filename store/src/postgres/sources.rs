@@ -171,12 +171,8 @@ impl SourceTx for PgTx {
             "SELECT {OBJECT_COLS} FROM source_objects WHERE source_id = $1 \
              ORDER BY kind COLLATE \"C\", project COLLATE \"C\" NULLS FIRST, name COLLATE \"C\""
         );
-        let rows = sqlx::query(&sql)
-            .bind(source_id)
-            .fetch_all(self.conn())
+        self.rows(sqlx::query(&sql).bind(source_id), object_from_row)
             .await
-            .map_err(db_err)?;
-        all(rows, object_from_row)
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
@@ -209,13 +205,8 @@ impl SourceTx for PgTx {
             "SELECT {OBJECT_COLS} FROM source_objects \
              WHERE (kind, object_id) IN (SELECT * FROM UNNEST($1::text[], $2::uuid[]))"
         );
-        let rows = sqlx::query(&sql)
-            .bind(&kinds)
-            .bind(&ids)
-            .fetch_all(self.conn())
+        self.rows(sqlx::query(&sql).bind(&kinds).bind(&ids), object_from_row)
             .await
-            .map_err(db_err)?;
-        all(rows, object_from_row)
     }
 
     #[tracing::instrument(level = "debug", skip_all)]

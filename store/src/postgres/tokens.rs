@@ -44,11 +44,7 @@ impl TokenTx for PgTx {
     #[tracing::instrument(level = "debug", skip_all)]
     async fn list_tokens(&mut self) -> StoreResult<Vec<ApiToken>> {
         let sql = format!("SELECT {TOKEN_COLS} FROM api_tokens ORDER BY created_at, id");
-        let rows = sqlx::query(&sql)
-            .fetch_all(self.conn())
-            .await
-            .map_err(db_err)?;
-        all(rows, token_from_row)
+        self.rows(sqlx::query(&sql), token_from_row).await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]

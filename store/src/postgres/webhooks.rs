@@ -38,12 +38,7 @@ fn delivery_from_row(row: &PgRow) -> StoreResult<Delivery> {
 
 impl PgTx {
     async fn one_delivery(&mut self, sql: &str, id: Uuid) -> StoreResult<Option<Delivery>> {
-        let row = sqlx::query(sql)
-            .bind(id)
-            .fetch_optional(self.conn())
-            .await
-            .map_err(db_err)?;
-        row.as_ref().map(delivery_from_row).transpose()
+        self.row(sqlx::query(sql).bind(id), delivery_from_row).await
     }
 }
 
@@ -164,13 +159,11 @@ impl WebhookTx for PgTx {
             "SELECT {DELIVERY_COLS} FROM webhook_deliveries \
              WHERE webhook_id = $1 AND status = 'pending' ORDER BY event_seq LIMIT $2"
         );
-        let rows = sqlx::query(&sql)
-            .bind(webhook)
-            .bind(limit)
-            .fetch_all(self.conn())
-            .await
-            .map_err(db_err)?;
-        all(rows, delivery_from_row)
+        self.rows(
+            sqlx::query(&sql).bind(webhook).bind(limit),
+            delivery_from_row,
+        )
+        .await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
@@ -231,14 +224,14 @@ impl WebhookTx for PgTx {
              WHERE ($1::uuid IS NULL OR webhook_id = $1) AND ($2::text IS NULL OR status = $2) \
              ORDER BY event_seq DESC, webhook_id LIMIT $3"
         );
-        let rows = sqlx::query(&sql)
-            .bind(f.webhook_id)
-            .bind(f.status.map(DeliveryStatus::as_str))
-            .bind(f.limit)
-            .fetch_all(self.conn())
-            .await
-            .map_err(db_err)?;
-        all(rows, delivery_from_row)
+        self.rows(
+            sqlx::query(&sql)
+                .bind(f.webhook_id)
+                .bind(f.status.map(DeliveryStatus::as_str))
+                .bind(f.limit),
+            delivery_from_row,
+        )
+        .await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]

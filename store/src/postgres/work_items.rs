@@ -174,13 +174,11 @@ impl WorkItemTx for PgTx {
              ORDER BY path COLLATE \"C\", sort_order, id",
             work_item_cols()
         );
-        let rows = sqlx::query(&sql)
-            .bind(project_id)
-            .bind(names)
-            .fetch_all(self.conn())
-            .await
-            .map_err(db_err)?;
-        all(rows, work_item_from_row)
+        self.rows(
+            sqlx::query(&sql).bind(project_id).bind(names),
+            work_item_from_row,
+        )
+        .await
     }
 
     #[tracing::instrument(level = "debug", skip_all, fields(names = names.len()))]
@@ -200,13 +198,11 @@ impl WorkItemTx for PgTx {
              ) w ORDER BY w.name COLLATE \"C\", w.project_id",
             qualified("w", &work_item_cols())
         );
-        let rows = sqlx::query(&sql)
-            .bind(names)
-            .bind(names.len() as i64)
-            .fetch_all(self.conn())
-            .await
-            .map_err(db_err)?;
-        all(rows, work_item_from_row)
+        self.rows(
+            sqlx::query(&sql).bind(names).bind(names.len() as i64),
+            work_item_from_row,
+        )
+        .await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
@@ -223,13 +219,11 @@ impl WorkItemTx for PgTx {
              ORDER BY path COLLATE \"C\", sort_order, id",
             work_item_cols()
         );
-        let rows = sqlx::query(&sql)
-            .bind(&root.path)
-            .bind(root.project_id)
-            .fetch_all(self.conn())
-            .await
-            .map_err(db_err)?;
-        all(rows, work_item_from_row)
+        self.rows(
+            sqlx::query(&sql).bind(&root.path).bind(root.project_id),
+            work_item_from_row,
+        )
+        .await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]

@@ -244,6 +244,15 @@ async fn seed(s: &dyn Store) -> (Project, WorkItem) {
     (p, task)
 }
 
+/// Projects `p` and `q`, inserted in `tx` (for what must stay apart
+/// between two projects).
+async fn projects_p_q(tx: &mut dyn Tx) -> (Project, Project) {
+    let (p, q) = (project("p"), project("q"));
+    tx.insert_project(&p).await.unwrap();
+    tx.insert_project(&q).await.unwrap();
+    (p, q)
+}
+
 async fn insert_runs(s: &dyn Store, runs: &[Run]) {
     let mut tx = s.begin().await.unwrap();
     for r in runs {

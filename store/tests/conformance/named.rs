@@ -15,10 +15,8 @@ fn by_path(mut v: Vec<&WorkItem>) -> Vec<Uuid> {
 
 /// p: a{b{c{d}}, e}, f; q: a{b}.
 async fn chains(s: &dyn Store) -> (Project, Project, Vec<WorkItem>, Vec<WorkItem>) {
-    let (p, q) = (project("p"), project("q"));
     let mut tx = s.begin().await.unwrap();
-    tx.insert_project(&p).await.unwrap();
-    tx.insert_project(&q).await.unwrap();
+    let (p, q) = projects_p_q(tx.as_mut()).await;
     let a = tx.insert_work_item(&item(&p, None, "a")).await.unwrap();
     let b = tx.insert_work_item(&item(&p, Some(&a), "b")).await.unwrap();
     let c = tx.insert_work_item(&item(&p, Some(&b), "c")).await.unwrap();

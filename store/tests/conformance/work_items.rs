@@ -122,10 +122,8 @@ pub async fn insert_work_items_batch(s: &dyn Store) {
 }
 
 pub async fn work_item_parent_and_name_checks(s: &dyn Store) {
-    let (p, q) = (project("p"), project("q"));
     let mut tx = s.begin().await.unwrap();
-    tx.insert_project(&p).await.unwrap();
-    tx.insert_project(&q).await.unwrap();
+    let (p, q) = projects_p_q(tx.as_mut()).await;
     let in_q = tx.insert_work_item(&item(&q, None, "a")).await.unwrap();
     let mut cross = item(&p, None, "cross");
     cross.parent_id = Some(in_q.id);
@@ -151,10 +149,8 @@ pub async fn work_item_parent_and_name_checks(s: &dyn Store) {
 
 /// a{b{d,e},c} plus another root f and another project.
 async fn tree(s: &dyn Store) -> (Project, Vec<WorkItem>) {
-    let (p, q) = (project("p"), project("q"));
     let mut tx = s.begin().await.unwrap();
-    tx.insert_project(&p).await.unwrap();
-    tx.insert_project(&q).await.unwrap();
+    let (p, q) = projects_p_q(tx.as_mut()).await;
     let a = tx.insert_work_item(&item(&p, None, "a")).await.unwrap();
     let b = tx.insert_work_item(&item(&p, Some(&a), "b")).await.unwrap();
     let mut c = item(&p, Some(&a), "c");
@@ -262,10 +258,8 @@ pub async fn reparent_rewrites_descendant_paths(s: &dyn Store) {
 }
 
 pub async fn reparent_refuses_cycle_self_and_cross_project(s: &dyn Store) {
-    let (p, q) = (project("p"), project("q"));
     let mut tx = s.begin().await.unwrap();
-    tx.insert_project(&p).await.unwrap();
-    tx.insert_project(&q).await.unwrap();
+    let (p, q) = projects_p_q(tx.as_mut()).await;
     let a = tx.insert_work_item(&item(&p, None, "a")).await.unwrap();
     let b = tx.insert_work_item(&item(&p, Some(&a), "b")).await.unwrap();
     let c = tx.insert_work_item(&item(&p, Some(&b), "c")).await.unwrap();
