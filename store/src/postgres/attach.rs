@@ -62,11 +62,8 @@ impl AttachTx for PgTx {
         let expired = match current {
             Some(l) if l.expires_at > now => return Ok(Err(AttachRefusal::Held(l))),
             Some(l) => {
-                sqlx::query("DELETE FROM attach_leases WHERE run_id = $1")
-                    .bind(l.run_id)
-                    .execute(self.conn())
-                    .await
-                    .map_err(db_err)?;
+                let q = sqlx::query("DELETE FROM attach_leases WHERE run_id = $1").bind(l.run_id);
+                self.exec(q).await?;
                 Some(l)
             }
             None => None,
@@ -154,13 +151,11 @@ impl AttachTx for PgTx {
         if queued as usize >= max {
             return Ok(Err(AttachRefusal::Backlog));
         }
-        sqlx::query("INSERT INTO attach_input (run_id, attempt, text) VALUES ($1, $2, $3)")
+        let q = sqlx::query("INSERT INTO attach_input (run_id, attempt, text) VALUES ($1, $2, $3)")
             .bind(run_id)
             .bind(attempt)
-            .bind(text)
-            .execute(self.conn())
-            .await
-            .map_err(db_err)?;
+            .bind(text);
+        self.exec(q).await?;
         Ok(Ok(()))
     }
 

@@ -85,13 +85,10 @@ impl DependencyTx for PgTx {
                 Some(_) => {}
             }
         }
-        sqlx::query("DELETE FROM work_item_deps WHERE task_id = $1")
-            .bind(task_id)
-            .execute(self.conn())
-            .await
-            .map_err(db_err)?;
+        let q = sqlx::query("DELETE FROM work_item_deps WHERE task_id = $1").bind(task_id);
+        self.exec(q).await?;
         let ords: Vec<i32> = (0..on.len() as i32).collect();
-        sqlx::query(
+        let q = sqlx::query(
             "INSERT INTO work_item_deps (task_id, depends_on_id, project_id, ord) \
              SELECT $1, d, $2, o FROM unnest($3::uuid[], $4::int[]) AS u(d, o) \
              ON CONFLICT DO NOTHING",
@@ -99,10 +96,8 @@ impl DependencyTx for PgTx {
         .bind(task_id)
         .bind(project)
         .bind(on)
-        .bind(&ords)
-        .execute(self.conn())
-        .await
-        .map_err(db_err)?;
+        .bind(&ords);
+        self.exec(q).await?;
         Ok(())
     }
 

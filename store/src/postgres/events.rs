@@ -212,12 +212,8 @@ impl EventTx for PgTx {
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn purge_events_before(&mut self, cutoff: DateTime<Utc>) -> StoreResult<u64> {
-        let r = sqlx::query("DELETE FROM events WHERE created_at < $1")
-            .bind(cutoff)
-            .execute(self.conn())
-            .await
-            .map_err(db_err)?;
-        Ok(r.rows_affected())
+        let q = sqlx::query("DELETE FROM events WHERE created_at < $1").bind(cutoff);
+        self.exec(q).await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
@@ -236,11 +232,8 @@ impl EventTx for PgTx {
         // Taken exclusively, the append lock waits out every append in
         // flight (each holds it shared from its first append to commit or
         // rollback).
-        sqlx::query("SELECT pg_advisory_xact_lock($1)")
-            .bind(EVENT_LOCK_KEY)
-            .execute(self.conn())
-            .await
-            .map_err(db_err)?;
+        let q = sqlx::query("SELECT pg_advisory_xact_lock($1)").bind(EVENT_LOCK_KEY);
+        self.exec(q).await?;
         let name: String = sqlx::query_scalar("SELECT pg_get_serial_sequence('events', 'seq')")
             .fetch_one(self.conn())
             .await

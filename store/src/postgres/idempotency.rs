@@ -67,7 +67,7 @@ impl IdempotencyTx for PgTx {
         body: Option<&[u8]>,
         content_type: Option<&str>,
     ) -> StoreResult<()> {
-        sqlx::query(
+        let q = sqlx::query(
             "UPDATE idempotency_keys SET response_status = $3, response_body = $4, \
              response_content_type = $5 WHERE principal = $1 AND key_hash = $2",
         )
@@ -75,10 +75,8 @@ impl IdempotencyTx for PgTx {
         .bind(key_hash)
         .bind(status)
         .bind(body)
-        .bind(content_type)
-        .execute(self.conn())
-        .await
-        .map_err(db_err)?;
+        .bind(content_type);
+        self.exec(q).await?;
         Ok(())
     }
 
@@ -88,25 +86,19 @@ impl IdempotencyTx for PgTx {
         principal: &str,
         key_hash: &str,
     ) -> StoreResult<()> {
-        sqlx::query(
+        let q = sqlx::query(
             "DELETE FROM idempotency_keys WHERE principal = $1 AND key_hash = $2 \
              AND response_status IS NULL",
         )
         .bind(principal)
-        .bind(key_hash)
-        .execute(self.conn())
-        .await
-        .map_err(db_err)?;
+        .bind(key_hash);
+        self.exec(q).await?;
         Ok(())
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn purge_idempotency_keys(&mut self, now: DateTime<Utc>) -> StoreResult<u64> {
-        let r = sqlx::query("DELETE FROM idempotency_keys WHERE expires_at <= $1")
-            .bind(now)
-            .execute(self.conn())
-            .await
-            .map_err(db_err)?;
-        Ok(r.rows_affected())
+        let q = sqlx::query("DELETE FROM idempotency_keys WHERE expires_at <= $1").bind(now);
+        self.exec(q).await
     }
 }

@@ -40,13 +40,13 @@ impl LeaderTx for PgTx {
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn resign(&mut self, name: &str, instance: Uuid, now: DateTime<Utc>) -> StoreResult<()> {
-        sqlx::query("UPDATE leader_leases SET expires_at = $3 WHERE name = $1 AND instance = $2")
-            .bind(name)
-            .bind(instance)
-            .bind(now)
-            .execute(self.conn())
-            .await
-            .map_err(db_err)?;
+        let q = sqlx::query(
+            "UPDATE leader_leases SET expires_at = $3 WHERE name = $1 AND instance = $2",
+        )
+        .bind(name)
+        .bind(instance)
+        .bind(now);
+        self.exec(q).await?;
         Ok(())
     }
 

@@ -76,7 +76,7 @@ impl ManagedFieldsTx for PgTx {
         // One statement for the batch: the emptied records deleted, the
         // others upserted (a data-modifying CTE runs whether or not the
         // outer statement reads it).
-        sqlx::query(
+        let q = sqlx::query(
             "WITH input AS ( \
                  SELECT * FROM UNNEST($1::text[], $2::uuid[], $3::jsonb[]) AS i(kind, object_id, entries)), \
              gone AS ( \
@@ -88,10 +88,8 @@ impl ManagedFieldsTx for PgTx {
         )
         .bind(&kinds)
         .bind(&ids)
-        .bind(&entries)
-        .execute(self.conn())
-        .await
-        .map_err(db_err)?;
+        .bind(&entries);
+        self.exec(q).await?;
         Ok(())
     }
 }

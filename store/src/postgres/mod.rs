@@ -265,11 +265,8 @@ impl PgTx {
     /// ([`EventTx::event_high_water`]) waits for them, and they for it.
     async fn lock_event_order(&mut self) -> StoreResult<()> {
         if !self.event_lock {
-            sqlx::query("SELECT pg_advisory_xact_lock_shared($1)")
-                .bind(EVENT_LOCK_KEY)
-                .execute(self.conn())
-                .await
-                .map_err(db_err)?;
+            let q = sqlx::query("SELECT pg_advisory_xact_lock_shared($1)").bind(EVENT_LOCK_KEY);
+            self.exec(q).await?;
             self.event_lock = true;
         }
         Ok(())
@@ -287,10 +284,7 @@ impl PgTx {
     }
 
     async fn savepoint(&mut self) -> StoreResult<()> {
-        sqlx::query("SAVEPOINT pam_write")
-            .execute(self.conn())
-            .await
-            .map_err(db_err)?;
+        self.exec(sqlx::query("SAVEPOINT pam_write")).await?;
         Ok(())
     }
 
@@ -299,10 +293,8 @@ impl PgTx {
     async fn end_savepoint<T>(&mut self, r: Result<T, sqlx::Error>) -> StoreResult<T> {
         match r {
             Ok(v) => {
-                sqlx::query("RELEASE SAVEPOINT pam_write")
-                    .execute(self.conn())
-                    .await
-                    .map_err(db_err)?;
+                self.exec(sqlx::query("RELEASE SAVEPOINT pam_write"))
+                    .await?;
                 Ok(v)
             }
             Err(e) => {
@@ -317,10 +309,7 @@ impl PgTx {
             "ROLLBACK TO SAVEPOINT pam_write",
             "RELEASE SAVEPOINT pam_write",
         ] {
-            sqlx::query(sql)
-                .execute(self.conn())
-                .await
-                .map_err(db_err)?;
+            self.exec(sqlx::query(sql)).await?;
         }
         Ok(())
     }
@@ -362,6 +351,15 @@ impl PgTx {
             Ok(false) => StoreError::NotFound(format!("{table} {id}")),
             Err(e) => e,
         }
+    }
+
+    /// Runs statement `q`: how many rows it touched.
+    async fn exec(
+        &mut self,
+        q: sqlx::query::Query<'_, Postgres, sqlx::postgres::PgArguments>,
+    ) -> StoreResult<u64> {
+        let r = q.execute(self.conn()).await.map_err(db_err)?;
+        Ok(r.rows_affected())
     }
 
     /// Every row of `q`, each mapped by `f`.

@@ -27,7 +27,7 @@ impl RunResultTx for PgTx {
         // A handful per signal batch at most (one per finished attempt
         // with a workspace): one statement each.
         for r in rows {
-            sqlx::query(
+            let q = sqlx::query(
                 "INSERT INTO run_results (run_id, attempt, branch, base_commit, head_commit,
                     commits, files_changed, insertions, deletions, patch, patch_truncated,
                     recorded_at, pushed, push_message)
@@ -47,10 +47,8 @@ impl RunResultTx for PgTx {
             .bind(r.patch_truncated)
             .bind(r.recorded_at)
             .bind(r.pushed)
-            .bind(&r.push_message)
-            .execute(self.conn())
-            .await
-            .map_err(db_err)?;
+            .bind(&r.push_message);
+            self.exec(q).await?;
         }
         Ok(())
     }

@@ -125,7 +125,7 @@ impl SecretTx for PgTx {
     ) -> StoreResult<()> {
         match wait {
             None => {
-                sqlx::query(
+                let q = sqlx::query(
                     "WITH d AS (DELETE FROM run_secret_waits WHERE run_id = $1 RETURNING run_id) \
                      UPDATE runs SET dispatchable_since = $2, updated_at = $2, \
                      resource_version = resource_version + 1 FROM d \
@@ -133,10 +133,8 @@ impl SecretTx for PgTx {
                      AND runs.dispatchable_since IS NOT NULL",
                 )
                 .bind(run_id)
-                .bind(now)
-                .execute(self.conn())
-                .await
-                .map_err(db_err)?;
+                .bind(now);
+                self.exec(q).await?;
                 Ok(())
             }
             Some(message) => {

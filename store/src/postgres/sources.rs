@@ -222,7 +222,7 @@ impl SourceTx for PgTx {
         let names: Vec<&str> = rows.iter().map(|r| r.name.as_str()).collect();
         let declared = col(|r| r.declared.clone());
         let files: Vec<&str> = rows.iter().map(|r| r.file.as_str()).collect();
-        let r = sqlx::query(
+        let q = sqlx::query(
             "INSERT INTO source_objects (source_id, kind, object_id, project, name, declared, file) \
              SELECT * FROM UNNEST($1::uuid[], $2::text[], $3::uuid[], $4::text[], $5::text[], \
                                   $6::jsonb[], $7::text[]) \
@@ -236,11 +236,8 @@ impl SourceTx for PgTx {
         .bind(&projects)
         .bind(&names)
         .bind(&declared)
-        .bind(&files)
-        .execute(self.conn())
-        .await
-        .map_err(db_err)?;
-        Ok(r.rows_affected())
+        .bind(&files);
+        self.exec(q).await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
@@ -254,16 +251,14 @@ impl SourceTx for PgTx {
         }
         let kinds: Vec<&str> = objects.iter().map(|(k, _)| k.as_str()).collect();
         let ids: Vec<Uuid> = objects.iter().map(|(_, id)| *id).collect();
-        sqlx::query(
+        let q = sqlx::query(
             "DELETE FROM source_objects WHERE source_id = $1 \
              AND (kind, object_id) IN (SELECT * FROM UNNEST($2::text[], $3::uuid[]))",
         )
         .bind(source_id)
         .bind(&kinds)
-        .bind(&ids)
-        .execute(self.conn())
-        .await
-        .map_err(db_err)?;
+        .bind(&ids);
+        self.exec(q).await?;
         Ok(())
     }
 

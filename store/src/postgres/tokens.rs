@@ -49,15 +49,12 @@ impl TokenTx for PgTx {
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn revoke_token(&mut self, id: Uuid, now: DateTime<Utc>) -> StoreResult<bool> {
-        let r = sqlx::query(
+        let q = sqlx::query(
             "UPDATE api_tokens SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL",
         )
         .bind(id)
-        .bind(now)
-        .execute(self.conn())
-        .await
-        .map_err(db_err)?;
-        Ok(r.rows_affected() == 1)
+        .bind(now);
+        Ok(self.exec(q).await? == 1)
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
@@ -67,16 +64,13 @@ impl TokenTx for PgTx {
         now: DateTime<Utc>,
         unless_since: DateTime<Utc>,
     ) -> StoreResult<bool> {
-        let r = sqlx::query(
+        let q = sqlx::query(
             "UPDATE api_tokens SET last_used_at = $2 WHERE id = $1 \
              AND (last_used_at IS NULL OR last_used_at < $3)",
         )
         .bind(id)
         .bind(now)
-        .bind(unless_since)
-        .execute(self.conn())
-        .await
-        .map_err(db_err)?;
-        Ok(r.rows_affected() == 1)
+        .bind(unless_since);
+        Ok(self.exec(q).await? == 1)
     }
 }

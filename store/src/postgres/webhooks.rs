@@ -116,7 +116,7 @@ impl WebhookTx for PgTx {
             return Ok(());
         }
         for chunk in rows.chunks(5000) {
-            sqlx::query(
+            let q = sqlx::query(
                 "INSERT INTO webhook_deliveries (id, webhook_id, event_seq, topic, payload, \
                    status, attempts, next_attempt_at, created_at) \
                  SELECT i, w, s, t, p, 'pending', 0, n, c \
@@ -135,10 +135,8 @@ impl WebhookTx for PgTx {
                     .map(|d| d.next_attempt_at.unwrap_or(d.created_at))
                     .collect::<Vec<_>>(),
             )
-            .bind(chunk.iter().map(|d| d.created_at).collect::<Vec<_>>())
-            .execute(self.conn())
-            .await
-            .map_err(db_err)?;
+            .bind(chunk.iter().map(|d| d.created_at).collect::<Vec<_>>());
+            self.exec(q).await?;
         }
         Ok(())
     }
@@ -252,14 +250,11 @@ impl WebhookTx for PgTx {
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn purge_deliveries_before(&mut self, cutoff: DateTime<Utc>) -> StoreResult<u64> {
-        let r = sqlx::query(
+        let q = sqlx::query(
             "DELETE FROM webhook_deliveries WHERE created_at < $1 AND status <> 'pending'",
         )
-        .bind(cutoff)
-        .execute(self.conn())
-        .await
-        .map_err(db_err)?;
-        Ok(r.rows_affected())
+        .bind(cutoff);
+        self.exec(q).await
     }
 }
 

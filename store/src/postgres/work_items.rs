@@ -326,16 +326,14 @@ impl WorkItemTx for PgTx {
             }
         };
         // The subtree is located by the OLD prefix, then rewritten at once.
-        sqlx::query(
+        let q = sqlx::query(
             "UPDATE work_items SET path = $1 || substr(path, length($2) + 1) \
              WHERE project_id = $3 AND (path = $2 OR path LIKE $2 || '/%')",
         )
         .bind(&new_path)
         .bind(&old_path)
-        .bind(project)
-        .execute(self.conn())
-        .await
-        .map_err(db_err)?;
+        .bind(project);
+        self.exec(q).await?;
         let sql = format!(
             "UPDATE work_items SET parent_id = $2, updated_at = $3, \
              resource_version = resource_version + 1 WHERE id = $1 RETURNING {}",
