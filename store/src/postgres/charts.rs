@@ -13,20 +13,16 @@ fn bucket(col: &str) -> String {
 
 /// `$1` the project, `$2` the window's start, `$3` its bucket seconds,
 /// `$4` its end.
-async fn grouped(
-    conn: &mut sqlx::PgConnection,
-    sql: &str,
+fn grouped<'q>(
+    sql: &'q str,
     project_id: Uuid,
     w: &Window,
-) -> StoreResult<Vec<PgRow>> {
+) -> sqlx::query::Query<'q, Postgres, sqlx::postgres::PgArguments> {
     sqlx::query(sql)
         .bind(project_id)
         .bind(w.from)
         .bind(w.bucket_seconds)
         .bind(w.to())
-        .fetch_all(conn)
-        .await
-        .map_err(db_err)
 }
 
 /// `status IN (…)` of the finished statuses (constants, not input).
@@ -59,17 +55,16 @@ impl ChartTx for PgTx {
             bucket("finished_at"),
             finished_sql()
         );
-        let rows = grouped(self.conn(), &sql, project_id, w).await?;
-        rows.iter()
-            .map(|row| {
-                Ok(OutcomeBucket {
-                    bucket: get(row, "b")?,
-                    status: parse(row, "status")?,
-                    runs: get(row, "n")?,
-                    cost_micro_usd: get(row, "cost")?,
-                })
+        let q = grouped(&sql, project_id, w);
+        self.rows(q, |row| {
+            Ok(OutcomeBucket {
+                bucket: get(row, "b")?,
+                status: parse(row, "status")?,
+                runs: get(row, "n")?,
+                cost_micro_usd: get(row, "cost")?,
             })
-            .collect()
+        })
+        .await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
@@ -89,17 +84,16 @@ impl ChartTx for PgTx {
             bucket("finished_at"),
             finished_sql()
         );
-        let rows = grouped(self.conn(), &sql, project_id, w).await?;
-        rows.iter()
-            .map(|row| {
-                Ok(DurationBucket {
-                    bucket: get(row, "b")?,
-                    runs: get(row, "n")?,
-                    p50_ms: get(row, "p50")?,
-                    p90_ms: get(row, "p90")?,
-                })
+        let q = grouped(&sql, project_id, w);
+        self.rows(q, |row| {
+            Ok(DurationBucket {
+                bucket: get(row, "b")?,
+                runs: get(row, "n")?,
+                p50_ms: get(row, "p50")?,
+                p90_ms: get(row, "p90")?,
             })
-            .collect()
+        })
+        .await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
@@ -113,15 +107,14 @@ impl ChartTx for PgTx {
              AND started_at >= $2 AND started_at < $4 GROUP BY b ORDER BY b",
             bucket("started_at")
         );
-        let rows = grouped(self.conn(), &sql, project_id, w).await?;
-        rows.iter()
-            .map(|row| {
-                Ok(StartedBucket {
-                    bucket: get(row, "b")?,
-                    runs: get(row, "n")?,
-                })
+        let q = grouped(&sql, project_id, w);
+        self.rows(q, |row| {
+            Ok(StartedBucket {
+                bucket: get(row, "b")?,
+                runs: get(row, "n")?,
             })
-            .collect()
+        })
+        .await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
@@ -145,24 +138,15 @@ impl ChartTx for PgTx {
              GROUP BY b ORDER BY b",
             bucket("e.created_at")
         );
-        let rows = sqlx::query(&sql)
-            .bind(project_id)
-            .bind(w.from)
-            .bind(w.bucket_seconds)
-            .bind(w.to())
-            .bind(claim_topic)
-            .fetch_all(self.conn())
-            .await
-            .map_err(db_err)?;
-        rows.iter()
-            .map(|row| {
-                Ok(DispatchBucket {
-                    bucket: get(row, "b")?,
-                    claims: get(row, "n")?,
-                    latency_p50_ms: get(row, "p50")?,
-                    latency_p90_ms: get(row, "p90")?,
-                })
+        let q = grouped(&sql, project_id, w).bind(claim_topic);
+        self.rows(q, |row| {
+            Ok(DispatchBucket {
+                bucket: get(row, "b")?,
+                claims: get(row, "n")?,
+                latency_p50_ms: get(row, "p50")?,
+                latency_p90_ms: get(row, "p90")?,
             })
-            .collect()
+        })
+        .await
     }
 }

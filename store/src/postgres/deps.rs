@@ -39,12 +39,8 @@ impl PgTx {
     }
 
     async fn gate_update(&mut self, sql: &str, now: DateTime<Utc>) -> StoreResult<Vec<Run>> {
-        let rows = sqlx::query(sql)
-            .bind(now)
-            .fetch_all(self.conn())
-            .await
-            .map_err(db_err)?;
-        let mut runs = all(rows, run_from_row)?;
+        let q = sqlx::query(sql).bind(now);
+        let mut runs = self.rows(q, run_from_row).await?;
         runs.sort_by_key(|r| r.id);
         Ok(runs)
     }
@@ -176,12 +172,10 @@ impl DependencyTx for PgTx {
         let run_ids: Vec<Uuid> = pairs.iter().map(|p| p.0).collect();
         let item_ids: Vec<Uuid> = pairs.iter().map(|p| p.1).collect();
         let sql = format!("SELECT {} FROM runs WHERE id = ANY($1)", run_cols());
-        let rows = sqlx::query(&sql)
-            .bind(&run_ids)
-            .fetch_all(self.conn())
-            .await
-            .map_err(db_err)?;
-        let runs: HashMap<Uuid, Run> = all(rows, run_from_row)?
+        let q = sqlx::query(&sql).bind(&run_ids);
+        let runs: HashMap<Uuid, Run> = self
+            .rows(q, run_from_row)
+            .await?
             .into_iter()
             .map(|r| (r.id, r))
             .collect();
@@ -189,12 +183,10 @@ impl DependencyTx for PgTx {
             "SELECT {} FROM work_items WHERE id = ANY($1)",
             work_item_cols()
         );
-        let rows = sqlx::query(&sql)
-            .bind(&item_ids)
-            .fetch_all(self.conn())
-            .await
-            .map_err(db_err)?;
-        let items: HashMap<Uuid, WorkItem> = all(rows, work_item_from_row)?
+        let q = sqlx::query(&sql).bind(&item_ids);
+        let items: HashMap<Uuid, WorkItem> = self
+            .rows(q, work_item_from_row)
+            .await?
             .into_iter()
             .map(|w| (w.id, w))
             .collect();

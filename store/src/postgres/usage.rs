@@ -2,6 +2,20 @@
 
 use super::*;
 
+/// The usage sums of `sql`, one row per id of `ids` (`$1`).
+async fn sums(
+    conn: &mut sqlx::PgConnection,
+    sql: &str,
+    ids: &[Uuid],
+) -> StoreResult<Vec<(Uuid, Usage)>> {
+    let rows = sqlx::query(sql)
+        .bind(ids)
+        .fetch_all(conn)
+        .await
+        .map_err(db_err)?;
+    rows.iter().map(usage_sum_from_row).collect()
+}
+
 /// [`crate::RunTx::usage_by_project`].
 pub(super) async fn by_project(
     conn: &mut sqlx::PgConnection,
@@ -11,12 +25,7 @@ pub(super) async fn by_project(
         "SELECT r.project_id AS id, {USAGE_SUMS} FROM runs r \
          WHERE r.project_id = ANY($1) GROUP BY r.project_id"
     );
-    let rows = sqlx::query(&sql)
-        .bind(project_ids)
-        .fetch_all(conn)
-        .await
-        .map_err(db_err)?;
-    rows.iter().map(usage_sum_from_row).collect()
+    sums(conn, &sql, project_ids).await
 }
 
 /// [`crate::RunTx::usage_by_work_item`]: the subtree by materialized path
@@ -33,10 +42,5 @@ pub(super) async fn by_work_item(
          JOIN runs r ON r.task_id = t.id \
          WHERE a.id = ANY($1) GROUP BY a.id"
     );
-    let rows = sqlx::query(&sql)
-        .bind(item_ids)
-        .fetch_all(conn)
-        .await
-        .map_err(db_err)?;
-    rows.iter().map(usage_sum_from_row).collect()
+    sums(conn, &sql, item_ids).await
 }
