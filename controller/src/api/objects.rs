@@ -157,6 +157,18 @@ pub fn task(
 
 /// A run; `waiting_for`: the tasks its task depends on that are not done
 /// (a pending run shows them in its Blocked condition, issue 17).
+/// A pending run's wait derived when read: condition `cond` true (its
+/// reason the condition's own name) and Scheduled false for `scheduled`.
+fn waiting(
+    m: &mut Meta,
+    (cond, scheduled): (&str, &str),
+    why: &str,
+    at: chrono::DateTime<chrono::Utc>,
+) {
+    crate::rules::meta::set_condition(m, cond, true, cond, why, at);
+    placement::derived(m, scheduled, why, at);
+}
+
 pub fn run(
     r: &store::Run,
     project_slug: &str,
@@ -181,17 +193,12 @@ pub fn run(
         // Issue 21: a pending run of a project over its budget waits for
         // the budget to be raised; derived when read, like Blocked.
         if let Some(why) = project_over_budget {
-            crate::rules::meta::set_condition(
+            waiting(
                 &mut m,
-                usage::BUDGET_EXCEEDED,
-                true,
-                usage::BUDGET_EXCEEDED,
-                why,
-                r.pending_since,
-            );
-            placement::derived(
-                &mut m,
-                conditions::SCHEDULED_BUDGET_EXCEEDED,
+                (
+                    usage::BUDGET_EXCEEDED,
+                    conditions::SCHEDULED_BUDGET_EXCEEDED,
+                ),
                 why,
                 r.pending_since,
             );
@@ -199,17 +206,9 @@ pub fn run(
         // Issue 18: waiting for a Secret or key (a loop pass keeps the
         // wait; the condition is derived from it when read).
         if let Some(why) = secret_wait {
-            crate::rules::meta::set_condition(
+            waiting(
                 &mut m,
-                env::SECRET_MISSING,
-                true,
-                env::SECRET_MISSING,
-                why,
-                r.pending_since,
-            );
-            placement::derived(
-                &mut m,
-                conditions::SCHEDULED_SECRET_MISSING,
+                (env::SECRET_MISSING, conditions::SCHEDULED_SECRET_MISSING),
                 why,
                 r.pending_since,
             );

@@ -179,6 +179,21 @@ impl GitMirror {
         c
     }
 
+    /// `git fetch` with `args`; never over the `ext::` transport (it runs
+    /// commands).
+    fn fetch_command(&self, args: &[&str]) -> Command {
+        let mut c = self.git();
+        c.args([
+            "-c",
+            "protocol.ext.allow=never",
+            "fetch",
+            "--quiet",
+            "--no-tags",
+        ]);
+        c.args(args);
+        c
+    }
+
     async fn run(&self, mut c: Command, what: &str) -> anyhow::Result<Vec<u8>> {
         let out = tokio::time::timeout(GIT_TIMEOUT, c.output())
             .await
@@ -211,13 +226,7 @@ impl GitMirror {
             c.args(["init", "--bare", "--quiet"]);
             self.run(c, "init").await?;
         }
-        let mut c = self.git();
-        c.args([
-            "-c",
-            "protocol.ext.allow=never",
-            "fetch",
-            "--quiet",
-            "--no-tags",
+        let c = self.fetch_command(&[
             "--force",
             "--",
             url,
@@ -227,17 +236,7 @@ impl GitMirror {
             Ok(_) => {}
             // A bare commit id is not a ref to map: fetch it as it is.
             Err(_) if reference.len() >= 7 && reference.chars().all(|c| c.is_ascii_hexdigit()) => {
-                let mut c = self.git();
-                c.args([
-                    "-c",
-                    "protocol.ext.allow=never",
-                    "fetch",
-                    "--quiet",
-                    "--no-tags",
-                    "--",
-                    url,
-                    reference,
-                ]);
+                let c = self.fetch_command(&["--", url, reference]);
                 self.run(c, "fetch").await?;
                 let mut c = self.git();
                 c.args(["update-ref", "refs/pam/source", "FETCH_HEAD"]);
