@@ -55,13 +55,7 @@ async fn call(
             .header("x-pam-csrf", csrf),
         None => req.header("authorization", format!("Bearer {token}")),
     };
-    let req = match body {
-        Some(b) => req
-            .header("content-type", "application/json")
-            .body(Body::from(b.to_string())),
-        None => req.body(Body::empty()),
-    }
-    .unwrap();
+    let req = common::json_request(req, body);
     let resp = router(st.clone()).oneshot(req).await.unwrap();
     let status = resp.status();
     let sse = resp

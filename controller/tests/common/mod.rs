@@ -20,13 +20,7 @@ pub async fn request(
     if let Some(t) = token {
         req = req.header("authorization", format!("Bearer {t}"));
     }
-    let req = match body {
-        Some(b) => req
-            .header("content-type", "application/json")
-            .body(Body::from(b.to_string())),
-        None => req.body(Body::empty()),
-    }
-    .unwrap();
+    let req = json_request(req, body);
     let resp = router(state).oneshot(req).await.unwrap();
     let status = resp.status();
     let bytes = resp.into_body().collect().await.unwrap().to_bytes();
@@ -36,6 +30,17 @@ pub async fn request(
         serde_json::from_slice(&bytes).unwrap_or_else(|_| json!(String::from_utf8_lossy(&bytes)))
     };
     (status, v)
+}
+
+/// `req` with `body` as its JSON body (an empty body for None).
+pub fn json_request(req: axum::http::request::Builder, body: Option<Value>) -> Request<Body> {
+    match body {
+        Some(b) => req
+            .header("content-type", "application/json")
+            .body(Body::from(b.to_string())),
+        None => req.body(Body::empty()),
+    }
+    .unwrap()
 }
 
 /// Mints an operator token named `ops` in `state`'s store.
