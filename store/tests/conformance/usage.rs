@@ -15,9 +15,8 @@ fn used(n: i64) -> Usage {
 
 pub async fn usage_rolls_up_per_project_and_subtree(s: &dyn Store) {
     let (p, task) = seed(s).await;
-    let q = project("other");
+    let (q, q_task) = other_project(s, "other").await;
     let mut tx = s.begin().await.unwrap();
-    tx.insert_project(&q).await.unwrap();
     let sub = tx
         .insert_work_item(&item(&p, Some(&task), "sub"))
         .await
@@ -25,7 +24,6 @@ pub async fn usage_rolls_up_per_project_and_subtree(s: &dyn Store) {
     // A sibling whose short id could be a path prefix of nothing: its own.
     let other = tx.insert_work_item(&item(&p, None, "other")).await.unwrap();
     let idle = tx.insert_work_item(&item(&p, None, "idle")).await.unwrap();
-    let q_task = tx.insert_work_item(&item(&q, None, "qt")).await.unwrap();
     tx.commit().await.unwrap();
 
     let mut runs = Vec::new();

@@ -379,14 +379,12 @@ pub async fn work_item_update_guarded(s: &dyn Store) {
 
 pub async fn delete_project_cascades(s: &dyn Store) {
     let (p, task) = seed(s).await;
-    let q = project("other");
+    let (_, q_task) = other_project(s, "other").await;
     let mut tx = s.begin().await.unwrap();
-    tx.insert_project(&q).await.unwrap();
     let child = tx
         .insert_work_item(&item(&p, Some(&task), "child"))
         .await
         .unwrap();
-    let q_task = tx.insert_work_item(&item(&q, None, "qt")).await.unwrap();
     let r = run(&child, "r", t(1));
     let qr = run(&q_task, "r", t(1));
     tx.insert_run(&r).await.unwrap();
