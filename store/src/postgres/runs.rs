@@ -401,33 +401,20 @@ impl RunTx for PgTx {
         if markers.is_empty() {
             return Ok(0);
         }
-        // One statement, no savepoint (issue 33: a batch's writes cost one
-        // round trip each): the markers' runs are locked against deletion
-        // first (`FOR KEY SHARE`), and nothing is inserted unless every one
-        // exists — so a missing run is NotFound without the foreign key
-        // ever failing (which would abort the transaction).
-        let (runs, missing, inserted): (i64, i64, i64) = sqlx::query_as(
-            "WITH u AS (SELECT * FROM UNNEST($1::uuid[], $2::int4[], $3::text[]) AS u(r, a, k)), \
-             known AS (SELECT id FROM runs WHERE id IN (SELECT r FROM u) FOR KEY SHARE), \
-             missing AS (SELECT count(DISTINCT r) AS n FROM u WHERE r NOT IN (SELECT id FROM known)), \
-             ins AS (INSERT INTO processed_signals (run_id, attempt, kind, received_at) \
-               SELECT r, a, k, $4 FROM u WHERE (SELECT n FROM missing) = 0 \
-               ON CONFLICT DO NOTHING RETURNING 1) \
-             SELECT (SELECT count(*) FROM known), (SELECT n FROM missing), (SELECT count(*) FROM ins)",
+        self.savepoint().await?;
+        let r = sqlx::query(
+            "INSERT INTO processed_signals (run_id, attempt, kind, received_at) \
+             SELECT r, a, k, $4 FROM UNNEST($1::uuid[], $2::int4[], $3::text[]) AS u(r, a, k) \
+             ON CONFLICT DO NOTHING",
         )
         .bind(markers.iter().map(|m| m.run_id).collect::<Vec<_>>())
         .bind(markers.iter().map(|m| m.attempt).collect::<Vec<_>>())
         .bind(markers.iter().map(|m| m.kind.as_str()).collect::<Vec<_>>())
         .bind(now)
-        .fetch_one(self.conn())
-        .await
-        .map_err(db_err)?;
-        if missing > 0 {
-            return Err(StoreError::NotFound(format!(
-                "{missing} run(s) of the markers (of {runs} found)"
-            )));
-        }
-        Ok(inserted as u64)
+        .execute(self.conn())
+        .await;
+        let r = self.end_savepoint(r).await?;
+        Ok(r.rows_affected())
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
@@ -435,6 +422,7 @@ impl RunTx for PgTx {
         if runs.is_empty() {
             return Ok(());
         }
+        self.savepoint().await?;
         let col = |f: &dyn Fn(&Run) -> Option<DateTime<Utc>>| -> Vec<Option<DateTime<Utc>>> {
             runs.iter().map(|(r, _)| f(r)).collect()
         };
@@ -456,11 +444,7 @@ impl RunTx for PgTx {
                AS u(id, status, host_id, exit_code, failure_reason, started_at, finished_at, \
                     requeue_at, last_progress_seq, updated_at, resource_version, expected, \
                     failure_message, ai, ac, ao, am, ti, tc, to_, tm) \
-             WHERE r.id = u.id AND r.resource_version = u.expected \
-             AND (SELECT count(*) FROM (SELECT l.id FROM runs l \
-                    JOIN UNNEST($1::uuid[], $12::int8[]) AS x(i, e) \
-                      ON l.id = x.i AND l.resource_version = x.e \
-                    FOR UPDATE OF l) AS matching) = $22",
+             WHERE r.id = u.id AND r.resource_version = u.expected",
         )
         .bind(runs.iter().map(|(r, _)| r.id).collect::<Vec<_>>())
         .bind(
@@ -496,28 +480,26 @@ impl RunTx for PgTx {
                 .collect::<Vec<_>>(),
         );
         let usage: Vec<[i64; 8]> = runs.iter().map(|(r, _)| usage_values(&r.usage)).collect();
-        // All or nothing in one statement, no savepoint (issue 33): the
-        // rows still at their expected resource_version are locked and
-        // counted first ($22), and unless that is every row none is
-        // written. Once locked they cannot move, so the count holds for
-        // the update.
-        let written = (0..8)
+        let r = (0..8)
             .fold(r, |q, i| {
                 q.bind(usage.iter().map(|u| u[i]).collect::<Vec<_>>())
             })
-            .bind(runs.len() as i64)
             .execute(self.conn())
-            .await
-            .map_err(db_err)?
-            .rows_affected();
+            .await;
+        let written = match r {
+            Ok(r) => r.rows_affected(),
+            Err(e) => return self.end_savepoint::<()>(Err(e)).await,
+        };
         if written != runs.len() as u64 {
+            // All or nothing: undo the rows that did match.
+            self.undo_savepoint().await?;
             return Err(StoreError::Conflict(format!(
                 "{} of {} runs changed since they were read",
                 runs.len() as u64 - written,
                 runs.len()
             )));
         }
-        Ok(())
+        self.end_savepoint(Ok(())).await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]

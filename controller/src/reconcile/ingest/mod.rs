@@ -43,8 +43,7 @@
 //!    must insert every one of them: anything else is a Conflict and the
 //!    batch is retried), one `UPDATE … FROM UNNEST` writes the changed
 //!    runs guarded on their resource_version, one insert journals the
-//!    events in signal order (neither write under a savepoint of its own:
-//!    each is all or nothing in its one statement).
+//!    events in signal order.
 
 mod staged;
 
