@@ -47,13 +47,17 @@ use crate::rules::{hosts, runs};
 const MAX_CLAIM_WAIT: Duration = Duration::from_secs(60);
 
 async fn host_of(tx: &mut dyn Tx, w: &Worker) -> Result<Host, ApiError> {
-    tx.get_host_by_name(&w.host).await?.ok_or_else(|| {
-        ApiError::new(
-            StatusCode::CONFLICT,
-            "not_registered",
-            format!("host {:?} has not registered yet", w.host),
-        )
-    })
+    tx.get_host_by_name(&w.host)
+        .await?
+        .ok_or_else(|| not_registered(w))
+}
+
+fn not_registered(w: &Worker) -> ApiError {
+    ApiError::new(
+        StatusCode::CONFLICT,
+        "not_registered",
+        format!("host {:?} has not registered yet", w.host),
+    )
 }
 
 pub async fn register(
@@ -176,6 +180,14 @@ async fn desired_set(tx: &mut dyn Tx, ring: &Keyring, host: &Host) -> Result<Des
     Ok(DesiredSet { runs })
 }
 
+/// Whether [`with_env`] may read the store for `r`; when not, it is
+/// [`desired_run`] alone.
+fn reads_store(r: &Run) -> bool {
+    let (vars, from) = env::env_of(&r.meta.spec);
+    r.status == RunStatus::Spawning
+        && (runs::workspace::may_have(r) || !vars.is_empty() || !from.is_empty())
+}
+
 /// A run as its worker gets it, with its environment (issue 18) while it
 /// is spawning — the attempt about to start, on the host it was claimed
 /// for; never once it runs. Values are opened here, in this request's
@@ -296,12 +308,20 @@ pub async fn claim(
     let mut set = DesiredSet {
         runs: Vec::with_capacity(runs.len()),
     };
-    if !runs.is_empty() {
-        let mut tx = st.ctx.store.begin().await?;
-        for r in &runs {
-            set.runs
-                .push(with_env(tx.as_mut(), &st.ctx.secrets, r).await?);
+    // A transaction only if some run's workspace or environment is read
+    // (issue 33: a claim of plain runs costs no second one).
+    let mut tx = None;
+    for r in &runs {
+        if !reads_store(r) {
+            set.runs.push(desired_run(r));
+            continue;
         }
+        let tx = match &mut tx {
+            Some(tx) => tx,
+            None => tx.insert(st.ctx.store.begin().await?),
+        };
+        set.runs
+            .push(with_env(tx.as_mut(), &st.ctx.secrets, r).await?);
     }
     Ok(Json(set))
 }
@@ -315,14 +335,10 @@ pub async fn signals(
     if !invalid.is_empty() {
         return Ok(rejected(StatusCode::UNPROCESSABLE_ENTITY, &invalid));
     }
-    let host = {
-        let mut tx = st.ctx.store.begin().await?;
-        host_of(tx.as_mut(), &w).await?
-    };
-    match ingest::ingest(&st.ctx, &host, &batch.signals)
-        .await
-        .map_err(ApiError::internal)?
-    {
+    // The host is read in the batch's transaction (issue 33: no
+    // transaction of its own per request).
+    let outcome = ingest::ingest_as(&st.ctx, Ok(&w.host), &batch.signals).await?;
+    match outcome.ok_or_else(|| not_registered(&w))? {
         ingest::BatchOutcome::Applied {
             results,
             budget_stops,

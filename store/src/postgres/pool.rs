@@ -42,6 +42,10 @@ use std::time::Duration;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{ConnectOptions as _, Connection as _, PgPool};
 
+/// A pooled connection idle longer than this is pinged before it is
+/// handed out (one used more recently was pinged when it was released).
+const PING_IDLE_AFTER: Duration = Duration::from_secs(1);
+
 /// The pool and session settings (`[database]` in pamd.toml).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PoolSettings {
@@ -112,6 +116,23 @@ pub(super) async fn open(url: &str, settings: &PoolSettings) -> anyhow::Result<P
     PgPoolOptions::new()
         .max_connections(settings.max_connections)
         .acquire_timeout(settings.acquire_timeout)
+        // sqlx pings every connection when it is released and, by default,
+        // again when it is acquired: a round trip per transaction that,
+        // under load, follows a release by microseconds (issue 33: seven
+        // of the ~60 round trips of a bench-queue claim and report). Only
+        // a connection idle for a while (the server may have gone away
+        // since) is pinged first.
+        .test_before_acquire(false)
+        .before_acquire(|conn, meta| {
+            Box::pin(async move {
+                if meta.idle_for < PING_IDLE_AFTER {
+                    return Ok(true);
+                }
+                // A failed ping discards the connection; the pool opens
+                // another.
+                Ok(conn.ping().await.is_ok())
+            })
+        })
         .connect_with(base.options(settings.session_options()))
         .await
         .context("connect to PostgreSQL")

@@ -122,7 +122,7 @@ fn schedule() -> Schedule {
 }
 
 /// A realistic payload of each topic: the builder plus what its rule
-/// merges in (rules/*.rs, reconcile/ingest.rs).
+/// merges in (rules/*.rs, reconcile/ingest/).
 fn payload_of(t: &str) -> Value {
     let with = |mut p: Value, extra: Value| {
         p.as_object_mut()

@@ -15,6 +15,13 @@ fn field<T: serde::de::DeserializeOwned>(spec: &Value, name: &str) -> Option<T> 
         .and_then(|v| serde_json::from_value(v.clone()).ok())
 }
 
+/// Whether [`order`] may read the store for `r` (it has a workspace of its
+/// own, or no `cwd` and so perhaps its task's): false means `Ok(None)`
+/// without a read, so a claim of runs without one opens no transaction.
+pub fn may_have(r: &Run) -> bool {
+    r.meta.spec.get("workspace").is_some() || r.cwd.is_empty()
+}
+
 /// The workspace order for `r`'s current attempt, with the repository's
 /// `secretRef` for the caller to open (its credentials travel in the
 /// order, `api::worker`): `Ok(None)` for a run without a workspace,

@@ -25,8 +25,12 @@
 //! published only after commit.
 //!
 //! # Set-based
-//! A batch costs a fixed handful of statements, not several per signal:
-//! 1. one read locks the batch's runs (`FOR UPDATE`, in id order) and
+//! A batch costs a fixed handful of statements, not several per signal
+//! (issue 33; `controller/tests/set_based.rs` counts them: the same for
+//! 2 signals as for 32):
+//! 0. a worker's batch reads its host in the same transaction
+//!    ([`ingest_as`]);
+//! 1. one read locks the batch's runs (`FOR UPDATE`, in id order), one
 //!    fetches their one-shot markers — with the rows locked, no concurrent
 //!    batch, loop or API write can move these runs or add their markers
 //!    until this transaction ends;
@@ -41,23 +45,22 @@
 //!    runs guarded on their resource_version, one insert journals the
 //!    events in signal order.
 
-use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
+mod staged;
 
-use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use pam_manifests::protocol::{Signal, SignalKind, SignalOutcome, SignalResult, TokenUsage};
+use pam_manifests::protocol::{Signal, SignalKind, SignalOutcome, SignalResult};
 use pam_manifests::state::{FailureReason, RunStatus};
-use serde_json::{json, Value};
+use serde_json::json;
 use uuid::Uuid;
 
 use pam_store::prelude::*;
-use pam_store::{Host, Run, RunUpdate, SignalMarker, StoreError, StoreResult};
+use pam_store::{Host, Run, StoreError, StoreResult};
 
 use crate::ctx::Ctx;
 use crate::events::{payload, topic};
-use crate::rules::runs::usage::{self, PriceTable};
+use crate::rules::runs::usage;
 use crate::rules::runs::{self, lifecycle, RunWrites};
+use staged::Staged;
 
 /// The result of a batch.
 #[derive(Debug)]
@@ -85,6 +88,19 @@ pub enum BatchOutcome {
 const CONFLICT_RETRIES: usize = 3;
 
 pub async fn ingest(ctx: &Ctx, host: &Host, signals: &[Signal]) -> anyhow::Result<BatchOutcome> {
+    let outcome = ingest_as(ctx, Err(host), signals).await?;
+    Ok(outcome.expect("the host is given"))
+}
+
+/// [`ingest`] for `host` given (`Err`) or named (`Ok`): a named host is
+/// read in the batch's own transaction (a worker's request: no
+/// transaction of its own for the lookup); `None` when no such host is
+/// registered.
+pub async fn ingest_as(
+    ctx: &Ctx,
+    host: Result<&str, &Host>,
+    signals: &[Signal],
+) -> StoreResult<Option<BatchOutcome>> {
     let mut tries = 0;
     loop {
         tries += 1;
@@ -92,16 +108,27 @@ pub async fn ingest(ctx: &Ctx, host: &Host, signals: &[Signal]) -> anyhow::Resul
             Err(StoreError::Conflict(why)) if tries < CONFLICT_RETRIES => {
                 tracing::debug!(%why, "signal batch conflicted; deciding it again");
             }
-            r => return Ok(r?),
+            r => return r,
         }
     }
 }
 
-async fn ingest_once(ctx: &Ctx, host: &Host, signals: &[Signal]) -> StoreResult<BatchOutcome> {
+async fn ingest_once(
+    ctx: &Ctx,
+    host: Result<&str, &Host>,
+    signals: &[Signal],
+) -> StoreResult<Option<BatchOutcome>> {
     let mut tx = ctx.store.begin().await?;
     // After the connection is ours: under load begin() waits for the pool,
     // and the events' times should say when the batch was applied.
     let now = ctx.now();
+    let read = match host {
+        Ok(name) => tx.get_host_by_name(name).await?,
+        Err(_) => None,
+    };
+    let Some(host) = read.as_ref().or(host.err()) else {
+        return Ok(None);
+    };
     let mut ids: Vec<Uuid> = signals
         .iter()
         .filter(|s| s.kind != SignalKind::Orphan)
@@ -150,7 +177,7 @@ async fn ingest_once(ctx: &Ctx, host: &Host, signals: &[Signal]) -> StoreResult<
                     .get(&sig.run_id)
                     .is_some_and(|run| !run.is_on_host(host.id))
         });
-        return Ok(BatchOutcome::Rejected { results, foreign });
+        return Ok(Some(BatchOutcome::Rejected { results, foreign }));
     }
     let usage_deltas = std::mem::take(&mut staged.usage_deltas);
     // Issue 21: the runs this batch's reports took to their budget, as the
@@ -191,175 +218,10 @@ async fn ingest_once(ctx: &Ctx, host: &Host, signals: &[Signal]) -> StoreResult<
     if budget_stops > 0 {
         ctx.wakeups.loops.notify_one();
     }
-    Ok(BatchOutcome::Applied {
+    Ok(Some(BatchOutcome::Applied {
         results,
         budget_stops,
-    })
-}
-
-/// A batch's runs, markers and events as the batch's signals leave them,
-/// held in memory until [`Staged::write`]. It does in memory exactly what
-/// the [`Tx`] calls it stands in for do in a store (same guards, same gate,
-/// same resource_version bumps), so deciding a batch here or signal by
-/// signal in the store gives the same result.
-struct Staged {
-    /// Current state of every locked run.
-    runs: HashMap<Uuid, Run>,
-    /// resource_version of each run as locked (the write's guard).
-    read_rv: HashMap<Uuid, i64>,
-    /// Markers recorded before the batch and by it.
-    markers: HashSet<SignalMarker>,
-    new_markers: Vec<SignalMarker>,
-    events: Vec<(&'static str, Value)>,
-    /// Orphan sessions of the batch's host that the journal names already
-    /// or this batch journals.
-    orphans: HashSet<String>,
-    /// What tokens cost when the provider reports no cost (issue 21).
-    prices: Arc<PriceTable>,
-    /// Usage the batch added, per run: (run, provider, project, delta),
-    /// for the budget check and the metrics after commit.
-    usage_deltas: Vec<(Uuid, String, Uuid, pam_store::Usage)>,
-    /// Workspace results of the batch's `finished` signals (issue 32).
-    results: Vec<pam_store::RunResultRow>,
-}
-
-impl Staged {
-    fn new(runs: Vec<Run>, markers: Vec<SignalMarker>, prices: Arc<PriceTable>) -> Staged {
-        Staged {
-            read_rv: runs
-                .iter()
-                .map(|r| (r.id, r.meta.resource_version))
-                .collect(),
-            runs: runs.into_iter().map(|r| (r.id, r)).collect(),
-            markers: markers.into_iter().collect(),
-            new_markers: Vec::new(),
-            events: Vec::new(),
-            orphans: HashSet::new(),
-            prices,
-            usage_deltas: Vec::new(),
-            results: Vec::new(),
-        }
-    }
-
-    fn run(&self, id: Uuid) -> Option<Run> {
-        self.runs.get(&id).cloned()
-    }
-
-    fn marker(run: &Run, kind: &str) -> SignalMarker {
-        SignalMarker {
-            run_id: run.id,
-            attempt: run.attempt,
-            kind: kind.to_string(),
-        }
-    }
-
-    /// [`Tx::mark_signal_processed`]: true the first time.
-    fn mark_processed(&mut self, run: &Run, kind: &str) -> bool {
-        let m = Self::marker(run, kind);
-        if self.markers.contains(&m) {
-            return false;
-        }
-        self.markers.insert(m.clone());
-        self.new_markers.push(m);
-        true
-    }
-
-    /// [`Tx::signal_processed`].
-    fn processed(&self, run: &Run, kind: &str) -> bool {
-        self.markers.contains(&Self::marker(run, kind))
-    }
-
-    /// [`Tx::advance_progress`].
-    fn advance_progress(&mut self, id: Uuid, attempt: i32, seq: i64) -> bool {
-        self.runs
-            .get_mut(&id)
-            .is_some_and(|r| r.advance_progress(attempt, seq))
-    }
-
-    /// Records a provider's usage report on a staged run (issue 21,
-    /// [`usage`]): a progress step is added, a final report settles the
-    /// attempt. The caller has already decided the signal applies (a
-    /// progress seq that advanced, a first `finished`).
-    fn record_usage(&mut self, id: Uuid, report: Option<&TokenUsage>, fin: bool) {
-        let Some(report) = report else {
-            return;
-        };
-        let Some(r) = self.runs.get_mut(&id) else {
-            return;
-        };
-        let measured = usage::measure(&self.prices, &r.provider, report);
-        let before = r.usage;
-        if fin {
-            r.usage.settle(measured);
-        } else {
-            r.usage.add_step(measured);
-        }
-        if r.usage != before {
-            r.meta.resource_version += 1;
-            let delta = r.usage.total - before.total;
-            self.usage_deltas
-                .push((id, r.provider.clone(), r.project_id, delta));
-        }
-    }
-
-    /// Writes the batch: new markers, changed runs, events — three
-    /// statements whatever the batch size.
-    async fn write(self, tx: &mut dyn Tx, now: DateTime<Utc>) -> StoreResult<()> {
-        let inserted = tx.insert_signal_markers(&self.new_markers, now).await?;
-        if inserted != self.new_markers.len() as u64 {
-            // Someone recorded one of them after our read, outside the
-            // locks: decide the batch again.
-            return Err(StoreError::Conflict(format!(
-                "{} of {} one-shot markers were recorded concurrently",
-                self.new_markers.len() as u64 - inserted,
-                self.new_markers.len()
-            )));
-        }
-        let mut changed: Vec<(Run, i64)> = self
-            .runs
-            .into_values()
-            .filter_map(|r| {
-                let rv = self.read_rv[&r.id];
-                (r.meta.resource_version != rv).then_some((r, rv))
-            })
-            .collect();
-        changed.sort_by_key(|(r, _)| r.id);
-        tx.write_run_states(&changed).await?;
-        tx.insert_run_results(&self.results).await?;
-        tx.append_events(self.events, now).await?;
-        Ok(())
-    }
-}
-
-#[async_trait]
-impl RunWrites for Staged {
-    /// [`Tx::transition_run`] in memory ([`Run::apply_transition`]).
-    async fn write_transition(
-        &mut self,
-        id: Uuid,
-        attempt: i32,
-        from: RunStatus,
-        to: RunStatus,
-        update: &RunUpdate,
-        now: DateTime<Utc>,
-    ) -> StoreResult<Run> {
-        let r = self
-            .runs
-            .get_mut(&id)
-            .ok_or_else(|| StoreError::NotFound(format!("runs {id}")))?;
-        r.apply_transition(attempt, from, to, update, now)?;
-        Ok(r.clone())
-    }
-
-    async fn journal(
-        &mut self,
-        topic: &'static str,
-        payload: Value,
-        _now: DateTime<Utc>,
-    ) -> StoreResult<()> {
-        self.events.push((topic, payload));
-        Ok(())
-    }
+    }))
 }
 
 type Applied = (SignalOutcome, Option<String>);

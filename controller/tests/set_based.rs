@@ -1,0 +1,430 @@
+//! Issue 33, set-based claims and reports, on real PostgreSQL:
+//! - a claim, a signal batch and a desired-set read cost the same number
+//!   of statements for one run as for sixteen (counted from sqlx's own
+//!   statement log: every statement sqlx runs is a `sqlx::query` tracing
+//!   event, and only those inside the measured request are counted);
+//! - a batch of signals leaves runs, journal and exactly-once markers
+//!   exactly as the same signals applied one by one (random batches with
+//!   duplicates and a dead attempt's reports).
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+
+use axum::http::StatusCode;
+use chrono::{TimeZone, Utc};
+use common::request;
+use pam_controller::api::AppState;
+use pam_controller::clock::ManualClock;
+use pam_controller::reconcile::ingest;
+use pam_controller::rules::runs;
+use pam_manifests::protocol::{Signal, SignalKind, SignalOutcome};
+use pam_manifests::state::FailureReason;
+use pam_store::{Host, Run, RunFilter, TokenKind};
+use serde_json::{json, Value};
+use tracing::Instrument;
+use tracing_subscriber::layer::{Context, SubscriberExt};
+use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::Layer;
+use uuid::Uuid;
+
+/// The statements sqlx ran inside a span named `measured` (their
+/// summaries, in order).
+#[derive(Clone, Default)]
+struct Statements(Arc<Mutex<Vec<String>>>);
+
+struct Summary(String);
+
+impl tracing::field::Visit for Summary {
+    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+        if field.name() == "summary" {
+            self.0 = value.to_string();
+        }
+    }
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        if field.name() == "summary" {
+            self.0 = format!("{value:?}");
+        }
+    }
+}
+
+impl<S: tracing::Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Statements {
+    fn on_event(&self, event: &tracing::Event<'_>, ctx: Context<'_, S>) {
+        if event.metadata().target() != "sqlx::query" {
+            return;
+        }
+        let measured = ctx
+            .event_scope(event)
+            .is_some_and(|mut scope| scope.any(|span| span.name() == "measured"));
+        if measured {
+            let mut s = Summary(String::new());
+            event.record(&mut s);
+            self.0.lock().unwrap().push(s.0);
+        }
+    }
+}
+
+impl Statements {
+    /// Runs `f` in a `measured` span: the statements it ran.
+    async fn of<T>(&self, f: impl std::future::Future<Output = T>) -> (T, Vec<String>) {
+        self.0.lock().unwrap().clear();
+        let out = f.instrument(tracing::info_span!("measured")).await;
+        (out, std::mem::take(&mut *self.0.lock().unwrap()))
+    }
+}
+
+fn t0() -> chrono::DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 3, 1, 12, 0, 0).unwrap()
+}
+
+struct World {
+    state: AppState,
+    ops: String,
+}
+
+impl World {
+    async fn new() -> World {
+        let state = AppState::new(
+            Arc::new(pam_store::postgres::PgStore::new(
+                pam_testkit::testdb::fresh_pool().await.unwrap(),
+            )),
+            Arc::new(ManualClock::new(t0())),
+            Default::default(),
+        );
+        let ops = common::token(&state, TokenKind::Operator, "ops", None).await;
+        World { state, ops }
+    }
+
+    async fn call(&self, token: &str, method: &str, uri: &str, body: Option<Value>) -> Value {
+        let (s, v) = request(self.state.clone(), Some(token), method, uri, body).await;
+        assert!(
+            s == StatusCode::OK || s == StatusCode::CREATED,
+            "{uri}: {s} {v}"
+        );
+        v
+    }
+
+    /// Project `q`, task `t` and runs `r0`..`r{n-1}` (3 attempts each).
+    async fn runs(&self, n: usize) {
+        let mut objects = vec![
+            json!({"apiVersion": "pam.dev/v1", "kind": "Project", "metadata": {"name": "q"}, "spec": {"displayName": "Q"}}),
+            json!({"apiVersion": "pam.dev/v1", "kind": "Task", "metadata": {"name": "t", "project": "q"}, "spec": {"title": "T"}}),
+        ];
+        objects.extend((0..n).map(|i| {
+            json!({"apiVersion": "pam.dev/v1", "kind": "Run",
+                "metadata": {"name": format!("r{i}"), "project": "q"},
+                "spec": {"task": "t", "provider": "claude", "prompt": "go", "cwd": "/tmp",
+                         "restartPolicy": {"maxAttempts": 3}}})
+        }));
+        let ops = self.ops.clone();
+        self.call(
+            &ops,
+            "POST",
+            "/api/v1/apply",
+            Some(json!({ "objects": objects })),
+        )
+        .await;
+    }
+
+    /// Registers host `name` with `capacity`: its worker token.
+    async fn host(&self, name: &str, capacity: usize) -> String {
+        let wt = common::token(&self.state, TokenKind::Worker, name, Some(name)).await;
+        let body = json!({"name": name, "platform": "linux", "instance_id": Uuid::new_v4(),
+                          "capacity": capacity, "labels": {}, "version": "t"});
+        self.call(&wt, "POST", "/api/v1/workers/register", Some(body))
+            .await;
+        wt
+    }
+
+    async fn get_host(&self, name: &str) -> Host {
+        let mut tx = self.state.ctx.store.begin().await.unwrap();
+        tx.get_host_by_name(name).await.unwrap().unwrap()
+    }
+
+    /// Every run, by name.
+    async fn all_runs(&self) -> Vec<Run> {
+        let mut tx = self.state.ctx.store.begin().await.unwrap();
+        let mut all = tx.list_runs(&RunFilter::default()).await.unwrap();
+        all.sort_by_key(|r| r.name.clone());
+        all
+    }
+}
+
+fn signal(run: &Value, kind: SignalKind) -> Value {
+    let mut s = json!({"run_id": run["run_id"], "attempt": run["attempt"], "kind": kind,
+                       "at": "2026-03-01T12:00:00Z"});
+    if kind == SignalKind::Finished {
+        s["exit_code"] = json!(0);
+    }
+    s
+}
+
+/// A claim, a signal batch and a desired-set read each cost the same
+/// statements for one run as for sixteen: nothing is done per run.
+#[tokio::test]
+async fn claims_batches_and_desired_reads_cost_the_same_statements_for_1_or_16_runs() {
+    let statements = Statements::default();
+    let _guard =
+        tracing::subscriber::set_default(tracing_subscriber::registry().with(statements.clone()));
+    let w = World::new().await;
+    w.runs(17).await;
+    let small = w.host("small", 1).await;
+    let big = w.host("big", 16).await;
+    let claim = "/api/v1/workers/claim?wait=0&max=16";
+
+    let (one, one_sql) = statements.of(w.call(&small, "POST", claim, None)).await;
+    let (many, many_sql) = statements.of(w.call(&big, "POST", claim, None)).await;
+    let (one, many) = (
+        one["runs"].as_array().unwrap(),
+        many["runs"].as_array().unwrap(),
+    );
+    assert_eq!((one.len(), many.len()), (1, 16));
+    assert!(!one_sql.is_empty(), "statements are counted");
+    assert_eq!(one_sql, many_sql, "a claim of 1 run and of 16");
+    eprintln!("a claim: {} statements: {many_sql:#?}", many_sql.len());
+
+    let desired = "/api/v1/workers/desired";
+    let (d1, one_sql) = statements.of(w.call(&small, "GET", desired, None)).await;
+    let (d16, many_sql) = statements.of(w.call(&big, "GET", desired, None)).await;
+    assert_eq!(
+        (
+            d1["runs"].as_array().unwrap().len(),
+            d16["runs"].as_array().unwrap().len()
+        ),
+        (1, 16)
+    );
+    assert_eq!(one_sql, many_sql, "the desired set of 1 run and of 16");
+    eprintln!(
+        "a desired set: {} statements: {many_sql:#?}",
+        many_sql.len()
+    );
+
+    let batch = |runs: &[Value]| {
+        let signals: Vec<Value> = runs
+            .iter()
+            .flat_map(|r| {
+                [
+                    signal(r, SignalKind::Started),
+                    signal(r, SignalKind::Finished),
+                ]
+            })
+            .collect();
+        Some(json!({ "signals": signals }))
+    };
+    let signals = "/api/v1/workers/signals";
+    let (a1, one_sql) = statements
+        .of(w.call(&small, "POST", signals, batch(one)))
+        .await;
+    let (a16, many_sql) = statements
+        .of(w.call(&big, "POST", signals, batch(many)))
+        .await;
+    let applied = |v: &Value| {
+        v["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["outcome"] == "applied")
+            .count()
+    };
+    assert_eq!((applied(&a1), applied(&a16)), (2, 32));
+    assert_eq!(one_sql, many_sql, "a batch of 2 signals and of 32");
+    eprintln!("a batch: {} statements: {many_sql:#?}", many_sql.len());
+    assert!(w
+        .all_runs()
+        .await
+        .iter()
+        .all(|r| r.status.as_str() == "exited"));
+}
+
+/// A small deterministic generator (xorshift): the same seed, the same
+/// batch, in both worlds.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % n as u64) as usize
+    }
+}
+
+/// One signal, by run name: (run, attempt, kind, exit code or seq).
+type Sig = (usize, i32, SignalKind, i64);
+
+/// A random batch over `n` runs: each run's started and finished (exit 0
+/// or 1), some progress, some duplicates, a `lost` now and then, and
+/// reports of run 0's dead first attempt (it is at attempt 2), shuffled.
+fn random_batch(rng: &mut Rng, n: usize) -> Vec<Sig> {
+    let mut out = Vec::new();
+    for i in 0..n {
+        let attempt = if i == 0 { 2 } else { 1 };
+        out.push((i, attempt, SignalKind::Started, 0));
+        let code = [0, 0, 0, 1][rng.below(4)];
+        out.push((i, attempt, SignalKind::Finished, code));
+        for _ in 0..rng.below(3) {
+            out.push((i, attempt, SignalKind::Progress, 1 + rng.below(3) as i64));
+        }
+        if rng.below(5) == 0 {
+            out.push((i, attempt, SignalKind::Lost, 0));
+        }
+    }
+    out.push((0, 1, SignalKind::Started, 0));
+    out.push((0, 1, SignalKind::Finished, 0));
+    for _ in 0..n / 2 {
+        let d = out[rng.below(out.len())];
+        out.push(d);
+    }
+    for i in (1..out.len()).rev() {
+        out.swap(i, rng.below(i + 1));
+    }
+    out
+}
+
+/// A world with `n` runs claimed by host `h` (run 0 at its second
+/// attempt: its first was lost and requeued): the host and run ids by
+/// name.
+async fn claimed_world(n: usize) -> (World, Host, Vec<Uuid>) {
+    let w = World::new().await;
+    w.runs(n).await;
+    let wt = w.host("h", n).await;
+    let claim = format!("/api/v1/workers/claim?wait=0&max={n}");
+    w.call(&wt, "POST", &claim, None).await;
+    let r0 = w.all_runs().await.remove(0);
+    let (ctx, now) = (&w.state.ctx, t0());
+    let mut tx = ctx.store.begin().await.unwrap();
+    let lost = Some(FailureReason::SessionLost);
+    let failed = runs::fail(tx.as_mut(), &r0, lost, None, None, true, now)
+        .await
+        .unwrap();
+    runs::lifecycle::requeue(tx.as_mut(), &failed, now)
+        .await
+        .unwrap();
+    ctx.commit(tx).await.unwrap();
+    w.call(&wt, "POST", "/api/v1/workers/claim?wait=0&max=1", None)
+        .await;
+    let host = w.get_host("h").await;
+    let runs = w.all_runs().await;
+    let mut ids: Vec<(usize, Uuid)> = runs
+        .iter()
+        .map(|r| (r.name[1..].parse().unwrap(), r.id))
+        .collect();
+    ids.sort();
+    assert_eq!((runs[0].attempt, runs[0].status.as_str()), (2, "spawning"));
+    (w, host, ids.into_iter().map(|(_, id)| id).collect())
+}
+
+fn to_signal(ids: &[Uuid], (i, attempt, kind, n): Sig) -> Signal {
+    Signal {
+        run_id: ids[i],
+        attempt,
+        kind,
+        seq: (kind == SignalKind::Progress).then_some(n),
+        exit_code: (kind == SignalKind::Finished).then_some(n as i32),
+        reason: None,
+        message: None,
+        usage: None,
+        session_name: None,
+        result: None,
+        at: "2026-03-01T12:00:00Z".into(),
+    }
+}
+
+/// What a world's signals left: each run's state, the journal since the
+/// claims and the markers, with the world's ids replaced by names.
+async fn outcome(w: &World, host: &Host, ids: &[Uuid], since: i64) -> (Vec<String>, Vec<String>) {
+    let names = |s: String| {
+        let mut s = s.replace(&host.id.to_string(), "HOST");
+        for (i, id) in ids.iter().enumerate() {
+            s = s.replace(&id.to_string(), &format!("RUN{i}"));
+        }
+        s
+    };
+    let mut tx = w.state.ctx.store.begin().await.unwrap();
+    let mut state: Vec<String> = w
+        .all_runs()
+        .await
+        .iter()
+        .map(|r| {
+            names(format!(
+                "{} {:?} {} {:?} {:?} {:?} {:?} {:?} {:?} rv={}",
+                r.name,
+                r.status,
+                r.attempt,
+                r.last_progress_seq,
+                r.exit_code,
+                r.failure_reason,
+                r.started_at,
+                r.finished_at,
+                r.requeue_at,
+                r.meta.resource_version
+            ))
+        })
+        .collect();
+    let (_, markers) = tx.lock_runs_with_signals(ids).await.unwrap();
+    let mut markers: Vec<String> = markers
+        .iter()
+        .map(|m| names(format!("marker {} {} {}", m.run_id, m.attempt, m.kind)))
+        .collect();
+    markers.sort();
+    state.extend(markers);
+    let journal = tx
+        .events_after(since, 100_000)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| {
+            // The project and task ids differ between the worlds too.
+            let mut p = e.payload.clone();
+            for k in ["project_id", "task_id"] {
+                p.as_object_mut().unwrap().remove(k);
+            }
+            names(format!("{} {p}", e.topic))
+        })
+        .collect();
+    (state, journal)
+}
+
+/// A signal batch — duplicates, progress out of order, a dead attempt's
+/// reports, several signals per run — leaves runs, markers and journal
+/// (topics, order, payloads) exactly as the same signals sent one by one.
+#[tokio::test]
+async fn a_batch_leaves_the_store_as_the_same_signals_one_by_one() {
+    const N: usize = 12;
+    for seed in [1u64, 7, 33, 2026] {
+        let batch = random_batch(&mut Rng(seed), N);
+        let (one, h1, ids1) = claimed_world(N).await;
+        let (all, h2, ids2) = claimed_world(N).await;
+        let since1 = last_seq(&one).await;
+        let since2 = last_seq(&all).await;
+        let mut outcomes1 = Vec::new();
+        for s in &batch {
+            outcomes1.extend(applied(&one, &h1, vec![to_signal(&ids1, *s)]).await);
+        }
+        let signals = batch.iter().map(|s| to_signal(&ids2, *s)).collect();
+        let outcomes2 = applied(&all, &h2, signals).await;
+        assert_eq!(outcomes1, outcomes2, "seed {seed}: outcomes of {batch:?}");
+        assert!(outcomes1.contains(&SignalOutcome::Stale), "seed {seed}");
+        assert!(outcomes1.contains(&SignalOutcome::Duplicate), "seed {seed}");
+        let (state1, journal1) = outcome(&one, &h1, &ids1, since1).await;
+        let (state2, journal2) = outcome(&all, &h2, &ids2, since2).await;
+        assert_eq!(state1, state2, "seed {seed}: runs and markers");
+        assert_eq!(journal1, journal2, "seed {seed}: journal");
+        assert!(journal1.len() >= N, "seed {seed}: {journal1:?}");
+    }
+}
+
+async fn last_seq(w: &World) -> i64 {
+    let mut tx = w.state.ctx.store.begin().await.unwrap();
+    let events = tx.events_after(0, 100_000).await.unwrap();
+    events.last().map_or(0, |e| e.seq)
+}
+
+async fn applied(w: &World, host: &Host, signals: Vec<Signal>) -> Vec<SignalOutcome> {
+    match ingest::ingest(&w.state.ctx, host, &signals).await.unwrap() {
+        ingest::BatchOutcome::Applied { results, .. } => {
+            results.into_iter().map(|r| r.outcome).collect()
+        }
+        other => panic!("expected an applied batch, got {other:?}"),
+    }
+}
