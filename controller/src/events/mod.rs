@@ -50,6 +50,9 @@ pub struct PublishedEvent {
     pub project: Option<String>,
     /// The payload's `project_id` (a uid), for `?project=`.
     pub project_id: Option<String>,
+    /// The payload's `host_id`: whose watch stream a run's event wakes
+    /// (issue 33).
+    pub host_id: Option<uuid::Uuid>,
     /// Where its frame lies in [`Published::frames`].
     pub frame: std::ops::Range<usize>,
 }
@@ -75,6 +78,7 @@ impl Published {
                     topic: e.topic.clone(),
                     project: field("project"),
                     project_id: field("project_id"),
+                    host_id: field("host_id").and_then(|h| h.parse().ok()),
                     frame: start..frames.len(),
                 }
             })
