@@ -193,9 +193,19 @@ async fn runs_and_stops_survive_a_watch_cut_mid_message() {
         }
     }
     let spawns = w.log().matches(" spawning run_id=").count();
-    assert_eq!(spawns, RUNS, "the worker spawned {spawns} sessions (seed {seed})");
+    assert_eq!(
+        spawns, RUNS,
+        "the worker spawned {spawns} sessions (seed {seed})"
+    );
     let cuts = seen.cuts.load(Ordering::SeqCst);
-    assert!(cuts >= 10, "only {cuts} watch connections were cut (seed {seed})");
+    assert!(
+        cuts >= 10,
+        "only {cuts} watch connections were cut (seed {seed})"
+    );
     assert!(seen.watches.load(Ordering::SeqCst) > cuts);
-    assert_eq!(seen.long_polls.load(Ordering::SeqCst), 0, "the worker polled");
+    assert_eq!(
+        seen.long_polls.load(Ordering::SeqCst),
+        0,
+        "the worker polled"
+    );
 }

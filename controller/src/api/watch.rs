@@ -190,7 +190,10 @@ async fn start_fanout(ctx: &Ctx) -> Result<(), ApiError> {
         return Ok(());
     }
     ctx.bus.start(&ctx.store, None).await?;
-    if watches.fanout.swap(true, std::sync::atomic::Ordering::SeqCst) {
+    if watches
+        .fanout
+        .swap(true, std::sync::atomic::Ordering::SeqCst)
+    {
         return Ok(());
     }
     let mut rx = ctx.bus.subscribe();

@@ -183,7 +183,10 @@ impl Api {
         if let Some(id) = last_id {
             req = req.header("last-event-id", id);
         }
-        let next = || self.current.store((i + 1) % self.bases.len(), Ordering::SeqCst);
+        let next = || {
+            self.current
+                .store((i + 1) % self.bases.len(), Ordering::SeqCst)
+        };
         let resp = match req.send().await {
             Ok(r) => r,
             Err(e) => {
