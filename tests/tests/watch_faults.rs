@@ -6,7 +6,7 @@
 //! spawned exactly once, and every one of 50 stops is delivered.
 //!
 //! The worker's safety nets are turned off (`resync_seconds` and
-//! `tick_seconds` an hour), so only the watch can tell it about a run or a
+//! `tick_seconds` an hour, heartbeats ten minutes apart), so only the watch can tell it about a run or a
 //! stop; and the proxy checks that it never polled (no claim long-poll).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use pam_tests::worker::{
     apply, create_worker_token, events, fake, project_yaml, run_yaml, wait_online, wait_phase,
-    Worker, FAST_PAMD_TOML,
+    Worker,
 };
 use pam_tests::{eventually, ok, Pamd, PamdOptions};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -139,8 +139,11 @@ async fn runs_and_stops_survive_a_watch_cut_mid_message() {
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(|| std::process::id() as u64 * 2_654_435_761);
     eprintln!("PAM_TEST_SEED={seed}");
+    // Heartbeats ten minutes apart: the heartbeat's desired set makes the
+    // worker read the set when it lists a run or a stop the last read did
+    // not (the cross-replica stop), which would hide a lost frame.
     let pamd = Pamd::start(PamdOptions {
-        config_toml: FAST_PAMD_TOML.to_string(),
+        config_toml: "[hosts]\nheartbeat_seconds = 600\noffline_after_seconds = 1800\n".into(),
         ..PamdOptions::default()
     })
     .await
@@ -151,7 +154,7 @@ async fn runs_and_stops_survive_a_watch_cut_mid_message() {
     let token = create_worker_token(&pamd, "w1").await.unwrap();
     // No safety net: a missed frame is a run never spawned or a stop
     // never delivered.
-    let toml = "heartbeat_seconds = 1\ntick_seconds = 3600\nresync_seconds = 3600\n\
+    let toml = "heartbeat_seconds = 600\ntick_seconds = 3600\nresync_seconds = 3600\n\
                 stop_grace_seconds = 2\nsnapshot_interval_ms = 200\ncapacity = 64\n";
     let w = Worker::start_with_token(&url, &token, "w1", toml).unwrap();
     wait_online(&pamd, "w1").await;
@@ -202,7 +205,7 @@ async fn runs_and_stops_survive_a_watch_cut_mid_message() {
         cuts >= 10,
         "only {cuts} watch connections were cut (seed {seed})"
     );
-    assert!(seen.watches.load(Ordering::SeqCst) > cuts);
+    assert!(seen.watches.load(Ordering::SeqCst) >= cuts);
     assert_eq!(
         seen.long_polls.load(Ordering::SeqCst),
         0,

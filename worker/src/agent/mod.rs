@@ -135,6 +135,9 @@ struct State {
     deliveries: Mutex<Deliveries>,
     /// Set when pamd says this host is not registered (re-register).
     reregister: Notify,
+    /// (run, attempt, stop) of each run of the desired set the reconcile
+    /// loop last read.
+    known: Mutex<std::collections::HashSet<(Uuid, i32, bool)>>,
     /// pamd has no watch route (an older pamd): the reconcile loop polls.
     polling: std::sync::atomic::AtomicBool,
     /// (run, attempt) whose session ended since the snapshot loop last
@@ -174,6 +177,7 @@ pub async fn run(opts: AgentOptions) -> anyhow::Result<()> {
         reregister: Notify::new(),
         ended: Mutex::new(Vec::new()),
         polling: Default::default(),
+        known: Default::default(),
         capabilities: Mutex::new(capabilities),
         opts,
     });
@@ -394,7 +398,15 @@ async fn heartbeat_loop(st: Arc<State>, mut every: Duration) {
 
 /// Hands signals/input from a desired set to the reconcile loop.
 fn deliver(st: &State, set: &DesiredSet) {
-    let mut any = false;
+    // Issue 33: a run or a stop the last read of the set did not show (a
+    // stop accepted by another pamd replica journals nothing, so no watch
+    // frame tells of it): read the set now.
+    let mut any = {
+        let known = st.known.lock().unwrap();
+        set.runs
+            .iter()
+            .any(|r| !known.contains(&(r.run_id, r.attempt, r.stop)))
+    };
     {
         let mut d = st.deliveries.lock().unwrap();
         for r in &set.runs {

@@ -78,13 +78,20 @@ pub(super) async fn reconcile_loop(st: Arc<State>) {
         }
         let fetched_at = Instant::now();
         match api.get::<DesiredSet>("/api/v1/workers/desired").await {
-            Ok(set) => match reconcile(&st, &mut local, &set, fetched_at).await {
-                Ok(names) => seen = Some(names),
-                Err(e) => {
-                    seen = None;
-                    tracing::warn!(error = %format!("{e:#}"), "reconcile failed");
+            Ok(set) => {
+                *st.known.lock().unwrap() = set
+                    .runs
+                    .iter()
+                    .map(|r| (r.run_id, r.attempt, r.stop))
+                    .collect();
+                match reconcile(&st, &mut local, &set, fetched_at).await {
+                    Ok(names) => seen = Some(names),
+                    Err(e) => {
+                        seen = None;
+                        tracing::warn!(error = %format!("{e:#}"), "reconcile failed");
+                    }
                 }
-            },
+            }
             Err(e) => {
                 seen = None;
                 if matches!(http_code(&e), Some((409, "not_registered"))) {
