@@ -8,7 +8,10 @@
 //!   upload, a stuck long-poll) can delay it. It reports the `pam-*`
 //!   sessions the reconcile loop last saw; a `not_registered` answer makes
 //!   it register again. Operator signals and attach input that pamd hands
-//!   out with the heartbeat's desired set are passed to the reconcile loop.
+//!   out with the heartbeat's desired set are passed to the reconcile loop,
+//!   which the set also wakes when it lists a run or a stop the loop's
+//!   last read did not (issue 33: a stop accepted by another pamd replica
+//!   sends no watch frame).
 //! * **watch** — one long `GET /api/v1/workers/watch` (issue 33, see
 //!   [`watch`]): pamd claims runs for the host while it is open and sends
 //!   a frame whenever the host's desired set changed (a run claimed, a
