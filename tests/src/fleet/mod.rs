@@ -111,7 +111,7 @@ impl Rng {
     }
 }
 
-/// An operator request; a 429 is waited out (`Retry-After`) like pamctl
+/// An operator request; a 429 (or 503) is waited out (`Retry-After`) like pamctl
 /// does (setting up 5,000 hosts' tokens goes past the operator budget).
 async fn post(
     pamd: &Pamd,
@@ -126,7 +126,11 @@ async fn post(
             .json(body)
             .send()
             .await?;
-        if r.status() != reqwest::StatusCode::TOO_MANY_REQUESTS {
+        // A 503 (the database pool busy: at 10,000 hosts, issue 33) is
+        // retried like a 429.
+        if r.status() != reqwest::StatusCode::TOO_MANY_REQUESTS
+            && r.status() != reqwest::StatusCode::SERVICE_UNAVAILABLE
+        {
             break r;
         }
         let wait = r
@@ -237,12 +241,14 @@ pub async fn simulate(cfg: FleetConfig) -> anyhow::Result<Value> {
         shared.lat.recording.store(false, Ordering::Relaxed);
         let api = shared.lat.summary();
         shared.lat.clear();
-        json!({
+        let idle = json!({
             "secs": i0.elapsed().as_secs_f64(),
             "cpu_cores": (c1.cpu_seconds - c0.cpu_seconds) / i0.elapsed().as_secs_f64(),
             "rss_mb": c1.rss_mb,
             "api": api,
-        })
+        });
+        eprintln!("bench-fleet: idle {idle}");
+        idle
     } else {
         Value::Null
     };
