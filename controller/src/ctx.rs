@@ -91,6 +91,71 @@ pub struct Wakeups {
     /// Wakes the workers' claim long-polls early (a stop, a signal, attach
     /// input), so they fetch their desired set now rather than next tick.
     pub nudge: Arc<Notify>,
+    /// Per-host watch streams (issue 33, `api/watch.rs`): a change of one
+    /// host's desired set wakes that host's stream only.
+    pub watches: Arc<HostWatches>,
+}
+
+/// The desired-set version of every host with a watch stream open on this
+/// pamd (issue 33). A host's version is the process-wide change count at
+/// its last change, so it only grows, and a version made after a host's
+/// entry was dropped (no stream held it) is above every one handed out
+/// before: a stream resuming at a version that is no longer current always
+/// resyncs. A host without a stream has no entry, and a change of it costs
+/// one hash lookup.
+#[derive(Default)]
+pub struct HostWatches {
+    hosts: Mutex<std::collections::HashMap<uuid::Uuid, tokio::sync::watch::Sender<u64>>>,
+    changes: std::sync::atomic::AtomicU64,
+    /// The bus fan-out task ([`crate::api`]'s watch) is running.
+    pub fanout: AtomicBool,
+    /// This process's versions' prefix: a version another pamd (or an
+    /// earlier run of this one) handed out is never taken for current.
+    epoch: std::sync::OnceLock<String>,
+}
+
+impl HostWatches {
+    /// The version stream of `host`'s desired set (made when none is open).
+    pub fn subscribe(&self, host: uuid::Uuid) -> tokio::sync::watch::Receiver<u64> {
+        let mut hosts = self.hosts.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(tx) = hosts.get(&host) {
+            return tx.subscribe();
+        }
+        // Entries of hosts whose streams all closed go now and then, at
+        // sizes where the sweep is paid for by as many insertions.
+        if hosts.len() >= 64 && hosts.len().is_power_of_two() {
+            hosts.retain(|_, tx| tx.receiver_count() > 0);
+        }
+        let (tx, rx) = tokio::sync::watch::channel(self.next());
+        hosts.insert(host, tx);
+        rx
+    }
+
+    pub fn epoch(&self) -> String {
+        self.epoch
+            .get_or_init(|| uuid::Uuid::new_v4().simple().to_string()[..12].to_string())
+            .clone()
+    }
+
+    fn next(&self) -> u64 {
+        self.changes.fetch_add(1, Ordering::SeqCst) + 1
+    }
+
+    /// `host`'s desired set changed: its open streams send a frame.
+    pub fn changed(&self, host: uuid::Uuid) {
+        let hosts = self.hosts.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(tx) = hosts.get(&host) {
+            tx.send_replace(self.next());
+        }
+    }
+
+    /// Every open stream resyncs (the fan-out fell behind the bus).
+    pub fn changed_all(&self) {
+        let hosts = self.hosts.lock().unwrap_or_else(|p| p.into_inner());
+        for tx in hosts.values() {
+            tx.send_replace(self.next());
+        }
+    }
 }
 
 /// A fencing token: the term of a leader lease this process holds (0:

@@ -3,7 +3,8 @@
 //! ```toml
 //! tmux_socket = "pam"          # tmux -L pam; a value with a '/' is a path (-S)
 //! heartbeat_seconds = 30
-//! tick_seconds = 5
+//! tick_seconds = 5             # local tmux check (polling an older pamd: the reconcile tick)
+//! resync_seconds = 60          # safety-net read of the desired set while watching pamd
 //! stop_grace_seconds = 10
 //! snapshot_interval_ms = 1000
 //! capacity = 4                 # runs at once on this host
@@ -43,8 +44,14 @@ pub struct Config {
     pub tmux_socket: String,
     /// Seconds between heartbeats, unless the controller says otherwise.
     pub heartbeat_seconds: u64,
-    /// Seconds between reconcile ticks (desired set vs tmux).
+    /// Seconds between local tmux checks (a pass that calls pamd only when
+    /// a session appeared or vanished, or a stop, loss or orphan is being
+    /// timed); against a pamd without the watch route (issue 33), the
+    /// polling reconcile tick.
     pub tick_seconds: u64,
+    /// Seconds between safety-net reads of the desired set (and a claim)
+    /// while pamd's watch stream is open (issue 33).
+    pub resync_seconds: u64,
     /// Seconds a stopped run gets after SIGTERM before its session is killed.
     pub stop_grace_seconds: u64,
     /// Minimum milliseconds between two output snapshots of one run.
@@ -133,6 +140,7 @@ impl Default for Config {
             tmux_socket: "pam".into(),
             heartbeat_seconds: 30,
             tick_seconds: 5,
+            resync_seconds: 60,
             stop_grace_seconds: 10,
             snapshot_interval_ms: 1000,
             capacity: 4,
@@ -215,6 +223,7 @@ impl Config {
         for (key, v) in [
             ("heartbeat_seconds", self.heartbeat_seconds),
             ("tick_seconds", self.tick_seconds),
+            ("resync_seconds", self.resync_seconds),
             ("snapshot_interval_ms", self.snapshot_interval_ms),
             ("capacity", u64::from(self.capacity)),
             ("capabilities_seconds", self.capabilities_seconds),

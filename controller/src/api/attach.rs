@@ -198,6 +198,10 @@ pub async fn input(
         .await?
         .map_err(lease_error)?;
     st.ctx.commit(tx).await?;
+    // Input journals nothing: its host's watch is woken from here.
+    if let Some(h) = run.host_id {
+        st.ctx.wakeups.watches.changed(h);
+    }
     st.ctx.wakeups.nudge.notify_waiters();
     Ok((StatusCode::ACCEPTED, Json(json!({ "accepted": true }))).into_response())
 }

@@ -58,6 +58,7 @@ pub mod stream;
 pub mod tasks;
 pub mod tokens;
 pub mod validate;
+pub mod watch;
 pub mod webhooks;
 pub mod worker;
 

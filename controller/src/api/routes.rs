@@ -33,8 +33,8 @@ use pam_manifests::protocol::{
 use super::route::{self, delete, get, post, Access::*, Route};
 use super::{
     actions, apply, attach as a, authz, charts, dashboard, events, hosts, metrics, oidc, openapi,
-    runs, schedules, secrets, served, source_hooks, sources, stream, tasks, tokens, webhooks,
-    worker as w, AppState,
+    runs, schedules, secrets, served, source_hooks, sources, stream, tasks, tokens, watch,
+    webhooks, worker as w, AppState,
 };
 use crate::rules::access::{self, Verb::*};
 
@@ -291,6 +291,13 @@ pub fn table(max_body_bytes: usize) -> Vec<Route> {
         get("/api/v1/workers/desired", w::desired, Worker)
             .doc("workers", "getDesired", "The runs the host should have")
             .json::<DesiredSet>(200, "the desired set"),
+        get("/api/v1/workers/watch", watch::watch, Worker)
+            .doc(
+                "workers",
+                "watchDesired",
+                "Changes of the host's desired set, live (Server-Sent Events)",
+            )
+            .events("`event: desired` when the host's desired set changed, its `id` the version to resume at (Last-Event-ID)"),
         post("/api/v1/workers/claim", w::claim, Worker)
             .doc("workers", "claimRuns", "Claim pending runs (long-poll)")
             .query::<w::ClaimQuery>()

@@ -188,9 +188,14 @@ pub async fn stop_run(
         let r = runs::request_stop(tx.as_mut(), r, now).await?;
         let obj = run_object(tx.as_mut(), &p, &r).await?;
         st.ctx.commit(tx).await?;
-        Ok(obj)
+        Ok((obj, r.host_id))
     })
     .await?;
+    let (obj, host) = obj;
+    // The stop journals nothing: its host's watch is woken from here.
+    if let Some(h) = host {
+        st.ctx.wakeups.watches.changed(h);
+    }
     st.ctx.wakeups.loops.notify_one();
     // Wake the workers' long-polls so the stop reaches the session now.
     st.ctx.wakeups.nudge.notify_waiters();

@@ -46,7 +46,7 @@ use crate::rules::{hosts, runs};
 /// The longest a claim long-poll may wait.
 const MAX_CLAIM_WAIT: Duration = Duration::from_secs(60);
 
-async fn host_of(tx: &mut dyn Tx, w: &Worker) -> Result<Host, ApiError> {
+pub(super) async fn host_of(tx: &mut dyn Tx, w: &Worker) -> Result<Host, ApiError> {
     tx.get_host_by_name(&w.host)
         .await?
         .ok_or_else(|| not_registered(w))

@@ -53,6 +53,9 @@ pub struct PublishedEvent {
     pub project: Option<Arc<str>>,
     /// The payload's `project_id` (a uid), shared the same way.
     pub project_id: Option<Arc<str>>,
+    /// The payload's `host_id`: whose watch stream a run's event wakes
+    /// (issue 33).
+    pub host_id: Option<uuid::Uuid>,
     /// Where its frame lies in [`Published::frames`].
     pub frame: std::ops::Range<usize>,
 }
@@ -73,6 +76,11 @@ impl Published {
                     topic: e.topic.clone(),
                     project: shared(&mut project, e.payload.get("project")),
                     project_id: shared(&mut project_id, e.payload.get("project_id")),
+                    host_id: e
+                        .payload
+                        .get("host_id")
+                        .and_then(serde_json::Value::as_str)
+                        .and_then(|h| h.parse().ok()),
                     frame: start..frames.len(),
                 }
             })

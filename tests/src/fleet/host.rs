@@ -1,8 +1,8 @@
 //! One simulated worker host, speaking the real worker protocol over HTTP
 //! the way pam-worker does (worker/src/agent/mod.rs): register with an
 //! instance id, heartbeat every heartbeat interval with the sessions it
-//! runs, a long-poll claim, a reconcile tick (claim without waiting, then
-//! the desired set), and an outbox shipped in batches that keeps each
+//! runs, the watch stream (issue 33: a read of the desired set on each
+//! frame and every `resync_secs`; pamd claims for the host), and an outbox shipped in batches that keeps each
 //! signal until pamd acknowledged it. A run "runs" for a drawn duration:
 //! `started`, a `progress` step (with token usage) every few seconds, then
 //! `finished` with exit 0, or 1 at the failure rate.
@@ -45,13 +45,14 @@ pub struct Host {
     token: String,
     instance: Uuid,
     state: Mutex<State>,
-    freed: tokio::sync::Notify,
 }
 
 #[derive(Default)]
 struct State {
     /// Live runs: run → (attempt, session).
     running: HashMap<Uuid, (i32, String)>,
+    /// Every (run, attempt) this host started.
+    started: std::collections::HashSet<(Uuid, i32)>,
     outbox: VecDeque<Signal>,
     last_acked: Vec<Signal>,
     paused_until: Option<Instant>,
@@ -61,8 +62,6 @@ struct State {
 
 /// Shipped per request at most (the real outbox's batch).
 const BATCH: usize = 100;
-/// The real worker's long-poll wait.
-const CLAIM_WAIT: u64 = 20;
 
 impl Host {
     pub fn new(name: String, token: String) -> Arc<Host> {
@@ -71,7 +70,6 @@ impl Host {
             token,
             instance: Uuid::new_v4(),
             state: Mutex::new(State::default()),
-            freed: tokio::sync::Notify::new(),
         })
     }
 
@@ -153,11 +151,6 @@ impl Host {
         self.state.lock().unwrap().paused_until = Some(Instant::now() + for_);
     }
 
-    fn free(&self, sh: &Shared) -> u32 {
-        let n = self.state.lock().unwrap().running.len() as u32;
-        sh.cfg.capacity.saturating_sub(n)
-    }
-
     pub async fn heartbeat_loop(self: Arc<Self>, sh: Arc<Shared>, offset: Duration) {
         tokio::time::sleep(offset).await;
         let every = Duration::from_secs(sh.cfg.heartbeat_secs);
@@ -197,58 +190,79 @@ impl Host {
         }
     }
 
-    /// The long-poll claim.
-    pub async fn claim_loop(self: Arc<Self>, sh: Arc<Shared>, seed: u64) {
+    /// The watch (issue 33, as pam-worker follows it): one long
+    /// `GET /api/v1/workers/watch`; every `event: desired` frame (pamd
+    /// claimed a run for this host, or its set changed) is one read of the
+    /// desired set, whose new runs start. A safety-net read every
+    /// `resync_secs`. A crash drops the stream; the host reopens it at the
+    /// last frame's id afterwards.
+    pub async fn watch_loop(self: Arc<Self>, sh: Arc<Shared>, offset: Duration, seed: u64) {
         let mut rng = Rng(seed);
+        let mut last: Option<String> = None;
+        let resync = Duration::from_secs(sh.cfg.resync_secs);
+        let mut next_resync = Instant::now() + offset + resync;
         while !sh.stop.load(Ordering::Relaxed) {
-            let free = self.free(&sh);
-            if self.paused() || free == 0 {
-                tokio::select! {
-                    _ = self.freed.notified() => {}
-                    _ = tokio::time::sleep(Duration::from_millis(200)) => {}
-                }
+            if self.paused() {
+                tokio::time::sleep(Duration::from_millis(200)).await;
                 continue;
             }
-            let path = format!("/api/v1/workers/claim?wait={CLAIM_WAIT}&max={free}");
-            let set: Option<DesiredSet> = self
-                .call(
-                    &sh,
-                    "claim (long poll)",
-                    reqwest::Method::POST,
-                    &path,
-                    Some(&serde_json::json!({})),
-                )
-                .await;
-            match set {
-                Some(set) => self.start_runs(&sh, set, &mut rng),
-                None => tokio::time::sleep(Duration::from_millis(500)).await,
+            let mut req = sh
+                .http
+                .get(format!("{}/api/v1/workers/watch", sh.base))
+                .bearer_auth(&self.token)
+                .timeout(Duration::from_secs(900));
+            if let Some(id) = &last {
+                req = req.header("last-event-id", id);
             }
-        }
-    }
-
-    /// The reconcile tick: claim without waiting, then the desired set.
-    pub async fn tick_loop(self: Arc<Self>, sh: Arc<Shared>, offset: Duration, seed: u64) {
-        let mut rng = Rng(seed);
-        tokio::time::sleep(offset).await;
-        let every = Duration::from_secs(sh.cfg.tick_secs);
-        while !sh.stop.load(Ordering::Relaxed) {
             let t = Instant::now();
-            if !self.paused() {
-                let free = self.free(&sh).max(1);
-                let path = format!("/api/v1/workers/claim?wait=0&max={free}");
-                if let Some(set) = self
-                    .call(
-                        &sh,
-                        "claim",
-                        reqwest::Method::POST,
-                        &path,
-                        Some(&serde_json::json!({})),
-                    )
-                    .await
-                {
-                    self.start_runs(&sh, set, &mut rng);
+            let mut resp = match req.send().await {
+                Ok(r) if r.status().is_success() => r,
+                Ok(r) => {
+                    sh.lat.error("watch", r.status().as_u16());
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    continue;
                 }
-                let _: Option<DesiredSet> = self
+                Err(_) => {
+                    sh.lat.error("watch", 0);
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    continue;
+                }
+            };
+            sh.lat.record("watch (open)", t.elapsed());
+            let mut buf: Vec<u8> = Vec::new();
+            loop {
+                if sh.stop.load(Ordering::Relaxed) || self.paused() {
+                    break;
+                }
+                let wait = next_resync.saturating_duration_since(Instant::now());
+                let chunk =
+                    tokio::time::timeout(wait.min(Duration::from_secs(1)), resp.chunk()).await;
+                let frames = match chunk {
+                    Err(_) => 0,
+                    Ok(Ok(Some(bytes))) => {
+                        buf.extend_from_slice(&bytes);
+                        let mut n = 0;
+                        while let Some(end) = buf.windows(2).position(|w| w == b"\n\n") {
+                            let block: Vec<u8> = buf.drain(..end + 2).collect();
+                            let text = String::from_utf8_lossy(&block);
+                            if let Some(id) = text.lines().find_map(|l| l.strip_prefix("id: ")) {
+                                last = Some(id.to_string());
+                                n += 1;
+                            }
+                        }
+                        n
+                    }
+                    // Ended or broken: open it again.
+                    Ok(_) => break,
+                };
+                let due = Instant::now() >= next_resync;
+                if frames == 0 && !due {
+                    continue;
+                }
+                if due {
+                    next_resync = Instant::now() + resync;
+                }
+                let set: Option<DesiredSet> = self
                     .call::<(), _>(
                         &sh,
                         "desired",
@@ -257,18 +271,24 @@ impl Host {
                         None,
                     )
                     .await;
+                if let Some(set) = set {
+                    self.start_runs(&sh, set, &mut rng);
+                }
             }
-            tokio::time::sleep(every.saturating_sub(t.elapsed())).await;
         }
     }
 
     fn start_runs(self: &Arc<Self>, sh: &Arc<Shared>, set: DesiredSet, rng: &mut Rng) {
         for d in set.runs {
             let fresh = {
+                // An attempt starts once: a desired set read before its
+                // `finished` was acknowledged still lists it.
                 let mut st = self.state.lock().unwrap();
-                st.running
-                    .insert(d.run_id, (d.attempt, d.session_name.clone()))
-                    .is_none()
+                st.started.insert((d.run_id, d.attempt))
+                    && st
+                        .running
+                        .insert(d.run_id, (d.attempt, d.session_name.clone()))
+                        .is_none()
             };
             if !fresh {
                 continue;
@@ -350,7 +370,6 @@ impl Host {
             st.outbox.push_back(s);
             st.running.remove(&id);
         }
-        self.freed.notify_one();
     }
 
     /// Ships the outbox in batches; on a lost answer the batch stays.

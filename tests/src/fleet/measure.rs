@@ -44,6 +44,13 @@ impl Latencies {
     }
 
     /// `{endpoint: {n, p50_ms, p99_ms, max_ms}}`.
+    /// Forgets what was recorded (the idle phase's figures are kept
+    /// apart from the window's).
+    pub fn clear(&self) {
+        self.by.lock().unwrap().clear();
+        self.errors.lock().unwrap().clear();
+    }
+
     pub fn summary(&self) -> Value {
         let by = self.by.lock().unwrap();
         let mut out = serde_json::Map::new();

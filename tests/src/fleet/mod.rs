@@ -28,8 +28,11 @@ pub struct FleetConfig {
     /// Runs a host runs at once.
     pub capacity: u32,
     pub heartbeat_secs: u64,
-    /// The reconcile tick (pam-worker's `tick_seconds`).
-    pub tick_secs: u64,
+    /// The safety-net read of the desired set (pam-worker's
+    /// `resync_seconds`, issue 33).
+    pub resync_secs: u64,
+    /// Seconds of idle fleet (no runs) measured before the window.
+    pub idle_secs: u64,
     /// Mean run duration; each run draws uniformly from 0.5× to 1.5×.
     pub run_secs: f64,
     /// Seconds between two progress steps of a run.
@@ -47,13 +50,14 @@ pub struct FleetConfig {
 }
 
 impl FleetConfig {
-    /// Real time: 30 s heartbeats, 5 s ticks, runs of 60 s on average.
+    /// Real time: 30 s heartbeats, 60 s resyncs, runs of 60 s on average.
     pub fn real(hosts: usize) -> FleetConfig {
         FleetConfig {
             hosts,
             capacity: 2,
             heartbeat_secs: 30,
-            tick_secs: 5,
+            resync_secs: 60,
+            idle_secs: 0,
             run_secs: 60.0,
             progress_secs: 10.0,
             utilization: 0.5,
@@ -72,7 +76,7 @@ impl FleetConfig {
         let r = FleetConfig::real(hosts);
         FleetConfig {
             heartbeat_secs: ((r.heartbeat_secs as f64 / k).round() as u64).max(1),
-            tick_secs: ((r.tick_secs as f64 / k).round() as u64).max(1),
+            resync_secs: ((r.resync_secs as f64 / k).round() as u64).max(1),
             run_secs: r.run_secs / k,
             progress_secs: r.progress_secs / k,
             crash_rate_per_min: r.crash_rate_per_min * k,
@@ -107,7 +111,7 @@ impl Rng {
     }
 }
 
-/// An operator request; a 429 is waited out (`Retry-After`) like pamctl
+/// An operator request; a 429 (or 503) is waited out (`Retry-After`) like pamctl
 /// does (setting up 5,000 hosts' tokens goes past the operator budget).
 async fn post(
     pamd: &Pamd,
@@ -122,7 +126,11 @@ async fn post(
             .json(body)
             .send()
             .await?;
-        if r.status() != reqwest::StatusCode::TOO_MANY_REQUESTS {
+        // A 503 (the database pool busy: at 10,000 hosts, issue 33) is
+        // retried like a 429.
+        if r.status() != reqwest::StatusCode::TOO_MANY_REQUESTS
+            && r.status() != reqwest::StatusCode::SERVICE_UNAVAILABLE
+        {
             break r;
         }
         let wait = r
@@ -214,13 +222,36 @@ pub async fn simulate(cfg: FleetConfig) -> anyhow::Result<Value> {
     let mut tasks = Vec::new();
     for h in &hosts {
         let hb = Duration::from_secs_f64(rng.unit() * cfg.heartbeat_secs as f64);
-        let tick = Duration::from_secs_f64(rng.unit() * cfg.tick_secs as f64);
+        let resync = Duration::from_secs_f64(rng.unit() * cfg.resync_secs as f64);
         tokio::spawn(h.clone().heartbeat_loop(shared.clone(), hb));
-        tokio::spawn(h.clone().claim_loop(shared.clone(), rng.next_u64()));
-        tokio::spawn(h.clone().tick_loop(shared.clone(), tick, rng.next_u64()));
+        tokio::spawn(h.clone().watch_loop(shared.clone(), resync, rng.next_u64()));
         tasks.push(tokio::spawn(h.clone().ship_loop(shared.clone())));
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
+
+    // Issue 33: the idle fleet (every host registered, watching,
+    // heartbeating; no run) for `idle_secs`.
+    let idle = if cfg.idle_secs > 0 {
+        // Settled: every stream open and its first claim made.
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        shared.lat.recording.store(true, Ordering::Relaxed);
+        let (c0, i0) = (measure::proc_stat(pid), Instant::now());
+        tokio::time::sleep(Duration::from_secs(cfg.idle_secs)).await;
+        let c1 = measure::proc_stat(pid);
+        shared.lat.recording.store(false, Ordering::Relaxed);
+        let api = shared.lat.summary();
+        shared.lat.clear();
+        let idle = json!({
+            "secs": i0.elapsed().as_secs_f64(),
+            "cpu_cores": (c1.cpu_seconds - c0.cpu_seconds) / i0.elapsed().as_secs_f64(),
+            "rss_mb": c1.rss_mb,
+            "api": api,
+        });
+        eprintln!("bench-fleet: idle {idle}");
+        idle
+    } else {
+        Value::Null
+    };
 
     // The window: runs created at a steady rate, hosts crashing now and then.
     shared.lat.recording.store(true, Ordering::Relaxed);
@@ -288,12 +319,13 @@ pub async fn simulate(cfg: FleetConfig) -> anyhow::Result<Value> {
         "hosts": cfg.hosts,
         "config": {
             "capacity": cfg.capacity, "heartbeat_secs": cfg.heartbeat_secs,
-            "tick_secs": cfg.tick_secs, "run_secs": cfg.run_secs,
+            "resync_secs": cfg.resync_secs, "run_secs": cfg.run_secs,
             "progress_secs": cfg.progress_secs, "utilization": cfg.utilization,
             "fail_rate": cfg.fail_rate, "crash_rate_per_min": cfg.crash_rate_per_min,
             "window_secs": cfg.window_secs,
         },
         "setup_secs": setup.as_secs_f64(),
+        "idle": idle,
         "runs_created": created,
         "creation_rate": rate,
         "runs_live_after_drain": live,

@@ -165,6 +165,47 @@ impl Api {
         self.send(reqwest::Method::POST, path, Some(body)).await
     }
 
+    /// Opens a stream (the watch, issue 33) at `last_id`: the 2xx
+    /// response, whose body the caller reads; a non-2xx is an
+    /// [`HttpError`]. Goes to the server the last request went to; a
+    /// failure moves the next one to the next server.
+    pub(super) async fn open(
+        &self,
+        path: &str,
+        last_id: Option<&str>,
+    ) -> anyhow::Result<reqwest::Response> {
+        use std::sync::atomic::Ordering;
+        let i = self.current.load(Ordering::SeqCst) % self.bases.len();
+        let mut req = self
+            .http
+            .get(format!("{}{path}", self.bases[i]))
+            .bearer_auth(&self.token);
+        if let Some(id) = last_id {
+            req = req.header("last-event-id", id);
+        }
+        let next = || {
+            self.current
+                .store((i + 1) % self.bases.len(), Ordering::SeqCst)
+        };
+        let resp = match req.send().await {
+            Ok(r) => r,
+            Err(e) => {
+                next();
+                return Err(e.into());
+            }
+        };
+        if resp.status().is_success() {
+            return Ok(resp);
+        }
+        if resp.status().is_server_error() {
+            next();
+        }
+        match answer::<serde_json::Value>(resp).await {
+            Err(e) => Err(e),
+            Ok(_) => anyhow::bail!("{path}: unexpected answer"),
+        }
+    }
+
     pub(super) async fn get<T: serde::de::DeserializeOwned>(
         &self,
         path: &str,

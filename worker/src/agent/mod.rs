@@ -8,15 +8,19 @@
 //!   upload, a stuck long-poll) can delay it. It reports the `pam-*`
 //!   sessions the reconcile loop last saw; a `not_registered` answer makes
 //!   it register again. Operator signals and attach input that pamd hands
-//!   out with the heartbeat's desired set are passed to the reconcile loop.
-//! * **claim** — a long-poll (`POST /api/v1/workers/claim?wait=`) that
-//!   returns as soon as a run is dispatched to this host (or pamd nudges it
-//!   for a stop, signal or attach input); every return wakes the reconcile
-//!   loop.
-//! * **reconcile** — level-triggered: on every wake-up and every
-//!   `tick_seconds` it fetches the desired set (once a tick it first
-//!   claims without waiting, so dispatch never hangs on one missed
-//!   long-poll wake-up) and makes tmux match: spawn
+//!   out with the heartbeat's desired set are passed to the reconcile loop,
+//!   which the set also wakes when it lists a run or a stop the loop's
+//!   last read did not (issue 33: a stop accepted by another pamd replica
+//!   sends no watch frame).
+//! * **watch** — one long `GET /api/v1/workers/watch` (issue 33, see
+//!   [`watch`]): pamd claims runs for the host while it is open and sends
+//!   a frame whenever the host's desired set changed (a run claimed, a
+//!   stop, a signal, attach input, a run that left the set); every frame
+//!   wakes the reconcile loop. Against a pamd without the route (404) the
+//!   worker falls back to the claim long-poll
+//!   (`POST /api/v1/workers/claim?wait=`) and the polling tick.
+//! * **reconcile** — level-triggered: on every wake-up it fetches the
+//!   desired set and makes tmux match: spawn
 //!   what is missing, stop what is marked stopped (SIGTERM to the wrapper,
 //!   which forwards it and escalates to SIGKILL after the stop grace; the
 //!   session is killed if it outlives the grace), deliver operator signals
@@ -24,7 +28,12 @@
 //!   the delivered ids are kept in `sessions/<session>.signals`) and typed
 //!   input, report `pam-*` sessions no desired run maps to as orphans
 //!   (`run.orphan_detected`), and report a session that vanished without a
-//!   `finished` as `lost` (→ `session_lost`). Every session is tagged with
+//!   `finished` as `lost` (→ `session_lost`). Every `tick_seconds` it
+//!   looks at tmux alone and calls pamd only when a session appeared or
+//!   vanished, or a stop, a loss or an orphan is being timed; every
+//!   `resync_seconds` it claims without waiting and reads the set anyway
+//!   (a safety net: nothing relies on it). Polling an older pamd, it
+//!   claims and reads the set every tick instead. Every session is tagged with
 //!   its (run, attempt) at creation, and only a session tagged with a
 //!   desired attempt is taken to run it (see [`reconcile`]); which attempts
 //!   this worker started is kept in `<data_dir>/sessions/<name>.json` (see
@@ -36,7 +45,7 @@
 //!
 //! Plus **snapshots** of each live session's pane (see [`snapshots`]).
 //!
-//! Registration, claim and ship retry after a failure on the schedule of
+//! Registration, the watch, claim and ship retry after a failure on the schedule of
 //! [`crate::backoff`]: 200 ms doubling to 5 s, but 10 s doubling to 60 s
 //! after pamd refused the token (401/403). Heartbeat and reconcile keep
 //! their fixed pace.
@@ -57,6 +66,7 @@ mod client;
 mod reconcile;
 mod records;
 mod snapshots;
+mod watch;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -128,6 +138,11 @@ struct State {
     deliveries: Mutex<Deliveries>,
     /// Set when pamd says this host is not registered (re-register).
     reregister: Notify,
+    /// (run, attempt, stop) of each run of the desired set the reconcile
+    /// loop last read.
+    known: Mutex<std::collections::HashSet<(Uuid, i32, bool)>>,
+    /// pamd has no watch route (an older pamd): the reconcile loop polls.
+    polling: std::sync::atomic::AtomicBool,
     /// (run, attempt) whose session ended since the snapshot loop last
     /// looked: they get one final snapshot from the log.
     ended: Mutex<Vec<(Uuid, i32)>>,
@@ -164,6 +179,8 @@ pub async fn run(opts: AgentOptions) -> anyhow::Result<()> {
         deliveries: Mutex::new(Vec::new()),
         reregister: Notify::new(),
         ended: Mutex::new(Vec::new()),
+        polling: Default::default(),
+        known: Default::default(),
         capabilities: Mutex::new(capabilities),
         opts,
     });
@@ -171,7 +188,7 @@ pub async fn run(opts: AgentOptions) -> anyhow::Result<()> {
     let hb_every = register_until_ok(&st, &api).await?;
     let mut tasks = tokio::task::JoinSet::new();
     tasks.spawn(heartbeat_loop(st.clone(), hb_every));
-    tasks.spawn(claim_loop(st.clone()));
+    tasks.spawn(watch::watch_loop(st.clone()));
     tasks.spawn(ship_loop(st.clone()));
     tasks.spawn(snapshots::snapshot_loop(st.clone()));
     tasks.spawn(reconcile::reconcile_loop(st.clone()));
@@ -384,7 +401,15 @@ async fn heartbeat_loop(st: Arc<State>, mut every: Duration) {
 
 /// Hands signals/input from a desired set to the reconcile loop.
 fn deliver(st: &State, set: &DesiredSet) {
-    let mut any = false;
+    // Issue 33: a run or a stop the last read of the set did not show (a
+    // stop accepted by another pamd replica journals nothing, so no watch
+    // frame tells of it): read the set now.
+    let mut any = {
+        let known = st.known.lock().unwrap();
+        set.runs
+            .iter()
+            .any(|r| !known.contains(&(r.run_id, r.attempt, r.stop)))
+    };
     {
         let mut d = st.deliveries.lock().unwrap();
         for r in &set.runs {
@@ -399,6 +424,7 @@ fn deliver(st: &State, set: &DesiredSet) {
     }
 }
 
+/// The claim long-poll, against a pamd without the watch (issue 33).
 async fn claim_loop(st: Arc<State>) {
     let api =
         Api::new(&st.opts, Duration::from_secs(CLAIM_WAIT_SECONDS + 15)).expect("http client");

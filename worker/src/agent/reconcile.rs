@@ -16,6 +16,7 @@
 //!   `spawn_failed`, and the session is reported as an orphan.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -53,16 +54,21 @@ type Extra = HashMap<(Uuid, i32), (Vec<OperatorSignal>, Vec<String>)>;
 pub(super) async fn reconcile_loop(st: Arc<State>) {
     let api = Api::new(&st.opts, Duration::from_secs(30)).expect("http client");
     let tick = Duration::from_secs(st.opts.config.tick_seconds);
+    let resync = Duration::from_secs(st.opts.config.resync_seconds);
     let mut local = Local::default();
     let mut claim_due = Instant::now();
+    // The `pam-*` sessions the last pass saw: the local check compares.
+    let mut seen: Option<HashSet<String>>;
     loop {
-        // A non-waiting claim once a tick as well (not on every wake-up:
-        // the long-poll that woke this pass has just claimed, and a
-        // finished run's freed capacity wakes pamd's long-poll): dispatch
-        // never depends only on the long-poll's wake-up arriving, and a
-        // busy worker does not spend two requests per wake-up (issue 20).
+        let polling = st.polling.load(Ordering::SeqCst);
+        // A non-waiting claim once a tick when polling (not on every
+        // wake-up: the long-poll that woke this pass has just claimed, and
+        // a finished run's freed capacity wakes pamd's long-poll), and
+        // once a resync while watching: dispatch never depends only on a
+        // wake-up arriving, and a busy worker does not spend two requests
+        // per wake-up (issue 20).
         if Instant::now() >= claim_due {
-            claim_due = Instant::now() + tick;
+            claim_due = Instant::now() + if polling { tick } else { resync };
             if let Err(e) = api
                 .post::<_, DesiredSet>("/api/v1/workers/claim?wait=0", &serde_json::json!({}))
                 .await
@@ -73,23 +79,81 @@ pub(super) async fn reconcile_loop(st: Arc<State>) {
         let fetched_at = Instant::now();
         match api.get::<DesiredSet>("/api/v1/workers/desired").await {
             Ok(set) => {
-                if let Err(e) = reconcile(&st, &mut local, &set, fetched_at).await {
-                    tracing::warn!(error = %format!("{e:#}"), "reconcile failed");
+                *st.known.lock().unwrap() = set
+                    .runs
+                    .iter()
+                    .map(|r| (r.run_id, r.attempt, r.stop))
+                    .collect();
+                match reconcile(&st, &mut local, &set, fetched_at).await {
+                    Ok(names) => seen = Some(names),
+                    Err(e) => {
+                        seen = None;
+                        tracing::warn!(error = %format!("{e:#}"), "reconcile failed");
+                    }
                 }
             }
             Err(e) => {
+                seen = None;
                 if matches!(http_code(&e), Some((409, "not_registered"))) {
                     st.reregister.notify_one();
                 }
                 tracing::warn!(error = %format!("{e:#}"), "fetching the desired set failed");
             }
         }
-        // A fixed tick, not a retry schedule: this loop is level-triggered
-        // and its pace is the config's.
-        tokio::select! {
-            _ = tokio::time::sleep(tick) => {}
-            _ = st.wake.notified() => {}
+        if polling || seen.is_none() {
+            // A fixed tick, not a retry schedule: this loop is
+            // level-triggered and its pace is the config's.
+            tokio::select! {
+                _ = tokio::time::sleep(tick) => {}
+                _ = st.wake.notified() => {}
+            }
+            continue;
         }
+        // Watching (issue 33): the next pass comes with a wake-up (a watch
+        // frame, the heartbeat's deliveries, a settled `finished`), the
+        // safety-net resync, or a local change tmux shows.
+        let next_resync = tokio::time::Instant::now() + resync;
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep_until(next_resync) => break,
+                _ = st.wake.notified() => break,
+                _ = tokio::time::sleep(tick) => {
+                    if st.polling.load(Ordering::SeqCst) || local.timing() {
+                        break;
+                    }
+                    match live_names(&st).await {
+                        Ok(names) if Some(&names) == seen.as_ref() => {}
+                        _ => break,
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The live `pam-*` sessions' names (only names of the protocol's format
+/// are pam's).
+async fn live_names(st: &State) -> anyhow::Result<HashSet<String>> {
+    Ok(st
+        .tmux
+        .sessions()
+        .await?
+        .into_iter()
+        .filter(|s| parse_session_name(&s.name).is_ok())
+        .map(|s| s.name)
+        .collect())
+}
+
+impl Local {
+    /// A stop's escalation, a vanished session's grace or an unmapped
+    /// session's wait is running: a pass must come, changed or not.
+    fn timing(&self) -> bool {
+        !self.stopping.is_empty()
+            || !self.gone_since.is_empty()
+            || self
+                .unmapped_since
+                .keys()
+                .any(|s| !self.orphans_sent.contains(s))
     }
 }
 
@@ -105,7 +169,7 @@ async fn reconcile(
     local: &mut Local,
     set: &DesiredSet,
     fetched_at: Instant,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<HashSet<String>> {
     let data = &st.opts.data_dir;
     // Every live `pam-*` session, with the tag it was created with.
     let mut sessions: HashMap<String, Option<SessionTag>> = st
@@ -145,6 +209,9 @@ async fn reconcile(
                 st.tmux.kill_session(&d.session_name).await?;
                 sessions.remove(&d.session_name);
                 records::remove(data, &d.session_name);
+                // The next pass comes now, not at a tick (issue 33: a
+                // watching worker has none).
+                st.wake.notify_one();
                 continue;
             }
             Some(Holder::This) => {
@@ -205,7 +272,7 @@ async fn reconcile(
         set.runs.iter().map(|r| (r.run_id, r.attempt)).collect();
     local.gone_since.retain(|k, _| desired_keys.contains(k));
     publish_running(st, &sessions);
-    Ok(())
+    Ok(sessions.into_keys().collect())
 }
 
 fn lost(d: &DesiredRun, reason: &str) -> Signal {

@@ -1,0 +1,217 @@
+//! `GET /api/v1/workers/watch` (issue 33): one Server-Sent Events stream
+//! per worker, in place of its polling (docs/api.md, "Worker watch").
+//!
+//! A frame says only *that* the host's desired set changed, as of a
+//! version (`id:`): the worker then reads `GET /workers/desired`. Frames
+//! coalesce — several changes before the worker looked are one frame — so
+//! every change is followed by at least one read begun after it, and an
+//! idle host costs nothing but a keep-alive comment.
+//!
+//! # Guarantees
+//! - Nothing is missed across a reconnect: a stream opened with a
+//!   `Last-Event-ID` that is not the host's current version on this pamd
+//!   (a change came meanwhile, another replica or process served the last
+//!   stream, or the version is unknown) starts with one frame, the resync.
+//!   One opened at the current version starts silent.
+//! - What changes a desired set wakes only its host's streams
+//!   ([`crate::ctx::HostWatches`], by host id): the run events naming a
+//!   host in their payload (a run claimed for it, a signal, a budget stop,
+//!   a run failed or stopped by pamd), from this replica and, through the
+//!   journal, from the others; and, from this replica only, the desired
+//!   stop (`pamctl stop`) and attach input, which journal nothing.
+//! - The stream claims for its host: while it is open, a long claim
+//!   ([`dispatch::claim_wait`]) waits for runs the host can take, woken as
+//!   the long-poll claims were ([`crate::ctx::Ctx::runs_claimable`]); a
+//!   claim journals `run.spawning`, which wakes the stream.
+//! - A stream ends after [`LIFETIME`] (the worker reconnects at its
+//!   version: silent when nothing changed), so a revoked worker token is
+//!   refused within that time, and at pamd's shutdown.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use futures_util::future::BoxFuture;
+use tokio::sync::broadcast::error::RecvError;
+
+use super::auth::Worker;
+use super::{ApiError, AppState};
+use crate::ctx::Ctx;
+use crate::events::topic;
+use crate::reconcile::dispatch;
+
+/// How long one stream lives before the worker reconnects.
+pub const LIFETIME: Duration = Duration::from_secs(600);
+/// The claim a stream keeps waiting (renewed when it ends).
+const CLAIM_WAIT: Duration = Duration::from_secs(600);
+/// Most runs one claim takes (the host's free capacity bounds it too).
+const CLAIM_MAX: i64 = 16;
+/// After a failed claim, the next one waits this long.
+const CLAIM_RETRY: Duration = Duration::from_secs(1);
+
+/// The run topics that change the desired set of the host they name.
+const WAKES: &[&str] = &[
+    topic::RUN_SPAWNING,
+    topic::RUN_SIGNAL_RECEIVED,
+    topic::RUN_BUDGET_EXCEEDED,
+    topic::RUN_FAILED,
+    topic::RUN_STOPPED,
+];
+
+#[tracing::instrument(skip_all, fields(host = %w.host))]
+pub async fn watch(
+    State(st): State<AppState>,
+    w: Worker,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let host = {
+        let mut tx = st.ctx.store.begin().await?;
+        super::worker::host_of(tx.as_mut(), &w).await?.id
+    };
+    let resume = match headers.get("last-event-id") {
+        Some(v) => Some(
+            v.to_str()
+                .map_err(|_| ApiError::bad_request("bad Last-Event-ID"))?
+                .to_string(),
+        ),
+        None => None,
+    };
+    start_fanout(&st.ctx).await?;
+    let watches = st.ctx.wakeups.watches.clone();
+    let mut rx = watches.subscribe(host);
+    let epoch = watches.epoch();
+    let current = *rx.borrow_and_update();
+    let id = |v: u64| format!("{epoch}-{v}");
+    let mut first = None;
+    if resume.as_deref() != Some(id(current).as_str()) {
+        first = Some(frame(&id(current)));
+    }
+    let bus = st.ctx.bus.clone();
+    let ctx = st.ctx.clone();
+    let sub = Watcher {
+        first,
+        rx,
+        epoch,
+        claim: claim(ctx.clone(), host, Duration::ZERO),
+        ctx,
+        host,
+        keep_alive: tokio::time::interval_at(
+            tokio::time::Instant::now() + bus.keep_alive,
+            bus.keep_alive,
+        ),
+        end: Box::pin(tokio::time::sleep(LIFETIME)),
+        shutdown: Box::pin(bus.on_shutdown()),
+    };
+    let body = futures_util::stream::unfold(sub, |mut s| async move {
+        s.next_chunk().await.map(|b| (Ok::<_, Infallible>(b), s))
+    });
+    let mut resp = Body::from_stream(body).into_response();
+    *resp.status_mut() = StatusCode::OK;
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    Ok(resp)
+}
+
+fn frame(id: &str) -> Bytes {
+    Bytes::from(format!(
+        "id: {id}\nevent: desired\ndata: {{\"version\":\"{id}\"}}\n\n"
+    ))
+}
+
+/// The stream's claim: after `delay`, waits up to [`CLAIM_WAIT`] for runs
+/// the host can take and claims them.
+fn claim(ctx: Ctx, host: uuid::Uuid, delay: Duration) -> BoxFuture<'static, bool> {
+    Box::pin(async move {
+        tokio::time::sleep(delay).await;
+        match dispatch::claim_wait(&ctx, host, CLAIM_MAX, CLAIM_WAIT).await {
+            Ok(_) => true,
+            Err(e) => {
+                tracing::warn!(error = %format!("{e:#}"), "watch: claim failed");
+                false
+            }
+        }
+    })
+}
+
+struct Watcher {
+    /// The resync frame, sent first.
+    first: Option<Bytes>,
+    rx: tokio::sync::watch::Receiver<u64>,
+    epoch: String,
+    claim: BoxFuture<'static, bool>,
+    ctx: Ctx,
+    host: uuid::Uuid,
+    keep_alive: tokio::time::Interval,
+    end: std::pin::Pin<Box<tokio::time::Sleep>>,
+    shutdown: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
+}
+
+impl Watcher {
+    async fn next_chunk(&mut self) -> Option<Bytes> {
+        if let Some(b) = self.first.take() {
+            return Some(b);
+        }
+        loop {
+            tokio::select! {
+                biased;
+                _ = &mut self.shutdown => return None,
+                _ = &mut self.end => return None,
+                r = self.rx.changed() => {
+                    r.ok()?;
+                    let v = *self.rx.borrow_and_update();
+                    self.keep_alive.reset();
+                    return Some(frame(&format!("{}-{v}", self.epoch)));
+                }
+                ok = &mut self.claim => {
+                    let delay = if ok { Duration::ZERO } else { CLAIM_RETRY };
+                    self.claim = claim(self.ctx.clone(), self.host, delay);
+                }
+                _ = self.keep_alive.tick() => return Some(Bytes::from_static(b": keep-alive\n\n")),
+            }
+        }
+    }
+}
+
+/// Starts, once per pamd, the task that turns published run events into
+/// their hosts' watch wake-ups: one lookup per event by the host it names,
+/// never a scan of the streams.
+async fn start_fanout(ctx: &Ctx) -> Result<(), ApiError> {
+    let watches = ctx.wakeups.watches.clone();
+    if watches.fanout.load(std::sync::atomic::Ordering::SeqCst) {
+        return Ok(());
+    }
+    ctx.bus.start(&ctx.store, None).await?;
+    if watches
+        .fanout
+        .swap(true, std::sync::atomic::Ordering::SeqCst)
+    {
+        return Ok(());
+    }
+    let mut rx = ctx.bus.subscribe();
+    tokio::spawn(async move {
+        loop {
+            match rx.recv().await {
+                Ok(p) => {
+                    for e in &p.events {
+                        if let Some(h) = e.host_id.filter(|_| WAKES.contains(&e.topic.as_str())) {
+                            watches.changed(h);
+                        }
+                    }
+                }
+                // Changes were dropped: every stream resyncs.
+                Err(RecvError::Lagged(_)) => watches.changed_all(),
+                Err(RecvError::Closed) => return,
+            }
+        }
+    });
+    Ok(())
+}
