@@ -249,3 +249,47 @@ async fn a_revocation_through_another_replica_ends_streams_and_leases_within_a_s
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// A worker's watch stream (issue 33) claims for its host while it is
+/// open: revoking the worker's token ends it at once, and no run is
+/// claimed for the host after.
+#[tokio::test]
+async fn revoking_a_worker_token_ends_its_watch_and_its_claims() {
+    let store = pg().await;
+    let r = Replica::start(store.clone()).await;
+    let (_, admin) = token(&store, TokenKind::Operator, "admin", None).await;
+    let (wid, wt) = token(&store, TokenKind::Worker, "w", Some("box-a")).await;
+    let (s, v) = r
+        .call(&wt, "POST", "/api/v1/workers/register", Some(json!({"name": "box-a", "platform": "linux", "instance_id": Uuid::new_v4(), "capacity": 4, "labels": {}, "version": "t"})))
+        .await;
+    assert_eq!(s, 200, "{v}");
+    let watch = r
+        .http
+        .get(format!("{}/api/v1/workers/watch", r.base))
+        .bearer_auth(&wt)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(watch.status().as_u16(), 200);
+
+    let revoked = r.revoke(&admin, wid).await;
+    ends_by(watch, revoked + Duration::from_secs(1)).await;
+    // A run applied now stays pending: nothing claims for box-a.
+    let (s, v) = r
+        .call(
+            &admin,
+            "POST",
+            "/api/v1/apply",
+            Some(json!({"files": [{"name": "r.yaml", "content": RUN}]})),
+        )
+        .await;
+    assert_eq!(s, 200, "{v}");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let (s, v) = r
+        .call(&admin, "GET", "/api/v1/projects/web/runs/r1", None)
+        .await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["status"]["phase"], "pending", "{v}");
+    let (s, _) = r.call(&wt, "GET", "/api/v1/workers/watch", None).await;
+    assert_eq!(s, 401);
+}

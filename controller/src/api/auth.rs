@@ -290,13 +290,34 @@ impl FromRequestParts<AppState> for Operator {
 /// Extractor for worker endpoints: the host name the token is bound to.
 pub struct Worker {
     pub host: String,
+    /// The worker's token, for what outlives the request (the watch).
+    principal: Principal,
+}
+
+impl Worker {
+    /// Holds the worker's token for a stream: it ends when the token is
+    /// revoked ([`super::revocation`]).
+    pub fn hold(&self, state: &AppState) -> Hold {
+        self.principal.hold(state)
+    }
 }
 
 impl FromRequestParts<AppState> for Worker {
     type Rejection = ApiError;
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
         match authenticate_parts(state, parts).await? {
-            Principal::Worker { host, .. } => Ok(Worker { host }),
+            Principal::Worker {
+                token_id,
+                fingerprint,
+                host,
+            } => Ok(Worker {
+                host: host.clone(),
+                principal: Principal::Worker {
+                    token_id,
+                    fingerprint,
+                    host,
+                },
+            }),
             Principal::Operator { .. } | Principal::Session { .. } => Err(ApiError::new(
                 StatusCode::FORBIDDEN,
                 "forbidden",

@@ -23,9 +23,11 @@
 //!   ([`dispatch::claim_wait`]) waits for runs the host can take, woken as
 //!   the long-poll claims were ([`crate::ctx::Ctx::runs_claimable`]); a
 //!   claim journals `run.spawning`, which wakes the stream.
+//! - Revoking the worker's token ends the stream, and the claims it makes
+//!   for its host, at once on this pamd and within a second on another
+//!   replica ([`super::revocation`]); the reconnect is refused (401).
 //! - A stream ends after [`LIFETIME`] (the worker reconnects at its
-//!   version: silent when nothing changed), so a revoked worker token is
-//!   refused within that time, and at pamd's shutdown.
+//!   version: silent when nothing changed), and at pamd's shutdown.
 
 use std::convert::Infallible;
 use std::time::Duration;
@@ -39,6 +41,7 @@ use futures_util::future::BoxFuture;
 use tokio::sync::broadcast::error::RecvError;
 
 use super::auth::Worker;
+use super::revocation::Hold;
 use super::{ApiError, AppState};
 use crate::ctx::Ctx;
 use crate::events::topic;
@@ -92,7 +95,10 @@ pub async fn watch(
     }
     let bus = st.ctx.bus.clone();
     let ctx = st.ctx.clone();
+    let token = w.hold(&st);
     let sub = Watcher {
+        revoked: Box::pin(token.revoked()),
+        _token: token,
         first,
         rx,
         epoch,
@@ -143,6 +149,10 @@ fn claim(ctx: Ctx, host: uuid::Uuid, delay: Duration) -> BoxFuture<'static, bool
 }
 
 struct Watcher {
+    /// The worker's token: revoking it ends the stream at once, and with
+    /// it the claims the stream makes for its host.
+    _token: Hold,
+    revoked: std::pin::Pin<Box<tokio_util::sync::WaitForCancellationFutureOwned>>,
     /// The resync frame, sent first.
     first: Option<Bytes>,
     rx: tokio::sync::watch::Receiver<u64>,
@@ -164,6 +174,7 @@ impl Watcher {
             tokio::select! {
                 biased;
                 _ = &mut self.shutdown => return None,
+                _ = &mut self.revoked => return None,
                 _ = &mut self.end => return None,
                 r = self.rx.changed() => {
                     r.ok()?;
