@@ -472,6 +472,16 @@ async fn a_lagging_subscriber_is_caught_up_from_the_journal() {
     let s = Server::start_with(EventBus::new(4)).await;
     let mut sse = s.stream("", None).await;
     let ctx = s.ctx();
+    // A transaction in flight that began before the ten (its xid is below
+    // theirs): the reader can pass none of them while it runs, so it
+    // publishes all ten at once however often the commits' notifications
+    // wake it meanwhile (without it, a wake-up in the middle published a
+    // few early and the subscriber kept up: a flaky test).
+    let mut blocker = ctx.store.begin().await.unwrap();
+    blocker
+        .append_event("work_item.updated", json!({"blocker": true}), ctx.now())
+        .await
+        .unwrap();
     let mut commits = Vec::new();
     for c in 0..10 {
         let mut tx = ctx.store.begin().await.unwrap();
@@ -483,9 +493,10 @@ async fn a_lagging_subscriber_is_caught_up_from_the_journal() {
         commits.push(tx.commit().await.unwrap());
     }
     let want: Vec<i64> = commits.iter().flat_map(|c| c.seqs()).collect();
-    // Committed behind the reader's back (no wake-up per commit): once all
-    // are readable, one wake-up reads them in one page and publishes the
-    // ten commits back to back.
+    // Once the blocker ends (rolled back: its event never was), all ten
+    // are readable at once: one read, one page, the ten commits published
+    // back to back.
+    drop(blocker);
     s.settled().await;
     ctx.bus.wake();
     let got = sse.take(500).await;

@@ -208,8 +208,22 @@ pub async fn stream(
         lagged_count: bus.lagged.clone(),
         _gauge: GaugeGuard::new(&bus),
     };
-    let body = futures_util::stream::unfold(sub, |mut s| async move {
-        s.next_chunk().await.map(|b| (Ok::<_, Infallible>(b), s))
+    let mut resp = sse_response(sub);
+    resp.headers_mut()
+        .insert("x-pam-stream-position", HeaderValue::from(position));
+    Ok(resp)
+}
+
+/// What an SSE response streams: body chunks until `None` (the event
+/// stream's [`Subscriber`], a worker's watch).
+pub(super) trait Chunks: Send + 'static {
+    fn chunk(&mut self) -> impl std::future::Future<Output = Option<Bytes>> + Send;
+}
+
+/// A `200 text/event-stream` response of `chunks`, unbuffered by proxies.
+pub(super) fn sse_response(chunks: impl Chunks) -> Response {
+    let body = futures_util::stream::unfold(chunks, |mut s| async move {
+        s.chunk().await.map(|b| (Ok::<_, Infallible>(b), s))
     });
     let mut resp = Body::from_stream(body).into_response();
     *resp.status_mut() = StatusCode::OK;
@@ -220,8 +234,13 @@ pub async fn stream(
     );
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     h.insert("x-accel-buffering", HeaderValue::from_static("no"));
-    h.insert("x-pam-stream-position", HeaderValue::from(position));
-    Ok(resp)
+    resp
+}
+
+impl Chunks for Subscriber {
+    fn chunk(&mut self) -> impl std::future::Future<Output = Option<Bytes>> + Send {
+        self.next_chunk()
+    }
 }
 
 /// Counts an open stream for as long as it lives.

@@ -29,13 +29,11 @@
 //! - A stream ends after [`LIFETIME`] (the worker reconnects at its
 //!   version: silent when nothing changed), and at pamd's shutdown.
 
-use std::convert::Infallible;
 use std::time::Duration;
 
-use axum::body::Body;
 use axum::extract::State;
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::http::HeaderMap;
+use axum::response::Response;
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
 use tokio::sync::broadcast::error::RecvError;
@@ -112,19 +110,7 @@ pub async fn watch(
         end: Box::pin(tokio::time::sleep(LIFETIME)),
         shutdown: Box::pin(bus.on_shutdown()),
     };
-    let body = futures_util::stream::unfold(sub, |mut s| async move {
-        s.next_chunk().await.map(|b| (Ok::<_, Infallible>(b), s))
-    });
-    let mut resp = Body::from_stream(body).into_response();
-    *resp.status_mut() = StatusCode::OK;
-    let h = resp.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/event-stream"),
-    );
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
-    Ok(resp)
+    Ok(super::stream::sse_response(sub))
 }
 
 fn frame(id: &str) -> Bytes {
@@ -163,6 +149,12 @@ struct Watcher {
     keep_alive: tokio::time::Interval,
     end: std::pin::Pin<Box<tokio::time::Sleep>>,
     shutdown: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
+}
+
+impl super::stream::Chunks for Watcher {
+    fn chunk(&mut self) -> impl std::future::Future<Output = Option<Bytes>> + Send {
+        self.next_chunk()
+    }
 }
 
 impl Watcher {
