@@ -49,6 +49,10 @@ use crate::rules::{hosts, runs};
 const BATCH: i64 = 1000;
 
 /// Returns (runs failed by timeout, pending runs stopped).
+/// How long a run some host could take may stay unclaimed before the
+/// sweep wakes the claims again.
+const UNCLAIMED_AFTER: chrono::Duration = chrono::Duration::seconds(2);
+
 pub async fn sweep(ctx: &Ctx) -> anyhow::Result<(usize, usize)> {
     let now = ctx.now();
     let mut tx = ctx.store.begin().await?;
@@ -105,12 +109,21 @@ pub async fn sweep(ctx: &Ctx) -> anyhow::Result<(usize, usize)> {
         .collect();
     let mut seen = Vec::new();
     let mut writes = Vec::new();
+    // A run some host could take now, dispatchable for longer than a claim
+    // takes: the claims that should have taken it were not woken (a change
+    // that announced nothing), so they are woken now (level-triggered:
+    // workers claim only when woken since they watch, issue 33).
+    let mut unclaimed = false;
     for run in &pending {
         if run.stop_requested {
             writes.push((run.id, Write::Stop));
             continue;
         }
         let placed = fleet.place(run, &mut shapes);
+        unclaimed |= placed.able > 0
+            && run
+                .dispatchable_since
+                .is_some_and(|at| now - at > UNCLAIMED_AFTER);
         let matched = placed.eligible_match;
         if matched && !run.eligible_host_seen {
             seen.push(run.id);
@@ -194,5 +207,8 @@ pub async fn sweep(ctx: &Ctx) -> anyhow::Result<(usize, usize)> {
         runs::lifecycle::note_eligible_host(tx.as_mut(), &seen).await?;
     }
     ctx.commit(tx).await?;
+    if unclaimed {
+        ctx.wakeups.claimable.notify_waiters();
+    }
     Ok((timed_out, stopped))
 }
