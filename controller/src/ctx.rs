@@ -94,6 +94,10 @@ pub struct Wakeups {
     /// Per-host watch streams (issue 33, `api/watch.rs`): a change of one
     /// host's desired set wakes that host's stream only.
     pub watches: Arc<HostWatches>,
+    /// When the timeout sweep last woke the claims for runs left unclaimed
+    /// (`reconcile::timeout`): at most once per its grace, however often
+    /// the loops pass.
+    pub unclaimed_woken: Arc<std::sync::Mutex<Option<chrono::DateTime<chrono::Utc>>>>,
 }
 
 /// The desired-set version of every host with a watch stream open on this

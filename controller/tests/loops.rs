@@ -1529,3 +1529,42 @@ async fn a_workspace_result_is_recorded_once_with_its_finished() {
     let mut tx = w.ctx.store.begin().await.unwrap();
     assert_eq!(tx.run_results(run.id, None).await.unwrap().len(), 1);
 }
+
+/// Since workers watch (issue 33) they claim only when woken. A run some
+/// host could take that nothing announced (here the host is relabelled
+/// without a wake-up) is left to the timeout sweep: once it has been
+/// dispatchable for 2 s, the sweep wakes the claims.
+#[tokio::test]
+async fn a_run_left_unclaimed_wakes_the_claims_at_the_sweep() {
+    let w = World::new().await;
+    let a = w.host("a", &[]).await;
+    let gpu = Target::Selector([("gpu".to_string(), "yes".to_string())].into());
+    let run = w.run("r1", gpu, 1).await;
+    let ctx = w.ctx.clone();
+    let waiter =
+        tokio::spawn(
+            async move { dispatch::claim_wait(&ctx, a.id, 1, Duration::from_secs(30)).await },
+        );
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(!waiter.is_finished(), "a claimed a run it does not match");
+    let mut tx = w.ctx.store.begin().await.unwrap();
+    let mut h = tx.get_host(a.id).await.unwrap().unwrap();
+    let rv = h.meta.resource_version;
+    h.dispatch_labels.insert("gpu".into(), "yes".into());
+    tx.update_host(&h, rv).await.unwrap();
+    w.ctx.commit(tx).await.unwrap();
+    // Within the grace the sweep wakes no one: a claim may be on its way.
+    w.advance(1);
+    reconcile::timeout::sweep(&w.ctx).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(!waiter.is_finished(), "woken within the grace");
+    w.advance(2);
+    reconcile::timeout::sweep(&w.ctx).await.unwrap();
+    let got = tokio::time::timeout(Duration::from_secs(5), waiter)
+        .await
+        .expect("the sweep woke the claim")
+        .unwrap()
+        .unwrap();
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].id, run.id);
+}

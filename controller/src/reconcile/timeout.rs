@@ -120,7 +120,9 @@ pub async fn sweep(ctx: &Ctx) -> anyhow::Result<(usize, usize)> {
             continue;
         }
         let placed = fleet.place(run, &mut shapes);
+        // A project over its budget holds its runs on purpose.
         unclaimed |= placed.able > 0
+            && !held.contains_key(&run.project_id)
             && run
                 .dispatchable_since
                 .is_some_and(|at| now - at > UNCLAIMED_AFTER);
@@ -208,7 +210,18 @@ pub async fn sweep(ctx: &Ctx) -> anyhow::Result<(usize, usize)> {
     }
     ctx.commit(tx).await?;
     if unclaimed {
-        ctx.wakeups.claimable.notify_waiters();
+        // Once per grace at most: a run some host could take but none
+        // claims (its worker gone, not yet offline) must not wake every
+        // claim at every pass.
+        let mut last = ctx
+            .wakeups
+            .unclaimed_woken
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if last.is_none_or(|at| now - at >= UNCLAIMED_AFTER) {
+            *last = Some(now);
+            ctx.wakeups.claimable.notify_waiters();
+        }
     }
     Ok((timed_out, stopped))
 }
