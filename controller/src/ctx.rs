@@ -323,6 +323,15 @@ impl Ctx {
         }
     }
 
+    /// A host may take runs it could not before (registered, back online,
+    /// enabled, relabelled or resized): every waiting claim looks again,
+    /// since which pending runs it now matches is the claim's to find.
+    /// (Workers claim only when woken since they watch, issue 33; the
+    /// timeout sweep wakes claims for runs left unclaimed, too.)
+    pub fn host_may_take_runs(&self) {
+        self.wakeups.claimable.notify_waiters();
+    }
+
     /// A run on `host` ended: its own long-poll claims may claim again.
     pub fn host_freed(&self, host: uuid::Uuid) {
         self.wakeups.host_claims.freed(host);

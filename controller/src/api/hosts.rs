@@ -76,6 +76,6 @@ pub async fn host_action(
     };
     let obj = host_object(tx.as_mut(), &h).await?;
     st.ctx.commit(tx).await?;
-    st.ctx.wakeups.claimable.notify_waiters();
+    st.ctx.host_may_take_runs();
     Ok(Json(obj))
 }

@@ -88,7 +88,7 @@ async fn register_once(
     let mut tx = st.ctx.store.begin().await?;
     let host = hosts::register(tx.as_mut(), req, st.ctx.thresholds.offline_after, now).await?;
     st.ctx.commit(tx).await?;
-    st.ctx.wakeups.claimable.notify_waiters();
+    st.ctx.host_may_take_runs();
     Ok(Json(RegisterResponse {
         host_id: host.id,
         heartbeat_seconds: st.ctx.thresholds.heartbeat.as_secs(),
@@ -127,7 +127,7 @@ async fn heartbeat_once(
     st.ctx.commit(tx).await?;
     hand_out(st, &host, &mut desired).await?;
     if !was_eligible && hosts::eligible(&host) {
-        st.ctx.wakeups.claimable.notify_waiters();
+        st.ctx.host_may_take_runs();
     }
     Ok(Json(desired))
 }

@@ -199,14 +199,11 @@ pub async fn apply(ctx: &Ctx, req: &ApplyRequest) -> Result<Vec<ApplyResult>, Ap
     } else {
         ctx.commit(tx).await?;
         ctx.runs_claimable(written.new_runs, written.new_targeted);
-        // A host created or changed (its labels, capacity) may now take a
-        // pending run no new run announced: every waiting claim looks
-        // (workers claim only when woken since they watch, issue 33).
         if written.results.iter().any(|r| {
             r.kind == Kind::Host.as_str()
                 && matches!(r.action, Action::Created | Action::Configured)
         }) {
-            ctx.wakeups.claimable.notify_waiters();
+            ctx.host_may_take_runs();
         }
         ctx.created_runs(written.new_runs);
         ctx.wakeups.loops.notify_one();

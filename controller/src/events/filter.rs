@@ -3,6 +3,8 @@
 //! Webhook's `spec.topics` (issue 19) — a list of topic names and prefixes
 //! ending in a dot (`run.`) — and the project filter.
 
+use std::sync::Arc;
+
 use pam_store::Event;
 
 use super::{topic, PublishedEvent};
@@ -103,13 +105,11 @@ impl Filter {
         self.topic_ok(&e.topic) && self.project_ok(field("project"), field("project_id"))
     }
 
-    /// Whether to send `p`, an event of the commit being taken: `memo`
-    /// is the last project decision within that commit. Consecutive
-    /// events of one project share their strings ([`PublishedEvent`]), so
-    /// a stream with a token's scope looks a commit's project up once,
-    /// not once per event (issue 34: authorization must not slow
-    /// fan-out). A memo must not outlive its commit: the strings' addresses
-    /// are its key.
+    /// Whether to send `p`. `memo` is the stream's last project decision:
+    /// consecutive events of one project share their strings
+    /// ([`PublishedEvent`]), so a stream with a token's scope looks a
+    /// commit's project up once, not once per event (issue 34:
+    /// authorization must not slow fan-out).
     pub fn keeps_published(&self, p: &PublishedEvent, memo: &mut ProjectMemo) -> bool {
         if !self.topic_ok(&p.topic) {
             return false;
@@ -117,23 +117,27 @@ impl Filter {
         if self.projects.is_none() && self.scope.is_none() {
             return true;
         }
-        let addr = |s: &Option<std::sync::Arc<str>>| s.as_ref().map(|a| a.as_ptr() as usize);
-        let key = (addr(&p.project), addr(&p.project_id));
-        match memo.0 {
-            Some((k, kept)) if k == key => kept,
-            _ => {
-                let kept = self.project_ok(p.project.as_deref(), p.project_id.as_deref());
-                memo.0 = Some((key, kept));
-                kept
+        let same = |a: &Option<Arc<str>>, b: &Option<Arc<str>>| match (a, b) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (None, None) => true,
+            _ => false,
+        };
+        if let Some((project, project_id, kept)) = &memo.0 {
+            if same(project, &p.project) && same(project_id, &p.project_id) {
+                return *kept;
             }
         }
+        let kept = self.project_ok(p.project.as_deref(), p.project_id.as_deref());
+        memo.0 = Some((p.project.clone(), p.project_id.clone(), kept));
+        kept
     }
 }
 
-/// [`Filter::keeps_published`]'s last project decision within one commit.
+/// [`Filter::keeps_published`]'s last project decision, holding the
+/// strings it was made for (so no other string can take their place).
 #[derive(Debug, Default)]
 #[allow(clippy::type_complexity)]
-pub struct ProjectMemo(Option<((Option<usize>, Option<usize>), bool)>);
+pub struct ProjectMemo(Option<(Option<Arc<str>>, Option<Arc<str>>, bool)>);
 
 /// Whether a topic entry (a name, or a prefix ending in a dot) matches
 /// any topic pam journals ([`topic::ALL`]): a Webhook's topics must.
