@@ -335,9 +335,13 @@ impl Client {
                     admin.display()
                 ));
             }
-            403 => err
+            403 if self.token.as_deref().is_some_and(|t| t.starts_with("pamw_")) => err
                 .hints
                 .push("worker tokens (pamw_…) cannot call operator endpoints; use an operator token (pam_…)".into()),
+            // A token's role or projects (issue 34): `whoami` says which.
+            403 => err.hints.push(
+                "the token's role does not allow this; `pamctl whoami` shows its role and projects, `pamctl auth can-i VERB KIND` what it may do".into(),
+            ),
             409 if code == "conflict" => err
                 .hints
                 .push("re-read the object (`pamctl get … -o yaml`) and apply again".into()),

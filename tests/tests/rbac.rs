@@ -55,6 +55,9 @@ async fn a_viewer_of_web_reads_web_only_and_changes_nothing() {
     // A viewer changes nothing.
     let err = fails(&as_viewer(&["delete", "run", "web-run", "-p", "web"]), 3);
     assert!(err.contains("forbidden"), "{err}");
+    // The hint speaks of the token's role, not of worker tokens.
+    assert!(err.contains("pamctl whoami"), "{err}");
+    assert!(!err.contains("pamw_"), "{err}");
     ok(&pamd.pamctl(&["get", "run", "web-run", "-p", "web"]));
     // can-i: exit 0 yes, 1 no.
     assert_eq!(
