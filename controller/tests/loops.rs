@@ -209,6 +209,7 @@ async fn new_run(
         backoff_max_seconds: 300,
         dispatch_timeout_seconds: None,
         stop_requested: false,
+        stopped_by: None,
         requeue_at: None,
         eligible_host_seen: false,
         usage: Default::default(),

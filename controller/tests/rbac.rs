@@ -587,6 +587,44 @@ async fn every_event_of_a_request_names_its_token() {
     assert!(offline["payload"].get("actor").is_none(), "{offline}");
 }
 
+/// Who stopped a run is named by `run.stopped` even when the run's
+/// manifest is applied again before the stop takes effect: it was an
+/// annotation, which such an apply replaced (annotations no field manager
+/// owns follow the manifest), so the event had no actor.
+#[tokio::test]
+async fn a_stops_actor_survives_a_reapply_before_the_stop_takes_effect() {
+    let w = world().await;
+    let stop = "/api/v1/projects/web/runs/w-run/stop";
+    let (s, b) = call(&w.st, &w.operator, &Method::POST, stop, None).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    let (s, v) = common::apply(&w.st, &w.admin, "web.yaml", &objects("web", "w")).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    // The loops stop the pending run, outside any request.
+    pam_controller::reconcile::pass(&w.st.ctx).await.unwrap();
+
+    let by = json!({"name": "web-operator", "role": "operator"});
+    let (_, b) = w.get(&w.admin, "/api/v1/events?limit=1000").await;
+    let v: Value = serde_json::from_str(&b).unwrap();
+    let stopped = v["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["topic"] == "run.stopped" && e["payload"]["name"] == "w-run")
+        .expect("run.stopped");
+    assert_eq!(stopped["actor"], by, "{stopped}");
+    let (s, b) = w.get(&w.viewer, "/api/v1/projects/web/runs/w-run").await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    let run: Value = serde_json::from_str(&b).unwrap();
+    assert_eq!(run["status"]["phase"], "stopped", "{run}");
+    assert_eq!(run["status"]["stoppedBy"], by, "{run}");
+    assert!(
+        run["metadata"]["annotations"]
+            .get("pam.dev/stopped-by")
+            .is_none(),
+        "{run}"
+    );
+}
+
 /// Issue 34's bad input on the auth surfaces: malformed token requests,
 /// can-i questions and Authorization headers are each a 4xx in the one
 /// JSON error shape — never a 500, never written (the token list is the

@@ -81,6 +81,10 @@ pub struct Run {
     pub dispatch_timeout_seconds: Option<i32>,
     /// Desired stop (`spec.stopped`).
     pub stop_requested: bool,
+    /// Who asked for the stop (`{name, role}`, the request's actor), for
+    /// `run.stopped`'s `actor` (issue 34): the stop takes effect later,
+    /// in a loop or the worker's report. Written with the stop only.
+    pub stopped_by: Option<serde_json::Value>,
     /// When a failed run becomes due for its restart requeue.
     pub requeue_at: Option<DateTime<Utc>>,
     /// Whether an eligible host ever matched while pending (OQ-15).

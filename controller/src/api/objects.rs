@@ -279,6 +279,10 @@ pub fn run(
                 total: usage_figures(&r.usage.total),
             }),
             result: None,
+            stopped_by: r
+                .stopped_by
+                .as_ref()
+                .and_then(|a| serde_json::from_value(a.clone()).ok()),
             observed_generation: Some(r.meta.observed_generation),
             conditions: conditions(&meta),
         })),

@@ -316,10 +316,24 @@ pub struct ObservedRun {
     /// commits and diff stats; absent without one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<RunResult>,
+    /// Who asked for the stop (`spec.stopped`), when a request did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped_by: Option<Actor>,
     /// The spec generation this status reflects.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
     /// Latest observations.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+}
+
+/// Who made a request (issue 34's audit trail, the `actor` of events):
+/// the token's name and role, and the OIDC subject when signed in that way.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Actor {
+    pub name: String,
+    pub role: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subject: Option<String>,
 }

@@ -98,6 +98,7 @@ impl RunTx for MemTx {
         next.backoff_max_seconds = r.backoff_max_seconds;
         next.dispatch_timeout_seconds = r.dispatch_timeout_seconds;
         next.stop_requested = r.stop_requested;
+        next.stopped_by = r.stopped_by.clone();
         next.meta = r.meta.clone();
         next.meta.resource_version = cur.meta.resource_version + 1;
         next.updated_at = r.updated_at;

@@ -65,7 +65,7 @@ pub(super) fn run_cols() -> String {
          attempt, last_progress_seq, failure_reason, pending_since, exit_code, started_at, \
          finished_at, target, max_attempts, backoff_seconds, backoff_max_seconds, \
          dispatch_timeout_seconds, stop_requested, requeue_at, eligible_host_seen, {META_COLS}, \
-         created_at, updated_at, failure_message, {USAGE_COLS}, dispatchable_since"
+         created_at, updated_at, failure_message, {USAGE_COLS}, stopped_by, dispatchable_since"
     )
 }
 
@@ -302,6 +302,7 @@ pub(super) fn run_from_row(row: &PgRow) -> StoreResult<Run> {
         backoff_max_seconds: get(row, "backoff_max_seconds")?,
         dispatch_timeout_seconds: get(row, "dispatch_timeout_seconds")?,
         stop_requested: get(row, "stop_requested")?,
+        stopped_by: get(row, "stopped_by")?,
         requeue_at: get(row, "requeue_at")?,
         eligible_host_seen: get(row, "eligible_host_seen")?,
         usage: RunUsage {

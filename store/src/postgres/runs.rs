@@ -23,7 +23,7 @@ impl RunTx for PgTx {
         let sql = format!(
             "INSERT INTO runs ({}) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,\
              $16,$17,$18,$19,$20,$21,$22,$23,$24,$25,$26,$27,$28,$29,$30,$31,$32,$33,$34,$35,\
-             $36,$37,$38,$39,$40,$41,$42,$43,\
+             $36,$37,$38,$39,$40,$41,$42,$43,$44,\
              CASE WHEN {} THEN NULL ELSE $14::timestamptz END)",
             run_cols(),
             super::deps::blocked_sql("$3::uuid")
@@ -58,7 +58,10 @@ impl RunTx for PgTx {
             .bind(r.created_at)
             .bind(r.updated_at)
             .bind(&r.failure_message);
-        let q = usage_values(&r.usage).into_iter().fold(q, |q, v| q.bind(v));
+        let q = usage_values(&r.usage)
+            .into_iter()
+            .fold(q, |q, v| q.bind(v))
+            .bind(&r.stopped_by);
         self.savepoint().await?;
         let res = q.execute(self.conn()).await;
         self.end_savepoint(res).await.map(|_| ())
@@ -143,7 +146,7 @@ impl RunTx for PgTx {
             "UPDATE runs SET target = $3, max_attempts = $4, backoff_seconds = $5, \
              backoff_max_seconds = $6, dispatch_timeout_seconds = $7, stop_requested = $8, \
              spec = $9, labels = $10, annotations = $11, generation = $12, \
-             observed_generation = $13, conditions = $14, updated_at = $15, \
+             observed_generation = $13, conditions = $14, updated_at = $15, stopped_by = $16, \
              resource_version = resource_version + 1 \
              WHERE id = $1 AND resource_version = $2 RETURNING {}",
             run_cols()
@@ -164,6 +167,7 @@ impl RunTx for PgTx {
             .bind(r.meta.observed_generation)
             .bind(&r.meta.conditions)
             .bind(r.updated_at)
+            .bind(&r.stopped_by)
             .fetch_optional(self.conn())
             .await
             .map_err(db_err)?;

@@ -191,6 +191,7 @@ pub fn run(task: &WorkItem, name: &str, pending_since: DateTime<Utc>) -> Run {
         backoff_max_seconds: 300,
         dispatch_timeout_seconds: None,
         stop_requested: false,
+        stopped_by: None,
         requeue_at: None,
         eligible_host_seen: false,
         usage: Default::default(),

@@ -78,6 +78,7 @@ fn run(status: RunStatus, attempt: i32) -> Run {
         backoff_max_seconds: 300,
         dispatch_timeout_seconds: None,
         stop_requested: false,
+        stopped_by: None,
         requeue_at: None,
         eligible_host_seen: false,
         usage: Default::default(),

@@ -294,13 +294,12 @@ pub async fn stop_pending(tx: &mut dyn Tx, run: &Run, now: DateTime<Utc>) -> Sto
 }
 
 /// `run.stopped`'s payload, naming as `actor` who asked for the stop
-/// (issue 34: [`super::STOPPED_BY`], kept by the request) — the event is
+/// (issue 34: `Run::stopped_by`, kept by the request) — the event is
 /// journaled outside that request.
 fn stopped_payload(run: &Run, extra: serde_json::Value) -> serde_json::Value {
     let mut p = payload::run(run, extra);
-    let by = run.meta.annotations.get(super::STOPPED_BY);
-    if let Some(actor) = by.and_then(|a| serde_json::from_str::<serde_json::Value>(a).ok()) {
-        p["actor"] = actor;
+    if let Some(actor) = &run.stopped_by {
+        p["actor"] = actor.clone();
     }
     p
 }

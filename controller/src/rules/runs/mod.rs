@@ -114,6 +114,7 @@ pub async fn create(
         backoff_max_seconds: d.backoff_max_seconds,
         dispatch_timeout_seconds: d.dispatch_timeout_seconds,
         stop_requested: d.stopped,
+        stopped_by: None,
         requeue_at: None,
         eligible_host_seen: false,
         usage: Default::default(),
@@ -175,20 +176,16 @@ pub async fn request_stop(tx: &mut dyn Tx, mut run: Run, now: DateTime<Utc>) -> 
     }
     let rv = run.meta.resource_version;
     run.stop_requested = true;
-    let mut d = Desired::stored(&run.meta).with_spec_field("stopped", json!(true));
     // Issue 34's audit: who asked. `run.stopped` is journaled when the
     // stop takes effect — by a loop or the worker's report, outside this
-    // request — and names them from here (lifecycle::stopped_payload).
-    if let Some(actor) = pam_store::events::current_actor() {
-        d.annotations.insert(STOPPED_BY.into(), actor.to_string());
-    }
+    // request — and names them from here (lifecycle::stopped_payload). A
+    // column, not an annotation: a re-apply replaces annotations no field
+    // manager owns (issue 35), and lost the actor.
+    run.stopped_by = pam_store::events::current_actor();
+    let d = Desired::stored(&run.meta).with_spec_field("stopped", json!(true));
     meta::set_desired(&mut run.meta, d, now);
     tx.update_run_spec(&run, rv).await
 }
-
-/// The annotation that keeps who asked a run to stop (`{name, role}` as
-/// JSON), for `run.stopped`'s `actor`.
-pub const STOPPED_BY: &str = "pam.dev/stopped-by";
 
 /// Issue 21: a live run whose usage over all its attempts reached its
 /// `spec.budget` is stopped through the normal stop path — the desired

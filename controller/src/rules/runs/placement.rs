@@ -312,6 +312,7 @@ mod tests {
             backoff_max_seconds: 0,
             dispatch_timeout_seconds: None,
             stop_requested: false,
+            stopped_by: None,
             requeue_at: None,
             eligible_host_seen: false,
             usage: Default::default(),
