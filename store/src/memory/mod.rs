@@ -155,17 +155,21 @@ fn check_host(h: &Host) -> StoreResult<()> {
 }
 
 impl State {
+    /// Whether another run on `host` holds `r`'s session name
+    /// ([`crate::dispatch::Waits::session_taken`]).
+    fn session_taken(&self, r: &Run, host: Uuid) -> bool {
+        self.runs
+            .values()
+            .any(|o| o.id != r.id && o.host_id == Some(host) && o.session_name == r.session_name)
+    }
+
     /// UNIQUE (host_id, session_name) for `r` as it would be stored.
     fn check_session_unique(&self, r: &Run) -> StoreResult<()> {
         if let Some(h) = r.host_id {
             if !self.hosts.contains_key(&h) {
                 return Err(StoreError::NotFound(format!("referenced row (host {h})")));
             }
-            if self
-                .runs
-                .values()
-                .any(|o| o.id != r.id && o.host_id == Some(h) && o.session_name == r.session_name)
-            {
+            if self.session_taken(r, h) {
                 return Err(StoreError::AlreadyExists(
                     "runs_host_id_session_name_key".into(),
                 ));

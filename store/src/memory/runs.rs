@@ -191,6 +191,7 @@ impl RunTx for MemTx {
                         r,
                         s.work_items.get(&r.task_id).map(|t| &t.meta.spec),
                     ),
+                    session_taken: s.session_taken(r, host.id),
                 };
                 crate::dispatch::run_claimable(r, host, waits)
             })
@@ -199,6 +200,11 @@ impl RunTx for MemTx {
         let mut claimed = Vec::new();
         let key = |r: &Run| (r.dispatchable_since.expect("filtered"), r.id);
         for mut r in sorted_runs(candidates, key).into_iter().take(take(limit)) {
+            // As PostgreSQL's claim: of two candidates sharing a session
+            // name, the first is taken.
+            if s.session_taken(&r, host.id) {
+                continue;
+            }
             r.status = RunStatus::Spawning;
             r.host_id = Some(host.id);
             r.updated_at = now;

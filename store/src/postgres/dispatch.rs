@@ -11,13 +11,18 @@ static CLAIM_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     let claimable = crate::dispatch::CLAIMABLE_SQL
         .replace("{blocked}", &super::deps::blocked_sql("runs.task_id"))
         .replace("{uses_workspace}", crate::dispatch::USES_WORKSPACE_SQL);
+    // Two runs of one claim may share a session name (short ids collide,
+    // `Waits::session_taken`): only the first is taken, the other stays
+    // pending for another host's claim (this host's row keeps the name).
     format!(
         "WITH c AS ( \
-             SELECT id AS cid FROM runs WHERE {claimable} \
+             SELECT id AS cid, session_name AS sn, dispatchable_since AS ds FROM runs \
+             WHERE {claimable} \
              ORDER BY dispatchable_since, id LIMIT $4 FOR UPDATE SKIP LOCKED \
-         ) UPDATE runs SET status = 'spawning', host_id = $1, updated_at = $5, \
+         ), one AS (SELECT DISTINCT ON (sn) cid FROM c ORDER BY sn, ds, cid) \
+         UPDATE runs SET status = 'spawning', host_id = $1, updated_at = $5, \
              resource_version = resource_version + 1 \
-         FROM c WHERE runs.id = c.cid AND runs.status = 'pending' RETURNING {}",
+         FROM one WHERE runs.id = one.cid AND runs.status = 'pending' RETURNING {}",
         qualified("runs", &run_cols())
     )
 });

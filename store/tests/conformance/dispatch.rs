@@ -315,6 +315,39 @@ pub async fn claim_runs_order_limit_and_stop_requested(s: &dyn Store) {
     assert_eq!(get_run(s, stopped.id).await.status, RunStatus::Pending);
 }
 
+/// Session names are `pam-` and 8 hex digits of the run id, so two runs
+/// may share one (the seed's "Short-id collisions"); `UNIQUE (host_id,
+/// session_name)` binds at dispatch. A claim takes the first of two such
+/// runs and leaves the other for a host that does not hold the name: it
+/// used to fail whole (a 500 to every host claiming the head of the queue,
+/// found by bench-queue).
+pub async fn claim_runs_skip_a_session_name_the_host_holds(s: &dyn Store) {
+    let (_, task) = seed(s).await;
+    let (h1, h2) = (host("h1", &[]), host("h2", &[]));
+    insert_hosts(s, &[&h1, &h2]).await;
+    let twin = |name: &str, low: u128, at: i64| {
+        let mut r = run(&task, name, t(at));
+        r.id = Uuid::from_u128((0x3b35_e851_u128 << 96) | low);
+        r.session_name = Run::session_name_for(r.id);
+        r
+    };
+    let (a, b) = (twin("a", 1, 1), twin("b", 2, 2));
+    assert_eq!(a.session_name, b.session_name);
+    let c = run(&task, "c", t(3));
+    insert_runs(s, &[a.clone(), b.clone(), c.clone()]).await;
+
+    let mut tx = s.begin().await.unwrap();
+    let first = tx.claim_runs(&h1, 10, t(5)).await.unwrap();
+    assert_eq!(ids(&first, |r| r.id), [a.id, c.id]);
+    assert!(
+        tx.claim_runs(&h1, 10, t(5)).await.unwrap().is_empty(),
+        "h1 holds b's session name"
+    );
+    let second = tx.claim_runs(&h2, 10, t(5)).await.unwrap();
+    assert_eq!(ids(&second, |r| r.id), [b.id]);
+    tx.commit().await.unwrap();
+}
+
 pub async fn claim_runs_at_most_once(s: &dyn Store) {
     let (_, task) = seed(s).await;
     let (h1, h2) = (host("h1", &[]), host("h2", &[]));

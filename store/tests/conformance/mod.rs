@@ -65,6 +65,7 @@ macro_rules! store_conformance_tests {
             live_runs_are_counted_per_host,
             claim_runs_order_limit_and_stop_requested,
             claim_runs_at_most_once,
+            claim_runs_skip_a_session_name_the_host_holds,
             run_by_session_after_claim,
             advance_progress_monotonic,
             signal_batch_primitives,
