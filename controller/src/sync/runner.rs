@@ -43,7 +43,7 @@ use super::apply::{apply_tree, key_of, Prev};
 use super::cache::{Loaded, Plan, SourceCache};
 use super::fetch::{self, Repos, Tree};
 pub use super::health::health_of;
-use super::health::health_of_runs;
+use super::health::{health_of_runs, HealthWatch};
 use super::settle;
 use super::status::{defer, failed, invalid, refused};
 use super::watch::{DirWatch, DEBOUNCE};
@@ -62,10 +62,10 @@ pub async fn run(ctx: Ctx, repos: Repos, stop: CancellationToken) {
     let mut watches: HashMap<Uuid, DirWatch> = HashMap::new();
     let mut caches: HashMap<Uuid, SourceCache> = HashMap::new();
     let mut waiting: HashMap<Uuid, Instant> = HashMap::new();
-    let mut health_checked: HashMap<Uuid, Instant> = HashMap::new();
+    let mut health = HealthWatch::new(&ctx);
     let wake = Arc::new(tokio::sync::Notify::new());
     loop {
-        let maps = (&mut watches, &mut caches, &mut waiting, &mut health_checked);
+        let maps = (&mut watches, &mut caches, &mut waiting, &mut health);
         let next = match pass(&ctx, &repos, maps, &wake).await {
             Ok(next) => next,
             Err(e) => {
@@ -88,18 +88,18 @@ pub async fn run(ctx: Ctx, repos: Repos, stop: CancellationToken) {
 
 /// The loop's memory: the watches, the caches, the Sources whose
 /// deferred sync is tried again at an instant, and when each Source's
-/// health was last recomputed (super::health).
+/// health is due (super::health).
 type Maps<'a> = (
     &'a mut HashMap<Uuid, DirWatch>,
     &'a mut HashMap<Uuid, SourceCache>,
     &'a mut HashMap<Uuid, Instant>,
-    &'a mut HashMap<Uuid, Instant>,
+    &'a mut HealthWatch,
 );
 
 async fn pass(
     ctx: &Ctx,
     repos: &Repos,
-    (watches, caches, waiting, health_checked): Maps<'_>,
+    (watches, caches, waiting, health): Maps<'_>,
     wake: &Arc<tokio::sync::Notify>,
 ) -> anyhow::Result<Option<Instant>> {
     let mut next: Option<Instant> = None;
@@ -110,14 +110,15 @@ async fn pass(
     watches.retain(|id, _| list.iter().any(|s| s.id == *id));
     caches.retain(|id, _| list.iter().any(|s| s.id == *id));
     waiting.retain(|id, _| list.iter().any(|s| s.id == *id));
-    health_checked.retain(|id, _| list.iter().any(|s| s.id == *id));
+    health.retain(|id| list.iter().any(|s| s.id == *id));
+    health.drain();
     for s in list {
         let Ok(spec) = serde_json::from_value::<SourceSpec>(s.meta.spec.clone()) else {
             continue;
         };
         // Health follows the owned runs between syncs, suspended or not
         // (suspend stops syncs, not the runs).
-        if let Err(e) = super::health::refresh(ctx, &s, health_checked).await {
+        if let Err(e) = health.refresh(ctx, &s).await {
             tracing::warn!(source = %s.name, error = %format!("{e:#}"), "health refresh failed");
         }
         if spec.suspend {
