@@ -143,6 +143,7 @@ async fn the_readme_tour_ends_with_every_run_in_the_phase_it_says() {
         "project.created",
         "work_item.created",
         "run.created",
+        "run.stop_requested",
         "run.stopped",
     ];
     let mut stops = 0;

@@ -25,12 +25,17 @@ async fn replicas(n: usize) -> Vec<Pamd> {
 
 /// `n` replicas with `extra` appended to their config.
 async fn replicas_with(n: usize, extra: &str) -> Vec<Pamd> {
+    replicas_configured(n, &format!("{TOML}{extra}")).await
+}
+
+/// `n` replicas of one database, each with config `toml`.
+async fn replicas_configured(n: usize, toml: &str) -> Vec<Pamd> {
     let url = pam_testkit::testdb::fresh_database_url().await.unwrap();
     let mut out = Vec::new();
     for _ in 0..n {
         out.push(
             Pamd::start(PamdOptions {
-                config_toml: format!("{TOML}{extra}"),
+                config_toml: toml.to_string(),
                 database_url: Some(url.clone()),
                 ..PamdOptions::default()
             })
@@ -415,6 +420,46 @@ async fn an_operator_signal_accepted_by_one_replica_reaches_a_worker_on_another(
     pam_tests::ok(&ps[0].pamctl(&["-p", "e2e", "signal", "ra", "--signal", "INT"]));
     let r = pam_tests::worker::wait_phase(&ps[1], "ra", "failed", T).await;
     assert_eq!(r["status"]["exitCode"], 130, "{r}");
+}
+
+/// A stop accepted by one replica reaches a worker watching another at
+/// once: it journals `run.stop_requested` naming the host, which the
+/// other replica's journal reader turns into a watch frame. It used to
+/// journal nothing and reach the worker with its next heartbeat — here a
+/// minute apart.
+#[tokio::test]
+async fn a_stop_accepted_by_one_replica_reaches_a_worker_watching_another_at_once() {
+    let ps = replicas_configured(
+        2,
+        "[hosts]\nheartbeat_seconds = 60\noffline_after_seconds = 180\n[leader]\nlease_seconds = 3\n",
+    )
+    .await;
+    let token = pam_tests::worker::create_worker_token(&ps[1], "h1")
+        .await
+        .unwrap();
+    let toml =
+        "heartbeat_seconds = 60\ntick_seconds = 1\nstop_grace_seconds = 2\nresync_seconds = 60\n";
+    let w = Worker::start_with_token(&ps[1].url, &token, "h1", toml).unwrap();
+    wait_online(&ps[1], "h1").await;
+    let yaml = format!(
+        "{}---\n{}",
+        project_yaml(),
+        run_yaml("rs", w.tmp(), &fake(&["--lines", "1", "--hang"]), "")
+    );
+    apply(&ps[0], &yaml);
+    pam_tests::worker::wait_phase(&ps[1], "rs", "running", T).await;
+    let asked = std::time::Instant::now();
+    pam_tests::ok(&ps[0].pamctl(&["-p", "e2e", "stop", "rs"]));
+    pam_tests::worker::wait_phase(&ps[1], "rs", "stopped", Duration::from_secs(40)).await;
+    let took = asked.elapsed();
+    println!("stop through the other replica → stopped in {took:?}");
+    assert!(
+        took < Duration::from_secs(10),
+        "took {took:?}: the heartbeat's pace"
+    );
+    let asked = events(&ps[1], Some("run.stop_requested")).await;
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert_eq!(asked[0]["payload"]["name"], "rs", "{asked:?}");
 }
 
 #[tokio::test]

@@ -192,7 +192,8 @@ pub async fn stop_run(
     })
     .await?;
     let (obj, host) = obj;
-    // The stop journals nothing: its host's watch is woken from here.
+    // `run.stop_requested` wakes the host's watch on every replica when
+    // the journal reader publishes it; this one's is woken at once.
     if let Some(h) = host {
         st.ctx.wakeups.watches.changed(h);
     }

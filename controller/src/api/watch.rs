@@ -61,6 +61,7 @@ const WAKES: &[&str] = &[
     topic::RUN_BUDGET_EXCEEDED,
     topic::RUN_FAILED,
     topic::RUN_STOPPED,
+    topic::RUN_STOP_REQUESTED,
 ];
 
 #[tracing::instrument(skip_all, fields(host = %w.host))]

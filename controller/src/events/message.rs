@@ -195,6 +195,11 @@ pub fn known(t: &str, p: &Value) -> Option<Rendered> {
             },
             f.obj("run", "name"),
         ),
+        topic::RUN_STOP_REQUESTED => (
+            "StopRequested".into(),
+            format!("{} asked to stop{}", run(), f.attempt()),
+            f.obj("run", "name"),
+        ),
         topic::RUN_SIGNAL_RECEIVED => (
             "Signalled".into(),
             format!(

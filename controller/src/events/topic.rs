@@ -28,6 +28,10 @@ pub const RUN_STARTED: &str = "run.started";
 pub const RUN_FINISHED: &str = "run.finished";
 pub const RUN_FAILED: &str = "run.failed";
 pub const RUN_STOPPED: &str = "run.stopped";
+/// A stop was asked for (`pamctl stop`, a schedule's `Replace`): `run.stopped`
+/// follows when it takes effect. Journaled so that every replica's
+/// watch streams tell the run's worker at once (issue 33).
+pub const RUN_STOP_REQUESTED: &str = "run.stop_requested";
 pub const RUN_SIGNAL_RECEIVED: &str = "run.signal_received";
 pub const RUN_OUTPUT_APPENDED: &str = "run.output_appended";
 pub const RUN_LEASE_ACQUIRED: &str = "run.lease_acquired";
@@ -73,6 +77,7 @@ pub const ALL: &[&str] = &[
     RUN_FINISHED,
     RUN_FAILED,
     RUN_STOPPED,
+    RUN_STOP_REQUESTED,
     RUN_SIGNAL_RECEIVED,
     RUN_OUTPUT_APPENDED,
     RUN_LEASE_ACQUIRED,

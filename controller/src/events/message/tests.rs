@@ -169,6 +169,7 @@ fn payload_of(t: &str) -> Value {
             )
         }
         topic::RUN_STOPPED => payload::run(&run(RunStatus::Stopped, 1), json!({"exit_code": 143})),
+        topic::RUN_STOP_REQUESTED => payload::run(&run(RunStatus::Running, 2), json!({})),
         topic::RUN_SIGNAL_RECEIVED => payload::run(&running(), json!({"signal": "SIGINT"})),
         topic::RUN_OUTPUT_APPENDED => payload::run(&running(), json!({"lines": 12, "bytes": 345})),
         topic::RUN_LEASE_ACQUIRED => payload::run(
@@ -288,6 +289,7 @@ const EXPECTED: &[(&str, &str, &str, &str)] = &[
     ("run.finished", "Completed", "run/fix-login", "run fix-login exited with code 0 (attempt 2 of 3)"),
     ("run.failed", "HostLost", "run/fix-login", "host_lost: host alpha stopped heartbeating at 12:03:04Z (attempt 2 of 3)"),
     ("run.stopped", "Stopped", "run/fix-login", "run fix-login stopped (exit code 143) (attempt 1 of 3)"),
+    ("run.stop_requested", "StopRequested", "run/fix-login", "run fix-login asked to stop (attempt 2 of 3)"),
     ("run.signal_received", "Signalled", "run/fix-login", "signal SIGINT sent to run fix-login (attempt 2 of 3)"),
     ("run.output_appended", "Output", "run/fix-login", "run fix-login output: 12 lines, 345 bytes (attempt 2 of 3)"),
     ("run.lease_acquired", "Attached", "run/fix-login", "ana attached to run fix-login (attempt 2 of 3)"),

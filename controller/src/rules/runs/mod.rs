@@ -184,7 +184,16 @@ pub async fn request_stop(tx: &mut dyn Tx, mut run: Run, now: DateTime<Utc>) -> 
     run.stopped_by = pam_store::events::current_actor();
     let d = Desired::stored(&run.meta).with_spec_field("stopped", json!(true));
     meta::set_desired(&mut run.meta, d, now);
-    tx.update_run_spec(&run, rv).await
+    let run = tx.update_run_spec(&run, rv).await?;
+    // Journaled with its host, so every replica's watch of that host
+    // wakes (issue 33), and the audit trail says when it was asked.
+    tx.append_event(
+        topic::RUN_STOP_REQUESTED,
+        payload::run(&run, json!({})),
+        now,
+    )
+    .await?;
+    Ok(run)
 }
 
 /// Issue 21: a live run whose usage over all its attempts reached its
