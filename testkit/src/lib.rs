@@ -3,5 +3,6 @@
 //! ([`schema_doc`]). Binaries: `pam-testdb stop` (stops the shared test
 //! cluster; `.ci/run` calls it) and `pam-schema-doc`.
 
+pub mod git;
 pub mod schema_doc;
 pub mod testdb;
