@@ -345,21 +345,7 @@ async fn outcome(w: &World, host: &Host, ids: &[Uuid], since: i64) -> (Vec<Strin
         .all_runs()
         .await
         .iter()
-        .map(|r| {
-            names(format!(
-                "{} {:?} {} {:?} {:?} {:?} {:?} {:?} {:?} rv={}",
-                r.name,
-                r.status,
-                r.attempt,
-                r.last_progress_seq,
-                r.exit_code,
-                r.failure_reason,
-                r.started_at,
-                r.finished_at,
-                r.requeue_at,
-                r.meta.resource_version
-            ))
-        })
+        .map(|r| names(format!("{} {:?}", r.name, common::signal_state(r))))
         .collect();
     let (_, markers) = tx.lock_runs_with_signals(ids).await.unwrap();
     let mut markers: Vec<String> = markers
