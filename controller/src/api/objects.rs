@@ -51,6 +51,17 @@ macro_rules! object_meta {
     };
 }
 
+/// The metadata of an object of a project-scoped kind.
+fn project_meta(
+    meta: &Meta,
+    name: &str,
+    id: Uuid,
+    created: chrono::DateTime<chrono::Utc>,
+    project_slug: &str,
+) -> kinds::ProjectObjectMeta {
+    object_meta!(ProjectObjectMeta, meta, name, id, created, project_slug)
+}
+
 /// A project as the API shows it; `source`: the Source that owns it
 /// ([`crate::api::lookup::project_owners`]).
 /// `usage`: its runs' roll-up ([`store::RunTx::usage_by_project`]).
@@ -116,14 +127,7 @@ pub fn task(
     kinds::Task {
         api_version: ApiVersion::V1,
         kind: kinds::TaskKind::Task,
-        metadata: object_meta!(
-            ProjectObjectMeta,
-            &w.meta,
-            &w.name,
-            w.id,
-            w.created_at,
-            project_slug
-        ),
+        metadata: project_meta(&w.meta, &w.name, w.id, w.created_at, project_slug),
         spec: kinds::TaskSpec {
             type_: w.kind,
             title: w.title.clone(),
@@ -228,14 +232,7 @@ pub fn run(
     kinds::Run {
         api_version: ApiVersion::V1,
         kind: kinds::RunKind::Run,
-        metadata: object_meta!(
-            ProjectObjectMeta,
-            &r.meta,
-            &r.name,
-            r.id,
-            r.created_at,
-            project_slug
-        ),
+        metadata: project_meta(&r.meta, &r.name, r.id, r.created_at, project_slug),
         spec: kinds::RunSpec {
             task: name(task_name),
             provider,
@@ -452,14 +449,7 @@ pub fn secret(s: &store::Secret, project_slug: &str) -> Value {
     let obj = kinds::Secret {
         api_version: ApiVersion::V1,
         kind: kinds::SecretKind::Secret,
-        metadata: object_meta!(
-            ProjectObjectMeta,
-            &s.meta,
-            &s.name,
-            s.id,
-            s.created_at,
-            project_slug
-        ),
+        metadata: project_meta(&s.meta, &s.name, s.id, s.created_at, project_slug),
         spec: kinds::SecretSpec::default(),
         status: Some(Box::new(kinds::ObservedSecret {
             keys,
@@ -486,14 +476,7 @@ pub fn schedule(
     let obj = kinds::Schedule {
         api_version: ApiVersion::V1,
         kind: kinds::ScheduleKind::Schedule,
-        metadata: object_meta!(
-            ProjectObjectMeta,
-            &s.meta,
-            &s.name,
-            s.id,
-            s.created_at,
-            project_slug
-        ),
+        metadata: project_meta(&s.meta, &s.name, s.id, s.created_at, project_slug),
         spec,
         status: Some(Box::new(crate::rules::schedules::status(s, runs, now))),
     };
