@@ -245,6 +245,13 @@ async fn insert_hosts(s: &dyn Store, hosts: &[&Host]) {
     tx.commit().await.unwrap();
 }
 
+/// Host `name` without labels, committed.
+async fn inserted_host(s: &dyn Store, name: &str) -> Host {
+    let h = host(name, &[]);
+    insert_hosts(s, &[&h]).await;
+    h
+}
+
 async fn get_run(s: &dyn Store, id: Uuid) -> Run {
     let mut tx = s.begin().await.unwrap();
     tx.get_run(id).await.unwrap().expect("run exists")
