@@ -343,12 +343,7 @@ async fn dispatch_timeout_counts_from_pending_since_after_a_late_requeue() {
     w.present(a.id, a.instance_id).await;
     assert_eq!(reconcile::pass(&w.ctx).await.unwrap().runs_requeued, 1);
     // Disable the only matching host: the run stays pending...
-    let mut tx = w.ctx.store.begin().await.unwrap();
-    let mut h = tx.get_host(a.id).await.unwrap().unwrap();
-    let rv = h.meta.resource_version;
-    h.disabled = true;
-    tx.update_host(&h, rv).await.unwrap();
-    w.ctx.commit(tx).await.unwrap();
+    common::disable_host(&w.ctx, a.id).await;
     // ...well within 5 minutes of the requeue, although created 55 min ago.
     for _ in 0..9 {
         w.advance(30);

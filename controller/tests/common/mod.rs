@@ -198,3 +198,35 @@ pub fn signal_state(r: &pam_store::Run) -> impl std::fmt::Debug + PartialEq {
         r.meta.resource_version,
     )
 }
+
+/// A small deterministic generator (xorshift): a stress test's choices,
+/// the same on every run and, from the same seed, in two worlds.
+#[allow(dead_code)]
+pub struct Rng(pub u64);
+
+#[allow(dead_code)]
+impl Rng {
+    /// The next number below `n`.
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+
+    /// [`Rng::below`] for an index or a count.
+    pub fn index(&mut self, n: usize) -> usize {
+        self.below(n as u64) as usize
+    }
+}
+
+/// Disables host `id` (what `spec.disabled: true` applied writes).
+#[allow(dead_code)]
+pub async fn disable_host(ctx: &pam_controller::ctx::Ctx, id: uuid::Uuid) {
+    let mut tx = ctx.store.begin().await.unwrap();
+    let mut h = tx.get_host(id).await.unwrap().unwrap();
+    let rv = h.meta.resource_version;
+    h.disabled = true;
+    tx.update_host(&h, rv).await.unwrap();
+    ctx.commit(tx).await.unwrap();
+}
