@@ -230,3 +230,9 @@ pub async fn disable_host(ctx: &pam_controller::ctx::Ctx, id: uuid::Uuid) {
     tx.update_host(&h, rv).await.unwrap();
     ctx.commit(tx).await.unwrap();
 }
+
+/// The message of an API error body (the one JSON error shape).
+#[allow(dead_code)]
+pub fn error_message(v: &Value) -> &str {
+    v["error"]["message"].as_str().unwrap_or_default()
+}
