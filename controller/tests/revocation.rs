@@ -140,12 +140,7 @@ async fn ends_by(mut resp: reqwest::Response, deadline: Instant) -> String {
 async fn carries(resp: &mut reqwest::Response, needle: &str) {
     let mut text = String::new();
     while !text.contains(needle) {
-        let chunk = tokio::time::timeout(Duration::from_secs(20), resp.chunk())
-            .await
-            .expect("the stream went silent")
-            .unwrap()
-            .expect("the stream ended");
-        text.push_str(&String::from_utf8_lossy(&chunk));
+        text.push_str(&common::next_chunk(resp).await);
     }
 }
 

@@ -236,3 +236,15 @@ pub async fn disable_host(ctx: &pam_controller::ctx::Ctx, id: uuid::Uuid) {
 pub fn error_message(v: &Value) -> &str {
     v["error"]["message"].as_str().unwrap_or_default()
 }
+
+/// The next chunk of an open event stream (20 s at most); panics when
+/// the stream goes silent or ends.
+#[allow(dead_code)]
+pub async fn next_chunk(resp: &mut reqwest::Response) -> String {
+    let chunk = tokio::time::timeout(std::time::Duration::from_secs(20), resp.chunk())
+        .await
+        .expect("the stream went silent")
+        .unwrap()
+        .expect("the stream ended");
+    String::from_utf8_lossy(&chunk).into_owned()
+}
