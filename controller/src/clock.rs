@@ -145,6 +145,19 @@ mod tests {
     use super::*;
     use chrono::TimeZone;
 
+    /// A file clock re-read every `refresh`, its file (in a temp dir, kept
+    /// while the returned guard lives) holding `text`.
+    fn file_clock(
+        text: &str,
+        refresh: std::time::Duration,
+    ) -> (tempfile::TempDir, std::path::PathBuf, FileClock) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("now");
+        std::fs::write(&path, text).unwrap();
+        let clock = FileClock::with_refresh(&path, refresh);
+        (dir, path, clock)
+    }
+
     #[test]
     fn manual_clock_moves_only_when_told() {
         let start = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
@@ -167,10 +180,7 @@ mod tests {
 
     #[test]
     fn file_clock_follows_the_file() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("now");
-        std::fs::write(&path, " 2026-01-01T00:00:30Z\n").unwrap();
-        let clock = FileClock::with_refresh(&path, std::time::Duration::ZERO);
+        let (_dir, path, clock) = file_clock(" 2026-01-01T00:00:30Z\n", std::time::Duration::ZERO);
         let t0 = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 30).unwrap();
         assert_eq!(clock.now(), t0);
         std::fs::write(&path, "2026-01-01T00:01:30Z").unwrap();
@@ -185,10 +195,7 @@ mod tests {
 
     #[test]
     fn file_clock_keeps_the_last_good_time() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("now");
-        std::fs::write(&path, "2026-01-01T00:00:30Z").unwrap();
-        let clock = FileClock::with_refresh(&path, std::time::Duration::ZERO);
+        let (_dir, path, clock) = file_clock("2026-01-01T00:00:30Z", std::time::Duration::ZERO);
         let t0 = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 30).unwrap();
         assert_eq!(clock.now(), t0);
         for bad in ["", "tomorrow", "2026-01-01 00:00", "2026-01-01T00:00:30Z x"] {
@@ -215,10 +222,8 @@ mod tests {
 
     #[test]
     fn file_clock_rereads_at_most_once_per_refresh() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("now");
-        std::fs::write(&path, "2026-01-01T00:00:30Z").unwrap();
-        let clock = FileClock::with_refresh(&path, std::time::Duration::from_secs(3600));
+        let refresh = std::time::Duration::from_secs(3600);
+        let (_dir, path, clock) = file_clock("2026-01-01T00:00:30Z", refresh);
         let t0 = clock.now();
         std::fs::write(&path, "2026-01-01T00:09:00Z").unwrap();
         assert_eq!(clock.now(), t0, "cached within the refresh period");

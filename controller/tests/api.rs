@@ -7,64 +7,20 @@ use std::sync::Arc;
 
 use axum::http::StatusCode;
 use common::request;
-use pam_controller::api::AppState;
-use pam_controller::clock::ManualClock;
 use pam_store::TokenKind;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-struct Api {
-    state: AppState,
-    token: String,
-    clock: Arc<ManualClock>,
-}
+use common::OpsApi as Api;
 
 impl Api {
-    async fn new() -> Api {
-        let (state, clock) = common::pg_state().await;
-        let token = common::token(&state, TokenKind::Operator, "ops", None).await;
-        Api {
-            state,
-            token,
-            clock,
-        }
-    }
-
-    async fn call_as(
-        &self,
-        token: Option<&str>,
-        method: &str,
-        uri: &str,
-        body: Option<Value>,
-    ) -> (StatusCode, Value) {
-        request(self.state.clone(), token, method, uri, body).await
-    }
-
     /// Applies Runs named `names` (task cart of project web, which TREE
     /// must have created), registers host box-a and claims them: its worker
     /// token and the claimed run ids.
     async fn claimed_runs(&self, names: &[&str]) -> (String, Vec<String>) {
-        let runs: Vec<String> = names
-            .iter()
-            .map(|n| format!("apiVersion: pam.dev/v1\nkind: Run\nmetadata: {{name: {n}, project: web}}\nspec: {{task: cart, provider: claude, prompt: hi, cwd: /tmp}}\n"))
-            .collect();
-        let (s, v) = self.apply("runs.yaml", &runs.join("---\n")).await;
-        assert_eq!(s, StatusCode::OK, "{v}");
+        self.apply_runs(names).await;
         let wt = common::token(&self.state, TokenKind::Worker, "w", Some("box-a")).await;
-        let (s, v) = self
-            .call_as(Some(&wt), "POST", "/api/v1/workers/register", Some(json!({"name": "box-a", "platform": "linux", "instance_id": Uuid::new_v4(), "capacity": names.len(), "labels": {}, "version": "t"})))
-            .await;
-        assert_eq!(s, StatusCode::OK, "{v}");
-        let (_, v) = self
-            .call_as(Some(&wt), "POST", "/api/v1/workers/claim?wait=0", None)
-            .await;
-        let ids: Vec<String> = v["runs"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|r| r["run_id"].as_str().unwrap().to_string())
-            .collect();
-        assert_eq!(ids.len(), names.len(), "{v}");
+        let ids = self.register_and_claim(&wt, names.len(), names.len()).await;
         (wt, ids)
     }
 
@@ -267,13 +223,7 @@ async fn stale_resource_version_is_a_409_naming_the_object() {
     .await;
     let (s, v) = api.apply("t.yaml", stale).await;
     assert_eq!(s, StatusCode::CONFLICT, "{v}");
-    assert!(
-        v["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("Task web/cart"),
-        "{v}"
-    );
+    assert!(common::error_message(&v).contains("Task web/cart"), "{v}");
 }
 
 #[tokio::test]
@@ -639,7 +589,7 @@ async fn tokens_unauthenticated_revoked_and_worker_scopes() {
         .call_as(Some(&ci), "GET", "/api/v1/projects", None)
         .await;
     assert_eq!(s, StatusCode::UNAUTHORIZED);
-    assert!(v["error"]["message"].as_str().unwrap().contains("revoked"));
+    assert!(common::error_message(&v).contains("revoked"), "{v}");
     // A worker token may not call operator endpoints, nor act for another host.
     let (s, v) = api
         .call("POST", "/api/v1/tokens", Some(json!({"worker": "box-a"})))

@@ -5,22 +5,23 @@
 
 mod common;
 
-use std::sync::Arc;
-
 use axum::http::StatusCode;
 use chrono::Duration;
-use common::request;
-use pam_controller::api::AppState;
-use pam_controller::clock::ManualClock;
 use pam_store::TokenKind;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
+/// An operator's API and a worker token for host box-a.
 struct Api {
-    state: AppState,
-    token: String,
+    ops: common::OpsApi,
     worker: String,
-    clock: Arc<ManualClock>,
+}
+
+impl std::ops::Deref for Api {
+    type Target = common::OpsApi;
+    fn deref(&self) -> &common::OpsApi {
+        &self.ops
+    }
 }
 
 const TREE: &str = r#"
@@ -44,28 +45,12 @@ spec:
 
 impl Api {
     async fn new() -> Api {
-        let (state, clock) = common::pg_state().await;
-        let token = common::token(&state, TokenKind::Operator, "ops", None).await;
-        let worker = common::token(&state, TokenKind::Worker, "w", Some("box-a")).await;
-        let api = Api {
-            state,
-            token,
-            worker,
-            clock,
-        };
+        let ops = common::OpsApi::new().await;
+        let worker = common::token(&ops.state, TokenKind::Worker, "w", Some("box-a")).await;
+        let api = Api { ops, worker };
         let (s, v) = api.apply(TREE).await;
         assert_eq!(s, StatusCode::OK, "{v}");
         api
-    }
-
-    async fn call_as(
-        &self,
-        token: Option<&str>,
-        method: &str,
-        uri: &str,
-        body: Option<Value>,
-    ) -> (StatusCode, Value) {
-        request(self.state.clone(), token, method, uri, body).await
     }
 
     async fn call(&self, method: &str, uri: &str) -> (StatusCode, Value) {
@@ -100,33 +85,9 @@ impl Api {
     /// Applies runs `names` of task cart and claims them as host box-a
     /// after `wait` seconds: their ids.
     async fn claim(&self, names: &[&str], wait: i64) -> Vec<String> {
-        let runs: Vec<String> = names
-            .iter()
-            .map(|n| format!("apiVersion: pam.dev/v1\nkind: Run\nmetadata: {{name: {n}, project: web}}\nspec: {{task: cart, provider: claude, prompt: hi, cwd: /tmp}}\n"))
-            .collect();
-        let (s, v) = self.apply(&runs.join("---\n")).await;
-        assert_eq!(s, StatusCode::OK, "{v}");
+        self.apply_runs(names).await;
         self.clock.advance(Duration::seconds(wait));
-        let (s, v) = self
-            .call_as(Some(&self.worker), "POST", "/api/v1/workers/register", Some(json!({"name": "box-a", "platform": "linux", "instance_id": Uuid::new_v4(), "capacity": 10, "labels": {}, "version": "t"})))
-            .await;
-        assert_eq!(s, StatusCode::OK, "{v}");
-        let (_, v) = self
-            .call_as(
-                Some(&self.worker),
-                "POST",
-                "/api/v1/workers/claim?wait=0",
-                None,
-            )
-            .await;
-        let ids: Vec<String> = v["runs"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|r| r["run_id"].as_str().unwrap().to_string())
-            .collect();
-        assert_eq!(ids.len(), names.len(), "{v}");
-        ids
+        self.register_and_claim(&self.worker, 10, names.len()).await
     }
 
     /// No token: 401; a worker token: 403; both in the one error shape.

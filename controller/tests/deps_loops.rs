@@ -4,6 +4,8 @@
 //! pamd restart. Tasks, links and runs are created through apply, as an
 //! operator does.
 
+mod common;
+
 use std::sync::Arc;
 
 use chrono::{DateTime, TimeZone, Utc};
@@ -208,12 +210,7 @@ async fn blocked_longer_than_the_dispatch_timeout_is_not_failed_by_it() {
     w.finish(&h, "run-a", "a").await;
     // Disable the host: b is dispatchable now and its window (OQ-15)
     // starts now, not at its creation two hours ago.
-    let mut tx = w.ctx.store.begin().await.unwrap();
-    let mut row = tx.get_host(h.id).await.unwrap().unwrap();
-    let rv = row.meta.resource_version;
-    row.disabled = true;
-    tx.update_host(&row, rv).await.unwrap();
-    w.ctx.commit(tx).await.unwrap();
+    common::disable_host(&w.ctx, h.id).await;
     reconcile::pass(&w.ctx).await.unwrap();
     let b = w.run("run-b").await;
     assert_eq!(b.dispatchable_since, Some(w.ctx.now()));

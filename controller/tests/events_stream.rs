@@ -2,6 +2,8 @@
 //! order and `/metrics`, against real PostgreSQL and the real router served
 //! on a loopback socket (docs/api.md, "Event stream (SSE)").
 
+mod common;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -651,19 +653,6 @@ impl PipeApply for AppState {
     }
 }
 
-/// A small deterministic generator (xorshift): the stress test's choices
-/// are the same on every run.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
-}
-
 /// Issue 33's stress test: 16 writers × 200 journaling transactions
 /// through the real commit path, with pauses inside each transaction so
 /// their appends and commits interleave (no lock orders them any more),
@@ -712,7 +701,7 @@ async fn stress_every_reader_gets_each_committed_event_once_in_one_order() {
     for w in 0..WRITERS {
         let s = s.clone();
         writers.push(tokio::spawn(async move {
-            let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ (w + 1));
+            let mut rng = common::Rng(0x9e37_79b9_7f4a_7c15 ^ (w + 1));
             let (mut committed, mut rolled_back) = (Vec::new(), Vec::new());
             for i in 0..TXS {
                 let ctx = s.ctx();

@@ -3,29 +3,16 @@
 //! auth (git's "dumb" HTTP protocol: a bare repository's files served
 //! as they are), with and without a credentials file.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use axum::extract::{Path as UrlPath, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use pam_controller::sync::fetch::{GitAuth, Repos};
+use pam_testkit::git::git;
 
 /// `pam:s3cret-token`, as Basic auth sends it.
 const BASIC: &str = "Basic cGFtOnMzY3JldC10b2tlbg==";
-
-fn git(dir: &Path, args: &[&str]) {
-    let st = std::process::Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-        .args(["-c", "commit.gpgsign=false"])
-        .args(args)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .status()
-        .unwrap();
-    assert!(st.success(), "git {args:?}");
-}
 
 async fn serve(
     State(root): State<PathBuf>,

@@ -2,6 +2,8 @@
 //! sleeps, every threshold crossed by advancing time. Each test is one of
 //! the seed's rules.
 
+mod common;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -185,38 +187,14 @@ async fn new_run(
     let now = ctx.now();
     let id = Uuid::new_v4();
     let r = Run {
-        id,
-        project_id: project,
-        task_id: task,
-        name: name.into(),
-        host_id: None,
         provider: "claude".into(),
         prompt: "do it".into(),
         cwd: "/tmp".into(),
-        session_name: Run::session_name_for(id),
-        status: RunStatus::Pending,
-        attempt: 1,
-        last_progress_seq: None,
-        failure_reason: None,
-        failure_message: None,
-        pending_since: now,
-        exit_code: None,
-        started_at: None,
-        finished_at: None,
         target,
         max_attempts,
         backoff_seconds: 10,
         backoff_max_seconds: 300,
-        dispatch_timeout_seconds: None,
-        stop_requested: false,
-        stopped_by: None,
-        requeue_at: None,
-        eligible_host_seen: false,
-        usage: Default::default(),
-        dispatchable_since: None,
-        meta: Meta::default(),
-        created_at: now,
-        updated_at: now,
+        ..Run::first_attempt(id, (project, task), name, now)
     };
     let mut tx = ctx.store.begin().await.unwrap();
     tx.insert_run(&r).await.unwrap();
@@ -365,12 +343,7 @@ async fn dispatch_timeout_counts_from_pending_since_after_a_late_requeue() {
     w.present(a.id, a.instance_id).await;
     assert_eq!(reconcile::pass(&w.ctx).await.unwrap().runs_requeued, 1);
     // Disable the only matching host: the run stays pending...
-    let mut tx = w.ctx.store.begin().await.unwrap();
-    let mut h = tx.get_host(a.id).await.unwrap().unwrap();
-    let rv = h.meta.resource_version;
-    h.disabled = true;
-    tx.update_host(&h, rv).await.unwrap();
-    w.ctx.commit(tx).await.unwrap();
+    common::disable_host(&w.ctx, a.id).await;
     // ...well within 5 minutes of the requeue, although created 55 min ago.
     for _ in 0..9 {
         w.advance(30);
@@ -738,23 +711,10 @@ async fn a_batch_decides_exactly_as_the_same_signals_one_by_one() {
     );
     // Same rows (ids and names differ between the worlds: compare the
     // state each run reached).
-    let state = |r: &Run| {
-        (
-            r.status,
-            r.attempt,
-            r.last_progress_seq,
-            r.exit_code,
-            r.failure_reason,
-            r.started_at,
-            r.finished_at,
-            r.requeue_at,
-            r.meta.resource_version,
-        )
-    };
     for (r1, r2) in runs1.iter().zip(&runs2) {
         assert_eq!(
-            state(&one.get_run(r1.id).await),
-            state(&batch.get_run(r2.id).await),
+            common::signal_state(&one.get_run(r1.id).await),
+            common::signal_state(&batch.get_run(r2.id).await),
             "run {}",
             r1.name
         );

@@ -242,7 +242,7 @@ async fn another_value_is_a_conflict_the_same_is_shared_and_force_takes_it() {
     let (s, v) = w.apply(&w.ci, &backend, "").await;
     assert_eq!(s, StatusCode::CONFLICT, "{v}");
     assert_eq!(v["error"]["code"], "field_conflict", "{v}");
-    let m = v["error"]["message"].as_str().unwrap();
+    let m = common::error_message(&v);
     assert!(
         m.contains("Task web/build: metadata.labels.tier (owned by label:ops)"),
         "{m}"
@@ -268,10 +268,7 @@ async fn another_value_is_a_conflict_the_same_is_shared_and_force_takes_it() {
     let (s, v) = w.label("tier", Some("edge"), false).await;
     assert_eq!(s, StatusCode::CONFLICT, "{v}");
     assert!(
-        v["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("owned by apply:ci"),
+        common::error_message(&v).contains("owned by apply:ci"),
         "{v}"
     );
     // …and ci forcing its value takes the label from the operator.
@@ -320,7 +317,7 @@ async fn a_sources_sync_keeps_an_operators_label_and_drops_its_own() {
     // The Source's label: a 409 naming the Source and the way out.
     let (s, v) = w.label("team", Some("api"), false).await;
     assert_eq!(s, StatusCode::CONFLICT, "{v}");
-    let m = v["error"]["message"].as_str().unwrap();
+    let m = common::error_message(&v);
     assert!(
         m.contains("owned by source:gops") && m.contains("Source gops's manifests"),
         "{m}"

@@ -16,6 +16,7 @@ use pam_controller::clock::SystemClock;
 use serde_json::Value;
 use tower::ServiceExt;
 
+mod common;
 #[path = "common/rust_files.rs"]
 mod rust_files;
 use rust_files::rust_files;
@@ -232,23 +233,14 @@ fn the_checks_catch_a_broken_document() {
 }
 
 async fn call(state: AppState, method: &str, uri: &str) -> (StatusCode, Value) {
-    let req = Request::builder()
-        .method(method)
-        .uri(uri)
-        .body(Body::empty())
-        .unwrap();
-    let resp = router(state).oneshot(req).await.unwrap();
-    let status = resp.status();
-    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
-    let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-    (status, body)
+    common::request(state, None, method, uri, None).await
 }
 
 /// The router's own answer for a (method, path) it has no route for, if
 /// this is one: the fallback's 404 or the 405 of a path without that
 /// method (mod.rs, `not_found` and `method_not_allowed`).
 fn no_route(status: StatusCode, body: &Value) -> bool {
-    let msg = body["error"]["message"].as_str().unwrap_or("");
+    let msg = common::error_message(body);
     (status == StatusCode::NOT_FOUND && msg.starts_with("no route for"))
         || status == StatusCode::METHOD_NOT_ALLOWED
 }

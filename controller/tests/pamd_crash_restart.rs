@@ -16,8 +16,11 @@
 //! never reaps), made certain whatever the machine's PID 1 does.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
+
+#[path = "common/pamd_bin.rs"]
+mod pamd_bin;
 
 /// How long a restarted pamd may take to serve (crash recovery included).
 const READY_WITHIN: Duration = Duration::from_secs(60);
@@ -31,10 +34,9 @@ struct Scratch {
 impl Scratch {
     fn new() -> Self {
         become_subreaper();
-        let id = &uuid::Uuid::new_v4().simple().to_string()[..12];
-        let root = std::env::temp_dir().join(format!("pam-crash-{id}"));
-        std::fs::create_dir_all(&root).unwrap();
-        Self { root }
+        Self {
+            root: pamd_bin::scratch_root("pam-crash"),
+        }
     }
 
     fn data_dir(&self) -> PathBuf {
@@ -71,29 +73,8 @@ impl Scratch {
     }
 
     fn start_pamd(&self, name: &str) -> Pamd {
-        let port = free_port();
         let log = self.root.join(format!("{name}.log"));
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_pamd"));
-        for var in [
-            "DATABASE_URL",
-            "PAM_DATABASE_URL",
-            "PAM_CONFIG",
-            "PAM_LISTEN",
-            "PAM_DATA_DIR",
-            "PAM_LOCAL_WORKER",
-        ] {
-            cmd.env_remove(var);
-        }
-        let child = cmd
-            .env("PAM_LOG", "info")
-            .arg("--data-dir")
-            .arg(self.data_dir())
-            .args(["--listen", &format!("127.0.0.1:{port}")])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap();
+        let (child, port) = pamd_bin::spawn_pamd(&self.data_dir(), &log);
         Pamd {
             child,
             log,
@@ -587,9 +568,4 @@ fn set_pid(file: &Path, pid: u32) {
     let text = std::fs::read_to_string(file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
     let rest = text.split_once('\n').map(|(_, r)| r).unwrap_or("");
     std::fs::write(file, format!("{pid}\n{rest}")).unwrap();
-}
-
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().port()
 }

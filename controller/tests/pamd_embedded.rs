@@ -3,12 +3,16 @@
 //! reuses a cluster orphaned by `kill -9`, and fails in one line when
 //! PostgreSQL is not installed or the config has a typo.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus};
 use std::time::{Duration, Instant};
 
 use pam_store::embedded::{self as embedded_pg, EmbeddedPg};
 use sqlx::Connection;
+
+#[path = "common/pamd_bin.rs"]
+mod pamd_bin;
+use pamd_bin::{free_port, pamd_command, spawn_pamd};
 
 /// A temp dir holding `data/` (pamd's data dir) and pamd's logs; on drop
 /// stops any cluster left in it (a failed test) and removes it.
@@ -18,10 +22,9 @@ struct Scratch {
 
 impl Scratch {
     fn new() -> Self {
-        let id = &uuid::Uuid::new_v4().simple().to_string()[..12];
-        let root = std::env::temp_dir().join(format!("pam-pamd-{id}"));
-        std::fs::create_dir_all(&root).unwrap();
-        Self { root }
+        Self {
+            root: pamd_bin::scratch_root("pam-pamd"),
+        }
     }
 
     fn data_dir(&self) -> PathBuf {
@@ -66,40 +69,9 @@ impl Drop for Pamd {
     }
 }
 
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().port()
-}
-
-/// pamd with a clean environment (no DATABASE_URL and no PAM_* leaking in).
-fn pamd_command(log: &Path) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_pamd"));
-    for var in [
-        "DATABASE_URL",
-        "PAM_DATABASE_URL",
-        "PAM_CONFIG",
-        "PAM_LISTEN",
-        "PAM_DATA_DIR",
-        "PAM_LOCAL_WORKER",
-    ] {
-        cmd.env_remove(var);
-    }
-    cmd.env("PAM_LOG", "info")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(log).unwrap());
-    cmd
-}
-
 fn start(scratch: &Scratch, name: &str) -> Pamd {
-    let port = free_port();
     let log = scratch.root.join(format!("{name}.log"));
-    let child = pamd_command(&log)
-        .arg("--data-dir")
-        .arg(scratch.data_dir())
-        .args(["--listen", &format!("127.0.0.1:{port}")])
-        .spawn()
-        .unwrap();
+    let (child, port) = spawn_pamd(&scratch.data_dir(), &log);
     let mut pamd = Pamd { child, log, port };
     wait_healthy(&mut pamd);
     pamd

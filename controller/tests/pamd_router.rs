@@ -1,15 +1,14 @@
 //! The API skeleton through `tower::ServiceExt::oneshot`, and the startup
 //! retention purge moved by a manual clock.
 
-use axum::body::Body;
-use axum::http::{Request, StatusCode};
+mod common;
+
+use axum::http::StatusCode;
 use chrono::{Duration, TimeZone, Utc};
-use http_body_util::BodyExt;
-use pam_controller::api::{router, AppState};
+use pam_controller::api::AppState;
 use pam_controller::clock::ManualClock;
 use serde_json::Value;
 use std::sync::Arc;
-use tower::ServiceExt;
 
 async fn state() -> AppState {
     state_and_pool().await.0
@@ -28,19 +27,7 @@ async fn state_and_pool() -> (AppState, sqlx::PgPool) {
 }
 
 async fn call(state: &AppState, method: &str, uri: &str) -> (StatusCode, Value) {
-    let response = router(state.clone())
-        .oneshot(
-            Request::builder()
-                .method(method)
-                .uri(uri)
-                .body(Body::empty())
-                .unwrap(),
-        )
-        .await
-        .unwrap();
-    let status = response.status();
-    let bytes = response.into_body().collect().await.unwrap().to_bytes();
-    (status, serde_json::from_slice(&bytes).unwrap())
+    common::request(state.clone(), None, method, uri, None).await
 }
 
 #[tokio::test]
@@ -72,10 +59,10 @@ async fn readyz_is_503_when_a_migration_is_missing() {
     let (status, body) = call(&state, "GET", "/readyz").await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(body["error"]["code"], "not_ready");
-    assert!(body["error"]["message"]
-        .as_str()
-        .unwrap()
-        .contains("migrations"));
+    assert!(
+        common::error_message(&body).contains("migrations"),
+        "{body}"
+    );
 }
 
 #[tokio::test]
@@ -84,10 +71,10 @@ async fn unknown_routes_and_methods_are_json_errors() {
     let (status, body) = call(&state, "GET", "/api/v1/nope").await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert_eq!(body["error"]["code"], "not_found");
-    assert!(body["error"]["message"]
-        .as_str()
-        .unwrap()
-        .contains("/api/v1/nope"));
+    assert!(
+        common::error_message(&body).contains("/api/v1/nope"),
+        "{body}"
+    );
 
     let (status, body) = call(&state, "DELETE", "/healthz").await;
     assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);

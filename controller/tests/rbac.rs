@@ -486,12 +486,7 @@ async fn a_viewers_stream_carries_only_its_projects_events() {
     let mut names: Vec<String> = Vec::new();
     let mut buf = String::new();
     while !names.iter().any(|n| n.contains("\"web-999\"")) {
-        let chunk = tokio::time::timeout(Duration::from_secs(20), resp.chunk())
-            .await
-            .expect("the stream stalled")
-            .unwrap()
-            .expect("the stream ended");
-        buf.push_str(&String::from_utf8_lossy(&chunk));
+        buf.push_str(&common::next_chunk(&mut resp).await);
         while let Some(end) = buf.find("\n\n") {
             let frame: String = buf.drain(..end + 2).collect();
             if let Some(data) = frame.lines().find_map(|l| l.strip_prefix("data: ")) {

@@ -12,6 +12,9 @@ use pam_store::{Store, TokenKind};
 use serde_json::{json, Value};
 use uuid::Uuid;
 
+mod common;
+use common::token_with_id as token;
+
 /// One pamd's API (a replica) over a shared store, with the lease
 /// expiry/revocation loop pamd runs beside it.
 struct Replica {
@@ -91,27 +94,6 @@ impl Replica {
     }
 }
 
-/// Mints a token: (its id, the token).
-async fn token(
-    store: &Arc<dyn Store>,
-    kind: TokenKind,
-    name: &str,
-    host: Option<&str>,
-) -> (Uuid, String) {
-    let mut tx = store.begin().await.unwrap();
-    let (t, token) = pam_controller::rules::tokens::mint(
-        &mut *tx,
-        kind,
-        name.into(),
-        host.map(str::to_string),
-        chrono::Utc::now(),
-    )
-    .await
-    .unwrap();
-    tx.commit().await.unwrap();
-    (t.id, token)
-}
-
 const RUN: &str = "apiVersion: pam.dev/v1\nkind: Project\nmetadata: {name: web}\nspec: {displayName: Web}\n---\napiVersion: pam.dev/v1\nkind: Task\nmetadata: {name: cart, project: web}\nspec: {title: Cart}\n---\napiVersion: pam.dev/v1\nkind: Run\nmetadata: {name: r1, project: web}\nspec: {task: cart, provider: claude, prompt: hi, cwd: /tmp}\n";
 
 /// Applies run r1 and has worker box-a claim it, so it can be attached.
@@ -125,7 +107,7 @@ async fn live_run(r: &Replica, admin: &str) {
         )
         .await;
     assert_eq!(s, 200, "{v}");
-    let (_, wt) = token(&r.state.ctx.store, TokenKind::Worker, "w", Some("box-a")).await;
+    let (_, wt) = token(&r.state, TokenKind::Worker, "w", Some("box-a")).await;
     let (s, v) = r
         .call(&wt, "POST", "/api/v1/workers/register", Some(json!({"name": "box-a", "platform": "linux", "instance_id": Uuid::new_v4(), "capacity": 1, "labels": {}, "version": "t"})))
         .await;
@@ -158,12 +140,7 @@ async fn ends_by(mut resp: reqwest::Response, deadline: Instant) -> String {
 async fn carries(resp: &mut reqwest::Response, needle: &str) {
     let mut text = String::new();
     while !text.contains(needle) {
-        let chunk = tokio::time::timeout(Duration::from_secs(20), resp.chunk())
-            .await
-            .expect("the stream went silent")
-            .unwrap()
-            .expect("the stream ended");
-        text.push_str(&String::from_utf8_lossy(&chunk));
+        text.push_str(&common::next_chunk(resp).await);
     }
 }
 
@@ -190,8 +167,8 @@ async fn pg() -> Arc<dyn Store> {
 async fn revoking_a_token_ends_its_streams_and_releases_its_leases_at_once() {
     let store = pg().await;
     let r = Replica::start(store.clone()).await;
-    let (_, admin) = token(&store, TokenKind::Operator, "admin", None).await;
-    let (alice_id, alice) = token(&store, TokenKind::Operator, "alice", None).await;
+    let (_, admin) = token(&r.state, TokenKind::Operator, "admin", None).await;
+    let (alice_id, alice) = token(&r.state, TokenKind::Operator, "alice", None).await;
     live_run(&r, &admin).await;
     let a1 = r.stream(&alice).await.unwrap();
     let a2 = r.stream(&alice).await.unwrap();
@@ -219,8 +196,8 @@ async fn a_revocation_through_another_replica_ends_streams_and_leases_within_a_s
     let store = pg().await;
     let a = Replica::start(store.clone()).await;
     let b = Replica::start(store.clone()).await;
-    let (_, admin) = token(&store, TokenKind::Operator, "admin", None).await;
-    let (alice_id, alice) = token(&store, TokenKind::Operator, "alice", None).await;
+    let (_, admin) = token(&a.state, TokenKind::Operator, "admin", None).await;
+    let (alice_id, alice) = token(&a.state, TokenKind::Operator, "alice", None).await;
     live_run(&a, &admin).await;
     let stream = a.stream(&alice).await.unwrap();
     a.attach(&alice).await;
@@ -257,8 +234,8 @@ async fn a_revocation_through_another_replica_ends_streams_and_leases_within_a_s
 async fn revoking_a_worker_token_ends_its_watch_and_its_claims() {
     let store = pg().await;
     let r = Replica::start(store.clone()).await;
-    let (_, admin) = token(&store, TokenKind::Operator, "admin", None).await;
-    let (wid, wt) = token(&store, TokenKind::Worker, "w", Some("box-a")).await;
+    let (_, admin) = token(&r.state, TokenKind::Operator, "admin", None).await;
+    let (wid, wt) = token(&r.state, TokenKind::Worker, "w", Some("box-a")).await;
     let (s, v) = r
         .call(&wt, "POST", "/api/v1/workers/register", Some(json!({"name": "box-a", "platform": "linux", "instance_id": Uuid::new_v4(), "capacity": 4, "labels": {}, "version": "t"})))
         .await;

@@ -236,47 +236,34 @@ async fn claims_batches_and_desired_reads_cost_the_same_statements_for_1_or_16_r
         .all(|r| r.status.as_str() == "exited"));
 }
 
-/// A small deterministic generator (xorshift): the same seed, the same
-/// batch, in both worlds.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 % n as u64) as usize
-    }
-}
-
 /// One signal, by run name: (run, attempt, kind, exit code or seq).
 type Sig = (usize, i32, SignalKind, i64);
 
 /// A random batch over `n` runs: each run's started and finished (exit 0
 /// or 1), some progress, some duplicates, a `lost` now and then, and
 /// reports of run 0's dead first attempt (it is at attempt 2), shuffled.
-fn random_batch(rng: &mut Rng, n: usize) -> Vec<Sig> {
+fn random_batch(rng: &mut common::Rng, n: usize) -> Vec<Sig> {
     let mut out = Vec::new();
     for i in 0..n {
         let attempt = if i == 0 { 2 } else { 1 };
         out.push((i, attempt, SignalKind::Started, 0));
-        let code = [0, 0, 0, 1][rng.below(4)];
+        let code = [0, 0, 0, 1][rng.index(4)];
         out.push((i, attempt, SignalKind::Finished, code));
-        for _ in 0..rng.below(3) {
-            out.push((i, attempt, SignalKind::Progress, 1 + rng.below(3) as i64));
+        for _ in 0..rng.index(3) {
+            out.push((i, attempt, SignalKind::Progress, 1 + rng.index(3) as i64));
         }
-        if rng.below(5) == 0 {
+        if rng.index(5) == 0 {
             out.push((i, attempt, SignalKind::Lost, 0));
         }
     }
     out.push((0, 1, SignalKind::Started, 0));
     out.push((0, 1, SignalKind::Finished, 0));
     for _ in 0..n / 2 {
-        let d = out[rng.below(out.len())];
+        let d = out[rng.index(out.len())];
         out.push(d);
     }
     for i in (1..out.len()).rev() {
-        out.swap(i, rng.below(i + 1));
+        out.swap(i, rng.index(i + 1));
     }
     out
 }
@@ -345,21 +332,7 @@ async fn outcome(w: &World, host: &Host, ids: &[Uuid], since: i64) -> (Vec<Strin
         .all_runs()
         .await
         .iter()
-        .map(|r| {
-            names(format!(
-                "{} {:?} {} {:?} {:?} {:?} {:?} {:?} {:?} rv={}",
-                r.name,
-                r.status,
-                r.attempt,
-                r.last_progress_seq,
-                r.exit_code,
-                r.failure_reason,
-                r.started_at,
-                r.finished_at,
-                r.requeue_at,
-                r.meta.resource_version
-            ))
-        })
+        .map(|r| names(format!("{} {:?}", r.name, common::signal_state(r))))
         .collect();
     let (_, markers) = tx.lock_runs_with_signals(ids).await.unwrap();
     let mut markers: Vec<String> = markers
@@ -392,7 +365,7 @@ async fn outcome(w: &World, host: &Host, ids: &[Uuid], since: i64) -> (Vec<Strin
 async fn a_batch_leaves_the_store_as_the_same_signals_one_by_one() {
     const N: usize = 12;
     for seed in [1u64, 7, 33, 2026] {
-        let batch = random_batch(&mut Rng(seed), N);
+        let batch = random_batch(&mut common::Rng(seed), N);
         let (one, h1, ids1) = claimed_world(N).await;
         let (all, h2, ids2) = claimed_world(N).await;
         let since1 = last_seq(&one).await;

@@ -244,14 +244,7 @@ impl EmbeddedPg {
         cmd.arg("stop")
             .args(["-m", "fast", "-w", "-t", "120", "-D"])
             .arg(&self.cluster_dir);
-        let out = cmd.output().context("run pg_ctl stop")?;
-        if !out.status.success() {
-            bail!(
-                "pg_ctl stop failed for {}: {}",
-                self.cluster_dir.display(),
-                last_line(&out)
-            );
-        }
+        self.checked(&mut cmd, "pg_ctl stop")?;
         tracing::info!(cluster = %self.cluster_dir.display(), "embedded PostgreSQL stopped");
         Ok(())
     }
@@ -328,14 +321,7 @@ impl EmbeddedPg {
         if self.options.ephemeral {
             cmd.arg("--no-sync");
         }
-        let out = cmd.output().context("run initdb")?;
-        if !out.status.success() {
-            bail!(
-                "initdb failed for {}: {}",
-                self.cluster_dir.display(),
-                last_line(&out)
-            );
-        }
+        self.checked(&mut cmd, "initdb")?;
         let mut conf = fs::OpenOptions::new()
             .append(true)
             .open(self.cluster_dir.join("postgresql.conf"))?;
@@ -428,6 +414,20 @@ impl EmbeddedPg {
             "embedded PostgreSQL did not start: {fatal} (log: {})",
             self.log_file.display()
         )
+    }
+
+    /// Runs `cmd` (`what`, e.g. `initdb`) on this cluster; its failure is
+    /// an error naming the cluster and the command's last line of output.
+    fn checked(&self, cmd: &mut Command, what: &str) -> anyhow::Result<Output> {
+        let out = cmd.output().with_context(|| format!("run {what}"))?;
+        if !out.status.success() {
+            bail!(
+                "{what} failed for {}: {}",
+                self.cluster_dir.display(),
+                last_line(&out)
+            );
+        }
+        Ok(out)
     }
 
     fn command(&self, program: &str) -> Command {

@@ -169,6 +169,53 @@ impl Run {
     pub fn session_name_for(id: Uuid) -> String {
         format!("pam-{}", short_id(id))
     }
+
+    /// A new run `name` of `task_id` at its first attempt, pending since
+    /// `now`: no host, progress, failure or usage yet, not yet
+    /// dispatchable (the store computes that), and a plain spec (any
+    /// host, one attempt, no backoff, the configured dispatch timeout,
+    /// empty provider, prompt and cwd) that callers override with `..`.
+    pub fn first_attempt(
+        id: Uuid,
+        (project_id, task_id): (Uuid, Uuid),
+        name: impl Into<String>,
+        now: DateTime<Utc>,
+    ) -> Run {
+        Run {
+            id,
+            project_id,
+            task_id,
+            name: name.into(),
+            host_id: None,
+            provider: String::new(),
+            prompt: String::new(),
+            cwd: String::new(),
+            session_name: Run::session_name_for(id),
+            status: RunStatus::Pending,
+            attempt: 1,
+            last_progress_seq: None,
+            failure_reason: None,
+            failure_message: None,
+            pending_since: now,
+            dispatchable_since: None,
+            exit_code: None,
+            started_at: None,
+            finished_at: None,
+            target: Target::Any,
+            max_attempts: 1,
+            backoff_seconds: 0,
+            backoff_max_seconds: 0,
+            dispatch_timeout_seconds: None,
+            stop_requested: false,
+            stopped_by: None,
+            requeue_at: None,
+            eligible_host_seen: false,
+            usage: RunUsage::default(),
+            meta: Meta::default(),
+            created_at: now,
+            updated_at: now,
+        }
+    }
 }
 
 /// Filter for [`Tx::list_runs`]; `None` fields do not filter.

@@ -37,31 +37,30 @@ impl Usage {
     }
 }
 
+impl Usage {
+    /// `f` of each figure of `self` and `o` (the field-wise arithmetic of
+    /// `+` and `-`).
+    fn zip_with(self, o: Usage, f: fn(i64, i64) -> i64) -> Usage {
+        Usage {
+            input_tokens: f(self.input_tokens, o.input_tokens),
+            cached_input_tokens: f(self.cached_input_tokens, o.cached_input_tokens),
+            output_tokens: f(self.output_tokens, o.output_tokens),
+            cost_micro_usd: f(self.cost_micro_usd, o.cost_micro_usd),
+        }
+    }
+}
+
 impl Add for Usage {
     type Output = Usage;
     fn add(self, o: Usage) -> Usage {
-        Usage {
-            input_tokens: self.input_tokens.saturating_add(o.input_tokens),
-            cached_input_tokens: self
-                .cached_input_tokens
-                .saturating_add(o.cached_input_tokens),
-            output_tokens: self.output_tokens.saturating_add(o.output_tokens),
-            cost_micro_usd: self.cost_micro_usd.saturating_add(o.cost_micro_usd),
-        }
+        self.zip_with(o, i64::saturating_add)
     }
 }
 
 impl Sub for Usage {
     type Output = Usage;
     fn sub(self, o: Usage) -> Usage {
-        Usage {
-            input_tokens: self.input_tokens.saturating_sub(o.input_tokens),
-            cached_input_tokens: self
-                .cached_input_tokens
-                .saturating_sub(o.cached_input_tokens),
-            output_tokens: self.output_tokens.saturating_sub(o.output_tokens),
-            cost_micro_usd: self.cost_micro_usd.saturating_sub(o.cost_micro_usd),
-        }
+        self.zip_with(o, i64::saturating_sub)
     }
 }
 

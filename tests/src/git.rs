@@ -1,28 +1,9 @@
-//! git for the end-to-end tests' repositories: no global or system
-//! config of the machine's, a fixed author, `main` as the first branch.
+//! git for the end-to-end tests' repositories: [`git`] (pam-testkit's,
+//! shared with the controller's tests) and what the e2e tests build on it.
 
 use std::path::Path;
-use std::process::Command;
 
-/// Runs git in `dir`; its stdout (trimmed). Panics on a failure, with
-/// git's stderr.
-pub fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
-        .args(["-c", "init.defaultBranch=main"])
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .output()
-        .expect("run git");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
+pub use pam_testkit::git::git;
 
 /// Writes `text` to `dir/rel`, making its directories.
 pub fn write(dir: &Path, rel: &str, text: &str) {

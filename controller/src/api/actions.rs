@@ -36,17 +36,11 @@ pub async fn rerun(
     let mut tx = st.ctx.store.begin().await?;
     let (p, run) = one_in::<Run>(tx.as_mut(), &slug, &name).await?;
     let new = runs::template::rerun(tx.as_mut(), &p.slug, &run, now).await?;
-    let body = first(
-        Run::print(
-            tx.as_mut(),
-            At {
-                project: Some(&p),
-                now,
-            },
-            &[new],
-        )
-        .await?,
-    )?;
+    let at = At {
+        project: Some(&p),
+        now,
+    };
+    let body = new.print_one(tx.as_mut(), at).await?;
     st.ctx.commit(tx).await?;
     st.ctx.wakeups.claimable.notify_waiters();
     Ok((StatusCode::CREATED, Json(body)))
@@ -57,6 +51,7 @@ async fn source_suspend(st: AppState, name: &str, suspend: bool) -> ApiResult<Js
     let mut tx = st.ctx.store.begin().await?;
     let s = one::<Source>(tx.as_mut(), None, name).await?;
     let (s, _) = sources::set_suspend(tx.as_mut(), s, suspend, now).await?;
+    // The listing's print, not a get's (which reads the owned objects).
     let body = first(Source::print(tx.as_mut(), At { project: None, now }, &[s]).await?)?;
     st.ctx.commit(tx).await?;
     // A resumed Source syncs at once (its observedGeneration lags).
@@ -92,17 +87,11 @@ async fn schedule_suspend(
     let mut tx = st.ctx.store.begin().await?;
     let (p, s) = one_in::<Schedule>(tx.as_mut(), slug, name).await?;
     let (s, _) = schedules::set_suspend(tx.as_mut(), s, suspend, now).await?;
-    let body = first(
-        Schedule::print(
-            tx.as_mut(),
-            At {
-                project: Some(&p),
-                now,
-            },
-            &[s],
-        )
-        .await?,
-    )?;
+    let at = At {
+        project: Some(&p),
+        now,
+    };
+    let body = s.print_one(tx.as_mut(), at).await?;
     st.ctx.commit(tx).await?;
     st.ctx.wakeups.loops.notify_one();
     Ok(Json(body))

@@ -51,6 +51,27 @@ macro_rules! object_meta {
     };
 }
 
+/// The metadata of an object of a project-scoped kind.
+fn project_meta(
+    meta: &Meta,
+    name: &str,
+    id: Uuid,
+    created: chrono::DateTime<chrono::Utc>,
+    project_slug: &str,
+) -> kinds::ProjectObjectMeta {
+    object_meta!(ProjectObjectMeta, meta, name, id, created, project_slug)
+}
+
+/// An object whose stored spec no longer types (it was written through
+/// apply, so it should): its name (in `project`) and the spec as stored.
+fn as_stored(kind: &str, name: &str, project: Option<&str>, meta: &Meta) -> Value {
+    let mut metadata = serde_json::json!({ "name": name });
+    if let Some(p) = project {
+        metadata["project"] = p.into();
+    }
+    serde_json::json!({"apiVersion": "pam.dev/v1", "kind": kind, "metadata": metadata, "spec": meta.spec})
+}
+
 /// A project as the API shows it; `source`: the Source that owns it
 /// ([`crate::api::lookup::project_owners`]).
 /// `usage`: its runs' roll-up ([`store::RunTx::usage_by_project`]).
@@ -116,14 +137,7 @@ pub fn task(
     kinds::Task {
         api_version: ApiVersion::V1,
         kind: kinds::TaskKind::Task,
-        metadata: object_meta!(
-            ProjectObjectMeta,
-            &w.meta,
-            &w.name,
-            w.id,
-            w.created_at,
-            project_slug
-        ),
+        metadata: project_meta(&w.meta, &w.name, w.id, w.created_at, project_slug),
         spec: kinds::TaskSpec {
             type_: w.kind,
             title: w.title.clone(),
@@ -228,14 +242,7 @@ pub fn run(
     kinds::Run {
         api_version: ApiVersion::V1,
         kind: kinds::RunKind::Run,
-        metadata: object_meta!(
-            ProjectObjectMeta,
-            &r.meta,
-            &r.name,
-            r.id,
-            r.created_at,
-            project_slug
-        ),
+        metadata: project_meta(&r.meta, &r.name, r.id, r.created_at, project_slug),
         spec: kinds::RunSpec {
             task: name(task_name),
             provider,
@@ -356,10 +363,7 @@ pub fn source(
     let spec: kinds::SourceSpec = match serde_json::from_value(s.meta.spec.clone()) {
         Ok(spec) => spec,
         // Written through apply, so it types; print what is stored if not.
-        Err(_) => {
-            return serde_json::json!({"apiVersion": "pam.dev/v1", "kind": "Source",
-            "metadata": {"name": s.name}, "spec": s.meta.spec})
-        }
+        Err(_) => return as_stored("Source", &s.name, None, &s.meta),
     };
     let st = &s.status;
     let obj = kinds::Source {
@@ -395,8 +399,7 @@ pub fn source(
 /// deliveries stand (`counts`: pending and failed).
 pub fn webhook(w: &store::Webhook, counts: (u64, u64)) -> Value {
     let Some(spec) = crate::rules::webhooks::spec_of(w) else {
-        return serde_json::json!({"apiVersion": "pam.dev/v1", "kind": "Webhook",
-            "metadata": {"name": w.name}, "spec": w.meta.spec});
+        return as_stored("Webhook", &w.name, None, &w.meta);
     };
     let obj = kinds::Webhook {
         api_version: ApiVersion::V1,
@@ -456,14 +459,7 @@ pub fn secret(s: &store::Secret, project_slug: &str) -> Value {
     let obj = kinds::Secret {
         api_version: ApiVersion::V1,
         kind: kinds::SecretKind::Secret,
-        metadata: object_meta!(
-            ProjectObjectMeta,
-            &s.meta,
-            &s.name,
-            s.id,
-            s.created_at,
-            project_slug
-        ),
+        metadata: project_meta(&s.meta, &s.name, s.id, s.created_at, project_slug),
         spec: kinds::SecretSpec::default(),
         status: Some(Box::new(kinds::ObservedSecret {
             keys,
@@ -484,20 +480,12 @@ pub fn schedule(
     now: chrono::DateTime<chrono::Utc>,
 ) -> Value {
     let Some(spec) = crate::rules::schedules::spec_of(s) else {
-        return serde_json::json!({"apiVersion": "pam.dev/v1", "kind": "Schedule",
-            "metadata": {"name": s.name, "project": project_slug}, "spec": s.meta.spec});
+        return as_stored("Schedule", &s.name, Some(project_slug), &s.meta);
     };
     let obj = kinds::Schedule {
         api_version: ApiVersion::V1,
         kind: kinds::ScheduleKind::Schedule,
-        metadata: object_meta!(
-            ProjectObjectMeta,
-            &s.meta,
-            &s.name,
-            s.id,
-            s.created_at,
-            project_slug
-        ),
+        metadata: project_meta(&s.meta, &s.name, s.id, s.created_at, project_slug),
         spec,
         status: Some(Box::new(crate::rules::schedules::status(s, runs, now))),
     };

@@ -197,29 +197,28 @@ mod tests {
             let e = format!("{:#}", resolve(extra).unwrap_err());
             assert!(e.contains(want), "{extra}: {e}");
         }
-        let bad_issuer = "[oidc]\nissuer = \"not a url\"\nclient_id = \"pam\"\nredirect_url = \"https://pam.example/cb\"\n";
-        let e = format!(
-            "{:#}",
-            Config::resolve(
-                Some((Path::new("p.toml"), bad_issuer)),
-                &Cli::default(),
-                Some(Path::new("/h"))
-            )
-            .unwrap_err()
-        );
-        assert!(e.contains("[oidc] issuer"), "{e}");
-        let no_client =
-            "[oidc]\nissuer = \"https://id.example\"\nredirect_url = \"https://pam.example/cb\"\n";
-        let e = format!(
-            "{:#}",
-            Config::resolve(
-                Some((Path::new("p.toml"), no_client)),
-                &Cli::default(),
-                Some(Path::new("/h"))
-            )
-            .unwrap_err()
-        );
-        assert!(e.contains("client_id"), "{e}");
+        // Whole [oidc] tables with a bad or missing key.
+        for (toml, want) in [
+            (
+                "[oidc]\nissuer = \"not a url\"\nclient_id = \"pam\"\nredirect_url = \"https://pam.example/cb\"\n",
+                "[oidc] issuer",
+            ),
+            (
+                "[oidc]\nissuer = \"https://id.example\"\nredirect_url = \"https://pam.example/cb\"\n",
+                "client_id",
+            ),
+        ] {
+            let e = format!(
+                "{:#}",
+                Config::resolve(
+                    Some((Path::new("p.toml"), toml)),
+                    &Cli::default(),
+                    Some(Path::new("/h"))
+                )
+                .unwrap_err()
+            );
+            assert!(e.contains(want), "{toml}: {e}");
+        }
     }
 
     #[test]

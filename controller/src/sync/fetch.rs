@@ -391,26 +391,7 @@ impl GitMirror {
 mod tests {
     use super::*;
     use crate::sync::tree::tests::write;
-
-    fn git(dir: &Path, args: &[&str]) {
-        let st = std::process::Command::new("git")
-            .arg("-C")
-            .arg(dir)
-            .args([
-                "-c",
-                "user.name=t",
-                "-c",
-                "user.email=t@t",
-                "-c",
-                "commit.gpgsign=false",
-            ])
-            .args(args)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .status()
-            .unwrap();
-        assert!(st.success(), "git {args:?}");
-    }
+    use pam_testkit::git::git;
 
     #[test]
     fn a_failed_git_command_says_what_failed() {

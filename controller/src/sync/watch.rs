@@ -341,6 +341,17 @@ fn fingerprint_within(root: &Path, limit: usize) -> (u64, bool) {
 mod tests {
     use super::*;
 
+    /// A watch of a directory not made yet (`later` in a temp dir, kept
+    /// while the returned guard lives): nothing to watch, nothing notified.
+    fn not_yet_there() -> (tempfile::TempDir, PathBuf, Arc<Notify>, DirWatch) {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("later");
+        let wake = Arc::new(Notify::new());
+        let w = DirWatch::new(root.clone(), wake.clone());
+        assert!(!w.is_notified(), "nothing to watch yet");
+        (dir, root, wake, w)
+    }
+
     async fn settle(w: &mut DirWatch, wake: &Arc<Notify>) -> bool {
         let until = Instant::now() + Duration::from_secs(3);
         while Instant::now() < until {
@@ -449,11 +460,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_polled_directory_is_walked_at_most_once_a_second_and_bounded() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().join("later");
-        let wake = Arc::new(Notify::new());
-        let mut w = DirWatch::new(root.clone(), wake.clone());
-        assert!(!w.is_notified());
+        let (_dir, root, wake, mut w) = not_yet_there();
         std::fs::create_dir(&root).unwrap();
         std::fs::write(root.join("a.yaml"), "x: 1\n").unwrap();
         // Not walked again before POLL_EVERY (a pass every tick must not
@@ -471,11 +478,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_missing_directory_is_polled_then_watched() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().join("later");
-        let wake = Arc::new(Notify::new());
-        let mut w = DirWatch::new(root.clone(), wake.clone());
-        assert!(!w.is_notified(), "nothing to watch yet");
+        let (_dir, root, wake, mut w) = not_yet_there();
         std::fs::create_dir(&root).unwrap();
         std::fs::write(root.join("a.yaml"), "x: 1\n").unwrap();
         assert!(settle(&mut w, &wake).await, "the poll sees the new tree");

@@ -9,6 +9,7 @@ use tower::ServiceExt;
 
 /// One request through the router, in process: status and JSON body
 /// (a non-JSON body as a JSON string, an empty one as null).
+#[allow(dead_code)] // not every test binary that shares this module uses it
 pub async fn request(
     state: AppState,
     token: Option<&str>,
@@ -33,6 +34,7 @@ pub async fn request(
 }
 
 /// `req` with `body` as its JSON body (an empty body for None).
+#[allow(dead_code)]
 pub fn json_request(req: axum::http::request::Builder, body: Option<Value>) -> Request<Body> {
     match body {
         Some(b) => req
@@ -57,8 +59,19 @@ pub async fn token(
     name: &str,
     host: Option<&str>,
 ) -> String {
+    token_with_id(state, kind, name, host).await.1
+}
+
+/// [`token`], and the token's id (to revoke it).
+#[allow(dead_code)]
+pub async fn token_with_id(
+    state: &AppState,
+    kind: pam_store::TokenKind,
+    name: &str,
+    host: Option<&str>,
+) -> (uuid::Uuid, String) {
     let mut tx = state.ctx.store.begin().await.unwrap();
-    let (_, token) = pam_controller::rules::tokens::mint(
+    let (t, token) = pam_controller::rules::tokens::mint(
         &mut *tx,
         kind,
         name.into(),
@@ -68,7 +81,7 @@ pub async fn token(
     .await
     .unwrap();
     state.ctx.commit(tx).await.unwrap();
-    token
+    (t.id, token)
 }
 
 /// An API over a fresh database, its clock stopped at 2026-03-01 12:00 UTC
@@ -88,6 +101,73 @@ pub async fn pg_state() -> (AppState, std::sync::Arc<pam_controller::clock::Manu
     (state, clock)
 }
 
+/// An operator's API over a fresh database ([`pg_state`]): what most API
+/// tests start from (each adds its own calls in an `impl` of its own).
+#[allow(dead_code)]
+pub struct OpsApi {
+    pub state: AppState,
+    /// An operator token, `ops`.
+    pub token: String,
+    pub clock: std::sync::Arc<pam_controller::clock::ManualClock>,
+}
+
+#[allow(dead_code)]
+impl OpsApi {
+    pub async fn new() -> OpsApi {
+        let (state, clock) = pg_state().await;
+        let token = operator_token(&state).await;
+        OpsApi {
+            state,
+            token,
+            clock,
+        }
+    }
+
+    /// One request as `token` (none: anonymous).
+    pub async fn call_as(
+        &self,
+        token: Option<&str>,
+        method: &str,
+        uri: &str,
+        body: Option<Value>,
+    ) -> (StatusCode, Value) {
+        request(self.state.clone(), token, method, uri, body).await
+    }
+
+    /// Applies Runs `names` of task cart in project web (which the test's
+    /// tree made).
+    pub async fn apply_runs(&self, names: &[&str]) {
+        let runs: Vec<String> = names
+            .iter()
+            .map(|n| format!("apiVersion: pam.dev/v1\nkind: Run\nmetadata: {{name: {n}, project: web}}\nspec: {{task: cart, provider: claude, prompt: hi, cwd: /tmp}}\n"))
+            .collect();
+        let (s, v) = apply(&self.state, &self.token, "runs.yaml", &runs.join("---\n")).await;
+        assert_eq!(s, StatusCode::OK, "{v}");
+    }
+
+    /// As worker token `wt`, registers host box-a with room for
+    /// `capacity` runs and claims once: the claimed run ids, asserted to
+    /// be `n`.
+    pub async fn register_and_claim(&self, wt: &str, capacity: usize, n: usize) -> Vec<String> {
+        let register = json!({"name": "box-a", "platform": "linux", "instance_id": uuid::Uuid::new_v4(), "capacity": capacity, "labels": {}, "version": "t"});
+        let (s, v) = self
+            .call_as(Some(wt), "POST", "/api/v1/workers/register", Some(register))
+            .await;
+        assert_eq!(s, StatusCode::OK, "{v}");
+        let (_, v) = self
+            .call_as(Some(wt), "POST", "/api/v1/workers/claim?wait=0", None)
+            .await;
+        let ids: Vec<String> = v["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["run_id"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(ids.len(), n, "{v}");
+        ids
+    }
+}
+
 /// `POST /api/v1/apply` of one file `name` holding `yaml`.
 #[allow(dead_code)]
 pub async fn apply(state: &AppState, token: &str, name: &str, yaml: &str) -> (StatusCode, Value) {
@@ -100,4 +180,71 @@ pub async fn apply(state: &AppState, token: &str, name: &str, yaml: &str) -> (St
         Some(body),
     )
     .await
+}
+
+/// What signals leave on a run, to compare two worlds that took the same
+/// signals (ids and names differ between them).
+#[allow(dead_code)]
+pub fn signal_state(r: &pam_store::Run) -> impl std::fmt::Debug + PartialEq {
+    (
+        r.status,
+        r.attempt,
+        r.last_progress_seq,
+        r.exit_code,
+        r.failure_reason,
+        r.started_at,
+        r.finished_at,
+        r.requeue_at,
+        r.meta.resource_version,
+    )
+}
+
+/// A small deterministic generator (xorshift): a stress test's choices,
+/// the same on every run and, from the same seed, in two worlds.
+#[allow(dead_code)]
+pub struct Rng(pub u64);
+
+#[allow(dead_code)]
+impl Rng {
+    /// The next number below `n`.
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+
+    /// [`Rng::below`] for an index or a count.
+    pub fn index(&mut self, n: usize) -> usize {
+        self.below(n as u64) as usize
+    }
+}
+
+/// Disables host `id` (what `spec.disabled: true` applied writes).
+#[allow(dead_code)]
+pub async fn disable_host(ctx: &pam_controller::ctx::Ctx, id: uuid::Uuid) {
+    let mut tx = ctx.store.begin().await.unwrap();
+    let mut h = tx.get_host(id).await.unwrap().unwrap();
+    let rv = h.meta.resource_version;
+    h.disabled = true;
+    tx.update_host(&h, rv).await.unwrap();
+    ctx.commit(tx).await.unwrap();
+}
+
+/// The message of an API error body (the one JSON error shape).
+#[allow(dead_code)]
+pub fn error_message(v: &Value) -> &str {
+    v["error"]["message"].as_str().unwrap_or_default()
+}
+
+/// The next chunk of an open event stream (20 s at most); panics when
+/// the stream goes silent or ends.
+#[allow(dead_code)]
+pub async fn next_chunk(resp: &mut reqwest::Response) -> String {
+    let chunk = tokio::time::timeout(std::time::Duration::from_secs(20), resp.chunk())
+        .await
+        .expect("the stream went silent")
+        .unwrap()
+        .expect("the stream ended");
+    String::from_utf8_lossy(&chunk).into_owned()
 }

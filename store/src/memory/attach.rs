@@ -108,35 +108,31 @@ impl AttachTx for MemTx {
     }
 
     async fn take_expired_attach(&mut self, now: DateTime<Utc>) -> StoreResult<Vec<AttachLease>> {
-        let gone: Vec<Uuid> = self
-            .work
-            .attach_leases
-            .values()
-            .filter(|l| l.expires_at <= now)
-            .map(|l| l.run_id)
-            .collect();
-        Ok(gone
-            .into_iter()
-            .filter_map(|r| self.work.attach_leases.remove(&r))
-            .collect())
+        Ok(take_leases(&mut self.work.attach_leases, |l| {
+            l.expires_at <= now
+        }))
     }
 
     async fn take_revoked_attach(&mut self) -> StoreResult<Vec<AttachLease>> {
         let tokens = &self.work.tokens;
-        let gone: Vec<Uuid> = self
-            .work
-            .attach_leases
-            .values()
-            .filter(|l| {
-                l.token_id
-                    .and_then(|t| tokens.get(&t))
-                    .is_some_and(|t| t.revoked_at.is_some())
-            })
-            .map(|l| l.run_id)
-            .collect();
-        Ok(gone
-            .into_iter()
-            .filter_map(|r| self.work.attach_leases.remove(&r))
-            .collect())
+        Ok(take_leases(&mut self.work.attach_leases, |l| {
+            l.token_id
+                .and_then(|t| tokens.get(&t))
+                .is_some_and(|t| t.revoked_at.is_some())
+        }))
     }
+}
+
+/// Removes and returns the leases `gone` picks (the memory store's
+/// `DELETE … WHERE … RETURNING`).
+fn take_leases(
+    leases: &mut HashMap<Uuid, AttachLease>,
+    gone: impl Fn(&AttachLease) -> bool,
+) -> Vec<AttachLease> {
+    let ids: Vec<Uuid> = leases
+        .values()
+        .filter(|l| gone(l))
+        .map(|l| l.run_id)
+        .collect();
+    ids.into_iter().filter_map(|r| leases.remove(&r)).collect()
 }

@@ -80,31 +80,19 @@ impl RunTx for MemTx {
     }
 
     async fn update_run_spec(&mut self, r: &Run, expected_rv: i64) -> StoreResult<Run> {
-        let cur = self
-            .work
-            .runs
-            .get_mut(&r.id)
-            .ok_or_else(|| not_found("runs", r.id))?;
-        if cur.meta.resource_version != expected_rv {
-            return Err(conflict(format!(
-                "run {} is not at resource version {expected_rv}",
-                r.id
-            )));
-        }
-        let mut next = cur.clone();
-        next.target = r.target.clone();
-        next.max_attempts = r.max_attempts;
-        next.backoff_seconds = r.backoff_seconds;
-        next.backoff_max_seconds = r.backoff_max_seconds;
-        next.dispatch_timeout_seconds = r.dispatch_timeout_seconds;
-        next.stop_requested = r.stop_requested;
-        next.stopped_by = r.stopped_by.clone();
-        next.meta = r.meta.clone();
-        next.meta.resource_version = cur.meta.resource_version + 1;
-        next.updated_at = r.updated_at;
-        check_run(&next)?;
-        *cur = next;
-        Ok(cur.clone())
+        let what = format!("run {}", r.id);
+        self.work
+            .update_named(r, expected_rv, what, |cur: &mut Run, r| {
+                check_run(r)?;
+                cur.target = r.target.clone();
+                cur.max_attempts = r.max_attempts;
+                cur.backoff_seconds = r.backoff_seconds;
+                cur.backoff_max_seconds = r.backoff_max_seconds;
+                cur.dispatch_timeout_seconds = r.dispatch_timeout_seconds;
+                cur.stop_requested = r.stop_requested;
+                cur.stopped_by = r.stopped_by.clone();
+                Ok(())
+            })
     }
 
     async fn transition_run(

@@ -171,28 +171,24 @@ impl DependencyTx for PgTx {
         }
         let run_ids: Vec<Uuid> = pairs.iter().map(|p| p.0).collect();
         let item_ids: Vec<Uuid> = pairs.iter().map(|p| p.1).collect();
-        let sql = format!("SELECT {} FROM runs WHERE id = ANY($1)", run_cols());
-        let q = sqlx::query(&sql).bind(&run_ids);
-        let runs: HashMap<Uuid, Run> = self
-            .rows(q, run_from_row)
-            .await?
-            .into_iter()
-            .map(|r| (r.id, r))
-            .collect();
-        let sql = format!(
-            "SELECT {} FROM work_items WHERE id = ANY($1)",
-            work_item_cols()
-        );
-        let q = sqlx::query(&sql).bind(&item_ids);
-        let items: HashMap<Uuid, WorkItem> = self
-            .rows(q, work_item_from_row)
-            .await?
-            .into_iter()
-            .map(|w| (w.id, w))
-            .collect();
+        let runs: HashMap<Uuid, Run> = self.by_ids(&run_ids, |r: &Run| r.id).await?;
+        let items: HashMap<Uuid, WorkItem> = self.by_ids(&item_ids, |w: &WorkItem| w.id).await?;
         Ok(pairs
             .into_iter()
             .filter_map(|(r, w)| Some((runs.get(&r)?.clone(), items.get(&w)?.clone())))
             .collect())
+    }
+}
+
+impl PgTx {
+    /// The rows of `T` with these ids, by id (`id` reads a row's).
+    async fn by_ids<T: super::named::Named>(
+        &mut self,
+        ids: &[Uuid],
+        id: fn(&T) -> Uuid,
+    ) -> StoreResult<HashMap<Uuid, T>> {
+        let sql = format!("SELECT {} FROM {} WHERE id = ANY($1)", T::cols(), T::TABLE);
+        let rows = self.rows(sqlx::query(&sql).bind(ids), T::from_row).await?;
+        Ok(rows.into_iter().map(|x| (id(&x), x)).collect())
     }
 }

@@ -252,6 +252,20 @@ macro_rules! bind_meta {
     };
 }
 
+/// `INSERT INTO` a whole row of `T`: every column of [`named::Named::cols`],
+/// bound in that order (the placeholders counted, not written out).
+fn insert_sql<T: named::Named>() -> String {
+    let cols = T::cols();
+    let values: Vec<String> = (1..=cols.split(',').count())
+        .map(|i| format!("${i}"))
+        .collect();
+    format!(
+        "INSERT INTO {} ({cols}) VALUES ({})",
+        T::TABLE,
+        values.join(",")
+    )
+}
+
 impl PgTx {
     fn conn(&mut self) -> &mut sqlx::PgConnection {
         &mut self.tx

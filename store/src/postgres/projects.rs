@@ -4,10 +4,7 @@ use super::*;
 impl ProjectTx for PgTx {
     #[tracing::instrument(level = "debug", skip_all)]
     async fn insert_project(&mut self, p: &Project) -> StoreResult<()> {
-        let sql = format!(
-            "INSERT INTO projects ({}) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14)",
-            project_cols()
-        );
+        let sql = insert_sql::<Project>();
         let q = sqlx::query(&sql)
             .bind(p.id)
             .bind(&p.name)

@@ -62,9 +62,7 @@ impl RunTx for PgTx {
             .into_iter()
             .fold(q, |q, v| q.bind(v))
             .bind(&r.stopped_by);
-        self.savepoint().await?;
-        let res = q.execute(self.conn()).await;
-        self.end_savepoint(res).await.map(|_| ())
+        self.insert_guarded(q).await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
@@ -83,13 +81,8 @@ impl RunTx for PgTx {
             "SELECT {} FROM runs WHERE host_id = $1 AND session_name = $2",
             run_cols()
         );
-        let row = sqlx::query(&sql)
-            .bind(host_id)
-            .bind(session_name)
-            .fetch_optional(self.conn())
-            .await
-            .map_err(db_err)?;
-        row.as_ref().map(run_from_row).transpose()
+        let q = sqlx::query(&sql).bind(host_id).bind(session_name);
+        self.row(q, run_from_row).await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
@@ -110,16 +103,13 @@ impl RunTx for PgTx {
              AND ($5::uuid[] IS NULL OR id = ANY($5)) ORDER BY created_at, id",
             run_cols()
         );
-        let rows = sqlx::query(&sql)
+        let q = sqlx::query(&sql)
             .bind(f.project_id)
             .bind(f.task_id)
             .bind(f.host_id)
             .bind(statuses)
-            .bind(f.ids.as_deref())
-            .fetch_all(self.conn())
-            .await
-            .map_err(db_err)?;
-        all(rows, run_from_row)
+            .bind(f.ids.as_deref());
+        self.rows(q, run_from_row).await
     }
 
     #[tracing::instrument(level = "debug", skip_all, fields(names = names.len()))]
@@ -131,56 +121,36 @@ impl RunTx for PgTx {
             "SELECT {} FROM runs WHERE project_id = $1 AND name = ANY($2) ORDER BY created_at, id",
             run_cols()
         );
-        let rows = sqlx::query(&sql)
-            .bind(project_id)
-            .bind(names)
-            .fetch_all(self.conn())
-            .await
-            .map_err(db_err)?;
-        all(rows, run_from_row)
+        let q = sqlx::query(&sql).bind(project_id).bind(names);
+        self.rows(q, run_from_row).await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn update_run_spec(&mut self, r: &Run, expected_rv: i64) -> StoreResult<Run> {
-        let sql = format!(
-            "UPDATE runs SET target = $3, max_attempts = $4, backoff_seconds = $5, \
-             backoff_max_seconds = $6, dispatch_timeout_seconds = $7, stop_requested = $8, \
-             spec = $9, labels = $10, annotations = $11, generation = $12, \
-             observed_generation = $13, conditions = $14, updated_at = $15, stopped_by = $16, \
-             resource_version = resource_version + 1 \
-             WHERE id = $1 AND resource_version = $2 RETURNING {}",
-            run_cols()
-        );
-        let row = sqlx::query(&sql)
-            .bind(r.id)
-            .bind(expected_rv)
-            .bind(target_to_json(&r.target))
-            .bind(r.max_attempts)
-            .bind(r.backoff_seconds)
-            .bind(r.backoff_max_seconds)
-            .bind(r.dispatch_timeout_seconds)
-            .bind(r.stop_requested)
-            .bind(&r.meta.spec)
-            .bind(labels_to_json(&r.meta.labels))
-            .bind(labels_to_json(&r.meta.annotations))
-            .bind(r.meta.generation)
-            .bind(r.meta.observed_generation)
-            .bind(&r.meta.conditions)
-            .bind(r.updated_at)
-            .bind(&r.stopped_by)
-            .fetch_optional(self.conn())
-            .await
-            .map_err(db_err)?;
-        match row {
-            Some(row) => run_from_row(&row),
-            None => Err(self
-                .zero_rows(
-                    "runs",
-                    r.id,
-                    format!("run {} is not at resource version {expected_rv}", r.id),
-                )
-                .await),
-        }
+        let extra = [
+            "target",
+            "max_attempts",
+            "backoff_seconds",
+            "backoff_max_seconds",
+            "dispatch_timeout_seconds",
+            "stop_requested",
+            "stopped_by",
+        ];
+        self.update_named(
+            (r.id, expected_rv),
+            (&r.meta, r.updated_at),
+            (&extra, |q| {
+                q.bind(target_to_json(&r.target))
+                    .bind(r.max_attempts)
+                    .bind(r.backoff_seconds)
+                    .bind(r.backoff_max_seconds)
+                    .bind(r.dispatch_timeout_seconds)
+                    .bind(r.stop_requested)
+                    .bind(r.stopped_by.clone())
+            }),
+            format!("run {}", r.id),
+        )
+        .await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
@@ -205,7 +175,7 @@ impl RunTx for PgTx {
              WHERE id = $1 AND attempt = $2 AND status = $3 RETURNING {}",
             run_cols()
         );
-        let row = sqlx::query(&sql)
+        let q = sqlx::query(&sql)
             .bind(id)
             .bind(attempt)
             .bind(from.as_str())
@@ -217,20 +187,10 @@ impl RunTx for PgTx {
             .bind(update.finished_at)
             .bind(update.requeue_at)
             .bind(now)
-            .bind(&update.failure_message)
-            .fetch_optional(self.conn())
+            .bind(&update.failure_message);
+        let why = || format!("run {id} is not {from} at attempt {attempt}");
+        self.guarded_update(q, ("runs", id), why, run_from_row)
             .await
-            .map_err(db_err)?;
-        match row {
-            Some(row) => run_from_row(&row),
-            None => Err(self
-                .zero_rows(
-                    "runs",
-                    id,
-                    format!("run {id} is not {from} at attempt {attempt}"),
-                )
-                .await),
-        }
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
@@ -254,23 +214,10 @@ impl RunTx for PgTx {
             super::deps::blocked_sql("runs.task_id"),
             run_cols()
         );
-        let row = sqlx::query(&sql)
-            .bind(id)
-            .bind(attempt)
-            .bind(now)
-            .fetch_optional(self.conn())
+        let q = sqlx::query(&sql).bind(id).bind(attempt).bind(now);
+        let why = || format!("run {id} is not failed at attempt {attempt}");
+        self.guarded_update(q, ("runs", id), why, run_from_row)
             .await
-            .map_err(db_err)?;
-        match row {
-            Some(row) => run_from_row(&row),
-            None => Err(self
-                .zero_rows(
-                    "runs",
-                    id,
-                    format!("run {id} is not failed at attempt {attempt}"),
-                )
-                .await),
-        }
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
@@ -306,13 +253,8 @@ impl RunTx for PgTx {
              AND requeue_at <= $1 AND NOT stop_requested ORDER BY requeue_at, id LIMIT $2",
             run_cols()
         );
-        let rows = sqlx::query(&sql)
-            .bind(now)
-            .bind(limit)
-            .fetch_all(self.conn())
+        self.rows(sqlx::query(&sql).bind(now).bind(limit), run_from_row)
             .await
-            .map_err(db_err)?;
-        all(rows, run_from_row)
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
@@ -369,15 +311,7 @@ impl RunTx for PgTx {
             "SELECT {} FROM runs WHERE id = ANY($1) ORDER BY id FOR UPDATE",
             run_cols()
         );
-        let rows = sqlx::query(&sql)
-            .bind(ids)
-            .fetch_all(self.conn())
-            .await
-            .map_err(db_err)?;
-        let runs = rows
-            .iter()
-            .map(run_from_row)
-            .collect::<StoreResult<Vec<_>>>()?;
+        let runs = self.rows(sqlx::query(&sql).bind(ids), run_from_row).await?;
         let markers: Vec<(Uuid, i32, String)> = sqlx::query_as(
             "SELECT run_id, attempt, kind FROM processed_signals WHERE run_id = ANY($1)",
         )

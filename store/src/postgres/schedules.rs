@@ -21,10 +21,7 @@ fn schedule_from_row(row: &PgRow) -> StoreResult<Schedule> {
 impl ScheduleTx for PgTx {
     #[tracing::instrument(level = "debug", skip_all)]
     async fn insert_schedule(&mut self, s: &Schedule) -> StoreResult<()> {
-        let sql = format!(
-            "INSERT INTO schedules ({}) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13)",
-            schedule_cols()
-        );
+        let sql = insert_sql::<Schedule>();
         let q = sqlx::query(&sql)
             .bind(s.id)
             .bind(s.project_id)

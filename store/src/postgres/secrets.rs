@@ -34,10 +34,7 @@ fn wait_from_row(row: &PgRow) -> StoreResult<SecretWait> {
 impl SecretTx for PgTx {
     #[tracing::instrument(level = "debug", skip_all)]
     async fn insert_secret(&mut self, s: &Secret) -> StoreResult<()> {
-        let sql = format!(
-            "INSERT INTO secrets ({}) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16)",
-            secret_cols()
-        );
+        let sql = insert_sql::<Secret>();
         let q = sqlx::query(&sql)
             .bind(s.id)
             .bind(s.project_id)

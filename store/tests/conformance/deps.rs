@@ -120,8 +120,7 @@ pub async fn deps_gate_claims_and_refresh(s: &dyn Store) {
     let (_, v) = tasks(s, &["a", "b"]).await;
     let (a, b) = (&v[0], &v[1]);
     link(s, b, &[a]).await;
-    let h = host("h", &[]);
-    insert_hosts(s, &[&h]).await;
+    let h = inserted_host(s, "h").await;
     let ra = run(a, "ra", t(1));
     let rb = run(b, "rb", t(2));
     insert_runs(s, &[ra.clone(), rb.clone()]).await;
@@ -174,8 +173,7 @@ pub async fn deps_reopened_dependency_blocks_at_once(s: &dyn Store) {
     let (a, b) = (&v[0], &v[1]);
     set_status(s, a, WorkItemStatus::Todo, WorkItemStatus::Done).await;
     link(s, b, &[a]).await;
-    let h = host("h", &[]);
-    insert_hosts(s, &[&h]).await;
+    let h = inserted_host(s, "h").await;
     let rb = run(b, "rb", t(2));
     insert_runs(s, std::slice::from_ref(&rb)).await;
     assert_eq!(get_run(s, rb.id).await.dispatchable_since, Some(t(2)));

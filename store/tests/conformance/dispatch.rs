@@ -297,8 +297,7 @@ pub async fn live_runs_are_counted_per_host(s: &dyn Store) {
 
 pub async fn claim_runs_order_limit_and_stop_requested(s: &dyn Store) {
     let (_, task) = seed(s).await;
-    let h = host("h", &[]);
-    insert_hosts(s, &[&h]).await;
+    let h = inserted_host(s, "h").await;
     let newer = run(&task, "newer", t(3));
     let older = run(&task, "older", t(1));
     let mut stopped = run(&task, "stopped", t(0));

@@ -41,8 +41,7 @@ pub async fn host_crud_and_update(s: &dyn Store) {
 }
 
 pub async fn host_status_guarded(s: &dyn Store) {
-    let h = host("h", &[]);
-    insert_hosts(s, &[&h]).await;
+    let h = inserted_host(s, "h").await;
     let mut tx = s.begin().await.unwrap();
     assert_err!(
         tx.set_host_status(h.id, HostStatus::Registered, HostStatus::Offline, t(1))
@@ -101,8 +100,7 @@ pub async fn list_silent_hosts(s: &dyn Store) {
 
 pub async fn delete_host_refused_while_referenced(s: &dyn Store) {
     let (_, task) = seed(s).await;
-    let h = host("h", &[]);
-    insert_hosts(s, &[&h]).await;
+    let h = inserted_host(s, "h").await;
     let mut r = run(&task, "r", t(1));
     r.host_id = Some(h.id);
     r.status = RunStatus::Running;

@@ -168,39 +168,14 @@ pub fn item(p: &Project, parent: Option<&WorkItem>, name: &str) -> WorkItem {
 pub fn run(task: &WorkItem, name: &str, pending_since: DateTime<Utc>) -> Run {
     let id = Uuid::new_v4();
     Run {
-        id,
-        project_id: task.project_id,
-        task_id: task.id,
-        name: name.to_string(),
-        host_id: None,
         provider: "claude".into(),
         prompt: "do it".into(),
         cwd: "/src".into(),
-        session_name: Run::session_name_for(id),
-        status: RunStatus::Pending,
-        attempt: 1,
-        last_progress_seq: None,
-        failure_reason: None,
-        failure_message: None,
-        pending_since,
-        exit_code: None,
-        started_at: None,
-        finished_at: None,
-        target: Target::Any,
-        max_attempts: 1,
         backoff_seconds: 10,
         backoff_max_seconds: 300,
-        dispatch_timeout_seconds: None,
-        stop_requested: false,
-        stopped_by: None,
-        requeue_at: None,
-        eligible_host_seen: false,
-        usage: Default::default(),
         // What the store computes for a task without dependencies.
         dispatchable_since: Some(pending_since),
-        meta: Meta::default(),
-        created_at: pending_since,
-        updated_at: pending_since,
+        ..Run::first_attempt(id, (task.project_id, task.id), name, pending_since)
     }
 }
 
@@ -269,6 +244,13 @@ async fn insert_hosts(s: &dyn Store, hosts: &[&Host]) {
         tx.insert_host(h).await.unwrap();
     }
     tx.commit().await.unwrap();
+}
+
+/// Host `name` without labels, committed.
+async fn inserted_host(s: &dyn Store, name: &str) -> Host {
+    let h = host(name, &[]);
+    insert_hosts(s, &[&h]).await;
+    h
 }
 
 async fn get_run(s: &dyn Store, id: Uuid) -> Run {

@@ -148,8 +148,7 @@ pub async fn session_name_unique_per_host(s: &dyn Store) {
 
 pub async fn transition_run_guarded(s: &dyn Store) {
     let (_, task) = seed(s).await;
-    let h = host("h", &[]);
-    insert_hosts(s, &[&h]).await;
+    let h = inserted_host(s, "h").await;
     let r = run(&task, "r", t(1));
     insert_runs(s, std::slice::from_ref(&r)).await;
 
@@ -276,8 +275,7 @@ pub async fn transition_run_guarded(s: &dyn Store) {
 
 pub async fn requeue_run_resets_attempt(s: &dyn Store) {
     let (_, task) = seed(s).await;
-    let h = host("h", &[]);
-    insert_hosts(s, &[&h]).await;
+    let h = inserted_host(s, "h").await;
     let mut r = run(&task, "r", t(1));
     r.status = RunStatus::Failed;
     r.host_id = Some(h.id);

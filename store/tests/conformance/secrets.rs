@@ -82,8 +82,7 @@ pub async fn secret_crud_unique_and_cascade(s: &dyn Store) {
 
 pub async fn claim_skips_runs_waiting_for_a_secret(s: &dyn Store) {
     let (_, task) = seed(s).await;
-    let h = host("h", &[]);
-    insert_hosts(s, &[&h]).await;
+    let h = inserted_host(s, "h").await;
     let waiting = run(&task, "waiting", t(1));
     let free = run(&task, "free", t(2));
     insert_runs(s, &[waiting.clone(), free.clone()]).await;

@@ -6,8 +6,7 @@ use super::*;
 /// the store exactly as it was.
 pub async fn rollback_on_drop(s: &dyn Store) {
     let (p, task) = seed(s).await;
-    let h = host("h", &[]);
-    insert_hosts(s, &[&h]).await;
+    let h = inserted_host(s, "h").await;
     let mut failed = run(&task, "failed", t(1));
     failed.status = RunStatus::Failed;
     let pending = run(&task, "pending", t(1));

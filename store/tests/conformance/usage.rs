@@ -72,8 +72,7 @@ fn t0() -> DateTime<Utc> {
 pub async fn claim_skips_runs_of_projects_over_budget(s: &dyn Store) {
     let (p, task) = seed(s).await;
     let (_, q_task) = other_project(s, "other").await;
-    let h = host("h", &[]);
-    insert_hosts(s, &[&h]).await;
+    let h = inserted_host(s, "h").await;
     let mine = run(&task, "mine", t(1));
     let theirs = run(&q_task, "theirs", t(2));
     insert_runs(s, &[mine.clone(), theirs.clone()]).await;

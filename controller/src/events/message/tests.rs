@@ -7,7 +7,7 @@ use chrono::{DateTime, TimeZone, Utc};
 use pam_manifests::state::{
     FailureReason, HostStatus, Platform, ProjectStatus, RunStatus, WorkItemKind, WorkItemStatus,
 };
-use pam_store::{Host, Meta, Project, Run, Schedule, Source, Target, WorkItem};
+use pam_store::{Host, Meta, Project, Run, Schedule, Source, WorkItem};
 use serde_json::{json, Value};
 use uuid::Uuid;
 
@@ -53,38 +53,21 @@ fn task(status: WorkItemStatus) -> WorkItem {
 fn run(status: RunStatus, attempt: i32) -> Run {
     let id = Uuid::from_u128(3);
     Run {
-        id,
-        project_id: Uuid::from_u128(1),
-        task_id: Uuid::from_u128(2),
-        name: "fix-login".into(),
         host_id: Some(Uuid::from_u128(4)),
         provider: "claude".into(),
         prompt: "fix it".into(),
         cwd: "/tmp".into(),
-        session_name: Run::session_name_for(id),
         status,
         attempt,
-        last_progress_seq: None,
-        failure_reason: None,
-        failure_message: None,
-        pending_since: at(),
-        dispatchable_since: None,
-        exit_code: None,
-        started_at: None,
-        finished_at: None,
-        target: Target::Any,
         max_attempts: 3,
         backoff_seconds: 10,
         backoff_max_seconds: 300,
-        dispatch_timeout_seconds: None,
-        stop_requested: false,
-        stopped_by: None,
-        requeue_at: None,
-        eligible_host_seen: false,
-        usage: Default::default(),
-        meta: Meta::default(),
-        created_at: at(),
-        updated_at: at(),
+        ..Run::first_attempt(
+            id,
+            (Uuid::from_u128(1), Uuid::from_u128(2)),
+            "fix-login",
+            at(),
+        )
     }
 }
 

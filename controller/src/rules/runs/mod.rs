@@ -90,38 +90,17 @@ pub async fn create(
 ) -> StoreResult<Run> {
     let id = Uuid::new_v4();
     let row = Run {
-        id,
-        project_id,
-        task_id: task.id,
-        name: d.name,
-        host_id: None,
         provider: d.provider,
         prompt: d.prompt,
         cwd: d.cwd,
-        session_name: Run::session_name_for(id),
-        status: RunStatus::Pending,
-        attempt: 1,
-        last_progress_seq: None,
-        failure_reason: None,
-        failure_message: None,
-        pending_since: now,
-        exit_code: None,
-        started_at: None,
-        finished_at: None,
         target: d.target,
         max_attempts: d.max_attempts,
         backoff_seconds: d.backoff_seconds,
         backoff_max_seconds: d.backoff_max_seconds,
         dispatch_timeout_seconds: d.dispatch_timeout_seconds,
         stop_requested: d.stopped,
-        stopped_by: None,
-        requeue_at: None,
-        eligible_host_seen: false,
-        usage: Default::default(),
-        dispatchable_since: None,
         meta: meta::new_meta(d.desired, now),
-        created_at: now,
-        updated_at: now,
+        ..Run::first_attempt(id, (project_id, task.id), d.name, now)
     };
     tx.insert_run(&row).await?;
     // A run naming a Secret that does not exist yet waits for it from the

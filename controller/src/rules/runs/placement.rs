@@ -287,38 +287,12 @@ mod tests {
     fn run(provider: &str, target: Target) -> Run {
         let now = Utc::now();
         Run {
-            id: Uuid::new_v4(),
-            project_id: Uuid::nil(),
-            task_id: Uuid::nil(),
-            name: "r".into(),
-            host_id: None,
             provider: provider.into(),
-            prompt: String::new(),
             cwd: "/tmp".into(),
             session_name: "pam-00000000".into(),
-            status: pam_manifests::state::RunStatus::Pending,
-            attempt: 1,
-            last_progress_seq: None,
-            failure_reason: None,
-            failure_message: None,
-            pending_since: now,
             dispatchable_since: Some(now),
-            exit_code: None,
-            started_at: None,
-            finished_at: None,
             target,
-            max_attempts: 1,
-            backoff_seconds: 0,
-            backoff_max_seconds: 0,
-            dispatch_timeout_seconds: None,
-            stop_requested: false,
-            stopped_by: None,
-            requeue_at: None,
-            eligible_host_seen: false,
-            usage: Default::default(),
-            meta: Meta::default(),
-            created_at: now,
-            updated_at: now,
+            ..Run::first_attempt(Uuid::new_v4(), (Uuid::nil(), Uuid::nil()), "r", now)
         }
     }
 

@@ -233,22 +233,23 @@ fn body(
             .and_then(|id| names.get(&id).cloned())
             .filter(|n| !n.is_empty())
     });
+    // A project-scoped object's path: `plural` named `name` in `project`.
+    let in_project = |plural: &str, name: &Option<String>| {
+        project
+            .as_ref()
+            .zip(name.as_ref())
+            .map(|(p, n)| format!("/api/v1/projects/{p}/{plural}/{n}"))
+    };
     let family = e.topic.split('.').next().unwrap_or("");
     let (kind, name, uid, path) = match family {
         "run" => {
             let name = s("name");
-            let path = project
-                .as_ref()
-                .zip(name.as_ref())
-                .map(|(p, n)| format!("/api/v1/projects/{p}/runs/{n}"));
+            let path = in_project("runs", &name);
             ("Run", name, s("run_id"), path)
         }
         "work_item" => {
             let name = s("name");
-            let path = project
-                .as_ref()
-                .zip(name.as_ref())
-                .map(|(p, n)| format!("/api/v1/projects/{p}/tasks/{n}"));
+            let path = in_project("tasks", &name);
             ("Task", name, s("work_item_id"), path)
         }
         "project" => {
