@@ -9,7 +9,9 @@
 //! - concurrent heartbeats of many hosts are written in a few
 //!   transactions, not one each, and leave hosts, answers and journal as
 //!   the same heartbeats sent one by one (OQ-14 flags, reinstalls,
-//!   offline → online edges, an unregistered host among them).
+//!   offline → online edges, an unregistered host among them);
+//! - the tokens that fifty open streams hold are re-checked with one
+//!   statement a second, not fifty.
 
 mod common;
 
@@ -33,9 +35,10 @@ use tracing_subscriber::Layer;
 use uuid::Uuid;
 
 /// The statements sqlx ran inside a span named `measured` (their
-/// summaries, in order).
+/// summaries, in order), or anywhere when `everywhere` (what background
+/// tasks run).
 #[derive(Clone, Default)]
-struct Statements(Arc<Mutex<Vec<String>>>);
+struct Statements(Arc<Mutex<Vec<String>>>, bool);
 
 struct Summary(String);
 
@@ -57,9 +60,10 @@ impl<S: tracing::Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Statements {
         if event.metadata().target() != "sqlx::query" {
             return;
         }
-        let measured = ctx
-            .event_scope(event)
-            .is_some_and(|mut scope| scope.any(|span| span.name() == "measured"));
+        let measured = self.1
+            || ctx
+                .event_scope(event)
+                .is_some_and(|mut scope| scope.any(|span| span.name() == "measured"));
         if measured {
             let mut s = Summary(String::new());
             event.record(&mut s);
@@ -634,4 +638,57 @@ async fn concurrent_heartbeats_share_their_transactions() {
     for h in tx.list_hosts().await.unwrap() {
         assert_eq!(h.last_seen_at, Some(now), "{}", h.name);
     }
+}
+
+/// Fifty held worker tokens (fifty watching workers) cost the re-check one
+/// statement a second between them, not one transaction each (issue 33:
+/// 10,000 a second for a fleet of 10,000); a revoked one is still found.
+#[tokio::test]
+async fn held_tokens_are_rechecked_together() {
+    const N: usize = 50;
+    let statements = Statements(Default::default(), true);
+    let _guard =
+        tracing::subscriber::set_default(tracing_subscriber::registry().with(statements.clone()));
+    let w = World::new().await;
+    for i in 0..N {
+        let name = format!("h{i}");
+        common::token(&w.state, TokenKind::Worker, &name, Some(&name)).await;
+    }
+    let tokens = {
+        let mut tx = w.state.ctx.store.begin().await.unwrap();
+        tx.list_tokens().await.unwrap()
+    };
+    let (holds, sql) = statements
+        .of(async {
+            let holds: Vec<_> = tokens
+                .iter()
+                .filter(|t| t.host_name.is_some())
+                .map(|t| {
+                    let h = w
+                        .state
+                        .revocations
+                        .hold(&w.state.ctx.store, t.id, &t.fingerprint);
+                    (t.id, h)
+                })
+                .collect();
+            tokio::time::sleep(std::time::Duration::from_millis(2_500)).await;
+            holds
+        })
+        .await;
+    assert_eq!(holds.len(), N);
+    let selects = sql.iter().filter(|s| s.starts_with("SELECT")).count();
+    eprintln!("{N} held tokens, 2.5 s: {selects} lookups: {sql:#?}");
+    assert!(selects >= 1, "the re-check is counted: {sql:#?}");
+    assert!(
+        selects <= 3,
+        "{N} held tokens took {selects} lookups in 2.5 s"
+    );
+    let (victim, hold) = &holds[7];
+    let mut tx = w.state.ctx.store.begin().await.unwrap();
+    tx.revoke_token(*victim, Utc::now()).await.unwrap();
+    w.state.ctx.commit(tx).await.unwrap();
+    tokio::time::timeout(std::time::Duration::from_secs(3), hold.revoked())
+        .await
+        .expect("the revoked token is found within a re-check");
+    assert!(holds.iter().filter(|(_, h)| h.is_revoked()).count() == 1);
 }
