@@ -161,9 +161,15 @@ fn run_object(i: usize) -> Value {
 pub async fn simulate(cfg: FleetConfig) -> anyhow::Result<Value> {
     let pamd = Pamd::start(PamdOptions {
         config_toml: format!(
-            "[hosts]\nheartbeat_seconds = {}\noffline_after_seconds = {}\n",
+            "[hosts]\nheartbeat_seconds = {}\noffline_after_seconds = {}\n{}",
             cfg.heartbeat_secs,
-            cfg.heartbeat_secs * 3
+            cfg.heartbeat_secs * 3,
+            // Issue 33: what a bigger pool changes (`PAM_BENCH_POOL=32`).
+            std::env::var("PAM_BENCH_POOL")
+                .ok()
+                .and_then(|n| n.parse::<u32>().ok())
+                .map(|n| format!("[database]\nmax_connections = {n}\n"))
+                .unwrap_or_default()
         ),
         log_filter: Some("warn".into()),
         ..PamdOptions::default()
