@@ -81,35 +81,45 @@ pub async fn beat(st: &AppState, host: &str, instance_id: Uuid) -> Result<Desire
     })
 }
 
-/// Clears `writing` however the writer ends (a panic included), and drops
-/// what is left so those heartbeats are answered rather than forgotten.
-struct Writing(AppState);
+/// Clears `writing` when the writer ends otherwise than by finding the
+/// queue empty (a panic, the runtime shutting down), and drops what is
+/// left so those heartbeats are answered (503) rather than forgotten.
+struct Writing {
+    st: AppState,
+    /// Cleared at the normal end, under the queue's lock: by then another
+    /// writer may be running, whose queue this one must not touch.
+    armed: bool,
+}
 
 impl Drop for Writing {
     fn drop(&mut self) {
-        if let Ok(mut q) = self.0.heartbeats.queue.lock() {
-            if q.writing {
-                q.writing = false;
-                q.jobs.clear();
-            }
+        if !self.armed {
+            return;
+        }
+        if let Ok(mut q) = self.st.heartbeats.queue.lock() {
+            q.writing = false;
+            q.jobs.clear();
         }
     }
 }
 
 async fn write_batches(st: AppState) {
-    let guard = Writing(st.clone());
+    let mut guard = Writing {
+        st: st.clone(),
+        armed: true,
+    };
     loop {
         let batch = {
             let mut q = st.heartbeats.queue.lock().expect("heartbeat queue");
             if q.jobs.is_empty() {
                 q.writing = false;
-                break;
+                guard.armed = false;
+                return;
             }
             take_batch(&mut q.jobs)
         };
         write(&st, batch).await;
     }
-    drop(guard);
 }
 
 /// Up to [`MAX_BATCH`] queued heartbeats, oldest first, at most one per
