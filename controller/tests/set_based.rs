@@ -5,7 +5,13 @@
 //!   event, and only those inside the measured request are counted);
 //! - a batch of signals leaves runs, journal and exactly-once markers
 //!   exactly as the same signals applied one by one (random batches with
-//!   duplicates and a dead attempt's reports).
+//!   duplicates and a dead attempt's reports);
+//! - concurrent heartbeats of many hosts are written in a few
+//!   transactions, not one each, and leave hosts, answers and journal as
+//!   the same heartbeats sent one by one (OQ-14 flags, reinstalls,
+//!   offline → online edges, an unregistered host among them);
+//! - the tokens that fifty open streams hold are re-checked with one
+//!   statement a second, not fifty.
 
 mod common;
 
@@ -29,9 +35,10 @@ use tracing_subscriber::Layer;
 use uuid::Uuid;
 
 /// The statements sqlx ran inside a span named `measured` (their
-/// summaries, in order).
+/// summaries, in order), or anywhere when `everywhere` (what background
+/// tasks run).
 #[derive(Clone, Default)]
-struct Statements(Arc<Mutex<Vec<String>>>);
+struct Statements(Arc<Mutex<Vec<String>>>, bool);
 
 struct Summary(String);
 
@@ -53,9 +60,10 @@ impl<S: tracing::Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Statements {
         if event.metadata().target() != "sqlx::query" {
             return;
         }
-        let measured = ctx
-            .event_scope(event)
-            .is_some_and(|mut scope| scope.any(|span| span.name() == "measured"));
+        let measured = self.1
+            || ctx
+                .event_scope(event)
+                .is_some_and(|mut scope| scope.any(|span| span.name() == "measured"));
         if measured {
             let mut s = Summary(String::new());
             event.record(&mut s);
@@ -80,19 +88,21 @@ fn t0() -> chrono::DateTime<Utc> {
 struct World {
     state: AppState,
     ops: String,
+    clock: Arc<ManualClock>,
 }
 
 impl World {
     async fn new() -> World {
+        let clock = Arc::new(ManualClock::new(t0()));
         let state = AppState::new(
             Arc::new(pam_store::postgres::PgStore::new(
                 pam_testkit::testdb::fresh_pool().await.unwrap(),
             )),
-            Arc::new(ManualClock::new(t0())),
+            clock.clone(),
             Default::default(),
         );
         let ops = common::token(&state, TokenKind::Operator, "ops", None).await;
-        World { state, ops }
+        World { state, ops, clock }
     }
 
     async fn call(&self, token: &str, method: &str, uri: &str, body: Option<Value>) -> Value {
@@ -400,4 +410,258 @@ async fn applied(w: &World, host: &Host, signals: Vec<Signal>) -> Vec<SignalOutc
         }
         other => panic!("expected an applied batch, got {other:?}"),
     }
+}
+
+/// The instance id the worker of host `name` presents (the same in both
+/// worlds); `clone` gives the other machine a token copy runs on.
+fn instance(name: &str, clone: bool) -> Uuid {
+    let mut n: u128 = if clone { 1 << 100 } else { 0 };
+    for b in name.bytes() {
+        n = n.wrapping_mul(257).wrapping_add(u128::from(b));
+    }
+    Uuid::from_u128(n + 1)
+}
+
+/// Registers host `name` with its instance; its worker token.
+async fn registered(w: &World, name: &str) -> String {
+    let wt = common::token(&w.state, TokenKind::Worker, name, Some(name)).await;
+    let body = json!({"name": name, "platform": "linux", "instance_id": instance(name, false),
+                      "capacity": 1, "labels": {}, "version": "t"});
+    w.call(&wt, "POST", "/api/v1/workers/register", Some(body))
+        .await;
+    wt
+}
+
+/// The heartbeat of host `name` (by its clone when `clone`).
+async fn heartbeat(w: &World, token: &str, name: &str, clone: bool) -> (StatusCode, Value) {
+    let body = json!({ "instance_id": instance(name, clone), "running": [] });
+    request(
+        w.state.clone(),
+        Some(token),
+        "POST",
+        "/api/v1/workers/heartbeat",
+        Some(body),
+    )
+    .await
+}
+
+/// Hosts in every state a heartbeat meets: `plain*` online (`plain0`
+/// with a run), `flag` online and about to be presented by a clone,
+/// `back*` offline, `moved` offline and about to present a new instance,
+/// `ghost` with a token but never registered. Each host's token, by name.
+async fn fleet_world() -> (World, Vec<(String, String, bool)>) {
+    let w = World::new().await;
+    w.runs(1).await;
+    let mut tokens = Vec::new();
+    for name in ["back0", "back1", "moved"] {
+        tokens.push((name.to_string(), registered(&w, name).await));
+    }
+    w.clock.advance(chrono::Duration::seconds(120));
+    let now = w.state.ctx.now();
+    let mut tx = w.state.ctx.store.begin().await.unwrap();
+    for name in ["back0", "back1", "moved"] {
+        let h = tx.get_host_by_name(name).await.unwrap().unwrap();
+        let off = pam_manifests::state::HostStatus::Offline;
+        tx.set_host_status(h.id, h.status, off, now).await.unwrap();
+    }
+    w.state.ctx.commit(tx).await.unwrap();
+    for i in 0..6 {
+        let name = format!("plain{i}");
+        let wt = registered(&w, &name).await;
+        tokens.push((name, wt));
+    }
+    tokens.push(("flag".into(), registered(&w, "flag").await));
+    let ghost = common::token(&w.state, TokenKind::Worker, "ghost", Some("ghost")).await;
+    tokens.push(("ghost".into(), ghost));
+    let claim = "/api/v1/workers/claim?wait=0&max=1";
+    w.call(&tokens[3].1, "POST", claim, None).await;
+    w.clock.advance(chrono::Duration::seconds(10));
+    let beats = tokens
+        .into_iter()
+        .map(|(name, wt)| {
+            let clone = name == "flag" || name == "moved";
+            (name, wt, clone)
+        })
+        .collect();
+    (w, beats)
+}
+
+/// Every host's state and the journal since `since`, with host ids
+/// replaced by names; the journal sorted (a batch journals in arrival
+/// order).
+async fn hosts_outcome(w: &World, since: i64) -> (Vec<String>, Vec<String>) {
+    let mut tx = w.state.ctx.store.begin().await.unwrap();
+    let hosts = tx.list_hosts().await.unwrap();
+    let names = |mut s: String| {
+        for h in &hosts {
+            s = s.replace(&h.id.to_string(), &h.name);
+        }
+        s
+    };
+    let state = hosts
+        .iter()
+        .map(|h| {
+            format!(
+                "{} {:?} {:?} suspect={} {:?} {:?} {:?} rv={}",
+                h.name,
+                h.status,
+                h.instance_id,
+                h.instance_suspect,
+                h.presented_instance_id,
+                h.instance_flagged_at,
+                h.last_seen_at,
+                h.meta.resource_version
+            )
+        })
+        .collect();
+    let mut journal: Vec<String> = tx
+        .events_after(since, 100_000)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| names(format!("{} {}", e.topic, e.payload)))
+        .collect();
+    journal.sort();
+    (state, journal)
+}
+
+/// An answer without the world's ids: its status and its runs' names.
+fn answer((s, v): (StatusCode, Value)) -> String {
+    let runs = v["runs"].as_array().map_or(0, Vec::len);
+    format!("{s} runs={runs} {}", v["error"]["code"])
+}
+
+/// Heartbeats of many hosts at once — the pinned instance of online
+/// hosts, a clone (OQ-14 flag), offline hosts coming back, a reinstall,
+/// an unregistered host — leave hosts, answers and journal as the same
+/// heartbeats one by one.
+#[tokio::test]
+async fn concurrent_heartbeats_leave_the_hosts_as_one_by_one() {
+    let (one, beats1) = fleet_world().await;
+    let (all, beats2) = fleet_world().await;
+    let (since1, since2) = (last_seq(&one).await, last_seq(&all).await);
+    let mut answers1 = Vec::new();
+    for (name, wt, clone) in &beats1 {
+        answers1.push(answer(heartbeat(&one, wt, name, *clone).await));
+    }
+    let answers2: Vec<String> = futures_util::future::join_all(
+        beats2
+            .iter()
+            .map(|(name, wt, clone)| heartbeat(&all, wt, name, *clone)),
+    )
+    .await
+    .into_iter()
+    .map(answer)
+    .collect();
+    assert_eq!(answers1, answers2, "answers");
+    assert!(answers1[3].contains("runs=1"), "{answers1:?}");
+    assert!(answers1.last().unwrap().contains("not_registered"));
+    let (state1, journal1) = hosts_outcome(&one, since1).await;
+    let (state2, journal2) = hosts_outcome(&all, since2).await;
+    assert_eq!(state1, state2, "hosts");
+    assert_eq!(journal1, journal2, "journal");
+    for topic in [
+        "worker.instance_suspect",
+        "worker.instance_reinstalled",
+        "worker.registered",
+    ] {
+        assert!(
+            journal1.iter().any(|e| e.starts_with(topic)),
+            "{topic} in {journal1:#?}"
+        );
+    }
+}
+
+/// Thirty-two hosts heartbeating at once cost a few transactions between
+/// them, not thirty-two (issue 33: the database pool answered 503 at
+/// 10,000 hosts, one transaction a heartbeat).
+#[tokio::test]
+async fn concurrent_heartbeats_share_their_transactions() {
+    const N: usize = 32;
+    let statements = Statements::default();
+    let _guard =
+        tracing::subscriber::set_default(tracing_subscriber::registry().with(statements.clone()));
+    let w = World::new().await;
+    let mut tokens = Vec::new();
+    for i in 0..N {
+        let name = format!("h{i}");
+        tokens.push((registered(&w, &name).await, name));
+    }
+    w.clock.advance(chrono::Duration::seconds(10));
+    let beats = futures_util::future::join_all(
+        tokens
+            .iter()
+            .map(|(wt, name)| heartbeat(&w, wt, name, false)),
+    );
+    let (answers, sql) = statements.of(beats).await;
+    assert!(
+        answers.iter().all(|(s, _)| *s == StatusCode::OK),
+        "{answers:?}"
+    );
+    // sqlx logs no BEGIN; every transaction that wrote ends in a COMMIT.
+    let begins = sql.iter().filter(|s| s.trim() == "COMMIT").count();
+    eprintln!(
+        "{N} heartbeats: {} statements, {begins} transactions: {sql:#?}",
+        sql.len()
+    );
+    assert!(begins >= 1, "transactions are counted: {sql:#?}");
+    assert!(begins <= N / 4, "{N} heartbeats took {begins} transactions");
+    let now = w.state.ctx.now();
+    let mut tx = w.state.ctx.store.begin().await.unwrap();
+    for h in tx.list_hosts().await.unwrap() {
+        assert_eq!(h.last_seen_at, Some(now), "{}", h.name);
+    }
+}
+
+/// Fifty held worker tokens (fifty watching workers) cost the re-check one
+/// statement a second between them, not one transaction each (issue 33:
+/// 10,000 a second for a fleet of 10,000); a revoked one is still found.
+#[tokio::test]
+async fn held_tokens_are_rechecked_together() {
+    const N: usize = 50;
+    let statements = Statements(Default::default(), true);
+    let _guard =
+        tracing::subscriber::set_default(tracing_subscriber::registry().with(statements.clone()));
+    let w = World::new().await;
+    for i in 0..N {
+        let name = format!("h{i}");
+        common::token(&w.state, TokenKind::Worker, &name, Some(&name)).await;
+    }
+    let tokens = {
+        let mut tx = w.state.ctx.store.begin().await.unwrap();
+        tx.list_tokens().await.unwrap()
+    };
+    let (holds, sql) = statements
+        .of(async {
+            let holds: Vec<_> = tokens
+                .iter()
+                .filter(|t| t.host_name.is_some())
+                .map(|t| {
+                    let h = w
+                        .state
+                        .revocations
+                        .hold(&w.state.ctx.store, t.id, &t.fingerprint);
+                    (t.id, h)
+                })
+                .collect();
+            tokio::time::sleep(std::time::Duration::from_millis(2_500)).await;
+            holds
+        })
+        .await;
+    assert_eq!(holds.len(), N);
+    let selects = sql.iter().filter(|s| s.starts_with("SELECT")).count();
+    eprintln!("{N} held tokens, 2.5 s: {selects} lookups: {sql:#?}");
+    assert!(selects >= 1, "the re-check is counted: {sql:#?}");
+    assert!(
+        selects <= 3,
+        "{N} held tokens took {selects} lookups in 2.5 s"
+    );
+    let (victim, hold) = &holds[7];
+    let mut tx = w.state.ctx.store.begin().await.unwrap();
+    tx.revoke_token(*victim, Utc::now()).await.unwrap();
+    w.state.ctx.commit(tx).await.unwrap();
+    tokio::time::timeout(std::time::Duration::from_secs(3), hold.revoked())
+        .await
+        .expect("the revoked token is found within a re-check");
+    assert!(holds.iter().filter(|(_, h)| h.is_revoked()).count() == 1);
 }

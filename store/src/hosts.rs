@@ -110,6 +110,23 @@ pub trait HostTx: Send {
     /// resource_version) where `resource_version = expected_rv`, bumping it.
     /// Status is NOT written here: use [`Tx::set_host_status`].
     async fn update_host(&mut self, h: &Host, expected_rv: i64) -> StoreResult<Host>;
+    /// The hosts with these names (any order; names with no host are left
+    /// out). One statement: the heartbeat batch reads its hosts with it.
+    async fn get_hosts_by_names(&mut self, names: &[String]) -> StoreResult<Vec<Host>>;
+    /// Heartbeats that change nothing but liveness, set-based (issue 33):
+    /// for each `(id, expected_rv)`, `last_seen_at = now` and the version
+    /// bumped where the host is still at `expected_rv` — what
+    /// [`Tx::update_host`] writes for such a host, one statement for all.
+    /// Returns the ids written (a host at another version is left out).
+    async fn touch_hosts(
+        &mut self,
+        seen: &[(Uuid, i64)],
+        now: DateTime<Utc>,
+    ) -> StoreResult<Vec<Uuid>>;
+    /// The spawning and running runs of these hosts, ordered as
+    /// [`Tx::list_runs`] orders them: the desired sets of a heartbeat batch
+    /// in one statement.
+    async fn live_runs_on_hosts(&mut self, hosts: &[Uuid]) -> StoreResult<Vec<crate::Run>>;
     /// Guarded status write through the gate (`WHERE status = from`).
     async fn set_host_status(
         &mut self,

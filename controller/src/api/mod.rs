@@ -32,6 +32,7 @@ pub mod dashboard;
 pub mod events;
 pub mod extract;
 pub mod guard;
+pub mod heartbeats;
 pub mod hosts;
 pub mod idempotency;
 pub mod list;
@@ -89,6 +90,8 @@ pub struct AppState {
     /// `[metrics] require_token`: `/metrics` needs an admin or metrics
     /// token.
     pub metrics_require_token: bool,
+    /// The heartbeats waiting for the next batch (issue 33).
+    pub heartbeats: Arc<heartbeats::Heartbeats>,
 }
 
 impl AppState {
@@ -105,6 +108,7 @@ impl AppState {
             repos: None,
             oidc: None,
             metrics_require_token: false,
+            heartbeats: Default::default(),
         }
     }
 }

@@ -14,7 +14,7 @@ use super::ApiError;
 /// How often a lost race is run again before its 409 is answered.
 const CONFLICT_RETRIES: usize = 8;
 
-fn is_conflict(e: &ApiError) -> bool {
+pub(super) fn is_conflict(e: &ApiError) -> bool {
     e.status == StatusCode::CONFLICT && e.code == "conflict"
 }
 

@@ -49,14 +49,15 @@ const MAX_CLAIM_WAIT: Duration = Duration::from_secs(60);
 pub(super) async fn host_of(tx: &mut dyn Tx, w: &Worker) -> Result<Host, ApiError> {
     tx.get_host_by_name(&w.host)
         .await?
-        .ok_or_else(|| not_registered(w))
+        .ok_or_else(|| not_registered(&w.host))
 }
 
-fn not_registered(w: &Worker) -> ApiError {
+/// 409: the worker's host has no row yet (it registers first).
+pub(super) fn not_registered(host: &str) -> ApiError {
     ApiError::new(
         StatusCode::CONFLICT,
         "not_registered",
-        format!("host {:?} has not registered yet", w.host),
+        format!("host {host:?} has not registered yet"),
     )
 }
 
@@ -97,71 +98,55 @@ async fn register_once(
     }))
 }
 
+/// Written with the other heartbeats waiting, in one transaction
+/// ([`super::heartbeats`]).
 pub async fn heartbeat(
     State(st): State<AppState>,
     w: Worker,
     Json(hb): Json<Heartbeat>,
 ) -> Result<Json<DesiredSet>, ApiError> {
     validate::heartbeat(&hb)?;
-    retry_conflicts(|| heartbeat_once(&st, &w, &hb)).await
-}
-
-async fn heartbeat_once(
-    st: &AppState,
-    w: &Worker,
-    hb: &Heartbeat,
-) -> Result<Json<DesiredSet>, ApiError> {
-    let now = st.ctx.now();
-    let mut tx = st.ctx.store.begin().await?;
-    let host = host_of(tx.as_mut(), w).await?;
-    let was_eligible = hosts::eligible(&host);
-    let (host, _) = hosts::present(
-        tx.as_mut(),
-        host,
-        Some(hb.instance_id),
-        st.ctx.thresholds.offline_after,
-        now,
-    )
-    .await?;
-    let mut desired = desired_set(tx.as_mut(), &st.ctx.secrets, &host).await?;
-    st.ctx.commit(tx).await?;
-    hand_out(st, &host, &mut desired).await?;
-    if !was_eligible && hosts::eligible(&host) {
-        st.ctx.host_may_take_runs();
-    }
-    Ok(Json(desired))
+    Ok(Json(
+        super::heartbeats::beat(&st, &w.host, hb.instance_id).await?,
+    ))
 }
 
 pub async fn desired(State(st): State<AppState>, w: Worker) -> Result<Json<DesiredSet>, ApiError> {
     let mut tx = st.ctx.store.begin().await?;
     let host = host_of(tx.as_mut(), &w).await?;
     let mut desired = desired_set(tx.as_mut(), &st.ctx.secrets, &host).await?;
-    drop(tx);
-    hand_out(&st, &host, &mut desired).await?;
+    signals_into(&st, &host, &mut desired);
+    if !desired.runs.is_empty() {
+        // In the read's transaction: no second one (issue 33).
+        let runs: Vec<(uuid::Uuid, i32)> =
+            desired.runs.iter().map(|r| (r.run_id, r.attempt)).collect();
+        let mut input = tx.take_attach_input(&runs).await?;
+        st.ctx.commit(tx).await?;
+        attach_input(&mut desired, &mut input);
+    }
     Ok(Json(desired))
 }
 
 /// Puts the operator signals of each live run (all of them, every time:
-/// the worker delivers each id once) and the attach input queued in the
-/// store (handed out once, to whichever request reads the set first) into
-/// the set.
-async fn hand_out(st: &AppState, host: &Host, desired: &mut DesiredSet) -> Result<(), ApiError> {
+/// the worker delivers each id once) into the set, and forgets those of
+/// runs no longer in it.
+pub(super) fn signals_into(st: &AppState, host: &Host, desired: &mut DesiredSet) {
     let live = desired.runs.iter().map(|r| r.run_id).collect();
     st.signals.forget_ended(host.id, &live);
     for r in &mut desired.runs {
         r.signals = st.signals.for_run(r.run_id, r.attempt);
     }
-    if desired.runs.is_empty() {
-        return Ok(());
-    }
-    let runs: Vec<(uuid::Uuid, i32)> = desired.runs.iter().map(|r| (r.run_id, r.attempt)).collect();
-    let mut tx = st.ctx.store.begin().await?;
-    let mut input = tx.take_attach_input(&runs).await?;
-    st.ctx.commit(tx).await?;
+}
+
+/// Puts the attach input taken from the store (handed out once, to
+/// whichever request read the set first) into the set.
+pub(super) fn attach_input(
+    desired: &mut DesiredSet,
+    input: &mut std::collections::HashMap<uuid::Uuid, Vec<String>>,
+) {
     for r in &mut desired.runs {
         r.input = input.remove(&r.run_id).unwrap_or_default();
     }
-    Ok(())
 }
 
 /// The runs that should exist on a host: its spawning and running runs.
@@ -193,7 +178,11 @@ fn reads_store(r: &Run) -> bool {
 /// for; never once it runs. Values are opened here, in this request's
 /// transaction. A Secret or key missing by now, or unreadable, is the
 /// spawn's failure (`envError`): the run never starts without it.
-async fn with_env(tx: &mut dyn Tx, ring: &Keyring, r: &Run) -> Result<DesiredRun, ApiError> {
+pub(super) async fn with_env(
+    tx: &mut dyn Tx,
+    ring: &Keyring,
+    r: &Run,
+) -> Result<DesiredRun, ApiError> {
     let mut d = desired_run(r);
     if r.status != RunStatus::Spawning {
         return Ok(d);
@@ -338,7 +327,7 @@ pub async fn signals(
     // The host is read in the batch's transaction (issue 33: no
     // transaction of its own per request).
     let outcome = ingest::ingest_as(&st.ctx, Ok(&w.host), &batch.signals).await?;
-    match outcome.ok_or_else(|| not_registered(&w))? {
+    match outcome.ok_or_else(|| not_registered(&w.host))? {
         ingest::BatchOutcome::Applied {
             results,
             budget_stops,

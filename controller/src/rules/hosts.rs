@@ -54,13 +54,75 @@ pub enum Presence {
 /// online (journaling `worker.registered`). Returns the stored host.
 pub async fn present(
     tx: &mut dyn Tx,
-    mut host: Host,
+    host: Host,
     instance_id: Option<Uuid>,
     offline_after: std::time::Duration,
     now: DateTime<Utc>,
 ) -> StoreResult<(Host, Presence)> {
+    let mut out = present_many(tx, vec![(host, instance_id)], offline_after, now).await?;
+    Ok(out.pop().expect("one host in, one out"))
+}
+
+/// [`present`] for many hosts at once (issue 33: the heartbeat batch), in
+/// the order given; the hosts must be distinct. A presentation that
+/// changes nothing but `last_seen_at` (the pinned instance of a host
+/// already online — nearly every heartbeat) is written with the others
+/// like it in one statement ([`Tx::touch_hosts`]); the rest are written
+/// one by one, with their events. Conflict when any host is no longer at
+/// the version read.
+pub async fn present_many(
+    tx: &mut dyn Tx,
+    hosts: Vec<(Host, Option<Uuid>)>,
+    offline_after: std::time::Duration,
+    now: DateTime<Utc>,
+) -> StoreResult<Vec<(Host, Presence)>> {
     let window = chrono::Duration::from_std(offline_after).expect("threshold in range");
-    let rv = host.meta.resource_version;
+    let judged: Vec<_> = hosts
+        .into_iter()
+        .map(|(host, instance_id)| {
+            let rv = host.meta.resource_version;
+            let (host, presence) = judge(host, instance_id, window, now);
+            (host, presence, instance_id, rv)
+        })
+        .collect();
+    let plain: Vec<(Uuid, i64)> = judged
+        .iter()
+        .filter(|(h, p, ..)| only_seen(h, *p))
+        .map(|(h, _, _, rv)| (h.id, *rv))
+        .collect();
+    let touched: std::collections::HashSet<Uuid> = if plain.is_empty() {
+        Default::default()
+    } else {
+        tx.touch_hosts(&plain, now).await?.into_iter().collect()
+    };
+    let mut out = Vec::with_capacity(judged.len());
+    for (mut host, presence, instance_id, rv) in judged {
+        if only_seen(&host, presence) {
+            if !touched.contains(&host.id) {
+                return Err(StoreError::Conflict(format!(
+                    "host {} is not at resource version {rv}",
+                    host.id
+                )));
+            }
+            // What update_host would have returned: nothing else changed.
+            host.meta.resource_version = rv + 1;
+            out.push((host, presence));
+        } else {
+            let host = write_presence(tx, host, presence, instance_id, rv, now).await?;
+            out.push((host, presence));
+        }
+    }
+    Ok(out)
+}
+
+/// OQ-14's judgement of a presentation (no store access): the host as it
+/// is to be written, and what the presentation was.
+fn judge(
+    mut host: Host,
+    instance_id: Option<Uuid>,
+    window: chrono::Duration,
+    now: DateTime<Utc>,
+) -> (Host, Presence) {
     let presence = match (host.instance_id, instance_id) {
         (_, None) => Presence::Pinned,
         (None, Some(new)) => {
@@ -84,13 +146,35 @@ pub async fn present(
             }
         }
     };
-    let pinned_speaking = matches!(
-        presence,
-        Presence::Pinned | Presence::FirstPin | Presence::Reinstalled
-    );
-    if pinned_speaking {
+    if pinned_speaking(presence) {
         host.last_seen_at = Some(now);
     }
+    (host, presence)
+}
+
+fn pinned_speaking(p: Presence) -> bool {
+    matches!(
+        p,
+        Presence::Pinned | Presence::FirstPin | Presence::Reinstalled
+    )
+}
+
+/// The presentation changes `last_seen_at` and nothing else: no instance
+/// field, no status edge, no event.
+fn only_seen(host: &Host, p: Presence) -> bool {
+    p == Presence::Pinned && !matches!(host.status, HostStatus::Registered | HostStatus::Offline)
+}
+
+/// Writes a judged presentation that changes more than `last_seen_at`,
+/// with its events and its status edge.
+async fn write_presence(
+    tx: &mut dyn Tx,
+    host: Host,
+    presence: Presence,
+    instance_id: Option<Uuid>,
+    rv: i64,
+    now: DateTime<Utc>,
+) -> StoreResult<Host> {
     let mut host = tx.update_host(&host, rv).await?;
     match presence {
         Presence::Flagged => {
@@ -118,7 +202,9 @@ pub async fn present(
         }
         _ => {}
     }
-    if pinned_speaking && matches!(host.status, HostStatus::Registered | HostStatus::Offline) {
+    if pinned_speaking(presence)
+        && matches!(host.status, HostStatus::Registered | HostStatus::Offline)
+    {
         let from = host.status;
         host = tx
             .set_host_status(host.id, from, HostStatus::Online, now)
@@ -133,7 +219,7 @@ pub async fn present(
         )
         .await?;
     }
-    Ok((host, presence))
+    Ok(host)
 }
 
 /// `pamctl host clear-suspect`: clears the flag and pins the newest

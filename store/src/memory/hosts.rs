@@ -49,6 +49,45 @@ impl HostTx for MemTx {
             })
     }
 
+    async fn get_hosts_by_names(&mut self, names: &[String]) -> StoreResult<Vec<Host>> {
+        let names: std::collections::BTreeSet<&str> = names.iter().map(String::as_str).collect();
+        Ok(self
+            .work
+            .hosts
+            .values()
+            .filter(|h| names.contains(h.name.as_str()))
+            .cloned()
+            .collect())
+    }
+
+    async fn touch_hosts(
+        &mut self,
+        seen: &[(Uuid, i64)],
+        now: DateTime<Utc>,
+    ) -> StoreResult<Vec<Uuid>> {
+        let mut written = Vec::new();
+        for &(id, rv) in seen {
+            if let Some(h) = self.work.hosts.get_mut(&id) {
+                if h.meta.resource_version == rv {
+                    h.last_seen_at = Some(now);
+                    h.meta.resource_version = rv + 1;
+                    written.push(id);
+                }
+            }
+        }
+        Ok(written)
+    }
+
+    async fn live_runs_on_hosts(&mut self, hosts: &[Uuid]) -> StoreResult<Vec<Run>> {
+        let f = RunFilter {
+            statuses: Some(vec![RunStatus::Spawning, RunStatus::Running]),
+            ..RunFilter::default()
+        };
+        let mut runs = self.list_runs(&f).await?;
+        runs.retain(|r| r.host_id.is_some_and(|h| hosts.contains(&h)));
+        Ok(runs)
+    }
+
     async fn set_host_status(
         &mut self,
         id: Uuid,

@@ -37,6 +37,19 @@ impl TokenTx for MemTx {
         Ok(())
     }
 
+    async fn live_tokens(&mut self, ids: &[Uuid]) -> StoreResult<Vec<Uuid>> {
+        Ok(ids
+            .iter()
+            .filter(|id| {
+                self.work
+                    .tokens
+                    .get(id)
+                    .is_some_and(|t| t.revoked_at.is_none())
+            })
+            .copied()
+            .collect())
+    }
+
     async fn get_token_by_fingerprint(&mut self, fp: &str) -> StoreResult<Option<ApiToken>> {
         Ok(self
             .work

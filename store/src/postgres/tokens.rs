@@ -41,6 +41,18 @@ impl TokenTx for PgTx {
         token_by_fingerprint(self.conn(), fp).await
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(n = ids.len()))]
+    async fn live_tokens(&mut self, ids: &[Uuid]) -> StoreResult<Vec<Uuid>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        sqlx::query_scalar("SELECT id FROM api_tokens WHERE id = ANY($1) AND revoked_at IS NULL")
+            .bind(ids)
+            .fetch_all(self.conn())
+            .await
+            .map_err(db_err)
+    }
+
     #[tracing::instrument(level = "debug", skip_all)]
     async fn list_tokens(&mut self) -> StoreResult<Vec<ApiToken>> {
         let sql = format!("SELECT {TOKEN_COLS} FROM api_tokens ORDER BY created_at, id");

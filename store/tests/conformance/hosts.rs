@@ -114,3 +114,58 @@ pub async fn delete_host_refused_while_referenced(s: &dyn Store) {
     let mut tx = s.begin().await.unwrap();
     assert!(tx.list_hosts().await.unwrap().is_empty());
 }
+
+/// The heartbeat batch's reads and write (issue 33): hosts by names, the
+/// plain liveness write guarded per host by its version, and the live
+/// runs of many hosts in `list_runs`' order.
+pub async fn host_batch_reads_and_touch(s: &dyn Store) {
+    let (_, task) = seed(s).await;
+    let (a, b, c) = (host("a", &[]), host("b", &[]), host("c", &[]));
+    insert_hosts(s, &[&a, &b, &c]).await;
+    let mut runs = Vec::new();
+    for (i, (h, status)) in [
+        (&a, RunStatus::Running),
+        (&b, RunStatus::Spawning),
+        (&a, RunStatus::Exited),
+        (&c, RunStatus::Running),
+        (&a, RunStatus::Spawning),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut r = run(&task, &format!("r{i}"), t(i as i64));
+        r.host_id = Some(h.id);
+        r.status = status;
+        runs.push(r);
+    }
+    insert_runs(s, &runs).await;
+    let mut tx = s.begin().await.unwrap();
+    let mut got = names_of(
+        tx.get_hosts_by_names(&["c".into(), "a".into(), "nope".into()])
+            .await,
+        |h| &h.name,
+    );
+    got.sort();
+    assert_eq!(got, ["a", "c"]);
+    let live = tx.live_runs_on_hosts(&[a.id, b.id]).await.unwrap();
+    assert_eq!(ids(&live, |r| r.id), [runs[0].id, runs[1].id, runs[4].id]);
+    assert!(tx.live_runs_on_hosts(&[]).await.unwrap().is_empty());
+    // b is not at version 7: left out, unwritten.
+    let mut written = tx
+        .touch_hosts(&[(a.id, 1), (b.id, 7), (c.id, 1)], t(9))
+        .await
+        .unwrap();
+    written.sort();
+    let mut want = vec![a.id, c.id];
+    want.sort();
+    assert_eq!(written, want);
+    tx.commit().await.unwrap();
+    let mut tx = s.begin().await.unwrap();
+    for (h, seen, rv) in [(&a, Some(t(9)), 2), (&b, None, 1), (&c, Some(t(9)), 2)] {
+        let got = tx.get_host(h.id).await.unwrap().unwrap();
+        let mut want = h.clone();
+        want.last_seen_at = seen;
+        want.meta.resource_version = rv;
+        assert_eq!(got, want, "{}", h.name);
+    }
+}

@@ -83,6 +83,7 @@ macro_rules! store_conformance_tests {
             host_crud_and_update,
             host_status_guarded,
             list_silent_hosts,
+            host_batch_reads_and_touch,
             delete_host_refused_while_referenced,
             events_append_after_bounds_purge,
             append_events_batch,

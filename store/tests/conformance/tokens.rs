@@ -8,6 +8,21 @@ pub async fn tokens_insert_lookup_revoke(s: &dyn Store) {
     let mut tx = s.begin().await.unwrap();
     tx.insert_token(&op).await.unwrap();
     tx.insert_token(&wk).await.unwrap();
+    // Issue 33: the re-check of held tokens, set-based.
+    let mut live = tx
+        .live_tokens(&[op.id, wk.id, Uuid::new_v4()])
+        .await
+        .unwrap();
+    live.sort();
+    let mut want = vec![op.id, wk.id];
+    want.sort();
+    assert_eq!(live, want);
+    assert!(tx.revoke_token(wk.id, t(1)).await.unwrap());
+    assert_eq!(tx.live_tokens(&[op.id, wk.id]).await.unwrap(), [op.id]);
+    drop(tx);
+    let mut tx = s.begin().await.unwrap();
+    tx.insert_token(&op).await.unwrap();
+    tx.insert_token(&wk).await.unwrap();
     assert_err!(
         tx.insert_token(&token("other", TokenKind::Operator, "fp-op", 3))
             .await,

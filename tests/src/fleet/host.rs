@@ -38,6 +38,9 @@ pub struct Shared {
     pub lat: Latencies,
     pub acks: Acks,
     pub stop: std::sync::atomic::AtomicBool,
+    /// Hosts whose watch stream has opened once and whose first desired
+    /// set was read: the idle measure waits for all of them.
+    pub settled: std::sync::atomic::AtomicUsize,
 }
 
 pub struct Host {
@@ -199,6 +202,7 @@ impl Host {
     pub async fn watch_loop(self: Arc<Self>, sh: Arc<Shared>, offset: Duration, seed: u64) {
         let mut rng = Rng(seed);
         let mut last: Option<String> = None;
+        let mut settled = false;
         let resync = Duration::from_secs(sh.cfg.resync_secs);
         let mut next_resync = Instant::now() + offset + resync;
         while !sh.stop.load(Ordering::Relaxed) {
@@ -272,6 +276,9 @@ impl Host {
                     )
                     .await;
                 if let Some(set) = set {
+                    if !std::mem::replace(&mut settled, true) {
+                        sh.settled.fetch_add(1, Ordering::Relaxed);
+                    }
                     self.start_runs(&sh, set, &mut rng);
                 }
             }

@@ -1,0 +1,254 @@
+//! Heartbeats by group commit (issue 33).
+//!
+//! At 10,000 hosts pamd gets 333 heartbeats a second; one transaction
+//! each (read the host, write it, read its desired set) exhausted the
+//! database pool. Heartbeats waiting together are written together
+//! instead: the first one to arrive while no batch is being written
+//! starts a writer task, which takes every heartbeat waiting (up to
+//! [`MAX_BATCH`], one per host) into one transaction — the hosts read
+//! with one statement, their liveness written by [`hosts::present_many`]
+//! (the one home of OQ-14 and the offline → online edge, set-based), their
+//! desired sets read with one statement — and takes the next batch once
+//! that one has committed. Heartbeats arriving meanwhile wait for the next
+//! batch, so under load a batch holds all that came during the previous
+//! one, and one transaction at a time serves every heartbeat.
+//!
+//! - No heartbeat is answered before its batch committed.
+//! - A batch that loses a race (a host written meanwhile: a conflict) is
+//!   written again one host per transaction, each retried as a single
+//!   heartbeat's was, so one host's race does not fail the others.
+//! - Any other failure (the database unavailable) is every heartbeat's
+//!   answer; the workers retry.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use pam_manifests::protocol::{DesiredRun, DesiredSet};
+use pam_store::Host;
+use tokio::sync::oneshot;
+use tracing::Instrument;
+use uuid::Uuid;
+
+use super::retry::retry_conflicts;
+use super::worker::{attach_input, not_registered, signals_into, with_env};
+use super::{ApiError, AppState};
+use crate::rules::hosts;
+
+/// Most heartbeats one transaction writes.
+const MAX_BATCH: usize = 512;
+
+/// The heartbeats waiting for the next batch (one per [`AppState`]).
+#[derive(Default)]
+pub struct Heartbeats {
+    queue: Mutex<Queue>,
+}
+
+#[derive(Default)]
+struct Queue {
+    jobs: Vec<Job>,
+    /// A writer task is running: it takes what is queued.
+    writing: bool,
+}
+
+struct Job {
+    host: String,
+    instance_id: Uuid,
+    reply: oneshot::Sender<Result<DesiredSet, ApiError>>,
+}
+
+/// Writes the heartbeat of `host`'s worker with the others waiting: its
+/// desired set once the batch committed.
+pub async fn beat(st: &AppState, host: &str, instance_id: Uuid) -> Result<DesiredSet, ApiError> {
+    let (reply, answer) = oneshot::channel();
+    let start = {
+        let mut q = st.heartbeats.queue.lock().expect("heartbeat queue");
+        q.jobs.push(Job {
+            host: host.to_string(),
+            instance_id,
+            reply,
+        });
+        !std::mem::replace(&mut q.writing, true)
+    };
+    if start {
+        // Its own task: a heartbeat whose client went away does not take
+        // the others' batch with it.
+        tokio::spawn(write_batches(st.clone()).in_current_span());
+    }
+    answer.await.unwrap_or_else(|_| {
+        Err(ApiError::unavailable(
+            "the heartbeat was not written; send it again",
+        ))
+    })
+}
+
+/// Clears `writing` when the writer ends otherwise than by finding the
+/// queue empty (a panic, the runtime shutting down), and drops what is
+/// left so those heartbeats are answered (503) rather than forgotten.
+struct Writing {
+    st: AppState,
+    /// Cleared at the normal end, under the queue's lock: by then another
+    /// writer may be running, whose queue this one must not touch.
+    armed: bool,
+}
+
+impl Drop for Writing {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        if let Ok(mut q) = self.st.heartbeats.queue.lock() {
+            q.writing = false;
+            q.jobs.clear();
+        }
+    }
+}
+
+async fn write_batches(st: AppState) {
+    let mut guard = Writing {
+        st: st.clone(),
+        armed: true,
+    };
+    loop {
+        let batch = {
+            let mut q = st.heartbeats.queue.lock().expect("heartbeat queue");
+            if q.jobs.is_empty() {
+                q.writing = false;
+                guard.armed = false;
+                return;
+            }
+            take_batch(&mut q.jobs)
+        };
+        write(&st, batch).await;
+    }
+}
+
+/// Up to [`MAX_BATCH`] queued heartbeats, oldest first, at most one per
+/// host: a second one of a host (a retry, or a clone of its token) waits
+/// for the next batch, so it is judged after the first as it would be
+/// one by one.
+fn take_batch(queue: &mut Vec<Job>) -> Vec<Job> {
+    let mut seen = std::collections::HashSet::new();
+    let mut batch = Vec::new();
+    let mut rest = Vec::new();
+    for job in queue.drain(..) {
+        if batch.len() < MAX_BATCH && seen.insert(job.host.clone()) {
+            batch.push(job);
+        } else {
+            rest.push(job);
+        }
+    }
+    *queue = rest;
+    batch
+}
+
+async fn write(st: &AppState, batch: Vec<Job>) {
+    let beats: Vec<(&str, Uuid)> = batch
+        .iter()
+        .map(|j| (j.host.as_str(), j.instance_id))
+        .collect();
+    match write_once(st, &beats).await {
+        Ok(answers) => {
+            for (job, answer) in batch.into_iter().zip(answers) {
+                let _ = job.reply.send(answer);
+            }
+        }
+        Err(e) if super::retry::is_conflict(&e) => {
+            // One host's race: each on its own, retried as before.
+            let mut each = tokio::task::JoinSet::new();
+            for job in batch {
+                let st = st.clone();
+                each.spawn(async move {
+                    let beat = [(job.host.as_str(), job.instance_id)];
+                    let answer = retry_conflicts(|| async {
+                        let mut a = write_once(&st, &beat).await?;
+                        a.pop().expect("one heartbeat, one answer")
+                    })
+                    .await;
+                    let _ = job.reply.send(answer);
+                });
+            }
+            while each.join_next().await.is_some() {}
+        }
+        Err(e) => {
+            for job in batch {
+                let _ = job.reply.send(Err(copy(&e)));
+            }
+        }
+    }
+}
+
+fn copy(e: &ApiError) -> ApiError {
+    ApiError {
+        status: e.status,
+        code: e.code,
+        message: e.message.clone(),
+        details: e.details.clone(),
+        retry_after: e.retry_after,
+    }
+}
+
+/// One transaction for the heartbeats `beats` (distinct hosts): each one's
+/// answer, in order — its desired set, or 409 when its host has not
+/// registered. `Err` when the transaction failed as a whole.
+async fn write_once(
+    st: &AppState,
+    beats: &[(&str, Uuid)],
+) -> Result<Vec<Result<DesiredSet, ApiError>>, ApiError> {
+    let now = st.ctx.now();
+    let mut tx = st.ctx.store.begin().await?;
+    let names: Vec<String> = beats.iter().map(|(h, _)| h.to_string()).collect();
+    let mut found: HashMap<String, Host> = tx
+        .get_hosts_by_names(&names)
+        .await?
+        .into_iter()
+        .map(|h| (h.name.clone(), h))
+        .collect();
+    let mut presented = Vec::with_capacity(beats.len());
+    for (name, instance_id) in beats {
+        if let Some(h) = found.remove(*name) {
+            presented.push((h, Some(*instance_id)));
+        }
+    }
+    let was_eligible: Vec<bool> = presented.iter().map(|(h, _)| hosts::eligible(h)).collect();
+    let presented =
+        hosts::present_many(tx.as_mut(), presented, st.ctx.thresholds.offline_after, now).await?;
+    let ids: Vec<Uuid> = presented.iter().map(|(h, _)| h.id).collect();
+    let mut sets: HashMap<Uuid, Vec<DesiredRun>> = HashMap::new();
+    for r in tx.live_runs_on_hosts(&ids).await? {
+        let d = with_env(tx.as_mut(), &st.ctx.secrets, &r).await?;
+        sets.entry(r.host_id.expect("a live run has a host"))
+            .or_default()
+            .push(d);
+    }
+    // The attach input of every run in the batch, taken in the batch's
+    // transaction (no second one, and none when no host has a run).
+    let live: Vec<(Uuid, i32)> = sets
+        .values()
+        .flatten()
+        .map(|r| (r.run_id, r.attempt))
+        .collect();
+    let mut input = if live.is_empty() {
+        HashMap::new()
+    } else {
+        tx.take_attach_input(&live).await?
+    };
+    st.ctx.commit(tx).await?;
+    let mut became_eligible = false;
+    let mut by_name: HashMap<&str, DesiredSet> = HashMap::new();
+    for ((host, _), was) in presented.iter().zip(was_eligible) {
+        became_eligible |= !was && hosts::eligible(host);
+        let mut set = DesiredSet {
+            runs: sets.remove(&host.id).unwrap_or_default(),
+        };
+        signals_into(st, host, &mut set);
+        attach_input(&mut set, &mut input);
+        by_name.insert(host.name.as_str(), set);
+    }
+    if became_eligible {
+        st.ctx.host_may_take_runs();
+    }
+    Ok(beats
+        .iter()
+        .map(|(name, _)| by_name.remove(name).ok_or_else(|| not_registered(name)))
+        .collect())
+}
