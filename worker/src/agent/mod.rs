@@ -10,8 +10,8 @@
 //!   it register again. Operator signals and attach input that pamd hands
 //!   out with the heartbeat's desired set are passed to the reconcile loop,
 //!   which the set also wakes when it lists a run or a stop the loop's
-//!   last read did not (issue 33: a stop accepted by another pamd replica
-//!   sends no watch frame).
+//!   last read did not (issue 33: a safety net — a watch frame may be
+//!   lost with its connection, or pamd may be older).
 //! * **watch** — one long `GET /api/v1/workers/watch` (issue 33, see
 //!   [`watch`]): pamd claims runs for the host while it is open and sends
 //!   a frame whenever the host's desired set changed (a run claimed, a
@@ -401,9 +401,9 @@ async fn heartbeat_loop(st: Arc<State>, mut every: Duration) {
 
 /// Hands signals/input from a desired set to the reconcile loop.
 fn deliver(st: &State, set: &DesiredSet) {
-    // Issue 33: a run or a stop the last read of the set did not show (a
-    // stop accepted by another pamd replica journals nothing, so no watch
-    // frame tells of it): read the set now.
+    // Issue 33: a run or a stop the last read of the set did not show
+    // (its watch frame lost, or a pamd older than `run.stop_requested`,
+    // whose stop through another replica sent none): read the set now.
     let mut any = {
         let known = st.known.lock().unwrap();
         set.runs
