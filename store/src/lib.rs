@@ -53,6 +53,7 @@ pub mod idempotency;
 pub mod leader;
 pub mod managed;
 pub mod memory;
+pub mod objects;
 pub mod postgres;
 pub mod projects;
 pub mod results;
@@ -80,6 +81,7 @@ pub use hosts::{Host, HostTx};
 pub use idempotency::{Claimed, IdempotencyClaim, IdempotencyTx};
 pub use leader::{LeaderTx, Lease};
 pub use managed::{ManagedEntry, ManagedFields, ManagedFieldsTx};
+pub use objects::{Object, ObjectTx};
 pub use projects::{Project, ProjectTx};
 pub use results::{RunResultRow, RunResultTx};
 pub use runs::{PendingRun, Run, RunFilter, RunTx, RunUpdate, SignalMarker, Target};
@@ -96,8 +98,8 @@ pub use work_items::{WorkItem, WorkItemTx};
 pub mod prelude {
     pub use crate::{
         AttachTx, ChartTx, DependencyTx, EventTx, HostTx, IdempotencyTx, LeaderTx, ManagedFieldsTx,
-        ProjectTx, RunResultTx, RunTx, ScheduleTx, SecretTx, SourceTx, Store, TokenTx, Tx,
-        WebhookTx, WorkItemTx,
+        ObjectTx, ProjectTx, RunResultTx, RunTx, ScheduleTx, SecretTx, SourceTx, Store, TokenTx,
+        Tx, WebhookTx, WorkItemTx,
     };
 }
 
@@ -264,6 +266,7 @@ pub trait Tx:
     + ScheduleTx
     + LeaderTx
     + ManagedFieldsTx
+    + ObjectTx
     + Send
 {
     /// Commits, returning the events appended in this transaction (in seq

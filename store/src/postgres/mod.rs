@@ -427,6 +427,7 @@ mod idempotency;
 mod leader;
 mod managed;
 mod named;
+mod objects;
 mod pool;
 mod projects;
 mod results;

@@ -104,6 +104,8 @@ macro_rules! store_conformance_tests {
             leader_lease_take_renew_expire_and_fence,
             attach_lease_one_holder_input_expiry_and_revocation,
             webhook_crud_targets_and_delivery_queue,
+            objects_keyed_by_kind_scope_and_name,
+            object_update_guarded_and_deleted_with_project,
             pending_events_are_the_transactions_own,
             idempotency_keys_claim_answer_replay_and_expire,
             secret_crud_unique_and_cascade,
@@ -316,6 +318,7 @@ mod hosts;
 mod leader;
 mod managed;
 mod named;
+mod objects;
 mod projects;
 mod runs;
 mod schedules;
@@ -346,6 +349,8 @@ pub use managed::*;
 #[allow(unused_imports)]
 pub use named::*;
 #[allow(unused_imports)]
+pub use objects::*;
+#[allow(unused_imports)]
 pub use projects::*;
 #[allow(unused_imports)]
 pub use runs::*;
@@ -363,7 +368,6 @@ pub use tokens::*;
 pub use transactions::*;
 #[allow(unused_imports)]
 pub use usage::*;
-#[allow(unused_imports)]
 pub use webhooks::*;
 #[allow(unused_imports)]
 pub use work_items::*;
