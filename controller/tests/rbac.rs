@@ -299,8 +299,7 @@ async fn walk(w: World) {
             Access::Public => continue,
         };
         let scoped = r.path.contains("{project}");
-        let admin_only =
-            access::ADMIN_RESOURCES.contains(&resource) && !(resource == "hosts" && verb.reads());
+        let admin_only = access::admin_only(resource) && !(resource == "hosts" && verb.reads());
         let what = |who: &str, p: &str| format!("{who} {} {} in {p}", r.method, r.path);
         // The viewer and the operator of web, against api: as if api did
         // not exist (404), or refused outright for what only an admin may

@@ -33,6 +33,8 @@ pub use secret::{
     valid_secret_key, ObservedSecret, SecretKeyStatus, SecretSpec, SECRET_KEY_MAX_BYTES,
     SECRET_MAX_BYTES,
 };
+pub mod role;
+pub use role::{ObservedRole, ProjectSelector, RoleRule, RoleSpec};
 mod schedule;
 pub use schedule::{ConcurrencyPolicy, ObservedSchedule, ScheduleSpec, Timetable};
 mod source;
@@ -85,12 +87,14 @@ pub enum Kind {
     Secret,
     /// Runs of a project started on a cron timetable (issue 18).
     Schedule,
+    /// A custom role tokens are bound to (issue 34; stored generically).
+    Role,
 }
 
 impl Kind {
     /// Every kind, in apply order (projects before their tasks, tasks
     /// before their runs).
-    pub const ALL: [Kind; 8] = [
+    pub const ALL: [Kind; 9] = [
         Kind::Project,
         Kind::Host,
         Kind::Secret,
@@ -99,6 +103,7 @@ impl Kind {
         Kind::Schedule,
         Kind::Source,
         Kind::Webhook,
+        Kind::Role,
     ];
 
     /// This kind's description ([`info::KINDS`]).
@@ -416,6 +421,10 @@ object!(
     /// A Schedule: runs on a cron timetable (issue 18).
     Schedule, ScheduleKind, ProjectObjectMeta, ScheduleSpec, ObservedSchedule
 );
+object!(
+    /// A Role: a custom role tokens are bound to (issue 34).
+    Role, RoleKind, ObjectMeta, RoleSpec, ObservedRole
+);
 
 /// Any manifest. Serializes as the object itself (its `kind` field says
 /// which); deserializes by dispatching on `kind`. Each kind is boxed: an
@@ -441,6 +450,8 @@ pub enum Manifest {
     Secret(Box<Secret>),
     /// `kind: Schedule`.
     Schedule(Box<Schedule>),
+    /// `kind: Role`.
+    Role(Box<Role>),
 }
 
 /// `for_manifest!(kind, T => expr)`: `expr` with `T` the manifest type of
@@ -449,7 +460,7 @@ pub enum Manifest {
 macro_rules! for_manifest {
     ($kind:expr, $t:ident => $body:expr) => {
         $crate::kinds::for_manifest!(@types $kind, $t, $body;
-            Project, Task, Run, Host, Source, Webhook, Secret, Schedule)
+            Project, Task, Run, Host, Source, Webhook, Secret, Schedule, Role)
     };
     (@types $kind:expr, $t:ident, $body:expr; $($variant:ident),+) => {
         match $kind {
@@ -468,7 +479,7 @@ pub(crate) use for_manifest;
 macro_rules! each {
     ($m:expr, $o:ident => $body:expr) => {
         each!(@variants $m, $o, $body;
-            Project, Task, Run, Host, Source, Webhook, Secret, Schedule)
+            Project, Task, Run, Host, Source, Webhook, Secret, Schedule, Role)
     };
     (@variants $m:expr, $o:ident, $body:expr; $($variant:ident),+) => {
         match $m {
@@ -489,6 +500,7 @@ impl Manifest {
             Manifest::Webhook(_) => Kind::Webhook,
             Manifest::Secret(_) => Kind::Secret,
             Manifest::Schedule(_) => Kind::Schedule,
+            Manifest::Role(_) => Kind::Role,
         }
     }
 
@@ -507,7 +519,8 @@ impl Manifest {
             Manifest::Project(_)
             | Manifest::Host(_)
             | Manifest::Source(_)
-            | Manifest::Webhook(_) => None,
+            | Manifest::Webhook(_)
+            | Manifest::Role(_) => None,
         }
     }
 
@@ -553,6 +566,7 @@ impl Manifest {
             Manifest::Source(o) => serde_json::to_value(&o.spec),
             Manifest::Webhook(o) => serde_json::to_value(&o.spec),
             Manifest::Schedule(o) => serde_json::to_value(&o.spec),
+            Manifest::Role(o) => serde_json::to_value(&o.spec),
             // Never the values: the server stores a Secret's keys, sizes
             // and digests in their place (controller rules::secrets).
             Manifest::Secret(o) => Ok(serde_json::json!({
@@ -560,6 +574,20 @@ impl Manifest {
             })),
         };
         v.expect("specs serialize to JSON")
+    }
+
+    /// Per-document rules of a generically stored kind that typing cannot
+    /// express, `(field path, message)`: checked on load like every
+    /// kind's (the one arm a generic kind adds here).
+    pub fn generic_problems(&self) -> Vec<(String, String)> {
+        match self {
+            Manifest::Role(o) => {
+                let mut out: Vec<_> = role::name_problem(&o.metadata.name).into_iter().collect();
+                out.extend(o.spec.problems());
+                out
+            }
+            _ => Vec::new(),
+        }
     }
 
     /// Parses an object from JSON as printed by the server (status
@@ -589,6 +617,36 @@ impl<'de> Deserialize<'de> for Manifest {
         let value = serde_json::Value::deserialize(d)?;
         Manifest::from_json(value).map_err(serde::de::Error::custom)
     }
+}
+
+/// The manifest type of a kind stored in the one generic table (issue
+/// 29; [`info::KindInfo::generic`]): pamd stores its spec as JSON and
+/// serves it with no code of its own.
+pub trait Generic: Serialize + serde::de::DeserializeOwned + Send + Sync + 'static {
+    /// Its kind.
+    const KIND: Kind;
+}
+
+impl Generic for Role {
+    const KIND: Kind = Kind::Role;
+}
+
+/// `for_generic_kind!(kind, T => expr)`: `expr` with `T` the manifest
+/// type of `kind`, a kind stored generically — the one match from such
+/// kinds to their types, for the layers that serve them generically
+/// (pamd's `for_kind!` falls through to it). Any other kind is a bug: the
+/// registry test walks every kind.
+#[macro_export]
+macro_rules! for_generic_kind {
+    ($kind:expr, $t:ident => $body:expr) => {
+        match $kind {
+            $crate::kinds::Kind::Role => {
+                type $t = $crate::kinds::Role;
+                $body
+            }
+            k => unreachable!("{k} has a table of its own, not the generic one"),
+        }
+    };
 }
 
 #[cfg(test)]

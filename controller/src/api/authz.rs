@@ -188,11 +188,13 @@ pub async fn can_i(
 ) -> Result<super::extract::Json<serde_json::Value>, ApiError> {
     let verb = Verb::parse(&q.verb)
         .ok_or_else(|| ApiError::bad_request(format!("unknown verb {:?}", q.verb)))?;
-    let resource = [access::PROJECT_RESOURCES, access::ADMIN_RESOURCES]
-        .concat()
-        .into_iter()
-        .find(|r| *r == q.resource)
-        .ok_or_else(|| ApiError::bad_request(format!("unknown resource {:?}", q.resource)))?;
+    let resource = q.resource.as_str();
+    if resource == access::SELF || !access::known(resource) {
+        return Err(ApiError::bad_request(format!(
+            "unknown resource {:?}",
+            q.resource
+        )));
+    }
     let allowed = op.grant().is_some_and(|g| {
         access::authorize(g, verb, resource, q.project.as_deref()) == Decision::Allow
     });

@@ -34,6 +34,7 @@ use super::{ApiError, AppState};
 use crate::ctx::Wakeups;
 use crate::rules::access::Verb;
 use crate::rules::kind::Stored;
+use crate::rules::objects::Obj;
 
 type ApiResult<T> = Result<T, ApiError>;
 
@@ -115,6 +116,24 @@ pub trait Served: Stored {
 
     /// Who to wake once a deletion is committed (latency only).
     fn deleted(_w: &Wakeups) {}
+}
+
+/// Every kind stored generically (issue 29) prints the same way: its row
+/// as the kind's manifest type reads it (a stored spec the type no longer
+/// reads prints as stored).
+#[async_trait]
+impl<M: pam_manifests::kinds::Generic> Served for Obj<M> {
+    async fn print(_tx: &mut dyn Tx, at: At<'_>, items: &[Self]) -> ApiResult<Vec<Value>> {
+        Ok(items
+            .iter()
+            .map(|o| {
+                let v = super::objects::generic(&o.row, at.project);
+                serde_json::from_value::<M>(v.clone())
+                    .and_then(serde_json::to_value)
+                    .unwrap_or(v)
+            })
+            .collect())
+    }
 }
 
 /// The object named `name` (of `project`), or the 404 that names it.

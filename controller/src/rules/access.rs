@@ -64,21 +64,15 @@ impl Verb {
     }
 }
 
-/// The resources a permission names: the project-scoped kinds, the
-/// projects themselves (a Project object belongs to the project it is),
-/// the event journal, apply's batches and the caller itself.
-pub const PROJECT_RESOURCES: &[&str] = &[
-    "projects",
-    "tasks",
-    "runs",
-    "secrets",
-    "schedules",
-    "events",
-    "manifests",
-];
+/// The resources a permission names in a project: the project-scoped
+/// kinds, the projects themselves (a Project object belongs to the project
+/// it is), the event journal and apply's batches — what a custom Role's
+/// rules may name (`pam_manifests::kinds::role`).
+pub use pam_manifests::kinds::role::PROJECT_RESOURCES;
 
 /// Cluster-wide resources only an admin may touch (hosts are read by
-/// every role: scheduling is not understood without them).
+/// every role: scheduling is not understood without them), beside every
+/// cluster-scoped kind but projects ([`admin_only`]).
 pub const ADMIN_RESOURCES: &[&str] = &[
     "hosts",
     "tokens",
@@ -94,9 +88,19 @@ pub const ADMIN_RESOURCES: &[&str] = &[
 /// token may ask about itself.
 pub const SELF: &str = "self";
 
+/// Whether only an admin may touch `resource` (hosts' reads aside): the
+/// cluster-wide resources and every cluster-scoped kind but projects — a
+/// kind added to the registry needs no line here (issue 29).
+pub fn admin_only(resource: &str) -> bool {
+    ADMIN_RESOURCES.contains(&resource)
+        || pam_manifests::Kind::ALL
+            .iter()
+            .any(|k| !k.is_project_scoped() && k.plural() == resource && resource != "projects")
+}
+
 /// Whether a route may name `resource` (a test walks the route table).
 pub fn known(resource: &str) -> bool {
-    resource == SELF || PROJECT_RESOURCES.contains(&resource) || ADMIN_RESOURCES.contains(&resource)
+    resource == SELF || PROJECT_RESOURCES.contains(&resource) || admin_only(resource)
 }
 
 /// A token's authority: its role and projects (empty: every project, for
@@ -165,7 +169,7 @@ pub fn authorize(grant: &Grant, verb: Verb, resource: &str, project: Option<&str
             Decision::Forbidden
         };
     }
-    if ADMIN_RESOURCES.contains(&resource) {
+    if admin_only(resource) {
         return if resource == "hosts" && verb.reads() {
             Decision::Allow
         } else {
