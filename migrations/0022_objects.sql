@@ -30,3 +30,16 @@ CREATE TABLE objects (
 CREATE UNIQUE INDEX objects_kind_project_id_name_key ON objects
     (kind, COALESCE(project_id, '00000000-0000-0000-0000-000000000000'::uuid), name);
 CREATE INDEX objects_project_id ON objects (project_id) WHERE project_id IS NOT NULL;
+
+-- Issue 34: a token's role is a built-in one or the name of a Role object
+-- (a custom role, stored above); a custom role's projects are its rules',
+-- so only operator and viewer tokens list projects of their own. A
+-- token whose Role is deleted keeps the name and has no rights.
+ALTER TABLE api_tokens DROP CONSTRAINT api_tokens_role_check;
+ALTER TABLE api_tokens
+    ADD CONSTRAINT api_tokens_role_check
+        CHECK (role ~ '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$' AND length(role) <= 63);
+ALTER TABLE api_tokens DROP CONSTRAINT api_tokens_role_projects;
+ALTER TABLE api_tokens
+    ADD CONSTRAINT api_tokens_role_projects
+        CHECK (role NOT IN ('operator', 'viewer') OR cardinality(projects) > 0);

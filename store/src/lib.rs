@@ -88,7 +88,7 @@ pub use runs::{PendingRun, Run, RunFilter, RunTx, RunUpdate, SignalMarker, Targe
 pub use schedules::{Schedule, ScheduleTx};
 pub use secrets::{Secret, SecretTx, SecretWait};
 pub use sources::{OwnedObject, Source, SourceObject, SourceStatus, SourceTx};
-pub use tokens::{ApiToken, Role, TokenKind, TokenTx};
+pub use tokens::{ApiToken, CustomRole, Permission, Role, TokenKind, TokenTx};
 pub use usage::{RunUsage, Usage};
 pub use webhooks::{Delivery, DeliveryFilter, DeliveryOutcome, DeliveryStatus, Webhook, WebhookTx};
 pub use work_items::{WorkItem, WorkItemTx};

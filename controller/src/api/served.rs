@@ -201,7 +201,7 @@ async fn list_all<K: Served>(
     let items = match <K as Stored>::KIND.info().scope {
         Scope::Cluster if <K as Stored>::KIND == pam_manifests::kinds::Kind::Project => {
             let all = K::listed(tx.as_mut(), None, &q, now).await?;
-            authz::visible(grant, all, |v| {
+            authz::visible(grant, (Verb::List, info_plural::<K>()), all, |v| {
                 v.pointer("/metadata/name")
                     .and_then(Value::as_str)
                     .unwrap_or_default()
@@ -209,11 +209,18 @@ async fn list_all<K: Served>(
         }
         Scope::Cluster => K::listed(tx.as_mut(), None, &q, now).await?,
         Scope::Project => {
-            let projects = authz::visible(grant, tx.list_projects().await?, |p| &p.slug);
+            let all = tx.list_projects().await?;
+            let projects =
+                authz::visible(grant, (Verb::List, info_plural::<K>()), all, |p| &p.slug);
             K::listed_everywhere(tx.as_mut(), &projects, &q, now).await?
         }
     };
     Ok(list(items))
+}
+
+/// The resource a list of `K` is authorized as: its plural.
+fn info_plural<K: Served>() -> &'static str {
+    <K as Stored>::KIND.info().plural
 }
 
 /// `GET /api/v1/projects/{project}/<plural>/{name}`.
