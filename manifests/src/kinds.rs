@@ -50,9 +50,7 @@ pub use workspace::{
     REF_MAX_BYTES,
 };
 
-use crate::state::{
-    FailureReason, HostStatus, Platform, ProjectStatus, RunStatus, WorkItemKind, WorkItemStatus,
-};
+use crate::state::{FailureReason, HostStatus, Platform, RunStatus, WorkItemKind, WorkItemStatus};
 
 /// The one API version: `pam.dev/v1`.
 pub const API_VERSION: &str = "pam.dev/v1";
@@ -280,51 +278,8 @@ fn is_false(b: &bool) -> bool {
 
 // ---------------------------------------------------------------- Project
 
-/// Desired state of a project.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ProjectSpec {
-    /// Human-readable name (`projects.name`); the slug when absent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub display_name: Option<String>,
-    /// Free text.
-    #[serde(default)]
-    pub description: String,
-    /// An archived project accepts no new tasks or runs; runs in flight go
-    /// on. Setting it back to false un-archives.
-    #[serde(default)]
-    pub archived: bool,
-    /// What all the project's runs together may use (issue 21): once
-    /// reached, no new run is dispatched (condition `BudgetExceeded`) until
-    /// the budget is raised.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub budget: Option<Budget>,
-    /// The git repository its runs' workspaces are worktrees of (issue
-    /// 32); a run with a workspace needs it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub repository: Option<Repository>,
-}
-
-/// Observed state of a project.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ObservedProject {
-    /// The `projects.status` column.
-    pub phase: ProjectStatus,
-    /// The Source (GitOps) whose manifests declare this project, if any.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub source: Option<String>,
-    /// Token usage and cost of every attempt of every run of the project
-    /// (issue 21); absent while none was reported.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub usage: Option<UsageFigures>,
-    /// The spec generation this status reflects.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub observed_generation: Option<i64>,
-    /// Latest observations.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub conditions: Vec<Condition>,
-}
+mod project;
+pub use project::*;
 
 // ---------------------------------------------------------------- Task
 
@@ -619,35 +574,8 @@ impl<'de> Deserialize<'de> for Manifest {
     }
 }
 
-/// The manifest type of a kind stored in the one generic table (issue
-/// 29; [`info::KindInfo::generic`]): pamd stores its spec as JSON and
-/// serves it with no code of its own.
-pub trait Generic: Serialize + serde::de::DeserializeOwned + Send + Sync + 'static {
-    /// Its kind.
-    const KIND: Kind;
-}
-
-impl Generic for Role {
-    const KIND: Kind = Kind::Role;
-}
-
-/// `for_generic_kind!(kind, T => expr)`: `expr` with `T` the manifest
-/// type of `kind`, a kind stored generically — the one match from such
-/// kinds to their types, for the layers that serve them generically
-/// (pamd's `for_kind!` falls through to it). Any other kind is a bug: the
-/// registry test walks every kind.
-#[macro_export]
-macro_rules! for_generic_kind {
-    ($kind:expr, $t:ident => $body:expr) => {
-        match $kind {
-            $crate::kinds::Kind::Role => {
-                type $t = $crate::kinds::Role;
-                $body
-            }
-            k => unreachable!("{k} has a table of its own, not the generic one"),
-        }
-    };
-}
+mod generic;
+pub use generic::Generic;
 
 #[cfg(test)]
 mod tests;
