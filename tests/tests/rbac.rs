@@ -123,14 +123,14 @@ async fn a_viewer_of_web_reads_web_only_and_changes_nothing() {
 #[tokio::test]
 async fn a_token_bound_to_a_custom_role_may_do_what_its_rules_allow() {
     let pamd = Pamd::start(PamdOptions::default()).await.unwrap();
-    let docs = "apiVersion: pam.dev/v1\nkind: Project\nmetadata: {name: docs, labels: {team: a}}\nspec: {}\n\
----\napiVersion: pam.dev/v1\nkind: Task\nmetadata: {name: docs-task, project: docs}\nspec: {title: T}\n";
     let yaml = format!(
-        "{}---\n{}---\n{docs}",
+        "{}---\n{}---\n{}",
         tree("web", "web"),
-        tree("api", "secretapi")
+        tree("api", "secretapi"),
+        tree("docs", "docs")
     );
     ok(&pamd.pamctl_stdin(&["apply", "-f", "-"], Some(&yaml)));
+    ok(&pamd.pamctl(&["label", "project", "docs", "team=a"]));
     let role = |rules: &str| {
         format!("apiVersion: pam.dev/v1\nkind: Role\nmetadata: {{name: run-reader}}\nspec:\n  rules:\n{rules}")
     };
@@ -190,7 +190,7 @@ async fn a_token_bound_to_a_custom_role_may_do_what_its_rules_allow() {
     // tasks it may list, nor api).
     let all = ok(&as_rr(&["get", "runs", "-A"]));
     assert!(
-        all.contains("web-run") && !all.contains("secretapi"),
+        all.contains("web-run") && !all.contains("secretapi") && !all.contains("docs-run"),
         "{all}"
     );
     // Cluster-wide kinds stay the admin's.
