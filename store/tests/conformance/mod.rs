@@ -89,6 +89,7 @@ macro_rules! store_conformance_tests {
             events_commit_returns_and_rollback_discards,
             journal_follows_finished_transactions,
             tokens_insert_lookup_revoke,
+            custom_role_token_round_trips,
             tokens_touch_writes_at_most_once_per_window,
             tokens_keep_role_and_projects,
             rollback_on_drop,
