@@ -299,8 +299,7 @@ async fn walk(w: World) {
             Access::Public => continue,
         };
         let scoped = r.path.contains("{project}");
-        let admin_only =
-            access::ADMIN_RESOURCES.contains(&resource) && !(resource == "hosts" && verb.reads());
+        let admin_only = access::admin_only(resource) && !(resource == "hosts" && verb.reads());
         let what = |who: &str, p: &str| format!("{who} {} {} in {p}", r.method, r.path);
         // The viewer and the operator of web, against api: as if api did
         // not exist (404), or refused outright for what only an admin may
@@ -703,4 +702,107 @@ async fn bad_auth_input_is_a_json_4xx_and_writes_nothing() {
         items.iter().map(|t| t["id"].clone()).collect()
     };
     assert_eq!(ids(&before), ids(&after), "a refused request wrote a token");
+}
+
+/// Issue 34's custom roles on the router: a token bound to a `Role` reads
+/// the events of the projects whose rules give `list`/`watch` on events
+/// only — not those of a project whose runs it may read —, gets 403 for
+/// a kind no rule gives in a project it sees and 404 elsewhere; a change
+/// of the Role holds at the next request; once the Role is deleted the
+/// token may do nothing but ask who it is.
+#[tokio::test]
+async fn a_custom_roles_events_and_objects_follow_its_rules() {
+    let w = world().await;
+    let role = |rules: &str| {
+        format!("apiVersion: pam.dev/v1\nkind: Role\nmetadata: {{name: auditor}}\nspec:\n  rules:\n{rules}")
+    };
+    let web_events = "  - {verbs: [list, watch], kinds: [events], projects: [web]}\n";
+    let api_runs = "  - {verbs: [get, list], kinds: [runs], projects: [api]}\n";
+    let (s, v) = common::apply(
+        &w.st,
+        &w.admin,
+        "role.yaml",
+        &role(&format!("{web_events}{api_runs}")),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let (s, b) = w
+        .post(
+            &w.admin,
+            "/api/v1/tokens",
+            json!({"name": "aud", "role": "auditor"}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{b}");
+    let token = serde_json::from_str::<Value>(&b).unwrap()["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // A custom role takes no projects of its own; an unknown one is a 400.
+    let (s, _) = w
+        .post(
+            &w.admin,
+            "/api/v1/tokens",
+            json!({"name": "x", "role": "auditor", "projects": ["web"]}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    let (s, b) = w
+        .post(
+            &w.admin,
+            "/api/v1/tokens",
+            json!({"name": "y", "role": "nope"}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{b}");
+    assert!(b.contains("nope"), "{b}");
+
+    // Events: web's (its rule), none of api's although it reads api's runs.
+    let (s, b) = w.get(&token, "/api/v1/events?limit=1000").await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert!(b.contains("w-run") && !b.contains(API_MARK), "{b}");
+    let (s, b) = w.get(&token, "/api/v1/projects/api/runs").await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert!(b.contains(API_MARK), "{b}");
+    let (s, _) = w.get(&token, "/api/v1/projects/api/tasks").await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    let (s, _) = w.get(&token, "/api/v1/projects/web/runs").await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    let (s, _) = w.get(&token, "/api/v1/projects/nowhere/runs").await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    let (s, _) = w.get(&token, "/api/v1/roles").await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    let (_, b) = w.get(&token, "/api/v1/whoami").await;
+    let me: Value = serde_json::from_str(&b).unwrap();
+    assert_eq!(me["role"], "auditor");
+    assert_eq!(me["projects"], json!(["api", "web"]));
+
+    // The Role loses its rule on api: the next request is refused.
+    let (s, v) = common::apply(&w.st, &w.admin, "role.yaml", &role(web_events)).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let (s, b) = w.get(&token, "/api/v1/projects/api/runs").await;
+    assert_eq!(s, StatusCode::NOT_FOUND, "{b}");
+    assert!(!b.contains(API_MARK), "{b}");
+
+    // Deleted: nothing but whoami.
+    let (s, _) = call(
+        &w.st,
+        &w.admin,
+        &Method::DELETE,
+        "/api/v1/roles/auditor",
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::NO_CONTENT);
+    let (s, _) = w.get(&token, "/api/v1/events").await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    let (s, _) = w.get(&token, "/api/v1/projects/web/runs").await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    let (s, b) = w.get(&token, "/api/v1/whoami").await;
+    assert_eq!(s, StatusCode::OK);
+    let me: Value = serde_json::from_str(&b).unwrap();
+    assert_eq!(
+        (me["role"].as_str(), &me["rules"]),
+        (Some("auditor"), &json!([]))
+    );
 }

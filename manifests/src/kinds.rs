@@ -33,6 +33,8 @@ pub use secret::{
     valid_secret_key, ObservedSecret, SecretKeyStatus, SecretSpec, SECRET_KEY_MAX_BYTES,
     SECRET_MAX_BYTES,
 };
+pub mod role;
+pub use role::{ObservedRole, ProjectSelector, RoleRule, RoleSpec};
 mod schedule;
 pub use schedule::{ConcurrencyPolicy, ObservedSchedule, ScheduleSpec, Timetable};
 mod source;
@@ -48,9 +50,7 @@ pub use workspace::{
     REF_MAX_BYTES,
 };
 
-use crate::state::{
-    FailureReason, HostStatus, Platform, ProjectStatus, RunStatus, WorkItemKind, WorkItemStatus,
-};
+use crate::state::{FailureReason, HostStatus, Platform, RunStatus, WorkItemKind, WorkItemStatus};
 
 /// The one API version: `pam.dev/v1`.
 pub const API_VERSION: &str = "pam.dev/v1";
@@ -85,12 +85,14 @@ pub enum Kind {
     Secret,
     /// Runs of a project started on a cron timetable (issue 18).
     Schedule,
+    /// A custom role tokens are bound to (issue 34; stored generically).
+    Role,
 }
 
 impl Kind {
     /// Every kind, in apply order (projects before their tasks, tasks
     /// before their runs).
-    pub const ALL: [Kind; 8] = [
+    pub const ALL: [Kind; 9] = [
         Kind::Project,
         Kind::Host,
         Kind::Secret,
@@ -99,6 +101,7 @@ impl Kind {
         Kind::Schedule,
         Kind::Source,
         Kind::Webhook,
+        Kind::Role,
     ];
 
     /// This kind's description ([`info::KINDS`]).
@@ -275,51 +278,8 @@ fn is_false(b: &bool) -> bool {
 
 // ---------------------------------------------------------------- Project
 
-/// Desired state of a project.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ProjectSpec {
-    /// Human-readable name (`projects.name`); the slug when absent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub display_name: Option<String>,
-    /// Free text.
-    #[serde(default)]
-    pub description: String,
-    /// An archived project accepts no new tasks or runs; runs in flight go
-    /// on. Setting it back to false un-archives.
-    #[serde(default)]
-    pub archived: bool,
-    /// What all the project's runs together may use (issue 21): once
-    /// reached, no new run is dispatched (condition `BudgetExceeded`) until
-    /// the budget is raised.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub budget: Option<Budget>,
-    /// The git repository its runs' workspaces are worktrees of (issue
-    /// 32); a run with a workspace needs it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub repository: Option<Repository>,
-}
-
-/// Observed state of a project.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ObservedProject {
-    /// The `projects.status` column.
-    pub phase: ProjectStatus,
-    /// The Source (GitOps) whose manifests declare this project, if any.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub source: Option<String>,
-    /// Token usage and cost of every attempt of every run of the project
-    /// (issue 21); absent while none was reported.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub usage: Option<UsageFigures>,
-    /// The spec generation this status reflects.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub observed_generation: Option<i64>,
-    /// Latest observations.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub conditions: Vec<Condition>,
-}
+mod project;
+pub use project::*;
 
 // ---------------------------------------------------------------- Task
 
@@ -416,6 +376,10 @@ object!(
     /// A Schedule: runs on a cron timetable (issue 18).
     Schedule, ScheduleKind, ProjectObjectMeta, ScheduleSpec, ObservedSchedule
 );
+object!(
+    /// A Role: a custom role tokens are bound to (issue 34).
+    Role, RoleKind, ObjectMeta, RoleSpec, ObservedRole
+);
 
 /// Any manifest. Serializes as the object itself (its `kind` field says
 /// which); deserializes by dispatching on `kind`. Each kind is boxed: an
@@ -441,6 +405,8 @@ pub enum Manifest {
     Secret(Box<Secret>),
     /// `kind: Schedule`.
     Schedule(Box<Schedule>),
+    /// `kind: Role`.
+    Role(Box<Role>),
 }
 
 /// `for_manifest!(kind, T => expr)`: `expr` with `T` the manifest type of
@@ -449,7 +415,7 @@ pub enum Manifest {
 macro_rules! for_manifest {
     ($kind:expr, $t:ident => $body:expr) => {
         $crate::kinds::for_manifest!(@types $kind, $t, $body;
-            Project, Task, Run, Host, Source, Webhook, Secret, Schedule)
+            Project, Task, Run, Host, Source, Webhook, Secret, Schedule, Role)
     };
     (@types $kind:expr, $t:ident, $body:expr; $($variant:ident),+) => {
         match $kind {
@@ -468,7 +434,7 @@ pub(crate) use for_manifest;
 macro_rules! each {
     ($m:expr, $o:ident => $body:expr) => {
         each!(@variants $m, $o, $body;
-            Project, Task, Run, Host, Source, Webhook, Secret, Schedule)
+            Project, Task, Run, Host, Source, Webhook, Secret, Schedule, Role)
     };
     (@variants $m:expr, $o:ident, $body:expr; $($variant:ident),+) => {
         match $m {
@@ -489,6 +455,7 @@ impl Manifest {
             Manifest::Webhook(_) => Kind::Webhook,
             Manifest::Secret(_) => Kind::Secret,
             Manifest::Schedule(_) => Kind::Schedule,
+            Manifest::Role(_) => Kind::Role,
         }
     }
 
@@ -507,7 +474,8 @@ impl Manifest {
             Manifest::Project(_)
             | Manifest::Host(_)
             | Manifest::Source(_)
-            | Manifest::Webhook(_) => None,
+            | Manifest::Webhook(_)
+            | Manifest::Role(_) => None,
         }
     }
 
@@ -553,6 +521,7 @@ impl Manifest {
             Manifest::Source(o) => serde_json::to_value(&o.spec),
             Manifest::Webhook(o) => serde_json::to_value(&o.spec),
             Manifest::Schedule(o) => serde_json::to_value(&o.spec),
+            Manifest::Role(o) => serde_json::to_value(&o.spec),
             // Never the values: the server stores a Secret's keys, sizes
             // and digests in their place (controller rules::secrets).
             Manifest::Secret(o) => Ok(serde_json::json!({
@@ -560,6 +529,20 @@ impl Manifest {
             })),
         };
         v.expect("specs serialize to JSON")
+    }
+
+    /// Per-document rules of a generically stored kind that typing cannot
+    /// express, `(field path, message)`: checked on load like every
+    /// kind's (the one arm a generic kind adds here).
+    pub fn generic_problems(&self) -> Vec<(String, String)> {
+        match self {
+            Manifest::Role(o) => {
+                let mut out: Vec<_> = role::name_problem(&o.metadata.name).into_iter().collect();
+                out.extend(o.spec.problems());
+                out
+            }
+            _ => Vec::new(),
+        }
     }
 
     /// Parses an object from JSON as printed by the server (status
@@ -590,6 +573,9 @@ impl<'de> Deserialize<'de> for Manifest {
         Manifest::from_json(value).map_err(serde::de::Error::custom)
     }
 }
+
+mod generic;
+pub use generic::Generic;
 
 #[cfg(test)]
 mod tests;

@@ -253,6 +253,12 @@ pub fn check_document(doc: &Document) -> Vec<ManifestError> {
                 c.text("spec.git.path", &git.path, CWD_MAX_BYTES);
             }
         }
+        // A generically stored kind (issue 29): its metadata; its spec's
+        // own rules are `Manifest::generic_problems`.
+        m => {
+            c.metadata(m.labels(), m.annotations());
+            c.resource_version(m.resource_version());
+        }
     }
     c.errors
 }

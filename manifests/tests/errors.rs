@@ -182,7 +182,7 @@ fn bad_enum_values() {
     let text = RUN.replace("kind: Run", "kind: Job");
     assert_eq!(
         load_errors("run.yaml", &text),
-        ["run.yaml: document 0, line 2, column 7: kind: unknown kind \"Job\", expected one of `Project`, `Task`, `Run`, `Host`, `Source`, `Webhook`, `Secret`, `Schedule`"]
+        ["run.yaml: document 0, line 2, column 7: kind: unknown kind \"Job\", expected one of `Project`, `Task`, `Run`, `Host`, `Source`, `Webhook`, `Secret`, `Schedule`, `Role`"]
     );
 }
 
@@ -200,7 +200,7 @@ fn missing_required_fields() {
     let text = RUN.replace("kind: Run\n", "");
     assert_eq!(
         load_errors("run.yaml", &text),
-        ["run.yaml: document 0, line 1, column 1: kind: missing required field, expected one of `Project`, `Task`, `Run`, `Host`, `Source`, `Webhook`, `Secret`, `Schedule`"]
+        ["run.yaml: document 0, line 1, column 1: kind: missing required field, expected one of `Project`, `Task`, `Run`, `Host`, `Source`, `Webhook`, `Secret`, `Schedule`, `Role`"]
     );
     let exec = RUN.replace("provider: claude", "provider: exec");
     assert_eq!(

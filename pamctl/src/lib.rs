@@ -184,7 +184,7 @@ mod tests {
         assert_eq!(e.exit, Exit::Usage);
         assert_eq!(
             e.to_string(),
-            "error: unknown kind \"pods\"\nhint: kinds: project|projects|proj, host|hosts|ho, secret|secrets|sec, task|tasks|tk, run|runs|rn, schedule|schedules|sch, source|sources|src, webhook|webhooks|wh"
+            "error: unknown kind \"pods\"\nhint: kinds: project|projects|proj, host|hosts|ho, secret|secrets|sec, task|tasks|tk, run|runs|rn, schedule|schedules|sch, source|sources|src, webhook|webhooks|wh, role|roles|ro"
         );
     }
 

@@ -59,7 +59,7 @@ fn usage_errors_exit_2() {
     assert_eq!(r.code, 2);
     assert_eq!(
         r.stderr,
-        "error: unknown kind \"pods\"\nhint: kinds: project|projects|proj, host|hosts|ho, secret|secrets|sec, task|tasks|tk, run|runs|rn, schedule|schedules|sch, source|sources|src, webhook|webhooks|wh\n"
+        "error: unknown kind \"pods\"\nhint: kinds: project|projects|proj, host|hosts|ho, secret|secrets|sec, task|tasks|tk, run|runs|rn, schedule|schedules|sch, source|sources|src, webhook|webhooks|wh, role|roles|ro\n"
     );
     let r = env.run(&["get", "tasks"]);
     assert_eq!(r.code, 2);

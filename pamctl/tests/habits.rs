@@ -78,6 +78,7 @@ fn offline_verbs_explain_api_resources_version_client() {
     events              ev           pam.dev/v1   false        Event
     hosts               ho           pam.dev/v1   false        Host
     projects            proj         pam.dev/v1   false        Project
+    roles               ro           pam.dev/v1   false        Role
     runs                rn           pam.dev/v1   true         Run
     schedules           sch          pam.dev/v1   true         Schedule
     secrets             sec          pam.dev/v1   true         Secret
@@ -89,7 +90,7 @@ fn offline_verbs_explain_api_resources_version_client() {
     let r = env.run(&["api-resources", "-o", "name"]);
     assert_eq!(
         r.stdout,
-        "events\nhosts\nprojects\nruns\nschedules\nsecrets\nsources\ntasks\nwebhookdeliveries\nwebhooks\n"
+        "events\nhosts\nprojects\nroles\nruns\nschedules\nsecrets\nsources\ntasks\nwebhookdeliveries\nwebhooks\n"
     );
     let r = env.run(&["explain", "task"]);
     assert_eq!(r.code, 0, "{}", r.stderr);

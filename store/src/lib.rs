@@ -53,6 +53,7 @@ pub mod idempotency;
 pub mod leader;
 pub mod managed;
 pub mod memory;
+pub mod objects;
 pub mod postgres;
 pub mod projects;
 pub mod results;
@@ -80,13 +81,14 @@ pub use hosts::{Host, HostTx};
 pub use idempotency::{Claimed, IdempotencyClaim, IdempotencyTx};
 pub use leader::{LeaderTx, Lease};
 pub use managed::{ManagedEntry, ManagedFields, ManagedFieldsTx};
+pub use objects::{Object, ObjectTx};
 pub use projects::{Project, ProjectTx};
 pub use results::{RunResultRow, RunResultTx};
 pub use runs::{PendingRun, Run, RunFilter, RunTx, RunUpdate, SignalMarker, Target};
 pub use schedules::{Schedule, ScheduleTx};
 pub use secrets::{Secret, SecretTx, SecretWait};
 pub use sources::{OwnedObject, Source, SourceObject, SourceStatus, SourceTx};
-pub use tokens::{ApiToken, Role, TokenKind, TokenTx};
+pub use tokens::{ApiToken, CustomRole, Permission, Role, TokenKind, TokenTx};
 pub use usage::{RunUsage, Usage};
 pub use webhooks::{Delivery, DeliveryFilter, DeliveryOutcome, DeliveryStatus, Webhook, WebhookTx};
 pub use work_items::{WorkItem, WorkItemTx};
@@ -96,8 +98,8 @@ pub use work_items::{WorkItem, WorkItemTx};
 pub mod prelude {
     pub use crate::{
         AttachTx, ChartTx, DependencyTx, EventTx, HostTx, IdempotencyTx, LeaderTx, ManagedFieldsTx,
-        ProjectTx, RunResultTx, RunTx, ScheduleTx, SecretTx, SourceTx, Store, TokenTx, Tx,
-        WebhookTx, WorkItemTx,
+        ObjectTx, ProjectTx, RunResultTx, RunTx, ScheduleTx, SecretTx, SourceTx, Store, TokenTx,
+        Tx, WebhookTx, WorkItemTx,
     };
 }
 
@@ -264,6 +266,7 @@ pub trait Tx:
     + ScheduleTx
     + LeaderTx
     + ManagedFieldsTx
+    + ObjectTx
     + Send
 {
     /// Commits, returning the events appended in this transaction (in seq

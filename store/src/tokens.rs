@@ -1,6 +1,8 @@
 //! API tokens: [`ApiToken`] rows (fingerprints only) and the [`TokenTx`]
 //! calls.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
@@ -15,14 +17,50 @@ pub enum TokenKind {
 
 /// What a token may do (issue 34): `admin` everything, `operator` read
 /// and change its projects, `viewer` read its projects, `worker` the
-/// worker endpoints for its host, `metrics` only `/metrics`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// worker endpoints for its host, `metrics` only `/metrics`; or what a
+/// custom `Role` object's rules allow ([`Role::Custom`]).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Role {
     Admin,
     Operator,
     Viewer,
     Worker,
     Metrics,
+    /// Bound to the `Role` object of this name. The store gives it
+    /// without rules (the column holds the name only); pamd resolves them
+    /// from the object when it authenticates the token.
+    Custom(Arc<CustomRole>),
+}
+
+/// A custom role: its name and its rules as resolved (no rules: no
+/// rights, e.g. while the Role object is missing).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct CustomRole {
+    pub name: String,
+    pub rules: Vec<Permission>,
+}
+
+/// One resolved rule of a custom role: these verbs on these resources in
+/// these projects (`*` in verbs or resources: any).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct Permission {
+    pub verbs: Vec<String>,
+    pub resources: Vec<String>,
+    /// Project slugs: named ones and those a selector matched.
+    pub projects: Vec<String>,
+}
+
+impl Permission {
+    /// Whether it allows `verb` on `resource` (in `project`; `None`: in
+    /// some project).
+    pub fn allows(&self, verb: &str, resource: &str, project: Option<&str>) -> bool {
+        let any = |v: &[String], x: &str| v.iter().any(|s| s == x || s == "*");
+        any(&self.verbs, verb)
+            && any(&self.resources, resource)
+            && project.map_or(!self.projects.is_empty(), |p| {
+                self.projects.iter().any(|q| q == p)
+            })
+    }
 }
 
 impl Role {
@@ -34,18 +72,32 @@ impl Role {
         Role::Metrics,
     ];
 
-    pub fn as_str(self) -> &'static str {
+    /// Its name: a built-in one or the custom Role's.
+    pub fn as_str(&self) -> &str {
         match self {
             Role::Admin => "admin",
             Role::Operator => "operator",
             Role::Viewer => "viewer",
             Role::Worker => "worker",
             Role::Metrics => "metrics",
+            Role::Custom(c) => &c.name,
         }
     }
 
+    /// A built-in role by name.
     pub fn parse(s: &str) -> Option<Role> {
         Role::ALL.into_iter().find(|r| r.as_str() == s)
+    }
+
+    /// The role a token's `role` column names: a built-in one, else the
+    /// custom Role of that name (its rules not resolved yet).
+    pub fn named(s: &str) -> Role {
+        Role::parse(s).unwrap_or_else(|| {
+            Role::Custom(Arc::new(CustomRole {
+                name: s.to_string(),
+                rules: Vec::new(),
+            }))
+        })
     }
 }
 

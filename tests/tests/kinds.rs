@@ -57,6 +57,10 @@ fn example(kind: Kind, name: &str) -> String {
             "{}spec:\n  schedule: \"30 2 * * *\"\n  suspend: true\n  runTemplate: {{task: build, provider: claude, prompt: hi, cwd: /tmp}}\n",
             head(true)
         ),
+        Kind::Role => format!(
+            "{}spec:\n  rules:\n  - {{verbs: [get, list], kinds: [runs], projects: [web]}}\n",
+            head(false)
+        ),
     }
 }
 

@@ -112,3 +112,116 @@ async fn a_viewer_of_web_reads_web_only_and_changes_nothing() {
         "{err}"
     );
 }
+
+/// Issue 34's custom roles through the real pamctl: a `Role` applied like
+/// any manifest, a token bound to it with `token create --role NAME`; the
+/// token may do what one of the Role's rules allows (by project name or
+/// by a selector on the projects' labels), gets 403 for a verb no rule
+/// gives and 404 for a project none names; a change to the Role or to a
+/// project's labels takes effect at the next request, and a deleted Role
+/// leaves its tokens without rights.
+#[tokio::test]
+async fn a_token_bound_to_a_custom_role_may_do_what_its_rules_allow() {
+    let pamd = Pamd::start(PamdOptions::default()).await.unwrap();
+    let yaml = format!(
+        "{}---\n{}---\n{}",
+        tree("web", "web"),
+        tree("api", "secretapi"),
+        tree("docs", "docs")
+    );
+    ok(&pamd.pamctl_stdin(&["apply", "-f", "-"], Some(&yaml)));
+    ok(&pamd.pamctl(&["label", "project", "docs", "team=a"]));
+    let role = |rules: &str| {
+        format!("apiVersion: pam.dev/v1\nkind: Role\nmetadata: {{name: run-reader}}\nspec:\n  rules:\n{rules}")
+    };
+    let web_runs = "  - {verbs: [get, list], kinds: [runs], projects: [web]}\n";
+    let team_tasks =
+        "  - {verbs: [get, list, delete], kinds: [tasks], projectSelector: {matchLabels: {team: a}}}\n";
+    ok(&pamd.pamctl_stdin(
+        &["apply", "-f", "-"],
+        Some(&role(&format!("{web_runs}{team_tasks}"))),
+    ));
+    let roles = ok(&pamd.pamctl(&["get", "roles"]));
+    assert!(roles.contains("run-reader"), "{roles}");
+
+    // Bad input: the field and the line of a bad verb and kind.
+    let bad = role("  - {verbs: [get, frob], kinds: [taks], projects: [web]}\n");
+    let out = pamd.pamctl_stdin(&["apply", "-f", "-"], Some(&bad));
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("spec.rules[0].verbs[1]") && err.contains("\"frob\" is not a verb"),
+        "{err}"
+    );
+    assert!(err.contains("spec.rules[0].kinds[0]"), "{err}");
+    assert!(err.contains("line 6"), "{err}");
+    // An unknown role is refused when the token is made.
+    let out = pamd.pamctl(&["token", "create", "nobody", "--role", "no-such-role"]);
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(
+        !out.status.success() && err.contains("no-such-role"),
+        "{err}"
+    );
+
+    let token = ok(&pamd.pamctl(&["token", "create", "rr", "--role", "run-reader"]))
+        .trim()
+        .to_string();
+    let as_rr = |args: &[&str]| pamd.pamctl_as(Some(&token), args, None);
+    let who = ok(&as_rr(&["whoami"]));
+    assert!(who.contains("rr") && who.contains("run-reader"), "{who}");
+
+    // Allowed: web's runs, docs' tasks (by its label).
+    let runs = ok(&as_rr(&["get", "runs", "-p", "web"]));
+    assert!(runs.contains("web-run"), "{runs}");
+    let tasks = ok(&as_rr(&["get", "tasks", "-p", "docs"]));
+    assert!(tasks.contains("docs-task"), "{tasks}");
+    // A verb no rule gives in a project it sees: 403.
+    let err = fails(&as_rr(&["get", "tasks", "-p", "web"]), 3);
+    assert!(err.contains("forbidden"), "{err}");
+    let err = fails(&as_rr(&["delete", "run", "web-run", "-p", "web"]), 3);
+    assert!(err.contains("forbidden"), "{err}");
+    // A project no rule names: as if it did not exist.
+    let err = fails(&as_rr(&["get", "runs", "-p", "api"]), 3);
+    assert!(
+        err.contains("not found") && !err.contains("secretapi"),
+        "{err}"
+    );
+    // Every project's runs: only where it may list runs (not docs, whose
+    // tasks it may list, nor api).
+    let all = ok(&as_rr(&["get", "runs", "-A"]));
+    assert!(
+        all.contains("web-run") && !all.contains("secretapi") && !all.contains("docs-run"),
+        "{all}"
+    );
+    // Cluster-wide kinds stay the admin's.
+    let err = fails(&as_rr(&["get", "roles"]), 3);
+    assert!(err.contains("forbidden"), "{err}");
+    // can-i answers from the same rules.
+    let yes = ok(&as_rr(&["auth", "can-i", "list", "runs", "-p", "web"]));
+    assert_eq!(yes.trim(), "yes");
+    let no = as_rr(&["auth", "can-i", "delete", "runs", "-p", "web"]);
+    assert_eq!(no.status.code(), Some(1));
+    // A delete a rule allows.
+    ok(&as_rr(&["delete", "task", "docs-task", "-p", "docs"]));
+
+    // The Role changes: api's runs from the next request on.
+    let api_runs = "  - {verbs: [get, list], kinds: [runs], projects: [web, api]}\n";
+    ok(&pamd.pamctl_stdin(
+        &["apply", "-f", "-"],
+        Some(&role(&format!("{api_runs}{team_tasks}"))),
+    ));
+    let runs = ok(&as_rr(&["get", "runs", "-p", "api"]));
+    assert!(runs.contains("secretapi-run"), "{runs}");
+    // A project's labels change: api joins team a, its tasks are seen.
+    fails(&as_rr(&["get", "tasks", "-p", "api"]), 3);
+    ok(&pamd.pamctl(&["label", "project", "api", "team=a"]));
+    let tasks = ok(&as_rr(&["get", "tasks", "-p", "api"]));
+    assert!(tasks.contains("secretapi-task"), "{tasks}");
+
+    // The Role is deleted: its tokens keep nothing but whoami.
+    ok(&pamd.pamctl(&["delete", "role", "run-reader"]));
+    let err = fails(&as_rr(&["get", "runs", "-p", "web"]), 3);
+    assert!(err.contains("not found"), "{err}");
+    let who = ok(&as_rr(&["whoami"]));
+    assert!(who.contains("run-reader"), "{who}");
+}

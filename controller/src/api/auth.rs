@@ -21,7 +21,7 @@ use uuid::Uuid;
 
 use super::revocation::Hold;
 use super::{ApiError, AppState};
-use crate::rules::access::Grant;
+use crate::rules::access::{Grant, Role};
 use crate::rules::tokens::{self, fingerprint};
 
 /// Who is calling, and with which token (its id and fingerprint, to hold
@@ -173,7 +173,7 @@ pub async fn authenticate(
         Some(t) => {
             state.limits.auth_succeeded(&fp);
             record_use(state, &t);
-            Ok(principal(t, fp))
+            principal(state, t, fp).await
         }
     }
 }
@@ -200,24 +200,36 @@ fn record_use(state: &AppState, t: &ApiToken) {
     });
 }
 
-fn principal(t: ApiToken, fp: String) -> Principal {
-    match t.kind {
-        TokenKind::Operator => Principal::Operator {
-            token_id: t.id,
-            fingerprint: fp,
-            name: t.name,
-            grant: Grant {
-                role: t.role,
-                projects: t.projects,
-                read_only: Vec::new(),
-            },
-        },
+/// The principal of token `t`; a custom role's grant is resolved from
+/// its Role object now (one more read, for such tokens only:
+/// [`tokens::grant_of`]), so a change to it holds from the next request.
+async fn principal(state: &AppState, t: ApiToken, fp: String) -> Result<Principal, ApiError> {
+    Ok(match t.kind {
+        TokenKind::Operator => {
+            let grant = match t.role {
+                Role::Custom(_) => {
+                    let mut tx = state.ctx.store.begin().await?;
+                    tokens::grant_of(tx.as_mut(), &t).await?
+                }
+                _ => Grant {
+                    role: t.role,
+                    projects: t.projects,
+                    read_only: Vec::new(),
+                },
+            };
+            Principal::Operator {
+                token_id: t.id,
+                fingerprint: fp,
+                name: t.name,
+                grant,
+            }
+        }
         TokenKind::Worker => Principal::Worker {
             token_id: t.id,
             fingerprint: fp,
             host: t.host_name.unwrap_or_default(),
         },
-    }
+    })
 }
 
 /// The caller of a request: its bearer token, else (with `[oidc]`) its

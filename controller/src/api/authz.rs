@@ -131,10 +131,15 @@ pub fn wrap(
     }
 }
 
-/// Of `projects` (slugs), those the caller sees: lists are filtered, not
-/// refused.
-pub fn visible<T>(grant: Option<&Grant>, items: Vec<T>, slug: impl Fn(&T) -> &str) -> Vec<T> {
-    match grant.and_then(Grant::scope) {
+/// Of `projects` (slugs), those where the caller may `verb` `resource`
+/// ([`Grant::scope_for`]): lists are filtered, not refused.
+pub fn visible<T>(
+    grant: Option<&Grant>,
+    (verb, resource): (Verb, &str),
+    items: Vec<T>,
+    slug: impl Fn(&T) -> &str,
+) -> Vec<T> {
+    match grant.and_then(|g| g.scope_for(&[verb], resource)) {
         None => items,
         Some(scope) => items
             .into_iter()
@@ -156,6 +161,18 @@ pub async fn whoami(
         "role": role,
         "projects": projects,
     });
+    // A custom role (issue 34): its rules as resolved for this request
+    // (selectors matched; none while its Role is missing).
+    if let Some(access::Role::Custom(c)) = op.grant().map(|g| &g.role) {
+        let rules: Vec<serde_json::Value> = c
+            .rules
+            .iter()
+            .map(|r| {
+                serde_json::json!({"verbs": r.verbs, "kinds": r.resources, "projects": r.projects})
+            })
+            .collect();
+        me["rules"] = rules.into();
+    }
     // A dashboard session (issue 34): who signed in, and the projects
     // its groups only let it read.
     if let Some(sub) = op.subject() {
@@ -188,11 +205,13 @@ pub async fn can_i(
 ) -> Result<super::extract::Json<serde_json::Value>, ApiError> {
     let verb = Verb::parse(&q.verb)
         .ok_or_else(|| ApiError::bad_request(format!("unknown verb {:?}", q.verb)))?;
-    let resource = [access::PROJECT_RESOURCES, access::ADMIN_RESOURCES]
-        .concat()
-        .into_iter()
-        .find(|r| *r == q.resource)
-        .ok_or_else(|| ApiError::bad_request(format!("unknown resource {:?}", q.resource)))?;
+    let resource = q.resource.as_str();
+    if resource == access::SELF || !access::known(resource) {
+        return Err(ApiError::bad_request(format!(
+            "unknown resource {:?}",
+            q.resource
+        )));
+    }
     let allowed = op.grant().is_some_and(|g| {
         access::authorize(g, verb, resource, q.project.as_deref()) == Decision::Allow
     });

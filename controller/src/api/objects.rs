@@ -416,6 +416,49 @@ pub fn webhook(w: &store::Webhook, counts: (u64, u64)) -> Value {
     serde_json::to_value(obj).expect("a Webhook is JSON")
 }
 
+/// An object of a generically stored kind (issue 29) as printed: its
+/// metadata, the spec as applied and the status observed (its
+/// `observedGeneration` and conditions with what the row's status holds);
+/// `project` is the one a project-scoped kind's object lives in. The
+/// caller reads it back through the kind's type.
+pub fn generic(o: &store::Object, project: Option<&store::Project>) -> Value {
+    let metadata = match project {
+        Some(p) => serde_json::to_value(object_meta!(
+            ProjectObjectMeta,
+            &o.meta,
+            &o.name,
+            o.id,
+            o.created_at,
+            &p.slug
+        )),
+        None => serde_json::to_value(object_meta!(
+            ObjectMeta,
+            &o.meta,
+            &o.name,
+            o.id,
+            o.created_at
+        )),
+    }
+    .expect("metadata is JSON");
+    let mut status = o.status.as_object().cloned().unwrap_or_default();
+    status.insert(
+        "observedGeneration".into(),
+        o.meta.observed_generation.into(),
+    );
+    let conditions = conditions(&o.meta);
+    if !conditions.is_empty() {
+        let conditions = serde_json::to_value(conditions).expect("conditions are JSON");
+        status.insert("conditions".into(), conditions);
+    }
+    serde_json::json!({
+        "apiVersion": pam_manifests::kinds::API_VERSION,
+        "kind": o.kind,
+        "metadata": metadata,
+        "spec": o.meta.spec,
+        "status": status,
+    })
+}
+
 /// A delivery as the API shows it (`pamctl get webhookdeliveries`).
 pub fn delivery(d: &store::Delivery, webhook: &str) -> Value {
     serde_json::json!({

@@ -34,6 +34,7 @@ use super::{ApiError, AppState};
 use crate::ctx::Wakeups;
 use crate::rules::access::Verb;
 use crate::rules::kind::Stored;
+use crate::rules::objects::Obj;
 
 type ApiResult<T> = Result<T, ApiError>;
 
@@ -117,6 +118,24 @@ pub trait Served: Stored {
     fn deleted(_w: &Wakeups) {}
 }
 
+/// Every kind stored generically (issue 29) prints the same way: its row
+/// as the kind's manifest type reads it (a stored spec the type no longer
+/// reads prints as stored).
+#[async_trait]
+impl<M: pam_manifests::kinds::Generic> Served for Obj<M> {
+    async fn print(_tx: &mut dyn Tx, at: At<'_>, items: &[Self]) -> ApiResult<Vec<Value>> {
+        Ok(items
+            .iter()
+            .map(|o| {
+                let v = super::objects::generic(&o.row, at.project);
+                serde_json::from_value::<M>(v.clone())
+                    .and_then(serde_json::to_value)
+                    .unwrap_or(v)
+            })
+            .collect())
+    }
+}
+
 /// The object named `name` (of `project`), or the 404 that names it.
 pub async fn one<K: Served>(
     tx: &mut dyn Tx,
@@ -182,7 +201,7 @@ async fn list_all<K: Served>(
     let items = match <K as Stored>::KIND.info().scope {
         Scope::Cluster if <K as Stored>::KIND == pam_manifests::kinds::Kind::Project => {
             let all = K::listed(tx.as_mut(), None, &q, now).await?;
-            authz::visible(grant, all, |v| {
+            authz::visible(grant, (Verb::List, info_plural::<K>()), all, |v| {
                 v.pointer("/metadata/name")
                     .and_then(Value::as_str)
                     .unwrap_or_default()
@@ -190,11 +209,18 @@ async fn list_all<K: Served>(
         }
         Scope::Cluster => K::listed(tx.as_mut(), None, &q, now).await?,
         Scope::Project => {
-            let projects = authz::visible(grant, tx.list_projects().await?, |p| &p.slug);
+            let all = tx.list_projects().await?;
+            let projects =
+                authz::visible(grant, (Verb::List, info_plural::<K>()), all, |p| &p.slug);
             K::listed_everywhere(tx.as_mut(), &projects, &q, now).await?
         }
     };
     Ok(list(items))
+}
+
+/// The resource a list of `K` is authorized as: its plural.
+fn info_plural<K: Served>() -> &'static str {
+    <K as Stored>::KIND.info().plural
 }
 
 /// `GET /api/v1/projects/{project}/<plural>/{name}`.

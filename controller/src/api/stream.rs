@@ -45,7 +45,7 @@ use super::{ApiError, AppState};
 pub use crate::events::filter::Filter;
 use crate::events::filter::ProjectMemo;
 use crate::events::{frame, EventBus, Published};
-use crate::rules::access::Grant;
+use crate::rules::access::{Grant, Verb};
 
 /// Journal page size for replays and catch-ups.
 const PAGE: i64 = 1000;
@@ -93,12 +93,15 @@ pub async fn reader_filter(
     project: Option<&str>,
 ) -> Result<Filter, ApiError> {
     let asked = project_filter(store, grant, project).await?;
-    let Some(scope) = grant.and_then(Grant::scope) else {
+    // The projects whose events it may read (a custom role: those its
+    // rules give `list` or `watch` on `events`).
+    let reads = [Verb::List, Verb::Watch];
+    let Some(scope) = grant.and_then(|g| g.scope_for(&reads, "events")) else {
         return Ok(Filter::new(topic, asked));
     };
     let mut tx = store.begin().await?;
     let mut within = Vec::with_capacity(scope.len());
-    for slug in scope {
+    for slug in &scope {
         // A project of the scope that does not exist (yet) is kept by
         // name: its events name it once it does.
         let uid = tx

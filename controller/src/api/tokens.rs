@@ -47,8 +47,9 @@ pub struct NewToken {
     name: Option<String>,
     #[serde(default)]
     worker: Option<String>,
-    /// `admin` (the default), `operator` or `viewer` (issue 34); a worker
-    /// token is always `worker`.
+    /// `admin` (the default), `operator`, `viewer`, `metrics` or the name
+    /// of a `Role` object (a custom role, issue 34); a worker token is
+    /// always `worker`.
     #[serde(default)]
     role: Option<String>,
     /// The projects an operator or viewer token may act in (required for
@@ -57,34 +58,57 @@ pub struct NewToken {
     projects: Vec<String>,
 }
 
-/// The role and projects a new operator-side token asks for.
-fn grant_of(role: Option<&str>, projects: Vec<String>) -> ApiResult<Grant> {
+/// The role and projects a new operator-side token asks for: a built-in
+/// role, or a custom one — the name of a Role object that exists.
+async fn grant_of(
+    tx: &mut dyn pam_store::Tx,
+    role: Option<&str>,
+    projects: Vec<String>,
+) -> ApiResult<Grant> {
+    let unknown = |r: &str| {
+        ApiError::bad_request(format!(
+            "role {r:?}: give one of admin, operator, viewer, metrics or the name of a Role (pamctl get roles; worker tokens: `worker`)"
+        ))
+    };
     let role = match role {
         None => Role::Admin,
-        Some(r) => Role::parse(r)
-            .filter(|r| *r != Role::Worker)
-            .ok_or_else(|| {
-                ApiError::bad_request(format!(
-                    "role {r:?}: give one of admin, operator, viewer, metrics (worker tokens: `worker`)"
-                ))
-            })?,
+        Some(r) => match Role::parse(r) {
+            Some(Role::Worker) => return Err(unknown(r)),
+            Some(role) => role,
+            None => {
+                use crate::rules::kind::Stored;
+                type RoleObject = crate::rules::objects::Obj<pam_manifests::kinds::Role>;
+                RoleObject::by_name(tx, None, r)
+                    .await?
+                    .ok_or_else(|| unknown(r))?;
+                Role::named(r)
+            }
+        },
     };
     for p in &projects {
         pam_manifests::Name::parse(p)
             .map_err(|e| ApiError::bad_request(format!("project {p:?}: {e}")))?;
     }
-    match (role, projects.is_empty()) {
-        (Role::Admin, false) => Err(ApiError::bad_request(
-            "an admin token acts in every project: give no projects (or another role)",
-        )),
-        (Role::Metrics, false) => Err(ApiError::bad_request(
-            "a metrics token only scrapes /metrics: give no projects",
-        )),
-        (Role::Operator | Role::Viewer, true) => Err(ApiError::bad_request(format!(
+    let refused = match (&role, projects.is_empty()) {
+        (Role::Admin, false) => Some(
+            "an admin token acts in every project: give no projects (or another role)".to_string(),
+        ),
+        (Role::Metrics, false) => {
+            Some("a metrics token only scrapes /metrics: give no projects".to_string())
+        }
+        (Role::Operator | Role::Viewer, true) => Some(format!(
             "a {} token needs its projects (`projects`, pamctl --project)",
             role.as_str()
-        ))),
-        _ => Ok(Grant {
+        )),
+        (Role::Custom(_), false) => Some(format!(
+            "role {:?} is a Role: its rules name the projects, give none",
+            role.as_str()
+        )),
+        _ => None,
+    };
+    match refused {
+        Some(why) => Err(ApiError::bad_request(why)),
+        None => Ok(Grant {
             role,
             projects,
             read_only: Vec::new(),
@@ -117,13 +141,13 @@ pub async fn create_token(
             ))
         }
     };
+    let mut tx = st.ctx.store.begin().await?;
     let grant = if kind == TokenKind::Operator {
         super::validate::token_name(&name)?;
-        grant_of(body.role.as_deref(), body.projects)?
+        grant_of(tx.as_mut(), body.role.as_deref(), body.projects).await?
     } else {
         tokens::default_grant(kind)
     };
-    let mut tx = st.ctx.store.begin().await?;
     let (t, token) = tokens::mint_with(tx.as_mut(), kind, name, host, grant, st.ctx.now()).await?;
     st.ctx.commit(tx).await?;
     let mut body = token_json(&t);

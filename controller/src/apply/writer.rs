@@ -21,6 +21,7 @@ use super::{Action, ApplyError, ApplyResult};
 use crate::rules::hosts::{self, HostDesired};
 use crate::rules::kind::Stored;
 use crate::rules::meta::{self, Change, Desired};
+use crate::rules::objects::{self, Obj, ObjectDesired};
 use crate::rules::projects::{self, ProjectDesired};
 use crate::rules::runs::{self, gate, RunDesired};
 use crate::rules::schedules::{self, ScheduleDesired};
@@ -286,7 +287,37 @@ impl<'t> Writer<'t> {
             Manifest::Webhook(w) => self.webhook(d, w).await,
             Manifest::Secret(s) => self.secret(d, s).await,
             Manifest::Schedule(s) => self.schedule(d, s).await,
+            // Every kind stored generically (issue 29): no arm of its own.
+            m => pam_manifests::for_generic_kind!(m.kind(), M => self.object::<M>(d).await),
         }
+    }
+
+    /// An object of a generically stored kind: its desired state as the
+    /// document declares it (its spec's rules were checked on load).
+    async fn object<M: kinds::Generic>(&mut self, d: &Document) -> Result<(), ApplyError> {
+        let m = &d.manifest;
+        let project_id = match m.project() {
+            Some(p) => Some(self.project_id(p.as_str()).await?.0),
+            None => None,
+        };
+        let desired = ObjectDesired {
+            project_id,
+            name: m.name().to_string(),
+            desired: Desired::of(m),
+        };
+        let found = self
+            .tx
+            .get_object_by_name(m.kind().as_str(), project_id, m.name().as_str())
+            .await?
+            .map(Obj::<M>::new);
+        let now = self.now;
+        self.upsert(
+            (d, found, desired),
+            |(tx, _), d| Box::pin(objects::create::<M>(tx, d, now)),
+            |(tx, _), row, d| Box::pin(objects::update(tx, row, d, now)),
+        )
+        .await?;
+        Ok(())
     }
 
     /// A Schedule (issue 18): validation checked its timetable and its

@@ -64,21 +64,15 @@ impl Verb {
     }
 }
 
-/// The resources a permission names: the project-scoped kinds, the
-/// projects themselves (a Project object belongs to the project it is),
-/// the event journal, apply's batches and the caller itself.
-pub const PROJECT_RESOURCES: &[&str] = &[
-    "projects",
-    "tasks",
-    "runs",
-    "secrets",
-    "schedules",
-    "events",
-    "manifests",
-];
+/// The resources a permission names in a project: the project-scoped
+/// kinds, the projects themselves (a Project object belongs to the project
+/// it is), the event journal and apply's batches — what a custom Role's
+/// rules may name (`pam_manifests::kinds::role`).
+pub use pam_manifests::kinds::role::PROJECT_RESOURCES;
 
 /// Cluster-wide resources only an admin may touch (hosts are read by
-/// every role: scheduling is not understood without them).
+/// every role: scheduling is not understood without them), beside every
+/// cluster-scoped kind but projects ([`admin_only`]).
 pub const ADMIN_RESOURCES: &[&str] = &[
     "hosts",
     "tokens",
@@ -94,9 +88,19 @@ pub const ADMIN_RESOURCES: &[&str] = &[
 /// token may ask about itself.
 pub const SELF: &str = "self";
 
+/// Whether only an admin may touch `resource` (hosts' reads aside): the
+/// cluster-wide resources and every cluster-scoped kind but projects — a
+/// kind added to the registry needs no line here (issue 29).
+pub fn admin_only(resource: &str) -> bool {
+    ADMIN_RESOURCES.contains(&resource)
+        || pam_manifests::Kind::ALL
+            .iter()
+            .any(|k| !k.is_project_scoped() && k.plural() == resource && resource != "projects")
+}
+
 /// Whether a route may name `resource` (a test walks the route table).
 pub fn known(resource: &str) -> bool {
-    resource == SELF || PROJECT_RESOURCES.contains(&resource) || ADMIN_RESOURCES.contains(&resource)
+    resource == SELF || PROJECT_RESOURCES.contains(&resource) || admin_only(resource)
 }
 
 /// A token's authority: its role and projects (empty: every project, for
@@ -113,11 +117,14 @@ pub struct Grant {
 
 impl Grant {
     /// Whether the token sees `project` at all.
+    /// (A custom role's projects are those any of its rules names.)
     pub fn sees(&self, project: &str) -> bool {
         match self.role {
             Role::Admin => true,
             Role::Worker | Role::Metrics => false,
-            Role::Operator | Role::Viewer => self.projects.iter().any(|p| p == project),
+            Role::Operator | Role::Viewer | Role::Custom(_) => {
+                self.projects.iter().any(|p| p == project)
+            }
         }
     }
 
@@ -126,11 +133,37 @@ impl Grant {
         (self.role != Role::Admin).then_some(self.projects.as_slice())
     }
 
-    fn may(&self, verb: Verb) -> bool {
-        match self.role {
+    /// The projects a list of `resource` (by any of `verbs`) is filtered
+    /// to; None: every project. For a built-in role, [`Grant::scope`]; for
+    /// a custom one, the projects of the rules giving one of the verbs on
+    /// the resource — a rule about tasks in a project does not show its
+    /// runs or events.
+    pub fn scope_for(&self, verbs: &[Verb], resource: &str) -> Option<Vec<String>> {
+        let Role::Custom(c) = &self.role else {
+            return self.scope().map(<[String]>::to_vec);
+        };
+        let mut out: Vec<String> = c
+            .rules
+            .iter()
+            .filter(|r| verbs.iter().any(|v| r.allows(v.as_str(), resource, None)))
+            .flat_map(|r| r.projects.iter().cloned())
+            .collect();
+        out.sort();
+        out.dedup();
+        Some(out)
+    }
+
+    fn may(&self, verb: Verb, resource: &str, project: Option<&str>) -> bool {
+        match &self.role {
             Role::Admin | Role::Operator => true,
             Role::Viewer => verb.reads(),
             Role::Worker | Role::Metrics => false,
+            // One of its rules gives the verb on the resource (in the
+            // project; without one, in some project: the caller filters).
+            Role::Custom(c) => c
+                .rules
+                .iter()
+                .any(|r| r.allows(verb.as_str(), resource, project)),
         }
     }
 }
@@ -165,7 +198,7 @@ pub fn authorize(grant: &Grant, verb: Verb, resource: &str, project: Option<&str
             Decision::Forbidden
         };
     }
-    if ADMIN_RESOURCES.contains(&resource) {
+    if admin_only(resource) {
         return if resource == "hosts" && verb.reads() {
             Decision::Allow
         } else {
@@ -178,7 +211,7 @@ pub fn authorize(grant: &Grant, verb: Verb, resource: &str, project: Option<&str
     if project.is_some_and(|p| grant.read_only.iter().any(|r| r == p)) && !verb.reads() {
         return Decision::Forbidden;
     }
-    if grant.may(verb) {
+    if grant.may(verb, resource, project) {
         Decision::Allow
     } else {
         Decision::Forbidden
@@ -234,5 +267,85 @@ mod tests {
             assert_eq!(authorize(&mixed, v, "runs", Some("docs")), read);
             assert_eq!(authorize(&mixed, v, "runs", Some("api")), Hidden);
         }
+    }
+
+    /// A custom role (issue 34): a verb one of its rules gives, on its
+    /// resource, in its projects; 403 for another verb or resource in a
+    /// project it sees, 404 for a project none names; lists filtered per
+    /// resource; cluster-wide resources the admin's.
+    #[test]
+    fn a_custom_role_allows_what_its_rules_give() {
+        use pam_store::{CustomRole, Permission};
+        use Decision::*;
+        let rule = |verbs: &[&str], resources: &[&str], projects: &[&str]| Permission {
+            verbs: verbs.iter().map(|s| s.to_string()).collect(),
+            resources: resources.iter().map(|s| s.to_string()).collect(),
+            projects: projects.iter().map(|s| s.to_string()).collect(),
+        };
+        let custom = Grant {
+            role: Role::Custom(std::sync::Arc::new(CustomRole {
+                name: "run-reader".into(),
+                rules: vec![
+                    rule(&["get", "list"], &["runs"], &["web"]),
+                    rule(&["*"], &["tasks"], &["docs"]),
+                ],
+            })),
+            projects: vec!["docs".into(), "web".into()],
+            read_only: Vec::new(),
+        };
+        assert_eq!(authorize(&custom, Verb::Get, "runs", Some("web")), Allow);
+        assert_eq!(authorize(&custom, Verb::List, "runs", None), Allow);
+        assert_eq!(
+            authorize(&custom, Verb::Delete, "runs", Some("web")),
+            Forbidden
+        );
+        assert_eq!(
+            authorize(&custom, Verb::Get, "tasks", Some("web")),
+            Forbidden
+        );
+        assert_eq!(
+            authorize(&custom, Verb::Get, "runs", Some("docs")),
+            Forbidden
+        );
+        assert_eq!(
+            authorize(&custom, Verb::Delete, "tasks", Some("docs")),
+            Allow
+        );
+        assert_eq!(authorize(&custom, Verb::Get, "runs", Some("api")), Hidden);
+        assert_eq!(authorize(&custom, Verb::Watch, "events", None), Forbidden);
+        assert_eq!(authorize(&custom, Verb::Get, "roles", None), Forbidden);
+        assert_eq!(authorize(&custom, Verb::Get, "tokens", None), Forbidden);
+        assert_eq!(authorize(&custom, Verb::List, "hosts", None), Allow);
+        assert_eq!(authorize(&custom, Verb::Get, SELF, None), Allow);
+        let runs = custom.scope_for(&[Verb::List], "runs");
+        assert_eq!(runs, Some(vec!["web".to_string()]));
+        let events = custom.scope_for(&[Verb::List, Verb::Watch], "events");
+        assert_eq!(events, Some(Vec::new()));
+        // A Role that is gone: no rules, no rights.
+        let gone = Grant {
+            role: Role::named("deleted"),
+            projects: Vec::new(),
+            read_only: Vec::new(),
+        };
+        for v in Verb::ALL {
+            assert_eq!(authorize(&gone, v, "runs", Some("web")), Hidden);
+            assert_eq!(authorize(&gone, v, "runs", None), Forbidden);
+            assert_eq!(authorize(&gone, v, SELF, None), Allow);
+        }
+    }
+
+    /// A Role's rules are checked against the verbs and resources this
+    /// module decides on (`pam_manifests::kinds::role`).
+    #[test]
+    fn role_verbs_are_the_verbs() {
+        let verbs: Vec<&str> = Verb::ALL.iter().map(|v| v.as_str()).collect();
+        assert_eq!(verbs, pam_manifests::kinds::role::VERBS);
+        for r in pam_manifests::kinds::role::BUILT_IN_ROLES {
+            assert!(Role::parse(r).is_some(), "{r}");
+        }
+        assert_eq!(
+            pam_manifests::kinds::role::BUILT_IN_ROLES.len(),
+            Role::ALL.len()
+        );
     }
 }

@@ -58,7 +58,10 @@ pub trait Stored: Sized + Send + Sync + 'static {
 }
 
 /// `for_kind!(kind, K => expr)`: `expr` with `K` the row type of `kind`
-/// (a `Kind` value) — the one `match` from kinds to their row types.
+/// (a `Kind` value) — the one `match` from kinds with a table of their
+/// own to their row types; every other kind is stored generically
+/// (issue 29) and its `K` is [`super::objects::Obj`] of its manifest type
+/// (`pam_manifests::for_generic_kind!`).
 macro_rules! for_kind {
     ($kind:expr, $k:ident => $body:expr) => {
         $crate::rules::kind::for_kind!(@rows $kind, $k, $body;
@@ -71,6 +74,10 @@ macro_rules! for_kind {
                 type $k = pam_store::$row;
                 $body
             })+
+            generic => pam_manifests::for_generic_kind!(generic, M => {
+                type $k = $crate::rules::objects::Obj<M>;
+                $body
+            }),
         }
     };
 }
@@ -110,7 +117,8 @@ impl Stored for Project {
     async fn all(tx: &mut dyn Tx, _: Option<&Project>) -> StoreResult<Vec<Self>> {
         tx.list_projects().await
     }
-    /// Its tasks, runs, Secrets and Schedules.
+    /// Its tasks, runs, Secrets, Schedules and objects of generically
+    /// stored kinds.
     async fn held(&self, tx: &mut dyn Tx, pruning: &HashSet<Uuid>) -> StoreResult<Vec<String>> {
         let items = tx.list_work_items(self.id).await?;
         let mut held = held_by_items(tx, self.id, &items, pruning).await?;
@@ -122,6 +130,11 @@ impl Stored for Project {
         for s in tx.list_schedules(self.id).await? {
             if !pruning.contains(&s.id) {
                 held.push(format!("schedule {}", s.name));
+            }
+        }
+        for o in tx.objects_in_project(self.id).await? {
+            if !pruning.contains(&o.id) {
+                held.push(format!("{} {}", o.kind.to_ascii_lowercase(), o.name));
             }
         }
         Ok(held)

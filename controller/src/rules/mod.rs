@@ -31,6 +31,7 @@ pub mod hosts;
 pub mod kind;
 pub mod leases;
 pub mod meta;
+pub mod objects;
 pub mod projects;
 pub mod runs;
 pub mod schedules;

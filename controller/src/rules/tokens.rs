@@ -8,6 +8,10 @@ use pam_store::{ApiToken, StoreResult, TokenKind};
 use sha2::{Digest, Sha256};
 
 use super::access::{Grant, Role};
+use pam_manifests::kinds::RoleSpec;
+use pam_manifests::Kind;
+use pam_store::{CustomRole, Permission};
+use std::sync::Arc;
 use uuid::Uuid;
 
 /// The SHA-256 hex fingerprint of a token: what the database keeps.
@@ -82,6 +86,78 @@ pub fn default_grant(kind: TokenKind) -> Grant {
         projects: Vec::new(),
         read_only: Vec::new(),
     }
+}
+
+/// The grant of token `t` (issue 34): its role and projects. A custom
+/// role's rules are resolved here, at every authentication: the `Role`
+/// object is read and each `projectSelector` matched against the
+/// projects' labels now, so a change to the Role or to a project's labels
+/// takes effect at the token's next request (nothing is cached). A token
+/// whose Role is gone has no rules and no projects: no rights but
+/// `whoami`.
+pub async fn grant_of(tx: &mut dyn Tx, t: &ApiToken) -> StoreResult<Grant> {
+    let Role::Custom(c) = &t.role else {
+        return Ok(Grant {
+            role: t.role.clone(),
+            projects: t.projects.clone(),
+            read_only: Vec::new(),
+        });
+    };
+    let spec = tx
+        .get_object_by_name(Kind::Role.as_str(), None, &c.name)
+        .await?
+        .and_then(|o| serde_json::from_value::<RoleSpec>(o.meta.spec).ok());
+    let rules = match spec {
+        Some(spec) => resolve(tx, spec).await?,
+        None => Vec::new(),
+    };
+    let mut projects: Vec<String> = rules
+        .iter()
+        .flat_map(|r| r.projects.iter().cloned())
+        .collect();
+    projects.sort();
+    projects.dedup();
+    Ok(Grant {
+        role: Role::Custom(Arc::new(CustomRole {
+            name: c.name.clone(),
+            rules,
+        })),
+        projects,
+        read_only: Vec::new(),
+    })
+}
+
+/// A Role's rules with their projects named: those listed and those
+/// whose labels a selector matches (the projects are read only when a
+/// rule has a selector).
+async fn resolve(tx: &mut dyn Tx, spec: RoleSpec) -> StoreResult<Vec<Permission>> {
+    let selects = spec.rules.iter().any(|r| r.project_selector.is_some());
+    let all = if selects {
+        tx.list_projects().await?
+    } else {
+        Vec::new()
+    };
+    Ok(spec
+        .rules
+        .into_iter()
+        .map(|r| {
+            let mut projects: Vec<String> = r.projects.iter().map(|p| p.to_string()).collect();
+            if let Some(sel) = &r.project_selector {
+                projects.extend(
+                    all.iter()
+                        .filter(|p| sel.matches(|k| p.meta.labels.get(k).map(String::as_str)))
+                        .map(|p| p.slug.clone()),
+                );
+            }
+            projects.sort();
+            projects.dedup();
+            Permission {
+                verbs: r.verbs,
+                resources: r.kinds,
+                projects,
+            }
+        })
+        .collect())
 }
 
 /// Records a token by its fingerprint: [`mint`]'s row, or that of a token

@@ -94,7 +94,8 @@ fn out_of_scope(d: &Document, spec: &SourceSpec) -> Option<ManifestError> {
                 "a Source writes Projects, Tasks and Runs; Secrets hold values that belong in no repository, expected them applied with pamctl apply",
             ))
         }
-        Manifest::Host(_) | Manifest::Source(_) | Manifest::Schedule(_) | Manifest::Webhook(_) => {
+        // Any other kind (and every kind stored generically).
+        _ => {
             return Some(d.error_at(
                 "kind",
                 format!(

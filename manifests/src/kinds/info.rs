@@ -49,6 +49,11 @@ pub struct KindInfo {
     /// The columns `pamctl get` prints after NAME (`wide` ones with
     /// `-o wide`), in order.
     pub columns: &'static [Column],
+    /// Whether its objects live in the one generic table (`objects`,
+    /// issue 29) instead of a table of their own: metadata, a spec and a
+    /// status, served by pamd with no per-kind code (its manifest type
+    /// implements [`super::Generic`]).
+    pub generic: bool,
 }
 
 /// Every kind's `kind:` name, in the enum's order.
@@ -63,7 +68,7 @@ pub const NAMES: [&str; KINDS.len()] = {
 };
 
 /// Every kind's facts, in the enum's order (see [`Kind::info`]).
-pub const KINDS: [KindInfo; 8] = [
+pub const KINDS: [KindInfo; 9] = [
     KindInfo {
         kind: Kind::Project,
         name: "Project",
@@ -81,6 +86,7 @@ pub const KINDS: [KindInfo; 8] = [
             wide("TOKENS", Computed(Tokens)),
             wide("COST", Computed(Cost)),
         ],
+        generic: false,
     },
     KindInfo {
         kind: Kind::Task,
@@ -105,6 +111,7 @@ pub const KINDS: [KindInfo; 8] = [
             wide("COST", Computed(Cost)),
             wide("BLOCKED-BY", Computed(BlockedBy)),
         ],
+        generic: false,
     },
     KindInfo {
         kind: Kind::Run,
@@ -131,6 +138,7 @@ pub const KINDS: [KindInfo; 8] = [
             wide("TOKENS", Computed(Tokens)),
             wide("COST", Computed(Cost)),
         ],
+        generic: false,
     },
     KindInfo {
         kind: Kind::Host,
@@ -153,6 +161,7 @@ pub const KINDS: [KindInfo; 8] = [
             wide("PROVIDERS", Computed(Providers)),
             wide("FREE", Computed(Free)),
         ],
+        generic: false,
     },
     KindInfo {
         kind: Kind::Source,
@@ -177,6 +186,7 @@ pub const KINDS: [KindInfo; 8] = [
             wide("LAST-SYNCED", Since("/status/lastSyncedAt")),
             wide("MESSAGE", Text("/status/syncMessage")),
         ],
+        generic: false,
     },
     KindInfo {
         kind: Kind::Webhook,
@@ -199,6 +209,7 @@ pub const KINDS: [KindInfo; 8] = [
             col("AGE", Age),
             wide("PROJECTS", Join("/spec/projects")),
         ],
+        generic: false,
     },
     KindInfo {
         kind: Kind::Secret,
@@ -218,6 +229,7 @@ pub const KINDS: [KindInfo; 8] = [
             wide("SIZE", Computed(SecretSize)),
             wide("KEY-ID", Text("/status/keyId")),
         ],
+        generic: false,
     },
     KindInfo {
         kind: Kind::Schedule,
@@ -241,6 +253,23 @@ pub const KINDS: [KindInfo; 8] = [
             wide("POLICY", Text("/spec/concurrencyPolicy")),
             wide("LAST-RESULT", Text("/status/lastResult")),
         ],
+        generic: false,
+    },
+    KindInfo {
+        kind: Kind::Role,
+        name: "Role",
+        singular: "role",
+        plural: "roles",
+        short: "ro",
+        scope: Scope::Cluster,
+        // A Role's changes journal nothing (as a Webhook's): its record is
+        // the object and its managed fields.
+        topics: "role.",
+        prune_order: 8,
+        phases: &[],
+        usage: None,
+        columns: &[col("RULES", Len("/spec/rules")), col("AGE", Age)],
+        generic: true,
     },
 ];
 

@@ -14,8 +14,14 @@ use super::Document;
 use crate::error::ManifestError;
 use crate::kinds::{Kind, Manifest, Provider, SERVER_SET_METADATA};
 
-const KINDS_EXPECTED: &str =
-    "one of `Project`, `Task`, `Run`, `Host`, `Source`, `Webhook`, `Secret`, `Schedule`";
+/// "one of `Project`, `Task`, …": every kind of the registry.
+fn kinds_expected() -> String {
+    let names: Vec<String> = crate::kinds::info::NAMES
+        .iter()
+        .map(|n| format!("`{n}`"))
+        .collect();
+    format!("one of {}", names.join(", "))
+}
 
 /// Structural checks, then typing of one document. Every problem found is
 /// returned; serde stops at the first type error, so there is at most one of
@@ -52,7 +58,7 @@ pub(super) fn type_document(
         None => {
             errors.push(doc.error_at(
                 "kind",
-                format!("missing required field, expected {KINDS_EXPECTED}"),
+                format!("missing required field, expected {}", kinds_expected()),
             ));
             return Err(errors);
         }
@@ -61,7 +67,7 @@ pub(super) fn type_document(
             None => {
                 errors.push(doc.error_at(
                     "kind",
-                    format!("unknown kind {s:?}, expected {KINDS_EXPECTED}"),
+                    format!("unknown kind {s:?}, expected {}", kinds_expected()),
                 ));
                 return Err(errors);
             }
@@ -70,8 +76,9 @@ pub(super) fn type_document(
             errors.push(doc.error_at(
                 "kind",
                 format!(
-                    "invalid type: {}, expected {KINDS_EXPECTED}",
-                    describe(other)
+                    "invalid type: {}, expected {}",
+                    describe(other),
+                    kinds_expected()
                 ),
             ));
             return Err(errors);
@@ -268,6 +275,9 @@ pub(super) fn check_document(doc: &Document) -> Vec<ManifestError> {
         for (path, message) in s.spec.problems() {
             errors.push(doc.error_at(path, message));
         }
+    }
+    for (path, message) in doc.manifest.generic_problems() {
+        errors.push(doc.error_at(&path, message));
     }
     if let Manifest::Webhook(w) = &doc.manifest {
         for (path, message) in w.spec.problems() {

@@ -353,7 +353,9 @@ pub fn validate_batch(docs: &[Document], existing: &dyn ExistingState) -> Vec<Ma
                 check_project(&batch, doc, &s.metadata.project, false, &mut errors);
             }
             Manifest::Host(h) => check_host_labels(doc, h, &mut errors),
-            Manifest::Project(_) | Manifest::Source(_) | Manifest::Webhook(_) => {}
+            // Kinds that name no project or no other object (and every
+            // kind stored generically: its rules are per document).
+            _ => {}
         }
     }
     errors
@@ -518,12 +520,8 @@ pub fn immutable_changes(
             ("workspace", "spec.workspace"),
         ],
         Kind::Task => &[("type", "spec.type")],
-        Kind::Project
-        | Kind::Host
-        | Kind::Source
-        | Kind::Webhook
-        | Kind::Secret
-        | Kind::Schedule => &[],
+        // No immutable field (nor any in a generically stored kind).
+        _ => &[],
     };
     let normalize = |spec: &serde_json::Value| -> serde_json::Value {
         let typed = match kind {
@@ -533,12 +531,7 @@ pub fn immutable_changes(
             Kind::Task => serde_json::from_value::<TaskSpec>(spec.clone())
                 .ok()
                 .and_then(|s| serde_json::to_value(s).ok()),
-            Kind::Project
-            | Kind::Host
-            | Kind::Source
-            | Kind::Webhook
-            | Kind::Secret
-            | Kind::Schedule => None,
+            _ => None,
         };
         typed.unwrap_or_else(|| spec.clone())
     };

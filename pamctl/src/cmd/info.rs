@@ -133,6 +133,7 @@ mod tests {
         events              ev           pam.dev/v1   false        Event
         hosts               ho           pam.dev/v1   false        Host
         projects            proj         pam.dev/v1   false        Project
+        roles               ro           pam.dev/v1   false        Role
         runs                rn           pam.dev/v1   true         Run
         schedules           sch          pam.dev/v1   true         Schedule
         secrets             sec          pam.dev/v1   true         Secret

@@ -22,8 +22,9 @@ pub enum TokenCommand {
         #[arg(long, value_name = "HOST")]
         worker: Option<String>,
         /// admin (everything, the default), operator (read and change its projects) or
-        /// viewer (read its projects); metrics (only scrape /metrics)
-        #[arg(long, value_parser = ["admin", "operator", "viewer", "metrics"], conflicts_with = "worker")]
+        /// viewer (read its projects); metrics (only scrape /metrics); or the name of a Role
+        /// (a custom role: what its rules allow, in the projects they name; pamctl get roles)
+        #[arg(long, conflicts_with = "worker")]
         role: Option<String>,
     },
     /// List tokens (never their values)
@@ -115,6 +116,33 @@ pub(crate) fn whoami(ctx: &mut Ctx) -> Result<Exit> {
     term::outln(&format!("name:     {}", cell(&v, "/name")));
     term::outln(&format!("role:     {}", cell(&v, "/role")));
     term::outln(&format!("projects: {}", projects(&v)));
+    // A custom role's rules, as pamd resolved them for this request.
+    if let Some(rules) = v.get("rules").and_then(Value::as_array) {
+        term::outln("rules:");
+        let list = |r: &Value, k: &str| {
+            let items: Vec<&str> = r
+                .get(k)
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            if items.is_empty() {
+                "<none>".to_string()
+            } else {
+                items.join(",")
+            }
+        };
+        if rules.is_empty() {
+            term::outln("  <none> (no Role of this name: no rights)");
+        }
+        for r in rules {
+            term::outln(&format!(
+                "  {} {} in {}",
+                list(r, "verbs"),
+                list(r, "kinds"),
+                list(r, "projects")
+            ));
+        }
+    }
     Ok(Exit::Ok)
 }
 

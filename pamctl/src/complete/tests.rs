@@ -17,6 +17,7 @@ impl Names for Fake {
             Kind::Webhook => &["ci-hook"],
             Kind::Secret => &["api-keys"],
             Kind::Schedule => &["nightly"],
+            Kind::Role => &["reader"],
         };
         names.iter().map(|s| s.to_string()).collect()
     }
@@ -91,7 +92,8 @@ fn kinds_kind_slash_name_and_names() {
             "run/",
             "schedule/",
             "source/",
-            "webhook/"
+            "webhook/",
+            "role/"
         ]
     );
 }

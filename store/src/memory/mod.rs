@@ -74,6 +74,8 @@ struct State {
     idempotency: HashMap<(String, String), idempotency::KeyRow>,
     /// `managed_fields`: (kind, object id) → its managers (issue 35).
     managed: HashMap<(String, Uuid), Vec<crate::ManagedEntry>>,
+    /// `objects`: the kinds stored generically (issue 29).
+    objects: HashMap<Uuid, crate::Object>,
 }
 
 /// The in-memory store.
@@ -272,6 +274,7 @@ mod idempotency;
 mod leader;
 mod managed;
 mod named;
+mod objects;
 mod projects;
 mod results;
 mod runs;

@@ -42,6 +42,7 @@ impl ProjectTx for MemTx {
         let gone = s.ids_in::<crate::Schedule>(id);
         s.schedules.retain(|sid, _| !gone.contains(sid));
         s.schedule_runs.retain(|(sid, _), _| !gone.contains(sid));
+        s.objects.retain(|_, o| o.project_id != Some(id));
         Ok(true)
     }
 }

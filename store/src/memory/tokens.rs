@@ -11,7 +11,7 @@ impl TokenTx for MemTx {
                 "check api_tokens_role_kind failed".into(),
             ));
         }
-        if !matches!(t.role, Role::Admin | Role::Worker | Role::Metrics) && t.projects.is_empty() {
+        if matches!(t.role, Role::Operator | Role::Viewer) && t.projects.is_empty() {
             return Err(StoreError::Invalid(
                 "check api_tokens_role_projects failed".into(),
             ));

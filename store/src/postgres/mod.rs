@@ -441,6 +441,7 @@ mod idempotency;
 mod leader;
 mod managed;
 mod named;
+mod objects;
 mod pool;
 mod projects;
 mod results;

@@ -352,7 +352,7 @@ pub(super) fn token_from_row(row: &PgRow) -> StoreResult<ApiToken> {
         host_name: get(row, "host_name")?,
         role: {
             let role: String = get(row, "role")?;
-            Role::parse(&role).ok_or_else(|| corrupt("token role", &role))?
+            Role::named(&role)
         },
         projects: get(row, "projects")?,
         created_at: get(row, "created_at")?,

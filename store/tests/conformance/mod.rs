@@ -91,6 +91,7 @@ macro_rules! store_conformance_tests {
             events_commit_returns_and_rollback_discards,
             journal_follows_finished_transactions,
             tokens_insert_lookup_revoke,
+            custom_role_token_round_trips,
             tokens_touch_writes_at_most_once_per_window,
             tokens_keep_role_and_projects,
             rollback_on_drop,
@@ -106,6 +107,8 @@ macro_rules! store_conformance_tests {
             leader_lease_take_renew_expire_and_fence,
             attach_lease_one_holder_input_expiry_and_revocation,
             webhook_crud_targets_and_delivery_queue,
+            objects_keyed_by_kind_scope_and_name,
+            object_update_guarded_and_deleted_with_project,
             pending_events_are_the_transactions_own,
             idempotency_keys_claim_answer_replay_and_expire,
             secret_crud_unique_and_cascade,
@@ -301,6 +304,7 @@ mod hosts;
 mod leader;
 mod managed;
 mod named;
+mod objects;
 mod projects;
 mod runs;
 mod schedules;
@@ -331,6 +335,8 @@ pub use managed::*;
 #[allow(unused_imports)]
 pub use named::*;
 #[allow(unused_imports)]
+pub use objects::*;
+#[allow(unused_imports)]
 pub use projects::*;
 #[allow(unused_imports)]
 pub use runs::*;
@@ -348,7 +354,6 @@ pub use tokens::*;
 pub use transactions::*;
 #[allow(unused_imports)]
 pub use usage::*;
-#[allow(unused_imports)]
 pub use webhooks::*;
 #[allow(unused_imports)]
 pub use work_items::*;

@@ -118,3 +118,27 @@ pub async fn tokens_keep_role_and_projects(s: &dyn Store) {
     let mut tx = s.begin().await.unwrap();
     assert_eq!(tx.list_tokens().await.unwrap(), vec![viewer]);
 }
+
+/// Issue 34: a token bound to a custom role keeps the Role's name (its
+/// rules are pamd's to resolve) and names no projects of its own; an
+/// operator or viewer token still needs some.
+pub async fn custom_role_token_round_trips(s: &dyn Store) {
+    let mut custom = token("ci-reader", TokenKind::Operator, "fp-custom", 1);
+    custom.role = Role::named("run-reader");
+    custom.projects = Vec::new();
+    let mut viewer = token("v", TokenKind::Operator, "fp-viewer", 2);
+    viewer.role = Role::Viewer;
+    viewer.projects = Vec::new();
+    let mut tx = s.begin().await.unwrap();
+    tx.insert_token(&custom).await.unwrap();
+    assert_err!(tx.insert_token(&viewer).await, StoreError::Invalid(_));
+    tx.commit().await.unwrap();
+    let mut tx = s.begin().await.unwrap();
+    let got = tx
+        .get_token_by_fingerprint("fp-custom")
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(matches!(&got.role, Role::Custom(c) if c.name == "run-reader" && c.rules.is_empty()));
+    assert_eq!(got, custom);
+}

@@ -422,7 +422,7 @@ mod tests {
                     (
                         g.to_string(),
                         GroupGrant {
-                            role: *role,
+                            role: role.clone(),
                             projects,
                         },
                     )
