@@ -665,3 +665,52 @@ async fn held_tokens_are_rechecked_together() {
         .expect("the revoked token is found within a re-check");
     assert!(holds.iter().filter(|(_, h)| h.is_revoked()).count() == 1);
 }
+
+/// Thirty workers' tokens used within a second cost one statement that
+/// writes their `lastUsedAt`, not a transaction each (issue 33: 167 a
+/// second for a fleet of 10,000); every one is written.
+#[tokio::test]
+async fn token_uses_are_written_together() {
+    const N: usize = 30;
+    let statements = Statements(Default::default(), true);
+    let _guard =
+        tracing::subscriber::set_default(tracing_subscriber::registry().with(statements.clone()));
+    let w = World::new().await;
+    let mut tokens = Vec::new();
+    for i in 0..N {
+        let name = format!("u{i}");
+        tokens.push(common::token(&w.state, TokenKind::Worker, &name, Some(&name)).await);
+    }
+    let ((), sql) = statements
+        .of(async {
+            for t in &tokens {
+                // Not registered: a 409, but the token was used.
+                let (s, v) = request(
+                    w.state.clone(),
+                    Some(t),
+                    "GET",
+                    "/api/v1/workers/desired",
+                    None,
+                )
+                .await;
+                assert_eq!(s, StatusCode::CONFLICT, "{v}");
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(1_500)).await;
+        })
+        .await;
+    let writes = sql
+        .iter()
+        .filter(|s| s.starts_with("UPDATE api_tokens"))
+        .count();
+    assert!(writes >= 1, "the writes are counted: {sql:#?}");
+    assert!(writes <= 2, "{N} tokens' uses took {writes} writes");
+    let mut tx = w.state.ctx.store.begin().await.unwrap();
+    let used = tx
+        .list_tokens()
+        .await
+        .unwrap()
+        .iter()
+        .filter(|t| t.host_name.is_some() && t.last_used_at == Some(t0()))
+        .count();
+    assert_eq!(used, N, "every token's use is written");
+}

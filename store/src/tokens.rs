@@ -133,13 +133,13 @@ pub trait TokenTx: Send {
     async fn list_tokens(&mut self) -> StoreResult<Vec<ApiToken>>;
     /// Sets revoked_at on a live token; returns whether one was revoked.
     async fn revoke_token(&mut self, id: Uuid, now: DateTime<Utc>) -> StoreResult<bool>;
-    /// Sets last_used_at = `now` unless it is already at or after
-    /// `unless_since`; returns whether it was written. The guard makes a
-    /// burst of requests write once.
-    async fn touch_token(
+    /// For each `(id, at)` of `uses`: sets last_used_at = `at` unless it is
+    /// already at or after `at - window`; returns how many were written.
+    /// The guard makes a burst of requests write once; one statement
+    /// writes every token's (issue 33: 10,000 workers' tokens).
+    async fn touch_tokens(
         &mut self,
-        id: Uuid,
-        now: DateTime<Utc>,
-        unless_since: DateTime<Utc>,
-    ) -> StoreResult<bool>;
+        uses: &[(Uuid, DateTime<Utc>)],
+        window: chrono::Duration,
+    ) -> StoreResult<u64>;
 }

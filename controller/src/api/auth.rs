@@ -180,24 +180,13 @@ pub async fn authenticate(
 
 /// `lastUsedAt` (issue 16), written off the request's path and at most once
 /// a minute per token: the row just read says whether it is stale, so a
-/// fresh token costs nothing more.
+/// fresh token costs nothing more; stale ones are written together
+/// ([`super::token_uses`]).
 fn record_use(state: &AppState, t: &ApiToken) {
     let now = state.ctx.now();
-    if !tokens::last_used_is_stale(t, now) {
-        return;
+    if tokens::last_used_is_stale(t, now) {
+        super::token_uses::record(&state.ctx, &state.token_uses, t.id, now);
     }
-    let ctx = state.ctx.clone();
-    let id = t.id;
-    tokio::spawn(async move {
-        let written = async {
-            let mut tx = ctx.store.begin().await?;
-            tokens::touch(tx.as_mut(), id, now).await?;
-            ctx.commit(tx).await
-        };
-        if let Err(e) = written.await {
-            tracing::debug!(error = %e, "cannot record a token's last use");
-        }
-    });
 }
 
 /// The principal of token `t`; a custom role's grant is resolved from

@@ -57,6 +57,7 @@ pub mod source_hooks;
 pub mod sources;
 pub mod stream;
 pub mod tasks;
+pub mod token_uses;
 pub mod tokens;
 pub mod validate;
 pub mod watch;
@@ -92,6 +93,8 @@ pub struct AppState {
     pub metrics_require_token: bool,
     /// The heartbeats waiting for the next batch (issue 33).
     pub heartbeats: Arc<heartbeats::Heartbeats>,
+    /// Tokens' uses waiting to be written (issue 33).
+    pub token_uses: Arc<token_uses::TokenUses>,
 }
 
 impl AppState {
@@ -109,6 +112,7 @@ impl AppState {
             oidc: None,
             metrics_require_token: false,
             heartbeats: Default::default(),
+            token_uses: Default::default(),
         }
     }
 }

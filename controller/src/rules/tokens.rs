@@ -240,11 +240,11 @@ pub fn last_used_is_stale(t: &ApiToken, now: DateTime<Utc>) -> bool {
         .is_none_or(|at| at <= now - LAST_USED_GRANULARITY)
 }
 
-/// Records a use of token `id` at `now`, unless another request already
-/// did within [`LAST_USED_GRANULARITY`] (the store's guard: a burst of
-/// requests writes once).
-pub async fn touch(tx: &mut dyn Tx, id: Uuid, now: DateTime<Utc>) -> StoreResult<bool> {
-    tx.touch_token(id, now, now - LAST_USED_GRANULARITY).await
+/// Records uses of tokens (`(id, when)`), each unless another request
+/// already did within [`LAST_USED_GRANULARITY`] (the store's guard: a
+/// burst of requests writes once); how many were written.
+pub async fn touch(tx: &mut dyn Tx, uses: &[(Uuid, DateTime<Utc>)]) -> StoreResult<u64> {
+    tx.touch_tokens(uses, LAST_USED_GRANULARITY).await
 }
 
 #[cfg(test)]

@@ -75,18 +75,21 @@ impl TokenTx for MemTx {
         }
     }
 
-    async fn touch_token(
+    async fn touch_tokens(
         &mut self,
-        id: Uuid,
-        now: DateTime<Utc>,
-        unless_since: DateTime<Utc>,
-    ) -> StoreResult<bool> {
-        match self.work.tokens.get_mut(&id) {
-            Some(t) if t.last_used_at.is_none_or(|at| at < unless_since) => {
-                t.last_used_at = Some(now);
-                Ok(true)
+        uses: &[(Uuid, DateTime<Utc>)],
+        window: chrono::Duration,
+    ) -> StoreResult<u64> {
+        let mut written = 0;
+        for (id, at) in uses {
+            match self.work.tokens.get_mut(id) {
+                Some(t) if t.last_used_at.is_none_or(|last| last < *at - window) => {
+                    t.last_used_at = Some(*at);
+                    written += 1;
+                }
+                _ => {}
             }
-            _ => Ok(false),
         }
+        Ok(written)
     }
 }

@@ -70,19 +70,22 @@ impl TokenTx for PgTx {
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
-    async fn touch_token(
+    async fn touch_tokens(
         &mut self,
-        id: Uuid,
-        now: DateTime<Utc>,
-        unless_since: DateTime<Utc>,
-    ) -> StoreResult<bool> {
+        uses: &[(Uuid, DateTime<Utc>)],
+        window: chrono::Duration,
+    ) -> StoreResult<u64> {
+        let ids: Vec<Uuid> = uses.iter().map(|u| u.0).collect();
+        let ats: Vec<DateTime<Utc>> = uses.iter().map(|u| u.1).collect();
+        let unless: Vec<DateTime<Utc>> = uses.iter().map(|u| u.1 - window).collect();
         let q = sqlx::query(
-            "UPDATE api_tokens SET last_used_at = $2 WHERE id = $1 \
-             AND (last_used_at IS NULL OR last_used_at < $3)",
+            "UPDATE api_tokens t SET last_used_at = u.at \
+             FROM UNNEST($1::uuid[], $2::timestamptz[], $3::timestamptz[]) AS u(id, at, unless) \
+             WHERE t.id = u.id AND (t.last_used_at IS NULL OR t.last_used_at < u.unless)",
         )
-        .bind(id)
-        .bind(now)
-        .bind(unless_since);
-        Ok(self.exec(q).await? == 1)
+        .bind(ids)
+        .bind(ats)
+        .bind(unless);
+        self.exec(q).await
     }
 }

@@ -75,16 +75,34 @@ pub async fn tokens_touch_writes_at_most_once_per_window(s: &dyn Store) {
     let op = token("ops", TokenKind::Operator, "fp-touch", 1);
     let mut tx = s.begin().await.unwrap();
     tx.insert_token(&op).await.unwrap();
-    assert!(
-        tx.touch_token(op.id, t(10), t(0)).await.unwrap(),
+    let window = chrono::Duration::seconds(10);
+    let touch = |id, at| [(id, t(at))];
+    assert_eq!(
+        tx.touch_tokens(&touch(op.id, 10), window).await.unwrap(),
+        1,
         "never used"
     );
-    assert!(
-        !tx.touch_token(op.id, t(20), t(10)).await.unwrap(),
+    assert_eq!(
+        tx.touch_tokens(&touch(op.id, 20), window).await.unwrap(),
+        0,
         "used at the window's start: not written"
     );
-    assert!(tx.touch_token(op.id, t(80), t(20)).await.unwrap());
-    assert!(!tx.touch_token(Uuid::new_v4(), t(80), t(20)).await.unwrap());
+    assert_eq!(tx.touch_tokens(&touch(op.id, 80), window).await.unwrap(), 1);
+    assert_eq!(
+        tx.touch_tokens(&touch(Uuid::new_v4(), 80), window)
+            .await
+            .unwrap(),
+        0
+    );
+    // Many in one statement: each by its own guard.
+    let other = token("other", TokenKind::Worker, "fp-touch-2", 2);
+    tx.insert_token(&other).await.unwrap();
+    let uses = [(op.id, t(85)), (other.id, t(85)), (Uuid::new_v4(), t(85))];
+    assert_eq!(
+        tx.touch_tokens(&uses, window).await.unwrap(),
+        1,
+        "only other's"
+    );
     tx.commit().await.unwrap();
     let mut tx = s.begin().await.unwrap();
     let got = tx
