@@ -31,6 +31,12 @@ impl super::named::Named for Object {
     }
 }
 
+/// `project_id` is `$2` (NULL: cluster scope), in the form the unique
+/// index `objects_kind_project_id_name_key` is built on, so the lookup by
+/// name uses it.
+const SCOPE: &str = "COALESCE(project_id, '00000000-0000-0000-0000-000000000000'::uuid) \
+     = COALESCE($2::uuid, '00000000-0000-0000-0000-000000000000'::uuid)";
+
 #[async_trait]
 impl ObjectTx for PgTx {
     #[tracing::instrument(level = "debug", skip_all)]
@@ -65,8 +71,7 @@ impl ObjectTx for PgTx {
         name: &str,
     ) -> StoreResult<Option<Object>> {
         let sql = format!(
-            "SELECT {} FROM objects WHERE kind = $1 \
-             AND project_id IS NOT DISTINCT FROM $2 AND name = $3",
+            "SELECT {} FROM objects WHERE kind = $1 AND {SCOPE} AND name = $3",
             object_cols()
         );
         let q = sqlx::query(&sql).bind(kind).bind(project).bind(name);
@@ -80,17 +85,11 @@ impl ObjectTx for PgTx {
         project: Option<Uuid>,
     ) -> StoreResult<Vec<Object>> {
         let sql = format!(
-            "SELECT {} FROM objects WHERE kind = $1 \
-             AND project_id IS NOT DISTINCT FROM $2 ORDER BY name COLLATE \"C\"",
+            "SELECT {} FROM objects WHERE kind = $1 AND {SCOPE} ORDER BY name COLLATE \"C\"",
             object_cols()
         );
-        let rows = sqlx::query(&sql)
-            .bind(kind)
-            .bind(project)
-            .fetch_all(self.conn())
-            .await
-            .map_err(db_err)?;
-        all(rows, object_from_row)
+        let q = sqlx::query(&sql).bind(kind).bind(project);
+        self.rows(q, object_from_row).await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
@@ -100,12 +99,8 @@ impl ObjectTx for PgTx {
              ORDER BY kind COLLATE \"C\", name COLLATE \"C\"",
             object_cols()
         );
-        let rows = sqlx::query(&sql)
-            .bind(project)
-            .fetch_all(self.conn())
+        self.rows(sqlx::query(&sql).bind(project), object_from_row)
             .await
-            .map_err(db_err)?;
-        all(rows, object_from_row)
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
