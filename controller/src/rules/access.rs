@@ -68,7 +68,7 @@ impl Verb {
 /// kinds, the projects themselves (a Project object belongs to the project
 /// it is), the event journal and apply's batches — what a custom Role's
 /// rules may name (`pam_manifests::kinds::role`).
-pub use pam_manifests::kinds::role::PROJECT_RESOURCES;
+pub use pam_manifests::kinds::role::{is_project_resource, project_resources};
 
 /// Cluster-wide resources only an admin may touch (hosts are read by
 /// every role: scheduling is not understood without them), beside every
@@ -100,7 +100,7 @@ pub fn admin_only(resource: &str) -> bool {
 
 /// Whether a route may name `resource` (a test walks the route table).
 pub fn known(resource: &str) -> bool {
-    resource == SELF || PROJECT_RESOURCES.contains(&resource) || admin_only(resource)
+    resource == SELF || is_project_resource(resource) || admin_only(resource)
 }
 
 /// A token's authority: its role and projects (empty: every project, for

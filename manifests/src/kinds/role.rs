@@ -23,15 +23,29 @@ pub const VERBS: &[&str] = &[
 /// project it is), the event journal and apply's batches. A custom
 /// role's rules name these (or `*`, all of them); cluster-wide resources
 /// (hosts, tokens, Sources, Webhooks, Roles, …) stay the admin's.
-pub const PROJECT_RESOURCES: &[&str] = &[
-    "projects",
-    "tasks",
-    "runs",
-    "secrets",
-    "schedules",
-    "events",
-    "manifests",
-];
+///
+/// Read from the registry (issue 29: a project-scoped kind added to it is
+/// nameable with no line here): `projects`, each project-scoped kind's
+/// plural, then [`JOURNAL_AND_BATCHES`].
+pub fn project_resources() -> Vec<&'static str> {
+    std::iter::once(super::Kind::Project.plural())
+        .chain(
+            super::Kind::ALL
+                .into_iter()
+                .filter(|k| k.is_project_scoped())
+                .map(super::Kind::plural),
+        )
+        .chain(JOURNAL_AND_BATCHES.iter().copied())
+        .collect()
+}
+
+/// The resources a permission names in a project beyond its kinds.
+pub const JOURNAL_AND_BATCHES: &[&str] = &["events", "manifests"];
+
+/// Whether a permission may name `resource` in a project.
+pub fn is_project_resource(resource: &str) -> bool {
+    project_resources().contains(&resource)
+}
 
 /// The built-in roles' names: a Role may not take one.
 pub const BUILT_IN_ROLES: &[&str] = &["admin", "operator", "viewer", "worker", "metrics"];
@@ -130,17 +144,17 @@ impl RoleSpec {
                     format!("{at}.kinds"),
                     format!(
                         "empty, expected some of {}, or *",
-                        PROJECT_RESOURCES.join(", ")
+                        project_resources().join(", ")
                     ),
                 ));
             }
             for (j, k) in r.kinds.iter().enumerate() {
-                if k != ANY && !PROJECT_RESOURCES.contains(&k.as_str()) {
+                if k != ANY && !is_project_resource(k) {
                     out.push((
                         format!("{at}.kinds[{j}]"),
                         format!(
                             "{k:?} is not a resource a Role grants, expected one of {} (plural), or * (cluster-wide ones are the admin role's)",
-                            PROJECT_RESOURCES.join(", ")
+                            project_resources().join(", ")
                         ),
                     ));
                 }
@@ -183,6 +197,26 @@ pub fn name_problem(name: &Name) -> Option<(String, String)> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_project_resources_come_from_the_registry() {
+        assert_eq!(
+            super::project_resources(),
+            [
+                "projects",
+                "secrets",
+                "tasks",
+                "runs",
+                "schedules",
+                "events",
+                "manifests"
+            ]
+        );
+        assert!(super::is_project_resource("runs"));
+        assert!(!super::is_project_resource("hosts"));
+        assert!(!super::is_project_resource("roles"));
+    }
+
     use super::*;
 
     fn spec(rules: serde_json::Value) -> RoleSpec {
