@@ -109,11 +109,6 @@ pub struct Waits {
     pub over_budget: bool,
     /// It works in a workspace ([`uses_workspace`]).
     pub uses_workspace: bool,
-    /// Another run on the claiming host holds its session name: names are
-    /// `pam-` and 8 hex digits of the run id, which collide (the seed's
-    /// "Short-id collisions"; `UNIQUE (host_id, session_name)` binds at
-    /// dispatch). Such a run goes to another host, not into a failed claim.
-    pub session_taken: bool,
 }
 
 /// Whether `host`'s claim may take pending run `r` (the Rust form of
@@ -128,11 +123,10 @@ pub fn run_claimable(r: &Run, host: &Host, waits: Waits) -> bool {
         && !waits.over_budget
         && host_has_provider(host, &r.provider, provider_version(r))
         && !(waits.uses_workspace && workspace_low(host))
-        && !waits.session_taken
 }
 
-/// [`run_claimable`] as a `WHERE` clause over `runs`: `$1` is the host's
-/// id, `$2` its name, `$3` its labels ([`Host::labels`]) as JSON, `$6` its providers
+/// [`run_claimable`] as a `WHERE` clause over `runs`: `$2` is the host's
+/// name, `$3` its labels ([`Host::labels`]) as JSON, `$6` its providers
 /// ([`providers_json`]), `$7` the requirements it meets
 /// ([`requirements_met`]), `$8` whether its workspace volume is low
 /// ([`workspace_low`]); `{blocked}` is
@@ -150,9 +144,7 @@ pub const CLAIMABLE_SQL: &str = "status = 'pending' AND dispatchable_since IS NO
     AND (CASE WHEN runs.spec ? 'providerVersion' \
          THEN $7::jsonb ? (runs.provider || ' ' || (runs.spec->>'providerVersion')) \
          ELSE ($6::jsonb IS NULL OR $6::jsonb ? runs.provider) END) \
-    AND NOT ($8::boolean AND {uses_workspace}) \
-    AND NOT EXISTS (SELECT 1 FROM runs o WHERE o.host_id = $1 \
-        AND o.session_name = runs.session_name AND o.id <> runs.id)";
+    AND NOT ($8::boolean AND {uses_workspace})";
 
 /// The distinct (provider, requirement) pairs of pending runs that carry
 /// a `spec.providerVersion`: what [`requirements_met`] decides for a claim.

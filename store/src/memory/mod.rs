@@ -157,8 +157,8 @@ fn check_host(h: &Host) -> StoreResult<()> {
 }
 
 impl State {
-    /// Whether another run on `host` holds `r`'s session name
-    /// ([`crate::dispatch::Waits::session_taken`]).
+    /// Whether another run on `host` holds `r`'s session name (short ids
+    /// collide: a claim leaves such a run to another host).
     fn session_taken(&self, r: &Run, host: Uuid) -> bool {
         self.runs
             .values()

@@ -179,7 +179,6 @@ impl RunTx for MemTx {
                         r,
                         s.work_items.get(&r.task_id).map(|t| &t.meta.spec),
                     ),
-                    session_taken: s.session_taken(r, host.id),
                 };
                 crate::dispatch::run_claimable(r, host, waits)
             })
@@ -188,8 +187,8 @@ impl RunTx for MemTx {
         let mut claimed = Vec::new();
         let key = |r: &Run| (r.dispatchable_since.expect("filtered"), r.id);
         for mut r in sorted_runs(candidates, key).into_iter().take(take(limit)) {
-            // As PostgreSQL's claim: of two candidates sharing a session
-            // name, the first is taken.
+            // As PostgreSQL's claim, after the limit: a run whose session
+            // name the host holds (or an earlier candidate took) is left.
             if s.session_taken(&r, host.id) {
                 continue;
             }
