@@ -186,10 +186,24 @@ impl RunTx for MemTx {
             .collect();
         let mut claimed = Vec::new();
         let key = |r: &Run| (r.dispatchable_since.expect("filtered"), r.id);
-        for mut r in sorted_runs(candidates, key).into_iter().take(take(limit)) {
-            // As PostgreSQL's claim, after the limit: a run whose session
-            // name the host holds (or an earlier candidate took) is left.
-            if s.session_taken(&r, host.id) {
+        let picked: Vec<Run> = sorted_runs(candidates, key)
+            .into_iter()
+            .take(take(limit))
+            .collect();
+        // As PostgreSQL's claim, after the limit: a run whose session name
+        // the host holds, or that a picked run with a smaller id shares,
+        // is left for another claim.
+        let left: Vec<bool> = picked
+            .iter()
+            .map(|r| {
+                s.session_taken(r, host.id)
+                    || picked
+                        .iter()
+                        .any(|o| o.session_name == r.session_name && o.id < r.id)
+            })
+            .collect();
+        for (mut r, left) in picked.into_iter().zip(left) {
+            if left {
                 continue;
             }
             r.status = RunStatus::Spawning;

@@ -330,20 +330,21 @@ pub async fn claim_runs_skip_a_session_name_the_host_holds(s: &dyn Store) {
         r.session_name = Run::session_name_for(r.id);
         r
     };
-    let (a, b) = (twin("a", 1, 1), twin("b", 2, 2));
+    // a is older, b has the smaller id: of the two, the smaller id goes.
+    let (a, b) = (twin("a", 2, 1), twin("b", 1, 2));
     assert_eq!(a.session_name, b.session_name);
     let c = run(&task, "c", t(3));
     insert_runs(s, &[a.clone(), b.clone(), c.clone()]).await;
 
     let mut tx = s.begin().await.unwrap();
     let first = tx.claim_runs(&h1, 10, t(5)).await.unwrap();
-    assert_eq!(ids(&first, |r| r.id), [a.id, c.id]);
+    assert_eq!(ids(&first, |r| r.id), [b.id, c.id]);
     assert!(
         tx.claim_runs(&h1, 10, t(5)).await.unwrap().is_empty(),
-        "h1 holds b's session name"
+        "h1 holds a's session name"
     );
     let second = tx.claim_runs(&h2, 10, t(5)).await.unwrap();
-    assert_eq!(ids(&second, |r| r.id), [b.id]);
+    assert_eq!(ids(&second, |r| r.id), [a.id]);
     tx.commit().await.unwrap();
 }
 
