@@ -21,7 +21,6 @@
 //!   answer; the workers retry.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
 
 use pam_manifests::protocol::{DesiredRun, DesiredSet};
 use pam_store::Host;
@@ -29,6 +28,7 @@ use tokio::sync::oneshot;
 use tracing::Instrument;
 use uuid::Uuid;
 
+use super::group::{Group, Writer};
 use super::retry::retry_conflicts;
 use super::worker::{attach_input, not_registered, signals_into, with_env};
 use super::{ApiError, AppState};
@@ -38,19 +38,9 @@ use crate::rules::hosts;
 const MAX_BATCH: usize = 512;
 
 /// The heartbeats waiting for the next batch (one per [`AppState`]).
-#[derive(Default)]
-pub struct Heartbeats {
-    queue: Mutex<Queue>,
-}
+pub type Heartbeats = Group<Job>;
 
-#[derive(Default)]
-struct Queue {
-    jobs: Vec<Job>,
-    /// A writer task is running: it takes what is queued.
-    writing: bool,
-}
-
-struct Job {
+pub struct Job {
     host: String,
     instance_id: Uuid,
     reply: oneshot::Sender<Result<DesiredSet, ApiError>>,
@@ -60,16 +50,12 @@ struct Job {
 /// desired set once the batch committed.
 pub async fn beat(st: &AppState, host: &str, instance_id: Uuid) -> Result<DesiredSet, ApiError> {
     let (reply, answer) = oneshot::channel();
-    let start = {
-        let mut q = st.heartbeats.queue.lock().expect("heartbeat queue");
-        q.jobs.push(Job {
-            host: host.to_string(),
-            instance_id,
-            reply,
-        });
-        !std::mem::replace(&mut q.writing, true)
+    let job = Job {
+        host: host.to_string(),
+        instance_id,
+        reply,
     };
-    if start {
+    if st.heartbeats.push(job) {
         // Its own task: a heartbeat whose client went away does not take
         // the others' batch with it.
         tokio::spawn(write_batches(st.clone()).in_current_span());
@@ -81,43 +67,9 @@ pub async fn beat(st: &AppState, host: &str, instance_id: Uuid) -> Result<Desire
     })
 }
 
-/// Clears `writing` when the writer ends otherwise than by finding the
-/// queue empty (a panic, the runtime shutting down), and drops what is
-/// left so those heartbeats are answered (503) rather than forgotten.
-struct Writing {
-    st: AppState,
-    /// Cleared at the normal end, under the queue's lock: by then another
-    /// writer may be running, whose queue this one must not touch.
-    armed: bool,
-}
-
-impl Drop for Writing {
-    fn drop(&mut self) {
-        if !self.armed {
-            return;
-        }
-        if let Ok(mut q) = self.st.heartbeats.queue.lock() {
-            q.writing = false;
-            q.jobs.clear();
-        }
-    }
-}
-
 async fn write_batches(st: AppState) {
-    let mut guard = Writing {
-        st: st.clone(),
-        armed: true,
-    };
-    loop {
-        let batch = {
-            let mut q = st.heartbeats.queue.lock().expect("heartbeat queue");
-            if q.jobs.is_empty() {
-                q.writing = false;
-                guard.armed = false;
-                return;
-            }
-            take_batch(&mut q.jobs)
-        };
+    let mut writer = Writer::new(st.heartbeats.clone());
+    while let Some(batch) = st.heartbeats.next(&mut writer, take_batch) {
         write(&st, batch).await;
     }
 }

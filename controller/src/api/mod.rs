@@ -31,6 +31,7 @@ pub mod charts;
 pub mod dashboard;
 pub mod events;
 pub mod extract;
+pub mod group;
 pub mod guard;
 pub mod heartbeats;
 pub mod hosts;

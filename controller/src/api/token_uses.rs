@@ -8,58 +8,46 @@
 //! fleet's tokens cost about one transaction a second.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use tracing::Instrument;
 use uuid::Uuid;
 
+use super::group::{self, Group, Writer};
 use crate::ctx::Ctx;
 use crate::rules::tokens;
 
 /// How long uses gather before they are written.
 pub const GATHER: Duration = Duration::from_secs(1);
 
-/// The uses waiting to be written (one per [`super::AppState`]).
-#[derive(Default)]
-pub struct TokenUses {
-    pending: Mutex<Pending>,
-}
-
-#[derive(Default)]
-struct Pending {
-    /// Each token's latest use.
-    uses: HashMap<Uuid, DateTime<Utc>>,
-    /// A writer task is running: it takes what is pending.
-    writing: bool,
-}
+/// The uses waiting to be written, `(token, when)` (one per
+/// [`super::AppState`]).
+pub type TokenUses = Group<(Uuid, DateTime<Utc>)>;
 
 /// Notes that token `id` was used at `at`, for the next write.
 pub fn record(ctx: &Ctx, uses: &Arc<TokenUses>, id: Uuid, at: DateTime<Utc>) {
-    let start = {
-        let mut p = uses.pending.lock().unwrap_or_else(|e| e.into_inner());
-        let latest = p.uses.entry(id).or_insert(at);
-        *latest = (*latest).max(at);
-        !std::mem::replace(&mut p.writing, true)
-    };
-    if start {
+    if uses.push((id, at)) {
         tokio::spawn(write(ctx.clone(), uses.clone()).in_current_span());
     }
 }
 
 /// Writes what gathered every [`GATHER`] until nothing is pending.
 async fn write(ctx: Ctx, uses: Arc<TokenUses>) {
+    let mut writer = Writer::new(uses.clone());
     loop {
         tokio::time::sleep(GATHER).await;
-        let batch: Vec<(Uuid, DateTime<Utc>)> = {
-            let mut p = uses.pending.lock().unwrap_or_else(|e| e.into_inner());
-            if p.uses.is_empty() {
-                p.writing = false;
-                return;
-            }
-            p.uses.drain().collect()
+        let Some(gathered) = uses.next(&mut writer, group::all) else {
+            return;
         };
+        // Each token's latest use.
+        let mut latest: HashMap<Uuid, DateTime<Utc>> = HashMap::new();
+        for (id, at) in gathered {
+            let e = latest.entry(id).or_insert(at);
+            *e = (*e).max(at);
+        }
+        let batch: Vec<(Uuid, DateTime<Utc>)> = latest.into_iter().collect();
         let written = async {
             let mut tx = ctx.store.begin().await?;
             tokens::touch(tx.as_mut(), &batch).await?;
