@@ -623,10 +623,7 @@ async fn held_tokens_are_rechecked_together() {
     let _guard =
         tracing::subscriber::set_default(tracing_subscriber::registry().with(statements.clone()));
     let w = World::new().await;
-    for i in 0..N {
-        let name = format!("h{i}");
-        common::token(&w.state, TokenKind::Worker, &name, Some(&name)).await;
-    }
+    worker_tokens(&w, "h", N).await;
     let tokens = {
         let mut tx = w.state.ctx.store.begin().await.unwrap();
         tx.list_tokens().await.unwrap()
@@ -676,11 +673,7 @@ async fn token_uses_are_written_together() {
     let _guard =
         tracing::subscriber::set_default(tracing_subscriber::registry().with(statements.clone()));
     let w = World::new().await;
-    let mut tokens = Vec::new();
-    for i in 0..N {
-        let name = format!("u{i}");
-        tokens.push(common::token(&w.state, TokenKind::Worker, &name, Some(&name)).await);
-    }
+    let tokens = worker_tokens(&w, "u", N).await;
     let ((), sql) = statements
         .of(async {
             for t in &tokens {
@@ -713,4 +706,14 @@ async fn token_uses_are_written_together() {
         .filter(|t| t.host_name.is_some() && t.last_used_at == Some(t0()))
         .count();
     assert_eq!(used, N, "every token's use is written");
+}
+
+/// `n` worker tokens, of hosts `PREFIX0`…: the tokens.
+async fn worker_tokens(w: &World, prefix: &str, n: usize) -> Vec<String> {
+    let mut tokens = Vec::new();
+    for i in 0..n {
+        let name = format!("{prefix}{i}");
+        tokens.push(common::token(&w.state, TokenKind::Worker, &name, Some(&name)).await);
+    }
+    tokens
 }
