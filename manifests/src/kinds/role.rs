@@ -44,7 +44,11 @@ pub const JOURNAL_AND_BATCHES: &[&str] = &["events", "manifests"];
 
 /// Whether a permission may name `resource` in a project.
 pub fn is_project_resource(resource: &str) -> bool {
-    project_resources().contains(&resource)
+    resource == super::Kind::Project.plural()
+        || JOURNAL_AND_BATCHES.contains(&resource)
+        || super::Kind::ALL
+            .into_iter()
+            .any(|k| k.is_project_scoped() && k.plural() == resource)
 }
 
 /// The built-in roles' names: a Role may not take one.
