@@ -189,6 +189,15 @@ pub trait Store: Send + Sync + 'static {
     /// Starts a transaction. Every read and write happens in one.
     async fn begin(&self) -> StoreResult<Box<dyn Tx>>;
 
+    /// Starts a transaction on connections kept for liveness (issue 33:
+    /// heartbeats, the re-check of held tokens), which the pool's other
+    /// work cannot take: under load a host is not declared offline, nor a
+    /// token's check lapse, for want of a connection. Use for small, short
+    /// transactions only.
+    async fn begin_priority(&self) -> StoreResult<Box<dyn Tx>> {
+        self.begin().await
+    }
+
     /// Whether the store can serve: the database answers and every
     /// migration this build knows is applied (`/readyz`). The reason when
     /// not.

@@ -99,6 +99,16 @@ impl Principal {
                 state.ctx.clock.clone(),
             );
         }
+        if let Principal::Worker {
+            token_id,
+            fingerprint,
+            host,
+        } = self
+        {
+            return state
+                .revocations
+                .hold_worker(&state.ctx.store, *token_id, fingerprint, host);
+        }
         let (id, fp) = match self {
             Principal::Operator {
                 token_id,
@@ -153,6 +163,19 @@ pub async fn authenticate(
         );
         e.retry_after = Some(wait);
         return Err(e);
+    }
+    // A worker token its host's watch holds: from memory, as current as
+    // the stream (issue 33, [`super::revocation`]).
+    if let Some((token_id, host, record)) = state.revocations.held_worker(&fp, now) {
+        state.limits.auth_succeeded(&fp);
+        if record {
+            super::token_uses::record(&state.ctx, &state.token_uses, token_id, now);
+        }
+        return Ok(Principal::Worker {
+            token_id,
+            fingerprint: fp,
+            host,
+        });
     }
     let found: Option<ApiToken> = state
         .ctx

@@ -13,6 +13,11 @@
 //! batch, so under load a batch holds all that came during the previous
 //! one, and one transaction at a time serves every heartbeat.
 //!
+//! - The batch's transaction runs on a connection kept for liveness
+//!   ([`pam_store::Store::begin_priority`]), and a watching worker's token
+//!   is checked from its watch's hold ([`super::revocation`]): under load
+//!   a heartbeat waits for neither the pool nor a token read, and a busy
+//!   pamd does not declare its hosts offline.
 //! - No heartbeat is answered before its batch committed.
 //! - A batch that loses a race (a host written meanwhile: a conflict) is
 //!   written again one host per transaction, each retried as a single
@@ -147,7 +152,7 @@ async fn write_once(
     beats: &[(&str, Uuid)],
 ) -> Result<Vec<Result<DesiredSet, ApiError>>, ApiError> {
     let now = st.ctx.now();
-    let mut tx = st.ctx.store.begin().await?;
+    let mut tx = st.ctx.store.begin_priority().await?;
     let names: Vec<String> = beats.iter().map(|(h, _)| h.to_string()).collect();
     let mut found: HashMap<String, Host> = tx
         .get_hosts_by_names(&names)

@@ -16,10 +16,23 @@
 //!   revocation made through another pamd replica sharing it ends this
 //!   replica's streams and leases too.
 //!
+//! A worker token held by its host's watch stream also authenticates
+//! that worker's other requests (heartbeats, desired sets, signals)
+//! without a database read ([`Revocations::held_worker`], issue 33: at
+//! 10,000 watching hosts those reads were ~500 a second, and under load
+//! each waited for the pool before its heartbeat could). It answers only
+//! while the token is held, not revoked, and found live by a lookup that
+//! started at most [`FRESH`] ago, so it is as current as the stream the
+//! worker already holds open: a revocation through this pamd refuses the
+//! next request at once; one through another replica, within a re-check
+//! (as it ends this replica's streams). Operator tokens are always read.
+//!
 //! # Caveats
 //! - While the database does not answer, the re-check keeps what it has
 //!   (a stream is not ended because PostgreSQL is restarting); the next
-//!   answer decides.
+//!   answer decides. A held worker token stops authenticating from memory
+//!   [`FRESH`] after the last lookup that answered, so its requests go to
+//!   the database (and fail with it) as any other's.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -32,13 +45,19 @@ use tokio::sync::Notify;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 use uuid::Uuid;
 
+use crate::rules::tokens;
+
 /// How often a held token is looked up again.
 pub const RECHECK: Duration = Duration::from_secs(1);
+/// How old the last lookup that found a held worker token live may be for
+/// it to authenticate requests from memory: a re-check and the time one
+/// lookup may take under load.
+pub const FRESH: Duration = Duration::from_secs(3);
 
 /// The tokens that streams and leases hold, shared by the API handlers.
 #[derive(Clone, Default)]
 pub struct Revocations {
-    tokens: Arc<Mutex<HashMap<Uuid, Watched>>>,
+    tokens: Arc<Mutex<Held>>,
     /// Signalled (one stored permit) when a held token is found revoked,
     /// so whoever releases leases looks now.
     revoked_any: Arc<Notify>,
@@ -46,10 +65,29 @@ pub struct Revocations {
     checking: Arc<AtomicBool>,
 }
 
+/// The held tokens by id, and the held worker tokens by fingerprint.
+#[derive(Default)]
+struct Held {
+    by_id: HashMap<Uuid, Watched>,
+    workers: HashMap<String, Uuid>,
+}
+
 struct Watched {
     revoked: CancellationToken,
     holders: usize,
     check: Check,
+    /// When the last lookup that found the token live started (the
+    /// authentication of the request that held it, or a re-check).
+    verified: tokio::time::Instant,
+    /// A worker token: what authenticates its requests from memory.
+    worker: Option<HeldWorker>,
+}
+
+struct HeldWorker {
+    fingerprint: String,
+    host: String,
+    /// The last use recorded through this hold (None: not yet).
+    last_used: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 /// Something open under a token (a stream, a lease). Dropping it lets go;
@@ -98,7 +136,57 @@ impl Revocations {
             Check::Token {
                 store: store.clone(),
             },
+            None,
         )
+    }
+
+    /// Holds worker token `token_id` (fingerprint `fingerprint`, bound to
+    /// `host`), just authenticated, for its host's watch: while held it
+    /// also authenticates the worker's requests ([`Self::held_worker`]).
+    pub fn hold_worker(
+        &self,
+        store: &Arc<dyn Store>,
+        token_id: Uuid,
+        fingerprint: &str,
+        host: &str,
+    ) -> Hold {
+        self.hold_checked(
+            token_id,
+            Check::Token {
+                store: store.clone(),
+            },
+            Some(HeldWorker {
+                fingerprint: fingerprint.to_string(),
+                host: host.to_string(),
+                last_used: None,
+            }),
+        )
+    }
+
+    /// The held worker token with fingerprint `fp`, when it was found live
+    /// at most [`FRESH`] ago and not revoked since: its id, its host, and
+    /// whether its use at `now` is to be recorded (`lastUsedAt`, at most
+    /// once per [`tokens::LAST_USED_GRANULARITY`] through the hold). None:
+    /// look the token up.
+    pub fn held_worker(
+        &self,
+        fp: &str,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Option<(Uuid, String, bool)> {
+        let mut held = self.tokens.lock().expect("revocations lock");
+        let id = *held.workers.get(fp)?;
+        let w = held.by_id.get_mut(&id)?;
+        if w.revoked.is_cancelled() || w.verified.elapsed() > FRESH {
+            return None;
+        }
+        let worker = w.worker.as_mut()?;
+        let stale = worker
+            .last_used
+            .is_none_or(|at| at <= now - tokens::LAST_USED_GRANULARITY);
+        if stale {
+            worker.last_used = Some(now);
+        }
+        Some((id, worker.host.clone(), stale))
     }
 
     /// Holds a dashboard session (issue 34) for a stream: it ends at
@@ -110,17 +198,25 @@ impl Revocations {
         sessions: super::oidc::session::Sessions,
         clock: crate::clock::SharedClock,
     ) -> Hold {
-        self.hold_checked(id, Check::Session { sessions, clock })
+        self.hold_checked(id, Check::Session { sessions, clock }, None)
     }
 
-    fn hold_checked(&self, token_id: Uuid, check: Check) -> Hold {
+    fn hold_checked(&self, token_id: Uuid, check: Check, worker: Option<HeldWorker>) -> Hold {
         let mut tokens = self.tokens.lock().expect("revocations lock");
-        let w = tokens.entry(token_id).or_insert_with(|| Watched {
+        if let Some(h) = &worker {
+            tokens.workers.insert(h.fingerprint.clone(), token_id);
+        }
+        let w = tokens.by_id.entry(token_id).or_insert_with(|| Watched {
             revoked: CancellationToken::new(),
             holders: 0,
             check,
+            verified: tokio::time::Instant::now(),
+            worker: None,
         });
         w.holders += 1;
+        if w.worker.is_none() {
+            w.worker = worker;
+        }
         if !self.checking.swap(true, Ordering::SeqCst) {
             tokio::spawn(recheck(self.clone()));
         }
@@ -135,7 +231,7 @@ impl Revocations {
     /// nothing holds needs nothing (the next request is refused anyway).
     pub fn revoke(&self, token_id: Uuid) {
         let tokens = self.tokens.lock().expect("revocations lock");
-        if let Some(w) = tokens.get(&token_id) {
+        if let Some(w) = tokens.by_id.get(&token_id) {
             w.revoked.cancel();
             self.revoked_any.notify_one();
         }
@@ -149,17 +245,19 @@ impl Revocations {
 
     /// How many tokens are held (and re-checked) now.
     pub fn held_tokens(&self) -> usize {
-        self.tokens.lock().expect("revocations lock").len()
+        self.tokens.lock().expect("revocations lock").by_id.len()
     }
 
     fn let_go(&self, token_id: Uuid) {
         let mut tokens = self.tokens.lock().expect("revocations lock");
-        let Some(w) = tokens.get_mut(&token_id) else {
+        let Some(w) = tokens.by_id.get_mut(&token_id) else {
             return;
         };
         w.holders -= 1;
         if w.holders == 0 {
-            tokens.remove(&token_id);
+            if let Some(h) = tokens.by_id.remove(&token_id).and_then(|w| w.worker) {
+                tokens.workers.remove(&h.fingerprint);
+            }
         }
     }
 }
@@ -178,13 +276,17 @@ async fn recheck(registry: Revocations) {
         let mut dead = Vec::new();
         {
             let tokens = registry.tokens.lock().expect("revocations lock");
-            if tokens.is_empty() {
+            if tokens.by_id.is_empty() {
                 // Under the lock a hold takes: the next hold starts a new
                 // re-check.
                 registry.checking.store(false, Ordering::SeqCst);
                 return;
             }
-            for (id, w) in tokens.iter().filter(|(_, w)| !w.revoked.is_cancelled()) {
+            for (id, w) in tokens
+                .by_id
+                .iter()
+                .filter(|(_, w)| !w.revoked.is_cancelled())
+            {
                 match &w.check {
                     Check::Token { store } => {
                         match stores.iter_mut().find(|(s, _)| Arc::ptr_eq(s, store)) {
@@ -201,8 +303,18 @@ async fn recheck(registry: Revocations) {
             }
         }
         for (store, ids) in stores {
+            let started = tokio::time::Instant::now();
             match live(store.as_ref(), &ids).await {
-                Ok(live) => dead.extend(ids.into_iter().filter(|id| !live.contains(id))),
+                Ok(live) => {
+                    let mut tokens = registry.tokens.lock().expect("revocations lock");
+                    for id in &live {
+                        if let Some(w) = tokens.by_id.get_mut(id) {
+                            w.verified = w.verified.max(started);
+                        }
+                    }
+                    drop(tokens);
+                    dead.extend(ids.into_iter().filter(|id| !live.contains(id)));
+                }
                 Err(e) => tracing::debug!(error = %e, "token re-check failed; trying again"),
             }
         }
@@ -226,6 +338,6 @@ enum Check {
 
 /// Those of `ids` that exist and are not revoked.
 async fn live(store: &dyn Store, ids: &[Uuid]) -> StoreResult<std::collections::HashSet<Uuid>> {
-    let mut tx = store.begin().await?;
+    let mut tx = store.begin_priority().await?;
     Ok(tx.live_tokens(ids).await?.into_iter().collect())
 }

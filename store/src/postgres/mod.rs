@@ -43,10 +43,17 @@ pub use pool::PoolSettings;
 /// a Webhook's change). Any constant unused elsewhere ("pamevent").
 const EVENT_LOCK_KEY: i64 = 0x7061_6d65_7665_6e74;
 
+/// Connections kept, beside the pool, for [`Store::begin_priority`]
+/// (heartbeats and the re-check of held tokens).
+pub const PRIORITY_CONNECTIONS: u32 = 2;
+
 /// The PostgreSQL store.
 #[derive(Clone)]
 pub struct PgStore {
     pool: PgPool,
+    /// [`PRIORITY_CONNECTIONS`] with the pool's options, opened when
+    /// first used: liveness never waits behind the pool's other work.
+    priority: PgPool,
     /// This process's id in journal notifications: its own commits'
     /// notifications wake no one of its own (it published them already).
     instance: Uuid,
@@ -54,8 +61,13 @@ pub struct PgStore {
 
 impl PgStore {
     pub fn new(pool: PgPool) -> Self {
+        let priority = sqlx::postgres::PgPoolOptions::new()
+            .max_connections(PRIORITY_CONNECTIONS)
+            .acquire_timeout(pool.options().get_acquire_timeout())
+            .connect_lazy_with((*pool.connect_options()).clone());
         PgStore {
             pool,
+            priority,
             instance: Uuid::new_v4(),
         }
     }
@@ -67,9 +79,10 @@ impl PgStore {
         Ok(PgStore::new(pool::open(url, settings).await?))
     }
 
-    /// Closes the pool (waits for connections in use to be returned).
+    /// Closes the pools (waits for connections in use to be returned).
     pub async fn close(&self) {
         self.pool.close().await;
+        self.priority.close().await;
     }
 
     pub fn pool(&self) -> &PgPool {
@@ -85,6 +98,17 @@ impl Store for PgStore {
     #[tracing::instrument(level = "debug", skip_all)]
     async fn begin(&self) -> StoreResult<Box<dyn Tx>> {
         let tx = self.pool.begin().await.map_err(db_err)?;
+        Ok(Box::new(PgTx {
+            tx,
+            events: Journaled::default(),
+            event_lock: false,
+            instance: self.instance,
+        }))
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn begin_priority(&self) -> StoreResult<Box<dyn Tx>> {
+        let tx = self.priority.begin().await.map_err(db_err)?;
         Ok(Box::new(PgTx {
             tx,
             events: Journaled::default(),
