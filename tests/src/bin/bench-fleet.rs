@@ -1,6 +1,6 @@
 //! bench-fleet: pamd under a simulated fleet (issue 20).
 //!
-//! `bench-fleet [--hosts 10,100,1000] [--compress K] [--window SECS]
+//! `bench-fleet [--hosts 10,100,1000] [--compress K] [--window SECS] [--resync SECS]
 //! [--json PATH]` runs the fleet simulator ([`pam_tests::fleet`]) once per
 //! fleet size against a fresh pamd, prints one table, and writes the full
 //! reports as JSON. `--compress K` runs K times faster than real time
@@ -77,6 +77,10 @@ async fn main() -> anyhow::Result<()> {
             cfg.window_secs = w;
         }
         cfg.idle_secs = idle;
+        // The worker's resync before 2026-12-05 (60), to compare.
+        if let Some(r) = arg("--resync").and_then(|s| s.parse().ok()) {
+            cfg.resync_secs = r;
+        }
         eprintln!("bench-fleet: {hosts} hosts, {cfg:?}");
         let r = simulate(cfg).await?;
         eprintln!("{}", serde_json::to_string_pretty(&r)?);

@@ -50,13 +50,14 @@ pub struct FleetConfig {
 }
 
 impl FleetConfig {
-    /// Real time: 30 s heartbeats, 60 s resyncs, runs of 60 s on average.
+    /// Real time: 30 s heartbeats, 300 s resyncs (pam-worker's defaults;
+    /// the resync was 60 s before 2026-12-05), runs of 60 s on average.
     pub fn real(hosts: usize) -> FleetConfig {
         FleetConfig {
             hosts,
             capacity: 2,
             heartbeat_secs: 30,
-            resync_secs: 60,
+            resync_secs: 300,
             idle_secs: 0,
             run_secs: 60.0,
             progress_secs: 10.0,
