@@ -240,7 +240,7 @@ async fn apply_one(
     now: DateTime<Utc>,
 ) -> StoreResult<Applied> {
     if sig.kind == SignalKind::Orphan {
-        return orphan(tx, st, host, sig, now).await;
+        return orphan(tx, st, host, sig.session_name.as_deref(), now).await;
     }
     if let Err(e) = sig.validate() {
         return Ok((SignalOutcome::Rejected, Some(e.to_string())));
@@ -423,10 +423,10 @@ async fn orphan(
     tx: &mut dyn Tx,
     st: &mut Staged,
     host: &Host,
-    sig: &Signal,
+    session: Option<&str>,
     now: DateTime<Utc>,
 ) -> StoreResult<Applied> {
-    let Some(session) = sig.session_name.as_deref() else {
+    let Some(session) = session else {
         return Ok((
             SignalOutcome::Rejected,
             Some("orphan needs session_name".into()),
