@@ -212,7 +212,7 @@ pub(super) async fn run_named(st: &AppState, slug: &str, name: &str) -> ApiResul
 /// 409 unless the run is live (spawning or running): only a live run's
 /// session can be signalled or attached to (`what`: "signalled", "attached").
 pub(super) fn must_be_live(run: &Run, name: &str, what: &str) -> ApiResult<()> {
-    if matches!(run.status, RunStatus::Spawning | RunStatus::Running) {
+    if runs::LIVE.contains(&run.status) {
         return Ok(());
     }
     Err(ApiError::new(
