@@ -822,13 +822,10 @@ async fn concurrent_batches_over_the_same_runs_apply_each_signal_once() {
         .call_as(Some(&wt), "POST", "/api/v1/workers/signals", Some(batch))
         .await;
     assert_eq!(s, StatusCode::OK, "{v}");
-    let outcomes: Vec<&str> = v["results"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["outcome"].as_str().unwrap())
-        .collect();
-    assert_eq!(outcomes, ["applied", "duplicate", "applied", "stale"]);
+    assert_eq!(
+        common::results(&v, "outcome"),
+        ["applied", "duplicate", "applied", "stale"]
+    );
     let finished = api.events("run.finished").await;
     assert_eq!(finished.len(), 1);
     let mut tx = api.state.ctx.store.begin().await.unwrap();

@@ -95,21 +95,17 @@ async fn scenarios(store: Arc<dyn Store>) {
     let batch = run("r1", "web", "d") + &task("e", "web", Some("d")) + &task("c", "web", Some("b"));
     let (st, v) = apply(&s, &batch).await;
     assert_eq!(st, StatusCode::OK, "{v}");
-    let actions: Vec<&str> = v["results"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["action"].as_str().unwrap())
-        .collect();
-    assert_eq!(actions, ["created", "unchanged", "created"], "{v}");
+    assert_eq!(
+        common::results(&v, "action"),
+        ["created", "unchanged", "created"],
+        "{v}"
+    );
     let (st, v) = apply(&s, &batch).await;
     assert_eq!(st, StatusCode::OK, "{v}");
     assert!(
-        v["results"]
-            .as_array()
-            .unwrap()
+        common::results(&v, "action")
             .iter()
-            .all(|r| r["action"] == "unchanged"),
+            .all(|a| *a == "unchanged"),
         "{v}"
     );
 

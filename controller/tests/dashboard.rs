@@ -149,6 +149,11 @@ async fn call(
     common::request(st.clone(), token, method, uri, body).await
 }
 
+/// A GET through [`call`].
+async fn get_json(st: &AppState, token: Option<&str>, uri: &str) -> (StatusCode, Value) {
+    call(st, token, "GET", uri, None).await
+}
+
 const SEED: &str = "apiVersion: pam.dev/v1\nkind: Project\nmetadata: {name: web}\nspec: {displayName: Web}\n---\n\
 apiVersion: pam.dev/v1\nkind: Task\nmetadata: {name: cart, project: web}\nspec: {title: Cart}\n---\n\
 apiVersion: pam.dev/v1\nkind: Run\nmetadata: {name: r1, project: web}\nspec: {task: cart, provider: claude, prompt: hi, cwd: /tmp}\n---\n\
@@ -169,17 +174,10 @@ async fn run_events_lists_only_that_runs_events_in_order() {
     )
     .await;
     assert_eq!(s, StatusCode::OK, "{v}");
-    let (_, run) = call(&st, Some(&op), "GET", "/api/v1/projects/web/runs/r1", None).await;
+    let (_, run) = get_json(&st, Some(&op), "/api/v1/projects/web/runs/r1").await;
     let uid = run["metadata"]["uid"].as_str().unwrap().to_string();
 
-    let (s, v) = call(
-        &st,
-        Some(&op),
-        "GET",
-        "/api/v1/projects/web/runs/r1/events",
-        None,
-    )
-    .await;
+    let (s, v) = get_json(&st, Some(&op), "/api/v1/projects/web/runs/r1/events").await;
     assert_eq!(s, StatusCode::OK, "{v}");
     let items = v["items"].as_array().unwrap();
     assert!(!items.is_empty(), "{v}");
@@ -191,47 +189,24 @@ async fn run_events_lists_only_that_runs_events_in_order() {
     let seqs: Vec<i64> = items.iter().map(|e| e["seq"].as_i64().unwrap()).collect();
     assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
     // `after` resumes past a seq.
-    let (_, later) = call(
+    let (_, later) = get_json(
         &st,
         Some(&op),
-        "GET",
         &format!("/api/v1/projects/web/runs/r1/events?after={}", seqs[0]),
-        None,
     )
     .await;
     assert_eq!(later["items"].as_array().unwrap().len(), items.len() - 1);
     // The other run's events are its own.
-    let (_, other) = call(
-        &st,
-        Some(&op),
-        "GET",
-        "/api/v1/projects/web/runs/r2/events",
-        None,
-    )
-    .await;
+    let (_, other) = get_json(&st, Some(&op), "/api/v1/projects/web/runs/r2/events").await;
     assert!(other["items"]
         .as_array()
         .unwrap()
         .iter()
         .all(|e| e["payload"]["run_id"] != uid.as_str()));
 
-    let (s, v) = call(
-        &st,
-        Some(&op),
-        "GET",
-        "/api/v1/projects/web/runs/nope/events",
-        None,
-    )
-    .await;
+    let (s, v) = get_json(&st, Some(&op), "/api/v1/projects/web/runs/nope/events").await;
     assert_eq!(s, StatusCode::NOT_FOUND, "{v}");
     assert_eq!(v["error"]["code"], "not_found");
-    let (s, _) = call(
-        &st,
-        None,
-        "GET",
-        "/api/v1/projects/web/runs/r1/events",
-        None,
-    )
-    .await;
+    let (s, _) = get_json(&st, None, "/api/v1/projects/web/runs/r1/events").await;
     assert_eq!(s, StatusCode::UNAUTHORIZED);
 }

@@ -133,6 +133,13 @@ impl World {
         self.ctx.commit(tx).await.unwrap();
     }
 
+    /// [`World::finish`], a pass, and what `h` can claim then.
+    async fn finish_then_claim(&self, h: &Host, run: &str, task: &str) -> Vec<String> {
+        self.finish(h, run, task).await;
+        reconcile::pass(&self.ctx).await.unwrap();
+        self.claim(h).await
+    }
+
     /// The worker reports the run exited 0 (spawning → running → exited),
     /// and the operator marks its task done.
     async fn finish(&self, h: &Host, run: &str, task: &str) {
@@ -166,9 +173,7 @@ async fn a_chain_runs_strictly_in_order() {
     assert_eq!(w.claim(&h).await, ["run-b"]);
     reconcile::pass(&w.ctx).await.unwrap();
     assert!(w.claim(&h).await.is_empty(), "c waits for b");
-    w.finish(&h, "run-b", "b").await;
-    reconcile::pass(&w.ctx).await.unwrap();
-    assert_eq!(w.claim(&h).await, ["run-c"]);
+    assert_eq!(w.finish_then_claim(&h, "run-b", "b").await, ["run-c"]);
 }
 
 #[tokio::test]
@@ -178,19 +183,16 @@ async fn a_diamond_runs_the_middle_in_parallel() {
         .await;
     let h = w.host("h", 4).await;
     assert_eq!(w.claim(&h).await, ["run-a"]);
-    w.finish(&h, "run-a", "a").await;
-    reconcile::pass(&w.ctx).await.unwrap();
     assert_eq!(
-        w.claim(&h).await,
+        w.finish_then_claim(&h, "run-a", "a").await,
         ["run-b", "run-c"],
         "both middle runs at once"
     );
-    w.finish(&h, "run-b", "b").await;
-    reconcile::pass(&w.ctx).await.unwrap();
-    assert!(w.claim(&h).await.is_empty(), "d still waits for c");
-    w.finish(&h, "run-c", "c").await;
-    reconcile::pass(&w.ctx).await.unwrap();
-    assert_eq!(w.claim(&h).await, ["run-d"]);
+    assert!(
+        w.finish_then_claim(&h, "run-b", "b").await.is_empty(),
+        "d still waits for c"
+    );
+    assert_eq!(w.finish_then_claim(&h, "run-c", "c").await, ["run-d"]);
 }
 
 #[tokio::test]
@@ -313,12 +315,8 @@ async fn a_pamd_restart_while_runs_are_blocked_loses_nothing() {
     let h = w.heartbeat(&h).await;
     reconcile::pass(&w.ctx).await.unwrap();
     assert!(w.claim(&h).await.is_empty());
-    w.finish(&h, "run-a", "a").await;
-    reconcile::pass(&w.ctx).await.unwrap();
-    assert_eq!(w.claim(&h).await, ["run-b"]);
-    w.finish(&h, "run-b", "b").await;
-    reconcile::pass(&w.ctx).await.unwrap();
-    assert_eq!(w.claim(&h).await, ["run-c"]);
+    assert_eq!(w.finish_then_claim(&h, "run-a", "a").await, ["run-b"]);
+    assert_eq!(w.finish_then_claim(&h, "run-b", "b").await, ["run-c"]);
 }
 
 #[tokio::test]

@@ -123,6 +123,18 @@ impl Server {
         (status, serde_json::from_str(&text).unwrap_or(json!(text)))
     }
 
+    /// Applies `yaml` through the router, asserting a 200.
+    async fn apply(&self, yaml: &str) {
+        let (st, v) = self.state.clone().pipe_apply(yaml).await;
+        assert_eq!(st, 200, "{v}");
+    }
+
+    /// `path` with no token.
+    async fn get_anonymous(&self, path: &str) -> reqwest::Response {
+        let url = format!("{}{path}", self.base);
+        self.http.get(url).send().await.unwrap()
+    }
+
     async fn stream(&self, query: &str, last_event_id: Option<i64>) -> Sse {
         let mut req = self
             .http
@@ -311,21 +323,14 @@ async fn topic_prefix_and_project_filters() {
         (st, v["error"]["code"].as_str()),
         (400, Some("bad_request"))
     );
-    let r = s
-        .http
-        .get(format!("{}/api/v1/events/stream", s.base))
-        .send()
-        .await
-        .unwrap();
+    let r = s.get_anonymous("/api/v1/events/stream").await;
     assert_eq!(r.status().as_u16(), 401);
 
     // A project through the API, so ?project= can resolve its uid.
-    let (st, v) = s
-        .state
-        .clone()
-        .pipe_apply("apiVersion: pam.dev/v1\nkind: Project\nmetadata: {name: web}\nspec: {displayName: Web}\n")
-        .await;
-    assert_eq!(st, 200, "{v}");
+    s.apply(
+        "apiVersion: pam.dev/v1\nkind: Project\nmetadata: {name: web}\nspec: {displayName: Web}\n",
+    )
+    .await;
     let (_, p) = s.get("/api/v1/projects/web").await;
     let uid = p["metadata"]["uid"].as_str().unwrap().to_string();
     let before = s.get("/api/v1/events?after=0&limit=10000").await.1["next"]
@@ -536,10 +541,7 @@ async fn concurrent_commits_publish_in_journal_order() {
     let streamed = seqs(&sse.take(total).await);
     let mut published = Vec::new();
     while published.len() < total {
-        let commit = tokio::time::timeout(Duration::from_secs(20), rx.recv())
-            .await
-            .expect("published too few")
-            .unwrap();
+        let commit = next_commit(&mut rx).await;
         published.extend(commit.events.iter().map(|e| e.position));
     }
     assert_eq!(published.len(), total);
@@ -576,23 +578,13 @@ async fn shutdown_ends_open_streams() {
 #[tokio::test]
 async fn metrics_and_readiness() {
     let s = Server::start().await;
-    let (st, v) = s
-        .state
-        .clone()
-        .pipe_apply("apiVersion: pam.dev/v1\nkind: Project\nmetadata: {name: web}\nspec: {displayName: Web}\n---\napiVersion: pam.dev/v1\nkind: Task\nmetadata: {name: t, project: web}\nspec: {title: T}\n---\napiVersion: pam.dev/v1\nkind: Run\nmetadata: {name: r1, project: web}\nspec: {task: t, provider: claude, prompt: hi, cwd: /tmp}\n")
-        .await;
-    assert_eq!(st, 200, "{v}");
+    s.apply(common::WEB_T_R1).await;
     let _sse = s.stream("", None).await;
     s.get("/api/v1/projects/web").await;
     let (st, _) = s.get("/readyz").await;
     assert_eq!(st, 200);
     // No token needed.
-    let r = s
-        .http
-        .get(format!("{}/metrics", s.base))
-        .send()
-        .await
-        .unwrap();
+    let r = s.get_anonymous("/metrics").await;
     assert_eq!(r.status().as_u16(), 200);
     assert!(r.headers()["content-type"]
         .to_str()
@@ -621,6 +613,17 @@ async fn metrics_and_readiness() {
         .parse()
         .unwrap();
     assert!(journaled >= 3.0, "{journaled}");
+}
+
+/// The bus's next published commit (20 s at most: panics when it
+/// published too few).
+async fn next_commit(
+    rx: &mut tokio::sync::broadcast::Receiver<Arc<pam_controller::events::Published>>,
+) -> Arc<pam_controller::events::Published> {
+    tokio::time::timeout(Duration::from_secs(20), rx.recv())
+        .await
+        .expect("the bus published too few")
+        .unwrap()
 }
 
 /// Applies manifests through the real router.
@@ -741,10 +744,7 @@ async fn stress_every_reader_gets_each_committed_event_once_in_one_order() {
     let mut bus = Vec::new();
     let mut positions = Vec::new();
     while bus.len() < n {
-        let commit = tokio::time::timeout(Duration::from_secs(20), rx.recv())
-            .await
-            .expect("the bus published too few")
-            .unwrap();
+        let commit = next_commit(&mut rx).await;
         for e in commit.events.iter().filter(|e| e.topic == "stress.write") {
             bus.push(e.seq);
             positions.push(e.position);

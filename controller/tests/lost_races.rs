@@ -19,44 +19,25 @@ use pam_store::TokenKind;
 use serde_json::json;
 use sqlx::PgPool;
 
-const TREE: &str = "\
-apiVersion: pam.dev/v1
-kind: Project
-metadata: {name: web}
-spec: {}
----
-apiVersion: pam.dev/v1
-kind: Task
-metadata: {name: t, project: web}
-spec: {title: T}
----
-apiVersion: pam.dev/v1
-kind: Run
-metadata: {name: r1, project: web}
-spec: {task: t, provider: claude, prompt: hi, cwd: /tmp}
-";
-
 async fn setup() -> (AppState, PgPool, String) {
     let pool = pam_testkit::testdb::fresh_pool().await.unwrap();
     let store = Arc::new(pam_store::postgres::PgStore::new(pool.clone()));
     let state = AppState::new(store, Arc::new(SystemClock), Default::default());
     let token = common::token(&state, TokenKind::Operator, "ops", None).await;
-    let (status, body) = common::apply(&state, &token, "tree.yaml", TREE).await;
+    let (status, body) = common::apply(&state, &token, "tree.yaml", common::WEB_T_R1).await;
     assert!(status.is_success(), "{status} {body}");
     (state, pool, token)
 }
 
-/// Runs `uri` (a POST with `body`) while another transaction bumps the
-/// row `bump` updates and holds it until the request waits on its lock;
-/// returns the request's answer.
+/// On a fresh [`common::WEB_T_R1`], runs `uri` (a POST with `body`) while another
+/// transaction bumps the row `bump` updates and holds it until the request
+/// waits on its lock; returns the request's answer.
 async fn racing(
-    st: &AppState,
-    pool: &PgPool,
-    token: &str,
     bump: &str,
     uri: &str,
     body: Option<serde_json::Value>,
 ) -> (StatusCode, serde_json::Value) {
+    let (st, pool, token) = setup().await;
     let mut blocker = pool.begin().await.unwrap();
     sqlx::query(bump).execute(&mut *blocker).await.unwrap();
     let (st2, token2, uri2) = (st.clone(), token.to_string(), uri.to_string());
@@ -67,7 +48,7 @@ async fn racing(
             let n: i64 = sqlx::query_scalar(
                 "SELECT count(*) FROM pg_locks WHERE locktype IN ('transactionid', 'tuple') AND NOT granted",
             )
-            .fetch_one(pool)
+            .fetch_one(&pool)
             .await
             .unwrap();
             if n > 0 {
@@ -85,17 +66,8 @@ async fn racing(
 
 #[tokio::test]
 async fn a_stop_that_loses_a_race_to_a_loop_runs_again() {
-    let (st, pool, token) = setup().await;
     let bump = "UPDATE runs SET resource_version = resource_version + 1";
-    let (status, body) = racing(
-        &st,
-        &pool,
-        &token,
-        bump,
-        "/api/v1/projects/web/runs/r1/stop",
-        None,
-    )
-    .await;
+    let (status, body) = racing(bump, "/api/v1/projects/web/runs/r1/stop", None).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["spec"]["stopped"], true, "{body}");
 }
@@ -104,12 +76,8 @@ async fn a_stop_that_loses_a_race_to_a_loop_runs_again() {
 /// too): kept so that stays true.
 #[tokio::test]
 async fn a_task_move_that_loses_a_race_to_a_loop_runs_again() {
-    let (st, pool, token) = setup().await;
     let bump = "UPDATE work_items SET resource_version = resource_version + 1";
     let (status, body) = racing(
-        &st,
-        &pool,
-        &token,
         bump,
         "/api/v1/projects/web/tasks/t/transition",
         Some(json!({ "to": "doing" })),

@@ -21,34 +21,17 @@ use std::time::{Duration, Instant};
 
 #[path = "common/pamd_bin.rs"]
 mod pamd_bin;
+use pamd_bin::Scratch;
 
 /// How long a restarted pamd may take to serve (crash recovery included).
 const READY_WITHIN: Duration = Duration::from_secs(60);
 
-/// A temp dir holding `data/` (pamd's data dir) and pamd's logs. On drop,
-/// kills what a failed test left running in it and removes it.
-struct Scratch {
-    root: PathBuf,
-}
-
 impl Scratch {
+    /// On drop, kills what a failed test left running in it
+    /// ([`kill_left`]).
     fn new() -> Self {
         become_subreaper();
-        Self {
-            root: pamd_bin::scratch_root("pam-crash"),
-        }
-    }
-
-    fn data_dir(&self) -> PathBuf {
-        self.root.join("data")
-    }
-
-    fn cluster_dir(&self) -> PathBuf {
-        self.data_dir().join("postgres")
-    }
-
-    fn pid_file(&self) -> PathBuf {
-        self.cluster_dir().join("postmaster.pid")
+        Scratch::with_cleanup("pam-crash", kill_left)
     }
 
     fn socket_lock(&self) -> PathBuf {
@@ -94,28 +77,25 @@ impl Scratch {
     }
 }
 
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        // A failed test may leave a postmaster or backends behind: SIGQUIT
-        // (immediate shutdown, which removes the shared memory), then
-        // SIGKILL what is left after 5 s.
-        let left = || -> Vec<u32> {
-            processes()
-                .into_iter()
-                .filter(|p| p.state != 'Z')
-                .filter(|p| cwd_of(p.pid).is_some_and(|c| c.starts_with(&self.root)))
-                .map(|p| p.pid)
-                .collect()
-        };
-        kill(libc::SIGQUIT, &left());
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while !left().is_empty() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        kill(libc::SIGKILL, &left());
-        reap_zombies();
-        let _ = std::fs::remove_dir_all(&self.root);
+/// Kills what a failed test left running in `scratch`: a postmaster or
+/// backends get SIGQUIT (immediate shutdown, which removes the shared
+/// memory), then SIGKILL for what is left after 5 s.
+fn kill_left(scratch: &Scratch) {
+    let left = || -> Vec<u32> {
+        processes()
+            .into_iter()
+            .filter(|p| p.state != 'Z')
+            .filter(|p| cwd_of(p.pid).is_some_and(|c| c.starts_with(&scratch.root)))
+            .map(|p| p.pid)
+            .collect()
+    };
+    kill(libc::SIGQUIT, &left());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !left().is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
     }
+    kill(libc::SIGKILL, &left());
+    reap_zombies();
 }
 
 /// A fresh data dir and a pamd ready on it (the first start creates the

@@ -12,27 +12,19 @@ use sqlx::Connection;
 
 #[path = "common/pamd_bin.rs"]
 mod pamd_bin;
-use pamd_bin::{free_port, pamd_command, spawn_pamd};
-
-/// A temp dir holding `data/` (pamd's data dir) and pamd's logs; on drop
-/// stops any cluster left in it (a failed test) and removes it.
-struct Scratch {
-    root: PathBuf,
-}
+use pamd_bin::{free_port, pamd_command, spawn_pamd, Scratch};
 
 impl Scratch {
+    /// On drop, stops any cluster left in it (a failed test).
     fn new() -> Self {
-        Self {
-            root: pamd_bin::scratch_root("pam-pamd"),
-        }
-    }
-
-    fn data_dir(&self) -> PathBuf {
-        self.root.join("data")
-    }
-
-    fn postmaster_pid(&self) -> PathBuf {
-        self.data_dir().join("postgres/postmaster.pid")
+        Scratch::with_cleanup("pam-pamd", |s| {
+            if s.pid_file().exists() {
+                if let Ok(mut pg) = EmbeddedPg::new(&s.data_dir(), embedded_pg::Options::default())
+                {
+                    let _ = pg.stop();
+                }
+            }
+        })
     }
 
     /// The embedded cluster's `pam` database, straight on its socket.
@@ -42,17 +34,6 @@ impl Scratch {
             "postgresql:///pam?host={}&port=5432&user=pam",
             socket_dir.display()
         )
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        if self.postmaster_pid().exists() {
-            if let Ok(mut pg) = EmbeddedPg::new(&self.data_dir(), embedded_pg::Options::default()) {
-                let _ = pg.stop();
-            }
-        }
-        let _ = std::fs::remove_dir_all(&self.root);
     }
 }
 
@@ -172,13 +153,13 @@ async fn embedded_cluster_survives_restarts_and_stops_with_pamd() {
 
     // First start: creates the cluster; the data is really in it.
     let mut pamd = start(&scratch, "first");
-    assert!(scratch.postmaster_pid().exists());
+    assert!(scratch.pid_file().exists());
     insert_project(&scratch.db_url(), "kept").await;
     signal(&pamd, "-TERM");
     let status = wait_exit(&mut pamd);
     assert!(status.success(), "{status}:\n{}", log_of(&pamd));
     assert!(
-        !scratch.postmaster_pid().exists(),
+        !scratch.pid_file().exists(),
         "SIGTERM must stop the embedded cluster:\n{}",
         log_of(&pamd)
     );
@@ -191,7 +172,7 @@ async fn embedded_cluster_survives_restarts_and_stops_with_pamd() {
     signal(&pamd, "-KILL");
     wait_exit(&mut pamd);
     assert!(
-        scratch.postmaster_pid().exists(),
+        scratch.pid_file().exists(),
         "the orphaned postmaster keeps running"
     );
     let mut pamd = start(&scratch, "third");
@@ -204,7 +185,7 @@ async fn embedded_cluster_survives_restarts_and_stops_with_pamd() {
     assert_eq!(project_slugs(&scratch.db_url()).await, ["kept", "more"]);
     signal(&pamd, "-TERM");
     assert!(wait_exit(&mut pamd).success(), "{}", log_of(&pamd));
-    assert!(!scratch.postmaster_pid().exists());
+    assert!(!scratch.pid_file().exists());
 }
 
 #[test]

@@ -57,24 +57,16 @@ async fn readyz_is_503_when_a_migration_is_missing() {
     .await
     .unwrap();
     let (status, body) = call(&state, "GET", "/readyz").await;
-    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
-    assert_eq!(body["error"]["code"], "not_ready");
-    assert!(
-        common::error_message(&body).contains("migrations"),
-        "{body}"
-    );
+    let unavailable = StatusCode::SERVICE_UNAVAILABLE;
+    common::assert_error((status, &body), unavailable, "not_ready", "migrations");
 }
 
 #[tokio::test]
 async fn unknown_routes_and_methods_are_json_errors() {
     let state = state().await;
     let (status, body) = call(&state, "GET", "/api/v1/nope").await;
-    assert_eq!(status, StatusCode::NOT_FOUND);
-    assert_eq!(body["error"]["code"], "not_found");
-    assert!(
-        common::error_message(&body).contains("/api/v1/nope"),
-        "{body}"
-    );
+    let not_found = StatusCode::NOT_FOUND;
+    common::assert_error((status, &body), not_found, "not_found", "/api/v1/nope");
 
     let (status, body) = call(&state, "DELETE", "/healthz").await;
     assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);

@@ -87,6 +87,19 @@ impl World {
     async fn post(&self, token: &str, uri: &str, body: Value) -> (StatusCode, String) {
         call(&self.st, token, &Method::POST, uri, Some(body)).await
     }
+
+    /// GETs each uri as `token`, asserting its status.
+    async fn assert_gets(&self, token: &str, cases: &[(&str, StatusCode)]) {
+        for (uri, want) in cases {
+            let (s, b) = self.get(token, uri).await;
+            assert_eq!(s, *want, "{uri}: {b}");
+        }
+    }
+
+    /// `POST /api/v1/tokens` as the admin.
+    async fn create_token(&self, body: Value) -> (StatusCode, String) {
+        self.post(&self.admin, "/api/v1/tokens", body).await
+    }
 }
 
 async fn world() -> World {
@@ -441,7 +454,7 @@ async fn lists_are_filtered_and_batches_refused_whole() {
         json!({"name": "x", "role": "root", "projects": ["web"]}),
         json!({"worker": "h1", "role": "viewer"}),
     ] {
-        let (s, b) = w.post(&w.admin, "/api/v1/tokens", body.clone()).await;
+        let (s, b) = w.create_token(body.clone()).await;
         assert_eq!(s, StatusCode::BAD_REQUEST, "{body}: {b}");
     }
 }
@@ -648,7 +661,7 @@ async fn bad_auth_input_is_a_json_4xx_and_writes_nothing() {
         json!("viewer"),
     ];
     for body in &bodies {
-        let (s, b) = w.post(&w.admin, "/api/v1/tokens", body.clone()).await;
+        let (s, b) = w.create_token(body.clone()).await;
         assert!(s.is_client_error(), "{body}: {s} {b}");
         let v: Value = serde_json::from_str(&b).unwrap_or(Value::Null);
         assert!(v["error"]["code"].is_string(), "{body}: {b}");
@@ -727,11 +740,7 @@ async fn a_custom_roles_events_and_objects_follow_its_rules() {
     .await;
     assert_eq!(s, StatusCode::OK, "{v}");
     let (s, b) = w
-        .post(
-            &w.admin,
-            "/api/v1/tokens",
-            json!({"name": "aud", "role": "auditor"}),
-        )
+        .create_token(json!({"name": "aud", "role": "auditor"}))
         .await;
     assert_eq!(s, StatusCode::CREATED, "{b}");
     let token = serde_json::from_str::<Value>(&b).unwrap()["token"]
@@ -740,20 +749,10 @@ async fn a_custom_roles_events_and_objects_follow_its_rules() {
         .to_string();
     // A custom role takes no projects of its own; an unknown one is a 400.
     let (s, _) = w
-        .post(
-            &w.admin,
-            "/api/v1/tokens",
-            json!({"name": "x", "role": "auditor", "projects": ["web"]}),
-        )
+        .create_token(json!({"name": "x", "role": "auditor", "projects": ["web"]}))
         .await;
     assert_eq!(s, StatusCode::BAD_REQUEST);
-    let (s, b) = w
-        .post(
-            &w.admin,
-            "/api/v1/tokens",
-            json!({"name": "y", "role": "nope"}),
-        )
-        .await;
+    let (s, b) = w.create_token(json!({"name": "y", "role": "nope"})).await;
     assert_eq!(s, StatusCode::BAD_REQUEST, "{b}");
     assert!(b.contains("nope"), "{b}");
 
@@ -764,14 +763,16 @@ async fn a_custom_roles_events_and_objects_follow_its_rules() {
     let (s, b) = w.get(&token, "/api/v1/projects/api/runs").await;
     assert_eq!(s, StatusCode::OK, "{b}");
     assert!(b.contains(API_MARK), "{b}");
-    let (s, _) = w.get(&token, "/api/v1/projects/api/tasks").await;
-    assert_eq!(s, StatusCode::FORBIDDEN);
-    let (s, _) = w.get(&token, "/api/v1/projects/web/runs").await;
-    assert_eq!(s, StatusCode::FORBIDDEN);
-    let (s, _) = w.get(&token, "/api/v1/projects/nowhere/runs").await;
-    assert_eq!(s, StatusCode::NOT_FOUND);
-    let (s, _) = w.get(&token, "/api/v1/roles").await;
-    assert_eq!(s, StatusCode::FORBIDDEN);
+    w.assert_gets(
+        &token,
+        &[
+            ("/api/v1/projects/api/tasks", StatusCode::FORBIDDEN),
+            ("/api/v1/projects/web/runs", StatusCode::FORBIDDEN),
+            ("/api/v1/projects/nowhere/runs", StatusCode::NOT_FOUND),
+            ("/api/v1/roles", StatusCode::FORBIDDEN),
+        ],
+    )
+    .await;
     let (_, b) = w.get(&token, "/api/v1/whoami").await;
     let me: Value = serde_json::from_str(&b).unwrap();
     assert_eq!(me["role"], "auditor");
@@ -794,10 +795,14 @@ async fn a_custom_roles_events_and_objects_follow_its_rules() {
     )
     .await;
     assert_eq!(s, StatusCode::NO_CONTENT);
-    let (s, _) = w.get(&token, "/api/v1/events").await;
-    assert_eq!(s, StatusCode::FORBIDDEN);
-    let (s, _) = w.get(&token, "/api/v1/projects/web/runs").await;
-    assert_eq!(s, StatusCode::NOT_FOUND);
+    w.assert_gets(
+        &token,
+        &[
+            ("/api/v1/events", StatusCode::FORBIDDEN),
+            ("/api/v1/projects/web/runs", StatusCode::NOT_FOUND),
+        ],
+    )
+    .await;
     let (s, b) = w.get(&token, "/api/v1/whoami").await;
     assert_eq!(s, StatusCode::OK);
     let me: Value = serde_json::from_str(&b).unwrap();

@@ -66,6 +66,18 @@ impl World {
         apply::apply(&self.ctx, &request(text)).await.unwrap();
     }
 
+    /// A world on the memory store with these Schedules of project web
+    /// applied: `(name, cron, extra spec lines)` ([`schedule_yaml`]).
+    async fn with_schedules(schedules: &[(&str, &str, &str)]) -> World {
+        let w = World::new(Arc::new(MemStore::new())).await;
+        let yaml: Vec<String> = schedules
+            .iter()
+            .map(|(name, cron, extra)| schedule_yaml(name, cron, extra))
+            .collect();
+        w.apply(&yaml.join("---\n")).await;
+        w
+    }
+
     /// Moves the clock by `secs` and runs one reconcile pass.
     async fn pass_after(&self, secs: i64) {
         self.advance(secs);
@@ -103,8 +115,7 @@ impl World {
 
 #[tokio::test]
 async fn every_minute_for_100_ticks_is_100_runs() {
-    let w = World::new(Arc::new(MemStore::new())).await;
-    w.apply(&schedule_yaml("minutely", "* * * * *", "")).await;
+    let w = World::with_schedules(&[("minutely", "* * * * *", "")]).await;
     for _ in 0..100 {
         w.advance(60);
         // Two passes per tick: the second finds nothing due.
@@ -137,12 +148,10 @@ async fn every_minute_for_100_ticks_is_100_runs() {
 
 #[tokio::test]
 async fn forbid_skips_while_active_and_replace_stops_the_active_run() {
-    let w = World::new(Arc::new(MemStore::new())).await;
-    w.apply(&format!(
-        "{}---\n{}",
-        schedule_yaml("forbid", "* * * * *", "  concurrencyPolicy: Forbid\n"),
-        schedule_yaml("replace", "* * * * *", "  concurrencyPolicy: Replace\n")
-    ))
+    let w = World::with_schedules(&[
+        ("forbid", "* * * * *", "  concurrencyPolicy: Forbid\n"),
+        ("replace", "* * * * *", "  concurrencyPolicy: Replace\n"),
+    ])
     .await;
     w.pass_after(60).await;
     w.pass_after(60).await;
@@ -167,12 +176,10 @@ async fn forbid_skips_while_active_and_replace_stops_the_active_run() {
 
 #[tokio::test]
 async fn a_missed_tick_is_caught_up_once_within_the_deadline_and_skipped_beyond() {
-    let w = World::new(Arc::new(MemStore::new())).await;
-    w.apply(&format!(
-        "{}---\n{}",
-        schedule_yaml("within", "0 * * * *", "  startingDeadlineSeconds: 3600\n"),
-        schedule_yaml("beyond", "0 * * * *", "  startingDeadlineSeconds: 60\n")
-    ))
+    let w = World::with_schedules(&[
+        ("within", "0 * * * *", "  startingDeadlineSeconds: 3600\n"),
+        ("beyond", "0 * * * *", "  startingDeadlineSeconds: 60\n"),
+    ])
     .await;
     // pamd "down" from 12:00:30 to 15:30:30: ticks 13:00, 14:00, 15:00
     // missed; only the latest counts.
@@ -192,9 +199,7 @@ async fn a_missed_tick_is_caught_up_once_within_the_deadline_and_skipped_beyond(
 
 #[tokio::test]
 async fn suspend_and_trigger() {
-    let w = World::new(Arc::new(MemStore::new())).await;
-    w.apply(&schedule_yaml("nightly", "@daily", "  suspend: true\n"))
-        .await;
+    let w = World::with_schedules(&[("nightly", "@daily", "  suspend: true\n")]).await;
     w.pass_after(2 * 86_400).await;
     assert!(w.runs().await.is_empty(), "suspended");
     let mut tx = w.ctx.store.begin().await.unwrap();

@@ -39,7 +39,7 @@ use uuid::Uuid;
 /// The statements sqlx ran inside a span named `measured` (their
 /// summaries, in order), or anywhere when `everywhere` (what background
 /// tasks run).
-#[derive(Clone, Default)]
+#[derive(Clone)]
 struct Statements(Arc<Mutex<Vec<String>>>, bool);
 
 /// A statement's summary, and its whole text when sqlx shortened it.
@@ -82,6 +82,14 @@ impl<S: tracing::Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Statements {
 }
 
 impl Statements {
+    /// Counts sqlx's statements on this thread until the guard drops
+    /// (`everywhere`: see [`Statements`]).
+    fn install(everywhere: bool) -> (Statements, tracing::subscriber::DefaultGuard) {
+        let statements = Statements(Default::default(), everywhere);
+        let registry = tracing_subscriber::registry().with(statements.clone());
+        (statements, tracing::subscriber::set_default(registry))
+    }
+
     /// Runs `f` in a `measured` span: the statements it ran.
     async fn of<T>(&self, f: impl std::future::Future<Output = T>) -> (T, Vec<String>) {
         self.0.lock().unwrap().clear();
@@ -182,9 +190,7 @@ fn signal(run: &Value, kind: SignalKind) -> Value {
 /// statements for one run as for sixteen: nothing is done per run.
 #[tokio::test]
 async fn claims_batches_and_desired_reads_cost_the_same_statements_for_1_or_16_runs() {
-    let statements = Statements::default();
-    let _guard =
-        tracing::subscriber::set_default(tracing_subscriber::registry().with(statements.clone()));
+    let (statements, _guard) = Statements::install(false);
     let w = World::new().await;
     w.runs(17).await;
     let small = w.host("small", 1).await;
@@ -238,12 +244,8 @@ async fn claims_batches_and_desired_reads_cost_the_same_statements_for_1_or_16_r
         .of(w.call(&big, "POST", signals, batch(many)))
         .await;
     let applied = |v: &Value| {
-        v["results"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|r| r["outcome"] == "applied")
-            .count()
+        let outcomes = common::results(v, "outcome");
+        outcomes.iter().filter(|o| **o == "applied").count()
     };
     assert_eq!((applied(&a1), applied(&a16)), (2, 32));
     assert_eq!(one_sql, many_sql, "a batch of 2 signals and of 32");
@@ -587,9 +589,7 @@ async fn concurrent_heartbeats_leave_the_hosts_as_one_by_one() {
 #[tokio::test]
 async fn concurrent_heartbeats_share_their_transactions() {
     const N: usize = 32;
-    let statements = Statements::default();
-    let _guard =
-        tracing::subscriber::set_default(tracing_subscriber::registry().with(statements.clone()));
+    let (statements, _guard) = Statements::install(false);
     let w = World::new().await;
     let mut tokens = Vec::new();
     for i in 0..N {
@@ -628,9 +628,7 @@ async fn concurrent_heartbeats_share_their_transactions() {
 #[tokio::test]
 async fn held_tokens_are_rechecked_together() {
     const N: usize = 50;
-    let statements = Statements(Default::default(), true);
-    let _guard =
-        tracing::subscriber::set_default(tracing_subscriber::registry().with(statements.clone()));
+    let (statements, _guard) = Statements::install(true);
     let w = World::new().await;
     worker_tokens(&w, "h", N).await;
     let tokens = {
@@ -678,9 +676,7 @@ async fn held_tokens_are_rechecked_together() {
 #[tokio::test]
 async fn token_uses_are_written_together() {
     const N: usize = 30;
-    let statements = Statements(Default::default(), true);
-    let _guard =
-        tracing::subscriber::set_default(tracing_subscriber::registry().with(statements.clone()));
+    let (statements, _guard) = Statements::install(true);
     let w = World::new().await;
     let tokens = worker_tokens(&w, "u", N).await;
     let ((), sql) = statements

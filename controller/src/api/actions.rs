@@ -36,81 +36,46 @@ pub async fn rerun(
     let mut tx = st.ctx.store.begin().await?;
     let (p, run) = one_in::<Run>(tx.as_mut(), &slug, &name).await?;
     let new = runs::template::rerun(tx.as_mut(), &p.slug, &run, now).await?;
-    let at = At {
-        project: Some(&p),
-        now,
-    };
-    let body = new.print_one(tx.as_mut(), at).await?;
+    let body = new.print_one(tx.as_mut(), At::new(Some(&p), now)).await?;
     st.ctx.commit(tx).await?;
     st.ctx.wakeups.claimable.notify_waiters();
     Ok((StatusCode::CREATED, Json(body)))
 }
 
-async fn source_suspend(st: AppState, name: &str, suspend: bool) -> ApiResult<Json<Value>> {
+/// `…/suspend` (`SUSPEND`) and `…/resume` of a Source: one handler, the
+/// verb its route's.
+#[tracing::instrument(skip_all, fields(source = %name, suspend = SUSPEND))]
+pub async fn suspend_source<const SUSPEND: bool>(
+    State(st): State<AppState>,
+    _op: Operator,
+    Path(name): Path<String>,
+) -> ApiResult<Json<Value>> {
     let now = st.ctx.now();
     let mut tx = st.ctx.store.begin().await?;
-    let s = one::<Source>(tx.as_mut(), None, name).await?;
-    let (s, _) = sources::set_suspend(tx.as_mut(), s, suspend, now).await?;
+    let s = one::<Source>(tx.as_mut(), None, &name).await?;
+    let (s, _) = sources::set_suspend(tx.as_mut(), s, SUSPEND, now).await?;
     // The listing's print, not a get's (which reads the owned objects).
-    let body = first(Source::print(tx.as_mut(), At { project: None, now }, &[s]).await?)?;
+    let body = first(Source::print(tx.as_mut(), At::new(None, now), &[s]).await?)?;
     st.ctx.commit(tx).await?;
     // A resumed Source syncs at once (its observedGeneration lags).
     st.ctx.wakeups.loops.notify_one();
     Ok(Json(body))
 }
 
-#[tracing::instrument(skip_all, fields(source = %name))]
-pub async fn suspend_source(
+/// `…/suspend` (`SUSPEND`) and `…/resume` of a Schedule: one handler, the
+/// verb its route's.
+#[tracing::instrument(skip_all, fields(project = %slug, schedule = %name, suspend = SUSPEND))]
+pub async fn suspend_schedule<const SUSPEND: bool>(
     State(st): State<AppState>,
     _op: Operator,
-    Path(name): Path<String>,
-) -> ApiResult<Json<Value>> {
-    source_suspend(st, &name, true).await
-}
-
-#[tracing::instrument(skip_all, fields(source = %name))]
-pub async fn resume_source(
-    State(st): State<AppState>,
-    _op: Operator,
-    Path(name): Path<String>,
-) -> ApiResult<Json<Value>> {
-    source_suspend(st, &name, false).await
-}
-
-async fn schedule_suspend(
-    st: AppState,
-    slug: &str,
-    name: &str,
-    suspend: bool,
+    Path((slug, name)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
     let now = st.ctx.now();
     let mut tx = st.ctx.store.begin().await?;
-    let (p, s) = one_in::<Schedule>(tx.as_mut(), slug, name).await?;
-    let (s, _) = schedules::set_suspend(tx.as_mut(), s, suspend, now).await?;
-    let at = At {
-        project: Some(&p),
-        now,
-    };
-    let body = s.print_one(tx.as_mut(), at).await?;
+    let (p, s) = one_in::<Schedule>(tx.as_mut(), &slug, &name).await?;
+    let (s, _) = schedules::set_suspend(tx.as_mut(), s, SUSPEND, now).await?;
+    let body = s.print_one(tx.as_mut(), At::new(Some(&p), now)).await?;
     st.ctx.commit(tx).await?;
     st.ctx.wakeups.loops.notify_one();
     Ok(Json(body))
-}
-
-#[tracing::instrument(skip_all, fields(project = %slug, schedule = %name))]
-pub async fn suspend_schedule(
-    State(st): State<AppState>,
-    _op: Operator,
-    Path((slug, name)): Path<(String, String)>,
-) -> ApiResult<Json<Value>> {
-    schedule_suspend(st, &slug, &name, true).await
-}
-
-#[tracing::instrument(skip_all, fields(project = %slug, schedule = %name))]
-pub async fn resume_schedule(
-    State(st): State<AppState>,
-    _op: Operator,
-    Path((slug, name)): Path<(String, String)>,
-) -> ApiResult<Json<Value>> {
-    schedule_suspend(st, &slug, &name, false).await
 }

@@ -21,16 +21,15 @@ use crate::api::extract::{Json, Path};
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use pam_manifests::state::RunStatus;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
 use super::auth::Operator;
 use crate::rules::leases::{self, Lease, LeaseError, DEFAULT_TTL, MAX_TTL};
-use pam_store::Run;
 
-use super::{served, ApiError, AppState};
+use super::runs::{must_be_live, run_named};
+use super::{ApiError, AppState};
 use crate::clock::ts;
 
 type ApiResult<T> = Result<T, ApiError>;
@@ -95,11 +94,6 @@ fn lease_error(e: LeaseError) -> ApiError {
     }
 }
 
-async fn live_run(st: &AppState, slug: &str, name: &str) -> ApiResult<Run> {
-    let mut tx = st.ctx.store.begin().await?;
-    Ok(served::one_in::<Run>(tx.as_mut(), slug, name).await?.1)
-}
-
 pub async fn acquire(
     State(st): State<AppState>,
     Operator(op): Operator,
@@ -122,17 +116,8 @@ pub async fn acquire(
         Some(_) => return Err(ApiError::bad_request("holder must be 1 to 200 characters")),
         None => op.name().to_string(),
     };
-    let run = live_run(&st, &slug, &name).await?;
-    if !matches!(run.status, RunStatus::Spawning | RunStatus::Running) {
-        return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "conflict",
-            format!(
-                "run {name:?} is {}; only a live run can be attached",
-                run.status
-            ),
-        ));
-    }
+    let run = run_named(&st, &slug, &name).await?;
+    must_be_live(&run, &name, "attached")?;
     let mut tx = st.ctx.store.begin().await?;
     let lease = leases::acquire(
         tx.as_mut(),
@@ -157,7 +142,7 @@ pub async fn renew(
     Path((slug, name)): Path<(String, String)>,
     Json(body): Json<LeaseBody>,
 ) -> ApiResult<Json<Value>> {
-    let run = live_run(&st, &slug, &name).await?;
+    let run = run_named(&st, &slug, &name).await?;
     let mut tx = st.ctx.store.begin().await?;
     let lease = leases::renew(tx.as_mut(), run.id, body.lease_id, st.ctx.now())
         .await?
@@ -172,7 +157,7 @@ pub async fn release(
     Path((slug, name)): Path<(String, String)>,
     Json(body): Json<LeaseBody>,
 ) -> ApiResult<StatusCode> {
-    let run = live_run(&st, &slug, &name).await?;
+    let run = run_named(&st, &slug, &name).await?;
     let mut tx = st.ctx.store.begin().await?;
     leases::release(tx.as_mut(), run.id, body.lease_id, st.ctx.now())
         .await?
@@ -192,7 +177,7 @@ pub async fn input(
             "text must be one line of at most {MAX_INPUT} bytes (Enter is sent after it)"
         )));
     }
-    let run = live_run(&st, &slug, &name).await?;
+    let run = run_named(&st, &slug, &name).await?;
     let mut tx = st.ctx.store.begin().await?;
     leases::push_input(tx.as_mut(), run.id, body.lease_id, &body.text, st.ctx.now())
         .await?

@@ -274,6 +274,16 @@ pub async fn authenticate_parts(state: &AppState, parts: &Parts) -> Result<Princ
     authenticate(state, header, peer(&parts.extensions)).await
 }
 
+/// The token of an `Authorization: Bearer` header, trimmed, for the layers
+/// that key on it before authentication (rate limits, idempotency).
+pub fn bearer(headers: &axum::http::HeaderMap) -> Option<&str> {
+    headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
+}
+
 pub fn auth_header(parts: &Parts) -> Option<&str> {
     parts
         .headers

@@ -82,12 +82,7 @@ pub async fn layer(State(st): State<AppState>, req: Request, next: Next) -> Resp
             .into_response()
         }
     };
-    let bearer = req
-        .headers()
-        .get("authorization")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim);
+    let bearer = super::auth::bearer(req.headers());
     let Some(principal) = bearer.map(fingerprint) else {
         // Unauthenticated: the handler refuses it.
         return next.run(req).await;

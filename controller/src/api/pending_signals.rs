@@ -13,11 +13,10 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use pam_manifests::protocol::OperatorSignal;
-use pam_manifests::state::RunStatus;
 use uuid::Uuid;
 
 use pam_store::prelude::*;
-use pam_store::{RunFilter, StoreResult};
+use pam_store::StoreResult;
 
 use crate::events::topic;
 
@@ -91,12 +90,7 @@ impl PendingSignals {
     /// of every live run's current attempt.
     pub async fn load(&self, store: &dyn Store) -> StoreResult<usize> {
         let mut tx = store.begin().await?;
-        let live = tx
-            .list_runs(&RunFilter {
-                statuses: Some(vec![RunStatus::Spawning, RunStatus::Running]),
-                ..RunFilter::default()
-            })
-            .await?;
+        let live = crate::rules::runs::live(tx.as_mut(), None).await?;
         let ids: Vec<Uuid> = live.iter().map(|r| r.id).collect();
         let events = tx
             .run_events_of_topic(topic::RUN_SIGNAL_RECEIVED, &ids)

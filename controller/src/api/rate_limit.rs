@@ -62,6 +62,12 @@ pub struct Budget {
     pub burst: f64,
 }
 
+impl Budget {
+    pub const fn new(per_second: f64, burst: f64) -> Self {
+        Budget { per_second, burst }
+    }
+}
+
 /// The operator and the worker budgets, and the failed authentications
 /// one client address may make.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -74,20 +80,11 @@ pub struct Budgets {
 impl Default for Budgets {
     fn default() -> Self {
         Budgets {
-            operator: Budget {
-                per_second: 100.0,
-                burst: 1000.0,
-            },
-            worker: Budget {
-                per_second: 50.0,
-                burst: 200.0,
-            },
+            operator: Budget::new(100.0, 1000.0),
+            worker: Budget::new(50.0, 200.0),
             // An operator's typos and a revoked worker still polling fit;
             // a flood of guesses gets 5 lookups a second.
-            auth_failures: Budget {
-                per_second: 5.0,
-                burst: 60.0,
-            },
+            auth_failures: Budget::new(5.0, 60.0),
         }
     }
 }
@@ -259,12 +256,7 @@ fn set_headers(h: &mut HeaderMap, d: &Decision) {
 /// The layer: every request with a bearer token takes one from its
 /// token's bucket, or is answered 429.
 pub async fn layer(State(st): State<AppState>, req: Request, next: Next) -> Response {
-    let token = req
-        .headers()
-        .get("authorization")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim);
+    let token = super::auth::bearer(req.headers());
     let Some(token) = token else {
         return next.run(req).await;
     };
@@ -304,10 +296,7 @@ mod tests {
     #[test]
     fn a_bucket_empties_refills_and_says_when() {
         let l = Limiter::new(Budgets {
-            operator: Budget {
-                per_second: 2.0,
-                burst: 3.0,
-            },
+            operator: Budget::new(2.0, 3.0),
             ..Budgets::default()
         });
         for i in 0..3 {
@@ -328,10 +317,7 @@ mod tests {
     #[test]
     fn failed_authentications_empty_an_address_but_not_a_good_token() {
         let l = Limiter::new(Budgets {
-            auth_failures: Budget {
-                per_second: 2.0,
-                burst: 3.0,
-            },
+            auth_failures: Budget::new(2.0, 3.0),
             ..Budgets::default()
         });
         let ip = |s: &str| s.parse::<IpAddr>().unwrap();

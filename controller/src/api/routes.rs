@@ -373,22 +373,22 @@ pub fn table(max_body_bytes: usize) -> Vec<Route> {
         post(format!("{run}/rerun"), actions::rerun, Op(Create, "runs"))
             .doc("runs", "rerunRun", "Start a finished run again, as a new run <name>-r<N>")
             .object(201, "the new Run"),
-        post("/api/v1/sources/{source}/suspend", actions::suspend_source, Op(Update, "sources"))
+        post("/api/v1/sources/{source}/suspend", actions::suspend_source::<true>, Op(Update, "sources"))
             .doc("sources", "suspendSource", "Stop syncing a Source (spec.suspend: true)")
             .object(200, "the Source"),
-        post("/api/v1/sources/{source}/resume", actions::resume_source, Op(Update, "sources"))
+        post("/api/v1/sources/{source}/resume", actions::suspend_source::<false>, Op(Update, "sources"))
             .doc("sources", "resumeSource", "Sync a suspended Source again")
             .object(200, "the Source"),
         post(
             "/api/v1/projects/{project}/schedules/{name}/suspend",
-            actions::suspend_schedule,
+            actions::suspend_schedule::<true>,
             Op(Update, "schedules"),
         )
         .doc("schedules", "suspendSchedule", "Stop a Schedule's ticks (spec.suspend: true)")
         .object(200, "the Schedule"),
         post(
             "/api/v1/projects/{project}/schedules/{name}/resume",
-            actions::resume_schedule,
+            actions::suspend_schedule::<false>,
             Op(Update, "schedules"),
         )
         .doc("schedules", "resumeSchedule", "Start a suspended Schedule's ticks again")

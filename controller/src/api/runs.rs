@@ -203,6 +203,28 @@ pub async fn stop_run(
     Ok(Json(obj))
 }
 
+/// The run `name` of project `slug`, read in a transaction of its own.
+pub(super) async fn run_named(st: &AppState, slug: &str, name: &str) -> ApiResult<Run> {
+    let mut tx = st.ctx.store.begin().await?;
+    Ok(one_in::<Run>(tx.as_mut(), slug, name).await?.1)
+}
+
+/// 409 unless the run is live (spawning or running): only a live run's
+/// session can be signalled or attached to (`what`: "signalled", "attached").
+pub(super) fn must_be_live(run: &Run, name: &str, what: &str) -> ApiResult<()> {
+    if runs::LIVE.contains(&run.status) {
+        return Ok(());
+    }
+    Err(ApiError::new(
+        StatusCode::CONFLICT,
+        "conflict",
+        format!(
+            "run {name:?} is {}; only a live run can be {what}",
+            run.status
+        ),
+    ))
+}
+
 #[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SignalBody {
@@ -227,16 +249,7 @@ pub async fn signal_run(
     let now = st.ctx.now();
     let mut tx = st.ctx.store.begin().await?;
     let (_, r) = one_in::<Run>(tx.as_mut(), &slug, &name).await?;
-    if !matches!(r.status, RunStatus::Spawning | RunStatus::Running) {
-        return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "conflict",
-            format!(
-                "run {name:?} is {}; only a live run can be signalled",
-                r.status
-            ),
-        ));
-    }
+    must_be_live(&r, &name, "signalled")?;
     let ev = runs::journal_signal(tx.as_mut(), &r, sig, now).await?;
     st.ctx.commit(tx).await?;
     // Durable from here: journaled, and rebuilt from the journal when pamd
@@ -253,8 +266,7 @@ pub async fn run_output(
     _op: Operator,
     Path((slug, name)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
-    let mut tx = st.ctx.store.begin().await?;
-    let (_, r) = one_in::<Run>(tx.as_mut(), &slug, &name).await?;
+    let r = run_named(&st, &slug, &name).await?;
     let snap = st
         .snapshots
         .get(r.id)

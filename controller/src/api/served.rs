@@ -46,6 +46,12 @@ pub struct At<'a> {
     pub now: DateTime<Utc>,
 }
 
+impl<'a> At<'a> {
+    pub fn new(project: Option<&'a Project>, now: DateTime<Utc>) -> Self {
+        At { project, now }
+    }
+}
+
 /// How the API serves one stored kind ([`Stored`]: finding, listing and
 /// deleting it). `project` is the project a project-scoped kind's objects
 /// live in, `None` for a cluster-scoped one.
@@ -233,13 +239,7 @@ async fn get_in<K: Served>(
     let mut tx = st.ctx.store.begin().await?;
     let (p, o) = one_in::<K>(tx.as_mut(), &slug, &name).await?;
     let v = o
-        .print_one(
-            tx.as_mut(),
-            At {
-                project: Some(&p),
-                now: st.ctx.now(),
-            },
-        )
+        .print_one(tx.as_mut(), At::new(Some(&p), st.ctx.now()))
         .await?;
     Ok(Json(with_managed_fields(tx.as_mut(), &o, v).await?))
 }
@@ -269,13 +269,7 @@ async fn get_cluster<K: Served>(
     let mut tx = st.ctx.store.begin().await?;
     let o = one::<K>(tx.as_mut(), None, &name).await?;
     let v = o
-        .print_one(
-            tx.as_mut(),
-            At {
-                project: None,
-                now: st.ctx.now(),
-            },
-        )
+        .print_one(tx.as_mut(), At::new(None, st.ctx.now()))
         .await?;
     Ok(Json(with_managed_fields(tx.as_mut(), &o, v).await?))
 }

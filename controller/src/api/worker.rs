@@ -31,7 +31,7 @@ use pam_manifests::protocol::{
 };
 use pam_manifests::state::RunStatus;
 use pam_store::prelude::*;
-use pam_store::{Host, Run, RunFilter};
+use pam_store::{Host, Run};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -151,13 +151,7 @@ pub(super) fn attach_input(
 
 /// The runs that should exist on a host: its spawning and running runs.
 async fn desired_set(tx: &mut dyn Tx, ring: &Keyring, host: &Host) -> Result<DesiredSet, ApiError> {
-    let live = tx
-        .list_runs(&RunFilter {
-            host_id: Some(host.id),
-            statuses: Some(vec![RunStatus::Spawning, RunStatus::Running]),
-            ..RunFilter::default()
-        })
-        .await?;
+    let live = runs::live(tx, Some(host.id)).await?;
     let mut runs = Vec::with_capacity(live.len());
     for r in &live {
         runs.push(with_env(tx, ring, r).await?);

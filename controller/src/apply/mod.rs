@@ -50,19 +50,14 @@ use writer::Writer;
 pub const APPLYSET_LABEL: &str = "applyset.pam.dev/name";
 
 #[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+// A field the request leaves out takes its `Default`.
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct ApplyRequest {
-    #[serde(default)]
     pub files: Vec<FileIn>,
-    #[serde(default)]
     pub objects: Vec<Value>,
-    #[serde(default)]
     pub dry_run: bool,
-    #[serde(default)]
     pub prune: bool,
-    #[serde(default)]
     pub selector: Option<String>,
-    #[serde(default)]
     pub applyset: Option<String>,
     /// Take fields other managers own — a Source, another token's apply
     /// or label (`--force-conflicts`; the API's `?forceConflicts=true`),
@@ -251,26 +246,11 @@ pub(crate) async fn merged(
 
 /// Validates `docs` whole against the stored state they can touch and
 /// writes them through the rules in `tx`, pruning by `prune` when given;
-/// the caller commits (or drops `tx` to roll back). The sync loop calls it
-/// inside its own transaction, with the Source's merged documents.
-pub async fn write_batch(
-    tx: &mut dyn pam_store::Tx,
-    ring: Option<&crate::rules::secrets::Keyring>,
-    now: chrono::DateTime<chrono::Utc>,
-    offline_after: std::time::Duration,
-    docs: Vec<Document>,
-    prune: Option<&LabelSelector>,
-) -> Result<Written, ApplyError> {
-    // Only what the batch can touch, never whole projects (issue 13).
-    let manifests: Vec<&Manifest> = docs.iter().map(|d| &d.manifest).collect();
-    let existing = existing::load_existing(tx, &manifests).await?;
-    write_loaded(tx, ring, now, offline_after, docs, prune, existing).await
-}
-
-/// [`write_batch`] with the stored state already read
-/// ([`existing::load_existing`], of these documents or of documents
-/// naming the same objects: the sync reads it once for its merge and its
-/// write).
+/// the caller commits (or drops `tx` to roll back). `existing` is the
+/// stored state already read ([`existing::load_existing`], of these
+/// documents or of documents naming the same objects: the sync loop, in
+/// its own transaction with the Source's merged documents, reads it once
+/// for its merge and its write).
 pub async fn write_loaded(
     tx: &mut dyn pam_store::Tx,
     ring: Option<&crate::rules::secrets::Keyring>,

@@ -56,26 +56,17 @@ pub async fn stored_objects(
                 meta: p.meta.clone(),
             },
         );
+        let mut put = |kind, name, id, meta| {
+            out.insert((kind, Some(slug.clone()), name), StoredObject { id, meta });
+        };
         if !tasks.is_empty() {
             for w in tx.work_items_with_ancestors(p.id, &tasks).await? {
-                out.insert(
-                    (Kind::Task, Some(slug.clone()), w.name.clone()),
-                    StoredObject {
-                        id: w.id,
-                        meta: w.meta,
-                    },
-                );
+                put(Kind::Task, w.name, w.id, w.meta);
             }
         }
         if !runs.is_empty() {
             for r in tx.runs_named(p.id, &runs).await? {
-                out.insert(
-                    (Kind::Run, Some(slug.clone()), r.name.clone()),
-                    StoredObject {
-                        id: r.id,
-                        meta: r.meta,
-                    },
-                );
+                put(Kind::Run, r.name, r.id, r.meta);
             }
         }
     }

@@ -65,18 +65,12 @@ impl RateLimitsConfig {
     /// The budgets pamd limits with; None when disabled.
     pub fn budgets(&self) -> Option<Budgets> {
         self.enabled.then_some(Budgets {
-            operator: Budget {
-                per_second: self.operator_per_second,
-                burst: f64::from(self.operator_burst),
-            },
-            worker: Budget {
-                per_second: self.worker_per_second,
-                burst: f64::from(self.worker_burst),
-            },
-            auth_failures: Budget {
-                per_second: self.auth_failures_per_second,
-                burst: f64::from(self.auth_failures_burst),
-            },
+            operator: Budget::new(self.operator_per_second, f64::from(self.operator_burst)),
+            worker: Budget::new(self.worker_per_second, f64::from(self.worker_burst)),
+            auth_failures: Budget::new(
+                self.auth_failures_per_second,
+                f64::from(self.auth_failures_burst),
+            ),
         })
     }
 }

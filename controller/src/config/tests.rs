@@ -17,6 +17,20 @@ fn resolve(text: Option<&str>, cli: &Cli) -> anyhow::Result<Config> {
     )
 }
 
+/// Asserts that a file (with no flags) is refused with an error naming
+/// `part`.
+fn assert_refused(text: &str, part: &str) {
+    let err = refused(text);
+    assert!(err.contains(part), "{err}");
+}
+
+/// The error a file (with no flags) is refused with.
+fn refused(text: &str) -> String {
+    resolve(Some(text), &Cli::default())
+        .unwrap_err()
+        .to_string()
+}
+
 #[test]
 fn defaults_are_the_seeds() {
     let c = resolve(None, &Cli::default()).unwrap();
@@ -51,8 +65,7 @@ fn tls_from_the_file_and_from_flags() {
     assert_eq!(c.tls, Tls::SelfSigned);
     let err = resolve(None, &cli(&["--tls-cert", "/c.pem"])).unwrap_err();
     assert!(err.to_string().contains("--tls-key"), "{err}");
-    let err = resolve(Some("[tls]\nkey_file = \"/k\"\n"), &Cli::default()).unwrap_err();
-    assert!(err.to_string().contains("cert_file"), "{err}");
+    assert_refused("[tls]\nkey_file = \"/k\"\n", "cert_file");
     let both = "[tls]\ncert_file = \"/c\"\nkey_file = \"/k\"\nself_signed = true\n";
     assert!(resolve(Some(both), &Cli::default()).is_err());
     assert!(Cli::try_parse_from(["pamd", "--tls-self-signed", "--tls-cert", "/c"]).is_err());
@@ -130,12 +143,7 @@ fn git_credentials_come_from_files_that_exist() {
         resolve(None, &Cli::default()).unwrap().git,
         GitAuth::default()
     );
-    let err = resolve(
-        Some("[git]\nssh_key_file = \"/nope/key\"\n"),
-        &Cli::default(),
-    )
-    .unwrap_err()
-    .to_string();
+    let err = refused("[git]\nssh_key_file = \"/nope/key\"\n");
     assert!(
         err.contains("[git] ssh_key_file") && err.contains("/nope/key"),
         "{err}"
@@ -144,38 +152,27 @@ fn git_credentials_come_from_files_that_exist() {
 
 #[test]
 fn unknown_keys_are_named() {
-    let err = resolve(Some("[retention]\nevent_days = 3\n"), &Cli::default()).unwrap_err();
-    let msg = err.to_string();
+    let msg = refused("[retention]\nevent_days = 3\n");
     assert!(msg.contains("pamd.toml"), "{msg}");
     assert!(msg.contains("event_days"), "{msg}");
     assert!(!msg.contains('\n'), "one line: {msg}");
 
-    let err = resolve(Some("lisen = \"x\"\n"), &Cli::default()).unwrap_err();
-    assert!(err.to_string().contains("lisen"), "{err}");
+    assert_refused("lisen = \"x\"\n", "lisen");
 }
 
 #[test]
 fn nonsense_thresholds_are_refused() {
-    let err = resolve(
-        Some("[hosts]\nheartbeat_seconds = 90\noffline_after_seconds = 30\n"),
-        &Cli::default(),
-    )
-    .unwrap_err();
-    assert!(err.to_string().contains("offline_after_seconds"), "{err}");
-    let err = resolve(Some("[loops]\nresync_ms = 5\n"), &Cli::default()).unwrap_err();
-    assert!(err.to_string().contains("resync_ms"), "{err}");
-    let err = resolve(Some("[retention]\nevents_days = 0\n"), &Cli::default()).unwrap_err();
-    assert!(err.to_string().contains("events_days"), "{err}");
+    assert_refused(
+        "[hosts]\nheartbeat_seconds = 90\noffline_after_seconds = 30\n",
+        "offline_after_seconds",
+    );
+    assert_refused("[loops]\nresync_ms = 5\n", "resync_ms");
+    assert_refused("[retention]\nevents_days = 0\n", "events_days");
 }
 
 #[test]
 fn wrong_types_are_errors() {
-    let err = resolve(
-        Some("[dispatch]\ntimeout_seconds = \"5m\"\n"),
-        &Cli::default(),
-    )
-    .unwrap_err();
-    assert!(err.to_string().contains("pamd.toml"), "{err}");
+    assert_refused("[dispatch]\ntimeout_seconds = \"5m\"\n", "pamd.toml");
 }
 
 #[test]
@@ -201,9 +198,7 @@ fn webhook_allow_networks_are_cidrs_checked_at_load() {
     let c = resolve(None, &Cli::default()).unwrap();
     assert!(c.webhooks.settings().egress.allow.is_empty());
     let text = "[webhooks]\nallow_networks = [\"10.0.0.0/8\", \"intranet\"]\n";
-    let err = resolve(Some(text), &Cli::default())
-        .unwrap_err()
-        .to_string();
+    let err = refused(text);
     assert!(
         err.starts_with(
             "[webhooks] allow_networks: \"intranet\" is not a network, expected a CIDR"
@@ -224,12 +219,7 @@ fn sources_name_the_roots_directory_sources_may_read() {
         [PathBuf::from("/home/op/trees"), PathBuf::from("/srv/pam")]
     );
     assert_eq!(c.sources.settle_ms, 250);
-    let err = resolve(
-        Some("[sources]\nallowed_roots = [\"rel\"]\n"),
-        &Cli::default(),
-    )
-    .unwrap_err()
-    .to_string();
+    let err = refused("[sources]\nallowed_roots = [\"rel\"]\n");
     assert!(
         err.contains("[sources] allowed_roots: rel is relative"),
         "{err}"
@@ -284,6 +274,5 @@ fn the_apply_body_limit_is_configurable_and_sane() {
     assert_eq!(c.api.max_body_bytes, 16 << 20);
     let c = resolve(Some("[api]\nmax_body_bytes = 67108864\n"), &Cli::default()).unwrap();
     assert_eq!(c.api.max_body_bytes, 64 << 20);
-    let err = resolve(Some("[api]\nmax_body_bytes = 1000\n"), &Cli::default()).unwrap_err();
-    assert!(err.to_string().contains("max_body_bytes"), "{err}");
+    assert_refused("[api]\nmax_body_bytes = 1000\n", "max_body_bytes");
 }

@@ -8,19 +8,29 @@ use crate::ctx::Ctx;
 
 /// Purges events created before `now - days`; returns how many.
 pub async fn purge(ctx: &Ctx, days: u32) -> anyhow::Result<u64> {
-    let cutoff = ctx.now() - chrono::Duration::days(i64::from(days));
-    let mut tx = ctx.store.begin().await?;
-    let n = tx.purge_events_before(cutoff).await?;
-    ctx.commit(tx).await?;
-    Ok(n)
+    purge_older(ctx, days, Old::Events).await
 }
 
 /// Purges delivered and failed webhook deliveries created before
 /// `now - days`; returns how many.
 pub async fn purge_deliveries(ctx: &Ctx, days: u32) -> anyhow::Result<u64> {
+    purge_older(ctx, days, Old::Deliveries).await
+}
+
+/// What [`purge_older`] purges.
+enum Old {
+    Events,
+    Deliveries,
+}
+
+/// Purges `what` created before `now - days` in one committed transaction.
+async fn purge_older(ctx: &Ctx, days: u32, what: Old) -> anyhow::Result<u64> {
     let cutoff = ctx.now() - chrono::Duration::days(i64::from(days));
     let mut tx = ctx.store.begin().await?;
-    let n = tx.purge_deliveries_before(cutoff).await?;
+    let n = match what {
+        Old::Events => tx.purge_events_before(cutoff).await?,
+        Old::Deliveries => tx.purge_deliveries_before(cutoff).await?,
+    };
     ctx.commit(tx).await?;
     Ok(n)
 }

@@ -293,30 +293,26 @@ mod tests {
             projects: vec!["docs".into(), "web".into()],
             read_only: Vec::new(),
         };
-        assert_eq!(authorize(&custom, Verb::Get, "runs", Some("web")), Allow);
-        assert_eq!(authorize(&custom, Verb::List, "runs", None), Allow);
-        assert_eq!(
-            authorize(&custom, Verb::Delete, "runs", Some("web")),
-            Forbidden
-        );
-        assert_eq!(
-            authorize(&custom, Verb::Get, "tasks", Some("web")),
-            Forbidden
-        );
-        assert_eq!(
-            authorize(&custom, Verb::Get, "runs", Some("docs")),
-            Forbidden
-        );
-        assert_eq!(
-            authorize(&custom, Verb::Delete, "tasks", Some("docs")),
-            Allow
-        );
-        assert_eq!(authorize(&custom, Verb::Get, "runs", Some("api")), Hidden);
-        assert_eq!(authorize(&custom, Verb::Watch, "events", None), Forbidden);
-        assert_eq!(authorize(&custom, Verb::Get, "roles", None), Forbidden);
-        assert_eq!(authorize(&custom, Verb::Get, "tokens", None), Forbidden);
-        assert_eq!(authorize(&custom, Verb::List, "hosts", None), Allow);
-        assert_eq!(authorize(&custom, Verb::Get, SELF, None), Allow);
+        for (verb, resource, project, decision) in [
+            (Verb::Get, "runs", Some("web"), Allow),
+            (Verb::List, "runs", None, Allow),
+            (Verb::Delete, "runs", Some("web"), Forbidden),
+            (Verb::Get, "tasks", Some("web"), Forbidden),
+            (Verb::Get, "runs", Some("docs"), Forbidden),
+            (Verb::Delete, "tasks", Some("docs"), Allow),
+            (Verb::Get, "runs", Some("api"), Hidden),
+            (Verb::Watch, "events", None, Forbidden),
+            (Verb::Get, "roles", None, Forbidden),
+            (Verb::Get, "tokens", None, Forbidden),
+            (Verb::List, "hosts", None, Allow),
+            (Verb::Get, SELF, None, Allow),
+        ] {
+            assert_eq!(
+                authorize(&custom, verb, resource, project),
+                decision,
+                "{verb:?} {resource} in {project:?}"
+            );
+        }
         let runs = custom.scope_for(&[Verb::List], "runs");
         assert_eq!(runs, Some(vec!["web".to_string()]));
         let events = custom.scope_for(&[Verb::List, Verb::Watch], "events");

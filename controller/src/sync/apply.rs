@@ -403,12 +403,12 @@ async fn prune(
         let o = by_id[&d.id];
         let state = match outcome {
             Outcome::Pruned => {
-                pruned(tx, source, o, now).await?;
+                journal_prune(tx, source, o, None, now).await?;
                 n += 1;
                 super::objects::departed(o, true, "left the tree; pruned".into())
             }
             Outcome::Held(held) => {
-                skipped(tx, source, o, &held, now).await?;
+                journal_prune(tx, source, o, Some(&held), now).await?;
                 let why = format!(
                     "left the tree; kept: pruning would also delete {}",
                     held.join(", ")
@@ -424,41 +424,19 @@ async fn prune(
     Ok((n, states))
 }
 
-/// An owned object kept because pruning it would cascade (see [`prune`]).
-async fn skipped(
+/// Journals an owned object's prune: done, or (`held`: what it would
+/// also delete) kept because pruning it would cascade (see [`prune`]).
+async fn journal_prune(
     tx: &mut dyn Tx,
     source: &Source,
     o: &OwnedObject,
-    held: &[String],
+    held: Option<&[String]>,
     now: DateTime<Utc>,
 ) -> Result<(), SyncError> {
-    sources::prune_skipped(
-        tx,
-        source,
-        &o.owner.kind,
-        o.owner.project.as_deref(),
-        &o.owner.name,
-        held,
-        now,
-    )
-    .await?;
-    Ok(())
-}
-
-async fn pruned(
-    tx: &mut dyn Tx,
-    source: &Source,
-    o: &OwnedObject,
-    now: DateTime<Utc>,
-) -> Result<(), SyncError> {
-    sources::pruned(
-        tx,
-        source,
-        &o.owner.kind,
-        o.owner.project.as_deref(),
-        &o.owner.name,
-        now,
-    )
-    .await?;
+    let (kind, project, name) = (&o.owner.kind, o.owner.project.as_deref(), &o.owner.name);
+    match held {
+        Some(held) => sources::prune_skipped(tx, source, kind, project, name, held, now).await?,
+        None => sources::pruned(tx, source, kind, project, name, now).await?,
+    }
     Ok(())
 }

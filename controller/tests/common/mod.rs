@@ -248,3 +248,44 @@ pub async fn next_chunk(resp: &mut reqwest::Response) -> String {
         .expect("the stream ended");
     String::from_utf8_lossy(&chunk).into_owned()
 }
+
+/// Each of a batch answer's `results`' `field` (an apply's `action`, a
+/// signal batch's `outcome`), in order.
+#[allow(dead_code)]
+pub fn results<'a>(v: &'a Value, field: &str) -> Vec<&'a str> {
+    v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r[field].as_str().unwrap())
+        .collect()
+}
+
+/// Asserts that an answer is the one JSON error shape, with `status`,
+/// `code` and a message that contains `part`.
+#[allow(dead_code)]
+pub fn assert_error(got: (StatusCode, &Value), status: StatusCode, code: &str, part: &str) {
+    let (s, v) = got;
+    assert_eq!(s, status, "{v}");
+    assert_eq!(v["error"]["code"], code, "{v}");
+    assert!(error_message(v).contains(part), "{v}");
+}
+
+/// Project web, its Task t and Run r1 of t (claude, in /tmp).
+#[allow(dead_code)]
+pub const WEB_T_R1: &str = "\
+apiVersion: pam.dev/v1
+kind: Project
+metadata: {name: web}
+spec: {displayName: Web}
+---
+apiVersion: pam.dev/v1
+kind: Task
+metadata: {name: t, project: web}
+spec: {title: T}
+---
+apiVersion: pam.dev/v1
+kind: Run
+metadata: {name: r1, project: web}
+spec: {task: t, provider: claude, prompt: hi, cwd: /tmp}
+";

@@ -13,6 +13,39 @@ pub fn scratch_root(prefix: &str) -> PathBuf {
     root
 }
 
+/// A temp dir holding `data/` (pamd's data dir) and pamd's logs. On drop,
+/// `cleanup` stops what a failed test left running in it (each test file
+/// knows what it starts), then the dir is removed.
+pub struct Scratch {
+    pub root: PathBuf,
+    cleanup: fn(&Scratch),
+}
+
+impl Scratch {
+    pub fn with_cleanup(prefix: &str, cleanup: fn(&Scratch)) -> Self {
+        Scratch {
+            root: scratch_root(prefix),
+            cleanup,
+        }
+    }
+
+    pub fn data_dir(&self) -> PathBuf {
+        self.root.join("data")
+    }
+
+    /// The embedded cluster's `postmaster.pid`.
+    pub fn pid_file(&self) -> PathBuf {
+        self.data_dir().join("postgres/postmaster.pid")
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        (self.cleanup)(self);
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
+
 pub fn free_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.local_addr().unwrap().port()

@@ -240,7 +240,7 @@ async fn apply_one(
     now: DateTime<Utc>,
 ) -> StoreResult<Applied> {
     if sig.kind == SignalKind::Orphan {
-        return orphan(tx, st, host, sig, now).await;
+        return orphan(tx, st, host, sig.session_name.as_deref(), now).await;
     }
     if let Err(e) = sig.validate() {
         return Ok((SignalOutcome::Rejected, Some(e.to_string())));
@@ -303,7 +303,7 @@ fn progress(st: &mut Staged, run: &Run, sig: &Signal) -> Applied {
     let Some(seq) = sig.seq else {
         return (SignalOutcome::Rejected, Some("progress needs seq".into()));
     };
-    if !matches!(run.status, RunStatus::Spawning | RunStatus::Running) {
+    if !runs::LIVE.contains(&run.status) {
         return stale("run is no longer live");
     }
     if st.advance_progress(run.id, run.attempt, seq) {
@@ -336,7 +336,7 @@ async fn finished(
     sig: &Signal,
     now: DateTime<Utc>,
 ) -> StoreResult<Applied> {
-    if !matches!(run.status, RunStatus::Spawning | RunStatus::Running) {
+    if !runs::LIVE.contains(&run.status) {
         return Ok(not_live(st, &run, "finished"));
     }
     if !first_time(st, &run, "finished") {
@@ -366,7 +366,7 @@ async fn failed(
     let live = if provider_hook {
         run.status == RunStatus::Running
     } else {
-        matches!(run.status, RunStatus::Spawning | RunStatus::Running)
+        runs::LIVE.contains(&run.status)
     };
     if !live {
         return Ok(not_live(st, run, "failed"));
@@ -396,7 +396,7 @@ async fn failed(
 
 /// `lost`: the worker found the session gone without a `finished`.
 async fn lost(st: &mut Staged, run: &Run, now: DateTime<Utc>) -> StoreResult<Applied> {
-    if !matches!(run.status, RunStatus::Spawning | RunStatus::Running) {
+    if !runs::LIVE.contains(&run.status) {
         return Ok(not_live(st, run, "lost"));
     }
     if !first_time(st, run, "lost") {
@@ -423,10 +423,10 @@ async fn orphan(
     tx: &mut dyn Tx,
     st: &mut Staged,
     host: &Host,
-    sig: &Signal,
+    session: Option<&str>,
     now: DateTime<Utc>,
 ) -> StoreResult<Applied> {
-    let Some(session) = sig.session_name.as_deref() else {
+    let Some(session) = session else {
         return Ok((
             SignalOutcome::Rejected,
             Some("orphan needs session_name".into()),

@@ -23,7 +23,7 @@ use pam_manifests::kinds::{self, Kind};
 use pam_manifests::protocol::SignalName;
 use pam_manifests::state::RunStatus;
 use pam_store::prelude::*;
-use pam_store::{Event, Run, StoreResult, Target, WorkItem};
+use pam_store::{Event, Run, RunFilter, StoreResult, Target, WorkItem};
 use serde_json::json;
 use uuid::Uuid;
 
@@ -188,7 +188,7 @@ pub async fn stop_over_budget(
     mut run: Run,
     now: DateTime<Utc>,
 ) -> StoreResult<Option<Run>> {
-    if run.stop_requested || !matches!(run.status, RunStatus::Spawning | RunStatus::Running) {
+    if run.stop_requested || !LIVE.contains(&run.status) {
         return Ok(None);
     }
     let Some(why) = usage::run_over_budget(&run) else {
@@ -258,6 +258,20 @@ pub async fn output_appended(
     )
     .await
     .map(drop)
+}
+
+/// The statuses of a live run: one whose session exists (or is being
+/// made) on its host.
+pub const LIVE: [RunStatus; 2] = [RunStatus::Spawning, RunStatus::Running];
+
+/// The live runs ([`LIVE`]), of host `host_id` when given.
+pub async fn live(tx: &mut dyn Tx, host_id: Option<Uuid>) -> StoreResult<Vec<Run>> {
+    let filter = RunFilter {
+        host_id,
+        statuses: Some(LIVE.to_vec()),
+        ..RunFilter::default()
+    };
+    tx.list_runs(&filter).await
 }
 
 /// Deletes a run (and its signal markers).
