@@ -720,10 +720,7 @@ async fn token_uses_are_written_together() {
 /// back (through another replica), within a re-check.
 #[tokio::test]
 async fn a_watching_workers_requests_are_authenticated_from_its_watch() {
-    use tower::ServiceExt as _;
-    let statements = Statements::default();
-    let _guard =
-        tracing::subscriber::set_default(tracing_subscriber::registry().with(statements.clone()));
+    let (statements, _guard) = Statements::install(false);
     let w = World::new().await;
     let watched = registered(&w, "watched").await;
     let other = registered(&w, "other").await;
@@ -736,19 +733,7 @@ async fn a_watching_workers_requests_are_authenticated_from_its_watch() {
     let (s, sql) = statements.of(heartbeat(&w, &other, "other", false)).await;
     assert_eq!(s.0, StatusCode::OK, "{s:?}");
     assert_eq!(token_reads(&sql), 1, "a token read is counted: {sql:#?}");
-    let open = |token: &str| {
-        common::json_request(
-            axum::http::Request::builder()
-                .uri("/api/v1/workers/watch")
-                .header("authorization", format!("Bearer {token}")),
-            None,
-        )
-    };
-    let watch = pam_controller::api::router(w.state.clone())
-        .oneshot(open(&watched))
-        .await
-        .unwrap();
-    assert_eq!(watch.status(), StatusCode::OK);
+    let watch = open_watch(&w, &watched).await;
     let (answers, sql) = statements
         .of(async {
             let mut answers = Vec::new();
@@ -765,14 +750,7 @@ async fn a_watching_workers_requests_are_authenticated_from_its_watch() {
         "10 heartbeats read the token: {sql:#?}"
     );
     // Revoked behind this pamd's back: refused within a re-check.
-    let id = {
-        let mut tx = w.state.ctx.store.begin().await.unwrap();
-        let t = tx.list_tokens().await.unwrap();
-        t.into_iter()
-            .find(|t| t.host_name.as_deref() == Some("watched"))
-            .unwrap()
-            .id
-    };
+    let id = token_id_of(&w, "watched").await;
     let mut tx = w.state.ctx.store.begin().await.unwrap();
     tx.revoke_token(id, Utc::now()).await.unwrap();
     w.state.ctx.commit(tx).await.unwrap();
@@ -791,19 +769,8 @@ async fn a_watching_workers_requests_are_authenticated_from_its_watch() {
     }
     drop(watch);
     // Revoked through this pamd: the next request is refused.
-    let other_id = {
-        let mut tx = w.state.ctx.store.begin().await.unwrap();
-        let t = tx.list_tokens().await.unwrap();
-        t.into_iter()
-            .find(|t| t.host_name.as_deref() == Some("other"))
-            .unwrap()
-            .id
-    };
-    let watch = pam_controller::api::router(w.state.clone())
-        .oneshot(open(&other))
-        .await
-        .unwrap();
-    assert_eq!(watch.status(), StatusCode::OK);
+    let other_id = token_id_of(&w, "other").await;
+    let watch = open_watch(&w, &other).await;
     let ops = w.ops.clone();
     let (s, v) = request(
         w.state.clone(),
@@ -825,19 +792,9 @@ async fn a_watching_workers_requests_are_authenticated_from_its_watch() {
 /// liveness.
 #[tokio::test]
 async fn a_watching_workers_heartbeat_is_answered_with_the_pool_taken() {
-    use tower::ServiceExt as _;
     let w = World::new().await;
     let wt = registered(&w, "busy").await;
-    let watch = pam_controller::api::router(w.state.clone())
-        .oneshot(common::json_request(
-            axum::http::Request::builder()
-                .uri("/api/v1/workers/watch")
-                .header("authorization", format!("Bearer {wt}")),
-            None,
-        ))
-        .await
-        .unwrap();
-    assert_eq!(watch.status(), StatusCode::OK);
+    let watch = open_watch(&w, &wt).await;
     // Every connection of the test pool (10), held in open transactions.
     let mut taken = Vec::new();
     while let Ok(Ok(tx)) = tokio::time::timeout(
@@ -858,6 +815,35 @@ async fn a_watching_workers_heartbeat_is_answered_with_the_pool_taken() {
     assert_eq!(answer.0, StatusCode::OK, "{answer:?}");
     drop(taken);
     drop(watch);
+}
+
+/// The watch stream of the worker with token `token`, open (its body
+/// unread: the stream lives as long as the response).
+async fn open_watch(w: &World, token: &str) -> axum::response::Response {
+    use tower::ServiceExt as _;
+    let req = common::json_request(
+        axum::http::Request::builder()
+            .uri("/api/v1/workers/watch")
+            .header("authorization", format!("Bearer {token}")),
+        None,
+    );
+    let watch = pam_controller::api::router(w.state.clone())
+        .oneshot(req)
+        .await
+        .unwrap();
+    assert_eq!(watch.status(), StatusCode::OK);
+    watch
+}
+
+/// The id of host `host`'s worker token.
+async fn token_id_of(w: &World, host: &str) -> Uuid {
+    let mut tx = w.state.ctx.store.begin().await.unwrap();
+    let tokens = tx.list_tokens().await.unwrap();
+    tokens
+        .into_iter()
+        .find(|t| t.host_name.as_deref() == Some(host))
+        .unwrap()
+        .id
 }
 
 /// `n` worker tokens, of hosts `PREFIX0`…: the tokens.
