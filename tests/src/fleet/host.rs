@@ -66,6 +66,10 @@ struct State {
 /// Shipped per request at most (the real outbox's batch).
 const BATCH: usize = 100;
 
+/// After a failed desired-set read, the next one (pam-worker's
+/// `tick_seconds`).
+const RETRY_READ: Duration = Duration::from_secs(5);
+
 impl Host {
     pub fn new(name: String, token: String) -> Arc<Host> {
         Arc::new(Host {
@@ -275,11 +279,16 @@ impl Host {
                         None,
                     )
                     .await;
-                if let Some(set) = set {
-                    if !std::mem::replace(&mut settled, true) {
-                        sh.settled.fetch_add(1, Ordering::Relaxed);
+                match set {
+                    Some(set) => {
+                        if !std::mem::replace(&mut settled, true) {
+                            sh.settled.fetch_add(1, Ordering::Relaxed);
+                        }
+                        self.start_runs(&sh, set, &mut rng);
                     }
-                    self.start_runs(&sh, set, &mut rng);
+                    // As pam-worker: a failed read is tried again after
+                    // its tick (5 s), not at the next resync.
+                    None => next_resync = Instant::now() + RETRY_READ,
                 }
             }
         }
