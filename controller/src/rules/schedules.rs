@@ -66,7 +66,7 @@ pub async fn create(
         created_at: now,
         updated_at: now,
     };
-    tx.insert_schedule(&row).await?;
+    tx.insert(&row).await?;
     Ok(row)
 }
 
@@ -84,7 +84,7 @@ pub async fn update(
         return Ok((row, change));
     }
     row.updated_at = now;
-    Ok((tx.update_schedule(&row, rv).await?, change))
+    Ok((tx.update(&row, rv).await?, change))
 }
 
 /// `pamctl suspend schedule NAME` / `resume` (issue 36): `spec.suspend`
@@ -104,7 +104,7 @@ pub async fn set_suspend(
 
 /// Deletes a Schedule; its runs stay (as runs of their task).
 pub async fn delete(tx: &mut dyn Tx, id: Uuid) -> StoreResult<bool> {
-    tx.delete_schedule(id).await
+    tx.delete::<Schedule>(id).await
 }
 
 /// The stored spec (written through apply, so it types).

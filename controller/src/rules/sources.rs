@@ -68,7 +68,7 @@ pub async fn create(tx: &mut dyn Tx, d: SourceDesired, now: DateTime<Utc>) -> St
         created_at: now,
         updated_at: now,
     };
-    tx.insert_source(&row).await?;
+    tx.insert(&row).await?;
     Ok(row)
 }
 
@@ -92,7 +92,7 @@ pub async fn update(
     // whose observedGeneration lags.
     row.meta.observed_generation = observed;
     row.updated_at = now;
-    let row = tx.update_source(&row, rv).await?;
+    let row = tx.update(&row, rv).await?;
     Ok((row, change))
 }
 
@@ -117,7 +117,7 @@ pub async fn set_suspend(
 /// Deletes a Source and its inventory; the objects it owned stay, owned by
 /// nobody.
 pub async fn delete(tx: &mut dyn Tx, s: &Source) -> StoreResult<bool> {
-    tx.delete_source(s.id).await
+    tx.delete::<Source>(s.id).await
 }
 
 /// Whether the Source is suspended (`spec.suspend`).
@@ -339,7 +339,7 @@ pub async fn refresh_health(
     health: Health,
     now: DateTime<Utc>,
 ) -> StoreResult<bool> {
-    let Some(mut s) = tx.get_source(id).await? else {
+    let Some(mut s) = tx.get::<Source>(id).await? else {
         return Ok(false);
     };
     if s.status.health == health.status && s.status.health_message == health.message {

@@ -252,20 +252,6 @@ macro_rules! bind_meta {
     };
 }
 
-/// `INSERT INTO` a whole row of `T`: every column of [`named::Named::cols`],
-/// bound in that order (the placeholders counted, not written out).
-fn insert_sql<T: named::Named>() -> String {
-    let cols = T::cols();
-    let values: Vec<String> = (1..=cols.split(',').count())
-        .map(|i| format!("${i}"))
-        .collect();
-    format!(
-        "INSERT INTO {} ({cols}) VALUES ({})",
-        T::TABLE,
-        values.join(",")
-    )
-}
-
 impl PgTx {
     fn conn(&mut self) -> &mut sqlx::PgConnection {
         &mut self.tx
@@ -335,27 +321,6 @@ impl PgTx {
             .fetch_one(self.conn())
             .await
             .map_err(db_err)
-    }
-
-    /// Inserts an object of a cluster-wide kind whose row is its name and
-    /// meta columns (Sources, Webhooks); a taken name or id is
-    /// `AlreadyExists`.
-    async fn insert_named(
-        &mut self,
-        table: &str,
-        id: Uuid,
-        name: &str,
-        meta: &Meta,
-        created_at: DateTime<Utc>,
-        updated_at: DateTime<Utc>,
-    ) -> StoreResult<()> {
-        let sql = format!(
-            "INSERT INTO {table} (id, name, {META_COLS}, created_at, updated_at) \
-             VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11)"
-        );
-        let q = sqlx::query(&sql).bind(id).bind(name);
-        let q = bind_meta!(q, meta).bind(created_at).bind(updated_at);
-        self.insert_guarded(q).await
     }
 
     /// The error for a guarded update that matched no row.

@@ -1,3 +1,4 @@
+use super::named::{Named, PgQuery, Table};
 use super::*;
 use crate::objects::Object;
 
@@ -18,11 +19,8 @@ fn object_from_row(row: &PgRow) -> StoreResult<Object> {
     })
 }
 
-// By id, update and delete are the generic ones (named.rs); reads by
-// name and listings add the kind to the scope, so they are written here.
-impl super::named::Named for Object {
+impl Named for Object {
     const TABLE: &'static str = "objects";
-    const SCOPE: Option<&'static str> = Some("project_id");
     fn cols() -> String {
         object_cols()
     }
@@ -31,67 +29,25 @@ impl super::named::Named for Object {
     }
 }
 
-/// `project_id` is `$2` (NULL: cluster scope), in the form the unique
-/// index `objects_kind_project_id_name_key` is built on, so the lookup by
-/// name uses it.
-const SCOPE: &str = "COALESCE(project_id, '00000000-0000-0000-0000-000000000000'::uuid) \
-     = COALESCE($2::uuid, '00000000-0000-0000-0000-000000000000'::uuid)";
+impl Table for Object {
+    fn bind_insert<'q>(&'q self, q: PgQuery<'q>) -> PgQuery<'q> {
+        let q = q
+            .bind(self.id)
+            .bind(&self.kind)
+            .bind(self.project_id)
+            .bind(&self.name);
+        self.bind_own(bind_meta!(q, self.meta))
+            .bind(self.created_at)
+            .bind(self.updated_at)
+    }
+    const OWN: &'static [&'static str] = &["status"];
+    fn bind_own<'q>(&self, q: PgQuery<'q>) -> PgQuery<'q> {
+        q.bind(self.status.clone())
+    }
+}
 
 #[async_trait]
 impl ObjectTx for PgTx {
-    #[tracing::instrument(level = "debug", skip_all)]
-    async fn insert_object(&mut self, o: &Object) -> StoreResult<()> {
-        let sql = format!(
-            "INSERT INTO objects ({}) \
-             VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14)",
-            object_cols()
-        );
-        let q = sqlx::query(&sql)
-            .bind(o.id)
-            .bind(&o.kind)
-            .bind(o.project_id)
-            .bind(&o.name);
-        let q = bind_meta!(q, o.meta)
-            .bind(&o.status)
-            .bind(o.created_at)
-            .bind(o.updated_at);
-        self.insert_guarded(q).await
-    }
-
-    #[tracing::instrument(level = "debug", skip_all)]
-    async fn get_object(&mut self, id: Uuid) -> StoreResult<Option<Object>> {
-        self.named_by_id(id).await
-    }
-
-    #[tracing::instrument(level = "debug", skip_all)]
-    async fn get_object_by_name(
-        &mut self,
-        kind: &str,
-        project: Option<Uuid>,
-        name: &str,
-    ) -> StoreResult<Option<Object>> {
-        let sql = format!(
-            "SELECT {} FROM objects WHERE kind = $1 AND {SCOPE} AND name = $3",
-            object_cols()
-        );
-        let q = sqlx::query(&sql).bind(kind).bind(project).bind(name);
-        self.row(q, object_from_row).await
-    }
-
-    #[tracing::instrument(level = "debug", skip_all)]
-    async fn list_objects(
-        &mut self,
-        kind: &str,
-        project: Option<Uuid>,
-    ) -> StoreResult<Vec<Object>> {
-        let sql = format!(
-            "SELECT {} FROM objects WHERE kind = $1 AND {SCOPE} ORDER BY name COLLATE \"C\"",
-            object_cols()
-        );
-        let q = sqlx::query(&sql).bind(kind).bind(project);
-        self.rows(q, object_from_row).await
-    }
-
     #[tracing::instrument(level = "debug", skip_all)]
     async fn objects_in_project(&mut self, project: Uuid) -> StoreResult<Vec<Object>> {
         let sql = format!(
@@ -101,22 +57,5 @@ impl ObjectTx for PgTx {
         );
         self.rows(sqlx::query(&sql).bind(project), object_from_row)
             .await
-    }
-
-    #[tracing::instrument(level = "debug", skip_all)]
-    async fn update_object(&mut self, o: &Object, expected_rv: i64) -> StoreResult<Object> {
-        let status = o.status.clone();
-        self.update_named(
-            (o.id, expected_rv),
-            (&o.meta, o.updated_at),
-            (&["status"], move |q| q.bind(status)),
-            format!("{} {}", o.kind.to_ascii_lowercase(), o.name),
-        )
-        .await
-    }
-
-    #[tracing::instrument(level = "debug", skip_all)]
-    async fn delete_object(&mut self, id: Uuid) -> StoreResult<bool> {
-        self.delete_named::<Object>(id).await
     }
 }

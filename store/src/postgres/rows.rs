@@ -7,8 +7,10 @@ use pam_manifests::protocol::Capabilities;
 pub(super) const META_COLS: &str =
     "spec, labels, annotations, generation, resource_version, observed_generation, conditions";
 
+/// In the order [`super::named::Table::bind_insert`] binds.
 pub(super) fn project_cols() -> String {
-    format!("id, name, slug, description, status, {META_COLS}, created_at, updated_at")
+    let own = <Project as super::named::Table>::OWN.join(", ");
+    format!("id, slug, {own}, {META_COLS}, created_at, updated_at")
 }
 
 pub(super) fn work_item_cols() -> String {
@@ -69,12 +71,10 @@ pub(super) fn run_cols() -> String {
     )
 }
 
+/// In the order [`super::named::Table::bind_insert`] binds.
 pub(super) fn host_cols() -> String {
-    format!(
-        "id, name, platform, token_fingerprint, status, instance_id, instance_suspect, \
-         instance_flagged_at, last_seen_at, capacity, disabled, presented_instance_id, \
-         dispatch_labels, worker_labels, {META_COLS}, created_at, updated_at, capabilities"
-    )
+    let own = <Host as super::named::Table>::OWN.join(", ");
+    format!("id, name, status, {own}, {META_COLS}, created_at, updated_at")
 }
 
 pub(super) const TOKEN_COLS: &str =

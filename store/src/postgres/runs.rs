@@ -87,7 +87,7 @@ impl RunTx for PgTx {
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn get_run_by_name(&mut self, project_id: Uuid, name: &str) -> StoreResult<Option<Run>> {
-        self.named(Some(project_id), name).await
+        self.named(project_id, name).await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
@@ -481,7 +481,6 @@ impl RunTx for PgTx {
 
 impl super::named::Named for Run {
     const TABLE: &'static str = "runs";
-    const SCOPE: Option<&'static str> = Some("project_id");
     fn cols() -> String {
         run_cols()
     }

@@ -1,3 +1,4 @@
+use super::named::{Named, PgQuery, Table};
 use super::*;
 use crate::Schedule;
 
@@ -20,58 +21,9 @@ fn schedule_from_row(row: &PgRow) -> StoreResult<Schedule> {
 #[async_trait]
 impl ScheduleTx for PgTx {
     #[tracing::instrument(level = "debug", skip_all)]
-    async fn insert_schedule(&mut self, s: &Schedule) -> StoreResult<()> {
-        let sql = insert_sql::<Schedule>();
-        let q = sqlx::query(&sql)
-            .bind(s.id)
-            .bind(s.project_id)
-            .bind(&s.name);
-        let q = bind_meta!(q, s.meta)
-            .bind(s.last_schedule_time)
-            .bind(s.created_at)
-            .bind(s.updated_at);
-        self.insert_guarded(q).await
-    }
-
-    #[tracing::instrument(level = "debug", skip_all)]
-    async fn get_schedule(&mut self, id: Uuid) -> StoreResult<Option<Schedule>> {
-        self.named_by_id(id).await
-    }
-
-    #[tracing::instrument(level = "debug", skip_all)]
-    async fn get_schedule_by_name(
-        &mut self,
-        project_id: Uuid,
-        name: &str,
-    ) -> StoreResult<Option<Schedule>> {
-        self.named(Some(project_id), name).await
-    }
-
-    #[tracing::instrument(level = "debug", skip_all)]
-    async fn list_schedules(&mut self, project_id: Uuid) -> StoreResult<Vec<Schedule>> {
-        self.all_named(Some(project_id)).await
-    }
-
-    #[tracing::instrument(level = "debug", skip_all)]
     async fn list_all_schedules(&mut self) -> StoreResult<Vec<Schedule>> {
         let sql = format!("SELECT {} FROM schedules ORDER BY id", schedule_cols());
         self.rows(sqlx::query(&sql), schedule_from_row).await
-    }
-
-    #[tracing::instrument(level = "debug", skip_all)]
-    async fn update_schedule(&mut self, s: &Schedule, expected_rv: i64) -> StoreResult<Schedule> {
-        self.update_named(
-            (s.id, expected_rv),
-            (&s.meta, s.updated_at),
-            (&[], |q| q),
-            format!("schedule {}", s.id),
-        )
-        .await
-    }
-
-    #[tracing::instrument(level = "debug", skip_all)]
-    async fn delete_schedule(&mut self, id: Uuid) -> StoreResult<bool> {
-        self.delete_named::<Schedule>(id).await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
@@ -132,13 +84,24 @@ impl ScheduleTx for PgTx {
     }
 }
 
-impl super::named::Named for Schedule {
+impl Named for Schedule {
     const TABLE: &'static str = "schedules";
-    const SCOPE: Option<&'static str> = Some("project_id");
     fn cols() -> String {
         schedule_cols()
     }
     fn from_row(row: &PgRow) -> StoreResult<Self> {
         schedule_from_row(row)
+    }
+}
+
+/// `last_schedule_time` is inserted, and then written only by
+/// [`ScheduleTx::take_tick`].
+impl Table for Schedule {
+    fn bind_insert<'q>(&'q self, q: PgQuery<'q>) -> PgQuery<'q> {
+        let q = q.bind(self.id).bind(self.project_id).bind(&self.name);
+        bind_meta!(q, self.meta)
+            .bind(self.last_schedule_time)
+            .bind(self.created_at)
+            .bind(self.updated_at)
     }
 }

@@ -1,10 +1,11 @@
+use super::named::{Named, PgQuery, Table};
 use super::*;
 use crate::{Secret, SecretWait};
 
+/// In the order [`Table::bind_insert`] binds.
 fn secret_cols() -> String {
-    format!(
-        "id, project_id, name, {META_COLS}, salt, key_id, nonce, ciphertext, created_at, updated_at"
-    )
+    let own = Secret::OWN.join(", ");
+    format!("id, project_id, name, {META_COLS}, {own}, created_at, updated_at")
 }
 
 fn secret_from_row(row: &PgRow) -> StoreResult<Secret> {
@@ -32,63 +33,6 @@ fn wait_from_row(row: &PgRow) -> StoreResult<SecretWait> {
 
 #[async_trait]
 impl SecretTx for PgTx {
-    #[tracing::instrument(level = "debug", skip_all)]
-    async fn insert_secret(&mut self, s: &Secret) -> StoreResult<()> {
-        let sql = insert_sql::<Secret>();
-        let q = sqlx::query(&sql)
-            .bind(s.id)
-            .bind(s.project_id)
-            .bind(&s.name);
-        let q = bind_meta!(q, s.meta)
-            .bind(&s.salt)
-            .bind(&s.key_id)
-            .bind(&s.nonce)
-            .bind(&s.ciphertext)
-            .bind(s.created_at)
-            .bind(s.updated_at);
-        self.insert_guarded(q).await
-    }
-
-    #[tracing::instrument(level = "debug", skip_all)]
-    async fn get_secret(&mut self, id: Uuid) -> StoreResult<Option<Secret>> {
-        self.named_by_id(id).await
-    }
-
-    #[tracing::instrument(level = "debug", skip_all)]
-    async fn get_secret_by_name(
-        &mut self,
-        project_id: Uuid,
-        name: &str,
-    ) -> StoreResult<Option<Secret>> {
-        self.named(Some(project_id), name).await
-    }
-
-    #[tracing::instrument(level = "debug", skip_all)]
-    async fn list_secrets(&mut self, project_id: Uuid) -> StoreResult<Vec<Secret>> {
-        self.all_named(Some(project_id)).await
-    }
-
-    #[tracing::instrument(level = "debug", skip_all)]
-    async fn update_secret(&mut self, s: &Secret, expected_rv: i64) -> StoreResult<Secret> {
-        self.update_named(
-            (s.id, expected_rv),
-            (&s.meta, s.updated_at),
-            (&["salt", "key_id", "nonce", "ciphertext"], |q| {
-                q.bind(s.salt.clone())
-                    .bind(s.key_id.clone())
-                    .bind(s.nonce.clone())
-                    .bind(s.ciphertext.clone())
-            }),
-            format!("secret {}", s.id),
-        )
-        .await
-    }
-
-    #[tracing::instrument(level = "debug", skip_all)]
-    async fn delete_secret(&mut self, id: Uuid) -> StoreResult<bool> {
-        self.delete_named::<Secret>(id).await
-    }
-
     #[tracing::instrument(level = "debug", skip_all)]
     async fn secrets_sealed_with_other(
         &mut self,
@@ -170,13 +114,28 @@ impl SecretTx for PgTx {
     }
 }
 
-impl super::named::Named for Secret {
+impl Named for Secret {
     const TABLE: &'static str = "secrets";
-    const SCOPE: Option<&'static str> = Some("project_id");
     fn cols() -> String {
         secret_cols()
     }
     fn from_row(row: &PgRow) -> StoreResult<Self> {
         secret_from_row(row)
+    }
+}
+
+impl Table for Secret {
+    fn bind_insert<'q>(&'q self, q: PgQuery<'q>) -> PgQuery<'q> {
+        let q = q.bind(self.id).bind(self.project_id).bind(&self.name);
+        self.bind_own(bind_meta!(q, self.meta))
+            .bind(self.created_at)
+            .bind(self.updated_at)
+    }
+    const OWN: &'static [&'static str] = &["salt", "key_id", "nonce", "ciphertext"];
+    fn bind_own<'q>(&self, q: PgQuery<'q>) -> PgQuery<'q> {
+        q.bind(self.salt.clone())
+            .bind(self.key_id.clone())
+            .bind(self.nonce.clone())
+            .bind(self.ciphertext.clone())
     }
 }

@@ -1,3 +1,4 @@
+use super::named::{Named, PgQuery, Table};
 use super::*;
 use crate::sources::{HealthState, SyncState};
 
@@ -57,45 +58,6 @@ fn object_from_row(row: &PgRow) -> StoreResult<SourceObject> {
 
 #[async_trait]
 impl SourceTx for PgTx {
-    #[tracing::instrument(level = "debug", skip_all)]
-    async fn insert_source(&mut self, s: &Source) -> StoreResult<()> {
-        self.insert_named(
-            "sources",
-            s.id,
-            &s.name,
-            &s.meta,
-            s.created_at,
-            s.updated_at,
-        )
-        .await
-    }
-
-    #[tracing::instrument(level = "debug", skip_all)]
-    async fn get_source(&mut self, id: Uuid) -> StoreResult<Option<Source>> {
-        self.named_by_id(id).await
-    }
-
-    #[tracing::instrument(level = "debug", skip_all)]
-    async fn get_source_by_name(&mut self, name: &str) -> StoreResult<Option<Source>> {
-        self.named(None, name).await
-    }
-
-    #[tracing::instrument(level = "debug", skip_all)]
-    async fn list_sources(&mut self) -> StoreResult<Vec<Source>> {
-        self.all_named(None).await
-    }
-
-    #[tracing::instrument(level = "debug", skip_all)]
-    async fn update_source(&mut self, s: &Source, expected_rv: i64) -> StoreResult<Source> {
-        self.update_named(
-            (s.id, expected_rv),
-            (&s.meta, s.updated_at),
-            (&[], |q| q),
-            format!("source {}", s.name),
-        )
-        .await
-    }
-
     #[tracing::instrument(level = "debug", skip_all)]
     async fn write_source_status(
         &mut self,
@@ -158,11 +120,6 @@ impl SourceTx for PgTx {
             Some(row) => source_from_row(&row),
             None => Err(StoreError::NotFound(format!("sources {id}"))),
         }
-    }
-
-    #[tracing::instrument(level = "debug", skip_all)]
-    async fn delete_source(&mut self, id: Uuid) -> StoreResult<bool> {
-        self.delete_named::<Source>(id).await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
@@ -355,13 +312,25 @@ impl SourceTx for PgTx {
     }
 }
 
-impl super::named::Named for Source {
+impl Named for Source {
     const TABLE: &'static str = "sources";
-    const SCOPE: Option<&'static str> = None;
     fn cols() -> String {
         source_cols()
     }
     fn from_row(row: &PgRow) -> StoreResult<Self> {
         source_from_row(row)
+    }
+}
+
+/// Its status is the sync loop's: a new Source starts from the table's
+/// defaults.
+impl Table for Source {
+    fn insert_cols() -> String {
+        format!("id, name, {META_COLS}, created_at, updated_at")
+    }
+    fn bind_insert<'q>(&'q self, q: PgQuery<'q>) -> PgQuery<'q> {
+        bind_meta!(q.bind(self.id).bind(&self.name), self.meta)
+            .bind(self.created_at)
+            .bind(self.updated_at)
     }
 }

@@ -1,3 +1,4 @@
+use super::named::{Named, PgQuery, Table};
 use super::*;
 use crate::webhooks::{Delivery, DeliveryFilter, DeliveryOutcome, DeliveryStatus, Webhook};
 
@@ -44,50 +45,6 @@ impl PgTx {
 
 #[async_trait]
 impl WebhookTx for PgTx {
-    #[tracing::instrument(level = "debug", skip_all)]
-    async fn insert_webhook(&mut self, w: &Webhook) -> StoreResult<()> {
-        self.insert_named(
-            "webhooks",
-            w.id,
-            &w.name,
-            &w.meta,
-            w.created_at,
-            w.updated_at,
-        )
-        .await
-    }
-
-    #[tracing::instrument(level = "debug", skip_all)]
-    async fn get_webhook(&mut self, id: Uuid) -> StoreResult<Option<Webhook>> {
-        self.named_by_id(id).await
-    }
-
-    #[tracing::instrument(level = "debug", skip_all)]
-    async fn get_webhook_by_name(&mut self, name: &str) -> StoreResult<Option<Webhook>> {
-        self.named(None, name).await
-    }
-
-    #[tracing::instrument(level = "debug", skip_all)]
-    async fn list_webhooks(&mut self) -> StoreResult<Vec<Webhook>> {
-        self.all_named(None).await
-    }
-
-    #[tracing::instrument(level = "debug", skip_all)]
-    async fn update_webhook(&mut self, w: &Webhook, expected_rv: i64) -> StoreResult<Webhook> {
-        self.update_named(
-            (w.id, expected_rv),
-            (&w.meta, w.updated_at),
-            (&[], |q| q),
-            format!("webhook {}", w.name),
-        )
-        .await
-    }
-
-    #[tracing::instrument(level = "debug", skip_all)]
-    async fn delete_webhook(&mut self, id: Uuid) -> StoreResult<bool> {
-        self.delete_named::<Webhook>(id).await
-    }
-
     #[tracing::instrument(level = "debug", skip_all)]
     async fn webhook_targets(&mut self) -> StoreResult<Vec<(Webhook, Vec<Uuid>)>> {
         let sql = format!(
@@ -258,13 +215,20 @@ impl WebhookTx for PgTx {
     }
 }
 
-impl super::named::Named for Webhook {
+impl Named for Webhook {
     const TABLE: &'static str = "webhooks";
-    const SCOPE: Option<&'static str> = None;
     fn cols() -> String {
         webhook_cols()
     }
     fn from_row(row: &PgRow) -> StoreResult<Self> {
         webhook_from_row(row)
+    }
+}
+
+impl Table for Webhook {
+    fn bind_insert<'q>(&'q self, q: PgQuery<'q>) -> PgQuery<'q> {
+        bind_meta!(q.bind(self.id).bind(&self.name), self.meta)
+            .bind(self.created_at)
+            .bind(self.updated_at)
     }
 }

@@ -144,12 +144,12 @@ impl WorkItemTx for PgTx {
         project_id: Uuid,
         name: &str,
     ) -> StoreResult<Option<WorkItem>> {
-        self.named(Some(project_id), name).await
+        self.named(project_id, name).await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn list_work_items(&mut self, project_id: Uuid) -> StoreResult<Vec<WorkItem>> {
-        self.all_named(Some(project_id)).await
+        self.all_named(project_id).await
     }
 
     #[tracing::instrument(level = "debug", skip_all, fields(names = names.len()))]
@@ -357,7 +357,6 @@ impl WorkItemTx for PgTx {
 
 impl super::named::Named for WorkItem {
     const TABLE: &'static str = "work_items";
-    const SCOPE: Option<&'static str> = Some("project_id");
     /// Tree order: a parent before its children, siblings by `sort_order`.
     const ORDER: &'static str = "path COLLATE \"C\", sort_order, id";
     fn cols() -> String {
