@@ -1,4 +1,3 @@
-use super::named::{Named, PgQuery, Table};
 use super::*;
 
 #[async_trait]
@@ -103,53 +102,5 @@ impl HostTx for PgTx {
         );
         self.rows(sqlx::query(&sql).bind(cutoff), host_from_row)
             .await
-    }
-}
-
-impl Named for Host {
-    const TABLE: &'static str = "hosts";
-    fn cols() -> String {
-        host_cols()
-    }
-    fn from_row(row: &PgRow) -> StoreResult<Self> {
-        host_from_row(row)
-    }
-}
-
-impl Table for Host {
-    fn bind_insert<'q>(&'q self, q: PgQuery<'q>) -> PgQuery<'q> {
-        let q = q.bind(self.id).bind(&self.name).bind(self.status.as_str());
-        bind_meta!(self.bind_own(q), self.meta)
-            .bind(self.created_at)
-            .bind(self.updated_at)
-    }
-    /// Every column but the name and status ([`HostTx::set_host_status`]).
-    const OWN: &'static [&'static str] = &[
-        "platform",
-        "token_fingerprint",
-        "instance_id",
-        "instance_suspect",
-        "instance_flagged_at",
-        "last_seen_at",
-        "capacity",
-        "disabled",
-        "presented_instance_id",
-        "dispatch_labels",
-        "worker_labels",
-        "capabilities",
-    ];
-    fn bind_own<'q>(&self, q: PgQuery<'q>) -> PgQuery<'q> {
-        q.bind(self.platform.as_str())
-            .bind(self.token_fingerprint.clone())
-            .bind(self.instance_id)
-            .bind(self.instance_suspect)
-            .bind(self.instance_flagged_at)
-            .bind(self.last_seen_at)
-            .bind(self.capacity)
-            .bind(self.disabled)
-            .bind(self.presented_instance_id)
-            .bind(labels_to_json(&self.dispatch_labels))
-            .bind(labels_to_json(&self.worker_labels))
-            .bind(capabilities_to_json(&self.capabilities))
     }
 }

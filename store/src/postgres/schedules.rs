@@ -1,22 +1,5 @@
-use super::named::{Named, PgQuery, Table};
 use super::*;
 use crate::Schedule;
-
-fn schedule_cols() -> String {
-    format!("id, project_id, name, {META_COLS}, last_schedule_time, created_at, updated_at")
-}
-
-fn schedule_from_row(row: &PgRow) -> StoreResult<Schedule> {
-    Ok(Schedule {
-        id: get(row, "id")?,
-        project_id: get(row, "project_id")?,
-        name: get(row, "name")?,
-        meta: meta_from_row(row)?,
-        last_schedule_time: get(row, "last_schedule_time")?,
-        created_at: get(row, "created_at")?,
-        updated_at: get(row, "updated_at")?,
-    })
-}
 
 #[async_trait]
 impl ScheduleTx for PgTx {
@@ -81,27 +64,5 @@ impl ScheduleTx for PgTx {
         rows.iter()
             .map(|row| Ok((get(row, "scheduled_at")?, run_from_row(row)?)))
             .collect()
-    }
-}
-
-impl Named for Schedule {
-    const TABLE: &'static str = "schedules";
-    fn cols() -> String {
-        schedule_cols()
-    }
-    fn from_row(row: &PgRow) -> StoreResult<Self> {
-        schedule_from_row(row)
-    }
-}
-
-/// `last_schedule_time` is inserted, and then written only by
-/// [`ScheduleTx::take_tick`].
-impl Table for Schedule {
-    fn bind_insert<'q>(&'q self, q: PgQuery<'q>) -> PgQuery<'q> {
-        let q = q.bind(self.id).bind(self.project_id).bind(&self.name);
-        bind_meta!(q, self.meta)
-            .bind(self.last_schedule_time)
-            .bind(self.created_at)
-            .bind(self.updated_at)
     }
 }

@@ -1,27 +1,5 @@
-use super::named::{Named, PgQuery, Table};
 use super::*;
 use crate::{Secret, SecretWait};
-
-/// In the order [`Table::bind_insert`] binds.
-fn secret_cols() -> String {
-    let own = Secret::OWN.join(", ");
-    format!("id, project_id, name, {META_COLS}, {own}, created_at, updated_at")
-}
-
-fn secret_from_row(row: &PgRow) -> StoreResult<Secret> {
-    Ok(Secret {
-        id: get(row, "id")?,
-        project_id: get(row, "project_id")?,
-        name: get(row, "name")?,
-        meta: meta_from_row(row)?,
-        salt: get(row, "salt")?,
-        key_id: get(row, "key_id")?,
-        nonce: get(row, "nonce")?,
-        ciphertext: get(row, "ciphertext")?,
-        created_at: get(row, "created_at")?,
-        updated_at: get(row, "updated_at")?,
-    })
-}
 
 fn wait_from_row(row: &PgRow) -> StoreResult<SecretWait> {
     Ok(SecretWait {
@@ -111,31 +89,5 @@ impl SecretTx for PgTx {
         }
         .map_err(db_err)?;
         all(rows, wait_from_row)
-    }
-}
-
-impl Named for Secret {
-    const TABLE: &'static str = "secrets";
-    fn cols() -> String {
-        secret_cols()
-    }
-    fn from_row(row: &PgRow) -> StoreResult<Self> {
-        secret_from_row(row)
-    }
-}
-
-impl Table for Secret {
-    fn bind_insert<'q>(&'q self, q: PgQuery<'q>) -> PgQuery<'q> {
-        let q = q.bind(self.id).bind(self.project_id).bind(&self.name);
-        self.bind_own(bind_meta!(q, self.meta))
-            .bind(self.created_at)
-            .bind(self.updated_at)
-    }
-    const OWN: &'static [&'static str] = &["salt", "key_id", "nonce", "ciphertext"];
-    fn bind_own<'q>(&self, q: PgQuery<'q>) -> PgQuery<'q> {
-        q.bind(self.salt.clone())
-            .bind(self.key_id.clone())
-            .bind(self.nonce.clone())
-            .bind(self.ciphertext.clone())
     }
 }

@@ -1,48 +1,6 @@
-use super::named::{Named, PgQuery, Table};
 use super::*;
-use crate::sources::{HealthState, SyncState};
-
-const SOURCE_STATUS_COLS: &str = "revision, attempted_revision, last_synced_at, \
-    last_attempt_at, sync_status, sync_message, health, health_message, errors, drift, \
-    departed, sync_requested_at";
-
-fn source_cols() -> String {
-    format!("id, name, {META_COLS}, {SOURCE_STATUS_COLS}, created_at, updated_at")
-}
 
 const OBJECT_COLS: &str = "source_id, kind, object_id, project, name, declared, file";
-
-fn source_from_row(row: &PgRow) -> StoreResult<Source> {
-    Ok(Source {
-        id: get(row, "id")?,
-        name: get(row, "name")?,
-        meta: meta_from_row(row)?,
-        status: SourceStatus {
-            revision: get(row, "revision")?,
-            attempted_revision: get(row, "attempted_revision")?,
-            last_synced_at: get(row, "last_synced_at")?,
-            last_attempt_at: get(row, "last_attempt_at")?,
-            sync: parse_text(row, "sync_status", SyncState::parse)?,
-            sync_message: get(row, "sync_message")?,
-            health: parse_text(row, "health", HealthState::parse)?,
-            health_message: get(row, "health_message")?,
-            errors: get(row, "errors")?,
-            drift: get(row, "drift")?,
-            departed: get(row, "departed")?,
-            sync_requested_at: get(row, "sync_requested_at")?,
-        },
-        created_at: get(row, "created_at")?,
-        updated_at: get(row, "updated_at")?,
-    })
-}
-
-/// A text column holding one of an enum's values (the table's CHECK keeps
-/// it to them).
-fn parse_text<T>(row: &PgRow, col: &str, parse: fn(&str) -> Option<T>) -> StoreResult<T> {
-    let text: String = get(row, col)?;
-    parse(&text)
-        .ok_or_else(|| StoreError::Database(format!("sources.{col}: unknown value {text:?}")))
-}
 
 fn object_from_row(row: &PgRow) -> StoreResult<SourceObject> {
     Ok(SourceObject {
@@ -309,28 +267,5 @@ impl SourceTx for PgTx {
             });
         }
         Ok(out)
-    }
-}
-
-impl Named for Source {
-    const TABLE: &'static str = "sources";
-    fn cols() -> String {
-        source_cols()
-    }
-    fn from_row(row: &PgRow) -> StoreResult<Self> {
-        source_from_row(row)
-    }
-}
-
-/// Its status is the sync loop's: a new Source starts from the table's
-/// defaults.
-impl Table for Source {
-    fn insert_cols() -> String {
-        format!("id, name, {META_COLS}, created_at, updated_at")
-    }
-    fn bind_insert<'q>(&'q self, q: PgQuery<'q>) -> PgQuery<'q> {
-        bind_meta!(q.bind(self.id).bind(&self.name), self.meta)
-            .bind(self.created_at)
-            .bind(self.updated_at)
     }
 }

@@ -1,23 +1,8 @@
-use super::named::{Named, PgQuery, Table};
 use super::*;
 use crate::webhooks::{Delivery, DeliveryFilter, DeliveryOutcome, DeliveryStatus, Webhook};
 
-fn webhook_cols() -> String {
-    format!("id, name, {META_COLS}, created_at, updated_at")
-}
-
 const DELIVERY_COLS: &str = "id, webhook_id, event_seq, topic, payload, status, attempts, \
     next_attempt_at, last_attempt_at, last_code, last_error, created_at";
-
-fn webhook_from_row(row: &PgRow) -> StoreResult<Webhook> {
-    Ok(Webhook {
-        id: get(row, "id")?,
-        name: get(row, "name")?,
-        meta: meta_from_row(row)?,
-        created_at: get(row, "created_at")?,
-        updated_at: get(row, "updated_at")?,
-    })
-}
 
 fn delivery_from_row(row: &PgRow) -> StoreResult<Delivery> {
     let status: String = get(row, "status")?;
@@ -212,23 +197,5 @@ impl WebhookTx for PgTx {
         )
         .bind(cutoff);
         self.exec(q).await
-    }
-}
-
-impl Named for Webhook {
-    const TABLE: &'static str = "webhooks";
-    fn cols() -> String {
-        webhook_cols()
-    }
-    fn from_row(row: &PgRow) -> StoreResult<Self> {
-        webhook_from_row(row)
-    }
-}
-
-impl Table for Webhook {
-    fn bind_insert<'q>(&'q self, q: PgQuery<'q>) -> PgQuery<'q> {
-        bind_meta!(q.bind(self.id).bind(&self.name), self.meta)
-            .bind(self.created_at)
-            .bind(self.updated_at)
     }
 }
