@@ -83,14 +83,7 @@ impl HostTx for PgTx {
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn count_hosts_by_status(&mut self) -> StoreResult<Vec<(HostStatus, i64)>> {
-        let rows: Vec<(String, i64)> =
-            sqlx::query_as("SELECT status, count(*) FROM hosts GROUP BY status ORDER BY status")
-                .fetch_all(self.conn())
-                .await
-                .map_err(db_err)?;
-        rows.into_iter()
-            .map(|(s, n)| Ok((s.parse().map_err(|e| corrupt("hosts.status", e))?, n)))
-            .collect()
+        self.count_by_status("hosts").await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]

@@ -361,6 +361,37 @@ impl PgTx {
         row.as_ref().map(f).transpose()
     }
 
+    /// The row an unguarded `UPDATE … WHERE id = $1 RETURNING` of `table`
+    /// wrote, mapped by `f`; `NotFound` when there is no row `id`.
+    async fn written<T>(
+        &mut self,
+        q: sqlx::query::Query<'_, Postgres, sqlx::postgres::PgArguments>,
+        (table, id): (&str, Uuid),
+        f: fn(&PgRow) -> StoreResult<T>,
+    ) -> StoreResult<T> {
+        self.row(q, f)
+            .await?
+            .ok_or_else(|| StoreError::NotFound(format!("{table} {id}")))
+    }
+
+    /// How many rows of `table` are in each status (statuses with none are
+    /// left out), in status order.
+    async fn count_by_status<S>(&mut self, table: &str) -> StoreResult<Vec<(S, i64)>>
+    where
+        S: std::str::FromStr,
+        S::Err: std::fmt::Display,
+    {
+        let sql = format!("SELECT status, count(*) FROM {table} GROUP BY status ORDER BY status");
+        let rows: Vec<(String, i64)> = sqlx::query_as(&sql)
+            .fetch_all(self.conn())
+            .await
+            .map_err(db_err)?;
+        let what = format!("{table}.status");
+        rows.into_iter()
+            .map(|(s, n)| Ok((s.parse().map_err(|e| corrupt(&what, e))?, n)))
+            .collect()
+    }
+
     async fn one_run(&mut self, sql: &str, id: Uuid) -> StoreResult<Option<Run>> {
         self.row(sqlx::query(sql).bind(id), run_from_row).await
     }

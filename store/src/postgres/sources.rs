@@ -34,7 +34,7 @@ impl SourceTx for PgTx {
              WHERE id = $1 RETURNING {}",
             source_cols()
         );
-        let row = sqlx::query(&sql)
+        let q = sqlx::query(&sql)
             .bind(s.id)
             .bind(&st.revision)
             .bind(&st.attempted_revision)
@@ -51,14 +51,8 @@ impl SourceTx for PgTx {
             .bind(s.updated_at)
             .bind(clear_request)
             .bind(st.sync_requested_at)
-            .bind(&st.departed)
-            .fetch_optional(self.conn())
-            .await
-            .map_err(db_err)?;
-        match row {
-            Some(row) => source_from_row(&row),
-            None => Err(StoreError::NotFound(format!("sources {}", s.id))),
-        }
+            .bind(&st.departed);
+        self.written(q, ("sources", s.id), source_from_row).await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
@@ -68,16 +62,8 @@ impl SourceTx for PgTx {
              WHERE id = $1 RETURNING {}",
             source_cols()
         );
-        let row = sqlx::query(&sql)
-            .bind(id)
-            .bind(at)
-            .fetch_optional(self.conn())
-            .await
-            .map_err(db_err)?;
-        match row {
-            Some(row) => source_from_row(&row),
-            None => Err(StoreError::NotFound(format!("sources {id}"))),
-        }
+        let q = sqlx::query(&sql).bind(id).bind(at);
+        self.written(q, ("sources", id), source_from_row).await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]

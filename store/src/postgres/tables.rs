@@ -1,6 +1,7 @@
-//! Each kind with a table of its own ([`crate::NamedTx`]): its table and
-//! row mapping ([`Named`]) and what its insert and update write
-//! ([`Table`]); the row mapping functions themselves are in `rows.rs`.
+//! Each table of named objects: its name and row mapping ([`Named`]) and,
+//! for the kinds whose calls are all [`crate::NamedTx`]'s, what its insert
+//! and update write ([`Table`]); the row mapping functions themselves are
+//! in `rows.rs`.
 
 use super::named::{Named, PgQuery, Table};
 use super::*;
@@ -194,5 +195,27 @@ impl Table for Object {
     const OWN: &'static [&'static str] = &["status"];
     fn bind_own<'q>(&self, q: PgQuery<'q>) -> PgQuery<'q> {
         q.bind(self.status.clone())
+    }
+}
+
+impl Named for WorkItem {
+    const TABLE: &'static str = "work_items";
+    /// Tree order: a parent before its children, siblings by `sort_order`.
+    const ORDER: &'static str = "path COLLATE \"C\", sort_order, id";
+    fn cols() -> String {
+        work_item_cols()
+    }
+    fn from_row(row: &PgRow) -> StoreResult<Self> {
+        work_item_from_row(row)
+    }
+}
+
+impl Named for Run {
+    const TABLE: &'static str = "runs";
+    fn cols() -> String {
+        run_cols()
+    }
+    fn from_row(row: &PgRow) -> StoreResult<Self> {
+        run_from_row(row)
     }
 }

@@ -145,16 +145,9 @@ impl WebhookTx for PgTx {
             "UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = $2 \
              WHERE id = $1 RETURNING {DELIVERY_COLS}"
         );
-        let row = sqlx::query(&sql)
-            .bind(id)
-            .bind(now)
-            .fetch_optional(self.conn())
+        let q = sqlx::query(&sql).bind(id).bind(now);
+        self.written(q, ("webhook_deliveries", id), delivery_from_row)
             .await
-            .map_err(db_err)?;
-        match row {
-            Some(row) => delivery_from_row(&row),
-            None => Err(StoreError::NotFound(format!("webhook_deliveries {id}"))),
-        }
     }
 
     #[tracing::instrument(level = "debug", skip_all)]

@@ -354,15 +354,3 @@ impl WorkItemTx for PgTx {
         self.delete_named::<WorkItem>(id).await
     }
 }
-
-impl super::named::Named for WorkItem {
-    const TABLE: &'static str = "work_items";
-    /// Tree order: a parent before its children, siblings by `sort_order`.
-    const ORDER: &'static str = "path COLLATE \"C\", sort_order, id";
-    fn cols() -> String {
-        work_item_cols()
-    }
-    fn from_row(row: &PgRow) -> StoreResult<Self> {
-        work_item_from_row(row)
-    }
-}
