@@ -125,11 +125,7 @@ impl RunTx for MemTx {
             Some(r) => self.work.blocked(r.task_id),
             None => false,
         };
-        let cur = self
-            .work
-            .runs
-            .get_mut(&id)
-            .ok_or_else(|| not_found("runs", id))?;
+        let cur = self.work.named_mut::<Run>(id)?;
         if cur.status != RunStatus::Failed || cur.attempt != attempt {
             return Err(conflict(format!(
                 "run {id} is not failed at attempt {attempt}"

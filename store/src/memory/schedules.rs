@@ -17,11 +17,7 @@ impl ScheduleTx for MemTx {
         tick: DateTime<Utc>,
         now: DateTime<Utc>,
     ) -> StoreResult<Schedule> {
-        let cur = self
-            .work
-            .schedules
-            .get_mut(&id)
-            .ok_or_else(|| not_found("schedules", id))?;
+        let cur = self.work.named_mut::<Schedule>(id)?;
         if cur.last_schedule_time != expected {
             return Err(conflict(format!(
                 "schedule {id}: another pass took a tick after {expected:?}"

@@ -12,11 +12,7 @@ impl SourceTx for MemTx {
         s: &Source,
         clear_request: bool,
     ) -> StoreResult<Source> {
-        let row = self
-            .work
-            .sources
-            .get_mut(&s.id)
-            .ok_or_else(|| StoreError::NotFound(format!("sources {}", s.id)))?;
+        let row = self.work.named_mut::<Source>(s.id)?;
         let requested = row.status.sync_requested_at;
         row.status = s.status.clone();
         row.status.sync_requested_at = match (clear_request, requested, s.status.sync_requested_at)
@@ -32,11 +28,7 @@ impl SourceTx for MemTx {
     }
 
     async fn request_source_sync(&mut self, id: Uuid, at: DateTime<Utc>) -> StoreResult<Source> {
-        let row = self
-            .work
-            .sources
-            .get_mut(&id)
-            .ok_or_else(|| StoreError::NotFound(format!("sources {id}")))?;
+        let row = self.work.named_mut::<Source>(id)?;
         row.status.sync_requested_at = Some(at);
         row.meta.resource_version += 1;
         Ok(row.clone())
