@@ -77,14 +77,7 @@ pub async fn update<M: Generic>(
     d: ObjectDesired,
     now: DateTime<Utc>,
 ) -> StoreResult<(Obj<M>, Change)> {
-    let mut row = o.row;
-    let rv = row.meta.resource_version;
-    let change = meta::set_desired(&mut row.meta, d.desired, now);
-    if !change.changed() {
-        return Ok((Obj::new(row), change));
-    }
-    row.updated_at = now;
-    let row = tx.update(&row, rv).await?;
+    let (row, change) = meta::write_desired(tx, o.row, d.desired, now, |_| {}).await?;
     Ok((Obj::new(row), change))
 }
 

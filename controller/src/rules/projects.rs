@@ -79,22 +79,22 @@ pub async fn create(
 /// else `project.updated`. The same desired state writes nothing.
 pub async fn update(
     tx: &mut dyn Tx,
-    mut row: Project,
+    row: Project,
     d: ProjectDesired,
     now: DateTime<Utc>,
 ) -> StoreResult<(Project, Change)> {
-    let rv = row.meta.resource_version;
     let was = row.status;
     let status = d.status();
-    let change = meta::set_desired(&mut row.meta, d.desired, now);
+    let (name, description) = (d.display_name, d.description);
+    let (row, change) = meta::write_desired(tx, row, d.desired, now, |row| {
+        row.name = name;
+        row.description = description;
+        row.status = status;
+    })
+    .await?;
     if !change.changed() {
         return Ok((row, change));
     }
-    row.name = d.display_name;
-    row.description = d.description;
-    row.status = status;
-    row.updated_at = now;
-    let row = tx.update(&row, rv).await?;
     let t = if was != ProjectStatus::Archived && status == ProjectStatus::Archived {
         topic::PROJECT_ARCHIVED
     } else {

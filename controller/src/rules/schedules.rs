@@ -74,17 +74,11 @@ pub async fn create(
 /// resourceVersion). The same desired state writes nothing.
 pub async fn update(
     tx: &mut dyn Tx,
-    mut row: Schedule,
+    row: Schedule,
     d: ScheduleDesired,
     now: DateTime<Utc>,
 ) -> StoreResult<(Schedule, Change)> {
-    let rv = row.meta.resource_version;
-    let change = meta::set_desired(&mut row.meta, d.desired, now);
-    if !change.changed() {
-        return Ok((row, change));
-    }
-    row.updated_at = now;
-    Ok((tx.update(&row, rv).await?, change))
+    meta::write_desired(tx, row, d.desired, now, |_| {}).await
 }
 
 /// `pamctl suspend schedule NAME` / `resume` (issue 36): `spec.suspend`
