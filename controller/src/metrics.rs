@@ -7,6 +7,7 @@
 //! at scrape time, so they are right across restarts and other writers.
 //! docs/operations.md lists every metric.
 
+use pam_store::Webhook;
 use std::time::Instant;
 
 use prometheus_client::encoding::text::encode;
@@ -457,7 +458,7 @@ impl Metrics {
             let mut tx = store.begin().await?;
             let counts = tx.delivery_counts().await?;
             let pending: Vec<(String, i64)> = tx
-                .list_webhooks()
+                .list::<Webhook>(())
                 .await?
                 .into_iter()
                 .map(|w| {

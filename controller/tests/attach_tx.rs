@@ -6,6 +6,7 @@
 
 mod common;
 
+use pam_store::Project;
 use std::time::Duration;
 
 use axum::http::StatusCode;
@@ -35,7 +36,7 @@ async fn a_lease_and_its_event_commit_together_or_not_at_all() {
     assert_eq!(s, StatusCode::OK, "{v}");
     let run = {
         let mut tx = state.ctx.store.begin().await.unwrap();
-        let p = tx.get_project_by_slug("web").await.unwrap().unwrap();
+        let p = tx.by_name::<Project>((), "web").await.unwrap().unwrap();
         tx.get_run_by_name(p.id, "r1").await.unwrap().unwrap()
     };
     let who = || Acquirer {

@@ -16,7 +16,7 @@ use pam_controller::reconcile::{self, dispatch};
 use pam_controller::rules::work_items;
 use pam_manifests::state::{FailureReason, Platform, RunStatus, WorkItemStatus};
 use pam_store::memory::MemStore;
-use pam_store::{Host, Run};
+use pam_store::{Host, Project, Run};
 use uuid::Uuid;
 
 fn t0() -> DateTime<Utc> {
@@ -84,14 +84,14 @@ impl World {
             ..Host::new(name.into(), Platform::Linux, now)
         };
         let mut tx = self.ctx.store.begin().await.unwrap();
-        tx.insert_host(&h).await.unwrap();
+        tx.insert(&h).await.unwrap();
         self.ctx.commit(tx).await.unwrap();
         self.heartbeat(&h).await
     }
 
     async fn heartbeat(&self, h: &Host) -> Host {
         let mut tx = self.ctx.store.begin().await.unwrap();
-        let row = tx.get_host(h.id).await.unwrap().unwrap();
+        let row = tx.get::<Host>(h.id).await.unwrap().unwrap();
         let (h, _) = pam_controller::rules::hosts::present(
             tx.as_mut(),
             row,
@@ -118,14 +118,14 @@ impl World {
 
     async fn run(&self, name: &str) -> Run {
         let mut tx = self.ctx.store.begin().await.unwrap();
-        let p = tx.get_project_by_slug("web").await.unwrap().unwrap();
+        let p = tx.by_name::<Project>((), "web").await.unwrap().unwrap();
         tx.get_run_by_name(p.id, name).await.unwrap().unwrap()
     }
 
     /// The task's status verb (`pamctl task done|cancel|reopen`).
     async fn task_to(&self, name: &str, to: WorkItemStatus) {
         let mut tx = self.ctx.store.begin().await.unwrap();
-        let p = tx.get_project_by_slug("web").await.unwrap().unwrap();
+        let p = tx.by_name::<Project>((), "web").await.unwrap().unwrap();
         let w = tx.get_work_item_by_name(p.id, name).await.unwrap().unwrap();
         work_items::set_status(tx.as_mut(), &w, to, "web", self.ctx.now())
             .await
@@ -336,7 +336,7 @@ async fn a_cycle_is_refused_and_nothing_is_written() {
         other => panic!("expected Invalid, got {other:?}"),
     }
     let mut tx = w.ctx.store.begin().await.unwrap();
-    assert!(tx.get_project_by_slug("web").await.unwrap().is_none());
+    assert!(tx.by_name::<Project>((), "web").await.unwrap().is_none());
 }
 
 #[tokio::test]
@@ -377,7 +377,7 @@ async fn links_follow_the_manifests_in_any_order_and_reapply_is_idempotent() {
         let store = w.ctx.store.clone();
         async move {
             let mut tx = store.begin().await.unwrap();
-            let p = tx.get_project_by_slug("web").await.unwrap().unwrap();
+            let p = tx.by_name::<Project>((), "web").await.unwrap().unwrap();
             let b = tx.get_work_item_by_name(p.id, "b").await.unwrap().unwrap();
             (
                 b.meta.generation,

@@ -59,12 +59,12 @@ async fn a_leader_that_lost_the_lease_commits_nothing() {
 
     // Not leading: a fenced context writes nothing.
     let mut tx = store.begin().await.unwrap();
-    tx.insert_project(&project("none")).await.unwrap();
+    tx.insert(&project("none")).await.unwrap();
     assert!(matches!(ctx_a.commit(tx).await, Err(StoreError::Fenced(_))));
 
     fence_a.set(lead(store.as_ref(), "a", a, 0).await.unwrap());
     let mut tx = store.begin().await.unwrap();
-    tx.insert_project(&project("by-a")).await.unwrap();
+    tx.insert(&project("by-a")).await.unwrap();
     ctx_a.commit(tx).await.unwrap();
 
     // a pauses past its lease; b takes over (term 2). a, resumed, still
@@ -72,15 +72,15 @@ async fn a_leader_that_lost_the_lease_commits_nothing() {
     fence_b.set(lead(store.as_ref(), "b", b, 11).await.unwrap());
     assert_eq!(fence_b.term(), 2);
     let mut tx = store.begin().await.unwrap();
-    tx.insert_project(&project("late-a")).await.unwrap();
+    tx.insert(&project("late-a")).await.unwrap();
     let err = ctx_a.commit(tx).await.unwrap_err();
     assert!(matches!(err, StoreError::Fenced(_)), "{err}");
     let mut tx = store.begin().await.unwrap();
-    tx.insert_project(&project("by-b")).await.unwrap();
+    tx.insert(&project("by-b")).await.unwrap();
     ctx_b.commit(tx).await.unwrap();
     let mut tx = store.begin().await.unwrap();
     let slugs: Vec<String> = tx
-        .list_projects()
+        .list::<Project>(())
         .await
         .unwrap()
         .into_iter()
@@ -103,7 +103,7 @@ async fn a_takeover_waits_for_a_fenced_transaction_in_flight() {
     // waits for it, so what a commits, it committed as the leader.
     let mut tx = store.begin().await.unwrap();
     tx.fence("loops", 1).await.unwrap();
-    tx.insert_project(&project("in-flight")).await.unwrap();
+    tx.insert(&project("in-flight")).await.unwrap();
     let other = store.clone();
     let takeover = tokio::spawn(async move { lead(other.as_ref(), "b", b, 11).await });
     tokio::time::sleep(Duration::from_millis(300)).await;

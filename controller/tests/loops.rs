@@ -75,7 +75,7 @@ impl World {
             ..Host::new(name.into(), Platform::Linux, now)
         };
         let mut tx = self.ctx.store.begin().await.unwrap();
-        tx.insert_host(&h).await.unwrap();
+        tx.insert(&h).await.unwrap();
         self.ctx.commit(tx).await.unwrap();
         // Bring it online the way a worker does: a registration.
         self.present(h.id, Some(Uuid::new_v4())).await.0
@@ -83,7 +83,7 @@ impl World {
 
     async fn present(&self, host: Uuid, instance: Option<Uuid>) -> (Host, identity::Presence) {
         let mut tx = self.ctx.store.begin().await.unwrap();
-        let h = tx.get_host(host).await.unwrap().unwrap();
+        let h = tx.get::<Host>(host).await.unwrap().unwrap();
         let out = identity::present(
             tx.as_mut(),
             h,
@@ -116,7 +116,7 @@ impl World {
 
     async fn get_host(&self, id: Uuid) -> Host {
         let mut tx = self.ctx.store.begin().await.unwrap();
-        tx.get_host(id).await.unwrap().unwrap()
+        tx.get::<Host>(id).await.unwrap().unwrap()
     }
 
     async fn events(&self) -> Vec<Event> {
@@ -170,7 +170,7 @@ async fn seed_project(ctx: &Ctx, kind: WorkItemKind) -> (Uuid, Uuid) {
         updated_at: now,
     };
     let mut tx = ctx.store.begin().await.unwrap();
-    tx.insert_project(&p).await.unwrap();
+    tx.insert(&p).await.unwrap();
     tx.insert_work_item(&w).await.unwrap();
     ctx.commit(tx).await.unwrap();
     (p.id, w.id)
@@ -382,10 +382,10 @@ async fn no_eligible_host_versus_dispatch_timeout() {
         .await;
     // Fill host a to capacity with other runs so `busy` is never claimed.
     let mut tx = w.ctx.store.begin().await.unwrap();
-    let mut h = tx.get_host(a.id).await.unwrap().unwrap();
+    let mut h = tx.get::<Host>(a.id).await.unwrap().unwrap();
     let rv = h.meta.resource_version;
     h.capacity = 0;
-    tx.update_host(&h, rv).await.unwrap();
+    tx.update(&h, rv).await.unwrap();
     w.ctx.commit(tx).await.unwrap();
     reconcile::pass(&w.ctx).await.unwrap();
     w.advance(299);
@@ -679,7 +679,7 @@ async fn a_batch_decides_exactly_as_the_same_signals_one_by_one() {
         let mut a = w.host("a", &[]).await;
         let mut tx = w.ctx.store.begin().await.unwrap();
         a.capacity = 4;
-        let a = tx.update_host(&a, a.meta.resource_version).await.unwrap();
+        let a = tx.update(&a, a.meta.resource_version).await.unwrap();
         w.ctx.commit(tx).await.unwrap();
         let mut runs = Vec::new();
         for i in 0..4 {
@@ -861,7 +861,7 @@ async fn instance_identity_oq14_suspect_once_reinstall_and_clear() {
 
     // clear-suspect pins the newest presenter.
     let mut tx = w.ctx.store.begin().await.unwrap();
-    let h = tx.get_host(a.id).await.unwrap().unwrap();
+    let h = tx.get::<Host>(a.id).await.unwrap().unwrap();
     let h = identity::clear_suspect(tx.as_mut(), h, w.clock.now())
         .await
         .unwrap();
@@ -1003,10 +1003,10 @@ async fn dispatch_timeouts_that_passed_while_pamd_was_down_wait_for_the_workers(
     let b = w.host("b", &[]).await;
     // a is full (capacity 1, one run live); b is idle.
     let mut tx = w.ctx.store.begin().await.unwrap();
-    let mut h = tx.get_host(a.id).await.unwrap().unwrap();
+    let mut h = tx.get::<Host>(a.id).await.unwrap().unwrap();
     let rv = h.meta.resource_version;
     h.capacity = 1;
-    tx.update_host(&h, rv).await.unwrap();
+    tx.update(&h, rv).await.unwrap();
     w.ctx.commit(tx).await.unwrap();
     w.run("live", Target::Host("a".into()), 1).await;
     let live = claim_one(&w, &a).await;
@@ -1340,10 +1340,10 @@ async fn a_project_over_its_budget_dispatches_nothing_until_the_budget_is_raised
         let id = w.project;
         async move {
             let mut tx = ctx.store.begin().await.unwrap();
-            let mut p = tx.get_project(id).await.unwrap().unwrap();
+            let mut p = tx.get::<Project>(id).await.unwrap().unwrap();
             let rv = p.meta.resource_version;
             p.meta.spec = serde_json::json!({"budget": {"maxTokens": max}});
-            tx.update_project(&p, rv).await.unwrap();
+            tx.update(&p, rv).await.unwrap();
             ctx.commit(tx).await.unwrap();
         }
     };
@@ -1364,7 +1364,7 @@ async fn a_project_over_its_budget_dispatches_nothing_until_the_budget_is_raised
         let id = w.project;
         async move {
             let mut tx = ctx.store.begin().await.unwrap();
-            let p = tx.get_project(id).await.unwrap().unwrap();
+            let p = tx.get::<Project>(id).await.unwrap().unwrap();
             pam_store::projects::over_budget(&p.meta)
         }
     };
@@ -1509,10 +1509,10 @@ async fn a_run_left_unclaimed_wakes_the_claims_at_the_sweep() {
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert!(!waiter.is_finished(), "a claimed a run it does not match");
     let mut tx = w.ctx.store.begin().await.unwrap();
-    let mut h = tx.get_host(a.id).await.unwrap().unwrap();
+    let mut h = tx.get::<Host>(a.id).await.unwrap().unwrap();
     let rv = h.meta.resource_version;
     h.dispatch_labels.insert("gpu".into(), "yes".into());
-    tx.update_host(&h, rv).await.unwrap();
+    tx.update(&h, rv).await.unwrap();
     w.ctx.commit(tx).await.unwrap();
     // Within the grace the sweep wakes no one: a claim may be on its way.
     w.advance(1);

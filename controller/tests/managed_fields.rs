@@ -20,7 +20,7 @@ use pam_controller::sync::fetch::{GitAuth, Repos};
 use pam_controller::sync::roots::DirPolicy;
 use pam_controller::sync::runner::{sync_source, Trigger};
 use pam_manifests::kinds::SourceSpec;
-use pam_store::TokenKind;
+use pam_store::{Source, TokenKind};
 use serde_json::{json, Value};
 
 struct World {
@@ -146,7 +146,7 @@ impl World {
 
     async fn sync(&mut self) {
         let mut tx = self.state.ctx.store.begin().await.unwrap();
-        let s = tx.get_source_by_name("gops").await.unwrap().unwrap();
+        let s = tx.by_name::<Source>((), "gops").await.unwrap().unwrap();
         drop(tx);
         let spec: SourceSpec = serde_json::from_value(s.meta.spec.clone()).unwrap();
         let data = self.dir.path().join("data");

@@ -15,7 +15,7 @@ use pam_controller::rules::schedules::{self, Tick};
 use pam_manifests::state::RunStatus;
 use pam_store::memory::MemStore;
 use pam_store::postgres::PgStore;
-use pam_store::{Run, RunFilter, Schedule, Store, Tx};
+use pam_store::{Project, Run, RunFilter, Schedule, Store, Tx};
 
 /// 12:00:30, mid-minute.
 fn t0() -> DateTime<Utc> {
@@ -44,8 +44,8 @@ fn request(text: &str) -> ApplyRequest {
 
 /// Schedule `name` of project web.
 async fn schedule_named(tx: &mut dyn Tx, name: &str) -> Schedule {
-    let p = tx.get_project_by_slug("web").await.unwrap().unwrap();
-    tx.get_schedule_by_name(p.id, name).await.unwrap().unwrap()
+    let p = tx.by_name::<Project>((), "web").await.unwrap().unwrap();
+    tx.by_name::<Schedule>(p.id, name).await.unwrap().unwrap()
 }
 
 struct World {
@@ -90,7 +90,7 @@ impl World {
 
     async fn runs(&self) -> Vec<Run> {
         let mut tx = self.ctx.store.begin().await.unwrap();
-        let p = tx.get_project_by_slug("web").await.unwrap().unwrap();
+        let p = tx.by_name::<Project>((), "web").await.unwrap().unwrap();
         let mut v = tx
             .list_runs(&RunFilter {
                 project_id: Some(p.id),
@@ -263,8 +263,8 @@ async fn a_bad_timetable_is_refused_with_file_and_line_and_nothing_is_written() 
     );
     assert!(errs[1].message.contains("IANA"), "{errs:?}");
     let mut tx = w.ctx.store.begin().await.unwrap();
-    let p = tx.get_project_by_slug("web").await.unwrap().unwrap();
-    assert!(tx.list_schedules(p.id).await.unwrap().is_empty());
+    let p = tx.by_name::<Project>((), "web").await.unwrap().unwrap();
+    assert!(tx.list::<Schedule>(p.id).await.unwrap().is_empty());
     assert!(tx
         .get_work_item_by_name(p.id, "new-task")
         .await

@@ -14,7 +14,7 @@ use pam_controller::rules::runs::env;
 use pam_controller::rules::secrets;
 use pam_manifests::state::Platform;
 use pam_store::memory::MemStore;
-use pam_store::{Host, Run};
+use pam_store::{Host, Project, Run, Secret};
 use uuid::Uuid;
 
 const VALUE: &str = "sk-live-0123456789abcdef";
@@ -55,7 +55,7 @@ async fn host(ctx: &Ctx) -> Host {
     let now = ctx.now();
     let h = Host::new("h".into(), Platform::Linux, now);
     let mut tx = ctx.store.begin().await.unwrap();
-    tx.insert_host(&h).await.unwrap();
+    tx.insert(&h).await.unwrap();
     let (h, _) = pam_controller::rules::hosts::present(
         tx.as_mut(),
         h,
@@ -71,7 +71,7 @@ async fn host(ctx: &Ctx) -> Host {
 
 async fn stored_run(ctx: &Ctx, name: &str) -> Run {
     let mut tx = ctx.store.begin().await.unwrap();
-    let p = tx.get_project_by_slug("web").await.unwrap().unwrap();
+    let p = tx.by_name::<Project>((), "web").await.unwrap().unwrap();
     tx.get_run_by_name(p.id, name).await.unwrap().unwrap()
 }
 
@@ -82,8 +82,8 @@ async fn values_are_sealed_printed_as_keys_and_reapply_is_unchanged() {
     let r = apply(&ctx, &secret(VALUE)).await.unwrap();
     assert_eq!(r[0].action, Action::Created);
     let mut tx = ctx.store.begin().await.unwrap();
-    let p = tx.get_project_by_slug("web").await.unwrap().unwrap();
-    let row = tx.get_secret_by_name(p.id, "keys").await.unwrap().unwrap();
+    let p = tx.by_name::<Project>((), "web").await.unwrap().unwrap();
+    let row = tx.by_name::<Secret>(p.id, "keys").await.unwrap().unwrap();
     let stored = format!("{:?} {} {:?}", row.meta, row.meta.spec, row.ciphertext);
     assert!(!stored.contains(VALUE));
     assert!(!row
@@ -118,7 +118,7 @@ async fn values_are_sealed_printed_as_keys_and_reapply_is_unchanged() {
     let changed = apply(&ctx, &secret("sk-live-rotated")).await.unwrap();
     assert_eq!(changed[0].action, Action::Configured);
     let mut tx = ctx.store.begin().await.unwrap();
-    let row2 = tx.get_secret_by_name(p.id, "keys").await.unwrap().unwrap();
+    let row2 = tx.by_name::<Secret>(p.id, "keys").await.unwrap().unwrap();
     let keys = |s: &pam_store::Secret, k: &str| s.meta.spec["keys"][k]["digest"].clone();
     assert_ne!(keys(&row, "TOKEN"), keys(&row2, "TOKEN"));
     assert_eq!(keys(&row, "PLAIN"), keys(&row2, "PLAIN"));
@@ -166,8 +166,8 @@ async fn bad_secrets_and_references_are_refused_with_file_and_line() {
     assert_eq!(errs[0].path, "spec.envFrom[0].secretRef.project");
     assert_eq!(errs[0].line, 23, "{errs:?}");
     let mut tx = ctx.store.begin().await.unwrap();
-    let p = tx.get_project_by_slug("web").await.unwrap().unwrap();
-    assert!(tx.list_secrets(p.id).await.unwrap().is_empty());
+    let p = tx.by_name::<Project>((), "web").await.unwrap().unwrap();
+    assert!(tx.list::<Secret>(p.id).await.unwrap().is_empty());
 }
 
 #[tokio::test]

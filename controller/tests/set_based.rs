@@ -165,7 +165,7 @@ impl World {
 
     async fn get_host(&self, name: &str) -> Host {
         let mut tx = self.state.ctx.store.begin().await.unwrap();
-        tx.get_host_by_name(name).await.unwrap().unwrap()
+        tx.by_name::<Host>((), name).await.unwrap().unwrap()
     }
 
     /// Every run, by name.
@@ -471,7 +471,7 @@ async fn fleet_world() -> (World, Vec<(String, String, bool)>) {
     let now = w.state.ctx.now();
     let mut tx = w.state.ctx.store.begin().await.unwrap();
     for name in ["back0", "back1", "moved"] {
-        let h = tx.get_host_by_name(name).await.unwrap().unwrap();
+        let h = tx.by_name::<Host>((), name).await.unwrap().unwrap();
         let off = pam_manifests::state::HostStatus::Offline;
         tx.set_host_status(h.id, h.status, off, now).await.unwrap();
     }
@@ -502,7 +502,7 @@ async fn fleet_world() -> (World, Vec<(String, String, bool)>) {
 /// order).
 async fn hosts_outcome(w: &World, since: i64) -> (Vec<String>, Vec<String>) {
     let mut tx = w.state.ctx.store.begin().await.unwrap();
-    let hosts = tx.list_hosts().await.unwrap();
+    let hosts = tx.list::<Host>(()).await.unwrap();
     let names = |mut s: String| {
         for h in &hosts {
             s = s.replace(&h.id.to_string(), &h.name);
@@ -617,7 +617,7 @@ async fn concurrent_heartbeats_share_their_transactions() {
     assert!(begins <= N / 4, "{N} heartbeats took {begins} transactions");
     let now = w.state.ctx.now();
     let mut tx = w.state.ctx.store.begin().await.unwrap();
-    for h in tx.list_hosts().await.unwrap() {
+    for h in tx.list::<Host>(()).await.unwrap() {
         assert_eq!(h.last_seen_at, Some(now), "{}", h.name);
     }
 }

@@ -20,7 +20,7 @@ use pam_controller::sync::runner::{sync_source, Trigger};
 use pam_controller::sync::watch::{DEBOUNCE, SETTLE};
 use pam_manifests::kinds::{Kind, SourceSpec, SyncState};
 use pam_store::memory::MemStore;
-use pam_store::Source;
+use pam_store::{Project, Source};
 use serde_json::json;
 
 struct World {
@@ -87,7 +87,7 @@ impl World {
 
     async fn source(&self) -> Source {
         let mut tx = self.ctx.store.begin().await.unwrap();
-        tx.get_source_by_name("big").await.unwrap().unwrap()
+        tx.by_name::<Source>((), "big").await.unwrap().unwrap()
     }
 
     /// What the cache would do with the tree as it is now.
@@ -136,7 +136,7 @@ impl World {
 
     async fn title(&self, name: &str) -> Option<String> {
         let mut tx = self.ctx.store.begin().await.unwrap();
-        let p = tx.get_project_by_slug("big").await.unwrap()?;
+        let p = tx.by_name::<Project>((), "big").await.unwrap()?;
         let w = tx.get_work_item_by_name(p.id, name).await.unwrap()?;
         Some(w.title)
     }
@@ -293,7 +293,7 @@ async fn a_changed_file_is_validated_against_the_stored_tree() {
     let s = w.sync_to(CHANGED, SyncState::Synced).await;
     assert_eq!(s.status.revision, applied);
     let mut tx = w.ctx.store.begin().await.unwrap();
-    let p = tx.get_project_by_slug("big").await.unwrap().unwrap();
+    let p = tx.by_name::<Project>((), "big").await.unwrap().unwrap();
     let a1 = tx.get_work_item_by_name(p.id, "a1").await.unwrap().unwrap();
     assert_eq!(a1.parent_id, None);
     assert_eq!(a1.meta.generation, 1, "never written");

@@ -99,24 +99,13 @@ impl Host {
 /// Hosts (`hosts`). Part of every [`crate::Tx`].
 #[async_trait]
 pub trait HostTx: Send {
-    /// Inserts a host. A taken name is AlreadyExists.
-    async fn insert_host(&mut self, h: &Host) -> StoreResult<()>;
-    async fn get_host(&mut self, id: Uuid) -> StoreResult<Option<Host>>;
-    async fn get_host_by_name(&mut self, name: &str) -> StoreResult<Option<Host>>;
-    /// All hosts ordered by name.
-    async fn list_hosts(&mut self) -> StoreResult<Vec<Host>>;
-    /// Writes every mutable column of the host (platform, token_fingerprint,
-    /// instance fields, last_seen_at, capacity, disabled, meta except
-    /// resource_version) where `resource_version = expected_rv`, bumping it.
-    /// Status is NOT written here: use [`Tx::set_host_status`].
-    async fn update_host(&mut self, h: &Host, expected_rv: i64) -> StoreResult<Host>;
     /// The hosts with these names (any order; names with no host are left
     /// out). One statement: the heartbeat batch reads its hosts with it.
     async fn get_hosts_by_names(&mut self, names: &[String]) -> StoreResult<Vec<Host>>;
     /// Heartbeats that change nothing but liveness, set-based (issue 33):
     /// for each `(id, expected_rv)`, `last_seen_at = now` and the version
     /// bumped where the host is still at `expected_rv` — what
-    /// [`Tx::update_host`] writes for such a host, one statement for all.
+    /// [`crate::NamedTx::update`] writes for such a host, one statement for all.
     /// Returns the ids written (a host at another version is left out).
     async fn touch_hosts(
         &mut self,
@@ -143,6 +132,10 @@ pub trait HostTx: Send {
     async fn count_live_runs_per_host(&mut self) -> StoreResult<Vec<(Uuid, i64)>>;
     /// How many hosts are in each status (statuses with none are left out).
     async fn count_hosts_by_status(&mut self) -> StoreResult<Vec<(HostStatus, i64)>>;
-    /// Deletes a host; Invalid while any run references it (no cascade).
-    async fn delete_host(&mut self, id: Uuid) -> StoreResult<bool>;
+}
+
+impl crate::NamedKind for Host {
+    type Scope = ();
+    const NOUN: &'static str = "host";
+    fn scope(&self) {}
 }

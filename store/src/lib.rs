@@ -33,8 +33,9 @@
 //! One module per aggregate — [`projects`], [`work_items`], [`runs`] (with
 //! the one-shot signal markers), [`hosts`], [`events`] (the journal),
 //! [`tokens`], [`sources`] (GitOps), [`secrets`] and [`schedules`] (issue 18) — each holding its row types and its part of the
-//! transaction ([`ProjectTx`], [`WorkItemTx`], [`RunTx`], [`HostTx`],
-//! [`EventTx`], [`TokenTx`]); [`Tx`] is all of them plus commit. The two
+//! transaction ([`WorkItemTx`], [`RunTx`], [`HostTx`],
+//! [`EventTx`], [`TokenTx`]), and [`named`] the calls every kind with a
+//! table of its own shares ([`NamedTx`]); [`Tx`] is all of them plus commit. The two
 //! implementations follow the same split ([`postgres`], [`memory`]). The
 //! conformance suite lives in this crate's tests (`tests/conformance/`).
 //! [`db`] embeds the migrations; [`embedded`] runs the private
@@ -53,6 +54,7 @@ pub mod idempotency;
 pub mod leader;
 pub mod managed;
 pub mod memory;
+pub mod named;
 pub mod objects;
 pub mod postgres;
 pub mod projects;
@@ -81,8 +83,9 @@ pub use hosts::{Host, HostTx};
 pub use idempotency::{Claimed, IdempotencyClaim, IdempotencyTx};
 pub use leader::{LeaderTx, Lease};
 pub use managed::{ManagedEntry, ManagedFields, ManagedFieldsTx};
+pub use named::{NamedKind, NamedTx};
 pub use objects::{Object, ObjectTx};
-pub use projects::{Project, ProjectTx};
+pub use projects::Project;
 pub use results::{RunResultRow, RunResultTx};
 pub use runs::{PendingRun, Run, RunFilter, RunTx, RunUpdate, SignalMarker, Target};
 pub use schedules::{Schedule, ScheduleTx};
@@ -98,8 +101,8 @@ pub use work_items::{WorkItem, WorkItemTx};
 pub mod prelude {
     pub use crate::{
         AttachTx, ChartTx, DependencyTx, EventTx, HostTx, IdempotencyTx, LeaderTx, ManagedFieldsTx,
-        ObjectTx, ProjectTx, RunResultTx, RunTx, ScheduleTx, SecretTx, SourceTx, Store, TokenTx,
-        Tx, WebhookTx, WorkItemTx,
+        ObjectTx, RunResultTx, RunTx, ScheduleTx, SecretTx, SourceTx, Store, TokenTx, Tx,
+        WebhookTx, WorkItemTx,
     };
 }
 
@@ -258,7 +261,13 @@ pub trait Store: Send + Sync + 'static {
 /// caller's injected clock; stores never read the wall clock.
 #[async_trait]
 pub trait Tx:
-    ProjectTx
+    NamedTx<Project>
+    + NamedTx<Host>
+    + NamedTx<Source>
+    + NamedTx<Webhook>
+    + NamedTx<Secret>
+    + NamedTx<Schedule>
+    + NamedTx<Object>
     + AttachTx
     + ChartTx
     + WorkItemTx

@@ -40,29 +40,19 @@ pub struct Object {
 /// The `objects` table. Part of every [`crate::Tx`].
 #[async_trait]
 pub trait ObjectTx: Send {
-    /// Inserts an object. A taken (kind, scope, name) is AlreadyExists; a
-    /// missing project NotFound.
-    async fn insert_object(&mut self, o: &Object) -> StoreResult<()>;
-    /// The object with this id, of any kind.
-    async fn get_object(&mut self, id: Uuid) -> StoreResult<Option<Object>>;
-    /// The object of `kind` named `name` in `project` (`None`: cluster
-    /// scope).
-    async fn get_object_by_name(
-        &mut self,
-        kind: &str,
-        project: Option<Uuid>,
-        name: &str,
-    ) -> StoreResult<Option<Object>>;
-    /// Every object of `kind` in `project` (`None`: cluster scope), by name
-    /// (byte order).
-    async fn list_objects(&mut self, kind: &str, project: Option<Uuid>)
-        -> StoreResult<Vec<Object>>;
     /// Every object of any kind in `project`, by kind then name (what
     /// deleting the project would take with it).
     async fn objects_in_project(&mut self, project: Uuid) -> StoreResult<Vec<Object>>;
-    /// Writes meta (except resource_version), status and updated_at where
-    /// `resource_version = expected_rv`, bumping it.
-    async fn update_object(&mut self, o: &Object, expected_rv: i64) -> StoreResult<Object>;
-    /// Deletes it; whether it was there.
-    async fn delete_object(&mut self, id: Uuid) -> StoreResult<bool>;
+}
+
+impl crate::NamedKind for Object {
+    type Scope = (String, Option<Uuid>);
+    const NOUN: &'static str = "object";
+    fn scope(&self) -> (String, Option<Uuid>) {
+        (self.kind.clone(), self.project_id)
+    }
+    /// Named by its own kind and name.
+    fn what(&self) -> String {
+        format!("{} {}", self.kind.to_ascii_lowercase(), self.name)
+    }
 }

@@ -437,3 +437,11 @@ pub trait RunTx: Send {
     /// How many runs are in each status (statuses with none are left out).
     async fn count_runs_by_status(&mut self) -> StoreResult<Vec<(RunStatus, i64)>>;
 }
+
+impl crate::NamedKind for Run {
+    type Scope = Uuid;
+    const NOUN: &'static str = "run";
+    fn scope(&self) -> Uuid {
+        self.project_id
+    }
+}

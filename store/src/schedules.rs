@@ -33,23 +33,8 @@ pub struct Schedule {
 /// Schedules (`schedules`, `schedule_runs`). Part of every [`crate::Tx`].
 #[async_trait]
 pub trait ScheduleTx: Send {
-    /// Inserts a Schedule. A taken (project, name) is AlreadyExists.
-    async fn insert_schedule(&mut self, s: &Schedule) -> StoreResult<()>;
-    async fn get_schedule(&mut self, id: Uuid) -> StoreResult<Option<Schedule>>;
-    async fn get_schedule_by_name(
-        &mut self,
-        project_id: Uuid,
-        name: &str,
-    ) -> StoreResult<Option<Schedule>>;
-    /// A project's Schedules ordered by name.
-    async fn list_schedules(&mut self, project_id: Uuid) -> StoreResult<Vec<Schedule>>;
     /// Every Schedule (the loop), ordered by id.
     async fn list_all_schedules(&mut self) -> StoreResult<Vec<Schedule>>;
-    /// Writes meta (except resource_version) and updated_at where
-    /// `resource_version = expected_rv`, bumping it. Never
-    /// `last_schedule_time`.
-    async fn update_schedule(&mut self, s: &Schedule, expected_rv: i64) -> StoreResult<Schedule>;
-    async fn delete_schedule(&mut self, id: Uuid) -> StoreResult<bool>;
     /// Sets `last_schedule_time = tick` where it is still `expected`
     /// (NULL matches None), bumping resource_version; zero rows is
     /// Conflict (another pass took a tick first).
@@ -70,4 +55,12 @@ pub trait ScheduleTx: Send {
     ) -> StoreResult<()>;
     /// The Schedule's runs with their ticks, oldest tick first.
     async fn schedule_runs(&mut self, schedule_id: Uuid) -> StoreResult<Vec<(DateTime<Utc>, Run)>>;
+}
+
+impl crate::NamedKind for Schedule {
+    type Scope = Uuid;
+    const NOUN: &'static str = "schedule";
+    fn scope(&self) -> Uuid {
+        self.project_id
+    }
 }

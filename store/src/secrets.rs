@@ -90,22 +90,6 @@ pub struct SecretWait {
 /// Secrets (`secrets`, `run_secret_waits`). Part of every [`crate::Tx`].
 #[async_trait]
 pub trait SecretTx: Send {
-    /// Inserts a Secret. A taken (project, name) is AlreadyExists; an
-    /// unknown project NotFound.
-    async fn insert_secret(&mut self, s: &Secret) -> StoreResult<()>;
-    async fn get_secret(&mut self, id: Uuid) -> StoreResult<Option<Secret>>;
-    async fn get_secret_by_name(
-        &mut self,
-        project_id: Uuid,
-        name: &str,
-    ) -> StoreResult<Option<Secret>>;
-    /// A project's Secrets ordered by name.
-    async fn list_secrets(&mut self, project_id: Uuid) -> StoreResult<Vec<Secret>>;
-    /// Writes meta (except resource_version), salt, key_id, nonce,
-    /// ciphertext and updated_at where `resource_version = expected_rv`,
-    /// bumping it.
-    async fn update_secret(&mut self, s: &Secret, expected_rv: i64) -> StoreResult<Secret>;
-    async fn delete_secret(&mut self, id: Uuid) -> StoreResult<bool>;
     /// Up to `limit` Secrets of any project sealed with a key other than
     /// `key_id` (key rotation), ordered by id.
     async fn secrets_sealed_with_other(
@@ -129,4 +113,12 @@ pub trait SecretTx: Send {
     ) -> StoreResult<()>;
     /// The waits of these runs (`None`: every wait), ordered by run id.
     async fn run_secret_waits(&mut self, run_ids: Option<&[Uuid]>) -> StoreResult<Vec<SecretWait>>;
+}
+
+impl crate::NamedKind for Secret {
+    type Scope = Uuid;
+    const NOUN: &'static str = "secret";
+    fn scope(&self) -> Uuid {
+        self.project_id
+    }
 }

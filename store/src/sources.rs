@@ -95,15 +95,6 @@ pub struct OwnedObject {
 /// Sources (`sources`, `source_objects`). Part of every [`crate::Tx`].
 #[async_trait]
 pub trait SourceTx: Send {
-    /// Inserts a Source. A taken name is AlreadyExists.
-    async fn insert_source(&mut self, s: &Source) -> StoreResult<()>;
-    async fn get_source(&mut self, id: Uuid) -> StoreResult<Option<Source>>;
-    async fn get_source_by_name(&mut self, name: &str) -> StoreResult<Option<Source>>;
-    /// All Sources ordered by name.
-    async fn list_sources(&mut self) -> StoreResult<Vec<Source>>;
-    /// Writes meta (except resource_version) and updated_at where
-    /// `resource_version = expected_rv`, bumping it. Never the status.
-    async fn update_source(&mut self, s: &Source, expected_rv: i64) -> StoreResult<Source>;
     /// Writes the status columns (not the sync request, unless
     /// `clear_request`, which clears a request made at or before
     /// `s.status.sync_requested_at`), bumping resource_version. The sync
@@ -112,8 +103,6 @@ pub trait SourceTx: Send {
         -> StoreResult<Source>;
     /// Records a request to sync now; returns the Source.
     async fn request_source_sync(&mut self, id: Uuid, at: DateTime<Utc>) -> StoreResult<Source>;
-    /// Deletes a Source and its inventory (not the objects).
-    async fn delete_source(&mut self, id: Uuid) -> StoreResult<bool>;
 
     /// A Source's inventory, ordered by kind, project, name.
     async fn list_source_objects(&mut self, source_id: Uuid) -> StoreResult<Vec<SourceObject>>;
@@ -144,4 +133,14 @@ pub trait SourceTx: Send {
         &mut self,
         source_id: Uuid,
     ) -> StoreResult<Vec<(String, pam_manifests::state::RunStatus)>>;
+}
+
+impl crate::NamedKind for Source {
+    type Scope = ();
+    const NOUN: &'static str = "source";
+    fn scope(&self) {}
+    /// Named by its name, as its operator knows it.
+    fn what(&self) -> String {
+        format!("{} {}", Self::NOUN, self.name)
+    }
 }

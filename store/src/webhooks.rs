@@ -111,17 +111,6 @@ pub struct DeliveryFilter {
 /// Webhooks (`webhooks`, `webhook_deliveries`). Part of every [`crate::Tx`].
 #[async_trait]
 pub trait WebhookTx: Send {
-    /// Inserts a Webhook. A taken name is AlreadyExists.
-    async fn insert_webhook(&mut self, w: &Webhook) -> StoreResult<()>;
-    async fn get_webhook(&mut self, id: Uuid) -> StoreResult<Option<Webhook>>;
-    async fn get_webhook_by_name(&mut self, name: &str) -> StoreResult<Option<Webhook>>;
-    /// All Webhooks ordered by name.
-    async fn list_webhooks(&mut self) -> StoreResult<Vec<Webhook>>;
-    /// Writes meta (except resource_version) and updated_at where
-    /// `resource_version = expected_rv`, bumping it.
-    async fn update_webhook(&mut self, w: &Webhook, expected_rv: i64) -> StoreResult<Webhook>;
-    /// Deletes a Webhook and its deliveries.
-    async fn delete_webhook(&mut self, id: Uuid) -> StoreResult<bool>;
     /// Every Webhook with the ids of the projects its `spec.projects`
     /// names that exist (the fan-out's view, read in the appending
     /// transaction).
@@ -154,4 +143,14 @@ pub trait WebhookTx: Send {
     /// Deletes delivered and failed deliveries created before `cutoff`;
     /// returns how many.
     async fn purge_deliveries_before(&mut self, cutoff: DateTime<Utc>) -> StoreResult<u64>;
+}
+
+impl crate::NamedKind for Webhook {
+    type Scope = ();
+    const NOUN: &'static str = "webhook";
+    fn scope(&self) {}
+    /// Named by its name, as its operator knows it.
+    fn what(&self) -> String {
+        format!("{} {}", Self::NOUN, self.name)
+    }
 }

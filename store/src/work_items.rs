@@ -107,3 +107,11 @@ pub trait WorkItemTx: Send {
     /// Deletes an item and (cascade) its descendants and their runs.
     async fn delete_work_item(&mut self, id: Uuid) -> StoreResult<bool>;
 }
+
+impl crate::NamedKind for WorkItem {
+    type Scope = Uuid;
+    const NOUN: &'static str = "work item";
+    fn scope(&self) -> Uuid {
+        self.project_id
+    }
+}

@@ -7,7 +7,7 @@ use conformance::{host, item, project, run, t};
 use pam_manifests::state::RunStatus;
 use pam_store::postgres::PgStore;
 use pam_store::prelude::*;
-use pam_store::{Position, RunFilter};
+use pam_store::{Host, Position, RunFilter};
 use pam_testkit::testdb::fresh_pool;
 
 async fn pg_store() -> Box<PgStore> {
@@ -29,10 +29,10 @@ async fn concurrent_claimers_claim_each_run_exactly_once() {
     let p = project("p");
     let hosts: Vec<_> = (0..8).map(|i| host(&format!("h{i}"), &[])).collect();
     let mut tx = store.begin().await.unwrap();
-    tx.insert_project(&p).await.unwrap();
+    tx.insert(&p).await.unwrap();
     let task = tx.insert_work_item(&item(&p, None, "task")).await.unwrap();
     for h in &hosts {
-        tx.insert_host(h).await.unwrap();
+        tx.insert(h).await.unwrap();
     }
     for i in 0..1000 {
         tx.insert_run(&run(&task, &format!("r{i}"), t(i)))
@@ -132,7 +132,7 @@ async fn appends_commit_concurrently_and_followers_wait_for_the_horizon() {
 
     // A transaction that wrote first (its id older) but journals last.
     let mut early = store.begin().await.unwrap();
-    early.insert_host(&host("early", &[])).await.unwrap();
+    early.insert(&host("early", &[])).await.unwrap();
     let mut late = store.begin().await.unwrap();
     let c = late.append_event("c", json!({}), t(3)).await.unwrap();
     late.commit().await.unwrap();
@@ -178,8 +178,8 @@ async fn migration_0014_files_worker_reports_under_their_namespace() {
     let mut declared = host("declared", &[("pool", "fast")]);
     declared.meta.spec = serde_json::json!({"platform": "linux"});
     let mut tx = store.begin().await.unwrap();
-    tx.insert_host(&reported).await.unwrap();
-    tx.insert_host(&declared).await.unwrap();
+    tx.insert(&reported).await.unwrap();
+    tx.insert(&declared).await.unwrap();
     tx.commit().await.unwrap();
 
     let sql = include_str!("../../migrations/0014_host_worker_labels.sql");
@@ -187,8 +187,8 @@ async fn migration_0014_files_worker_reports_under_their_namespace() {
     sqlx::query(step).execute(&pool).await.unwrap();
 
     let mut tx = store.begin().await.unwrap();
-    let r = tx.get_host(reported.id).await.unwrap().unwrap();
-    let d = tx.get_host(declared.id).await.unwrap().unwrap();
+    let r = tx.get::<Host>(reported.id).await.unwrap().unwrap();
+    let d = tx.get::<Host>(declared.id).await.unwrap().unwrap();
     tx.commit().await.unwrap();
     assert!(r.dispatch_labels.is_empty(), "{r:?}");
     let want: pam_store::Labels = [

@@ -3,6 +3,7 @@
 //! [`super::served::one`].)
 
 use pam_store::prelude::*;
+use pam_store::Source;
 
 use super::ApiError;
 
@@ -20,7 +21,7 @@ pub async fn project_owners(
         return Ok(Default::default());
     }
     let names: std::collections::HashMap<_, _> = tx
-        .list_sources()
+        .list::<Source>(())
         .await?
         .into_iter()
         .map(|s| (s.id, s.name))

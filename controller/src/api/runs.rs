@@ -74,7 +74,7 @@ impl RunNames {
             tasks,
             results: HashMap::new(),
             hosts: tx
-                .list_hosts()
+                .list::<Host>(())
                 .await?
                 .into_iter()
                 .map(|h| (h.id, h.name))

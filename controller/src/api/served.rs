@@ -215,7 +215,7 @@ async fn list_all<K: Served>(
         }
         Scope::Cluster => K::listed(tx.as_mut(), None, &q, now).await?,
         Scope::Project => {
-            let all = tx.list_projects().await?;
+            let all = tx.list::<Project>(()).await?;
             let projects =
                 authz::visible(grant, (Verb::List, info_plural::<K>()), all, |p| &p.slug);
             K::listed_everywhere(tx.as_mut(), &projects, &q, now).await?

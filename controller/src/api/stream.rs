@@ -37,7 +37,7 @@ use serde::Deserialize;
 use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 
 use pam_store::prelude::*;
-use pam_store::Position;
+use pam_store::{Position, Project};
 
 use super::auth::Operator;
 use super::revocation::Hold;
@@ -80,7 +80,7 @@ pub async fn project_filter(
         return Err(missing());
     }
     let mut tx = store.begin().await?;
-    let p = tx.get_project_by_slug(name).await?.ok_or_else(missing)?;
+    let p = tx.by_name::<Project>((), name).await?.ok_or_else(missing)?;
     Ok(Some((name.to_string(), p.id.to_string())))
 }
 
@@ -105,7 +105,7 @@ pub async fn reader_filter(
         // A project of the scope that does not exist (yet) is kept by
         // name: its events name it once it does.
         let uid = tx
-            .get_project_by_slug(slug)
+            .by_name::<Project>((), slug)
             .await?
             .map(|p| p.id.to_string());
         within.push((slug.clone(), uid.unwrap_or_default()));

@@ -65,7 +65,7 @@ pub async fn list_deliveries(
     };
     let limit = super::events::page_limit(q.limit, 100, DELIVERIES_MAX)?;
     let mut tx = st.ctx.store.begin().await?;
-    let hooks = tx.list_webhooks().await?;
+    let hooks = tx.list::<Webhook>(()).await?;
     let names: HashMap<Uuid, String> = hooks.iter().map(|w| (w.id, w.name.clone())).collect();
     let webhook_id = match q.webhook.as_deref().filter(|w| !w.is_empty()) {
         None => None,
@@ -96,7 +96,7 @@ async fn one_delivery(tx: &mut dyn Tx, id: Uuid) -> ApiResult<Value> {
         .await?
         .ok_or_else(|| ApiError::not_found(format!("webhook delivery {id} not found")))?;
     let name = tx
-        .list_webhooks()
+        .list::<Webhook>(())
         .await?
         .into_iter()
         .find(|w| w.id == d.webhook_id)

@@ -47,7 +47,7 @@ use crate::rules::{hosts, runs};
 const MAX_CLAIM_WAIT: Duration = Duration::from_secs(60);
 
 pub(super) async fn host_of(tx: &mut dyn Tx, w: &Worker) -> Result<Host, ApiError> {
-    tx.get_host_by_name(&w.host)
+    tx.by_name::<Host>((), &w.host)
         .await?
         .ok_or_else(|| not_registered(&w.host))
 }

@@ -7,7 +7,7 @@
 
 use pam_manifests::kinds::Manifest;
 use pam_store::prelude::*;
-use pam_store::Meta;
+use pam_store::{Meta, Project, Secret};
 use serde_json::{json, Value};
 
 use super::{labelled_documents, ApplyError, ApplyRequest};
@@ -129,11 +129,11 @@ async fn secret_desired(
 ) -> Result<Desired, ApplyError> {
     let values = s.spec.values().unwrap_or_default();
     let d = secrets::SecretDesired::of(s, Desired::of(m), values);
-    let stored = match tx.get_project_by_slug(s.metadata.project.as_str()).await? {
-        Some(p) => {
-            tx.get_secret_by_name(p.id, s.metadata.name.as_str())
-                .await?
-        }
+    let stored = match tx
+        .by_name::<Project>((), s.metadata.project.as_str())
+        .await?
+    {
+        Some(p) => tx.by_name::<Secret>(p.id, s.metadata.name.as_str()).await?,
         None => None,
     };
     Ok(match stored {

@@ -129,7 +129,7 @@ pub async fn load_existing(tx: &mut dyn Tx, docs: &[&Manifest]) -> Result<Existi
     let mut stored_projects = HashMap::new();
     let mut runs = HashMap::new();
     for (name, named) in projects {
-        let Some(p) = tx.get_project_by_slug(name.as_str()).await? else {
+        let Some(p) = tx.by_name::<Project>((), name.as_str()).await? else {
             continue;
         };
         st.projects.insert(
@@ -275,7 +275,7 @@ async fn other_projects_tasks(
         return Ok(());
     }
     let slugs: HashMap<Uuid, String> = tx
-        .list_projects()
+        .list::<Project>(())
         .await?
         .into_iter()
         .map(|p| (p.id, p.slug))

@@ -15,7 +15,7 @@ use std::collections::HashMap;
 
 use pam_manifests::kinds::{Kind, Manifest};
 use pam_store::prelude::*;
-use pam_store::{Labels, Meta, SourceObject};
+use pam_store::{Labels, Meta, Source, SourceObject};
 use serde_json::{json, Map, Value};
 use uuid::Uuid;
 
@@ -217,7 +217,7 @@ pub(super) async fn refuse_owned_changes(
         if fields.is_empty() {
             continue;
         }
-        let source = match tx.get_source(row.source_id).await? {
+        let source = match tx.get::<Source>(row.source_id).await? {
             Some(s) => s.name,
             None => row.source_id.to_string(),
         };

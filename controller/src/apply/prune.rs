@@ -197,7 +197,7 @@ impl Writer<'_> {
         } = input;
         let batch_projects: Vec<Project> = self
             .tx
-            .list_projects()
+            .list::<Project>(())
             .await?
             .into_iter()
             .filter(|p| in_batch.contains(&p.slug))

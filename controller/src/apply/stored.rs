@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use pam_manifests::kinds::Kind;
 use pam_store::prelude::*;
-use pam_store::{Meta, StoreError};
+use pam_store::{Meta, Project, StoreError};
 use uuid::Uuid;
 
 /// An object by kind, project (Tasks and Runs) and name.
@@ -46,7 +46,7 @@ pub async fn stored_objects(
     }
     let mut out = HashMap::new();
     for (slug, (tasks, runs)) in by_project {
-        let Some(p) = tx.get_project_by_slug(&slug).await? else {
+        let Some(p) = tx.by_name::<Project>((), &slug).await? else {
             continue;
         };
         out.insert(
@@ -130,7 +130,7 @@ pub async fn stored_one(
 ) -> Result<Option<StoredObject>, StoreError> {
     use crate::rules::kind::Stored;
     let project = match project {
-        Some(slug) => tx.get_project_by_slug(slug).await?,
+        Some(slug) => tx.by_name::<Project>((), slug).await?,
         None => None,
     };
     async fn one<K: Stored>(

@@ -13,7 +13,9 @@ use pam_manifests::load::Document;
 use pam_manifests::state::ProjectStatus;
 use pam_manifests::ManifestError;
 use pam_store::prelude::*;
-use pam_store::{StoreError, StoreResult, WorkItem};
+use pam_store::{
+    Host, Object, Project, Schedule, Secret, Source, StoreError, StoreResult, Webhook, WorkItem,
+};
 use serde_json::Value;
 use uuid::Uuid;
 
@@ -216,7 +218,7 @@ impl<'t> Writer<'t> {
         }
         let p = self
             .tx
-            .get_project_by_slug(slug)
+            .by_name::<Project>((), slug)
             .await?
             .ok_or_else(|| StoreError::NotFound(format!("project {slug:?}")))?;
         self.projects.insert(slug.into(), (p.id, p.status));
@@ -307,7 +309,7 @@ impl<'t> Writer<'t> {
         };
         let found = self
             .tx
-            .get_object_by_name(m.kind().as_str(), project_id, m.name().as_str())
+            .by_name::<Object>((m.kind().as_str().into(), project_id), m.name().as_str())
             .await?
             .map(Obj::<M>::new);
         let now = self.now;
@@ -327,7 +329,7 @@ impl<'t> Writer<'t> {
         let desired = ScheduleDesired::of(s, Desired::of(&d.manifest));
         let found = self
             .tx
-            .get_schedule_by_name(project_id, &desired.name)
+            .by_name::<Schedule>(project_id, &desired.name)
             .await?;
         let now = self.now;
         self.upsert(
@@ -360,10 +362,7 @@ impl<'t> Writer<'t> {
             }
         };
         let desired = SecretDesired::of(s, Desired::of(&d.manifest), values);
-        let found = self
-            .tx
-            .get_secret_by_name(project_id, &desired.name)
-            .await?;
+        let found = self.tx.by_name::<Secret>(project_id, &desired.name).await?;
         let now = self.now;
         self.upsert(
             (d, found, desired),
@@ -379,7 +378,7 @@ impl<'t> Writer<'t> {
     /// the batch was written ([`super::webhooks::check`]).
     async fn webhook(&mut self, d: &Document, w: &kinds::Webhook) -> Result<(), ApplyError> {
         let desired = WebhookDesired::of(w, Desired::of(&d.manifest));
-        let found = self.tx.get_webhook_by_name(&desired.name).await?;
+        let found = self.tx.by_name::<Webhook>((), &desired.name).await?;
         let now = self.now;
         self.upsert(
             (d, found, desired),
@@ -392,7 +391,7 @@ impl<'t> Writer<'t> {
 
     async fn source(&mut self, d: &Document, s: &kinds::Source) -> Result<(), ApplyError> {
         let desired = SourceDesired::of(s, Desired::of(&d.manifest));
-        let found = self.tx.get_source_by_name(&desired.name).await?;
+        let found = self.tx.by_name::<Source>((), &desired.name).await?;
         let now = self.now;
         self.upsert(
             (d, found, desired),
@@ -406,7 +405,7 @@ impl<'t> Writer<'t> {
     async fn project(&mut self, d: &Document, p: &kinds::Project) -> Result<(), ApplyError> {
         let desired = ProjectDesired::of(p, Desired::of(&d.manifest));
         let slug = desired.slug.clone();
-        let found = self.tx.get_project_by_slug(&slug).await?;
+        let found = self.tx.by_name::<Project>((), &slug).await?;
         let now = self.now;
         let row = self
             .upsert(
@@ -421,7 +420,7 @@ impl<'t> Writer<'t> {
 
     async fn host(&mut self, d: &Document, h: &kinds::Host) -> Result<(), ApplyError> {
         let desired = HostDesired::of(h, Desired::of(&d.manifest));
-        let found = self.tx.get_host_by_name(&desired.name).await?;
+        let found = self.tx.by_name::<Host>((), &desired.name).await?;
         let (now, offline_after) = (self.now, self.offline_after);
         self.upsert(
             (d, found, desired),

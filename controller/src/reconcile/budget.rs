@@ -4,6 +4,7 @@
 //! claims honour. Two reads whatever the number of projects: the projects,
 //! then one usage roll-up over those with a budget or the condition.
 
+use pam_store::Project;
 use std::collections::HashMap;
 
 use crate::ctx::Ctx;
@@ -22,7 +23,7 @@ pub async fn sweep(ctx: &Ctx) -> anyhow::Result<Swept> {
     let now = ctx.now();
     let mut tx = ctx.store.begin().await?;
     let watched: Vec<_> = tx
-        .list_projects()
+        .list::<Project>(())
         .await?
         .into_iter()
         .filter(|p| {

@@ -3,7 +3,7 @@
 //! LOCKED` in the store) serialize them, so under any concurrency a run is
 //! claimed by at most one host per attempt.
 
-use pam_store::Run;
+use pam_store::{Host, Run};
 use uuid::Uuid;
 
 use crate::ctx::Ctx;
@@ -25,7 +25,7 @@ async fn claim_or_full(ctx: &Ctx, host_id: Uuid, max: i64) -> anyhow::Result<Opt
     // claim's time, and so its run.spawning and dispatch latency, is when
     // it claimed, never before the run it claims was created.
     let now = ctx.now();
-    let Some(host) = tx.get_host(host_id).await? else {
+    let Some(host) = tx.get::<Host>(host_id).await? else {
         return Ok(Some(vec![]));
     };
     if !hosts::eligible(&host) {

@@ -4,7 +4,7 @@
 //! update in the transaction that creates its run, so a restarted pamd or
 //! a second replica never doubles a tick. Time is the injected clock's.
 
-use pam_store::StoreError;
+use pam_store::{Project, StoreError};
 
 use crate::ctx::Ctx;
 use crate::rules::schedules::{self, Tick};
@@ -19,7 +19,7 @@ pub async fn sweep(ctx: &Ctx) -> anyhow::Result<usize> {
     let mut created = 0;
     for s in all {
         let mut tx = ctx.store.begin().await?;
-        let Some(project) = tx.get_project(s.project_id).await? else {
+        let Some(project) = tx.get::<Project>(s.project_id).await? else {
             continue;
         };
         match schedules::tick(tx.as_mut(), &s, &project.slug, now).await {

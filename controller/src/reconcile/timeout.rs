@@ -37,7 +37,7 @@
 use std::collections::HashMap;
 
 use pam_manifests::state::RunStatus;
-use pam_store::RunFilter;
+use pam_store::{Host, Project, RunFilter};
 use uuid::Uuid;
 
 use super::ignore_conflict;
@@ -62,7 +62,7 @@ pub async fn sweep(ctx: &Ctx) -> anyhow::Result<(usize, usize)> {
     }
     let observing = ctx.observed_a_full_window(now);
     let since = ctx.observing_since();
-    let all_hosts = tx.list_hosts().await?;
+    let all_hosts = tx.list::<Host>(()).await?;
     // Before a full window, an `online` host this pamd has not heard from
     // is inherited state, not an observation.
     let observed = |h: &pam_store::Host| {
@@ -84,7 +84,7 @@ pub async fn sweep(ctx: &Ctx) -> anyhow::Result<(usize, usize)> {
     // and once released their window opens again at the release.
     let mut held = std::collections::HashMap::new();
     let mut released = std::collections::HashMap::new();
-    for p in tx.list_projects().await? {
+    for p in tx.list::<Project>(()).await? {
         match usage::budget_released_at(&p.meta) {
             _ if pam_store::projects::over_budget(&p.meta) => {
                 held.insert(p.id, p.name.clone());

@@ -31,7 +31,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hmac::{Hmac, Mac};
-use pam_store::{Delivery, DeliveryStatus, StoreError};
+use pam_store::{Delivery, DeliveryStatus, StoreError, Webhook};
 use sha2::Sha256;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -117,7 +117,7 @@ async fn drain(ctx: Ctx, client: reqwest::Client, webhook: Uuid) {
         let read = async {
             let mut tx = ctx.store.begin().await?;
             let hook = tx
-                .list_webhooks()
+                .list::<Webhook>(())
                 .await?
                 .into_iter()
                 .find(|w| w.id == webhook);

@@ -175,7 +175,7 @@ async fn write_presence(
     rv: i64,
     now: DateTime<Utc>,
 ) -> StoreResult<Host> {
-    let mut host = tx.update_host(&host, rv).await?;
+    let mut host = tx.update(&host, rv).await?;
     match presence {
         Presence::Flagged => {
             tracing::warn!(host = %host.name, "worker.instance_suspect: a second instance presents this host's token");
@@ -243,7 +243,7 @@ pub async fn clear_suspect(
     }
     // The newest presenter is now the pinned one; count it as seen.
     host.last_seen_at = Some(now);
-    tx.update_host(&host, rv).await
+    tx.update(&host, rv).await
 }
 
 /// A host may receive new runs: the dispatch predicate's host part
@@ -292,7 +292,7 @@ pub async fn create(tx: &mut dyn Tx, d: HostDesired, now: DateTime<Utc>) -> Stor
         h.status = HostStatus::Disabled;
     }
     h.meta = meta::new_meta(d.desired, now);
-    tx.insert_host(&h).await?;
+    tx.insert(&h).await?;
     Ok(h)
 }
 
@@ -315,7 +315,7 @@ pub async fn update(
     row.capacity = d.capacity;
     row.dispatch_labels = d.dispatch_labels;
     row.disabled = d.disabled;
-    let row = tx.update_host(&row, rv).await?;
+    let row = tx.update(&row, rv).await?;
     let row = set_status_for_disabled(tx, row, offline_after, now).await?;
     Ok((row, change))
 }
@@ -336,7 +336,7 @@ pub async fn set_disabled(
     let spec_changed = meta::set_desired(&mut h.meta, d, now).changed();
     if spec_changed || h.disabled != disabled {
         h.disabled = disabled;
-        h = tx.update_host(&h, rv).await?;
+        h = tx.update(&h, rv).await?;
     }
     set_status_for_disabled(tx, h, offline_after, now).await
 }
@@ -383,7 +383,7 @@ pub async fn register(
 ) -> StoreResult<Host> {
     let capacity = i32::try_from(req.capacity).unwrap_or(i32::MAX);
     let reported = worker_labels(&req.labels)?;
-    let host = match tx.get_host_by_name(&req.name).await? {
+    let host = match tx.by_name::<Host>((), &req.name).await? {
         Some(mut h) => {
             let rv = h.meta.resource_version;
             let mut changed = h.worker_labels != reported;
@@ -400,7 +400,7 @@ pub async fn register(
                 h.capacity = capacity;
             }
             if changed {
-                h = tx.update_host(&h, rv).await?;
+                h = tx.update(&h, rv).await?;
             }
             h
         }
@@ -409,7 +409,7 @@ pub async fn register(
             h.capacity = capacity;
             h.worker_labels = reported;
             h.capabilities = req.capabilities.clone();
-            tx.insert_host(&h).await?;
+            tx.insert(&h).await?;
             h
         }
     };
@@ -496,5 +496,5 @@ pub async fn go_offline(
 
 /// Deletes a host; refused while runs reference it.
 pub async fn delete(tx: &mut dyn Tx, h: &Host) -> StoreResult<bool> {
-    tx.delete_host(h.id).await
+    tx.delete::<Host>(h.id).await
 }

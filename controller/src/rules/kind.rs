@@ -105,29 +105,29 @@ macro_rules! row {
 impl Stored for Project {
     row!(Project, slug);
     async fn by_id(tx: &mut dyn Tx, id: Uuid) -> StoreResult<Option<Self>> {
-        tx.get_project(id).await
+        tx.get::<Project>(id).await
     }
     async fn by_name(
         tx: &mut dyn Tx,
         _: Option<&Project>,
         slug: &str,
     ) -> StoreResult<Option<Self>> {
-        tx.get_project_by_slug(slug).await
+        tx.by_name::<Project>((), slug).await
     }
     async fn all(tx: &mut dyn Tx, _: Option<&Project>) -> StoreResult<Vec<Self>> {
-        tx.list_projects().await
+        tx.list::<Project>(()).await
     }
     /// Its tasks, runs, Secrets, Schedules and objects of generically
     /// stored kinds.
     async fn held(&self, tx: &mut dyn Tx, pruning: &HashSet<Uuid>) -> StoreResult<Vec<String>> {
         let items = tx.list_work_items(self.id).await?;
         let mut held = held_by_items(tx, self.id, &items, pruning).await?;
-        for s in tx.list_secrets(self.id).await? {
+        for s in tx.list::<Secret>(self.id).await? {
             if !pruning.contains(&s.id) {
                 held.push(format!("secret {}", s.name));
             }
         }
-        for s in tx.list_schedules(self.id).await? {
+        for s in tx.list::<Schedule>(self.id).await? {
             if !pruning.contains(&s.id) {
                 held.push(format!("schedule {}", s.name));
             }
@@ -172,7 +172,7 @@ impl Stored for WorkItem {
         held_by_items(tx, self.project_id, &subtree, pruning).await
     }
     async fn delete(self, tx: &mut dyn Tx, now: DateTime<Utc>) -> StoreResult<bool> {
-        let slug = match tx.get_project(self.project_id).await? {
+        let slug = match tx.get::<Project>(self.project_id).await? {
             Some(p) => p.slug,
             None => return Ok(false),
         };
@@ -221,17 +221,17 @@ impl Stored for Host {
         Cow::Owned(Host::labels(self))
     }
     async fn by_id(tx: &mut dyn Tx, id: Uuid) -> StoreResult<Option<Self>> {
-        tx.get_host(id).await
+        tx.get::<Host>(id).await
     }
     async fn by_name(
         tx: &mut dyn Tx,
         _: Option<&Project>,
         name: &str,
     ) -> StoreResult<Option<Self>> {
-        tx.get_host_by_name(name).await
+        tx.by_name::<Host>((), name).await
     }
     async fn all(tx: &mut dyn Tx, _: Option<&Project>) -> StoreResult<Vec<Self>> {
-        tx.list_hosts().await
+        tx.list::<Host>(()).await
     }
     /// The runs that reference it.
     async fn held(&self, tx: &mut dyn Tx, pruning: &HashSet<Uuid>) -> StoreResult<Vec<String>> {
@@ -255,23 +255,24 @@ impl Stored for Host {
 /// listed by name (in its project, for a project-scoped kind), deleted
 /// through its rule, holding nothing.
 macro_rules! simple {
-    ($ty:ident, by_id: $by_id:ident, by_name: $get:ident, all: $list:ident, $scope:ident,
-     delete: $delete:path, $arg:ident) => {
+    ($ty:ident, $scope:ident, delete: $delete:path, $arg:ident) => {
         #[async_trait]
         impl Stored for $ty {
             row!($ty, name);
             async fn by_id(tx: &mut dyn Tx, id: Uuid) -> StoreResult<Option<Self>> {
-                tx.$by_id(id).await
+                tx.get::<$ty>(id).await
             }
             async fn by_name(
                 tx: &mut dyn Tx,
                 p: Option<&Project>,
                 name: &str,
             ) -> StoreResult<Option<Self>> {
-                simple!(@$scope p, Ok(None), |p| tx.$get(p, name).await, tx.$get(name).await)
+                simple!(@$scope p, Ok(None), |p| tx.by_name::<$ty>(p, name).await,
+                    tx.by_name::<$ty>((), name).await)
             }
             async fn all(tx: &mut dyn Tx, p: Option<&Project>) -> StoreResult<Vec<Self>> {
-                simple!(@$scope p, Ok(Vec::new()), |p| tx.$list(p).await, tx.$list().await)
+                simple!(@$scope p, Ok(Vec::new()), |p| tx.list::<$ty>(p).await,
+                    tx.list::<$ty>(()).await)
             }
             async fn delete(self, tx: &mut dyn Tx, _now: DateTime<Utc>) -> StoreResult<bool> {
                 $delete(tx, simple!(@$arg self)).await
@@ -301,14 +302,10 @@ macro_rules! simple {
     };
 }
 
-simple!(Source, by_id: get_source, by_name: get_source_by_name, all: list_sources, cluster,
-    delete: super::sources::delete, row);
-simple!(Webhook, by_id: get_webhook, by_name: get_webhook_by_name, all: list_webhooks, cluster,
-    delete: super::webhooks::delete, id);
-simple!(Secret, by_id: get_secret, by_name: get_secret_by_name, all: list_secrets, project,
-    delete: super::secrets::delete, id);
-simple!(Schedule, by_id: get_schedule, by_name: get_schedule_by_name, all: list_schedules, project,
-    delete: super::schedules::delete, id);
+simple!(Source, cluster, delete: super::sources::delete, row);
+simple!(Webhook, cluster, delete: super::webhooks::delete, id);
+simple!(Secret, project, delete: super::secrets::delete, id);
+simple!(Schedule, project, delete: super::schedules::delete, id);
 
 /// What deleting these work items (a subtree, or a whole project's) would
 /// also delete that is not being pruned: the items themselves and their

@@ -12,7 +12,7 @@
 
 use chrono::{DateTime, Utc};
 use pam_manifests::kinds::Manifest;
-use pam_store::{Labels, Meta};
+use pam_store::{Labels, Meta, NamedKind, NamedTx, StoreResult, Tx};
 use serde_json::{json, Value};
 
 use crate::clock::ts;
@@ -199,6 +199,32 @@ pub fn manifest_labels(l: &Labels) -> pam_manifests::Labels {
             ))
         })
         .collect()
+}
+
+/// The spec write the rules of the kinds with a table of their own share:
+/// `d` set on the stored `row`'s metadata ([`set_desired`]); when that
+/// changed anything, `also` (the kind's own columns and conditions) and
+/// `updated_at = now`, and the row written at the version it was read at
+/// (a `Conflict` when another write came between). The same desired state
+/// writes nothing.
+pub async fn write_desired<K: NamedKind>(
+    tx: &mut dyn Tx,
+    mut row: K,
+    d: Desired,
+    now: DateTime<Utc>,
+    also: impl FnOnce(&mut K) + Send,
+) -> StoreResult<(K, Change)>
+where
+    for<'t> dyn Tx + 't: NamedTx<K>,
+{
+    let rv = row.meta().resource_version;
+    let change = set_desired(row.meta_mut(), d, now);
+    if !change.changed() {
+        return Ok((row, change));
+    }
+    also(&mut row);
+    *row.updated_at_mut() = now;
+    Ok((tx.update(&row, rv).await?, change))
 }
 
 #[cfg(test)]

@@ -65,7 +65,7 @@ pub async fn create<M: Generic>(
         created_at: now,
         updated_at: now,
     };
-    tx.insert_object(&row).await?;
+    tx.insert(&row).await?;
     Ok(Obj::new(row))
 }
 
@@ -77,14 +77,7 @@ pub async fn update<M: Generic>(
     d: ObjectDesired,
     now: DateTime<Utc>,
 ) -> StoreResult<(Obj<M>, Change)> {
-    let mut row = o.row;
-    let rv = row.meta.resource_version;
-    let change = meta::set_desired(&mut row.meta, d.desired, now);
-    if !change.changed() {
-        return Ok((Obj::new(row), change));
-    }
-    row.updated_at = now;
-    let row = tx.update_object(&row, rv).await?;
+    let (row, change) = meta::write_desired(tx, o.row, d.desired, now, |_| {}).await?;
     Ok((Obj::new(row), change))
 }
 
@@ -103,7 +96,7 @@ impl<M: Generic> Stored for Obj<M> {
     }
 
     async fn by_id(tx: &mut dyn Tx, id: Uuid) -> StoreResult<Option<Self>> {
-        Ok(tx.get_object(id).await?.and_then(Obj::of))
+        Ok(tx.get::<Object>(id).await?.and_then(Obj::of))
     }
 
     async fn by_name(
@@ -116,7 +109,7 @@ impl<M: Generic> Stored for Obj<M> {
         };
         let kind = M::KIND.as_str();
         Ok(tx
-            .get_object_by_name(kind, scope, name)
+            .by_name::<Object>((kind.into(), scope), name)
             .await?
             .map(Obj::new))
     }
@@ -125,12 +118,12 @@ impl<M: Generic> Stored for Obj<M> {
         let Some(scope) = scope::<M>(project) else {
             return Ok(Vec::new());
         };
-        let rows = tx.list_objects(M::KIND.as_str(), scope).await?;
+        let rows = tx.list::<Object>((M::KIND.as_str().into(), scope)).await?;
         Ok(rows.into_iter().map(Obj::new).collect())
     }
 
     async fn delete(self, tx: &mut dyn Tx, _now: DateTime<Utc>) -> StoreResult<bool> {
-        tx.delete_object(self.row.id).await
+        tx.delete::<Object>(self.row.id).await
     }
 }
 

@@ -64,7 +64,7 @@ pub async fn create(
         created_at: now,
         updated_at: now,
     };
-    tx.insert_project(&row).await?;
+    tx.insert(&row).await?;
     let p = payload::project(&row);
     tx.append_event(topic::PROJECT_CREATED, p.clone(), now)
         .await?;
@@ -79,22 +79,22 @@ pub async fn create(
 /// else `project.updated`. The same desired state writes nothing.
 pub async fn update(
     tx: &mut dyn Tx,
-    mut row: Project,
+    row: Project,
     d: ProjectDesired,
     now: DateTime<Utc>,
 ) -> StoreResult<(Project, Change)> {
-    let rv = row.meta.resource_version;
     let was = row.status;
     let status = d.status();
-    let change = meta::set_desired(&mut row.meta, d.desired, now);
+    let (name, description) = (d.display_name, d.description);
+    let (row, change) = meta::write_desired(tx, row, d.desired, now, |row| {
+        row.name = name;
+        row.description = description;
+        row.status = status;
+    })
+    .await?;
     if !change.changed() {
         return Ok((row, change));
     }
-    row.name = d.display_name;
-    row.description = d.description;
-    row.status = status;
-    row.updated_at = now;
-    let row = tx.update_project(&row, rv).await?;
     let t = if was != ProjectStatus::Archived && status == ProjectStatus::Archived {
         topic::PROJECT_ARCHIVED
     } else {
@@ -107,7 +107,7 @@ pub async fn update(
 /// Deletes a project with (by cascade) its work items, runs and their
 /// signal markers. The seed's journal has no project deletion topic.
 pub async fn delete(tx: &mut dyn Tx, p: &Project) -> StoreResult<bool> {
-    tx.delete_project(p.id).await
+    tx.delete::<Project>(p.id).await
 }
 
 /// Issue 21: the project's budget state — the condition `BudgetExceeded`
@@ -145,7 +145,7 @@ pub async fn set_budget_state(
         &message,
         now,
     );
-    let p = tx.update_project(&p, rv).await?;
+    let p = tx.update(&p, rv).await?;
     tx.append_event(topic::PROJECT_UPDATED, payload::project(&p), now)
         .await?;
     Ok(true)

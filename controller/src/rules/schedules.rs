@@ -66,7 +66,7 @@ pub async fn create(
         created_at: now,
         updated_at: now,
     };
-    tx.insert_schedule(&row).await?;
+    tx.insert(&row).await?;
     Ok(row)
 }
 
@@ -74,17 +74,11 @@ pub async fn create(
 /// resourceVersion). The same desired state writes nothing.
 pub async fn update(
     tx: &mut dyn Tx,
-    mut row: Schedule,
+    row: Schedule,
     d: ScheduleDesired,
     now: DateTime<Utc>,
 ) -> StoreResult<(Schedule, Change)> {
-    let rv = row.meta.resource_version;
-    let change = meta::set_desired(&mut row.meta, d.desired, now);
-    if !change.changed() {
-        return Ok((row, change));
-    }
-    row.updated_at = now;
-    Ok((tx.update_schedule(&row, rv).await?, change))
+    meta::write_desired(tx, row, d.desired, now, |_| {}).await
 }
 
 /// `pamctl suspend schedule NAME` / `resume` (issue 36): `spec.suspend`
@@ -104,7 +98,7 @@ pub async fn set_suspend(
 
 /// Deletes a Schedule; its runs stay (as runs of their task).
 pub async fn delete(tx: &mut dyn Tx, id: Uuid) -> StoreResult<bool> {
-    tx.delete_schedule(id).await
+    tx.delete::<Schedule>(id).await
 }
 
 /// The stored spec (written through apply, so it types).

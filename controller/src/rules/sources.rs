@@ -68,7 +68,7 @@ pub async fn create(tx: &mut dyn Tx, d: SourceDesired, now: DateTime<Utc>) -> St
         created_at: now,
         updated_at: now,
     };
-    tx.insert_source(&row).await?;
+    tx.insert(&row).await?;
     Ok(row)
 }
 
@@ -76,24 +76,19 @@ pub async fn create(tx: &mut dyn Tx, d: SourceDesired, now: DateTime<Utc>) -> St
 /// resourceVersion). The same desired state writes nothing.
 pub async fn update(
     tx: &mut dyn Tx,
-    mut row: Source,
+    row: Source,
     d: SourceDesired,
     now: DateTime<Utc>,
 ) -> StoreResult<(Source, Change)> {
-    let rv = row.meta.resource_version;
     let observed = row.meta.observed_generation;
-    let change = meta::set_desired(&mut row.meta, d.desired, now);
-    if !change.changed() {
-        return Ok((row, change));
-    }
-    suspended_condition(&mut row.meta, now);
-    // A Source's new spec is observed when the sync loop has synced it
-    // (its status write), not when it is accepted: the loop syncs a Source
-    // whose observedGeneration lags.
-    row.meta.observed_generation = observed;
-    row.updated_at = now;
-    let row = tx.update_source(&row, rv).await?;
-    Ok((row, change))
+    meta::write_desired(tx, row, d.desired, now, |row| {
+        suspended_condition(&mut row.meta, now);
+        // A Source's new spec is observed when the sync loop has synced
+        // it (its status write), not when it is accepted: the loop syncs
+        // a Source whose observedGeneration lags.
+        row.meta.observed_generation = observed;
+    })
+    .await
 }
 
 /// `pamctl suspend source NAME` / `resume` (issue 36, like `flux
@@ -117,7 +112,7 @@ pub async fn set_suspend(
 /// Deletes a Source and its inventory; the objects it owned stay, owned by
 /// nobody.
 pub async fn delete(tx: &mut dyn Tx, s: &Source) -> StoreResult<bool> {
-    tx.delete_source(s.id).await
+    tx.delete::<Source>(s.id).await
 }
 
 /// Whether the Source is suspended (`spec.suspend`).
@@ -339,7 +334,7 @@ pub async fn refresh_health(
     health: Health,
     now: DateTime<Utc>,
 ) -> StoreResult<bool> {
-    let Some(mut s) = tx.get_source(id).await? else {
+    let Some(mut s) = tx.get::<Source>(id).await? else {
         return Ok(false);
     };
     if s.status.health == health.status && s.status.health_message == health.message {

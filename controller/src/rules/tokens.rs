@@ -4,7 +4,7 @@
 
 use chrono::{DateTime, Utc};
 use pam_store::prelude::*;
-use pam_store::{ApiToken, StoreResult, TokenKind};
+use pam_store::{ApiToken, Object, Project, StoreResult, TokenKind};
 use sha2::{Digest, Sha256};
 
 use super::access::{Grant, Role};
@@ -104,7 +104,7 @@ pub async fn grant_of(tx: &mut dyn Tx, t: &ApiToken) -> StoreResult<Grant> {
         });
     };
     let spec = tx
-        .get_object_by_name(Kind::Role.as_str(), None, &c.name)
+        .by_name::<Object>((Kind::Role.as_str().into(), None), &c.name)
         .await?
         .and_then(|o| serde_json::from_value::<RoleSpec>(o.meta.spec).ok());
     let rules = match spec {
@@ -133,7 +133,7 @@ pub async fn grant_of(tx: &mut dyn Tx, t: &ApiToken) -> StoreResult<Grant> {
 async fn resolve(tx: &mut dyn Tx, spec: RoleSpec) -> StoreResult<Vec<Permission>> {
     let selects = spec.rules.iter().any(|r| r.project_selector.is_some());
     let all = if selects {
-        tx.list_projects().await?
+        tx.list::<Project>(()).await?
     } else {
         Vec::new()
     };

@@ -211,7 +211,7 @@ pub async fn apply_tree(
         let key = key_of(&d.manifest);
         let here = stored.get(&key);
         if let Some(other) = here.and_then(|o| foreign.get(&o.id)) {
-            let name = match tx.get_source(*other).await? {
+            let name = match tx.get::<Source>(*other).await? {
                 Some(s) => s.name,
                 None => other.to_string(),
             };

@@ -105,7 +105,7 @@ async fn pass(
     let mut next: Option<Instant> = None;
     let list = {
         let mut tx = ctx.store.begin().await?;
-        tx.list_sources().await?
+        tx.list::<Source>(()).await?
     };
     watches.retain(|id, _| list.iter().any(|s| s.id == *id));
     caches.retain(|id, _| list.iter().any(|s| s.id == *id));
@@ -347,7 +347,7 @@ async fn sync_once(
     let mut tx = ctx.store.begin().await?;
     // The row as of this transaction (a request may have come since the
     // list was read).
-    let s = tx.get_source(s.id).await?.unwrap_or(s);
+    let s = tx.get::<Source>(s.id).await?.unwrap_or(s);
     let offline_after = ctx.thresholds.offline_after;
     if let Some(objects) = changed_objects(&s, &tree, &loaded, cache, trigger) {
         let wanted: std::collections::HashSet<&ObjectKey> = objects.iter().collect();

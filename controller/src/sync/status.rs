@@ -20,7 +20,7 @@ pub(super) async fn defer(
 ) -> anyhow::Result<Option<(Source, &'static str)>> {
     tracing::info!(source = %s.name, why, "sync deferred: waiting for files to settle");
     let mut tx = ctx.store.begin().await?;
-    let s = tx.get_source(s.id).await?.unwrap_or(s);
+    let s = tx.get::<Source>(s.id).await?.unwrap_or(s);
     sources::waiting(tx.as_mut(), s, why, ctx.now()).await?;
     ctx.commit(tx).await?;
     Ok(None)
@@ -65,7 +65,7 @@ pub(super) async fn failed(
 ) -> anyhow::Result<Source> {
     let now = ctx.now();
     let mut tx = ctx.store.begin().await?;
-    let s = tx.get_source(s.id).await?.unwrap_or(s);
+    let s = tx.get::<Source>(s.id).await?.unwrap_or(s);
     let owned = tx.owned_objects(s.id).await?;
     // Nothing applied yet: no health to roll up (not "Healthy").
     let health = if s.status.revision.is_none() {

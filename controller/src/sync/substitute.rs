@@ -7,6 +7,7 @@
 
 use pam_manifests::kinds::{SourceSpec, VARS_ANNOTATION_PREFIX};
 use pam_manifests::load::substitute::{valid_name, Vars};
+use pam_store::{Project, Secret};
 
 use crate::ctx::Ctx;
 use crate::rules::secrets::open_values;
@@ -23,7 +24,7 @@ pub async fn vars_of(ctx: &Ctx, spec: &SourceSpec) -> anyhow::Result<Option<Resu
         // A read: dropped, never committed.
         let mut tx = ctx.store.begin().await?;
         for name in &sub.from_projects {
-            let Some(p) = tx.get_project_by_slug(name.as_str()).await? else {
+            let Some(p) = tx.by_name::<Project>((), name.as_str()).await? else {
                 return Ok(Some(Err(format!(
                     "spec.substitute.fromProjects: no project {:?}",
                     name.as_str()
@@ -37,9 +38,9 @@ pub async fn vars_of(ctx: &Ctx, spec: &SourceSpec) -> anyhow::Result<Option<Resu
             }
         }
         for r in &sub.from_secrets {
-            let project = tx.get_project_by_slug(r.project.as_str()).await?;
+            let project = tx.by_name::<Project>((), r.project.as_str()).await?;
             let secret = match project {
-                Some(p) => tx.get_secret_by_name(p.id, r.name.as_str()).await?,
+                Some(p) => tx.by_name::<Secret>(p.id, r.name.as_str()).await?,
                 None => None,
             };
             let Some(secret) = secret else {

@@ -4,6 +4,7 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use http_body_util::BodyExt;
 use pam_controller::api::{router, AppState};
+use pam_store::Host;
 use serde_json::{json, Value};
 use tower::ServiceExt;
 
@@ -224,10 +225,10 @@ impl Rng {
 #[allow(dead_code)]
 pub async fn disable_host(ctx: &pam_controller::ctx::Ctx, id: uuid::Uuid) {
     let mut tx = ctx.store.begin().await.unwrap();
-    let mut h = tx.get_host(id).await.unwrap().unwrap();
+    let mut h = tx.get::<Host>(id).await.unwrap().unwrap();
     let rv = h.meta.resource_version;
     h.disabled = true;
-    tx.update_host(&h, rv).await.unwrap();
+    tx.update(&h, rv).await.unwrap();
     ctx.commit(tx).await.unwrap();
 }
 

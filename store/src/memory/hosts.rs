@@ -1,54 +1,8 @@
+use super::named::Table;
 use super::*;
 
 #[async_trait]
 impl HostTx for MemTx {
-    async fn insert_host(&mut self, h: &Host) -> StoreResult<()> {
-        check_host(h)?;
-        let s = &mut self.work;
-        if s.hosts.contains_key(&h.id) {
-            return Err(StoreError::AlreadyExists("hosts_pkey".into()));
-        }
-        if s.hosts.values().any(|o| o.name == h.name) {
-            return Err(StoreError::AlreadyExists("hosts_name_key".into()));
-        }
-        s.hosts.insert(h.id, h.clone());
-        Ok(())
-    }
-
-    async fn get_host(&mut self, id: Uuid) -> StoreResult<Option<Host>> {
-        Ok(self.work.by_id(id))
-    }
-
-    async fn get_host_by_name(&mut self, name: &str) -> StoreResult<Option<Host>> {
-        Ok(self.work.hosts.values().find(|h| h.name == name).cloned())
-    }
-
-    async fn list_hosts(&mut self) -> StoreResult<Vec<Host>> {
-        let mut v: Vec<Host> = self.work.hosts.values().cloned().collect();
-        v.sort_by(|a, b| a.name.cmp(&b.name));
-        Ok(v)
-    }
-
-    async fn update_host(&mut self, h: &Host, expected_rv: i64) -> StoreResult<Host> {
-        let what = format!("host {}", h.id);
-        self.work
-            .update_named(h, expected_rv, what, |cur: &mut Host, h| {
-                check_host(h)?;
-                cur.platform = h.platform;
-                cur.token_fingerprint = h.token_fingerprint.clone();
-                cur.instance_id = h.instance_id;
-                cur.instance_suspect = h.instance_suspect;
-                cur.instance_flagged_at = h.instance_flagged_at;
-                cur.presented_instance_id = h.presented_instance_id;
-                cur.dispatch_labels = h.dispatch_labels.clone();
-                cur.worker_labels = h.worker_labels.clone();
-                cur.last_seen_at = h.last_seen_at;
-                cur.capacity = h.capacity;
-                cur.disabled = h.disabled;
-                Ok(())
-            })
-    }
-
     async fn get_hosts_by_names(&mut self, names: &[String]) -> StoreResult<Vec<Host>> {
         let names: std::collections::BTreeSet<&str> = names.iter().map(String::as_str).collect();
         Ok(self
@@ -131,21 +85,35 @@ impl HostTx for MemTx {
         v.sort_by(|a, b| (a.last_seen_at, &a.name).cmp(&(b.last_seen_at, &b.name)));
         Ok(v)
     }
+}
 
-    async fn delete_host(&mut self, id: Uuid) -> StoreResult<bool> {
-        let s = &mut self.work;
-        if !s.hosts.contains_key(&id) {
-            return Ok(false);
-        }
+// Its generic reads and key checks (named.rs).
+super::named::named!(Host, hosts, "hosts", "hosts_name_key", name, |_h| None);
+
+impl Table for Host {
+    fn check(&self) -> StoreResult<()> {
+        check_host(self)
+    }
+    fn copy_own(&mut self, h: &Self) {
+        self.platform = h.platform;
+        self.token_fingerprint = h.token_fingerprint.clone();
+        self.instance_id = h.instance_id;
+        self.instance_suspect = h.instance_suspect;
+        self.instance_flagged_at = h.instance_flagged_at;
+        self.presented_instance_id = h.presented_instance_id;
+        self.dispatch_labels = h.dispatch_labels.clone();
+        self.worker_labels = h.worker_labels.clone();
+        self.last_seen_at = h.last_seen_at;
+        self.capacity = h.capacity;
+        self.disabled = h.disabled;
+    }
+    /// Refused while a run names it (no cascade).
+    fn on_delete(s: &mut State, id: Uuid) -> StoreResult<()> {
         if s.runs.values().any(|r| r.host_id == Some(id)) {
             return Err(StoreError::Invalid(
                 "still referenced (runs_host_id_fkey)".into(),
             ));
         }
-        s.hosts.remove(&id);
-        Ok(true)
+        Ok(())
     }
 }
-
-// Its generic reads and key checks (named.rs).
-super::named::named!(Host, hosts, "hosts", "hosts_name_key", name, |_h| None);

@@ -1,11 +1,14 @@
 //! What every map of named objects shares in the memory store (issue 29:
-//! written once, as `postgres/named.rs` is for the tables): the insert's
-//! key checks, by name in its scope, all of a scope in name order.
+//! written once, as `postgres/named.rs` is for the tables): the
+//! [`NamedTx`] calls of every kind with a map of its own, and the key
+//! checks, reads and writes the other named kinds (tasks, runs) use too.
 
 use super::*;
+use crate::named::Row;
+use crate::{NamedKind, NamedTx};
 
 /// A map of named objects in the store's [`State`].
-pub(super) trait Named: Clone {
+pub(super) trait Named: NamedKind {
     /// The table's name, for the constraint names PostgreSQL reports.
     const TABLE: &'static str;
     /// The unique-name constraint (`<table>_project_id_name_key`,
@@ -13,22 +16,76 @@ pub(super) trait Named: Clone {
     const NAME_KEY: &'static str;
     fn map(s: &State) -> &HashMap<Uuid, Self>;
     fn map_mut(s: &mut State) -> &mut HashMap<Uuid, Self>;
-    fn id(&self) -> Uuid;
-    /// The project its name is unique in; `None` for cluster-wide kinds.
-    fn scope(&self) -> Option<Uuid>;
+    /// The project it belongs to (that must exist); `None` for
+    /// cluster-wide kinds.
+    fn project(&self) -> Option<Uuid>;
     /// Its name (a project's slug).
     fn key(&self) -> &str;
-    fn meta(&self) -> &crate::Meta;
-    fn meta_mut(&mut self) -> &mut crate::Meta;
-    fn updated_at(&self) -> DateTime<Utc>;
-    fn updated_at_mut(&mut self) -> &mut DateTime<Utc>;
+}
+
+/// A kind whose calls are all [`NamedTx`]'s: what its insert, update and
+/// delete do beyond what every named object has.
+pub(super) trait Table: Named {
+    /// The table's CHECK constraints.
+    fn check(&self) -> StoreResult<()> {
+        Ok(())
+    }
+    /// The object as an insert stores it (columns the table's defaults
+    /// fill).
+    fn inserted(&self) -> Self {
+        self.clone()
+    }
+    /// Copies the kind's own columns an update writes.
+    fn copy_own(&mut self, _from: &Self) {}
+    /// What deleting object `id` also deletes (the foreign keys'
+    /// cascades), or refuses (a reference without one), before it goes.
+    fn on_delete(_s: &mut State, _id: Uuid) -> StoreResult<()> {
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl<K: Table> NamedTx<K> for MemTx {
+    async fn named_insert(&mut self, x: &K) -> StoreResult<()> {
+        x.check()?;
+        self.work.insert_named(&x.inserted())
+    }
+
+    async fn named_get(&mut self, id: Uuid) -> StoreResult<Option<K>> {
+        Ok(self.work.by_id(id))
+    }
+
+    async fn named_by_name(&mut self, scope: K::Scope, name: &str) -> StoreResult<Option<K>> {
+        Ok(self.work.named(scope, name))
+    }
+
+    async fn named_list(&mut self, scope: K::Scope) -> StoreResult<Vec<K>> {
+        Ok(self.work.all_named(scope))
+    }
+
+    async fn named_update(&mut self, x: &K, expected_rv: i64) -> StoreResult<K> {
+        self.work.update_named(x, expected_rv, |cur: &mut K, x| {
+            x.check()?;
+            cur.copy_own(x);
+            Ok(())
+        })
+    }
+
+    async fn named_delete(&mut self, id: Uuid) -> StoreResult<bool> {
+        if !K::map(&self.work).contains_key(&id) {
+            return Ok(false);
+        }
+        K::on_delete(&mut self.work, id)?;
+        K::map_mut(&mut self.work).remove(&id);
+        Ok(true)
+    }
 }
 
 impl State {
     /// Inserts `x` after PostgreSQL's checks: its project exists (a
     /// project-scoped kind), its id and its name (in its scope) are free.
     pub(super) fn insert_named<T: Named>(&mut self, x: &T) -> StoreResult<()> {
-        if let Some(p) = x.scope() {
+        if let Some(p) = x.project() {
             if !self.projects.contains_key(&p) {
                 return Err(StoreError::NotFound(format!(
                     "referenced row (project {p})"
@@ -66,19 +123,19 @@ impl State {
     /// WHERE resource_version = $expected`): `x`'s metadata and
     /// `updated_at`, and what `also` copies of its own columns, written
     /// over the stored object at `expected_rv`; the version bumped. A
-    /// stored object at another version is a `Conflict` naming `what`.
+    /// stored object at another version is a `Conflict` naming it.
     pub(super) fn update_named<T: Named>(
         &mut self,
         x: &T,
         expected_rv: i64,
-        what: impl std::fmt::Display,
         also: impl FnOnce(&mut T, &T) -> StoreResult<()>,
     ) -> StoreResult<T> {
         let cur = self.named_mut::<T>(x.id())?;
         let rv = cur.meta().resource_version;
         if rv != expected_rv {
             return Err(conflict(format!(
-                "{what} is not at resource version {expected_rv}"
+                "{} is not at resource version {expected_rv}",
+                x.what()
             )));
         }
         also(cur, x)?;
@@ -114,13 +171,13 @@ impl State {
     pub(super) fn ids_in<T: Named>(&self, project: Uuid) -> BTreeSet<Uuid> {
         T::map(self)
             .values()
-            .filter(|x| x.scope() == Some(project))
-            .map(T::id)
+            .filter(|x| x.project() == Some(project))
+            .map(Row::id)
             .collect()
     }
 
     /// The object named `name` in `scope`.
-    pub(super) fn named<T: Named>(&self, scope: Option<Uuid>, name: &str) -> Option<T> {
+    pub(super) fn named<T: Named>(&self, scope: T::Scope, name: &str) -> Option<T> {
         T::map(self)
             .values()
             .find(|x| x.scope() == scope && x.key() == name)
@@ -129,7 +186,7 @@ impl State {
 
     /// Every object of `scope`, by name (byte order, as PostgreSQL's
     /// `COLLATE "C"`).
-    pub(super) fn all_named<T: Named>(&self, scope: Option<Uuid>) -> Vec<T> {
+    pub(super) fn all_named<T: Named>(&self, scope: T::Scope) -> Vec<T> {
         let mut v: Vec<T> = T::map(self)
             .values()
             .filter(|x| x.scope() == scope)
@@ -140,10 +197,10 @@ impl State {
     }
 }
 
-/// `named!(Type, state_field, "table", "name_key", name_field, |x| scope)`:
+/// `named!(Type, state_field, "table", "name_key", name_field, |x| project)`:
 /// a kind's [`Named`] impl, invoked in its own module.
 macro_rules! named {
-    ($ty:ty, $field:ident, $table:literal, $key:literal, $name:ident, |$x:ident| $scope:expr) => {
+    ($ty:ty, $field:ident, $table:literal, $key:literal, $name:ident, |$x:ident| $project:expr) => {
         impl super::named::Named for $ty {
             const TABLE: &'static str = $table;
             const NAME_KEY: &'static str = $key;
@@ -153,27 +210,12 @@ macro_rules! named {
             fn map_mut(s: &mut super::State) -> &mut HashMap<Uuid, Self> {
                 &mut s.$field
             }
-            fn id(&self) -> Uuid {
-                self.id
-            }
-            fn scope(&self) -> Option<Uuid> {
+            fn project(&self) -> Option<Uuid> {
                 let $x = self;
-                $scope
+                $project
             }
             fn key(&self) -> &str {
                 &self.$name
-            }
-            fn meta(&self) -> &crate::Meta {
-                &self.meta
-            }
-            fn meta_mut(&mut self) -> &mut crate::Meta {
-                &mut self.meta
-            }
-            fn updated_at(&self) -> DateTime<Utc> {
-                self.updated_at
-            }
-            fn updated_at_mut(&mut self) -> &mut DateTime<Utc> {
-                &mut self.updated_at
             }
         }
     };

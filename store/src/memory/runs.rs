@@ -50,7 +50,7 @@ impl RunTx for MemTx {
     }
 
     async fn get_run_by_name(&mut self, project_id: Uuid, name: &str) -> StoreResult<Option<Run>> {
-        Ok(self.work.named(Some(project_id), name))
+        Ok(self.work.named(project_id, name))
     }
 
     async fn list_runs(&mut self, f: &RunFilter) -> StoreResult<Vec<Run>> {
@@ -80,19 +80,17 @@ impl RunTx for MemTx {
     }
 
     async fn update_run_spec(&mut self, r: &Run, expected_rv: i64) -> StoreResult<Run> {
-        let what = format!("run {}", r.id);
-        self.work
-            .update_named(r, expected_rv, what, |cur: &mut Run, r| {
-                check_run(r)?;
-                cur.target = r.target.clone();
-                cur.max_attempts = r.max_attempts;
-                cur.backoff_seconds = r.backoff_seconds;
-                cur.backoff_max_seconds = r.backoff_max_seconds;
-                cur.dispatch_timeout_seconds = r.dispatch_timeout_seconds;
-                cur.stop_requested = r.stop_requested;
-                cur.stopped_by = r.stopped_by.clone();
-                Ok(())
-            })
+        self.work.update_named(r, expected_rv, |cur: &mut Run, r| {
+            check_run(r)?;
+            cur.target = r.target.clone();
+            cur.max_attempts = r.max_attempts;
+            cur.backoff_seconds = r.backoff_seconds;
+            cur.backoff_max_seconds = r.backoff_max_seconds;
+            cur.dispatch_timeout_seconds = r.dispatch_timeout_seconds;
+            cur.stop_requested = r.stop_requested;
+            cur.stopped_by = r.stopped_by.clone();
+            Ok(())
+        })
     }
 
     async fn transition_run(
@@ -127,11 +125,7 @@ impl RunTx for MemTx {
             Some(r) => self.work.blocked(r.task_id),
             None => false,
         };
-        let cur = self
-            .work
-            .runs
-            .get_mut(&id)
-            .ok_or_else(|| not_found("runs", id))?;
+        let cur = self.work.named_mut::<Run>(id)?;
         if cur.status != RunStatus::Failed || cur.attempt != attempt {
             return Err(conflict(format!(
                 "run {id} is not failed at attempt {attempt}"

@@ -1,43 +1,13 @@
+use super::named::Table;
 use super::*;
 use crate::Schedule;
 
 #[async_trait]
 impl ScheduleTx for MemTx {
-    async fn insert_schedule(&mut self, x: &Schedule) -> StoreResult<()> {
-        self.work.insert_named(x)
-    }
-
-    async fn get_schedule(&mut self, id: Uuid) -> StoreResult<Option<Schedule>> {
-        Ok(self.work.by_id(id))
-    }
-
-    async fn get_schedule_by_name(
-        &mut self,
-        project_id: Uuid,
-        name: &str,
-    ) -> StoreResult<Option<Schedule>> {
-        Ok(self.work.named(Some(project_id), name))
-    }
-
-    async fn list_schedules(&mut self, project_id: Uuid) -> StoreResult<Vec<Schedule>> {
-        Ok(self.work.all_named(Some(project_id)))
-    }
-
     async fn list_all_schedules(&mut self) -> StoreResult<Vec<Schedule>> {
         let mut v: Vec<Schedule> = self.work.schedules.values().cloned().collect();
         v.sort_by_key(|x| x.id);
         Ok(v)
-    }
-
-    async fn update_schedule(&mut self, x: &Schedule, expected_rv: i64) -> StoreResult<Schedule> {
-        let what = format!("schedule {}", x.id);
-        self.work.update_named(x, expected_rv, what, |_, _| Ok(()))
-    }
-
-    async fn delete_schedule(&mut self, id: Uuid) -> StoreResult<bool> {
-        let s = &mut self.work;
-        s.schedule_runs.retain(|(sid, _), _| *sid != id);
-        Ok(s.schedules.remove(&id).is_some())
     }
 
     async fn take_tick(
@@ -47,11 +17,7 @@ impl ScheduleTx for MemTx {
         tick: DateTime<Utc>,
         now: DateTime<Utc>,
     ) -> StoreResult<Schedule> {
-        let cur = self
-            .work
-            .schedules
-            .get_mut(&id)
-            .ok_or_else(|| not_found("schedules", id))?;
+        let cur = self.work.named_mut::<Schedule>(id)?;
         if cur.last_schedule_time != expected {
             return Err(conflict(format!(
                 "schedule {id}: another pass took a tick after {expected:?}"
@@ -110,3 +76,11 @@ super::named::named!(
     name,
     |x| Some(x.project_id)
 );
+
+impl Table for Schedule {
+    /// Its `schedule_runs` rows go with it (not the runs).
+    fn on_delete(s: &mut State, id: Uuid) -> StoreResult<()> {
+        s.schedule_runs.retain(|(sid, _), _| *sid != id);
+        Ok(())
+    }
+}

@@ -1,44 +1,9 @@
+use super::named::Table;
 use super::*;
 use crate::{Secret, SecretWait};
 
 #[async_trait]
 impl SecretTx for MemTx {
-    async fn insert_secret(&mut self, x: &Secret) -> StoreResult<()> {
-        self.work.insert_named(x)
-    }
-
-    async fn get_secret(&mut self, id: Uuid) -> StoreResult<Option<Secret>> {
-        Ok(self.work.by_id(id))
-    }
-
-    async fn get_secret_by_name(
-        &mut self,
-        project_id: Uuid,
-        name: &str,
-    ) -> StoreResult<Option<Secret>> {
-        Ok(self.work.named(Some(project_id), name))
-    }
-
-    async fn list_secrets(&mut self, project_id: Uuid) -> StoreResult<Vec<Secret>> {
-        Ok(self.work.all_named(Some(project_id)))
-    }
-
-    async fn update_secret(&mut self, x: &Secret, expected_rv: i64) -> StoreResult<Secret> {
-        let what = format!("secret {}", x.id);
-        self.work
-            .update_named(x, expected_rv, what, |cur: &mut Secret, x| {
-                cur.salt = x.salt.clone();
-                cur.key_id = x.key_id.clone();
-                cur.nonce = x.nonce.clone();
-                cur.ciphertext = x.ciphertext.clone();
-                Ok(())
-            })
-    }
-
-    async fn delete_secret(&mut self, id: Uuid) -> StoreResult<bool> {
-        Ok(self.work.secrets.remove(&id).is_some())
-    }
-
     async fn secrets_sealed_with_other(
         &mut self,
         key_id: &str,
@@ -118,3 +83,12 @@ super::named::named!(
     name,
     |x| Some(x.project_id)
 );
+
+impl Table for Secret {
+    fn copy_own(&mut self, x: &Self) {
+        self.salt = x.salt.clone();
+        self.key_id = x.key_id.clone();
+        self.nonce = x.nonce.clone();
+        self.ciphertext = x.ciphertext.clone();
+    }
+}

@@ -1,3 +1,4 @@
+use super::named::Table;
 use super::*;
 
 fn object_order(o: &SourceObject) -> (String, Option<String>, String) {
@@ -6,52 +7,12 @@ fn object_order(o: &SourceObject) -> (String, Option<String>, String) {
 
 #[async_trait]
 impl SourceTx for MemTx {
-    async fn insert_source(&mut self, s: &Source) -> StoreResult<()> {
-        let st = &mut self.work;
-        if st.sources.contains_key(&s.id) {
-            return Err(StoreError::AlreadyExists("sources_pkey".into()));
-        }
-        if st.sources.values().any(|o| o.name == s.name) {
-            return Err(StoreError::AlreadyExists("sources_name_key".into()));
-        }
-        let mut row = s.clone();
-        row.status = SourceStatus {
-            errors: serde_json::json!([]),
-            drift: serde_json::json!([]),
-            departed: serde_json::json!([]),
-            ..SourceStatus::default()
-        };
-        st.sources.insert(s.id, row);
-        Ok(())
-    }
-
-    async fn get_source(&mut self, id: Uuid) -> StoreResult<Option<Source>> {
-        Ok(self.work.by_id(id))
-    }
-
-    async fn get_source_by_name(&mut self, name: &str) -> StoreResult<Option<Source>> {
-        Ok(self.work.named(None, name))
-    }
-
-    async fn list_sources(&mut self) -> StoreResult<Vec<Source>> {
-        Ok(self.work.all_named(None))
-    }
-
-    async fn update_source(&mut self, s: &Source, expected_rv: i64) -> StoreResult<Source> {
-        let what = format!("source {}", s.name);
-        self.work.update_named(s, expected_rv, what, |_, _| Ok(()))
-    }
-
     async fn write_source_status(
         &mut self,
         s: &Source,
         clear_request: bool,
     ) -> StoreResult<Source> {
-        let row = self
-            .work
-            .sources
-            .get_mut(&s.id)
-            .ok_or_else(|| StoreError::NotFound(format!("sources {}", s.id)))?;
+        let row = self.work.named_mut::<Source>(s.id)?;
         let requested = row.status.sync_requested_at;
         row.status = s.status.clone();
         row.status.sync_requested_at = match (clear_request, requested, s.status.sync_requested_at)
@@ -67,20 +28,10 @@ impl SourceTx for MemTx {
     }
 
     async fn request_source_sync(&mut self, id: Uuid, at: DateTime<Utc>) -> StoreResult<Source> {
-        let row = self
-            .work
-            .sources
-            .get_mut(&id)
-            .ok_or_else(|| StoreError::NotFound(format!("sources {id}")))?;
+        let row = self.work.named_mut::<Source>(id)?;
         row.status.sync_requested_at = Some(at);
         row.meta.resource_version += 1;
         Ok(row.clone())
-    }
-
-    async fn delete_source(&mut self, id: Uuid) -> StoreResult<bool> {
-        let st = &mut self.work;
-        st.source_objects.retain(|_, o| o.source_id != id);
-        Ok(st.sources.remove(&id).is_some())
     }
 
     async fn list_source_objects(&mut self, source_id: Uuid) -> StoreResult<Vec<SourceObject>> {
@@ -212,3 +163,23 @@ impl SourceTx for MemTx {
 super::named::named!(Source, sources, "sources", "sources_name_key", name, |_s| {
     None
 });
+
+impl Table for Source {
+    /// Its status is the sync loop's: a new Source starts from the
+    /// table's defaults.
+    fn inserted(&self) -> Self {
+        let mut row = self.clone();
+        row.status = SourceStatus {
+            errors: serde_json::json!([]),
+            drift: serde_json::json!([]),
+            departed: serde_json::json!([]),
+            ..SourceStatus::default()
+        };
+        row
+    }
+    /// Its inventory goes with it (not the objects).
+    fn on_delete(s: &mut State, id: Uuid) -> StoreResult<()> {
+        s.source_objects.retain(|_, o| o.source_id != id);
+        Ok(())
+    }
+}

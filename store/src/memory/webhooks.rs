@@ -1,38 +1,11 @@
+use super::named::Table;
 use super::*;
 use crate::webhooks::{Delivery, DeliveryFilter, DeliveryOutcome, DeliveryStatus, Webhook};
 
 #[async_trait]
 impl WebhookTx for MemTx {
-    async fn insert_webhook(&mut self, w: &Webhook) -> StoreResult<()> {
-        self.work.insert_named(w)
-    }
-
-    async fn get_webhook(&mut self, id: Uuid) -> StoreResult<Option<Webhook>> {
-        Ok(self.work.by_id(id))
-    }
-
-    async fn get_webhook_by_name(&mut self, name: &str) -> StoreResult<Option<Webhook>> {
-        Ok(self.work.named(None, name))
-    }
-
-    async fn list_webhooks(&mut self) -> StoreResult<Vec<Webhook>> {
-        Ok(self.work.all_named(None))
-    }
-
-    async fn update_webhook(&mut self, w: &Webhook, expected_rv: i64) -> StoreResult<Webhook> {
-        let what = format!("webhook {}", w.name);
-        self.work.update_named(w, expected_rv, what, |_, _| Ok(()))
-    }
-
-    async fn delete_webhook(&mut self, id: Uuid) -> StoreResult<bool> {
-        let st = &mut self.work;
-        let gone = st.webhooks.remove(&id).is_some();
-        st.deliveries.retain(|_, d| d.webhook_id != id);
-        Ok(gone)
-    }
-
     async fn webhook_targets(&mut self) -> StoreResult<Vec<(Webhook, Vec<Uuid>)>> {
-        let hooks = self.list_webhooks().await?;
+        let hooks: Vec<Webhook> = self.work.all_named(());
         Ok(hooks
             .into_iter()
             .map(|w| {
@@ -194,3 +167,11 @@ super::named::named!(
     name,
     |_w| None
 );
+
+impl Table for Webhook {
+    /// Its deliveries go with it.
+    fn on_delete(s: &mut State, id: Uuid) -> StoreResult<()> {
+        s.deliveries.retain(|_, d| d.webhook_id != id);
+        Ok(())
+    }
+}

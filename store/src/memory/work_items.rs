@@ -48,7 +48,7 @@ impl WorkItemTx for MemTx {
         project_id: Uuid,
         name: &str,
     ) -> StoreResult<Option<WorkItem>> {
-        Ok(self.work.named(Some(project_id), name))
+        Ok(self.work.named(project_id, name))
     }
 
     async fn list_work_items(&mut self, project_id: Uuid) -> StoreResult<Vec<WorkItem>> {
@@ -128,9 +128,8 @@ impl WorkItemTx for MemTx {
     }
 
     async fn update_work_item(&mut self, w: &WorkItem, expected_rv: i64) -> StoreResult<WorkItem> {
-        let what = format!("work item {}", w.id);
         self.work
-            .update_named(w, expected_rv, what, |cur: &mut WorkItem, w| {
+            .update_named(w, expected_rv, |cur: &mut WorkItem, w| {
                 cur.title = w.title.clone();
                 cur.description = w.description.clone();
                 cur.assignee = w.assignee.clone();

@@ -276,20 +276,6 @@ macro_rules! bind_meta {
     };
 }
 
-/// `INSERT INTO` a whole row of `T`: every column of [`named::Named::cols`],
-/// bound in that order (the placeholders counted, not written out).
-fn insert_sql<T: named::Named>() -> String {
-    let cols = T::cols();
-    let values: Vec<String> = (1..=cols.split(',').count())
-        .map(|i| format!("${i}"))
-        .collect();
-    format!(
-        "INSERT INTO {} ({cols}) VALUES ({})",
-        T::TABLE,
-        values.join(",")
-    )
-}
-
 impl PgTx {
     fn conn(&mut self) -> &mut sqlx::PgConnection {
         &mut self.tx
@@ -361,27 +347,6 @@ impl PgTx {
             .map_err(db_err)
     }
 
-    /// Inserts an object of a cluster-wide kind whose row is its name and
-    /// meta columns (Sources, Webhooks); a taken name or id is
-    /// `AlreadyExists`.
-    async fn insert_named(
-        &mut self,
-        table: &str,
-        id: Uuid,
-        name: &str,
-        meta: &Meta,
-        created_at: DateTime<Utc>,
-        updated_at: DateTime<Utc>,
-    ) -> StoreResult<()> {
-        let sql = format!(
-            "INSERT INTO {table} (id, name, {META_COLS}, created_at, updated_at) \
-             VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11)"
-        );
-        let q = sqlx::query(&sql).bind(id).bind(name);
-        let q = bind_meta!(q, meta).bind(created_at).bind(updated_at);
-        self.insert_guarded(q).await
-    }
-
     /// The error for a guarded update that matched no row.
     async fn zero_rows(&mut self, table: &str, id: Uuid, why: String) -> StoreError {
         match self.exists(table, id).await {
@@ -418,6 +383,37 @@ impl PgTx {
     ) -> StoreResult<Option<T>> {
         let row = q.fetch_optional(self.conn()).await.map_err(db_err)?;
         row.as_ref().map(f).transpose()
+    }
+
+    /// The row an unguarded `UPDATE … WHERE id = $1 RETURNING` of `table`
+    /// wrote, mapped by `f`; `NotFound` when there is no row `id`.
+    async fn written<T>(
+        &mut self,
+        q: sqlx::query::Query<'_, Postgres, sqlx::postgres::PgArguments>,
+        (table, id): (&str, Uuid),
+        f: fn(&PgRow) -> StoreResult<T>,
+    ) -> StoreResult<T> {
+        self.row(q, f)
+            .await?
+            .ok_or_else(|| StoreError::NotFound(format!("{table} {id}")))
+    }
+
+    /// How many rows of `table` are in each status (statuses with none are
+    /// left out), in status order.
+    async fn count_by_status<S>(&mut self, table: &str) -> StoreResult<Vec<(S, i64)>>
+    where
+        S: std::str::FromStr,
+        S::Err: std::fmt::Display,
+    {
+        let sql = format!("SELECT status, count(*) FROM {table} GROUP BY status ORDER BY status");
+        let rows: Vec<(String, i64)> = sqlx::query_as(&sql)
+            .fetch_all(self.conn())
+            .await
+            .map_err(db_err)?;
+        let what = format!("{table}.status");
+        rows.into_iter()
+            .map(|(s, n)| Ok((s.parse().map_err(|e| corrupt(&what, e))?, n)))
+            .collect()
     }
 
     async fn one_run(&mut self, sql: &str, id: Uuid) -> StoreResult<Option<Run>> {
@@ -467,13 +463,13 @@ mod managed;
 mod named;
 mod objects;
 mod pool;
-mod projects;
 mod results;
 mod rows;
 mod runs;
 mod schedules;
 mod secrets;
 mod sources;
+mod tables;
 mod tokens;
 mod usage;
 mod webhooks;

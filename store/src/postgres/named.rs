@@ -1,18 +1,17 @@
-//! The reads and the delete that every table of named objects shares
-//! (issue 29: written once, not once per kind): by id, by name in its
-//! scope, all of a scope in name order, delete by id.
+//! What every table of named objects shares (issue 29: written once, not
+//! once per kind): the [`NamedTx`] calls of every kind with a table of its
+//! own, and the reads, writes and delete the other named kinds (tasks,
+//! runs) use too.
 
 use super::*;
+use crate::{NamedKind, NamedTx};
 
 /// A statement with its binds, as `sqlx::query` builds it.
 pub(super) type PgQuery<'q> = sqlx::query::Query<'q, Postgres, sqlx::postgres::PgArguments>;
 
 /// A table of named objects and how its rows map to records.
-pub(super) trait Named: Sized + Send {
+pub(super) trait Named: NamedKind<Scope: PgScope> + Sized + Send {
     const TABLE: &'static str;
-    /// The column names are unique within: `project_id` for project-scoped
-    /// kinds, none for cluster-wide ones.
-    const SCOPE: Option<&'static str>;
     /// The column that holds the name (`slug` for projects).
     const NAME: &'static str = "name";
     /// A listing's order (byte order, as the memory store sorts).
@@ -22,6 +21,114 @@ pub(super) trait Named: Sized + Send {
     fn from_row(row: &PgRow) -> StoreResult<Self>;
 }
 
+/// How a [`NamedKind::Scope`] picks its rows.
+pub(super) trait PgScope {
+    /// The condition on the rows of the scope, its binds numbered from
+    /// `$1`.
+    const SQL: &'static str;
+    /// How many binds [`PgScope::SQL`] takes.
+    const BINDS: usize;
+    fn bind(self, q: PgQuery<'_>) -> PgQuery<'_>;
+}
+
+/// A cluster-wide kind: every row.
+impl PgScope for () {
+    const SQL: &'static str = "TRUE";
+    const BINDS: usize = 0;
+    fn bind(self, q: PgQuery<'_>) -> PgQuery<'_> {
+        q
+    }
+}
+
+/// A project-scoped kind: the project's rows.
+impl PgScope for Uuid {
+    const SQL: &'static str = "project_id = $1";
+    const BINDS: usize = 1;
+    fn bind(self, q: PgQuery<'_>) -> PgQuery<'_> {
+        q.bind(self)
+    }
+}
+
+/// A generically stored kind (`objects`): its rows in the project (`None`:
+/// the cluster), compared in the form the unique index
+/// `objects_kind_project_id_name_key` is built on, so lookups use it.
+impl PgScope for (String, Option<Uuid>) {
+    const SQL: &'static str = "kind = $1 AND \
+        COALESCE(project_id, '00000000-0000-0000-0000-000000000000'::uuid) \
+        = COALESCE($2::uuid, '00000000-0000-0000-0000-000000000000'::uuid)";
+    const BINDS: usize = 2;
+    fn bind(self, q: PgQuery<'_>) -> PgQuery<'_> {
+        q.bind(self.0).bind(self.1)
+    }
+}
+
+/// A kind whose calls are all [`NamedTx`]'s: what its insert and update
+/// write beyond what every named row has.
+pub(super) trait Table: Named + Sync {
+    /// The columns an insert writes: all of them, unless the table's
+    /// defaults fill some.
+    fn insert_cols() -> String {
+        Self::cols()
+    }
+    /// Binds [`Table::insert_cols`], in order.
+    fn bind_insert<'q>(&'q self, q: PgQuery<'q>) -> PgQuery<'q>;
+    /// The kind's own columns an update writes besides the metadata
+    /// ([`PgTx::update_named`]).
+    const OWN: &'static [&'static str] = &[];
+    /// Binds [`Table::OWN`], in order.
+    fn bind_own<'q>(&self, q: PgQuery<'q>) -> PgQuery<'q> {
+        q
+    }
+}
+
+#[async_trait]
+impl<K: Table> NamedTx<K> for PgTx {
+    #[tracing::instrument(level = "debug", skip_all, fields(table = K::TABLE))]
+    async fn named_insert(&mut self, x: &K) -> StoreResult<()> {
+        let cols = K::insert_cols();
+        let values: Vec<String> = (1..=cols.split(',').count())
+            .map(|i| format!("${i}"))
+            .collect();
+        let sql = format!(
+            "INSERT INTO {} ({cols}) VALUES ({})",
+            K::TABLE,
+            values.join(",")
+        );
+        self.insert_guarded(x.bind_insert(sqlx::query(&sql))).await
+    }
+
+    #[tracing::instrument(level = "debug", skip_all, fields(table = K::TABLE))]
+    async fn named_get(&mut self, id: Uuid) -> StoreResult<Option<K>> {
+        self.named_by_id(id).await
+    }
+
+    #[tracing::instrument(level = "debug", skip_all, fields(table = K::TABLE))]
+    async fn named_by_name(&mut self, scope: K::Scope, name: &str) -> StoreResult<Option<K>> {
+        self.named(scope, name).await
+    }
+
+    #[tracing::instrument(level = "debug", skip_all, fields(table = K::TABLE))]
+    async fn named_list(&mut self, scope: K::Scope) -> StoreResult<Vec<K>> {
+        self.all_named(scope).await
+    }
+
+    #[tracing::instrument(level = "debug", skip_all, fields(table = K::TABLE))]
+    async fn named_update(&mut self, x: &K, expected_rv: i64) -> StoreResult<K> {
+        self.update_named(
+            (x.id(), expected_rv),
+            (x.meta(), x.updated_at()),
+            (K::OWN, |q| x.bind_own(q)),
+            x.what(),
+        )
+        .await
+    }
+
+    #[tracing::instrument(level = "debug", skip_all, fields(table = K::TABLE))]
+    async fn named_delete(&mut self, id: Uuid) -> StoreResult<bool> {
+        self.delete_named::<K>(id).await
+    }
+}
+
 impl PgTx {
     /// The row with this id.
     pub(super) async fn named_by_id<T: Named>(&mut self, id: Uuid) -> StoreResult<Option<T>> {
@@ -29,63 +136,49 @@ impl PgTx {
         self.row(sqlx::query(&sql).bind(id), T::from_row).await
     }
 
-    /// The row named `name` (in `scope`, for a project-scoped kind).
+    /// The row named `name` in `scope`.
     pub(super) async fn named<T: Named>(
         &mut self,
-        scope: Option<Uuid>,
+        scope: T::Scope,
         name: &str,
     ) -> StoreResult<Option<T>> {
-        let (cols, table, name_col) = (T::cols(), T::TABLE, T::NAME);
-        let row = match (T::SCOPE, scope) {
-            (Some(col), Some(id)) => {
-                let sql =
-                    format!("SELECT {cols} FROM {table} WHERE {col} = $1 AND {name_col} = $2");
-                sqlx::query(&sql)
-                    .bind(id)
-                    .bind(name)
-                    .fetch_optional(self.conn())
-                    .await
-            }
-            _ => {
-                let sql = format!("SELECT {cols} FROM {table} WHERE {name_col} = $1");
-                sqlx::query(&sql)
-                    .bind(name)
-                    .fetch_optional(self.conn())
-                    .await
-            }
-        }
-        .map_err(db_err)?;
-        row.as_ref().map(T::from_row).transpose()
+        let sql = format!(
+            "SELECT {} FROM {} WHERE {} AND {} = ${}",
+            T::cols(),
+            T::TABLE,
+            T::Scope::SQL,
+            T::NAME,
+            T::Scope::BINDS + 1
+        );
+        let q = scope.bind(sqlx::query(&sql)).bind(name);
+        self.row(q, T::from_row).await
     }
 
-    /// Every row (of `scope`, for a project-scoped kind) in
-    /// [`Named::ORDER`].
-    pub(super) async fn all_named<T: Named>(&mut self, scope: Option<Uuid>) -> StoreResult<Vec<T>> {
-        let (cols, table, order) = (T::cols(), T::TABLE, T::ORDER);
-        let rows = match (T::SCOPE, scope) {
-            (Some(col), Some(id)) => {
-                let sql = format!("SELECT {cols} FROM {table} WHERE {col} = $1 ORDER BY {order}");
-                sqlx::query(&sql).bind(id).fetch_all(self.conn()).await
-            }
-            _ => {
-                let sql = format!("SELECT {cols} FROM {table} ORDER BY {order}");
-                sqlx::query(&sql).fetch_all(self.conn()).await
-            }
-        }
-        .map_err(db_err)?;
-        all(rows, T::from_row)
+    /// Every row of `scope` in [`Named::ORDER`].
+    pub(super) async fn all_named<T: Named>(&mut self, scope: T::Scope) -> StoreResult<Vec<T>> {
+        let sql = format!(
+            "SELECT {} FROM {} WHERE {} ORDER BY {}",
+            T::cols(),
+            T::TABLE,
+            T::Scope::SQL,
+            T::ORDER
+        );
+        self.rows(scope.bind(sqlx::query(&sql)), T::from_row).await
     }
 
-    /// Deletes the row with this id; whether there was one. A row still
-    /// referenced is `Invalid` naming the constraint.
+    /// Deletes the row with this id; whether there was one. Under a
+    /// savepoint: a row still referenced is `Invalid` naming the
+    /// constraint, and the transaction stays usable.
     pub(super) async fn delete_named<T: Named>(&mut self, id: Uuid) -> StoreResult<bool> {
         let sql = format!("DELETE FROM {} WHERE id = $1", T::TABLE);
-        let r = sqlx::query(&sql)
-            .bind(id)
-            .execute(self.conn())
-            .await
-            .map_err(db_err_delete)?;
-        Ok(r.rows_affected() == 1)
+        self.savepoint().await?;
+        match sqlx::query(&sql).bind(id).execute(self.conn()).await {
+            Ok(r) => Ok(self.end_savepoint(Ok(r)).await?.rows_affected() == 1),
+            Err(e) => {
+                self.undo_savepoint().await?;
+                Err(db_err_delete(e))
+            }
+        }
     }
 
     /// Runs an insert under a savepoint, so a failed one (a taken key, a

@@ -1,14 +1,19 @@
 //! Row mapping: the column lists every query selects, rows to records and
 //! back (JSON columns, COPY text).
 
+use super::named::Table;
 use super::*;
+use crate::sources::{HealthState, SyncState};
+use crate::{Object, Schedule, Secret, Webhook};
 use pam_manifests::protocol::Capabilities;
 
 pub(super) const META_COLS: &str =
     "spec, labels, annotations, generation, resource_version, observed_generation, conditions";
 
+/// In the order [`super::named::Table::bind_insert`] binds.
 pub(super) fn project_cols() -> String {
-    format!("id, name, slug, description, status, {META_COLS}, created_at, updated_at")
+    let own = <Project as super::named::Table>::OWN.join(", ");
+    format!("id, slug, {own}, {META_COLS}, created_at, updated_at")
 }
 
 pub(super) fn work_item_cols() -> String {
@@ -69,12 +74,10 @@ pub(super) fn run_cols() -> String {
     )
 }
 
+/// In the order [`super::named::Table::bind_insert`] binds.
 pub(super) fn host_cols() -> String {
-    format!(
-        "id, name, platform, token_fingerprint, status, instance_id, instance_suspect, \
-         instance_flagged_at, last_seen_at, capacity, disabled, presented_instance_id, \
-         dispatch_labels, worker_labels, {META_COLS}, created_at, updated_at, capabilities"
-    )
+    let own = <Host as super::named::Table>::OWN.join(", ");
+    format!("id, name, status, {own}, {META_COLS}, created_at, updated_at")
 }
 
 pub(super) const TOKEN_COLS: &str =
@@ -380,4 +383,116 @@ pub(super) fn event_from_row(row: &PgRow) -> StoreResult<Event> {
 
 pub(super) fn all<T>(rows: Vec<PgRow>, f: fn(&PgRow) -> StoreResult<T>) -> StoreResult<Vec<T>> {
     rows.iter().map(f).collect()
+}
+
+pub(super) const SOURCE_STATUS_COLS: &str = "revision, attempted_revision, last_synced_at, \
+    last_attempt_at, sync_status, sync_message, health, health_message, errors, drift, \
+    departed, sync_requested_at";
+
+/// A text column holding one of an enum's values (the table's CHECK keeps
+/// it to them).
+pub(super) fn parse_text<T>(
+    row: &PgRow,
+    col: &str,
+    parse: fn(&str) -> Option<T>,
+) -> StoreResult<T> {
+    let text: String = get(row, col)?;
+    parse(&text)
+        .ok_or_else(|| StoreError::Database(format!("sources.{col}: unknown value {text:?}")))
+}
+
+pub(super) fn source_cols() -> String {
+    format!("id, name, {META_COLS}, {SOURCE_STATUS_COLS}, created_at, updated_at")
+}
+
+pub(super) fn source_from_row(row: &PgRow) -> StoreResult<Source> {
+    Ok(Source {
+        id: get(row, "id")?,
+        name: get(row, "name")?,
+        meta: meta_from_row(row)?,
+        status: SourceStatus {
+            revision: get(row, "revision")?,
+            attempted_revision: get(row, "attempted_revision")?,
+            last_synced_at: get(row, "last_synced_at")?,
+            last_attempt_at: get(row, "last_attempt_at")?,
+            sync: parse_text(row, "sync_status", SyncState::parse)?,
+            sync_message: get(row, "sync_message")?,
+            health: parse_text(row, "health", HealthState::parse)?,
+            health_message: get(row, "health_message")?,
+            errors: get(row, "errors")?,
+            drift: get(row, "drift")?,
+            departed: get(row, "departed")?,
+            sync_requested_at: get(row, "sync_requested_at")?,
+        },
+        created_at: get(row, "created_at")?,
+        updated_at: get(row, "updated_at")?,
+    })
+}
+
+pub(super) fn webhook_cols() -> String {
+    format!("id, name, {META_COLS}, created_at, updated_at")
+}
+
+pub(super) fn webhook_from_row(row: &PgRow) -> StoreResult<Webhook> {
+    Ok(Webhook {
+        id: get(row, "id")?,
+        name: get(row, "name")?,
+        meta: meta_from_row(row)?,
+        created_at: get(row, "created_at")?,
+        updated_at: get(row, "updated_at")?,
+    })
+}
+
+/// In the order [`Table::bind_insert`] binds.
+pub(super) fn secret_cols() -> String {
+    let own = Secret::OWN.join(", ");
+    format!("id, project_id, name, {META_COLS}, {own}, created_at, updated_at")
+}
+
+pub(super) fn secret_from_row(row: &PgRow) -> StoreResult<Secret> {
+    Ok(Secret {
+        id: get(row, "id")?,
+        project_id: get(row, "project_id")?,
+        name: get(row, "name")?,
+        meta: meta_from_row(row)?,
+        salt: get(row, "salt")?,
+        key_id: get(row, "key_id")?,
+        nonce: get(row, "nonce")?,
+        ciphertext: get(row, "ciphertext")?,
+        created_at: get(row, "created_at")?,
+        updated_at: get(row, "updated_at")?,
+    })
+}
+
+pub(super) fn schedule_cols() -> String {
+    format!("id, project_id, name, {META_COLS}, last_schedule_time, created_at, updated_at")
+}
+
+pub(super) fn schedule_from_row(row: &PgRow) -> StoreResult<Schedule> {
+    Ok(Schedule {
+        id: get(row, "id")?,
+        project_id: get(row, "project_id")?,
+        name: get(row, "name")?,
+        meta: meta_from_row(row)?,
+        last_schedule_time: get(row, "last_schedule_time")?,
+        created_at: get(row, "created_at")?,
+        updated_at: get(row, "updated_at")?,
+    })
+}
+
+pub(super) fn object_cols() -> String {
+    format!("id, kind, project_id, name, {META_COLS}, status, created_at, updated_at")
+}
+
+pub(super) fn object_from_row(row: &PgRow) -> StoreResult<Object> {
+    Ok(Object {
+        id: get(row, "id")?,
+        kind: get(row, "kind")?,
+        project_id: get(row, "project_id")?,
+        name: get(row, "name")?,
+        meta: meta_from_row(row)?,
+        status: get(row, "status")?,
+        created_at: get(row, "created_at")?,
+        updated_at: get(row, "updated_at")?,
+    })
 }

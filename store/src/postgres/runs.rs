@@ -87,7 +87,7 @@ impl RunTx for PgTx {
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn get_run_by_name(&mut self, project_id: Uuid, name: &str) -> StoreResult<Option<Run>> {
-        self.named(Some(project_id), name).await
+        self.named(project_id, name).await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
@@ -468,24 +468,6 @@ impl RunTx for PgTx {
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn count_runs_by_status(&mut self) -> StoreResult<Vec<(RunStatus, i64)>> {
-        let rows: Vec<(String, i64)> =
-            sqlx::query_as("SELECT status, count(*) FROM runs GROUP BY status ORDER BY status")
-                .fetch_all(self.conn())
-                .await
-                .map_err(db_err)?;
-        rows.into_iter()
-            .map(|(s, n)| Ok((s.parse().map_err(|e| corrupt("runs.status", e))?, n)))
-            .collect()
-    }
-}
-
-impl super::named::Named for Run {
-    const TABLE: &'static str = "runs";
-    const SCOPE: Option<&'static str> = Some("project_id");
-    fn cols() -> String {
-        run_cols()
-    }
-    fn from_row(row: &PgRow) -> StoreResult<Self> {
-        run_from_row(row)
+        self.count_by_status("runs").await
     }
 }

@@ -1,77 +1,12 @@
 use super::*;
 use crate::Schedule;
 
-fn schedule_cols() -> String {
-    format!("id, project_id, name, {META_COLS}, last_schedule_time, created_at, updated_at")
-}
-
-fn schedule_from_row(row: &PgRow) -> StoreResult<Schedule> {
-    Ok(Schedule {
-        id: get(row, "id")?,
-        project_id: get(row, "project_id")?,
-        name: get(row, "name")?,
-        meta: meta_from_row(row)?,
-        last_schedule_time: get(row, "last_schedule_time")?,
-        created_at: get(row, "created_at")?,
-        updated_at: get(row, "updated_at")?,
-    })
-}
-
 #[async_trait]
 impl ScheduleTx for PgTx {
-    #[tracing::instrument(level = "debug", skip_all)]
-    async fn insert_schedule(&mut self, s: &Schedule) -> StoreResult<()> {
-        let sql = insert_sql::<Schedule>();
-        let q = sqlx::query(&sql)
-            .bind(s.id)
-            .bind(s.project_id)
-            .bind(&s.name);
-        let q = bind_meta!(q, s.meta)
-            .bind(s.last_schedule_time)
-            .bind(s.created_at)
-            .bind(s.updated_at);
-        self.insert_guarded(q).await
-    }
-
-    #[tracing::instrument(level = "debug", skip_all)]
-    async fn get_schedule(&mut self, id: Uuid) -> StoreResult<Option<Schedule>> {
-        self.named_by_id(id).await
-    }
-
-    #[tracing::instrument(level = "debug", skip_all)]
-    async fn get_schedule_by_name(
-        &mut self,
-        project_id: Uuid,
-        name: &str,
-    ) -> StoreResult<Option<Schedule>> {
-        self.named(Some(project_id), name).await
-    }
-
-    #[tracing::instrument(level = "debug", skip_all)]
-    async fn list_schedules(&mut self, project_id: Uuid) -> StoreResult<Vec<Schedule>> {
-        self.all_named(Some(project_id)).await
-    }
-
     #[tracing::instrument(level = "debug", skip_all)]
     async fn list_all_schedules(&mut self) -> StoreResult<Vec<Schedule>> {
         let sql = format!("SELECT {} FROM schedules ORDER BY id", schedule_cols());
         self.rows(sqlx::query(&sql), schedule_from_row).await
-    }
-
-    #[tracing::instrument(level = "debug", skip_all)]
-    async fn update_schedule(&mut self, s: &Schedule, expected_rv: i64) -> StoreResult<Schedule> {
-        self.update_named(
-            (s.id, expected_rv),
-            (&s.meta, s.updated_at),
-            (&[], |q| q),
-            format!("schedule {}", s.id),
-        )
-        .await
-    }
-
-    #[tracing::instrument(level = "debug", skip_all)]
-    async fn delete_schedule(&mut self, id: Uuid) -> StoreResult<bool> {
-        self.delete_named::<Schedule>(id).await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
@@ -129,16 +64,5 @@ impl ScheduleTx for PgTx {
         rows.iter()
             .map(|row| Ok((get(row, "scheduled_at")?, run_from_row(row)?)))
             .collect()
-    }
-}
-
-impl super::named::Named for Schedule {
-    const TABLE: &'static str = "schedules";
-    const SCOPE: Option<&'static str> = Some("project_id");
-    fn cols() -> String {
-        schedule_cols()
-    }
-    fn from_row(row: &PgRow) -> StoreResult<Self> {
-        schedule_from_row(row)
     }
 }

@@ -1,47 +1,6 @@
 use super::*;
-use crate::sources::{HealthState, SyncState};
-
-const SOURCE_STATUS_COLS: &str = "revision, attempted_revision, last_synced_at, \
-    last_attempt_at, sync_status, sync_message, health, health_message, errors, drift, \
-    departed, sync_requested_at";
-
-fn source_cols() -> String {
-    format!("id, name, {META_COLS}, {SOURCE_STATUS_COLS}, created_at, updated_at")
-}
 
 const OBJECT_COLS: &str = "source_id, kind, object_id, project, name, declared, file";
-
-fn source_from_row(row: &PgRow) -> StoreResult<Source> {
-    Ok(Source {
-        id: get(row, "id")?,
-        name: get(row, "name")?,
-        meta: meta_from_row(row)?,
-        status: SourceStatus {
-            revision: get(row, "revision")?,
-            attempted_revision: get(row, "attempted_revision")?,
-            last_synced_at: get(row, "last_synced_at")?,
-            last_attempt_at: get(row, "last_attempt_at")?,
-            sync: parse_text(row, "sync_status", SyncState::parse)?,
-            sync_message: get(row, "sync_message")?,
-            health: parse_text(row, "health", HealthState::parse)?,
-            health_message: get(row, "health_message")?,
-            errors: get(row, "errors")?,
-            drift: get(row, "drift")?,
-            departed: get(row, "departed")?,
-            sync_requested_at: get(row, "sync_requested_at")?,
-        },
-        created_at: get(row, "created_at")?,
-        updated_at: get(row, "updated_at")?,
-    })
-}
-
-/// A text column holding one of an enum's values (the table's CHECK keeps
-/// it to them).
-fn parse_text<T>(row: &PgRow, col: &str, parse: fn(&str) -> Option<T>) -> StoreResult<T> {
-    let text: String = get(row, col)?;
-    parse(&text)
-        .ok_or_else(|| StoreError::Database(format!("sources.{col}: unknown value {text:?}")))
-}
 
 fn object_from_row(row: &PgRow) -> StoreResult<SourceObject> {
     Ok(SourceObject {
@@ -57,45 +16,6 @@ fn object_from_row(row: &PgRow) -> StoreResult<SourceObject> {
 
 #[async_trait]
 impl SourceTx for PgTx {
-    #[tracing::instrument(level = "debug", skip_all)]
-    async fn insert_source(&mut self, s: &Source) -> StoreResult<()> {
-        self.insert_named(
-            "sources",
-            s.id,
-            &s.name,
-            &s.meta,
-            s.created_at,
-            s.updated_at,
-        )
-        .await
-    }
-
-    #[tracing::instrument(level = "debug", skip_all)]
-    async fn get_source(&mut self, id: Uuid) -> StoreResult<Option<Source>> {
-        self.named_by_id(id).await
-    }
-
-    #[tracing::instrument(level = "debug", skip_all)]
-    async fn get_source_by_name(&mut self, name: &str) -> StoreResult<Option<Source>> {
-        self.named(None, name).await
-    }
-
-    #[tracing::instrument(level = "debug", skip_all)]
-    async fn list_sources(&mut self) -> StoreResult<Vec<Source>> {
-        self.all_named(None).await
-    }
-
-    #[tracing::instrument(level = "debug", skip_all)]
-    async fn update_source(&mut self, s: &Source, expected_rv: i64) -> StoreResult<Source> {
-        self.update_named(
-            (s.id, expected_rv),
-            (&s.meta, s.updated_at),
-            (&[], |q| q),
-            format!("source {}", s.name),
-        )
-        .await
-    }
-
     #[tracing::instrument(level = "debug", skip_all)]
     async fn write_source_status(
         &mut self,
@@ -114,7 +34,7 @@ impl SourceTx for PgTx {
              WHERE id = $1 RETURNING {}",
             source_cols()
         );
-        let row = sqlx::query(&sql)
+        let q = sqlx::query(&sql)
             .bind(s.id)
             .bind(&st.revision)
             .bind(&st.attempted_revision)
@@ -131,14 +51,8 @@ impl SourceTx for PgTx {
             .bind(s.updated_at)
             .bind(clear_request)
             .bind(st.sync_requested_at)
-            .bind(&st.departed)
-            .fetch_optional(self.conn())
-            .await
-            .map_err(db_err)?;
-        match row {
-            Some(row) => source_from_row(&row),
-            None => Err(StoreError::NotFound(format!("sources {}", s.id))),
-        }
+            .bind(&st.departed);
+        self.written(q, ("sources", s.id), source_from_row).await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
@@ -148,21 +62,8 @@ impl SourceTx for PgTx {
              WHERE id = $1 RETURNING {}",
             source_cols()
         );
-        let row = sqlx::query(&sql)
-            .bind(id)
-            .bind(at)
-            .fetch_optional(self.conn())
-            .await
-            .map_err(db_err)?;
-        match row {
-            Some(row) => source_from_row(&row),
-            None => Err(StoreError::NotFound(format!("sources {id}"))),
-        }
-    }
-
-    #[tracing::instrument(level = "debug", skip_all)]
-    async fn delete_source(&mut self, id: Uuid) -> StoreResult<bool> {
-        self.delete_named::<Source>(id).await
+        let q = sqlx::query(&sql).bind(id).bind(at);
+        self.written(q, ("sources", id), source_from_row).await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
@@ -352,16 +253,5 @@ impl SourceTx for PgTx {
             });
         }
         Ok(out)
-    }
-}
-
-impl super::named::Named for Source {
-    const TABLE: &'static str = "sources";
-    const SCOPE: Option<&'static str> = None;
-    fn cols() -> String {
-        source_cols()
-    }
-    fn from_row(row: &PgRow) -> StoreResult<Self> {
-        source_from_row(row)
     }
 }

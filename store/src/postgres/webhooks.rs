@@ -1,22 +1,8 @@
 use super::*;
 use crate::webhooks::{Delivery, DeliveryFilter, DeliveryOutcome, DeliveryStatus, Webhook};
 
-fn webhook_cols() -> String {
-    format!("id, name, {META_COLS}, created_at, updated_at")
-}
-
 const DELIVERY_COLS: &str = "id, webhook_id, event_seq, topic, payload, status, attempts, \
     next_attempt_at, last_attempt_at, last_code, last_error, created_at";
-
-fn webhook_from_row(row: &PgRow) -> StoreResult<Webhook> {
-    Ok(Webhook {
-        id: get(row, "id")?,
-        name: get(row, "name")?,
-        meta: meta_from_row(row)?,
-        created_at: get(row, "created_at")?,
-        updated_at: get(row, "updated_at")?,
-    })
-}
 
 fn delivery_from_row(row: &PgRow) -> StoreResult<Delivery> {
     let status: String = get(row, "status")?;
@@ -44,50 +30,6 @@ impl PgTx {
 
 #[async_trait]
 impl WebhookTx for PgTx {
-    #[tracing::instrument(level = "debug", skip_all)]
-    async fn insert_webhook(&mut self, w: &Webhook) -> StoreResult<()> {
-        self.insert_named(
-            "webhooks",
-            w.id,
-            &w.name,
-            &w.meta,
-            w.created_at,
-            w.updated_at,
-        )
-        .await
-    }
-
-    #[tracing::instrument(level = "debug", skip_all)]
-    async fn get_webhook(&mut self, id: Uuid) -> StoreResult<Option<Webhook>> {
-        self.named_by_id(id).await
-    }
-
-    #[tracing::instrument(level = "debug", skip_all)]
-    async fn get_webhook_by_name(&mut self, name: &str) -> StoreResult<Option<Webhook>> {
-        self.named(None, name).await
-    }
-
-    #[tracing::instrument(level = "debug", skip_all)]
-    async fn list_webhooks(&mut self) -> StoreResult<Vec<Webhook>> {
-        self.all_named(None).await
-    }
-
-    #[tracing::instrument(level = "debug", skip_all)]
-    async fn update_webhook(&mut self, w: &Webhook, expected_rv: i64) -> StoreResult<Webhook> {
-        self.update_named(
-            (w.id, expected_rv),
-            (&w.meta, w.updated_at),
-            (&[], |q| q),
-            format!("webhook {}", w.name),
-        )
-        .await
-    }
-
-    #[tracing::instrument(level = "debug", skip_all)]
-    async fn delete_webhook(&mut self, id: Uuid) -> StoreResult<bool> {
-        self.delete_named::<Webhook>(id).await
-    }
-
     #[tracing::instrument(level = "debug", skip_all)]
     async fn webhook_targets(&mut self) -> StoreResult<Vec<(Webhook, Vec<Uuid>)>> {
         let sql = format!(
@@ -203,16 +145,9 @@ impl WebhookTx for PgTx {
             "UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = $2 \
              WHERE id = $1 RETURNING {DELIVERY_COLS}"
         );
-        let row = sqlx::query(&sql)
-            .bind(id)
-            .bind(now)
-            .fetch_optional(self.conn())
+        let q = sqlx::query(&sql).bind(id).bind(now);
+        self.written(q, ("webhook_deliveries", id), delivery_from_row)
             .await
-            .map_err(db_err)?;
-        match row {
-            Some(row) => delivery_from_row(&row),
-            None => Err(StoreError::NotFound(format!("webhook_deliveries {id}"))),
-        }
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
@@ -255,16 +190,5 @@ impl WebhookTx for PgTx {
         )
         .bind(cutoff);
         self.exec(q).await
-    }
-}
-
-impl super::named::Named for Webhook {
-    const TABLE: &'static str = "webhooks";
-    const SCOPE: Option<&'static str> = None;
-    fn cols() -> String {
-        webhook_cols()
-    }
-    fn from_row(row: &PgRow) -> StoreResult<Self> {
-        webhook_from_row(row)
     }
 }

@@ -144,12 +144,12 @@ impl WorkItemTx for PgTx {
         project_id: Uuid,
         name: &str,
     ) -> StoreResult<Option<WorkItem>> {
-        self.named(Some(project_id), name).await
+        self.named(project_id, name).await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn list_work_items(&mut self, project_id: Uuid) -> StoreResult<Vec<WorkItem>> {
-        self.all_named(Some(project_id)).await
+        self.all_named(project_id).await
     }
 
     #[tracing::instrument(level = "debug", skip_all, fields(names = names.len()))]
@@ -352,18 +352,5 @@ impl WorkItemTx for PgTx {
     #[tracing::instrument(level = "debug", skip_all)]
     async fn delete_work_item(&mut self, id: Uuid) -> StoreResult<bool> {
         self.delete_named::<WorkItem>(id).await
-    }
-}
-
-impl super::named::Named for WorkItem {
-    const TABLE: &'static str = "work_items";
-    const SCOPE: Option<&'static str> = Some("project_id");
-    /// Tree order: a parent before its children, siblings by `sort_order`.
-    const ORDER: &'static str = "path COLLATE \"C\", sort_order, id";
-    fn cols() -> String {
-        work_item_cols()
-    }
-    fn from_row(row: &PgRow) -> StoreResult<Self> {
-        work_item_from_row(row)
     }
 }

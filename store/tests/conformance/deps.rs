@@ -8,7 +8,7 @@ use super::*;
 async fn tasks(s: &dyn Store, names: &[&str]) -> (Project, Vec<WorkItem>) {
     let p = project("deps");
     let mut tx = s.begin().await.unwrap();
-    tx.insert_project(&p).await.unwrap();
+    tx.insert(&p).await.unwrap();
     let mut v = Vec::new();
     for n in names {
         v.push(tx.insert_work_item(&item(&p, None, n)).await.unwrap());
@@ -72,7 +72,7 @@ pub async fn deps_set_list_and_checks(s: &dyn Store) {
         StoreError::Invalid(_)
     );
     let other = project("other");
-    tx.insert_project(&other).await.unwrap();
+    tx.insert(&other).await.unwrap();
     let x = tx.insert_work_item(&item(&other, None, "x")).await.unwrap();
     assert_err!(
         tx.set_dependencies(c.id, &[x.id]).await,

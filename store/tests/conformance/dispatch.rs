@@ -85,7 +85,7 @@ pub async fn claim_runs_keep_worker_reported_labels_apart(s: &dyn Store) {
     insert_hosts(s, &[&reporter, &operator_set]).await;
     // Stored and read back as is, in both stores.
     let mut tx = s.begin().await.unwrap();
-    let read = tx.get_host(reporter.id).await.unwrap().unwrap();
+    let read = tx.get::<Host>(reporter.id).await.unwrap().unwrap();
     tx.commit().await.unwrap();
     assert_eq!(read.worker_labels, reporter.worker_labels);
     assert_eq!(
@@ -148,7 +148,7 @@ pub async fn claim_runs_match_the_hosts_providers_and_versions(s: &dyn Store) {
     insert_hosts(s, &[&new_claude, &old_claude, &exec_only, &legacy]).await;
     // Stored and read back as is.
     let mut tx = s.begin().await.unwrap();
-    let read = tx.get_host(new_claude.id).await.unwrap().unwrap();
+    let read = tx.get::<Host>(new_claude.id).await.unwrap().unwrap();
     tx.commit().await.unwrap();
     assert_eq!(read.capabilities, new_claude.capabilities);
 

@@ -7,10 +7,10 @@ pub async fn host_crud_and_update(s: &dyn Store) {
     insert_hosts(s, &[&b, &a]).await;
     let mut tx = s.begin().await.unwrap();
     assert_err!(
-        tx.insert_host(&host("a", &[])).await,
+        tx.insert(&host("a", &[])).await,
         StoreError::AlreadyExists(_)
     );
-    let names = names_of(tx.list_hosts().await, |h| &h.name);
+    let names = names_of(tx.list::<Host>(()).await, |h| &h.name);
     assert_eq!(names, ["a", "b"]);
     let mut next = a.clone();
     next.last_seen_at = Some(t(5));
@@ -22,10 +22,10 @@ pub async fn host_crud_and_update(s: &dyn Store) {
     next.updated_at = t(5);
     next.status = HostStatus::Online; // not written by update_host
     next.name = "renamed".into(); // nor this
-    let got = tx.update_host(&next, 1).await.unwrap();
-    assert_err!(tx.update_host(&next, 1).await, StoreError::Conflict(_));
+    let got = tx.update(&next, 1).await.unwrap();
+    assert_err!(tx.update(&next, 1).await, StoreError::Conflict(_));
     assert_err!(
-        tx.update_host(&host("gone", &[]), 1).await,
+        tx.update(&host("gone", &[]), 1).await,
         StoreError::NotFound(_)
     );
     tx.commit().await.unwrap();
@@ -35,9 +35,9 @@ pub async fn host_crud_and_update(s: &dyn Store) {
     want.meta.resource_version = 2;
     assert_eq!(got, want);
     let mut tx = s.begin().await.unwrap();
-    assert_eq!(tx.get_host_by_name("a").await.unwrap(), Some(want));
-    assert!(tx.delete_host(b.id).await.unwrap());
-    assert!(!tx.delete_host(b.id).await.unwrap());
+    assert_eq!(tx.by_name::<Host>((), "a").await.unwrap(), Some(want));
+    assert!(tx.delete::<Host>(b.id).await.unwrap());
+    assert!(!tx.delete::<Host>(b.id).await.unwrap());
 }
 
 pub async fn host_status_guarded(s: &dyn Store) {
@@ -72,7 +72,7 @@ pub async fn host_status_guarded(s: &dyn Store) {
     assert_eq!(got.meta.resource_version, 2);
     tx.commit().await.unwrap();
     let mut tx = s.begin().await.unwrap();
-    assert_eq!(tx.get_host(h.id).await.unwrap(), Some(got));
+    assert_eq!(tx.get::<Host>(h.id).await.unwrap(), Some(got));
 }
 
 pub async fn list_silent_hosts(s: &dyn Store) {
@@ -106,13 +106,13 @@ pub async fn delete_host_refused_while_referenced(s: &dyn Store) {
     r.status = RunStatus::Running;
     insert_runs(s, std::slice::from_ref(&r)).await;
     let mut tx = s.begin().await.unwrap();
-    assert_err!(tx.delete_host(h.id).await, StoreError::Invalid(_));
+    assert_err!(tx.delete::<Host>(h.id).await, StoreError::Invalid(_));
     assert!(tx.delete_run(r.id).await.unwrap());
     assert!(!tx.delete_run(r.id).await.unwrap());
-    assert!(tx.delete_host(h.id).await.unwrap());
+    assert!(tx.delete::<Host>(h.id).await.unwrap());
     tx.commit().await.unwrap();
     let mut tx = s.begin().await.unwrap();
-    assert!(tx.list_hosts().await.unwrap().is_empty());
+    assert!(tx.list::<Host>(()).await.unwrap().is_empty());
 }
 
 /// The heartbeat batch's reads and write (issue 33): hosts by names, the
@@ -162,7 +162,7 @@ pub async fn host_batch_reads_and_touch(s: &dyn Store) {
     tx.commit().await.unwrap();
     let mut tx = s.begin().await.unwrap();
     for (h, seen, rv) in [(&a, Some(t(9)), 2), (&b, None, 1), (&c, Some(t(9)), 2)] {
-        let got = tx.get_host(h.id).await.unwrap().unwrap();
+        let got = tx.get::<Host>(h.id).await.unwrap().unwrap();
         let mut want = h.clone();
         want.last_seen_at = seen;
         want.meta.resource_version = rv;

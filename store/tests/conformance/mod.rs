@@ -219,7 +219,7 @@ fn token(name: &str, kind: TokenKind, fp: &str, at: i64) -> ApiToken {
 async fn seed(s: &dyn Store) -> (Project, WorkItem) {
     let p = project("seed");
     let mut tx = s.begin().await.unwrap();
-    tx.insert_project(&p).await.unwrap();
+    tx.insert(&p).await.unwrap();
     let task = tx.insert_work_item(&item(&p, None, "task")).await.unwrap();
     tx.commit().await.unwrap();
     (p, task)
@@ -229,8 +229,8 @@ async fn seed(s: &dyn Store) -> (Project, WorkItem) {
 /// between two projects).
 async fn projects_p_q(tx: &mut dyn Tx) -> (Project, Project) {
     let (p, q) = (project("p"), project("q"));
-    tx.insert_project(&p).await.unwrap();
-    tx.insert_project(&q).await.unwrap();
+    tx.insert(&p).await.unwrap();
+    tx.insert(&q).await.unwrap();
     (p, q)
 }
 
@@ -245,7 +245,7 @@ async fn insert_runs(s: &dyn Store, runs: &[Run]) {
 async fn insert_hosts(s: &dyn Store, hosts: &[&Host]) {
     let mut tx = s.begin().await.unwrap();
     for h in hosts {
-        tx.insert_host(h).await.unwrap();
+        tx.insert(*h).await.unwrap();
     }
     tx.commit().await.unwrap();
 }
@@ -267,7 +267,7 @@ async fn get_run(s: &dyn Store, id: Uuid) -> Run {
 async fn other_project(s: &dyn Store, slug: &str) -> (Project, WorkItem) {
     let q = project(slug);
     let mut tx = s.begin().await.unwrap();
-    tx.insert_project(&q).await.unwrap();
+    tx.insert(&q).await.unwrap();
     let q_task = tx.insert_work_item(&item(&q, None, "qt")).await.unwrap();
     tx.commit().await.unwrap();
     (q, q_task)

@@ -29,53 +29,60 @@ pub async fn objects_keyed_by_kind_scope_and_name(s: &dyn Store) {
     let other_kind = object("Gadget", None, "a-role");
     let scoped = object("Role", Some(p.id), "a-role");
     let mut tx = s.begin().await.unwrap();
-    tx.insert_project(&p).await.unwrap();
+    tx.insert(&p).await.unwrap();
     for o in [&a, &b, &other_kind, &scoped] {
-        tx.insert_object(o).await.unwrap();
+        tx.insert(o).await.unwrap();
     }
     assert_err!(
-        tx.insert_object(&object("Role", None, "a-role")).await,
+        tx.insert(&object("Role", None, "a-role")).await,
         StoreError::AlreadyExists(_)
     );
     assert_err!(
-        tx.insert_object(&object("Role", Some(p.id), "a-role"))
-            .await,
+        tx.insert(&object("Role", Some(p.id), "a-role")).await,
         StoreError::AlreadyExists(_)
     );
     assert_err!(
-        tx.insert_object(&object("Role", Some(Uuid::new_v4()), "x"))
-            .await,
+        tx.insert(&object("Role", Some(Uuid::new_v4()), "x")).await,
         StoreError::NotFound(_)
     );
     // The transaction is still usable after the refusals.
-    tx.insert_object(&object("Role", None, "c-role"))
-        .await
-        .unwrap();
+    tx.insert(&object("Role", None, "c-role")).await.unwrap();
     tx.commit().await.unwrap();
 
     let mut tx = s.begin().await.unwrap();
-    let names = names_of(tx.list_objects("Role", None).await, |o| &o.name);
+    let names = names_of(tx.list::<Object>(("Role".into(), None)).await, |o| &o.name);
     assert_eq!(names, ["a-role", "b-role", "c-role"]);
-    let names = names_of(tx.list_objects("Role", Some(p.id)).await, |o| &o.name);
+    let names = names_of(tx.list::<Object>(("Role".into(), Some(p.id))).await, |o| {
+        &o.name
+    });
     assert_eq!(names, ["a-role"]);
-    let names = names_of(tx.list_objects("Gadget", None).await, |o| &o.name);
+    let names = names_of(tx.list::<Object>(("Gadget".into(), None)).await, |o| {
+        &o.name
+    });
     assert_eq!(names, ["a-role"]);
-    assert!(tx.list_objects("Nothing", None).await.unwrap().is_empty());
-    let got = tx.get_object_by_name("Role", None, "a-role").await.unwrap();
+    assert!(tx
+        .list::<Object>(("Nothing".into(), None))
+        .await
+        .unwrap()
+        .is_empty());
+    let got = tx
+        .by_name::<Object>(("Role".into(), None), "a-role")
+        .await
+        .unwrap();
     assert_eq!(got.as_ref().map(|o| o.id), Some(b.id));
     assert_eq!(got.unwrap(), b, "round-trips whole");
     let got = tx
-        .get_object_by_name("Role", Some(p.id), "a-role")
+        .by_name::<Object>(("Role".into(), Some(p.id)), "a-role")
         .await
         .unwrap();
     assert_eq!(got.map(|o| o.id), Some(scoped.id));
     let got = tx
-        .get_object_by_name("Gadget", None, "b-role")
+        .by_name::<Object>(("Gadget".into(), None), "b-role")
         .await
         .unwrap();
     assert!(got.is_none());
-    assert_eq!(tx.get_object(a.id).await.unwrap(), Some(a.clone()));
-    assert!(tx.get_object(Uuid::new_v4()).await.unwrap().is_none());
+    assert_eq!(tx.get::<Object>(a.id).await.unwrap(), Some(a.clone()));
+    assert!(tx.get::<Object>(Uuid::new_v4()).await.unwrap().is_none());
     let inside = ids(&tx.objects_in_project(p.id).await.unwrap(), |o| o.id);
     assert_eq!(inside, [scoped.id]);
 }
@@ -85,9 +92,9 @@ pub async fn object_update_guarded_and_deleted_with_project(s: &dyn Store) {
     let a = object("Role", None, "reader");
     let scoped = object("Role", Some(p.id), "local");
     let mut tx = s.begin().await.unwrap();
-    tx.insert_project(&p).await.unwrap();
-    tx.insert_object(&a).await.unwrap();
-    tx.insert_object(&scoped).await.unwrap();
+    tx.insert(&p).await.unwrap();
+    tx.insert(&a).await.unwrap();
+    tx.insert(&scoped).await.unwrap();
     tx.commit().await.unwrap();
 
     let mut tx = s.begin().await.unwrap();
@@ -96,26 +103,26 @@ pub async fn object_update_guarded_and_deleted_with_project(s: &dyn Store) {
     changed.meta.generation = 2;
     changed.status = json!({"note": "seen"});
     changed.updated_at = t(5);
-    let written = tx.update_object(&changed, 1).await.unwrap();
+    let written = tx.update(&changed, 1).await.unwrap();
     assert_eq!(written.meta.resource_version, 2);
     assert_eq!(written.meta.spec, json!({"rules": []}));
     assert_eq!(written.status, json!({"note": "seen"}));
     assert_eq!(written.updated_at, t(5));
     // A stale version is a Conflict naming the object; a gone one NotFound.
-    match tx.update_object(&changed, 1).await {
+    match tx.update(&changed, 1).await {
         Err(StoreError::Conflict(m)) => assert!(m.contains("role reader"), "{m}"),
         other => panic!("expected a Conflict, got {:?}", other.map(|_| "Ok(..)")),
     }
     let mut gone = object("Role", None, "gone");
     gone.meta.resource_version = 1;
-    assert_err!(tx.update_object(&gone, 1).await, StoreError::NotFound(_));
+    assert_err!(tx.update(&gone, 1).await, StoreError::NotFound(_));
     tx.commit().await.unwrap();
 
     let mut tx = s.begin().await.unwrap();
-    assert_eq!(tx.get_object(a.id).await.unwrap(), Some(written));
-    assert!(tx.delete_object(a.id).await.unwrap());
-    assert!(!tx.delete_object(a.id).await.unwrap());
-    assert!(tx.delete_project(p.id).await.unwrap());
-    assert!(tx.get_object(scoped.id).await.unwrap().is_none());
+    assert_eq!(tx.get::<Object>(a.id).await.unwrap(), Some(written));
+    assert!(tx.delete::<Object>(a.id).await.unwrap());
+    assert!(!tx.delete::<Object>(a.id).await.unwrap());
+    assert!(tx.delete::<Project>(p.id).await.unwrap());
+    assert!(tx.get::<Object>(scoped.id).await.unwrap().is_none());
     tx.commit().await.unwrap();
 }

@@ -6,15 +6,18 @@ pub async fn project_crud(s: &dyn Store) {
     let (b, a, c) = (project("b"), project("a"), project("c"));
     let mut tx = s.begin().await.unwrap();
     for p in [&b, &a, &c] {
-        tx.insert_project(p).await.unwrap();
+        tx.insert(p).await.unwrap();
     }
     tx.commit().await.unwrap();
 
     let mut tx = s.begin().await.unwrap();
-    assert_eq!(tx.get_project(a.id).await.unwrap(), Some(a.clone()));
-    assert_eq!(tx.get_project_by_slug("b").await.unwrap(), Some(b.clone()));
-    assert_eq!(tx.get_project_by_slug("zz").await.unwrap(), None);
-    let slugs = names_of(tx.list_projects().await, |p| &p.slug);
+    assert_eq!(tx.get::<Project>(a.id).await.unwrap(), Some(a.clone()));
+    assert_eq!(
+        tx.by_name::<Project>((), "b").await.unwrap(),
+        Some(b.clone())
+    );
+    assert_eq!(tx.by_name::<Project>((), "zz").await.unwrap(), None);
+    let slugs = names_of(tx.list::<Project>(()).await, |p| &p.slug);
     assert_eq!(slugs, ["a", "b", "c"]);
 
     let mut changed = a.clone();
@@ -22,56 +25,53 @@ pub async fn project_crud(s: &dyn Store) {
     changed.status = ProjectStatus::Archived;
     changed.slug = "ignored".into();
     changed.updated_at = t(5);
-    let stored = tx.update_project(&changed, 1).await.unwrap();
+    let stored = tx.update(&changed, 1).await.unwrap();
     assert_eq!(stored.name, "Renamed");
     assert_eq!(stored.status, ProjectStatus::Archived);
     assert_eq!(stored.slug, "a", "the slug is not written by update");
     assert_eq!(stored.meta.resource_version, 2);
     assert_eq!(stored.updated_at, t(5));
 
-    assert!(tx.delete_project(c.id).await.unwrap());
-    assert!(!tx.delete_project(c.id).await.unwrap());
+    assert!(tx.delete::<Project>(c.id).await.unwrap());
+    assert!(!tx.delete::<Project>(c.id).await.unwrap());
     tx.commit().await.unwrap();
 
     let mut tx = s.begin().await.unwrap();
-    assert_eq!(tx.get_project(c.id).await.unwrap(), None);
-    assert_eq!(tx.get_project(a.id).await.unwrap(), Some(stored));
+    assert_eq!(tx.get::<Project>(c.id).await.unwrap(), None);
+    assert_eq!(tx.get::<Project>(a.id).await.unwrap(), Some(stored));
 }
 
 pub async fn project_slug_unique_and_tx_usable_after(s: &dyn Store) {
     let mut tx = s.begin().await.unwrap();
-    tx.insert_project(&project("x")).await.unwrap();
-    assert_err!(
-        tx.insert_project(&project("x")).await,
-        StoreError::AlreadyExists(_)
-    );
+    tx.insert(&project("x")).await.unwrap();
+    assert_err!(tx.insert(&project("x")).await, StoreError::AlreadyExists(_));
     // A failed insert leaves the transaction usable.
-    tx.insert_project(&project("y")).await.unwrap();
+    tx.insert(&project("y")).await.unwrap();
     tx.commit().await.unwrap();
     let mut tx = s.begin().await.unwrap();
-    assert_eq!(tx.list_projects().await.unwrap().len(), 2);
+    assert_eq!(tx.list::<Project>(()).await.unwrap().len(), 2);
 }
 
 pub async fn project_update_guarded_by_resource_version(s: &dyn Store) {
     let p = project("p");
     let mut tx = s.begin().await.unwrap();
-    tx.insert_project(&p).await.unwrap();
+    tx.insert(&p).await.unwrap();
     let mut first = p.clone();
     first.description = "first".into();
-    let v2 = tx.update_project(&first, 1).await.unwrap();
+    let v2 = tx.update(&first, 1).await.unwrap();
     assert_eq!(v2.meta.resource_version, 2);
     let mut stale = p.clone();
     stale.description = "stale".into();
-    assert_err!(tx.update_project(&stale, 1).await, StoreError::Conflict(_));
+    assert_err!(tx.update(&stale, 1).await, StoreError::Conflict(_));
     assert_err!(
-        tx.update_project(&project("gone"), 1).await,
+        tx.update(&project("gone"), 1).await,
         StoreError::NotFound(_)
     );
-    let v3 = tx.update_project(&stale, 2).await.unwrap();
+    let v3 = tx.update(&stale, 2).await.unwrap();
     assert_eq!(v3.meta.resource_version, 3);
     tx.commit().await.unwrap();
     let mut tx = s.begin().await.unwrap();
-    let got = tx.get_project(p.id).await.unwrap().unwrap();
+    let got = tx.get::<Project>(p.id).await.unwrap().unwrap();
     assert_eq!(got.description, "stale");
     assert_eq!(got.meta.resource_version, 3);
 }
@@ -112,9 +112,9 @@ pub async fn records_round_trip(s: &dyn Store) {
     h.meta.labels = labels_of(&[("team", "infra")]);
     h.worker_labels = labels_of(&[("worker.pam.dev/gpu", "a100")]);
     let mut tx = s.begin().await.unwrap();
-    tx.insert_project(&p).await.unwrap();
+    tx.insert(&p).await.unwrap();
     let w_stored = tx.insert_work_item(&w).await.unwrap();
-    tx.insert_host(&h).await.unwrap();
+    tx.insert(&h).await.unwrap();
     let mut runs = Vec::new();
     for (i, target) in [
         Target::Any,
@@ -153,13 +153,13 @@ pub async fn records_round_trip(s: &dyn Store) {
     tx.commit().await.unwrap();
 
     let mut tx = s.begin().await.unwrap();
-    assert_eq!(tx.get_project(p.id).await.unwrap(), Some(p.clone()));
+    assert_eq!(tx.get::<Project>(p.id).await.unwrap(), Some(p.clone()));
     let mut w_expected = w.clone();
     w_expected.path = short_id(w.id);
     assert_eq!(w_stored, w_expected);
     assert_eq!(tx.get_work_item(w.id).await.unwrap(), Some(w_expected));
-    assert_eq!(tx.get_host(h.id).await.unwrap(), Some(h.clone()));
-    assert_eq!(tx.get_host_by_name("h1").await.unwrap(), Some(h.clone()));
+    assert_eq!(tx.get::<Host>(h.id).await.unwrap(), Some(h.clone()));
+    assert_eq!(tx.by_name::<Host>((), "h1").await.unwrap(), Some(h.clone()));
     for r in &runs {
         assert_eq!(tx.get_run(r.id).await.unwrap().as_ref(), Some(r));
     }

@@ -8,9 +8,9 @@ pub async fn run_list_filters_and_order(s: &dyn Store) {
     let h = host("h", &[]);
     let mut tx = s.begin().await.unwrap();
     let t2 = tx.insert_work_item(&item(&p, None, "t2")).await.unwrap();
-    tx.insert_project(&q).await.unwrap();
+    tx.insert(&q).await.unwrap();
     let qt = tx.insert_work_item(&item(&q, None, "qt")).await.unwrap();
-    tx.insert_host(&h).await.unwrap();
+    tx.insert(&h).await.unwrap();
     tx.commit().await.unwrap();
 
     let r3 = run(&t1, "r3", t(3));
@@ -78,7 +78,7 @@ pub async fn run_name_unique_and_task_checks(s: &dyn Store) {
     let (p, task) = seed(s).await;
     let q = project("q");
     let mut tx = s.begin().await.unwrap();
-    tx.insert_project(&q).await.unwrap();
+    tx.insert(&q).await.unwrap();
     let qt = tx.insert_work_item(&item(&q, None, "qt")).await.unwrap();
     tx.insert_run(&run(&task, "r", t(1))).await.unwrap();
     assert_err!(

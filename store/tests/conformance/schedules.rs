@@ -23,18 +23,18 @@ pub async fn schedule_ticks_are_taken_once(s: &dyn Store) {
     let (p, task) = seed(s).await;
     let a = schedule(&p, "nightly");
     let mut tx = s.begin().await.unwrap();
-    tx.insert_schedule(&a).await.unwrap();
-    let dup = tx.insert_schedule(&schedule(&p, "nightly")).await;
+    tx.insert(&a).await.unwrap();
+    let dup = tx.insert(&schedule(&p, "nightly")).await;
     assert!(matches!(dup, Err(StoreError::AlreadyExists(_))), "{dup:?}");
-    tx.insert_schedule(&schedule(&p, "hourly")).await.unwrap();
+    tx.insert(&schedule(&p, "hourly")).await.unwrap();
     tx.commit().await.unwrap();
 
     let mut tx = s.begin().await.unwrap();
-    let names = names_of(tx.list_schedules(p.id).await, |x| &x.name);
+    let names = names_of(tx.list::<Schedule>(p.id).await, |x| &x.name);
     assert_eq!(names, ["hourly", "nightly"]);
-    let by_id = tx.get_schedule(a.id).await.unwrap().unwrap();
+    let by_id = tx.get::<Schedule>(a.id).await.unwrap().unwrap();
     assert_eq!((by_id.id, by_id.name.as_str()), (a.id, "nightly"));
-    assert!(tx.get_schedule(Uuid::new_v4()).await.unwrap().is_none());
+    assert!(tx.get::<Schedule>(Uuid::new_v4()).await.unwrap().is_none());
     assert_eq!(tx.list_all_schedules().await.unwrap().len(), 2);
     // The guarded tick: from what was read only.
     let taken = tx.take_tick(a.id, None, t(60), t(61)).await.unwrap();
@@ -49,16 +49,16 @@ pub async fn schedule_ticks_are_taken_once(s: &dyn Store) {
         .unwrap();
     // update_schedule never writes the tick.
     let mut b = tx
-        .get_schedule_by_name(p.id, "nightly")
+        .by_name::<Schedule>(p.id, "nightly")
         .await
         .unwrap()
         .unwrap();
     b.meta.spec = json!({"schedule": "@hourly"});
     b.last_schedule_time = None;
-    let b = tx.update_schedule(&b, 3).await.unwrap();
+    let b = tx.update(&b, 3).await.unwrap();
     assert_eq!(b.last_schedule_time, Some(t(120)));
     assert!(matches!(
-        tx.update_schedule(&b, 3).await,
+        tx.update(&b, 3).await,
         Err(StoreError::Conflict(_))
     ));
     tx.commit().await.unwrap();
@@ -86,7 +86,7 @@ pub async fn schedule_ticks_are_taken_once(s: &dyn Store) {
     // A deleted run leaves the list; a deleted project takes the rest.
     assert!(tx.delete_run(r1.id).await.unwrap());
     assert_eq!(tx.schedule_runs(a.id).await.unwrap().len(), 1);
-    assert!(tx.delete_project(p.id).await.unwrap());
+    assert!(tx.delete::<Project>(p.id).await.unwrap());
     assert!(tx.list_all_schedules().await.unwrap().is_empty());
     assert!(tx.schedule_runs(a.id).await.unwrap().is_empty());
 }

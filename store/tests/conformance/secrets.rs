@@ -27,25 +27,23 @@ pub async fn secret_crud_unique_and_cascade(s: &dyn Store) {
     let q = project("other");
     let a = secret(&p, "keys", "k1");
     let mut tx = s.begin().await.unwrap();
-    tx.insert_project(&q).await.unwrap();
-    tx.insert_secret(&a).await.unwrap();
+    tx.insert(&q).await.unwrap();
+    tx.insert(&a).await.unwrap();
     // Same name in another project is fine; twice in one is not.
-    tx.insert_secret(&secret(&q, "keys", "k1")).await.unwrap();
-    let dup = tx.insert_secret(&secret(&p, "keys", "k1")).await;
+    tx.insert(&secret(&q, "keys", "k1")).await.unwrap();
+    let dup = tx.insert(&secret(&p, "keys", "k1")).await;
     assert!(matches!(dup, Err(StoreError::AlreadyExists(_))), "{dup:?}");
-    let orphan = tx
-        .insert_secret(&secret(&project("nowhere"), "x", "k1"))
-        .await;
+    let orphan = tx.insert(&secret(&project("nowhere"), "x", "k1")).await;
     assert!(matches!(orphan, Err(StoreError::NotFound(_))), "{orphan:?}");
-    tx.insert_secret(&secret(&p, "alpha", "k2")).await.unwrap();
+    tx.insert(&secret(&p, "alpha", "k2")).await.unwrap();
     tx.commit().await.unwrap();
 
     let mut tx = s.begin().await.unwrap();
-    let got = tx.get_secret_by_name(p.id, "keys").await.unwrap().unwrap();
+    let got = tx.by_name::<Secret>(p.id, "keys").await.unwrap().unwrap();
     assert_eq!(got, a);
-    assert_eq!(tx.get_secret(a.id).await.unwrap(), Some(a.clone()));
-    assert_eq!(tx.get_secret(Uuid::new_v4()).await.unwrap(), None);
-    let names = names_of(tx.list_secrets(p.id).await, |x| &x.name);
+    assert_eq!(tx.get::<Secret>(a.id).await.unwrap(), Some(a.clone()));
+    assert_eq!(tx.get::<Secret>(Uuid::new_v4()).await.unwrap(), None);
+    let names = names_of(tx.list::<Secret>(p.id).await, |x| &x.name);
     assert_eq!(names, ["alpha", "keys"]);
 
     // Guarded update writes the sealed columns and bumps the version.
@@ -54,9 +52,9 @@ pub async fn secret_crud_unique_and_cascade(s: &dyn Store) {
     b.ciphertext = vec![9; 40];
     b.nonce = vec![8; 12];
     b.updated_at = t(5);
-    let stale = tx.update_secret(&b, 99).await;
+    let stale = tx.update(&b, 99).await;
     assert!(matches!(stale, Err(StoreError::Conflict(_))), "{stale:?}");
-    let b2 = tx.update_secret(&b, 1).await.unwrap();
+    let b2 = tx.update(&b, 1).await.unwrap();
     assert_eq!(b2.meta.resource_version, 2);
     assert_eq!(b2.ciphertext, vec![9; 40]);
     assert_eq!(b2.created_at, t(0));
@@ -71,13 +69,13 @@ pub async fn secret_crud_unique_and_cascade(s: &dyn Store) {
 
     // Deleting the project deletes its Secrets.
     let mut tx = s.begin().await.unwrap();
-    assert!(tx.delete_secret(b2.id).await.unwrap());
-    assert!(!tx.delete_secret(b2.id).await.unwrap());
-    assert!(tx.delete_project(q.id).await.unwrap());
+    assert!(tx.delete::<Secret>(b2.id).await.unwrap());
+    assert!(!tx.delete::<Secret>(b2.id).await.unwrap());
+    assert!(tx.delete::<Project>(q.id).await.unwrap());
     tx.commit().await.unwrap();
     let mut tx = s.begin().await.unwrap();
-    assert!(tx.get_secret_by_name(q.id, "keys").await.unwrap().is_none());
-    assert_eq!(tx.list_secrets(p.id).await.unwrap().len(), 1);
+    assert!(tx.by_name::<Secret>(q.id, "keys").await.unwrap().is_none());
+    assert_eq!(tx.list::<Secret>(p.id).await.unwrap().len(), 1);
 }
 
 pub async fn claim_skips_runs_waiting_for_a_secret(s: &dyn Store) {

@@ -32,16 +32,16 @@ fn owned(s: &Source, kind: &str, id: Uuid, name: &str) -> SourceObject {
 pub async fn source_crud_and_status(s: &dyn Store) {
     let (a, b) = (source("b-src"), source("a-src"));
     let mut tx = s.begin().await.unwrap();
-    tx.insert_source(&a).await.unwrap();
-    tx.insert_source(&b).await.unwrap();
+    tx.insert(&a).await.unwrap();
+    tx.insert(&b).await.unwrap();
     assert_err!(
-        tx.insert_source(&source("a-src")).await,
+        tx.insert(&source("a-src")).await,
         StoreError::AlreadyExists(_)
     );
     tx.commit().await.unwrap();
 
     let mut tx = s.begin().await.unwrap();
-    let got = tx.get_source_by_name("b-src").await.unwrap().unwrap();
+    let got = tx.by_name::<Source>((), "b-src").await.unwrap().unwrap();
     assert_eq!(got.id, a.id);
     assert_eq!(got.meta.spec, a.meta.spec);
     assert_eq!(got.status.sync, pam_manifests::kinds::SyncState::Unknown);
@@ -50,22 +50,19 @@ pub async fn source_crud_and_status(s: &dyn Store) {
         pam_manifests::kinds::HealthState::Unknown
     );
     assert_eq!(got.status.errors, json!([]));
-    assert_eq!(tx.get_source(b.id).await.unwrap().unwrap().name, "a-src");
-    let names = names_of(tx.list_sources().await, |s| &s.name);
+    assert_eq!(tx.get::<Source>(b.id).await.unwrap().unwrap().name, "a-src");
+    let names = names_of(tx.list::<Source>(()).await, |s| &s.name);
     assert_eq!(names, ["a-src", "b-src"]);
 
     // Spec writes are guarded by resource_version.
     let mut edit = got.clone();
     edit.meta.spec = json!({"path": "/srv/y", "projects": ["p"]});
     edit.meta.generation = 2;
-    let stored = tx
-        .update_source(&edit, got.meta.resource_version)
-        .await
-        .unwrap();
+    let stored = tx.update(&edit, got.meta.resource_version).await.unwrap();
     assert_eq!(stored.meta.resource_version, got.meta.resource_version + 1);
     assert_eq!(stored.meta.spec["path"], "/srv/y");
     assert_err!(
-        tx.update_source(&edit, got.meta.resource_version).await,
+        tx.update(&edit, got.meta.resource_version).await,
         StoreError::Conflict(_)
     );
 
@@ -118,8 +115,8 @@ pub async fn source_inventory_has_one_owner(s: &dyn Store) {
     let (a, b) = (source("a"), source("b"));
     let gone = Uuid::new_v4();
     let mut tx = s.begin().await.unwrap();
-    tx.insert_source(&a).await.unwrap();
-    tx.insert_source(&b).await.unwrap();
+    tx.insert(&a).await.unwrap();
+    tx.insert(&b).await.unwrap();
     let rows = vec![
         owned(&a, "Project", p.id, "seed"),
         owned(&a, "Task", task.id, "task"),
@@ -196,7 +193,7 @@ pub async fn source_inventory_has_one_owner(s: &dyn Store) {
     let counts = tx.count_source_objects(&[a.id, b.id]).await.unwrap();
     assert_eq!((counts[&a.id], counts[&b.id]), (3, 1));
     // Deleting a Source drops its inventory, not the objects.
-    assert!(tx.delete_source(a.id).await.unwrap());
+    assert!(tx.delete::<Source>(a.id).await.unwrap());
     assert!(tx.list_source_objects(a.id).await.unwrap().is_empty());
     assert!(!tx
         .count_source_objects(&[a.id])

@@ -24,10 +24,10 @@ pub async fn rollback_on_drop(s: &dyn Store) {
         let mut tx = s.begin().await.unwrap();
         format!(
             "{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}",
-            tx.list_projects().await.unwrap(),
+            tx.list::<Project>(()).await.unwrap(),
             tx.list_work_items(p.id).await.unwrap(),
             tx.list_runs(&RunFilter::default()).await.unwrap(),
-            tx.list_hosts().await.unwrap(),
+            tx.list::<Host>(()).await.unwrap(),
             tx.list_tokens().await.unwrap(),
             tx.events_after(0, 100).await.unwrap(),
         )
@@ -35,10 +35,10 @@ pub async fn rollback_on_drop(s: &dyn Store) {
     let before = snapshot(s, &p).await;
 
     let mut tx = s.begin().await.unwrap();
-    tx.insert_project(&project("new")).await.unwrap();
+    tx.insert(&project("new")).await.unwrap();
     let mut p2 = p.clone();
     p2.name = "changed".into();
-    tx.update_project(&p2, 1).await.unwrap();
+    tx.update(&p2, 1).await.unwrap();
     tx.insert_work_item(&item(&p, None, "new")).await.unwrap();
     tx.set_work_item_status(task.id, WorkItemStatus::Todo, WorkItemStatus::Doing, t(2))
         .await
@@ -54,14 +54,14 @@ pub async fn rollback_on_drop(s: &dyn Store) {
             .unwrap(),
         1
     );
-    tx.insert_host(&host("h2", &[])).await.unwrap();
+    tx.insert(&host("h2", &[])).await.unwrap();
     tx.set_host_status(h.id, HostStatus::Registered, HostStatus::Online, t(2))
         .await
         .unwrap();
     tx.revoke_token(tok.id, t(2)).await.unwrap();
     tx.append_event("x", json!({}), t(2)).await.unwrap();
     tx.delete_work_item(task.id).await.unwrap();
-    tx.delete_project(p.id).await.unwrap();
+    tx.delete::<Project>(p.id).await.unwrap();
     drop(tx);
 
     assert_eq!(snapshot(s, &p).await, before);

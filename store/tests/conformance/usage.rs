@@ -82,14 +82,12 @@ pub async fn claim_skips_runs_of_projects_over_budget(s: &dyn Store) {
         let status = status.to_string();
         async move {
             let mut tx = s.begin().await.unwrap();
-            let cur = tx.get_project(p.id).await.unwrap().unwrap();
+            let cur = tx.get::<Project>(p.id).await.unwrap().unwrap();
             p.meta = cur.meta.clone();
             p.meta.conditions = json!([{"type": "BudgetExceeded", "status": status,
                 "reason": "BudgetExceeded", "message": "m", "lastTransitionTime": "2026-01-01T00:00:00Z"}]);
             assert!(pam_store::projects::over_budget(&p.meta) == (status == "True"));
-            tx.update_project(&p, cur.meta.resource_version)
-                .await
-                .unwrap();
+            tx.update(&p, cur.meta.resource_version).await.unwrap();
             tx.commit().await.unwrap();
         }
     };

@@ -39,21 +39,21 @@ pub async fn webhook_crud_targets_and_delivery_queue(s: &dyn Store) {
     let p = project("web");
     let (a, b) = (webhook("b-hook", &["web", "gone"]), webhook("a-hook", &[]));
     let mut tx = s.begin().await.unwrap();
-    tx.insert_project(&p).await.unwrap();
-    tx.insert_webhook(&a).await.unwrap();
-    tx.insert_webhook(&b).await.unwrap();
+    tx.insert(&p).await.unwrap();
+    tx.insert(&a).await.unwrap();
+    tx.insert(&b).await.unwrap();
     assert_err!(
-        tx.insert_webhook(&webhook("a-hook", &[])).await,
+        tx.insert(&webhook("a-hook", &[])).await,
         StoreError::AlreadyExists(_)
     );
     tx.commit().await.unwrap();
 
     let mut tx = s.begin().await.unwrap();
-    let names = names_of(tx.list_webhooks().await, |w| &w.name);
+    let names = names_of(tx.list::<Webhook>(()).await, |w| &w.name);
     assert_eq!(names, ["a-hook", "b-hook"]);
-    let by_id = tx.get_webhook(a.id).await.unwrap().unwrap();
+    let by_id = tx.get::<Webhook>(a.id).await.unwrap().unwrap();
     assert_eq!((by_id.id, by_id.name.as_str()), (a.id, "b-hook"));
-    assert!(tx.get_webhook(Uuid::new_v4()).await.unwrap().is_none());
+    assert!(tx.get::<Webhook>(Uuid::new_v4()).await.unwrap().is_none());
     // The targets resolve the project names that exist.
     let targets = tx.webhook_targets().await.unwrap();
     assert_eq!(targets.len(), 2);
@@ -61,11 +61,11 @@ pub async fn webhook_crud_targets_and_delivery_queue(s: &dyn Store) {
     assert!(targets[0].1.is_empty());
     assert_eq!(targets[1].1, vec![p.id]);
     // Spec writes are guarded by resource_version.
-    let mut got = tx.get_webhook_by_name("b-hook").await.unwrap().unwrap();
+    let mut got = tx.by_name::<Webhook>((), "b-hook").await.unwrap().unwrap();
     got.meta.generation = 2;
-    let updated = tx.update_webhook(&got, 1).await.unwrap();
+    let updated = tx.update(&got, 1).await.unwrap();
     assert_eq!(updated.meta.resource_version, 2);
-    assert_err!(tx.update_webhook(&got, 1).await, StoreError::Conflict(_));
+    assert_err!(tx.update(&got, 1).await, StoreError::Conflict(_));
 
     // The queue: one row per (webhook, seq), read in seq order.
     let rows = [
@@ -166,7 +166,7 @@ pub async fn webhook_crud_targets_and_delivery_queue(s: &dyn Store) {
     assert!(tx.get_delivery(rows[0].id).await.unwrap().is_some());
 
     // Deleting a webhook deletes its queue.
-    assert!(tx.delete_webhook(a.id).await.unwrap());
+    assert!(tx.delete::<Webhook>(a.id).await.unwrap());
     assert!(tx.get_delivery(rows[0].id).await.unwrap().is_none());
     assert_err!(
         tx.insert_deliveries(&[delivery(&a, 9, t(1))]).await,

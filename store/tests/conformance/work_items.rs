@@ -9,7 +9,7 @@ fn is_short(seg: &str) -> bool {
 pub async fn work_item_paths(s: &dyn Store) {
     let p = project("p");
     let mut tx = s.begin().await.unwrap();
-    tx.insert_project(&p).await.unwrap();
+    tx.insert(&p).await.unwrap();
     let mut root = item(&p, None, "root");
     root.path = "bogus".into();
     let root = tx.insert_work_item(&root).await.unwrap();
@@ -61,7 +61,7 @@ pub async fn insert_work_items_batch(s: &dyn Store) {
     let (p, stored) = seed(s).await;
     let q = project("q");
     let mut tx = s.begin().await.unwrap();
-    tx.insert_project(&q).await.unwrap();
+    tx.insert(&q).await.unwrap();
     tx.commit().await.unwrap();
     let a = item(&p, Some(&stored), "a");
     let b = item(&p, Some(&a), "b");
@@ -196,7 +196,7 @@ pub async fn subtree_prefix_equals_recursive(s: &dyn Store) {
 pub async fn reparent_rewrites_descendant_paths(s: &dyn Store) {
     let p = project("p");
     let mut tx = s.begin().await.unwrap();
-    tx.insert_project(&p).await.unwrap();
+    tx.insert(&p).await.unwrap();
     let r1 = tx.insert_work_item(&item(&p, None, "r1")).await.unwrap();
     let r2 = tx.insert_work_item(&item(&p, None, "r2")).await.unwrap();
     let x = tx
@@ -398,7 +398,7 @@ pub async fn delete_project_cascades(s: &dyn Store) {
     tx.commit().await.unwrap();
 
     let mut tx = s.begin().await.unwrap();
-    assert!(tx.delete_project(p.id).await.unwrap());
+    assert!(tx.delete::<Project>(p.id).await.unwrap());
     assert_eq!(tx.get_work_item(task.id).await.unwrap(), None);
     assert_eq!(tx.get_work_item(child.id).await.unwrap(), None);
     assert_eq!(tx.get_run(r.id).await.unwrap(), None);
@@ -409,7 +409,7 @@ pub async fn delete_project_cascades(s: &dyn Store) {
     // The processed signal went with the run: recreating the run (same id)
     // and marking the same signal is a first time again.
     let mut tx = s.begin().await.unwrap();
-    tx.insert_project(&p).await.unwrap();
+    tx.insert(&p).await.unwrap();
     let task = tx.insert_work_item(&task).await.unwrap();
     let mut again = r.clone();
     again.task_id = task.id;

@@ -21,7 +21,7 @@
 use std::time::Duration;
 
 use chrono::Utc;
-use pam_store::TokenKind;
+use pam_store::{Host, TokenKind};
 use pam_tests::bench::{self, record, timed, Figure};
 use serde_json::json;
 use sqlx::PgPool;
@@ -128,7 +128,7 @@ impl Env {
         let mut got = 0;
         for _ in 0..k {
             let mut tx = self.state.ctx.store.begin().await?;
-            let host = tx.get_host(self.host).await?.expect("host");
+            let host = tx.get::<Host>(self.host).await?.expect("host");
             let (r, t) = timed(tx.claim_runs(&host, 16, Utc::now())).await;
             got = r?.len();
             drop(tx); // rolled back: every sample sees the same rows

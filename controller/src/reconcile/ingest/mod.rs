@@ -123,7 +123,7 @@ async fn ingest_once(
     // and the events' times should say when the batch was applied.
     let now = ctx.now();
     let read = match host {
-        Ok(name) => tx.get_host_by_name(name).await?,
+        Ok(name) => tx.by_name::<Host>((), name).await?,
         Err(_) => None,
     };
     let Some(host) = read.as_ref().or(host.err()) else {

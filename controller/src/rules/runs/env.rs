@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use pam_manifests::kinds::valid_env_name;
 use pam_store::prelude::*;
-use pam_store::{Run, StoreResult};
+use pam_store::{Run, Secret, StoreResult};
 
 use crate::rules::secrets::{self, missing_message, Keyring, ResolveError};
 
@@ -45,7 +45,7 @@ pub async fn missing(tx: &mut dyn Tx, run: &Run) -> StoreResult<Option<String>> 
     }
     for (name, key) in wanted {
         if !keys_of.contains_key(&name) {
-            let s = tx.get_secret_by_name(run.project_id, &name).await?;
+            let s = tx.by_name::<Secret>(run.project_id, &name).await?;
             keys_of.insert(name.clone(), s.as_ref().map(secrets::key_names));
         }
         match (&keys_of[&name], &key) {
@@ -115,7 +115,7 @@ pub async fn environment(
     for f in &from {
         let name = f.secret_ref.name.as_str();
         let s = tx
-            .get_secret_by_name(run.project_id, name)
+            .by_name::<Secret>(run.project_id, name)
             .await
             .map_err(ResolveError::from)?
             .ok_or_else(|| ResolveError::Missing(missing_message(name, None)))?;

@@ -7,7 +7,7 @@
 use pam_manifests::kinds::{FromAttempt, Repository, RepositorySecretRef, Workspace};
 use pam_manifests::protocol::WorkspaceOrder;
 use pam_store::prelude::*;
-use pam_store::{Run, StoreResult};
+use pam_store::{Project, Run, StoreResult};
 use serde_json::Value;
 
 fn field<T: serde::de::DeserializeOwned>(spec: &Value, name: &str) -> Option<T> {
@@ -42,7 +42,7 @@ pub async fn order(
     let Some(ws) = own.or_else(|| field(&task.meta.spec, "workspace")) else {
         return Ok(None);
     };
-    let project = tx.get_project(r.project_id).await?;
+    let project = tx.get::<Project>(r.project_id).await?;
     let repo: Option<Repository> = project.and_then(|p| field(&p.meta.spec, "repository"));
     let Some(repo) = repo else {
         return Ok(Some(Err(

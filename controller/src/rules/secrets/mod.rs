@@ -152,7 +152,7 @@ pub async fn create(
         updated_at: now,
     };
     seal(ring, &mut row, &d.values);
-    tx.insert_secret(&row).await?;
+    tx.insert(&row).await?;
     Ok(row)
 }
 
@@ -184,13 +184,13 @@ pub async fn update(
         seal(ring, &mut row, &d.values);
     }
     row.updated_at = now;
-    let row = tx.update_secret(&row, rv).await?;
+    let row = tx.update(&row, rv).await?;
     Ok((row, change))
 }
 
 /// Deletes a Secret. Runs that name it wait again at their next check.
 pub async fn delete(tx: &mut dyn Tx, id: Uuid) -> StoreResult<bool> {
-    tx.delete_secret(id).await
+    tx.delete::<Secret>(id).await
 }
 
 /// Why a value could not be read. Messages name the Secret and key only.
@@ -229,7 +229,7 @@ pub async fn resolve(
     key: &str,
 ) -> Result<Vec<u8>, ResolveError> {
     let s = tx
-        .get_secret_by_name(project_id, name)
+        .by_name::<Secret>(project_id, name)
         .await?
         .ok_or_else(|| ResolveError::Missing(missing_message(name, None)))?;
     let mut values = open_values(ring, &s).map_err(|source| ResolveError::Unreadable {
@@ -278,7 +278,7 @@ pub async fn reseal_batch(
         let rv = row.meta.resource_version;
         seal(ring, &mut row, &values);
         row.updated_at = now;
-        tx.update_secret(&row, rv).await?;
+        tx.update(&row, rv).await?;
         n += 1;
     }
     Ok(n)

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 
 use async_trait::async_trait;
 use pam_manifests::kinds::SecretKeyRef;
-use pam_store::{StoreResult, Tx};
+use pam_store::{Project, StoreResult, Tx};
 
 /// Resolves a Webhook's signing secret.
 #[async_trait]
@@ -33,7 +33,7 @@ pub struct SecretKeys {
 #[async_trait]
 impl SigningKeys for SecretKeys {
     async fn resolve(&self, tx: &mut dyn Tx, r: &SecretKeyRef) -> StoreResult<Option<Vec<u8>>> {
-        if let Some(p) = tx.get_project_by_slug(r.project.as_str()).await? {
+        if let Some(p) = tx.by_name::<Project>((), r.project.as_str()).await? {
             use crate::rules::secrets::{resolve, ResolveError};
             match resolve(tx, &self.ring, p.id, r.name.as_str(), &r.key).await {
                 Ok(bytes) if !bytes.is_empty() => return Ok(Some(bytes)),

@@ -26,7 +26,7 @@ pub mod keys;
 use chrono::{DateTime, Utc};
 use pam_manifests::kinds;
 use pam_store::prelude::*;
-use pam_store::{Delivery, DeliveryStatus, Event, StoreResult, Webhook};
+use pam_store::{Delivery, DeliveryStatus, Event, Project, StoreResult, Webhook};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use uuid::Uuid;
@@ -91,7 +91,7 @@ pub async fn create(
         created_at: now,
         updated_at: now,
     };
-    tx.insert_webhook(&row).await?;
+    tx.insert(&row).await?;
     Ok(row)
 }
 
@@ -111,13 +111,13 @@ pub async fn update(
     }
     tx.event_high_water().await?;
     row.updated_at = now;
-    let row = tx.update_webhook(&row, rv).await?;
+    let row = tx.update(&row, rv).await?;
     Ok((row, change))
 }
 
 /// Deletes a Webhook and its queued deliveries.
 pub async fn delete(tx: &mut dyn Tx, id: Uuid) -> StoreResult<bool> {
-    tx.delete_webhook(id).await
+    tx.delete::<Webhook>(id).await
 }
 
 /// A Webhook's stored spec, typed (None when it does not parse: never
@@ -209,7 +209,7 @@ async fn project_names<'e>(
             continue;
         }
         let name = match id.parse::<Uuid>() {
-            Ok(uid) => tx.get_project(uid).await?.map(|p| p.slug),
+            Ok(uid) => tx.get::<Project>(uid).await?.map(|p| p.slug),
             Err(_) => None,
         };
         out.insert(id.to_string(), name.unwrap_or_default());
