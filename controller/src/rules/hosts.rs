@@ -24,9 +24,9 @@
 use chrono::{DateTime, Utc};
 use pam_manifests::kinds;
 use pam_manifests::protocol::RegisterRequest;
-use pam_manifests::state::{FailureReason, HostStatus, Platform, RunStatus};
+use pam_manifests::state::{FailureReason, HostStatus, Platform};
 use pam_store::prelude::*;
-use pam_store::{Host, Labels, RunFilter, StoreError, StoreResult};
+use pam_store::{Host, Labels, StoreError, StoreResult};
 use serde_json::json;
 use uuid::Uuid;
 
@@ -456,13 +456,7 @@ pub async fn go_offline(
         now,
     )
     .await?;
-    let live = tx
-        .list_runs(&RunFilter {
-            host_id: Some(h.id),
-            statuses: Some(vec![RunStatus::Spawning, RunStatus::Running]),
-            ..RunFilter::default()
-        })
-        .await?;
+    let live = super::runs::live(tx, Some(h.id)).await?;
     // Said in the run's status and its `run.failed` (issue 31): which host,
     // and when it was last heard from.
     let why = match h.last_seen_at {
