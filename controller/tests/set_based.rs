@@ -770,7 +770,7 @@ async fn a_watching_workers_requests_are_authenticated_from_its_watch() {
     drop(watch);
     // Revoked through this pamd: the next request is refused.
     let other_id = token_id_of(&w, "other").await;
-    let watch = open_watch(&w, &other).await;
+    let _watch = open_watch(&w, &other).await;
     let ops = w.ops.clone();
     let (s, v) = request(
         w.state.clone(),
