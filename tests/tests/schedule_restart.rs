@@ -253,8 +253,14 @@ async fn a_local_worker_and_the_lease_survive_a_jump_of_minutes() {
             "--clock-file".into(),
             clock.display().to_string(),
         ],
+        // pamd's clock stands still at the file's time here, so its
+        // timeout sweep never finds a run unclaimed for 2 s and never
+        // wakes the claims again (pamd's own safety net for a lost
+        // wake-up); the worker's resync is the one left, as it was when
+        // its default was 60 s (seen once in CI: the run unclaimed for
+        // 60 s with the 300 s default).
         worker_toml: Some(format!(
-            "tmux_socket = {:?}\n{FAST_WORKER_TOML}",
+            "tmux_socket = {:?}\n{FAST_WORKER_TOML}resync_seconds = 5\n",
             socket.display().to_string(),
         )),
         ..PamdOptions::default()
