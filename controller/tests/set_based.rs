@@ -622,6 +622,43 @@ async fn concurrent_heartbeats_share_their_transactions() {
     }
 }
 
+/// On an idle fleet heartbeats come a few milliseconds apart, not
+/// together: two 2 ms apart share one transaction (issue 33: at 10,000
+/// idle hosts nearly every heartbeat was a transaction of its own, most
+/// of an idle pamd's CPU). Both workers watch, so nothing but the
+/// heartbeat itself touches the database; tried three times, since a
+/// loaded machine may hold the second back past the gathering.
+#[tokio::test]
+async fn heartbeats_a_few_milliseconds_apart_share_a_transaction() {
+    let (statements, _guard) = Statements::install(false);
+    let w = World::new().await;
+    let a = registered(&w, "a").await;
+    let b = registered(&w, "b").await;
+    let _watches = (open_watch(&w, &a).await, open_watch(&w, &b).await);
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let (answers, sql) = statements
+            .of(async {
+                let first = heartbeat(&w, &a, "a", false);
+                let second = async {
+                    tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+                    heartbeat(&w, &b, "b", false).await
+                };
+                futures_util::future::join(first, second).await
+            })
+            .await;
+        assert_eq!(answers.0 .0, StatusCode::OK, "{answers:?}");
+        assert_eq!(answers.1 .0, StatusCode::OK, "{answers:?}");
+        let commits = sql.iter().filter(|s| s.trim() == "COMMIT").count();
+        if commits == 1 {
+            return;
+        }
+        seen.push(commits);
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("two heartbeats 2 ms apart took {seen:?} transactions in three tries");
+}
+
 /// Fifty held worker tokens (fifty watching workers) cost the re-check one
 /// statement a second between them, not one transaction each (issue 33:
 /// 10,000 a second for a fleet of 10,000); a revoked one is still found.
