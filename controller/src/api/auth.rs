@@ -207,7 +207,7 @@ pub async fn authenticate(
 /// ([`super::token_uses`]).
 fn record_use(state: &AppState, t: &ApiToken) {
     let now = state.ctx.now();
-    if tokens::last_used_is_stale(t, now) {
+    if tokens::last_used_is_stale(t.last_used_at, now) {
         super::token_uses::record(&state.ctx, &state.token_uses, t.id, now);
     }
 }

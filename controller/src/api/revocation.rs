@@ -180,9 +180,7 @@ impl Revocations {
             return None;
         }
         let worker = w.worker.as_mut()?;
-        let stale = worker
-            .last_used
-            .is_none_or(|at| at <= now - tokens::LAST_USED_GRANULARITY);
+        let stale = tokens::last_used_is_stale(worker.last_used, now);
         if stale {
             worker.last_used = Some(now);
         }

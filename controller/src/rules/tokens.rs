@@ -233,11 +233,10 @@ pub async fn revoke(tx: &mut dyn Tx, id: Uuid, now: DateTime<Utc>) -> StoreResul
 /// once per this window, not once per request.
 pub const LAST_USED_GRANULARITY: chrono::Duration = chrono::Duration::seconds(60);
 
-/// Whether `t`'s `last_used_at` is stale at `now`: then the caller should
-/// [`touch`] it.
-pub fn last_used_is_stale(t: &ApiToken, now: DateTime<Utc>) -> bool {
-    t.last_used_at
-        .is_none_or(|at| at <= now - LAST_USED_GRANULARITY)
+/// Whether a token last used at `last_used_at` is stale at `now`: then
+/// the caller should [`touch`] it.
+pub fn last_used_is_stale(last_used_at: Option<DateTime<Utc>>, now: DateTime<Utc>) -> bool {
+    last_used_at.is_none_or(|at| at <= now - LAST_USED_GRANULARITY)
 }
 
 /// Records uses of tokens (`(id, when)`), each unless another request

@@ -88,6 +88,18 @@ impl PgStore {
     pub fn pool(&self) -> &PgPool {
         &self.pool
     }
+
+    /// A transaction on a connection of `pool` (the pool, or the
+    /// connections kept for liveness).
+    async fn begin_on(&self, pool: &PgPool) -> StoreResult<Box<dyn Tx>> {
+        let tx = pool.begin().await.map_err(db_err)?;
+        Ok(Box::new(PgTx {
+            tx,
+            events: Journaled::default(),
+            event_lock: false,
+            instance: self.instance,
+        }))
+    }
 }
 
 /// The channel journaling commits notify (issue 15: replicas).
@@ -97,24 +109,12 @@ const JOURNAL_CHANNEL: &str = "pam_events";
 impl Store for PgStore {
     #[tracing::instrument(level = "debug", skip_all)]
     async fn begin(&self) -> StoreResult<Box<dyn Tx>> {
-        let tx = self.pool.begin().await.map_err(db_err)?;
-        Ok(Box::new(PgTx {
-            tx,
-            events: Journaled::default(),
-            event_lock: false,
-            instance: self.instance,
-        }))
+        self.begin_on(&self.pool).await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn begin_priority(&self) -> StoreResult<Box<dyn Tx>> {
-        let tx = self.priority.begin().await.map_err(db_err)?;
-        Ok(Box::new(PgTx {
-            tx,
-            events: Journaled::default(),
-            event_lock: false,
-            instance: self.instance,
-        }))
+        self.begin_on(&self.priority).await
     }
 
     async fn token_by_fingerprint(&self, fp: &str) -> StoreResult<Option<ApiToken>> {
