@@ -211,7 +211,19 @@ async fn build_template(
             .await
             .context("migrate the template")?;
         pool.close().await;
-        // The migrating backend may still be exiting: retry while busy.
+        // The migrating backend may still be exiting, or still connected:
+        // sqlx's `close` has been seen to leave the migrating connection
+        // open under a multi-threaded runtime (bench-fleet's first run on
+        // a fresh cluster waited 500 s on it). The wip is this process's
+        // (it holds the lock), so end whatever is still on it, then retry
+        // while busy.
+        sqlx::query(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE datname = $1 AND pid <> pg_backend_pid()",
+        )
+        .bind(&wip)
+        .execute(&mut *conn)
+        .await?;
         retry_while_busy(conn, &format!("ALTER DATABASE {wip} RENAME TO {name}")).await?;
         anyhow::Ok(())
     }
