@@ -37,6 +37,16 @@ use uuid::Uuid;
 
 use crate::state::Platform;
 
+/// The `Upgrade` token of the worker watch (issue 33): a worker that sends
+/// `Connection: upgrade` and `Upgrade: pam-watch` with its
+/// `GET /api/v1/workers/watch` gets `101 Switching Protocols`, and the
+/// connection then carries the same Server-Sent Events text with no HTTP
+/// framing, so pamd holds no HTTP buffers for an idle watch. Without the
+/// header (curl, an older worker, a proxy that drops `Upgrade`) the watch
+/// is a plain `200 text/event-stream` response (docs/api.md,
+/// "Worker watch").
+pub const WATCH_UPGRADE: &str = "pam-watch";
+
 /// How many times a worker resends a signal the controller `rejected`
 /// before it gives up on it (moves it aside with an error log).
 pub const MAX_REJECTIONS: u32 = 5;

@@ -28,11 +28,24 @@
 //!   replica ([`super::revocation`]); the reconnect is refused (401).
 //! - A stream ends after [`LIFETIME`] (the worker reconnects at its
 //!   version: silent when nothing changed), and at pamd's shutdown.
+//!
+//! # The upgraded watch
+//! A request with `Upgrade: pam-watch`
+//! ([`pam_manifests::protocol::WATCH_UPGRADE`]) is answered `101 Switching
+//! Protocols`, and the same frames then go straight onto the connection,
+//! which hyper has handed over: an idle watch holds its socket and its
+//! [`Watcher`], not the 16 KB read and 8 KB write buffers hyper keeps per
+//! HTTP/1.1 connection — at 10,000 hosts, 240 MB (docs/benchmarks.md,
+//! "The upgraded watch"). The worker sends nothing on it: a read that
+//! ends (end of file, a reset, or bytes) means it went away, and the
+//! stream ends at once. Without the header the watch is a plain SSE
+//! response, the same frames.
 
 use std::time::Duration;
 
-use axum::extract::State;
-use axum::http::HeaderMap;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::Response;
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
@@ -44,9 +57,18 @@ use super::{ApiError, AppState};
 use crate::ctx::Ctx;
 use crate::events::topic;
 use crate::reconcile::dispatch;
+use pam_manifests::protocol::WATCH_UPGRADE;
 
 /// How long one stream lives before the worker reconnects.
 pub const LIFETIME: Duration = Duration::from_secs(600);
+/// A keep-alive comment after this much silence: under the 60 s idle
+/// timeout of common proxies and load balancers, and well inside the
+/// worker's 75 s (pam-worker takes a silent stream for dead). Not the
+/// event streams' 15 s: at 10,000 idle hosts each comment is a write,
+/// 667 a second at 15 s (docs/benchmarks.md, "The upgraded watch"). A
+/// dead stream loses nothing meanwhile: every heartbeat's answer is the
+/// desired set too.
+pub const KEEP_ALIVE: Duration = Duration::from_secs(30);
 /// The claim a stream keeps waiting (renewed when it ends).
 const CLAIM_WAIT: Duration = Duration::from_secs(600);
 /// Most runs one claim takes (the host's free capacity bounds it too).
@@ -68,8 +90,9 @@ const WAKES: &[&str] = &[
 pub async fn watch(
     State(st): State<AppState>,
     w: Worker,
-    headers: HeaderMap,
+    mut req: Request,
 ) -> Result<Response, ApiError> {
+    let headers = req.headers();
     let host = {
         let mut tx = st.ctx.store.begin().await?;
         super::worker::host_of(tx.as_mut(), &w).await?.id
@@ -104,14 +127,76 @@ pub async fn watch(
         claim: claim(ctx.clone(), host, Duration::ZERO),
         ctx,
         host,
-        keep_alive: tokio::time::interval_at(
-            tokio::time::Instant::now() + bus.keep_alive,
-            bus.keep_alive,
-        ),
+        keep_alive: tokio::time::interval_at(tokio::time::Instant::now() + KEEP_ALIVE, KEEP_ALIVE),
         end: Box::pin(tokio::time::sleep(LIFETIME)),
         shutdown: Box::pin(bus.on_shutdown()),
     };
+    if wants_upgrade(req.headers()) {
+        if let Some(on) = req.extensions_mut().remove::<hyper::upgrade::OnUpgrade>() {
+            tokio::spawn(serve_upgraded(on, sub));
+            return Ok(switching_protocols());
+        }
+    }
     Ok(super::stream::sse_response(sub))
+}
+
+/// `Upgrade: pam-watch` (hyper offers the connection of any HTTP/1.1
+/// request with an `Upgrade` header; the worker sends `Connection:
+/// upgrade` too, as RFC 9110 asks).
+fn wants_upgrade(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::UPGRADE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|t| t.trim().eq_ignore_ascii_case(WATCH_UPGRADE))
+}
+
+fn switching_protocols() -> Response {
+    let mut resp = Response::new(Body::empty());
+    *resp.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONNECTION,
+        header::HeaderValue::from_static("upgrade"),
+    );
+    h.insert(
+        header::UPGRADE,
+        header::HeaderValue::from_static(WATCH_UPGRADE),
+    );
+    resp
+}
+
+/// The upgraded watch: `sub`'s frames written onto the connection hyper
+/// hands over once the 101 is sent, until the stream ends (then the
+/// connection is shut down) or the worker goes away.
+async fn serve_upgraded(on: hyper::upgrade::OnUpgrade, mut sub: Watcher) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let io = match on.await {
+        Ok(io) => hyper_util::rt::TokioIo::new(io),
+        Err(e) => {
+            tracing::debug!(error = %e, "watch: the connection was not upgraded");
+            return;
+        }
+    };
+    let (mut rd, mut wr) = tokio::io::split(io);
+    // The first read also lets go of what hyper had read ahead (its read
+    // buffer, empty here: the worker sends nothing after the request).
+    let mut probe = [0u8; 1];
+    loop {
+        tokio::select! {
+            chunk = sub.next_chunk() => match chunk {
+                Some(b) => {
+                    if wr.write_all(&b).await.is_err() {
+                        return;
+                    }
+                }
+                None => break,
+            },
+            _ = rd.read(&mut probe) => return,
+        }
+    }
+    let _ = wr.shutdown().await;
 }
 
 fn frame(id: &str) -> Bytes {

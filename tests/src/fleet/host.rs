@@ -218,13 +218,18 @@ impl Host {
                 .http
                 .get(format!("{}/api/v1/workers/watch", sh.base))
                 .bearer_auth(&self.token)
+                .header(reqwest::header::CONNECTION, "upgrade")
+                .header(
+                    reqwest::header::UPGRADE,
+                    pam_manifests::protocol::WATCH_UPGRADE,
+                )
                 .timeout(Duration::from_secs(900));
             if let Some(id) = &last {
                 req = req.header("last-event-id", id);
             }
             let t = Instant::now();
-            let mut resp = match req.send().await {
-                Ok(r) if r.status().is_success() => r,
+            let resp = match req.send().await {
+                Ok(r) if r.status() == reqwest::StatusCode::SWITCHING_PROTOCOLS => r,
                 Ok(r) => {
                     sh.lat.error("watch", r.status().as_u16());
                     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -236,19 +241,32 @@ impl Host {
                     continue;
                 }
             };
+            // As pam-worker: the upgraded connection carries the frames.
+            let mut io = match resp.upgrade().await {
+                Ok(io) => io,
+                Err(_) => {
+                    sh.lat.error("watch", 101);
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    continue;
+                }
+            };
             sh.lat.record("watch (open)", t.elapsed());
             let mut buf: Vec<u8> = Vec::new();
+            let mut read = [0u8; 4096];
             loop {
                 if sh.stop.load(Ordering::Relaxed) || self.paused() {
                     break;
                 }
                 let wait = next_resync.saturating_duration_since(Instant::now());
-                let chunk =
-                    tokio::time::timeout(wait.min(Duration::from_secs(1)), resp.chunk()).await;
+                let chunk = tokio::time::timeout(
+                    wait.min(Duration::from_secs(1)),
+                    tokio::io::AsyncReadExt::read(&mut io, &mut read),
+                )
+                .await;
                 let frames = match chunk {
                     Err(_) => 0,
-                    Ok(Ok(Some(bytes))) => {
-                        buf.extend_from_slice(&bytes);
+                    Ok(Ok(n)) if n > 0 => {
+                        buf.extend_from_slice(&read[..n]);
                         let mut n = 0;
                         while let Some(end) = buf.windows(2).position(|w| w == b"\n\n") {
                             let block: Vec<u8> = buf.drain(..end + 2).collect();

@@ -166,7 +166,8 @@ impl Api {
     }
 
     /// Opens a stream (the watch, issue 33) at `last_id`: the 2xx
-    /// response, whose body the caller reads; a non-2xx is an
+    /// response, whose body the caller reads, or the `101` of an upgraded
+    /// watch; anything else is an
     /// [`HttpError`]. Goes to the server the last request went to; a
     /// failure moves the next one to the next server.
     pub(super) async fn open(
@@ -176,10 +177,18 @@ impl Api {
     ) -> anyhow::Result<reqwest::Response> {
         use std::sync::atomic::Ordering;
         let i = self.current.load(Ordering::SeqCst) % self.bases.len();
+        // The upgraded watch (pam_manifests::protocol::WATCH_UPGRADE):
+        // pamd holds no HTTP buffers for it. A pamd or a proxy that does
+        // not upgrade answers the plain stream.
         let mut req = self
             .http
             .get(format!("{}{path}", self.bases[i]))
-            .bearer_auth(&self.token);
+            .bearer_auth(&self.token)
+            .header(reqwest::header::CONNECTION, "upgrade")
+            .header(
+                reqwest::header::UPGRADE,
+                pam_manifests::protocol::WATCH_UPGRADE,
+            );
         if let Some(id) = last_id {
             req = req.header("last-event-id", id);
         }
@@ -194,7 +203,7 @@ impl Api {
                 return Err(e.into());
             }
         };
-        if resp.status().is_success() {
+        if resp.status().is_success() || resp.status() == reqwest::StatusCode::SWITCHING_PROTOCOLS {
             return Ok(resp);
         }
         if resp.status().is_server_error() {

@@ -4,10 +4,14 @@
 //! for the host while the stream is open (a claim journals `run.spawning`,
 //! which sends a frame), so the worker neither polls nor long-polls.
 //!
+//! The stream is upgraded (`Upgrade: pam-watch`, answered `101`) so pamd
+//! keeps no HTTP buffers for it; a pamd or proxy that does not upgrade
+//! answers the plain SSE response, read the same way.
+//!
 //! Reconnects resume at the last frame's id (`Last-Event-ID`): pamd sends
 //! one frame at once when anything changed since, or it cannot tell. A
-//! stream silent for [`IDLE`] (pamd sends a keep-alive comment every 15 s)
-//! is taken for dead and opened again.
+//! stream silent for [`IDLE`] (pamd sends a keep-alive comment every 30 s;
+//! before 2026-12-05 every 15 s) is taken for dead and opened again.
 //!
 //! A pamd that answers 404 (older than the watch) is polled instead: the
 //! claim long-poll of [`super::claim_loop`] and the reconcile tick.
@@ -21,7 +25,7 @@ use super::State;
 use crate::backoff::Backoff;
 
 /// A stream with no byte for this long is dead.
-const IDLE: Duration = Duration::from_secs(45);
+const IDLE: Duration = Duration::from_secs(75);
 /// The longest one stream lives (pamd ends each after 10 minutes).
 const LIFETIME: Duration = Duration::from_secs(900);
 const PATH: &str = "/api/v1/workers/watch";
@@ -58,10 +62,10 @@ async fn follow(
     last: &mut Option<String>,
     backoff: &mut Backoff,
 ) -> anyhow::Result<()> {
-    let mut resp = api.open(PATH, last.as_deref()).await?;
+    let mut body = Body::of(api.open(PATH, last.as_deref()).await?).await?;
     let mut frames = Frames::default();
     loop {
-        let chunk = match tokio::time::timeout(IDLE, resp.chunk()).await {
+        let chunk = match tokio::time::timeout(IDLE, body.chunk()).await {
             Ok(c) => c?,
             Err(_) => anyhow::bail!("the watch stream was silent for {IDLE:?}"),
         };
@@ -72,6 +76,37 @@ async fn follow(
         for id in frames.push(&chunk) {
             *last = Some(id);
             st.wake.notify_one();
+        }
+    }
+}
+
+/// The stream's bytes: the upgraded connection after a `101`, or the
+/// body of a plain `200 text/event-stream` (the same frames either way).
+enum Body {
+    Upgraded(reqwest::Upgraded, Box<[u8]>),
+    Sse(reqwest::Response),
+}
+
+impl Body {
+    async fn of(resp: reqwest::Response) -> anyhow::Result<Body> {
+        Ok(
+            if resp.status() == reqwest::StatusCode::SWITCHING_PROTOCOLS {
+                Body::Upgraded(resp.upgrade().await?, vec![0; 4096].into())
+            } else {
+                Body::Sse(resp)
+            },
+        )
+    }
+
+    /// The next bytes; `None` once pamd ended the stream.
+    async fn chunk(&mut self) -> anyhow::Result<Option<Vec<u8>>> {
+        match self {
+            Body::Upgraded(io, buf) => {
+                use tokio::io::AsyncReadExt;
+                let n = io.read(buf).await?;
+                Ok((n > 0).then(|| buf[..n].to_vec()))
+            }
+            Body::Sse(resp) => Ok(resp.chunk().await?.map(|b| b.to_vec())),
         }
     }
 }
