@@ -186,8 +186,11 @@ async fn serve_upgraded(on: hyper::upgrade::OnUpgrade, mut sub: Watcher) {
     loop {
         tokio::select! {
             chunk = sub.next_chunk() => match chunk {
+                // A worker that has not taken a few bytes in a keep-alive
+                // period is gone (it would hold the stream, and the token,
+                // past a revocation).
                 Some(b) => {
-                    if wr.write_all(&b).await.is_err() {
+                    if !matches!(tokio::time::timeout(KEEP_ALIVE, wr.write_all(&b)).await, Ok(Ok(()))) {
                         return;
                     }
                 }
