@@ -240,6 +240,83 @@ pub(super) fn sse_response(chunks: impl Chunks) -> Response {
     resp
 }
 
+/// The `OnUpgrade` of `req` when it asks for the protocol `token`
+/// (`Upgrade: <token>`; hyper offers the connection of any HTTP/1.1
+/// request with an `Upgrade` header, and RFC 9110 has the client send
+/// `Connection: upgrade` too). `None`: serve it as a plain response.
+pub(super) fn upgrade_asked(
+    req: &mut axum::extract::Request,
+    token: &str,
+) -> Option<hyper::upgrade::OnUpgrade> {
+    let asked = req
+        .headers()
+        .get_all(header::UPGRADE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|t| t.trim().eq_ignore_ascii_case(token));
+    if asked {
+        req.extensions_mut().remove::<hyper::upgrade::OnUpgrade>()
+    } else {
+        None
+    }
+}
+
+/// `101 Switching Protocols` to `token`, then `chunks` written straight
+/// onto the connection hyper hands over (no chunked encoding, and none of
+/// hyper's per-connection buffers), until they end (the connection is
+/// then shut down) or the client goes away: it sends nothing, so a read
+/// that ends (end of file, a reset, or bytes) ends the stream, and so does
+/// a write not taken within `stall` (a stalled client would hold the
+/// stream, and its token, past a revocation).
+pub(super) fn upgraded_response(
+    on: hyper::upgrade::OnUpgrade,
+    chunks: impl Chunks,
+    token: &'static str,
+    stall: std::time::Duration,
+) -> Response {
+    tokio::spawn(serve_upgraded(on, chunks, stall));
+    let mut resp = Response::new(Body::empty());
+    *resp.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+    let h = resp.headers_mut();
+    h.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+    h.insert(header::UPGRADE, HeaderValue::from_static(token));
+    resp
+}
+
+async fn serve_upgraded(
+    on: hyper::upgrade::OnUpgrade,
+    mut chunks: impl Chunks,
+    stall: std::time::Duration,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let io = match on.await {
+        Ok(io) => hyper_util::rt::TokioIo::new(io),
+        Err(e) => {
+            tracing::debug!(error = %e, "the connection was not upgraded");
+            return;
+        }
+    };
+    let (mut rd, mut wr) = tokio::io::split(io);
+    // The first read also lets go of what hyper had read ahead (its read
+    // buffer, empty here: the client sends nothing after the request).
+    let mut probe = [0u8; 1];
+    loop {
+        tokio::select! {
+            chunk = chunks.chunk() => match chunk {
+                Some(b) => {
+                    if !matches!(tokio::time::timeout(stall, wr.write_all(&b)).await, Ok(Ok(()))) {
+                        return;
+                    }
+                }
+                None => break,
+            },
+            _ = rd.read(&mut probe) => return,
+        }
+    }
+    let _ = wr.shutdown().await;
+}
+
 impl Chunks for Subscriber {
     fn chunk(&mut self) -> impl std::future::Future<Output = Option<Bytes>> + Send {
         self.next_chunk()

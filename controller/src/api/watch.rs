@@ -33,8 +33,8 @@
 //! A request with `Upgrade: pam-watch`
 //! ([`pam_manifests::protocol::WATCH_UPGRADE`]) is answered `101 Switching
 //! Protocols`, and the same frames then go straight onto the connection,
-//! which hyper has handed over: an idle watch holds its socket and its
-//! [`Watcher`], not the 16 KB read and 8 KB write buffers hyper keeps per
+//! which hyper has handed over ([`super::stream::upgraded_response`]): an
+//! idle watch holds its socket and its [`Watcher`], not the 16 KB read and 8 KB write buffers hyper keeps per
 //! HTTP/1.1 connection — at 10,000 hosts, 240 MB (docs/benchmarks.md,
 //! "The upgraded watch"). The worker sends nothing on it: a read that
 //! ends (end of file, a reset, or bytes) means it went away, and the
@@ -43,9 +43,7 @@
 
 use std::time::Duration;
 
-use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::Response;
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
@@ -131,75 +129,15 @@ pub async fn watch(
         end: Box::pin(tokio::time::sleep(LIFETIME)),
         shutdown: Box::pin(bus.on_shutdown()),
     };
-    if wants_upgrade(req.headers()) {
-        if let Some(on) = req.extensions_mut().remove::<hyper::upgrade::OnUpgrade>() {
-            tokio::spawn(serve_upgraded(on, sub));
-            return Ok(switching_protocols());
-        }
+    if let Some(on) = super::stream::upgrade_asked(&mut req, WATCH_UPGRADE) {
+        return Ok(super::stream::upgraded_response(
+            on,
+            sub,
+            WATCH_UPGRADE,
+            KEEP_ALIVE,
+        ));
     }
     Ok(super::stream::sse_response(sub))
-}
-
-/// `Upgrade: pam-watch` (hyper offers the connection of any HTTP/1.1
-/// request with an `Upgrade` header; the worker sends `Connection:
-/// upgrade` too, as RFC 9110 asks).
-fn wants_upgrade(headers: &HeaderMap) -> bool {
-    headers
-        .get_all(header::UPGRADE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|t| t.trim().eq_ignore_ascii_case(WATCH_UPGRADE))
-}
-
-fn switching_protocols() -> Response {
-    let mut resp = Response::new(Body::empty());
-    *resp.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
-    let h = resp.headers_mut();
-    h.insert(
-        header::CONNECTION,
-        header::HeaderValue::from_static("upgrade"),
-    );
-    h.insert(
-        header::UPGRADE,
-        header::HeaderValue::from_static(WATCH_UPGRADE),
-    );
-    resp
-}
-
-/// The upgraded watch: `sub`'s frames written onto the connection hyper
-/// hands over once the 101 is sent, until the stream ends (then the
-/// connection is shut down) or the worker goes away.
-async fn serve_upgraded(on: hyper::upgrade::OnUpgrade, mut sub: Watcher) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let io = match on.await {
-        Ok(io) => hyper_util::rt::TokioIo::new(io),
-        Err(e) => {
-            tracing::debug!(error = %e, "watch: the connection was not upgraded");
-            return;
-        }
-    };
-    let (mut rd, mut wr) = tokio::io::split(io);
-    // The first read also lets go of what hyper had read ahead (its read
-    // buffer, empty here: the worker sends nothing after the request).
-    let mut probe = [0u8; 1];
-    loop {
-        tokio::select! {
-            chunk = sub.next_chunk() => match chunk {
-                // A worker that has not taken a few bytes in a keep-alive
-                // period is gone (it would hold the stream, and the token,
-                // past a revocation).
-                Some(b) => {
-                    if !matches!(tokio::time::timeout(KEEP_ALIVE, wr.write_all(&b)).await, Ok(Ok(()))) {
-                        return;
-                    }
-                }
-                None => break,
-            },
-            _ = rd.read(&mut probe) => return,
-        }
-    }
-    let _ = wr.shutdown().await;
 }
 
 fn frame(id: &str) -> Bytes {
