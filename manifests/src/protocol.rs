@@ -47,6 +47,63 @@ use crate::state::Platform;
 /// "Worker watch").
 pub const WATCH_UPGRADE: &str = "pam-watch";
 
+/// The header of the watch's `101` naming the requests this pamd takes on
+/// the upgraded connection, comma-separated: [`WATCH_HEARTBEAT`],
+/// [`WATCH_DESIRED_SET`]. A worker
+/// writes a request there ([`WatchRequest`]) only when the pamd that
+/// upgraded it (this replica, in a rolling upgrade) said so; otherwise it
+/// sends the HTTP request.
+pub const WATCH_ACCEPTS: &str = "pam-watch-accepts";
+
+/// The [`WatchRequest::Heartbeat`] request, and the `event:` of its
+/// answer: the [`DesiredSet`] `POST /api/v1/workers/heartbeat` answers.
+pub const WATCH_HEARTBEAT: &str = "heartbeat";
+
+/// The [`WatchRequest::DesiredSet`] request, and the `event:` of its
+/// answer: the [`DesiredSet`] `GET /api/v1/workers/desired` answers.
+pub const WATCH_DESIRED_SET: &str = "desired_set";
+
+/// The `event:` of a watch request's failure: a [`WatchError`].
+pub const WATCH_ERROR: &str = "error";
+
+/// A request a worker writes on its upgraded watch (issue 33): one JSON
+/// object per line (`{"heartbeat": {…}}`, `{"desired_set": {}}`), each
+/// answered in order by one frame on the same connection, so a watching
+/// worker holds one connection to pamd, not more for its heartbeats and
+/// reads (docs/api.md, "Worker watch").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WatchRequest {
+    Heartbeat(Heartbeat),
+    DesiredSet {},
+}
+
+impl WatchRequest {
+    /// Its name: its key, its answer's `event:`, and what
+    /// [`WATCH_ACCEPTS`] lists.
+    pub fn name(&self) -> &'static str {
+        match self {
+            WatchRequest::Heartbeat(_) => WATCH_HEARTBEAT,
+            WatchRequest::DesiredSet {} => WATCH_DESIRED_SET,
+        }
+    }
+}
+
+/// A watch request's failure: the HTTP status and error its HTTP request
+/// would have had (`{"error": {"code", "message"}}`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WatchError {
+    pub status: u16,
+    pub error: WatchErrorDetail,
+}
+
+/// [`WatchError`]'s code and message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WatchErrorDetail {
+    pub code: String,
+    pub message: String,
+}
+
 /// How many times a worker resends a signal the controller `rejected`
 /// before it gives up on it (moves it aside with an error log).
 pub const MAX_REJECTIONS: u32 = 5;

@@ -246,14 +246,29 @@ pub trait Store: Send + Sync + 'static {
         Ok(())
     }
 
-    /// [`TokenTx::get_token_by_fingerprint`] as one statement outside a
-    /// transaction: every API request looks its bearer token up, and a
-    /// transaction around that one read cost two more round trips
-    /// (`BEGIN`, `ROLLBACK`) per request (issue 20). Not while the caller
-    /// holds a transaction: MemStore's transactions take turns.
-    async fn token_by_fingerprint(&self, fp: &str) -> StoreResult<Option<ApiToken>> {
+    /// The tokens with these fingerprints (those found, in no order) as
+    /// one statement outside a transaction: every API request looks its
+    /// bearer token up, a transaction around that read cost two more
+    /// round trips (`BEGIN`, `ROLLBACK`) per request (issue 20), and the
+    /// requests waiting together are looked up together (issue 33,
+    /// pamd's `api::group::read`). Not while the caller holds a
+    /// transaction: MemStore's transactions take turns.
+    async fn tokens_by_fingerprints(&self, fps: &[String]) -> StoreResult<Vec<ApiToken>> {
         let mut tx = self.begin().await?;
-        tx.get_token_by_fingerprint(fp).await
+        let mut found = Vec::with_capacity(fps.len());
+        for fp in fps {
+            found.extend(tx.get_token_by_fingerprint(fp).await?);
+        }
+        Ok(found)
+    }
+
+    /// The token with fingerprint `fp` ([`Store::tokens_by_fingerprints`]).
+    async fn token_by_fingerprint(&self, fp: &str) -> StoreResult<Option<ApiToken>> {
+        Ok(self
+            .tokens_by_fingerprints(&[fp.to_string()])
+            .await?
+            .into_iter()
+            .next())
     }
 }
 

@@ -177,12 +177,20 @@ pub async fn authenticate(
             host,
         });
     }
-    let found: Option<ApiToken> = state
-        .ctx
-        .store
-        .token_by_fingerprint(&fp)
-        .await
-        .map_err(ApiError::from)?;
+    // Looked up with the other requests waiting: one statement for a
+    // burst of them (issue 33, [`super::group::read`]).
+    let store = state.ctx.store.clone();
+    let found: Option<ApiToken> = super::group::read(&state.token_reads, fp.clone(), move |fps| {
+        let store = store.clone();
+        async move {
+            let found = store.tokens_by_fingerprints(&fps).await?;
+            Ok(found
+                .into_iter()
+                .map(|t| (t.fingerprint.clone(), t))
+                .collect())
+        }
+    })
+    .await?;
     let failed = |name: &str, why: &str| {
         if let Some(ip) = peer {
             state.limits.auth_failed(ip, now);
@@ -333,6 +341,20 @@ impl Worker {
     /// revoked ([`super::revocation`]).
     pub fn hold(&self, state: &AppState) -> Hold {
         self.principal.hold(state)
+    }
+
+    /// A request the worker wrote on its watch (issue 33): authenticated
+    /// by the stream, which holds its token (revoking it ends the
+    /// stream), and its use recorded as a request authenticated through
+    /// the hold would record it
+    /// ([`super::revocation::Revocations::held_worker`]).
+    pub fn used_on_watch(&self, state: &AppState) {
+        if let Principal::Worker { fingerprint, .. } = &self.principal {
+            let now = state.ctx.now();
+            if let Some((id, _, true)) = state.revocations.held_worker(fingerprint, now) {
+                super::token_uses::record(&state.ctx, &state.token_uses, id, now);
+            }
+        }
     }
 }
 

@@ -1,6 +1,8 @@
 //! Group commit (issue 33): jobs queued by many requests, written in
 //! batches by one writer task at a time — heartbeats
-//! ([`super::heartbeats`]) and tokens' uses ([`super::token_uses`]).
+//! ([`super::heartbeats`]) and tokens' uses ([`super::token_uses`]) —
+//! and gathered reads ([`read`]): bearer tokens, the hosts of opening
+//! watches.
 //!
 //! The first job queued while no writer runs starts one ([`Group::push`]
 //! says so); the writer takes a batch after each write
@@ -9,7 +11,15 @@
 //! runtime shutting down), dropping what is queued so that no job waits
 //! for a writer that will never come.
 
+use std::collections::{HashMap, HashSet};
+use std::future::Future;
+use std::hash::Hash;
 use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio::sync::oneshot;
+use tracing::Instrument;
+
+use super::ApiError;
 
 /// The queue of one kind of job.
 pub struct Group<J> {
@@ -90,4 +100,159 @@ impl<J> Drop for Writer<J> {
 /// Takes every queued job.
 pub fn all<J>(jobs: &mut Vec<J>) -> Vec<J> {
     std::mem::take(jobs)
+}
+
+/// Most keys one gathered read asks for.
+const MAX_READ: usize = 1024;
+
+/// A read waiting in a [`Reads`] group: its key, and where its answer
+/// goes.
+pub struct ReadJob<K, V> {
+    key: K,
+    reply: oneshot::Sender<Result<Option<V>, ApiError>>,
+}
+
+/// The reads of one kind waiting to be made together.
+pub type Reads<K, V> = Group<ReadJob<K, V>>;
+
+/// The value of `key`, read with the other reads of `group` waiting
+/// (issue 33). The first read to arrive while none is being made starts a
+/// reader task, which asks `read_many` for every distinct key waiting (up
+/// to [`MAX_READ`]) at once, then for those that came meanwhile, until
+/// none wait. Unlike a heartbeat's batch the reader starts at once: an
+/// idle pamd adds no wait to a request, and a burst (10,000 watches
+/// opening when pamd restarts) costs one statement per batch instead of
+/// one per request, so the requests are answered, and their connections'
+/// buffers freed, sooner (docs/benchmarks.md, "One connection per
+/// worker"). `read_many` answers with what it found, by key; a key it
+/// left out is `None`. It is called by the reader the first read started
+/// (a later read's `read_many` is dropped unused: they must all read
+/// alike).
+pub async fn read<K, V, F, Fut>(
+    group: &Arc<Reads<K, V>>,
+    key: K,
+    read_many: F,
+) -> Result<Option<V>, ApiError>
+where
+    K: Eq + Hash + Clone + Send + 'static,
+    V: Clone + Send + 'static,
+    F: Fn(Vec<K>) -> Fut + Send + 'static,
+    Fut: Future<Output = Result<HashMap<K, V>, ApiError>> + Send + 'static,
+{
+    let (reply, answer) = oneshot::channel();
+    if group.push(ReadJob { key, reply }) {
+        // Its own task: a request whose client went away does not take
+        // the others' read with it.
+        tokio::spawn(reader(group.clone(), read_many).in_current_span());
+    }
+    answer.await.unwrap_or_else(|_| {
+        Err(ApiError::unavailable(
+            "the read was not made; send it again",
+        ))
+    })
+}
+
+async fn reader<K, V, F, Fut>(group: Arc<Reads<K, V>>, read_many: F)
+where
+    K: Eq + Hash + Clone + Send + 'static,
+    V: Clone + Send + 'static,
+    F: Fn(Vec<K>) -> Fut + Send + 'static,
+    Fut: Future<Output = Result<HashMap<K, V>, ApiError>> + Send + 'static,
+{
+    let mut writer = Writer::new(group.clone());
+    let take = |jobs: &mut Vec<ReadJob<K, V>>| {
+        let n = jobs.len().min(MAX_READ);
+        jobs.drain(..n).collect::<Vec<_>>()
+    };
+    while let Some(batch) = group.next(&mut writer, take) {
+        let keys: HashSet<&K> = batch.iter().map(|j| &j.key).collect();
+        let keys: Vec<K> = keys.into_iter().cloned().collect();
+        match read_many(keys).await {
+            Ok(found) => {
+                for job in batch {
+                    let _ = job.reply.send(Ok(found.get(&job.key).cloned()));
+                }
+            }
+            Err(e) => {
+                for job in batch {
+                    let _ = job.reply.send(Err(e.clone()));
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// Reads of 0..n, each answered with its double; odd keys missing.
+    async fn burst(
+        group: &Arc<Reads<u32, u32>>,
+        calls: &Arc<AtomicUsize>,
+        n: u32,
+    ) -> Vec<Option<u32>> {
+        let reads = (0..n).map(|k| {
+            let calls = calls.clone();
+            read(group, k, move |keys: Vec<u32>| {
+                calls.fetch_add(1, Ordering::SeqCst);
+                async move {
+                    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                    Ok(keys
+                        .into_iter()
+                        .filter(|k| k.is_multiple_of(2))
+                        .map(|k| (k, k * 2))
+                        .collect())
+                }
+            })
+        });
+        futures_util::future::join_all(reads)
+            .await
+            .into_iter()
+            .map(|r| r.unwrap())
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn reads_waiting_together_are_made_together() {
+        let group: Arc<Reads<u32, u32>> = Default::default();
+        let calls = Arc::new(AtomicUsize::new(0));
+        let got = burst(&group, &calls, 3000).await;
+        for (k, v) in got.iter().enumerate() {
+            let k = k as u32;
+            assert_eq!(*v, k.is_multiple_of(2).then_some(k * 2), "key {k}");
+        }
+        // 3,000 reads queued before the reader ran: batches of MAX_READ.
+        assert_eq!(calls.load(Ordering::SeqCst), 3000usize.div_ceil(MAX_READ));
+        // The reader ended with the queue; the next read starts another.
+        let got = burst(&group, &calls, 1).await;
+        assert_eq!(got, [Some(0)]);
+        assert_eq!(
+            calls.load(Ordering::SeqCst),
+            3000usize.div_ceil(MAX_READ) + 1
+        );
+    }
+
+    #[tokio::test]
+    async fn a_failed_read_is_every_waiting_reads_answer() {
+        let group: Arc<Reads<u32, u32>> = Default::default();
+        let reads = (0..10).map(|k| {
+            read(&group, k, |_keys: Vec<u32>| async {
+                Err::<HashMap<u32, u32>, _>(ApiError::bad_request("database down"))
+            })
+        });
+        for r in futures_util::future::join_all(reads).await {
+            let e = r.unwrap_err();
+            assert_eq!(e.status, axum::http::StatusCode::BAD_REQUEST);
+            assert!(e.message.contains("database down"), "{}", e.message);
+        }
+        // Nothing left waiting: a later read is made.
+        let ok = read(&group, 4, |keys: Vec<u32>| async move {
+            Ok(keys.into_iter().map(|k| (k, k)).collect())
+        })
+        .await
+        .unwrap();
+        assert_eq!(ok, Some(4));
+    }
 }

@@ -138,19 +138,9 @@ async fn write(st: &AppState, batch: Vec<Job>) {
         }
         Err(e) => {
             for job in batch {
-                let _ = job.reply.send(Err(copy(&e)));
+                let _ = job.reply.send(Err(e.clone()));
             }
         }
-    }
-}
-
-fn copy(e: &ApiError) -> ApiError {
-    ApiError {
-        status: e.status,
-        code: e.code,
-        message: e.message.clone(),
-        details: e.details.clone(),
-        retry_after: e.retry_after,
     }
 }
 

@@ -96,6 +96,11 @@ pub struct AppState {
     pub heartbeats: Arc<heartbeats::Heartbeats>,
     /// Tokens' uses waiting to be written (issue 33).
     pub token_uses: Arc<token_uses::TokenUses>,
+    /// Bearer tokens waiting to be looked up, by fingerprint
+    /// ([`auth::authenticate`], issue 33).
+    pub token_reads: Arc<group::Reads<String, pam_store::ApiToken>>,
+    /// The hosts of opening watches, by name ([`watch::watch`], issue 33).
+    pub host_reads: Arc<group::Reads<String, uuid::Uuid>>,
 }
 
 impl AppState {
@@ -114,6 +119,8 @@ impl AppState {
             metrics_require_token: false,
             heartbeats: Default::default(),
             token_uses: Default::default(),
+            token_reads: Default::default(),
+            host_reads: Default::default(),
         }
     }
 }
@@ -139,7 +146,7 @@ pub fn router(state: AppState) -> Router {
 }
 
 /// The one error type of the API.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct ApiError {
     pub status: StatusCode,
     /// Machine-readable, stable: `not_found`, `bad_request`, …

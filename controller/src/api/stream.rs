@@ -221,6 +221,21 @@ pub async fn stream(
 /// stream's [`Subscriber`], a worker's watch).
 pub(super) trait Chunks: Send + 'static {
     fn chunk(&mut self) -> impl std::future::Future<Output = Option<Bytes>> + Send;
+
+    /// The longest line the client may write on an upgraded connection;
+    /// 0 (the event streams): it writes nothing, and a byte ends the
+    /// stream.
+    fn max_line(&self) -> usize {
+        0
+    }
+
+    /// A line the client wrote on an upgraded connection (without its
+    /// `\n`): true when taken (what answers it comes as a chunk); false
+    /// ends the stream.
+    fn line(&mut self, line: &[u8]) -> bool {
+        let _ = line;
+        false
+    }
 }
 
 /// A `200 text/event-stream` response of `chunks`, unbuffered by proxies.
@@ -265,10 +280,12 @@ pub(super) fn upgrade_asked(
 /// `101 Switching Protocols` to `token`, then `chunks` written straight
 /// onto the connection hyper hands over (no chunked encoding, and none of
 /// hyper's per-connection buffers), until they end (the connection is
-/// then shut down) or the client goes away: it sends nothing, so a read
-/// that ends (end of file, a reset, or bytes) ends the stream, and so does
-/// a write not taken within `stall` (a stalled client would hold the
-/// stream, and its token, past a revocation).
+/// then shut down) or the client goes away: a read that ends (end of
+/// file, a reset) ends the stream, and so does a write not taken within
+/// `stall` (a stalled client would hold the stream, and its token, past a
+/// revocation). What the client writes is read as lines, each handed to
+/// [`Chunks::line`]; one longer than [`Chunks::max_line`] ends the
+/// stream.
 pub(super) fn upgraded_response(
     on: hyper::upgrade::OnUpgrade,
     chunks: impl Chunks,
@@ -298,10 +315,15 @@ async fn serve_upgraded(
         }
     };
     let (mut rd, mut wr) = tokio::io::split(io);
-    // The first read also lets go of what hyper had read ahead (its read
-    // buffer, empty here: the client sends nothing after the request).
-    let mut probe = [0u8; 1];
+    // What the client wrote, up to the end of its last whole line. The
+    // first read also lets go of what hyper had read ahead (its read
+    // buffer).
+    let mut input: Vec<u8> = Vec::new();
+    let max = chunks.max_line();
     loop {
+        if input.capacity() - input.len() < READ_MIN {
+            input.reserve(READ);
+        }
         tokio::select! {
             chunk = chunks.chunk() => match chunk {
                 Some(b) => {
@@ -311,11 +333,42 @@ async fn serve_upgraded(
                 }
                 None => break,
             },
-            _ = rd.read(&mut probe) => return,
+            read = rd.read_buf(&mut input) => {
+                if !matches!(read, Ok(n) if n > 0) || !lines(&mut chunks, &mut input, max) {
+                    return;
+                }
+            }
         }
     }
     let _ = wr.shutdown().await;
 }
+
+/// Hands the whole lines of `input` to `chunks`, keeping the rest: false
+/// when one was refused, or the rest is already longer than `max`.
+fn lines(chunks: &mut impl Chunks, input: &mut Vec<u8>, max: usize) -> bool {
+    let mut start = 0;
+    while let Some(n) = input[start..].iter().position(|b| *b == b'\n') {
+        if n > max || !chunks.line(&input[start..start + n]) {
+            return false;
+        }
+        start += n + 1;
+    }
+    input.drain(..start);
+    if input.len() > max {
+        return false;
+    }
+    if input.is_empty() && input.capacity() > READ {
+        // After a long line: not kept while idle.
+        *input = Vec::new();
+    }
+    true
+}
+
+/// What an upgraded connection reads at once (a watch's heartbeat is a
+/// line of ~100 bytes), and the least room it reads into: at 10,000 idle
+/// watches, 5 MB.
+const READ: usize = 512;
+const READ_MIN: usize = 128;
 
 impl Chunks for Subscriber {
     fn chunk(&mut self) -> impl std::future::Future<Output = Option<Bytes>> + Send {

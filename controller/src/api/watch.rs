@@ -34,12 +34,22 @@
 //! ([`pam_manifests::protocol::WATCH_UPGRADE`]) is answered `101 Switching
 //! Protocols`, and the same frames then go straight onto the connection,
 //! which hyper has handed over ([`super::stream::upgraded_response`]): an
-//! idle watch holds its socket and its [`Watcher`], not the 16 KB read and 8 KB write buffers hyper keeps per
-//! HTTP/1.1 connection — at 10,000 hosts, 240 MB (docs/benchmarks.md,
-//! "The upgraded watch"). The worker sends nothing on it: a read that
-//! ends (end of file, a reset, or bytes) means it went away, and the
-//! stream ends at once. Without the header the watch is a plain SSE
-//! response, the same frames.
+//! idle watch holds its socket and its [`Watcher`], not the 16 KB read and
+//! 8 KB write buffers hyper keeps per HTTP/1.1 connection — at 10,000
+//! hosts, 240 MB (docs/benchmarks.md, "The upgraded watch"). A read that
+//! ends (end of file, a reset) means the worker went away, and the stream
+//! ends at once. Without the header the watch is a plain SSE response,
+//! the same frames.
+//!
+//! The `101` says (`pam-watch-accepts: heartbeat, desired_set`) that the
+//! worker may write its heartbeats and desired-set reads on the
+//! connection, one [`WatchRequest`] per line, each answered in order by a
+//! frame named as the request with its desired set (or `event: error`):
+//! the same [`super::worker::heartbeat_of`] and
+//! [`super::worker::desired_of`] as `POST /workers/heartbeat` and `GET
+//! /workers/desired`. So a watching worker keeps one connection to pamd
+//! instead of three, and a heartbeat or a read costs pamd no HTTP request
+//! (docs/benchmarks.md, "One connection per worker").
 
 use std::time::Duration;
 
@@ -55,7 +65,11 @@ use super::{ApiError, AppState};
 use crate::ctx::Ctx;
 use crate::events::topic;
 use crate::reconcile::dispatch;
-use pam_manifests::protocol::WATCH_UPGRADE;
+use futures_util::stream::{FuturesOrdered, StreamExt};
+use pam_manifests::protocol::{
+    WatchError, WatchErrorDetail, WatchRequest, WATCH_ACCEPTS, WATCH_DESIRED_SET, WATCH_ERROR,
+    WATCH_HEARTBEAT, WATCH_UPGRADE,
+};
 
 /// How long one stream lives before the worker reconnects.
 pub const LIFETIME: Duration = Duration::from_secs(600);
@@ -73,6 +87,17 @@ const CLAIM_WAIT: Duration = Duration::from_secs(600);
 const CLAIM_MAX: i64 = 16;
 /// After a failed claim, the next one waits this long.
 const CLAIM_RETRY: Duration = Duration::from_secs(1);
+/// Most requests a worker may have unanswered on its watch (it sends one
+/// heartbeat at a time).
+const MAX_PENDING: usize = 8;
+/// What the `101` says the worker may write on the watch.
+static ACCEPTS: std::sync::LazyLock<axum::http::HeaderValue> = std::sync::LazyLock::new(|| {
+    let names = [WATCH_HEARTBEAT, WATCH_DESIRED_SET].join(", ");
+    axum::http::HeaderValue::from_str(&names).expect("request names are header text")
+});
+/// The longest request line on a watch (the request body limit, if less):
+/// a heartbeat listing a thousand sessions is ~100 KB.
+const MAX_LINE: usize = 1 << 20;
 
 /// The run topics that change the desired set of the host they name.
 const WAKES: &[&str] = &[
@@ -91,10 +116,19 @@ pub async fn watch(
     mut req: Request,
 ) -> Result<Response, ApiError> {
     let headers = req.headers();
-    let host = {
-        let mut tx = st.ctx.store.begin().await?;
-        super::worker::host_of(tx.as_mut(), &w).await?.id
-    };
+    // Read with the other watches opening: at a restart every worker
+    // reconnects at once (issue 33, [`super::group::read`]).
+    let store = st.ctx.store.clone();
+    let host = super::group::read(&st.host_reads, w.host.clone(), move |names| {
+        let store = store.clone();
+        async move {
+            let mut tx = store.begin().await?;
+            let found = tx.get_hosts_by_names(&names).await?;
+            Ok(found.into_iter().map(|h| (h.name, h.id)).collect())
+        }
+    })
+    .await?
+    .ok_or_else(|| super::worker::not_registered(&w.host))?;
     let resume = match headers.get("last-event-id") {
         Some(v) => Some(
             v.to_str()
@@ -114,7 +148,6 @@ pub async fn watch(
         first = Some(frame(&id(current)));
     }
     let bus = st.ctx.bus.clone();
-    let ctx = st.ctx.clone();
     let token = w.hold(&st);
     let sub = Watcher {
         revoked: Box::pin(token.revoked()),
@@ -122,20 +155,19 @@ pub async fn watch(
         first,
         rx,
         epoch,
-        claim: claim(ctx.clone(), host, Duration::ZERO),
-        ctx,
+        claim: claim(st.ctx.clone(), host, Duration::ZERO),
+        st,
         host,
+        worker: w,
+        answers: Default::default(),
         keep_alive: tokio::time::interval_at(tokio::time::Instant::now() + KEEP_ALIVE, KEEP_ALIVE),
         end: Box::pin(tokio::time::sleep(LIFETIME)),
         shutdown: Box::pin(bus.on_shutdown()),
     };
     if let Some(on) = super::stream::upgrade_asked(&mut req, WATCH_UPGRADE) {
-        return Ok(super::stream::upgraded_response(
-            on,
-            sub,
-            WATCH_UPGRADE,
-            KEEP_ALIVE,
-        ));
+        let mut resp = super::stream::upgraded_response(on, sub, WATCH_UPGRADE, KEEP_ALIVE);
+        resp.headers_mut().insert(WATCH_ACCEPTS, ACCEPTS.clone());
+        return Ok(resp);
     }
     Ok(super::stream::sse_response(sub))
 }
@@ -144,6 +176,27 @@ fn frame(id: &str) -> Bytes {
     Bytes::from(format!(
         "id: {id}\nevent: desired\ndata: {{\"version\":\"{id}\"}}\n\n"
     ))
+}
+
+/// The frame answering a request written on the watch: `event` and its
+/// JSON (one line: serde_json writes no newline), no id (an answer is not
+/// resumed; its request is sent again).
+fn answer(event: &str, data: &impl serde::Serialize) -> Bytes {
+    let data = serde_json::to_string(data).expect("an answer serializes");
+    Bytes::from(format!("event: {event}\ndata: {data}\n\n"))
+}
+
+/// A failed request's answer: a [`WatchError`], what its HTTP request
+/// would have had.
+fn failed(e: ApiError) -> Bytes {
+    let e = WatchError {
+        status: e.status.as_u16(),
+        error: WatchErrorDetail {
+            code: e.code.to_string(),
+            message: e.message,
+        },
+    };
+    answer(WATCH_ERROR, &e)
 }
 
 /// The stream's claim: after `delay`, waits up to [`CLAIM_WAIT`] for runs
@@ -171,8 +224,12 @@ struct Watcher {
     rx: tokio::sync::watch::Receiver<u64>,
     epoch: String,
     claim: BoxFuture<'static, bool>,
-    ctx: Ctx,
+    st: AppState,
     host: uuid::Uuid,
+    /// The worker, whose requests on the watch are its host's.
+    worker: Worker,
+    /// The answers to its requests, in the order they came.
+    answers: FuturesOrdered<BoxFuture<'static, Bytes>>,
     keep_alive: tokio::time::Interval,
     end: std::pin::Pin<Box<tokio::time::Sleep>>,
     shutdown: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
@@ -181,6 +238,48 @@ struct Watcher {
 impl super::stream::Chunks for Watcher {
     fn chunk(&mut self) -> impl std::future::Future<Output = Option<Bytes>> + Send {
         self.next_chunk()
+    }
+
+    fn max_line(&self) -> usize {
+        self.st.max_body_bytes.min(MAX_LINE)
+    }
+
+    /// A [`WatchRequest`]: its answer is queued behind those before it. A
+    /// line that is not one is answered 400; a worker with more than
+    /// [`MAX_PENDING`] unanswered is cut off.
+    fn line(&mut self, line: &[u8]) -> bool {
+        if self.answers.len() >= MAX_PENDING {
+            return false;
+        }
+        // Its answer follows at once: no keep-alive meanwhile (at 10,000
+        // hosts heartbeating every 30 s, one would nearly always come
+        // first, in the few milliseconds the batch takes).
+        self.keep_alive.reset();
+        let answer: BoxFuture<'static, Bytes> = match serde_json::from_slice::<WatchRequest>(line) {
+            Ok(req) => {
+                self.worker.used_on_watch(&self.st);
+                let (st, host) = (self.st.clone(), self.worker.host.clone());
+                Box::pin(async move {
+                    let name = req.name();
+                    let set = match req {
+                        WatchRequest::Heartbeat(hb) => {
+                            super::worker::heartbeat_of(&st, &host, hb).await
+                        }
+                        WatchRequest::DesiredSet {} => super::worker::desired_of(&st, &host).await,
+                    };
+                    match set {
+                        Ok(set) => answer(name, &set),
+                        Err(e) => failed(e),
+                    }
+                })
+            }
+            Err(e) => {
+                let e = ApiError::bad_request(format!("not a watch request: {e}"));
+                Box::pin(std::future::ready(failed(e)))
+            }
+        };
+        self.answers.push_back(answer);
+        true
     }
 }
 
@@ -195,6 +294,10 @@ impl Watcher {
                 _ = &mut self.shutdown => return None,
                 _ = &mut self.revoked => return None,
                 _ = &mut self.end => return None,
+                Some(b) = self.answers.next(), if !self.answers.is_empty() => {
+                    self.keep_alive.reset();
+                    return Some(b);
+                }
                 r = self.rx.changed() => {
                     r.ok()?;
                     let v = *self.rx.borrow_and_update();
@@ -203,7 +306,7 @@ impl Watcher {
                 }
                 ok = &mut self.claim => {
                     let delay = if ok { Duration::ZERO } else { CLAIM_RETRY };
-                    self.claim = claim(self.ctx.clone(), self.host, delay);
+                    self.claim = claim(self.st.ctx.clone(), self.host, delay);
                 }
                 _ = self.keep_alive.tick() => return Some(Bytes::from_static(b": keep-alive\n\n")),
             }

@@ -105,17 +105,34 @@ pub async fn heartbeat(
     w: Worker,
     Json(hb): Json<Heartbeat>,
 ) -> Result<Json<DesiredSet>, ApiError> {
+    Ok(Json(heartbeat_of(&st, &w.host, hb).await?))
+}
+
+/// The heartbeat `hb` of `host`'s worker, sent as a request or on its
+/// watch ([`super::watch`]): its desired set.
+pub(super) async fn heartbeat_of(
+    st: &AppState,
+    host: &str,
+    hb: Heartbeat,
+) -> Result<DesiredSet, ApiError> {
     validate::heartbeat(&hb)?;
-    Ok(Json(
-        super::heartbeats::beat(&st, &w.host, hb.instance_id).await?,
-    ))
+    super::heartbeats::beat(st, host, hb.instance_id).await
 }
 
 pub async fn desired(State(st): State<AppState>, w: Worker) -> Result<Json<DesiredSet>, ApiError> {
+    Ok(Json(desired_of(&st, &w.host).await?))
+}
+
+/// The desired set of `host`, read by a request or on its worker's watch
+/// ([`super::watch`]).
+pub(super) async fn desired_of(st: &AppState, host: &str) -> Result<DesiredSet, ApiError> {
     let mut tx = st.ctx.store.begin().await?;
-    let host = host_of(tx.as_mut(), &w).await?;
+    let host = tx
+        .by_name::<Host>((), host)
+        .await?
+        .ok_or_else(|| not_registered(host))?;
     let mut desired = desired_set(tx.as_mut(), &st.ctx.secrets, &host).await?;
-    signals_into(&st, &host, &mut desired);
+    signals_into(st, &host, &mut desired);
     if !desired.runs.is_empty() {
         // In the read's transaction: no second one (issue 33).
         let runs: Vec<(uuid::Uuid, i32)> =
@@ -124,7 +141,7 @@ pub async fn desired(State(st): State<AppState>, w: Worker) -> Result<Json<Desir
         st.ctx.commit(tx).await?;
         attach_input(&mut desired, &mut input);
     }
-    Ok(Json(desired))
+    Ok(desired)
 }
 
 /// Puts the operator signals of each live run (all of them, every time:

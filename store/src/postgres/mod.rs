@@ -117,8 +117,8 @@ impl Store for PgStore {
         self.begin_on(&self.priority).await
     }
 
-    async fn token_by_fingerprint(&self, fp: &str) -> StoreResult<Option<ApiToken>> {
-        tokens::token_by_fingerprint(&self.pool, fp).await
+    async fn tokens_by_fingerprints(&self, fps: &[String]) -> StoreResult<Vec<ApiToken>> {
+        tokens::tokens_by_fingerprints(&self.pool, fps).await
     }
 
     async fn read_journal(

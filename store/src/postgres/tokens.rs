@@ -1,8 +1,22 @@
 use super::*;
 
-/// The token with this fingerprint, in a transaction or on its own
-/// ([`crate::Store::token_by_fingerprint`]).
-pub(super) async fn token_by_fingerprint<'e>(
+/// The tokens with these fingerprints, one statement
+/// ([`crate::Store::tokens_by_fingerprints`]).
+pub(super) async fn tokens_by_fingerprints<'e>(
+    conn: impl sqlx::PgExecutor<'e>,
+    fps: &[String],
+) -> StoreResult<Vec<ApiToken>> {
+    let sql = format!("SELECT {TOKEN_COLS} FROM api_tokens WHERE fingerprint = ANY($1)");
+    let rows = sqlx::query(&sql)
+        .bind(fps)
+        .fetch_all(conn)
+        .await
+        .map_err(db_err)?;
+    rows.iter().map(token_from_row).collect()
+}
+
+/// The token with this fingerprint, in a transaction.
+async fn token_by_fingerprint<'e>(
     conn: impl sqlx::PgExecutor<'e>,
     fp: &str,
 ) -> StoreResult<Option<ApiToken>> {

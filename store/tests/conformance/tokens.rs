@@ -67,6 +67,17 @@ pub async fn tokens_insert_lookup_revoke(s: &dyn Store) {
         Some(wk.clone())
     );
     assert_eq!(s.token_by_fingerprint("nope").await.unwrap(), None);
+    // Many at once: those found (a revoked one too), unknown ones left out.
+    let fps = ["fp-wk", "nope", "fp-op"].map(String::from);
+    let mut many = s.tokens_by_fingerprints(&fps).await.unwrap();
+    many.sort_by(|a, b| a.fingerprint.cmp(&b.fingerprint));
+    assert_eq!(
+        many.iter()
+            .map(|t| t.fingerprint.as_str())
+            .collect::<Vec<_>>(),
+        ["fp-op", "fp-wk"]
+    );
+    assert!(s.tokens_by_fingerprints(&[]).await.unwrap().is_empty());
     let mut tx = s.begin().await.unwrap();
     assert_eq!(tx.list_tokens().await.unwrap().len(), 3);
 }
