@@ -8,12 +8,18 @@
 //! - Without the header the same watch is a plain `200 text/event-stream`.
 //! - A real pam-worker upgrades its watch (seen on the wire by a loopback
 //!   proxy) and runs what pamd claims for it.
+//! - The `101` says pamd takes heartbeats and desired-set reads on the
+//!   watch: each line is answered in order by a frame (the desired set, or
+//!   the error); a real pam-worker sends them there, not as HTTP
+//!   requests, its host stays online on them, and its run is started.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use pam_manifests::protocol::{RegisterRequest, PROTOCOL_VERSION, WATCH_UPGRADE};
+use pam_manifests::protocol::{
+    DesiredSet, RegisterRequest, WatchError, PROTOCOL_VERSION, WATCH_ACCEPTS, WATCH_UPGRADE,
+};
 use pam_manifests::state::Platform;
 use pam_tests::worker::{
     apply, create_worker_token, fake, project_yaml, run_yaml, wait_online, wait_phase, Worker,
@@ -24,12 +30,13 @@ use tokio::net::{TcpListener, TcpStream};
 
 const T: Duration = Duration::from_secs(60);
 
-/// Registers host `name` with `token`, as a worker does.
-async fn register(pamd: &Pamd, token: &str, name: &str) {
+/// Registers host `name` with `token`, as a worker does: its instance id.
+async fn register(pamd: &Pamd, token: &str, name: &str) -> uuid::Uuid {
+    let instance_id = uuid::Uuid::new_v4();
     let req = RegisterRequest {
         name: name.into(),
         platform: Platform::Linux,
-        instance_id: uuid::Uuid::new_v4(),
+        instance_id,
         capacity: 4,
         labels: Default::default(),
         version: "test".into(),
@@ -45,6 +52,7 @@ async fn register(pamd: &Pamd, token: &str, name: &str) {
         .await
         .unwrap();
     assert!(r.status().is_success(), "register: {}", r.status());
+    instance_id
 }
 
 fn watch_request(pamd: &Pamd, token: &str, upgrade: bool) -> reqwest::RequestBuilder {
@@ -168,21 +176,55 @@ async fn without_the_upgrade_header_the_watch_is_plain_sse() {
     assert!(text.contains("event: desired"), "{text:?}");
 }
 
-/// Forwards loopback connections to `upstream`, counting responses that
-/// switch protocols to the watch's.
-async fn counting_proxy(upstream: String, upgraded: Arc<AtomicUsize>) -> String {
+/// What [`counting_proxy`] saw.
+#[derive(Default)]
+struct Seen {
+    /// Responses that switched protocols to the watch's.
+    upgraded: AtomicUsize,
+    /// `POST /api/v1/workers/heartbeat` requests.
+    posted: AtomicUsize,
+    /// Heartbeats written on a watch.
+    on_watch: AtomicUsize,
+    /// `GET /api/v1/workers/desired` requests.
+    desired_got: AtomicUsize,
+    /// Desired-set reads written on a watch.
+    desired_on_watch: AtomicUsize,
+}
+
+/// Forwards loopback connections to `upstream`, counting what it sees.
+async fn counting_proxy(upstream: String, seen: Arc<Seen>) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move {
         while let Ok((client, _)) = listener.accept().await {
-            let (upstream, upgraded) = (upstream.clone(), upgraded.clone());
+            let (upstream, seen) = (upstream.clone(), seen.clone());
             tokio::spawn(async move {
                 let Ok(server) = TcpStream::connect(&upstream).await else {
                     return;
                 };
                 let (mut cr, mut cw) = client.into_split();
                 let (mut sr, mut sw) = server.into_split();
-                let up = tokio::spawn(async move { tokio::io::copy(&mut cr, &mut sw).await });
+                let sent = seen.clone();
+                let up = tokio::spawn(async move {
+                    let mut buf = vec![0u8; 16 * 1024];
+                    while let Ok(n) = cr.read(&mut buf).await {
+                        if n == 0 {
+                            break;
+                        }
+                        let text = String::from_utf8_lossy(&buf[..n]);
+                        let posts = text.matches("POST /api/v1/workers/heartbeat ").count();
+                        sent.posted.fetch_add(posts, Ordering::SeqCst);
+                        let lines = text.matches("{\"heartbeat\":").count();
+                        sent.on_watch.fetch_add(lines, Ordering::SeqCst);
+                        let gets = text.matches("GET /api/v1/workers/desired ").count();
+                        sent.desired_got.fetch_add(gets, Ordering::SeqCst);
+                        let reads = text.matches("{\"desired_set\":").count();
+                        sent.desired_on_watch.fetch_add(reads, Ordering::SeqCst);
+                        if sw.write_all(&buf[..n]).await.is_err() {
+                            break;
+                        }
+                    }
+                });
                 let mut buf = vec![0u8; 16 * 1024];
                 while let Ok(n) = sr.read(&mut buf).await {
                     if n == 0 {
@@ -194,7 +236,7 @@ async fn counting_proxy(upstream: String, upgraded: Arc<AtomicUsize>) -> String 
                             .to_ascii_lowercase()
                             .contains(&format!("upgrade: {WATCH_UPGRADE}"))
                     {
-                        upgraded.fetch_add(1, Ordering::SeqCst);
+                        seen.upgraded.fetch_add(1, Ordering::SeqCst);
                     }
                     if cw.write_all(&buf[..n]).await.is_err() {
                         break;
@@ -210,9 +252,9 @@ async fn counting_proxy(upstream: String, upgraded: Arc<AtomicUsize>) -> String 
 #[tokio::test]
 async fn pam_worker_upgrades_its_watch_and_runs_what_is_claimed() {
     let pamd = Pamd::start(PamdOptions::default()).await.unwrap();
-    let upgraded = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::new(Seen::default());
     let upstream = pamd.url.trim_start_matches("http://").to_string();
-    let url = counting_proxy(upstream, upgraded.clone()).await;
+    let url = counting_proxy(upstream, seen.clone()).await;
     let token = create_worker_token(&pamd, "w-up").await.unwrap();
     // No safety net but the watch: the run is spawned because a frame
     // came over the upgraded connection.
@@ -226,7 +268,147 @@ async fn pam_worker_upgrades_its_watch_and_runs_what_is_claimed() {
     );
     wait_phase(&pamd, "w-up-run", "exited", T).await;
     assert!(
-        upgraded.load(Ordering::SeqCst) >= 1,
+        seen.upgraded.load(Ordering::SeqCst) >= 1,
         "pam-worker's watch was not upgraded"
+    );
+}
+
+#[tokio::test]
+async fn heartbeats_on_the_watch_are_answered_in_order() {
+    let pamd = Pamd::start(PamdOptions::default()).await.unwrap();
+    let token = create_worker_token(&pamd, "hb-1").await.unwrap();
+    let instance = register(&pamd, &token, "hb-1").await;
+    let resp = watch_request(&pamd, &token, true).send().await.unwrap();
+    assert_eq!(resp.status(), reqwest::StatusCode::SWITCHING_PROTOCOLS);
+    assert_eq!(
+        resp.headers()
+            .get(WATCH_ACCEPTS)
+            .and_then(|v| v.to_str().ok()),
+        Some("heartbeat, desired_set")
+    );
+    let mut io = resp.upgrade().await.unwrap();
+    read_until(&mut io, "event: desired").await;
+    let before = pam_tests::worker::host(&pamd, "hb-1").await["status"]["lastSeenAt"].clone();
+    assert!(
+        before.is_string(),
+        "no lastSeenAt after registering: {before}"
+    );
+    // lastSeenAt is in whole seconds.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+
+    // A heartbeat, a line that is not a request, a read of the desired
+    // set: three answers, in that order.
+    let hb = serde_json::json!({"heartbeat": {"instance_id": instance, "running": []}});
+    let lines = format!("{hb}\nnot json\n{{\"desired_set\":{{}}}}\n");
+    io.write_all(lines.as_bytes()).await.unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 1024];
+    tokio::time::timeout(T, async {
+        while String::from_utf8_lossy(&got).matches("\n\n").count() < 3 {
+            let n = io.read(&mut buf).await.unwrap();
+            assert!(
+                n > 0,
+                "the watch ended: {:?}",
+                String::from_utf8_lossy(&got)
+            );
+            got.extend_from_slice(&buf[..n]);
+        }
+    })
+    .await
+    .expect("three answers");
+    let text = String::from_utf8_lossy(&got).into_owned();
+    let frames: Vec<&str> = text
+        .split("\n\n")
+        .filter(|f| !f.is_empty() && !f.starts_with(':'))
+        .collect();
+    let event = |f: &str| {
+        f.lines()
+            .find_map(|l| l.strip_prefix("event: "))
+            .map(str::to_string)
+    };
+    let data = |f: &str| {
+        f.lines()
+            .find_map(|l| l.strip_prefix("data: "))
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(
+        frames.iter().map(|f| event(f)).collect::<Vec<_>>(),
+        [
+            Some("heartbeat".into()),
+            Some("error".into()),
+            Some("desired_set".into())
+        ],
+        "{text:?}"
+    );
+    let set: DesiredSet = serde_json::from_str(&data(frames[0])).unwrap();
+    assert!(set.runs.is_empty());
+    let e: WatchError = serde_json::from_str(&data(frames[1])).unwrap();
+    assert_eq!((e.status, e.error.code.as_str()), (400, "bad_request"));
+    let set: DesiredSet = serde_json::from_str(&data(frames[2])).unwrap();
+    assert!(set.runs.is_empty());
+    // Written: the host was seen again.
+    let after = pam_tests::worker::host(&pamd, "hb-1").await["status"]["lastSeenAt"].clone();
+    assert_ne!(
+        before, after,
+        "the heartbeats on the watch were not written"
+    );
+
+    // A line longer than a request may be (1 MiB) ends the connection.
+    let long = vec![b'x'; 2 * 1024 * 1024];
+    let _ = io.write_all(&long).await;
+    let mut buf = [0u8; 1024];
+    let ended = tokio::time::timeout(T, async {
+        loop {
+            match io.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    })
+    .await;
+    assert!(ended.is_ok(), "an endless line did not end the watch");
+}
+
+#[tokio::test]
+async fn pam_worker_heartbeats_on_its_watch() {
+    let pamd = Pamd::start(PamdOptions {
+        config_toml: pam_tests::worker::FAST_PAMD_TOML.into(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let seen = Arc::new(Seen::default());
+    let upstream = pamd.url.trim_start_matches("http://").to_string();
+    let url = counting_proxy(upstream, seen.clone()).await;
+    let token = create_worker_token(&pamd, "w-hb").await.unwrap();
+    let w = Worker::start_with_token(&url, &token, "w-hb", "heartbeat_seconds = 1\n").unwrap();
+    wait_online(&pamd, "w-hb").await;
+    let posted = seen.posted.load(Ordering::SeqCst);
+    // pamd takes a host offline 4 s after its last heartbeat: online after
+    // 8 s is heartbeats written, and they went on the watch.
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let h = pam_tests::worker::host(&pamd, "w-hb").await;
+    assert_eq!(h["status"]["phase"], "online", "{h}");
+    let on_watch = seen.on_watch.load(Ordering::SeqCst);
+    assert!(on_watch >= 5, "{on_watch} heartbeats on the watch in 8 s");
+    assert_eq!(
+        seen.posted.load(Ordering::SeqCst),
+        posted,
+        "heartbeats were posted while the watch took them"
+    );
+    // A run: the frame's read of the desired set goes on the watch too.
+    let got = seen.desired_got.load(Ordering::SeqCst);
+    apply(&pamd, &project_yaml());
+    apply(
+        &pamd,
+        &run_yaml("w-hb-run", w.tmp(), &fake(&["--lines", "1"]), ""),
+    );
+    wait_phase(&pamd, "w-hb-run", "exited", T).await;
+    assert!(seen.desired_on_watch.load(Ordering::SeqCst) >= 1);
+    assert_eq!(
+        seen.desired_got.load(Ordering::SeqCst),
+        got,
+        "the desired set was read by GET while the watch took the read"
     );
 }

@@ -48,6 +48,9 @@ pub struct Host {
     token: String,
     instance: Uuid,
     state: Mutex<State>,
+    /// The open watch that takes heartbeats (as pam-worker's): each one
+    /// sent, and when.
+    on_watch: Mutex<Option<tokio::sync::mpsc::Sender<(Heartbeat, Instant)>>>,
 }
 
 #[derive(Default)]
@@ -77,6 +80,7 @@ impl Host {
             token,
             instance: Uuid::new_v4(),
             state: Mutex::new(State::default()),
+            on_watch: Mutex::new(None),
         })
     }
 
@@ -183,15 +187,24 @@ impl Host {
                         })
                         .collect(),
                 };
-                let _: Option<DesiredSet> = self
-                    .call(
-                        &sh,
-                        "heartbeat",
-                        reqwest::Method::POST,
-                        "/api/v1/workers/heartbeat",
-                        Some(&hb),
-                    )
-                    .await;
+                // On the watch when it takes them, as pam-worker; else
+                // (a stream not open) posted.
+                let watch = self.on_watch.lock().unwrap().clone();
+                let sent = match watch {
+                    Some(w) => w.send((hb.clone(), Instant::now())).await.is_ok(),
+                    None => false,
+                };
+                if !sent {
+                    let _: Option<DesiredSet> = self
+                        .call(
+                            &sh,
+                            "heartbeat",
+                            reqwest::Method::POST,
+                            "/api/v1/workers/heartbeat",
+                            Some(&hb),
+                        )
+                        .await;
+                }
             }
             tokio::time::sleep(every.saturating_sub(t.elapsed())).await;
         }
@@ -241,9 +254,17 @@ impl Host {
                     continue;
                 }
             };
-            // As pam-worker: the upgraded connection carries the frames.
-            let mut io = match resp.upgrade().await {
-                Ok(io) => io,
+            let takes: Vec<String> = resp
+                .headers()
+                .get(pam_manifests::protocol::WATCH_ACCEPTS)
+                .and_then(|v| v.to_str().ok())
+                .map(|v| v.split(',').map(|t| t.trim().to_string()).collect())
+                .unwrap_or_default();
+            // As pam-worker: the upgraded connection carries the frames,
+            // and the heartbeats and desired-set reads when pamd takes
+            // them there.
+            let (mut rd, mut wr) = match resp.upgrade().await {
+                Ok(io) => tokio::io::split(io),
                 Err(_) => {
                     sh.lat.error("watch", 101);
                     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -251,6 +272,17 @@ impl Host {
                 }
             };
             sh.lat.record("watch (open)", t.elapsed());
+            let (beats, mut beat) = tokio::sync::mpsc::channel(4);
+            if takes.iter().any(|t| t == "heartbeat") {
+                *self.on_watch.lock().unwrap() = Some(beats);
+            }
+            let reads_on_watch = takes.iter().any(|t| t == "desired_set");
+            // The requests written and not yet answered, in order: which,
+            // and when each was sent.
+            let mut sent: VecDeque<(&'static str, Instant)> = VecDeque::new();
+            // A read is due (a frame came, or the resync) while one is
+            // unanswered: read again when it is.
+            let mut again = false;
             let mut buf: Vec<u8> = Vec::new();
             let mut read = [0u8; 4096];
             loop {
@@ -258,57 +290,126 @@ impl Host {
                     break;
                 }
                 let wait = next_resync.saturating_duration_since(Instant::now());
-                let chunk = tokio::time::timeout(
-                    wait.min(Duration::from_secs(1)),
-                    tokio::io::AsyncReadExt::read(&mut io, &mut read),
-                )
-                .await;
-                let frames = match chunk {
-                    Err(_) => 0,
+                let chunk = tokio::select! {
+                    c = tokio::time::timeout(
+                        wait.min(Duration::from_secs(1)),
+                        tokio::io::AsyncReadExt::read(&mut rd, &mut read),
+                    ) => c,
+                    Some((hb, at)) = beat.recv() => {
+                        let line = serde_json::json!({ "heartbeat": hb }).to_string() + "\n";
+                        if tokio::io::AsyncWriteExt::write_all(&mut wr, line.as_bytes()).await.is_err() {
+                            sh.lat.error("heartbeat", 0);
+                            break;
+                        }
+                        sent.push_back(("heartbeat", at));
+                        continue;
+                    }
+                };
+                let mut frames = 0;
+                let mut answered: Option<Option<DesiredSet>> = None;
+                match chunk {
+                    Err(_) => {}
                     Ok(Ok(n)) if n > 0 => {
                         buf.extend_from_slice(&read[..n]);
-                        let mut n = 0;
                         while let Some(end) = buf.windows(2).position(|w| w == b"\n\n") {
                             let block: Vec<u8> = buf.drain(..end + 2).collect();
                             let text = String::from_utf8_lossy(&block);
-                            if let Some(id) = text.lines().find_map(|l| l.strip_prefix("id: ")) {
+                            let event = text.lines().find_map(|l| l.strip_prefix("event: "));
+                            let data = text.lines().find_map(|l| l.strip_prefix("data: "));
+                            if matches!(event, Some("heartbeat" | "desired_set" | "error")) {
+                                // An answer, in the order the requests were sent.
+                                let Some((what, at)) = sent.pop_front() else {
+                                    continue;
+                                };
+                                sh.lat.record(what, at.elapsed());
+                                if event == Some("error") {
+                                    let status = data
+                                        .and_then(|d| {
+                                            serde_json::from_str::<
+                                                pam_manifests::protocol::WatchError,
+                                            >(d)
+                                            .ok()
+                                        })
+                                        .map_or(0, |e| e.status);
+                                    sh.lat.error(what, status);
+                                }
+                                if what == "desired" {
+                                    let set = data.filter(|_| event == Some("desired_set"));
+                                    answered = Some(set.and_then(|d| serde_json::from_str(d).ok()));
+                                }
+                            } else if let Some(id) =
+                                text.lines().find_map(|l| l.strip_prefix("id: "))
+                            {
                                 last = Some(id.to_string());
-                                n += 1;
+                                frames += 1;
                             }
                         }
-                        n
                     }
                     // Ended or broken: open it again.
                     Ok(_) => break,
-                };
+                }
                 let due = Instant::now() >= next_resync;
-                if frames == 0 && !due {
+                if let Some(set) = answered {
+                    self.read_desired(&sh, set, &mut settled, &mut next_resync, &mut rng);
+                }
+                let reading = sent.iter().any(|(what, _)| *what == "desired");
+                let read_again = again && !reading;
+                if frames == 0 && !due && !read_again {
                     continue;
                 }
                 if due {
                     next_resync = Instant::now() + resync;
                 }
-                let set: Option<DesiredSet> = self
-                    .call::<(), _>(
-                        &sh,
-                        "desired",
-                        reqwest::Method::GET,
-                        "/api/v1/workers/desired",
-                        None,
-                    )
-                    .await;
-                match set {
-                    Some(set) => {
-                        if !std::mem::replace(&mut settled, true) {
-                            sh.settled.fetch_add(1, Ordering::Relaxed);
-                        }
-                        self.start_runs(&sh, set, &mut rng);
+                if !reads_on_watch {
+                    let set: Option<DesiredSet> = self
+                        .call::<(), _>(
+                            &sh,
+                            "desired",
+                            reqwest::Method::GET,
+                            "/api/v1/workers/desired",
+                            None,
+                        )
+                        .await;
+                    self.read_desired(&sh, set, &mut settled, &mut next_resync, &mut rng);
+                } else if reading {
+                    again = true;
+                } else {
+                    again = false;
+                    let line = b"{\"desired_set\":{}}\n";
+                    if tokio::io::AsyncWriteExt::write_all(&mut wr, line)
+                        .await
+                        .is_err()
+                    {
+                        sh.lat.error("desired", 0);
+                        break;
                     }
-                    // As pam-worker: a failed read is tried again after
-                    // its tick (5 s), not at the next resync.
-                    None => next_resync = Instant::now() + RETRY_READ,
+                    sent.push_back(("desired", Instant::now()));
                 }
             }
+            // Heartbeats are posted until the next stream takes them.
+            *self.on_watch.lock().unwrap() = None;
+        }
+    }
+
+    /// A read of the desired set answered (`None`: it failed).
+    fn read_desired(
+        self: &Arc<Self>,
+        sh: &Arc<Shared>,
+        set: Option<DesiredSet>,
+        settled: &mut bool,
+        next_resync: &mut Instant,
+        rng: &mut Rng,
+    ) {
+        match set {
+            Some(set) => {
+                if !std::mem::replace(settled, true) {
+                    sh.settled.fetch_add(1, Ordering::Relaxed);
+                }
+                self.start_runs(sh, set, rng);
+            }
+            // As pam-worker: a failed read is tried again after its tick
+            // (5 s), not at the next resync.
+            None => *next_resync = Instant::now() + RETRY_READ,
         }
     }
 

@@ -4,8 +4,10 @@
 //!
 //! * **heartbeat** — every heartbeat interval (the smaller of worker.toml's
 //!   `heartbeat_seconds` and what pamd asked for at registration), on a task
-//!   of its own with its own HTTP client, so nothing (a slow spawn, a big
-//!   upload, a stuck long-poll) can delay it. It reports the `pam-*`
+//!   of its own, so nothing (a slow spawn, a big upload, a stuck long-poll)
+//!   can delay it. It goes on the open watch when pamd takes it there
+//!   (issue 33: one connection to pamd), else with its own HTTP client.
+//!   It reports the `pam-*`
 //!   sessions the reconcile loop last saw; a `not_registered` answer makes
 //!   it register again. Operator signals and attach input that pamd hands
 //!   out with the heartbeat's desired set are passed to the reconcile loop,
@@ -75,7 +77,8 @@ use std::time::Duration;
 use anyhow::Context;
 use pam_manifests::protocol::{
     protocol_mismatch, protocol_of, Capabilities, DesiredSet, Heartbeat, OperatorSignal, Peer,
-    RegisterRequest, RegisterResponse, SessionReport, SignalAck, SignalBatch, PROTOCOL_VERSION,
+    RegisterRequest, RegisterResponse, SessionReport, SignalAck, SignalBatch, WatchRequest,
+    PROTOCOL_VERSION,
 };
 use pam_manifests::state::Platform;
 use tokio::sync::Notify;
@@ -149,6 +152,8 @@ struct State {
     /// What this host can run, as last reported (issue 31): every
     /// registration sends it, and a change registers again.
     capabilities: Mutex<Capabilities>,
+    /// The open watch that takes requests, if any (issue 33).
+    watch_calls: watch::Calls,
 }
 
 /// Runs the agent until the future is dropped (the caller selects it
@@ -182,6 +187,7 @@ pub async fn run(opts: AgentOptions) -> anyhow::Result<()> {
         polling: Default::default(),
         known: Default::default(),
         capabilities: Mutex::new(capabilities),
+        watch_calls: Default::default(),
         opts,
     });
     let api = Api::new(&st.opts, Duration::from_secs(30))?;
@@ -375,10 +381,13 @@ async fn heartbeat_loop(st: Arc<State>, mut every: Duration) {
             instance_id: st.opts.instance_id,
             running: st.running.lock().unwrap().clone(),
         };
-        match api
-            .post::<_, DesiredSet>("/api/v1/workers/heartbeat", &hb)
-            .await
-        {
+        // On the watch when it takes heartbeats: one connection to pamd.
+        let on_watch = WatchRequest::Heartbeat(hb.clone());
+        let sent = match watch::request(&st, on_watch, every.max(Duration::from_secs(5))).await {
+            Some(answer) => answer.map(Some),
+            None => api.post("/api/v1/workers/heartbeat", &hb).await,
+        };
+        match sent {
             Ok(Some(set)) => deliver(&st, &set),
             Ok(None) => {}
             Err(e) if matches!(http_code(&e), Some((409, "not_registered"))) => {

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use pam_manifests::protocol::{
     parse_session_name, truncate_message, DesiredRun, DesiredSet, OperatorSignal, SessionReport,
-    Signal, SignalKind, SignalName, REASON_SPAWN_FAILED, SIGNAL_MESSAGE_MAX_BYTES,
+    Signal, SignalKind, SignalName, WatchRequest, REASON_SPAWN_FAILED, SIGNAL_MESSAGE_MAX_BYTES,
 };
 use uuid::Uuid;
 
@@ -77,7 +77,13 @@ pub(super) async fn reconcile_loop(st: Arc<State>) {
             }
         }
         let fetched_at = Instant::now();
-        match api.get::<DesiredSet>("/api/v1/workers/desired").await {
+        // On the watch when it takes the read: one connection to pamd.
+        let read = WatchRequest::DesiredSet {};
+        let read = match super::watch::request(&st, read, Duration::from_secs(30)).await {
+            Some(answer) => answer,
+            None => api.get::<DesiredSet>("/api/v1/workers/desired").await,
+        };
+        match read {
             Ok(set) => {
                 *st.known.lock().unwrap() = set
                     .runs

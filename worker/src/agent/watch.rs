@@ -15,14 +15,65 @@
 //!
 //! A pamd that answers 404 (older than the watch) is polled instead: the
 //! claim long-poll of [`super::claim_loop`] and the reconcile tick.
+//!
+//! When the `101` says `pam-watch-accepts: heartbeat, desired_set`, the
+//! heartbeats and the desired-set reads go on the watch too
+//! ([`request`]): one JSON line each, answered in order by a frame with
+//! the desired set, so the worker keeps one connection to pamd. Otherwise
+//! (a plain stream, an older pamd or replica, no watch open) they are
+//! HTTP requests.
 
+use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::client::{failure, http_code, Api};
+use pam_manifests::protocol::{
+    DesiredSet, WatchError, WatchRequest, WATCH_ACCEPTS, WATCH_DESIRED_SET, WATCH_ERROR,
+    WATCH_HEARTBEAT,
+};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, ReadHalf, WriteHalf};
+use tokio::sync::{mpsc, oneshot};
+
+use super::client::{failure, http_code, Api, HttpError};
 use super::State;
 use crate::backoff::Backoff;
+
+/// A request for the open watch, and where its answer goes.
+type Call = (WatchRequest, oneshot::Sender<anyhow::Result<DesiredSet>>);
+
+/// Where the other tasks hand their requests to the open watch, with the
+/// names of those it takes; `None` while none is open.
+#[derive(Default)]
+pub(super) struct Calls(Mutex<Option<(mpsc::Sender<Call>, Vec<String>)>>);
+
+/// `req` sent on the open watch, its answer awaited for at most `wait`;
+/// `None` when no open watch takes it, or it did not answer (it ended, or
+/// is stuck): the caller sends the HTTP request instead.
+pub(super) async fn request(
+    st: &State,
+    req: WatchRequest,
+    wait: Duration,
+) -> Option<anyhow::Result<DesiredSet>> {
+    let calls = {
+        let open = st.watch_calls.0.lock().unwrap();
+        let (calls, takes) = open.as_ref()?;
+        takes
+            .iter()
+            .any(|t| t == req.name())
+            .then(|| calls.clone())?
+    };
+    let (reply, answer) = oneshot::channel();
+    calls.send((req, reply)).await.ok()?;
+    match tokio::time::timeout(wait, answer).await {
+        Ok(Ok(answer)) => Some(answer),
+        Ok(Err(_)) => None,
+        Err(_) => {
+            tracing::debug!("no answer on the watch within {wait:?}; sending the request");
+            None
+        }
+    }
+}
 
 /// A stream with no byte for this long is dead.
 const IDLE: Duration = Duration::from_secs(75);
@@ -62,47 +113,116 @@ async fn follow(
     last: &mut Option<String>,
     backoff: &mut Backoff,
 ) -> anyhow::Result<()> {
-    let mut body = Body::of(api.open(PATH, last.as_deref()).await?).await?;
+    let (mut body, writer) = Body::of(api.open(PATH, last.as_deref()).await?).await?;
+    // While this stream takes requests, the other tasks send them here;
+    // they are answered in the order they were written.
+    let mut calls = writer.map(|(w, takes)| {
+        let (tx, rx) = mpsc::channel(4);
+        *st.watch_calls.0.lock().unwrap() = Some((tx, takes));
+        (w, rx, VecDeque::new())
+    });
+    let _taken = TakenBack(&st.watch_calls);
     let mut frames = Frames::default();
+    // pamd's silence, not ours: writing a heartbeat does not extend it.
+    let mut silent_at = tokio::time::Instant::now() + IDLE;
     loop {
-        let chunk = match tokio::time::timeout(IDLE, body.chunk()).await {
-            Ok(c) => c?,
-            Err(_) => anyhow::bail!("the watch stream was silent for {IDLE:?}"),
+        let idle = tokio::time::timeout_at(silent_at, body.chunk());
+        let chunk = tokio::select! {
+            c = idle => match c {
+                Ok(c) => c?,
+                Err(_) => anyhow::bail!("the watch stream was silent for {IDLE:?}"),
+            },
+            Some((req, reply)) = async { calls.as_mut()?.1.recv().await }, if calls.is_some() => {
+                let (w, _, pending) = calls.as_mut().expect("a stream that takes requests");
+                let mut line = serde_json::to_vec(&req)?;
+                line.push(b'\n');
+                tokio::time::timeout(IDLE, w.write_all(&line)).await??;
+                pending.push_back(reply);
+                continue;
+            }
         };
         let Some(chunk) = chunk else {
             return Ok(());
         };
         backoff.reset();
-        for id in frames.push(&chunk) {
-            *last = Some(id);
-            st.wake.notify_one();
+        silent_at = tokio::time::Instant::now() + IDLE;
+        for f in frames.push(&chunk) {
+            match f {
+                Frame::Desired(id) => {
+                    *last = Some(id);
+                    st.wake.notify_one();
+                }
+                Frame::Answer { event, data } => {
+                    let Some(reply) = calls.as_mut().and_then(|c| c.2.pop_front()) else {
+                        anyhow::bail!("the watch answered a request that was not sent");
+                    };
+                    let _ = reply.send(answer_of(&event, &data));
+                }
+            }
         }
     }
+}
+
+/// Clears the stream's heartbeat hand-over when it ends, however it ends.
+struct TakenBack<'a>(&'a Calls);
+
+impl Drop for TakenBack<'_> {
+    fn drop(&mut self) {
+        *self.0 .0.lock().unwrap() = None;
+    }
+}
+
+/// A request's answer: the desired set, or the error its HTTP request
+/// would have had.
+fn answer_of(event: &str, data: &str) -> anyhow::Result<DesiredSet> {
+    if event == WATCH_ERROR {
+        let e: WatchError = serde_json::from_str(data)?;
+        return Err(HttpError {
+            status: e.status,
+            code: e.error.code,
+            body: serde_json::json!({ "error": { "message": e.error.message } }),
+            retry_after: None,
+        }
+        .into());
+    }
+    Ok(serde_json::from_str(data)?)
 }
 
 /// The stream's bytes: the upgraded connection after a `101`, or the
 /// body of a plain `200 text/event-stream` (the same frames either way).
 enum Body {
-    Upgraded(reqwest::Upgraded, Box<[u8]>),
+    Upgraded(ReadHalf<reqwest::Upgraded>, Box<[u8]>),
     Sse(reqwest::Response),
 }
 
 impl Body {
-    async fn of(resp: reqwest::Response) -> anyhow::Result<Body> {
-        Ok(
-            if resp.status() == reqwest::StatusCode::SWITCHING_PROTOCOLS {
-                Body::Upgraded(resp.upgrade().await?, vec![0; 4096].into())
-            } else {
-                Body::Sse(resp)
-            },
-        )
+    /// The stream, and where to write the requests it takes (their
+    /// names) when it takes any.
+    #[allow(clippy::type_complexity)]
+    async fn of(
+        resp: reqwest::Response,
+    ) -> anyhow::Result<(Body, Option<(WriteHalf<reqwest::Upgraded>, Vec<String>)>)> {
+        if resp.status() != reqwest::StatusCode::SWITCHING_PROTOCOLS {
+            return Ok((Body::Sse(resp), None));
+        }
+        let takes: Vec<String> = resp
+            .headers()
+            .get_all(WATCH_ACCEPTS)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .map(|t| t.trim().to_string())
+            .filter(|t| !t.is_empty())
+            .collect();
+        let (rd, wr) = tokio::io::split(resp.upgrade().await?);
+        let writer = (!takes.is_empty()).then_some((wr, takes));
+        Ok((Body::Upgraded(rd, vec![0; 4096].into()), writer))
     }
 
     /// The next bytes; `None` once pamd ended the stream.
     async fn chunk(&mut self) -> anyhow::Result<Option<Vec<u8>>> {
         match self {
             Body::Upgraded(io, buf) => {
-                use tokio::io::AsyncReadExt;
                 let n = io.read(buf).await?;
                 Ok((n > 0).then(|| buf[..n].to_vec()))
             }
@@ -111,50 +231,93 @@ impl Body {
     }
 }
 
-/// An SSE parser for the watch's frames: the ids of whole `desired` frames.
+/// A whole frame of the watch.
+#[derive(Debug, PartialEq, Eq)]
+enum Frame {
+    /// `event: desired`: the set changed, as of this id.
+    Desired(String),
+    /// The answer to a request written on the watch (`event: heartbeat`,
+    /// `desired_set` or `error`), its data.
+    Answer { event: String, data: String },
+}
+
+/// An SSE parser for the watch's frames.
 #[derive(Default)]
 struct Frames {
     buf: Vec<u8>,
 }
 
 impl Frames {
-    fn push(&mut self, bytes: &[u8]) -> Vec<String> {
+    fn push(&mut self, bytes: &[u8]) -> Vec<Frame> {
         self.buf.extend_from_slice(bytes);
-        let mut ids = Vec::new();
+        let mut out = Vec::new();
         while let Some(end) = self.buf.windows(2).position(|w| w == b"\n\n") {
             let block: Vec<u8> = self.buf.drain(..end + 2).collect();
             let text = String::from_utf8_lossy(&block);
-            let (mut id, mut desired) = (None, false);
+            let (mut id, mut event, mut data) = (None, None, String::new());
             for line in text.lines() {
                 if let Some(v) = line.strip_prefix("id:") {
                     id = Some(v.trim().to_string());
-                } else if line.strip_prefix("event:").map(str::trim) == Some("desired") {
-                    desired = true;
+                } else if let Some(v) = line.strip_prefix("event:") {
+                    event = Some(v.trim().to_string());
+                } else if let Some(v) = line.strip_prefix("data:") {
+                    data.push_str(v.strip_prefix(' ').unwrap_or(v));
                 }
             }
-            if let (true, Some(id)) = (desired, id) {
-                ids.push(id);
+            match (event.as_deref(), id) {
+                (Some("desired"), Some(id)) => out.push(Frame::Desired(id)),
+                (Some(e), _) if [WATCH_HEARTBEAT, WATCH_DESIRED_SET, WATCH_ERROR].contains(&e) => {
+                    out.push(Frame::Answer {
+                        event: e.to_string(),
+                        data,
+                    })
+                }
+                _ => {}
             }
         }
-        ids
+        out
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::Frames;
+    use super::{Frame, Frames};
 
     #[test]
     fn frames_cut_anywhere_are_read_whole_and_once() {
-        let text = b": keep-alive\n\nid: e-1\nevent: desired\ndata: {}\n\n: keep-alive\n\nid: e-2\nevent: desired\ndata: {}\n\n";
+        let text = b": keep-alive\n\nid: e-1\nevent: desired\ndata: {}\n\n: keep-alive\n\nevent: heartbeat\ndata: {\"runs\":[]}\n\nid: e-2\nevent: desired\ndata: {}\n\nevent: error\ndata: {\"status\":409}\n\n";
+        let want = [
+            Frame::Desired("e-1".into()),
+            Frame::Answer {
+                event: "heartbeat".into(),
+                data: "{\"runs\":[]}".into(),
+            },
+            Frame::Desired("e-2".into()),
+            Frame::Answer {
+                event: "error".into(),
+                data: "{\"status\":409}".into(),
+            },
+        ];
         for cut in 0..text.len() {
             let mut f = Frames::default();
-            let mut ids = f.push(&text[..cut]);
-            ids.extend(f.push(&text[cut..]));
-            assert_eq!(ids, ["e-1", "e-2"], "cut at {cut}");
+            let mut got = f.push(&text[..cut]);
+            got.extend(f.push(&text[cut..]));
+            assert_eq!(got, want, "cut at {cut}");
         }
         // A frame cut short is never taken.
         let mut f = Frames::default();
         assert!(f.push(b"id: e-3\nevent: desired\ndata: {}\n").is_empty());
+    }
+
+    #[test]
+    fn an_error_answer_is_the_http_error_its_post_would_have_been() {
+        let e = super::answer_of(
+            "error",
+            r#"{"status":409,"error":{"code":"not_registered","message":"host \"a\" has not registered yet"}}"#,
+        )
+        .unwrap_err();
+        assert_eq!(super::http_code(&e), Some((409, "not_registered")));
+        let ok = super::answer_of("heartbeat", r#"{"runs":[]}"#).unwrap();
+        assert!(ok.runs.is_empty());
     }
 }
