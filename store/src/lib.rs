@@ -251,7 +251,8 @@ pub trait Store: Send + Sync + 'static {
     /// bearer token up, a transaction around that read cost two more
     /// round trips (`BEGIN`, `ROLLBACK`) per request (issue 20), and the
     /// requests waiting together are looked up together (issue 33,
-    /// pamd's `api::group::read`). Not while the caller holds a
+    /// pamd's `api::group::read`) — in PostgreSQL on the connections kept
+    /// for [`Store::begin_priority`]. Not while the caller holds a
     /// transaction: MemStore's transactions take turns.
     async fn tokens_by_fingerprints(&self, fps: &[String]) -> StoreResult<Vec<ApiToken>> {
         let mut tx = self.begin().await?;

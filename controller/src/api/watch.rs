@@ -117,12 +117,15 @@ pub async fn watch(
 ) -> Result<Response, ApiError> {
     let headers = req.headers();
     // Read with the other watches opening: at a restart every worker
-    // reconnects at once (issue 33, [`super::group::read`]).
+    // reconnects at once (issue 33, [`super::group::read`]); on the
+    // connections kept for liveness, so the opens are answered as fast as
+    // they come, not after the claims the open streams make (each waiting
+    // open holds ~35 KB: docs/benchmarks.md, "One connection per worker").
     let store = st.ctx.store.clone();
     let host = super::group::read(&st.host_reads, w.host.clone(), move |names| {
         let store = store.clone();
         async move {
-            let mut tx = store.begin().await?;
+            let mut tx = store.begin_priority().await?;
             let found = tx.get_hosts_by_names(&names).await?;
             Ok(found.into_iter().map(|h| (h.name, h.id)).collect())
         }

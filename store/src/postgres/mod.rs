@@ -44,7 +44,10 @@ pub use pool::PoolSettings;
 const EVENT_LOCK_KEY: i64 = 0x7061_6d65_7665_6e74;
 
 /// Connections kept, beside the pool, for [`Store::begin_priority`]
-/// (heartbeats and the re-check of held tokens).
+/// (heartbeats, the re-check of held tokens, the hosts of opening
+/// watches) and [`Store::tokens_by_fingerprints`]: what every request and
+/// every worker's liveness waits for, read in batches (issue 33), never
+/// behind the pool's other work.
 pub const PRIORITY_CONNECTIONS: u32 = 2;
 
 /// The PostgreSQL store.
@@ -118,7 +121,7 @@ impl Store for PgStore {
     }
 
     async fn tokens_by_fingerprints(&self, fps: &[String]) -> StoreResult<Vec<ApiToken>> {
-        tokens::tokens_by_fingerprints(&self.pool, fps).await
+        tokens::tokens_by_fingerprints(&self.priority, fps).await
     }
 
     async fn read_journal(
