@@ -88,6 +88,22 @@ async fn read_until(io: &mut reqwest::Upgraded, text: &str) -> String {
     String::from_utf8_lossy(&seen).into_owned()
 }
 
+/// Whether pamd ends the connection within `T` (what comes meanwhile is
+/// read and dropped).
+async fn ends(io: &mut reqwest::Upgraded) -> bool {
+    let mut buf = [0u8; 1024];
+    tokio::time::timeout(T, async {
+        loop {
+            match io.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    })
+    .await
+    .is_ok()
+}
+
 #[tokio::test]
 async fn an_upgraded_watch_carries_the_frames_and_ends_on_revocation() {
     let pamd = Pamd::start(PamdOptions::default()).await.unwrap();
@@ -138,17 +154,7 @@ async fn an_upgraded_watch_carries_the_frames_and_ends_on_revocation() {
         .await
         .unwrap();
     assert!(r.status().is_success(), "revoke: {}", r.status());
-    let mut buf = [0u8; 1024];
-    let ended = tokio::time::timeout(T, async {
-        loop {
-            match io.read(&mut buf).await {
-                Ok(0) | Err(_) => return,
-                Ok(_) => {}
-            }
-        }
-    })
-    .await;
-    assert!(ended.is_ok(), "the upgraded watch outlived its token");
+    assert!(ends(&mut io).await, "the upgraded watch outlived its token");
     // And the reconnect is refused.
     let again = watch_request(&pamd, &token, true).send().await.unwrap();
     assert_eq!(again.status(), reqwest::StatusCode::UNAUTHORIZED);
@@ -357,17 +363,7 @@ async fn heartbeats_on_the_watch_are_answered_in_order() {
     // A line longer than a request may be (1 MiB) ends the connection.
     let long = vec![b'x'; 2 * 1024 * 1024];
     let _ = io.write_all(&long).await;
-    let mut buf = [0u8; 1024];
-    let ended = tokio::time::timeout(T, async {
-        loop {
-            match io.read(&mut buf).await {
-                Ok(0) | Err(_) => return,
-                Ok(_) => {}
-            }
-        }
-    })
-    .await;
-    assert!(ended.is_ok(), "an endless line did not end the watch");
+    assert!(ends(&mut io).await, "an endless line did not end the watch");
 }
 
 #[tokio::test]

@@ -15,20 +15,6 @@ pub(super) async fn tokens_by_fingerprints<'e>(
     rows.iter().map(token_from_row).collect()
 }
 
-/// The token with this fingerprint, in a transaction.
-async fn token_by_fingerprint<'e>(
-    conn: impl sqlx::PgExecutor<'e>,
-    fp: &str,
-) -> StoreResult<Option<ApiToken>> {
-    let sql = format!("SELECT {TOKEN_COLS} FROM api_tokens WHERE fingerprint = $1");
-    let row = sqlx::query(&sql)
-        .bind(fp)
-        .fetch_optional(conn)
-        .await
-        .map_err(db_err)?;
-    row.as_ref().map(token_from_row).transpose()
-}
-
 #[async_trait]
 impl TokenTx for PgTx {
     #[tracing::instrument(level = "debug", skip_all)]
@@ -52,7 +38,8 @@ impl TokenTx for PgTx {
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn get_token_by_fingerprint(&mut self, fp: &str) -> StoreResult<Option<ApiToken>> {
-        token_by_fingerprint(self.conn(), fp).await
+        let fps = [fp.to_string()];
+        Ok(tokens_by_fingerprints(self.conn(), &fps).await?.pop())
     }
 
     #[tracing::instrument(level = "debug", skip_all, fields(n = ids.len()))]
