@@ -55,6 +55,11 @@ pub const WATCH_UPGRADE: &str = "pam-watch";
 /// sends the HTTP request.
 pub const WATCH_ACCEPTS: &str = "pam-watch-accepts";
 
+/// The request names a [`WATCH_ACCEPTS`] header value lists.
+pub fn watch_accepts(value: &str) -> impl Iterator<Item = &str> {
+    value.split(',').map(str::trim).filter(|t| !t.is_empty())
+}
+
 /// The [`WatchRequest::Heartbeat`] request, and the `event:` of its
 /// answer: the [`DesiredSet`] `POST /api/v1/workers/heartbeat` answers.
 pub const WATCH_HEARTBEAT: &str = "heartbeat";

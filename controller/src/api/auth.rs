@@ -166,11 +166,8 @@ pub async fn authenticate(
     }
     // A worker token its host's watch holds: from memory, as current as
     // the stream (issue 33, [`super::revocation`]).
-    if let Some((token_id, host, record)) = state.revocations.held_worker(&fp, now) {
+    if let Some((token_id, host)) = held_worker(state, &fp, now) {
         state.limits.auth_succeeded(&fp);
-        if record {
-            super::token_uses::record(&state.ctx, &state.token_uses, token_id, now);
-        }
         return Ok(Principal::Worker {
             token_id,
             fingerprint: fp,
@@ -207,6 +204,21 @@ pub async fn authenticate(
             principal(state, t, fp).await
         }
     }
+}
+
+/// The worker token with fingerprint `fp` that its host's watch holds
+/// ([`super::revocation::Revocations::held_worker`]): its id and host,
+/// its use at `now` recorded (at most once a minute, through the hold).
+fn held_worker(
+    state: &AppState,
+    fp: &str,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Option<(Uuid, String)> {
+    let (id, host, record) = state.revocations.held_worker(fp, now)?;
+    if record {
+        super::token_uses::record(&state.ctx, &state.token_uses, id, now);
+    }
+    Some((id, host))
 }
 
 /// `lastUsedAt` (issue 16), written off the request's path and at most once
@@ -346,14 +358,10 @@ impl Worker {
     /// A request the worker wrote on its watch (issue 33): authenticated
     /// by the stream, which holds its token (revoking it ends the
     /// stream), and its use recorded as a request authenticated through
-    /// the hold would record it
-    /// ([`super::revocation::Revocations::held_worker`]).
+    /// the hold would record it ([`held_worker`]).
     pub fn used_on_watch(&self, state: &AppState) {
         if let Principal::Worker { fingerprint, .. } = &self.principal {
-            let now = state.ctx.now();
-            if let Some((id, _, true)) = state.revocations.held_worker(fingerprint, now) {
-                super::token_uses::record(&state.ctx, &state.token_uses, id, now);
-            }
+            let _ = held_worker(state, fingerprint, state.ctx.now());
         }
     }
 }

@@ -258,7 +258,11 @@ impl Host {
                 .headers()
                 .get(pam_manifests::protocol::WATCH_ACCEPTS)
                 .and_then(|v| v.to_str().ok())
-                .map(|v| v.split(',').map(|t| t.trim().to_string()).collect())
+                .map(|v| {
+                    pam_manifests::protocol::watch_accepts(v)
+                        .map(String::from)
+                        .collect()
+                })
                 .unwrap_or_default();
             // As pam-worker: the upgraded connection carries the frames,
             // and the heartbeats and desired-set reads when pamd takes

@@ -29,8 +29,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use pam_manifests::protocol::{
-    DesiredSet, WatchError, WatchRequest, WATCH_ACCEPTS, WATCH_DESIRED_SET, WATCH_ERROR,
-    WATCH_HEARTBEAT,
+    watch_accepts, DesiredSet, WatchError, WatchRequest, WATCH_ACCEPTS, WATCH_DESIRED_SET,
+    WATCH_ERROR, WATCH_HEARTBEAT,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt, ReadHalf, WriteHalf};
 use tokio::sync::{mpsc, oneshot};
@@ -210,9 +210,8 @@ impl Body {
             .get_all(WATCH_ACCEPTS)
             .iter()
             .filter_map(|v| v.to_str().ok())
-            .flat_map(|v| v.split(','))
-            .map(|t| t.trim().to_string())
-            .filter(|t| !t.is_empty())
+            .flat_map(watch_accepts)
+            .map(String::from)
             .collect();
         let (rd, wr) = tokio::io::split(resp.upgrade().await?);
         let writer = (!takes.is_empty()).then_some((wr, takes));
