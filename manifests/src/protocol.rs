@@ -37,78 +37,6 @@ use uuid::Uuid;
 
 use crate::state::Platform;
 
-/// The `Upgrade` token of the worker watch (issue 33): a worker that sends
-/// `Connection: upgrade` and `Upgrade: pam-watch` with its
-/// `GET /api/v1/workers/watch` gets `101 Switching Protocols`, and the
-/// connection then carries the same Server-Sent Events text with no HTTP
-/// framing, so pamd holds no HTTP buffers for an idle watch. Without the
-/// header (curl, an older worker, a proxy that drops `Upgrade`) the watch
-/// is a plain `200 text/event-stream` response (docs/api.md,
-/// "Worker watch").
-pub const WATCH_UPGRADE: &str = "pam-watch";
-
-/// The header of the watch's `101` naming the requests this pamd takes on
-/// the upgraded connection, comma-separated: [`WATCH_HEARTBEAT`],
-/// [`WATCH_DESIRED_SET`]. A worker
-/// writes a request there ([`WatchRequest`]) only when the pamd that
-/// upgraded it (this replica, in a rolling upgrade) said so; otherwise it
-/// sends the HTTP request.
-pub const WATCH_ACCEPTS: &str = "pam-watch-accepts";
-
-/// The request names a [`WATCH_ACCEPTS`] header value lists.
-pub fn watch_accepts(value: &str) -> impl Iterator<Item = &str> {
-    value.split(',').map(str::trim).filter(|t| !t.is_empty())
-}
-
-/// The [`WatchRequest::Heartbeat`] request, and the `event:` of its
-/// answer: the [`DesiredSet`] `POST /api/v1/workers/heartbeat` answers.
-pub const WATCH_HEARTBEAT: &str = "heartbeat";
-
-/// The [`WatchRequest::DesiredSet`] request, and the `event:` of its
-/// answer: the [`DesiredSet`] `GET /api/v1/workers/desired` answers.
-pub const WATCH_DESIRED_SET: &str = "desired_set";
-
-/// The `event:` of a watch request's failure: a [`WatchError`].
-pub const WATCH_ERROR: &str = "error";
-
-/// A request a worker writes on its upgraded watch (issue 33): one JSON
-/// object per line (`{"heartbeat": {…}}`, `{"desired_set": {}}`), each
-/// answered in order by one frame on the same connection, so a watching
-/// worker holds one connection to pamd, not more for its heartbeats and
-/// reads (docs/api.md, "Worker watch").
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum WatchRequest {
-    Heartbeat(Heartbeat),
-    DesiredSet {},
-}
-
-impl WatchRequest {
-    /// Its name: its key, its answer's `event:`, and what
-    /// [`WATCH_ACCEPTS`] lists.
-    pub fn name(&self) -> &'static str {
-        match self {
-            WatchRequest::Heartbeat(_) => WATCH_HEARTBEAT,
-            WatchRequest::DesiredSet {} => WATCH_DESIRED_SET,
-        }
-    }
-}
-
-/// A watch request's failure: the HTTP status and error its HTTP request
-/// would have had (`{"error": {"code", "message"}}`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct WatchError {
-    pub status: u16,
-    pub error: WatchErrorDetail,
-}
-
-/// [`WatchError`]'s code and message.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct WatchErrorDetail {
-    pub code: String,
-    pub message: String,
-}
-
 /// How many times a worker resends a signal the controller `rejected`
 /// before it gives up on it (moves it aside with an error log).
 pub const MAX_REJECTIONS: u32 = 5;
@@ -162,6 +90,12 @@ pub use workspace::{GitCredentials, WorkspaceOrder, WorkspaceResult, RESULT_PATC
 
 mod version;
 pub use version::{protocol_mismatch, protocol_of, Peer, PROTOCOL_MIN, PROTOCOL_VERSION};
+
+mod watch;
+pub use watch::{
+    watch_accepts, WatchError, WatchErrorDetail, WatchRequest, WATCH_ACCEPTS, WATCH_DESIRED_SET,
+    WATCH_ERROR, WATCH_HEARTBEAT, WATCH_UPGRADE,
+};
 
 /// `POST /api/v1/workers/register`: a worker introduces itself at start.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
