@@ -126,9 +126,11 @@ pub trait TokenTx: Send {
     async fn insert_token(&mut self, t: &ApiToken) -> StoreResult<()>;
     /// A token by fingerprint, revoked or not.
     async fn get_token_by_fingerprint(&mut self, fp: &str) -> StoreResult<Option<ApiToken>>;
-    /// Those of `ids` that exist and are not revoked, in one statement
-    /// (the re-check of the tokens open streams hold, issue 33).
-    async fn live_tokens(&mut self, ids: &[Uuid]) -> StoreResult<Vec<Uuid>>;
+    /// Those of `ids` that are revoked or do not exist, in one statement
+    /// (the re-check of the tokens open streams hold, issue 33: nearly
+    /// always none, so a fleet's 10,000 held tokens cost one statement
+    /// that returns no rows, not 10,000 rows a second).
+    async fn dead_tokens(&mut self, ids: &[Uuid]) -> StoreResult<Vec<Uuid>>;
     /// All tokens ordered by created_at.
     async fn list_tokens(&mut self) -> StoreResult<Vec<ApiToken>>;
     /// Sets revoked_at on a live token; returns whether one was revoked.

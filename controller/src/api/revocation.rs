@@ -74,6 +74,9 @@ struct Held {
 
 struct Watched {
     revoked: CancellationToken,
+    /// `revoked` was cancelled (read without the token's own lock: the
+    /// re-check looks at every held token each second).
+    dead: bool,
     holders: usize,
     check: Check,
     /// When the last lookup that found the token live started (the
@@ -176,7 +179,7 @@ impl Revocations {
         let mut held = self.tokens.lock().expect("revocations lock");
         let id = *held.workers.get(fp)?;
         let w = held.by_id.get_mut(&id)?;
-        if w.revoked.is_cancelled() || w.verified.elapsed() > FRESH {
+        if w.dead || w.verified.elapsed() > FRESH {
             return None;
         }
         let worker = w.worker.as_mut()?;
@@ -206,6 +209,7 @@ impl Revocations {
         }
         let w = tokens.by_id.entry(token_id).or_insert_with(|| Watched {
             revoked: CancellationToken::new(),
+            dead: false,
             holders: 0,
             check,
             verified: tokio::time::Instant::now(),
@@ -228,8 +232,9 @@ impl Revocations {
     /// The token was revoked: every hold on it reports so now. A token
     /// nothing holds needs nothing (the next request is refused anyway).
     pub fn revoke(&self, token_id: Uuid) {
-        let tokens = self.tokens.lock().expect("revocations lock");
-        if let Some(w) = tokens.by_id.get(&token_id) {
+        let mut tokens = self.tokens.lock().expect("revocations lock");
+        if let Some(w) = tokens.by_id.get_mut(&token_id) {
+            w.dead = true;
             w.revoked.cancel();
             self.revoked_any.notify_one();
         }
@@ -280,11 +285,7 @@ async fn recheck(registry: Revocations) {
                 registry.checking.store(false, Ordering::SeqCst);
                 return;
             }
-            for (id, w) in tokens
-                .by_id
-                .iter()
-                .filter(|(_, w)| !w.revoked.is_cancelled())
-            {
+            for (id, w) in tokens.by_id.iter().filter(|(_, w)| !w.dead) {
                 match &w.check {
                     Check::Token { store } => {
                         match stores.iter_mut().find(|(s, _)| Arc::ptr_eq(s, store)) {
@@ -302,16 +303,16 @@ async fn recheck(registry: Revocations) {
         }
         for (store, ids) in stores {
             let started = tokio::time::Instant::now();
-            match live(store.as_ref(), &ids).await {
-                Ok(live) => {
+            match dead_of(store.as_ref(), &ids).await {
+                Ok(gone) => {
                     let mut tokens = registry.tokens.lock().expect("revocations lock");
-                    for id in &live {
+                    for id in ids.iter().filter(|id| !gone.contains(id)) {
                         if let Some(w) = tokens.by_id.get_mut(id) {
                             w.verified = w.verified.max(started);
                         }
                     }
                     drop(tokens);
-                    dead.extend(ids.into_iter().filter(|id| !live.contains(id)));
+                    dead.extend(gone);
                 }
                 Err(e) => tracing::debug!(error = %e, "token re-check failed; trying again"),
             }
@@ -334,8 +335,8 @@ enum Check {
     },
 }
 
-/// Those of `ids` that exist and are not revoked.
-async fn live(store: &dyn Store, ids: &[Uuid]) -> StoreResult<std::collections::HashSet<Uuid>> {
+/// Those of `ids` that are revoked or gone (nearly always none).
+async fn dead_of(store: &dyn Store, ids: &[Uuid]) -> StoreResult<std::collections::HashSet<Uuid>> {
     let mut tx = store.begin_priority().await?;
-    Ok(tx.live_tokens(ids).await?.into_iter().collect())
+    Ok(tx.dead_tokens(ids).await?.into_iter().collect())
 }

@@ -37,14 +37,14 @@ impl TokenTx for MemTx {
         Ok(())
     }
 
-    async fn live_tokens(&mut self, ids: &[Uuid]) -> StoreResult<Vec<Uuid>> {
+    async fn dead_tokens(&mut self, ids: &[Uuid]) -> StoreResult<Vec<Uuid>> {
         Ok(ids
             .iter()
             .filter(|id| {
                 self.work
                     .tokens
                     .get(id)
-                    .is_some_and(|t| t.revoked_at.is_none())
+                    .is_none_or(|t| t.revoked_at.is_some())
             })
             .copied()
             .collect())

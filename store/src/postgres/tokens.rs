@@ -43,15 +43,18 @@ impl TokenTx for PgTx {
     }
 
     #[tracing::instrument(level = "debug", skip_all, fields(n = ids.len()))]
-    async fn live_tokens(&mut self, ids: &[Uuid]) -> StoreResult<Vec<Uuid>> {
+    async fn dead_tokens(&mut self, ids: &[Uuid]) -> StoreResult<Vec<Uuid>> {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        sqlx::query_scalar("SELECT id FROM api_tokens WHERE id = ANY($1) AND revoked_at IS NULL")
-            .bind(ids)
-            .fetch_all(self.conn())
-            .await
-            .map_err(db_err)
+        sqlx::query_scalar(
+            "SELECT t.id FROM unnest($1::uuid[]) AS t(id) WHERE NOT EXISTS \
+             (SELECT 1 FROM api_tokens a WHERE a.id = t.id AND a.revoked_at IS NULL)",
+        )
+        .bind(ids)
+        .fetch_all(self.conn())
+        .await
+        .map_err(db_err)
     }
 
     #[tracing::instrument(level = "debug", skip_all)]

@@ -9,16 +9,15 @@ pub async fn tokens_insert_lookup_revoke(s: &dyn Store) {
     tx.insert_token(&op).await.unwrap();
     tx.insert_token(&wk).await.unwrap();
     // Issue 33: the re-check of held tokens, set-based.
-    let mut live = tx
-        .live_tokens(&[op.id, wk.id, Uuid::new_v4()])
-        .await
-        .unwrap();
-    live.sort();
-    let mut want = vec![op.id, wk.id];
-    want.sort();
-    assert_eq!(live, want);
+    let gone = Uuid::new_v4();
+    assert_eq!(tx.dead_tokens(&[op.id, wk.id, gone]).await.unwrap(), [gone]);
     assert!(tx.revoke_token(wk.id, t(1)).await.unwrap());
-    assert_eq!(tx.live_tokens(&[op.id, wk.id]).await.unwrap(), [op.id]);
+    let mut dead = tx.dead_tokens(&[op.id, wk.id, gone]).await.unwrap();
+    dead.sort();
+    let mut want = vec![wk.id, gone];
+    want.sort();
+    assert_eq!(dead, want);
+    assert!(tx.dead_tokens(&[]).await.unwrap().is_empty());
     drop(tx);
     let mut tx = s.begin().await.unwrap();
     tx.insert_token(&op).await.unwrap();
