@@ -12,6 +12,8 @@
 //!   watch: each line is answered in order by a frame (the desired set, or
 //!   the error); a real pam-worker sends them there, not as HTTP
 //!   requests, its host stays online on them, and its run is started.
+//! - A read no frame asked for (the resync) gets the same set from the
+//!   heartbeat batch and does not write the host.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -406,5 +408,68 @@ async fn pam_worker_heartbeats_on_its_watch() {
         seen.desired_got.load(Ordering::SeqCst),
         got,
         "the desired set was read by GET while the watch took the read"
+    );
+}
+
+/// Writes a read of the desired set on the watch and reads up to its
+/// answer: the set.
+async fn read_desired(io: &mut reqwest::Upgraded) -> DesiredSet {
+    io.write_all(b"{\"desired_set\":{}}\n").await.unwrap();
+    let text = read_until(io, "event: desired_set\ndata: ").await;
+    let mut rest = text
+        .split("event: desired_set\ndata: ")
+        .nth(1)
+        .unwrap()
+        .to_string();
+    while !rest.contains('\n') {
+        let mut buf = [0u8; 1024];
+        let n = io.read(&mut buf).await.unwrap();
+        assert!(n > 0, "the watch ended in an answer");
+        rest.push_str(&String::from_utf8_lossy(&buf[..n]));
+    }
+    serde_json::from_str(rest.lines().next().unwrap()).unwrap()
+}
+
+/// A read of the desired set no frame asked for (a worker's safety-net
+/// resync) is answered with the next heartbeat batch: the same set as a
+/// read a frame asked for, and the host is not written (a read is not a
+/// heartbeat).
+#[tokio::test]
+async fn a_resync_read_on_the_watch_is_the_set_and_writes_nothing() {
+    let pamd = Pamd::start(PamdOptions::default()).await.unwrap();
+    let token = create_worker_token(&pamd, "rs-1").await.unwrap();
+    register(&pamd, &token, "rs-1").await;
+    let resp = watch_request(&pamd, &token, true).send().await.unwrap();
+    assert_eq!(resp.status(), reqwest::StatusCode::SWITCHING_PROTOCOLS);
+    let mut io = resp.upgrade().await.unwrap();
+    read_until(&mut io, "event: desired\n").await;
+
+    apply(&pamd, &project_yaml());
+    let tmp = tempfile::tempdir().unwrap();
+    apply(
+        &pamd,
+        &run_yaml("rs-run", tmp.path(), &fake(&["--lines", "1"]), ""),
+    );
+    // The claim's frame, then the read it asks for.
+    read_until(&mut io, "event: desired\n").await;
+    let caught_up = read_desired(&mut io).await;
+    assert_eq!(caught_up.runs.len(), 1, "{caught_up:?}");
+    let seen = pam_tests::worker::host(&pamd, "rs-1").await["status"]["lastSeenAt"].clone();
+    // lastSeenAt is in whole seconds.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+
+    // No frame since: a resync.
+    let resynced = read_desired(&mut io).await;
+    let ids = |s: &DesiredSet| {
+        s.runs
+            .iter()
+            .map(|r| (r.run_id, r.attempt, r.session_name.clone()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(ids(&resynced), ids(&caught_up));
+    assert_eq!(
+        pam_tests::worker::host(&pamd, "rs-1").await["status"]["lastSeenAt"],
+        seen,
+        "a read of the desired set wrote the host"
     );
 }

@@ -163,6 +163,7 @@ pub async fn watch(
         host,
         worker: w,
         answers: Default::default(),
+        framed: false,
         keep_alive: tokio::time::interval_at(tokio::time::Instant::now() + KEEP_ALIVE, KEEP_ALIVE),
         end: Box::pin(tokio::time::sleep(LIFETIME)),
         shutdown: Box::pin(bus.on_shutdown()),
@@ -233,6 +234,11 @@ struct Watcher {
     worker: Worker,
     /// The answers to its requests, in the order they came.
     answers: FuturesOrdered<BoxFuture<'static, Bytes>>,
+    /// A frame was sent since the last read of the desired set: the next
+    /// read is the worker catching up with a change (answered at once),
+    /// not its safety-net resync (answered with the next heartbeat batch,
+    /// [`super::heartbeats::resync`]).
+    framed: bool,
     keep_alive: tokio::time::Interval,
     end: std::pin::Pin<Box<tokio::time::Sleep>>,
     shutdown: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
@@ -262,11 +268,16 @@ impl super::stream::Chunks for Watcher {
             Ok(req) => {
                 self.worker.used_on_watch(&self.st);
                 let (st, host) = (self.st.clone(), self.worker.host.clone());
+                let caught_up =
+                    matches!(req, WatchRequest::DesiredSet {}) && !std::mem::take(&mut self.framed);
                 Box::pin(async move {
                     let name = req.name();
                     let set = match req {
                         WatchRequest::Heartbeat(hb) => {
                             super::worker::heartbeat_of(&st, &host, hb).await
+                        }
+                        WatchRequest::DesiredSet {} if caught_up => {
+                            super::heartbeats::resync(&st, &host).await
                         }
                         WatchRequest::DesiredSet {} => super::worker::desired_of(&st, &host).await,
                     };
@@ -289,6 +300,7 @@ impl super::stream::Chunks for Watcher {
 impl Watcher {
     async fn next_chunk(&mut self) -> Option<Bytes> {
         if let Some(b) = self.first.take() {
+            self.framed = true;
             return Some(b);
         }
         loop {
@@ -305,6 +317,7 @@ impl Watcher {
                     r.ok()?;
                     let v = *self.rx.borrow_and_update();
                     self.keep_alive.reset();
+                    self.framed = true;
                     return Some(frame(&format!("{}-{v}", self.epoch)));
                 }
                 ok = &mut self.claim => {
