@@ -26,8 +26,9 @@
 //! - Revoking the worker's token ends the stream, and the claims it makes
 //!   for its host, at once on this pamd and within a second on another
 //!   replica ([`super::revocation`]); the reconnect is refused (401).
-//! - A stream ends after [`LIFETIME`] (the worker reconnects at its
-//!   version: silent when nothing changed), and at pamd's shutdown.
+//! - A stream ends after a random time between [`LIFETIME`] and twice it
+//!   ([`lifetime`]; the worker reconnects at its version: silent when
+//!   nothing changed), and at pamd's shutdown.
 //!
 //! # The upgraded watch
 //! A request with `Upgrade: pam-watch`
@@ -71,8 +72,24 @@ use pam_manifests::protocol::{
     WATCH_HEARTBEAT, WATCH_UPGRADE,
 };
 
-/// How long one stream lives before the worker reconnects.
-pub const LIFETIME: Duration = Duration::from_secs(600);
+/// How long one stream lives at least before the worker reconnects.
+///
+/// Each stream lives a random time between this and twice it, as
+/// kube-apiserver times out its watches (`--min-request-timeout` × [1,
+/// 2)): reconnects (each a token check, a host read and a claim) do not
+/// come all at once after a restart opened every watch in the same few
+/// seconds, and at 10,000 hosts they are ~4 a second, not the 17 a fixed
+/// 10 minutes made (issue 33). A new replica gets its share of the
+/// watches within an hour.
+pub const LIFETIME: Duration = Duration::from_secs(30 * 60);
+
+/// A stream's lifetime: uniform in [[`LIFETIME`], 2 × [`LIFETIME`]).
+fn lifetime() -> Duration {
+    let mut b = [0u8; 8];
+    getrandom::fill(&mut b).expect("the OS random source works");
+    let unit = (u64::from_le_bytes(b) >> 11) as f64 / (1u64 << 53) as f64;
+    LIFETIME.mul_f64(1.0 + unit)
+}
 /// A keep-alive comment after this much silence: under the 60 s idle
 /// timeout of common proxies and load balancers, and well inside the
 /// worker's 75 s (pam-worker takes a silent stream for dead). Not the
@@ -165,7 +182,7 @@ pub async fn watch(
         answers: Default::default(),
         framed: false,
         keep_alive: tokio::time::interval_at(tokio::time::Instant::now() + KEEP_ALIVE, KEEP_ALIVE),
-        end: Box::pin(tokio::time::sleep(LIFETIME)),
+        end: Box::pin(tokio::time::sleep(lifetime())),
         shutdown: Box::pin(bus.on_shutdown()),
     };
     if let Some(on) = super::stream::upgrade_asked(&mut req, WATCH_UPGRADE) {
@@ -363,4 +380,21 @@ async fn start_fanout(ctx: &Ctx) -> Result<(), ApiError> {
         }
     });
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lifetimes_spread_over_one_to_two_lifetimes() {
+        let all: Vec<Duration> = (0..1000).map(|_| lifetime()).collect();
+        assert!(all.iter().all(|d| *d >= LIFETIME && *d < 2 * LIFETIME));
+        // Spread, not one value: each half of the range is taken.
+        let late = all.iter().filter(|d| **d >= LIFETIME.mul_f64(1.5)).count();
+        assert!(
+            (300..700).contains(&late),
+            "{late} of 1000 in the upper half"
+        );
+    }
 }

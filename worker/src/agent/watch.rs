@@ -77,8 +77,9 @@ pub(super) async fn request(
 
 /// A stream with no byte for this long is dead.
 const IDLE: Duration = Duration::from_secs(75);
-/// The longest one stream lives (pamd ends each after 10 minutes).
-const LIFETIME: Duration = Duration::from_secs(900);
+/// The longest one stream lives (pamd ends each after 30 to 60 minutes;
+/// an older pamd after 10).
+const LIFETIME: Duration = Duration::from_secs(65 * 60);
 const PATH: &str = "/api/v1/workers/watch";
 
 pub(super) async fn watch_loop(st: Arc<State>) {
