@@ -17,7 +17,11 @@
 //! window) ≤ 0.05 core at 10,000 hosts. RSS is printed idle and at its
 //! peak (the start-up, every host opening its watch at once). The
 //! open-files limit is raised to its hard limit first (each host holds a watch and pooled connections;
-//! pamd, started after, inherits it).
+//! pamd, started after, inherits it). `--steady` spreads each host's first
+//! resync over its first `resync_secs` (by default it falls in the
+//! second): the idle window then counts the steady state's resync reads
+//! (33 a second at 10,000 hosts), which a fleet that has just started
+//! does not make yet.
 //!
 //! `cargo build --release --workspace --bins &&
 //!  ./target/release/bench-fleet --hosts 10,100,1000`
@@ -78,6 +82,7 @@ async fn main() -> anyhow::Result<()> {
             cfg.window_secs = w;
         }
         cfg.idle_secs = idle;
+        cfg.steady = std::env::args().any(|a| a == "--steady");
         // The worker's resync before 2026-12-05 (60), to compare.
         if let Some(r) = arg("--resync").and_then(|s| s.parse().ok()) {
             cfg.resync_secs = r;

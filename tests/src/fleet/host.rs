@@ -221,7 +221,12 @@ impl Host {
         let mut last: Option<String> = None;
         let mut settled = false;
         let resync = Duration::from_secs(sh.cfg.resync_secs);
-        let mut next_resync = Instant::now() + offset + resync;
+        let first = if sh.cfg.steady {
+            offset
+        } else {
+            offset + resync
+        };
+        let mut next_resync = Instant::now() + first;
         while !sh.stop.load(Ordering::Relaxed) {
             if self.paused() {
                 tokio::time::sleep(Duration::from_millis(200)).await;
@@ -236,7 +241,7 @@ impl Host {
                     reqwest::header::UPGRADE,
                     pam_manifests::protocol::WATCH_UPGRADE,
                 )
-                .timeout(Duration::from_secs(900));
+                .timeout(Duration::from_secs(65 * 60));
             if let Some(id) = &last {
                 req = req.header("last-event-id", id);
             }
