@@ -285,8 +285,13 @@ impl super::stream::Chunks for Watcher {
             Ok(req) => {
                 self.worker.used_on_watch(&self.st);
                 let (st, host) = (self.st.clone(), self.worker.host.clone());
-                let caught_up =
-                    matches!(req, WatchRequest::DesiredSet {}) && !std::mem::take(&mut self.framed);
+                let read = matches!(req, WatchRequest::DesiredSet {});
+                let caught_up = read && !std::mem::take(&mut self.framed);
+                if read && !caught_up && !self.answers.is_empty() {
+                    // Behind a request that may wait for the next
+                    // heartbeat batch: that batch is written now.
+                    super::heartbeats::hurry(&self.st);
+                }
                 Box::pin(async move {
                     let name = req.name();
                     let set = match req {
@@ -335,6 +340,12 @@ impl Watcher {
                     let v = *self.rx.borrow_and_update();
                     self.keep_alive.reset();
                     self.framed = true;
+                    if !self.answers.is_empty() {
+                        // The worker waits for an answer that may wait for
+                        // the next heartbeat batch, and will read the set
+                        // again after it: that batch is written now.
+                        super::heartbeats::hurry(&self.st);
+                    }
                     return Some(frame(&format!("{}-{v}", self.epoch)));
                 }
                 ok = &mut self.claim => {
