@@ -12,6 +12,14 @@ pub fn ts(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Secs, true)
 }
 
+/// A random number in [0, 1) for spreading delays out: the webhook
+/// backoff's jitter, the worker watches' lifetimes.
+pub fn jitter() -> f64 {
+    let mut b = [0u8; 8];
+    getrandom::fill(&mut b).expect("the OS random source works");
+    (u64::from_le_bytes(b) >> 11) as f64 / (1u64 << 53) as f64
+}
+
 pub trait Clock: Send + Sync + std::fmt::Debug {
     fn now(&self) -> DateTime<Utc>;
 }

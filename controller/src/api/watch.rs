@@ -85,10 +85,7 @@ pub const LIFETIME: Duration = Duration::from_secs(30 * 60);
 
 /// A stream's lifetime: uniform in [[`LIFETIME`], 2 × [`LIFETIME`]).
 fn lifetime() -> Duration {
-    let mut b = [0u8; 8];
-    getrandom::fill(&mut b).expect("the OS random source works");
-    let unit = (u64::from_le_bytes(b) >> 11) as f64 / (1u64 << 53) as f64;
-    LIFETIME.mul_f64(1.0 + unit)
+    LIFETIME.mul_f64(1.0 + crate::clock::jitter())
 }
 /// A keep-alive comment after this much silence: under the 60 s idle
 /// timeout of common proxies and load balancers, and well inside the
@@ -286,11 +283,12 @@ impl super::stream::Chunks for Watcher {
                 self.worker.used_on_watch(&self.st);
                 let (st, host) = (self.st.clone(), self.worker.host.clone());
                 let read = matches!(req, WatchRequest::DesiredSet {});
-                let caught_up = read && !std::mem::take(&mut self.framed);
-                if read && !caught_up && !self.answers.is_empty() {
+                // No frame since the worker's last read: its resync.
+                let resync = read && !std::mem::take(&mut self.framed);
+                if read && !resync {
                     // Behind a request that may wait for the next
-                    // heartbeat batch: that batch is written now.
-                    super::heartbeats::hurry(&self.st);
+                    // heartbeat batch?
+                    self.hurry_if_waiting();
                 }
                 Box::pin(async move {
                     let name = req.name();
@@ -298,7 +296,7 @@ impl super::stream::Chunks for Watcher {
                         WatchRequest::Heartbeat(hb) => {
                             super::worker::heartbeat_of(&st, &host, hb).await
                         }
-                        WatchRequest::DesiredSet {} if caught_up => {
+                        WatchRequest::DesiredSet {} if resync => {
                             super::heartbeats::resync(&st, &host).await
                         }
                         WatchRequest::DesiredSet {} => super::worker::desired_of(&st, &host).await,
@@ -320,6 +318,15 @@ impl super::stream::Chunks for Watcher {
 }
 
 impl Watcher {
+    /// A read the worker waits for follows a change: when it is queued
+    /// behind an answer (which may wait for the next heartbeat batch),
+    /// that batch is written now ([`super::heartbeats::hurry`]).
+    fn hurry_if_waiting(&self) {
+        if !self.answers.is_empty() {
+            super::heartbeats::hurry(&self.st);
+        }
+    }
+
     async fn next_chunk(&mut self) -> Option<Bytes> {
         if let Some(b) = self.first.take() {
             self.framed = true;
@@ -340,12 +347,9 @@ impl Watcher {
                     let v = *self.rx.borrow_and_update();
                     self.keep_alive.reset();
                     self.framed = true;
-                    if !self.answers.is_empty() {
-                        // The worker waits for an answer that may wait for
-                        // the next heartbeat batch, and will read the set
-                        // again after it: that batch is written now.
-                        super::heartbeats::hurry(&self.st);
-                    }
+                    // The worker will read the set again after the answer
+                    // it waits for, which may wait for the next batch.
+                    self.hurry_if_waiting();
                     return Some(frame(&format!("{}-{v}", self.epoch)));
                 }
                 ok = &mut self.claim => {

@@ -74,12 +74,8 @@ impl Attempt {
     }
 }
 
-/// A random number in [0, 1] for the backoff's jitter.
-pub fn jitter() -> f64 {
-    let mut b = [0u8; 4];
-    getrandom::fill(&mut b).expect("the OS random source works");
-    f64::from(u32::from_le_bytes(b)) / f64::from(u32::MAX)
-}
+/// A random number in [0, 1) for the backoff's jitter.
+pub use crate::clock::jitter;
 
 /// Records an attempt of `d` made at `now`: delivered on a 2xx;
 /// otherwise pending again after the backoff, or failed when the next
