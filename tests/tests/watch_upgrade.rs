@@ -70,6 +70,13 @@ fn watch_request(pamd: &Pamd, token: &str, upgrade: bool) -> reqwest::RequestBui
     }
 }
 
+/// Opens the watch with `Upgrade: pam-watch`: the `101`.
+async fn upgraded(pamd: &Pamd, token: &str) -> reqwest::Response {
+    let resp = watch_request(pamd, token, true).send().await.unwrap();
+    assert_eq!(resp.status(), reqwest::StatusCode::SWITCHING_PROTOCOLS);
+    resp
+}
+
 /// Reads `io` until `text` has come (within `T`); everything read.
 async fn read_until(io: &mut reqwest::Upgraded, text: &str) -> String {
     let mut seen = Vec::new();
@@ -112,8 +119,7 @@ async fn an_upgraded_watch_carries_the_frames_and_ends_on_revocation() {
     let token = create_worker_token(&pamd, "up-1").await.unwrap();
     register(&pamd, &token, "up-1").await;
 
-    let resp = watch_request(&pamd, &token, true).send().await.unwrap();
-    assert_eq!(resp.status(), reqwest::StatusCode::SWITCHING_PROTOCOLS);
+    let resp = upgraded(&pamd, &token).await;
     assert_eq!(
         resp.headers()
             .get(reqwest::header::UPGRADE)
@@ -286,8 +292,7 @@ async fn heartbeats_on_the_watch_are_answered_in_order() {
     let pamd = Pamd::start(PamdOptions::default()).await.unwrap();
     let token = create_worker_token(&pamd, "hb-1").await.unwrap();
     let instance = register(&pamd, &token, "hb-1").await;
-    let resp = watch_request(&pamd, &token, true).send().await.unwrap();
-    assert_eq!(resp.status(), reqwest::StatusCode::SWITCHING_PROTOCOLS);
+    let resp = upgraded(&pamd, &token).await;
     assert_eq!(
         resp.headers()
             .get(WATCH_ACCEPTS)
@@ -439,8 +444,7 @@ async fn a_resync_read_on_the_watch_is_the_set_and_writes_nothing() {
     let pamd = Pamd::start(PamdOptions::default()).await.unwrap();
     let token = create_worker_token(&pamd, "rs-1").await.unwrap();
     register(&pamd, &token, "rs-1").await;
-    let resp = watch_request(&pamd, &token, true).send().await.unwrap();
-    assert_eq!(resp.status(), reqwest::StatusCode::SWITCHING_PROTOCOLS);
+    let resp = upgraded(&pamd, &token).await;
     let mut io = resp.upgrade().await.unwrap();
     read_until(&mut io, "event: desired\n").await;
 
