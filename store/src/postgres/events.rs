@@ -107,12 +107,10 @@ impl EventTx for PgTx {
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn journal_held(&mut self) -> StoreResult<bool> {
-        sqlx::query_scalar(&format!(
-            "SELECT EXISTS (SELECT 1 FROM events WHERE xid >= {HORIZON})"
-        ))
-        .fetch_one(self.conn())
-        .await
-        .map_err(db_err)
+        sqlx::query_scalar(&format!("SELECT {}", held_sql()))
+            .fetch_one(self.conn())
+            .await
+            .map_err(db_err)
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
@@ -247,6 +245,15 @@ impl EventTx for PgTx {
     }
 }
 
+/// Whether committed events wait past the horizon: the newest `xid`
+/// against it, one probe of `events_xid_seq`'s last entry whatever the
+/// statistics say. (An `EXISTS` over `xid >= horizon` was planned as a
+/// sequential scan of the whole journal while its statistics were stale,
+/// on every page the reader read.)
+fn held_sql() -> String {
+    format!("COALESCE((SELECT max(xid) FROM events) >= {HORIZON}, false)")
+}
+
 /// [`EventTx::journal_after`]'s statement ($1, $2: the position after
 /// which; $3: the limit). The `events_xid_seq` index serves both bounds.
 fn journal_sql() -> String {
@@ -269,8 +276,9 @@ pub(super) async fn read_journal(
         "WITH page AS ({}) \
          SELECT {EVENT_COLS}, NULL::bool AS held FROM page \
          UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, \
-           EXISTS (SELECT 1 FROM events WHERE xid >= {HORIZON})",
-        journal_sql()
+           {}",
+        journal_sql(),
+        held_sql()
     );
     let rows = sqlx::query(&sql)
         .bind(after.xid)
