@@ -11,10 +11,15 @@
 //! - graphile-worker 0.18.0 (tests/graphile, `npm ci` on first use): 10,000
 //!   no-op jobs at concurrency 16, with its defaults and with its local
 //!   queue (batched fetch and completion), until its jobs table is empty.
+//! - the floor: PostgreSQL alone writing the rows the seed makes each
+//!   no-op run cost, on pam's schema, no pamd (see [`floor`]): the
+//!   ceiling of pam's ratio to graphile-worker on this machine.
 //!
 //! Prints every rate and pam's ratio to each. Needs Node.js and npm.
 //! `cargo build --release --workspace --bins &&
-//!  ./target/release/bench-queue [--json PATH]`
+//!  ./target/release/bench-queue [--json PATH]`; `--floor` runs only
+//! graphile-worker's local queue and the floor, in more shapes, also with
+//! only the seed's indexes.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -59,8 +64,9 @@ fn signal(run: &pam_manifests::protocol::DesiredRun, kind: SignalKind) -> Signal
     }
 }
 
-/// pam: (claimed runs/s, completed runs/s).
-async fn pam() -> anyhow::Result<(f64, f64)> {
+/// A pamd with RUNS pending no-op runs and WORKERS registered workers:
+/// (pamd, client, the workers' tokens).
+async fn setup() -> anyhow::Result<(Pamd, reqwest::Client, Vec<String>)> {
     let pamd = Pamd::start(PamdOptions {
         // Measures the queue, not pamd's rate limits (issue 19).
         config_toml: "[rate_limits]\nenabled = false\n".into(),
@@ -109,6 +115,12 @@ async fn pam() -> anyhow::Result<(f64, f64)> {
         tokens.push(token);
     }
     eprintln!("bench-queue: {RUNS} runs pending, {WORKERS} workers registered");
+    Ok((pamd, http, tokens))
+}
+
+/// pam: (claimed runs/s, completed runs/s).
+async fn pam() -> anyhow::Result<(f64, f64)> {
+    let (pamd, http, tokens) = setup().await?;
     let claimed = Arc::new(AtomicUsize::new(0));
     let finished = Arc::new(AtomicUsize::new(0));
     let t0 = Instant::now();
@@ -194,6 +206,132 @@ async fn pam() -> anyhow::Result<(f64, f64)> {
     Ok((RUNS as f64 / claim_secs, RUNS as f64 / done.as_secs_f64()))
 }
 
+/// The claim of a cycle in [`floor`]: `$2` pending runs, oldest first,
+/// to host `$1`, and their `run.spawning` (one statement, so one
+/// transaction).
+const FLOOR_CLAIM: &str = "WITH c AS (SELECT id FROM runs WHERE status = 'pending' \
+      AND dispatchable_since IS NOT NULL ORDER BY dispatchable_since, id LIMIT $2 \
+      FOR UPDATE SKIP LOCKED), \
+    u AS (UPDATE runs r SET status = 'spawning', host_id = $1, updated_at = now(), \
+      resource_version = r.resource_version + 1 FROM c WHERE r.id = c.id \
+      RETURNING r.id, r.project_id, r.attempt) \
+    INSERT INTO events (topic, payload, created_at) SELECT 'run.spawning', \
+      jsonb_build_object('run_id', id, 'project_id', project_id, 'attempt', attempt, 'host_id', $1), \
+      now() FROM u RETURNING (payload->>'run_id')::uuid";
+
+/// The report of a cycle in [`floor`]: the `started` and `finished`
+/// markers of runs `$1`, the runs exited, their `run.started` and
+/// `run.finished` (one statement).
+const FLOOR_REPORT: &str = "WITH m AS (INSERT INTO processed_signals (run_id, attempt, kind, received_at) \
+      SELECT r, 1, k, now() FROM unnest($1::uuid[]) r \
+      CROSS JOIN (VALUES ('started'), ('finished')) v(k) ON CONFLICT DO NOTHING RETURNING run_id), \
+    u AS (UPDATE runs SET status = 'exited', exit_code = 0, started_at = now(), \
+      finished_at = now(), updated_at = now(), resource_version = resource_version + 1 \
+      WHERE id = ANY($1) AND status = 'spawning' RETURNING id, project_id, attempt) \
+    INSERT INTO events (topic, payload, created_at) SELECT t, \
+      jsonb_build_object('run_id', id, 'project_id', project_id, 'attempt', attempt, 'exit_code', 0), \
+      now() FROM u CROSS JOIN (VALUES ('run.started'), ('run.finished')) v(t)";
+
+/// One shape of [`floor`].
+#[derive(Clone, Copy)]
+struct Floor {
+    /// Connections, each a loop of claim (and report).
+    clients: usize,
+    /// Runs per claim.
+    batch: i64,
+    /// Report the claimed runs (`false`: claims alone).
+    report: bool,
+    /// Drop the indexes pam adds to the seed's (the claim's, the journal
+    /// reader's, the loops'), keeping the seed's own: the highest ceiling.
+    seed_indexes_only: bool,
+}
+
+impl std::fmt::Display for Floor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let what = if self.report { "completed" } else { "claimed" };
+        let ix = if self.seed_indexes_only {
+            ", seed's indexes only"
+        } else {
+            ""
+        };
+        write!(f, "{what}, {} x {}{ix}", self.clients, self.batch)
+    }
+}
+
+/// The indexes pam adds to the seed's on `runs` and `events`, and its
+/// unique `(project_id, name)` (declarative names), for
+/// [`Floor::seed_indexes_only`].
+const NOT_SEED: &[&str] = &[
+    "DROP INDEX runs_pending, runs_requeue, runs_live, runs_project_id, runs_blocked, \
+     events_created_at, events_xid_seq",
+    "ALTER TABLE runs DROP CONSTRAINT runs_project_name",
+];
+
+/// PostgreSQL alone writing the rows the seed makes every no-op run cost
+/// (runs/s): `shape.clients` connections, each a loop of one claim of
+/// `shape.batch` runs and one report of them, two single-statement
+/// transactions, on pam's own schema and RUNS pending runs — no pamd, no
+/// HTTP, no guard beyond the statements'. Per run: the run row written
+/// twice (its status is in partial indexes' predicates, so never a HOT
+/// update), three journal rows (`run.spawning`, `run.started`,
+/// `run.finished`: the seed's run topics) and two `processed_signals`
+/// markers (the seed's exactly-once ledger of one-shot kinds). What pam
+/// could reach if everything else it does cost nothing.
+async fn floor(shape: Floor) -> anyhow::Result<f64> {
+    let (mut pamd, _, _) = setup().await?;
+    pamd.kill9();
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(shape.clients as u32)
+        .connect(&pamd.database_url)
+        .await?;
+    let hosts: Vec<uuid::Uuid> = sqlx::query_scalar("SELECT id FROM hosts ORDER BY name")
+        .fetch_all(&pool)
+        .await?;
+    anyhow::ensure!(!hosts.is_empty(), "no hosts registered");
+    if shape.seed_indexes_only {
+        for sql in NOT_SEED {
+            sqlx::query(sql).execute(&pool).await?;
+        }
+    }
+    let t0 = Instant::now();
+    let mut tasks = Vec::new();
+    for c in 0..shape.clients {
+        let (pool, host) = (pool.clone(), hosts[c % hosts.len()]);
+        tasks.push(tokio::spawn(async move {
+            loop {
+                let ids: Vec<uuid::Uuid> = sqlx::query_scalar(FLOOR_CLAIM)
+                    .bind(host)
+                    .bind(shape.batch)
+                    .fetch_all(&pool)
+                    .await?;
+                if ids.is_empty() {
+                    return anyhow::Ok(());
+                }
+                if shape.report {
+                    sqlx::query(FLOOR_REPORT).bind(&ids).execute(&pool).await?;
+                }
+            }
+        }));
+    }
+    for t in tasks {
+        t.await??;
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    // Each run claimed once (and reported once): the rows are all there.
+    let (claimed, finished): (i64, i64) = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM events WHERE topic = 'run.spawning'), \
+                (SELECT count(*) FROM runs WHERE status = 'exited')",
+    )
+    .fetch_one(&pool)
+    .await?;
+    let want_finished = if shape.report { RUNS } else { 0 };
+    anyhow::ensure!(
+        claimed as usize == RUNS && finished as usize == want_finished,
+        "floor {shape}: {claimed} run.spawning, {finished} exited of {RUNS}"
+    );
+    Ok(RUNS as f64 / secs)
+}
+
 fn graphile_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("graphile")
 }
@@ -232,6 +370,28 @@ async fn graphile(mode: &str) -> anyhow::Result<f64> {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    if std::env::args().any(|a| a == "--floor") {
+        eprintln!("bench-queue: graphile-worker, local queue");
+        let g_local = graphile("localqueue").await?;
+        println!("bench-queue --floor: {RUNS} no-op runs, one PostgreSQL");
+        println!("  graphile-worker 0.18.0, local queue     {g_local:>8.0} jobs/s");
+        for seed_indexes_only in [false, true] {
+            for report in [true, false] {
+                for (clients, batch) in [(WORKERS, 16), (1, 500), (2, 500), (4, 500)] {
+                    let shape = Floor {
+                        clients,
+                        batch,
+                        report,
+                        seed_indexes_only,
+                    };
+                    eprintln!("bench-queue: floor, {shape}");
+                    let f = floor(shape).await?;
+                    println!("  floor, {shape:<40} {f:>8.0} runs/s  {:.2}x", f / g_local);
+                }
+            }
+        }
+        return Ok(());
+    }
     // ABA: graphile default, pam, graphile local queue — then pam again,
     // so neither side always runs on a warmer server.
     eprintln!("bench-queue: graphile-worker, defaults");
@@ -243,6 +403,19 @@ async fn main() -> anyhow::Result<()> {
     eprintln!("bench-queue: pam");
     let (claim2, done2) = pam().await?;
     let (claim, done) = ((claim1 + claim2) / 2.0, (done1 + done2) / 2.0);
+    // The floor in pam's shape (16 hosts claiming 16) and in
+    // graphile-worker's local queue's (few fetchers of 500).
+    let mut floors = Vec::new();
+    for (clients, batch, report) in [(WORKERS, 16, true), (2, 500, true), (2, 500, false)] {
+        let shape = Floor {
+            clients,
+            batch,
+            report,
+            seed_indexes_only: false,
+        };
+        eprintln!("bench-queue: floor, {shape}");
+        floors.push((shape, floor(shape).await?));
+    }
     println!("bench-queue: {RUNS} no-op runs/jobs, {WORKERS} workers / concurrency {WORKERS}, one PostgreSQL");
     println!("  graphile-worker 0.18.0, defaults        {g_default:>8.0} jobs/s");
     println!("  graphile-worker 0.18.0, local queue     {g_local:>8.0} jobs/s");
@@ -266,6 +439,22 @@ async fn main() -> anyhow::Result<()> {
             pass: done >= g_local,
         })
     );
+    for (shape, f) in &floors {
+        println!(
+            "  floor: PostgreSQL alone, {:<26} {f:>8.0} runs/s   {:.2}× graphile local queue, pam {:.2}× of it",
+            shape.to_string(),
+            f / g_local,
+            if shape.report { done } else { claim } / f,
+        );
+        record(Figure {
+            name: &format!("bench-queue floor ({shape}) / graphile-worker local queue"),
+            value: *f,
+            unit: "runs/s",
+            baseline: Some(g_local),
+            target: "(reported: the ceiling of pam's ratio)",
+            pass: true,
+        });
+    }
     record(Figure {
         name: "bench-queue pam completed / graphile-worker defaults",
         value: done,
@@ -281,6 +470,9 @@ async fn main() -> anyhow::Result<()> {
                 "graphile_default": g_default, "graphile_local_queue": g_local,
                 "pam_claimed": claim, "pam_completed": done,
                 "ratio_vs_default": done / g_default, "ratio_vs_local_queue": done / g_local,
+                "floors": floors.iter().map(|(shape, f)| json!({
+                    "shape": shape.to_string(), "runs_per_s": f, "ratio_vs_local_queue": f / g_local,
+                })).collect::<Vec<_>>(),
             }))?,
         )?;
     }
