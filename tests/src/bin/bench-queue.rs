@@ -386,7 +386,11 @@ async fn main() -> anyhow::Result<()> {
                     };
                     eprintln!("bench-queue: floor, {shape}");
                     let f = floor(shape).await?;
-                    println!("  floor, {shape:<40} {f:>8.0} runs/s  {:.2}x", f / g_local);
+                    println!(
+                        "  floor, {:<40} {f:>8.0} runs/s  {:.2}x",
+                        shape.to_string(),
+                        f / g_local
+                    );
                 }
             }
         }
