@@ -250,7 +250,8 @@ struct Watcher {
     answers: FuturesOrdered<BoxFuture<'static, Bytes>>,
     /// A frame was sent since the last read of the desired set: the next
     /// read is the worker catching up with a change (answered at once),
-    /// not its safety-net resync (answered with the next heartbeat batch,
+    /// not its safety-net resync nor the read after the opening frame
+    /// (answered with the next heartbeat batch,
     /// [`super::heartbeats::resync`]).
     framed: bool,
     keep_alive: tokio::time::Interval,
@@ -328,8 +329,14 @@ impl Watcher {
     }
 
     async fn next_chunk(&mut self) -> Option<Bytes> {
+        // The opening frame (a reconnect that missed changes, or a new
+        // stream) does not count as one: the read it asks for goes into
+        // the heartbeat batch like a resync. When pamd restarts, every
+        // worker opens its watch and reads at once; read one by one on
+        // the pool, 10,000 of them got 503s (the pool's wait ran out), and
+        // each worker's retry 5 s later lined their resyncs up from then
+        // on (bench-fleet, 2026-12-06).
         if let Some(b) = self.first.take() {
-            self.framed = true;
             return Some(b);
         }
         loop {
