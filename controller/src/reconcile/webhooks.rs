@@ -302,7 +302,7 @@ async fn record(
         d,
         attempt,
         &ctx.webhooks.retry,
-        deliveries::jitter(),
+        crate::clock::jitter(),
         now,
     )
     .await?;

@@ -1,5 +1,7 @@
 use super::*;
+
 use crate::{JournalPage, Position};
+use std::sync::LazyLock;
 
 /// An event row's columns, as [`event_from_row`] reads them.
 const EVENT_COLS: &str = "xid, seq, topic, payload, created_at";
@@ -96,7 +98,7 @@ impl EventTx for PgTx {
     #[tracing::instrument(level = "debug", skip_all)]
     async fn journal_after(&mut self, after: Position, limit: i64) -> StoreResult<Vec<Event>> {
         self.rows(
-            sqlx::query(&journal_sql())
+            sqlx::query(&JOURNAL_SQL)
                 .bind(after.xid)
                 .bind(after.seq)
                 .bind(limit),
@@ -107,7 +109,7 @@ impl EventTx for PgTx {
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn journal_held(&mut self) -> StoreResult<bool> {
-        sqlx::query_scalar(&format!("SELECT {}", held_sql()))
+        sqlx::query_scalar(&HELD_SQL)
             .fetch_one(self.conn())
             .await
             .map_err(db_err)
@@ -250,18 +252,32 @@ impl EventTx for PgTx {
 /// statistics say. (An `EXISTS` over `xid >= horizon` was planned as a
 /// sequential scan of the whole journal while its statistics were stale,
 /// on every page the reader read.)
-fn held_sql() -> String {
-    format!("COALESCE((SELECT max(xid) FROM events) >= {HORIZON}, false)")
-}
+/// Made once, as the other statements below: the reader runs them on
+/// every page.
+static HELD: LazyLock<String> =
+    LazyLock::new(|| format!("COALESCE((SELECT max(xid) FROM events) >= {HORIZON}, false)"));
+
+/// [`EventTx::journal_held`]'s statement.
+static HELD_SQL: LazyLock<String> = LazyLock::new(|| format!("SELECT {}", *HELD));
 
 /// [`EventTx::journal_after`]'s statement ($1, $2: the position after
 /// which; $3: the limit). The `events_xid_seq` index serves both bounds.
-fn journal_sql() -> String {
+static JOURNAL_SQL: LazyLock<String> = LazyLock::new(|| {
     format!(
         "SELECT {EVENT_COLS} FROM events \
          WHERE (xid, seq) > ($1, $2) AND xid < {HORIZON} ORDER BY xid, seq LIMIT $3"
     )
-}
+});
+
+/// [`read_journal`]'s statement: a page, then the held flag.
+static READ_JOURNAL_SQL: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "WITH page AS ({}) \
+         SELECT {EVENT_COLS}, NULL::bool AS held FROM page \
+         UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, {}",
+        *JOURNAL_SQL, *HELD
+    )
+});
 
 /// [`crate::Store::read_journal`] on PostgreSQL: the page and whether
 /// committed events wait past the horizon, in one statement on the pool
@@ -272,15 +288,7 @@ pub(super) async fn read_journal(
     after: Position,
     limit: i64,
 ) -> StoreResult<JournalPage> {
-    let sql = format!(
-        "WITH page AS ({}) \
-         SELECT {EVENT_COLS}, NULL::bool AS held FROM page \
-         UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, \
-           {}",
-        journal_sql(),
-        held_sql()
-    );
-    let rows = sqlx::query(&sql)
+    let rows = sqlx::query(&READ_JOURNAL_SQL)
         .bind(after.xid)
         .bind(after.seq)
         .bind(limit)

@@ -74,9 +74,6 @@ impl Attempt {
     }
 }
 
-/// A random number in [0, 1) for the backoff's jitter.
-pub use crate::clock::jitter;
-
 /// Records an attempt of `d` made at `now`: delivered on a 2xx;
 /// otherwise pending again after the backoff, or failed when the next
 /// attempt would fall past the retry window. Guarded by the attempt count
@@ -156,7 +153,7 @@ mod tests {
         assert_eq!(p.backoff(3, 0.0), Duration::from_secs(20));
         assert_eq!(p.backoff(4, 1.0), Duration::from_secs(60));
         assert_eq!(p.backoff(100, 1.0), Duration::from_secs(60));
-        let j = jitter();
+        let j = crate::clock::jitter();
         assert!((0.0..=1.0).contains(&j));
     }
 }
