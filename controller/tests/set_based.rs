@@ -323,19 +323,10 @@ async fn claimed_world(n: usize) -> (World, Host, Vec<Uuid>) {
 }
 
 fn to_signal(ids: &[Uuid], (i, attempt, kind, n): Sig) -> Signal {
-    Signal {
-        run_id: ids[i],
-        attempt,
-        kind,
-        seq: (kind == SignalKind::Progress).then_some(n),
-        exit_code: (kind == SignalKind::Finished).then_some(n as i32),
-        reason: None,
-        message: None,
-        usage: None,
-        session_name: None,
-        result: None,
-        at: "2026-03-01T12:00:00Z".into(),
-    }
+    let mut s = Signal::new(ids[i], attempt, kind, "2026-03-01T12:00:00Z".into());
+    s.seq = (kind == SignalKind::Progress).then_some(n);
+    s.exit_code = (kind == SignalKind::Finished).then_some(n as i32);
+    s
 }
 
 /// What a world's signals left: each run's state, the journal since the

@@ -33,6 +33,10 @@ pub use secret::{
     valid_secret_key, ObservedSecret, SecretKeyStatus, SecretSpec, SECRET_KEY_MAX_BYTES,
     SECRET_MAX_BYTES,
 };
+pub mod permissions;
+pub use permissions::{
+    EffectivePermissions, PermissionMode, Permissions, PermissionsFrom, PERMISSION_TOOLS_MAX,
+};
 pub mod role;
 pub use role::{ObservedRole, ProjectSelector, RoleRule, RoleSpec};
 mod schedule;

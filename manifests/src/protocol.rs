@@ -88,6 +88,12 @@ pub use signal_name::{SignalName, UnknownSignal};
 mod workspace;
 pub use workspace::{GitCredentials, WorkspaceOrder, WorkspaceResult, RESULT_PATCH_MAX_BYTES};
 
+mod activity;
+pub use activity::{
+    one_line, Entry, EntryKind, ACTIVITY_KEPT, ACTIVITY_PER_SIGNAL_MAX, ACTIVITY_TEXT_MAX_CHARS,
+    SESSION_ID_MAX_BYTES, TOOL_NAME_MAX_BYTES, TRANSCRIPT_TEXT_MAX_BYTES,
+};
+
 mod version;
 pub use version::{protocol_mismatch, protocol_of, Peer, PROTOCOL_MIN, PROTOCOL_VERSION};
 
@@ -217,6 +223,11 @@ pub struct DesiredRun {
     /// (issue 32); `cwd` is unused then.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace: Option<WorkspaceOrder>,
+    /// What the agent may do without asking, as settled when the run was
+    /// created; the provider adapter turns it into the CLI's flags.
+    /// Absent (an older pamd): the CLI's own default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permissions: Option<crate::kinds::Permissions>,
 }
 
 impl std::fmt::Debug for DesiredRun {
@@ -230,6 +241,7 @@ impl std::fmt::Debug for DesiredRun {
             .field("env", &self.env.keys().collect::<Vec<_>>())
             .field("env_error", &self.env_error)
             .field("stop", &self.stop)
+            .field("permissions", &self.permissions)
             .finish_non_exhaustive()
     }
 }
@@ -338,6 +350,31 @@ pub struct TokenUsage {
     /// `total_cost_usd`, a client-side estimate).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost_usd: Option<f64>,
+    /// The same figures per model, when the provider reports them apart
+    /// (claude's `modelUsage`: the main model and the small one it uses
+    /// for side requests); their sums are the figures above.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub by_model: Vec<ModelUsage>,
+}
+
+/// Most models one [`TokenUsage`] lists.
+pub const USAGE_MODELS_MAX: usize = 16;
+
+/// One model's share of a [`TokenUsage`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ModelUsage {
+    /// The model's name as the provider reports it.
+    pub model: String,
+    /// Input tokens, cached ones included.
+    pub input_tokens: u64,
+    /// The part of `input_tokens` read from the prompt cache.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cached_input_tokens: u64,
+    /// Output tokens.
+    pub output_tokens: u64,
+    /// Its cost in US dollars, when reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -381,16 +418,36 @@ pub struct Signal {
     /// `lost`/`orphan`: a short human explanation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
-    /// `failed` with [`REASON_SPAWN_FAILED`]: why, in words, as the worker
-    /// saw it (`run cwd /srv/x is not a directory on this host`); at most
-    /// [`SIGNAL_MESSAGE_MAX_BYTES`]. pamd keeps it as the run's
-    /// `status.message` and in `run.failed`.
+    /// Why, in words, at most [`SIGNAL_MESSAGE_MAX_BYTES`], never a Secret
+    /// value: `failed` with [`REASON_SPAWN_FAILED`] as the worker saw it
+    /// (`run cwd /srv/x is not a directory on this host`); `failed` with
+    /// [`REASON_PROVIDER_FAILED`] the provider's own error text (`API
+    /// Error: 500 …`); `finished` with a non-zero exit code the last
+    /// error the provider printed. pamd keeps it as the run's
+    /// `status.message` and in `run.failed` / `run.finished`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
     /// `progress`: usage of that step; `finished`: the provider's final
     /// totals.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<TokenUsage>,
+    /// `progress`: the attempt's usage so far, each model call counted
+    /// once (a provider that repeats a call's usage on several lines is
+    /// counted by the worker, not summed). It replaces what pamd counted
+    /// for the attempt, as `finished`'s `usage` does; preferred over
+    /// `usage` when both are present.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempt_usage: Option<TokenUsage>,
+    /// `progress`: what the agent did since the last progress signal, cut
+    /// to short excerpts ([`Entry::excerpt`]), at most
+    /// [`ACTIVITY_PER_SIGNAL_MAX`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub activity: Vec<Entry>,
+    /// `progress`, `finished`: the provider's session id (claude's
+    /// `session_id`, codex's `thread_id`), with which a later run can
+    /// resume the conversation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
     /// The tmux session the attempt runs in, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_name: Option<String>,
@@ -422,6 +479,9 @@ impl Signal {
             reason: None,
             message: None,
             usage: None,
+            attempt_usage: None,
+            activity: Vec::new(),
+            session_id: None,
             session_name: None,
             result: None,
             at,
@@ -459,6 +519,31 @@ impl Signal {
                 .is_some_and(|m| m.len() > SIGNAL_MESSAGE_MAX_BYTES) =>
             {
                 bad("message is longer than 1024 bytes")
+            }
+            k if k != SignalKind::Progress
+                && (!self.activity.is_empty() || self.attempt_usage.is_some()) =>
+            {
+                bad("only progress carries activity or attempt_usage")
+            }
+            _ if self.activity.len() > ACTIVITY_PER_SIGNAL_MAX => {
+                bad("more than 16 activity items")
+            }
+            _ if self.activity.iter().any(|e| e.activity_problem().is_some()) => {
+                bad("an activity item is not an excerpt (kind, 200-character text and target)")
+            }
+            _ if self
+                .session_id
+                .as_ref()
+                .is_some_and(|s| s.is_empty() || s.len() > SESSION_ID_MAX_BYTES) =>
+            {
+                bad("session_id is empty or longer than 256 bytes")
+            }
+            _ if [&self.usage, &self.attempt_usage]
+                .into_iter()
+                .flatten()
+                .any(|u| u.by_model.len() > USAGE_MODELS_MAX) =>
+            {
+                bad("usage lists more than 16 models")
             }
             _ => Ok(()),
         }

@@ -60,7 +60,7 @@ fn unknown_field() {
     let text = RUN.replace("  cwd: /src\n", "  cwd: /src\n  retries: 2\n");
     assert_eq!(
         load_errors("run.yaml", &text),
-        ["run.yaml: document 0, line 11, column 3: spec.retries: unknown field, expected one of `task`, `provider`, `providerVersion`, `prompt`, `cwd`, `workspace`, `target`, `restartPolicy`, `dispatchTimeoutSeconds`, `stopped`, `command`, `budget`, `env`, `envFrom`"]
+        ["run.yaml: document 0, line 11, column 3: spec.retries: unknown field, expected one of `task`, `provider`, `providerVersion`, `prompt`, `cwd`, `workspace`, `target`, `restartPolicy`, `dispatchTimeoutSeconds`, `stopped`, `command`, `budget`, `env`, `envFrom`, `permissions`"]
     );
     let text = RUN.replace(
         "    maxAttempts: 3\n",

@@ -56,6 +56,8 @@ pub async fn probe(config: &Config, data_dir: &Path) -> Capabilities {
         providers,
         workspace_free_bytes: None,
         workspace_min_free_bytes: None,
+        runs_as_root: nix::unistd::geteuid().is_root(),
+        unconfined_full: config.agents.allow_unconfined_full,
     };
     disk(config, data_dir, &mut caps);
     caps
@@ -146,6 +148,7 @@ mod tests {
             providers: Vec::new(),
             workspace_free_bytes: Some(free),
             workspace_min_free_bytes: Some(1000),
+            ..Capabilities::default()
         };
         assert!(!changed(&at(1001), &at(1000)), "a small move above it");
         assert!(changed(&at(1000), &at(999)), "crossed");

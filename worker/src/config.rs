@@ -20,8 +20,12 @@
 //! min_free_bytes = 1073741824  # below this free on the data dir's volume, no workspace runs
 //! retain_hours = 72            # worktrees kept (keep: always/onFailure) are removed after this
 //!
+//! [agents]
+//! allow_unconfined_full = false  # accept `permissions: full` runs on this unconfined host
+//!
 //! [providers.claude]
-//! command = ["claude", "-p", "{prompt}", "--output-format", "stream-json", "--verbose"]
+//! program = "/opt/claude/bin/claude"   # the built-in arguments, another program
+//! command = ["claude", "-p", "{prompt}", "--output-format", "stream-json", "--verbose", "{permissions}"]
 //! env = { ANTHROPIC_LOG = "error" }
 //! ```
 
@@ -78,6 +82,18 @@ pub struct Config {
     pub ca_file: Option<PathBuf>,
     /// Runs with a git workspace (issue 32).
     pub workspaces: WorkspacesConfig,
+    /// What agents may be allowed on this host.
+    pub agents: AgentsConfig,
+}
+
+/// `[agents]`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AgentsConfig {
+    /// Accept runs with `permissions: full` although this host does not
+    /// confine them: every such agent may do anything this worker's user
+    /// can (docs/agents.md, "Permission modes"). Off by default.
+    pub allow_unconfined_full: bool,
 }
 
 /// `[workspaces]`.
@@ -153,6 +169,7 @@ impl Default for Config {
             providers: ProvidersConfig::default(),
             ca_file: None,
             workspaces: WorkspacesConfig::default(),
+            agents: AgentsConfig::default(),
         }
     }
 }
@@ -185,7 +202,12 @@ impl ProvidersConfig {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProviderConfig {
-    /// Replaces the built-in command line; `{prompt}` is substituted.
+    /// The CLI's program (a name on PATH or a path), keeping the built-in
+    /// arguments: where the CLI is installed off PATH.
+    pub program: Option<String>,
+    /// Replaces the built-in command line whole; `{prompt}` is
+    /// substituted, `{permissions}` expands to the permission flags (none
+    /// when absent: the override wins).
     pub command: Option<Vec<String>>,
     /// Extra environment for the provider process.
     #[serde(default)]

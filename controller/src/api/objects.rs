@@ -90,6 +90,7 @@ pub fn project(
             archived: p.status == pam_manifests::state::ProjectStatus::Archived,
             budget: usage::budget_of(&p.meta),
             repository: spec_field(&p.meta, "repository"),
+            permissions: spec_field(&p.meta, "permissions"),
         },
         status: Some(Box::new(kinds::ObservedProject {
             phase: p.status,
@@ -153,6 +154,7 @@ pub fn task(
             assignee: w.assignee.clone(),
             sort_order: w.sort_order,
             workspace: spec_field(&w.meta, "workspace"),
+            permissions: spec_field(&w.meta, "permissions"),
         },
         status: Some(Box::new(kinds::ObservedTask {
             phase: w.status,
@@ -269,6 +271,7 @@ pub fn run(
             budget: usage::budget_of(&r.meta),
             env,
             env_from,
+            permissions: spec_field(&r.meta, "permissions"),
         },
         status: Some(Box::new(kinds::ObservedRun {
             phase: r.status,
@@ -285,6 +288,9 @@ pub fn run(
                 attempt: usage_figures(&r.usage.attempt),
                 total: usage_figures(&r.usage.total),
             }),
+            permissions: None,
+            session_id: None,
+            last_activity: None,
             result: None,
             stopped_by: r
                 .stopped_by

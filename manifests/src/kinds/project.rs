@@ -3,7 +3,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{Budget, Condition, Repository, UsageFigures};
+use super::{Budget, Condition, Permissions, Repository, UsageFigures};
 use crate::state::ProjectStatus;
 
 /// Desired state of a project.
@@ -29,6 +29,10 @@ pub struct ProjectSpec {
     /// 32); a run with a workspace needs it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repository: Option<Repository>,
+    /// The permissions of this project's runs whose run and task declare
+    /// none, settled when each run is created.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permissions: Option<Permissions>,
 }
 
 /// Observed state of a project.

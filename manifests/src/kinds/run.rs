@@ -161,6 +161,12 @@ pub struct RunSpec {
     /// are left out.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub env_from: Vec<EnvFromSource>,
+    /// What the agent may do without asking (`mode: readOnly | edits |
+    /// full`, tool rules). Absent: its task's, else its project's, else
+    /// `mode: edits`; settled when the run is created
+    /// (`status.permissions`). Immutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permissions: Option<Permissions>,
 }
 
 /// One environment variable of a run.
@@ -312,6 +318,18 @@ pub struct ObservedRun {
     /// reported any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<RunUsageStatus>,
+    /// The permissions the run was created with, and where they came
+    /// from (its own spec, its task's, its project's, the default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permissions: Option<EffectivePermissions>,
+    /// The provider's session id of the current attempt (claude's
+    /// `session_id`, codex's `thread_id`), once the provider reported it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    /// The newest thing the agent did in the current attempt (`describe
+    /// run` shows the last few: `GET …/runs/{name}/activity`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_activity: Option<crate::protocol::Entry>,
     /// The latest attempt's workspace result (issue 32): its branch,
     /// commits and diff stats; absent without one.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -35,6 +35,10 @@ pub struct TaskSpec {
     /// nor `cwd` (issue 32), read when an attempt is handed to its worker.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace: Option<Workspace>,
+    /// The permissions of this task's runs that declare none (a run's
+    /// own win whole), settled when each run is created.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permissions: Option<Permissions>,
 }
 
 fn default_task_type() -> WorkItemKind {

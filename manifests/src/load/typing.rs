@@ -304,7 +304,10 @@ pub(super) fn check_document(doc: &Document) -> Vec<ManifestError> {
             }
         }
     }
-    for (path, message) in workspace_problems(&doc.manifest) {
+    for (path, message) in workspace_problems(&doc.manifest)
+        .into_iter()
+        .chain(permission_problems(&doc.manifest))
+    {
         errors.push(doc.error_at(&path, message));
     }
     if let Manifest::Run(run) = &doc.manifest {
@@ -381,4 +384,20 @@ fn workspace_problems(m: &Manifest) -> Vec<(String, String)> {
         Manifest::Schedule(s) => run_spec(&s.spec.run_template, "spec.runTemplate"),
         _ => Vec::new(),
     }
+}
+
+/// The tool rules of a `permissions` (Project, Task, Run, a Schedule's
+/// run template): each one argument of the provider's command line.
+fn permission_problems(m: &Manifest) -> Vec<(String, String)> {
+    let (p, at) = match m {
+        Manifest::Project(p) => (p.spec.permissions.as_ref(), "spec.permissions"),
+        Manifest::Task(t) => (t.spec.permissions.as_ref(), "spec.permissions"),
+        Manifest::Run(r) => (r.spec.permissions.as_ref(), "spec.permissions"),
+        Manifest::Schedule(s) => (
+            s.spec.run_template.permissions.as_ref(),
+            "spec.runTemplate.permissions",
+        ),
+        _ => (None, ""),
+    };
+    p.map_or_else(Vec::new, |p| p.problems(at))
 }

@@ -518,6 +518,7 @@ pub fn immutable_changes(
             ("prompt", "spec.prompt"),
             ("cwd", "spec.cwd"),
             ("workspace", "spec.workspace"),
+            ("permissions", "spec.permissions"),
         ],
         Kind::Task => &[("type", "spec.type")],
         // No immutable field (nor any in a generically stored kind).

@@ -135,6 +135,7 @@ pub async fn claim_runs_match_the_hosts_providers_and_versions(s: &dyn Store) {
                 .collect(),
             workspace_free_bytes: Some(1 << 30),
             workspace_min_free_bytes: None,
+            ..Capabilities::default()
         })
     };
     let (_, task) = seed(s).await;
@@ -212,6 +213,7 @@ pub async fn claim_runs_keep_workspace_runs_off_low_disk_hosts(s: &dyn Store) {
             }],
             workspace_free_bytes: Some(free),
             workspace_min_free_bytes: Some(1000),
+            ..Capabilities::default()
         })
     };
     let (p, plain_task) = seed(s).await;

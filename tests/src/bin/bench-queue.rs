@@ -49,19 +49,11 @@ async fn post(
 }
 
 fn signal(run: &pam_manifests::protocol::DesiredRun, kind: SignalKind) -> Signal {
-    Signal {
-        run_id: run.run_id,
-        attempt: run.attempt,
-        kind,
-        seq: None,
-        exit_code: (kind == SignalKind::Finished).then_some(0),
-        reason: None,
-        message: None,
-        usage: None,
-        session_name: Some(run.session_name.clone()),
-        result: None,
-        at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-    }
+    let at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    let mut s = Signal::new(run.run_id, run.attempt, kind, at);
+    s.exit_code = (kind == SignalKind::Finished).then_some(0);
+    s.session_name = Some(run.session_name.clone());
+    s
 }
 
 /// A pamd with RUNS pending no-op runs and WORKERS registered workers:

@@ -458,19 +458,11 @@ impl Host {
         kind: SignalKind,
         seq: Option<i64>,
     ) -> Signal {
-        Signal {
-            run_id: run,
-            attempt,
-            kind,
-            seq,
-            exit_code: None,
-            reason: None,
-            message: None,
-            usage: None,
-            session_name: Some(session.to_string()),
-            result: None,
-            at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-        }
+        let at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+        let mut s = Signal::new(run, attempt, kind, at);
+        s.seq = seq;
+        s.session_name = Some(session.to_string());
+        s
     }
 
     async fn run(

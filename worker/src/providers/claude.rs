@@ -65,6 +65,7 @@ fn usage(u: &Value) -> Option<TokenUsage> {
         output_tokens: u64_at(u, "output_tokens").unwrap_or(0),
         model: None,
         cost_usd: None,
+        by_model: Vec::new(),
     })
 }
 
@@ -130,7 +131,8 @@ mod tests {
                 cached_input_tokens: 1000,
                 output_tokens: 25,
                 model: Some("claude-sonnet-4-5".into()),
-                cost_usd: None
+                cost_usd: None,
+                by_model: Vec::new(),
             })
         );
     }

@@ -34,6 +34,7 @@ pub(super) fn parse(v: &Value) -> LineEvent {
                 output_tokens: u64_at(u, "output_tokens").unwrap_or(0),
                 model: None,
                 cost_usd: None,
+                by_model: Vec::new(),
             }),
         }),
         Some("turn.failed") => LineEvent::Final(FinalResult {

@@ -76,6 +76,7 @@ fn usage(v: &Value) -> Option<TokenUsage> {
             .unwrap_or(0),
         model: str_at(v, "model").map(str::to_string),
         cost_usd: None,
+        by_model: Vec::new(),
     })
 }
 

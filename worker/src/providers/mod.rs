@@ -256,6 +256,7 @@ mod tests {
             signals: vec![],
             input: vec![],
             workspace: None,
+            permissions: None,
         }
     }
 

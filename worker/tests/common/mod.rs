@@ -88,5 +88,6 @@ pub fn desired(run: Uuid, cwd: &Path, provider: &str) -> DesiredRun {
         signals: vec![],
         input: vec![],
         workspace: None,
+        permissions: None,
     }
 }

@@ -276,6 +276,7 @@ mod tests {
                     .collect(),
                 workspace_free_bytes: None,
                 workspace_min_free_bytes: None,
+                ..Capabilities::default()
             }),
             disabled: false,
             meta: Meta::default(),
