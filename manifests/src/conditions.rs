@@ -23,6 +23,10 @@ pub const BUDGET_EXCEEDED: &str = "BudgetExceeded";
 pub const BLOCKED: &str = "Blocked";
 /// A run: it points at a milestone or epic (journaled, not repaired).
 pub const INTEGRITY_ANOMALY: &str = "IntegrityAnomaly";
+/// A run: its agent was refused tool calls by the run's permissions; the
+/// message names the tools and what they would have acted on. A run
+/// with it never reads as a plain success.
+pub const PERMISSION_DENIED: &str = "PermissionDenied";
 /// A run: a Secret its environment names does not exist yet (issue 18).
 pub const SECRET_MISSING: &str = "SecretMissing";
 /// A pending run: why it has not been placed on a host yet (issue 31).

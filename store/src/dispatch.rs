@@ -13,8 +13,10 @@
 //! budget (issue 21) and the host has its provider, at the version
 //! `spec.providerVersion` asks for ([`host_has_provider`], issue 31), and
 //! a run with a workspace goes to no host whose workspace volume is below
-//! its worker's `min_free_bytes` ([`uses_workspace`], issue 32). The host
-//! itself must be [`host_eligible`]; capacity is the claim's `limit`.
+//! its worker's `min_free_bytes` ([`uses_workspace`], issue 32), and a
+//! run with `permissions: full` only to a host that takes it
+//! ([`asks_full`], [`allows_full`]). The host itself must be
+//! [`host_eligible`]; capacity is the claim's `limit`.
 
 use pam_manifests::state::{HostStatus, RunStatus};
 
@@ -92,6 +94,27 @@ pub fn workspace_low(host: &Host) -> bool {
         .is_some_and(|c| c.workspace_low())
 }
 
+/// Whether run `r` asks for `permissions: full` (settled when it was
+/// created); [`ASKS_FULL_SQL`] is the SQL form.
+pub fn asks_full(r: &Run) -> bool {
+    r.permissions
+        .as_ref()
+        .is_some_and(|p| p.permissions.mode == pam_manifests::kinds::PermissionMode::Full)
+}
+
+/// [`asks_full`] over `runs`.
+pub const ASKS_FULL_SQL: &str = "(runs.permissions->>'mode' = 'full')";
+
+/// Whether `host` takes runs with `permissions: full`
+/// ([`pam_manifests::protocol::Capabilities::allows_full_permissions`]); a
+/// host that never reported capabilities does not. `$9` of
+/// [`CLAIMABLE_SQL`].
+pub fn allows_full(host: &Host) -> bool {
+    host.capabilities
+        .as_ref()
+        .is_some_and(|c| c.allows_full_permissions())
+}
+
 /// A host may receive new runs when it is online, not disabled and not
 /// instance-suspect (OQ-14; pam-data-model.txt, "pending → failed").
 pub fn host_eligible(h: &Host) -> bool {
@@ -123,13 +146,15 @@ pub fn run_claimable(r: &Run, host: &Host, waits: Waits) -> bool {
         && !waits.over_budget
         && host_has_provider(host, &r.provider, provider_version(r))
         && !(waits.uses_workspace && workspace_low(host))
+        && !(asks_full(r) && !allows_full(host))
 }
 
 /// [`run_claimable`] as a `WHERE` clause over `runs`: `$2` is the host's
 /// name, `$3` its labels ([`Host::labels`]) as JSON, `$6` its providers
 /// ([`providers_json`]), `$7` the requirements it meets
 /// ([`requirements_met`]), `$8` whether its workspace volume is low
-/// ([`workspace_low`]); `{blocked}` is
+/// ([`workspace_low`]), `$9` whether it takes `permissions: full`
+/// ([`allows_full`]); `{blocked}` is
 /// replaced by the store's "task has an undone dependency" test of
 /// `runs.task_id`. The project's budget is the condition
 /// [`pam_manifests::conditions::BUDGET_EXCEEDED`].
@@ -144,7 +169,8 @@ pub const CLAIMABLE_SQL: &str = "status = 'pending' AND dispatchable_since IS NO
     AND (CASE WHEN runs.spec ? 'providerVersion' \
          THEN $7::jsonb ? (runs.provider || ' ' || (runs.spec->>'providerVersion')) \
          ELSE ($6::jsonb IS NULL OR $6::jsonb ? runs.provider) END) \
-    AND NOT ($8::boolean AND {uses_workspace})";
+    AND NOT ($8::boolean AND {uses_workspace}) \
+    AND ($9::boolean OR runs.permissions IS NULL OR runs.permissions->>'mode' <> 'full')";
 
 /// The distinct (provider, requirement) pairs of pending runs that carry
 /// a `spec.providerVersion`: what [`requirements_met`] decides for a claim.
@@ -153,6 +179,12 @@ pub const PENDING_REQUIREMENTS_SQL: &str = "SELECT DISTINCT provider, spec->>'pr
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_claim_sql_and_its_pending_read_say_full_alike() {
+        assert!(super::CLAIMABLE_SQL.contains("runs.permissions->>'mode' <> 'full'"));
+        assert_eq!(super::ASKS_FULL_SQL, "(runs.permissions->>'mode' = 'full')");
+    }
+
     #[test]
     fn the_claim_sql_has_the_workspace_test() {
         assert!(super::CLAIMABLE_SQL.contains("{uses_workspace}"));

@@ -42,6 +42,7 @@
 //! PostgreSQL cluster pamd uses by default. Nothing here knows about HTTP,
 //! the loops or the event bus: this crate is the bottom layer of pamd.
 
+pub mod activity;
 pub mod attach;
 pub mod charts;
 pub mod db;
@@ -75,6 +76,7 @@ use pam_manifests::state::IllegalTransition;
 use serde_json::Value;
 use uuid::Uuid;
 
+pub use activity::{ActivityAppend, RunActivityTx};
 pub use attach::{AttachLease, AttachRefusal, AttachTx};
 pub use charts::ChartTx;
 pub use deps::{DependencyLink, DependencyTx, Gated};
@@ -87,7 +89,10 @@ pub use named::{NamedKind, NamedTx};
 pub use objects::{Object, ObjectTx};
 pub use projects::Project;
 pub use results::{RunResultRow, RunResultTx};
-pub use runs::{PendingRun, Run, RunFilter, RunTx, RunUpdate, SignalMarker, Target};
+pub use runs::{
+    Denials, Denied, PendingRun, Run, RunFilter, RunTx, RunUpdate, SignalMarker, Target,
+    DENIALS_KEPT,
+};
 pub use schedules::{Schedule, ScheduleTx};
 pub use secrets::{Secret, SecretTx, SecretWait};
 pub use sources::{OwnedObject, Source, SourceObject, SourceStatus, SourceTx};
@@ -101,8 +106,8 @@ pub use work_items::{WorkItem, WorkItemTx};
 pub mod prelude {
     pub use crate::{
         AttachTx, ChartTx, DependencyTx, EventTx, HostTx, IdempotencyTx, LeaderTx, ManagedFieldsTx,
-        ObjectTx, RunResultTx, RunTx, ScheduleTx, SecretTx, SourceTx, Store, TokenTx, Tx,
-        WebhookTx, WorkItemTx,
+        ObjectTx, RunActivityTx, RunResultTx, RunTx, ScheduleTx, SecretTx, SourceTx, Store,
+        TokenTx, Tx, WebhookTx, WorkItemTx,
     };
 }
 
@@ -289,6 +294,7 @@ pub trait Tx:
     + WorkItemTx
     + RunTx
     + RunResultTx
+    + RunActivityTx
     + DependencyTx
     + HostTx
     + EventTx

@@ -3,6 +3,8 @@
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use pam_manifests::kinds::EffectivePermissions;
+use pam_manifests::protocol::{Entry, EntryKind};
 use pam_manifests::state::{FailureReason, RunStatus};
 use uuid::Uuid;
 
@@ -92,6 +94,16 @@ pub struct Run {
     /// Token usage and cost (issue 21): the current attempt's and all
     /// attempts'. Written by signal ingest.
     pub usage: RunUsage,
+    /// The permissions settled when the run was created (its own, its
+    /// task's, its project's or the default); `None` for a run created
+    /// before they existed (its CLI's own default).
+    pub permissions: Option<EffectivePermissions>,
+    /// The provider's session id of the current attempt.
+    pub session_id: Option<String>,
+    /// The newest activity item of the current attempt, with its time.
+    pub last_activity: Option<Entry>,
+    /// The tool calls the current attempt's agent was refused.
+    pub denials: Option<Denials>,
     pub meta: Meta,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
@@ -211,10 +223,82 @@ impl Run {
             requeue_at: None,
             eligible_host_seen: false,
             usage: RunUsage::default(),
+            permissions: None,
+            session_id: None,
+            last_activity: None,
+            denials: None,
             meta: Meta::default(),
             created_at: now,
             updated_at: now,
         }
+    }
+}
+
+/// Most distinct refused tool calls a run keeps (the count goes on).
+pub const DENIALS_KEPT: usize = 10;
+
+/// The tool calls an attempt's agent was refused by its permissions: how
+/// many, the first [`DENIALS_KEPT`] distinct ones, and since when. The
+/// run's `PermissionDenied` condition is read from it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Denials {
+    pub count: u32,
+    pub items: Vec<Denied>,
+    pub since: DateTime<Utc>,
+}
+
+/// One refused tool call: the tool and what it would have acted on.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Denied {
+    pub tool: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+}
+
+impl Run {
+    /// Records what a progress signal of the current attempt says the
+    /// agent did (its `activity`, at `at`) and its session id: the newest
+    /// item becomes `last_activity`, refused tool calls are counted into
+    /// `denials`. Returns whether anything changed (resource_version is
+    /// bumped once then). The caller has decided the signal applies.
+    pub fn record_activity(
+        &mut self,
+        activity: &[Entry],
+        session_id: Option<&str>,
+        at: &str,
+        now: DateTime<Utc>,
+    ) -> bool {
+        let mut changed = false;
+        if let Some(id) = session_id.filter(|id| self.session_id.as_deref() != Some(id)) {
+            self.session_id = Some(id.to_string());
+            changed = true;
+        }
+        if let Some(last) = activity.last() {
+            let mut last = last.clone();
+            last.at = Some(at.to_string());
+            self.last_activity = Some(last);
+            changed = true;
+        }
+        for e in activity.iter().filter(|e| e.kind == EntryKind::Denied) {
+            let d = self.denials.get_or_insert_with(|| Denials {
+                count: 0,
+                items: Vec::new(),
+                since: now,
+            });
+            d.count += 1;
+            let item = Denied {
+                tool: e.tool.clone().unwrap_or_else(|| "?".into()),
+                target: e.target.clone(),
+            };
+            if d.items.len() < DENIALS_KEPT && !d.items.contains(&item) {
+                d.items.push(item);
+            }
+            changed = true;
+        }
+        if changed {
+            self.meta.resource_version += 1;
+        }
+        changed
     }
 }
 
@@ -250,6 +334,8 @@ pub struct PendingRun {
     pub eligible_host_seen: bool,
     /// It works in a workspace ([`crate::dispatch::uses_workspace`]).
     pub uses_workspace: bool,
+    /// It asks for `permissions: full` ([`crate::dispatch::asks_full`]).
+    pub asks_full: bool,
     /// Its `Scheduled` condition's (reason, message) ([`scheduled_of`]).
     pub scheduled: Option<(String, String)>,
 }
@@ -268,6 +354,7 @@ impl PendingRun {
             dispatch_timeout_seconds: r.dispatch_timeout_seconds,
             eligible_host_seen: r.eligible_host_seen,
             uses_workspace: crate::dispatch::uses_workspace(r, task_spec),
+            asks_full: crate::dispatch::asks_full(r),
             scheduled: scheduled_of(&r.meta),
         }
     }

@@ -15,7 +15,7 @@ use uuid::Uuid;
 use super::lookup::TaskDeps;
 use crate::clock::ts;
 use crate::rules::meta::manifest_labels as to_manifest_labels;
-use crate::rules::runs::{env, gate, placement, usage};
+use crate::rules::runs::{activity, env, gate, placement, usage};
 use pam_manifests::conditions;
 
 fn name(s: &str) -> Name {
@@ -194,7 +194,7 @@ pub fn run(
     project_over_budget: Option<&str>,
     secret_wait: Option<&str>,
 ) -> kinds::Run {
-    let meta = if r.status == pam_manifests::state::RunStatus::Pending {
+    let mut meta = if r.status == pam_manifests::state::RunStatus::Pending {
         let mut m = gate::with_blocked_condition(&r.meta, waiting_for, r.pending_since);
         // Issue 31: a wait derived here is also why it is not scheduled
         // (the one condition `get runs` shows as REASON).
@@ -233,6 +233,9 @@ pub fn run(
     } else {
         r.meta.clone()
     };
+    if let Some(d) = &r.denials {
+        activity::with_denied_condition(&mut meta, d);
+    }
     let (env, env_from) = env::env_of(&r.meta.spec);
     let spec_command = r
         .meta
@@ -288,9 +291,9 @@ pub fn run(
                 attempt: usage_figures(&r.usage.attempt),
                 total: usage_figures(&r.usage.total),
             }),
-            permissions: None,
-            session_id: None,
-            last_activity: None,
+            permissions: r.permissions.clone(),
+            session_id: r.session_id.clone(),
+            last_activity: r.last_activity.clone(),
             result: None,
             stopped_by: r
                 .stopped_by

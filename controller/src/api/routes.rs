@@ -227,6 +227,14 @@ pub fn table(max_body_bytes: usize) -> Vec<Route> {
         .doc("runs", "listRunEvents", "A run's events, oldest first")
         .query::<runs::RunEventsQuery>()
         .object(200, "`{items}`: the events"),
+        get(format!("{run}/activity"), runs::run_activity, Op(Get, "runs"))
+            .doc(
+                "runs",
+                "getRunActivity",
+                "What an attempt's agent did lately (the newest 20 steps)",
+            )
+            .query::<runs::RunActivityQuery>()
+            .json::<runs::RunActivity>(200, "the attempt's newest activity items"),
         get(format!("{run}/result"), runs::run_result, Op(Get, "runs"))
             .doc(
                 "runs",

@@ -354,3 +354,60 @@ pub async fn run_result(
     body["patch"] = json!(row.patch);
     Ok(Json(body))
 }
+
+#[derive(Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunActivityQuery {
+    /// The attempt; absent: the run's current one.
+    #[serde(default)]
+    attempt: Option<i32>,
+}
+
+/// What an attempt's agent did lately.
+#[derive(serde::Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RunActivity {
+    /// The run's name.
+    pub run: String,
+    /// The attempt the items are of.
+    pub attempt: i32,
+    /// The provider's session id, for the current attempt.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    /// The newest items (at most 20), oldest first, each with its time.
+    pub items: Vec<pam_manifests::protocol::Entry>,
+}
+
+/// `GET /api/v1/projects/{project}/runs/{name}/activity[?attempt=N]`:
+/// the newest things an attempt's agent did (messages, tool calls and
+/// their results, errors, API retries, refused tool calls), as its
+/// progress signals reported them — `describe run`'s "Recent activity"
+/// and the dashboard's. The whole conversation is the transcript, kept
+/// by the run's worker.
+#[tracing::instrument(skip_all, fields(project = %slug, run = %name))]
+pub async fn run_activity(
+    State(st): State<AppState>,
+    _op: Operator,
+    Path((slug, name)): Path<(String, String)>,
+    Query(q): Query<RunActivityQuery>,
+) -> ApiResult<Json<RunActivity>> {
+    if q.attempt.is_some_and(|a| a < 1) {
+        return Err(ApiError::bad_request("attempt: must be at least 1"));
+    }
+    let mut tx = st.ctx.store.begin().await?;
+    let (_, run) = one_in::<Run>(tx.as_mut(), &slug, &name).await?;
+    let attempt = q.attempt.unwrap_or(run.attempt);
+    if attempt > run.attempt {
+        return Err(ApiError::not_found(format!(
+            "run {name:?} has no attempt {attempt} (it is at attempt {})",
+            run.attempt
+        )));
+    }
+    let items = tx.run_activity(run.id, attempt).await?;
+    Ok(Json(RunActivity {
+        run: run.name.clone(),
+        attempt,
+        session_id: run.session_id.clone().filter(|_| attempt == run.attempt),
+        items,
+    }))
+}

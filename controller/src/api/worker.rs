@@ -269,7 +269,7 @@ pub fn desired_run(r: &Run) -> DesiredRun {
         signals: Vec::new(),
         input: Vec::new(),
         workspace: None,
-        permissions: None,
+        permissions: r.permissions.as_ref().map(|p| p.permissions.clone()),
     }
 }
 

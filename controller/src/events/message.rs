@@ -139,17 +139,57 @@ pub fn known(t: &str, p: &Value) -> Option<Rendered> {
         ),
         topic::RUN_FINISHED => {
             let code = f.n("exit_code");
-            let ok = code == Some(0);
+            // A provider that reported failure ends failed with exit 0.
+            let ok = code == Some(0) && f.s("status") != Some("failed");
+            let denied = f.n("permission_denials").filter(|n| *n > 0);
             let then = match f.s("status") {
                 Some("exited") | None => String::new(),
                 Some(s) => format!(", {s}"),
             };
-            (
-                if ok { "Completed" } else { "Error" }.into(),
+            let why = f.s("message").map_or(String::new(), |m| format!(": {m}"));
+            let refused = denied.map_or(String::new(), |n| {
                 format!(
-                    "{} exited with code {}{then}{}",
+                    "; its agent was refused {n} tool call{} by the run's permissions",
+                    if n == 1 { "" } else { "s" }
+                )
+            });
+            let reason = match (ok, denied) {
+                (_, Some(_)) => "PermissionDenied",
+                (true, None) => "Completed",
+                (false, None) => "Error",
+            };
+            (
+                reason.into(),
+                format!(
+                    "{} exited with code {}{then}{why}{refused}{}",
                     run(),
                     code.map_or("?".into(), |c| c.to_string()),
+                    f.attempt()
+                ),
+                f.obj("run", "name"),
+            )
+        }
+        topic::RUN_PERMISSION_DENIED => {
+            let calls: Vec<String> = p["denied"]
+                .as_array()
+                .map(|d| {
+                    d.iter()
+                        .map(|c| {
+                            let tool = c["tool"].as_str().unwrap_or("?");
+                            match c["target"].as_str() {
+                                Some(t) => format!("{tool} {t}"),
+                                None => tool.to_string(),
+                            }
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            (
+                "PermissionDenied".into(),
+                format!(
+                    "{}'s agent was refused {} by the run's permissions{}",
+                    run(),
+                    calls.join("; "),
                     f.attempt()
                 ),
                 f.obj("run", "name"),

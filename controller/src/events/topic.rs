@@ -8,7 +8,8 @@
 //! are all done, or one was reopened (`rules::runs::gate`).
 //! `run.budget_exceeded` (issue 21) says a run reached its budget and is
 //! being stopped; `run.result_recorded` (issue 32) that an attempt's
-//! workspace result was stored. The `source.*` topics are
+//! workspace result was stored; `run.permission_denied` that a run's
+//! agent was refused tool calls. The `source.*` topics are
 //! GitOps' (docs/gitops.md): a Source's syncs, failures, drift, heals and
 //! prunes. The `schedule.*` topics (issue 18) say what a Schedule's tick
 //! did: created its run, skipped it (Forbid, a missing task) or missed it
@@ -47,6 +48,10 @@ pub const RUN_BUDGET_EXCEEDED: &str = "run.budget_exceeded";
 /// Issue 32: an attempt's workspace result was stored (branch, commits,
 /// diff stats; the patch is read from the result route, not the journal).
 pub const RUN_RESULT_RECORDED: &str = "run.result_recorded";
+/// A run's agent was refused tool calls by its permissions: the payload
+/// names them (`denied`: `[{tool, target}]`) and counts them; the run's
+/// `PermissionDenied` condition sums the attempt's.
+pub const RUN_PERMISSION_DENIED: &str = "run.permission_denied";
 pub const WORKER_REGISTERED: &str = "worker.registered";
 pub const WORKER_OFFLINE: &str = "worker.offline";
 pub const WORKER_INSTANCE_SUSPECT: &str = "worker.instance_suspect";
@@ -89,6 +94,7 @@ pub const ALL: &[&str] = &[
     RUN_UNBLOCKED,
     RUN_BUDGET_EXCEEDED,
     RUN_RESULT_RECORDED,
+    RUN_PERMISSION_DENIED,
     WORKER_REGISTERED,
     WORKER_OFFLINE,
     WORKER_INSTANCE_SUSPECT,

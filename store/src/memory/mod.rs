@@ -47,6 +47,8 @@ struct State {
     runs: HashMap<Uuid, Run>,
     /// `run_results`: (run, attempt) → its workspace result (issue 32).
     results: BTreeMap<(Uuid, i32), crate::RunResultRow>,
+    /// `run_activity`: (run, attempt) → its newest activity items.
+    activity: BTreeMap<(Uuid, i32), Vec<pam_manifests::protocol::Entry>>,
     /// (run, attempt, kind) → received_at.
     signals: BTreeMap<(Uuid, i32, String), DateTime<Utc>>,
     hosts: HashMap<Uuid, Host>,
@@ -212,6 +214,7 @@ impl State {
         self.schedule_runs.retain(|_, run| !ids.contains(run));
         self.signals.retain(|(run, _, _), _| !ids.contains(run));
         self.results.retain(|(run, _), _| !ids.contains(run));
+        self.activity.retain(|(run, _), _| !ids.contains(run));
     }
 
     fn remove_work_items(&mut self, ids: &BTreeSet<Uuid>) {
@@ -265,6 +268,7 @@ impl Tx for MemTx {
 
 // The aggregates' parts of the transaction (after the helpers and
 // macros above, which they use).
+mod activity;
 mod attach;
 mod charts;
 mod deps;

@@ -141,6 +141,9 @@ impl RunTx for MemTx {
         cur.usage.new_attempt();
         cur.failure_reason = None;
         cur.failure_message = None;
+        cur.session_id = None;
+        cur.last_activity = None;
+        cur.denials = None;
         cur.requeue_at = None;
         cur.eligible_host_seen = false;
         cur.pending_since = now;
@@ -340,6 +343,9 @@ impl RunTx for MemTx {
             cur.requeue_at = r.requeue_at;
             cur.last_progress_seq = r.last_progress_seq;
             cur.usage = r.usage;
+            cur.session_id = r.session_id.clone();
+            cur.last_activity = r.last_activity.clone();
+            cur.denials = r.denials.clone();
             cur.updated_at = r.updated_at;
             cur.meta.resource_version = r.meta.resource_version;
         }

@@ -63,6 +63,7 @@ impl PgTx {
             .bind(crate::dispatch::providers_json(host))
             .bind(serde_json::json!(met))
             .bind(crate::dispatch::workspace_low(host))
+            .bind(crate::dispatch::allows_full(host))
             .fetch_all(self.conn())
             .await
             .map_err(db_err)?;
@@ -102,8 +103,9 @@ pub(super) static PENDING_RUN_COLS: std::sync::LazyLock<String> = std::sync::Laz
         "id, project_id, provider, spec->>'providerVersion' AS provider_version, \
         target, stop_requested, dispatchable_since, dispatch_timeout_seconds, eligible_host_seen, \
         jsonb_path_query_first(conditions, '$[*] ? (@.type == \"Scheduled\")') AS scheduled, \
-        {} AS uses_workspace",
-        crate::dispatch::USES_WORKSPACE_SQL
+        {} AS uses_workspace, COALESCE({}, false) AS asks_full",
+        crate::dispatch::USES_WORKSPACE_SQL,
+        crate::dispatch::ASKS_FULL_SQL
     )
 });
 
@@ -120,6 +122,7 @@ pub(super) fn pending_run_from_row(row: &PgRow) -> StoreResult<PendingRun> {
         dispatch_timeout_seconds: get(row, "dispatch_timeout_seconds")?,
         eligible_host_seen: get(row, "eligible_host_seen")?,
         uses_workspace: get(row, "uses_workspace")?,
+        asks_full: get(row, "asks_full")?,
         scheduled: scheduled.map(|c| {
             let text = |k: &str| c[k].as_str().unwrap_or_default().to_string();
             (text("reason"), text("message"))

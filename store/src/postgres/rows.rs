@@ -70,7 +70,8 @@ pub(super) fn run_cols() -> String {
          attempt, last_progress_seq, failure_reason, pending_since, exit_code, started_at, \
          finished_at, target, max_attempts, backoff_seconds, backoff_max_seconds, \
          dispatch_timeout_seconds, stop_requested, requeue_at, eligible_host_seen, {META_COLS}, \
-         created_at, updated_at, failure_message, {USAGE_COLS}, stopped_by, dispatchable_since"
+         created_at, updated_at, failure_message, {USAGE_COLS}, stopped_by, permissions, \
+         session_id, last_activity, denials, dispatchable_since"
     )
 }
 
@@ -306,6 +307,10 @@ pub(super) fn run_from_row(row: &PgRow) -> StoreResult<Run> {
         dispatch_timeout_seconds: get(row, "dispatch_timeout_seconds")?,
         stop_requested: get(row, "stop_requested")?,
         stopped_by: get(row, "stopped_by")?,
+        permissions: json_col(row, "permissions")?,
+        session_id: get(row, "session_id")?,
+        last_activity: json_col(row, "last_activity")?,
+        denials: json_col(row, "denials")?,
         requeue_at: get(row, "requeue_at")?,
         eligible_host_seen: get(row, "eligible_host_seen")?,
         usage: RunUsage {
@@ -495,4 +500,15 @@ pub(super) fn object_from_row(row: &PgRow) -> StoreResult<Object> {
         created_at: get(row, "created_at")?,
         updated_at: get(row, "updated_at")?,
     })
+}
+
+/// A nullable JSON column read as `T`; a value that does not read is
+/// corrupt.
+fn json_col<T: serde::de::DeserializeOwned>(
+    row: &sqlx::postgres::PgRow,
+    col: &str,
+) -> StoreResult<Option<T>> {
+    let v: Option<serde_json::Value> = get(row, col)?;
+    v.map(|v| serde_json::from_value(v).map_err(|e| corrupt(col, e)))
+        .transpose()
 }

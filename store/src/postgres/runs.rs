@@ -23,7 +23,7 @@ impl RunTx for PgTx {
         let sql = format!(
             "INSERT INTO runs ({}) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,\
              $16,$17,$18,$19,$20,$21,$22,$23,$24,$25,$26,$27,$28,$29,$30,$31,$32,$33,$34,$35,\
-             $36,$37,$38,$39,$40,$41,$42,$43,$44,\
+             $36,$37,$38,$39,$40,$41,$42,$43,$44,$45,$46,$47,$48,\
              CASE WHEN {} THEN NULL ELSE $14::timestamptz END)",
             run_cols(),
             super::deps::blocked_sql("$3::uuid")
@@ -61,7 +61,11 @@ impl RunTx for PgTx {
         let q = usage_values(&r.usage)
             .into_iter()
             .fold(q, |q, v| q.bind(v))
-            .bind(&r.stopped_by);
+            .bind(&r.stopped_by)
+            .bind(json(&r.permissions))
+            .bind(&r.session_id)
+            .bind(json(&r.last_activity))
+            .bind(json(&r.denials));
         self.insert_guarded(q).await
     }
 
@@ -205,7 +209,7 @@ impl RunTx for PgTx {
             "UPDATE runs SET status = 'pending', attempt = attempt + 1, host_id = NULL, \
              started_at = NULL, finished_at = NULL, exit_code = NULL, \
              last_progress_seq = NULL, failure_reason = NULL, failure_message = NULL, \
-             requeue_at = NULL, attempt_input_tokens = 0, attempt_cached_input_tokens = 0, \
+             session_id = NULL, last_activity = NULL, denials = NULL, requeue_at = NULL, attempt_input_tokens = 0, attempt_cached_input_tokens = 0, \
              attempt_output_tokens = 0, attempt_cost_micro_usd = 0, \
              eligible_host_seen = false, pending_since = $3, updated_at = $3, \
              dispatchable_since = CASE WHEN {} THEN NULL ELSE $3 END, \
@@ -373,15 +377,18 @@ impl RunTx for PgTx {
              attempt_input_tokens = u.ai, attempt_cached_input_tokens = u.ac, \
              attempt_output_tokens = u.ao, attempt_cost_micro_usd = u.am, \
              total_input_tokens = u.ti, total_cached_input_tokens = u.tc, \
-             total_output_tokens = u.to_, total_cost_micro_usd = u.tm \
+             total_output_tokens = u.to_, total_cost_micro_usd = u.tm, \
+             session_id = u.session_id, last_activity = u.last_activity, denials = u.denials \
              FROM UNNEST($1::uuid[], $2::text[], $3::uuid[], $4::int4[], $5::text[], \
                $6::timestamptz[], $7::timestamptz[], $8::timestamptz[], $9::int8[], \
                $10::timestamptz[], $11::int8[], $12::int8[], $13::text[], \
                $14::int8[], $15::int8[], $16::int8[], $17::int8[], \
-               $18::int8[], $19::int8[], $20::int8[], $21::int8[]) \
+               $18::int8[], $19::int8[], $20::int8[], $21::int8[], \
+               $22::text[], $23::jsonb[], $24::jsonb[]) \
                AS u(id, status, host_id, exit_code, failure_reason, started_at, finished_at, \
                     requeue_at, last_progress_seq, updated_at, resource_version, expected, \
-                    failure_message, ai, ac, ao, am, ti, tc, to_, tm) \
+                    failure_message, ai, ac, ao, am, ti, tc, to_, tm, \
+                    session_id, last_activity, denials) \
              WHERE r.id = u.id AND r.resource_version = u.expected",
         )
         .bind(runs.iter().map(|(r, _)| r.id).collect::<Vec<_>>())
@@ -422,6 +429,21 @@ impl RunTx for PgTx {
             .fold(r, |q, i| {
                 q.bind(usage.iter().map(|u| u[i]).collect::<Vec<_>>())
             })
+            .bind(
+                runs.iter()
+                    .map(|(r, _)| r.session_id.as_deref())
+                    .collect::<Vec<_>>(),
+            )
+            .bind(
+                runs.iter()
+                    .map(|(r, _)| json(&r.last_activity))
+                    .collect::<Vec<_>>(),
+            )
+            .bind(
+                runs.iter()
+                    .map(|(r, _)| json(&r.denials))
+                    .collect::<Vec<_>>(),
+            )
             .execute(self.conn())
             .await;
         let written = match r {
@@ -470,4 +492,10 @@ impl RunTx for PgTx {
     async fn count_runs_by_status(&mut self) -> StoreResult<Vec<(RunStatus, i64)>> {
         self.count_by_status("runs").await
     }
+}
+
+/// An optional value as a nullable JSON column.
+fn json<T: serde::Serialize>(v: &Option<T>) -> Option<serde_json::Value> {
+    v.as_ref()
+        .map(|v| serde_json::to_value(v).expect("stored values serialize"))
 }

@@ -277,6 +277,74 @@ pub async fn claim_runs_keep_workspace_runs_off_low_disk_hosts(s: &dyn Store) {
     tx.commit().await.unwrap();
 }
 
+/// A run whose permissions are `full` goes only to a host that takes
+/// them (its operator accepted unconfined full autonomy); a host that
+/// reported no capabilities does not. Other modes, and runs created
+/// before permissions existed, go anywhere. Both stores, the Rust
+/// predicate and the SQL, and the pending list says which runs ask.
+pub async fn claim_runs_keep_full_permissions_to_hosts_that_take_them(s: &dyn Store) {
+    use pam_manifests::kinds::{
+        EffectivePermissions, PermissionMode, Permissions, PermissionsFrom,
+    };
+    use pam_manifests::protocol::Capabilities;
+    let (_, task) = seed(s).await;
+    let caps = |unconfined_full: bool| {
+        Some(Capabilities {
+            providers: vec![pam_manifests::protocol::ProviderCapability {
+                name: "exec".into(),
+                version: None,
+            }],
+            unconfined_full,
+            ..Capabilities::default()
+        })
+    };
+    let mut strict = host("strict", &[]);
+    strict.capabilities = caps(false);
+    let mut open = host("open", &[]);
+    open.capabilities = caps(true);
+    let unknown = host("unknown", &[]);
+    insert_hosts(s, &[&strict, &open, &unknown]).await;
+    let with = |name: &str, at: i64, mode: Option<PermissionMode>| {
+        let mut r = run(&task, name, t(at));
+        r.provider = "exec".into();
+        r.permissions = mode.map(|mode| EffectivePermissions {
+            permissions: Permissions {
+                mode,
+                ..Permissions::default()
+            },
+            from: PermissionsFrom::Run,
+        });
+        r
+    };
+    let full = with("full", 1, Some(PermissionMode::Full));
+    let full2 = with("full2", 2, Some(PermissionMode::Full));
+    let edits = with("edits", 3, Some(PermissionMode::Edits));
+    let legacy = with("legacy", 4, None);
+    insert_runs(
+        s,
+        &[full.clone(), full2.clone(), edits.clone(), legacy.clone()],
+    )
+    .await;
+    assert!(pam_store::dispatch::asks_full(&full));
+    assert!(!pam_store::dispatch::asks_full(&edits) && !pam_store::dispatch::asks_full(&legacy));
+    let mut tx = s.begin().await.unwrap();
+    let asks: Vec<bool> = tx
+        .list_pending_runs(10)
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.asks_full)
+        .collect();
+    assert_eq!(asks, [true, true, false, false]);
+    let by_strict = tx.claim_runs(&strict, 10, t(5)).await.unwrap();
+    assert_eq!(ids(&by_strict, |r| r.id), [edits.id, legacy.id]);
+    let by_unknown = tx.claim_runs(&unknown, 10, t(5)).await.unwrap();
+    assert!(by_unknown.is_empty());
+    let by_open = tx.claim_runs(&open, 1, t(6)).await.unwrap();
+    assert_eq!(ids(&by_open, |r| r.id), [full.id]);
+    tx.commit().await.unwrap();
+}
+
 /// Issue 31: live runs per host, for the dispatch pass's "at capacity".
 pub async fn live_runs_are_counted_per_host(s: &dyn Store) {
     let (_, task) = seed(s).await;

@@ -218,3 +218,115 @@ pub async fn run_results_per_attempt(s: &dyn Store) {
     assert!(tx.run_results(r.id, None).await.unwrap().is_empty());
     tx.commit().await.unwrap();
 }
+
+/// What an agent did: each attempt keeps its newest activity items (in
+/// order, appends of one attempt merged), a missing run is NotFound, gone
+/// with the run; the run's own activity columns (permissions, session id,
+/// last activity, denials) round-trip, and the restart requeue clears the
+/// per-attempt ones.
+pub async fn run_activity_per_attempt(s: &dyn Store) {
+    use pam_manifests::kinds::{
+        EffectivePermissions, PermissionMode, Permissions, PermissionsFrom,
+    };
+    use pam_manifests::protocol::{Entry, EntryKind, ACTIVITY_KEPT};
+    use pam_store::ActivityAppend;
+    let item = |n: usize| {
+        let mut e = Entry::new(EntryKind::ToolCall);
+        e.tool = Some("Write".into());
+        e.target = Some(format!("f{n}.txt"));
+        e.at = Some(format!("2025-01-01T00:00:{:02}Z", n % 60));
+        e
+    };
+    let (_, task) = seed(s).await;
+    let mut r = run(&task, "r", t(1));
+    r.permissions = Some(EffectivePermissions {
+        permissions: Permissions {
+            mode: PermissionMode::ReadOnly,
+            allow_tools: vec!["Bash(ls:*)".into()],
+            deny_tools: vec![],
+        },
+        from: PermissionsFrom::Task,
+    });
+    insert_runs(s, &[r.clone()]).await;
+    let mut tx = s.begin().await.unwrap();
+    let append = |attempt: i32, from: usize, to: usize| ActivityAppend {
+        run_id: r.id,
+        attempt,
+        items: (from..to).map(item).collect(),
+    };
+    tx.append_run_activity(&[append(1, 0, 5), append(2, 100, 101)], t(2))
+        .await
+        .unwrap();
+    // Two appends of one attempt in one call, past the limit.
+    tx.append_run_activity(&[append(1, 5, 15), append(1, 15, 30)], t(3))
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    let mut tx = s.begin().await.unwrap();
+    let first = tx.run_activity(r.id, 1).await.unwrap();
+    assert_eq!(first.len(), ACTIVITY_KEPT);
+    assert_eq!(first[0], item(30 - ACTIVITY_KEPT));
+    assert_eq!(first.last().unwrap(), &item(29));
+    assert_eq!(tx.run_activity(r.id, 2).await.unwrap(), [item(100)]);
+    assert!(tx.run_activity(r.id, 3).await.unwrap().is_empty());
+    assert_err!(
+        tx.append_run_activity(
+            &[ActivityAppend {
+                run_id: Uuid::new_v4(),
+                ..append(1, 0, 1)
+            }],
+            t(4)
+        )
+        .await,
+        StoreError::NotFound(_)
+    );
+    drop(tx);
+    let mut tx = s.begin().await.unwrap();
+    let mut stored = tx.get_run(r.id).await.unwrap().unwrap();
+    assert_eq!(stored.permissions, r.permissions);
+    let rv = stored.meta.resource_version;
+    let mut denied = Entry::new(EntryKind::Denied);
+    denied.tool = Some("Write".into());
+    denied.target = Some("hello.txt".into());
+    assert!(stored.record_activity(
+        &[item(1), denied.clone(), denied],
+        Some("s-1"),
+        "2025-01-01T00:00:09Z",
+        t(5)
+    ));
+    tx.write_run_states(&[(stored.clone(), rv)]).await.unwrap();
+    let back = tx.get_run(r.id).await.unwrap().unwrap();
+    assert_eq!(back.session_id.as_deref(), Some("s-1"));
+    assert_eq!(back.last_activity.as_ref().unwrap().kind, EntryKind::Denied);
+    assert_eq!(
+        back.last_activity.as_ref().unwrap().at.as_deref(),
+        Some("2025-01-01T00:00:09Z")
+    );
+    let d = back.denials.clone().unwrap();
+    assert_eq!((d.count, d.items.len(), d.since), (2, 1, t(5)));
+    // The per-attempt columns go with the attempt.
+    let running = tx
+        .transition_run(
+            r.id,
+            1,
+            RunStatus::Pending,
+            RunStatus::Failed,
+            &RunUpdate::default(),
+            t(6),
+        )
+        .await
+        .unwrap();
+    let requeued = tx.requeue_run(r.id, running.attempt, t(7)).await.unwrap();
+    assert_eq!(
+        (
+            requeued.session_id,
+            requeued.last_activity,
+            requeued.denials
+        ),
+        (None, None, None)
+    );
+    assert_eq!(requeued.permissions, r.permissions);
+    assert!(tx.delete_run(r.id).await.unwrap());
+    assert!(tx.run_activity(r.id, 1).await.unwrap().is_empty());
+    tx.commit().await.unwrap();
+}

@@ -195,6 +195,11 @@ fn payload_of(t: &str) -> Value {
                    "commits": 1, "files_changed": 2, "insertions": 10, "deletions": 3,
                    "patch_truncated": false}),
         ),
+        topic::RUN_PERMISSION_DENIED => payload::run(
+            &run(RunStatus::Running, 1),
+            json!({"count": 2, "denied": [{"tool": "Write", "target": "hello.txt"},
+                                          {"tool": "Bash", "target": "rm -rf build"}]}),
+        ),
         topic::WORKER_REGISTERED => payload::host(
             &host(),
             json!({"instance_id": host().instance_id, "from": "offline"}),
@@ -284,6 +289,7 @@ const EXPECTED: &[(&str, &str, &str, &str)] = &[
     ("run.unblocked", "Unblocked", "run/fix-login", "run fix-login may be dispatched: every task its task depends on is done"),
     ("run.budget_exceeded", "BudgetExceeded", "run/fix-login", "run fix-login is being stopped: cost $2.04 reached the budget of $2"),
     ("run.result_recorded", "ResultRecorded", "run/fix-login", "run fix-login left branch pam/cart/fix-login-a2: 1 commits, 2 files changed, +10 -3 (attempt 2 of 3)"),
+    ("run.permission_denied", "PermissionDenied", "run/fix-login", "run fix-login's agent was refused Write hello.txt; Bash rm -rf build by the run's permissions (attempt 1 of 3)"),
     ("worker.registered", "Online", "host/alpha", "host alpha is online (was offline)"),
     ("worker.offline", "Offline", "host/alpha", "host alpha stopped heartbeating (last seen 2026-03-01T12:03:04Z)"),
     ("worker.instance_suspect", "InstanceSuspect", "host/alpha", "host alpha: a second worker instance ccccdddd presents its token (pinned: aaaabbbb)"),
@@ -373,4 +379,41 @@ fn an_unknown_topic_and_an_older_payload_still_read_without_json() {
         &json!({"run_id": "u", "attempt": 2, "name": "r1"}),
     );
     assert_eq!(got.message, "run r1 started (attempt 2)");
+}
+
+#[test]
+fn a_finish_whose_agent_was_refused_or_whose_provider_failed_is_no_plain_completion() {
+    let finished = |status, extra| payload::run(&run(status, 1), extra);
+    let got = render(
+        topic::RUN_FINISHED,
+        &finished(
+            RunStatus::Exited,
+            json!({"exit_code": 0, "permission_denials": 1}),
+        ),
+    );
+    assert_eq!(got.reason, "PermissionDenied");
+    assert_eq!(
+        got.message,
+        "run fix-login exited with code 0; its agent was refused 1 tool call by the run's permissions (attempt 1 of 3)"
+    );
+    let got = render(
+        topic::RUN_FINISHED,
+        &finished(
+            RunStatus::Failed,
+            json!({"exit_code": 0, "message": "API Error: 500 Internal Server Error"}),
+        ),
+    );
+    assert_eq!(got.reason, "Error");
+    assert_eq!(
+        got.message,
+        "run fix-login exited with code 0, failed: API Error: 500 Internal Server Error (attempt 1 of 3)"
+    );
+    let p = payload::run(
+        &run(RunStatus::Running, 1),
+        json!({"cause": "provider_failed", "message": "API Error: 500 boom"}),
+    );
+    assert_eq!(
+        render(topic::RUN_FAILED, &p).message,
+        "provider_failed: API Error: 500 boom (attempt 1 of 3)"
+    );
 }

@@ -271,7 +271,7 @@ async fn apply_one(
         ));
     }
     match sig.kind {
-        SignalKind::Progress => Ok(progress(st, &run, sig)),
+        SignalKind::Progress => progress(st, &run, sig, now).await,
         SignalKind::Started => started(st, &run, now).await,
         SignalKind::Finished => finished(st, run, sig, now).await,
         SignalKind::Failed => failed(st, &run, sig, now).await,
@@ -299,19 +299,32 @@ fn not_live(st: &Staged, run: &Run, kind: &str) -> Applied {
 const DUPLICATE: Applied = (SignalOutcome::Duplicate, None);
 const APPLIED: Applied = (SignalOutcome::Applied, None);
 
-fn progress(st: &mut Staged, run: &Run, sig: &Signal) -> Applied {
+/// `progress`: applied once per seq (above `last_progress_seq`): its
+/// usage, what the agent did (activity, refused tool calls, the session
+/// id).
+async fn progress(
+    st: &mut Staged,
+    run: &Run,
+    sig: &Signal,
+    now: DateTime<Utc>,
+) -> StoreResult<Applied> {
     let Some(seq) = sig.seq else {
-        return (SignalOutcome::Rejected, Some("progress needs seq".into()));
+        return Ok((SignalOutcome::Rejected, Some("progress needs seq".into())));
     };
     if !runs::LIVE.contains(&run.status) {
-        return stale("run is no longer live");
+        return Ok(stale("run is no longer live"));
     }
-    if st.advance_progress(run.id, run.attempt, seq) {
-        st.record_usage(run.id, sig.usage.as_ref(), false);
-        APPLIED
-    } else {
-        DUPLICATE
+    if !st.advance_progress(run.id, run.attempt, seq) {
+        return Ok(DUPLICATE);
     }
+    // The attempt's usage so far replaces what was counted (the worker
+    // counts each model call once); an older worker's step adds.
+    match &sig.attempt_usage {
+        Some(so_far) => st.record_usage(run.id, Some(so_far), true),
+        None => st.record_usage(run.id, sig.usage.as_ref(), false),
+    }
+    st.record_activity(run.id, sig, now).await?;
+    Ok(APPLIED)
 }
 
 async fn started(st: &mut Staged, run: &Run, now: DateTime<Utc>) -> StoreResult<Applied> {
@@ -343,8 +356,16 @@ async fn finished(
         return Ok(DUPLICATE);
     }
     st.record_usage(run.id, sig.usage.as_ref(), true);
+    if sig.session_id.is_some() {
+        st.record_activity(run.id, sig, now).await?;
+    }
     let run = st.run(run.id).expect("locked above");
-    let done = lifecycle::finish(st, &run, sig.exit_code.unwrap_or(-1), now).await?;
+    // A provider that reported failure this attempt (`failed` with
+    // provider_failed, applied before) never ends as a plain success.
+    let provider_failed = st.processed(&run, "failed");
+    let code = sig.exit_code.unwrap_or(-1);
+    let how = (provider_failed, sig.message.as_deref());
+    let done = lifecycle::finish(st, &run, code, how, now).await?;
     if let Some(r) = &sig.result {
         let row = runs::result::record(st, &done, sig.attempt, r, now).await?;
         st.results.push(row);
@@ -375,7 +396,9 @@ async fn failed(
         return Ok(DUPLICATE);
     }
     if provider_hook {
-        lifecycle::provider_failed(st, run, now).await?;
+        // The provider's own words: the run's message from now on.
+        st.note_failure_message(run.id, sig.message.as_deref());
+        lifecycle::provider_failed(st, run, sig.message.as_deref(), now).await?;
     } else {
         // Issue 16: the worker's words for why, carried into the run's
         // status and its run.failed event.

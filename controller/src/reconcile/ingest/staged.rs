@@ -6,14 +6,15 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use pam_manifests::protocol::TokenUsage;
+use pam_manifests::protocol::{Entry, EntryKind, Signal, TokenUsage};
 use pam_manifests::state::RunStatus;
 use serde_json::Value;
 use uuid::Uuid;
 
 use pam_store::prelude::*;
-use pam_store::{Run, RunUpdate, SignalMarker, StoreError, StoreResult};
+use pam_store::{ActivityAppend, Run, RunUpdate, SignalMarker, StoreError, StoreResult};
 
+use crate::events::{payload, topic};
 use crate::rules::runs::usage::{self, PriceTable};
 use crate::rules::runs::RunWrites;
 
@@ -41,6 +42,8 @@ pub(super) struct Staged {
     pub(super) usage_deltas: Vec<(Uuid, String, Uuid, pam_store::Usage)>,
     /// Workspace results of the batch's `finished` signals (issue 32).
     pub(super) results: Vec<pam_store::RunResultRow>,
+    /// Activity items of the batch's progress signals, per attempt.
+    activity: Vec<ActivityAppend>,
 }
 
 impl Staged {
@@ -62,6 +65,7 @@ impl Staged {
             prices,
             usage_deltas: Vec::new(),
             results: Vec::new(),
+            activity: Vec::new(),
         }
     }
 
@@ -126,8 +130,68 @@ impl Staged {
         }
     }
 
+    /// Records what a signal says the agent did on a staged run
+    /// ([`Run::record_activity`]): its newest item and session id on the
+    /// run, its items for the attempt's activity, and `run.permission_denied`
+    /// journaled for refused tool calls. The caller has decided the signal
+    /// applies.
+    pub(super) async fn record_activity(
+        &mut self,
+        id: Uuid,
+        sig: &Signal,
+        now: DateTime<Utc>,
+    ) -> StoreResult<()> {
+        // The worker's clock says when; a time that is not one is pamd's.
+        let at = chrono::DateTime::parse_from_rfc3339(&sig.at)
+            .map_or_else(|_| crate::clock::ts(now), |t| crate::clock::ts(t.to_utc()));
+        let Some(r) = self.runs.get_mut(&id) else {
+            return Ok(());
+        };
+        if !r.record_activity(&sig.activity, sig.session_id.as_deref(), &at, now) {
+            return Ok(());
+        }
+        if !sig.activity.is_empty() {
+            let items = sig
+                .activity
+                .iter()
+                .map(|e| Entry {
+                    at: Some(at.clone()),
+                    ..e.clone()
+                })
+                .collect();
+            self.activity.push(ActivityAppend {
+                run_id: id,
+                attempt: sig.attempt,
+                items,
+            });
+        }
+        let denied: Vec<Value> = sig
+            .activity
+            .iter()
+            .filter(|e| e.kind == EntryKind::Denied)
+            .map(|e| serde_json::json!({ "tool": e.tool, "target": e.target }))
+            .collect();
+        if !denied.is_empty() {
+            let run = r.clone();
+            let extra = serde_json::json!({ "count": denied.len(), "denied": denied });
+            self.events
+                .push((topic::RUN_PERMISSION_DENIED, payload::run(&run, extra)));
+        }
+        Ok(())
+    }
+
+    /// Keeps `message` (the provider's own error words) as the staged
+    /// run's failure message.
+    pub(super) fn note_failure_message(&mut self, id: Uuid, message: Option<&str>) {
+        if let (Some(r), Some(m)) = (self.runs.get_mut(&id), message) {
+            r.failure_message = Some(m.to_string());
+            r.meta.resource_version += 1;
+        }
+    }
+
     /// Writes the batch: new markers, changed runs, events — three
-    /// statements whatever the batch size.
+    /// statements whatever the batch size (a fourth when the agents
+    /// reported activity).
     pub(super) async fn write(self, tx: &mut dyn Tx, now: DateTime<Utc>) -> StoreResult<()> {
         let inserted = tx.insert_signal_markers(&self.new_markers, now).await?;
         if inserted != self.new_markers.len() as u64 {
@@ -150,6 +214,9 @@ impl Staged {
         changed.sort_by_key(|(r, _)| r.id);
         tx.write_run_states(&changed).await?;
         tx.insert_run_results(&self.results).await?;
+        if !self.activity.is_empty() {
+            tx.append_run_activity(&self.activity, now).await?;
+        }
         tx.append_events(self.events, now).await?;
         Ok(())
     }

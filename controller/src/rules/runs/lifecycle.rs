@@ -206,10 +206,17 @@ pub async fn mark_running<W: RunWrites + ?Sized>(
 /// decision; a run with a stop request → stopped (the worker confirming the
 /// stop), journaling `run.stopped` too. A run still spawning (its `started`
 /// was lost or merged away: the wrapper did run) passes through running.
+///
+/// `provider_failed`: the provider's own result reported failure this
+/// attempt (a `failed` signal with `provider_failed` came first): an exit
+/// code 0 is then a failure too, never a plain success. `message`: the
+/// provider's last error text, for a failure (a message the provider's
+/// hook already recorded is kept).
 pub async fn finish<W: RunWrites + ?Sized>(
     w: &mut W,
     run: &Run,
     code: i32,
+    (provider_failed, message): (bool, Option<&str>),
     now: DateTime<Utc>,
 ) -> StoreResult<Run> {
     let mut run = run.clone();
@@ -223,7 +230,7 @@ pub async fn finish<W: RunWrites + ?Sized>(
         RunStatus::Failed
     } else if run.stop_requested {
         RunStatus::Stopped
-    } else if code == 0 {
+    } else if code == 0 && !provider_failed {
         RunStatus::Exited
     } else {
         RunStatus::Failed
@@ -232,7 +239,8 @@ pub async fn finish<W: RunWrites + ?Sized>(
         let reason = Some(FailureReason::BudgetExceeded);
         fail(w, &run, reason, Some(why), Some(code), false, now).await?
     } else if to == RunStatus::Failed {
-        fail(w, &run, None, None, Some(code), false, now).await?
+        let message = message.filter(|_| run.failure_message.is_none());
+        fail(w, &run, None, message, Some(code), false, now).await?
     } else {
         let update = RunUpdate {
             exit_code: Some(code),
@@ -242,12 +250,8 @@ pub async fn finish<W: RunWrites + ?Sized>(
         w.write_transition(run.id, run.attempt, RunStatus::Running, to, &update, now)
             .await?
     };
-    w.journal(
-        topic::RUN_FINISHED,
-        payload::run(&done, json!({ "exit_code": code })),
-        now,
-    )
-    .await?;
+    w.journal(topic::RUN_FINISHED, finished_payload(&done, code), now)
+        .await?;
     if to == RunStatus::Stopped {
         w.journal(
             topic::RUN_STOPPED,
@@ -259,20 +263,43 @@ pub async fn finish<W: RunWrites + ?Sized>(
     Ok(done)
 }
 
+/// `run.finished`'s payload: the exit code, and what the attempt leaves
+/// to read beside it — the provider's session id, how many tool calls
+/// its permissions refused, the failure's words.
+fn finished_payload(done: &Run, code: i32) -> serde_json::Value {
+    let mut extra = json!({ "exit_code": code });
+    if let Some(id) = &done.session_id {
+        extra["session_id"] = json!(id);
+    }
+    if let Some(d) = &done.denials {
+        extra["permission_denials"] = json!(d.count);
+    }
+    if let Some(m) = done
+        .failure_message
+        .as_deref()
+        .filter(|_| done.status == RunStatus::Failed)
+    {
+        extra["message"] = json!(m);
+    }
+    payload::run(done, extra)
+}
+
 /// A provider's completion hook reported failure: journals `run.failed`
-/// (cause `provider_failed`) and leaves the status to the `finished` that
-/// follows.
+/// (cause `provider_failed`, with the provider's own words) and leaves the
+/// status to the `finished` that follows. The caller keeps the words as
+/// the run's `failure_message`.
 pub async fn provider_failed<W: RunWrites + ?Sized>(
     w: &mut W,
     run: &Run,
+    message: Option<&str>,
     now: DateTime<Utc>,
 ) -> StoreResult<()> {
-    w.journal(
-        topic::RUN_FAILED,
-        payload::run(run, json!({ "cause": "provider_failed" })),
-        now,
-    )
-    .await
+    let mut extra = json!({ "cause": "provider_failed" });
+    if let Some(m) = message {
+        extra["message"] = json!(m);
+    }
+    w.journal(topic::RUN_FAILED, payload::run(run, extra), now)
+        .await
 }
 
 /// pending → stopped: a pending run with a stop request is stopped without

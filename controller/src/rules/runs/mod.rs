@@ -7,6 +7,7 @@
 //! task, provider, prompt, cwd (and command). A stop, once asked, is never
 //! withdrawn by a later apply.
 
+pub mod activity;
 pub mod env;
 pub mod gate;
 pub mod lifecycle;
@@ -89,6 +90,7 @@ pub async fn create(
     now: DateTime<Utc>,
 ) -> StoreResult<Run> {
     let id = Uuid::new_v4();
+    let permissions = Some(settle_permissions(tx, project_id, task, &d.desired.spec).await?);
     let row = Run {
         provider: d.provider,
         prompt: d.prompt,
@@ -99,6 +101,7 @@ pub async fn create(
         backoff_max_seconds: d.backoff_max_seconds,
         dispatch_timeout_seconds: d.dispatch_timeout_seconds,
         stop_requested: d.stopped,
+        permissions,
         meta: meta::new_meta(d.desired, now),
         ..Run::first_attempt(id, (project_id, task.id), d.name, now)
     };
@@ -112,6 +115,36 @@ pub async fn create(
     );
     tx.append_event(topic::RUN_CREATED, p, now).await?;
     Ok(row)
+}
+
+/// A new run's permissions (admission-time defaulting, as Kubernetes
+/// settles a pod's defaults when it is created): its own
+/// `spec.permissions`, else its task's, else its project's, else `mode:
+/// edits`. The project is read only when neither the run nor its task
+/// declares any.
+async fn settle_permissions(
+    tx: &mut dyn Tx,
+    project_id: Uuid,
+    task: &WorkItem,
+    run_spec: &serde_json::Value,
+) -> StoreResult<kinds::EffectivePermissions> {
+    let of = |spec: &serde_json::Value| -> Option<kinds::Permissions> {
+        spec.get("permissions")
+            .and_then(|p| serde_json::from_value(p.clone()).ok())
+    };
+    let (run, task) = (of(run_spec), of(&task.meta.spec));
+    let project = if run.is_none() && task.is_none() {
+        tx.get::<pam_store::Project>(project_id)
+            .await?
+            .and_then(|p| of(&p.meta.spec))
+    } else {
+        None
+    };
+    Ok(kinds::EffectivePermissions::resolve(
+        run.as_ref(),
+        task.as_ref(),
+        project.as_ref(),
+    ))
 }
 
 /// Updates the operator-owned fields of a stored run (target, restart

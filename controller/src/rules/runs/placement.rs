@@ -32,6 +32,7 @@ pub use pam_manifests::conditions::SCHEDULED;
 enum Why {
     LacksProvider,
     LacksVersion,
+    NoFullPermissions,
     LowDisk,
     AtCapacity,
     Cordoned,
@@ -52,10 +53,11 @@ pub struct Fleet<'a> {
 }
 
 /// A run's shape: what placing it depends on (target, provider,
-/// requirement, whether it uses a workspace). Pending runs mostly share a few, so a pass keeps its
+/// requirement, whether it uses a workspace, whether it asks for full
+/// permissions). Pending runs mostly share a few, so a pass keeps its
 /// placements by shape ([`Fleet::place`]) and scans the hosts once per
 /// shape, not per run.
-pub type Shape<'r> = (&'r Target, &'r str, Option<&'r str>, bool);
+pub type Shape<'r> = (&'r Target, &'r str, Option<&'r str>, bool, bool);
 
 struct FleetHost<'a> {
     host: &'a Host,
@@ -124,7 +126,13 @@ impl<'a> Fleet<'a> {
     ) -> &'c Placement {
         let req = run.provider_version.as_deref();
         shapes
-            .entry((&run.target, run.provider.as_str(), req, run.uses_workspace))
+            .entry((
+                &run.target,
+                run.provider.as_str(),
+                req,
+                run.uses_workspace,
+                run.asks_full,
+            ))
             .or_insert_with(|| self.scan(run, req))
     }
 
@@ -146,6 +154,8 @@ impl<'a> Fleet<'a> {
                 Some(Why::LacksProvider)
             } else if !host_has_provider(h, &run.provider, req) {
                 Some(Why::LacksVersion)
+            } else if run.asks_full && !pam_store::dispatch::allows_full(h) {
+                Some(Why::NoFullPermissions)
             } else if run.uses_workspace && pam_store::dispatch::workspace_low(h) {
                 // Eligible (OQ-15: it waits, as at capacity, for the
                 // disk to free up), but not now.
@@ -196,6 +206,10 @@ fn phrase(w: Why, n: usize, run: &PendingRun, req: Option<&str>) -> String {
             run.provider,
             req.unwrap_or_default()
         ),
+        Why::NoFullPermissions => {
+            let take = if n == 1 { "takes" } else { "take" };
+            format!("{n} {take} no permissions: full (unconfined host; worker.toml [agents] allow_unconfined_full)")
+        }
         Why::LowDisk => format!("{n} low on workspace disk"),
         Why::AtCapacity => format!("{n} at capacity"),
         Why::Cordoned => format!("{n} cordoned"),

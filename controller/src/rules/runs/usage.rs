@@ -11,10 +11,15 @@
 //!   attempt: it replaces what the steps added up to
 //!   ([`pam_store::RunUsage::settle`]); `finished` is one-shot
 //!   (`processed_signals`), so it settles at most once.
+//! - A `progress` signal may instead carry the attempt's usage so far
+//!   (`attempt_usage`, each model call counted once by the worker): it
+//!   settles the attempt like a final report, so a run stopped before
+//!   its provider's final report shows what it used, counted once.
 //! - Cost: the provider's own figure when it reports one (claude's
 //!   `total_cost_usd`); otherwise tokens × the price of the provider and
-//!   model in pamd's `[prices]` table, the provider's `default` entry when
-//!   the model is not listed or not reported.
+//!   model in pamd's `[prices]` table (each model of `by_model` at its
+//!   own price), the provider's `default` entry when the model is not
+//!   listed or not reported.
 
 use std::collections::BTreeMap;
 
@@ -174,11 +179,33 @@ pub fn measure(prices: &PriceTable, provider: &str, u: &TokenUsage) -> Usage {
         output_tokens: clamp(u.output_tokens),
         cost_micro_usd: 0,
     };
-    usage.cost_micro_usd = match u.cost_usd {
-        Some(usd) if usd.is_finite() && usd >= 0.0 => (usd * 1e6).round() as i64,
-        _ => prices
-            .price(provider, u.model.as_deref())
-            .map_or(0, |p| p.cost_micro_usd(&usage)),
+    let reported = |usd: Option<f64>| {
+        usd.filter(|d| d.is_finite() && *d >= 0.0)
+            .map(|d| (d * 1e6).round() as i64)
+    };
+    let priced = |model: Option<&str>, figures: &Usage| {
+        prices
+            .price(provider, model)
+            .map_or(0, |p| p.cost_micro_usd(figures))
+    };
+    usage.cost_micro_usd = match reported(u.cost_usd) {
+        Some(micro) => micro,
+        // Each model at its own price (a side model is cheaper), or its
+        // own reported cost.
+        None if !u.by_model.is_empty() => u
+            .by_model
+            .iter()
+            .map(|m| {
+                let figures = Usage {
+                    input_tokens: clamp(m.input_tokens),
+                    cached_input_tokens: clamp(m.cached_input_tokens),
+                    output_tokens: clamp(m.output_tokens),
+                    cost_micro_usd: 0,
+                };
+                reported(m.cost_usd).unwrap_or_else(|| priced(Some(&m.model), &figures))
+            })
+            .sum(),
+        None => priced(u.model.as_deref(), &usage),
     };
     usage
 }
