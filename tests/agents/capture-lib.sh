@@ -48,7 +48,16 @@ configure_home() {
     cat >"$home/.codex/config.toml" <<EOF
 model = "gpt-5.5"
 model_provider = "pam"
+# Offline: no release check (api.github.com), no curated-plugin sync
+# (github.com, chatgpt.com), no analytics (ab.chatgpt.com).
+check_for_update_on_startup = false
 ${CODEX_EXTRA_CONFIG:-}
+
+[analytics]
+enabled = false
+
+[features]
+plugins = false
 
 [model_providers.pam]
 name = "pam model server"

@@ -161,7 +161,8 @@ async fn codex_workspace_write_applies_the_patch() {
     let server = ModelServer::start(write_then_text()).await.unwrap();
     let sandbox = Sandbox::new();
     let config = format!(
-        "model = \"gpt-5.5\"\nmodel_provider = \"pam\"\n\n[model_providers.pam]\n\
+        "model = \"gpt-5.5\"\nmodel_provider = \"pam\"\ncheck_for_update_on_startup = false\n\
+         [analytics]\nenabled = false\n[features]\nplugins = false\n[model_providers.pam]\n\
          name = \"pam model server\"\nbase_url = \"{}/v1\"\nenv_key = \"PAM_MODEL_API_KEY\"\n\
          wire_api = \"responses\"\nrequest_max_retries = 0\nstream_max_retries = 0\n",
         server.base_url()
