@@ -95,6 +95,19 @@ EOF
  "side_reply": {"text": "Create greeting file", "usage": {"input_tokens": 120, "cached_input_tokens": 0, "output_tokens": 6}}}
 EOF
 
+  # The raw API events as stream_event lines, to compare their usage with
+  # the assistant lines'.
+  capture claude two-step-partial-messages "${CLAUDE_QUIET[@]}" -- \
+    "${CLAUDE_P[@]}" --permission-mode acceptEdits --include-partial-messages <<'EOF'
+{"turns": [
+  {"write_file": {"path": "hello.txt", "content": "hello from pam\n"},
+   "preamble": "I'll create hello.txt.",
+   "usage": {"input_tokens": 1500, "cached_input_tokens": 300, "output_tokens": 45}},
+  {"text": {"text": "Created hello.txt."},
+   "usage": {"input_tokens": 70, "cached_input_tokens": 1800, "output_tokens": 9}}
+]}
+EOF
+
   local sid
   sid=$(session_id claude two-step-usage)
   capture claude resume --reuse two-step-usage --env ANTHROPIC_DEFAULT_HAIKU_MODEL=claude-haiku-4-5 -- \

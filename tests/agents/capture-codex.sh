@@ -65,6 +65,13 @@ EOF
 {"turns": [{"error": {"status": 400, "times": 1}}]}
 EOF
 
+  capture codex api-error-429 -- "${CODEX_EXEC[@]}" "Say hi." <<'EOF'
+{"turns": [{"error": {"status": 429, "times": 4}}]}
+EOF
+
+  # A model codex has no metadata for: the warning is an item of type error.
+  codex_script "" | capture codex unknown-model-warning -- "${CODEX_EXEC[@]}" -m gpt-5-codex "Say hi."
+
   capture codex two-step-usage -- \
     "${CODEX_EXEC[@]}" --sandbox workspace-write "$CODEX_PROMPT" <<'EOF'
 {"turns": [
