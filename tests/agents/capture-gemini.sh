@@ -35,6 +35,10 @@ capture_gemini() {
   gemini_script "$(gemini_cmd 'touch made-by-shell.txt')" | capture gemini allowed-tools-shell -- \
     "${GEMINI_P[@]}" --approval-mode auto_edit --allowed-tools "run_shell_command(touch)" -p "Touch a file."
 
+  # A command the allow list does not match: denied by the policy engine.
+  gemini_script "$(gemini_cmd "python3 -c 'print(42)'")" | capture gemini allowed-tools-shell-denied -- \
+    "${GEMINI_P[@]}" --approval-mode auto_edit --allowed-tools "run_shell_command(touch)" -p "Run a script."
+
   gemini_script "$GEMINI_WRITE" | capture gemini no-git-repo --no-git -- \
     "${GEMINI_P[@]}" --approval-mode auto_edit -p "$GEMINI_PROMPT"
 
