@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Captures the real agent CLIs' headless output against pam-model-server
+# into worker/src/providers/captures/<cli>/<scenario>.{jsonl,stderr,cmd}.
+#
+#   cargo build -p pam-model-server
+#   (cd tests/agents && npm ci --no-audit --no-fund)
+#   tests/agents/capture.sh [claude|codex|gemini]...
+#
+# Scenario timings go to $CAPTURE_WORK/timings.tsv (default
+# /tmp/pam-capture), and each scenario's requests to
+# $CAPTURE_WORK/<cli>-<scenario>/requests.jsonl.
+set -uo pipefail
+source "$(dirname "$0")/capture-lib.sh"
+source "$(dirname "$0")/capture-claude.sh"
+source "$(dirname "$0")/capture-codex.sh"
+source "$(dirname "$0")/capture-gemini.sh"
+
+[ -x "$SERVER" ] || {
+  echo "no $SERVER: build it with cargo build -p pam-model-server" >&2
+  exit 1
+}
+
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(claude codex gemini)
+for target in "${targets[@]}"; do
+  "capture_$target"
+done

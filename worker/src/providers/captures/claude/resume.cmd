@@ -1,0 +1,3 @@
+# exit status 0; run in /tmp/pam-capture/claude-two-step-usage/repo (a git repository: yes)
+argv: claude -p What\ did\ you\ just\ do\? --output-format stream-json --verbose --permission-mode acceptEdits --model claude-sonnet-4-5 --resume 50938134-7da5-450f-b3bc-d029a3ed1536
+env: HOME PATH LANG TERM ANTHROPIC_BASE_URL ANTHROPIC_API_KEY DISABLE_TELEMETRY DISABLE_ERROR_REPORTING DISABLE_AUTOUPDATER ANTHROPIC_DEFAULT_HAIKU_MODEL

@@ -1,0 +1,3 @@
+# exit status 0; run in /tmp/pam-capture/claude-skip-permissions-root-is-sandbox/repo (a git repository: yes)
+argv: claude -p Create\ hello.txt\ containing\ a\ greeting. --output-format stream-json --verbose --dangerously-skip-permissions
+env: HOME PATH LANG TERM ANTHROPIC_BASE_URL ANTHROPIC_API_KEY DISABLE_TELEMETRY DISABLE_ERROR_REPORTING DISABLE_AUTOUPDATER CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC IS_SANDBOX

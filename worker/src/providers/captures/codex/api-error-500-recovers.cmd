@@ -1,0 +1,3 @@
+# exit status 0; run in /tmp/pam-capture/codex-api-error-500-recovers/repo (a git repository: yes)
+argv: codex exec --json Say\ hi.
+env: HOME PATH LANG TERM PAM_MODEL_API_KEY

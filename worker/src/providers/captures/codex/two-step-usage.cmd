@@ -1,0 +1,3 @@
+# exit status 0; run in /tmp/pam-capture/codex-two-step-usage/repo (a git repository: yes)
+argv: codex exec --json --sandbox workspace-write Create\ hello.txt\ containing\ a\ greeting.
+env: HOME PATH LANG TERM PAM_MODEL_API_KEY

@@ -1,0 +1,3 @@
+# exit status 0; run in /tmp/pam-capture/gemini-allowed-tools-shell-denied/repo (a git repository: yes)
+argv: gemini --output-format stream-json --approval-mode auto_edit --allowed-tools run_shell_command\(touch\) -p Run\ a\ script.
+env: HOME PATH LANG TERM GEMINI_API_KEY GOOGLE_GEMINI_BASE_URL GEMINI_CLI_TRUST_WORKSPACE
