@@ -146,7 +146,7 @@ pub fn run_claimable(r: &Run, host: &Host, waits: Waits) -> bool {
         && !waits.over_budget
         && host_has_provider(host, &r.provider, provider_version(r))
         && !(waits.uses_workspace && workspace_low(host))
-        && !(asks_full(r) && !allows_full(host))
+        && (!asks_full(r) || allows_full(host))
 }
 
 /// [`run_claimable`] as a `WHERE` clause over `runs`: `$2` is the host's

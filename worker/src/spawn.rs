@@ -56,6 +56,13 @@ pub fn session_spec(
     );
     let env_path = env_file(data_dir, run);
     write_env_file(&env_path, &cl.env)?;
+    if kind != ProviderKind::Exec {
+        // The transcript opens with what the agent was asked.
+        let transcript = crate::transcript::path(data_dir, run.run_id, run.attempt);
+        if !transcript.exists() {
+            crate::transcript::start(&transcript, &run.prompt)?;
+        }
+    }
     let mut argv: Vec<String> = vec![
         worker_exe.to_string_lossy().into_owned(),
         "wrap".into(),

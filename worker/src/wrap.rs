@@ -7,15 +7,20 @@
 //! to the outbox:
 //!
 //! * `started` once the child is spawned;
-//! * `progress` seq 1, 2, 3 … per progress item of the structured stream;
-//! * `failed` reason `provider_failed` when the provider's final result
-//!   reports failure — in addition to `finished`, and before it, because the
+//! * `progress` seq 1, 2, 3 … as the structured stream says what the agent
+//!   did (short activity excerpts), its session id, or a new figure of the
+//!   attempt's usage ([`crate::output_reader`]); the whole exchange goes to
+//!   the attempt's transcript beside its log ([`crate::transcript`]);
+//! * `failed` reason `provider_failed`, with the provider's own words, when
+//!   its final result reports failure — in addition to `finished`, and
+//!   before it, because the
 //!   spec journals `finished` on *every* wrapper exit while `failed` is the
 //!   "provider hook reported Failed" shape; a provider that fails usually
 //!   also exits non-zero, and it is the controller's single state-machine
 //!   gate that decides what each does to the run;
-//! * `finished` with the exit code (128 + signal number for a signal death)
-//!   and the provider's final usage, on every exit of a spawned child.
+//! * `finished` with the exit code (128 + signal number for a signal death),
+//!   the attempt's usage, its session id and, for a failure, the
+//!   provider's last words, on every exit of a spawned child.
 //!
 //! A command that cannot start (ENOENT, EACCES, …) gets `failed` reason
 //! `spawn_failed` ONLY — no `started`, no `finished` — and the wrapper exits
@@ -39,20 +44,16 @@ use std::time::Duration;
 use anyhow::Context;
 use nix::sys::signal::{kill, Signal as UnixSignal};
 use nix::unistd::Pid;
-use pam_manifests::protocol::{
-    Signal, SignalKind, TokenUsage, REASON_PROVIDER_FAILED, REASON_SPAWN_FAILED,
-};
+use pam_manifests::protocol::{Signal, SignalKind, REASON_PROVIDER_FAILED, REASON_SPAWN_FAILED};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::signal::unix::{signal, SignalKind as TokioSignal};
 use tokio::time::Instant;
 use uuid::Uuid;
 
 use crate::outbox::Outbox;
-use crate::providers::{parse_line, FinalResult, LineEvent, ProviderKind};
+use crate::output_reader::{OutputReader, Progress};
+use crate::providers::ProviderKind;
 use crate::workspace::result as workspace;
-
-/// A stdout line longer than this is not parsed (it is still logged).
-const MAX_LINE: usize = 16 << 20;
 /// How long to keep reading output after the child exited, for grandchildren
 /// that inherited the pipes.
 const DRAIN_AFTER_EXIT: Duration = Duration::from_secs(2);
@@ -98,6 +99,20 @@ struct Emitter {
 }
 
 impl Emitter {
+    /// One `progress` signal per report, numbered on from `seq`.
+    fn progress(&self, reports: Vec<Progress>, seq: &mut i64) {
+        for p in reports {
+            *seq += 1;
+            let n = *seq;
+            self.emit(SignalKind::Progress, |s| {
+                s.seq = Some(n);
+                s.activity = p.activity;
+                s.session_id = p.session_id;
+                s.attempt_usage = p.attempt_usage;
+            });
+        }
+    }
+
     fn emit(&self, kind: SignalKind, fill: impl FnOnce(&mut Signal)) {
         let at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
         let mut s = Signal::new(self.run_id, self.attempt, kind, at);
@@ -165,7 +180,9 @@ pub async fn wrap(args: WrapArgs) -> anyhow::Result<i32> {
     let mut own_err = tokio::io::stderr();
     let mut obuf = vec![0u8; 64 * 1024];
     let mut ebuf = vec![0u8; 64 * 1024];
-    let mut lines = LineParser::new(args.provider);
+    let transcript = crate::transcript::path(&args.data_dir, args.run_id, args.attempt);
+    let mut reader = OutputReader::new(args.provider, &transcript, args.env.values());
+    let mut seq = 0;
     let (mut out_open, mut err_open) = (true, true);
     let mut status: Option<ExitStatus> = None;
     let mut kill_at: Option<Instant> = None;
@@ -181,12 +198,17 @@ pub async fn wrap(args: WrapArgs) -> anyhow::Result<i32> {
                 Ok(0) | Err(_) => out_open = false,
                 Ok(n) => {
                     tee(&mut log, &mut own_out, &obuf[..n]).await;
-                    lines.feed(&obuf[..n], &emitter);
+                    reader.stdout(&obuf[..n]);
+                    emitter.progress(reader.take(), &mut seq);
                 }
             },
             r = stderr.read(&mut ebuf), if err_open => match r {
                 Ok(0) | Err(_) => err_open = false,
-                Ok(n) => tee(&mut log, &mut own_err, &ebuf[..n]).await,
+                Ok(n) => {
+                    tee(&mut log, &mut own_err, &ebuf[..n]).await;
+                    reader.stderr(&ebuf[..n]);
+                    emitter.progress(reader.take(), &mut seq);
+                }
             },
             st = child.wait(), if status.is_none() => {
                 status = Some(st.context("wait for the wrapped command")?);
@@ -203,19 +225,23 @@ pub async fn wrap(args: WrapArgs) -> anyhow::Result<i32> {
             _ = tokio::time::sleep_until(drain_until.unwrap_or_else(far)), if drain_until.is_some() => break,
         }
     }
-    lines.finish(&emitter);
+    reader.finish();
+    emitter.progress(reader.take(), &mut seq);
     let _ = log.sync_all();
 
     let status = status.expect("the loop ends only after the child exited");
     let code = exit_code(status);
-    if let Some(f) = &lines.final_result {
-        if !f.success {
-            emitter.emit(SignalKind::Failed, |s| {
-                s.reason = Some(REASON_PROVIDER_FAILED.into())
-            });
-        }
+    let provider_failed = reader.final_result().is_some_and(|f| !f.success);
+    // The provider's own words for a failure (never a Secret value).
+    let words = (provider_failed || code != 0)
+        .then(|| reader.failure_words())
+        .flatten();
+    if provider_failed {
+        emitter.emit(SignalKind::Failed, |s| {
+            s.reason = Some(REASON_PROVIDER_FAILED.into());
+            s.message = words.clone();
+        });
     }
-    let usage: Option<TokenUsage> = lines.final_result.and_then(|f| f.usage);
     let mut report = |what: &str, e: anyhow::Error| {
         let msg = format!("pam-worker wrap: the workspace's {what}: {e:#}\n");
         let _ = log.write_all(msg.as_bytes());
@@ -230,7 +256,9 @@ pub async fn wrap(args: WrapArgs) -> anyhow::Result<i32> {
         .and_then(|p| workspace::finish(p).map_err(|e| report("result", e)).ok());
     emitter.emit(SignalKind::Finished, |s| {
         s.exit_code = Some(code);
-        s.usage = usage;
+        s.usage = reader.usage();
+        s.session_id = reader.session_id().map(str::to_string);
+        s.message = words;
         s.result = result.map(Box::new);
     });
     if let Some(p) = &workspace {
@@ -265,70 +293,5 @@ async fn tee(log: &mut File, own: &mut (impl AsyncWriteExt + Unpin), bytes: &[u8
     }
     if own.write_all(bytes).await.is_ok() {
         let _ = own.flush().await;
-    }
-}
-
-/// Splits stdout into lines and turns them into progress signals.
-struct LineParser {
-    provider: ProviderKind,
-    buf: Vec<u8>,
-    /// Inside an over-long line: discard until the next newline.
-    skipping: bool,
-    seq: i64,
-    final_result: Option<FinalResult>,
-}
-
-impl LineParser {
-    fn new(provider: ProviderKind) -> LineParser {
-        LineParser {
-            provider,
-            buf: Vec::new(),
-            skipping: false,
-            seq: 0,
-            final_result: None,
-        }
-    }
-
-    fn feed(&mut self, mut chunk: &[u8], emitter: &Emitter) {
-        while let Some(i) = chunk.iter().position(|&b| b == b'\n') {
-            if !self.skipping {
-                self.buf.extend_from_slice(&chunk[..i]);
-                let line = std::mem::take(&mut self.buf);
-                self.line(&line, emitter);
-            }
-            self.skipping = false;
-            self.buf.clear();
-            chunk = &chunk[i + 1..];
-        }
-        if !self.skipping {
-            self.buf.extend_from_slice(chunk);
-            if self.buf.len() > MAX_LINE {
-                self.buf = Vec::new();
-                self.skipping = true;
-            }
-        }
-    }
-
-    fn finish(&mut self, emitter: &Emitter) {
-        if !self.skipping && !self.buf.is_empty() {
-            let line = std::mem::take(&mut self.buf);
-            self.line(&line, emitter);
-        }
-    }
-
-    fn line(&mut self, line: &[u8], emitter: &Emitter) {
-        match parse_line(self.provider, &String::from_utf8_lossy(line)) {
-            LineEvent::Progress(item) => {
-                self.seq += 1;
-                let seq = self.seq;
-                tracing::debug!(seq, summary = %item.summary, "progress");
-                emitter.emit(SignalKind::Progress, |s| {
-                    s.seq = Some(seq);
-                    s.usage = item.usage;
-                });
-            }
-            LineEvent::Final(f) => self.final_result = Some(f),
-            LineEvent::Quiet | LineEvent::Unstructured => {}
-        }
     }
 }

@@ -56,6 +56,15 @@ async fn run_wrap(
         .unwrap()
 }
 
+/// The texts of the agent's messages the progress signals carried.
+fn activity_texts(sigs: &[Signal]) -> Vec<String> {
+    sigs.iter()
+        .flat_map(|s| &s.activity)
+        .filter(|e| e.kind == pam_manifests::protocol::EntryKind::Message)
+        .filter_map(|e| e.text.clone())
+        .collect()
+}
+
 fn progress_seqs(sigs: &[Signal]) -> Vec<i64> {
     sigs.iter()
         .filter(|s| s.kind == Progress)
@@ -82,11 +91,17 @@ async fn success_signals_log_and_tee() {
         String::from_utf8_lossy(&out.stderr)
     );
     let sigs = signals(&Outbox::open(d.path()).unwrap());
+    let k = kinds(&sigs);
+    assert_eq!((k[0], k[k.len() - 1]), (Started, Finished), "{k:?}");
+    let seqs = progress_seqs(&sigs);
+    assert_eq!(seqs, (1..=seqs.len() as i64).collect::<Vec<_>>());
     assert_eq!(
-        kinds(&sigs),
-        [Started, Progress, Progress, Progress, Progress, Finished]
+        activity_texts(&sigs),
+        ["step 1", "step 2", "step 3", "step 4"],
+        "what the agent said, in order"
     );
-    assert_eq!(progress_seqs(&sigs), [1, 2, 3, 4]);
+    let first = sigs.iter().find(|s| s.kind == Progress).unwrap();
+    assert_eq!(first.session_id.as_deref(), Some("fake-session"));
     assert!(
         sigs.iter().all(|s| s.attempt == 2 && s.run_id == run),
         "{sigs:?}"
@@ -94,6 +109,7 @@ async fn success_signals_log_and_tee() {
     assert!(sigs.iter().all(|s| s.validate().is_ok()));
     let fin = sigs.last().unwrap();
     assert_eq!(fin.exit_code, Some(0));
+    assert_eq!(fin.session_id.as_deref(), Some("fake-session"));
     let usage = fin
         .usage
         .as_ref()
@@ -102,11 +118,17 @@ async fn success_signals_log_and_tee() {
         (usage.input_tokens, usage.output_tokens, usage.cost_usd),
         (40, 10, Some(0.25))
     );
-    assert_eq!(
-        sigs[2].usage.as_ref().unwrap().output_tokens,
-        2,
-        "progress carries step usage"
-    );
+    // While it runs, the attempt's usage so far: each step's call once.
+    let after_two = sigs
+        .iter()
+        .filter(|s| s.kind == Progress)
+        .filter_map(|s| s.attempt_usage.as_ref())
+        .nth(1)
+        .expect("usage so far on progress");
+    assert_eq!((after_two.input_tokens, after_two.output_tokens), (20, 3));
+    let transcript =
+        std::fs::read_to_string(pam_worker::transcript::path(d.path(), run, 2)).unwrap();
+    assert!(transcript.contains(r#""text":"step 4""#), "{transcript}");
 
     let log = std::fs::read_to_string(log_path(d.path(), run, 2)).unwrap();
     assert!(log.contains(r#""text":"step 4""#), "{log}");
@@ -139,11 +161,10 @@ async fn codex_and_gemini_streams_give_progress() {
         .await;
         assert_eq!(out.status.code(), Some(0));
         let sigs = signals(&Outbox::open(d.path()).unwrap());
-        assert_eq!(
-            progress_seqs(&sigs),
-            (1..=n).collect::<Vec<_>>(),
-            "{provider}"
-        );
+        let want: Vec<String> = (1..=n).map(|i| format!("step {i}")).collect();
+        assert_eq!(activity_texts(&sigs), want, "{provider}");
+        let seqs = progress_seqs(&sigs);
+        assert_eq!(seqs, (1..=seqs.len() as i64).collect::<Vec<_>>());
         let fin = sigs.last().unwrap();
         assert_eq!((fin.kind, fin.exit_code), (Finished, Some(0)), "{provider}");
         assert_eq!(
@@ -181,8 +202,16 @@ async fn nonzero_exit_is_reported() {
     .await;
     assert_eq!(out.status.code(), Some(3));
     let sigs = signals(&Outbox::open(d.path()).unwrap());
-    assert_eq!(kinds(&sigs), [Started, Progress, Finished]);
-    assert_eq!(sigs[2].exit_code, Some(3));
+    let k = kinds(&sigs);
+    assert_eq!((k[0], k[k.len() - 1]), (Started, Finished), "{k:?}");
+    assert!(!k.contains(&Failed), "a plain non-zero exit: finished only");
+    let fin = sigs.last().unwrap();
+    assert_eq!(fin.exit_code, Some(3));
+    // The provider's last words on stderr say why.
+    assert_eq!(
+        fin.message.as_deref(),
+        Some("fake provider starting (plain text on stderr)")
+    );
 }
 
 #[tokio::test]
@@ -199,9 +228,20 @@ async fn provider_failure_adds_failed_before_finished() {
     .await;
     assert_eq!(out.status.code(), Some(1));
     let sigs = signals(&Outbox::open(d.path()).unwrap());
-    assert_eq!(kinds(&sigs), [Started, Progress, Failed, Finished]);
-    assert_eq!(sigs[2].reason.as_deref(), Some(REASON_PROVIDER_FAILED));
-    assert_eq!(sigs[3].exit_code, Some(1));
+    let k = kinds(&sigs);
+    assert_eq!(k[k.len() - 2..], [Failed, Finished], "{k:?}");
+    let failed = &sigs[sigs.len() - 2];
+    assert_eq!(failed.reason.as_deref(), Some(REASON_PROVIDER_FAILED));
+    assert_eq!(
+        failed.message.as_deref(),
+        Some("done"),
+        "the result's own text"
+    );
+    let fin = sigs.last().unwrap();
+    assert_eq!(
+        (fin.exit_code, fin.message.as_deref()),
+        (Some(1), Some("done"))
+    );
 }
 
 #[tokio::test]
@@ -239,8 +279,8 @@ async fn start_hanging(d: &Path, run: Uuid, extra: &[&str]) -> (tokio::process::
         .unwrap();
     let ob = Outbox::open(d).unwrap();
     // Wait for both lines of progress: the child is running its hang.
-    eventually(10, "two progress signals", || {
-        (signals(&ob).iter().filter(|s| s.kind == Progress).count() == 2).then_some(())
+    eventually(10, "both steps' progress", || {
+        (activity_texts(&signals(&ob)).len() == 2).then_some(())
     })
     .await;
     let pid: i32 = eventually(5, "pid file", || {
@@ -262,8 +302,13 @@ async fn sigterm_is_forwarded_and_reported_as_143() {
         .unwrap();
     assert_eq!(status.code(), Some(143));
     let sigs = signals(&Outbox::open(d.path()).unwrap());
-    assert_eq!(kinds(&sigs), [Started, Progress, Progress, Finished]);
-    assert_eq!(sigs[3].exit_code, Some(143));
+    let k = kinds(&sigs);
+    assert_eq!((k[0], k[k.len() - 1]), (Started, Finished), "{k:?}");
+    let fin = sigs.last().unwrap();
+    assert_eq!(fin.exit_code, Some(143));
+    // Stopped before the provider's totals: each call it made, once.
+    let u = fin.usage.as_ref().expect("the usage so far");
+    assert_eq!((u.input_tokens, u.output_tokens), (20, 3));
     assert_eq!(
         kill(Pid::from_raw(child), None),
         Err(nix::errno::Errno::ESRCH),
@@ -315,17 +360,23 @@ async fn spawned_run_in_real_tmux_reports_everything() {
         s.iter().any(|x| x.kind == Finished).then_some(s)
     })
     .await;
-    assert_eq!(
-        kinds(&sigs),
-        [Started, Progress, Progress, Progress, Finished]
-    );
-    assert_eq!(progress_seqs(&sigs), [1, 2, 3]);
+    let k = kinds(&sigs);
+    assert_eq!((k[0], k[k.len() - 1]), (Started, Finished), "{k:?}");
+    assert_eq!(activity_texts(&sigs), ["step 1", "step 2", "step 3"]);
     assert!(sigs.iter().all(|s| s.attempt == 3));
     assert_eq!(
         sigs[0].session_name.as_deref(),
         Some(want.session_name.as_str())
     );
-    assert_eq!(sigs[4].exit_code, Some(0));
+    assert_eq!(sigs.last().unwrap().exit_code, Some(0));
+    // The transcript opens with the prompt the spawn wrote.
+    let transcript = std::fs::read_to_string(pam_worker::transcript::path(&data, run, 3)).unwrap();
+    let first: pam_manifests::protocol::Entry =
+        serde_json::from_str(transcript.lines().next().unwrap()).unwrap();
+    assert_eq!(
+        (first.role.as_deref(), first.text.as_deref()),
+        (Some("user"), Some("fix it; don't $break;"))
+    );
     let log = std::fs::read_to_string(log_path(&data, run, 3)).unwrap();
     assert!(
         log.contains(r#""prompt":"fix it; don't $break;""#),

@@ -11,52 +11,83 @@
 //!   `*chunk*` types, which are quiet (one per token chunk);
 //! * `usage {input_tokens|prompt_tokens, output_tokens|completion_tokens}`
 //!   is read where present.
+//!
+//! # Permission modes
+//! xAI documents no permission flags for headless mode: none are passed,
+//! whatever the run's permissions say (docs/agents.md).
 
-use pam_manifests::protocol::TokenUsage;
+use pam_manifests::protocol::{Entry, EntryKind, TokenUsage};
 use serde_json::Value;
 
-use super::{str_at, summarize, u64_at, FinalResult, LineEvent, ProgressItem};
+use super::stream::{
+    message, str_at, text_entry, u64_at, FinalResult, Parsed, StreamParser, UsageReport,
+};
 
-pub(super) fn parse(v: &Value) -> LineEvent {
-    let ty = str_at(v, "type").unwrap_or("");
-    let stop = str_at(v, "stopReason").or_else(|| str_at(v, "stop_reason"));
-    if stop.is_some() || matches!(ty, "result" | "end" | "done") {
-        let status = stop
-            .or_else(|| str_at(v, "status"))
-            .unwrap_or("")
-            .to_ascii_lowercase();
-        let is_error = v.get("is_error").and_then(Value::as_bool).unwrap_or(false);
-        let failed = is_error
-            || ["error", "fail", "cancel"]
-                .iter()
-                .any(|w| status.contains(w));
-        return LineEvent::Final(FinalResult {
-            success: !failed,
-            summary: summarize(
-                &format!(
-                    "{}: {}",
-                    if status.is_empty() { ty } else { &status },
-                    str_at(v, "text").unwrap_or("")
-                ),
-                200,
-            ),
-            usage: usage(v),
-        });
+/// Reads one run's stream.
+#[derive(Default)]
+pub struct Parser {
+    /// Step reports, so each counts once (a step has no id of its own).
+    steps: u64,
+}
+
+impl StreamParser for Parser {
+    fn line(&mut self, v: &Value, out: &mut Parsed) {
+        let ty = str_at(v, "type").unwrap_or("");
+        if let Some(id) = str_at(v, "sessionId").or_else(|| str_at(v, "session_id")) {
+            out.session_id = Some(id.to_string());
+        }
+        let stop = str_at(v, "stopReason").or_else(|| str_at(v, "stop_reason"));
+        if stop.is_some() || matches!(ty, "result" | "end" | "done") {
+            let status = stop
+                .or_else(|| str_at(v, "status"))
+                .unwrap_or("")
+                .to_ascii_lowercase();
+            let is_error = v.get("is_error").and_then(Value::as_bool).unwrap_or(false);
+            let failed = is_error
+                || ["error", "fail", "cancel"]
+                    .iter()
+                    .any(|w| status.contains(w));
+            if let Some(u) = usage(v) {
+                out.usage.push(UsageReport::Total(u));
+            }
+            let text = str_at(v, "text").unwrap_or(&status).to_string();
+            if failed {
+                out.push(text_entry(EntryKind::Error, &text));
+            }
+            out.push(Entry {
+                ok: Some(!failed),
+                ..text_entry(EntryKind::Result, &text)
+            });
+            out.final_result = Some(FinalResult {
+                success: !failed,
+                text,
+            });
+            return;
+        }
+        if ty.is_empty() || ty.contains("delta") || ty.contains("chunk") {
+            return;
+        }
+        if let Some(u) = usage(v) {
+            self.steps += 1;
+            out.usage.push(UsageReport::Call {
+                id: format!("step-{}", self.steps),
+                usage: u,
+            });
+        }
+        let detail = str_at(v, "text")
+            .or_else(|| str_at(v, "content"))
+            .unwrap_or("");
+        if ty.contains("tool") {
+            let name = str_at(v, "name").unwrap_or(ty);
+            out.push(Entry {
+                tool: Some(name.to_string()),
+                text: Some(detail.to_string()),
+                ..Entry::new(EntryKind::ToolCall)
+            });
+        } else if ty.contains("message") && !detail.is_empty() {
+            out.push(message("assistant", detail));
+        }
     }
-    if ty.is_empty() {
-        return LineEvent::Unstructured;
-    }
-    if ty.contains("delta") || ty.contains("chunk") {
-        return LineEvent::Quiet;
-    }
-    let detail = str_at(v, "text")
-        .or_else(|| str_at(v, "content"))
-        .or_else(|| str_at(v, "name"))
-        .unwrap_or("");
-    LineEvent::Progress(ProgressItem {
-        summary: summarize(&format!("{ty} {detail}"), 200),
-        usage: usage(v),
-    })
 }
 
 fn usage(v: &Value) -> Option<TokenUsage> {
@@ -75,36 +106,30 @@ fn usage(v: &Value) -> Option<TokenUsage> {
             })
             .unwrap_or(0),
         model: str_at(v, "model").map(str::to_string),
-        cost_usd: None,
-        by_model: Vec::new(),
+        ..TokenUsage::default()
     })
 }
 
 #[cfg(test)]
 mod tests {
-    use crate::providers::{parse_line, LineEvent, ProviderKind};
+    use super::*;
+    use crate::providers::stream::StreamParser;
 
-    fn p(line: &str) -> LineEvent {
-        parse_line(ProviderKind::Grok, line)
+    fn p(line: &str) -> Parsed {
+        let mut out = Parsed::default();
+        Parser::default().line(&serde_json::from_str(line).unwrap(), &mut out);
+        out
     }
 
     #[test]
     fn best_effort_shapes() {
-        assert!(
-            matches!(p(r#"{"type":"tool_call","name":"bash"}"#), LineEvent::Progress(i) if i.summary == "tool_call bash")
-        );
-        assert_eq!(p(r#"{"type":"text_delta","text":"He"}"#), LineEvent::Quiet);
-        assert_eq!(p(r#"{"foo":1}"#), LineEvent::Unstructured);
-        let LineEvent::Final(f) =
-            p(r#"{"text":"final response text","stopReason":"EndTurn","sessionId":"019f"}"#)
-        else {
-            panic!()
-        };
-        assert!(f.success);
-        let LineEvent::Final(f) = p(r#"{"text":"","stopReason":"Cancelled","sessionId":"019f"}"#)
-        else {
-            panic!()
-        };
-        assert!(!f.success);
+        let tool = p(r#"{"type":"tool_call","name":"bash"}"#);
+        assert_eq!(tool.entries[0].tool.as_deref(), Some("bash"));
+        assert!(p(r#"{"type":"text_delta","text":"He"}"#).is_empty());
+        let f = p(r#"{"text":"final response text","stopReason":"EndTurn","sessionId":"019f"}"#);
+        assert!(f.final_result.unwrap().success);
+        assert_eq!(f.session_id.as_deref(), Some("019f"));
+        let f = p(r#"{"text":"","stopReason":"Cancelled","sessionId":"019f"}"#);
+        assert!(!f.final_result.unwrap().success);
     }
 }

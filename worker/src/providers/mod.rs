@@ -1,18 +1,23 @@
 //! Provider adapters: turn a [`DesiredRun`] into the provider CLI's headless
-//! structured-output command line, and turn each line of that output into
-//! progress (see [`parse_line`]).
+//! structured-output command line — its permission flags included — and
+//! read each line of that output ([`parser`], [`stream`]).
 //!
 //! Built-in command lines (each overridable in worker.toml under
-//! `[providers.<name>] command = [...]`; `{prompt}` inside any element is
-//! replaced by the run's prompt, and the element stays ONE argument):
+//! `[providers.<name>]`: `program` replaces the CLI's program and keeps
+//! the arguments; `command` replaces the whole line, where `{prompt}` is
+//! replaced by the run's prompt — one argument — and an element
+//! `{permissions}` by the permission flags, none when it is absent):
 //!
 //! | provider | command |
 //! |---|---|
-//! | claude | `claude -p {prompt} --output-format stream-json --verbose` |
-//! | codex  | `codex exec --json {prompt}` |
-//! | gemini | `gemini -p {prompt} --output-format stream-json` |
+//! | claude | `claude -p {prompt} --output-format stream-json --verbose --include-partial-messages {permissions}` |
+//! | codex  | `codex exec --json --skip-git-repo-check {permissions} {prompt}` |
+//! | gemini | `gemini -p {prompt} --output-format stream-json --skip-trust {permissions}` |
 //! | grok   | `grok -p {prompt} --output-format streaming-json` |
 //! | exec   | the run's own `command`, as is |
+//!
+//! The flags per permission mode are each adapter's `permission_args`
+//! (docs/agents.md, "Permission modes").
 //!
 //! grok: xAI's CLI documents `-p/--single <PROMPT>` for headless mode and
 //! `--output-format plain|json|streaming-json` (docs.x.ai, "Headless &
@@ -23,15 +28,24 @@ mod claude;
 mod codex;
 mod gemini;
 mod grok;
+pub mod meter;
+#[cfg(test)]
+mod replay;
+pub mod stream;
 
 use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 
-use pam_manifests::protocol::{DesiredRun, TokenUsage};
+use pam_manifests::kinds::Permissions;
+use pam_manifests::protocol::DesiredRun;
 use serde_json::Value;
 
 use crate::config::{ProviderConfig, ProvidersConfig};
+pub use stream::{FinalResult, Parsed, StreamParser, UsageReport};
+
+/// The element of a command template that expands to the permission flags.
+pub const PERMISSIONS: &str = "{permissions}";
 
 /// The provider CLIs pam knows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -79,9 +93,26 @@ impl ProviderKind {
                 "--output-format",
                 "stream-json",
                 "--verbose",
+                "--include-partial-messages",
+                PERMISSIONS,
             ],
-            ProviderKind::Codex => &["codex", "exec", "--json", "{prompt}"],
-            ProviderKind::Gemini => &["gemini", "-p", "{prompt}", "--output-format", "stream-json"],
+            ProviderKind::Codex => &[
+                "codex",
+                "exec",
+                "--json",
+                "--skip-git-repo-check",
+                PERMISSIONS,
+                "{prompt}",
+            ],
+            ProviderKind::Gemini => &[
+                "gemini",
+                "-p",
+                "{prompt}",
+                "--output-format",
+                "stream-json",
+                "--skip-trust",
+                PERMISSIONS,
+            ],
             ProviderKind::Grok => &[
                 "grok",
                 "-p",
@@ -92,6 +123,29 @@ impl ProviderKind {
             ProviderKind::Exec => return None,
         };
         Some(v.iter().map(|s| s.to_string()).collect())
+    }
+
+    /// The CLI's flags for permissions `p` (none for grok, whose CLI
+    /// documents none, and exec).
+    pub fn permission_args(self, p: &Permissions) -> Vec<String> {
+        match self {
+            ProviderKind::Claude => claude::permission_args(p),
+            ProviderKind::Codex => codex::permission_args(p),
+            ProviderKind::Gemini => gemini::permission_args(p),
+            ProviderKind::Grok | ProviderKind::Exec => Vec::new(),
+        }
+    }
+
+    /// A reader of this provider's output for one attempt; `None` for
+    /// exec, whose output is only logged.
+    pub fn parser(self) -> Option<Box<dyn StreamParser>> {
+        Some(match self {
+            ProviderKind::Claude => Box::new(claude::Parser::default()),
+            ProviderKind::Codex => Box::new(codex::Parser::default()),
+            ProviderKind::Gemini => Box::new(gemini::Parser::default()),
+            ProviderKind::Grok => Box::new(grok::Parser::default()),
+            ProviderKind::Exec => return None,
+        })
     }
 }
 
@@ -137,10 +191,19 @@ pub fn command_line(run: &DesiredRun, providers: &ProvidersConfig) -> anyhow::Re
             .ok_or_else(|| {
                 anyhow::anyhow!("run {} uses provider exec but has no command", run.run_id)
             })?,
-        _ => cfg
-            .and_then(|c| c.command.clone())
-            .or_else(|| kind.default_command())
-            .expect("every provider but exec has a default command"),
+        _ => {
+            let mut t = cfg
+                .and_then(|c| c.command.clone())
+                .or_else(|| kind.default_command())
+                .expect("every provider but exec has a default command");
+            if let (Some(program), false) = (
+                cfg.and_then(|c| c.program.clone()),
+                cfg.is_some_and(|c| c.command.is_some()),
+            ) {
+                t[0] = program;
+            }
+            t
+        }
     };
     if template.is_empty() {
         anyhow::bail!("provider {kind} has an empty command");
@@ -148,9 +211,20 @@ pub fn command_line(run: &DesiredRun, providers: &ProvidersConfig) -> anyhow::Re
     let argv = if kind == ProviderKind::Exec && run.command.is_some() {
         template
     } else {
+        let flags = run
+            .permissions
+            .as_ref()
+            .map(|p| kind.permission_args(p))
+            .unwrap_or_default();
         template
             .iter()
-            .map(|a| a.replace("{prompt}", &run.prompt))
+            .flat_map(|a| {
+                if a == PERMISSIONS {
+                    flags.clone()
+                } else {
+                    vec![a.replace("{prompt}", &run.prompt)]
+                }
+            })
             .collect()
     };
     let mut env = cfg.map(|c| c.env.clone()).unwrap_or_default();
@@ -158,87 +232,25 @@ pub fn command_line(run: &DesiredRun, providers: &ProvidersConfig) -> anyhow::Re
     Ok(CommandLine { argv, env })
 }
 
-/// One unit of progress from a provider's stream.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ProgressItem {
-    /// A short human summary (≤ 200 chars).
-    pub summary: String,
-    /// Token usage of this step, when the provider reports it.
-    pub usage: Option<TokenUsage>,
-}
-
-/// The provider's final result line.
-#[derive(Debug, Clone, PartialEq)]
-pub struct FinalResult {
-    /// Whether the provider reports success.
-    pub success: bool,
-    /// A short human summary.
-    pub summary: String,
-    /// Totals for the whole run, when reported.
-    pub usage: Option<TokenUsage>,
-}
-
-/// What one line of provider output means.
-#[derive(Debug, Clone, PartialEq)]
-pub enum LineEvent {
-    /// Not the provider's structured format: logged, no progress.
-    Unstructured,
-    /// Structured but not progress (init, echoes of the user's input, deltas).
-    Quiet,
-    /// A progress item.
-    Progress(ProgressItem),
-    /// The final result.
-    Final(FinalResult),
-}
-
-/// Parses one line of `kind`'s stdout.
-pub fn parse_line(kind: ProviderKind, line: &str) -> LineEvent {
-    if kind == ProviderKind::Exec {
-        return LineEvent::Unstructured;
-    }
+/// Parses one line of stdout with `parser`: `None` when it is not the
+/// provider's structured format (it is still logged).
+pub fn parse_line(parser: &mut dyn StreamParser, line: &str) -> Option<Parsed> {
     let line = line.trim();
     if !line.starts_with('{') {
-        return LineEvent::Unstructured;
+        return None;
     }
-    let Ok(v) = serde_json::from_str::<Value>(line) else {
-        return LineEvent::Unstructured;
-    };
-    if !v.is_object() {
-        return LineEvent::Unstructured;
-    }
-    match kind {
-        ProviderKind::Claude => claude::parse(&v),
-        ProviderKind::Codex => codex::parse(&v),
-        ProviderKind::Gemini => gemini::parse(&v),
-        ProviderKind::Grok => grok::parse(&v),
-        ProviderKind::Exec => LineEvent::Unstructured,
-    }
-}
-
-/// `s` cut to at most `max` chars on a char boundary, one line.
-pub(crate) fn summarize(s: &str, max: usize) -> String {
-    let one_line: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
-    if one_line.chars().count() <= max {
-        return one_line;
-    }
-    let mut out: String = one_line.chars().take(max.saturating_sub(1)).collect();
-    out.push('…');
-    out
-}
-
-/// `v[key]` as u64, accepting integers and integral floats.
-pub(crate) fn u64_at(v: &Value, key: &str) -> Option<u64> {
-    let x = v.get(key)?;
-    x.as_u64().or_else(|| x.as_f64().map(|f| f as u64))
-}
-
-pub(crate) fn str_at<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
-    v.get(key).and_then(Value::as_str)
+    let v = serde_json::from_str::<Value>(line)
+        .ok()
+        .filter(Value::is_object)?;
+    let mut out = Parsed::default();
+    parser.line(&v, &mut out);
+    Some(out)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use pam_manifests::kinds::PermissionMode;
     use uuid::Uuid;
 
     fn run(provider: &str, prompt: &str) -> DesiredRun {
@@ -260,8 +272,17 @@ mod tests {
         }
     }
 
+    fn with(mut r: DesiredRun, mode: PermissionMode) -> DesiredRun {
+        r.permissions = Some(Permissions {
+            mode,
+            allow_tools: vec!["WebFetch".into()],
+            deny_tools: vec!["Bash(rm:*)".into()],
+        });
+        r
+    }
+
     #[test]
-    fn defaults_put_the_prompt_in_one_argument() {
+    fn defaults_put_the_prompt_in_one_argument_and_no_flags_without_permissions() {
         let p = ProvidersConfig::default();
         let c = command_line(&run("claude", "fix the bug; rm -rf /"), &p).unwrap();
         assert_eq!(
@@ -272,16 +293,24 @@ mod tests {
                 "fix the bug; rm -rf /",
                 "--output-format",
                 "stream-json",
-                "--verbose"
+                "--verbose",
+                "--include-partial-messages"
             ]
         );
         assert_eq!(
             command_line(&run("codex", "x y"), &p).unwrap().argv,
-            ["codex", "exec", "--json", "x y"]
+            ["codex", "exec", "--json", "--skip-git-repo-check", "x y"]
         );
         assert_eq!(
             command_line(&run("gemini", "x"), &p).unwrap().argv,
-            ["gemini", "-p", "x", "--output-format", "stream-json"]
+            [
+                "gemini",
+                "-p",
+                "x",
+                "--output-format",
+                "stream-json",
+                "--skip-trust"
+            ]
         );
         assert_eq!(
             command_line(&run("grok", "x"), &p).unwrap().argv,
@@ -293,39 +322,107 @@ mod tests {
     }
 
     #[test]
+    fn each_mode_becomes_the_clis_own_flags() {
+        let p = ProvidersConfig::default();
+        let argv = |provider: &str, mode| {
+            command_line(&with(run(provider, "x"), mode), &p)
+                .unwrap()
+                .argv
+        };
+        let claude = argv("claude", PermissionMode::ReadOnly);
+        assert_eq!(
+            claude[7..],
+            [
+                "--permission-mode",
+                "plan",
+                "--allowedTools",
+                "WebFetch",
+                "--disallowedTools",
+                "Bash(rm:*)"
+            ]
+        );
+        let claude = argv("claude", PermissionMode::Edits);
+        assert_eq!(claude[7..9], ["--permission-mode", "acceptEdits"]);
+        assert!(
+            claude.contains(&"Bash(cargo:*)".to_string())
+                && claude.contains(&"WebFetch".to_string())
+        );
+        assert_eq!(argv("claude", PermissionMode::Full)[8], "bypassPermissions");
+        assert_eq!(
+            argv("codex", PermissionMode::ReadOnly),
+            [
+                "codex",
+                "exec",
+                "--json",
+                "--skip-git-repo-check",
+                "--sandbox",
+                "read-only",
+                "x"
+            ]
+        );
+        assert_eq!(argv("codex", PermissionMode::Edits)[5], "workspace-write");
+        assert_eq!(argv("codex", PermissionMode::Full)[5], "danger-full-access");
+        assert_eq!(
+            argv("gemini", PermissionMode::ReadOnly)[6..],
+            ["--approval-mode", "default", "--allowed-tools", "WebFetch"]
+        );
+        let gemini = argv("gemini", PermissionMode::Edits);
+        assert_eq!(gemini[6..8], ["--approval-mode", "auto_edit"]);
+        assert!(gemini.contains(&"run_shell_command(cargo)".to_string()));
+        assert_eq!(argv("gemini", PermissionMode::Full)[7], "yolo");
+        assert_eq!(argv("grok", PermissionMode::Full).len(), 5);
+    }
+
+    #[test]
     fn config_overrides_command_and_env_and_exec_runs_as_is() {
         let p: ProvidersConfig = toml::from_str(
             r#"
             [claude]
             command = ["fake", "--prompt={prompt}", "{prompt}"]
             env = { A = "cfg", RUN_ENV = "cfg" }
+            [codex]
+            command = ["fake", "{permissions}", "{prompt}"]
+            [gemini]
+            program = "/opt/gemini/bin/gemini"
             "#,
         )
         .unwrap();
-        let c = command_line(&run("claude", "hi there"), &p).unwrap();
-        assert_eq!(c.argv, ["fake", "--prompt=hi there", "hi there"]);
+        let c = command_line(&with(run("claude", "hi there"), PermissionMode::Full), &p).unwrap();
+        assert_eq!(
+            c.argv,
+            ["fake", "--prompt=hi there", "hi there"],
+            "the override wins"
+        );
         assert_eq!(c.env["A"], "cfg");
         assert_eq!(c.env["RUN_ENV"], "1", "the run's env wins");
+        let c = command_line(&with(run("codex", "go"), PermissionMode::Full), &p).unwrap();
+        assert_eq!(c.argv, ["fake", "--sandbox", "danger-full-access", "go"]);
+        let c = command_line(&run("gemini", "go"), &p).unwrap();
+        assert_eq!(c.argv[..3], ["/opt/gemini/bin/gemini", "-p", "go"]);
         let mut e = run("exec", "ignored");
-        e.command = Some(vec!["echo".into(), "{prompt}".into()]);
-        assert_eq!(command_line(&e, &p).unwrap().argv, ["echo", "{prompt}"]);
+        e.command = Some(vec![
+            "echo".into(),
+            "{prompt}".into(),
+            "{permissions}".into(),
+        ]);
+        assert_eq!(
+            command_line(&with(e, PermissionMode::Full), &p)
+                .unwrap()
+                .argv,
+            ["echo", "{prompt}", "{permissions}"]
+        );
     }
 
     #[test]
     fn non_json_lines_are_unstructured() {
         for kind in ProviderKind::ALL {
-            assert_eq!(parse_line(kind, "Loading…"), LineEvent::Unstructured);
-            assert_eq!(parse_line(kind, "{not json"), LineEvent::Unstructured);
+            let Some(mut p) = kind.parser() else {
+                assert_eq!(kind, ProviderKind::Exec);
+                continue;
+            };
+            assert_eq!(parse_line(p.as_mut(), "Loading…"), None);
+            assert_eq!(parse_line(p.as_mut(), "{not json"), None);
+            assert_eq!(parse_line(p.as_mut(), "[1, 2]"), None);
         }
-        assert_eq!(
-            parse_line(ProviderKind::Exec, r#"{"type":"result"}"#),
-            LineEvent::Unstructured
-        );
-    }
-
-    #[test]
-    fn summarize_cuts_on_char_boundaries() {
-        assert_eq!(summarize("a\n  b", 10), "a b");
-        assert_eq!(summarize("ééééé", 3), "éé…");
     }
 }
