@@ -49,6 +49,8 @@ pub enum Derived {
     RunReason,
     /// The message that goes with [`Derived::RunReason`].
     RunMessage,
+    /// The newest thing a run's agent did (`status.lastActivity`), in words.
+    LastActivity,
     /// A host's providers with their versions.
     Providers,
     /// A host's free workspace bytes.

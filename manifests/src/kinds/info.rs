@@ -134,6 +134,7 @@ pub const KINDS: [KindInfo; 9] = [
             wide("SESSION", Text("/status/sessionName")),
             wide("EXIT", Text("/status/exitCode")),
             wide("MESSAGE", Computed(RunMessage)),
+            wide("LAST ACTIVITY", Computed(LastActivity)),
             wide("TASK", Text("/spec/task")),
             wide("TOKENS", Computed(Tokens)),
             wide("COST", Computed(Cost)),

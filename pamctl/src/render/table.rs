@@ -140,10 +140,36 @@ pub fn run_reason(obj: &Value) -> (String, String) {
             None => (none(), none()),
         };
     }
-    (
-        cell(obj, "/status/failureReason"),
-        cell(obj, "/status/message"),
-    )
+    // A run whose agent was refused tool calls never reads as a plain
+    // success; a failure without one of the seed's reasons is an Error.
+    let refused = obj
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .and_then(|cs| {
+            cs.iter()
+                .find(|c| c["type"] == "PermissionDenied" && c["status"] == "True")
+        });
+    let failed = obj.pointer("/status/phase").and_then(Value::as_str) == Some("failed");
+    match (obj.pointer("/status/failureReason"), refused) {
+        (Some(_), _) => (
+            cell(obj, "/status/failureReason"),
+            cell(obj, "/status/message"),
+        ),
+        (None, Some(c)) if !failed => (cell(c, "/reason"), cell(c, "/message")),
+        (None, _) if failed => ("Error".into(), cell(obj, "/status/message")),
+        (None, _) => (none(), cell(obj, "/status/message")),
+    }
+}
+
+/// A run's LAST ACTIVITY cell: its agent's newest step in words, cut to
+/// a table's width.
+pub fn last_activity(obj: &Value) -> String {
+    obj.pointer("/status/lastActivity")
+        .cloned()
+        .and_then(|v| serde_json::from_value::<pam_manifests::protocol::Entry>(v).ok())
+        .map(|e| pam_manifests::protocol::one_line(&e.describe(), 60))
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "<none>".into())
 }
 
 /// A host's PROVIDERS (`claude@2.1.0,exec`) and FREE (`12.0Gi`) cells from
@@ -270,6 +296,7 @@ fn computed(kind: Kind, d: Derived, o: &Value) -> String {
         Derived::BlockedBy => blocked_by(o),
         Derived::RunReason => run_reason(o).0,
         Derived::RunMessage => run_reason(o).1,
+        Derived::LastActivity => last_activity(o),
         Derived::Providers => host_capabilities(o).0,
         Derived::Free => host_capabilities(o).1,
         Derived::Tokens => super::usage::cells(kind, o)[0].clone(),
