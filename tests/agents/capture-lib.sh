@@ -203,10 +203,13 @@ session_id() {
     head -n1 | sed 's/.*:"\(.*\)"/\1/'
 }
 
-# The session file of the run whose stdout is $3, under HOME $2: codex
-# finds it by the thread id, gemini by the first 8 characters of the
-# session id (the file name) and the full id (its first line).
-session_file() {
+# The session files of the run whose stdout is $3, under HOME $2, the
+# most recently written first: codex finds its rollout by the thread id,
+# gemini its chats by the first 8 characters of the session id (the file
+# name) and the full id (their first line). A resumed gemini session has
+# two: the one it goes on appending to, and one started afresh (only the
+# session context) before the resume took over.
+session_files() {
   local cli=$1 home=$2 stdout=$3 id
   id=$(grep -o -m1 '"\(session_id\|thread_id\)":"[^"]*"' "$stdout" | sed 's/.*:"\(.*\)"/\1/')
   [ -n "$id" ] || return 1
@@ -214,12 +217,12 @@ session_file() {
   codex) find "$home/.codex/sessions" -name "rollout-*-$id.jsonl" 2>/dev/null | head -n1 ;;
   gemini)
     local f
-    for f in "$home"/.gemini/tmp/*/chats/session-*-"${id:0:8}".jsonl; do
-      [ -f "$f" ] && head -n1 "$f" | grep -q "\"sessionId\":\"$id\"" && echo "$f" && return 0
-    done
-    return 1
+    # shellcheck disable=SC2012 # names are ours: no newlines
+    ls -t "$home"/.gemini/tmp/*/chats/session-*-"${id:0:8}".jsonl 2>/dev/null |
+      while read -r f; do
+        head -n1 "$f" | grep -q "\"sessionId\":\"$id\"" && echo "$f"
+      done
     ;;
-  *) return 1 ;;
   esac
 }
 
@@ -227,18 +230,24 @@ session_kind() {
   case $1 in codex) echo rollout ;; gemini) echo chat ;; *) echo session ;; esac
 }
 
-# Copies the session file to $4.<kind>$5.jsonl; prints a line for the .cmd.
+# Copies the session file to $4.<kind>$5.jsonl (any further one, older,
+# to $4.<kind>$5.other<N>.jsonl); prints lines for the .cmd.
 copy_session() {
-  local cli=$1 home=$2 stdout=$3 dest=$4 suffix=${5:-} file
-  local kind
+  local cli=$1 home=$2 stdout=$3 dest=$4 suffix=${5:-} kind file files n=0 name
   kind=$(session_kind "$cli")
-  if ! file=$(session_file "$cli" "$home" "$stdout") || [ -z "$file" ]; then
+  mapfile -t files < <(session_files "$cli" "$home" "$stdout")
+  if [ ${#files[@]} = 0 ]; then
     echo "# no $kind file found$suffix"
     return 0
   fi
-  cp "$file" "$dest.$kind$suffix.jsonl"
-  printf '# %s%s: $HOME/%s (%s bytes, %s lines) -> %s\n' "$kind" "$suffix" "${file#"$home"/}" \
-    "$(wc -c <"$file")" "$(wc -l <"$file")" "$(basename "$dest.$kind$suffix.jsonl")"
+  for file in "${files[@]}"; do
+    name="$(basename "$dest").$kind$suffix.jsonl"
+    [ $n = 0 ] || name="$(basename "$dest").$kind$suffix.other$n.jsonl"
+    cp "$file" "$(dirname "$dest")/$name"
+    printf '# %s%s: $HOME/%s (%s bytes, %s lines) -> %s\n' "$kind" "$suffix" "${file#"$home"/}" \
+      "$(wc -c <"$file")" "$(wc -l <"$file")" "$name"
+    n=$((n + 1))
+  done
 }
 
 # While the CLI (pid $7) waits on the held turn request $5: copies its
