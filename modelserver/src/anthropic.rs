@@ -5,7 +5,7 @@ use serde_json::{json, Value};
 
 use crate::common::{
     approx_tokens, find_in_strings, id, json_response, resolve_path, sample_for_schema, sse,
-    text_after, Event,
+    text_after, Event, Reply,
 };
 use crate::script::{Action, Usage};
 use crate::state::{Api, Next, Served, State};
@@ -30,7 +30,7 @@ fn cwd(body: &Value) -> Option<String> {
     })
 }
 
-pub(crate) fn messages(state: &State, body: &Value) -> (Response, Served) {
+pub(crate) fn messages(state: &State, body: &Value) -> (Reply, Served) {
     let model = body
         .get("model")
         .and_then(Value::as_str)
@@ -67,7 +67,7 @@ pub(crate) fn messages(state: &State, body: &Value) -> (Response, Served) {
     match &turn.action {
         Action::Error { status, body, .. } => {
             let body = body.clone().unwrap_or_else(|| error_body(*status));
-            return (json_response(*status, body), served);
+            return (json_response(*status, body).into(), served);
         }
         Action::Text { text } => blocks.push(Block::Text(text.clone())),
         Action::WriteFile { path, content } => blocks.push(Block::ToolUse {
@@ -152,7 +152,7 @@ fn stop_reason(blocks: &[Block]) -> &'static str {
     }
 }
 
-fn reply(model: &str, blocks: Vec<Block>, usage: Usage, stream: bool) -> Response {
+fn reply(model: &str, blocks: Vec<Block>, usage: Usage, stream: bool) -> Reply {
     let message_id = id("msg_");
     let stop = stop_reason(&blocks);
     let blocks: Vec<(Value, Option<Value>)> = blocks
@@ -179,7 +179,8 @@ fn reply(model: &str, blocks: Vec<Block>, usage: Usage, stream: bool) -> Respons
                 "stop_sequence": null,
                 "usage": usage_json(usage, usage.output_tokens),
             }),
-        );
+        )
+        .into();
     }
 
     // Like the real API: message_start carries the prompt usage with a

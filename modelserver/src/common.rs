@@ -24,28 +24,46 @@ impl Event {
     }
 }
 
-/// Writes the whole stream at once: the CLIs parse events as they arrive,
-/// and a body that is complete before the first byte keeps a scripted
-/// answer deterministic.
-pub(crate) fn sse(events: Vec<Event>) -> Response {
-    let mut body = String::new();
-    for event in events {
-        if let Some(name) = event.name {
-            body.push_str("event: ");
-            body.push_str(name);
-            body.push('\n');
-        }
-        body.push_str("data: ");
-        body.push_str(&event.data.to_string());
-        body.push_str("\n\n");
+/// What a handler answers: a finished response, or SSE events that
+/// [`crate::delivery`] writes at once, paced or after a hold.
+pub(crate) enum Reply {
+    Now(Response),
+    Sse(Vec<Event>),
+}
+
+impl From<Response> for Reply {
+    fn from(response: Response) -> Self {
+        Self::Now(response)
     }
+}
+
+pub(crate) fn sse(events: Vec<Event>) -> Reply {
+    Reply::Sse(events)
+}
+
+/// One event in its wire form, blank line included.
+pub(crate) fn event_text(event: &Event) -> String {
+    let mut text = String::new();
+    if let Some(name) = event.name {
+        text.push_str("event: ");
+        text.push_str(name);
+        text.push('\n');
+    }
+    text.push_str("data: ");
+    text.push_str(&event.data.to_string());
+    text.push_str("\n\n");
+    text
+}
+
+/// A `200` event stream with `body`.
+pub(crate) fn sse_response(body: Body) -> Response {
     (
         StatusCode::OK,
         [
             (header::CONTENT_TYPE, "text/event-stream"),
             (header::CACHE_CONTROL, "no-cache"),
         ],
-        Body::from(body),
+        body,
     )
         .into_response()
 }

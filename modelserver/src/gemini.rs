@@ -5,7 +5,7 @@ use serde_json::{json, Value};
 
 use crate::common::{
     approx_tokens, find_in_strings, id, json_response, resolve_path, sample_for_schema, sse,
-    text_after, Event,
+    text_after, Event, Reply,
 };
 use crate::script::{Action, Usage};
 use crate::state::{Api, Next, Served, State};
@@ -48,7 +48,7 @@ pub(crate) fn generate(
     model: &str,
     body: &Value,
     streaming: bool,
-) -> (Response, Served) {
+) -> (Reply, Served) {
     if is_side(body) {
         let side = state.side_reply().clone();
         state.record_side(Api::Gemini, model, side.usage);
@@ -60,7 +60,8 @@ pub(crate) fn generate(
             None => side.text,
         };
         let parts = vec![json!({"text": text})];
-        return (answer(model, parts, side.usage, streaming), Served::Side);
+        let answer = answer(model, parts, side.usage, streaming, false);
+        return (answer, Served::Side);
     }
 
     let (index, turn) = match state.next_turn() {
@@ -68,7 +69,7 @@ pub(crate) fn generate(
         Next::Exhausted => {
             let parts = vec![json!({"text": "Script exhausted."})];
             return (
-                answer(model, parts, Usage::default(), streaming),
+                answer(model, parts, Usage::default(), streaming, false),
                 Served::Exhausted,
             );
         }
@@ -81,7 +82,7 @@ pub(crate) fn generate(
     match &turn.action {
         Action::Error { status, body, .. } => {
             let body = body.clone().unwrap_or_else(|| error_body(*status));
-            return (json_response(*status, body), served);
+            return (json_response(*status, body).into(), served);
         }
         Action::Text { text } => parts.push(json!({"text": text})),
         Action::WriteFile { path, content } => parts.push(json!({
@@ -102,7 +103,8 @@ pub(crate) fn generate(
             }
         })),
     }
-    (answer(model, parts, turn.usage, streaming), served)
+    let paced = turn.pace_ms.is_some();
+    (answer(model, parts, turn.usage, streaming, paced), served)
 }
 
 pub(crate) fn count_tokens(body: &Value) -> Response {
@@ -143,25 +145,39 @@ pub(crate) fn models() -> Response {
     json_response(200, json!({ "models": models }))
 }
 
-fn answer(model: &str, parts: Vec<Value>, usage: Usage, streaming: bool) -> Response {
-    let chunk = json!({
-        "candidates": [{
-            "content": { "role": "model", "parts": parts },
-            "finishReason": "STOP",
-            "index": 0,
-        }],
-        "usageMetadata": {
-            "promptTokenCount": usage.prompt_total(),
-            "candidatesTokenCount": usage.output_tokens,
-            "cachedContentTokenCount": usage.cached_input_tokens,
-            "totalTokenCount": usage.prompt_total() + usage.output_tokens,
-        },
-        "modelVersion": model,
-        "responseId": id(""),
+/// The answer as one chunk, or, when `per_part` (a paced stream), one
+/// chunk per part with the finish reason and usage on the last, as the
+/// real API spreads a long answer.
+fn answer(model: &str, parts: Vec<Value>, usage: Usage, streaming: bool, per_part: bool) -> Reply {
+    let response_id = id("");
+    let usage = json!({
+        "promptTokenCount": usage.prompt_total(),
+        "candidatesTokenCount": usage.output_tokens,
+        "cachedContentTokenCount": usage.cached_input_tokens,
+        "totalTokenCount": usage.prompt_total() + usage.output_tokens,
     });
-    if streaming {
-        sse(vec![Event::data(chunk)])
-    } else {
-        json_response(200, chunk)
+    let chunk = |parts: Vec<Value>, last: bool| {
+        let mut candidate = json!({ "content": { "role": "model", "parts": parts }, "index": 0 });
+        let mut chunk =
+            json!({ "candidates": [], "modelVersion": model, "responseId": response_id });
+        if last {
+            candidate["finishReason"] = json!("STOP");
+            chunk["usageMetadata"] = usage.clone();
+        }
+        chunk["candidates"] = json!([candidate]);
+        chunk
+    };
+    if !streaming {
+        return json_response(200, chunk(parts, true)).into();
     }
+    if !per_part || parts.len() < 2 {
+        return sse(vec![Event::data(chunk(parts, true))]);
+    }
+    let count = parts.len();
+    let events = parts
+        .into_iter()
+        .enumerate()
+        .map(|(i, part)| Event::data(chunk(vec![part], i + 1 == count)))
+        .collect();
+    sse(events)
 }

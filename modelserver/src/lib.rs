@@ -8,6 +8,8 @@
 
 mod anthropic;
 mod common;
+mod control;
+mod delivery;
 mod gemini;
 mod openai;
 pub mod script;
@@ -15,6 +17,7 @@ mod state;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::extract::State as AxumState;
@@ -25,9 +28,12 @@ use serde_json::{json, Value};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
-pub use script::{Action, Script, SideReply, Turn, Usage};
-pub use state::{Api, RecordedRequest, Served, SideCall};
+pub use script::{Action, Hold, Script, SideReply, Turn, Usage};
+pub use state::{Api, Progress, RecordedRequest, Served, SideCall};
 
+use common::Reply;
+use control::Until;
+use delivery::Holding;
 use state::State;
 
 /// A running server; dropping it stops it.
@@ -99,6 +105,59 @@ impl ModelServer {
         self.state.remaining_turns()
     }
 
+    /// Counts of requests so far and of requests held now.
+    pub fn progress(&self) -> Progress {
+        *self.state.progress().borrow()
+    }
+
+    /// Lets every request held now (see [`Turn::held`]) be answered;
+    /// returns how many there were. Requests of a held turn that arrive
+    /// later are held in their turn.
+    pub fn release_held(&self) -> usize {
+        self.state.release_held()
+    }
+
+    /// Requests held right now; one whose client went away no longer
+    /// counts.
+    pub fn held_requests(&self) -> usize {
+        self.progress().held
+    }
+
+    /// Waits until at least `n` requests have been served with (or are
+    /// held in) a script turn, and returns those requests. A held turn's
+    /// request counts, and can be released, as soon as this returns.
+    pub async fn wait_for_turn_requests(
+        &self,
+        n: usize,
+        timeout: Duration,
+    ) -> anyhow::Result<Vec<RecordedRequest>> {
+        let until = Until {
+            turn_requests: Some(n),
+            ..Until::default()
+        };
+        self.wait(until, timeout, &format!("{n} turn requests"))
+            .await?;
+        Ok(self.turn_requests())
+    }
+
+    /// Waits until exactly `n` requests are held (`0`: every hold has
+    /// been released or its client has gone).
+    pub async fn wait_for_held(&self, n: usize, timeout: Duration) -> anyhow::Result<()> {
+        let until = Until {
+            held: Some(n),
+            ..Until::default()
+        };
+        self.wait(until, timeout, &format!("{n} held requests"))
+            .await
+    }
+
+    async fn wait(&self, until: Until, timeout: Duration, what: &str) -> anyhow::Result<()> {
+        control::wait(&self.state, until, timeout)
+            .await
+            .map(drop)
+            .map_err(|p| anyhow::anyhow!("waited {timeout:?} for {what}; now {p:?}"))
+    }
+
     /// Stops accepting requests and waits for the server task to end.
     pub async fn shutdown(mut self) {
         self.stop();
@@ -111,6 +170,8 @@ impl ModelServer {
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());
         }
+        // A graceful shutdown waits for open requests: held ones must end.
+        self.state.release_held();
     }
 }
 
@@ -128,8 +189,22 @@ async fn handle(
     body: Bytes,
 ) -> Response {
     let path = uri.path().to_owned();
+    if path.starts_with(control::PREFIX) {
+        return control::handle(&state, &method, &path, uri.query()).await;
+    }
     let body = parse_body(&body);
-    let (api, model, response, served) = route(&state, &method, &path, &headers, &body);
+    let (api, model, reply, served) = route(&state, &method, &path, &headers, &body);
+    let turn = match served {
+        Served::Turn { index } => state.turn(index),
+        _ => None,
+    };
+    let pace = turn.and_then(Turn::pace);
+    // Registered before the request is recorded, so that a test that saw
+    // it arrive can release it.
+    let holding = turn.and_then(|t| t.hold).map(|mode| Holding {
+        mode,
+        held: state.hold(),
+    });
     state.record(RecordedRequest {
         api,
         method: method.to_string(),
@@ -140,7 +215,7 @@ async fn handle(
         model,
         served,
     });
-    response
+    delivery::deliver(reply, holding, pace).await
 }
 
 fn parse_body(bytes: &Bytes) -> Value {
@@ -155,7 +230,7 @@ fn body_model(body: &Value) -> Option<String> {
     body.get("model").and_then(Value::as_str).map(str::to_owned)
 }
 
-type Routed = (Api, Option<String>, Response, Served);
+type Routed = (Api, Option<String>, Reply, Served);
 
 fn route(state: &State, method: &Method, path: &str, headers: &HeaderMap, body: &Value) -> Routed {
     let post = method == Method::POST;
@@ -165,7 +240,7 @@ fn route(state: &State, method: &Method, path: &str, headers: &HeaderMap, body: 
         "/" => (
             Api::Unknown,
             None,
-            StatusCode::OK.into_response(),
+            StatusCode::OK.into_response().into(),
             Served::Auxiliary,
         ),
         "/v1/messages" if post => {
@@ -175,7 +250,7 @@ fn route(state: &State, method: &Method, path: &str, headers: &HeaderMap, body: 
         "/v1/messages/count_tokens" if post => (
             Api::Anthropic,
             body_model(body),
-            anthropic::count_tokens(body),
+            anthropic::count_tokens(body).into(),
             Served::Auxiliary,
         ),
         "/v1/responses" if post => {
@@ -184,14 +259,23 @@ fn route(state: &State, method: &Method, path: &str, headers: &HeaderMap, body: 
         }
         "/v1/models" if method == Method::GET => {
             if headers.contains_key("anthropic-version") {
-                (Api::Anthropic, None, anthropic::models(), Served::Auxiliary)
+                let models = anthropic::models().into();
+                (Api::Anthropic, None, models, Served::Auxiliary)
             } else {
-                (Api::OpenAi, None, openai::models(), Served::Auxiliary)
+                (
+                    Api::OpenAi,
+                    None,
+                    openai::models().into(),
+                    Served::Auxiliary,
+                )
             }
         }
-        "/v1beta/models" if method == Method::GET => {
-            (Api::Gemini, None, gemini::models(), Served::Auxiliary)
-        }
+        "/v1beta/models" if method == Method::GET => (
+            Api::Gemini,
+            None,
+            gemini::models().into(),
+            Served::Auxiliary,
+        ),
         _ => match path
             .strip_prefix("/v1beta/models/")
             .and_then(gemini::parse_target)
@@ -199,7 +283,7 @@ fn route(state: &State, method: &Method, path: &str, headers: &HeaderMap, body: 
             Some((model, gemini::Method::CountTokens)) if post => (
                 Api::Gemini,
                 Some(model),
-                gemini::count_tokens(body),
+                gemini::count_tokens(body).into(),
                 Served::Auxiliary,
             ),
             Some((model, m)) if post => {
@@ -228,7 +312,7 @@ fn not_found(path: &str, headers: &HeaderMap) -> Routed {
     (
         api,
         None,
-        common::json_response(404, body),
+        common::json_response(404, body).into(),
         Served::NotFound,
     )
 }

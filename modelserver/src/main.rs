@@ -1,8 +1,10 @@
 //! `pam-model-server --listen 127.0.0.1:PORT --script FILE.json [--log FILE.jsonl]`
 //!
 //! Serves one script until interrupted, for pointing an agent CLI at it by
-//! hand. With `--log`, each request is appended as one JSON line as soon
-//! as it has been answered.
+//! hand. With `--log`, each request is appended as one JSON line within
+//! 100 ms of its arrival (a held request before it is answered). Held
+//! requests are released, and progress waited for, over HTTP: see the
+//! `/_pam/` endpoints (`control.rs`).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -3,7 +3,7 @@
 use axum::response::Response;
 use serde_json::{json, Value};
 
-use crate::common::{id, json_response, sample_for_schema, sse, Event};
+use crate::common::{id, json_response, sample_for_schema, sse, Event, Reply};
 use crate::script::{Action, Usage};
 use crate::state::{Api, Next, Served, State};
 
@@ -100,7 +100,7 @@ fn write_item(tools: &[(String, String)], path: &str, content: &str) -> Item {
     }
 }
 
-pub(crate) fn responses(state: &State, body: &Value) -> (Response, Served) {
+pub(crate) fn responses(state: &State, body: &Value) -> (Reply, Served) {
     let model = body
         .get("model")
         .and_then(Value::as_str)
@@ -136,7 +136,7 @@ pub(crate) fn responses(state: &State, body: &Value) -> (Response, Served) {
     match &turn.action {
         Action::Error { status, body, .. } => {
             let body = body.clone().unwrap_or_else(|| error_body(*status));
-            return (json_response(*status, body), served);
+            return (json_response(*status, body).into(), served);
         }
         Action::Text { text } => items.push(Item::Message(text.clone())),
         Action::WriteFile { path, content } => items.push(write_item(&tools, path, content)),
@@ -288,7 +288,7 @@ fn merge(base: &Value, extra: Value) -> Value {
     out
 }
 
-fn stream(model: &str, items: Vec<Item>, usage: Usage) -> Response {
+fn stream(model: &str, items: Vec<Item>, usage: Usage) -> Reply {
     let response_id = id("resp_");
     let mut raw: Vec<(&'static str, Value)> = vec![
         (

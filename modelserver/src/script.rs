@@ -4,6 +4,8 @@
 //! translates a turn into its own wire shapes and into whichever tool the
 //! calling CLI declared for the job.
 
+use std::time::Duration;
+
 use serde::{Deserialize, Serialize};
 
 /// Token counts reported for one model response.
@@ -62,6 +64,20 @@ fn one() -> u32 {
     1
 }
 
+/// Where a held request waits for [`crate::ModelServer::release_held`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Hold {
+    /// Nothing is sent back, not even the status line: to the CLI the
+    /// model has not answered yet.
+    BeforeHeaders,
+    /// The `200` and the SSE headers go out at once, the events only after
+    /// the release: a stream that has started but is silent. Answers that
+    /// are not streams (errors, non-streaming calls) are held before their
+    /// headers instead.
+    AfterHeaders,
+}
+
 /// One scripted response of the main conversation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Turn {
@@ -73,6 +89,15 @@ pub struct Turn {
     /// separate content block / output item / part).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preamble: Option<String>,
+    /// Keep each request of this turn open until the test releases it (or
+    /// the client goes away); it counts as a turn request from its arrival.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hold: Option<Hold>,
+    /// Milliseconds between the SSE events of this turn's stream (a paced
+    /// Gemini stream sends one chunk per part); `None` writes the whole
+    /// stream at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pace_ms: Option<u64>,
 }
 
 impl Turn {
@@ -81,6 +106,8 @@ impl Turn {
             action,
             usage: Usage::default(),
             preamble: None,
+            hold: None,
+            pace_ms: None,
         }
     }
 
@@ -135,6 +162,30 @@ impl Turn {
     pub fn with_preamble(mut self, text: impl Into<String>) -> Self {
         self.preamble = Some(text.into());
         self
+    }
+
+    /// Holds every request of this turn, sending nothing back, until
+    /// [`crate::ModelServer::release_held`]; then answers as scripted.
+    pub fn held(mut self) -> Self {
+        self.hold = Some(Hold::BeforeHeaders);
+        self
+    }
+
+    /// Like [`Turn::held`] but sends the status line and SSE headers first.
+    pub fn held_after_headers(mut self) -> Self {
+        self.hold = Some(Hold::AfterHeaders);
+        self
+    }
+
+    /// Streams this turn's SSE events `delay` apart (millisecond precision).
+    pub fn paced(mut self, delay: Duration) -> Self {
+        self.pace_ms = Some(delay.as_millis().try_into().unwrap_or(u64::MAX));
+        self
+    }
+
+    /// The delay between SSE events, when paced.
+    pub fn pace(&self) -> Option<Duration> {
+        self.pace_ms.map(Duration::from_millis)
     }
 }
 

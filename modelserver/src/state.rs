@@ -1,10 +1,11 @@
 //! The server's memory: the turns still to serve and every request seen.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use axum::http::HeaderMap;
 use serde::{Deserialize, Serialize};
+use tokio::sync::{oneshot, watch};
 
 use crate::script::{Action, Script, SideReply, Turn, Usage};
 
@@ -78,6 +79,17 @@ pub struct SideCall {
     pub usage: Usage,
 }
 
+/// Counts a test can wait on (see [`crate::ModelServer::wait_for`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Progress {
+    /// Every request recorded so far.
+    pub requests: usize,
+    /// Requests answered (or being held) with a script turn.
+    pub turn_requests: usize,
+    /// Requests held right now: not yet released, client still there.
+    pub held: usize,
+}
+
 /// What the next main-conversation request gets.
 pub(crate) enum Next {
     Turn { index: usize, turn: Turn },
@@ -90,24 +102,37 @@ struct Inner {
     errors_served: u32,
     requests: Vec<RecordedRequest>,
     side_calls: Vec<SideCall>,
+    /// One sender per held request; released by sending, gone when its
+    /// request is (the receiver is dropped with the request).
+    held: Vec<oneshot::Sender<()>>,
 }
 
 pub(crate) struct State {
     inner: Mutex<Inner>,
     side_reply: SideReply,
+    /// The script's turns by index, for how each one is delivered.
+    script: Vec<Turn>,
+    progress: watch::Sender<Progress>,
 }
 
 impl State {
     pub(crate) fn new(script: Script) -> Self {
         Self {
             inner: Mutex::new(Inner {
-                turns: script.turns.into_iter().enumerate().collect(),
+                turns: script.turns.iter().cloned().enumerate().collect(),
                 errors_served: 0,
                 requests: Vec::new(),
                 side_calls: Vec::new(),
+                held: Vec::new(),
             }),
             side_reply: script.side_reply,
+            script: script.turns,
+            progress: watch::Sender::new(Progress::default()),
         }
+    }
+
+    pub(crate) fn turn(&self, index: usize) -> Option<&Turn> {
+        self.script.get(index)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -139,7 +164,50 @@ impl State {
     }
 
     pub(crate) fn record(&self, request: RecordedRequest) {
+        let turn = matches!(request.served, Served::Turn { .. });
         self.lock().requests.push(request);
+        self.progress.send_modify(|p| {
+            p.requests += 1;
+            p.turn_requests += usize::from(turn);
+        });
+    }
+
+    pub(crate) fn progress(&self) -> watch::Receiver<Progress> {
+        self.progress.subscribe()
+    }
+
+    /// Registers a held request; it stays held until [`State::release_held`]
+    /// or until the returned [`Held`] is dropped with its request.
+    pub(crate) fn hold(self: &Arc<Self>) -> Held {
+        let (tx, rx) = oneshot::channel();
+        self.lock().held.push(tx);
+        self.refresh_held();
+        Held {
+            rx: Some(rx),
+            state: self.clone(),
+        }
+    }
+
+    /// Lets every request held now go on; returns how many there were.
+    pub(crate) fn release_held(&self) -> usize {
+        let senders = std::mem::take(&mut self.lock().held);
+        let released = senders.into_iter().filter(|tx| !tx.is_closed()).count();
+        // Dropping a sender wakes its request just as sending would.
+        self.refresh_held();
+        released
+    }
+
+    fn refresh_held(&self) {
+        let held = {
+            let mut inner = self.lock();
+            inner.held.retain(|tx| !tx.is_closed());
+            inner.held.len()
+        };
+        self.progress.send_if_modified(|p| {
+            let changed = p.held != held;
+            p.held = held;
+            changed
+        });
     }
 
     pub(crate) fn record_side(&self, api: Api, model: &str, usage: Usage) {
@@ -160,6 +228,30 @@ impl State {
 
     pub(crate) fn remaining_turns(&self) -> usize {
         self.lock().turns.len()
+    }
+}
+
+/// A held request's side of the hold: [`Held::wait`] returns once it is
+/// released; dropping it (the client went away) frees the hold.
+pub(crate) struct Held {
+    rx: Option<oneshot::Receiver<()>>,
+    state: Arc<State>,
+}
+
+impl Held {
+    pub(crate) async fn wait(mut self) {
+        if let Some(rx) = self.rx.as_mut() {
+            // An error means the sender was dropped by a release: go on.
+            let _ = rx.await;
+        }
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        // The receiver goes first so that the sender reads as closed.
+        drop(self.rx.take());
+        self.state.refresh_held();
     }
 }
 

@@ -4,7 +4,10 @@
 #
 #   cargo build -p pam-model-server
 #   (cd tests/agents && npm ci --no-audit --no-fund)
-#   tests/agents/capture.sh [claude|codex|gemini]...
+#   tests/agents/capture.sh [claude|codex|gemini|sessions]...
+#
+# "sessions" also keeps codex's rollout and gemini's chat file, during a
+# run (a held turn) and after it (capture-sessions.sh).
 #
 # Scenario timings go to $CAPTURE_WORK/timings.tsv (default
 # /tmp/pam-capture), and each scenario's requests to
@@ -14,6 +17,7 @@ source "$(dirname "$0")/capture-lib.sh"
 source "$(dirname "$0")/capture-claude.sh"
 source "$(dirname "$0")/capture-codex.sh"
 source "$(dirname "$0")/capture-gemini.sh"
+source "$(dirname "$0")/capture-sessions.sh"
 
 [ -x "$SERVER" ] || {
   echo "no $SERVER: build it with cargo build -p pam-model-server" >&2
@@ -21,7 +25,7 @@ source "$(dirname "$0")/capture-gemini.sh"
 }
 
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(claude codex gemini)
+[ ${#targets[@]} -gt 0 ] || targets=(claude codex gemini sessions)
 for target in "${targets[@]}"; do
   "capture_$target"
 done

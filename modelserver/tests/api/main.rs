@@ -2,6 +2,7 @@
 
 mod anthropic;
 mod gemini;
+mod hold;
 mod openai;
 mod script;
 

@@ -1,4 +1,6 @@
-use pam_model_server::{Action, Script, Turn, Usage};
+use std::time::Duration;
+
+use pam_model_server::{Action, Hold, Script, Turn, Usage};
 use serde_json::json;
 
 #[test]
@@ -11,6 +13,8 @@ fn script_round_trips_through_json() {
         Turn::text("done").with_usage(4, 5, 6),
         Turn::error(500).times(3),
         Turn::error(429).with_body(json!({"error": "slow"})),
+        Turn::text("wait").held().paced(Duration::from_millis(250)),
+        Turn::run_command("ls").held_after_headers(),
     ])
     .with_side_reply("side", Usage::new(7, 8, 9));
     let text = serde_json::to_string(&script).unwrap();
@@ -56,5 +60,27 @@ fn times_and_body_only_touch_error_turns() {
             body: None,
             times: 1
         }
+    );
+}
+
+#[test]
+fn hold_and_pace_in_json() {
+    let script: Script = serde_json::from_value(json!({
+        "turns": [
+            {"text": {"text": "a"}, "hold": "before_headers"},
+            {"text": {"text": "b"}, "hold": "after_headers", "pace_ms": 50},
+            {"text": {"text": "c"}},
+        ],
+    }))
+    .unwrap();
+    assert_eq!(script.turns[0], Turn::text("a").held());
+    assert_eq!(script.turns[1].hold, Some(Hold::AfterHeaders));
+    assert_eq!(script.turns[1].pace(), Some(Duration::from_millis(50)));
+    assert_eq!(script.turns[2].hold, None);
+    assert_eq!(script.turns[2].pace(), None);
+    let plain = serde_json::to_value(&script.turns[2]).unwrap();
+    assert_eq!(
+        plain,
+        json!({"text": {"text": "c"}, "usage": {"input_tokens": 0, "cached_input_tokens": 0, "output_tokens": 0}})
     );
 }

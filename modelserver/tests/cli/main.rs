@@ -155,6 +155,39 @@ async fn claude_accept_edits_writes_and_reports_scripted_usage() {
     );
 }
 
+/// The use the hold is for: a run stopped after exactly one model call,
+/// while the CLI waits for its second.
+#[tokio::test]
+async fn claude_killed_while_its_second_call_is_held() {
+    let Some(claude) = cli("claude") else { return };
+    let script = Script::new([
+        Turn::write_file("hello.txt", "hello from pam\n"),
+        Turn::text("Finished.").held(),
+    ]);
+    let server = ModelServer::start(script).await.unwrap();
+    let sandbox = Sandbox::new();
+    let mut command = base_command(&claude, &sandbox);
+    command
+        .env("ANTHROPIC_BASE_URL", server.base_url())
+        .env("ANTHROPIC_API_KEY", "sk-pam-model-server")
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .args(["-p", "Create hello.txt", "--output-format", "stream-json"])
+        .args(["--verbose", "--permission-mode", "acceptEdits"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true);
+    let mut child = command.spawn().unwrap();
+    let wait = Duration::from_secs(60);
+    server.wait_for_turn_requests(2, wait).await.unwrap();
+    assert!(sandbox.repo().join("hello.txt").exists(), "first call done");
+    assert_eq!(server.held_requests(), 1);
+    assert!(child.try_wait().unwrap().is_none(), "the CLI waits");
+    child.kill().await.unwrap();
+    server.wait_for_held(0, wait).await.unwrap();
+    assert_eq!(server.turn_requests().len(), 2);
+}
+
 #[tokio::test]
 async fn codex_workspace_write_applies_the_patch() {
     let Some(codex) = cli("codex") else { return };
