@@ -155,6 +155,21 @@ impl OutputReader {
         std::mem::take(&mut self.pending)
     }
 
+    /// Usage read elsewhere than the output (the CLI's session file):
+    /// a progress report when it changes the attempt's usage so far.
+    pub fn usage_reports(&mut self, reports: Vec<crate::providers::UsageReport>) {
+        let mut changed = false;
+        for r in reports {
+            changed |= self.meter.report(r);
+        }
+        if changed {
+            self.pending.push(Progress {
+                attempt_usage: self.meter.so_far(),
+                ..Progress::default()
+            });
+        }
+    }
+
     /// The provider's final result, when it printed one.
     pub fn final_result(&self) -> Option<&FinalResult> {
         self.final_result.as_ref()

@@ -27,12 +27,14 @@
 //! 127: the session never ran, which is the seed's `spawning → failed` edge;
 //! a `finished` there would report an exit that never happened.
 //!
-//! SIGINT, SIGTERM and SIGHUP are forwarded to the child; a child still
-//! alive `stop_grace` after the first forwarded signal gets SIGKILL. The
-//! child shares the pane's terminal (stdin is inherited, so `send-keys`
-//! reaches it), which means a Ctrl-C typed in the pane reaches it twice:
-//! from the terminal and forwarded. Signals sent to the wrapper alone (the
-//! agent's stop: `kill -TERM <pane pid>`) reach it once.
+//! The child runs in its own process group, which the wrapper makes the
+//! pane terminal's foreground group: what is typed in the pane
+//! (`send-keys`, attach) reaches it, and a Ctrl-C typed there reaches it
+//! once, from the terminal. SIGINT, SIGTERM and SIGHUP sent to the wrapper
+//! (the agent's stop: `kill -TERM <pane pid>`) are forwarded to the whole
+//! group — the CLI and every process it started (gemini relaunches itself
+//! as a second process; an agent's shell commands) — and a group still
+//! alive `stop_grace` after the first forwarded signal gets SIGKILL.
 
 use std::fs::File;
 use std::io::Write;
@@ -42,7 +44,7 @@ use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
 use anyhow::Context;
-use nix::sys::signal::{kill, Signal as UnixSignal};
+use nix::sys::signal::{killpg, Signal as UnixSignal};
 use nix::unistd::Pid;
 use pam_manifests::protocol::{Signal, SignalKind, REASON_PROVIDER_FAILED, REASON_SPAWN_FAILED};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -52,8 +54,12 @@ use uuid::Uuid;
 
 use crate::outbox::Outbox;
 use crate::output_reader::{OutputReader, Progress};
+use crate::providers::session_file::SessionFile;
 use crate::providers::ProviderKind;
 use crate::workspace::result as workspace;
+
+/// How often a CLI's session file is read for its live usage.
+const SESSION_FILE_POLL: Duration = Duration::from_secs(1);
 /// How long to keep reading output after the child exited, for grandchildren
 /// that inherited the pipes.
 const DRAIN_AFTER_EXIT: Duration = Duration::from_secs(2);
@@ -158,6 +164,11 @@ pub async fn wrap(args: WrapArgs) -> anyhow::Result<i32> {
         .stdin(Stdio::inherit())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
+    // Its own process group, the terminal's foreground one: a stop reaches
+    // every process the CLI started (gemini runs as a second node process;
+    // an agent's shell commands), and what is typed in the pane (attach)
+    // reaches the CLI.
+    cmd.process_group(0);
     let mut child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => {
@@ -171,6 +182,7 @@ pub async fn wrap(args: WrapArgs) -> anyhow::Result<i32> {
         }
     };
     let pid = Pid::from_raw(child.id().expect("a just-spawned child has a pid") as i32);
+    let _background = foreground(pid);
     let session = emitter.session_name.clone();
     emitter.emit(SignalKind::Started, |s| s.session_name = session);
 
@@ -180,6 +192,11 @@ pub async fn wrap(args: WrapArgs) -> anyhow::Result<i32> {
     let mut own_err = tokio::io::stderr();
     let mut obuf = vec![0u8; 64 * 1024];
     let mut ebuf = vec![0u8; 64 * 1024];
+    // Codex's and Gemini's live usage is in their session files
+    // (found once the stream names the session), read every second.
+    let begun = chrono::Utc::now() - chrono::Duration::seconds(1);
+    let mut session_file: Option<SessionFile> = None;
+    let mut session_tick = tokio::time::interval(SESSION_FILE_POLL);
     let transcript = crate::transcript::path(&args.data_dir, args.run_id, args.attempt);
     let mut reader = OutputReader::new(args.provider, &transcript, args.env.values());
     let mut seq = 0;
@@ -219,11 +236,24 @@ pub async fn wrap(args: WrapArgs) -> anyhow::Result<i32> {
             _ = sighup.recv() => forward(pid, UnixSignal::SIGHUP, status.is_none(), &mut kill_at, args.stop_grace),
             _ = tokio::time::sleep_until(kill_at.unwrap_or_else(far)), if kill_at.is_some() && status.is_none() => {
                 eprintln!("pam-worker wrap: command still alive {}s after the stop signal; killing it", args.stop_grace.as_secs());
-                let _ = kill(pid, UnixSignal::SIGKILL);
+                let _ = killpg(pid, UnixSignal::SIGKILL);
                 kill_at = None;
             },
             _ = tokio::time::sleep_until(drain_until.unwrap_or_else(far)), if drain_until.is_some() => break,
+            _ = session_tick.tick(), if session_file.is_some() => {
+                let file = session_file.as_mut().expect("checked above");
+                reader.usage_reports(file.poll());
+                emitter.progress(reader.take(), &mut seq);
+            },
         }
+        if session_file.is_none() {
+            session_file = reader
+                .session_id()
+                .and_then(|id| SessionFile::new(args.provider, &args.env, id, begun));
+        }
+    }
+    if let Some(file) = session_file.as_mut() {
+        reader.usage_reports(file.poll());
     }
     reader.finish();
     emitter.progress(reader.take(), &mut seq);
@@ -277,12 +307,37 @@ pub fn exit_code(status: ExitStatus) -> i32 {
         .unwrap_or(255)
 }
 
-fn forward(pid: Pid, sig: UnixSignal, alive: bool, kill_at: &mut Option<Instant>, grace: Duration) {
+/// Forwards `sig` to the child's process group (the CLI and what it
+/// started), and arms the SIGKILL after the grace.
+fn forward(
+    pgid: Pid,
+    sig: UnixSignal,
+    alive: bool,
+    kill_at: &mut Option<Instant>,
+    grace: Duration,
+) {
     if !alive {
         return;
     }
-    let _ = kill(pid, sig);
+    let _ = killpg(pgid, sig);
     kill_at.get_or_insert_with(|| Instant::now() + grace);
+}
+
+/// Makes process group `pgid` the foreground group of the wrapper's
+/// terminal (the tmux pane), when stdin is one. The wrapper stays in the
+/// background: it only writes to the terminal. The returned handler keeps
+/// a SIGTTOU (a background write on a terminal with `tostop`) from
+/// stopping it while it lives.
+fn foreground(pgid: Pid) -> Option<tokio::signal::unix::Signal> {
+    let stdin = std::io::stdin();
+    if !nix::unistd::isatty(&stdin).unwrap_or(false) {
+        return None;
+    }
+    let ttou = signal(TokioSignal::from_raw(UnixSignal::SIGTTOU as i32)).ok();
+    if let Err(e) = nix::unistd::tcsetpgrp(&stdin, pgid) {
+        eprintln!("pam-worker wrap: cannot give the terminal to the command: {e}");
+    }
+    ttou
 }
 
 /// Copies a chunk to the log and to the pane. A pane that is gone (the

@@ -460,3 +460,33 @@ async fn spawn_rejects_a_missing_cwd_and_an_exec_run_without_command() {
         .to_string();
     assert!(e.contains("has no command"), "{e}");
 }
+
+/// A stop reaches everything the command started, not only the command:
+/// a provider CLI that runs as a second process (gemini relaunches
+/// itself) or an agent's shell command would otherwise outlive the run.
+#[tokio::test]
+async fn a_stop_reaches_the_commands_own_children() {
+    let d = TestDir::new("wrap");
+    let run = Uuid::new_v4();
+    let pid_file = d.path().join("grandchild.pid");
+    let script = format!("sleep 300 & echo $! > {}; wait", pid_file.display());
+    let mut wrapper = wrap_cmd(d.path(), run, 1, "exec", &["sh", "-c", &script])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let grandchild: i32 = eventually(10, "the grandchild's pid", || {
+        std::fs::read_to_string(&pid_file).ok()?.trim().parse().ok()
+    })
+    .await;
+    kill(Pid::from_raw(wrapper.id().unwrap() as i32), Sig::SIGTERM).unwrap();
+    let status = tokio::time::timeout(std::time::Duration::from_secs(10), wrapper.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(status.code(), Some(143));
+    eventually(5, "the grandchild to be gone", || {
+        (kill(Pid::from_raw(grandchild), None) == Err(nix::errno::Errno::ESRCH)).then_some(())
+    })
+    .await;
+}

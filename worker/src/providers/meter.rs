@@ -13,7 +13,7 @@ use super::stream::UsageReport;
 pub struct UsageMeter {
     /// Each call's usage by its id, in the order first seen.
     calls: Vec<(String, TokenUsage)>,
-    /// Whole turns' usage, added.
+    /// Whole turns' usage, added; counted only while no call is known.
     turns: TokenUsage,
     /// The provider's totals, once reported.
     total: Option<TokenUsage>,
@@ -64,7 +64,13 @@ impl UsageMeter {
         if self.calls.is_empty() && self.turns == TokenUsage::default() {
             return None;
         }
-        let mut sum = self.turns.clone();
+        // Calls, when known, are the finer count of the same usage a turn
+        // sums (codex: the session file's responses, the stream's turn).
+        let mut sum = if self.calls.is_empty() {
+            self.turns.clone()
+        } else {
+            TokenUsage::default()
+        };
         let mut by_model: Vec<ModelUsage> = Vec::new();
         for (_, u) in &self.calls {
             sum.input_tokens += u.input_tokens;

@@ -31,6 +31,7 @@ mod grok;
 pub mod meter;
 #[cfg(test)]
 mod replay;
+pub mod session_file;
 pub mod stream;
 
 use std::collections::BTreeMap;
