@@ -24,7 +24,7 @@ fn completion_scripts() {
     // The engine itself works offline for verbs, kinds, flags and fields.
     let r = env.run(&["__complete", "get", "ru"]);
     assert_eq!((r.code, r.stdout.as_str()), (0, "runs\nrun/\n:2\n"));
-    let r = env.run(&["__complete", "explain", "task.spec.p"]);
+    let r = env.run(&["__complete", "explain", "task.spec.pa"]);
     assert_eq!(r.stdout, "task.spec.parent\n:2\n");
     // A server that is not there costs nothing but the names.
     let r = env.run(&[

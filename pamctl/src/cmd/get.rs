@@ -299,6 +299,27 @@ fn recent_events(client: &Client, kind: Kind, obj: &Value) -> Result<(Vec<Value>
     Ok((found, true))
 }
 
+/// A run's recent activity (`GET …/activity`); nothing when it cannot be
+/// read (a pamd that does not serve it), with a note.
+fn recent_activity(client: &Client, project: Option<&str>, run: &Value) -> Vec<Value> {
+    let name = run
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let path = format!("{}/activity", crate::object_path(Kind::Run, project, name));
+    match client.get(&path) {
+        Ok(v) => v
+            .get("items")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default(),
+        Err(e) => {
+            term::note(&format!("note: recent activity unavailable: {}", e.message));
+            Vec::new()
+        }
+    }
+}
+
 pub(crate) fn describe(ctx: &mut Ctx, args: &[String]) -> Result<Exit> {
     let requests = targets::parse(args)?;
     let client = ctx.client()?;
@@ -322,7 +343,21 @@ pub(crate) fn describe(ctx: &mut Ctx, args: &[String]) -> Result<Exit> {
                     Vec::new()
                 }
             };
-            pages.push(describe::page(r.kind, &obj, &events, Utc::now()));
+            // A run's agent: what it did lately (its current attempt).
+            let activity = if r.kind == Kind::Run {
+                recent_activity(&client, project.as_deref(), &obj)
+            } else {
+                Vec::new()
+            };
+            pages.push(describe::page(
+                r.kind,
+                &obj,
+                &describe::Extra {
+                    events: &events,
+                    activity: &activity,
+                },
+                Utc::now(),
+            ));
         }
     }
     term::out(&pages.join("\n\n"));

@@ -47,8 +47,18 @@ pub fn topic_prefix(kind: Kind) -> &'static str {
     kind.info().topics
 }
 
-/// The describe page. `events`: the object's recent events, oldest first.
-pub fn page(kind: Kind, obj: &Value, events: &[Value], now: DateTime<Utc>) -> String {
+/// What a describe page shows beside the object.
+#[derive(Default)]
+pub struct Extra<'a> {
+    /// The object's recent events, oldest first.
+    pub events: &'a [Value],
+    /// A run's agent's recent activity items, oldest first.
+    pub activity: &'a [Value],
+}
+
+/// The describe page.
+pub fn page(kind: Kind, obj: &Value, extra: &Extra, now: DateTime<Utc>) -> String {
+    let events = extra.events;
     let mut out = String::new();
     let mut field = |k: &str, v: String| out.push_str(&format!("{:<18}{v}\n", format!("{k}:")));
     field("Name", cell(obj, "/metadata/name"));
@@ -119,6 +129,15 @@ pub fn page(kind: Kind, obj: &Value, events: &[Value], now: DateTime<Utc>) -> St
     } else if matches!(kind, Kind::Task | Kind::Project) && obj.pointer("/status/usage").is_some() {
         field("Usage", super::usage::line(obj, "/status/usage"));
     }
+    // What the run's agent may do, and the session a follow-up resumes.
+    if kind == Kind::Run {
+        if let Some(p) = obj.pointer("/status/permissions") {
+            field("Permissions", permissions_line(p));
+        }
+        if obj.pointer("/status/sessionId").is_some() {
+            field("Session", cell(obj, "/status/sessionId"));
+        }
+    }
     // Issue 32: what the latest attempt's workspace came to
     // (`pamctl result` for the rest, `--patch` for the diff).
     if let Some(r) = obj.pointer("/status/result") {
@@ -162,6 +181,8 @@ pub fn page(kind: Kind, obj: &Value, events: &[Value], now: DateTime<Utc>) -> St
         .cloned()
         .unwrap_or_default();
     let conditions = status.remove("conditions");
+    // Shown as their own sections.
+    status.remove("lastActivity");
     // Issue 35: a Source's owned objects as a tree, not as YAML.
     status.remove("objects");
     status.remove("objectsOmitted");
@@ -196,6 +217,10 @@ pub fn page(kind: Kind, obj: &Value, events: &[Value], now: DateTime<Utc>) -> St
             out.extend(t.render().lines().map(|l| format!("  {l}\n")));
         }
     }
+    if kind == Kind::Run {
+        out.push_str("Recent Activity:\n");
+        out.push_str(&activity_table(extra.activity, now));
+    }
     out.push_str("Events:\n");
     if events.is_empty() {
         out.push_str("  <none>\n");
@@ -225,6 +250,48 @@ pub fn page(kind: Kind, obj: &Value, events: &[Value], now: DateTime<Utc>) -> St
     out
 }
 
+/// `edits (from project), allow WebFetch, deny Bash(rm:*)`.
+fn permissions_line(p: &Value) -> String {
+    let list = |k: &str| {
+        p.get(k)
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .filter(|s| !s.is_empty())
+    };
+    let mut line = format!("{} (from {})", cell(p, "/mode"), cell(p, "/from"));
+    if let Some(a) = list("allowTools") {
+        line.push_str(&format!(", allow {a}"));
+    }
+    if let Some(d) = list("denyTools") {
+        line.push_str(&format!(", deny {d}"));
+    }
+    line
+}
+
+/// The agent's recent steps, one line each: when, what kind, what.
+fn activity_table(items: &[Value], now: DateTime<Utc>) -> String {
+    if items.is_empty() {
+        return "  <none>\n".into();
+    }
+    let mut t = Table::new(&["AGE", "TYPE", "WHAT"]);
+    for v in items {
+        let Ok(e) = serde_json::from_value::<pam_manifests::protocol::Entry>(v.clone()) else {
+            continue;
+        };
+        t.row(vec![
+            age::since(e.at.as_deref(), now),
+            e.kind.as_str().replace('_', " "),
+            pam_manifests::protocol::one_line(&e.describe(), 120),
+        ]);
+    }
+    t.render().lines().map(|l| format!("  {l}\n")).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::samples::*;
@@ -244,7 +311,7 @@ mod tests {
             (r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", "[UID]"),
             (r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", "[TIME]"),
         ]}, {
-            insta::assert_snapshot!(page(Kind::Task, task, &events, now()), @r#"
+            insta::assert_snapshot!(page(Kind::Task, task, &Extra { events: &events, activity: &[] }, now()), @r#"
             Name:             build
             Kind:             Task
             Project:          web
@@ -280,6 +347,56 @@ mod tests {
               7     5m    work_item.created   Created   task/build   ci   task build created in project web (todo)
             "#);
         });
+    }
+
+    #[test]
+    fn a_run_page_says_its_permissions_session_and_what_its_agent_did() {
+        let mut run = runs()[0].clone();
+        run["status"]["phase"] = json!("exited");
+        run["status"]["permissions"] =
+            json!({"mode": "edits", "allowTools": ["WebFetch"], "from": "project"});
+        run["status"]["sessionId"] = json!("50938134-7da5");
+        run["status"]["lastActivity"] = json!({"kind": "message", "text": "Created hello.txt."});
+        let activity = vec![
+            json!({"kind": "tool_call", "tool": "Write", "target": "hello.txt", "at": "2026-03-01T11:58:00Z"}),
+            json!({"kind": "denied", "tool": "Bash", "target": "rm -rf build", "at": "2026-03-01T11:59:00Z"}),
+            json!({"kind": "retry", "text": "retrying the API call, attempt 1 of 10: 529 overloaded", "at": "2026-03-01T11:59:30Z"}),
+        ];
+        let text = page(
+            Kind::Run,
+            &run,
+            &Extra {
+                events: &[],
+                activity: &activity,
+            },
+            now(),
+        );
+        assert!(
+            text.contains("Permissions:      edits (from project), allow WebFetch\n"),
+            "{text}"
+        );
+        assert!(text.contains("Session:          50938134-7da5\n"), "{text}");
+        assert!(
+            !text.contains("lastActivity"),
+            "shown as Recent Activity, not as YAML: {text}"
+        );
+        let recent = text.split("Recent Activity:\n").nth(1).unwrap();
+        let lines: Vec<&str> = recent.lines().take(4).map(str::trim_end).collect();
+        assert_eq!(
+            lines[0].split_whitespace().collect::<Vec<_>>(),
+            ["AGE", "TYPE", "WHAT"]
+        );
+        assert!(
+            lines[1].contains("tool call") && lines[1].ends_with("tool Write hello.txt"),
+            "{lines:?}"
+        );
+        assert!(lines[2].ends_with("denied Bash rm -rf build"), "{lines:?}");
+        assert!(
+            lines[3].ends_with("retrying: retrying the API call, attempt 1 of 10: 529 overloaded"),
+            "{lines:?}"
+        );
+        let empty = page(Kind::Run, &runs()[0], &Extra::default(), now());
+        assert!(empty.contains("Recent Activity:\n  <none>\n"), "{empty}");
     }
 
     #[test]

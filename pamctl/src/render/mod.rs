@@ -280,9 +280,48 @@ mod tests {
         build-1   failed   2         alpha   claude     exit_nonzero   3h
         ");
         insta::assert_snapshot!(show(Kind::Run, &runs(), Output::Wide, false, false), @r"
-        NAME      PHASE    ATTEMPT   HOST    PROVIDER   REASON         AGE   SESSION        EXIT   MESSAGE   TASK    TOKENS   COST
-        build-1   failed   2         alpha   claude     exit_nonzero   3h    pam-5e4d3c2b   1      <none>    build   1234     $0.0123
+        NAME      PHASE    ATTEMPT   HOST    PROVIDER   REASON         AGE   SESSION        EXIT   MESSAGE   LAST ACTIVITY   TASK    TOKENS   COST
+        build-1   failed   2         alpha   claude     exit_nonzero   3h    pam-5e4d3c2b   1      <none>    <none>          build   1234     $0.0123
         ");
+    }
+
+    /// What the agent did last, in `-o wide`; an agent refused tool calls
+    /// is the REASON of a run that exited 0, a failure without one of the
+    /// seed's reasons is an Error with the provider's words.
+    #[test]
+    fn a_runs_last_activity_and_refusals_show() {
+        let mut run = runs().remove(0);
+        run["status"] = serde_json::json!({"phase": "exited", "attempt": 1, "exitCode": 0,
+            "lastActivity": {"kind": "tool_call", "tool": "Write", "target": "hello.txt"},
+            "conditions": [{"type": "PermissionDenied", "status": "True", "reason": "PermissionDenied",
+                "message": "the agent was refused 1 tool call by the run's permissions: Write hello.txt"}]});
+        let table = show(
+            Kind::Run,
+            std::slice::from_ref(&run),
+            Output::Wide,
+            false,
+            false,
+        );
+        assert!(table.contains("PermissionDenied"), "{table}");
+        assert!(table.contains("tool Write hello.txt"), "{table}");
+        assert!(
+            table.contains("the agent was refused 1 tool call"),
+            "{table}"
+        );
+        run["status"] = serde_json::json!({"phase": "failed", "attempt": 1, "exitCode": 1,
+            "message": "API Error: 500 Internal Server Error"});
+        let table = show(
+            Kind::Run,
+            std::slice::from_ref(&run),
+            Output::Wide,
+            false,
+            false,
+        );
+        let row = table.lines().nth(1).unwrap();
+        assert!(
+            row.contains(" Error ") && row.contains("API Error: 500"),
+            "{table}"
+        );
     }
 
     /// Issue 31: a pending run's REASON is its Scheduled condition's, the
