@@ -3,6 +3,7 @@
 //! cluster), real `pamctl` invocations with an isolated environment;
 //! [`worker`] adds real pam-worker processes on private tmux servers.
 
+pub mod agents;
 pub mod git;
 pub mod oidc;
 pub mod worker;

@@ -33,12 +33,7 @@ pub async fn probe(config: &Config, data_dir: &Path) -> Capabilities {
             continue;
         }
         let own = config.providers.get(kind);
-        let Some(program) = own
-            .and_then(|p| p.command.as_ref())
-            .cloned()
-            .or_else(|| kind.default_command())
-            .and_then(|c| c.into_iter().next())
-        else {
+        let Some(program) = kind.program(own) else {
             continue;
         };
         let env = own.map(|p| p.env.clone()).unwrap_or_default();

@@ -126,6 +126,18 @@ impl ProviderKind {
         Some(v.iter().map(|s| s.to_string()).collect())
     }
 
+    /// The program its runs start with `cfg` (worker.toml's table): a
+    /// whole `command` override's first element, else `program`, else the
+    /// built-in one; `None` for exec (each run brings its own).
+    pub fn program(self, cfg: Option<&ProviderConfig>) -> Option<String> {
+        match cfg.and_then(|c| c.command.as_ref()) {
+            Some(command) => command.first().cloned(),
+            None => cfg
+                .and_then(|c| c.program.clone())
+                .or_else(|| self.default_command().and_then(|c| c.into_iter().next())),
+        }
+    }
+
     /// The CLI's flags for permissions `p` (none for grok, whose CLI
     /// documents none, and exec).
     pub fn permission_args(self, p: &Permissions) -> Vec<String> {
@@ -192,19 +204,16 @@ pub fn command_line(run: &DesiredRun, providers: &ProvidersConfig) -> anyhow::Re
             .ok_or_else(|| {
                 anyhow::anyhow!("run {} uses provider exec but has no command", run.run_id)
             })?,
-        _ => {
-            let mut t = cfg
-                .and_then(|c| c.command.clone())
-                .or_else(|| kind.default_command())
-                .expect("every provider but exec has a default command");
-            if let (Some(program), false) = (
-                cfg.and_then(|c| c.program.clone()),
-                cfg.is_some_and(|c| c.command.is_some()),
-            ) {
-                t[0] = program;
+        _ => match cfg.and_then(|c| c.command.clone()) {
+            Some(command) => command,
+            None => {
+                let mut t = kind
+                    .default_command()
+                    .expect("every provider but exec has a default command");
+                t[0] = kind.program(cfg).expect("a program");
+                t
             }
-            t
-        }
+        },
     };
     if template.is_empty() {
         anyhow::bail!("provider {kind} has an empty command");
