@@ -128,27 +128,14 @@ pub fn short_rev(rev: &str) -> String {
 pub fn run_reason(obj: &Value) -> (String, String) {
     let none = || "<none>".to_string();
     if obj.pointer("/status/phase").and_then(Value::as_str) == Some("pending") {
-        let scheduled = obj
-            .pointer("/status/conditions")
-            .and_then(Value::as_array)
-            .and_then(|cs| {
-                cs.iter()
-                    .find(|c| c["type"] == "Scheduled" && c["status"] == "False")
-            });
-        return match scheduled {
+        return match condition(obj, "Scheduled", "False") {
             Some(c) => (cell(c, "/reason"), cell(c, "/message")),
             None => (none(), none()),
         };
     }
     // A run whose agent was refused tool calls never reads as a plain
     // success; a failure without one of the seed's reasons is an Error.
-    let refused = obj
-        .pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .and_then(|cs| {
-            cs.iter()
-                .find(|c| c["type"] == "PermissionDenied" && c["status"] == "True")
-        });
+    let refused = condition(obj, "PermissionDenied", "True");
     let failed = obj.pointer("/status/phase").and_then(Value::as_str) == Some("failed");
     match (obj.pointer("/status/failureReason"), refused) {
         (Some(_), _) => (
@@ -159,6 +146,16 @@ pub fn run_reason(obj: &Value) -> (String, String) {
         (None, _) if failed => ("Error".into(), cell(obj, "/status/message")),
         (None, _) => (none(), cell(obj, "/status/message")),
     }
+}
+
+/// The object's condition of `type_` when its status is `status`.
+fn condition<'a>(obj: &'a Value, type_: &str, status: &str) -> Option<&'a Value> {
+    obj.pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .and_then(|cs| {
+            cs.iter()
+                .find(|c| c["type"] == type_ && c["status"] == status)
+        })
 }
 
 /// A run's LAST ACTIVITY cell: its agent's newest step in words, cut to

@@ -35,8 +35,8 @@ use pam_manifests::protocol::{Entry, EntryKind, ModelUsage, TokenUsage};
 use serde_json::Value;
 
 use super::stream::{
-    content_text, denied, message, str_at, target_of, text_entry, tool_call, tool_result, u64_at,
-    FinalResult, Parsed, StreamParser, UsageReport,
+    content_text, denied, finish, message, str_at, target_of, text_entry, tool_call, tool_result,
+    u64_at, Parsed, StreamParser, UsageReport,
 };
 
 /// What `edits` allows besides file edits in the working directory
@@ -278,14 +278,7 @@ impl Parser {
             });
         }
         let text = str_at(v, "result").unwrap_or(subtype).to_string();
-        if !success {
-            out.push(text_entry(EntryKind::Error, &text));
-        }
-        out.push(Entry {
-            ok: Some(success),
-            ..text_entry(EntryKind::Result, &text)
-        });
-        out.final_result = Some(FinalResult { success, text });
+        finish(out, success, text);
     }
 
     /// The attempt's totals: every model's (`modelUsage`, side requests

@@ -30,7 +30,7 @@ use pam_manifests::protocol::{Entry, EntryKind, TokenUsage};
 use serde_json::{json, Value};
 
 use super::stream::{
-    denied, message, str_at, text_entry, tool_call, tool_result, u64_at, FinalResult, Parsed,
+    denied, finish, message, str_at, text_entry, tool_call, tool_result, u64_at, Parsed,
     StreamParser, UsageReport,
 };
 
@@ -96,26 +96,11 @@ impl StreamParser for Parser {
                     .last_message
                     .clone()
                     .unwrap_or_else(|| "turn completed".into());
-                out.push(Entry {
-                    ok: Some(true),
-                    ..text_entry(EntryKind::Result, &text)
-                });
-                out.final_result = Some(FinalResult {
-                    success: true,
-                    text,
-                });
+                finish(out, true, text);
             }
             Some("turn.failed") => {
                 let text = error_words(v.pointer("/error/message").and_then(Value::as_str));
-                out.push(text_entry(EntryKind::Error, &text));
-                out.push(Entry {
-                    ok: Some(false),
-                    ..text_entry(EntryKind::Result, &text)
-                });
-                out.final_result = Some(FinalResult {
-                    success: false,
-                    text,
-                });
+                finish(out, false, text);
             }
             _ => {}
         }

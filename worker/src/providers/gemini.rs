@@ -29,8 +29,8 @@ use pam_manifests::protocol::{Entry, EntryKind, ModelUsage, TokenUsage, USAGE_MO
 use serde_json::Value;
 
 use super::stream::{
-    denied, message, str_at, target_of, text_entry, tool_call, tool_result, u64_at, FinalResult,
-    Parsed, StreamParser, UsageReport,
+    denied, finish, message, str_at, target_of, text_entry, tool_call, tool_result, u64_at, Parsed,
+    StreamParser, UsageReport,
 };
 
 /// The command prefixes `edits` lets `run_shell_command` run.
@@ -219,14 +219,7 @@ impl Parser {
             Some(m) => api_error_words(m),
             None => str_at(v, "status").unwrap_or("done").to_string(),
         };
-        if !success {
-            out.push(text_entry(EntryKind::Error, &text));
-        }
-        out.push(Entry {
-            ok: Some(success),
-            ..text_entry(EntryKind::Result, &text)
-        });
-        out.final_result = Some(FinalResult { success, text });
+        finish(out, success, text);
     }
 }
 

@@ -19,9 +19,7 @@
 use pam_manifests::protocol::{Entry, EntryKind, TokenUsage};
 use serde_json::Value;
 
-use super::stream::{
-    message, str_at, text_entry, u64_at, FinalResult, Parsed, StreamParser, UsageReport,
-};
+use super::stream::{finish, message, str_at, u64_at, Parsed, StreamParser, UsageReport};
 
 /// Reads one run's stream.
 #[derive(Default)]
@@ -51,17 +49,7 @@ impl StreamParser for Parser {
                 out.usage.push(UsageReport::Total(u));
             }
             let text = str_at(v, "text").unwrap_or(&status).to_string();
-            if failed {
-                out.push(text_entry(EntryKind::Error, &text));
-            }
-            out.push(Entry {
-                ok: Some(!failed),
-                ..text_entry(EntryKind::Result, &text)
-            });
-            out.final_result = Some(FinalResult {
-                success: !failed,
-                text,
-            });
+            finish(out, !failed, text);
             return;
         }
         if ty.is_empty() || ty.contains("delta") || ty.contains("chunk") {

@@ -69,6 +69,19 @@ pub trait StreamParser: Send {
     fn finish(&mut self, _out: &mut Parsed) {}
 }
 
+/// The provider's final result: a failure's words as an error entry (the
+/// run's last activity), the result entry, and [`Parsed::final_result`].
+pub fn finish(out: &mut Parsed, success: bool, text: String) {
+    if !success {
+        out.push(text_entry(EntryKind::Error, &text));
+    }
+    out.push(Entry {
+        ok: Some(success),
+        ..text_entry(EntryKind::Result, &text)
+    });
+    out.final_result = Some(FinalResult { success, text });
+}
+
 /// `s` bounded for a transcript entry.
 pub fn bounded(s: &str) -> String {
     pam_manifests::protocol::truncate_message(s, TRANSCRIPT_TEXT_MAX_BYTES)
