@@ -97,10 +97,16 @@ pub use activity::{
 mod version;
 pub use version::{protocol_mismatch, protocol_of, Peer, PROTOCOL_MIN, PROTOCOL_VERSION};
 
+mod logs;
+pub use logs::{
+    LogChunk, LogChunkError, LogFile, LogRead, TimeIndex, LOG_CHUNK_MAX, WATCH_LOG_READ,
+    WATCH_SERVES,
+};
+
 mod watch;
 pub use watch::{
     watch_accepts, WatchError, WatchErrorDetail, WatchRequest, WATCH_ACCEPTS, WATCH_DESIRED_SET,
-    WATCH_ERROR, WATCH_HEARTBEAT, WATCH_UPGRADE,
+    WATCH_ERROR, WATCH_HEARTBEAT, WATCH_LOG_CHUNK, WATCH_UPGRADE,
 };
 
 /// `POST /api/v1/workers/register`: a worker introduces itself at start.

@@ -29,7 +29,6 @@
 //! from the terminal and forwarded. Signals sent to the wrapper alone (the
 //! agent's stop: `kill -TERM <pane pid>`) reach it once.
 
-use std::fs::File;
 use std::io::Write;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -117,11 +116,12 @@ pub async fn wrap(args: WrapArgs) -> anyhow::Result<i32> {
     let log_path = log_path(&args.data_dir, args.run_id, args.attempt);
     crate::private::dir(log_path.parent().expect("log path has a parent"))
         .with_context(|| format!("create {}", log_path.display()))?;
-    let mut log = crate::private::file()
+    let log = crate::private::file()
         .create(true)
         .append(true)
         .open(&log_path)
         .with_context(|| format!("open log {}", log_path.display()))?;
+    let mut log = crate::logindex::Indexed::new(log, &log_path);
     let emitter = Emitter {
         outbox,
         run_id: args.run_id,
@@ -259,7 +259,7 @@ fn forward(pid: Pid, sig: UnixSignal, alive: bool, kill_at: &mut Option<Instant>
 
 /// Copies a chunk to the log and to the pane. A pane that is gone (the
 /// session was killed) does not stop the log.
-async fn tee(log: &mut File, own: &mut (impl AsyncWriteExt + Unpin), bytes: &[u8]) {
+async fn tee(log: &mut impl Write, own: &mut (impl AsyncWriteExt + Unpin), bytes: &[u8]) {
     if let Err(e) = log.write_all(bytes) {
         eprintln!("pam-worker wrap: cannot write the log: {e}");
     }
