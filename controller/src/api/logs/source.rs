@@ -94,8 +94,13 @@ pub async fn locate(
             .and_then(|e| e.payload["host_id"].as_str()?.parse().ok())
     };
     let Some(host_id) = host_id else {
+        let which = if attempt == run.attempt {
+            String::new()
+        } else {
+            format!(" of attempt {attempt}")
+        };
         return Err(ApiError::not_found(format!(
-            "run {name:?} has no {} of attempt {attempt}: it never started",
+            "run {name:?} has no {}{which}: it never started",
             file.noun()
         )));
     };
