@@ -80,7 +80,11 @@ async fn a_run_log_is_whole_across_a_pamd_crash_and_outlives_its_host() {
     })
     .await;
     assert!(has(&got, written_while_down.lines().next().unwrap()));
-    assert_eq!(&read()[..got.len()], &got[..], "a prefix of the file, byte for byte");
+    assert_eq!(
+        &read()[..got.len()],
+        &got[..],
+        "a prefix of the file, byte for byte"
+    );
 
     // The transcript beside the log (the wrapper's other file), read raw
     // and as a conversation while the run is live.
@@ -126,7 +130,10 @@ async fn a_run_log_is_whole_across_a_pamd_crash_and_outlives_its_host() {
     assert_eq!(none, "");
     let first = ok(&pamd.pamctl(&["-p", "e2e", "logs", "r1", "--attempt", "1"]));
     assert_eq!(first.as_bytes(), &whole[..]);
-    let err = fails(&pamd.pamctl(&["-p", "e2e", "logs", "r1", "--attempt", "2"]), 3);
+    let err = fails(
+        &pamd.pamctl(&["-p", "e2e", "logs", "r1", "--attempt", "2"]),
+        3,
+    );
     assert!(err.contains("has no attempt 2"), "{err}");
     // A follow of a run over for good ends at once with the whole log.
     let again = ok(&pamd.pamctl(&["-p", "e2e", "logs", "-f", "r1"]));
@@ -135,7 +142,10 @@ async fn a_run_log_is_whole_across_a_pamd_crash_and_outlives_its_host() {
     // Archived, then served once the host and its files are gone (a
     // fresh pamd: nothing cached).
     let archived = archive.path().join(&id).join("1.archived");
-    eventually(LONG, "the archive", || async { archived.is_file().then_some(()) }).await;
+    eventually(LONG, "the archive", || async {
+        archived.is_file().then_some(())
+    })
+    .await;
     worker.kill9();
     std::fs::remove_dir_all(&worker.data_dir).unwrap();
     pamd.restart().await.unwrap();
@@ -153,7 +163,13 @@ async fn a_run_log_is_whole_across_a_pamd_crash_and_outlives_its_host() {
     })
     .await;
     let url = format!("{}/api/v1/projects/e2e/runs/r1/log", pamd.url);
-    let r = pamd.http().get(&url).bearer_auth(&pamd.token).send().await.unwrap();
+    let r = pamd
+        .http()
+        .get(&url)
+        .bearer_auth(&pamd.token)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 503);
     let body: serde_json::Value = r.json().await.unwrap();
     assert_eq!(body["error"]["code"], "host_offline", "{body}");
@@ -171,7 +187,10 @@ async fn a_run_never_started_has_no_log() {
     // No host: the run stays pending.
     apply(&pamd, &run_yaml("r0", dir.path(), &fake(&[]), ""));
     let err = fails(&pamd.pamctl(&["-p", "e2e", "logs", "r0"]), 3);
-    assert!(err.contains("run \"r0\" has no log: it never started"), "{err}");
+    assert!(
+        err.contains("run \"r0\" has no log: it never started"),
+        "{err}"
+    );
     let err = fails(&pamd.pamctl(&["-p", "e2e", "transcript", "r0"]), 3);
     assert!(err.contains("no transcript: it never started"), "{err}");
     let err = fails(&pamd.pamctl(&["-p", "e2e", "logs", "nope"]), 3);

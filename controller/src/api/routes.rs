@@ -32,8 +32,8 @@ use pam_manifests::protocol::{
 
 use super::route::{self, delete, get, post, Access::*, Route};
 use super::{
-    actions, apply, attach as a, authz, charts, dashboard, events, hosts, logs, metrics, oidc, openapi,
-    runs, schedules, secrets, served, source_hooks, sources, stream, tasks, tokens, watch,
+    actions, apply, attach as a, authz, charts, dashboard, events, hosts, logs, metrics, oidc,
+    openapi, runs, schedules, secrets, served, source_hooks, sources, stream, tasks, tokens, watch,
     webhooks, worker as w, AppState,
 };
 use crate::rules::access::{self, Verb::*};

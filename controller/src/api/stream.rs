@@ -251,7 +251,6 @@ pub(super) trait Chunks: Send + 'static {
     }
 }
 
-
 pub(super) use super::upgraded::{upgrade_asked, upgraded_response};
 
 /// A `200 text/event-stream` response of `chunks`, unbuffered by proxies.

@@ -228,7 +228,9 @@ pub(crate) fn logs(
         start.push(("since", s.to_string()));
     }
     if tail_lines.is_some() && since.is_some() {
-        return Err(CliError::usage("--tail and --since both say where to start: give one"));
+        return Err(CliError::usage(
+            "--tail and --since both say where to start: give one",
+        ));
     }
     let r = Read {
         run,

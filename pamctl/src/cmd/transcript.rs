@@ -72,12 +72,11 @@ fn block(line: &[u8]) -> String {
 
 /// An entry as a block of text: a heading line, then its text indented.
 pub(crate) fn render(e: &Entry) -> String {
-    let when = e
-        .at
-        .as_deref()
-        .and_then(|t| t.get(11..19))
-        .map(|t| format!("{t} "))
-        .unwrap_or_default();
+    let when =
+        e.at.as_deref()
+            .and_then(|t| t.get(11..19))
+            .map(|t| format!("{t} "))
+            .unwrap_or_default();
     let text = e.text.as_deref().unwrap_or("");
     let (head, body) = match e.kind {
         EntryKind::Session => (
@@ -91,7 +90,10 @@ pub(crate) fn render(e: &Entry) -> String {
             ),
             String::new(),
         ),
-        EntryKind::Message => (e.role.clone().unwrap_or_else(|| "message".into()), text.into()),
+        EntryKind::Message => (
+            e.role.clone().unwrap_or_else(|| "message".into()),
+            text.into(),
+        ),
         EntryKind::ToolCall => (
             format!(
                 "tool call {}{}",
@@ -180,7 +182,9 @@ mod tests {
     fn entries_read_as_a_conversation() {
         let line = |j: &str| block(j.as_bytes());
         assert_eq!(
-            line(r#"{"kind":"message","role":"assistant","text":"Hello\nthere","at":"2026-03-01T12:00:05.123Z"}"#),
+            line(
+                r#"{"kind":"message","role":"assistant","text":"Hello\nthere","at":"2026-03-01T12:00:05.123Z"}"#
+            ),
             "12:00:05 assistant\n  Hello\n  there\n\n"
         );
         assert_eq!(
@@ -192,10 +196,15 @@ mod tests {
             "tool result failed\n  boom\n\n"
         );
         assert_eq!(
-            line(r#"{"kind":"usage","usage":{"input_tokens":10,"cached_input_tokens":2,"output_tokens":5},"model":"m1"}"#),
+            line(
+                r#"{"kind":"usage","usage":{"input_tokens":10,"cached_input_tokens":2,"output_tokens":5},"model":"m1"}"#
+            ),
             "usage: 10 in (2 cached), 5 out, m1\n\n"
         );
-        assert_eq!(line(r#"{"kind":"retry","text":"attempt 2 of 10"}"#), "retry\n  attempt 2 of 10\n\n");
+        assert_eq!(
+            line(r#"{"kind":"retry","text":"attempt 2 of 10"}"#),
+            "retry\n  attempt 2 of 10\n\n"
+        );
         // Not an entry: as it is.
         assert_eq!(line("not json"), "not json\n\n");
         let long = "x".repeat(EXCERPT + 5);

@@ -40,12 +40,7 @@ fn proc_mb(pid: u32, field: &str) -> f64 {
 /// Reads the log over HTTP: (time to first byte, total time, bytes).
 async fn read(pamd: &Pamd, url: &str) -> anyhow::Result<(Duration, Duration, usize)> {
     let t = Instant::now();
-    let mut r = pamd
-        .http()
-        .get(url)
-        .bearer_auth(&pamd.token)
-        .send()
-        .await?;
+    let mut r = pamd.http().get(url).bearer_auth(&pamd.token).send().await?;
     anyhow::ensure!(r.status().is_success(), "GET log: {}", r.status());
     let mut first = None;
     let mut n = 0;
@@ -78,7 +73,10 @@ async fn main() -> anyhow::Result<()> {
     let cmd = fake(&["--lines", "0", "--filler-bytes", &bytes.to_string()]);
     apply(&pamd, &run_yaml("big", worker.tmp(), &cmd, ""));
     let r = wait_phase(&pamd, "big", "exited", Duration::from_secs(300)).await;
-    let id = r["metadata"]["uid"].as_str().unwrap_or_default().to_string();
+    let id = r["metadata"]["uid"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     let file = worker.run_log(&id, 1);
 
     // Baseline: the file straight from disk (page cache warm, as the
@@ -120,7 +118,8 @@ async fn main() -> anyhow::Result<()> {
     let (first2, total2, n2) = read(&pamd, &url).await?;
     anyhow::ensure!(n2 == size, "read {n2} of {size} bytes again");
     let t = Instant::now();
-    let out = pamd.isolated(&pam_tests::bin("pamctl"), Some(&pamd.token))
+    let out = pamd
+        .isolated(&pam_tests::bin("pamctl"), Some(&pamd.token))
         .args(["-p", "e2e", "logs", "big"])
         .stdout(std::process::Stdio::null())
         .status()?;
@@ -130,7 +129,10 @@ async fn main() -> anyhow::Result<()> {
 
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     let budget_mb = CACHE as f64 / (1 << 20) as f64;
-    println!("bench-logs: a {:.1} MB log, pamd restarted, cache budget {budget_mb} MiB", size as f64 / 1e6);
+    println!(
+        "bench-logs: a {:.1} MB log, pamd restarted, cache budget {budget_mb} MiB",
+        size as f64 / 1e6
+    );
     println!(
         "  baseline (disk): first MiB {:.2} ms, whole {:.0} MB/s",
         ms(disk_first),
@@ -144,7 +146,10 @@ async fn main() -> anyhow::Result<()> {
         target: "<= 300 ms",
         pass: ms(first) <= TTFB_TARGET_MS,
     });
-    println!("  time to first byte, cold: {:.1} ms (target <= {TTFB_TARGET_MS} ms) {v}", ms(first));
+    println!(
+        "  time to first byte, cold: {:.1} ms (target <= {TTFB_TARGET_MS} ms) {v}",
+        ms(first)
+    );
     let cold = mbps(size, total);
     let v = record(Figure {
         name: "bench-logs whole-log throughput (cold)",

@@ -54,11 +54,7 @@ pub(super) fn answer(data_dir: &Path, req: &LogRead, live: bool) -> Vec<u8> {
     out
 }
 
-fn read(
-    data_dir: &Path,
-    req: &LogRead,
-    live: bool,
-) -> Result<(LogChunk, Vec<u8>), LogChunkError> {
+fn read(data_dir: &Path, req: &LogRead, live: bool) -> Result<(LogChunk, Vec<u8>), LogChunkError> {
     let dir = run_dir(data_dir, req.run_id);
     let path = dir.join(req.file.file_name(req.attempt));
     let file = std::fs::File::open(&path).map_err(|e| match e.kind() {

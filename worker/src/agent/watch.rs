@@ -35,8 +35,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use pam_manifests::protocol::{
-    watch_accepts, DesiredSet, LogRead, WatchError, WatchRequest, WATCH_ACCEPTS,
-    WATCH_DESIRED_SET, WATCH_ERROR, WATCH_HEARTBEAT, WATCH_LOG_READ,
+    watch_accepts, DesiredSet, LogRead, WatchError, WatchRequest, WATCH_ACCEPTS, WATCH_DESIRED_SET,
+    WATCH_ERROR, WATCH_HEARTBEAT, WATCH_LOG_READ,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt, ReadHalf, WriteHalf};
 use tokio::sync::{mpsc, oneshot};

@@ -187,7 +187,15 @@ async fn copy(
     let settle = tokio::time::Instant::now() + SETTLE;
     loop {
         let r = channels
-            .read(host, run, attempt, file, offset, LOG_CHUNK_MAX, READ_TIMEOUT)
+            .read(
+                host,
+                run,
+                attempt,
+                file,
+                offset,
+                LOG_CHUNK_MAX,
+                READ_TIMEOUT,
+            )
             .await?;
         out.write_all(&r.bytes)?;
         offset += r.bytes.len() as u64;

@@ -44,7 +44,8 @@ pub struct Range {
     pub follow: bool,
 }
 
-type Fetch = std::pin::Pin<Box<dyn std::future::Future<Output = (u64, Result<Reply, ReadError>)> + Send>>;
+type Fetch =
+    std::pin::Pin<Box<dyn std::future::Future<Output = (u64, Result<Reply, ReadError>)> + Send>>;
 
 fn fetch(logs: &Arc<Logs>, at: &Arc<Located>, file: LogFile, index: u64) -> Fetch {
     let (logs, at) = (logs.clone(), at.clone());

@@ -68,8 +68,15 @@ pub struct Attached {
 
 impl Drop for Attached {
     fn drop(&mut self) {
-        let mut hosts = self.channels.hosts.lock().unwrap_or_else(|p| p.into_inner());
-        if hosts.get(&self.host).is_some_and(|(n, _)| *n == self.number) {
+        let mut hosts = self
+            .channels
+            .hosts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if hosts
+            .get(&self.host)
+            .is_some_and(|(n, _)| *n == self.number)
+        {
             hosts.remove(&self.host);
         }
     }
@@ -142,7 +149,7 @@ impl Channels {
     /// was sent to this host and still waits.
     pub fn answered(&self, host: Uuid, chunk: LogChunk, bytes: Bytes) {
         let mut pending = self.lock_pending();
-        if !pending.get(&chunk.id).is_some_and(|(h, _)| *h == host) {
+        if pending.get(&chunk.id).is_none_or(|(h, _)| *h != host) {
             return;
         }
         let (_, reply) = pending.remove(&chunk.id).expect("just found");
@@ -241,7 +248,15 @@ mod tests {
         drop(held);
         drop(frames);
         let e = ch
-            .read(host, Uuid::nil(), 1, LogFile::Log, 0, 1, Duration::from_secs(1))
+            .read(
+                host,
+                Uuid::nil(),
+                1,
+                LogFile::Log,
+                0,
+                1,
+                Duration::from_secs(1),
+            )
             .await
             .unwrap_err();
         assert_eq!(e, ReadError::NoChannel);

@@ -255,10 +255,15 @@ async fn serve(
         follow: ask.follow,
     };
     let (tx, rx) = tokio::sync::mpsc::channel(2);
-    tokio::spawn(body::pump(logs, at.clone(), range, Some((index, first)), tx));
-    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|b| (b, rx))
-    });
+    tokio::spawn(body::pump(
+        logs,
+        at.clone(),
+        range,
+        Some((index, first)),
+        tx,
+    ));
+    let stream =
+        futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|b| (b, rx)) });
     let mut resp = Body::from_stream(stream).into_response();
     let h = resp.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));

@@ -106,7 +106,9 @@ pub async fn locate(
     };
     let host = tx.get::<Host>(host_id).await?;
     drop(tx);
-    let host_name = host.as_ref().map_or(host_id.to_string(), |h| h.name.clone());
+    let host_name = host
+        .as_ref()
+        .map_or(host_id.to_string(), |h| h.name.clone());
     let located = Located {
         run: run.id,
         name: name.clone(),
@@ -128,10 +130,10 @@ pub async fn locate(
     if host.status != HostStatus::Online {
         let since = host
             .last_seen_at
-            .map_or("it registered".to_string(), |t| ts(t));
+            .map_or(" (never seen)".to_string(), |t| format!(" since {}", ts(t)));
         return Err(unavailable(
             "host_offline",
-            format!("{what} lives on host {host_name:?}, offline since {since}"),
+            format!("{what} lives on host {host_name:?}, offline{since}"),
             None,
         ));
     }
@@ -170,7 +172,8 @@ impl Located {
             }
             Origin::Worker(host) => {
                 let key = (self.run, self.attempt, file);
-                if let (Some(size), Some(bytes)) = (logs.cache.size(key), logs.cache.get(key, index))
+                if let (Some(size), Some(bytes)) =
+                    (logs.cache.size(key), logs.cache.get(key, index))
                 {
                     return Ok(Reply {
                         size,
@@ -180,11 +183,20 @@ impl Located {
                 }
                 let r = logs
                     .channels
-                    .read(*host, self.run, self.attempt, file, offset, CHUNK, READ_TIMEOUT)
+                    .read(
+                        *host,
+                        self.run,
+                        self.attempt,
+                        file,
+                        offset,
+                        CHUNK,
+                        READ_TIMEOUT,
+                    )
                     .await?;
                 // A finished file's chunk never changes: whole ones, and
                 // the last, are kept.
-                let whole = r.bytes.len() as u64 == CHUNK || offset + r.bytes.len() as u64 == r.size;
+                let whole =
+                    r.bytes.len() as u64 == CHUNK || offset + r.bytes.len() as u64 == r.size;
                 if r.done && whole && !r.bytes.is_empty() {
                     logs.cache.set_size(key, r.size);
                     logs.cache.put(key, index, r.bytes.clone());
@@ -223,9 +235,14 @@ impl Located {
         let what = format!("the {} of run {:?}", file.noun(), self.name);
         let host = &self.host;
         match e {
-            ReadError::Worker { code, message } if code == "not_found" => ApiError::not_found(
-                format!("run {:?} has no {} for attempt {} ({message})", self.name, file.noun(), self.attempt),
-            ),
+            ReadError::Worker { code, message } if code == "not_found" => {
+                ApiError::not_found(format!(
+                    "run {:?} has no {} for attempt {} ({message})",
+                    self.name,
+                    file.noun(),
+                    self.attempt
+                ))
+            }
             ReadError::Worker { message, .. } => ApiError::new(
                 StatusCode::BAD_GATEWAY,
                 "worker_error",
@@ -234,7 +251,10 @@ impl Located {
             ReadError::Timeout => ApiError::new(
                 StatusCode::GATEWAY_TIMEOUT,
                 "worker_timeout",
-                format!("{what}: host {host:?} did not answer within {}s", READ_TIMEOUT.as_secs()),
+                format!(
+                    "{what}: host {host:?} did not answer within {}s",
+                    READ_TIMEOUT.as_secs()
+                ),
             ),
             ReadError::NoChannel | ReadError::Gone => unavailable(
                 "worker_unavailable",
@@ -254,7 +274,12 @@ fn io(e: impl std::fmt::Display) -> ReadError {
 
 /// `limit` bytes of an archived file at `offset`, as a worker would
 /// answer them.
-fn read_file(path: &std::path::Path, offset: u64, limit: u64, noun: &str) -> Result<Reply, ReadError> {
+fn read_file(
+    path: &std::path::Path,
+    offset: u64,
+    limit: u64,
+    noun: &str,
+) -> Result<Reply, ReadError> {
     let f = match std::fs::File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
