@@ -152,6 +152,16 @@ pub(crate) fn read(ctx: &mut Ctx, r: Read, sink: &mut dyn FnMut(&[u8])) -> Resul
                 std::thread::sleep(Duration::from_secs(1));
                 continue;
             }
+            // Not started yet (pending, or requeued and waiting for a
+            // host): followed once it starts, unless it never will.
+            Err(e) if r.follow && e.status == Some(404) => {
+                let run = client.get(&run_path)?;
+                if final_state(&run).is_some() {
+                    return Err(e);
+                }
+                std::thread::sleep(Duration::from_secs(1));
+                continue;
+            }
             Err(e) => return Err(e),
         };
         unreachable = 0;

@@ -78,6 +78,12 @@ impl Drop for Attached {
             .is_some_and(|(n, _)| *n == self.number)
         {
             hosts.remove(&self.host);
+            drop(hosts);
+            // Their answers cannot come any more: they fail now (`Gone`),
+            // not at their timeout.
+            self.channels
+                .lock_pending()
+                .retain(|_, (h, _)| *h != self.host);
         }
     }
 }
