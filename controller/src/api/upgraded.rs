@@ -160,3 +160,70 @@ const READ: usize = 512;
 /// What an upgraded connection reads at once while a payload comes.
 const PAYLOAD_READ: usize = 256 * 1024;
 const READ_MIN: usize = 128;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Records what it is handed; a line `P<n>` says n raw bytes follow.
+    #[derive(Default)]
+    struct Seen {
+        got: Vec<String>,
+        next: usize,
+    }
+
+    impl Chunks for Seen {
+        async fn chunk(&mut self) -> Option<Bytes> {
+            None
+        }
+
+        fn max_line(&self) -> usize {
+            16
+        }
+
+        fn line(&mut self, line: &[u8]) -> bool {
+            let text = String::from_utf8_lossy(line).into_owned();
+            self.next = text.strip_prefix('P').map_or(0, |n| n.parse().unwrap());
+            self.got.push(format!("line {text}"));
+            true
+        }
+
+        fn payload_len(&mut self) -> usize {
+            std::mem::take(&mut self.next)
+        }
+
+        fn payload(&mut self, bytes: Bytes) {
+            self.got
+                .push(format!("bytes {}", String::from_utf8_lossy(&bytes)));
+        }
+    }
+
+    #[test]
+    fn payloads_after_lines_are_read_whole_wherever_the_reads_cut() {
+        // A payload may hold newlines and be longer than a line may be.
+        let text = b"a\nP20\n0123456789\n123456789b\nP0\nc\n";
+        let want = [
+            "line a",
+            "line P20",
+            "bytes 0123456789\n123456789",
+            "line b",
+            "line P0",
+            "line c",
+        ];
+        for cut in 0..text.len() {
+            let mut seen = Seen::default();
+            let (mut input, mut payload) = (Vec::new(), None);
+            for part in [&text[..cut], &text[cut..]] {
+                input.extend_from_slice(part);
+                assert!(lines(&mut seen, &mut input, &mut payload, 16), "cut {cut}");
+            }
+            assert_eq!(seen.got, want, "cut at {cut}");
+            assert!(input.is_empty() && payload.is_none());
+        }
+        // A payload over the limit ends the connection.
+        let mut seen = Seen::default();
+        let big = format!("P{}\n", MAX_PAYLOAD + 1);
+        let mut input = big.into_bytes();
+        assert!(!lines(&mut seen, &mut input, &mut None, 16));
+    }
+}

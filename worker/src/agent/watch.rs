@@ -372,6 +372,25 @@ mod tests {
     }
 
     #[test]
+    fn a_log_read_frame_is_read_whole() {
+        let text =
+            b"event: log_read\ndata: {\"id\":\"x\"}\n\nid: e-1\nevent: desired\ndata: {}\n\n";
+        for cut in 0..text.len() {
+            let mut f = Frames::default();
+            let mut got = f.push(&text[..cut]);
+            got.extend(f.push(&text[cut..]));
+            assert_eq!(
+                got,
+                [
+                    Frame::LogRead("{\"id\":\"x\"}".into()),
+                    Frame::Desired("e-1".into())
+                ],
+                "cut at {cut}"
+            );
+        }
+    }
+
+    #[test]
     fn an_error_answer_is_the_http_error_its_post_would_have_been() {
         let e = super::answer_of(
             "error",
