@@ -108,6 +108,8 @@ pub(crate) struct Read<'a> {
     pub run: &'a str,
     /// The route's last segment: `log` or `transcript`.
     pub file: &'a str,
+    /// The pamctl command reading it (`logs`, `transcript`), for hints.
+    pub command: &'a str,
     /// The attempt asked for (default: the run's current, and with
     /// `follow` each next one).
     pub attempt: Option<u32>,
@@ -161,6 +163,12 @@ pub(crate) fn read(ctx: &mut Ctx, r: Read, sink: &mut dyn FnMut(&[u8])) -> Resul
                 }
                 std::thread::sleep(Duration::from_secs(1));
                 continue;
+            }
+            Err(e) if e.status == Some(404) && e.message.ends_with("it never started") => {
+                return Err(e.hint(format!(
+                    "follow it with `pamctl {} -f {}`",
+                    r.command, r.run
+                )));
             }
             Err(e) => return Err(e),
         };
@@ -245,6 +253,7 @@ pub(crate) fn logs(
     let r = Read {
         run,
         file: "log",
+        command: "logs",
         attempt,
         start,
         follow,

@@ -38,6 +38,7 @@ pub(crate) fn transcript(
     let r = Read {
         run,
         file: "transcript",
+        command: "transcript",
         attempt,
         start: Vec::new(),
         follow,
