@@ -57,13 +57,14 @@ async fn a_run_log_is_whole_across_a_pamd_crash_and_outlives_its_host() {
     let read = || std::fs::read(&file).unwrap_or_default();
     let has = |text: &[u8], what: &str| String::from_utf8_lossy(text).contains(what);
     eventually(LONG, "output over time", || async {
-        has(&read(), "tick 3\n").then_some(())
+        has(&read(), "tick 30\n").then_some(())
     })
     .await;
     let now = ok(&pamd.pamctl(&["-p", "e2e", "logs", "r1"]));
     assert!(now.contains("tick 3"), "{now}");
 
     // pamd dies; the agent goes on printing.
+    let killed_at = chrono::Utc::now();
     pamd.kill9();
     let down = read().len();
     eventually(LONG, "output while pamd is down", || async {
@@ -128,6 +129,13 @@ async fn a_run_log_is_whole_across_a_pamd_crash_and_outlives_its_host() {
     let later = chrono::Utc::now() + chrono::Duration::hours(1);
     let none = ok(&pamd.pamctl(&["-p", "e2e", "logs", "r1", "--since", &later.to_rfc3339()]));
     assert_eq!(none, "");
+    // Since pamd was killed: what was printed from about a second
+    // before on (the index's spacing), not the first ticks 3 s before.
+    let since = killed_at.to_rfc3339();
+    let recent = ok(&pamd.pamctl(&["-p", "e2e", "logs", "r1", "--since", &since]));
+    assert!(whole.ends_with(recent.as_bytes()), "{recent}");
+    assert!(recent.contains(written_while_down.lines().next().unwrap()));
+    assert!(!recent.contains("tick 1\n") && recent.len() < whole.len());
     let first = ok(&pamd.pamctl(&["-p", "e2e", "logs", "r1", "--attempt", "1"]));
     assert_eq!(first.as_bytes(), &whole[..]);
     let err = fails(
