@@ -49,6 +49,8 @@
 //! # worker_per_second = 50, worker_burst = 200, enabled = true
 //! [metrics]
 //! require_token = false     # true: /metrics needs an admin or metrics token
+//! [logs]                    # runs' logs, read from the workers (see config/logs.rs)
+//! # cache_bytes = 67108864, archive_dir = "/var/lib/pam/logs"
 //! [oidc]                    # issue 34: dashboard sign-in (see config/oidc.rs)
 //! # issuer = "https://…", client_id = "pam", client_secret_file = "…",
 //! # redirect_url = "https://…/auth/callback", groups_claim = "groups", session_ttl = "8h"
@@ -64,6 +66,7 @@ use crate::rules::runs::usage::PriceTable;
 use crate::sync::fetch::GitAuth;
 
 mod database;
+pub mod logs;
 mod oidc;
 mod prices;
 pub mod rate_limits;
@@ -190,6 +193,8 @@ pub struct Config {
     /// Dashboard sign-in with OIDC (issue 34); None: tokens only.
     pub oidc: Option<crate::api::oidc::Settings>,
     pub metrics: MetricsConfig,
+    /// How runs' logs are served (`[logs]`).
+    pub logs: logs::LogsConfig,
 }
 
 /// The `[metrics]` table (issue 34).
@@ -330,6 +335,7 @@ struct FileConfig {
     api: ApiConfig,
     oidc: Option<oidc::OidcFile>,
     metrics: MetricsConfig,
+    logs: logs::LogsConfig,
 }
 
 impl Config {
@@ -401,6 +407,7 @@ impl Config {
             rate_limits: parsed.rate_limits,
             sources: parsed.sources.expanded(|r| expand_home(r, home))?,
             api: parsed.api,
+            logs: parsed.logs.expanded(|d| expand_home(d, home))?,
         };
         config.validate()?;
         Ok(config)

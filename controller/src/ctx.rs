@@ -145,6 +145,12 @@ impl HostWatches {
         self.changes.fetch_add(1, Ordering::SeqCst) + 1
     }
 
+    /// A watch stream of `host` is open on this pamd.
+    pub fn watched(&self, host: uuid::Uuid) -> bool {
+        let hosts = self.hosts.lock().unwrap_or_else(|p| p.into_inner());
+        hosts.get(&host).is_some_and(|tx| tx.receiver_count() > 0)
+    }
+
     /// `host`'s desired set changed: its open streams send a frame.
     pub fn changed(&self, host: uuid::Uuid) {
         let hosts = self.hosts.lock().unwrap_or_else(|p| p.into_inner());

@@ -50,36 +50,8 @@ pub const REASON_SPAWN_FAILED: &str = "spawn_failed";
 /// seed has no failure_reason for it: the run's reason stays NULL.
 pub const REASON_PROVIDER_FAILED: &str = "provider_failed";
 
-/// The tmux session name of a run: `pam-` and the first 8 hex digits of the
-/// run id (pam-data-model.txt, `runs.session_name`).
-pub fn session_name(run_id: Uuid) -> String {
-    let hex = run_id.simple().to_string();
-    format!("pam-{}", &hex[..8])
-}
-
-/// The prefix of every session name ([`session_name`]).
-pub const SESSION_PREFIX: &str = "pam-";
-
-/// Why a string is not a session name of the protocol's format.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("session name {0:?} is not `pam-` and 8 lowercase hex digits")]
-pub struct InvalidSessionName(pub String);
-
-/// Parses a session name in the one format [`session_name`] makes: `pam-`
-/// and 8 lowercase hex digits. The controller refuses any other name in a
-/// worker report; the worker reports only sessions whose names parse (a
-/// `pam-*` session someone else named is not pam's).
-pub fn parse_session_name(s: &str) -> Result<&str, InvalidSessionName> {
-    let ok = s.strip_prefix(SESSION_PREFIX).is_some_and(|hex| {
-        hex.len() == 8 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
-    });
-    if ok {
-        Ok(s)
-    } else {
-        // Bounded: the name may be anything a peer sent.
-        Err(InvalidSessionName(s.chars().take(64).collect()))
-    }
-}
+mod session;
+pub use session::{parse_session_name, session_name, InvalidSessionName, SESSION_PREFIX};
 
 pub use crate::capabilities::{Capabilities, ProviderCapability};
 
@@ -97,10 +69,16 @@ pub use activity::{
 mod version;
 pub use version::{protocol_mismatch, protocol_of, Peer, PROTOCOL_MIN, PROTOCOL_VERSION};
 
+mod logs;
+pub use logs::{
+    LogChunk, LogChunkError, LogFile, LogRead, TimeIndex, LOG_CHUNK_MAX, WATCH_LOG_READ,
+    WATCH_SERVES,
+};
+
 mod watch;
 pub use watch::{
     watch_accepts, WatchError, WatchErrorDetail, WatchRequest, WATCH_ACCEPTS, WATCH_DESIRED_SET,
-    WATCH_ERROR, WATCH_HEARTBEAT, WATCH_UPGRADE,
+    WATCH_ERROR, WATCH_HEARTBEAT, WATCH_LOG_CHUNK, WATCH_UPGRADE,
 };
 
 /// `POST /api/v1/workers/register`: a worker introduces itself at start.

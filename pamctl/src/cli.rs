@@ -236,18 +236,34 @@ pub enum Command {
         #[arg(long, default_value = "30s", value_name = "DURATION")]
         ttl: String,
     },
-    /// Print a run's latest output
+    /// Print a run's whole log, read from the worker that keeps it
     Logs {
         run: String,
-        /// Keep printing new output until the run ends (polls every second)
+        /// Keep printing as the log grows, attempt after attempt, until the run is over for good
         #[arg(short = 'f', long)]
         follow: bool,
-        /// Only the last N lines of the snapshot
+        /// Only the last N lines
         #[arg(long, value_name = "N")]
         tail: Option<usize>,
-        /// Only if the snapshot was received within this long (Go duration: 10m, 1h5m)
+        /// Only what was written since then: a duration back (10m, 1h5m) or an RFC 3339 time
         #[arg(long, value_name = "DURATION")]
         since: Option<String>,
+        /// This attempt's log (default: the run's current attempt)
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+        attempt: Option<u32>,
+    },
+    /// Print what a run's agent did: messages, tool calls and results, errors, usage
+    Transcript {
+        run: String,
+        /// Keep printing as the agent works, attempt after attempt, until the run is over for good
+        #[arg(short = 'f', long)]
+        follow: bool,
+        /// This attempt's transcript (default: the run's current attempt)
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+        attempt: Option<u32>,
+        /// `json`: the entries as they are, one JSON object a line
+        #[arg(short = 'o', long, value_name = "FORMAT")]
+        output: Option<String>,
     },
     /// Print a run's workspace result: branch, commits, files changed (issue 32)
     Result {

@@ -131,6 +131,48 @@ impl Client {
         Err(self.status_error(&reqwest::Method::GET, path, status, body))
     }
 
+    /// Opens `GET path` for its body's bytes, as they come (a run's log,
+    /// its transcript): no overall timeout. An answer `503` with
+    /// `Retry-After` — `log_elsewhere` (another replica holds the watch
+    /// of the run's host), `worker_unavailable`, `unavailable` — is asked
+    /// of the next server at once, and after each round of them all
+    /// again once the wait it asked for passed, a few rounds at most.
+    pub fn open_bytes(&self, path: &str) -> Result<reqwest::blocking::Response> {
+        use std::sync::atomic::Ordering;
+        let n = self.bases.len() as u32;
+        let mut tries = 0;
+        loop {
+            let resp = self.each_server(|base| {
+                let mut req = self.stream_http.get(format!("{base}{path}"));
+                if let Some(t) = &self.token {
+                    req = req.bearer_auth(t);
+                }
+                req.send()
+            })?;
+            let status = resp.status().as_u16();
+            if (200..300).contains(&status) {
+                return Ok(resp);
+            }
+            let retry = retry_after_secs(&resp);
+            let body = resp
+                .text()
+                .ok()
+                .and_then(|t| serde_json::from_str(&t).ok())
+                .unwrap_or(Value::Null);
+            tries += 1;
+            match retry {
+                Some(wait) if status == 503 && tries < UNAVAILABLE_RETRIES * n => {
+                    let next = (self.current.load(Ordering::SeqCst) + 1) % self.bases.len();
+                    self.current.store(next, Ordering::SeqCst);
+                    if tries % n == 0 {
+                        std::thread::sleep(Duration::from_secs(wait.clamp(1, 10)));
+                    }
+                }
+                _ => return Err(self.status_error(&reqwest::Method::GET, path, status, body)),
+            }
+        }
+    }
+
     /// Sends one request. A POST carries a fresh `Idempotency-Key`
     /// (issue 19), the same on each of this call's retries: on another
     /// server (failover), after an answer lost on the way (the

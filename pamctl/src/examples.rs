@@ -160,7 +160,14 @@ const EXAMPLES: &[(&[&str], &str)] = &[
         "  pamctl -p web logs build-1
   pamctl -p web logs build-1 --tail 20
   pamctl -p web logs build-1 --since 10m
-  pamctl -p web logs -f build-1",
+  pamctl -p web logs -f build-1
+  pamctl -p web logs build-1 --attempt 1",
+    ),
+    (
+        &["transcript"],
+        "  pamctl -p web transcript build-1
+  pamctl -p web transcript -f build-1
+  pamctl -p web transcript build-1 -o json | jq -c 'select(.kind == \"tool_call\")'",
     ),
     (
         &["result"],

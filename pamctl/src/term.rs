@@ -48,10 +48,13 @@ pub fn paint(on: bool, style: Style, text: &str) -> String {
 /// Writes data to stdout. A closed pipe ends pamctl quietly with success:
 /// the reader has all it wanted.
 pub fn out(text: &str) {
+    out_bytes(text.as_bytes());
+}
+
+/// [`out`] for bytes that may not be UTF-8 (a run's raw log).
+pub fn out_bytes(bytes: &[u8]) {
     let mut stdout = std::io::stdout().lock();
-    let result = stdout
-        .write_all(text.as_bytes())
-        .and_then(|_| stdout.flush());
+    let result = stdout.write_all(bytes).and_then(|_| stdout.flush());
     if let Err(e) = result {
         if e.kind() == std::io::ErrorKind::BrokenPipe {
             std::process::exit(0);

@@ -244,24 +244,12 @@ fn bad_durations_are_usage_errors() {
 
 #[test]
 fn stub_logs_tail_and_since() {
-    let fresh = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-    let snapshot = |at: &str| -> &'static str {
-        Box::leak(
-            format!(r#"{{"attempt":1,"text":"one\ntwo\nthree\n","lines":3,"bytes":14,"receivedAt":"{at}"}}"#)
-                .into_boxed_str(),
-        )
-    };
     let stub = Stub::start(vec![
-        (200, snapshot(&fresh)),
-        (200, snapshot(&fresh)),
-        (200, snapshot("2020-01-01T00:00:00Z")),
+        (200, "two\nthree\n"),
+        (200, "three\n"),
         (
             404,
-            r#"{"error":{"code":"not_found","message":"no output for run \"r1\" yet"}}"#,
-        ),
-        (
-            200,
-            r#"{"apiVersion":"pam.dev/v1","kind":"Run","metadata":{"name":"r1"}}"#,
+            r#"{"error":{"code":"not_found","message":"run \"r1\" has no log: it never started"}}"#,
         ),
     ]);
     let env = Env::new();
@@ -279,24 +267,26 @@ fn stub_logs_tail_and_since() {
         args.extend_from_slice(extra);
         env.run(&args)
     };
+    // The bytes pamd sends, as they are: it cuts the tail and the time.
     let r = logs(&["--tail", "2"]);
     assert_eq!((r.code, r.stdout.as_str()), (0, "two\nthree\n"));
-    assert_eq!(stub.next().0, "GET /api/v1/projects/web/runs/r1/output");
-    let r = logs(&["--since", "1h5m", "--tail", "1"]);
+    assert_eq!(stub.next().0, "GET /api/v1/projects/web/runs/r1/log?tail=2");
+    let r = logs(&["--since", "1h5m", "--attempt", "1"]);
     assert_eq!((r.code, r.stdout.as_str()), (0, "three\n"));
-    let r = logs(&["--since", "10m"]);
-    assert_eq!((r.code, r.stdout.as_str()), (0, ""));
     assert_eq!(
-        r.stderr,
-        "no output received in the last 10m (the latest snapshot arrived 2020-01-01T00:00:00Z)\n"
+        stub.next().0,
+        "GET /api/v1/projects/web/runs/r1/log?attempt=1&since=1h5m"
     );
-    // No snapshot: the run is read to tell "no output yet" from "no run".
+    // pamd's reason, and the way to wait for it.
     let r = logs(&[]);
     assert_eq!(
         (r.code, r.stderr.as_str()),
         (
             3,
-            "error: run \"r1\" has no output yet\nhint: follow it with `pamctl logs -f r1`\n"
+            "error: 404 not_found: run \"r1\" has no log: it never started\nhint: follow it with `pamctl logs -f r1`\n"
         )
     );
+    // Where to start is said once; a bad duration is refused here.
+    assert_eq!(logs(&["--since", "1h", "--tail", "1"]).code, 2);
+    assert_eq!(logs(&["--since", "soon"]).code, 2);
 }

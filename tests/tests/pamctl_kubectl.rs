@@ -86,12 +86,12 @@ async fn a1_logs_of_a_run_that_does_not_exist_says_so() {
         err,
         "error: 404 not_found: run \"nope\" not found in project \"demo\"\n"
     );
-    // A run that exists but has printed nothing yet still gets the hint.
+    // A run that exists but has not started yet gets the hint.
     ok(&pamd.pamctl_stdin(&["apply", "-f", "-"], Some(&run("r1", ""))));
     let err = fails(&demo(&pamd, &["logs", "r1"]), 3);
     assert_eq!(
         err,
-        "error: run \"r1\" has no output yet\nhint: follow it with `pamctl logs -f r1`\n"
+        "error: 404 not_found: run \"r1\" has no log: it never started\nhint: follow it with `pamctl logs -f r1`\n"
     );
 }
 

@@ -20,6 +20,9 @@
 //! min_free_bytes = 1073741824  # below this free on the data dir's volume, no workspace runs
 //! retain_hours = 72            # worktrees kept (keep: always/onFailure) are removed after this
 //!
+//! [logs]
+//! retain_days = 30             # runs/<run_id>/ (logs, transcripts) of runs no longer desired go after this
+//!
 //! [agents]
 //! allow_unconfined_full = false  # accept `permissions: full` runs on this unconfined host
 //!
@@ -84,6 +87,24 @@ pub struct Config {
     pub workspaces: WorkspacesConfig,
     /// What agents may be allowed on this host.
     pub agents: AgentsConfig,
+    /// Runs' logs and transcripts kept on this host.
+    pub logs: LogsConfig,
+}
+
+/// `[logs]`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogsConfig {
+    /// A run's directory under `runs/` (its attempts' logs, time indexes
+    /// and transcripts) is removed by the worker's hourly sweep once every
+    /// file in it is older than this and the run is not in the desired set.
+    pub retain_days: u64,
+}
+
+impl Default for LogsConfig {
+    fn default() -> Self {
+        LogsConfig { retain_days: 30 }
+    }
 }
 
 /// `[agents]`.
@@ -170,6 +191,7 @@ impl Default for Config {
             ca_file: None,
             workspaces: WorkspacesConfig::default(),
             agents: AgentsConfig::default(),
+            logs: LogsConfig::default(),
         }
     }
 }
@@ -254,6 +276,7 @@ impl Config {
             ("capacity", u64::from(self.capacity)),
             ("capabilities_seconds", self.capabilities_seconds),
             ("workspaces.retain_hours", self.workspaces.retain_hours),
+            ("logs.retain_days", self.logs.retain_days),
         ] {
             anyhow::ensure!(v > 0, "{key} must be greater than 0");
         }

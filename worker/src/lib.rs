@@ -11,6 +11,7 @@ mod backoff;
 pub mod capabilities;
 pub mod config;
 pub mod instance;
+pub mod logindex;
 pub mod outbox;
 pub mod output_reader;
 pub mod private;

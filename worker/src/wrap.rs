@@ -36,7 +36,6 @@
 //! as a second process; an agent's shell commands) — and a group still
 //! alive `stop_grace` after the first forwarded signal gets SIGKILL.
 
-use std::fs::File;
 use std::io::Write;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -138,11 +137,12 @@ pub async fn wrap(args: WrapArgs) -> anyhow::Result<i32> {
     let log_path = log_path(&args.data_dir, args.run_id, args.attempt);
     crate::private::dir(log_path.parent().expect("log path has a parent"))
         .with_context(|| format!("create {}", log_path.display()))?;
-    let mut log = crate::private::file()
+    let log = crate::private::file()
         .create(true)
         .append(true)
         .open(&log_path)
         .with_context(|| format!("open log {}", log_path.display()))?;
+    let mut log = crate::logindex::Indexed::new(log, &log_path);
     let emitter = Emitter {
         outbox,
         run_id: args.run_id,
@@ -342,7 +342,7 @@ fn foreground(pgid: Pid) -> Option<tokio::signal::unix::Signal> {
 
 /// Copies a chunk to the log and to the pane. A pane that is gone (the
 /// session was killed) does not stop the log.
-async fn tee(log: &mut File, own: &mut (impl AsyncWriteExt + Unpin), bytes: &[u8]) {
+async fn tee(log: &mut impl Write, own: &mut (impl AsyncWriteExt + Unpin), bytes: &[u8]) {
     if let Err(e) = log.write_all(bytes) {
         eprintln!("pam-worker wrap: cannot write the log: {e}");
     }

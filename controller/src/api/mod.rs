@@ -37,6 +37,7 @@ pub mod heartbeats;
 pub mod hosts;
 pub mod idempotency;
 pub mod list;
+pub mod logs;
 pub mod lookup;
 pub mod metrics;
 pub mod objects;
@@ -60,6 +61,7 @@ pub mod stream;
 pub mod tasks;
 pub mod token_uses;
 pub mod tokens;
+pub mod upgraded;
 pub mod validate;
 pub mod watch;
 pub mod webhooks;
@@ -73,6 +75,9 @@ pub struct AppState {
     pub ctx: Ctx,
     /// Latest output per run (memory only).
     pub snapshots: snapshots::SnapshotCache,
+    /// Runs' logs and transcripts read from their workers: the reads in
+    /// flight, the cache, the archive (`[logs]`).
+    pub logs: Arc<logs::Logs>,
     /// Operator signals waiting for their worker.
     pub signals: pending_signals::PendingSignals,
     /// The tokens open streams and leases hold: revoking one ends them.
@@ -109,6 +114,7 @@ impl AppState {
         AppState {
             ctx: Ctx::new(store, clock, thresholds),
             snapshots: Default::default(),
+            logs: Default::default(),
             signals: Default::default(),
             revocations: Default::default(),
             limits: Default::default(),

@@ -32,8 +32,8 @@ use pam_manifests::protocol::{
 
 use super::route::{self, delete, get, post, Access::*, Route};
 use super::{
-    actions, apply, attach as a, authz, charts, dashboard, events, hosts, metrics, oidc, openapi,
-    runs, schedules, secrets, served, source_hooks, sources, stream, tasks, tokens, watch,
+    actions, apply, attach as a, authz, charts, dashboard, events, hosts, logs, metrics, oidc,
+    openapi, runs, schedules, secrets, served, source_hooks, sources, stream, tasks, tokens, watch,
     webhooks, worker as w, AppState,
 };
 use crate::rules::access::{self, Verb::*};
@@ -106,6 +106,28 @@ pub fn table(max_body_bytes: usize) -> Vec<Route> {
                 "The latest output snapshot of a run's session",
             )
             .object(200, "the snapshot"),
+        get(format!("{run}/log"), logs::run_log, Op(Get, "runs"))
+            .doc(
+                "runs",
+                "getRunLog",
+                "A run's raw log, read from its worker (streamed)",
+            )
+            .query::<logs::LogQuery>()
+            .content(
+                "text/plain",
+                "the log's bytes; headers x-pam-attempt, x-pam-offset (where they start), x-pam-size, x-pam-done",
+            ),
+        get(format!("{run}/transcript"), logs::run_transcript, Op(Get, "runs"))
+            .doc(
+                "runs",
+                "getRunTranscript",
+                "A run's transcript as JSON lines, read from its worker (streamed)",
+            )
+            .query::<logs::TranscriptQuery>()
+            .content(
+                "application/x-ndjson",
+                "one activity entry a line; the same headers as the log",
+            ),
         post(format!("{run}/attach"), a::acquire, Op(Attach, "runs"))
             .doc(
                 "attach",

@@ -236,7 +236,22 @@ pub(super) trait Chunks: Send + 'static {
         let _ = line;
         false
     }
+
+    /// After a line [`Chunks::line`] took: how many raw bytes follow it
+    /// on the connection (0: none), handed whole to [`Chunks::payload`]
+    /// (a worker's log chunk). More than [`super::upgraded::MAX_PAYLOAD`] ends the
+    /// stream.
+    fn payload_len(&mut self) -> usize {
+        0
+    }
+
+    /// The raw bytes that followed a line ([`Chunks::payload_len`]).
+    fn payload(&mut self, bytes: Bytes) {
+        let _ = bytes;
+    }
 }
+
+pub(super) use super::upgraded::{upgrade_asked, upgraded_response};
 
 /// A `200 text/event-stream` response of `chunks`, unbuffered by proxies.
 pub(super) fn sse_response(chunks: impl Chunks) -> Response {
@@ -254,121 +269,6 @@ pub(super) fn sse_response(chunks: impl Chunks) -> Response {
     h.insert("x-accel-buffering", HeaderValue::from_static("no"));
     resp
 }
-
-/// The `OnUpgrade` of `req` when it asks for the protocol `token`
-/// (`Upgrade: <token>`; hyper offers the connection of any HTTP/1.1
-/// request with an `Upgrade` header, and RFC 9110 has the client send
-/// `Connection: upgrade` too). `None`: serve it as a plain response.
-pub(super) fn upgrade_asked(
-    req: &mut axum::extract::Request,
-    token: &str,
-) -> Option<hyper::upgrade::OnUpgrade> {
-    let asked = req
-        .headers()
-        .get_all(header::UPGRADE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|t| t.trim().eq_ignore_ascii_case(token));
-    if asked {
-        req.extensions_mut().remove::<hyper::upgrade::OnUpgrade>()
-    } else {
-        None
-    }
-}
-
-/// `101 Switching Protocols` to `token`, then `chunks` written straight
-/// onto the connection hyper hands over (no chunked encoding, and none of
-/// hyper's per-connection buffers), until they end (the connection is
-/// then shut down) or the client goes away: a read that ends (end of
-/// file, a reset) ends the stream, and so does a write not taken within
-/// `stall` (a stalled client would hold the stream, and its token, past a
-/// revocation). What the client writes is read as lines, each handed to
-/// [`Chunks::line`]; one longer than [`Chunks::max_line`] ends the
-/// stream.
-pub(super) fn upgraded_response(
-    on: hyper::upgrade::OnUpgrade,
-    chunks: impl Chunks,
-    token: &'static str,
-    stall: std::time::Duration,
-) -> Response {
-    tokio::spawn(serve_upgraded(on, chunks, stall));
-    let mut resp = Response::new(Body::empty());
-    *resp.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
-    let h = resp.headers_mut();
-    h.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
-    h.insert(header::UPGRADE, HeaderValue::from_static(token));
-    resp
-}
-
-async fn serve_upgraded(
-    on: hyper::upgrade::OnUpgrade,
-    mut chunks: impl Chunks,
-    stall: std::time::Duration,
-) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let io = match on.await {
-        Ok(io) => hyper_util::rt::TokioIo::new(io),
-        Err(e) => {
-            tracing::debug!(error = %e, "the connection was not upgraded");
-            return;
-        }
-    };
-    let (mut rd, mut wr) = tokio::io::split(io);
-    // What the client wrote, up to the end of its last whole line. The
-    // first read also lets go of what hyper had read ahead (its read
-    // buffer).
-    let mut input: Vec<u8> = Vec::new();
-    let max = chunks.max_line();
-    loop {
-        if input.capacity() - input.len() < READ_MIN {
-            input.reserve(READ);
-        }
-        tokio::select! {
-            chunk = chunks.chunk() => match chunk {
-                Some(b) => {
-                    if !matches!(tokio::time::timeout(stall, wr.write_all(&b)).await, Ok(Ok(()))) {
-                        return;
-                    }
-                }
-                None => break,
-            },
-            read = rd.read_buf(&mut input) => {
-                if !matches!(read, Ok(n) if n > 0) || !lines(&mut chunks, &mut input, max) {
-                    return;
-                }
-            }
-        }
-    }
-    let _ = wr.shutdown().await;
-}
-
-/// Hands the whole lines of `input` to `chunks`, keeping the rest: false
-/// when one was refused, or the rest is already longer than `max`.
-fn lines(chunks: &mut impl Chunks, input: &mut Vec<u8>, max: usize) -> bool {
-    let mut start = 0;
-    while let Some(n) = input[start..].iter().position(|b| *b == b'\n') {
-        if n > max || !chunks.line(&input[start..start + n]) {
-            return false;
-        }
-        start += n + 1;
-    }
-    input.drain(..start);
-    if input.len() > max {
-        return false;
-    }
-    if input.is_empty() && input.capacity() > READ {
-        // After a long line: not kept while idle.
-        *input = Vec::new();
-    }
-    true
-}
-
-/// What an upgraded connection reads at once (a watch's heartbeat is a
-/// line of ~100 bytes), and the least room it reads into: at 10,000 idle
-/// watches, 5 MB.
-const READ: usize = 512;
-const READ_MIN: usize = 128;
 
 impl Chunks for Subscriber {
     fn chunk(&mut self) -> impl std::future::Future<Output = Option<Bytes>> + Send {

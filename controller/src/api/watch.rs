@@ -51,6 +51,12 @@
 //! /workers/desired`. So a watching worker keeps one connection to pamd
 //! instead of three, and a heartbeat or a read costs pamd no HTTP request
 //! (docs/benchmarks.md, "One connection per worker").
+//!
+//! A worker that says so in its request (`pam-watch-serves: log_read`)
+//! also serves its runs' logs on the upgraded watch: the reads pamd has
+//! for its host ([`super::logs::channel`]) go out as `log_read` frames,
+//! and each answer comes back as a `log_chunk` line followed by its bytes
+//! ([`super::stream::Chunks::payload`]).
 
 use std::time::Duration;
 
@@ -68,8 +74,8 @@ use crate::events::topic;
 use crate::reconcile::dispatch;
 use futures_util::stream::{FuturesOrdered, StreamExt};
 use pam_manifests::protocol::{
-    WatchError, WatchErrorDetail, WatchRequest, WATCH_ACCEPTS, WATCH_DESIRED_SET, WATCH_ERROR,
-    WATCH_HEARTBEAT, WATCH_UPGRADE,
+    watch_accepts, LogChunk, LogRead, WatchError, WatchErrorDetail, WatchRequest, WATCH_ACCEPTS,
+    WATCH_DESIRED_SET, WATCH_ERROR, WATCH_HEARTBEAT, WATCH_LOG_READ, WATCH_SERVES, WATCH_UPGRADE,
 };
 
 /// How long one stream lives at least before the worker reconnects.
@@ -155,6 +161,13 @@ pub async fn watch(
         None => None,
     };
     start_fanout(&st.ctx).await?;
+    super::logs::archive::start(&st);
+    let serves_logs = headers
+        .get_all(WATCH_SERVES)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(watch_accepts)
+        .any(|t| t == WATCH_LOG_READ);
     let watches = st.ctx.wakeups.watches.clone();
     let mut rx = watches.subscribe(host);
     let epoch = watches.epoch();
@@ -166,7 +179,12 @@ pub async fn watch(
     }
     let bus = st.ctx.bus.clone();
     let token = w.hold(&st);
+    let upgrade = super::stream::upgrade_asked(&mut req, WATCH_UPGRADE);
+    // Only an upgraded watch carries a log chunk's raw bytes.
+    let logs = (serves_logs && upgrade.is_some()).then(|| st.logs.channels.attach(host));
     let sub = Watcher {
+        logs,
+        chunk: None,
         revoked: Box::pin(token.revoked()),
         _token: token,
         first,
@@ -182,7 +200,7 @@ pub async fn watch(
         end: Box::pin(tokio::time::sleep(lifetime())),
         shutdown: Box::pin(bus.on_shutdown()),
     };
-    if let Some(on) = super::stream::upgrade_asked(&mut req, WATCH_UPGRADE) {
+    if let Some(on) = upgrade {
         let mut resp = super::stream::upgraded_response(on, sub, WATCH_UPGRADE, KEEP_ALIVE);
         resp.headers_mut().insert(WATCH_ACCEPTS, ACCEPTS.clone());
         return Ok(resp);
@@ -257,6 +275,13 @@ struct Watcher {
     keep_alive: tokio::time::Interval,
     end: std::pin::Pin<Box<tokio::time::Sleep>>,
     shutdown: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
+    /// The log reads to send this host's worker, when it serves them.
+    logs: Option<(
+        tokio::sync::mpsc::Receiver<LogRead>,
+        super::logs::channel::Attached,
+    )>,
+    /// A log chunk's line, whose bytes come next.
+    chunk: Option<LogChunk>,
 }
 
 impl super::stream::Chunks for Watcher {
@@ -272,6 +297,15 @@ impl super::stream::Chunks for Watcher {
     /// line that is not one is answered 400; a worker with more than
     /// [`MAX_PENDING`] unanswered is cut off.
     fn line(&mut self, line: &[u8]) -> bool {
+        let parsed = serde_json::from_slice::<WatchRequest>(line);
+        // Not a request: the answer to a log read. Its bytes follow.
+        if let Ok(WatchRequest::LogChunk(c)) = parsed {
+            if self.logs.is_none() {
+                return false;
+            }
+            self.chunk = Some(c);
+            return true;
+        }
         if self.answers.len() >= MAX_PENDING {
             return false;
         }
@@ -279,7 +313,7 @@ impl super::stream::Chunks for Watcher {
         // hosts heartbeating every 30 s, one would nearly always come
         // first, in the few milliseconds the batch takes).
         self.keep_alive.reset();
-        let answer: BoxFuture<'static, Bytes> = match serde_json::from_slice::<WatchRequest>(line) {
+        let answer: BoxFuture<'static, Bytes> = match parsed {
             Ok(req) => {
                 self.worker.used_on_watch(&self.st);
                 let (st, host) = (self.st.clone(), self.worker.host.clone());
@@ -301,6 +335,10 @@ impl super::stream::Chunks for Watcher {
                             super::heartbeats::resync(&st, &host).await
                         }
                         WatchRequest::DesiredSet {} => super::worker::desired_of(&st, &host).await,
+                        // Taken by `line` before it gets here.
+                        WatchRequest::LogChunk(_) => {
+                            Err(ApiError::bad_request("a log chunk answers no request"))
+                        }
                     };
                     match set {
                         Ok(set) => answer(name, &set),
@@ -315,6 +353,25 @@ impl super::stream::Chunks for Watcher {
         };
         self.answers.push_back(answer);
         true
+    }
+
+    fn payload_len(&mut self) -> usize {
+        match &self.chunk {
+            Some(c) if c.len > 0 => usize::try_from(c.len).unwrap_or(usize::MAX),
+            // No bytes: answered now.
+            Some(_) => {
+                let c = self.chunk.take().expect("just matched");
+                self.st.logs.channels.answered(self.host, c, Bytes::new());
+                0
+            }
+            None => 0,
+        }
+    }
+
+    fn payload(&mut self, bytes: Bytes) {
+        if let Some(c) = self.chunk.take() {
+            self.st.logs.channels.answered(self.host, c, bytes);
+        }
     }
 }
 
@@ -358,6 +415,10 @@ impl Watcher {
                     // it waits for, which may wait for the next batch.
                     self.hurry_if_waiting();
                     return Some(frame(&format!("{}-{v}", self.epoch)));
+                }
+                Some(read) = async { self.logs.as_mut()?.0.recv().await }, if self.logs.is_some() => {
+                    self.keep_alive.reset();
+                    return Some(answer(WATCH_LOG_READ, &read));
                 }
                 ok = &mut self.claim => {
                     let delay = if ok { Duration::ZERO } else { CLAIM_RETRY };

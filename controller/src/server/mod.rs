@@ -121,6 +121,10 @@ async fn serve(config: &Config, clock: SharedClock, url: &str) -> anyhow::Result
     state.ctx.prices = Arc::new(config.prices.clone());
     state.max_body_bytes = config.api.max_body_bytes;
     state.metrics_require_token = config.metrics.require_token;
+    state.logs = Arc::new(crate::api::logs::Logs::new(
+        config.logs.cache_bytes,
+        config.logs.archive_dir.clone(),
+    ));
     if let Some(o) = &config.oidc {
         state.oidc = Some(Arc::new(
             crate::api::oidc::Oidc::new(o.clone()).context("[oidc]")?,

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::Heartbeat;
+use super::{Heartbeat, LogChunk};
 
 /// The `Upgrade` token of the worker watch (issue 33): a worker that sends
 /// `Connection: upgrade` and `Upgrade: pam-watch` with its
@@ -36,6 +36,11 @@ pub const WATCH_HEARTBEAT: &str = "heartbeat";
 /// answer: the [`DesiredSet`](super::DesiredSet) `GET /api/v1/workers/desired` answers.
 pub const WATCH_DESIRED_SET: &str = "desired_set";
 
+/// The [`WatchRequest::LogChunk`] line: a worker's answer to a
+/// [`LogRead`](super::LogRead) frame, followed by its bytes (see
+/// `protocol/logs.rs`). Not answered.
+pub const WATCH_LOG_CHUNK: &str = "log_chunk";
+
 /// The `event:` of a watch request's failure: a [`WatchError`].
 pub const WATCH_ERROR: &str = "error";
 
@@ -49,6 +54,9 @@ pub const WATCH_ERROR: &str = "error";
 pub enum WatchRequest {
     Heartbeat(Heartbeat),
     DesiredSet {},
+    /// The answer to a `log_read` frame; `len` raw bytes follow the line.
+    /// pamd answers nothing to it.
+    LogChunk(LogChunk),
 }
 
 impl WatchRequest {
@@ -58,6 +66,7 @@ impl WatchRequest {
         match self {
             WatchRequest::Heartbeat(_) => WATCH_HEARTBEAT,
             WatchRequest::DesiredSet {} => WATCH_DESIRED_SET,
+            WatchRequest::LogChunk(_) => WATCH_LOG_CHUNK,
         }
     }
 }

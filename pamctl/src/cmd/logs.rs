@@ -1,16 +1,16 @@
-//! `logs RUN [-f] [--tail N] [--since D]`, and when a run is over for good.
+//! `logs RUN [--attempt N] [--tail N] [--since D] [-f]`: a run's whole raw
+//! log, read by pamd from the worker that keeps it (`GET
+//! …/runs/{name}/log`); and when a run is over for good.
 //!
-//! # Caveats
-//!
-//! pamd keeps only the latest output snapshot of a run (a moving window
-//! of the pane, `receivedAt` when it arrived), not timestamped lines. So
-//! `--since D` filters the snapshot as a whole: it is printed only when it
-//! was received within D; `--tail N` keeps its last N lines.
+//! `-f` follows the log as it grows and, when the run is restarted, the
+//! next attempt's, until the run is over for good ([`final_state`]) and
+//! its last attempt's log is whole. A cut connection (pamd restarted, a
+//! replica gone) is taken up again at the byte it got to, so nothing is
+//! printed twice or lost.
 
 use std::str::FromStr;
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
 use pam_manifests::state::{FailureReason, RunStatus};
 use pam_manifests::Kind;
 use serde_json::Value;
@@ -103,52 +103,126 @@ pub(crate) fn new_output<'a>(prev: &str, next: &'a str) -> Option<&'a str> {
     (state > 0).then(|| &next[state..])
 }
 
-/// The last `n` lines of `text` (a final line without a newline counts).
-pub(crate) fn tail(text: &str, n: usize) -> &str {
-    if n == 0 {
-        return "";
-    }
-    let body = text.strip_suffix('\n').unwrap_or(text);
-    match body.rmatch_indices('\n').nth(n - 1) {
-        Some((i, _)) => &text[i + 1..],
-        None => text,
-    }
+/// What `logs` and `transcript` read of a run.
+pub(crate) struct Read<'a> {
+    pub run: &'a str,
+    /// The route's last segment: `log` or `transcript`.
+    pub file: &'a str,
+    /// The pamctl command reading it (`logs`, `transcript`), for hints.
+    pub command: &'a str,
+    /// The attempt asked for (default: the run's current, and with
+    /// `follow` each next one).
+    pub attempt: Option<u32>,
+    /// Where the first answer starts (`tail`, `since`), as query pairs.
+    pub start: Vec<(&'static str, String)>,
+    pub follow: bool,
 }
 
-/// What `--tail` and `--since` leave of the first snapshot printed.
-pub(crate) struct Filter {
-    pub tail: Option<usize>,
-    pub since: Option<Duration>,
-}
+/// How long a follow keeps trying to reach pamd again (a restart, a
+/// replica gone) before it gives up.
+const RECONNECT_FOR: u32 = 120;
 
-impl Filter {
-    /// The part of `text` (received at `received`) to print; `Err` with
-    /// the note to print instead when `--since` rules it out.
-    pub(crate) fn apply<'a>(
-        &self,
-        text: &'a str,
-        received: Option<&str>,
-        now: DateTime<Utc>,
-    ) -> std::result::Result<&'a str, String> {
-        if let Some(since) = self.since {
-            let at = received.and_then(|r| DateTime::parse_from_rfc3339(r).ok());
-            let fresh = at.is_some_and(|at| {
-                let age = now.signed_duration_since(at.with_timezone(&Utc));
-                age.to_std().map_or(true, |age| age <= since)
-            });
-            if !fresh {
-                return Err(format!(
-                    "no output received in the last {} (the latest snapshot arrived {})",
-                    duration::format(since),
-                    received.unwrap_or("at an unknown time")
-                ));
+/// Reads `r`, handing the bytes to `sink` as they come (see the module
+/// doc for `follow`).
+pub(crate) fn read(ctx: &mut Ctx, r: Read, sink: &mut dyn FnMut(&[u8])) -> Result<Exit> {
+    use std::io::Read as _;
+    let project = ctx.project()?;
+    let client = ctx.client()?;
+    let run_path = object_path(Kind::Run, Some(&project), r.run);
+    let mut attempt = r.attempt;
+    // Where the next request starts: `None` for the first (`r.start`).
+    let mut offset: Option<u64> = None;
+    let mut unreachable = 0;
+    let ask = |attempt: Option<u32>, at: Option<u64>, extra: &[(&str, &str)]| {
+        let attempt = attempt.map(|a| a.to_string());
+        let at = at.map(|o| o.to_string());
+        let mut q: Vec<(&str, Option<&str>)> = vec![("attempt", attempt.as_deref())];
+        match &at {
+            Some(o) => q.push(("offset", Some(o))),
+            None => q.extend(r.start.iter().map(|(k, v)| (*k, Some(v.as_str())))),
+        }
+        q.extend(extra.iter().map(|(k, v)| (*k, Some(*v))));
+        format!("{run_path}/{}{}", r.file, crate::client::query(&q))
+    };
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let follow: &[(&str, &str)] = if r.follow { &[("follow", "true")] } else { &[] };
+        let mut resp = match client.open_bytes(&ask(attempt, offset, follow)) {
+            Ok(resp) => resp,
+            Err(e) if r.follow && e.exit == Exit::Unreachable && unreachable < RECONNECT_FOR => {
+                unreachable += 1;
+                std::thread::sleep(Duration::from_secs(1));
+                continue;
+            }
+            // Not started yet (pending, or requeued and waiting for a
+            // host): followed once it starts, unless it never will.
+            Err(e) if r.follow && e.status == Some(404) => {
+                let run = client.get(&run_path)?;
+                if final_state(&run).is_some() {
+                    return Err(e);
+                }
+                std::thread::sleep(Duration::from_secs(1));
+                continue;
+            }
+            Err(e) if e.status == Some(404) && e.message.ends_with("it never started") => {
+                return Err(e.hint(format!(
+                    "follow it with `pamctl {} -f {}`",
+                    r.command, r.run
+                )));
+            }
+            Err(e) => return Err(e),
+        };
+        unreachable = 0;
+        let a = header(&resp, "x-pam-attempt").unwrap_or(1) as u32;
+        let mut pos = header(&resp, "x-pam-offset").unwrap_or(0);
+        let before = pos;
+        attempt = attempt.or(Some(a));
+        loop {
+            match resp.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    sink(&buf[..n]);
+                    pos += n as u64;
+                }
+                // Cut (pamd went away): taken up again where it got to.
+                Err(_) => break,
             }
         }
-        Ok(match self.tail {
-            Some(n) => tail(text, n),
-            None => text,
-        })
+        offset = Some(pos);
+        if !r.follow {
+            return Ok(Exit::Ok);
+        }
+        // The stream ended: the attempt is over, or the connection was cut.
+        let run = client.get(&run_path)?;
+        let current = run
+            .pointer("/status/attempt")
+            .and_then(Value::as_u64)
+            .unwrap_or(0) as u32;
+        if r.attempt.is_none() && current > a {
+            term::note(&format!("--- attempt {current} ---"));
+            (attempt, offset) = (Some(current), Some(0));
+            continue;
+        }
+        if r.attempt.is_some() || final_state(&run).is_some() {
+            // Over for good once the attempt's file is whole.
+            let probe = client.open_bytes(&ask(attempt, offset, &[("limit", "0")]))?;
+            let done = probe
+                .headers()
+                .get("x-pam-done")
+                .is_some_and(|v| v.as_bytes() == b"true");
+            if done && header(&probe, "x-pam-size").is_some_and(|s| s <= pos) {
+                return Ok(Exit::Ok);
+            }
+        }
+        if pos == before {
+            std::thread::sleep(Duration::from_millis(500));
+        }
     }
+}
+
+/// A number pamd sent in a header.
+fn header(resp: &reqwest::blocking::Response, name: &str) -> Option<u64> {
+    resp.headers().get(name)?.to_str().ok()?.parse().ok()
 }
 
 pub(crate) fn logs(
@@ -157,78 +231,35 @@ pub(crate) fn logs(
     follow: bool,
     tail_lines: Option<usize>,
     since: Option<&str>,
+    attempt: Option<u32>,
 ) -> Result<Exit> {
-    let filter = Filter {
-        tail: tail_lines,
-        since: since.map(duration::parse).transpose()?,
-    };
-    let project = ctx.project()?;
-    let client = ctx.client()?;
-    let run_path = object_path(Kind::Run, Some(&project), run);
-    let out_path = format!("{run_path}/output");
-    let show_first = |snap: &Value| {
-        let text = snap.get("text").and_then(Value::as_str).unwrap_or("");
-        let received = snap.get("receivedAt").and_then(Value::as_str);
-        match filter.apply(text, received, Utc::now()) {
-            Ok(part) => term::out(part),
-            Err(note) => term::note(&note),
-        }
-    };
-    if !follow {
-        match client.get_optional(&out_path)? {
-            Some(snap) => show_first(&snap),
-            None => {
-                // pamd answers 404 both for a run that does not exist and
-                // for one with no snapshot yet: the run itself tells them
-                // apart (its own 404 names the run and the project).
-                client.get(&run_path)?;
-                return Err(
-                    CliError::new(Exit::Refused, format!("run {run:?} has no output yet"))
-                        .hint(format!("follow it with `pamctl logs -f {run}`")),
-                );
-            }
-        }
-        return Ok(Exit::Ok);
+    let mut start = Vec::new();
+    if let Some(n) = tail_lines {
+        start.push(("tail", n.to_string()));
     }
-    let mut printed: Option<String> = None;
-    let mut attempt: Option<u64> = None;
-    loop {
-        // Read the run first: output read after seeing it finished is final.
-        let state = client.get(&run_path)?;
-        if let Some(snap) = client.get_optional(&out_path)? {
-            let a = snap.get("attempt").and_then(Value::as_u64);
-            let text = snap.get("text").and_then(Value::as_str).unwrap_or("");
-            match &printed {
-                None => show_first(&snap),
-                Some(prev) => {
-                    let prev = if attempt.is_some() && a != attempt {
-                        term::note(&format!(
-                            "--- attempt {} ---",
-                            a.map_or("?".into(), |a| a.to_string())
-                        ));
-                        ""
-                    } else {
-                        prev.as_str()
-                    };
-                    match new_output(prev, text) {
-                        Some(new) => term::out(new),
-                        None => {
-                            term::note("--- output skipped ahead; showing the latest snapshot ---");
-                            term::out(text);
-                        }
-                    }
-                }
-            }
-            attempt = a;
-            printed = Some(text.to_string());
+    if let Some(s) = since {
+        // Checked here for the usage error; pamd reads the same Go
+        // durations (and RFC 3339 times).
+        if chrono::DateTime::parse_from_rfc3339(s).is_err() {
+            duration::parse(s)?;
         }
-        if final_state(&state).is_some() {
-            return Ok(Exit::Ok);
-        }
-        std::thread::sleep(Duration::from_secs(1));
+        start.push(("since", s.to_string()));
     }
+    if tail_lines.is_some() && since.is_some() {
+        return Err(CliError::usage(
+            "--tail and --since both say where to start: give one",
+        ));
+    }
+    let r = Read {
+        run,
+        file: "log",
+        command: "logs",
+        attempt,
+        start,
+        follow,
+    };
+    read(ctx, r, &mut |b| term::out_bytes(b))
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -288,37 +319,5 @@ mod tests {
         assert!(final_state(&run(stopped, json!({"phase": "failed", "attempt": 1}))).is_some());
         // The default policy is one attempt.
         assert!(final_state(&run(json!({}), json!({"phase": "failed", "attempt": 1}))).is_some());
-    }
-
-    #[test]
-    fn tail_counts_lines() {
-        assert_eq!(tail("a\nb\nc\n", 2), "b\nc\n");
-        assert_eq!(tail("a\nb\nc", 2), "b\nc");
-        assert_eq!(tail("a\nb\n", 5), "a\nb\n");
-        assert_eq!(tail("a\nb\n", 0), "");
-        assert_eq!(tail("", 3), "");
-    }
-
-    #[test]
-    fn since_filters_the_snapshot_by_when_it_arrived() {
-        let now = crate::render::samples::now();
-        let f = Filter {
-            tail: Some(1),
-            since: Some(Duration::from_secs(600)),
-        };
-        assert_eq!(
-            f.apply("a\nb\n", Some("2026-03-01T11:55:00Z"), now),
-            Ok("b\n")
-        );
-        assert_eq!(
-            f.apply("a\nb\n", Some("2026-03-01T11:00:00Z"), now),
-            Err("no output received in the last 10m (the latest snapshot arrived 2026-03-01T11:00:00Z)".into())
-        );
-        assert!(f.apply("a", None, now).is_err());
-        let all = Filter {
-            tail: None,
-            since: None,
-        };
-        assert_eq!(all.apply("a\nb\n", None, now), Ok("a\nb\n"));
     }
 }

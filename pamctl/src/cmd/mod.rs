@@ -21,6 +21,7 @@ mod sync;
 mod targets;
 pub(crate) mod token;
 mod top;
+mod transcript;
 mod validate;
 mod wait;
 mod watch;
@@ -100,7 +101,14 @@ pub(crate) fn run(ctx: &mut Ctx, command: Command) -> Result<Exit> {
             follow,
             tail,
             since,
-        } => logs::logs(ctx, &run, follow, tail, since.as_deref()),
+            attempt,
+        } => logs::logs(ctx, &run, follow, tail, since.as_deref(), attempt),
+        Command::Transcript {
+            run,
+            follow,
+            attempt,
+            output,
+        } => transcript::transcript(ctx, &run, attempt, follow, output.as_deref()),
         Command::Result {
             run,
             attempt,

@@ -376,7 +376,7 @@ fn positional(w: &Walk, current: &str, names: &mut dyn Names) -> Candidates {
             }
         }
         ["config", "use-context" | "set-context"] if w.positionals.is_empty() => plain(contexts()),
-        ["logs" | "stop" | "rerun" | "signal" | "attach" | "result"]
+        ["logs" | "transcript" | "stop" | "rerun" | "signal" | "attach" | "result"]
             if w.positionals.is_empty() =>
         {
             plain(names.names(&w.global, Kind::Run))

@@ -188,6 +188,11 @@ impl Api {
             .header(
                 reqwest::header::UPGRADE,
                 pam_manifests::protocol::WATCH_UPGRADE,
+            )
+            // pamd may ask for this host's logs on the upgraded watch.
+            .header(
+                pam_manifests::protocol::WATCH_SERVES,
+                pam_manifests::protocol::WATCH_LOG_READ,
             );
         if let Some(id) = last_id {
             req = req.header("last-event-id", id);

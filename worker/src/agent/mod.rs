@@ -65,6 +65,7 @@
 //!   an orphan: an operator decides.
 
 mod client;
+mod logs;
 mod reconcile;
 mod records;
 mod snapshots;
@@ -335,6 +336,27 @@ async fn sweep_loop(st: Arc<State>) {
             Ok(Err(e)) => tracing::warn!(error = %format!("{e:#}"), "workspace sweep failed"),
             Err(e) => tracing::warn!(error = %e, "workspace sweep panicked"),
         }
+        sweep_logs(&st).await;
+    }
+}
+
+/// Removes the logs of runs neither desired nor running whose files are
+/// all older than `[logs] retain_days` ([`logs::sweep`]).
+async fn sweep_logs(st: &State) {
+    let mut keep: std::collections::HashSet<Uuid> =
+        st.known.lock().unwrap().iter().map(|k| k.0).collect();
+    keep.extend(st.running.lock().unwrap().iter().filter_map(|s| s.run_id));
+    let retain = Duration::from_secs(st.opts.config.logs.retain_days.saturating_mul(86400));
+    let data = st.opts.data_dir.clone();
+    let swept = tokio::task::spawn_blocking(move || {
+        logs::sweep(&data, retain, std::time::SystemTime::now(), &keep)
+    })
+    .await;
+    match swept {
+        Ok(Ok(n)) if n > 0 => tracing::info!(removed = n, "log sweep"),
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => tracing::warn!(error = %e, "log sweep failed"),
+        Err(e) => tracing::warn!(error = %e, "log sweep panicked"),
     }
 }
 

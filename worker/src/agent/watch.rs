@@ -22,6 +22,12 @@
 //! the desired set, so the worker keeps one connection to pamd. Otherwise
 //! (a plain stream, an older pamd or replica, no watch open) they are
 //! HTTP requests.
+//!
+//! The worker says with its request (`pam-watch-serves: log_read`) that
+//! pamd may ask it for its runs' logs on the upgraded watch: an `event:
+//! log_read` frame is served by a task ([`super::logs::answer`], at most
+//! [`LOG_READERS`] at once) whose answer — a line and the file's bytes —
+//! is written on the same connection, between the other requests' lines.
 
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
@@ -29,8 +35,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use pam_manifests::protocol::{
-    watch_accepts, DesiredSet, WatchError, WatchRequest, WATCH_ACCEPTS, WATCH_DESIRED_SET,
-    WATCH_ERROR, WATCH_HEARTBEAT,
+    watch_accepts, DesiredSet, LogRead, WatchError, WatchRequest, WATCH_ACCEPTS, WATCH_DESIRED_SET,
+    WATCH_ERROR, WATCH_HEARTBEAT, WATCH_LOG_READ,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt, ReadHalf, WriteHalf};
 use tokio::sync::{mpsc, oneshot};
@@ -74,6 +80,10 @@ pub(super) async fn request(
         }
     }
 }
+
+/// Most log reads served at once on one watch (pamd keeps a few in
+/// flight per log it streams).
+const LOG_READERS: usize = 8;
 
 /// A stream with no byte for this long is dead.
 const IDLE: Duration = Duration::from_secs(75);
@@ -123,6 +133,9 @@ async fn follow(
         (w, rx, VecDeque::new())
     });
     let _taken = TakenBack(&st.watch_calls);
+    // Log reads' answers, written on the connection as they are ready.
+    let (logs_out, mut logs_in) = mpsc::channel::<Vec<u8>>(LOG_READERS);
+    let readers = Arc::new(tokio::sync::Semaphore::new(LOG_READERS));
     let mut frames = Frames::default();
     // pamd's silence, not ours: writing a heartbeat does not extend it.
     let mut silent_at = tokio::time::Instant::now() + IDLE;
@@ -141,6 +154,11 @@ async fn follow(
                 pending.push_back(reply);
                 continue;
             }
+            Some(out) = logs_in.recv(), if calls.is_some() => {
+                let (w, _, _) = calls.as_mut().expect("a stream that takes requests");
+                tokio::time::timeout(IDLE, w.write_all(&out)).await??;
+                continue;
+            }
         };
         let Some(chunk) = chunk else {
             return Ok(());
@@ -153,6 +171,11 @@ async fn follow(
                     *last = Some(id);
                     st.wake.notify_one();
                 }
+                // Only an upgraded watch that takes requests can answer.
+                Frame::LogRead(data) if calls.is_some() => {
+                    serve_log_read(st, &data, logs_out.clone(), readers.clone());
+                }
+                Frame::LogRead(_) => {}
                 Frame::Answer { event, data } => {
                     let Some(reply) = calls.as_mut().and_then(|c| c.2.pop_front()) else {
                         anyhow::bail!("the watch answered a request that was not sent");
@@ -162,6 +185,41 @@ async fn follow(
             }
         }
     }
+}
+
+/// Serves one `log_read` frame on a task of its own: the file is read on
+/// the blocking pool, and the answer handed to the watch to write.
+fn serve_log_read(
+    st: &State,
+    data: &str,
+    out: mpsc::Sender<Vec<u8>>,
+    readers: Arc<tokio::sync::Semaphore>,
+) {
+    let req: LogRead = match serde_json::from_str(data) {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::warn!(error = %e, "pamd sent a log read this worker cannot read");
+            return;
+        }
+    };
+    let live = st
+        .running
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|s| s.run_id == Some(req.run_id) && s.attempt == Some(req.attempt));
+    let data_dir = st.opts.data_dir.clone();
+    tokio::spawn(async move {
+        let Ok(_permit) = readers.acquire_owned().await else {
+            return;
+        };
+        let answer =
+            tokio::task::spawn_blocking(move || super::logs::answer(&data_dir, &req, live)).await;
+        if let Ok(answer) = answer {
+            // The watch ended meanwhile: pamd asks again on the next one.
+            let _ = out.send(answer).await;
+        }
+    });
 }
 
 /// Clears the stream's heartbeat hand-over when it ends, however it ends.
@@ -239,6 +297,9 @@ enum Frame {
     /// The answer to a request written on the watch (`event: heartbeat`,
     /// `desired_set` or `error`), its data.
     Answer { event: String, data: String },
+    /// `event: log_read`: pamd asks for a part of a run's file, its data
+    /// (a [`LogRead`]).
+    LogRead(String),
 }
 
 /// An SSE parser for the watch's frames.
@@ -266,6 +327,7 @@ impl Frames {
             }
             match (event.as_deref(), id) {
                 (Some("desired"), Some(id)) => out.push(Frame::Desired(id)),
+                (Some(WATCH_LOG_READ), _) => out.push(Frame::LogRead(data)),
                 (Some(e), _) if [WATCH_HEARTBEAT, WATCH_DESIRED_SET, WATCH_ERROR].contains(&e) => {
                     out.push(Frame::Answer {
                         event: e.to_string(),
@@ -307,6 +369,25 @@ mod tests {
         // A frame cut short is never taken.
         let mut f = Frames::default();
         assert!(f.push(b"id: e-3\nevent: desired\ndata: {}\n").is_empty());
+    }
+
+    #[test]
+    fn a_log_read_frame_is_read_whole() {
+        let text =
+            b"event: log_read\ndata: {\"id\":\"x\"}\n\nid: e-1\nevent: desired\ndata: {}\n\n";
+        for cut in 0..text.len() {
+            let mut f = Frames::default();
+            let mut got = f.push(&text[..cut]);
+            got.extend(f.push(&text[cut..]));
+            assert_eq!(
+                got,
+                [
+                    Frame::LogRead("{\"id\":\"x\"}".into()),
+                    Frame::Desired("e-1".into())
+                ],
+                "cut at {cut}"
+            );
+        }
     }
 
     #[test]

@@ -9,13 +9,18 @@
 //!
 //! `pam-fake-provider [--format claude|codex|gemini|grok] [--lines N]
 //! [--sleep-ms MS] [--exit CODE] [--fail-result] [--hang] [--ignore-term]
-//! [--pid-file PATH] [--print-env NAME]… [-p PROMPT] [PROMPT]`
+//! [--pid-file PATH] [--print-env NAME]… [--until-file PATH]
+//! [--filler-bytes N] [-p PROMPT] [PROMPT]`
 //!
 //! It also prints one plain-text line to stderr (unstructured output), and
 //! echoes the prompt and `$FAKE_ECHO_ENV` (if set) in its first line so
 //! tests can check argument and environment passing; `--print-env NAME`
 //! prints `NAME=<value>` as a plain stdout line (issue 18: a Secret
-//! reaching the provider's environment).
+//! reaching the provider's environment). `--until-file PATH` keeps
+//! printing a numbered `tick` line every `--sleep-ms` (at least 50 ms)
+//! after the progress lines until PATH exists, and `--filler-bytes N`
+//! then prints N bytes of plain lines at once: a producer of output over
+//! time, and of a big log (the log tests and `bench-logs`).
 
 use std::io::Write;
 use std::time::Duration;
@@ -61,6 +66,13 @@ struct Args {
     /// Print `NAME=<value of $NAME>` on stdout (plain text) at start.
     #[arg(long = "print-env", value_name = "NAME")]
     print_env: Vec<String>,
+    /// After the progress lines, print a `tick` line every --sleep-ms
+    /// until this file exists.
+    #[arg(long)]
+    until_file: Option<std::path::PathBuf>,
+    /// Then print this many bytes of plain lines.
+    #[arg(long, default_value_t = 0)]
+    filler_bytes: u64,
     /// The prompt (as `-p PROMPT`).
     #[arg(short = 'p', long = "prompt")]
     prompt_flag: Option<String>,
@@ -150,6 +162,28 @@ async fn main() {
                 )
             }
         }
+    }
+    if let Some(stop) = &a.until_file {
+        let every = Duration::from_millis(a.sleep_ms.max(50));
+        let mut tick = 0u64;
+        while !stop.exists() {
+            tick += 1;
+            println!("tick {tick}");
+            tokio::time::sleep(every).await;
+        }
+    }
+    if a.filler_bytes > 0 {
+        let mut o = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+        let mut left = a.filler_bytes;
+        let mut i = 0u64;
+        while left > 0 {
+            i += 1;
+            let line = format!("filler {i:012} {}\n", "x".repeat(80));
+            let take = (line.len() as u64).min(left) as usize;
+            let _ = o.write_all(&line.as_bytes()[..take]);
+            left -= take as u64;
+        }
+        let _ = o.flush();
     }
     if a.hang {
         loop {
