@@ -6,7 +6,9 @@
 //! tries to write shows PermissionDenied and is no plain success; a 500
 //! from the model fails the run with the CLI's words for it; a run stopped
 //! after one model call shows that call's usage exactly once; the session
-//! id is recorded and what the agent did shows in `describe`.
+//! id is recorded, what the agent did shows in `describe` and `pamctl
+//! transcript`, and a pamd crash mid-run loses none of its log or
+//! transcript.
 
 use std::time::Duration;
 
@@ -89,6 +91,17 @@ async fn writes_a_file_and_runs_a_command_into_its_commit(cli: &'static str) {
     assert_eq!(r["status"]["permissions"]["mode"], "edits", "{r}");
     assert_eq!(r["status"]["permissions"]["from"], "default", "{r}");
     assert_eq!(usage_of(&r), expected(&w, &usage), "{r}");
+    // The whole exchange, from the worker's transcript.
+    let transcript = w.pamctl(&["transcript", "work"]);
+    for said in [
+        "Create hello.txt, then run the script.",
+        "hello.txt",
+        "ran.txt",
+        "Wrote hello.txt and ran the script.",
+    ] {
+        assert!(transcript.contains(said), "{said:?} in:\n{transcript}");
+    }
+    assert!(transcript.contains("tool call"), "{transcript}");
     // What it did, in describe.
     let described = w.pamctl(&["describe", "run", "work"]);
     assert!(
@@ -191,6 +204,46 @@ async fn a_stop_after_one_call_counts_that_call_once(cli: &'static str) {
     w.server.release_held();
 }
 
+/// pamd SIGKILLed while the agent works and started again after it
+/// finished: the log and the transcript are whole, with what the agent
+/// printed while pamd was down.
+async fn a_pamd_crash_mid_run_loses_no_log_or_transcript(cli: &'static str) {
+    let script = Script::new([
+        Turn::write_file("hello.txt", "hello from pam\n").with_usage(1200, 0, 40),
+        Turn::text("Finished while pamd was down.")
+            .with_usage(60, 1200, 8)
+            .held(),
+    ]);
+    let Some(mut w) = AgentWorld::start(cli, script).await else {
+        return;
+    };
+    w.run("crash", "Create hello.txt.", "");
+    w.server.wait_for_held(1, WAIT).await.unwrap();
+    let r = w.get("crash").await;
+    let uid = r["metadata"]["uid"].as_str().unwrap().to_string();
+    w.pamd.kill9();
+    w.server.release_held();
+    // The agent finishes while pamd is down: its log says so on the worker.
+    let log_file = w.worker.data_dir.join("runs").join(&uid).join("1.log");
+    pam_tests::eventually(WAIT, "the agent's last words in its log", || async {
+        let text = std::fs::read_to_string(&log_file).unwrap_or_default();
+        text.contains("Finished while pamd was down.").then_some(())
+    })
+    .await;
+    w.pamd.start_again().await.unwrap();
+    w.wait_phase("crash", "exited").await;
+    let printed = w.pamd.pamctl(&["-p", "e2e", "logs", "crash"]);
+    assert!(printed.status.success(), "{printed:?}");
+    let on_worker = std::fs::read(&log_file).unwrap();
+    assert_eq!(printed.stdout, on_worker, "the whole log, byte for byte");
+    let transcript = w.pamctl(&["transcript", "crash"]);
+    assert!(
+        transcript.contains("Finished while pamd was down."),
+        "{transcript}"
+    );
+    assert!(transcript.contains("hello.txt"), "{transcript}");
+}
+
 macro_rules! per_cli {
     ($($cli:ident: $error:literal),+ $(,)?) => {
         $(
@@ -209,6 +262,11 @@ macro_rules! per_cli {
                 #[tokio::test]
                 async fn a_model_error_fails_with_the_clis_words() {
                     super::a_model_error_fails_with_the_clis_words(stringify!($cli), $error).await;
+                }
+
+                #[tokio::test]
+                async fn a_pamd_crash_mid_run_loses_no_log_or_transcript() {
+                    super::a_pamd_crash_mid_run_loses_no_log_or_transcript(stringify!($cli)).await;
                 }
 
                 #[tokio::test]

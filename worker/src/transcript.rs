@@ -14,10 +14,12 @@ use uuid::Uuid;
 
 /// Where the transcript of an attempt lives.
 pub fn path(data_dir: &Path, run_id: Uuid, attempt: i32) -> PathBuf {
-    data_dir
-        .join("runs")
-        .join(run_id.to_string())
-        .join(format!("{attempt}.transcript.jsonl"))
+    crate::wrap::attempt_file(
+        data_dir,
+        run_id,
+        attempt,
+        pam_manifests::protocol::LogFile::Transcript,
+    )
 }
 
 /// The time now, as transcripts write it.

@@ -88,10 +88,26 @@ pub struct WrapArgs {
 
 /// Where the log of an attempt lives.
 pub fn log_path(data_dir: &Path, run_id: Uuid, attempt: i32) -> PathBuf {
+    attempt_file(
+        data_dir,
+        run_id,
+        attempt,
+        pam_manifests::protocol::LogFile::Log,
+    )
+}
+
+/// Where one of an attempt's files lives: `<data_dir>/runs/<run_id>/`
+/// and its name ([`pam_manifests::protocol::LogFile::file_name`]).
+pub fn attempt_file(
+    data_dir: &Path,
+    run_id: Uuid,
+    attempt: i32,
+    file: pam_manifests::protocol::LogFile,
+) -> PathBuf {
     data_dir
         .join("runs")
         .join(run_id.to_string())
-        .join(format!("{attempt}.log"))
+        .join(file.file_name(attempt))
 }
 
 /// Writes stamped signals to the outbox. An outbox write that fails is
