@@ -835,3 +835,64 @@ async fn concurrent_batches_over_the_same_runs_apply_each_signal_once() {
         (pam_manifests::state::RunStatus::Exited, Some(0), Some(2))
     );
 }
+
+/// An applyset records the kinds and projects it holds (as kubectl's
+/// ApplySet parent records its group-kinds): re-applied with prune after
+/// the last Secret and Schedule left the input, it prunes both, and a diff
+/// with prune shows them going — though the input names no Secret or
+/// Schedule any more.
+#[tokio::test]
+async fn an_applyset_prunes_kinds_that_left_its_input() {
+    let api = Api::new().await;
+    let with_extras = format!(
+        "{TREE}---
+apiVersion: pam.dev/v1
+kind: Secret
+metadata: {{name: keys, project: web}}
+spec: {{stringData: {{A: b}}}}
+---
+apiVersion: pam.dev/v1
+kind: Schedule
+metadata: {{name: nightly, project: web}}
+spec:
+  schedule: \"30 2 * * *\"
+  runTemplate: {{task: cart, provider: exec, command: [\"true\"], cwd: /tmp}}
+"
+    );
+    let apply = |content: String, prune: bool, path: &'static str| {
+        let api = &api;
+        async move {
+            api.call(
+                "POST",
+                path,
+                Some(json!({"files": [{"name": "t.yaml", "content": content}], "applyset": "web", "prune": prune})),
+            )
+            .await
+        }
+    };
+    let (s, v) = apply(with_extras, false, "/api/v1/apply").await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let (s, v) = apply(TREE.to_string(), true, "/api/v1/diff").await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let going: Vec<String> = v["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["action"] == "prune")
+        .map(|i| {
+            format!(
+                "{} {}",
+                i["kind"].as_str().unwrap(),
+                i["name"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(going, ["Schedule nightly", "Secret keys"], "{v}");
+    let (s, v) = apply(TREE.to_string(), true, "/api/v1/apply").await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let acts = actions(&v);
+    assert!(acts.contains(&"Secret keys pruned".to_string()), "{v}");
+    assert!(acts.contains(&"Schedule nightly pruned".to_string()), "{v}");
+    let gone = api.get("/api/v1/projects/web/secrets/keys").await;
+    assert_eq!(gone["error"]["code"], "not_found", "{gone}");
+}

@@ -43,6 +43,7 @@
 //! the loops or the event bus: this crate is the bottom layer of pamd.
 
 pub mod activity;
+pub mod applysets;
 pub mod attach;
 pub mod charts;
 pub mod db;
@@ -77,6 +78,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 pub use activity::{ActivityAppend, RunActivityTx};
+pub use applysets::{ApplySetRecord, ApplySetTx};
 pub use attach::{AttachLease, AttachRefusal, AttachTx};
 pub use charts::ChartTx;
 pub use deps::{DependencyLink, DependencyTx, Gated};
@@ -295,6 +297,7 @@ pub trait Tx:
     + RunTx
     + RunResultTx
     + RunActivityTx
+    + ApplySetTx
     + DependencyTx
     + HostTx
     + EventTx

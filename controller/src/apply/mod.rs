@@ -177,7 +177,10 @@ pub async fn apply(ctx: &Ctx, req: &ApplyRequest) -> Result<Vec<ApplyResult>, Ap
         now,
         ctx.thresholds.offline_after,
         docs,
-        prune_selector.as_ref(),
+        Prune {
+            selector: prune_selector.as_ref(),
+            applyset: req.applyset.as_deref(),
+        },
         existing,
     )
     .await?;
@@ -244,6 +247,14 @@ pub(crate) async fn merged(
     Ok((docs, existing, plan))
 }
 
+/// How a write prunes: what `selector` selects (none: no prune), and
+/// the applyset whose record says which kinds and projects it holds.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Prune<'a> {
+    pub selector: Option<&'a LabelSelector>,
+    pub applyset: Option<&'a str>,
+}
+
 /// Validates `docs` whole against the stored state they can touch and
 /// writes them through the rules in `tx`, pruning by `prune` when given;
 /// the caller commits (or drops `tx` to roll back). `existing` is the
@@ -257,14 +268,15 @@ pub async fn write_loaded(
     now: chrono::DateTime<chrono::Utc>,
     offline_after: std::time::Duration,
     docs: Vec<Document>,
-    prune: Option<&LabelSelector>,
+    prune: Prune<'_>,
     existing: existing::Existing,
 ) -> Result<Written, ApplyError> {
     let errors = validate::validate_batch(&docs, &existing.state);
     if !errors.is_empty() {
         return Err(ApplyError::Invalid(errors));
     }
-    let named = prune.map(|_| prune::Named::of(&docs));
+    let named =
+        (prune.selector.is_some() || prune.applyset.is_some()).then(|| prune::Named::of(&docs));
     let mut w = Writer::new(tx, ring, now, offline_after, existing.items);
     w.results.reserve_exact(docs.len());
     // Each document is let go once written: a big batch's typed
@@ -298,8 +310,8 @@ pub async fn write_loaded(
     if !w.errors.is_empty() {
         return Err(ApplyError::Invalid(w.errors));
     }
-    if let (Some(sel), Some(named)) = (prune, named) {
-        w.prune(named, sel).await?;
+    if let Some(named) = named {
+        w.prune_and_record(named, prune).await?;
     }
     Ok(Written {
         ids: w.ids,

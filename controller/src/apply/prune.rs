@@ -16,8 +16,11 @@
 //! Apply's candidates ([`Writer::prune`]) are the objects of the input's
 //! kinds — every kind — that match the selector (or applyset) and that the
 //! input does not name; project-scoped kinds only in the projects the batch
-//! names (issue 14). Objects a Source owns are the Source's to prune, so
-//! apply keeps them.
+//! names (issue 14). An applyset also records the kinds and projects it
+//! holds (`applysets`, as kubectl's ApplySet parent records its
+//! group-kinds), and its prune covers them too, so the last Secret of a
+//! set that left the input is pruned ([`Writer::prune_and_record`]).
+//! Objects a Source owns are the Source's to prune, so apply keeps them.
 
 use std::collections::HashSet;
 
@@ -26,7 +29,7 @@ use pam_manifests::kinds::Kind;
 use pam_manifests::load::Document;
 use pam_manifests::names::LabelSelector;
 use pam_store::prelude::*;
-use pam_store::{Labels, Project, StoreResult};
+use pam_store::{ApplySetRecord, Labels, Project, StoreResult};
 use uuid::Uuid;
 
 use super::writer::Writer;
@@ -153,6 +156,51 @@ pub(super) struct Named {
 }
 
 impl Named {
+    /// Adds what an applyset's record says it holds: its prune covers
+    /// kinds and projects that left the input.
+    fn with_recorded(&mut self, r: &ApplySetRecord) {
+        self.kinds
+            .extend(r.kinds.iter().filter_map(|k| Kind::parse(k)));
+        self.kinds.sort();
+        self.kinds.dedup();
+        self.in_batch.extend(r.projects.iter().cloned());
+    }
+
+    /// The input's kinds and projects alone (what an applyset holds after
+    /// its prune, before [`Named::with_recorded`]).
+    fn clone_scope(&self) -> Named {
+        Named {
+            kinds: self.kinds.clone(),
+            named: HashSet::new(),
+            in_batch: self.in_batch.clone(),
+        }
+    }
+
+    /// The record of an applyset holding the input, and `kept`.
+    fn record(&self, name: &str, kept: &[&ApplyResult]) -> ApplySetRecord {
+        let mut kinds: Vec<String> = self
+            .kinds
+            .iter()
+            .map(|k| k.as_str().to_string())
+            .chain(kept.iter().map(|r| r.kind.to_string()))
+            .collect();
+        kinds.sort();
+        kinds.dedup();
+        let mut projects: Vec<String> = self
+            .in_batch
+            .iter()
+            .cloned()
+            .chain(kept.iter().filter_map(|r| r.project.clone()))
+            .collect();
+        projects.sort();
+        projects.dedup();
+        ApplySetRecord {
+            name: name.to_string(),
+            kinds,
+            projects,
+        }
+    }
+
     pub(super) fn of(docs: &[Document]) -> Named {
         let mut kinds: Vec<Kind> = docs.iter().map(|d| d.manifest.kind()).collect();
         kinds.sort();
@@ -183,6 +231,54 @@ impl Named {
 }
 
 impl Writer<'_> {
+    /// Prunes by `prune`'s selector (when there is one) and writes the
+    /// applyset's record (when there is one). An applyset's prune covers
+    /// the kinds and projects its record holds besides the input's; its
+    /// new record is the input's, plus those of what was kept (held, or a
+    /// Source's). Without a prune nothing left the set: the record only
+    /// grows.
+    pub(super) async fn prune_and_record(
+        &mut self,
+        mut input: Named,
+        prune: super::Prune<'_>,
+    ) -> Result<(), ApplyError> {
+        let recorded = match prune.applyset {
+            Some(name) => self.tx.applyset(name).await?,
+            None => None,
+        };
+        let Some(name) = prune.applyset else {
+            if let Some(sel) = prune.selector {
+                self.prune(input, sel).await?;
+            }
+            return Ok(());
+        };
+        let record = match prune.selector {
+            Some(sel) => {
+                let fresh = input.clone_scope();
+                if let Some(r) = &recorded {
+                    input.with_recorded(r);
+                }
+                let from = self.results.len();
+                self.prune(input, sel).await?;
+                let kept: Vec<&ApplyResult> = self.results[from..]
+                    .iter()
+                    .filter(|r| r.action == Action::Kept)
+                    .collect();
+                fresh.record(name, &kept)
+            }
+            None => {
+                if let Some(r) = &recorded {
+                    input.with_recorded(r);
+                }
+                input.record(name, &[])
+            }
+        };
+        if recorded.as_ref() != Some(&record) {
+            self.tx.put_applyset(&record, self.now).await?;
+        }
+        Ok(())
+    }
+
     /// Deletes the objects of the input's kinds (and projects) that match
     /// the selector and are not in the input, through [`prune_objects`].
     pub(super) async fn prune(

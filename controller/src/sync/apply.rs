@@ -246,7 +246,16 @@ pub async fn apply_tree(
     let manager = managed::Manager::source(&source.name);
     let plan = managed::plan(tx, &stored, &merged, named, &manager, true, now).await?;
     // No keyring: a Source never carries Secrets (refused above).
-    let written = apply::write_loaded(tx, None, now, offline_after, merged, None, existing).await?;
+    let written = apply::write_loaded(
+        tx,
+        None,
+        now,
+        offline_after,
+        merged,
+        apply::Prune::default(),
+        existing,
+    )
+    .await?;
     plan.record(tx, &written.results, &written.ids, now).await?;
     let mut counts = Counts::default();
     let mut changes = Vec::new();

@@ -47,6 +47,8 @@ struct State {
     runs: HashMap<Uuid, Run>,
     /// `run_results`: (run, attempt) → its workspace result (issue 32).
     results: BTreeMap<(Uuid, i32), crate::RunResultRow>,
+    /// `applysets`: name → what it holds.
+    applysets: BTreeMap<String, crate::ApplySetRecord>,
     /// `run_activity`: (run, attempt) → its newest activity items.
     activity: BTreeMap<(Uuid, i32), Vec<pam_manifests::protocol::Entry>>,
     /// (run, attempt, kind) → received_at.
@@ -269,6 +271,7 @@ impl Tx for MemTx {
 // The aggregates' parts of the transaction (after the helpers and
 // macros above, which they use).
 mod activity;
+mod applysets;
 mod attach;
 mod charts;
 mod deps;

@@ -455,6 +455,7 @@ impl Tx for PgTx {
 // The aggregates' parts of the transaction (after the helpers and
 // macros above, which they use), and the row mapping they share.
 mod activity;
+mod applysets;
 mod attach;
 mod charts;
 mod deps;

@@ -79,3 +79,27 @@ pub async fn managed_fields_bulk_round_trip(s: &dyn Store) {
     assert!(tx.managed_fields_of(&[]).await.unwrap().is_empty());
     tx.put_managed_fields(&[]).await.unwrap();
 }
+
+/// An applyset's record: none until written, then what was written last.
+pub async fn applyset_records_round_trip(s: &dyn Store) {
+    use pam_store::ApplySetRecord;
+    let mut tx = s.begin().await.unwrap();
+    assert_eq!(tx.applyset("web").await.unwrap(), None);
+    let r = ApplySetRecord {
+        name: "web".into(),
+        kinds: vec!["Secret".into(), "Task".into()],
+        projects: vec!["web".into()],
+    };
+    tx.put_applyset(&r, t(1)).await.unwrap();
+    tx.commit().await.unwrap();
+    let mut tx = s.begin().await.unwrap();
+    assert_eq!(tx.applyset("web").await.unwrap(), Some(r.clone()));
+    let fewer = ApplySetRecord {
+        kinds: vec!["Task".into()],
+        projects: vec![],
+        ..r
+    };
+    tx.put_applyset(&fewer, t(2)).await.unwrap();
+    assert_eq!(tx.applyset("web").await.unwrap(), Some(fewer));
+    assert_eq!(tx.applyset("other").await.unwrap(), None);
+}

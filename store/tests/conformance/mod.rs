@@ -119,6 +119,7 @@ macro_rules! store_conformance_tests {
             schedule_ticks_are_taken_once,
             chart_reads_count_runs_into_buckets,
             managed_fields_bulk_round_trip,
+            applyset_records_round_trip,
         );
     };
     (@each $make:expr; $($name:ident),+ $(,)?) => {
