@@ -367,6 +367,18 @@ impl RunStatus {
     pub fn is_terminal(self) -> bool {
         matches!(self, RunStatus::Exited | RunStatus::Stopped)
     }
+
+    /// A live run has a session on its host (spawning or running): it is
+    /// in its host's desired set, takes one of its capacity, and only it
+    /// takes a worker's reports. PostgreSQL's form is
+    /// `pam_store::dispatch::LIVE_SQL` (and the `runs_live` index's
+    /// predicate).
+    pub fn is_live(self) -> bool {
+        matches!(self, RunStatus::Spawning | RunStatus::Running)
+    }
+
+    /// Every live status ([`RunStatus::is_live`]).
+    pub const LIVE: [RunStatus; 2] = [RunStatus::Spawning, RunStatus::Running];
 }
 
 impl StateMachine for HostStatus {

@@ -28,6 +28,11 @@ pub fn provider_version(r: &Run) -> Option<&str> {
     r.meta.spec.get("providerVersion").and_then(|v| v.as_str())
 }
 
+/// [`RunStatus::is_live`] over `runs`: spawning or running, the
+/// predicate of the `runs_live` partial index (migration 0002), which the
+/// reads of live runs use.
+pub const LIVE_SQL: &str = "status IN ('spawning', 'running')";
+
 /// Whether `host` can start `provider` at a version meeting `req` (issue
 /// 31). A host whose worker never reported capabilities (an older worker)
 /// is taken to have every provider, as before capabilities existed, but
@@ -179,6 +184,22 @@ pub const PENDING_REQUIREMENTS_SQL: &str = "SELECT DISTINCT provider, spec->>'pr
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn live_is_one_rule_in_rust_and_sql() {
+        use pam_manifests::state::RunStatus;
+        let said: Vec<&str> = RunStatus::VALUES
+            .iter()
+            .filter(|s| s.is_live())
+            .map(|s| s.as_str())
+            .collect();
+        assert_eq!(said, ["spawning", "running"]);
+        assert_eq!(
+            RunStatus::LIVE.map(RunStatus::as_str),
+            ["spawning", "running"]
+        );
+        assert_eq!(super::LIVE_SQL, "status IN ('spawning', 'running')");
+    }
+
     #[test]
     fn the_claim_sql_and_its_pending_read_say_full_alike() {
         assert!(super::CLAIMABLE_SQL.contains("runs.permissions->>'mode' <> 'full'"));

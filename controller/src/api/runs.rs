@@ -212,7 +212,7 @@ pub(super) async fn run_named(st: &AppState, slug: &str, name: &str) -> ApiResul
 /// 409 unless the run is live (spawning or running): only a live run's
 /// session can be signalled or attached to (`what`: "signalled", "attached").
 pub(super) fn must_be_live(run: &Run, name: &str, what: &str) -> ApiResult<()> {
-    if runs::LIVE.contains(&run.status) {
+    if run.status.is_live() {
         return Ok(());
     }
     Err(ApiError::new(

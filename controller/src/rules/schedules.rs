@@ -108,10 +108,9 @@ pub fn spec_of(s: &Schedule) -> Option<ScheduleSpec> {
 
 /// Whether a run of a schedule still counts as active.
 pub fn is_active(r: &Run) -> bool {
-    matches!(
-        r.status,
-        RunStatus::Pending | RunStatus::Spawning | RunStatus::Running
-    ) || (r.status == RunStatus::Failed && r.requeue_at.is_some())
+    r.status == RunStatus::Pending
+        || r.status.is_live()
+        || (r.status == RunStatus::Failed && r.requeue_at.is_some())
 }
 
 /// What a tick did.

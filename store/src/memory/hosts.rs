@@ -34,7 +34,7 @@ impl HostTx for MemTx {
 
     async fn live_runs_on_hosts(&mut self, hosts: &[Uuid]) -> StoreResult<Vec<Run>> {
         let f = RunFilter {
-            statuses: Some(vec![RunStatus::Spawning, RunStatus::Running]),
+            statuses: Some(RunStatus::LIVE.to_vec()),
             ..RunFilter::default()
         };
         let mut runs = self.list_runs(&f).await?;

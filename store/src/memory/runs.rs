@@ -406,10 +406,7 @@ impl RunTx for MemTx {
             .work
             .runs
             .values()
-            .filter(|r| {
-                r.host_id == Some(host_id)
-                    && matches!(r.status, RunStatus::Spawning | RunStatus::Running)
-            })
+            .filter(|r| r.host_id == Some(host_id) && r.status.is_live())
             .count() as i64)
     }
 }

@@ -49,9 +49,9 @@ impl HostTx for PgTx {
         }
         // runs_live (the partial index on live runs) serves it.
         let sql = format!(
-            "SELECT {} FROM runs WHERE host_id = ANY($1) \
-             AND status IN ('spawning', 'running') ORDER BY created_at, id",
-            run_cols()
+            "SELECT {} FROM runs WHERE host_id = ANY($1) AND {} ORDER BY created_at, id",
+            run_cols(),
+            crate::dispatch::LIVE_SQL
         );
         self.rows(sqlx::query(&sql).bind(hosts), run_from_row).await
     }
@@ -72,13 +72,14 @@ impl HostTx for PgTx {
     #[tracing::instrument(level = "debug", skip_all)]
     async fn count_live_runs_per_host(&mut self) -> StoreResult<Vec<(Uuid, i64)>> {
         // runs_live (the partial index on live runs) serves it.
-        sqlx::query_as(
-            "SELECT host_id, count(*) FROM runs \
-             WHERE status IN ('spawning', 'running') AND host_id IS NOT NULL GROUP BY host_id",
-        )
-        .fetch_all(self.conn())
-        .await
-        .map_err(db_err)
+        let sql = format!(
+            "SELECT host_id, count(*) FROM runs WHERE {} AND host_id IS NOT NULL GROUP BY host_id",
+            crate::dispatch::LIVE_SQL
+        );
+        sqlx::query_as(&sql)
+            .fetch_all(self.conn())
+            .await
+            .map_err(db_err)
     }
 
     #[tracing::instrument(level = "debug", skip_all)]

@@ -479,13 +479,15 @@ impl RunTx for PgTx {
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn count_live_runs(&mut self, host_id: Uuid) -> StoreResult<i64> {
-        sqlx::query_scalar(
-            "SELECT count(*) FROM runs WHERE host_id = $1 AND status IN ('spawning', 'running')",
-        )
-        .bind(host_id)
-        .fetch_one(self.conn())
-        .await
-        .map_err(db_err)
+        let sql = format!(
+            "SELECT count(*) FROM runs WHERE host_id = $1 AND {}",
+            crate::dispatch::LIVE_SQL
+        );
+        sqlx::query_scalar(&sql)
+            .bind(host_id)
+            .fetch_one(self.conn())
+            .await
+            .map_err(db_err)
     }
 
     #[tracing::instrument(level = "debug", skip_all)]

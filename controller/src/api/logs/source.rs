@@ -20,7 +20,6 @@ use super::{Logs, READ_TIMEOUT};
 use crate::api::{ApiError, AppState};
 use crate::clock::ts;
 use crate::events::topic;
-use crate::rules::runs::LIVE;
 
 /// The bytes of one chunk: `[index · CHUNK, index · CHUNK + CHUNK)`.
 pub const CHUNK: u64 = LOG_CHUNK_MAX;
@@ -69,7 +68,7 @@ pub async fn locate(
         )));
     }
     let logs = &st.logs;
-    let finished = attempt < run.attempt || !LIVE.contains(&run.status);
+    let finished = attempt < run.attempt || !run.status.is_live();
     if finished {
         if let Some(dir) = logs.archived(run.id, attempt) {
             return Ok(Located {

@@ -311,7 +311,7 @@ async fn progress(
     let Some(seq) = sig.seq else {
         return Ok((SignalOutcome::Rejected, Some("progress needs seq".into())));
     };
-    if !runs::LIVE.contains(&run.status) {
+    if !run.status.is_live() {
         return Ok(stale("run is no longer live"));
     }
     if !st.advance_progress(run.id, run.attempt, seq) {
@@ -349,7 +349,7 @@ async fn finished(
     sig: &Signal,
     now: DateTime<Utc>,
 ) -> StoreResult<Applied> {
-    if !runs::LIVE.contains(&run.status) {
+    if !run.status.is_live() {
         return Ok(not_live(st, &run, "finished"));
     }
     if !first_time(st, &run, "finished") {
@@ -387,7 +387,7 @@ async fn failed(
     let live = if provider_hook {
         run.status == RunStatus::Running
     } else {
-        runs::LIVE.contains(&run.status)
+        run.status.is_live()
     };
     if !live {
         return Ok(not_live(st, run, "failed"));
@@ -419,7 +419,7 @@ async fn failed(
 
 /// `lost`: the worker found the session gone without a `finished`.
 async fn lost(st: &mut Staged, run: &Run, now: DateTime<Utc>) -> StoreResult<Applied> {
-    if !runs::LIVE.contains(&run.status) {
+    if !run.status.is_live() {
         return Ok(not_live(st, run, "lost"));
     }
     if !first_time(st, run, "lost") {

@@ -221,7 +221,7 @@ pub async fn stop_over_budget(
     mut run: Run,
     now: DateTime<Utc>,
 ) -> StoreResult<Option<Run>> {
-    if run.stop_requested || !LIVE.contains(&run.status) {
+    if run.stop_requested || !run.status.is_live() {
         return Ok(None);
     }
     let Some(why) = usage::run_over_budget(&run) else {
@@ -293,15 +293,11 @@ pub async fn output_appended(
     .map(drop)
 }
 
-/// The statuses of a live run: one whose session exists (or is being
-/// made) on its host.
-pub const LIVE: [RunStatus; 2] = [RunStatus::Spawning, RunStatus::Running];
-
-/// The live runs ([`LIVE`]), of host `host_id` when given.
+/// The live runs ([`RunStatus::is_live`]), of host `host_id` when given.
 pub async fn live(tx: &mut dyn Tx, host_id: Option<Uuid>) -> StoreResult<Vec<Run>> {
     let filter = RunFilter {
         host_id,
-        statuses: Some(LIVE.to_vec()),
+        statuses: Some(RunStatus::LIVE.to_vec()),
         ..RunFilter::default()
     };
     tx.list_runs(&filter).await
