@@ -12,7 +12,8 @@ use chrono::{DateTime, TimeZone, Utc};
 use pam_controller::apply::{self, ApplyError, ApplyRequest, FileIn};
 use pam_controller::clock::ManualClock;
 use pam_controller::ctx::{Ctx, Thresholds};
-use pam_controller::reconcile::{self, dispatch};
+use pam_controller::fleet::claims;
+use pam_controller::reconcile;
 use pam_controller::rules::work_items;
 use pam_manifests::state::{FailureReason, Platform, RunStatus, WorkItemStatus};
 use pam_store::memory::MemStore;
@@ -106,7 +107,7 @@ impl World {
     }
 
     async fn claim(&self, h: &Host) -> Vec<String> {
-        let mut names: Vec<String> = dispatch::claim(&self.ctx, h.id, 10)
+        let mut names: Vec<String> = claims::claim(&self.ctx, h.id, 10)
             .await
             .unwrap()
             .into_iter()

@@ -15,12 +15,12 @@ use rust_files::rust_files;
 /// Top-level modules by layer, lowest first. Modules on one line are
 /// siblings: they may not import each other.
 const LAYERS: &[&[&str]] = &[
-    &["clock"],
+    &["clock", "batch", "retry"],
     &["events"],
     &["metrics"],
     &["rules"],
     &["ctx"],
-    &["reconcile", "apply"],
+    &["reconcile", "apply", "fleet"],
     &["sync"],
     &["api"],
     &["config"],

@@ -10,7 +10,8 @@ use std::time::Duration;
 use chrono::{DateTime, TimeZone, Utc};
 use pam_controller::clock::{Clock, ManualClock};
 use pam_controller::ctx::{Ctx, Thresholds};
-use pam_controller::reconcile::{self, dispatch, ingest};
+use pam_controller::fleet::claims;
+use pam_controller::reconcile::{self, ingest};
 use pam_controller::rules::hosts as identity;
 use pam_manifests::protocol::{Signal, SignalKind, SignalOutcome, TokenUsage};
 use pam_manifests::state::{
@@ -221,7 +222,7 @@ fn finished(run: &Run, attempt: i32, code: i32) -> Signal {
 
 /// Claims for a host and checks the run landed there.
 async fn claim_one(w: &World, host: &Host) -> Run {
-    let claimed = dispatch::claim(&w.ctx, host.id, 10).await.unwrap();
+    let claimed = claims::claim(&w.ctx, host.id, 10).await.unwrap();
     assert_eq!(claimed.len(), 1, "expected one claim for {}", host.name);
     claimed.into_iter().next().unwrap()
 }
@@ -427,7 +428,7 @@ async fn claims_respect_eligibility_capacity_and_targets() {
     let r3 = w.run("r3", Target::Any, 1).await;
     w.advance(1);
     let r4 = w.run("r4", Target::Any, 1).await;
-    let on_a = dispatch::claim(&w.ctx, a.id, 10).await.unwrap();
+    let on_a = claims::claim(&w.ctx, a.id, 10).await.unwrap();
     // capacity 2: r2 (named) and r3 (oldest Any), never r1 (selector).
     let ids: Vec<_> = on_a.iter().map(|r| r.id).collect();
     assert_eq!(ids, vec![r2.id, r3.id]);
@@ -436,8 +437,8 @@ async fn claims_respect_eligibility_capacity_and_targets() {
         on_a[0].session_name,
         format!("pam-{}", &r2.id.simple().to_string()[..8])
     );
-    assert!(dispatch::claim(&w.ctx, a.id, 10).await.unwrap().is_empty());
-    let on_b: Vec<_> = dispatch::claim(&w.ctx, b.id, 10)
+    assert!(claims::claim(&w.ctx, a.id, 10).await.unwrap().is_empty());
+    let on_b: Vec<_> = claims::claim(&w.ctx, b.id, 10)
         .await
         .unwrap()
         .into_iter()
@@ -461,13 +462,13 @@ async fn disabled_offline_and_suspect_hosts_get_no_runs() {
     let (h, p) = w.present(a.id, Some(clone)).await;
     assert_eq!(p, identity::Presence::Flagged);
     assert!(h.instance_suspect);
-    assert!(dispatch::claim(&w.ctx, a.id, 10).await.unwrap().is_empty());
+    assert!(claims::claim(&w.ctx, a.id, 10).await.unwrap().is_empty());
     // offline
     let b = w.host("b", &[]).await;
     w.advance(91);
     reconcile::pass(&w.ctx).await.unwrap();
     assert_eq!(w.get_host(b.id).await.status, HostStatus::Offline);
-    assert!(dispatch::claim(&w.ctx, b.id, 10).await.unwrap().is_empty());
+    assert!(claims::claim(&w.ctx, b.id, 10).await.unwrap().is_empty());
 }
 
 #[tokio::test]
@@ -685,7 +686,7 @@ async fn a_batch_decides_exactly_as_the_same_signals_one_by_one() {
         for i in 0..4 {
             runs.push(w.run(&format!("r{i}"), Target::Any, 3).await);
         }
-        dispatch::claim(&w.ctx, a.id, 10).await.unwrap();
+        claims::claim(&w.ctx, a.id, 10).await.unwrap();
         (w, a, runs)
     }
     let (one, a1, runs1) = world().await;
@@ -750,7 +751,7 @@ async fn spawn_failure_journals_run_failed_and_lost_sessions_fail() {
     let a = w.host("a", &[]).await;
     let r1 = w.run("r1", Target::Any, 1).await;
     let r2 = w.run("r2", Target::Any, 1).await;
-    dispatch::claim(&w.ctx, a.id, 10).await.unwrap();
+    claims::claim(&w.ctx, a.id, 10).await.unwrap();
     assert_eq!(
         w.signal(&a, sig(&r1, 1, SignalKind::Failed)).await,
         SignalOutcome::Applied
@@ -920,7 +921,7 @@ async fn long_poll_claim_returns_as_soon_as_a_run_is_created() {
     let ctx = w.ctx.clone();
     let waiter =
         tokio::spawn(
-            async move { dispatch::claim_wait(&ctx, a.id, 1, Duration::from_secs(30)).await },
+            async move { claims::claim_wait(&ctx, a.id, 1, Duration::from_secs(30)).await },
         );
     tokio::task::yield_now().await;
     let run = w.run("r1", Target::Any, 1).await;
@@ -1371,7 +1372,7 @@ async fn a_project_over_its_budget_dispatches_nothing_until_the_budget_is_raised
     assert!(over(&w).await);
 
     let r2 = w.run("r2", Target::Any, 1).await;
-    assert!(dispatch::claim(&w.ctx, a.id, 10).await.unwrap().is_empty());
+    assert!(claims::claim(&w.ctx, a.id, 10).await.unwrap().is_empty());
     // Held on purpose: no dispatch timeout while the project is over.
     w.advance(3600);
     w.present(a.id, a.instance_id).await;
@@ -1504,7 +1505,7 @@ async fn a_run_left_unclaimed_wakes_the_claims_at_the_sweep() {
     let ctx = w.ctx.clone();
     let waiter =
         tokio::spawn(
-            async move { dispatch::claim_wait(&ctx, a.id, 1, Duration::from_secs(30)).await },
+            async move { claims::claim_wait(&ctx, a.id, 1, Duration::from_secs(30)).await },
         );
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert!(!waiter.is_finished(), "a claimed a run it does not match");

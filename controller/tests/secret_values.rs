@@ -9,7 +9,8 @@ use chrono::{TimeZone, Utc};
 use pam_controller::apply::{self, Action, ApplyError, ApplyRequest, FileIn};
 use pam_controller::clock::ManualClock;
 use pam_controller::ctx::{Ctx, Thresholds};
-use pam_controller::reconcile::{self, dispatch};
+use pam_controller::fleet::claims;
+use pam_controller::reconcile;
 use pam_controller::rules::runs::env;
 use pam_controller::rules::secrets;
 use pam_manifests::state::Platform;
@@ -177,7 +178,7 @@ async fn a_run_waits_for_its_secret_and_gets_its_environment() {
     let h = host(&ctx).await;
     apply(&ctx, &run("r", "TOKEN")).await.unwrap();
     reconcile::pass(&ctx).await.unwrap();
-    assert!(dispatch::claim(&ctx, h.id, 10).await.unwrap().is_empty());
+    assert!(claims::claim(&ctx, h.id, 10).await.unwrap().is_empty());
     let r = stored_run(&ctx, "r").await;
     let mut tx = ctx.store.begin().await.unwrap();
     let waits = tx.run_secret_waits(None).await.unwrap();
@@ -199,12 +200,12 @@ async fn a_run_waits_for_its_secret_and_gets_its_environment() {
         "Secret \"keys\" has no key \"TOKEN\""
     );
     drop(tx);
-    assert!(dispatch::claim(&ctx, h.id, 10).await.unwrap().is_empty());
+    assert!(claims::claim(&ctx, h.id, 10).await.unwrap().is_empty());
 
     // With the key: released, claimed, and the environment has the value.
     apply(&ctx, &secret(VALUE)).await.unwrap();
     reconcile::pass(&ctx).await.unwrap();
-    let claimed = dispatch::claim(&ctx, h.id, 10).await.unwrap();
+    let claimed = claims::claim(&ctx, h.id, 10).await.unwrap();
     assert_eq!(claimed.iter().map(|r| r.id).collect::<Vec<_>>(), [r.id]);
     let mut tx = ctx.store.begin().await.unwrap();
     let e = env::environment(tx.as_mut(), &ctx.secrets, &claimed[0])

@@ -116,7 +116,7 @@ pub mod prelude {
 pub type Labels = BTreeMap<String, String>;
 
 /// What can go wrong in a store call. Every variant says when it happens.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {
     /// A guarded update matched no row: the status, attempt or resource
     /// version was not what the caller expected (someone else changed it

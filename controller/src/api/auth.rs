@@ -175,9 +175,9 @@ pub async fn authenticate(
         });
     }
     // Looked up with the other requests waiting: one statement for a
-    // burst of them (issue 33, [`super::group::read`]).
+    // burst of them (issue 33, [`crate::batch::read`]).
     let store = state.ctx.store.clone();
-    let found: Option<ApiToken> = super::group::read(&state.token_reads, fp.clone(), move |fps| {
+    let found: Option<ApiToken> = crate::batch::read(&state.token_reads, fp.clone(), move |fps| {
         let store = store.clone();
         async move {
             let found = store.tokens_by_fingerprints(&fps).await?;

@@ -31,9 +31,7 @@ pub mod charts;
 pub mod dashboard;
 pub mod events;
 pub mod extract;
-pub mod group;
 pub mod guard;
-pub mod heartbeats;
 pub mod hosts;
 pub mod idempotency;
 pub mod list;
@@ -43,10 +41,8 @@ pub mod metrics;
 pub mod objects;
 pub mod oidc;
 pub mod openapi;
-pub mod pending_signals;
 pub mod projects;
 pub mod rate_limit;
-pub mod retry;
 pub mod revocation;
 pub mod route;
 pub mod routes;
@@ -78,8 +74,9 @@ pub struct AppState {
     /// Runs' logs and transcripts read from their workers: the reads in
     /// flight, the cache, the archive (`[logs]`).
     pub logs: Arc<logs::Logs>,
-    /// Operator signals waiting for their worker.
-    pub signals: pending_signals::PendingSignals,
+    /// What the workers see: desired sets, claims, heartbeats, operator
+    /// signals waiting for their worker.
+    pub fleet: crate::fleet::Fleet,
     /// The tokens open streams and leases hold: revoking one ends them.
     pub revocations: revocation::Revocations,
     /// The per-token rate limits (issue 19; this replica's buckets).
@@ -97,15 +94,11 @@ pub struct AppState {
     /// `[metrics] require_token`: `/metrics` needs an admin or metrics
     /// token.
     pub metrics_require_token: bool,
-    /// The heartbeats waiting for the next batch (issue 33).
-    pub heartbeats: Arc<heartbeats::Heartbeats>,
     /// Tokens' uses waiting to be written (issue 33).
     pub token_uses: Arc<token_uses::TokenUses>,
     /// Bearer tokens waiting to be looked up, by fingerprint
     /// ([`auth::authenticate`], issue 33).
-    pub token_reads: Arc<group::Reads<String, pam_store::ApiToken>>,
-    /// The hosts of opening watches, by name ([`watch::watch`], issue 33).
-    pub host_reads: Arc<group::Reads<String, uuid::Uuid>>,
+    pub token_reads: Arc<crate::batch::Reads<String, pam_store::ApiToken, ApiError>>,
 }
 
 impl AppState {
@@ -113,9 +106,9 @@ impl AppState {
     pub fn new(store: Arc<dyn Store>, clock: SharedClock, thresholds: Thresholds) -> AppState {
         AppState {
             ctx: Ctx::new(store, clock, thresholds),
+            fleet: Default::default(),
             snapshots: Default::default(),
             logs: Default::default(),
-            signals: Default::default(),
             revocations: Default::default(),
             limits: Default::default(),
             max_body_bytes: routes::DEFAULT_MAX_BODY_BYTES,
@@ -123,10 +116,8 @@ impl AppState {
             repos: None,
             oidc: None,
             metrics_require_token: false,
-            heartbeats: Default::default(),
             token_uses: Default::default(),
             token_reads: Default::default(),
-            host_reads: Default::default(),
         }
     }
 }
@@ -290,6 +281,35 @@ async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) ->
         "method_not_allowed",
         format!("{method} is not allowed on {}", uri.path()),
     )
+}
+
+impl From<crate::batch::Dropped> for ApiError {
+    fn from(_: crate::batch::Dropped) -> Self {
+        ApiError::unavailable("the request was not served; send it again")
+    }
+}
+
+impl crate::retry::Conflict for ApiError {
+    fn is_conflict(&self) -> bool {
+        self.status == StatusCode::CONFLICT && self.code == "conflict"
+    }
+}
+
+/// A worker's request the fleet could not serve: 409 `not_registered`
+/// for a host without a row, else the store's answer.
+impl From<crate::fleet::FleetError> for ApiError {
+    fn from(e: crate::fleet::FleetError) -> Self {
+        use crate::fleet::FleetError;
+        match e {
+            FleetError::NotRegistered(host) => ApiError::new(
+                StatusCode::CONFLICT,
+                "not_registered",
+                format!("host {host:?} has not registered yet"),
+            ),
+            FleetError::Store(e) => e.into(),
+            FleetError::Dropped => crate::batch::Dropped.into(),
+        }
+    }
 }
 
 impl From<StoreError> for ApiError {

@@ -181,14 +181,14 @@ pub async fn stop_run(
 ) -> ApiResult<Json<Value>> {
     // A loop writing the run between the read and the stop is a race
     // the operator did not cause: the stop runs again (api::retry).
-    let obj = super::retry::retry_conflicts(|| async {
+    let obj = crate::retry::retry_conflicts(|| async {
         let now = st.ctx.now();
         let mut tx = st.ctx.store.begin().await?;
         let (p, r) = one_in::<Run>(tx.as_mut(), &slug, &name).await?;
         let r = runs::request_stop(tx.as_mut(), r, now).await?;
         let obj = run_object(tx.as_mut(), &p, &r).await?;
         st.ctx.commit(tx).await?;
-        Ok((obj, r.host_id))
+        Ok::<_, ApiError>((obj, r.host_id))
     })
     .await?;
     let (obj, host) = obj;
@@ -254,7 +254,8 @@ pub async fn signal_run(
     st.ctx.commit(tx).await?;
     // Durable from here: journaled, and rebuilt from the journal when pamd
     // starts (pending_signals).
-    st.signals
+    st.fleet
+        .signals()
         .push(r.id, r.host_id, r.attempt, ev.seq, sig.to_string());
     st.ctx.wakeups.nudge.notify_waiters();
     Ok((StatusCode::ACCEPTED, Json(json!({ "accepted": true }))).into_response())

@@ -15,7 +15,7 @@ use chrono::{DateTime, Utc};
 use tracing::Instrument;
 use uuid::Uuid;
 
-use super::group::{self, Group, Writer};
+use crate::batch::{self, Group, Writer};
 use crate::ctx::Ctx;
 use crate::rules::tokens;
 
@@ -38,7 +38,7 @@ async fn write(ctx: Ctx, uses: Arc<TokenUses>) {
     let mut writer = Writer::new(uses.clone());
     loop {
         tokio::time::sleep(GATHER).await;
-        let Some(gathered) = uses.next(&mut writer, group::all) else {
+        let Some(gathered) = uses.next(&mut writer, batch::all) else {
             return;
         };
         // Each token's latest use.

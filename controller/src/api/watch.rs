@@ -20,7 +20,7 @@
 //!   journal, from the others; and, from this replica only, the desired
 //!   stop (`pamctl stop`) and attach input, which journal nothing.
 //! - The stream claims for its host: while it is open, a long claim
-//!   ([`dispatch::claim_wait`]) waits for runs the host can take, woken as
+//!   ([`claims::claim_wait`]) waits for runs the host can take, woken as
 //!   the long-poll claims were ([`crate::ctx::Ctx::runs_claimable`]); a
 //!   claim journals `run.spawning`, which wakes the stream.
 //! - Revoking the worker's token ends the stream, and the claims it makes
@@ -64,14 +64,12 @@ use axum::extract::{Request, State};
 use axum::response::Response;
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
-use tokio::sync::broadcast::error::RecvError;
 
 use super::auth::Worker;
 use super::revocation::Hold;
 use super::{ApiError, AppState};
 use crate::ctx::Ctx;
-use crate::events::topic;
-use crate::reconcile::dispatch;
+use crate::fleet::claims;
 use futures_util::stream::{FuturesOrdered, StreamExt};
 use pam_manifests::protocol::{
     watch_accepts, LogChunk, LogRead, WatchError, WatchErrorDetail, WatchRequest, WATCH_ACCEPTS,
@@ -119,16 +117,6 @@ static ACCEPTS: std::sync::LazyLock<axum::http::HeaderValue> = std::sync::LazyLo
 /// a heartbeat listing a thousand sessions is ~100 KB.
 const MAX_LINE: usize = 1 << 20;
 
-/// The run topics that change the desired set of the host they name.
-const WAKES: &[&str] = &[
-    topic::RUN_SPAWNING,
-    topic::RUN_SIGNAL_RECEIVED,
-    topic::RUN_BUDGET_EXCEEDED,
-    topic::RUN_FAILED,
-    topic::RUN_STOPPED,
-    topic::RUN_STOP_REQUESTED,
-];
-
 #[tracing::instrument(skip_all, fields(host = %w.host))]
 pub async fn watch(
     State(st): State<AppState>,
@@ -141,17 +129,7 @@ pub async fn watch(
     // connections kept for liveness, so the opens are answered as fast as
     // they come, not after the claims the open streams make (each waiting
     // open holds ~35 KB: docs/benchmarks.md, "One connection per worker").
-    let store = st.ctx.store.clone();
-    let host = super::group::read(&st.host_reads, w.host.clone(), move |names| {
-        let store = store.clone();
-        async move {
-            let mut tx = store.begin_priority().await?;
-            let found = tx.get_hosts_by_names(&names).await?;
-            Ok(found.into_iter().map(|h| (h.name, h.id)).collect())
-        }
-    })
-    .await?
-    .ok_or_else(|| super::worker::not_registered(&w.host))?;
+    let host = st.fleet.watched_host(&st.ctx, &w.host).await?;
     let resume = match headers.get("last-event-id") {
         Some(v) => Some(
             v.to_str()
@@ -160,7 +138,7 @@ pub async fn watch(
         ),
         None => None,
     };
-    start_fanout(&st.ctx).await?;
+    st.fleet.start_fanout(&st.ctx).await?;
     super::logs::archive::start(&st);
     let serves_logs = headers
         .get_all(WATCH_SERVES)
@@ -240,7 +218,7 @@ fn failed(e: ApiError) -> Bytes {
 fn claim(ctx: Ctx, host: uuid::Uuid, delay: Duration) -> BoxFuture<'static, bool> {
     Box::pin(async move {
         tokio::time::sleep(delay).await;
-        match dispatch::claim_wait(&ctx, host, CLAIM_MAX, CLAIM_WAIT).await {
+        match claims::claim_wait(&ctx, host, CLAIM_MAX, CLAIM_WAIT).await {
             Ok(_) => true,
             Err(e) => {
                 tracing::warn!(error = %format!("{e:#}"), "watch: claim failed");
@@ -331,10 +309,16 @@ impl super::stream::Chunks for Watcher {
                         WatchRequest::Heartbeat(hb) => {
                             super::worker::heartbeat_of(&st, &host, hb).await
                         }
-                        WatchRequest::DesiredSet {} if resync => {
-                            super::heartbeats::resync(&st, &host).await
-                        }
-                        WatchRequest::DesiredSet {} => super::worker::desired_of(&st, &host).await,
+                        WatchRequest::DesiredSet {} if resync => st
+                            .fleet
+                            .resync(&st.ctx, &host)
+                            .await
+                            .map_err(ApiError::from),
+                        WatchRequest::DesiredSet {} => st
+                            .fleet
+                            .desired(&st.ctx, &host)
+                            .await
+                            .map_err(ApiError::from),
                         // Taken by `line` before it gets here.
                         WatchRequest::LogChunk(_) => {
                             Err(ApiError::bad_request("a log chunk answers no request"))
@@ -381,7 +365,7 @@ impl Watcher {
     /// that batch is written now ([`super::heartbeats::hurry`]).
     fn hurry_if_waiting(&self) {
         if !self.answers.is_empty() {
-            super::heartbeats::hurry(&self.st);
+            self.st.fleet.hurry();
         }
     }
 
@@ -428,41 +412,6 @@ impl Watcher {
             }
         }
     }
-}
-
-/// Starts, once per pamd, the task that turns published run events into
-/// their hosts' watch wake-ups: one lookup per event by the host it names,
-/// never a scan of the streams.
-async fn start_fanout(ctx: &Ctx) -> Result<(), ApiError> {
-    let watches = ctx.wakeups.watches.clone();
-    if watches.fanout.load(std::sync::atomic::Ordering::SeqCst) {
-        return Ok(());
-    }
-    ctx.bus.start(&ctx.store, None).await?;
-    if watches
-        .fanout
-        .swap(true, std::sync::atomic::Ordering::SeqCst)
-    {
-        return Ok(());
-    }
-    let mut rx = ctx.bus.subscribe();
-    tokio::spawn(async move {
-        loop {
-            match rx.recv().await {
-                Ok(p) => {
-                    for e in &p.events {
-                        if let Some(h) = e.host_id.filter(|_| WAKES.contains(&e.topic.as_str())) {
-                            watches.changed(h);
-                        }
-                    }
-                }
-                // Changes were dropped: every stream resyncs.
-                Err(RecvError::Lagged(_)) => watches.changed_all(),
-                Err(RecvError::Closed) => return,
-            }
-        }
-    });
-    Ok(())
 }
 
 #[cfg(test)]

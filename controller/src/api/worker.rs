@@ -26,21 +26,19 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use pam_manifests::protocol::{
-    DesiredRun, DesiredSet, Heartbeat, OutputSnapshot, RegisterRequest, RegisterResponse,
-    SignalAck, SignalBatch, SignalResult,
+    DesiredSet, Heartbeat, OutputSnapshot, RegisterRequest, RegisterResponse, SignalAck,
+    SignalBatch, SignalResult,
 };
-use pam_manifests::state::RunStatus;
 use pam_store::prelude::*;
-use pam_store::{Host, Run};
+use pam_store::Host;
 use serde::Deserialize;
 use serde_json::json;
 
 use super::auth::Worker;
-use super::retry::retry_conflicts;
 use super::{validate, ApiError, AppState};
-use crate::reconcile::{dispatch, ingest};
-use crate::rules::runs::env;
-use crate::rules::secrets::{Keyring, ResolveError};
+use crate::fleet::FleetError;
+use crate::reconcile::ingest;
+use crate::retry::retry_conflicts;
 use crate::rules::{hosts, runs};
 
 /// The longest a claim long-poll may wait.
@@ -54,11 +52,7 @@ pub(super) async fn host_of(tx: &mut dyn Tx, w: &Worker) -> Result<Host, ApiErro
 
 /// 409: the worker's host has no row yet (it registers first).
 pub(super) fn not_registered(host: &str) -> ApiError {
-    ApiError::new(
-        StatusCode::CONFLICT,
-        "not_registered",
-        format!("host {host:?} has not registered yet"),
-    )
+    FleetError::NotRegistered(host.to_string()).into()
 }
 
 pub async fn register(
@@ -99,7 +93,7 @@ async fn register_once(
 }
 
 /// Written with the other heartbeats waiting, in one transaction
-/// ([`super::heartbeats`]).
+/// ([`crate::fleet`]).
 pub async fn heartbeat(
     State(st): State<AppState>,
     w: Worker,
@@ -116,161 +110,11 @@ pub(super) async fn heartbeat_of(
     hb: Heartbeat,
 ) -> Result<DesiredSet, ApiError> {
     validate::heartbeat(&hb)?;
-    super::heartbeats::beat(st, host, hb.instance_id).await
+    Ok(st.fleet.heartbeat(&st.ctx, host, hb.instance_id).await?)
 }
 
 pub async fn desired(State(st): State<AppState>, w: Worker) -> Result<Json<DesiredSet>, ApiError> {
-    Ok(Json(desired_of(&st, &w.host).await?))
-}
-
-/// The desired set of `host`, read by a request or on its worker's watch
-/// ([`super::watch`]).
-pub(super) async fn desired_of(st: &AppState, host: &str) -> Result<DesiredSet, ApiError> {
-    let mut tx = st.ctx.store.begin().await?;
-    let host = tx
-        .by_name::<Host>((), host)
-        .await?
-        .ok_or_else(|| not_registered(host))?;
-    let mut desired = desired_set(tx.as_mut(), &st.ctx.secrets, &host).await?;
-    signals_into(st, &host, &mut desired);
-    if !desired.runs.is_empty() {
-        // In the read's transaction: no second one (issue 33).
-        let runs: Vec<(uuid::Uuid, i32)> =
-            desired.runs.iter().map(|r| (r.run_id, r.attempt)).collect();
-        let mut input = tx.take_attach_input(&runs).await?;
-        st.ctx.commit(tx).await?;
-        attach_input(&mut desired, &mut input);
-    }
-    Ok(desired)
-}
-
-/// Puts the operator signals of each live run (all of them, every time:
-/// the worker delivers each id once) into the set, and forgets those of
-/// runs no longer in it.
-pub(super) fn signals_into(st: &AppState, host: &Host, desired: &mut DesiredSet) {
-    let live = desired.runs.iter().map(|r| r.run_id).collect();
-    st.signals.forget_ended(host.id, &live);
-    for r in &mut desired.runs {
-        r.signals = st.signals.for_run(r.run_id, r.attempt);
-    }
-}
-
-/// Puts the attach input taken from the store (handed out once, to
-/// whichever request read the set first) into the set.
-pub(super) fn attach_input(
-    desired: &mut DesiredSet,
-    input: &mut std::collections::HashMap<uuid::Uuid, Vec<String>>,
-) {
-    for r in &mut desired.runs {
-        r.input = input.remove(&r.run_id).unwrap_or_default();
-    }
-}
-
-/// The runs that should exist on a host: its spawning and running runs.
-async fn desired_set(tx: &mut dyn Tx, ring: &Keyring, host: &Host) -> Result<DesiredSet, ApiError> {
-    let live = runs::live(tx, Some(host.id)).await?;
-    let mut runs = Vec::with_capacity(live.len());
-    for r in &live {
-        runs.push(with_env(tx, ring, r).await?);
-    }
-    Ok(DesiredSet { runs })
-}
-
-/// Whether [`with_env`] may read the store for `r`; when not, it is
-/// [`desired_run`] alone.
-fn reads_store(r: &Run) -> bool {
-    let (vars, from) = env::env_of(&r.meta.spec);
-    r.status == RunStatus::Spawning
-        && (runs::workspace::may_have(r) || !vars.is_empty() || !from.is_empty())
-}
-
-/// A run as its worker gets it, with its environment (issue 18) while it
-/// is spawning — the attempt about to start, on the host it was claimed
-/// for; never once it runs. Values are opened here, in this request's
-/// transaction. A Secret or key missing by now, or unreadable, is the
-/// spawn's failure (`envError`): the run never starts without it.
-pub(super) async fn with_env(
-    tx: &mut dyn Tx,
-    ring: &Keyring,
-    r: &Run,
-) -> Result<DesiredRun, ApiError> {
-    let mut d = desired_run(r);
-    if r.status != RunStatus::Spawning {
-        return Ok(d);
-    }
-    // Issue 32: the worktree to prepare; a workspace that cannot be is
-    // the spawn's failure, like an environment that cannot be built.
-    match runs::workspace::order(tx, r).await? {
-        Some(Ok((mut order, secret_ref))) => {
-            if let Some(s) = secret_ref {
-                match repository_credentials(tx, ring, r, &s).await {
-                    Ok(c) => order.credentials = Some(c),
-                    Err(ResolveError::Store(e)) => return Err(e.into()),
-                    Err(e) => {
-                        d.env_error = Some(format!("the repository's credentials: {e}"));
-                        return Ok(d);
-                    }
-                }
-            }
-            d.workspace = Some(order);
-        }
-        Some(Err(why)) => d.env_error = Some(why),
-        None => {}
-    }
-    let (vars, from) = env::env_of(&r.meta.spec);
-    if vars.is_empty() && from.is_empty() {
-        return Ok(d);
-    }
-    match env::environment(tx, ring, r).await {
-        Ok(values) => d.env = values,
-        Err(env::EnvError::Resolve(ResolveError::Store(e))) => return Err(e.into()),
-        Err(e) => d.env_error = Some(e.to_string()),
-    }
-    Ok(d)
-}
-
-/// The two keys of a Project's repository `secretRef` (issue 32), opened
-/// in this request's transaction like a run's environment.
-async fn repository_credentials(
-    tx: &mut dyn Tx,
-    ring: &Keyring,
-    r: &Run,
-    s: &pam_manifests::kinds::RepositorySecretRef,
-) -> Result<pam_manifests::protocol::GitCredentials, ResolveError> {
-    let mut key = async |key: &str| {
-        crate::rules::secrets::resolve(tx, ring, r.project_id, s.name.as_str(), key)
-            .await
-            .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
-    };
-    let username = key(&s.username_key).await?;
-    let password = key(&s.password_key).await?;
-    Ok(pam_manifests::protocol::GitCredentials { username, password })
-}
-
-pub fn desired_run(r: &Run) -> DesiredRun {
-    let command = r.meta.spec.get("command").and_then(|c| {
-        c.as_array().map(|a| {
-            a.iter()
-                .filter_map(|s| s.as_str().map(str::to_string))
-                .collect()
-        })
-    });
-    DesiredRun {
-        run_id: r.id,
-        attempt: r.attempt,
-        session_name: r.session_name.clone(),
-        provider: r.provider.clone(),
-        prompt: r.prompt.clone(),
-        cwd: r.cwd.clone(),
-        command,
-        env: Default::default(),
-        env_error: None,
-        stop: r.stop_requested,
-        signals: Vec::new(),
-        input: Vec::new(),
-        workspace: None,
-        permissions: r.permissions.as_ref().map(|p| p.permissions.clone()),
-    }
+    Ok(Json(st.fleet.desired(&st.ctx, &w.host).await?))
 }
 
 #[derive(Deserialize, schemars::JsonSchema)]
@@ -298,33 +142,12 @@ pub async fn claim(
     }
     let wait = Duration::from_secs(q.wait.unwrap_or(0)).min(MAX_CLAIM_WAIT);
     let nudged = st.ctx.wakeups.nudge.notified();
-    let runs = tokio::select! {
-        r = dispatch::claim_wait(&st.ctx, host.id, q.max.unwrap_or(16), wait) => {
-            r.map_err(ApiError::internal)?
-        }
+    tokio::select! {
+        r = st.fleet.claim(&st.ctx, &host, q.max.unwrap_or(16), wait) => Ok(Json(r?)),
         // Something for the worker's desired set (a stop, a signal, attach
         // input): answer now, empty, so it fetches the set.
-        _ = nudged => Vec::new(),
-    };
-    let mut set = DesiredSet {
-        runs: Vec::with_capacity(runs.len()),
-    };
-    // A transaction only if some run's workspace or environment is read
-    // (issue 33: a claim of plain runs costs no second one).
-    let mut tx = None;
-    for r in &runs {
-        if !reads_store(r) {
-            set.runs.push(desired_run(r));
-            continue;
-        }
-        let tx = match &mut tx {
-            Some(tx) => tx,
-            None => tx.insert(st.ctx.store.begin().await?),
-        };
-        set.runs
-            .push(with_env(tx.as_mut(), &st.ctx.secrets, r).await?);
+        _ = nudged => Ok(Json(DesiredSet::default())),
     }
-    Ok(Json(set))
 }
 
 pub async fn signals(

@@ -12,7 +12,6 @@
 //! [`retention`]; [`ingest`] applies worker signals.
 
 pub mod budget;
-pub mod dispatch;
 pub mod gate;
 pub mod ingest;
 pub mod integrity;

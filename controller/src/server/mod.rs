@@ -164,7 +164,8 @@ async fn serve(config: &Config, clock: SharedClock, url: &str) -> anyhow::Result
     // Operator signals accepted before a restart whose runs are still live:
     // back from the journal, so a restart loses none.
     let signals = state
-        .signals
+        .fleet
+        .signals()
         .load(state.ctx.store.as_ref())
         .await
         .context("read operator signals back from the journal")?;
@@ -233,7 +234,10 @@ async fn serve(config: &Config, clock: SharedClock, url: &str) -> anyhow::Result
     let follower = {
         let ctx = state.ctx.clone();
         let woken = ctx.clone();
-        let (signals, nudge) = (state.signals.clone(), state.ctx.wakeups.nudge.clone());
+        let (signals, nudge) = (
+            state.fleet.signals().clone(),
+            state.ctx.wakeups.nudge.clone(),
+        );
         ctx.bus.on_read(move |events: &[pam_store::Event]| {
             if events.iter().any(|e| e.topic.starts_with("run.")) {
                 woken.wakeups.claimable.notify_waiters();

@@ -1,9 +1,10 @@
-//! Dispatch: pending → spawning on one eligible host. Claims are made by
-//! the worker's (long-polling) claim call; row locks (`FOR UPDATE SKIP
-//! LOCKED` in the store) serialize them, so under any concurrency a run is
-//! claimed by at most one host per attempt.
+//! Dispatch: pending → spawning on one eligible host. Claims are made for
+//! a worker (its watch keeps one waiting; an older worker long-polls its
+//! claim call); row locks (`FOR UPDATE SKIP LOCKED` in the store)
+//! serialize them, so under any concurrency a run is claimed by at most
+//! one host per attempt.
 
-use pam_store::{Host, Run};
+use pam_store::{Host, Run, StoreResult};
 use uuid::Uuid;
 
 use crate::ctx::Ctx;
@@ -12,14 +13,14 @@ use crate::rules::{hosts, runs};
 /// Claims up to `max` runs for the host (bounded by its free capacity),
 /// moving each pending → spawning ([`runs::lifecycle::claim`]). Returns
 /// nothing when the host is not eligible.
-pub async fn claim(ctx: &Ctx, host_id: Uuid, max: i64) -> anyhow::Result<Vec<Run>> {
+pub async fn claim(ctx: &Ctx, host_id: Uuid, max: i64) -> StoreResult<Vec<Run>> {
     Ok(claim_or_full(ctx, host_id, max).await?.unwrap_or_default())
 }
 
 /// [`claim`], but `None` when the host has no free capacity: it can claim
 /// nothing until one of its own runs ends ([`claim_wait`] then waits for
 /// that, not for new runs).
-async fn claim_or_full(ctx: &Ctx, host_id: Uuid, max: i64) -> anyhow::Result<Option<Vec<Run>>> {
+async fn claim_or_full(ctx: &Ctx, host_id: Uuid, max: i64) -> StoreResult<Option<Vec<Run>>> {
     let mut tx = ctx.store.begin().await?;
     // After the connection is ours (begin() may wait for the pool): a
     // claim's time, and so its run.spawning and dispatch latency, is when
@@ -64,7 +65,7 @@ pub async fn claim_wait(
     host_id: Uuid,
     max: i64,
     wait: std::time::Duration,
-) -> anyhow::Result<Vec<Run>> {
+) -> StoreResult<Vec<Run>> {
     if wait.is_zero() {
         // Not a waiter: never counted, never handed a wake-up.
         return claim(ctx, host_id, max).await;

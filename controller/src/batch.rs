@@ -1,8 +1,7 @@
-//! Group commit (issue 33): jobs queued by many requests, written in
-//! batches by one writer task at a time — heartbeats
-//! ([`super::heartbeats`]) and tokens' uses ([`super::token_uses`]) —
-//! and gathered reads ([`read`]): bearer tokens, the hosts of opening
-//! watches.
+//! Group commit: jobs queued by many requests, written in batches by one
+//! writer task at a time — heartbeats ([`crate::fleet`]) and tokens' uses
+//! (`api::token_uses`) — and gathered reads ([`read`]): bearer tokens, the
+//! hosts of opening watches.
 //!
 //! The first job queued while no writer runs starts one ([`Group::push`]
 //! says so); the writer takes a batch after each write
@@ -19,7 +18,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::oneshot;
 use tracing::Instrument;
 
-use super::ApiError;
+/// The answer of a job whose writer ended without answering it (a panic,
+/// the runtime shutting down): the caller sends it again.
+#[derive(Debug, Clone, Copy)]
+pub struct Dropped;
 
 /// The queue of one kind of job.
 pub struct Group<J> {
@@ -107,13 +109,13 @@ const MAX_READ: usize = 1024;
 
 /// A read waiting in a [`Reads`] group: its key, and where its answer
 /// goes.
-pub struct ReadJob<K, V> {
+pub struct ReadJob<K, V, E> {
     key: K,
-    reply: oneshot::Sender<Result<Option<V>, ApiError>>,
+    reply: oneshot::Sender<Result<Option<V>, E>>,
 }
 
 /// The reads of one kind waiting to be made together.
-pub type Reads<K, V> = Group<ReadJob<K, V>>;
+pub type Reads<K, V, E> = Group<ReadJob<K, V, E>>;
 
 /// The value of `key`, read with the other reads of `group` waiting
 /// (issue 33). The first read to arrive while none is being made starts a
@@ -128,16 +130,17 @@ pub type Reads<K, V> = Group<ReadJob<K, V>>;
 /// left out is `None`. It is called by the reader the first read started
 /// (a later read's `read_many` is dropped unused: they must all read
 /// alike).
-pub async fn read<K, V, F, Fut>(
-    group: &Arc<Reads<K, V>>,
+pub async fn read<K, V, E, F, Fut>(
+    group: &Arc<Reads<K, V, E>>,
     key: K,
     read_many: F,
-) -> Result<Option<V>, ApiError>
+) -> Result<Option<V>, E>
 where
     K: Eq + Hash + Clone + Send + 'static,
     V: Clone + Send + 'static,
+    E: Clone + Send + From<Dropped> + 'static,
     F: Fn(Vec<K>) -> Fut + Send + 'static,
-    Fut: Future<Output = Result<HashMap<K, V>, ApiError>> + Send + 'static,
+    Fut: Future<Output = Result<HashMap<K, V>, E>> + Send + 'static,
 {
     let (reply, answer) = oneshot::channel();
     if group.push(ReadJob { key, reply }) {
@@ -145,22 +148,19 @@ where
         // the others' read with it.
         tokio::spawn(reader(group.clone(), read_many).in_current_span());
     }
-    answer.await.unwrap_or_else(|_| {
-        Err(ApiError::unavailable(
-            "the read was not made; send it again",
-        ))
-    })
+    answer.await.unwrap_or_else(|_| Err(Dropped.into()))
 }
 
-async fn reader<K, V, F, Fut>(group: Arc<Reads<K, V>>, read_many: F)
+async fn reader<K, V, E, F, Fut>(group: Arc<Reads<K, V, E>>, read_many: F)
 where
     K: Eq + Hash + Clone + Send + 'static,
     V: Clone + Send + 'static,
+    E: Clone + Send + 'static,
     F: Fn(Vec<K>) -> Fut + Send + 'static,
-    Fut: Future<Output = Result<HashMap<K, V>, ApiError>> + Send + 'static,
+    Fut: Future<Output = Result<HashMap<K, V>, E>> + Send + 'static,
 {
     let mut writer = Writer::new(group.clone());
-    let take = |jobs: &mut Vec<ReadJob<K, V>>| {
+    let take = |jobs: &mut Vec<ReadJob<K, V, E>>| {
         let n = jobs.len().min(MAX_READ);
         jobs.drain(..n).collect::<Vec<_>>()
     };
@@ -187,12 +187,20 @@ mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
+    /// A read's failure in these tests.
+    #[derive(Debug, Clone)]
+    struct Failed(String);
+
+    impl From<Dropped> for Failed {
+        fn from(_: Dropped) -> Self {
+            Failed("dropped".into())
+        }
+    }
+
+    type TestReads = Reads<u32, u32, Failed>;
+
     /// Reads of 0..n, each answered with its double; odd keys missing.
-    async fn burst(
-        group: &Arc<Reads<u32, u32>>,
-        calls: &Arc<AtomicUsize>,
-        n: u32,
-    ) -> Vec<Option<u32>> {
+    async fn burst(group: &Arc<TestReads>, calls: &Arc<AtomicUsize>, n: u32) -> Vec<Option<u32>> {
         let reads = (0..n).map(|k| {
             let calls = calls.clone();
             read(group, k, move |keys: Vec<u32>| {
@@ -210,13 +218,13 @@ mod tests {
         futures_util::future::join_all(reads)
             .await
             .into_iter()
-            .map(|r| r.unwrap())
+            .map(|r| r.expect("read"))
             .collect()
     }
 
     #[tokio::test]
     async fn reads_waiting_together_are_made_together() {
-        let group: Arc<Reads<u32, u32>> = Default::default();
+        let group: Arc<TestReads> = Default::default();
         let calls = Arc::new(AtomicUsize::new(0));
         let got = burst(&group, &calls, 3000).await;
         for (k, v) in got.iter().enumerate() {
@@ -236,16 +244,14 @@ mod tests {
 
     #[tokio::test]
     async fn a_failed_read_is_every_waiting_reads_answer() {
-        let group: Arc<Reads<u32, u32>> = Default::default();
+        let group: Arc<TestReads> = Default::default();
         let reads = (0..10).map(|k| {
             read(&group, k, |_keys: Vec<u32>| async {
-                Err::<HashMap<u32, u32>, _>(ApiError::bad_request("database down"))
+                Err::<HashMap<u32, u32>, _>(Failed("database down".into()))
             })
         });
         for r in futures_util::future::join_all(reads).await {
-            let e = r.unwrap_err();
-            assert_eq!(e.status, axum::http::StatusCode::BAD_REQUEST);
-            assert!(e.message.contains("database down"), "{}", e.message);
+            assert_eq!(r.unwrap_err().0, "database down");
         }
         // Nothing left waiting: a later read is made.
         let ok = read(&group, 4, |keys: Vec<u32>| async move {
