@@ -146,7 +146,8 @@ export function render(root, [project, name]) {
     const overBudget = (s.conditions || []).find((c) => c.type === 'BudgetExceeded' && c.status === 'True');
     // Issue 31: why a pending run has no host yet.
     const waits = s.phase === 'pending' && (s.conditions || []).find((c) => c.type === 'Scheduled' && c.status === 'False');
-    head.replaceChildren(
+    // Only nodes: replaceChildren would show a null as the text "null".
+    head.replaceChildren(...[
       h('div.page-head', h('h1', name), phase(s.phase), stopBtn, rerunBtn(s)),
       run.metadata.annotations?.['pam.dev/rerun-of']
         ? h('p.muted', { 'data-field': 'rerun-of' }, 're-run of ',
@@ -175,7 +176,8 @@ export function render(root, [project, name]) {
         kv('Budget', run.spec.budget ? budgetText(run.spec.budget) : null),
         ...(overBudget ? kv('Budget exceeded', h('span.reason', { 'data-condition': 'BudgetExceeded' }, overBudget.message)) : []),
         kv('Session', s.sessionName ? h('code', s.sessionName) : null),
-        kv(run.spec.command ? 'Command' : 'Prompt', h('span.prompt', run.spec.command ? run.spec.command.join(' ') : (run.spec.prompt || '')))));
+        kv(run.spec.command ? 'Command' : 'Prompt', h('span.prompt', run.spec.command ? run.spec.command.join(' ') : (run.spec.prompt || '')))),
+    ].filter(Boolean));
     if (lease && TERMINAL.has(s.phase)) dropLease();
     if (!lease) drawAttach();
     loadResult(s.result);
