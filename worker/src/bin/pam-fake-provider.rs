@@ -10,7 +10,8 @@
 //! `pam-fake-provider [--format claude|codex|gemini|grok] [--lines N]
 //! [--sleep-ms MS] [--exit CODE] [--fail-result] [--hang] [--ignore-term]
 //! [--pid-file PATH] [--print-env NAME]… [--until-file PATH]
-//! [--filler-bytes N] [-p PROMPT] [PROMPT]`
+//! [--filler-bytes N] [--tool-use] [--denied] [--api-retry]
+//! [--result-text TEXT] [-p PROMPT] [PROMPT]`
 //!
 //! It also prints one plain-text line to stderr (unstructured output), and
 //! echoes the prompt and `$FAKE_ECHO_ENV` (if set) in its first line so
@@ -21,6 +22,15 @@
 //! after the progress lines until PATH exists, and `--filler-bytes N`
 //! then prints N bytes of plain lines at once: a producer of output over
 //! time, and of a big log (the log tests and `bench-logs`).
+//!
+//! In the claude format only (a conversation for the transcript's
+//! readers, the dashboard's Conversation view): `--api-retry` prints an
+//! `api_retry` line before the first step; after the first step,
+//! `--tool-use` prints a `Write hello.txt` tool call and its successful
+//! result, and `--denied` a `Bash rm -rf build` call refused by the
+//! permissions (an error result in Claude's wording, listed again in the
+//! result's `permission_denials`); `--result-text` is the result's text
+//! (default `done`).
 
 use std::io::Write;
 use std::time::Duration;
@@ -73,11 +83,61 @@ struct Args {
     /// Then print this many bytes of plain lines.
     #[arg(long, default_value_t = 0)]
     filler_bytes: u64,
+    /// claude: print an `api_retry` line before the first step.
+    #[arg(long)]
+    api_retry: bool,
+    /// claude: after the first step, a `Write hello.txt` tool call and
+    /// its result.
+    #[arg(long)]
+    tool_use: bool,
+    /// claude: after the first step, a `Bash rm -rf build` tool call the
+    /// permissions refuse.
+    #[arg(long)]
+    denied: bool,
+    /// The final result's text.
+    #[arg(long, default_value = "done")]
+    result_text: String,
     /// The prompt (as `-p PROMPT`).
     #[arg(short = 'p', long = "prompt")]
     prompt_flag: Option<String>,
     /// The prompt (positional).
     prompt: Option<String>,
+}
+
+/// claude: the tool calls `--tool-use` and `--denied` ask for, each with
+/// its result (an `assistant` line with the `tool_use` block, a `user`
+/// line with the `tool_result`).
+fn tools(a: &Args) {
+    let call = |id: &str, name: &str, input: serde_json::Value| {
+        out(
+            json!({"type":"assistant","message":{"id":format!("msg_{id}"),"type":"message","role":"assistant","model":"fake-model","content":[{"type":"tool_use","id":id,"name":name,"input":input}],"usage":{"input_tokens":10,"output_tokens":1}},"session_id":"fake-session"}),
+        )
+    };
+    let result = |id: &str, text: &str, error: bool| {
+        out(
+            json!({"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":id,"content":text,"is_error":error}]},"session_id":"fake-session"}),
+        )
+    };
+    if a.tool_use {
+        call(
+            "toolu_fake_1",
+            "Write",
+            json!({"file_path":"hello.txt","content":"hello from the fake provider\n"}),
+        );
+        result(
+            "toolu_fake_1",
+            "File created successfully at: hello.txt",
+            false,
+        );
+    }
+    if a.denied {
+        call("toolu_fake_2", "Bash", json!({"command":"rm -rf build"}));
+        result(
+            "toolu_fake_2",
+            "Claude requested permissions to use Bash, but you haven't granted it yet.",
+            true,
+        );
+    }
 }
 
 /// The model the grok format reports (priced from pamd's table).
@@ -140,6 +200,12 @@ async fn main() {
         ),
     }
     println!("plain text between events: no progress here");
+    let claude = matches!(a.format, Format::Claude);
+    if claude && a.api_retry {
+        out(
+            json!({"type":"system","subtype":"api_retry","attempt":1,"max_retries":10,"retry_delay_ms":500,"error_status":529,"error":"overloaded_error","session_id":"fake-session"}),
+        );
+    }
     for i in 1..=n {
         if a.sleep_ms > 0 {
             tokio::time::sleep(Duration::from_millis(a.sleep_ms)).await;
@@ -162,6 +228,12 @@ async fn main() {
                 )
             }
         }
+        if claude && i == 1 {
+            tools(&a);
+        }
+    }
+    if claude && n == 0 {
+        tools(&a);
     }
     if let Some(stop) = &a.until_file {
         let every = Duration::from_millis(a.sleep_ms.max(50));
@@ -192,9 +264,13 @@ async fn main() {
     }
     let ok = !a.fail_result;
     match a.format {
-        Format::Claude => out(
-            json!({"type":"result","subtype": if ok {"success"} else {"error_during_execution"},"is_error":!ok,"duration_ms":1,"num_turns":n,"result":"done","session_id":"fake-session","total_cost_usd":0.25,"usage":{"input_tokens":10*n,"output_tokens":n*(n+1)/2}}),
-        ),
+        Format::Claude => {
+            let mut result = json!({"type":"result","subtype": if ok {"success"} else {"error_during_execution"},"is_error":!ok,"duration_ms":1,"num_turns":n,"result":a.result_text,"session_id":"fake-session","total_cost_usd":0.25,"usage":{"input_tokens":10*n,"output_tokens":n*(n+1)/2}});
+            if a.denied {
+                result["permission_denials"] = json!([{"tool_name":"Bash","tool_use_id":"toolu_fake_2","tool_input":{"command":"rm -rf build"}}]);
+            }
+            out(result)
+        }
         Format::Codex => {
             if ok {
                 out(

@@ -61,6 +61,7 @@ static ASSETS: &[Asset] = &[
     asset!("pages/runs.js", JS),
     asset!("pages/run.js", JS),
     asset!("pages/diff.js", JS),
+    asset!("pages/transcript.js", JS),
     asset!("pages/hosts.js", JS),
     asset!("pages/activity.js", JS),
     asset!("pages/sources.js", JS),

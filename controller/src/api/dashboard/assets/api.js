@@ -86,6 +86,28 @@ export async function api(method, path, body, tok = token()) {
   return json;
 }
 
+/**
+ * A GET whose body is read as it arrives (a log or transcript with
+ * `follow=true`): resolves the Response once its headers are in, rejects
+ * with ApiError (pamd's error body) when the status is not 2xx. `signal`
+ * aborts it.
+ */
+export async function openStream(path, signal, accept = '*/*') {
+  let r;
+  try {
+    r = await fetch(path, { headers: { Accept: accept, ...authHeaders() }, signal, cache: 'no-store' });
+  } catch (e) {
+    if (e.name === 'AbortError') throw e;
+    throw new ApiError(0, 'network', 'pamd is unreachable');
+  }
+  if (r.ok) return r;
+  let json = null;
+  try { json = await r.json(); } catch { /* not JSON */ }
+  const err = json && json.error ? json.error : { code: 'http', message: `HTTP ${r.status}` };
+  if (r.status === 401) window.dispatchEvent(new CustomEvent('pam:unauthorized'));
+  throw new ApiError(r.status, err.code, err.message);
+}
+
 export const get = (p) => api('GET', p);
 export const post = (p, b) => api('POST', p, b === undefined ? {} : b);
 export const enc = encodeURIComponent;

@@ -1,5 +1,7 @@
-// One run: its state, a timeline of its events (grouped by attempt), its
-// workspace result with the diff (issue 32), the
+// One run: its state (with its permissions, the agent's session and any
+// refused tool calls), the attempt's Conversation and raw Log
+// (transcript.js, following the attempt live), a timeline of its events
+// (grouped by attempt), its workspace result with the diff (issue 32), the
 // latest output snapshot (updating live), the stop button, and attach: take
 // the run's attach lease (POST …/attach), type into its pane through the
 // input box (…/attach/input), renew the lease while the page is open and
@@ -7,9 +9,10 @@
 
 import { get, post, enc, may } from '../api.js';
 import { onEvent } from '../sse.js';
-import { h, phase, timeEl, debounce, toast, cost, duration } from '../util.js';
+import { h, phase, timeEl, debounce, toast, cost, duration, hashParams } from '../util.js';
 import { said } from './activity.js';
 import { resultView } from './diff.js';
+import { transcriptPanel, describe } from './transcript.js';
 
 // Issue 21: spec.budget in words.
 const budgetText = (b) => [b.maxCostUsd != null ? `$${b.maxCostUsd}` : null, b.maxTokens != null ? `${b.maxTokens} tokens` : null]
@@ -17,10 +20,24 @@ const budgetText = (b) => [b.maxCostUsd != null ? `$${b.maxCostUsd}` : null, b.m
 
 const TERMINAL = new Set(['exited', 'failed', 'stopped']);
 
+// status.permissions: `edits (from project)`, and the tool lists.
+const permissionsView = (p) => {
+  if (!p) return null;
+  const rules = (label, list) => (list?.length
+    ? [h('span.muted', ` · ${label} `), list.map((t, i) => [i ? ' ' : '', h('code', t)])] : null);
+  return h('span', { 'data-field': 'permissions', 'data-mode': p.mode, 'data-from': p.from },
+    h('strong', p.mode), ` (from ${p.from})`, rules('allows', p.allowTools), rules('denies', p.denyTools));
+};
+
 export function render(root, [project, name]) {
   const base = `/api/v1/projects/${enc(project)}/runs/${enc(name)}`;
   let run = null;
   const head = h('div');
+  // The attempt's Conversation and Log: ?attempt=N (else the current
+  // one), ?tab=conversation|log.
+  const params = hashParams();
+  const pinned = /^[1-9][0-9]*$/.test(params.get('attempt') || '') ? Number(params.get('attempt')) : null;
+  const agent = transcriptPanel({ base, project, name, pinned, tab: params.get('tab') });
   const timeline = h('ol.timeline', { 'aria-label': 'timeline' });
   // run.output_appended: one per output snapshot, collapsed into a count
   // per attempt unless shown (issue 31).
@@ -32,6 +49,7 @@ export function render(root, [project, name]) {
   const resultBox = h('section.panel', { hidden: true, 'aria-label': 'workspace result' });
   let shownResult = null;
   root.replaceChildren(head,
+    agent.el,
     h('div.two',
       h('section.panel', h('h2', 'Timeline'), timeline),
       h('section.panel', h('h2', 'Latest output'), outputMeta, output, attachBox)),
@@ -143,10 +161,12 @@ export function render(root, [project, name]) {
     };
     const kv = (k, v) => [h('dt', k), h('dd', v ?? h('span.muted', '—'))];
     const blocked = (s.conditions || []).find((c) => c.type === 'Blocked' && c.status === 'True');
+    const refused = (s.conditions || []).find((c) => c.type === 'PermissionDenied' && c.status === 'True');
     const overBudget = (s.conditions || []).find((c) => c.type === 'BudgetExceeded' && c.status === 'True');
     // Issue 31: why a pending run has no host yet.
     const waits = s.phase === 'pending' && (s.conditions || []).find((c) => c.type === 'Scheduled' && c.status === 'False');
-    head.replaceChildren(
+    // Only nodes: replaceChildren would show a null as the text "null".
+    head.replaceChildren(...[
       h('div.page-head', h('h1', name), phase(s.phase), stopBtn, rerunBtn(s)),
       run.metadata.annotations?.['pam.dev/rerun-of']
         ? h('p.muted', { 'data-field': 'rerun-of' }, 're-run of ',
@@ -174,11 +194,17 @@ export function render(root, [project, name]) {
         kv('This attempt', s.usage ? cost(s.usage.attempt) : null),
         kv('Budget', run.spec.budget ? budgetText(run.spec.budget) : null),
         ...(overBudget ? kv('Budget exceeded', h('span.reason', { 'data-condition': 'BudgetExceeded' }, overBudget.message)) : []),
+        kv('Permissions', permissionsView(s.permissions)),
+        ...(refused ? kv('Permission denied', h('span.reason', { 'data-condition': 'PermissionDenied', title: refused.message || '' }, refused.message)) : []),
         kv('Session', s.sessionName ? h('code', s.sessionName) : null),
-        kv(run.spec.command ? 'Command' : 'Prompt', h('span.prompt', run.spec.command ? run.spec.command.join(' ') : (run.spec.prompt || '')))));
+        kv('Agent session', s.sessionId ? h('code', { 'data-field': 'session-id' }, s.sessionId) : null),
+        kv('Last activity', s.lastActivity ? h('span.message', { 'data-field': 'last-activity' }, describe(s.lastActivity)) : null),
+        kv(run.spec.command ? 'Command' : 'Prompt', h('span.prompt', run.spec.command ? run.spec.command.join(' ') : (run.spec.prompt || '')))),
+    ].filter(Boolean));
     if (lease && TERMINAL.has(s.phase)) dropLease();
     if (!lease) drawAttach();
     loadResult(s.result);
+    agent.update(run);
   };
 
   // The latest attempt's result and its patch, read again only when the
@@ -255,5 +281,5 @@ export function render(root, [project, name]) {
   loadRun().then(() => { loadEvents(); loadOutput(); });
   const onUnload = () => { release(); };
   window.addEventListener('pagehide', onUnload);
-  return () => { off(); window.removeEventListener('pagehide', onUnload); release(); };
+  return () => { off(); agent.stop(); window.removeEventListener('pagehide', onUnload); release(); };
 }
