@@ -8,7 +8,7 @@ use pam_manifests::protocol::{Entry, EntryKind};
 use pam_manifests::state::{FailureReason, RunStatus};
 use uuid::Uuid;
 
-use crate::{short_id, Host, Labels, Meta, RunUsage, StoreError, StoreResult, Usage};
+use crate::{Host, Labels, Meta, RunUsage, StoreError, StoreResult, Usage};
 
 /// Where a run may be dispatched.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
@@ -177,9 +177,10 @@ impl Run {
         Ok(())
     }
 
-    /// The tmux session name for a run id: `pam-<first 8 hex>`.
+    /// The tmux session name for a run id: `pam-<first 8 hex>`, in the
+    /// one format the protocol defines ([`pam_manifests::protocol::session_name`]).
     pub fn session_name_for(id: Uuid) -> String {
-        format!("pam-{}", short_id(id))
+        pam_manifests::protocol::session_name(id)
     }
 
     /// A new run `name` of `task_id` at its first attempt, pending since

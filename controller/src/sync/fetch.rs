@@ -7,10 +7,13 @@
 //! not change. The revision is the commit SHA.
 //!
 //! # Security
-//! The URL comes from a manifest, so git runs with only the `file`,
-//! `http(s)`, `ssh` and `git` transports allowed (never `ext::`, which runs
-//! commands), with no system or global config, no terminal prompts, and a
-//! time limit. Credentials are never read from a manifest.
+//! The URL comes from a manifest, so git runs as pam's one hardened git
+//! command ([`pam_git`], as the workers' does): only the `file`,
+//! `http(s)`, `ssh` and `git` transports (never `ext::`, which runs
+//! commands), no system or global config, nothing inherited that points
+//! elsewhere, no terminal prompts, and a time limit ([`GIT_TIMEOUT`]:
+//! shorter than a worker's, as a fetch holds the sync loop). Credentials
+//! are never read from a manifest.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -23,7 +26,8 @@ pub use super::tree::{
     read_dir, Tree, TreeFile, MAX_ENTRIES, MAX_FILES, MAX_FILE_BYTES, MAX_TREE_BYTES,
 };
 
-/// How long one git command may take.
+/// How long one git command may take: a fetch holds the sync loop, so
+/// less than [`pam_git::TIMEOUT`] (a worker's clone of a whole repository).
 const GIT_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// How pamd authenticates to git remotes (pamd's `[git]` config, never a
@@ -54,10 +58,7 @@ impl GitAuth {
     }
 }
 
-/// A path as one word for `sh` (git runs GIT_SSH_COMMAND through it).
-fn shell_quote(p: &Path) -> String {
-    format!("'{}'", p.display().to_string().replace('\'', "'\\''"))
-}
+use pam_git::shell_quote;
 
 /// Where the git Sources' mirrors live (`<data dir>/sources`) and how
 /// they authenticate; which directories the directory Sources may read.
@@ -100,9 +101,6 @@ pub struct GitMirror {
     dir: PathBuf,
     auth: GitAuth,
 }
-
-/// The transports a Source URL may use.
-const ALLOWED_PROTOCOLS: &str = "file:https:http:ssh:git";
 
 /// What a failed git command said, in one line: its `fatal:`/`error:`
 /// lines and what comes before them (ssh's own complaint), without the
@@ -156,40 +154,19 @@ impl GitMirror {
     }
 
     fn git(&self) -> Command {
-        let mut c = Command::new("git");
-        c.arg("--git-dir").arg(&self.dir);
-        if let Some(file) = &self.auth.credentials_file {
-            // The store helper's lookups only: git would otherwise ask it
-            // to store (rewrite) the file after a fetch, or erase from it
-            // after a refusal — it is the operator's, pamd only reads it.
-            c.arg("-c").arg(format!(
-                "credential.helper=!f() {{ test \"$1\" = get && git credential-store --file={} get; }}; f",
-                shell_quote(file)
-            ));
-        }
-        c.env("GIT_SSH_COMMAND", self.auth.ssh_command())
-            .env("GIT_ALLOW_PROTOCOL", ALLOWED_PROTOCOLS)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .env("GIT_TERMINAL_PROMPT", "0")
-            .env("GIT_ASKPASS", "/bin/false")
-            .env_remove("GIT_DIR")
-            .env_remove("GIT_WORK_TREE")
-            .kill_on_drop(true);
+        let mut std = pam_git::command(self.auth.credentials_file.as_deref());
+        std.arg("--git-dir")
+            .arg(&self.dir)
+            .env("GIT_SSH_COMMAND", self.auth.ssh_command());
+        let mut c = Command::from(std);
+        c.kill_on_drop(true);
         c
     }
 
-    /// `git fetch` with `args`; never over the `ext::` transport (it runs
-    /// commands).
+    /// `git fetch` with `args`.
     fn fetch_command(&self, args: &[&str]) -> Command {
         let mut c = self.git();
-        c.args([
-            "-c",
-            "protocol.ext.allow=never",
-            "fetch",
-            "--quiet",
-            "--no-tags",
-        ]);
+        c.args(["fetch", "--quiet", "--no-tags"]);
         c.args(args);
         c
     }

@@ -1,43 +1,15 @@
-//! The only code in the worker that runs git. Every command: no shell,
-//! argv only; `-c protocol.ext.allow=never` and `GIT_ALLOW_PROTOCOL` (no
-//! `ext::` or other command-running transport whatever a config says);
-//! no system or global git config (the worker's own settings are given
-//! on the command line; as pamd does for Sources); no `GIT_DIR` and the
-//! like inherited from the worker's environment; `GIT_TERMINAL_PROMPT=0`
-//! and no askpass (a missing credential fails instead of waiting for a
-//! terminal nobody watches); stdin closed; a time limit. Refs and paths go
-//! after `--` or `--end-of-options` at the call sites. Names reached here
-//! were checked at apply (`pam_manifests::kinds::ref_name_problem`): this
-//! is the second fence.
+//! The only code in the worker that runs git, through pam's one hardened
+//! git command ([`pam_git`]: argv only, no command-running transport, no
+//! system or global config, nothing inherited that points elsewhere, no
+//! prompt, stdin closed, a time limit). Refs and paths go after `--` or
+//! `--end-of-options` at the call sites. Names reached here were checked
+//! at apply (`pam_manifests::kinds::ref_name_problem`): this is the second
+//! fence.
 
-use std::io::Read;
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
 use anyhow::Context;
-
-/// The transports git may use: the schemes a repository URL may name
-/// (`pam_manifests::urls::git_url_problem`), none of which runs a command.
-const ALLOWED_PROTOCOLS: &str = "file:https:http:ssh:git";
-
-/// How long one git command may take (a clone of a large repository
-/// included); then it is killed and the spawn fails saying so, instead of
-/// holding the repository's lock and the worker's reconcile pass.
-pub const GIT_TIMEOUT: Duration = Duration::from_secs(600);
-
-/// The environment git must not inherit: it would point the command at
-/// another repository, index or object store than the one named.
-const INHERITED: [&str; 8] = [
-    "GIT_DIR",
-    "GIT_WORK_TREE",
-    "GIT_INDEX_FILE",
-    "GIT_OBJECT_DIRECTORY",
-    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
-    "GIT_COMMON_DIR",
-    "GIT_NAMESPACE",
-    "GIT_CEILING_DIRECTORIES",
-];
 
 /// Runs `git <args>` in `dir` (or the current directory); its stdout,
 /// or an error with its stderr (trimmed) and the command named.
@@ -107,86 +79,16 @@ pub fn command(dir: Option<&Path>, args: &[&str]) -> Command {
 }
 
 fn command_with(dir: Option<&Path>, credentials: Option<&Path>, args: &[&str]) -> Command {
-    let mut cmd = Command::new("git");
-    cmd.args(["-c", "protocol.ext.allow=never"]);
-    if let Some(file) = credentials {
-        // The store helper's lookups only: git would otherwise rewrite the
-        // file after a fetch, or erase from it after a refusal (Sources do
-        // the same with pamd's `[git] credentials_file`).
-        cmd.arg("-c").arg(format!(
-            "credential.helper=!f() {{ test \"$1\" = get && git credential-store --file={} get; }}; f",
-            shell_quote(file)
-        ));
-    }
-    cmd.args(args)
-        .env("GIT_ALLOW_PROTOCOL", ALLOWED_PROTOCOLS)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .env("GIT_ASKPASS", "/bin/false")
-        .env("SSH_ASKPASS", "/bin/false")
-        // No pager, no editor: nothing may wait for a human.
-        .env("GIT_PAGER", "cat")
-        .env("GIT_EDITOR", "true")
-        .stdin(Stdio::null());
-    for var in INHERITED {
-        cmd.env_remove(var);
-    }
+    let mut cmd = pam_git::command(credentials);
+    cmd.args(args);
     if let Some(d) = dir {
         cmd.current_dir(d);
     }
     cmd
 }
 
-fn shell_quote(p: &Path) -> String {
-    format!("'{}'", p.display().to_string().replace('\'', "'\\''"))
-}
-
-/// Runs `cmd` to its end or [`GIT_TIMEOUT`]: (success, stdout, stderr).
-fn run(mut cmd: Command, what: &str) -> anyhow::Result<(bool, String, String)> {
-    let mut child = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .with_context(|| format!("run git {what}"))?;
-    // Read both pipes while waiting: a full pipe would stall git.
-    let drain = |r: Option<Box<dyn Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            if let Some(mut r) = r {
-                let _ = r.read_to_end(&mut buf);
-            }
-            String::from_utf8_lossy(&buf).into_owned()
-        })
-    };
-    let out = drain(
-        child
-            .stdout
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    );
-    let err = drain(
-        child
-            .stderr
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    );
-    let deadline = Instant::now() + GIT_TIMEOUT;
-    let status = loop {
-        if let Some(s) = child.try_wait()? {
-            break s;
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            anyhow::bail!(
-                "git {what}: no answer in {}s, killed",
-                GIT_TIMEOUT.as_secs()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let stdout = out.join().unwrap_or_default();
-    let stderr = err.join().unwrap_or_default();
-    Ok((status.success(), stdout, stderr))
+/// Runs `cmd` to its end or [`pam_git::TIMEOUT`]: (success, stdout, stderr).
+fn run(cmd: Command, what: &str) -> anyhow::Result<(bool, String, String)> {
+    let out = pam_git::run(cmd, pam_git::TIMEOUT).with_context(|| format!("git {what}"))?;
+    Ok((out.success, out.stdout, out.stderr))
 }
