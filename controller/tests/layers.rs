@@ -1,16 +1,20 @@
-//! The controller's layers (docs/architecture.md, "Layers"): every module
-//! may import only from layers below its own, never from a sibling or
-//! above — so there is no import cycle. The crates below (pam-store,
-//! pam-manifests) are kept below by the compiler; inside pam-controller this
-//! test reads the sources and fails when a `crate::…` path points the wrong
-//! way, naming the file, the line and the two layers. SQL stays in
-//! pam-store: this crate does not even depend on sqlx.
+//! The code's shape (docs/architecture.md, "Layers"). Inside
+//! pam-controller every module may import only from layers below its own,
+//! never from a sibling or above; and in every crate of the workspace no
+//! files import each other in a loop (a circle), whichever folder they
+//! sit in. The crates below (pam-store, pam-manifests) are kept below by
+//! the compiler; these tests read the sources with syn
+//! (`common/imports.rs`) and fail naming the file, the line and what ties
+//! the files. SQL stays in pam-store: this crate does not even depend on
+//! sqlx.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
+#[path = "common/imports.rs"]
+mod imports;
 #[path = "common/rust_files.rs"]
 mod rust_files;
-use rust_files::rust_files;
+use imports::{circles, Crate};
 
 /// Top-level modules by layer, lowest first. Modules on one line are
 /// siblings: they may not import each other.
@@ -31,223 +35,95 @@ fn layer_of(module: &str) -> Option<usize> {
     LAYERS.iter().position(|l| l.contains(&module))
 }
 
-/// The top-level module a source file belongs to (`src/api/runs.rs` →
-/// `api`, `src/clock.rs` → `clock`).
-fn module_of(src: &Path, file: &Path) -> String {
-    let rel = file.strip_prefix(src).unwrap();
-    let first = rel
-        .components()
-        .next()
-        .unwrap()
-        .as_os_str()
-        .to_string_lossy();
-    first.trim_end_matches(".rs").to_string()
-}
-
-/// The source with comments and the contents of string and char literals
-/// blanked out (newlines kept, so byte offsets still give line numbers).
-fn code_only(text: &str) -> String {
-    let b = text.as_bytes();
-    let mut out = String::with_capacity(text.len());
-    let mut i = 0;
-    let blank = |out: &mut String, c: char| out.push(if c == '\n' { '\n' } else { ' ' });
-    while i < b.len() {
-        let rest = &text[i..];
-        if rest.starts_with("//") {
-            let end = rest.find('\n').unwrap_or(rest.len());
-            rest[..end].chars().for_each(|c| blank(&mut out, c));
-            i += end;
-        } else if rest.starts_with("/*") {
-            // Block comments nest in Rust.
-            let mut depth = 0;
-            let mut j = 0;
-            while j < rest.len() {
-                if rest[j..].starts_with("/*") {
-                    depth += 1;
-                    j += 2;
-                } else if rest[j..].starts_with("*/") {
-                    depth -= 1;
-                    j += 2;
-                    if depth == 0 {
-                        break;
-                    }
-                } else {
-                    j += rest[j..].chars().next().unwrap().len_utf8();
-                }
-            }
-            rest[..j].chars().for_each(|c| blank(&mut out, c));
-            i += j;
-        } else if let Some(hashes) = raw_string_start(rest) {
-            let open = 2 + hashes;
-            let close = format!("\"{}", "#".repeat(hashes));
-            let end = rest[open..]
-                .find(&close)
-                .map(|k| open + k + close.len())
-                .unwrap_or(rest.len());
-            rest[..end].chars().for_each(|c| blank(&mut out, c));
-            i += end;
-        } else if rest.starts_with("'\"'") || rest.starts_with("'\\\"'") {
-            // A char literal of a double quote opens no string.
-            let end = rest[1..].find('\'').map(|k| k + 2).unwrap_or(rest.len());
-            rest[..end].chars().for_each(|c| blank(&mut out, c));
-            i += end;
-        } else if rest.starts_with('"') {
-            let mut j = 1;
-            while j < rest.len() && !rest[j..].starts_with('"') {
-                j += if rest[j..].starts_with('\\') { 2 } else { 1 };
-                while j < rest.len() && !rest.is_char_boundary(j) {
-                    j += 1;
-                }
-            }
-            let end = (j + 1).min(rest.len());
-            rest[..end].chars().for_each(|c| blank(&mut out, c));
-            i += end;
-        } else {
-            let c = rest.chars().next().unwrap();
-            out.push(c);
-            i += c.len_utf8();
-        }
-    }
-    out
-}
-
-/// `r"…"`, `r#"…"#`: the number of hashes, when `rest` opens a raw string.
-fn raw_string_start(rest: &str) -> Option<usize> {
-    let after_r = rest.strip_prefix('r')?;
-    let hashes = after_r.chars().take_while(|c| *c == '#').count();
-    after_r[hashes..].starts_with('"').then_some(hashes)
-}
-
-/// The text of a balanced `{…}` group starting at `open` (the `{`), and
-/// the offset just past its `}`.
-fn braced(code: &str, open: usize) -> (&str, usize) {
-    let mut depth = 0;
-    for (k, c) in code[open..].char_indices() {
-        match c {
-            '{' => depth += 1,
-            '}' => {
-                depth -= 1;
-                if depth == 0 {
-                    return (&code[open + 1..open + k], open + k + 1);
-                }
-            }
-            _ => {}
-        }
-    }
-    (&code[open + 1..], code.len())
-}
-
-/// The first path segment of each top-level entry of a `use` brace list
-/// (`ctx::Ctx, events::{a, b}` → `ctx`, `events`), with its offset in
-/// `inner`. `self` names the parent itself and is left out.
-fn brace_heads(inner: &str) -> Vec<(String, usize)> {
-    let mut out = Vec::new();
-    let mut depth = 0;
-    let mut start = 0;
-    let mut push = |entry_start: usize, entry: &str| {
-        let lead = entry.len() - entry.trim_start().len();
-        let head: String = entry
-            .trim_start()
-            .chars()
-            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-            .collect();
-        if !head.is_empty() && head != "self" {
-            out.push((head, entry_start + lead));
-        }
-    };
-    for (k, c) in inner.char_indices() {
-        match c {
-            '{' => depth += 1,
-            '}' => depth -= 1,
-            ',' if depth == 0 => {
-                push(start, &inner[start..k]);
-                start = k + 1;
-            }
-            _ => {}
-        }
-    }
-    push(start, &inner[start..]);
-    out
-}
-
-/// Every `crate::<module>` the code names — paths, and each top-level
-/// entry of a `use crate::{…}` list however it is wrapped or nested —
-/// with its 1-based line. Comments and string literals are left out.
-fn crate_refs(text: &str) -> Vec<(String, usize)> {
-    let code = code_only(text);
-    let line_of = |offset: usize| code[..offset].matches('\n').count() + 1;
-    let mut out = Vec::new();
-    let mut from = 0;
-    while let Some(i) = code[from..].find("crate::") {
-        let at = from + i;
-        // `pam_crate::x` or `my_crate::` are other names.
-        let before = code[..at].chars().next_back();
-        let tail_at = at + "crate::".len();
-        from = tail_at;
-        if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_') {
-            continue;
-        }
-        let tail = &code[tail_at..];
-        let skip = tail.len() - tail.trim_start().len();
-        if tail.trim_start().starts_with('{') {
-            let (inner, end) = braced(&code, tail_at + skip);
-            let inner_at = tail_at + skip + 1;
-            for (head, k) in brace_heads(inner) {
-                out.push((head, line_of(inner_at + k)));
-            }
-            from = end;
-        } else {
-            let name: String = tail
-                .chars()
-                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                .collect();
-            if !name.is_empty() {
-                out.push((name, line_of(at)));
-            }
-        }
-    }
-    out
-}
-
-/// Every import in the tree at `src` that points the wrong way, as
-/// `file:line: …`.
+/// Every import in the controller-shaped tree at `src` that points the
+/// wrong way, as `file:line: …`.
 fn violations(src: &Path) -> Vec<String> {
-    let mut files = Vec::new();
-    rust_files(src, &mut files);
-    files.sort();
+    let krate = Crate::read(src);
     let mut violations = Vec::new();
+    let mut files = Vec::new();
+    rust_files::rust_files(src, &mut files);
+    files.sort();
     for file in &files {
-        let module = module_of(src, file);
-        if module == "lib" {
-            continue;
+        match krate.module_of(file) {
+            Some(m) if !m.is_empty() && layer_of(&m[0]).is_none() => violations.push(format!(
+                "{}: module `{}` has no layer; add it to LAYERS and docs/architecture.md",
+                file.display(),
+                m[0]
+            )),
+            _ => {}
         }
-        let Some(own) = layer_of(&module) else {
-            violations.push(format!(
-                "{}: module `{module}` has no layer; add it to LAYERS and docs/architecture.md",
-                file.display()
-            ));
+    }
+    // One line per file and layer it wrongly imports: the first.
+    let mut seen = std::collections::HashSet::new();
+    for e in krate.edges() {
+        let (Some(from), Some(to)) = (krate.module_of(&e.from), krate.module_of(&e.to)) else {
             continue;
         };
-        let text = std::fs::read_to_string(file).unwrap();
-        for (target, line) in crate_refs(&text) {
-            if target == module {
-                continue;
-            }
-            match layer_of(&target) {
-                Some(l) if l < own => {}
-                Some(l) => violations.push(format!(
-                    "{}:{line}: `{module}` (layer {own}) imports `{target}` (layer {l}); \
-                     imports must point to a lower layer",
-                    file.display(),
-                )),
-                None => violations.push(format!(
-                    "{}:{line}: `{target}` is not a module with a layer",
-                    file.display(),
-                )),
-            }
+        let (Some(module), Some(target)) = (from.first(), to.first()) else {
+            // The crate root declares the modules; what it defines is
+            // below them all.
+            continue;
+        };
+        if module == target {
+            continue;
+        }
+        let (Some(own), Some(l)) = (layer_of(module), layer_of(target)) else {
+            continue;
+        };
+        if l >= own && seen.insert((e.from.clone(), target.clone())) {
+            violations.push(format!(
+                "{}:{}: `{module}` (layer {own}) imports `{target}` (layer {l}); \
+                 imports must point to a lower layer",
+                e.from.display(),
+                e.line,
+            ));
         }
     }
+    violations.sort();
     violations
+}
+
+/// The import circles of the crate at `src`, each as its files and what
+/// ties them (`file:line -> file: name`).
+fn circles_in(src: &Path) -> Vec<String> {
+    let krate = Crate::read(src);
+    let rel = |p: &PathBuf| p.strip_prefix(src).unwrap_or(p).display().to_string();
+    circles(&krate.edges())
+        .into_iter()
+        .map(|(files, ties)| {
+            let names: Vec<String> = files.iter().map(rel).collect();
+            let mut text = format!("{}: {}", src.display(), names.join(" <-> "));
+            for t in ties {
+                text.push_str(&format!(
+                    "\n    {}:{} -> {}: {}",
+                    rel(&t.from),
+                    t.line,
+                    rel(&t.to),
+                    t.name
+                ));
+            }
+            text
+        })
+        .collect()
+}
+
+/// The `src` folder of each member of the workspace.
+fn workspace_sources() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
+    let members = manifest
+        .lines()
+        .find(|l| l.trim_start().starts_with("members"))
+        .expect("the workspace lists its members on one line");
+    let list = &members[members.find('[').unwrap() + 1..members.rfind(']').unwrap()];
+    let sources: Vec<PathBuf> = list
+        .split(',')
+        .map(|m| m.trim().trim_matches('"'))
+        .filter(|m| !m.is_empty())
+        .map(|m| root.join(m).join("src"))
+        .collect();
+    assert!(sources.len() >= 8, "{sources:?}");
+    sources
 }
 
 #[test]
@@ -255,6 +131,19 @@ fn every_import_points_down() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let violations = violations(&src);
     assert!(violations.is_empty(), "{}", violations.join("\n"));
+}
+
+#[test]
+fn no_crate_has_an_import_circle() {
+    let found: Vec<String> = workspace_sources()
+        .iter()
+        .flat_map(|s| circles_in(s))
+        .collect();
+    assert!(
+        found.is_empty(),
+        "files that import each other in a loop; move what both need below both:\n{}",
+        found.join("\n")
+    );
 }
 
 #[test]
@@ -280,44 +169,54 @@ fn a_planted_violation_is_found() {
 }
 
 #[test]
-fn the_scanner_sees_paths_and_brace_lists() {
-    let names = |t: &str| -> Vec<String> { crate_refs(t).into_iter().map(|(n, _)| n).collect() };
+fn a_planted_circle_is_found() {
+    // tests/fixtures/circles/src: `load/typing.rs` and `load/yaml.rs`
+    // take from each other (and from their folder's mod.rs, which holds
+    // them: no arrow);
+    // `kinds` names `limits` only inside a macro's tokens and `limits`
+    // takes `Manifest` from `kinds` in a brace list. `face/` is a folder
+    // whose mod.rs only hands names on, whose children reach each other
+    // through it, and whose one loop is test code: no circle.
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/circles/src");
+    let found = circles_in(&src);
+    let text = found.join("\n");
+    let rel = |c: &str| {
+        c.split_once(": ")
+            .map(|(_, r)| r.to_string())
+            .unwrap_or_default()
+    };
     assert_eq!(
-        names("use crate::rules::runs; let x = crate::api::f(); // crate::server"),
-        ["rules", "api"]
+        found
+            .iter()
+            .map(|c| rel(c.lines().next().unwrap()))
+            .collect::<Vec<_>>(),
+        ["kinds.rs <-> limits.rs", "load/typing.rs <-> load/yaml.rs"],
+        "{text}"
     );
-    assert_eq!(names("use crate::{ctx::Ctx, events};"), ["ctx", "events"]);
-    assert_eq!(
-        names("use crate::{\n    ctx::Ctx,\n    rules::{runs::{self, gate}, meta},\n    self,\n};"),
-        ["ctx", "rules"]
-    );
-    assert_eq!(
-        crate_refs("use crate::{\n    clock,\n    api::x,\n};"),
-        [("clock".to_string(), 2), ("api".to_string(), 3)]
-    );
-    assert!(names("let s = \"crate::api\"; /* crate::server */ use super::x;").is_empty());
-    assert!(names("let s = r#\"crate::api\"#; use pam_crate::api;").is_empty());
-    assert_eq!(names("if c == '\"' { crate::api::f() }"), ["api"]);
+    for tie in [
+        "kinds.rs:4 -> limits.rs: MAX",
+        "limits.rs:3 -> kinds.rs: Manifest",
+        "load/typing.rs:4 -> load/yaml.rs: Tree",
+        "load/yaml.rs:6 -> load/typing.rs: check",
+    ] {
+        assert!(text.contains(tie), "{tie} in\n{text}");
+    }
 }
 
-/// Issue 29: a transaction is committed only through `Ctx::commit`, which
-/// fences, queues webhook deliveries and publishes the journaled events
-/// after the commit. A raw `Tx::commit` elsewhere could commit an event
-/// nobody publishes, or a write without its event.
+/// A transaction is committed only through `Ctx::commit`, which fences,
+/// queues webhook deliveries and publishes the journaled events after the
+/// commit. A raw `Tx::commit` elsewhere could commit an event nobody
+/// publishes, or a write without its event.
 #[test]
 fn only_ctx_commits() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = Vec::new();
-    rust_files(&src, &mut files);
-    let mut raw = Vec::new();
-    for file in files.iter().filter(|f| !f.ends_with("ctx.rs")) {
-        let code = code_only(&std::fs::read_to_string(file).unwrap());
-        for (n, line) in code.lines().enumerate() {
-            if line.contains(".commit()") {
-                raw.push(format!("{}:{}: {}", file.display(), n + 1, line.trim()));
-            }
-        }
-    }
+    let krate = Crate::read(&src);
+    let raw: Vec<String> = krate
+        .commits
+        .iter()
+        .filter(|(file, _)| !file.ends_with("ctx.rs"))
+        .flat_map(|(file, lines)| lines.iter().map(move |l| format!("{}:{l}", file.display())))
+        .collect();
     assert!(
         raw.is_empty(),
         "commit through Ctx::commit, not Tx::commit:\n{}",

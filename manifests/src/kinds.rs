@@ -40,7 +40,7 @@ pub use permissions::{
 pub mod role;
 pub use role::{ObservedRole, ProjectSelector, RoleRule, RoleSpec};
 mod schedule;
-pub use schedule::{ConcurrencyPolicy, ObservedSchedule, ScheduleSpec, Timetable};
+pub use schedule::{ConcurrencyPolicy, ObservedSchedule, ScheduleSpec, Timetable, SCHEDULE_LABEL};
 mod source;
 pub use source::{
     Drift, GitSource, HealthState, ObservedSource, OwnedState, SourceError, SourceSpec, SyncState,

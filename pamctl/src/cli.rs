@@ -5,7 +5,10 @@ pub use crate::cmd::token::{AuthCommand, TokenCommand};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use pam_manifests::protocol::SignalName;
 
+mod get;
 mod signal;
+
+pub use get::{EventFilters, GetArgs};
 pub use signal::SignalParser;
 
 use crate::error::EXIT_CODES_HELP;
@@ -281,7 +284,7 @@ pub enum Command {
         #[arg(long, value_name = "T")]
         topic: Option<String>,
         #[command(flatten)]
-        filters: crate::cmd::events::EventFilters,
+        filters: EventFilters,
         /// Keep printing new events as they happen (the event stream)
         #[arg(short = 'f', long, visible_short_alias = 'w', visible_alias = "watch")]
         follow: bool,
@@ -335,49 +338,6 @@ pub enum Command {
         #[arg(long)]
         force_conflicts: bool,
     },
-}
-
-#[derive(Debug, Args)]
-pub struct GetArgs {
-    /// KIND [NAME…], KIND/NAME…, or KIND,KIND… (task|tasks|tk, run|runs|rn,
-    /// host|hosts|ho, project|projects|proj)
-    #[arg(value_name = "KIND[/NAME]", required = true)]
-    pub args: Vec<String>,
-    /// Label selector (app=web,tier!=db)
-    #[arg(short = 'l', long = "selector", value_name = "SELECTOR")]
-    pub selector: Option<String>,
-    /// table, wide, yaml, json, name, jsonpath=TEMPLATE, custom-columns=HEADER:PATH,…
-    #[arg(short = 'o', long, default_value = "table", value_name = "FORMAT",
-          value_parser = crate::render::Output::parse)]
-    pub output: crate::render::Output,
-    /// Tasks and runs of every project
-    #[arg(short = 'A', long)]
-    pub all_projects: bool,
-    /// After the list, print a line per change (from the event stream) until interrupted
-    #[arg(short = 'w', long)]
-    pub watch: bool,
-    /// Sort by this JSONPath (.metadata.name, {.status.attempt})
-    #[arg(long, value_name = "JSONPATH")]
-    pub sort_by: Option<String>,
-    /// Tables without the header row
-    #[arg(long)]
-    pub no_headers: bool,
-    /// A LABELS column with every label
-    #[arg(long)]
-    pub show_labels: bool,
-    /// A column per label key (repeatable, or comma-separated)
-    #[arg(
-        short = 'L',
-        long = "label-columns",
-        value_name = "KEY",
-        value_delimiter = ','
-    )]
-    pub label_columns: Vec<String>,
-    /// Tasks only: those waiting for a dependency that is not done
-    #[arg(long)]
-    pub blocked: bool,
-    #[command(flatten)]
-    pub events: crate::cmd::events::EventFilters,
 }
 
 #[derive(Debug, Args)]

@@ -78,6 +78,36 @@ impl Client {
         })
     }
 
+    /// The names of the objects of `kind` (for completion); none when
+    /// the list fails.
+    pub fn names(&self, kind: pam_manifests::Kind, project: Option<&str>) -> Vec<String> {
+        self.list(kind, project, None)
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|o| {
+                o.pointer("/metadata/name")
+                    .and_then(serde_json::Value::as_str)
+            })
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// Lists objects of `kind` (`project: None` = every project)
+    /// matching the label `selector`.
+    pub fn list(
+        &self,
+        kind: pam_manifests::Kind,
+        project: Option<&str>,
+        selector: Option<&str>,
+    ) -> Result<Vec<Value>> {
+        let path = format!(
+            "{}{}",
+            crate::collection_path(kind, project),
+            query(&[("labelSelector", selector)])
+        );
+        items(self.get(&path)?)
+    }
+
     pub fn get(&self, path: &str) -> Result<Value> {
         self.send(reqwest::Method::GET, path, None)
     }
@@ -423,6 +453,23 @@ pub fn enc(text: &str) -> String {
         }
     }
     out
+}
+
+/// The `items` of a list answer.
+pub fn items(body: Value) -> Result<Vec<Value>> {
+    match body {
+        Value::Object(mut m) => match m.remove("items") {
+            Some(Value::Array(items)) => Ok(items),
+            _ => Err(CliError::new(
+                Exit::ServerError,
+                "the list answer has no `items` array",
+            )),
+        },
+        _ => Err(CliError::new(
+            Exit::ServerError,
+            "the list answer is not an object",
+        )),
+    }
 }
 
 /// `?a=1&b=2` from the pairs whose value is set (empty string when none).

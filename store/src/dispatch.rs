@@ -22,6 +22,26 @@ use pam_manifests::state::{HostStatus, RunStatus};
 
 use crate::{Host, Run};
 
+impl crate::runs::PendingRun {
+    /// `task_spec`: its task's spec (for the task's default workspace).
+    pub fn of(r: &Run, task_spec: Option<&serde_json::Value>) -> Self {
+        Self {
+            id: r.id,
+            project_id: r.project_id,
+            provider: r.provider.clone(),
+            provider_version: provider_version(r).map(str::to_string),
+            target: r.target.clone(),
+            stop_requested: r.stop_requested,
+            dispatchable_since: r.dispatchable_since,
+            dispatch_timeout_seconds: r.dispatch_timeout_seconds,
+            eligible_host_seen: r.eligible_host_seen,
+            uses_workspace: uses_workspace(r, task_spec),
+            asks_full: asks_full(r),
+            scheduled: crate::runs::scheduled_of(&r.meta),
+        }
+    }
+}
+
 /// A run's `spec.providerVersion` (issue 31): the semver requirement a
 /// host's reported version of its provider must meet.
 pub fn provider_version(r: &Run) -> Option<&str> {

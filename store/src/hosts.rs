@@ -112,10 +112,6 @@ pub trait HostTx: Send {
         seen: &[(Uuid, i64)],
         now: DateTime<Utc>,
     ) -> StoreResult<Vec<Uuid>>;
-    /// The spawning and running runs of these hosts, ordered as
-    /// [`Tx::list_runs`] orders them: the desired sets of a heartbeat batch
-    /// in one statement.
-    async fn live_runs_on_hosts(&mut self, hosts: &[Uuid]) -> StoreResult<Vec<crate::Run>>;
     /// Guarded status write through the gate (`WHERE status = from`).
     async fn set_host_status(
         &mut self,
@@ -133,6 +129,8 @@ pub trait HostTx: Send {
     /// How many hosts are in each status (statuses with none are left out).
     async fn count_hosts_by_status(&mut self) -> StoreResult<Vec<(HostStatus, i64)>>;
 }
+
+crate::named::row!(Host);
 
 impl crate::NamedKind for Host {
     type Scope = ();

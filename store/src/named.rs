@@ -10,9 +10,7 @@ use uuid::Uuid;
 
 use chrono::{DateTime, Utc};
 
-use crate::{
-    Host, Meta, Object, Project, Run, Schedule, Secret, Source, StoreResult, Tx, Webhook, WorkItem,
-};
+use crate::{Meta, StoreResult, Tx};
 
 /// The columns every named row has, read and written alike by both
 /// stores.
@@ -24,31 +22,30 @@ pub trait Row {
     fn updated_at_mut(&mut self) -> &mut DateTime<Utc>;
 }
 
-/// [`Row`] for row types with the fields `id`, `meta` and `updated_at`
-/// (as a derive would write it).
-macro_rules! rows {
-    ($($ty:ty),+) => {$(
-        impl Row for $ty {
-            fn id(&self) -> Uuid {
+/// [`Row`] for a row type with the fields `id`, `meta` and `updated_at`
+/// (as a derive would write it); each kind's file says it of its row.
+macro_rules! row {
+    ($ty:ty) => {
+        impl $crate::named::Row for $ty {
+            fn id(&self) -> uuid::Uuid {
                 self.id
             }
-            fn meta(&self) -> &Meta {
+            fn meta(&self) -> &$crate::Meta {
                 &self.meta
             }
-            fn meta_mut(&mut self) -> &mut Meta {
+            fn meta_mut(&mut self) -> &mut $crate::Meta {
                 &mut self.meta
             }
-            fn updated_at(&self) -> DateTime<Utc> {
+            fn updated_at(&self) -> chrono::DateTime<chrono::Utc> {
                 self.updated_at
             }
-            fn updated_at_mut(&mut self) -> &mut DateTime<Utc> {
+            fn updated_at_mut(&mut self) -> &mut chrono::DateTime<chrono::Utc> {
                 &mut self.updated_at
             }
         }
-    )+};
+    };
 }
-
-rows!(Project, Host, Source, Webhook, Secret, Schedule, Object, WorkItem, Run);
+pub(crate) use row;
 
 /// A kind whose objects have a name that is unique in a scope.
 pub trait NamedKind: Row + Clone + Send + Sync + 'static {

@@ -45,6 +45,8 @@ pub trait ObjectTx: Send {
     async fn objects_in_project(&mut self, project: Uuid) -> StoreResult<Vec<Object>>;
 }
 
+crate::named::row!(Object);
+
 impl crate::NamedKind for Object {
     type Scope = (String, Option<Uuid>);
     const NOUN: &'static str = "object";

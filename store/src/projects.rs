@@ -33,6 +33,8 @@ pub fn over_budget(meta: &crate::Meta) -> bool {
     })
 }
 
+crate::named::row!(Project);
+
 impl crate::NamedKind for Project {
     type Scope = ();
     const NOUN: &'static str = "project";

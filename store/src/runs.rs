@@ -341,26 +341,6 @@ pub struct PendingRun {
     pub scheduled: Option<(String, String)>,
 }
 
-impl PendingRun {
-    /// `task_spec`: its task's spec (for the task's default workspace).
-    pub fn of(r: &Run, task_spec: Option<&serde_json::Value>) -> PendingRun {
-        PendingRun {
-            id: r.id,
-            project_id: r.project_id,
-            provider: r.provider.clone(),
-            provider_version: crate::dispatch::provider_version(r).map(str::to_string),
-            target: r.target.clone(),
-            stop_requested: r.stop_requested,
-            dispatchable_since: r.dispatchable_since,
-            dispatch_timeout_seconds: r.dispatch_timeout_seconds,
-            eligible_host_seen: r.eligible_host_seen,
-            uses_workspace: crate::dispatch::uses_workspace(r, task_spec),
-            asks_full: crate::dispatch::asks_full(r),
-            scheduled: scheduled_of(&r.meta),
-        }
-    }
-}
-
 /// A run's stored `Scheduled` condition (issue 31) as (reason, message),
 /// if it has one.
 pub fn scheduled_of(m: &Meta) -> Option<(String, String)> {
@@ -444,6 +424,10 @@ pub trait RunTx: Send {
     /// dispatchable_since = now, or NULL when the task is blocked.
     async fn requeue_run(&mut self, id: Uuid, attempt: i32, now: DateTime<Utc>)
         -> StoreResult<Run>;
+    /// The spawning and running runs of these hosts, ordered as
+    /// [`Tx::list_runs`] orders them: the desired sets of a heartbeat batch
+    /// in one statement.
+    async fn live_runs_on_hosts(&mut self, hosts: &[Uuid]) -> StoreResult<Vec<Run>>;
     /// Claims up to `limit` pending runs eligible for `host` (target Any,
     /// host name equal, or selector contained in the host's labels), oldest
     /// dispatchable_since first, skipping runs with stop_requested and
@@ -525,6 +509,8 @@ pub trait RunTx: Send {
     /// How many runs are in each status (statuses with none are left out).
     async fn count_runs_by_status(&mut self) -> StoreResult<Vec<(RunStatus, i64)>>;
 }
+
+crate::named::row!(Run);
 
 impl crate::NamedKind for Run {
     type Scope = Uuid;

@@ -57,6 +57,8 @@ pub trait ScheduleTx: Send {
     async fn schedule_runs(&mut self, schedule_id: Uuid) -> StoreResult<Vec<(DateTime<Utc>, Run)>>;
 }
 
+crate::named::row!(Schedule);
+
 impl crate::NamedKind for Schedule {
     type Scope = Uuid;
     const NOUN: &'static str = "schedule";

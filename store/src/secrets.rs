@@ -115,6 +115,8 @@ pub trait SecretTx: Send {
     async fn run_secret_waits(&mut self, run_ids: Option<&[Uuid]>) -> StoreResult<Vec<SecretWait>>;
 }
 
+crate::named::row!(Secret);
+
 impl crate::NamedKind for Secret {
     type Scope = Uuid;
     const NOUN: &'static str = "secret";

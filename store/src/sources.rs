@@ -135,6 +135,8 @@ pub trait SourceTx: Send {
     ) -> StoreResult<Vec<(String, pam_manifests::state::RunStatus)>>;
 }
 
+crate::named::row!(Source);
+
 impl crate::NamedKind for Source {
     type Scope = ();
     const NOUN: &'static str = "source";

@@ -145,6 +145,8 @@ pub trait WebhookTx: Send {
     async fn purge_deliveries_before(&mut self, cutoff: DateTime<Utc>) -> StoreResult<u64>;
 }
 
+crate::named::row!(Webhook);
+
 impl crate::NamedKind for Webhook {
     type Scope = ();
     const NOUN: &'static str = "webhook";

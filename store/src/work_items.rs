@@ -108,6 +108,8 @@ pub trait WorkItemTx: Send {
     async fn delete_work_item(&mut self, id: Uuid) -> StoreResult<bool>;
 }
 
+crate::named::row!(WorkItem);
+
 impl crate::NamedKind for WorkItem {
     type Scope = Uuid;
     const NOUN: &'static str = "work item";

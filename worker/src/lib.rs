@@ -16,6 +16,7 @@ pub mod outbox;
 pub mod output_reader;
 pub mod private;
 pub mod providers;
+pub mod run_files;
 pub mod snapshot;
 pub mod spawn;
 pub mod testdir;

@@ -9,7 +9,7 @@ use std::path::Path;
 use pam_manifests::protocol::OutputSnapshot;
 use uuid::Uuid;
 
-use crate::wrap::log_path;
+use crate::run_files::log_path;
 
 /// At most this many bytes of tail are read for `text`.
 const MAX_TAIL_BYTES: u64 = 256 * 1024;

@@ -26,10 +26,7 @@ use crate::tmux::{SessionSpec, SessionTag, Tmux};
 
 /// Where the wrapper finds the run's environment.
 pub fn env_file(data_dir: &Path, run: &DesiredRun) -> PathBuf {
-    data_dir
-        .join("runs")
-        .join(run.run_id.to_string())
-        .join(format!("{}.env", run.attempt))
+    crate::run_files::env_file(data_dir, run.run_id, run.attempt)
 }
 
 /// Builds the session for `run` and writes its env file. `worker_exe` is

@@ -14,7 +14,7 @@ use uuid::Uuid;
 
 /// Where the transcript of an attempt lives.
 pub fn path(data_dir: &Path, run_id: Uuid, attempt: i32) -> PathBuf {
-    crate::wrap::attempt_file(
+    crate::run_files::attempt_file(
         data_dir,
         run_id,
         attempt,

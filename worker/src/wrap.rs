@@ -38,7 +38,7 @@
 
 use std::io::Write;
 use std::os::unix::process::ExitStatusExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
@@ -55,6 +55,7 @@ use crate::outbox::Outbox;
 use crate::output_reader::{OutputReader, Progress};
 use crate::providers::session_file::SessionFile;
 use crate::providers::ProviderKind;
+use crate::run_files::log_path;
 use crate::workspace::result as workspace;
 
 /// How often a CLI's session file is read for its live usage.
@@ -84,30 +85,6 @@ pub struct WrapArgs {
     pub command: Vec<String>,
     /// The attempt's workspace, to commit and measure at exit (issue 32).
     pub workspace_file: Option<PathBuf>,
-}
-
-/// Where the log of an attempt lives.
-pub fn log_path(data_dir: &Path, run_id: Uuid, attempt: i32) -> PathBuf {
-    attempt_file(
-        data_dir,
-        run_id,
-        attempt,
-        pam_manifests::protocol::LogFile::Log,
-    )
-}
-
-/// Where one of an attempt's files lives: `<data_dir>/runs/<run_id>/`
-/// and its name ([`pam_manifests::protocol::LogFile::file_name`]).
-pub fn attempt_file(
-    data_dir: &Path,
-    run_id: Uuid,
-    attempt: i32,
-    file: pam_manifests::protocol::LogFile,
-) -> PathBuf {
-    data_dir
-        .join("runs")
-        .join(run_id.to_string())
-        .join(file.file_name(attempt))
 }
 
 /// Writes stamped signals to the outbox. An outbox write that fails is

@@ -12,9 +12,9 @@ use nix::unistd::Pid;
 use pam_manifests::protocol::{Signal, SignalKind, REASON_PROVIDER_FAILED, REASON_SPAWN_FAILED};
 use pam_worker::config::Config;
 use pam_worker::outbox::Outbox;
+use pam_worker::run_files::log_path;
 use pam_worker::spawn;
 use pam_worker::testdir::TestDir;
-use pam_worker::wrap::log_path;
 use uuid::Uuid;
 
 use SignalKind::{Failed, Finished, Progress, Started};

@@ -141,13 +141,13 @@ pub async fn authenticate(
     peer: Option<IpAddr>,
 ) -> Result<Principal, ApiError> {
     let Some(value) = header else {
-        super::authz::refused_name(state, "none", StatusCode::UNAUTHORIZED);
+        refused_name(state, "none", StatusCode::UNAUTHORIZED);
         return Err(unauthorized(
             "missing Authorization: Bearer <token> (pamctl: --token, PAM_TOKEN or the config file)",
         ));
     };
     let Some(token) = value.strip_prefix("Bearer ").map(str::trim) else {
-        super::authz::refused_name(state, "none", StatusCode::UNAUTHORIZED);
+        refused_name(state, "none", StatusCode::UNAUTHORIZED);
         return Err(unauthorized(
             "the Authorization header must be `Bearer <token>`",
         ));
@@ -192,7 +192,7 @@ pub async fn authenticate(
         if let Some(ip) = peer {
             state.limits.auth_failed(ip, now);
         }
-        super::authz::refused_name(state, name, StatusCode::UNAUTHORIZED);
+        refused_name(state, name, StatusCode::UNAUTHORIZED);
         Err(unauthorized(why))
     };
     match found {
@@ -285,7 +285,7 @@ pub async fn authenticate_parts(state: &AppState, parts: &Parts) -> Result<Princ
                     grant: s.grant,
                 }),
                 Err(e) => {
-                    super::authz::refused_name(state, "session", e.status);
+                    refused_name(state, "session", e.status);
                     Err(e)
                 }
             };
@@ -389,4 +389,11 @@ impl FromRequestParts<AppState> for Worker {
             )),
         }
     }
+}
+
+/// Counts and logs a refusal of the token named `token` (its name,
+/// never its value).
+pub fn refused_name(st: &AppState, token: &str, status: StatusCode) {
+    st.ctx.metrics.api_refused(token, status.as_u16());
+    tracing::info!(token = %token, status = status.as_u16(), "request refused");
 }

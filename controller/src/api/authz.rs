@@ -11,10 +11,25 @@ use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use super::auth::{authenticate_parts, Principal};
-use super::route::Access;
+use super::auth::{authenticate_parts, refused_name, Principal};
 use super::{ApiError, AppState};
 use crate::rules::access::{self, Decision, Grant, Verb};
+
+/// Who may call a route: its permission (issue 34), checked for every
+/// entry in one place ([`super::authz::enforce`]); a test checks every
+/// non-public entry names a resource [`crate::rules::access::known`]
+/// knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// No token (probes, metrics, the dashboard's files, this document).
+    Public,
+    /// An operator-side token (pamctl, the dashboard) whose role may do
+    /// this verb to this resource, in the path's `{project}` if it has
+    /// one ([`crate::rules::access::authorize`]).
+    Op(Verb, &'static str),
+    /// A worker token, bound to one host.
+    Worker,
+}
 
 /// What [`enforce`] is given per route.
 #[derive(Clone)]
@@ -38,17 +53,19 @@ pub fn forbidden(verb: Verb, resource: &str) -> ApiError {
 /// The 404 of a project the token may not see: the very answer a missing
 /// project gets ([`super::served::project`]).
 pub fn hidden(project: &str) -> ApiError {
-    super::served::missing_project(project)
+    missing_project(project)
+}
+
+/// The 404 of a project that does not exist, which a token that may not
+/// see a project gets too (issue 34: the same body, nothing leaks).
+pub fn missing_project(slug: &str) -> ApiError {
+    let kind = pam_manifests::Kind::Project.info().singular;
+    ApiError::not_found(format!("{kind} {slug:?} not found"))
 }
 
 /// Counts and logs a refusal: the token's name, never its value.
 pub fn refused(st: &AppState, principal: &Principal, e: &ApiError) {
     refused_name(st, principal.name(), e.status);
-}
-
-pub fn refused_name(st: &AppState, token: &str, status: StatusCode) {
-    st.ctx.metrics.api_refused(token, status.as_u16());
-    tracing::info!(token = %token, status = status.as_u16(), "request refused");
 }
 
 /// [`access::authorize`] as an API answer.

@@ -28,6 +28,7 @@ pub mod attach;
 pub mod auth;
 pub mod authz;
 pub mod charts;
+pub mod chunks;
 pub mod dashboard;
 pub mod events;
 pub mod extract;

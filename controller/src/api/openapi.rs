@@ -7,45 +7,34 @@
 //! [`REGENERATE_COMMAND`] when that file is stale.
 
 use std::collections::BTreeSet;
-use std::sync::OnceLock;
 
-use axum::http::header;
-use axum::response::{IntoResponse, Response};
 use schemars::generate::SchemaSettings;
 use schemars::SchemaGenerator;
 use serde_json::{json, Map, Value};
 
 use super::route::{Access, Reply, Route, SchemaOf};
-use super::routes::{table, DEFAULT_MAX_BODY_BYTES};
 use super::ErrorBody;
 
 /// The command that rewrites `schemas/openapi.json` from the code.
 pub const REGENERATE_COMMAND: &str =
     "cargo run -p pam-controller --bin pam-openapi -- schemas/openapi.json";
 
-/// `GET /api/v1/openapi.json`.
-pub async fn serve() -> Response {
-    static TEXT: OnceLock<String> = OnceLock::new();
-    let text = TEXT.get_or_init(text).clone();
-    ([(header::CONTENT_TYPE, "application/json")], text).into_response()
+/// The document of `routes`, as committed: pretty JSON with a final
+/// newline.
+pub fn text_of(routes: &[Route]) -> String {
+    serde_json::to_string_pretty(&document_of(routes)).expect("the document is JSON") + "\n"
 }
 
-/// The document as committed: pretty JSON with a final newline.
-pub fn text() -> String {
-    serde_json::to_string_pretty(&document()).expect("the document is JSON") + "\n"
-}
-
-/// The document.
-pub fn document() -> Value {
+/// The document of `routes` (the route table).
+pub fn document_of(routes: &[Route]) -> Value {
     let mut settings = SchemaSettings::draft2020_12().for_deserialize();
     settings.definitions_path = "/components/schemas".into();
     settings.meta_schema = None;
     let mut g = settings.into_generator();
     let error = g.subschema_for::<ErrorBody>();
-    let routes = table(DEFAULT_MAX_BODY_BYTES);
     let mut paths = Map::new();
     let mut tags = Vec::new();
-    for r in &routes {
+    for r in routes {
         if !tags.contains(&r.tag) {
             tags.push(r.tag);
         }

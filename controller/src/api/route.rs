@@ -15,23 +15,8 @@ use axum::Router;
 use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
 
 use super::AppState;
-use crate::rules::access::Verb;
 
-/// Who may call a route: its permission (issue 34), checked for every
-/// entry in one place ([`super::authz::enforce`]); a test checks every
-/// non-public entry names a resource [`crate::rules::access::known`]
-/// knows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Access {
-    /// No token (probes, metrics, the dashboard's files, this document).
-    Public,
-    /// An operator-side token (pamctl, the dashboard) whose role may do
-    /// this verb to this resource, in the path's `{project}` if it has
-    /// one ([`crate::rules::access::authorize`]).
-    Op(Verb, &'static str),
-    /// A worker token, bound to one host.
-    Worker,
-}
+pub use super::authz::Access;
 
 /// A schema, given the generator of the document.
 pub type SchemaOf = fn(&mut SchemaGenerator) -> Schema;

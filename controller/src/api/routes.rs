@@ -363,7 +363,7 @@ pub fn table(max_body_bytes: usize) -> Vec<Route> {
         get("/api/v1/version", super::version, Public)
             .doc("system", "version", "pamd's version and schema version")
             .object(200, "`{name, version, apiVersion, schemaVersion}`"),
-        get("/api/v1/openapi.json", openapi::serve, Public)
+        get("/api/v1/openapi.json", serve_openapi, Public)
             .doc("system", "openapi", "This document")
             .object(200, "the OpenAPI 3.1 document"),
         // Issue 34: dashboard sign-in with OIDC (api/oidc). No token:
@@ -433,6 +433,29 @@ pub fn table(max_body_bytes: usize) -> Vec<Route> {
 fn kinds() -> Vec<Route> {
     pam_manifests::kinds::info::KINDS
         .iter()
-        .flat_map(|info| crate::rules::kind::for_kind!(info.kind, K => served::routes::<K>()))
+        .flat_map(|info| crate::rules::each_kind::for_kind!(info.kind, K => served::routes::<K>()))
         .collect()
+}
+
+/// `GET /api/v1/openapi.json`: the document of the route table.
+async fn serve_openapi() -> axum::response::Response {
+    use axum::response::IntoResponse;
+    static TEXT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let text = TEXT.get_or_init(openapi_text).clone();
+    (
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        text,
+    )
+        .into_response()
+}
+
+/// The OpenAPI document of the route table, as committed in
+/// `schemas/openapi.json` ([`openapi::REGENERATE_COMMAND`]).
+pub fn openapi_text() -> String {
+    openapi::text_of(&table(DEFAULT_MAX_BODY_BYTES))
+}
+
+/// The OpenAPI document of the route table.
+pub fn openapi_document() -> serde_json::Value {
+    openapi::document_of(&table(DEFAULT_MAX_BODY_BYTES))
 }

@@ -165,13 +165,6 @@ pub async fn one_in<K: Served>(tx: &mut dyn Tx, slug: &str, name: &str) -> ApiRe
     Ok((p, o))
 }
 
-/// The 404 of a project that does not exist, which a token that may not
-/// see a project gets too (issue 34: the same body, nothing leaks).
-pub fn missing_project(slug: &str) -> ApiError {
-    let kind = <Project as Stored>::KIND.info().singular;
-    ApiError::not_found(format!("{kind} {slug:?} not found"))
-}
-
 /// The project a URL names (`/api/v1/projects/{project}/…`).
 pub async fn project(tx: &mut dyn Tx, slug: &str) -> ApiResult<Project> {
     one::<Project>(tx, None, slug).await

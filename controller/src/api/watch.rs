@@ -34,7 +34,7 @@
 //! A request with `Upgrade: pam-watch`
 //! ([`pam_manifests::protocol::WATCH_UPGRADE`]) is answered `101 Switching
 //! Protocols`, and the same frames then go straight onto the connection,
-//! which hyper has handed over ([`super::stream::upgraded_response`]): an
+//! which hyper has handed over ([`super::upgraded::upgraded_response`]): an
 //! idle watch holds its socket and its [`Watcher`], not the 16 KB read and
 //! 8 KB write buffers hyper keeps per HTTP/1.1 connection — at 10,000
 //! hosts, 240 MB (docs/benchmarks.md, "The upgraded watch"). A read that
@@ -56,7 +56,7 @@
 //! also serves its runs' logs on the upgraded watch: the reads pamd has
 //! for its host ([`super::logs::channel`]) go out as `log_read` frames,
 //! and each answer comes back as a `log_chunk` line followed by its bytes
-//! ([`super::stream::Chunks::payload`]).
+//! ([`super::chunks::Chunks::payload`]).
 
 use std::time::Duration;
 
@@ -157,7 +157,7 @@ pub async fn watch(
     }
     let bus = st.ctx.bus.clone();
     let token = w.hold(&st);
-    let upgrade = super::stream::upgrade_asked(&mut req, WATCH_UPGRADE);
+    let upgrade = super::upgraded::upgrade_asked(&mut req, WATCH_UPGRADE);
     // Only an upgraded watch carries a log chunk's raw bytes.
     let logs = (serves_logs && upgrade.is_some()).then(|| st.logs.channels.attach(host));
     let sub = Watcher {
@@ -179,11 +179,11 @@ pub async fn watch(
         shutdown: Box::pin(bus.on_shutdown()),
     };
     if let Some(on) = upgrade {
-        let mut resp = super::stream::upgraded_response(on, sub, WATCH_UPGRADE, KEEP_ALIVE);
+        let mut resp = super::upgraded::upgraded_response(on, sub, WATCH_UPGRADE, KEEP_ALIVE);
         resp.headers_mut().insert(WATCH_ACCEPTS, ACCEPTS.clone());
         return Ok(resp);
     }
-    Ok(super::stream::sse_response(sub))
+    Ok(super::chunks::sse_response(sub))
 }
 
 fn frame(id: &str) -> Bytes {
@@ -262,7 +262,7 @@ struct Watcher {
     chunk: Option<LogChunk>,
 }
 
-impl super::stream::Chunks for Watcher {
+impl super::chunks::Chunks for Watcher {
     fn chunk(&mut self) -> impl std::future::Future<Output = Option<Bytes>> + Send {
         self.next_chunk()
     }

@@ -27,7 +27,7 @@ pub async fn diff(ctx: &Ctx, req: &ApplyRequest) -> Result<Vec<Value>, ApplyErro
     // of a batch apply would refuse says so, with file and line.
     let errors: Vec<_> = docs
         .iter()
-        .flat_map(pam_manifests::limits::check_document)
+        .flat_map(pam_manifests::validate::limits::check_document)
         .collect();
     if !errors.is_empty() {
         return Err(ApplyError::Invalid(errors));

@@ -25,7 +25,8 @@ use pam_manifests::validate::{InMemoryState, StoredProject, StoredTask};
 use pam_store::prelude::*;
 use pam_store::{Project, Run, StoreError, WorkItem};
 
-use super::stored::{ObjectKey, StoredObject};
+use super::stored::{stored_one, Lookup, ObjectKey, StoredObject};
+use pam_store::Meta;
 use uuid::Uuid;
 
 /// The stored state a batch can touch.
@@ -296,4 +297,38 @@ async fn other_projects_tasks(
         });
     }
     Ok(())
+}
+
+/// The stored objects a batch names, of every kind: Projects, Tasks and
+/// Runs from what apply read already (`existing`), the other kinds read
+/// here.
+pub struct StoredAny<'a> {
+    existing: &'a Existing,
+    others: HashMap<ObjectKey, StoredObject>,
+}
+
+impl Lookup for StoredAny<'_> {
+    fn find(&self, key: &ObjectKey) -> Option<(Uuid, &Meta)> {
+        self.existing.find(key).or_else(|| self.others.find(key))
+    }
+}
+
+/// [`StoredAny`] of `keys`: the kinds `existing` does not hold (a batch
+/// has few) one read each.
+pub async fn stored_any<'a>(
+    tx: &mut dyn Tx,
+    existing: &'a Existing,
+    keys: &[ObjectKey],
+) -> Result<StoredAny<'a>, StoreError> {
+    let mut others = HashMap::new();
+    for key in keys {
+        let (kind, project, name) = key;
+        if matches!(kind, Kind::Project | Kind::Task | Kind::Run) {
+            continue;
+        }
+        if let Some(o) = stored_one(tx, *kind, project.as_deref(), name).await? {
+            others.insert(key.clone(), o);
+        }
+    }
+    Ok(StoredAny { existing, others })
 }

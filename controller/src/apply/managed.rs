@@ -47,7 +47,7 @@ use pam_store::{Labels, ManagedEntry, ManagedFields, Meta};
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::stored::{Lookup, ObjectKey};
+use super::stored::{key_of, Lookup, ObjectKey};
 use super::{Action, ApplyError, ApplyResult};
 use crate::rules::meta::Desired;
 
@@ -221,14 +221,6 @@ struct Item {
 pub struct Plan {
     manager: Manager,
     items: HashMap<ObjectKey, Item>,
-}
-
-fn key_of(m: &Manifest) -> ObjectKey {
-    (
-        m.kind(),
-        m.project().map(|p| p.to_string()),
-        m.name().to_string(),
-    )
 }
 
 fn same_fields(a: &[ManagedEntry], b: &[ManagedEntry]) -> bool {

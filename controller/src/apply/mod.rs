@@ -220,17 +220,8 @@ pub(crate) async fn merged(
 ) -> Result<(Vec<Document>, existing::Existing, managed::Plan), ApplyError> {
     let manifests: Vec<&Manifest> = docs.iter().map(|d| &d.manifest).collect();
     let existing = existing::load_existing(tx, &manifests).await?;
-    let keys: Vec<stored::ObjectKey> = manifests
-        .iter()
-        .map(|m| {
-            (
-                m.kind(),
-                m.project().map(|p| p.to_string()),
-                m.name().to_string(),
-            )
-        })
-        .collect();
-    let stored = stored::stored_any(tx, &existing, &keys).await?;
+    let keys: Vec<stored::ObjectKey> = manifests.iter().map(|m| stored::key_of(m)).collect();
+    let stored = existing::stored_any(tx, &existing, &keys).await?;
     let manager = req.manager.clone().unwrap_or_else(managed::Manager::pamd);
     let named = docs.iter().map(managed::named).collect();
     let plan = managed::plan(

@@ -94,7 +94,7 @@ async fn prune_one(
     pruning: &HashSet<Uuid>,
     now: DateTime<Utc>,
 ) -> StoreResult<Outcome> {
-    crate::rules::kind::for_kind!(d.kind, K => prune_stored::<K>(tx, d.id, pruning, now).await)
+    crate::rules::each_kind::for_kind!(d.kind, K => prune_stored::<K>(tx, d.id, pruning, now).await)
 }
 
 /// [`prune_one`] for a kind: kept when its deletion would take anything
@@ -143,7 +143,7 @@ async fn list_kind(
             })
             .collect())
     }
-    crate::rules::kind::for_kind!(kind, K => listed::<K>(tx, project).await)
+    crate::rules::each_kind::for_kind!(kind, K => listed::<K>(tx, project).await)
 }
 
 /// What apply's prune needs of the input, taken before the batch is

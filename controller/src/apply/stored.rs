@@ -12,6 +12,15 @@ use uuid::Uuid;
 /// An object by kind, project (Tasks and Runs) and name.
 pub type ObjectKey = (Kind, Option<String>, String);
 
+/// The key of a manifest's object.
+pub fn key_of(m: &pam_manifests::kinds::Manifest) -> ObjectKey {
+    (
+        m.kind(),
+        m.project().map(|p| p.to_string()),
+        m.name().to_string(),
+    )
+}
+
 /// One stored object.
 #[derive(Debug, Clone)]
 pub struct StoredObject {
@@ -87,40 +96,6 @@ impl Lookup for HashMap<ObjectKey, StoredObject> {
     }
 }
 
-/// The stored objects a batch names, of every kind: Projects, Tasks and
-/// Runs from what apply read already (`existing`), the other kinds read
-/// here.
-pub struct StoredAny<'a> {
-    existing: &'a super::existing::Existing,
-    others: HashMap<ObjectKey, StoredObject>,
-}
-
-impl Lookup for StoredAny<'_> {
-    fn find(&self, key: &ObjectKey) -> Option<(Uuid, &Meta)> {
-        self.existing.find(key).or_else(|| self.others.find(key))
-    }
-}
-
-/// [`StoredAny`] of `keys`: the kinds `existing` does not hold (a batch
-/// has few) one read each.
-pub async fn stored_any<'a>(
-    tx: &mut dyn Tx,
-    existing: &'a super::existing::Existing,
-    keys: &[ObjectKey],
-) -> Result<StoredAny<'a>, StoreError> {
-    let mut others = HashMap::new();
-    for key in keys {
-        let (kind, project, name) = key;
-        if matches!(kind, Kind::Project | Kind::Task | Kind::Run) {
-            continue;
-        }
-        if let Some(o) = stored_one(tx, *kind, project.as_deref(), name).await? {
-            others.insert(key.clone(), o);
-        }
-    }
-    Ok(StoredAny { existing, others })
-}
-
 /// One stored object by kind, project and name.
 pub async fn stored_one(
     tx: &mut dyn Tx,
@@ -143,5 +118,5 @@ pub async fn stored_one(
             meta: o.meta().clone(),
         }))
     }
-    crate::rules::kind::for_kind!(kind, K => one::<K>(tx, project.as_ref(), name).await)
+    crate::rules::each_kind::for_kind!(kind, K => one::<K>(tx, project.as_ref(), name).await)
 }

@@ -9,7 +9,7 @@ fn main() -> ExitCode {
         eprintln!("usage: pam-openapi FILE");
         return ExitCode::from(2);
     };
-    if let Err(e) = std::fs::write(&path, pam_controller::api::openapi::text()) {
+    if let Err(e) = std::fs::write(&path, pam_controller::api::routes::openapi_text()) {
         eprintln!("pam-openapi: write {}: {e}", path.to_string_lossy());
         return ExitCode::FAILURE;
     }

@@ -1,7 +1,7 @@
 //! A stored kind as the layers above the rules see it (issue 29: a Kind is
 //! described once and generic code serves it everywhere). [`Stored`] is
 //! how to find, list and delete objects of one kind — implemented next to
-//! the kind's rules — and [`for_kind!`] turns a [`Kind`] value into its
+//! the kind's rules — and [`super::each_kind::for_kind!`] turns a [`Kind`] value into its
 //! row type, so that apply's diff and prune and the API's routes are
 //! written once for every kind instead of once per kind.
 
@@ -56,32 +56,6 @@ pub trait Stored: Sized + Send + Sync + 'static {
     /// still there.
     async fn delete(self, tx: &mut dyn Tx, now: DateTime<Utc>) -> StoreResult<bool>;
 }
-
-/// `for_kind!(kind, K => expr)`: `expr` with `K` the row type of `kind`
-/// (a `Kind` value) — the one `match` from kinds with a table of their
-/// own to their row types; every other kind is stored generically
-/// (issue 29) and its `K` is [`super::objects::Obj`] of its manifest type
-/// (`pam_manifests::for_generic_kind!`).
-macro_rules! for_kind {
-    ($kind:expr, $k:ident => $body:expr) => {
-        $crate::rules::kind::for_kind!(@rows $kind, $k, $body;
-            Project: Project, Task: WorkItem, Run: Run, Host: Host, Source: Source,
-            Webhook: Webhook, Secret: Secret, Schedule: Schedule)
-    };
-    (@rows $kind:expr, $k:ident, $body:expr; $($variant:ident: $row:ident),+) => {
-        match $kind {
-            $(pam_manifests::Kind::$variant => {
-                type $k = pam_store::$row;
-                $body
-            })+
-            generic => pam_manifests::for_generic_kind!(generic, M => {
-                type $k = $crate::rules::objects::Obj<M>;
-                $body
-            }),
-        }
-    };
-}
-pub(crate) use for_kind;
 
 /// The accessors every row shares.
 macro_rules! row {
@@ -334,20 +308,4 @@ async fn held_by_items(
             .map(|r| format!("run {}", r.name)),
     );
     Ok(held)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::Stored;
-    use pam_manifests::kinds::info::KINDS;
-
-    /// `for_kind!` maps every kind of the registry to a row type whose
-    /// `Stored::KIND` is that kind.
-    #[test]
-    fn for_kind_maps_every_kind_to_its_own_row() {
-        for info in &KINDS {
-            let k = for_kind!(info.kind, K => <K as Stored>::KIND);
-            assert_eq!(k, info.kind, "{}", info.name);
-        }
-    }
 }

@@ -27,6 +27,7 @@
 //! They import nothing from those layers.
 
 pub mod access;
+pub mod each_kind;
 pub mod hosts;
 pub mod kind;
 pub mod leases;

@@ -32,8 +32,7 @@ use super::runs;
 use crate::clock::ts;
 use crate::events::{payload, topic};
 
-/// The label every run of a Schedule carries: the Schedule's name.
-pub const SCHEDULE_LABEL: &str = "schedule.pam.dev/name";
+use pam_manifests::kinds::SCHEDULE_LABEL;
 
 /// A Schedule as declared.
 pub struct ScheduleDesired {

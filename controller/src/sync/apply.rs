@@ -25,7 +25,7 @@ use uuid::Uuid;
 use crate::apply::managed;
 use crate::apply::ownership::{merged_document, Declared};
 use crate::apply::prune::{prune_objects, Doomed, Outcome};
-use crate::apply::stored::{stored_objects, ObjectKey};
+use crate::apply::stored::{key_of, stored_objects, ObjectKey};
 use crate::apply::{self, Action, ApplyError, ApplyResult};
 use crate::rules::meta::Desired;
 use crate::rules::sources::{self, Counts};
@@ -66,14 +66,6 @@ pub fn source_error(e: &ManifestError) -> SourceError {
         path: e.path.clone(),
         message: e.message.clone(),
     }
-}
-
-pub(super) fn key_of(m: &Manifest) -> ObjectKey {
-    (
-        m.kind(),
-        m.project().map(|p| p.to_string()),
-        m.name().to_string(),
-    )
 }
 
 fn key_of_row(o: &SourceObject) -> Option<ObjectKey> {

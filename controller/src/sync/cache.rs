@@ -18,8 +18,8 @@ use pam_manifests::load::{
 use pam_manifests::ManifestError;
 use serde_json::Value;
 
-use super::apply::key_of;
 use super::fetch::Tree;
+use crate::apply::stored::key_of;
 use crate::apply::stored::ObjectKey;
 
 /// One file parsed: its documents with their raw values, or its problems.

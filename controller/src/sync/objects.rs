@@ -2,9 +2,10 @@
 //! tree), computed when a Source is read — so they follow the objects
 //! level-triggered, without waiting for a sync.
 
+use pam_manifests::kinds::Drift;
 use pam_store::OwnedObject;
 
-use super::runner::drift_of;
+use crate::apply::ownership::owned_drift;
 
 /// Each owned object's own sync and health (issue 35): the first
 /// `shown` by kind, project and name, and how many more there are.
@@ -122,4 +123,24 @@ pub fn departed(o: &OwnedObject, pruned: bool, why: String) -> pam_manifests::ki
     } else {
         state(o, "Held", health(o).0, why)
     }
+}
+
+/// The drift of the owned objects: owned fields changed by another path,
+/// and owned objects deleted behind the Source's back.
+pub fn drift_of(owned: &[OwnedObject]) -> Vec<Drift> {
+    owned
+        .iter()
+        .filter_map(|o| {
+            let fields = match &o.meta {
+                None => vec!["(deleted)".to_string()],
+                Some(meta) => owned_drift(&o.owner, meta),
+            };
+            (!fields.is_empty()).then(|| Drift {
+                kind: o.owner.kind.clone(),
+                project: o.owner.project.clone(),
+                name: o.owner.name.clone(),
+                fields,
+            })
+        })
+        .collect()
 }

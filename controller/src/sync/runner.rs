@@ -32,23 +32,23 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use pam_manifests::kinds::{Drift, SourceSpec, SyncState};
-use pam_store::{OwnedObject, Source};
+use pam_store::Source;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use pam_manifests::load::Document;
 use serde_json::Value;
 
-use super::apply::{apply_tree, key_of, Prev};
+use super::apply::{apply_tree, Prev};
 use super::cache::{Loaded, Plan, SourceCache};
 use super::fetch::{self, Repos, Tree};
 pub use super::health::health_of;
 use super::health::{health_of_runs, HealthWatch};
+use super::objects::drift_of;
 use super::settle;
 use super::status::{defer, failed, invalid, refused};
 use super::watch::{DirWatch, DEBOUNCE};
-use crate::apply::ownership::owned_drift;
-use crate::apply::stored::ObjectKey;
+use crate::apply::stored::{key_of, ObjectKey};
 use crate::ctx::Ctx;
 use crate::rules::sources::{self, Health, Outcome};
 
@@ -222,26 +222,6 @@ pub(super) async fn read_tree(
         .fetch(&git.url, reference.unwrap_or(&git.reference))
         .await?;
     mirror.tree(&commit, &git.path, &|_| None).await
-}
-
-/// The drift of the owned objects: owned fields changed by another path,
-/// and owned objects deleted behind the Source's back.
-pub fn drift_of(owned: &[OwnedObject]) -> Vec<Drift> {
-    owned
-        .iter()
-        .filter_map(|o| {
-            let fields = match &o.meta {
-                None => vec!["(deleted)".to_string()],
-                Some(meta) => owned_drift(&o.owner, meta),
-            };
-            (!fields.is_empty()).then(|| Drift {
-                kind: o.owner.kind.clone(),
-                project: o.owner.project.clone(),
-                name: o.owner.name.clone(),
-                fields,
-            })
-        })
-        .collect()
 }
 
 /// Why a Source is synced now.

@@ -31,6 +31,9 @@ fn default_failed_limit() -> u32 {
     1
 }
 
+/// The label every run of a Schedule carries: the Schedule's name.
+pub const SCHEDULE_LABEL: &str = "schedule.pam.dev/name";
+
 /// Desired state of a Schedule.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

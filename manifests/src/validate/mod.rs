@@ -36,12 +36,12 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use crate::error::ManifestError;
 use crate::kinds::{Kind, Manifest, RunSpec, TaskSpec};
-use crate::limits;
 use crate::load::{Document, Segment};
 use crate::names::Name;
 use crate::state::WorkItemKind;
 
 mod deps;
+pub mod limits;
 pub mod wave;
 mod workspace;
 

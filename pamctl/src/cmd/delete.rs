@@ -12,7 +12,7 @@ use std::collections::{HashMap, HashSet};
 use pam_manifests::Kind;
 use serde_json::Value;
 
-use super::get::{fail_after, list};
+use super::get::fail_after;
 use super::targets;
 use crate::cli::DeleteArgs;
 use crate::client::Client;
@@ -141,7 +141,7 @@ fn gather(ctx: &mut Ctx, a: &DeleteArgs) -> Result<Vec<Target>> {
             continue;
         }
         let client = ctx.client()?;
-        let found = list(&client, r.kind, project.as_deref(), a.selector.as_deref())?;
+        let found = client.list(r.kind, project.as_deref(), a.selector.as_deref())?;
         if found.is_empty() {
             let scope = project
                 .as_ref()
@@ -209,7 +209,7 @@ fn task_paths(client: &Client, targets: &[Target]) -> HashMap<(String, String), 
         .collect();
     for p in projects {
         // A project that is not there has no tasks to order.
-        let Ok(tasks) = list(client, Kind::Task, Some(p), None) else {
+        let Ok(tasks) = client.list(Kind::Task, Some(p), None) else {
             continue;
         };
         for t in tasks {

@@ -8,7 +8,7 @@
 use chrono::Utc;
 use serde_json::{json, Value};
 
-use crate::cli::GetArgs;
+use crate::cli::{EventFilters, GetArgs};
 use crate::client::{query, Client};
 use crate::error::{CliError, Exit, Result};
 use crate::render::events::{said, OUTPUT_TOPIC};
@@ -21,23 +21,6 @@ const PAGE: usize = 1000;
 
 /// What `get` takes for the events listing.
 pub(crate) const NAMES: [&str; 3] = ["events", "event", "ev"];
-
-/// Which events `events` and `get events` print (flags of both).
-#[derive(Debug, Default, clap::Args)]
-pub struct EventFilters {
-    /// Events: only those about this object (run/fix-login, host/alpha)
-    #[arg(long = "for", value_name = "KIND/NAME")]
-    pub for_: Option<String>,
-    /// Events: only these topics, comma-separated (run.failed,worker.)
-    #[arg(long, value_name = "A,B", value_delimiter = ',')]
-    pub types: Vec<String>,
-    /// Events: include run.output_appended (hidden by default)
-    #[arg(long)]
-    pub show_output: bool,
-    /// Events: only those of requests made with the token named NAME (the audit trail)
-    #[arg(long, value_name = "NAME")]
-    pub actor: Option<String>,
-}
 
 /// Which events, and how they print.
 pub(crate) struct Listing {

@@ -10,38 +10,7 @@ use crate::client::{query, Client};
 use crate::error::{CliError, Exit, Result};
 use crate::jsonpath::Path;
 use crate::render::{self, describe, GetOpts};
-use crate::{collection_path, object_path, term, Ctx};
-
-fn items(body: Value) -> Result<Vec<Value>> {
-    match body {
-        Value::Object(mut m) => match m.remove("items") {
-            Some(Value::Array(items)) => Ok(items),
-            _ => Err(CliError::new(
-                Exit::ServerError,
-                "the list answer has no `items` array",
-            )),
-        },
-        _ => Err(CliError::new(
-            Exit::ServerError,
-            "the list answer is not an object",
-        )),
-    }
-}
-
-/// Lists objects of `kind` (`project: None` = every project).
-pub(crate) fn list(
-    client: &Client,
-    kind: Kind,
-    project: Option<&str>,
-    selector: Option<&str>,
-) -> Result<Vec<Value>> {
-    let path = format!(
-        "{}{}",
-        collection_path(kind, project),
-        query(&[("labelSelector", selector)])
-    );
-    items(client.get(&path)?)
-}
+use crate::{object_path, term, Ctx};
 
 /// Prints `errors` (already worded) and returns the worst one's exit code
 /// as an error with nothing left to print: for verbs that go on past a
@@ -79,7 +48,7 @@ fn read(
     missing: &mut Vec<CliError>,
 ) -> Result<Vec<Value>> {
     if r.names.is_empty() {
-        return list(client, r.kind, project, selector);
+        return client.list(r.kind, project, selector);
     }
     let mut found = Vec::new();
     for n in &r.names {
@@ -278,7 +247,7 @@ fn recent_events(client: &Client, kind: Kind, obj: &Value) -> Result<(Vec<Value>
                 ("limit", Some("1000")),
             ])
         );
-        let page = items(client.get(&path)?)?;
+        let page = crate::client::items(client.get(&path)?)?;
         let n = page.len();
         for e in page {
             if let Some(seq) = e.get("seq").and_then(Value::as_i64) {

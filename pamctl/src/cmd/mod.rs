@@ -6,7 +6,7 @@ mod config;
 mod delete;
 mod edit;
 pub(crate) mod events;
-mod explain;
+pub(crate) mod explain;
 mod get;
 mod imperative;
 mod info;
@@ -28,24 +28,10 @@ mod watch;
 pub(crate) mod webhooks;
 
 use pam_manifests::Kind;
-use serde_json::Value;
 
 use crate::cli::{Command, FileArgs};
-use crate::client::Client;
 use crate::error::{CliError, Exit, Result};
 use crate::Ctx;
-
-pub(crate) use explain::children as explain_children;
-
-/// The names of the objects of `kind` (for completion).
-pub(crate) fn list_names(client: &Client, kind: Kind, project: Option<&str>) -> Vec<String> {
-    get::list(client, kind, project, None)
-        .unwrap_or_default()
-        .iter()
-        .filter_map(|o| o.pointer("/metadata/name").and_then(Value::as_str))
-        .map(str::to_string)
-        .collect()
-}
 
 pub(crate) fn run(ctx: &mut Ctx, command: Command) -> Result<Exit> {
     match command {

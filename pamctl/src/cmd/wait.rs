@@ -174,7 +174,8 @@ pub(crate) fn wait(
     let deadline = Instant::now() + timeout;
     let follower = watch_stream(&client, kind, project.as_deref())?;
     if let Some(sel) = selector {
-        names = super::get::list(&client, kind, project.as_deref(), Some(sel))?
+        names = client
+            .list(kind, project.as_deref(), Some(sel))?
             .iter()
             .map(name_of)
             .collect();

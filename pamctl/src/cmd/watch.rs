@@ -105,7 +105,7 @@ pub(crate) fn get_watch(ctx: &mut Ctx, w: Watch<'_>) -> Result<Exit> {
                 .get_optional(&object_path(kind, project.as_deref(), n))?
                 .into_iter()
                 .collect()),
-            None => super::get::list(&client, kind, project.as_deref(), selector),
+            None => client.list(kind, project.as_deref(), selector),
         }
     };
     let mut known: BTreeMap<String, Value> = BTreeMap::new();

@@ -72,7 +72,7 @@ impl Names for ServerNames {
         else {
             return Vec::new();
         };
-        crate::cmd::list_names(&client, kind, project.as_deref())
+        client.names(kind, project.as_deref())
     }
 }
 
@@ -362,7 +362,7 @@ fn positional(w: &Walk, current: &str, names: &mut dyn Names) -> Candidates {
         [v] if object_verbs.contains(v) => objects(w, current, names),
         ["explain"] if w.positionals.is_empty() => {
             let words = if current.contains('.') {
-                crate::cmd::explain_children(current)
+                crate::cmd::explain::children(current)
             } else {
                 Kind::ALL
                     .iter()

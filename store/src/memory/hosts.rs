@@ -32,16 +32,6 @@ impl HostTx for MemTx {
         Ok(written)
     }
 
-    async fn live_runs_on_hosts(&mut self, hosts: &[Uuid]) -> StoreResult<Vec<Run>> {
-        let f = RunFilter {
-            statuses: Some(RunStatus::LIVE.to_vec()),
-            ..RunFilter::default()
-        };
-        let mut runs = self.list_runs(&f).await?;
-        runs.retain(|r| r.host_id.is_some_and(|h| hosts.contains(&h)));
-        Ok(runs)
-    }
-
     async fn set_host_status(
         &mut self,
         id: Uuid,

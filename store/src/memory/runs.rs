@@ -3,6 +3,16 @@ use crate::Usage;
 
 #[async_trait]
 impl RunTx for MemTx {
+    async fn live_runs_on_hosts(&mut self, hosts: &[Uuid]) -> StoreResult<Vec<Run>> {
+        let f = RunFilter {
+            statuses: Some(RunStatus::LIVE.to_vec()),
+            ..RunFilter::default()
+        };
+        let mut runs = self.list_runs(&f).await?;
+        runs.retain(|r| r.host_id.is_some_and(|h| hosts.contains(&h)));
+        Ok(runs)
+    }
+
     async fn insert_run(&mut self, r: &Run) -> StoreResult<()> {
         let s = &mut self.work;
         match s.work_items.get(&r.task_id) {

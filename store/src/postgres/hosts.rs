@@ -42,20 +42,6 @@ impl HostTx for PgTx {
         .map_err(db_err)
     }
 
-    #[tracing::instrument(level = "debug", skip_all, fields(n = hosts.len()))]
-    async fn live_runs_on_hosts(&mut self, hosts: &[Uuid]) -> StoreResult<Vec<Run>> {
-        if hosts.is_empty() {
-            return Ok(Vec::new());
-        }
-        // runs_live (the partial index on live runs) serves it.
-        let sql = format!(
-            "SELECT {} FROM runs WHERE host_id = ANY($1) AND {} ORDER BY created_at, id",
-            run_cols(),
-            crate::dispatch::LIVE_SQL
-        );
-        self.rows(sqlx::query(&sql).bind(hosts), run_from_row).await
-    }
-
     #[tracing::instrument(level = "debug", skip_all)]
     async fn set_host_status(
         &mut self,

@@ -2,6 +2,20 @@ use super::*;
 
 #[async_trait]
 impl RunTx for PgTx {
+    #[tracing::instrument(level = "debug", skip_all, fields(n = hosts.len()))]
+    async fn live_runs_on_hosts(&mut self, hosts: &[Uuid]) -> StoreResult<Vec<Run>> {
+        if hosts.is_empty() {
+            return Ok(Vec::new());
+        }
+        // runs_live (the partial index on live runs) serves it.
+        let sql = format!(
+            "SELECT {} FROM runs WHERE host_id = ANY($1) AND {} ORDER BY created_at, id",
+            run_cols(),
+            crate::dispatch::LIVE_SQL
+        );
+        self.rows(sqlx::query(&sql).bind(hosts), run_from_row).await
+    }
+
     #[tracing::instrument(level = "debug", skip_all)]
     async fn insert_run(&mut self, r: &Run) -> StoreResult<()> {
         let task_project: Option<Uuid> =

@@ -24,12 +24,10 @@ use pam_manifests::protocol::{
 };
 use uuid::Uuid;
 
+use crate::run_files::run_dir;
+
 /// A log untouched this long, with no session of its attempt, is done.
 pub const QUIET: Duration = Duration::from_secs(10);
-
-fn run_dir(data_dir: &Path, run: Uuid) -> PathBuf {
-    data_dir.join("runs").join(run.to_string())
-}
 
 /// The answer to `req`: its [`LogChunk`] line, then its bytes. `live`:
 /// a session of this worker runs the attempt.

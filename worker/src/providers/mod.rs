@@ -26,6 +26,7 @@
 
 mod claude;
 mod codex;
+mod config;
 mod gemini;
 mod grok;
 pub mod meter;
@@ -42,7 +43,7 @@ use pam_manifests::kinds::Permissions;
 use pam_manifests::protocol::DesiredRun;
 use serde_json::Value;
 
-use crate::config::{ProviderConfig, ProvidersConfig};
+pub use config::{ProviderConfig, ProvidersConfig};
 pub use stream::{FinalResult, Parsed, StreamParser, UsageReport};
 
 /// The element of a command template that expands to the permission flags.

@@ -85,10 +85,7 @@ pub fn state_file(data_dir: &Path, run: &DesiredRun) -> PathBuf {
 }
 
 fn state_path(data_dir: &Path, run_id: uuid::Uuid, attempt: i32) -> PathBuf {
-    data_dir
-        .join("runs")
-        .join(run_id.to_string())
-        .join(format!("{attempt}.workspace.json"))
+    crate::run_files::workspace_state(data_dir, run_id, attempt)
 }
 
 /// Removes the worktrees whose attempt ended more than `retain` before

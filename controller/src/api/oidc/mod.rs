@@ -166,7 +166,7 @@ fn not_configured() -> ApiError {
 
 /// A refused sign-in: counted, logged with its reason, answered 401.
 fn refuse(st: &AppState, why: impl std::fmt::Display) -> ApiError {
-    super::authz::refused_name(st, "oidc", StatusCode::UNAUTHORIZED);
+    super::auth::refused_name(st, "oidc", StatusCode::UNAUTHORIZED);
     tracing::info!(reason = %why, "OIDC sign-in refused");
     ApiError::new(
         StatusCode::UNAUTHORIZED,
@@ -302,7 +302,7 @@ pub async fn callback(
             ),
         ))
         .inspect_err(|_| {
-            super::authz::refused_name(&st, &identity.name, StatusCode::FORBIDDEN);
+            super::auth::refused_name(&st, &identity.name, StatusCode::FORBIDDEN);
             tracing::info!(subject = %identity.subject, "OIDC sign-in refused: no mapped group");
         });
     };

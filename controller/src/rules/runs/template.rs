@@ -107,7 +107,7 @@ pub async fn rerun(
     let key = |k: &str| LabelKey::parse(k).map_err(|e| invalid(format!("label {k}: {e}")));
     let mut labels = Labels::new();
     for (k, v) in &run.meta.labels {
-        if k != super::super::schedules::SCHEDULE_LABEL {
+        if k != pam_manifests::kinds::SCHEDULE_LABEL {
             let v = pam_manifests::names::LabelValue::parse(v)
                 .map_err(|e| invalid(format!("label {k}: {e}")))?;
             labels.insert(key(k)?, v);
