@@ -1,6 +1,6 @@
 //! pamctl's command line (clap). Verbs follow kubectl's.
 
-// Token and auth verbs live with their commands (cli.rs stays under 600 lines).
+// Token and auth verbs live with their commands (cli/mod.rs stays under 600 lines).
 pub use crate::cmd::token::{AuthCommand, TokenCommand};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use pam_manifests::protocol::SignalName;

@@ -12,7 +12,6 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_yaml::Value;
 
-#[path = "deploy/pods.rs"]
 mod pods;
 
 fn root() -> PathBuf {
