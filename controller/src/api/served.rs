@@ -34,7 +34,7 @@ use super::{ApiError, AppState};
 use crate::ctx::Wakeups;
 use crate::rules::access::Verb;
 use crate::rules::kind::Stored;
-use crate::rules::objects::Obj;
+use crate::rules::objects::GenericObject;
 
 type ApiResult<T> = Result<T, ApiError>;
 
@@ -128,7 +128,7 @@ pub trait Served: Stored {
 /// as the kind's manifest type reads it (a stored spec the type no longer
 /// reads prints as stored).
 #[async_trait]
-impl<M: pam_manifests::kinds::Generic> Served for Obj<M> {
+impl<M: pam_manifests::kinds::Generic> Served for GenericObject<M> {
     async fn print(_tx: &mut dyn Tx, at: At<'_>, items: &[Self]) -> ApiResult<Vec<Value>> {
         Ok(items
             .iter()

@@ -77,7 +77,7 @@ async fn grant_of(
             Some(role) => role,
             None => {
                 use crate::rules::kind::Stored;
-                type RoleObject = crate::rules::objects::Obj<pam_manifests::kinds::Role>;
+                type RoleObject = crate::rules::objects::GenericObject<pam_manifests::kinds::Role>;
                 RoleObject::by_name(tx, None, r)
                     .await?
                     .ok_or_else(|| unknown(r))?;

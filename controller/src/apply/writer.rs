@@ -23,7 +23,7 @@ use super::{Action, ApplyError, ApplyResult};
 use crate::rules::hosts::{self, HostDesired};
 use crate::rules::kind::Stored;
 use crate::rules::meta::{self, Change, Desired};
-use crate::rules::objects::{self, Obj, ObjectDesired};
+use crate::rules::objects::{self, GenericObject, ObjectDesired};
 use crate::rules::projects::{self, ProjectDesired};
 use crate::rules::runs::{self, gate, RunDesired};
 use crate::rules::schedules::{self, ScheduleDesired};
@@ -311,7 +311,7 @@ impl<'t> Writer<'t> {
             .tx
             .by_name::<Object>((m.kind().as_str().into(), project_id), m.name().as_str())
             .await?
-            .map(Obj::<M>::new);
+            .map(GenericObject::<M>::new);
         let now = self.now;
         self.upsert(
             (d, found, desired),

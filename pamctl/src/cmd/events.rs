@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use crate::cli::GetArgs;
 use crate::client::{query, Client};
 use crate::error::{CliError, Exit, Result};
-use crate::render::events::{said, OUTPUT_TOPIC};
+use crate::render::events::{event_columns, OUTPUT_TOPIC};
 use crate::render::table::Table;
 use crate::render::{self, age, Output};
 use crate::stream::{follow, Item};
@@ -59,7 +59,7 @@ pub(crate) struct Listing {
 pub(crate) fn line(e: &Value) -> String {
     let seq = e.get("seq").map(Value::to_string).unwrap_or_default();
     let at = e.get("createdAt").and_then(Value::as_str).unwrap_or("-");
-    let s = said(e);
+    let s = event_columns(e);
     format!(
         "{seq}\t{at}\t{}\t{}\t{}\t{}",
         s.topic, s.reason, s.object, s.message
@@ -111,7 +111,7 @@ impl Listing {
             }
         }
         match &self.object {
-            Some(o) => said(e).object == *o,
+            Some(o) => event_columns(e).object == *o,
             None => true,
         }
     }
@@ -246,7 +246,7 @@ fn table(events: &[&Value], wide: bool) -> Table {
         Table::new(&["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"])
     };
     for e in events {
-        let s = said(e);
+        let s = event_columns(e);
         let at = e.get("createdAt").and_then(Value::as_str);
         let mut row = if wide {
             vec![

@@ -352,7 +352,7 @@ pub(crate) fn describe(ctx: &mut Ctx, args: &[String]) -> Result<Exit> {
             pages.push(describe::page(
                 r.kind,
                 &obj,
-                &describe::Extra {
+                &describe::EventsAndActivity {
                     events: &events,
                     activity: &activity,
                 },

@@ -49,7 +49,7 @@ pub fn topic_prefix(kind: Kind) -> &'static str {
 
 /// What a describe page shows beside the object.
 #[derive(Default)]
-pub struct Extra<'a> {
+pub struct EventsAndActivity<'a> {
     /// The object's recent events, oldest first.
     pub events: &'a [Value],
     /// A run's agent's recent activity items, oldest first.
@@ -57,8 +57,8 @@ pub struct Extra<'a> {
 }
 
 /// The describe page.
-pub fn page(kind: Kind, obj: &Value, extra: &Extra, now: DateTime<Utc>) -> String {
-    let events = extra.events;
+pub fn page(kind: Kind, obj: &Value, related: &EventsAndActivity, now: DateTime<Utc>) -> String {
+    let events = related.events;
     let mut out = String::new();
     let mut field = |k: &str, v: String| out.push_str(&format!("{:<18}{v}\n", format!("{k}:")));
     field("Name", cell(obj, "/metadata/name"));
@@ -219,7 +219,7 @@ pub fn page(kind: Kind, obj: &Value, extra: &Extra, now: DateTime<Utc>) -> Strin
     }
     if kind == Kind::Run {
         out.push_str("Recent Activity:\n");
-        out.push_str(&activity_table(extra.activity, now));
+        out.push_str(&activity_table(related.activity, now));
     }
     out.push_str("Events:\n");
     if events.is_empty() {
@@ -228,7 +228,7 @@ pub fn page(kind: Kind, obj: &Value, extra: &Extra, now: DateTime<Utc>) -> Strin
         // Issue 31: what happened in words, not the payload's JSON.
         let mut t = Table::new(&["SEQ", "AGE", "TYPE", "REASON", "OBJECT", "BY", "MESSAGE"]);
         for e in events {
-            let said = super::events::said(e);
+            let columns = super::events::event_columns(e);
             // Issue 34's audit trail: the token a request was made with;
             // `-` for what pamd's loops did on their own.
             let by = match e.pointer("/actor/name").and_then(Value::as_str) {
@@ -238,11 +238,11 @@ pub fn page(kind: Kind, obj: &Value, extra: &Extra, now: DateTime<Utc>) -> Strin
             t.row(vec![
                 cell(e, "/seq"),
                 age::since(e.get("createdAt").and_then(Value::as_str), now),
-                said.topic,
-                said.reason,
-                said.object,
+                columns.topic,
+                columns.reason,
+                columns.object,
                 by,
-                said.message,
+                columns.message,
             ]);
         }
         out.extend(t.render().lines().map(|l| format!("  {l}\n")));
@@ -311,7 +311,7 @@ mod tests {
             (r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", "[UID]"),
             (r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", "[TIME]"),
         ]}, {
-            insta::assert_snapshot!(page(Kind::Task, task, &Extra { events: &events, activity: &[] }, now()), @r#"
+            insta::assert_snapshot!(page(Kind::Task, task, &EventsAndActivity { events: &events, activity: &[] }, now()), @r#"
             Name:             build
             Kind:             Task
             Project:          web
@@ -365,7 +365,7 @@ mod tests {
         let text = page(
             Kind::Run,
             &run,
-            &Extra {
+            &EventsAndActivity {
                 events: &[],
                 activity: &activity,
             },
@@ -395,7 +395,7 @@ mod tests {
             lines[3].ends_with("retrying: retrying the API call, attempt 1 of 10: 529 overloaded"),
             "{lines:?}"
         );
-        let empty = page(Kind::Run, &runs()[0], &Extra::default(), now());
+        let empty = page(Kind::Run, &runs()[0], &EventsAndActivity::default(), now());
         assert!(empty.contains("Recent Activity:\n  <none>\n"), "{empty}");
     }
 

@@ -49,7 +49,7 @@ pub(super) struct Local {
 }
 
 /// Signals and input for one (run, attempt), handed over by the heartbeat.
-type Extra = HashMap<(Uuid, i32), (Vec<OperatorSignal>, Vec<String>)>;
+type PendingDeliveries = HashMap<(Uuid, i32), (Vec<OperatorSignal>, Vec<String>)>;
 
 pub(super) async fn reconcile_loop(st: Arc<State>) {
     let api = Api::new(&st.opts, Duration::from_secs(30)).expect("http client");
@@ -189,9 +189,9 @@ async fn reconcile(
         .filter(|s| parse_session_name(&s.name).is_ok())
         .map(|s| (s.name, s.tag))
         .collect();
-    let mut extra: Extra = HashMap::new();
+    let mut deliveries: PendingDeliveries = HashMap::new();
     for (run, attempt, sigs, input) in std::mem::take(&mut *st.deliveries.lock().unwrap()) {
-        let e = extra.entry((run, attempt)).or_default();
+        let e = deliveries.entry((run, attempt)).or_default();
         e.0.extend(sigs);
         e.1.extend(input);
     }
@@ -228,8 +228,8 @@ async fn reconcile(
                     // attempt, and no record says so (a lost data dir).
                     records::write(data, &d.session_name, this)?;
                 }
-                let (sigs, input) = extra.remove(&key).unwrap_or_default();
-                tend(st, local, d, sigs, input).await?;
+                let (sigs, input) = deliveries.remove(&key).unwrap_or_default();
+                deliver_to_live_session(st, local, d, sigs, input).await?;
                 continue;
             }
             // No session of this attempt: none at all, or the name is held
@@ -290,7 +290,7 @@ fn lost(d: &DesiredRun, reason: &str) -> Signal {
 
 /// Delivers operator signals (each id once) and typed input to our live
 /// session of `d`, and stops it when `d` says so.
-async fn tend(
+async fn deliver_to_live_session(
     st: &State,
     local: &mut Local,
     d: &DesiredRun,
