@@ -80,7 +80,7 @@ pub const PROMPT_MAX_BYTES: usize = 256 << 10;
 /// Bytes in a Run's `spec.cwd` (Linux's `PATH_MAX`).
 pub const CWD_MAX_BYTES: usize = 4096;
 
-/// Names in a Task's `spec.dependsOn` (issue 17).
+/// Names in a Task's `spec.dependsOn`.
 pub const DEPENDS_ON_MAX: usize = 256;
 
 /// Arguments in a Run's `spec.command`.
@@ -149,8 +149,8 @@ pub fn check_document(doc: &Document) -> Vec<ManifestError> {
                 c.text("spec.displayName", name, DISPLAY_NAME_MAX_BYTES);
             }
             if let Some(repo) = &p.spec.repository {
-                // A URL is a path's length at most, as a Webhook's (issue
-                // 32); refs are bounded by kinds::REF_MAX_BYTES.
+                // A URL is a path's length at most, as a Webhook's; refs are
+                // bounded by kinds::REF_MAX_BYTES.
                 c.text("spec.repository.url", &repo.url, CWD_MAX_BYTES);
             }
             c.text(
@@ -232,7 +232,7 @@ pub fn check_document(doc: &Document) -> Vec<ManifestError> {
             }
         }
         Manifest::Secret(s) => {
-            // Values: base64, key names, 1 MiB in all (issue 18).
+            // Values: base64, key names, 1 MiB in all.
             c.metadata(&s.metadata.labels, &s.metadata.annotations);
             c.resource_version(s.metadata.resource_version.as_deref());
             if let Err(problems) = s.spec.values() {
@@ -253,7 +253,7 @@ pub fn check_document(doc: &Document) -> Vec<ManifestError> {
                 c.text("spec.git.path", &git.path, CWD_MAX_BYTES);
             }
         }
-        // A generically stored kind (issue 29): its metadata; its spec's
+        // A generically stored kind: its metadata; its spec's
         // own rules are `Manifest::generic_problems`.
         m => {
             c.metadata(m.labels(), m.annotations());
