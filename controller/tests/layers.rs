@@ -300,7 +300,7 @@ fn the_scanner_sees_paths_and_brace_lists() {
     assert_eq!(names("if c == '\"' { crate::api::f() }"), ["api"]);
 }
 
-/// Issue 29: a transaction is committed only through `Ctx::commit`, which
+/// A transaction is committed only through `Ctx::commit`, which
 /// fences, queues webhook deliveries and publishes the journaled events
 /// after the commit. A raw `Tx::commit` elsewhere could commit an event
 /// nobody publishes, or a write without its event.

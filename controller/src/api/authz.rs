@@ -1,4 +1,4 @@
-//! The one enforcement point of the route table's permissions (issue 34):
+//! The one enforcement point of the route table's permissions:
 //! every entry declaring [`Access::Op`] is wrapped in [`enforce`], which
 //! authenticates the caller, asks [`access::authorize`] with the entry's
 //! verb and resource and the `{project}` of the path, and hands the
@@ -161,7 +161,7 @@ pub async fn whoami(
         "role": role,
         "projects": projects,
     });
-    // A custom role (issue 34): its rules as resolved for this request
+    // A custom role: its rules as resolved for this request
     // (selectors matched; none while its Role is missing).
     if let Some(access::Role::Custom(c)) = op.grant().map(|g| &g.role) {
         let rules: Vec<serde_json::Value> = c
@@ -173,7 +173,7 @@ pub async fn whoami(
             .collect();
         me["rules"] = rules.into();
     }
-    // A dashboard session (issue 34): who signed in, and the projects
+    // A dashboard session: who signed in, and the projects
     // its groups only let it read.
     if let Some(sub) = op.subject() {
         me["subject"] = sub.into();

@@ -1,4 +1,4 @@
-//! Group commit (issue 33): jobs queued by many requests, written in
+//! Group commit: jobs queued by many requests, written in
 //! batches by one writer task at a time — heartbeats
 //! ([`super::heartbeats`]) and tokens' uses ([`super::token_uses`]) —
 //! and gathered reads ([`read`]): bearer tokens, the hosts of opening
@@ -115,8 +115,8 @@ pub struct ReadJob<K, V> {
 /// The reads of one kind waiting to be made together.
 pub type Reads<K, V> = Group<ReadJob<K, V>>;
 
-/// The value of `key`, read with the other reads of `group` waiting
-/// (issue 33). The first read to arrive while none is being made starts a
+/// The value of `key`, read with the other reads of `group` waiting.
+/// The first read to arrive while none is being made starts a
 /// reader task, which asks `read_many` for every distinct key waiting (up
 /// to [`MAX_READ`]) at once, then for those that came meanwhile, until
 /// none wait. Unlike a heartbeat's batch the reader starts at once: an

@@ -17,7 +17,7 @@ use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
 use super::AppState;
 use crate::rules::access::Verb;
 
-/// Who may call a route: its permission (issue 34), checked for every
+/// Who may call a route: its permission, checked for every
 /// entry in one place ([`super::authz::enforce`]); a test checks every
 /// non-public entry names a resource [`crate::rules::access::known`]
 /// knows.

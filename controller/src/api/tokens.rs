@@ -48,7 +48,7 @@ pub struct NewToken {
     #[serde(default)]
     worker: Option<String>,
     /// `admin` (the default), `operator`, `viewer`, `metrics` or the name
-    /// of a `Role` object (a custom role, issue 34); a worker token is
+    /// of a `Role` object (a custom role); a worker token is
     /// always `worker`.
     #[serde(default)]
     role: Option<String>,

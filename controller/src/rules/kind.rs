@@ -1,4 +1,4 @@
-//! A stored kind as the layers above the rules see it (issue 29: a Kind is
+//! A stored kind as the layers above the rules see it (a Kind is
 //! described once and generic code serves it everywhere). [`Stored`] is
 //! how to find, list and delete objects of one kind — implemented next to
 //! the kind's rules — and [`for_kind!`] turns a [`Kind`] value into its
@@ -29,7 +29,7 @@ pub trait Stored: Sized + Send + Sync + 'static {
     fn name(&self) -> &str;
     fn meta(&self) -> &Meta;
     /// The labels a selector matches (a host's include what its worker
-    /// reports, issue 30).
+    /// reports).
     fn labels(&self) -> Cow<'_, Labels> {
         Cow::Borrowed(&self.meta().labels)
     }
@@ -60,7 +60,7 @@ pub trait Stored: Sized + Send + Sync + 'static {
 /// `for_kind!(kind, K => expr)`: `expr` with `K` the row type of `kind`
 /// (a `Kind` value) — the one `match` from kinds with a table of their
 /// own to their row types; every other kind is stored generically
-/// (issue 29) and its `K` is [`super::objects::GenericObject`] of its manifest type
+/// and its `K` is [`super::objects::GenericObject`] of its manifest type
 /// (`pam_manifests::for_generic_kind!`).
 macro_rules! for_kind {
     ($kind:expr, $k:ident => $body:expr) => {
@@ -216,7 +216,7 @@ impl Stored for Run {
 #[async_trait]
 impl Stored for Host {
     row!(Host, name);
-    /// The operator's labels and the worker's namespaced ones (issue 16).
+    /// The operator's labels and the worker's namespaced ones.
     fn labels(&self) -> Cow<'_, Labels> {
         Cow::Owned(Host::labels(self))
     }

@@ -1,4 +1,4 @@
-//! The rules of every kind stored generically (issue 29: registry row
+//! The rules of every kind stored generically (registry row
 //! `generic`, table `objects`): creating, updating (the desired state,
 //! through the generation rule) and deleting one, and its [`Stored`]
 //! impl — written once, for any such kind. Such a kind journals no

@@ -1,4 +1,4 @@
-//! Managed fields (issue 35): apply that merges, as Kubernetes'
+//! Managed fields: apply that merges, as Kubernetes'
 //! server-side apply does. Every object keeps, per manager, the field
 //! paths it set (`spec.title`, `metadata.labels.tier`,
 //! `metadata.annotations.note`); the record is `managed_fields` (one row

@@ -1,4 +1,4 @@
-//! Every journaled event as a sentence (issue 31): a kubectl-style reason
+//! Every journaled event as a sentence: a kubectl-style reason
 //! (`HostLost`, `Synced`), a one-line message and the object it is about
 //! (`run/fix-login`), rendered from its topic and payload in this one
 //! place. The event JSON carries them next to the payload
