@@ -265,7 +265,7 @@ pub enum Command {
         #[arg(short = 'o', long, value_name = "FORMAT")]
         output: Option<String>,
     },
-    /// Print a run's workspace result: branch, commits, files changed (issue 32)
+    /// Print a run's workspace result: branch, commits, files changed
     Result {
         run: String,
         /// This attempt's (default: the latest with a result)

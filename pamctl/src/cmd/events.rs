@@ -1,7 +1,7 @@
 //! The event journal: `events [--topic T] [--types A,B] [--for KIND/NAME]
 //! [-f]`, one tab-separated line per event (`SEQ TIME TYPE REASON OBJECT
-//! MESSAGE`, so `-f` output can be grepped), and kubectl's `get events`
-//! (issue 31): a table (`LAST SEEN TYPE REASON OBJECT MESSAGE`), `-o
+//! MESSAGE`, so `-f` output can be grepped), and kubectl's `get events`:
+//! a table (`LAST SEEN TYPE REASON OBJECT MESSAGE`), `-o
 //! wide|json|yaml|name`, `-w`. Both hide `run.output_appended` (one per
 //! output snapshot) unless `--show-output` or a topic filter names it.
 

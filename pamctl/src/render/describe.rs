@@ -81,7 +81,7 @@ pub fn page(kind: Kind, obj: &Value, related: &EventsAndActivity, now: DateTime<
             None => "<unknown>".into(),
         },
     );
-    // Issues 34 and 35: who set what (metadata.managedFields, oldest
+    // Who set what (metadata.managedFields, oldest
     // first); the last entry is the last applier.
     let managed = obj
         .pointer("/metadata/managedFields")
@@ -96,7 +96,7 @@ pub fn page(kind: Kind, obj: &Value, related: &EventsAndActivity, now: DateTime<
         );
     }
     if kind == Kind::Task {
-        // Issue 17: what it waits for, and what waits for it.
+        // What it waits for, and what waits for it.
         let names = |p: &str| {
             let v: Vec<&str> = obj
                 .pointer(p)
@@ -113,13 +113,13 @@ pub fn page(kind: Kind, obj: &Value, related: &EventsAndActivity, now: DateTime<
         field("Waits For", names("/status/blockedBy"));
         field("Waited On By", names("/status/dependents"));
     }
-    // Issue 31: what the host can run, as its worker last reported.
+    // What the host can run, as its worker last reported.
     if kind == Kind::Host {
         let (providers, free) = super::table::host_capabilities(obj);
         field("Providers", providers);
         field("Workspace Free", free);
     }
-    // Issue 21: what it cost, in one line each.
+    // What it cost, in one line each.
     if kind == Kind::Run && obj.pointer("/status/usage").is_some() {
         field("Usage", super::usage::line(obj, "/status/usage/total"));
         field(
@@ -138,7 +138,7 @@ pub fn page(kind: Kind, obj: &Value, related: &EventsAndActivity, now: DateTime<
             field("Session", cell(obj, "/status/sessionId"));
         }
     }
-    // Issue 32: what the latest attempt's workspace came to
+    // What the latest attempt's workspace came to
     // (`pamctl result` for the rest, `--patch` for the diff).
     if let Some(r) = obj.pointer("/status/result") {
         let n = |k: &str| r.get(k).and_then(Value::as_u64).unwrap_or(0);
@@ -183,7 +183,7 @@ pub fn page(kind: Kind, obj: &Value, related: &EventsAndActivity, now: DateTime<
     let conditions = status.remove("conditions");
     // Shown as their own sections.
     status.remove("lastActivity");
-    // Issue 35: a Source's owned objects as a tree, not as YAML.
+    // A Source's owned objects as a tree, not as YAML.
     status.remove("objects");
     status.remove("objectsOmitted");
     out.push_str("Status:\n");
@@ -225,11 +225,11 @@ pub fn page(kind: Kind, obj: &Value, related: &EventsAndActivity, now: DateTime<
     if events.is_empty() {
         out.push_str("  <none>\n");
     } else {
-        // Issue 31: what happened in words, not the payload's JSON.
+        // What happened in words, not the payload's JSON.
         let mut t = Table::new(&["SEQ", "AGE", "TYPE", "REASON", "OBJECT", "BY", "MESSAGE"]);
         for e in events {
             let columns = super::events::event_columns(e);
-            // Issue 34's audit trail: the token a request was made with;
+            // The audit trail: the token a request was made with;
             // `-` for what pamd's loops did on their own.
             let by = match e.pointer("/actor/name").and_then(Value::as_str) {
                 Some(name) => name.to_string(),

@@ -1,4 +1,4 @@
-//! Events for people (issue 31): TYPE (the topic), REASON, OBJECT and
+//! Events for people: TYPE (the topic), REASON, OBJECT and
 //! MESSAGE, as the server renders them (`reason`, `message`, `object` in
 //! the event JSON). An older server sends only the payload: its reason is
 //! then the topic's last word, its object read from the payload's names and

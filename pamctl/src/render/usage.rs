@@ -1,4 +1,4 @@
-//! Usage and cost as pamctl prints them (issue 21): the `-o wide`
+//! Usage and cost as pamctl prints them: the `-o wide`
 //! columns, the `describe` line and `pamctl top`.
 
 use pam_manifests::Kind;
