@@ -1,6 +1,9 @@
-//! The manifest kinds — `Project`, `Task`, `Run`, `Host`, `Source`
-//! ([`source`]), `Webhook` ([`webhook`]), `Secret` ([`secret`]) — as they are read
-//! and printed: `{apiVersion, kind, metadata, spec, status}`.
+//! The manifest kinds — `Project` ([`project`]), `Task` ([`task`]), `Run`
+//! ([`run`]), `Host` ([`host`]), `Source` ([`source`]), `Webhook`
+//! ([`webhook`]), `Secret` ([`secret`]), `Schedule` ([`schedule`]) and
+//! `Role` ([`role`]; stored generically, [`generic`]), each described once
+//! in [`info`] — as they are read and printed: `{apiVersion, kind,
+//! metadata, spec, status}`.
 //!
 //! Field names are camelCase; unknown fields are refused everywhere
 //! (`deny_unknown_fields`). These types describe objects in both
