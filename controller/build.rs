@@ -1,4 +1,4 @@
-//! The commit `pam_build_info` names (issue 36): `PAM_COMMIT` when the
+//! The commit `pam_build_info` names: `PAM_COMMIT` when the
 //! build sets it (an image built without `.git`), else git's short HEAD,
 //! else `unknown`.
 

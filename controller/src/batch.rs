@@ -117,8 +117,8 @@ pub struct ReadJob<K, V, E> {
 /// The reads of one kind waiting to be made together.
 pub type Reads<K, V, E> = Group<ReadJob<K, V, E>>;
 
-/// The value of `key`, read with the other reads of `group` waiting
-/// (issue 33). The first read to arrive while none is being made starts a
+/// The value of `key`, read with the other reads of `group` waiting.
+/// The first read to arrive while none is being made starts a
 /// reader task, which asks `read_many` for every distinct key waiting (up
 /// to [`MAX_READ`]) at once, then for those that came meanwhile, until
 /// none wait. Unlike a heartbeat's batch the reader starts at once: an

@@ -61,19 +61,19 @@ pub struct Ctx {
     /// Since when this pamd has been able to observe the fleet.
     observation: Arc<Observation>,
     /// The leader lease this context's commits are fenced by: the loops'
-    /// context has one, the API's none (issue 15).
+    /// context has one, the API's none.
     pub fence: Option<Arc<Fence>>,
-    /// pamd's `[prices]` table (issue 21): what signal ingest prices a
+    /// pamd's `[prices]` table: what signal ingest prices a
     /// provider's tokens at when the provider reports no cost.
     pub prices: Arc<PriceTable>,
-    /// pamd's `[webhooks]` (issue 19): signing keys, retries, links.
+    /// pamd's `[webhooks]`: signing keys, retries, links.
     pub webhooks: Arc<WebhookSettings>,
-    /// The keys Secrets are sealed with (issue 18): pamd's key file, or
+    /// The keys Secrets are sealed with: pamd's key file, or
     /// one key in memory for tests.
     pub secrets: Arc<Keyring>,
 }
 
-/// The wake-ups (issue 29: one place). Each only makes something happen
+/// The wake-ups (one place). Each only makes something happen
 /// sooner: the loops resync, the claims long-poll with a timeout and the
 /// sender polls, so a lost wake-up costs time, never correctness.
 #[derive(Clone, Default)]
@@ -91,7 +91,7 @@ pub struct Wakeups {
     /// Wakes the workers' claim long-polls early (a stop, a signal, attach
     /// input), so they fetch their desired set now rather than next tick.
     pub nudge: Arc<Notify>,
-    /// Per-host watch streams (issue 33, `api/watch.rs`): a change of one
+    /// Per-host watch streams (`api/watch.rs`): a change of one
     /// host's desired set wakes that host's stream only.
     pub watches: Arc<HostWatches>,
     /// When the timeout sweep last woke the claims for runs left unclaimed
@@ -101,7 +101,7 @@ pub struct Wakeups {
 }
 
 /// The desired-set version of every host with a watch stream open on this
-/// pamd (issue 33). A host's version is the process-wide change count at
+/// pamd. A host's version is the process-wide change count at
 /// its last change, so it only grows, and a version made after a host's
 /// entry was dropped (no stream held it) is above every one handed out
 /// before: a stream resuming at a version that is no longer current always
@@ -332,7 +332,7 @@ impl Ctx {
     /// A host may take runs it could not before (registered, back online,
     /// enabled, relabelled or resized): every waiting claim looks again,
     /// since which pending runs it now matches is the claim's to find.
-    /// (Workers claim only when woken since they watch, issue 33; the
+    /// (Workers claim only when woken since they watch; the
     /// timeout sweep wakes claims for runs left unclaimed, too.)
     pub fn host_may_take_runs(&self) {
         self.wakeups.claimable.notify_waiters();
@@ -419,7 +419,7 @@ impl Ctx {
     /// only while its leader lease is at its term
     /// ([`pam_store::StoreError::Fenced`] otherwise, nothing written).
     ///
-    /// Issue 19: before committing, the transaction's events are matched
+    /// Before committing, the transaction's events are matched
     /// against the webhooks and their deliveries queued in it
     /// ([`webhooks::enqueue`]) — the one place events meet webhooks, so a
     /// committed event is never without its deliveries.

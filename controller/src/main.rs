@@ -7,7 +7,7 @@ use pam_controller::config::{Cli, Config, LogFormat};
 use std::sync::Arc;
 
 /// jemalloc, not the system allocator: glibc keeps what requests freed in
-/// its per-thread arenas (after issue 13's load: 185 MB held, 4 MB in
+/// its per-thread arenas (after the apply-growth load: 185 MB held, 4 MB in
 /// use) and returns it only from the top of a heap; jemalloc's background
 /// thread purges freed pages after its decay time (10 s) even while pamd
 /// is idle (docs/benchmarks.md, "pamd's memory").
@@ -17,7 +17,7 @@ static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 /// jemalloc reads its options from this symbol at start. Without
 /// `background_thread` it purges only while allocating, so an idle pamd
 /// would keep the pages of its last big request. One arena, and freed
-/// pages purged after 250 ms instead of 10 s (issue 30): a big apply
+/// pages purged after 250 ms instead of 10 s: a big apply
 /// parses on threads of its own and lets the documents go on the
 /// request's thread as it writes them; with an arena per thread their
 /// pages could not be reused for the journal and results that grow
@@ -57,7 +57,7 @@ async fn main() {
 }
 
 /// Logs to stderr; filter from `PAM_LOG`, else `RUST_LOG`, else `info`;
-/// as text, or as one JSON object a line (`--log-format json`, issue 36).
+/// as text, or as one JSON object a line (`--log-format json`).
 fn init_logging(format: LogFormat) {
     use tracing_subscriber::EnvFilter;
     let filter = std::env::var("PAM_LOG")

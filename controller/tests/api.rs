@@ -175,7 +175,7 @@ async fn a_bad_document_writes_nothing_and_names_file_line_column() {
     );
 }
 
-/// Issue 16: the objects path (what `pamctl run start` sends) applies the
+/// The objects path (what `pamctl run start` sends) applies the
 /// file path's per-document rules: an exec run without a command is refused
 /// on both, with the same words, and nothing is written.
 #[tokio::test]
@@ -431,7 +431,7 @@ async fn prune_needs_a_selector_and_deletes_only_the_set() {
     );
 }
 
-/// Issue 16: `lastUsedAt` is written when a token is used — at most once a
+/// `lastUsedAt` is written when a token is used — at most once a
 /// minute (by the injected clock), not once per request.
 #[tokio::test]
 async fn token_last_used_is_written_at_most_once_a_minute() {
@@ -475,10 +475,10 @@ async fn token_last_used_is_written_at_most_once_a_minute() {
     .await;
 }
 
-/// Issue 16: a host's one label set is what `-l` selects and what the host
+/// A host's one label set is what `-l` selects and what the host
 /// shows (`status.labels`): the labels of examples/hosts.yaml (metadata)
 /// and those a worker reports at registration alike — the latter under
-/// `worker.pam.dev/` (issue 30), so `os=linux` selects the operator's
+/// `worker.pam.dev/`, so `os=linux` selects the operator's
 /// label only.
 #[tokio::test]
 async fn host_selectors_match_the_labels_users_see() {
@@ -713,7 +713,7 @@ async fn worker_protocol_claim_signals_and_attempt_guard() {
     let _ = &api.clock;
 }
 
-/// Issue 4: the same signal delivered 10 times CONCURRENTLY (ten requests
+/// The same signal delivered 10 times CONCURRENTLY (ten requests
 /// racing through the router on real PostgreSQL) → exactly one applied,
 /// nine duplicates, one effect, one event (processed_signals' INSERT … ON
 /// CONFLICT DO NOTHING decides the winner).

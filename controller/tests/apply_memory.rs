@@ -1,4 +1,4 @@
-//! Apply's memory is bounded by its input (issue 30): the peak of the
+//! Apply's memory is bounded by its input: the peak of the
 //! bytes allocated while one `POST /api/v1/apply` of a generated batch is
 //! served, through the real router on real PostgreSQL, stays within 10×
 //! the request body plus a fixed base. Bytes are counted by this binary's
@@ -76,8 +76,8 @@ fn reset_peak() -> usize {
 
 /// `n` Task documents in `files` files (the shape of bench-apply: an epic
 /// and 99 children under it, and again); `small`: a title only (~104
-/// bytes, the shape of issue 30's figures, where per-object costs weigh
-/// most).
+/// bytes, bench-apply-memory's small documents, where per-object costs
+/// weigh most).
 fn tasks(project: &str, n: usize, files: usize, small: bool) -> Vec<Value> {
     let per = n.div_ceil(files);
     (0..files)
@@ -171,10 +171,11 @@ async fn apply_peak(
 }
 
 /// A batch of 20,000 new tasks (4.3 MiB of request), the shape pamctl
-/// sends, and 20,000 of a title only (2.2 MiB): before issue 30 the first
-/// peaked at 169 MB (37× the body: every document's parse tree and typed
-/// manifest, every new row, COPY line and event payload alive at once);
-/// at 52 MiB (11.9×) after a first round, and the second at 24×.
+/// sends, and 20,000 of a title only (2.2 MiB): before apply let each
+/// document go once written, the first peaked at 169 MB (37× the body: every
+/// document's parse tree and typed manifest, every new row, COPY line and event
+/// payload alive at once); at 52 MiB (11.9×) after a first round, and the
+/// second at 24×.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn apply_peak_is_within_ten_times_the_body() {
     let (state, token) = api().await;

@@ -1,4 +1,4 @@
-//! Apply reads only what its batch names (issue 13): the batch's tasks,
+//! Apply reads only what its batch names: the batch's tasks,
 //! their parents and stored ancestors, its runs and their tasks. These
 //! cases need stored rows the batch does *not* name — an ancestor met on
 //! the OQ-6 parent walk, a task in another project the batch names — and

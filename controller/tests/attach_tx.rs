@@ -1,4 +1,4 @@
-//! Issue 29: an attach lease and its event are one transaction. Before,
+//! An attach lease and its event are one transaction. Before,
 //! the lease committed on its own and `run.lease_acquired` was journaled
 //! in a second transaction, so a pamd killed in between kept a lease that
 //! no event announced. Now the lease rules write both in the caller's

@@ -1,4 +1,4 @@
-//! Issue 36's endpoints through the real router on real PostgreSQL: a
+//! The dashboard's endpoints through the real router on real PostgreSQL: a
 //! project's charts, re-run of a finished run, suspend/resume of a Source
 //! and a Schedule — with the deny paths (no token 401, a worker token 403,
 //! unknown 404, bad input 400 in the one error shape).
@@ -271,7 +271,7 @@ async fn suspend_and_resume_a_source_and_a_schedule() {
     }
 }
 
-/// The Webhooks page's Redeliver (issue 36 uses the existing endpoint):
+/// The Webhooks page's Redeliver (the existing endpoint):
 /// its deny paths, an unknown delivery 404 and a malformed id 400.
 #[tokio::test]
 async fn redeliver_deny_paths() {

@@ -1,4 +1,4 @@
-//! Task dependencies (issue 17) on MemStore with a moved clock: the
+//! Task dependencies on MemStore with a moved clock: the
 //! dispatch gate, the dispatch timeout (OQ-15) counted from when a run
 //! became dispatchable, `dependency_cancelled`, and nothing lost across a
 //! pamd restart. Tasks, links and runs are created through apply, as an

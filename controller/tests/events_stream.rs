@@ -511,7 +511,7 @@ async fn a_lagging_subscriber_is_caught_up_from_the_journal() {
     assert!(s.ctx().bus.lagged.get() >= 1, "the subscriber never lagged");
 }
 
-/// Issue 33: concurrent commits (no lock orders them) are published in
+/// Concurrent commits (no lock orders them) are published in
 /// the journal's one order — every event once, in the order a journal
 /// read gives — to the bus and to a stream alike.
 #[tokio::test]
@@ -656,7 +656,7 @@ impl PipeApply for AppState {
     }
 }
 
-/// Issue 33's stress test: 16 writers × 200 journaling transactions
+/// The journal under stress: 16 writers × 200 journaling transactions
 /// through the real commit path, with pauses inside each transaction so
 /// their appends and commits interleave (no lock orders them any more),
 /// one in ten rolled back; meanwhile two streams (one from the start, one

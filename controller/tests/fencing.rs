@@ -1,4 +1,4 @@
-//! Fencing of the loops' commits (issue 15) on real PostgreSQL: a
+//! Fencing of the loops' commits on real PostgreSQL: a
 //! context fenced by a term that lost the lease commits nothing, and a
 //! takeover waits for a fenced transaction that already passed its check.
 

@@ -1,5 +1,5 @@
-//! git Sources authenticate with pamd's `[git]` config, never a manifest
-//! (issue 14): a real git fetch over HTTP from a server that wants Basic
+//! git Sources authenticate with pamd's `[git]` config, never a manifest:
+//! a real git fetch over HTTP from a server that wants Basic
 //! auth (git's "dumb" HTTP protocol: a bare repository's files served
 //! as they are), with and without a credentials file.
 

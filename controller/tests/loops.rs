@@ -251,7 +251,7 @@ async fn liveness_89s_online_91s_offline_host_lost_and_requeue_with_attempt_2() 
     let failed = w.get_run(run.id).await;
     assert_eq!(failed.status, RunStatus::Failed);
     assert_eq!(failed.failure_reason, Some(FailureReason::HostLost));
-    // Issue 31: which host, and when it was last heard from, in words.
+    // Which host, and when it was last heard from, in words.
     let seen = w.get_host(a.id).await.last_seen_at.unwrap();
     assert_eq!(
         failed.failure_message.as_deref(),
@@ -1140,7 +1140,7 @@ fn progress_with(run: &Run, attempt: i32, seq: i64, input: u64, output: u64) -> 
     s
 }
 
-/// Issue 21: a progress step's usage counts once (a replayed seq is a
+/// A progress step's usage counts once (a replayed seq is a
 /// duplicate and adds nothing), the finished signal's totals settle the
 /// attempt, and a requeued attempt starts from zero while the run's total
 /// keeps what the first attempt used.
@@ -1254,7 +1254,7 @@ async fn usage_counts_once_under_replay_settles_on_finish_and_survives_requeue()
     assert!(text.contains("pam_cost_usd_total{"), "{text}");
 }
 
-/// Issue 21: a run whose reports reach its `spec.budget` is stopped
+/// A run whose reports reach its `spec.budget` is stopped
 /// through the normal stop path (a desired stop, condition BudgetExceeded,
 /// `run.budget_exceeded` with the figures); its `finished` fails it
 /// `budget_exceeded`, and it is not restarted.
@@ -1328,7 +1328,7 @@ async fn a_run_over_its_budget_is_stopped_and_fails_budget_exceeded() {
     assert_eq!(reconcile::pass(&w.ctx).await.unwrap().runs_requeued, 0);
 }
 
-/// Issue 21: once a project's runs together reach its `spec.budget`, the
+/// Once a project's runs together reach its `spec.budget`, the
 /// pass sets its condition BudgetExceeded, no new run of it is dispatched
 /// (nor timed out: it waits on purpose), and raising the budget lets them
 /// go.
@@ -1386,7 +1386,7 @@ async fn a_project_over_its_budget_dispatches_nothing_until_the_budget_is_raised
     assert_eq!(claimed.id, r2.id);
 }
 
-/// Issue 29: sweeps are isolated. With the `schedules` table unreadable
+/// Sweeps are isolated. With the `schedules` table unreadable
 /// the schedule sweep fails on real PostgreSQL; liveness (before it) and
 /// the dispatch timeout (after it) still run in the same pass, the error
 /// is counted by loop, and once the table is back the next pass is clean.
@@ -1449,7 +1449,7 @@ fn with_result(mut s: Signal, branch: &str) -> Signal {
     s
 }
 
-/// Issue 32: a workspace result is applied with its `finished`, under the
+/// A workspace result is applied with its `finished`, under the
 /// same one-shot marker: a redelivered `finished` (the outbox is
 /// at-least-once) stores nothing more and journals no second
 /// `run.result_recorded`; a result from a dead attempt is dropped with it.
@@ -1492,7 +1492,7 @@ async fn a_workspace_result_is_recorded_once_with_its_finished() {
     assert_eq!(tx.run_results(run.id, None).await.unwrap().len(), 1);
 }
 
-/// Since workers watch (issue 33) they claim only when woken. A run some
+/// Since workers watch they claim only when woken. A run some
 /// host could take that nothing announced (here the host is relabelled
 /// without a wake-up) is left to the timeout sweep: once it has been
 /// dispatchable for 2 s, the sweep wakes the claims.

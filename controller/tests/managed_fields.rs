@@ -1,5 +1,5 @@
-//! Issue 35's apply that merges (managed fields, server-side-apply
-//! semantics) and issue 34's last applier, through the real router on
+//! Apply that merges (managed fields, server-side-apply semantics) and
+//! the last applier, through the real router on
 //! real PostgreSQL, with a directory Source synced in process: a label an
 //! operator set survives another applier's manifest (and a Source's)
 //! without labels; an applier's own dropped field goes; another value for
@@ -203,7 +203,7 @@ async fn another_appliers_manifest_without_labels_keeps_the_operators_label() {
             ("label:ops".to_string(), strs(&["metadata.labels.tier"])),
         ]
     );
-    // Issue 34: each entry says how and when, oldest first: the last
+    // Each entry says how and when, oldest first: the last
     // applier is ci.
     let entries = t["metadata"]["managedFields"].as_array().unwrap();
     assert_eq!(entries[0]["manager"], "label:ops");

@@ -1,4 +1,4 @@
-//! The OpenAPI document (issue 36): the committed `schemas/openapi.json`
+//! The OpenAPI document: the committed `schemas/openapi.json`
 //! is what the code generates; `GET /api/v1/openapi.json` serves it; it is
 //! structurally OpenAPI 3.1; every operation in it is a route of the
 //! router, and the router has no route outside the table it is built from.
@@ -167,7 +167,8 @@ fn document_is_structurally_openapi_3_1() {
     let doc = document();
     let problems = problems(&doc);
     assert!(problems.is_empty(), "{}", problems.join("\n"));
-    // What the issue asks to be described.
+    // What a client relies on is described: the token schemes, the one
+    // error shape, the event stream's resume header, each route's token.
     let schemes = &doc["components"]["securitySchemes"];
     assert_eq!(schemes["operatorToken"]["scheme"], "bearer");
     assert_eq!(schemes["workerToken"]["scheme"], "bearer");

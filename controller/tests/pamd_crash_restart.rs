@@ -1,4 +1,4 @@
-//! Issue 13: a pamd restarted right after a crash comes up on its own,
+//! A pamd restarted right after a crash comes up on its own,
 //! whatever state its embedded PostgreSQL was left in: a postmaster that is
 //! a zombie, pid files naming a pid that now belongs to another process, a
 //! backend still attached to the old shared memory, a postmaster in crash
@@ -12,7 +12,7 @@
 //! The test process makes itself a child subreaper (Linux `prctl`): the
 //! postmaster (orphaned when `pg_ctl start` exits) and its backends are
 //! reparented to it, so after a SIGKILL they stay zombies until the test
-//! reaps them. That is the state issue 13 found (a container's PID 1 often
+//! reaps them. That is the state a container leaves (its PID 1 often
 //! never reaps), made certain whatever the machine's PID 1 does.
 
 use std::path::{Path, PathBuf};

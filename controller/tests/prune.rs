@@ -1,4 +1,4 @@
-//! Issue 29: the one prune. `apply --prune -l` prunes every kind of the
+//! The one prune. `apply --prune -l` prunes every kind of the
 //! set — Sources, Webhooks, Secrets and Schedules too, not only Runs,
 //! Tasks, Hosts and Projects — and never cascades silently: a task whose
 //! deletion would take runs the apply does not prune is kept and reported

@@ -1,4 +1,4 @@
-//! Issue 34: roles and project-scoped tokens, enforced at the one point
+//! Roles and project-scoped tokens, enforced at the one point
 //! the route table declares (`Access::Op`), on real PostgreSQL through
 //! the real router. The walk over the table covers every route, so a new
 //! route is checked without a line here.
@@ -182,10 +182,10 @@ fn every_route_declares_its_permission() {
         "/api/v1/openapi.json",
         "/",
         "/ui/{*path}",
-        // Issue 35: a git host's push, proved by its own signature
+        // A git host's push, proved by its own signature
         // against the Source's receiver secret (api::source_hooks).
         "/api/v1/sources/{source}/hooks/{provider}",
-        // Issue 34: OIDC sign-in makes the session (api::oidc); logout
+        // OIDC sign-in makes the session (api::oidc); logout
         // checks the session's CSRF value itself.
         "/auth/info",
         "/auth/login",
@@ -225,8 +225,8 @@ async fn a_web_token_reaches_only_web_for_every_route() {
     walk(world().await).await;
 }
 
-/// The world's viewer and operator replaced by dashboard sessions (issue
-/// 34, OIDC) of the same roles in web, with their CSRF values.
+/// The world's viewer and operator replaced by dashboard sessions (OIDC) of the
+/// same roles in web, with their CSRF values.
 fn with_sessions(mut w: World) -> World {
     use pam_controller::api::oidc::{session::Session, Oidc, Settings};
     use pam_controller::rules::access::{Grant, Role};
@@ -632,7 +632,7 @@ async fn a_stops_actor_survives_a_reapply_before_the_stop_takes_effect() {
     );
 }
 
-/// Issue 34's bad input on the auth surfaces: malformed token requests,
+/// Bad input on the auth surfaces: malformed token requests,
 /// can-i questions and Authorization headers are each a 4xx in the one
 /// JSON error shape — never a 500, never written (the token list is the
 /// same after), never echoing a token.
@@ -717,7 +717,7 @@ async fn bad_auth_input_is_a_json_4xx_and_writes_nothing() {
     assert_eq!(ids(&before), ids(&after), "a refused request wrote a token");
 }
 
-/// Issue 34's custom roles on the router: a token bound to a `Role` reads
+/// Custom roles on the router: a token bound to a `Role` reads
 /// the events of the projects whose rules give `list`/`watch` on events
 /// only — not those of a project whose runs it may read —, gets 403 for
 /// a kind no rule gives in a project it sees and 404 elsewhere; a change

@@ -227,7 +227,7 @@ async fn a_revocation_through_another_replica_ends_streams_and_leases_within_a_s
     }
 }
 
-/// A worker's watch stream (issue 33) claims for its host while it is
+/// A worker's watch stream claims for its host while it is
 /// open: revoking the worker's token ends it at once, and no run is
 /// claimed for the host after.
 #[tokio::test]

@@ -1,4 +1,4 @@
-//! Schedules (issue 18) with a moved clock: one run per tick over 100
+//! Schedules with a moved clock: one run per tick over 100
 //! ticks, Forbid and Replace, a missed tick caught up once within
 //! startingDeadlineSeconds and skipped beyond it, a manual trigger; and on
 //! PostgreSQL, two loop passes racing for the same ticks (a restarted

@@ -1,4 +1,4 @@
-//! Secrets (issue 18) on MemStore: applied values sealed and printed as
+//! Secrets on MemStore: applied values sealed and printed as
 //! keys only, bad Secrets and references refused with file:line and
 //! nothing written, a run waiting for a missing Secret released once it
 //! is applied, the environment an attempt gets, rotation.

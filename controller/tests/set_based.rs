@@ -1,4 +1,4 @@
-//! Issue 33, set-based claims and reports, on real PostgreSQL:
+//! Set-based claims and reports, on real PostgreSQL:
 //! - a claim, a signal batch and a desired-set read cost the same number
 //!   of statements for one run as for sixteen (counted from sqlx's own
 //!   statement log: every statement sqlx runs is a `sqlx::query` tracing
@@ -575,7 +575,7 @@ async fn concurrent_heartbeats_leave_the_hosts_as_one_by_one() {
 }
 
 /// Thirty-two hosts heartbeating at once cost a few transactions between
-/// them, not thirty-two (issue 33: the database pool answered 503 at
+/// them, not thirty-two (the database pool answered 503 at
 /// 10,000 hosts, one transaction a heartbeat).
 #[tokio::test]
 async fn concurrent_heartbeats_share_their_transactions() {
@@ -614,7 +614,7 @@ async fn concurrent_heartbeats_share_their_transactions() {
 }
 
 /// On an idle fleet heartbeats come a few milliseconds apart, not
-/// together: two 2 ms apart share one transaction (issue 33: at 10,000
+/// together: two 2 ms apart share one transaction (at 10,000
 /// idle hosts nearly every heartbeat was a transaction of its own, most
 /// of an idle pamd's CPU). Both workers watch, so nothing but the
 /// heartbeat itself touches the database; tried three times, since a
@@ -651,8 +651,8 @@ async fn heartbeats_a_few_milliseconds_apart_share_a_transaction() {
 }
 
 /// Fifty held worker tokens (fifty watching workers) cost the re-check one
-/// statement a second between them, not one transaction each (issue 33:
-/// 10,000 a second for a fleet of 10,000); a revoked one is still found.
+/// statement a second between them, not one transaction each (10,000 a second
+/// for a fleet of 10,000); a revoked one is still found.
 #[tokio::test]
 async fn held_tokens_are_rechecked_together() {
     const N: usize = 50;
@@ -699,7 +699,7 @@ async fn held_tokens_are_rechecked_together() {
 }
 
 /// Thirty workers' tokens used within a second cost one statement that
-/// writes their `lastUsedAt`, not a transaction each (issue 33: 167 a
+/// writes their `lastUsedAt`, not a transaction each (167 a
 /// second for a fleet of 10,000); every one is written.
 #[tokio::test]
 async fn token_uses_are_written_together() {
@@ -742,7 +742,7 @@ async fn token_uses_are_written_together() {
 }
 
 /// A watching worker's heartbeats are authenticated from its watch's hold
-/// of its token (issue 33: at 10,000 watching hosts the token reads were
+/// of its token (at 10,000 watching hosts the token reads were
 /// ~500 a second, each waiting for the pool under load); revoked through
 /// this pamd, its next request is refused, and revoked behind this pamd's
 /// back (through another replica), within a re-check.
@@ -814,7 +814,7 @@ async fn a_watching_workers_requests_are_authenticated_from_its_watch() {
 }
 
 /// A watching worker's heartbeat is answered while every connection of
-/// the pool is taken (issue 33: under load heartbeats waited for the pool,
+/// the pool is taken (under load heartbeats waited for the pool,
 /// were answered 503 after a second, and p99 was over 2 s): its token is
 /// checked from the watch's hold, its write takes a connection kept for
 /// liveness.

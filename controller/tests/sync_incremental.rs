@@ -1,4 +1,4 @@
-//! The sync's incremental path (issue 14, "fast on big trees") on
+//! The sync's incremental path ("fast on big trees") on
 //! MemStore: a watched change applies only the changed files when the last
 //! sync of this process applied the tree before it; whatever a changed
 //! file cannot decide alone (a removal, a duplicate) is a full sync; a

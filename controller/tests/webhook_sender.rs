@@ -1,10 +1,9 @@
-//! The webhook sender on the injected clock (issue 19): a failing
+//! The webhook sender on the injected clock: a failing
 //! receiver is retried only when the clock reaches the backoff, the
 //! delivery fails once the next attempt would fall past the retry window,
-//! and a redelivery sends the same delivery again. Where it sends (issue
-//! 30): a redirect is not followed, and an address the egress rule
-//! refuses is not connected to. MemStore, real HTTP receivers on loopback,
-//! the clock moved by the test.
+//! and a redelivery sends the same delivery again. Where it sends: a redirect
+//! is not followed, and an address the egress rule refuses is not connected to.
+//! MemStore, real HTTP receivers on loopback, the clock moved by the test.
 
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::{Arc, Mutex};

@@ -1,10 +1,10 @@
-//! What a host can run (issue 31), as its worker reports it in the
+//! What a host can run, as its worker reports it in the
 //! protocol's `RegisterRequest` and pamd shows it in a Host's
 //! `status.capabilities`.
 
 use serde::{Deserialize, Serialize};
 
-/// What a worker reports it can run (issue 31): sent at registration and
+/// What a worker reports it can run: sent at registration and
 /// again whenever it changes (the worker checks on a cadence and on
 /// SIGHUP). Dispatch gives a host only runs whose provider is listed.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -18,7 +18,7 @@ pub struct Capabilities {
     /// logs live; absent when it could not be read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace_free_bytes: Option<u64>,
-    /// The worker's `[workspaces] min_free_bytes` (issue 32): below it the
+    /// The worker's `[workspaces] min_free_bytes`: below it the
     /// host takes no run with a workspace ([`Capabilities::workspace_low`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace_min_free_bytes: Option<u64>,
@@ -53,7 +53,7 @@ impl Capabilities {
     }
 
     /// Whether the workspace volume is below the worker's threshold
-    /// (issue 32: such a host takes no run with a workspace). Unknown free
+    /// (such a host takes no run with a workspace). Unknown free
     /// bytes or no threshold: not low.
     pub fn workspace_low(&self) -> bool {
         matches!(

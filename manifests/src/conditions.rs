@@ -1,5 +1,5 @@
 //! The condition types objects carry in `status.conditions` — the one
-//! vocabulary (issue 29): rules set them, the stores read some of them
+//! vocabulary: rules set them, the stores read some of them
 //! (PostgreSQL's dispatch filter, the memory store's), pamctl and the
 //! dashboard show them. A condition's reason and message say why.
 
@@ -13,13 +13,13 @@ pub const RECONCILING: &str = "Reconciling";
 /// A Source: it cannot progress without a change (a bad revision, a
 /// refused path).
 pub const STALLED: &str = "Stalled";
-/// A Source whose `spec.suspend` is true (issue 35): no syncs, no pushes
+/// A Source whose `spec.suspend` is true: no syncs, no pushes
 /// taken; its objects stay.
 pub const SUSPENDED: &str = "Suspended";
 /// A project or run: its budget is spent; the project's pending runs are
-/// not dispatched (issue 21).
+/// not dispatched.
 pub const BUDGET_EXCEEDED: &str = "BudgetExceeded";
-/// A run: its task waits for dependencies (issue 17).
+/// A run: its task waits for dependencies.
 pub const BLOCKED: &str = "Blocked";
 /// A run: it points at a milestone or epic (journaled, not repaired).
 pub const INTEGRITY_ANOMALY: &str = "IntegrityAnomaly";
@@ -27,9 +27,9 @@ pub const INTEGRITY_ANOMALY: &str = "IntegrityAnomaly";
 /// message names the tools and what they would have acted on. A run
 /// with it never reads as a plain success.
 pub const PERMISSION_DENIED: &str = "PermissionDenied";
-/// A run: a Secret its environment names does not exist yet (issue 18).
+/// A run: a Secret its environment names does not exist yet.
 pub const SECRET_MISSING: &str = "SecretMissing";
-/// A pending run: why it has not been placed on a host yet (issue 31).
+/// A pending run: why it has not been placed on a host yet.
 /// `False` while it waits, with one of the `SCHEDULED_*` reasons below and
 /// a message counted over the hosts (`0/5 hosts can run it: 2 lack
 /// provider claude, 1 cordoned`); the one place these reasons are named.

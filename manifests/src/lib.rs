@@ -5,6 +5,7 @@ pub mod capabilities;
 pub mod conditions;
 pub mod duration;
 pub mod error;
+pub mod event_words;
 pub mod kinds;
 pub mod limits;
 pub mod load;
@@ -15,7 +16,6 @@ pub mod state;
 pub mod urls;
 pub mod validate;
 pub mod versions;
-pub mod words;
 
 pub use error::ManifestError;
 pub use kinds::{Kind, Manifest};

@@ -76,7 +76,7 @@ pub const PROMPT_MAX_BYTES: usize = 256 << 10;
 /// Bytes in a Run's `spec.cwd` (Linux's `PATH_MAX`).
 pub const CWD_MAX_BYTES: usize = 4096;
 
-/// Names in a Task's `spec.dependsOn` (issue 17).
+/// Names in a Task's `spec.dependsOn`.
 pub const DEPENDS_ON_MAX: usize = 256;
 
 /// Arguments in a Run's `spec.command`.

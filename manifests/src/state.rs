@@ -287,9 +287,9 @@ string_enum! {
         /// before the dispatch timeout (OQ-15).
         NoEligibleHost = "no_eligible_host",
         /// A task the run's task depends on was cancelled while the run
-        /// waited for it (issue 17; a pam extension to the seed's list).
+        /// waited for it (a pam extension to the seed's list).
         DependencyCancelled = "dependency_cancelled",
-        /// The run reached its `spec.budget` and was stopped (issue 21; a
+        /// The run reached its `spec.budget` and was stopped (a
         /// pam extension to the seed's list).
         BudgetExceeded = "budget_exceeded",
     }

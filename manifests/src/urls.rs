@@ -1,5 +1,5 @@
 //! The rules for URLs a manifest names — a Source's git repository and a
-//! Webhook's endpoint — in one place (issue 30): no credentials in a URL,
+//! Webhook's endpoint — in one place: no credentials in a URL,
 //! no URL printed with its user info, and only the git transports that
 //! cannot run commands.
 

@@ -1,4 +1,4 @@
-//! Provider versions (issue 31): what a worker reports from a provider
+//! Provider versions: what a worker reports from a provider
 //! CLI's `--version` output, and a run's `spec.providerVersion`
 //! requirement (semver's `VersionReq`, as in Cargo: `>=1.2`, `^2`,
 //! `>=1.0, <3`). One reading of each, used by validation, the worker's

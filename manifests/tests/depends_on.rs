@@ -1,4 +1,4 @@
-//! `spec.dependsOn` (issue 17): whole-batch validation with the stored
+//! `spec.dependsOn`: whole-batch validation with the stored
 //! links, each error naming file, line, column, field and what was
 //! expected; a cycle names every link and where it is declared.
 

@@ -1,4 +1,4 @@
-//! Every bad-input case of the manifest issue, each asserting the exact
+//! Every bad-input case of a manifest, each asserting the exact
 //! one-line error: file, document index, line, column, field path and what
 //! was expected.
 
@@ -89,7 +89,7 @@ fn wrong_type() {
         load_errors("run.yaml", &text),
         ["run.yaml: document 0, line 12, column 18: spec.restartPolicy.maxAttempts: invalid value: integer `0`, expected an integer from 1 to 2147483647"]
     );
-    // Issue 30: past PostgreSQL's integer the value is refused with the
+    // Past PostgreSQL's integer the value is refused with the
     // range, not stored as 2147483647.
     for (field, at) in [
         ("maxAttempts", 18),
@@ -129,7 +129,7 @@ fn wrong_type() {
     );
 }
 
-/// Issue 21: a budget is non-negative numbers; anything else names the
+/// A budget is non-negative numbers; anything else names the
 /// file, line, column and field.
 #[test]
 fn bad_budgets() {
@@ -188,7 +188,7 @@ fn bad_enum_values() {
 
 #[test]
 fn missing_required_fields() {
-    // Issue 32: a run without a cwd may take its task's workspace, so a
+    // A run without a cwd may take its task's workspace, so a
     // missing cwd is the batch's to refuse (see tests/workspaces.rs).
     let text = RUN.replace("  cwd: /src\n", "");
     assert_eq!(load("run.yaml", &text).len(), 1);
@@ -594,7 +594,7 @@ fn documents_and_values_in_one_read_match_the_two_reads() {
     assert_eq!(e1, load_errors("b.yaml", bad));
 }
 
-/// Issue 30: a Secret's value that is not a string is refused by its type
+/// A Secret's value that is not a string is refused by its type
 /// and position, never quoted — from YAML and from JSON (the API's
 /// `objects`).
 #[test]
@@ -682,7 +682,7 @@ fn a_secret_value_is_never_in_an_error() {
     assert!(!format!("{errors:?}").contains(DIGITS), "{errors:?}");
 }
 
-/// Issue 30: a Source's git URL that would make git run a command, or
+/// A Source's git URL that would make git run a command, or
 /// that holds credentials, is refused at its line.
 #[test]
 fn git_urls_that_run_commands_are_refused() {
@@ -724,7 +724,7 @@ fn git_urls_that_run_commands_are_refused() {
     }
 }
 
-/// Issue 30: `worker.pam.dev/` holds what a host's worker reports for
+/// `worker.pam.dev/` holds what a host's worker reports for
 /// itself, so a Host manifest (an operator) cannot set a label there; the
 /// same key in a Run's target selector is how an operator opts in to
 /// trusting a worker's report, and stays allowed.
@@ -765,7 +765,7 @@ spec:
     assert!(errors.is_empty(), "{errors:?}");
 }
 
-/// Issue 31: `spec.providerVersion` must be a version requirement; the
+/// `spec.providerVersion` must be a version requirement; the
 /// error is at its file:line.
 #[test]
 fn provider_version_that_is_not_a_requirement() {

@@ -1,4 +1,4 @@
-//! Hostile input (issue 13): deep nesting, alias bombs, NUL bytes and
+//! Hostile input: deep nesting, alias bombs, NUL bytes and
 //! oversized fields are refused with a positioned error — never a stack
 //! overflow, an unbounded expansion, or text PostgreSQL cannot store. Each
 //! limit is `pam_manifests::limits`; messages name file, document, line and

@@ -1,4 +1,4 @@
-//! Issue 32 at apply: a Project's repository, a Run's or Task's
+//! Workspaces at apply: a Project's repository, a Run's or Task's
 //! workspace — refused with file:line when git would misread them, when
 //! a run has both a workspace and a cwd, or a workspace and a project
 //! without a repository; a run with neither cwd nor workspace takes its

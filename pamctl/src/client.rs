@@ -11,7 +11,7 @@ use crate::error::{CliError, Exit, Result};
 /// How many times one call is sent at most (the first try included) when
 /// pamd asks to retry or the answer was lost.
 const RETRIES: u32 = 30;
-/// Of which answers 503 with `Retry-After` (issue 30): a few, so a
+/// Of which answers 503 with `Retry-After`: a few, so a
 /// database down for long is reported rather than waited out.
 const UNAVAILABLE_RETRIES: u32 = 5;
 
@@ -203,8 +203,8 @@ impl Client {
         }
     }
 
-    /// Sends one request. A POST carries a fresh `Idempotency-Key`
-    /// (issue 19), the same on each of this call's retries: on another
+    /// Sends one request. A POST carries a fresh `Idempotency-Key`,
+    /// the same on each of this call's retries: on another
     /// server (failover), after an answer lost on the way (the
     /// connection dropped), while pamd says the first is still in
     /// progress, and after a 429 (waiting its `Retry-After`) — so a
@@ -229,7 +229,7 @@ impl Client {
                 req.send()
             });
             let retry_after = match &sent {
-                // Over the rate limit (issue 19): wait as told, any method.
+                // Over the rate limit: wait as told, any method.
                 Ok(r) if r.status().as_u16() == 429 => {
                     let wait = retry_after_secs(r).unwrap_or(1).clamp(1, 60);
                     crate::term::note(&format!("pamd: rate limited; retrying in {wait}s"));
@@ -241,7 +241,7 @@ impl Client {
                     Some(Duration::from_secs(1))
                 }
                 // The database cannot serve now (down, or a lock held by
-                // a stopped replica; issue 30): wait as told. Only where a
+                // a stopped replica): wait as told. Only where a
                 // retry cannot do twice what the first did: reads, and
                 // POSTs (their key).
                 Ok(r)
@@ -410,7 +410,7 @@ impl Client {
             403 if self.token.as_deref().is_some_and(|t| t.starts_with("pamw_")) => err
                 .hints
                 .push("worker tokens (pamw_…) cannot call operator endpoints; use an operator token (pam_…)".into()),
-            // A token's role or projects (issue 34): `whoami` says which.
+            // A token's role or projects: `whoami` says which.
             403 => err.hints.push(
                 "the token's role does not allow this; `pamctl whoami` shows its role and projects, `pamctl auth can-i VERB KIND` what it may do".into(),
             ),

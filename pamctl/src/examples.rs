@@ -1,5 +1,5 @@
 //! The `Examples:` section of every verb's `--help`, kept out of the clap
-//! definitions (cli.rs) so they stay readable. [`command`] is the clap
+//! definitions (cli/mod.rs) so they stay readable. [`command`] is the clap
 //! command pamctl parses with; a test checks that no verb lacks examples.
 
 use clap::CommandFactory;

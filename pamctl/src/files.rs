@@ -117,7 +117,7 @@ mod tests {
         std::fs::create_dir_all(d.join("sub")).unwrap();
         std::fs::create_dir_all(d.join(".git")).unwrap();
         // Hidden files and directories are left out and JSON is read, as
-        // a directory Source reads it (issue 29).
+        // a directory Source reads it.
         for f in [
             "b.yaml",
             "a.yml",

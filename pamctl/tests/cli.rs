@@ -136,7 +136,7 @@ fn validate_prints_positioned_errors() {
     );
 }
 
-/// Issue 13: hostile manifests are errors with file and line, never an
+/// Hostile manifests are errors with file and line, never an
 /// abort (deep nesting overflowed pamctl's stack) or a memory blow-up (an
 /// alias bomb).
 #[test]

@@ -1,4 +1,4 @@
-//! Issue 16's client-side habits through the pamctl binary, offline or
+//! pamctl's client-side habits through the pamctl binary, offline or
 //! against `Stub` (canned HTTP, not pamd): completion, examples in help,
 //! explain, api-resources, version --client, a scheme-less server, an exec
 //! run without a command, durations, logs --tail/--since. The server-side
@@ -162,7 +162,7 @@ fn a_server_without_a_scheme_is_named_as_such() {
             "error: server \"127.0.0.1:7811\" has no scheme\nhint: use http://127.0.0.1:7811\n"
         )
     );
-    // https:// is spoken (issue 15); another scheme is a usage error.
+    // https:// is spoken; another scheme is a usage error.
     let r = env.run(&["--server", "ftp://pam.example.com", "get", "hosts"]);
     assert_eq!(r.code, 2);
     assert!(

@@ -1,8 +1,7 @@
 //! Attach leases (`attach_leases`, `attach_input`): one holder at a time
 //! on a live run, expiring `ttl` after it was acquired or last renewed;
 //! lines typed under it queue until the run's worker takes them. In the
-//! database, so that every pamd replica serves every attach request
-//! (issue 15).
+//! database, so that every pamd replica serves every attach request.
 
 use std::time::Duration;
 

@@ -1,4 +1,4 @@
-//! The dashboard's charts (issue 36): a project's runs counted into equal
+//! The dashboard's charts: a project's runs counted into equal
 //! time buckets, one statement per read in PostgreSQL, never a row per run
 //! sent to pamd.
 //!

@@ -1,4 +1,4 @@
-//! Task dependencies (issue 17): `work_item_deps (task_id, depends_on_id,
+//! Task dependencies: `work_item_deps (task_id, depends_on_id,
 //! project_id)` and the dispatch gate they drive.
 //!
 //! A task is *blocked* while any task it depends on is not `done`. A pending

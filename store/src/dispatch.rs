@@ -1,4 +1,4 @@
-//! The dispatch predicate (issue 29: one home). Which host may receive new
+//! The dispatch predicate (one home). Which host may receive new
 //! runs, and which pending run a host's claim may take — in Rust (the
 //! memory store's claim, the timeout's "an eligible host was seen") and,
 //! beside it, in SQL (PostgreSQL's claim). The store conformance suite
@@ -7,13 +7,13 @@
 //!
 //! A run is claimable by a host when it is pending, not asked to stop,
 //! dispatchable (`dispatchable_since` set: its dependencies were done when
-//! it was last gated, issue 17), its target matches the host
+//! it was last gated), its target matches the host
 //! ([`crate::Target::matches`]), none of its task's dependencies is undone,
-//! no Secret it names is missing (issue 18), its project is not over
-//! budget (issue 21) and the host has its provider, at the version
-//! `spec.providerVersion` asks for ([`host_has_provider`], issue 31), and
+//! no Secret it names is missing, its project is not over
+//! budget and the host has its provider, at the version
+//! `spec.providerVersion` asks for ([`host_has_provider`]), and
 //! a run with a workspace goes to no host whose workspace volume is below
-//! its worker's `min_free_bytes` ([`uses_workspace`], issue 32), and a
+//! its worker's `min_free_bytes` ([`uses_workspace`]), and a
 //! run with `permissions: full` only to a host that takes it
 //! ([`asks_full`], [`allows_full`]). The host itself must be
 //! [`host_eligible`]; capacity is the claim's `limit`.
@@ -42,7 +42,7 @@ impl crate::runs::PendingRun {
     }
 }
 
-/// A run's `spec.providerVersion` (issue 31): the semver requirement a
+/// A run's `spec.providerVersion`: the semver requirement a
 /// host's reported version of its provider must meet.
 pub fn provider_version(r: &Run) -> Option<&str> {
     r.meta.spec.get("providerVersion").and_then(|v| v.as_str())
@@ -98,7 +98,7 @@ pub fn providers_json(host: &Host) -> Option<serde_json::Value> {
     })
 }
 
-/// Whether run `r` works in a git workspace (issue 32): its own
+/// Whether run `r` works in a git workspace: its own
 /// `spec.workspace`, or — a run that names no `cwd` — its task's
 /// (`task_spec`). `rules::runs::workspace::order` resolves the workspace
 /// itself by the same precedence; [`USES_WORKSPACE_SQL`] is the SQL form.
@@ -111,7 +111,7 @@ pub fn uses_workspace(r: &Run, task_spec: Option<&serde_json::Value>) -> bool {
 pub const USES_WORKSPACE_SQL: &str = "(runs.spec ? 'workspace' OR (runs.cwd = '' AND EXISTS     (SELECT 1 FROM work_items t WHERE t.id = runs.task_id AND t.spec ? 'workspace')))";
 
 /// Whether `host` reported its workspace volume below its worker's
-/// `[workspaces] min_free_bytes` (issue 32): it takes no run with a
+/// `[workspaces] min_free_bytes`: it takes no run with a
 /// workspace. `$8` of [`CLAIMABLE_SQL`].
 pub fn workspace_low(host: &Host) -> bool {
     host.capabilities

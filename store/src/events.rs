@@ -29,7 +29,7 @@ impl Event {
     }
 }
 
-/// A place in the journal's one total order (issue 33): by the appending
+/// A place in the journal's one total order: by the appending
 /// transaction's id, then by seq. Seqs are drawn when an event is
 /// appended, not when its transaction commits, and no lock orders the
 /// commits, so seq order is not an order readers can follow: a reader
@@ -65,7 +65,7 @@ pub struct JournalPage {
 /// holds them until commit and publish: each payload kept as its JSON
 /// text, not as a tree. A big apply journals an event per object and
 /// holds them all until it commits; a payload of eight fields is ~1 KB as
-/// a `Value` map and ~300 bytes as text (issue 30). [`Journaled::iter`]
+/// a `Value` map and ~300 bytes as text. [`Journaled::iter`]
 /// decodes one event at a time, for whoever needs them (a stream's
 /// frames, the webhook fan-out).
 #[derive(Debug, Clone, Default)]
@@ -164,7 +164,7 @@ impl PartialEq<Vec<Event>> for Journaled {
 }
 
 tokio::task_local! {
-    /// Who the events journaled by this task are done for (issue 34): set
+    /// Who the events journaled by this task are done for: set
     /// around one API request ([`as_actor`]); the loops run without one.
     static ACTOR: Value;
 }

@@ -30,10 +30,10 @@ pub struct Host {
     /// [`Host::labels`].
     pub dispatch_labels: Labels,
     /// What the worker reported for itself at its last registration, each
-    /// key already under `worker.pam.dev/` (issue 30): a worker chooses
+    /// key already under `worker.pam.dev/`: a worker chooses
     /// these, so they never share a key with an operator's labels.
     pub worker_labels: Labels,
-    /// What the worker last reported it can run (issue 31); `None` until a
+    /// What the worker last reported it can run; `None` until a
     /// worker that reports capabilities registers — such a host is taken
     /// to run every provider, as all hosts did before (see
     /// [`crate::dispatch::host_has_provider`]).
@@ -71,9 +71,9 @@ impl Host {
         }
     }
 
-    /// The host's one label set (issue 16): `metadata.labels` with
+    /// The host's one label set: `metadata.labels` with
     /// `spec.labels` over them (both operator-set), and the worker's report
-    /// in its own namespace (issue 30). Run target selectors, `pamctl get
+    /// in its own namespace. Run target selectors, `pamctl get
     /// hosts -l` and the host's `status.labels` all use this set, so what
     /// users see is what selects. A worker-reported label satisfies a
     /// selector only on its `worker.pam.dev/` key: a worker that reports
@@ -102,7 +102,7 @@ pub trait HostTx: Send {
     /// The hosts with these names (any order; names with no host are left
     /// out). One statement: the heartbeat batch reads its hosts with it.
     async fn get_hosts_by_names(&mut self, names: &[String]) -> StoreResult<Vec<Host>>;
-    /// Heartbeats that change nothing but liveness, set-based (issue 33):
+    /// Heartbeats that change nothing but liveness, set-based:
     /// for each `(id, expected_rv)`, `last_seen_at = now` and the version
     /// bumped where the host is still at `expected_rv` — what
     /// [`crate::NamedTx::update`] writes for such a host, one statement for all.
@@ -124,7 +124,7 @@ pub trait HostTx: Send {
     async fn list_silent_hosts(&mut self, cutoff: DateTime<Utc>) -> StoreResult<Vec<Host>>;
     /// How many live (spawning or running) runs each host has; hosts with
     /// none are left out. One statement for the whole fleet: the dispatch
-    /// pass counts "at capacity" hosts from it (issue 31).
+    /// pass counts "at capacity" hosts from it.
     async fn count_live_runs_per_host(&mut self) -> StoreResult<Vec<(Uuid, i64)>>;
     /// How many hosts are in each status (statuses with none are left out).
     async fn count_hosts_by_status(&mut self) -> StoreResult<Vec<(HostStatus, i64)>>;

@@ -1,4 +1,4 @@
-//! Idempotency keys (issue 19): the [`IdempotencyTx`] calls behind pamd's
+//! Idempotency keys: the [`IdempotencyTx`] calls behind pamd's
 //! `Idempotency-Key` layer.
 //!
 //! # Guarantees

@@ -1,5 +1,5 @@
-//! Leader leases (`leader_leases`): which pamd replica runs the loops
-//! (issue 15). A lease is held by one process until it expires; renewing
+//! Leader leases (`leader_leases`): which pamd replica runs the loops.
+//! A lease is held by one process until it expires; renewing
 //! keeps its `term`, a takeover by another process bumps it. The term is
 //! the fencing token: [`LeaderTx::fence`] in a loop's transaction makes its
 //! commit fail once another process took over, and makes a takeover wait

@@ -32,15 +32,16 @@
 //! # Layout
 //! One module per aggregate — [`projects`], [`work_items`], [`runs`] (with
 //! the one-shot signal markers), [`hosts`], [`events`] (the journal),
-//! [`tokens`], [`sources`] (GitOps), [`secrets`] and [`schedules`] (issue 18) — each holding its row types and its part of the
-//! transaction ([`WorkItemTx`], [`RunTx`], [`HostTx`],
-//! [`EventTx`], [`TokenTx`]), and [`named`] the calls every kind with a
-//! table of its own shares ([`NamedTx`]); [`Tx`] is all of them plus commit. The two
-//! implementations follow the same split ([`postgres`], [`memory`]). The
-//! conformance suite lives in this crate's tests (`tests/conformance/`).
-//! [`db`] embeds the migrations; [`embedded`] runs the private
-//! PostgreSQL cluster pamd uses by default. Nothing here knows about HTTP,
-//! the loops or the event bus: this crate is the bottom layer of pamd.
+//! [`tokens`], [`sources`] (GitOps), [`secrets`] and [`schedules`] — each
+//! holding its row types and its part of the transaction ([`WorkItemTx`],
+//! [`RunTx`], [`HostTx`], [`EventTx`], [`TokenTx`]), and [`named`] the
+//! calls every kind with a table of its own shares ([`NamedTx`]); [`Tx`] is
+//! all of them plus commit. The two implementations follow the same split
+//! ([`postgres`], [`memory`]). The conformance suite lives in this crate's
+//! tests (`tests/conformance/`). [`db`] embeds the migrations; [`embedded`]
+//! runs the private PostgreSQL cluster pamd uses by default. Nothing here
+//! knows about HTTP, the loops or the event bus: this crate is the bottom
+//! layer of pamd.
 
 pub mod activity;
 pub mod applysets;
@@ -139,7 +140,7 @@ pub enum StoreError {
     #[error("invalid: {0}")]
     Invalid(String),
     /// A fenced transaction's leader lease moved on: another process
-    /// leads now, and this one must write nothing (issue 15).
+    /// leads now, and this one must write nothing.
     #[error("fenced: {0}")]
     Fenced(String),
     /// The database cannot serve now, and trying again later may work:
@@ -147,7 +148,7 @@ pub enum StoreError {
     /// the pool's acquire timeout), or a wait was cut short — a lock not
     /// granted within `lock_timeout` (another session holds it, perhaps a
     /// stopped process), a statement past `statement_timeout`, a session
-    /// ended idle in its transaction (issue 30). Nothing was committed.
+    /// ended idle in its transaction. Nothing was committed.
     #[error("database unavailable: {0}")]
     Unavailable(String),
     /// The database failed otherwise. Not the caller's fault.
@@ -199,11 +200,10 @@ pub trait Store: Send + Sync + 'static {
     /// Starts a transaction. Every read and write happens in one.
     async fn begin(&self) -> StoreResult<Box<dyn Tx>>;
 
-    /// Starts a transaction on connections kept for liveness (issue 33:
-    /// heartbeats, the re-check of held tokens), which the pool's other
-    /// work cannot take: under load a host is not declared offline, nor a
-    /// token's check lapse, for want of a connection. Use for small, short
-    /// transactions only.
+    /// Starts a transaction on connections kept for liveness (heartbeats, the
+    /// re-check of held tokens), which the pool's other work cannot take: under
+    /// load a host is not declared offline, nor a token's check lapse, for want
+    /// of a connection. Use for small, short transactions only.
     async fn begin_priority(&self) -> StoreResult<Box<dyn Tx>> {
         self.begin().await
     }
@@ -247,7 +247,7 @@ pub trait Store: Send + Sync + 'static {
     /// Refreshes the query planner's statistics of the run queue
     /// (PostgreSQL: `ANALYZE runs`). A bulk of new pending runs makes the
     /// claim's plan from stale statistics walk and sort every pending run
-    /// (30× slower at 10,000, issue 20) until autovacuum analyzes; pamd
+    /// (30× slower at 10,000) until autovacuum analyzes; pamd
     /// calls this after a batch that created many. Nothing to do in memory.
     async fn refresh_statistics(&self) -> StoreResult<()> {
         Ok(())
@@ -256,11 +256,11 @@ pub trait Store: Send + Sync + 'static {
     /// The tokens with these fingerprints (those found, in no order) as
     /// one statement outside a transaction: every API request looks its
     /// bearer token up, a transaction around that read cost two more
-    /// round trips (`BEGIN`, `ROLLBACK`) per request (issue 20), and the
-    /// requests waiting together are looked up together (issue 33,
-    /// pamd's `api::group::read`) — in PostgreSQL on the connections kept
-    /// for [`Store::begin_priority`]. Not while the caller holds a
-    /// transaction: MemStore's transactions take turns.
+    /// round trips (`BEGIN`, `ROLLBACK`) per request, and the
+    /// requests waiting together are looked up together (pamd's
+    /// `crate::batch::read` in pamd) — in PostgreSQL on the connections kept for
+    /// [`Store::begin_priority`]. Not while the caller holds a transaction:
+    /// MemStore's transactions take turns.
     async fn tokens_by_fingerprints(&self, fps: &[String]) -> StoreResult<Vec<ApiToken>> {
         let mut tx = self.begin().await?;
         let mut found = Vec::with_capacity(fps.len());

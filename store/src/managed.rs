@@ -1,6 +1,6 @@
-//! Managed fields (`managed_fields`, issue 35): per object, which field
+//! Managed fields (`managed_fields`): per object, which field
 //! paths each manager set, server-side-apply style. The merge itself is
-//! the controller's (`apply/managed.rs`); the store keeps the record.
+//! the controller's (`apply/managed/mod.rs`); the store keeps the record.
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};

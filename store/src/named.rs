@@ -1,4 +1,4 @@
-//! The calls every kind with a table of its own shares (issue 29): insert,
+//! The calls every kind with a table of its own shares: insert,
 //! read by id, by name in its scope, list a scope, update at a resource
 //! version, delete. [`NamedTx`] declares them once, generic over the kind,
 //! and each store implements it once for all its kinds; [`crate::Tx`] is

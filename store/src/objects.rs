@@ -1,4 +1,4 @@
-//! Objects of the kinds stored generically (issue 29): one table,
+//! Objects of the kinds stored generically: one table,
 //! `objects`, for every kind whose objects are metadata, a spec and a
 //! status — as Kubernetes keeps every kind in one store. The kind's
 //! registry row (`pam_manifests::kinds::KindInfo::generic`) says a kind is

@@ -21,7 +21,7 @@ pub struct Project {
     pub updated_at: DateTime<Utc>,
 }
 
-/// Issue 21: whether a project carries the condition `BudgetExceeded` with
+/// Whether a project carries the condition `BudgetExceeded` with
 /// status True — set by pamd's budget pass when its runs together reached
 /// `spec.budget`. [`crate::RunTx::claim_runs`] dispatches none of its runs
 /// while it does.

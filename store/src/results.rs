@@ -1,4 +1,4 @@
-//! Workspace results (`run_results`, issue 32): per run and attempt, what
+//! Workspace results (`run_results`): per run and attempt, what
 //! the attempt's git worktree came to, with its patch.
 
 use async_trait::async_trait;

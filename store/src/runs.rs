@@ -36,7 +36,7 @@ impl Target {
 
     /// [`Target::matches`] given the host's name and its labels
     /// ([`Host::labels`]) already built: a pass over many runs builds
-    /// each host's label set once (issue 31).
+    /// each host's label set once.
     pub fn matches_labels(&self, host_name: &str, labels: &Labels) -> bool {
         match self {
             Target::Any => true,
@@ -67,7 +67,7 @@ pub struct Run {
     /// worker saw it); per attempt, cleared on requeue.
     pub failure_message: Option<String>,
     pub pending_since: DateTime<Utc>,
-    /// When this pending run became dispatchable (issue 17): its
+    /// When this pending run became dispatchable: its
     /// `pending_since`, or when its task's last dependency became done;
     /// `None` while blocked (a dependency not done). The dispatch timeout
     /// (OQ-15) counts from it. Computed by the store.
@@ -84,14 +84,14 @@ pub struct Run {
     /// Desired stop (`spec.stopped`).
     pub stop_requested: bool,
     /// Who asked for the stop (`{name, role}`, the request's actor), for
-    /// `run.stopped`'s `actor` (issue 34): the stop takes effect later,
+    /// `run.stopped`'s `actor`: the stop takes effect later,
     /// in a loop or the worker's report. Written with the stop only.
     pub stopped_by: Option<serde_json::Value>,
     /// When a failed run becomes due for its restart requeue.
     pub requeue_at: Option<DateTime<Utc>>,
     /// Whether an eligible host ever matched while pending (OQ-15).
     pub eligible_host_seen: bool,
-    /// Token usage and cost (issue 21): the current attempt's and all
+    /// Token usage and cost: the current attempt's and all
     /// attempts'. Written by signal ingest.
     pub usage: RunUsage,
     /// The permissions settled when the run was created (its own, its
@@ -314,7 +314,7 @@ pub struct RunFilter {
     pub ids: Option<Vec<Uuid>>,
 }
 
-/// A pending run as the dispatch pass reads it (issue 31): what placing
+/// A pending run as the dispatch pass reads it: what placing
 /// it, stopping it and timing it out depend on, without its spec, prompt,
 /// labels or usage. The pass reads a whole row ([`RunFilter::ids`]) only
 /// for a run it writes, so a pass that leaves every run as it was reads
@@ -341,7 +341,7 @@ pub struct PendingRun {
     pub scheduled: Option<(String, String)>,
 }
 
-/// A run's stored `Scheduled` condition (issue 31) as (reason, message),
+/// A run's stored `Scheduled` condition as (reason, message),
 /// if it has one.
 pub fn scheduled_of(m: &Meta) -> Option<(String, String)> {
     m.conditions.as_array()?.iter().find_map(|cond| {
@@ -433,12 +433,12 @@ pub trait RunTx: Send {
     /// dispatchable_since first, skipping runs with stop_requested and
     /// blocked runs (dispatchable_since NULL, or a dependency not done now:
     /// a reopened dependency blocks before the gating pass notices), and
-    /// runs of a project whose condition `BudgetExceeded` is True (issue
-    /// 21, [`crate::projects::over_budget`]), and runs waiting for a
-    /// Secret (issue 18, [`crate::SecretTx::set_run_secret_wait`]). Locks rows
-    /// (`FOR UPDATE SKIP LOCKED`), so concurrent claimers never claim the
-    /// same run; each claimed run becomes spawning with host_id = host.
-    /// Eligibility of the host itself (online, capacity) is the caller's.
+    /// runs of a project whose condition `BudgetExceeded` is True
+    /// ([`crate::projects::over_budget`]), and runs waiting for a Secret
+    /// ([`crate::SecretTx::set_run_secret_wait`]). Locks rows (`FOR UPDATE SKIP
+    /// LOCKED`), so concurrent claimers never claim the same run; each claimed
+    /// run becomes spawning with host_id = host. Eligibility of the host itself
+    /// (online, capacity) is the caller's.
     async fn claim_runs(
         &mut self,
         host: &Host,
@@ -451,8 +451,8 @@ pub trait RunTx: Send {
     async fn list_pending_runs(&mut self, limit: i64) -> StoreResult<Vec<PendingRun>>;
     /// Of [`RunTx::list_pending_runs`]'s runs, those whose spec reads a
     /// Secret ([`crate::secrets::reads_secrets`]): what the Secret loop
-    /// re-checks each pass (issue 18), read without the rest (issue 31:
-    /// the pass no longer reads every pending run twice).
+    /// re-checks each pass, read without the rest (the pass no longer reads
+    /// every pending run twice).
     async fn list_pending_runs_reading_secrets(&mut self, limit: i64) -> StoreResult<Vec<Run>>;
     /// Failed runs whose requeue_at is at or before `now` and that have no
     /// stop request, oldest requeue_at first.
@@ -497,11 +497,11 @@ pub trait RunTx: Send {
     async fn delete_run(&mut self, id: Uuid) -> StoreResult<bool>;
     /// Number of runs in spawning or running on a host.
     async fn count_live_runs(&mut self, host_id: Uuid) -> StoreResult<i64>;
-    /// Usage roll-up per project (issue 21), one statement: the sum of
+    /// Usage roll-up per project, one statement: the sum of
     /// every attempt's usage over the project's runs. Projects without
     /// runs are left out; order unspecified.
     async fn usage_by_project(&mut self, project_ids: &[Uuid]) -> StoreResult<Vec<(Uuid, Usage)>>;
-    /// Usage roll-up per work item (issue 21), one statement: the sum of
+    /// Usage roll-up per work item, one statement: the sum of
     /// every attempt's usage over the runs of the item and of its
     /// descendants (the materialized path's subtree). Items without such
     /// runs are left out; order unspecified.

@@ -1,4 +1,4 @@
-//! The schedule aggregate (issue 18): [`Schedule`] rows and the runs each
+//! The schedule aggregate: [`Schedule`] rows and the runs each
 //! created ([`ScheduleTx::schedule_runs`]).
 //!
 //! # Guarantees

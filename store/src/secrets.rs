@@ -1,4 +1,4 @@
-//! The secret aggregate (issue 18): [`Secret`] rows — a project's sealed
+//! The secret aggregate: [`Secret`] rows — a project's sealed
 //! values with their declarative metadata — and the runs waiting for a
 //! Secret ([`SecretTx::set_run_secret_wait`]).
 //!

@@ -52,7 +52,7 @@ pub struct SourceStatus {
     /// Owned objects whose owned fields differ from the Source's
     /// (`[{kind, project, name, fields}]`).
     pub drift: Value,
-    /// Issue 35: the objects that left the tree at the last sync that
+    /// The objects that left the tree at the last sync that
     /// wrote (`[{kind, project, name, sync, health, message}]`, sync
     /// `Pruned` or `Held`); replaced by the next write.
     pub departed: Value,
@@ -88,7 +88,7 @@ pub struct OwnedObject {
     pub meta: Option<Meta>,
     /// Runs only: the run's status (for health).
     pub run_status: Option<pam_manifests::state::RunStatus>,
-    /// Tasks only: the task's status (issue 35: its own health).
+    /// Tasks only: the task's status (its own health).
     pub task_status: Option<pam_manifests::state::WorkItemStatus>,
 }
 

@@ -15,7 +15,7 @@ pub enum TokenKind {
     Worker,
 }
 
-/// What a token may do (issue 34): `admin` everything, `operator` read
+/// What a token may do: `admin` everything, `operator` read
 /// and change its projects, `viewer` read its projects, `worker` the
 /// worker endpoints for its host, `metrics` only `/metrics`; or what a
 /// custom `Role` object's rules allow ([`Role::Custom`]).
@@ -127,7 +127,7 @@ pub trait TokenTx: Send {
     /// A token by fingerprint, revoked or not.
     async fn get_token_by_fingerprint(&mut self, fp: &str) -> StoreResult<Option<ApiToken>>;
     /// Those of `ids` that are revoked or do not exist, in one statement
-    /// (the re-check of the tokens open streams hold, issue 33: nearly
+    /// (the re-check of the tokens open streams hold: nearly
     /// always none, so a fleet's 10,000 held tokens cost one statement
     /// that returns no rows, not 10,000 rows a second).
     async fn dead_tokens(&mut self, ids: &[Uuid]) -> StoreResult<Vec<Uuid>>;
@@ -138,7 +138,7 @@ pub trait TokenTx: Send {
     /// For each `(id, at)` of `uses`: sets last_used_at = `at` unless it is
     /// already at or after `at - window`; returns how many were written.
     /// The guard makes a burst of requests write once; one statement
-    /// writes every token's (issue 33: 10,000 workers' tokens).
+    /// writes every token's (10,000 workers' tokens).
     async fn touch_tokens(
         &mut self,
         uses: &[(Uuid, DateTime<Utc>)],

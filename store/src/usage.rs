@@ -1,4 +1,4 @@
-//! Token usage and cost of a run (issue 21): the current attempt's figures
+//! Token usage and cost of a run: the current attempt's figures
 //! and every attempt's together, as the `attempt_*` and `total_*` columns
 //! of `runs` keep them.
 //!

@@ -1,4 +1,4 @@
-//! Outbound webhooks (issue 19): [`Webhook`] rows (declarative, like a
+//! Outbound webhooks: [`Webhook`] rows (declarative, like a
 //! Source) and their [`Delivery`] queue, and the [`WebhookTx`] calls.
 //!
 //! # Guarantees

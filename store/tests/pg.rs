@@ -98,7 +98,7 @@ async fn settled(store: &PgStore) {
     panic!("the journal's horizon stayed behind for 10 s");
 }
 
-/// Issue 33: journaling transactions do not wait for each other (they used
+/// Journaling transactions do not wait for each other (they used
 /// to, one advisory lock ordering every commit), and followers read only
 /// finished transactions, in (xid, seq) order: an event committed behind a
 /// transaction still in flight waits for it, and a transaction that began
@@ -161,7 +161,7 @@ async fn appends_commit_concurrently_and_followers_wait_for_the_horizon() {
     assert_eq!(rest, [c.seq]);
 }
 
-/// Migration 0014 (issue 30): a host no Host manifest declares kept its
+/// Migration 0014: a host no Host manifest declares kept its
 /// worker's report in `dispatch_labels`; the migration files it under
 /// `worker.pam.dev/` (by the key's name part) so it no longer satisfies an
 /// operator selector. A declared host's `dispatch_labels` (its

@@ -1,5 +1,5 @@
 //! pamd's pool (store/src/postgres/pool.rs) pings a connection before
-//! handing it out only when it sat idle for over a second (issue 33): a
+//! handing it out only when it sat idle for over a second: a
 //! connection whose server session ended while it was idle is still
 //! replaced, not handed to a transaction that would fail on it.
 

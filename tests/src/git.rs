@@ -13,7 +13,7 @@ pub fn write(dir: &Path, rel: &str, text: &str) {
 }
 
 /// A GitHub push's `X-Hub-Signature-256` value without its `sha256=`:
-/// HMAC-SHA256 of `body` with `secret`, as hex (issue 35's receivers).
+/// HMAC-SHA256 of `body` with `secret`, as hex (for the push receivers).
 pub fn hub_signature(secret: &str, body: &[u8]) -> String {
     let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret.as_bytes());
     hex::encode(ring::hmac::sign(&key, body).as_ref())
@@ -64,7 +64,7 @@ pub async fn serve_dumb_http(bare: &Path, known: &'static [&'static str]) -> u16
     port
 }
 
-/// The repository and manifests of the workspace tests (issue 32).
+/// The repository and manifests of the workspace tests.
 pub mod workspaces {
     use std::path::{Path, PathBuf};
     use std::process::Command;

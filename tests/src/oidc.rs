@@ -1,4 +1,4 @@
-//! A small OIDC issuer for the tests (issue 34): discovery, JWKS, an
+//! A small OIDC issuer for the tests: discovery, JWKS, an
 //! authorization endpoint that redirects back at once with a code, and a
 //! token endpoint that checks the code (one use) and the PKCE verifier and
 //! answers an ES256-signed ID token made with a key this process made

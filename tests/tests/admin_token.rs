@@ -1,4 +1,4 @@
-//! `[api] admin_token_file` (issue 36's deploy): replicas reading one
+//! `[api] admin_token_file` (the Kubernetes deploy's): replicas reading one
 //! admin token from a file they do not write (a Kubernetes Secret) share
 //! one `admin` token instead of minting one each into data dirs that die
 //! with their pods; a rotated file revokes the old token; a file others

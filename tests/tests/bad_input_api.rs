@@ -1,4 +1,4 @@
-//! Issue 13's bad-input suite over the HTTP API: a real pamd on a real
+//! The bad-input suite over the HTTP API: a real pamd on a real
 //! PostgreSQL, every case a raw request (method, path, token, content type,
 //! body) with the status and error code it must get. For every case: no
 //! 500, the body is `{"error": {"code", "message"}}` with a non-empty
@@ -330,7 +330,7 @@ fn extractor_cases() -> Vec<Case> {
         .expect(413, "payload_too_large"),
     );
     // Signals take bodies up to apply's limit (16 MiB by default: a
-    // `finished` may carry its workspace's patch, issue 32).
+    // `finished` may carry its workspace's patch).
     let huge = format!("{{\"signals\": \"{}\"}}", "x".repeat(17 << 20));
     out.push(
         case(
@@ -611,7 +611,7 @@ fn path_and_query_cases() -> Vec<Case> {
             Tok::Admin,
         )
         .naming("after"),
-        // Issue 32: a run's workspace result.
+        // A run's workspace result.
         case(
             "run result attempt=0",
             Method::GET,
@@ -758,7 +758,7 @@ fn manifest_cases() -> Vec<Case> {
     for route in ["/api/v1/apply", "/api/v1/diff"] {
         out.push(yaml(route, "deep", deep.clone(), "nesting deeper"));
         out.push(yaml(route, "alias-bomb", bomb.clone(), "alias"));
-        // Issue 32: a ref git would read as an option.
+        // A ref git would read as an option.
         let ws = "apiVersion: pam.dev/v1\nkind: Run\nmetadata: {name: r9, project: web}\nspec:\n  task: cart\n  provider: exec\n  command: [\"true\"]\n  workspace: {ref: \"--orphan\"}\n";
         out.push(yaml(
             route,
@@ -870,7 +870,7 @@ fn manifest_cases() -> Vec<Case> {
             .json(json!({"objects": [42]}))
             .expect(422, "invalid"),
         );
-        // Issue 30: an object's error names its field, as a file's does,
+        // An object's error names its field, as a file's does,
         // and integers past PostgreSQL's integer are refused with the range.
         let run = |policy: Value| json!({"objects": [{"apiVersion": "pam.dev/v1", "kind": "Run", "metadata": {"name": "r9", "project": "web"}, "spec": {"task": "cart", "provider": "claude", "cwd": "/tmp", "restartPolicy": policy}}]});
         out.push(
@@ -943,7 +943,7 @@ fn worker_cases(r1: &str) -> Vec<Case> {
         w("register: 10,000 labels", reg_p, Tok::W1, reg(Value::Object(many), json!("t"))).expect(422, "unprocessable").naming("labels"),
         w("register: label key Bad Key!", reg_p, Tok::W1, reg(json!({"Bad Key!": "x"}), json!("t"))).expect(422, "unprocessable").naming("Bad Key!"),
         w("register: label value with spaces", reg_p, Tok::W1, reg(json!({"gpu": "a b"}), json!("t"))).expect(422, "unprocessable").naming("labels.gpu"),
-        w("register: label key with a prefix of its own (issue 30)", reg_p, Tok::W1, reg(json!({"pam.dev/secure": "true"}), json!("t"))).expect(422, "unprocessable").naming("pam.dev/secure"),
+        w("register: label key with a prefix of its own", reg_p, Tok::W1, reg(json!({"pam.dev/secure": "true"}), json!("t"))).expect(422, "unprocessable").naming("pam.dev/secure"),
         w("register: 1 KB label key", reg_p, Tok::W1, reg(json!({"k".repeat(1024): "x"}), json!("t"))).expect(422, "unprocessable").naming("labels"),
         w("register: another host's name", reg_p, Tok::W1, json!({"name": "h2", "platform": "linux", "instance_id": uuid(), "capacity": 1, "version": "t"})).expect(403, "forbidden"),
         w("register: unknown platform", reg_p, Tok::W1, json!({"name": "h1", "platform": "beos", "instance_id": uuid(), "capacity": 1, "version": "t"})).expect(422, "unprocessable"),
@@ -962,7 +962,7 @@ fn worker_cases(r1: &str) -> Vec<Case> {
         w("signals: progress without seq", sig_p, Tok::W1, sig(r1, "progress", None)).expect(422, "signal_rejected").naming("seq"),
         w("signals: 2 KB reason", sig_p, Tok::W1, json!({"signals": [{"run_id": r1, "attempt": 1, "kind": "failed", "reason": "r".repeat(2048), "at": "now"}]})).expect(422, "signal_rejected").naming("reason"),
         w("signals: unknown kind", sig_p, Tok::W1, sig(r1, "exploded", None)).expect(422, "unprocessable").naming("kind"),
-        w("signals: started with a result (issue 32)", sig_p, Tok::W1, json!({"signals": [{"run_id": r1, "attempt": 1, "kind": "started", "at": "now", "result": json!({"branch": "b", "base_commit": "a", "head_commit": "c", "commits": 1, "files_changed": 1, "insertions": 1, "deletions": 0, "patch": ""})}]})).expect(422, "signal_rejected").naming("result"),
+        w("signals: started with a result", sig_p, Tok::W1, json!({"signals": [{"run_id": r1, "attempt": 1, "kind": "started", "at": "now", "result": json!({"branch": "b", "base_commit": "a", "head_commit": "c", "commits": 1, "files_changed": 1, "insertions": 1, "deletions": 0, "patch": ""})}]})).expect(422, "signal_rejected").naming("result"),
         w("signals: finished with an empty branch", sig_p, Tok::W1, json!({"signals": [{"run_id": r1, "attempt": 1, "kind": "finished", "exit_code": 0, "at": "now", "result": {"branch": "", "base_commit": "a", "head_commit": "c", "commits": 1, "files_changed": 1, "insertions": 1, "deletions": 0, "patch": ""}}]})).expect(422, "signal_rejected").naming("result.branch"),
         w("signals: finished with a 9 MB patch", sig_p, Tok::W1, json!({"signals": [{"run_id": r1, "attempt": 1, "kind": "finished", "exit_code": 0, "at": "now", "result": {"branch": "b", "base_commit": "a", "head_commit": "c", "commits": 1, "files_changed": 1, "insertions": 1, "deletions": 0, "patch": "p".repeat(9 << 20)}}]})).expect(422, "signal_rejected").naming("result.patch"),
         w("signals: 2,000 signals", sig_p, Tok::W1, json!({"signals": vec![sig(r1, "progress", None)["signals"][0].clone(); 2000]})).expect(422, "unprocessable").naming("signals"),

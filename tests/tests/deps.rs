@@ -1,4 +1,4 @@
-//! Task dependencies (issue 17) end to end: real pamd on PostgreSQL, a
+//! Task dependencies end to end: real pamd on PostgreSQL, a
 //! real pam-worker with tmux and the fake provider. A task's runs are
 //! dispatched only once every task it depends on is done; the operator
 //! marks a task done (`pamctl task done`) after its run exits.

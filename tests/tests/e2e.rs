@@ -1,4 +1,4 @@
-//! The seven end-to-end scenarios of issue 5: real pamd on real PostgreSQL,
+//! Seven end-to-end scenarios: real pamd on real PostgreSQL,
 //! real pam-worker processes (each on a private tmux server), real tmux and
 //! the fake provider, with thresholds shortened through pamd's config.
 
@@ -539,7 +539,7 @@ async fn operator_signal_survives_a_pamd_crash() {
     );
 }
 
-/// Issue 13: two workers on one tmux socket. Attempt 1 runs on h1, h1
+/// Two workers on one tmux socket. Attempt 1 runs on h1, h1
 /// dies (its session lives on), the run is requeued as attempt 2 to h2 on
 /// the same socket. h2 must not take attempt 1's session (same name) for
 /// attempt 2: it replaces the stale incarnation and runs attempt 2 itself.

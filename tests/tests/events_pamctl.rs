@@ -92,7 +92,7 @@ async fn wait_exits_0_when_the_condition_comes_true_and_1_on_timeout() {
         "{err}"
     );
     // Never true: a stopped run will not run again, so the wait ends at
-    // once (issue 16) instead of running out its timeout.
+    // once instead of running out its timeout.
     let out = p.pamctl(&[
         "-p",
         "web",
@@ -273,7 +273,7 @@ async fn sigterm_with_open_event_streams_exits_within_10s() {
     drop(follower);
 }
 
-/// Issue 31: events read as sentences in `pamctl events`, `get events`
+/// Events read as sentences in `pamctl events`, `get events`
 /// (`--for`, `--types`, `-o json`, `-w`) and `describe`; output
 /// snapshots hidden unless asked.
 #[tokio::test]

@@ -1,4 +1,4 @@
-//! Issue 15: `--database-url` as a first-class mode. The test starts a
+//! `--database-url` as a first-class mode. The test starts a
 //! PostgreSQL server of its own on a free TCP port (initdb + postgres in a
 //! temp dir, as an unprivileged user when root: pam-store's embedded-cluster
 //! code with a TCP port), not pamd's embedded one; real pamd connects to it
@@ -143,7 +143,7 @@ async fn pamd_verifies_an_external_postgresql_that_requires_tls() {
     tokio::task::spawn_blocking(move || stop(pg)).await.unwrap();
 }
 
-/// Issue 30: with PostgreSQL down, `/readyz`, `/metrics` and every API
+/// With PostgreSQL down, `/readyz`, `/metrics` and every API
 /// call took 10 s and then answered 503, 503 and 500. Now readiness says
 /// 503 within a second, `/metrics` keeps serving pamd's own metrics with
 /// `pam_database_up 0`, and an API call answers 503 with `Retry-After`
@@ -223,7 +223,7 @@ async fn postgresql_down_is_answered_fast_and_recovered_from() {
     tokio::task::spawn_blocking(move || stop(pg)).await.unwrap();
 }
 
-/// Issue 36: the layout of deploy/compose.yaml — pamd and a worker as two
+/// The layout of deploy/compose.yaml — pamd and a worker as two
 /// processes with separate data dirs, the worker holding only its own
 /// token, pamd on an external PostgreSQL — syncs a git Source, and the
 /// run it declares runs on that worker.

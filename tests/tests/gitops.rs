@@ -1,4 +1,4 @@
-//! Issue 14 end to end: GitOps Sources on a real pamd and real PostgreSQL,
+//! GitOps Sources end to end, on a real pamd and real PostgreSQL,
 //! with local git repositories made in the test (`file://` URLs) and
 //! watched directories.
 
@@ -26,7 +26,7 @@ fn git_source(name: &str, repo: &Path, projects: &str, extra: &str) -> String {
 
 /// pamd's options for directory Sources in the test's temporary
 /// directories: outside pamd's data dir, so allowed by `[sources]
-/// allowed_roots` (issue 30).
+/// allowed_roots`.
 fn dir_opts() -> PamdOptions {
     PamdOptions {
         config_toml: format!(
@@ -357,7 +357,7 @@ async fn pamd_killed_mid_sync_applies_nothing_twice() {
     assert_eq!(topics(&pamd, "source.synced"), 1, "one sync applied it");
 }
 
-/// Regression (issue 14): `apply --prune -l` pruned matching objects in
+/// Regression: `apply --prune -l` pruned matching objects in
 /// every project, also projects the batch never names.
 #[tokio::test]
 async fn prune_with_a_selector_stays_in_the_batch_projects() {
@@ -438,7 +438,7 @@ async fn prune_never_cascades_into_what_the_source_does_not_own() {
         serde_json::json!(["task mine", "run r-mine"]),
         "{p}"
     );
-    // Issue 35: both stay listed with the Source's objects — `lone`
+    // Both stay listed with the Source's objects — `lone`
     // Pruned, `epic` Held with what held it — in the API and in the tree
     // of `get source -o wide`.
     let departed = |s: &Value, name: &str| -> Value {
@@ -500,7 +500,7 @@ async fn prune_never_cascades_into_what_the_source_does_not_own() {
 
 /// Health rolls up the owned runs: a run the sync creates is pending
 /// (Progressing, counted from what the sync wrote); once it is stopped the
-/// Source is Healthy with no sync (issue 35: level-triggered) — at once in
+/// Source is Healthy with no sync (level-triggered) — at once in
 /// a get of it, within a second in a listing (the loop's refresh).
 #[tokio::test]
 async fn health_follows_the_owned_runs() {
@@ -541,7 +541,7 @@ async fn health_follows_the_owned_runs() {
     );
 }
 
-/// Issue 35: a get of one Source lists each owned object with its own sync
+/// A get of one Source lists each owned object with its own sync
 /// and health, read when asked — a run that stops turns Healthy within a
 /// second with no sync; an owned field changed by another path is
 /// OutOfSync, a deleted object Missing; `describe` shows them as a table.
@@ -677,7 +677,7 @@ async fn write_paused(path: &Path, text: &str, at: usize, pause: Duration) {
     f.write_all(&text.as_bytes()[at..]).unwrap();
 }
 
-/// Issue 30, "a slowly written file prunes and re-runs": a file rewritten
+/// A slowly written file neither prunes nor re-runs anything: a file rewritten
 /// with the same content by a writer that pauses (1.5 s, 10 s) with the
 /// file open, truncated then written, or written beside the tree and
 /// renamed in, never drives a prune nor re-creates anything: no
@@ -702,7 +702,7 @@ async fn a_file_still_being_written_never_prunes_or_recreates() {
     let revision = s["status"]["revision"].as_str().unwrap().to_string();
     let before = uids(&pamd).await;
 
-    // Two chunks 1.5 s apart (the issue's case), then 10 s apart.
+    // Two chunks 1.5 s apart (the reported case), then 10 s apart.
     write_paused(&file, &whole, at, Duration::from_millis(1500)).await;
     settled_at(&pamd, "d", &revision).await;
     assert_eq!(topics(&pamd, "source.pruned"), 0, "the 1.5 s pause");
@@ -757,7 +757,7 @@ async fn a_file_still_being_written_never_prunes_or_recreates() {
     );
 }
 
-/// Issue 30, "directory Sources read anything": a `spec.path` outside
+/// Directory Sources read only under allowed roots: a `spec.path` outside
 /// pamd's data dir and `[sources] allowed_roots` — by a symlink, by `..`,
 /// `/proc/self`, `/` — is refused before anything is read: Failed and
 /// Stalled, naming the path and the roots, never a file under it. Under
@@ -847,7 +847,7 @@ async fn a_directory_source_reads_only_under_the_allowed_roots() {
     assert_eq!(tasks(&pamd, "web"), ["task/t"]);
 }
 
-/// Issue 35: `spec.substitute` — variables from a Secret and literal ones
+/// `spec.substitute` — variables from a Secret and literal ones
 /// in string values (a newline in a value stays in its string); `$${…}` a
 /// literal; an unset variable fails the sync at its file:line, applying
 /// nothing; a changed Secret is picked up by the next sync.
@@ -911,7 +911,7 @@ async fn substitution_from_a_secret_acts_on_values_only() {
     assert_eq!(b["spec"]["title"], "found", "{b}");
 }
 
-/// Issue 35: `pamctl diff source NAME [--revision REF]` shows what a sync
+/// `pamctl diff source NAME [--revision REF]` shows what a sync
 /// would change — created, configured, pruned — without changing anything.
 #[tokio::test]
 async fn diff_source_previews_the_next_sync_without_applying_it() {
@@ -962,7 +962,7 @@ async fn diff_source_previews_the_next_sync_without_applying_it() {
     assert!(ok(&pamd.pamctl(&["diff", "source", "web"])).contains("no changes"));
 }
 
-/// Issue 35: `pam.dev/sync-wave` orders the objects of a kind within one
+/// `pam.dev/sync-wave` orders the objects of a kind within one
 /// sync (and one apply): runs are created — and journaled — by wave, then
 /// file order; a wave that is not a whole number is refused at its line
 /// and nothing of the batch is written.

@@ -1,10 +1,10 @@
-//! Issue 35's "Done means", end to end against a real git repository served
-//! over git's dumb HTTP protocol (a static file server), with a real pamd:
+//! A git Source end to end against a real git repository served over
+//! git's dumb HTTP protocol (a static file server), with a real pamd:
 //! per-object status after a sync; an owned run that ends turns the Source
-//! Healthy without a sync; substitution from a Secret and from a Project; `diff source`
-//! previews the next revision without applying it; a bad signature syncs
-//! nothing while a signed GitHub push syncs at once (interval 1 h);
-//! suspend and resume.
+//! Healthy without a sync; substitution from a Secret and from a Project;
+//! `diff source` previews the next revision without applying it; a bad
+//! signature syncs nothing while a signed GitHub push syncs at once
+//! (interval 1 h); suspend and resume.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -59,7 +59,7 @@ async fn hook(pamd: &Pamd, signature: &str, delivery: &str, body: &[u8]) -> u16 
 // Multi-threaded: the git server runs on the test's runtime while the
 // test blocks in pamctl.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_source_over_dumb_http_does_what_issue_35_asks() {
+async fn a_source_over_dumb_http_syncs_previews_and_takes_signed_pushes() {
     let pamd = Pamd::start(PamdOptions::default()).await.unwrap();
     let tmp = tempfile::tempdir().unwrap();
     let bare = tmp.path().join("origin.git");

@@ -1,4 +1,4 @@
-//! Issue 19 end to end: `Idempotency-Key` on mutating POSTs, against a
+//! `Idempotency-Key` on mutating POSTs end to end, against a
 //! real pamd and PostgreSQL. An apply whose answer the client lost (its
 //! short timeout) and that it sends again with the same key is done once
 //! and answered the same (`created`, not `unchanged`), replayed; the key

@@ -1,4 +1,4 @@
-//! Issue 29: the registry covers every kind. For each kind of
+//! The registry covers every kind. For each kind of
 //! `pam_manifests::Kind::ALL` — a new kind is added here by the compiler
 //! (the example below is a `match`) — the generic verbs work through the
 //! real pamctl against a real pamd: apply, `get` by plural and short
@@ -76,7 +76,7 @@ async fn every_kind_answers_the_generic_verbs() {
     ok(&pamd.pamctl(&["apply", "-f", &write("base.yaml", BASE)]));
     let resources = ok(&pamd.pamctl(&["api-resources"]));
     let kinds_completed = ok(&pamd.pamctl(&["__complete", "get", ""]));
-    // Issue 31: what `get` lists beyond the kinds is listed too.
+    // What `get` lists beyond the kinds is listed too.
     assert!(
         kinds_completed.lines().any(|l| l == "webhookdeliveries"),
         "{kinds_completed}"
@@ -166,7 +166,7 @@ async fn every_kind_answers_the_generic_verbs() {
     }
 }
 
-/// Issue 31's kubectl habit: `-n` names the project as `-p` does.
+/// A kubectl habit: `-n` names the project as `-p` does.
 #[tokio::test]
 async fn dash_n_is_the_project_as_in_kubectl() {
     let pamd = Pamd::start(PamdOptions::default()).await.unwrap();
@@ -180,7 +180,7 @@ async fn dash_n_is_the_project_as_in_kubectl() {
     assert!(by_n.contains("build"), "{by_n}");
 }
 
-/// Issue 31's kubectl habit: contexts with a default project —
+/// A kubectl habit: contexts with a default project —
 /// `config set-context`, `get-contexts`, `use-context`, `current-context`
 /// — and a context's project used when no -p/-n is given.
 #[tokio::test]
@@ -253,7 +253,7 @@ async fn contexts_carry_the_server_token_and_default_project() {
     assert_eq!(std::fs::metadata(&config).unwrap().mode() & 0o777, 0o600);
 }
 
-/// Issue 31's kubectl habit: `get all -p P` lists a project's objects of
+/// A kubectl habit: `get all -p P` lists a project's objects of
 /// every project-scoped kind.
 #[tokio::test]
 async fn get_all_lists_every_kind_of_a_project() {

@@ -1,9 +1,9 @@
-//! Issue 35's apply that merges, end to end: a real pamd on real
+//! Apply that merges, end to end: a real pamd on real
 //! PostgreSQL and the real pamctl, two tokens (the admin, and `ci`). The
 //! admin's `label` survives ci's manifest without labels; another value
 //! from ci is refused naming the owner and `--force-conflicts`, which
 //! takes the label; `label --force-conflicts` takes it back; `describe`
-//! and `get -o yaml` show who set what (issue 34's last applier).
+//! and `get -o yaml` show who set what (the last applier).
 
 use std::process::Output;
 

@@ -1,4 +1,4 @@
-//! Issue 34: `/metrics` for an admin or a `metrics` token when `[metrics]
+//! `/metrics` for an admin or a `metrics` token when `[metrics]
 //! require_token = true` (off by default: a scraper set up before has no
 //! token), through the real pamctl and a real pamd.
 

@@ -1,4 +1,4 @@
-//! Issue 36, observability: the Grafana dashboard
+//! Observability: the Grafana dashboard
 //! (`deploy/grafana/pam.json`) queries only metrics pamd serves, and
 //! `--log-format json` logs JSON lines. A real pamd and worker are driven until every
 //! family has a series — a claude run reporting usage (tokens, cost), a

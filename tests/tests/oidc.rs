@@ -1,4 +1,4 @@
-//! Issue 34, dashboard sign-in with OIDC, against a real pamd on real
+//! Dashboard sign-in with OIDC, against a real pamd on real
 //! PostgreSQL and the tests' own issuer (pam_tests::oidc): the code flow
 //! with PKCE, a session that may do what its groups map to and no more,
 //! CSRF on every change made with the cookie, logout and expiry (pamd's

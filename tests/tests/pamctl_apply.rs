@@ -1,4 +1,4 @@
-//! Issue 3 through pamctl against a real pamd on real PostgreSQL: apply
+//! Apply and diff through pamctl against a real pamd on real PostgreSQL: apply
 //! created/unchanged/configured, `-f -` and `-R`, diff exit codes, dry run,
 //! prune with and without a selector, 409 on a stale resourceVersion, kind
 //! aliases.

@@ -1,4 +1,4 @@
-//! Every bad-input case of issue 3 through `pamctl apply` against a real
+//! Every bad-input case of a manifest through `pamctl apply` against a real
 //! pamd: each error names the file, document index, line, column, field
 //! path and what was expected; one bad document means nothing of the batch
 //! is written.
@@ -99,7 +99,7 @@ async fn malformed_documents_are_positioned_errors_and_nothing_is_written() {
     assert_eq!(ok(&pamd.pamctl(&["events"])), "");
     // The same content without the bad document applies. A status block
     // is not an error through pamctl: like kubectl, it drops what `get`
-    // prints but a manifest must not carry (issue 16; pamd's own refusal
+    // prints but a manifest must not carry (pamd's own refusal
     // is the loader's and the API's to test).
     let good = format!(
         "{HEADER}{}status:\n  phase: done\n",
@@ -278,9 +278,9 @@ async fn batch_rules_refuse_the_whole_batch() {
     );
 }
 
-/// Issue 13's pamctl half: hostile input on the command line and in files
-/// ends in a refusal with an `error:` line and a documented exit code (1
-/// validation, 2 usage, 3 refused by pamd), never a crash (a signal, a
+/// pamctl's half of the hostile-input suite: hostile input on the command line
+/// and in files ends in a refusal with an `error:` line and a documented exit
+/// code (1 validation, 2 usage, 3 refused by pamd), never a crash (a signal, a
 /// stack overflow), a 5xx (exit 5) or a hang; and nothing is written.
 #[tokio::test]
 async fn hostile_arguments_and_files_are_refused_not_crashed() {
@@ -369,7 +369,7 @@ async fn hostile_arguments_and_files_are_refused_not_crashed() {
     assert!(cases.len() >= 20, "{}", cases.len());
 }
 
-/// Issue 17: `spec.dependsOn` is validated with the whole batch. A cycle
+/// `spec.dependsOn` is validated with the whole batch. A cycle
 /// (of 2, of 5 across two files) names every link with its file and line;
 /// an unknown or cross-project name is positioned at its list entry;
 /// nothing of the batch is written.
@@ -462,7 +462,7 @@ async fn bad_dependencies_are_refused_with_file_and_line_and_nothing_is_written(
     ok(&pamd.pamctl(&["apply", "-f", &f]));
 }
 
-/// Issue 30: a Source's git URL that would make git run a command — a
+/// A Source's git URL that would make git run a command — a
 /// `<transport>::` form in any case, a leading space, `fd::`, a host
 /// starting with '-' — is refused at its line, and nothing of the batch
 /// is written.
@@ -498,7 +498,7 @@ async fn git_urls_that_run_commands_are_refused_at_their_line() {
             &format!("document 1, line 12, column 10: spec.git.url: {want}"),
         );
     }
-    // Issue 35: a push receiver's secret outside the Source's projects,
+    // A push receiver's secret outside the Source's projects,
     // with a bad key, or on a directory Source.
     let receiver = |spec: &str| {
         format!("{HEADER}apiVersion: pam.dev/v1\nkind: Source\nmetadata: {{name: repo}}\nspec:\n  projects: [web]\n{spec}")
@@ -543,7 +543,7 @@ async fn git_urls_that_run_commands_are_refused_at_their_line() {
     assert_eq!(ok(&pamd.pamctl(&["events"])), "");
 }
 
-/// Issue 32: a repository URL with credentials or a command-running
+/// A repository URL with credentials or a command-running
 /// transport, a ref or branch git would read as an option or refuse, a
 /// run with both a workspace and a cwd, a workspace in a project without
 /// a repository: refused at their line, nothing written, no git run.

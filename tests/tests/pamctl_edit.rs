@@ -1,4 +1,4 @@
-//! Issue 16's read-modify-write habits through the real pamctl binary
+//! kubectl's read-modify-write habits through the real pamctl binary
 //! against a real pamd: `label`, `annotate`, `edit` (with a scripted
 //! editor), `get -o yaml | apply -f -`, and dynamic shell completion.
 

@@ -1,7 +1,7 @@
-//! Issue 16 ("pamctl at kubectl parity") through the real pamctl binary
-//! against a real pamd on real PostgreSQL: the five failures of part A
-//! (each test fails on the pamctl before the fix) and the `get`,
-//! `describe`, `delete`, `wait` and `version` habits of part B.
+//! pamctl at kubectl parity, through the real pamctl binary against a real
+//! pamd on real PostgreSQL: five failures a kubectl user met (each test
+//! fails on the pamctl before the fix) and kubectl's `get`, `describe`,
+//! `delete`, `wait` and `version` habits.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -233,7 +233,7 @@ async fn get_forms_outputs_and_columns() {
     let pamd = pamd_with_tree().await;
     let runs = format!("{}---\n{}", run("r1", ""), run("r2", ""));
     ok(&pamd.pamctl_stdin(&["apply", "-f", "-"], Some(&runs)));
-    // Issue 31: a loop pass gives each pending run its REASON; wait for
+    // A loop pass gives each pending run its REASON; wait for
     // it, so the table below is the same every time.
     pam_tests::eventually(
         Duration::from_secs(30),

@@ -1,4 +1,4 @@
-//! Issue 3's lifecycle verbs through pamctl against a real pamd: task
+//! The lifecycle verbs through pamctl against a real pamd: task
 //! start/done/cancel/reopen with the cancel cascade, reparenting (paths
 //! rewritten, `work_item.reparented` once), host disable/enable, and token
 //! refusals (none, unknown, revoked).

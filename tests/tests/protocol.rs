@@ -1,4 +1,4 @@
-//! Issue 33: pamd and pam-worker tell each other their worker protocol at
+//! pamd and pam-worker tell each other their worker protocol at
 //! registration, and each refuses a peer outside what it serves with an
 //! error naming the side to upgrade — a real pamd refusing a registration
 //! from the future, and a real pam-worker stopping on a stand-in pamd that

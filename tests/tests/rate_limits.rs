@@ -1,4 +1,4 @@
-//! Issue 19 end to end: per-token rate limits on a real pamd. A client
+//! Per-token rate limits end to end, on a real pamd. A client
 //! over its budget gets 429 in the one JSON error shape with Retry-After
 //! and RateLimit-* headers; pamctl waits as told and succeeds; another
 //! token and unauthenticated probes are not held up.
@@ -65,7 +65,7 @@ async fn over_budget_is_429_with_retry_after_and_pamctl_waits() {
     assert!(started.elapsed() >= Duration::from_millis(900), "it waited");
 }
 
-/// Issue 30: 2,000 requests a second, each with another random token,
+/// 2,000 requests a second, each with another random token,
 /// got 2,000 401s a second (a bad token's bucket is its own). Failed
 /// authentications are limited per client address: past the budget, 429
 /// with `Retry-After` in the one JSON error shape and no lookup; a token

@@ -1,5 +1,5 @@
-//! Issue 34 through the real pamctl against a real pamd on real
-//! PostgreSQL: a viewer token of project web made with `token create
+//! Roles and scoped tokens through the real pamctl against a real pamd on
+//! real PostgreSQL: a viewer token of project web made with `token create
 //! --role viewer --project web` reads web, changes nothing, and sees
 //! nothing of project api; `whoami` and `auth can-i` answer from the same
 //! decision the routes use.
@@ -113,7 +113,7 @@ async fn a_viewer_of_web_reads_web_only_and_changes_nothing() {
     );
 }
 
-/// Issue 34's custom roles through the real pamctl: a `Role` applied like
+/// Custom roles through the real pamctl: a `Role` applied like
 /// any manifest, a token bound to it with `token create --role NAME`; the
 /// token may do what one of the Role's rules allows (by project name or
 /// by a selector on the projects' labels), gets 403 for a verb no rule

@@ -1,4 +1,4 @@
-//! Issue 16: the README's tour, run as a newcomer runs it — pamd with its
+//! The README's tour, run as a newcomer runs it — pamd with its
 //! local worker, the tour's manifest (read from README.md, so the two
 //! cannot drift apart), then `examples/webshop/` — ends with every run it
 //! creates in the phase the README says: `hello-1` stopped, `webhook-tests`
@@ -111,7 +111,7 @@ async fn the_readme_tour_ends_with_every_run_in_the_phase_it_says() {
         "{runs}"
     );
     assert_eq!(phases[1].2, Some(0), "webhook-tests exits 0: {runs}");
-    // Issue 36: the tour's instance serves its metrics in under 30 KB
+    // The tour's instance serves its metrics in under 30 KB
     // (bounded route labels, few buckets), with pamd's build and process.
     let metrics = reqwest::get(format!("{}/metrics", pamd.url))
         .await
@@ -134,7 +134,7 @@ async fn the_readme_tour_ends_with_every_run_in_the_phase_it_says() {
     ] {
         assert!(metrics.contains(series), "{series} in {metrics}");
     }
-    // Issue 34's audit: every event the tour's requests journaled names
+    // The audit trail: every event the tour's requests journaled names
     // the token that made it; the loops' and workers' own name none.
     // (`run.stopped` is journaled when the stop takes effect, by the
     // worker's report, and names who asked.)

@@ -1,4 +1,4 @@
-//! Several pamd replicas on one database (issue 15), with real processes:
+//! Several pamd replicas on one database, with real processes:
 //! real pamd replicas on a fresh test database, real pam-workers on
 //! private tmux servers, the fake provider. One replica leads (runs the
 //! loops, `pam_leader` 1 in its metrics); every replica serves the API and
@@ -95,7 +95,7 @@ fn stream(
 }
 
 /// Reads `rx` until it has seen `last`; every seq it carried, in order
-/// (the journal's order: by transaction, not by seq, issue 33).
+/// (the journal's order: by transaction, not by seq).
 async fn seqs_until(
     rx: &mut tokio::sync::mpsc::UnboundedReceiver<Option<i64>>,
     last: i64,
@@ -228,7 +228,7 @@ async fn three_replicas_one_leader_events_everywhere_and_the_leader_killed() {
     drop((w1, w2));
 }
 
-/// Issue 33's fault test: 1,000 journaling transactions — applies of one
+/// The journal's fault test: 1,000 journaling transactions — applies of one
 /// Task each, 32 in flight, through three replicas in turn — with one
 /// replica SIGKILLed a third of the way in. No lock orders the commits.
 /// Then every stream on every surviving replica (opened from seq 0 before
@@ -553,7 +553,7 @@ fn tasks_yaml(n: usize, round: usize) -> String {
     yaml
 }
 
-/// Issue 30: a replica stopped (SIGSTOP) in the middle of a transaction
+/// A replica stopped (SIGSTOP) in the middle of a transaction
 /// that holds the journal's order lock held up every other replica's
 /// writes for as long as it was stopped (a one-task apply answered after
 /// 50 s). With the session timeouts (here 0.5 s for a lock wait, 1 s idle
@@ -605,7 +605,7 @@ async fn a_replica_stopped_inside_a_transaction_holds_up_no_one() {
     'catch: for round in 1..=6 {
         let file = dir.path().join(format!("r{round}.yaml"));
         std::fs::write(&file, tasks_yaml(N, round)).unwrap();
-        // B's token is another field manager than A's (issue 35): it
+        // B's token is another field manager than A's: it
         // takes the titles A's apply set.
         let file = file.display().to_string();
         let mut bg = ps[b].pamctl_background(&["apply", "--force-conflicts", "-f", &file]);

@@ -1,11 +1,10 @@
-//! Issue 18's "Done means", on a real pamd process: a Schedule every minute
-//! with a moved clock (`pamd --clock-file`, clock.rs `FileClock`) gets
-//! exactly one run per tick; pamd SIGKILLed between ticks and restarted
-//! doubles no tick; a tick missed while pamd was down is caught up once
-//! within `startingDeadlineSeconds` and skipped after it
-//! (rules/schedules.rs). Runs stay pending: no worker is needed. And a
-//! pamd with `--local-worker` keeps leading and running runs on its host
-//! after its clock jumps minutes ahead.
+//! Schedules across a pamd crash, on a real pamd process: a Schedule
+//! every minute with a moved clock (`pamd --clock-file`, clock.rs `FileClock`)
+//! gets exactly one run per tick; pamd SIGKILLed between ticks and restarted
+//! doubles no tick; a tick missed while pamd was down is caught up once within
+//! `startingDeadlineSeconds` and skipped after it (rules/schedules.rs). Runs
+//! stay pending: no worker is needed. And a pamd with `--local-worker` keeps
+//! leading and running runs on its host after its clock jumps minutes ahead.
 //!
 //! "No double" is checked after two more passes of the schedule loop
 //! (`pam_loop_duration_seconds_count{loop="schedule"}`): the second began

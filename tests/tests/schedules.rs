@@ -1,4 +1,4 @@
-//! Issue 18 end to end: a Schedule applied with pamctl shows its NEXT tick
+//! Schedules end to end: a Schedule applied with pamctl shows its NEXT tick
 //! in `pamctl get schedules`, `pamctl schedule trigger` starts a run that a
 //! real worker runs to the end (LAST-RESULT), and bad timetables are
 //! refused with file:line before anything is written.

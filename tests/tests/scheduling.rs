@@ -1,4 +1,4 @@
-//! Issue 31: hosts advertise what they can run, placement uses it, and a
+//! Hosts advertise what they can run, placement uses it, and a
 //! pending run says why it waits. A real pamd and two real workers: one
 //! whose `claude` command exists (a script answering `--version` with
 //! 2.1.0, else the fake provider), one whose `claude` command does not.

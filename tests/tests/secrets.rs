@@ -1,4 +1,4 @@
-//! Issue 18 end to end: a Secret applied with pamctl reaches the real
+//! Secrets end to end: a Secret applied with pamctl reaches the real
 //! provider process's environment in a real tmux session (the fake
 //! provider prints it into its output), and nowhere else — not in any
 //! event, not in pamd's or the worker's log at trace level, not in any API
@@ -102,7 +102,7 @@ async fn a_secret_reaches_the_provider_and_nothing_else() {
         .join("runs")
         .join(r1["metadata"]["uid"].as_str().unwrap());
     assert!(!run_dir.join("1.env").exists());
-    // Issue 30: what the run printed (the value) is its owner's alone: the
+    // What the run printed (the value) is its owner's alone: the
     // log 0600 in 0700 directories, up to the worker's data dir; the
     // outbox too.
     {
@@ -242,7 +242,7 @@ async fn a_secret_reaches_the_provider_and_nothing_else() {
     assert!(pamd.log().contains("TRACE") || pamd.log().contains("trace"));
 }
 
-/// Issue 30: a Secret value written as something other than a string (a
+/// A Secret value written as something other than a string (a
 /// YAML number, a boolean, a list, a map) is refused by apply, validate
 /// and diff — and by the API's JSON `objects` — by its type and position
 /// only: the value is in no output.

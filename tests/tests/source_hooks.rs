@@ -1,4 +1,4 @@
-//! Issue 35's push receivers end to end: a real pamd and a git Source
+//! Push receivers end to end: a real pamd and a git Source
 //! (interval 1 h) with `spec.receiver`; a signed GitHub push of its ref
 //! syncs it at once, a GitLab token push too; a bad signature, no
 //! signature, another ref, an unknown provider, a replayed delivery, a

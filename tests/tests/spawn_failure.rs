@@ -1,4 +1,4 @@
-//! Issue 16: why a spawn failed is not only in the worker's log. A run
+//! Why a spawn failed is not only in the worker's log. A run
 //! whose cwd does not exist on the host fails `spawn_failed`, and the
 //! worker's words reach the run's `status.message`, its `run.failed`
 //! event and `pamctl describe`.

@@ -1,4 +1,4 @@
-//! Issue 15: pamd over HTTPS. A test CA made here with rcgen; real pamd,
+//! pamd over HTTPS. A test CA made here with rcgen; real pamd,
 //! real pam-worker and real pamctl verifying pamd's certificate.
 
 use std::path::{Path, PathBuf};

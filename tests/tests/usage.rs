@@ -1,4 +1,4 @@
-//! Issue 21 end to end: real pamd, real pam-worker, tmux and the fake
+//! Usage and budgets end to end: real pamd, real pam-worker, tmux and the fake
 //! provider speaking claude's, codex's, gemini's and grok's stream formats.
 //! Usage arrives with the progress and finished signals, is counted once
 //! across a worker restart (its outbox replays what was not acked), rolls

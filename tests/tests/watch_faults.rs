@@ -1,4 +1,4 @@
-//! Issue 33: the worker's watch stream under a connection that is cut
+//! The worker's watch stream under a connection that is cut
 //! mid-message. A proxy on loopback between pam-worker and pamd cuts each
 //! watch connection after a random number of response bytes (seeded,
 //! bounded); the worker must resume without losing or repeating a change

@@ -1,4 +1,4 @@
-//! Issue 33: the worker watch over an upgraded connection (docs/api.md,
+//! The worker watch over an upgraded connection (docs/api.md,
 //! "Worker watch"), against a real pamd over TCP.
 //!
 //! - `Upgrade: pam-watch` is answered `101 Switching Protocols`, and the

@@ -1,4 +1,4 @@
-//! Issue 19 end to end: real pamd, real PostgreSQL, and an HTTP receiver
+//! Webhooks end to end: real pamd, real PostgreSQL, and an HTTP receiver
 //! started by the test that verifies the signature of every delivery it
 //! gets. A receiver failing its first 3 deliveries gets the 4th with the
 //! same delivery id; pamd SIGKILLed with 500 deliveries queued delivers
@@ -6,7 +6,7 @@
 //! webhook in seq order; a receiver that hangs delays no other webhook;
 //! a bad Webhook manifest is refused at its file:line and writes nothing;
 //! a receiver on loopback is refused unless `[webhooks] allow_networks`
-//! allows it (issue 30).
+//! allows it.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -163,8 +163,8 @@ async fn start_receiver(r: &Receiver) -> String {
 }
 
 /// pamd with the signing key at `<keys>/hooks/signing/key`, fast
-/// retries, and loopback allowed (the receivers are on 127.0.0.1; issue
-/// 30 refuses it by default).
+/// retries, and loopback allowed (the receivers are on 127.0.0.1; the
+/// egress rule refuses it by default).
 async fn pamd(keys: &std::path::Path, extra: &str) -> Pamd {
     start_pamd(
         keys,
@@ -457,7 +457,7 @@ async fn a_bad_webhook_is_refused_at_its_line_and_nothing_is_written() {
         "[run.]",
     );
     // The URL is checked when the file is read (no server state needed);
-    // one with user info is refused and printed without it (issue 30).
+    // one with user info is refused and printed without it.
     std::fs::write(&file, format!("{good}---\n{bad_url}---\n{with_password}")).unwrap();
     let err = fails(&pamd.pamctl(&["apply", "-f", file.to_str().unwrap()]), 3);
     assert!(
@@ -506,7 +506,7 @@ async fn a_bad_webhook_is_refused_at_its_line_and_nothing_is_written() {
     assert_eq!(hooks["items"], serde_json::json!([]));
 }
 
-/// Issue 30: by default no delivery reaches loopback (nor any private
+/// By default no delivery reaches loopback (nor any private
 /// address): the attempt fails naming the address and the key that would
 /// allow it, and the receiver gets nothing. `[webhooks] allow_networks`
 /// is what the other tests of this file allow 127.0.0.0/8 with.

@@ -1,11 +1,10 @@
-//! Issue 30 end to end, with a real pamd and two real workers: a worker
-//! chooses its own labels, so what it reports lives under
-//! `worker.pam.dev/` and never satisfies a selector on the labels an
-//! operator sets. A worker reporting `secure=true` does not get a run (and
-//! its Secret) targeted at `secure: "true"`; that run waits until an
-//! operator labels a host `secure=true` in a Host manifest, then runs
-//! there. A selector naming `worker.pam.dev/secure` is how an operator
-//! opts in to trusting the report.
+//! A worker's own labels end to end, with a real pamd and two real workers: a
+//! worker chooses its own labels, so what it reports lives under
+//! `worker.pam.dev/` and never satisfies a selector on the labels an operator
+//! sets. A worker reporting `secure=true` does not get a run (and its Secret)
+//! targeted at `secure: "true"`; that run waits until an operator labels a host
+//! `secure=true` in a Host manifest, then runs there. A selector naming
+//! `worker.pam.dev/secure` is how an operator opts in to trusting the report.
 
 use std::path::Path;
 use std::time::Duration;

@@ -1,4 +1,4 @@
-//! Issue 32's faults, end to end with real pamd, a real worker, real tmux
+//! Workspace faults, end to end with real pamd, a real worker, real tmux
 //! and a real repository: a worker killed while it checks out a run's
 //! worktree, the wrapper killed in the middle of the result commit, and a
 //! stale `index.lock` the agent's git left. In each case no half worktree

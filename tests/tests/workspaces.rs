@@ -1,4 +1,4 @@
-//! Issue 32 end to end: real pamd, real workers, real tmux and a real git
+//! Workspaces end to end: real pamd, real workers, real tmux and a real git
 //! repository (a bare repo served over `file://`). Every run works in a
 //! worktree of its own on its own branch; its result (commits, diff
 //! stats, the patch) reaches pamd with `finished`, `status.result`,

@@ -110,7 +110,7 @@ mod tests {
         );
     }
 
-    /// Issue 16: the delay after a 401 dropped back to 5 s on the next try.
+    /// The delay after a 401 dropped back to 5 s on the next try.
     #[test]
     fn auth_failures_stay_at_10s_or_more_and_grow_to_60s() {
         let mut b = Backoff::new();

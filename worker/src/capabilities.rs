@@ -1,4 +1,4 @@
-//! What this host can run (issue 31), as reported to pamd at registration
+//! What this host can run, as reported to pamd at registration
 //! and again whenever it changes (checked every `capabilities_seconds` and
 //! on SIGHUP): for each provider, whether its configured command (or the
 //! built-in one) is found and starts, and the first x.y.z of what
@@ -69,7 +69,7 @@ pub fn disk(config: &Config, data_dir: &Path, caps: &mut Capabilities) {
 /// Whether `now` is worth reporting over `last`: another provider list or
 /// version, free bytes moved by more than a tenth (they move with every
 /// write; reporting each move would write the host row every check), or
-/// crossed the threshold (issue 32: dispatch must learn at once).
+/// crossed the threshold (dispatch must learn at once).
 pub fn changed(last: &Capabilities, now: &Capabilities) -> bool {
     let far = match (last.workspace_free_bytes, now.workspace_free_bytes) {
         (Some(a), Some(b)) => a.abs_diff(b) > a / 10,

@@ -12,7 +12,7 @@
 //! labels = { gpu = "no" }      # shown and selected as worker.pam.dev/gpu=no
 //! ca_file = "/etc/pam/ca.pem"  # trust only this CA for https:// (--ca-file wins)
 //!
-//! [workspaces]                # issue 32: runs with a git workspace
+//! [workspaces]                # runs with a git workspace
 //! patch_max_bytes = 1048576    # the longest patch reported (cut, and said so, past it)
 //! author_name = "pam-worker"   # author and committer of the automatic commit
 //! author_email = "pam@HOST"    # default: pam@ this host's name
@@ -53,11 +53,11 @@ pub struct Config {
     pub heartbeat_seconds: u64,
     /// Seconds between local tmux checks (a pass that calls pamd only when
     /// a session appeared or vanished, or a stop, loss or orphan is being
-    /// timed); against a pamd without the watch route (issue 33), the
+    /// timed); against a pamd without the watch route, the
     /// polling reconcile tick.
     pub tick_seconds: u64,
     /// Seconds between safety-net reads of the desired set (and a claim)
-    /// while pamd's watch stream is open (issue 33). Every change reaches
+    /// while pamd's watch stream is open. Every change reaches
     /// the worker through the watch, and every heartbeat's answer is the
     /// desired set too (checked against the last read), so this is the
     /// third net: 300 s (it was 60, two requests a minute per host that
@@ -70,9 +70,9 @@ pub struct Config {
     /// How many runs this host runs at once (reported at registration; a
     /// Host manifest's capacity wins).
     pub capacity: u32,
-    /// Seconds between two checks of what this host can run (issue 31:
-    /// which providers' commands start, their versions, free bytes); a
-    /// change is reported to pamd at once. SIGHUP checks now.
+    /// Seconds between two checks of what this host can run (which providers'
+    /// commands start, their versions, free bytes); a change is reported to
+    /// pamd at once. SIGHUP checks now.
     pub capabilities_seconds: u64,
     /// Host labels reported at registration. pamd files each under
     /// `worker.pam.dev/` (a key with another prefix is refused), so they
@@ -83,7 +83,7 @@ pub struct Config {
     pub providers: ProvidersConfig,
     /// The CA file an https:// pamd must chain to (`--ca-file` wins).
     pub ca_file: Option<PathBuf>,
-    /// Runs with a git workspace (issue 32).
+    /// Runs with a git workspace.
     pub workspaces: WorkspacesConfig,
     /// What agents may be allowed on this host.
     pub agents: AgentsConfig,

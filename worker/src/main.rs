@@ -79,7 +79,7 @@ struct WrapCli {
     /// A JSON env file to read (and delete) for the command's environment.
     #[arg(long)]
     env_file: Option<PathBuf>,
-    /// The attempt's workspace (issue 32): committed and measured when the
+    /// The attempt's workspace: committed and measured when the
     /// command exits, the result sent with `finished`.
     #[arg(long)]
     workspace_file: Option<PathBuf>,

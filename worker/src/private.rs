@@ -1,7 +1,7 @@
-//! What the worker keeps on disk is readable by its own user only (issue
-//! 30): anything a run prints — a key, say — lands in its log, and the
-//! outbox holds the run's signals. Directories are 0700 and files 0600,
-//! whatever the umask; the data dir is made private at start.
+//! What the worker keeps on disk is readable by its own user only: anything a
+//! run prints — a key, say — lands in its log, and the outbox holds the run's
+//! signals. Directories are 0700 and files 0600, whatever the umask; the data
+//! dir is made private at start.
 //!
 //! Not the provider's own files: the agent works in the operator's
 //! directory with the umask it was given.

@@ -8,7 +8,7 @@
 //!
 //! Every session is tagged with its run and attempt when it is created
 //! (see [`crate::tmux`]); [`start`] accepts only a session tagged with the
-//! run and attempt it was asked for (issue 13: two workers on one tmux
+//! run and attempt it was asked for (two workers on one tmux
 //! socket, and a new attempt that took the old attempt's session for its
 //! own, which then ended and was reported `session_lost`).
 
@@ -44,7 +44,7 @@ pub fn session_spec(
     }
     let kind: ProviderKind = run.provider.parse()?;
     let cl = command_line(run, &config.providers)?;
-    // A workspace's worktree was made by the caller (issue 32).
+    // A workspace's worktree was made by the caller.
     let cwd = PathBuf::from(&run.cwd);
     anyhow::ensure!(
         cwd.is_dir(),

@@ -83,7 +83,7 @@ pub struct WrapArgs {
     pub env: std::collections::BTreeMap<String, String>,
     /// The command, program first.
     pub command: Vec<String>,
-    /// The attempt's workspace, to commit and measure at exit (issue 32).
+    /// The attempt's workspace, to commit and measure at exit.
     pub workspace_file: Option<PathBuf>,
 }
 

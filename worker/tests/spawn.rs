@@ -1,4 +1,4 @@
-//! The spawn path on a real tmux server (issue 13): a spawn accepts only a
+//! The spawn path on a real tmux server: a spawn accepts only a
 //! session it created for this very run and attempt. Another attempt's
 //! session under the run's name is never taken for the new attempt.
 

@@ -1,4 +1,4 @@
-//! Issue 32's faults on the worker, with real git: a worker killed in the
+//! Workspace faults on the worker, with real git: a worker killed in the
 //! middle of preparing or finishing an attempt leaves nothing a later try
 //! uses (a half clone, a stale worktree, a stale `index.lock`); runs of
 //! one repository prepared at once share its clone safely; a ref shaped

@@ -1,4 +1,4 @@
-//! Issue 36's verbs on stored objects, for pamctl and the dashboard:
+//! The verbs on stored objects, for pamctl and the dashboard:
 //! `POST /api/v1/projects/{p}/runs/{name}/rerun` (a new run with the same
 //! spec, 201; 409 while the run is not finished), and suspend/resume of a
 //! Source (`/api/v1/sources/{name}/suspend|resume`) or a Schedule

@@ -32,7 +32,7 @@ pub enum Principal {
         token_id: Uuid,
         fingerprint: String,
         name: String,
-        /// Its role and projects (issue 34).
+        /// Its role and projects.
         grant: Grant,
     },
     Worker {
@@ -40,7 +40,7 @@ pub enum Principal {
         fingerprint: String,
         host: String,
     },
-    /// A dashboard session of an OIDC sign-in (issue 34; api/oidc): its
+    /// A dashboard session of an OIDC sign-in (api/oidc): its
     /// grant from the user's groups, checked by the same
     /// [`crate::rules::access::authorize`].
     Session {
@@ -165,7 +165,7 @@ pub async fn authenticate(
         return Err(e);
     }
     // A worker token its host's watch holds: from memory, as current as
-    // the stream (issue 33, [`super::revocation`]).
+    // the stream ([`super::revocation`]).
     if let Some((token_id, host)) = held_worker(state, &fp, now) {
         state.limits.auth_succeeded(&fp);
         return Ok(Principal::Worker {
@@ -175,7 +175,7 @@ pub async fn authenticate(
         });
     }
     // Looked up with the other requests waiting: one statement for a
-    // burst of them (issue 33, [`crate::batch::read`]).
+    // burst of them ([`crate::batch::read`]).
     let store = state.ctx.store.clone();
     let found: Option<ApiToken> = crate::batch::read(&state.token_reads, fp.clone(), move |fps| {
         let store = store.clone();
@@ -221,7 +221,7 @@ fn held_worker(
     Some((id, host))
 }
 
-/// `lastUsedAt` (issue 16), written off the request's path and at most once
+/// `lastUsedAt`, written off the request's path and at most once
 /// a minute per token: the row just read says whether it is stale, so a
 /// fresh token costs nothing more; stale ones are written together
 /// ([`super::token_uses`]).
@@ -355,7 +355,7 @@ impl Worker {
         self.principal.hold(state)
     }
 
-    /// A request the worker wrote on its watch (issue 33): authenticated
+    /// A request the worker wrote on its watch: authenticated
     /// by the stream, which holds its token (revoking it ends the
     /// stream), and its use recorded as a request authenticated through
     /// the hold would record it ([`held_worker`]).

@@ -1,4 +1,4 @@
-//! The one enforcement point of the route table's permissions (issue 34):
+//! The one enforcement point of the route table's permissions:
 //! every entry declaring [`Access::Op`] is wrapped in [`enforce`], which
 //! authenticates the caller, asks [`access::authorize`] with the entry's
 //! verb and resource and the `{project}` of the path, and hands the
@@ -15,7 +15,7 @@ use super::auth::{authenticate_parts, refused_name, Principal};
 use super::{ApiError, AppState};
 use crate::rules::access::{self, Decision, Grant, Verb};
 
-/// Who may call a route: its permission (issue 34), checked for every
+/// Who may call a route: its permission, checked for every
 /// entry in one place ([`super::authz::enforce`]); a test checks every
 /// non-public entry names a resource [`crate::rules::access::known`]
 /// knows.
@@ -57,7 +57,7 @@ pub fn hidden(project: &str) -> ApiError {
 }
 
 /// The 404 of a project that does not exist, which a token that may not
-/// see a project gets too (issue 34: the same body, nothing leaks).
+/// see a project gets too (the same body, nothing leaks).
 pub fn missing_project(slug: &str) -> ApiError {
     let kind = pam_manifests::Kind::Project.info().singular;
     ApiError::not_found(format!("{kind} {slug:?} not found"))
@@ -178,7 +178,7 @@ pub async fn whoami(
         "role": role,
         "projects": projects,
     });
-    // A custom role (issue 34): its rules as resolved for this request
+    // A custom role: its rules as resolved for this request
     // (selectors matched; none while its Role is missing).
     if let Some(access::Role::Custom(c)) = op.grant().map(|g| &g.role) {
         let rules: Vec<serde_json::Value> = c
@@ -190,7 +190,7 @@ pub async fn whoami(
             .collect();
         me["rules"] = rules.into();
     }
-    // A dashboard session (issue 34): who signed in, and the projects
+    // A dashboard session: who signed in, and the projects
     // its groups only let it read.
     if let Some(sub) = op.subject() {
         me["subject"] = sub.into();

@@ -1,4 +1,4 @@
-//! `GET /api/v1/projects/{project}/charts[?hours=N]` (issue 36): a
+//! `GET /api/v1/projects/{project}/charts[?hours=N]`: a
 //! project's runs over the last N hours (default 24, at most 720) in equal
 //! buckets the server chooses (at most [`MAX_BUCKETS`]), for the
 //! dashboard's charts — outcomes, throughput, durations, cost with the

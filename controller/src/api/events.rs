@@ -49,7 +49,7 @@ pub fn page_limit(requested: Option<i64>, default: i64, max: i64) -> Result<i64,
     }
 }
 
-/// Pages the journal in its one order (the streams', issue 33): events
+/// Pages the journal in its one order (the streams'): events
 /// after the event `after` (a seq, looked up to its position), filtered
 /// by `topic` (a comma list; an entry ending in `.` is a prefix, `run.`)
 /// and `project`. `next` is the seq to pass as `after` for the following
@@ -76,7 +76,7 @@ pub async fn list_events(
     .await?;
     // Read-your-writes: a client that just wrote finds its events, though
     // a transaction in flight elsewhere may hold the journal's horizon
-    // back for a moment (issue 33).
+    // back for a moment.
     st.ctx.store.journal_barrier(JOURNAL_BARRIER).await?;
     let mut tx = st.ctx.store.begin().await?;
     let mut items = Vec::new();

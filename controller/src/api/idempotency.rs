@@ -1,4 +1,4 @@
-//! `Idempotency-Key` (issue 19): a POST carrying the header is done once
+//! `Idempotency-Key`: a POST carrying the header is done once
 //! per (caller, key). The layer claims the key in PostgreSQL before the
 //! handler runs and stores the answer after; a retry with the same key
 //! and the same request (method, path and query, body) within 24 h gets

@@ -32,7 +32,7 @@ pub async fn project_owners(
         .collect())
 }
 
-/// A task's dependency links as the API shows them (issue 17).
+/// A task's dependency links as the API shows them.
 #[derive(Debug, Default, Clone)]
 pub struct TaskDeps {
     /// The tasks it depends on that are not done (names, sorted).

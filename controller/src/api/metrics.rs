@@ -14,7 +14,7 @@ use crate::metrics::Metrics;
 use crate::rules::access::Verb;
 
 /// `GET /metrics`. No token (like `/healthz`) unless `[metrics]
-/// require_token` (issue 34): then an admin or `metrics` token (or
+/// require_token`: then an admin or `metrics` token (or
 /// session), asked of [`crate::rules::access::authorize`] like every
 /// route. It carries counts and durations, never payloads or secrets
 /// (docs/operations.md).
@@ -63,7 +63,7 @@ pub async fn track(State(metrics): State<Arc<Metrics>>, req: Request, next: Next
         .get_or_create(&vec![
             ("method", method),
             ("route", route),
-            // The class, not the code (issue 36: one series per route
+            // The class, not the code (one series per route
             // and class, not per route and code).
             ("status", format!("{}xx", resp.status().as_u16() / 100)),
         ])

@@ -80,25 +80,25 @@ pub struct AppState {
     pub fleet: crate::fleet::Fleet,
     /// The tokens open streams and leases hold: revoking one ends them.
     pub revocations: revocation::Revocations,
-    /// The per-token rate limits (issue 19; this replica's buckets).
+    /// The per-token rate limits (this replica's buckets).
     pub limits: Arc<rate_limit::Limiter>,
     /// The largest body apply and diff accept (`[api] max_body_bytes`).
     pub max_body_bytes: usize,
-    /// Push deliveries seen lately (issue 35: a replay is refused).
+    /// Push deliveries seen lately (a replay is refused).
     pub hook_deliveries: Arc<source_hooks::Seen>,
     /// Where the Sources' trees are read from (pamd's; `None` in an
-    /// in-process router): `diff source` reads through it (issue 35).
+    /// in-process router): `diff source` reads through it.
     pub repos: Option<crate::sync::fetch::Repos>,
-    /// Dashboard sign-in with OIDC (issue 34; `[oidc]`), with this pamd's
+    /// Dashboard sign-in with OIDC (`[oidc]`), with this pamd's
     /// sessions; None: bearer tokens only.
     pub oidc: Option<Arc<oidc::Oidc>>,
     /// `[metrics] require_token`: `/metrics` needs an admin or metrics
     /// token.
     pub metrics_require_token: bool,
-    /// Tokens' uses waiting to be written (issue 33).
+    /// Tokens' uses waiting to be written.
     pub token_uses: Arc<token_uses::TokenUses>,
     /// Bearer tokens waiting to be looked up, by fingerprint
-    /// ([`auth::authenticate`], issue 33).
+    /// ([`auth::authenticate`]).
     pub token_reads: Arc<crate::batch::Reads<String, pam_store::ApiToken, ApiError>>,
 }
 
@@ -169,9 +169,8 @@ impl ApiError {
         }
     }
 
-    /// A transient failure: 503 `unavailable` with `Retry-After` (issue 30:
-    /// the database is down or a lock wait was cut short). The detail is
-    /// logged, not sent.
+    /// A transient failure: 503 `unavailable` with `Retry-After` (the database
+    /// is down or a lock wait was cut short). The detail is logged, not sent.
     pub fn unavailable(detail: impl std::fmt::Display) -> Self {
         tracing::warn!(error = %detail, "database unavailable");
         let mut e = Self::new(

@@ -172,7 +172,7 @@ pub fn task(
 }
 
 /// A run; `waiting_for`: the tasks its task depends on that are not done
-/// (a pending run shows them in its Blocked condition, issue 17).
+/// (a pending run shows them in its Blocked condition).
 /// A pending run's wait derived when read: condition `cond` true (its
 /// reason the condition's own name) and Scheduled false for `scheduled`.
 fn waiting(
@@ -196,7 +196,7 @@ pub fn run(
 ) -> kinds::Run {
     let mut meta = if r.status == pam_manifests::state::RunStatus::Pending {
         let mut m = gate::with_blocked_condition(&r.meta, waiting_for, r.pending_since);
-        // Issue 31: a wait derived here is also why it is not scheduled
+        // A wait derived here is also why it is not scheduled
         // (the one condition `get runs` shows as REASON).
         if !waiting_for.is_empty() {
             placement::derived(
@@ -206,7 +206,7 @@ pub fn run(
                 r.pending_since,
             );
         }
-        // Issue 21: a pending run of a project over its budget waits for
+        // A pending run of a project over its budget waits for
         // the budget to be raised; derived when read, like Blocked.
         if let Some(why) = project_over_budget {
             waiting(
@@ -219,7 +219,7 @@ pub fn run(
                 r.pending_since,
             );
         }
-        // Issue 18: waiting for a Secret or key (a loop pass keeps the
+        // Waiting for a Secret or key (a loop pass keeps the
         // wait; the condition is derived from it when read).
         if let Some(why) = secret_wait {
             waiting(
@@ -305,7 +305,7 @@ pub fn run(
     }
 }
 
-/// A field of the declared spec (issue 32's `repository`, `workspace`):
+/// A field of the declared spec (a workspace's `repository`, `workspace`):
 /// the stored spec is the manifest's, so it reads back as declared.
 fn spec_field<T: serde::de::DeserializeOwned>(meta: &Meta, field: &str) -> Option<T> {
     meta.spec
@@ -313,7 +313,7 @@ fn spec_field<T: serde::de::DeserializeOwned>(meta: &Meta, field: &str) -> Optio
         .and_then(|v| serde_json::from_value(v.clone()).ok())
 }
 
-/// The message of a project's True `BudgetExceeded` condition (issue 21).
+/// The message of a project's True `BudgetExceeded` condition.
 pub fn budget_message(meta: &Meta) -> Option<String> {
     if !store::projects::over_budget(meta) {
         return None;
@@ -324,7 +324,7 @@ pub fn budget_message(meta: &Meta) -> Option<String> {
         .and_then(|c| c.message)
 }
 
-/// Stored usage as status figures (issue 21).
+/// Stored usage as status figures.
 pub fn usage_figures(u: &store::Usage) -> kinds::UsageFigures {
     let n = |v: i64| v.max(0) as u64;
     kinds::UsageFigures {
@@ -363,7 +363,7 @@ pub fn host(h: &store::Host, running: u32) -> kinds::Host {
 /// A Source as printed: its spec as applied, and the sync loop's status
 /// (`inventory`: how many objects it owns).
 /// `objects`: each owned object's state and how many were left out
-/// (issue 35; a get of one Source).
+/// (a get of one Source).
 pub fn source(
     s: &store::Source,
     inventory: usize,
@@ -404,7 +404,7 @@ pub fn source(
     serde_json::to_value(obj).expect("a Source is JSON")
 }
 
-/// A Webhook as printed (issue 19): its spec as applied, and how its
+/// A Webhook as printed: its spec as applied, and how its
 /// deliveries stand (`counts`: pending and failed).
 pub fn webhook(w: &store::Webhook, counts: (u64, u64)) -> Value {
     let Some(spec) = crate::rules::webhooks::spec_of(w) else {
@@ -425,7 +425,7 @@ pub fn webhook(w: &store::Webhook, counts: (u64, u64)) -> Value {
     serde_json::to_value(obj).expect("a Webhook is JSON")
 }
 
-/// An object of a generically stored kind (issue 29) as printed: its
+/// An object of a generically stored kind as printed: its
 /// metadata, the spec as applied and the status observed (its
 /// `observedGeneration` and conditions with what the row's status holds);
 /// `project` is the one a project-scoped kind's object lives in. The
@@ -486,7 +486,7 @@ pub fn delivery(d: &store::Delivery, webhook: &str) -> Value {
     })
 }
 
-/// A Secret as printed (issue 18): its keys with sizes and digests in
+/// A Secret as printed: its keys with sizes and digests in
 /// `status.keys`, never a value (`spec` prints empty).
 pub fn secret(s: &store::Secret, project_slug: &str) -> Value {
     let keys = s
@@ -523,7 +523,7 @@ pub fn secret(s: &store::Secret, project_slug: &str) -> Value {
     serde_json::to_value(obj).expect("a Secret is JSON")
 }
 
-/// A Schedule as printed (issue 18): its spec as applied and its status
+/// A Schedule as printed: its spec as applied and its status
 /// (`runs`: its runs with their ticks, oldest first).
 pub fn schedule(
     s: &store::Schedule,

@@ -142,7 +142,7 @@ fn operation(r: &Route, g: &mut SchemaGenerator) -> Value {
             Access::Worker => json!([{ "workerToken": [] }]),
         },
     });
-    // The permission the route table declares (issue 34): the verb a
+    // The permission the route table declares: the verb a
     // token's role needs on the resource.
     if let Access::Op(verb, resource) = r.access {
         op["x-pam-permission"] = json!({ "verb": verb.as_str(), "resource": resource });

@@ -15,7 +15,7 @@ type ApiResult<T> = Result<T, ApiError>;
 
 #[async_trait]
 impl Served for Project {
-    /// With the Source that owns it and its usage (issue 21): one read of
+    /// With the Source that owns it and its usage: one read of
     /// each for the whole batch.
     async fn print(tx: &mut dyn Tx, _at: At<'_>, items: &[Self]) -> ApiResult<Vec<Value>> {
         let ids: Vec<_> = items.iter().map(|p| p.id).collect();

@@ -1,4 +1,4 @@
-//! Rate limits (issue 19): a token bucket per bearer token, with the
+//! Rate limits: a token bucket per bearer token, with the
 //! operator and the worker budgets configured apart (`[rate_limits]`).
 //! A request over its budget is answered 429 in the one JSON error shape,
 //! with `Retry-After` (seconds until a request fits); every limited
@@ -15,7 +15,7 @@
 //!   tokens is limited too (each is its own bucket; idle full buckets are
 //!   forgotten).
 //!
-//! # Failed authentication (issue 30)
+//! # Failed authentication
 //! A bad token's bucket is its own, so a flood of random tokens was never
 //! limited by the per-token buckets. Failures are also counted per client
 //! address (IPv6: per /64, what one client can rotate through): each

@@ -9,7 +9,7 @@
 //!   at once; or
 //! - the re-check finds it revoked (or gone) in the database: at most
 //!   [`RECHECK`] later. One re-check looks up every held token with one
-//!   statement (issue 33: a task and a transaction per token every second
+//!   statement (a task and a transaction per token every second
 //!   were 10,000 transactions a second for a fleet of 10,000 watching
 //!   workers, most of an idle pamd's CPU and its database pool), running
 //!   only while something is held; since it reads the database, a
@@ -18,7 +18,7 @@
 //!
 //! A worker token held by its host's watch stream also authenticates
 //! that worker's other requests (heartbeats, desired sets, signals)
-//! without a database read ([`Revocations::held_worker`], issue 33: at
+//! without a database read ([`Revocations::held_worker`]: at
 //! 10,000 watching hosts those reads were ~500 a second, and under load
 //! each waited for the pool before its heartbeat could). It answers only
 //! while the token is held, not revoked, and found live by a lookup that
@@ -190,7 +190,7 @@ impl Revocations {
         Some((id, worker.host.clone(), stale))
     }
 
-    /// Holds a dashboard session (issue 34) for a stream: it ends at
+    /// Holds a dashboard session for a stream: it ends at
     /// logout ([`Revocations::revoke`] with the session's id) or, found by
     /// the same re-check, when the session expires.
     pub fn hold_session(

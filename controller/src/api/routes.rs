@@ -40,7 +40,7 @@ use crate::rules::access::{self, Verb::*};
 
 /// The default request body limit of apply and diff (`[api]
 /// max_body_bytes`; other routes keep axum's 2 MB). An apply's peak RSS is
-/// up to ~26× its body (issue 30, small documents), so this default keeps
+/// up to ~26× its body (small documents), so this default keeps
 /// one within the deploy files' 512 MiB (docs/operations.md, "Memory").
 pub const DEFAULT_MAX_BODY_BYTES: usize = 16 << 20;
 
@@ -201,7 +201,7 @@ pub fn table(max_body_bytes: usize) -> Vec<Route> {
             )
             .query::<sources::DiffQuery>()
             .object(200, "`{source, revision, changes: [{kind, project, name, action}]}`"),
-        // Issue 35: no bearer token; the provider's own proof
+        // No bearer token; the provider's own proof
         // (api::source_hooks) against spec.receiver.secretRef.
         post(
             "/api/v1/sources/{source}/hooks/{provider}",
@@ -332,8 +332,8 @@ pub fn table(max_body_bytes: usize) -> Vec<Route> {
             .doc("workers", "claimRuns", "Claim pending runs (long-poll)")
             .query::<w::ClaimQuery>()
             .json::<DesiredSet>(200, "the runs claimed"),
-        // A `finished` signal may carry its workspace's patch (issue 32,
-        // protocol::RESULT_PATCH_MAX_BYTES each).
+        // A `finished` signal may carry its workspace's patch
+        // (protocol::RESULT_PATCH_MAX_BYTES each).
         post("/api/v1/workers/signals", w::signals, Worker)
             .doc("workers", "sendSignals", "Report what runs did")
             .body::<SignalBatch>()
@@ -366,7 +366,7 @@ pub fn table(max_body_bytes: usize) -> Vec<Route> {
         get("/api/v1/openapi.json", serve_openapi, Public)
             .doc("system", "openapi", "This document")
             .object(200, "the OpenAPI 3.1 document"),
-        // Issue 34: dashboard sign-in with OIDC (api/oidc). No token:
+        // Dashboard sign-in with OIDC (api/oidc). No token:
         // the sign-in makes the session; logout checks the session's CSRF
         // value itself.
         get("/auth/info", oidc::info, Public)
@@ -391,7 +391,7 @@ pub fn table(max_body_bytes: usize) -> Vec<Route> {
         get("/ui/{*path}", dashboard::ui_asset, Public)
             .doc("dashboard", "dashboardAsset", "A file of the dashboard")
             .content("*/*", "the file (JavaScript, CSS, HTML)"),
-        // Issue 36: the dashboard's charts, re-run, suspend and resume.
+        // The dashboard's charts, re-run, suspend and resume.
         get("/api/v1/projects/{project}/charts", charts::project_charts, Op(Get, "runs"))
             .doc(
                 "projects",

@@ -32,13 +32,13 @@ struct RunNames {
     projects: HashMap<Uuid, String>,
     tasks: HashMap<Uuid, String>,
     hosts: HashMap<Uuid, String>,
-    /// Task id → the tasks it waits for (not done), issue 17.
+    /// Task id → the tasks it waits for (not done).
     waiting: HashMap<Uuid, Vec<String>>,
-    /// Project id → why it is over its budget (issue 21).
+    /// Project id → why it is over its budget.
     over_budget: HashMap<Uuid, String>,
-    /// Run id → the Secret or key it waits for (issue 18).
+    /// Run id → the Secret or key it waits for.
     secret_waits: HashMap<Uuid, String>,
-    /// Run id → its latest attempt's workspace result (issue 32), for
+    /// Run id → its latest attempt's workspace result, for
     /// the runs [`RunNames::with_results`] was given.
     results: HashMap<Uuid, pam_manifests::kinds::RunResult>,
 }
@@ -253,7 +253,7 @@ pub async fn signal_run(
     let ev = runs::journal_signal(tx.as_mut(), &r, sig, now).await?;
     st.ctx.commit(tx).await?;
     // Durable from here: journaled, and rebuilt from the journal when pamd
-    // starts (pending_signals).
+    // starts (fleet::signals).
     st.fleet
         .signals()
         .push(r.id, r.host_id, r.attempt, ev.seq, sig.to_string());
@@ -328,7 +328,7 @@ pub struct RunResultQuery {
 }
 
 /// `GET /api/v1/projects/{project}/runs/{name}/result[?attempt=N]`: an
-/// attempt's workspace result with its patch (issue 32); anyone who may
+/// attempt's workspace result with its patch; anyone who may
 /// read the run may read it.
 #[tracing::instrument(skip_all, fields(project = %slug, run = %name))]
 pub async fn run_result(

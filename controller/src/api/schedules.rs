@@ -1,4 +1,4 @@
-//! `/api/v1/projects/P/schedules` (issue 18): list, get (with next/last
+//! `/api/v1/projects/P/schedules`: list, get (with next/last
 //! tick, active runs, last result), delete, and `POST …/NAME/trigger` —
 //! one run now (`pamctl schedule trigger NAME`).
 

@@ -1,4 +1,4 @@
-//! `/api/v1/projects/P/secrets` (issue 18): list, get and delete Secrets —
+//! `/api/v1/projects/P/secrets`: list, get and delete Secrets —
 //! keys, sizes and digests, never a value — and `POST
 //! /api/v1/secrets/rotate-key`: a new current key, every Secret re-sealed
 //! with it, the old keys dropped once nothing they sealed is left.

@@ -1,5 +1,5 @@
 //! The API's list, get and delete of every named kind, written once
-//! (issue 29: a Kind is described once and generic code serves it). A kind
+//! (a Kind is described once and generic code serves it). A kind
 //! says how to find, print and delete its objects ([`Served`], next to its
 //! other handlers); [`routes`] gives the route table the same three
 //! routes for each, at the paths its registry row
@@ -34,7 +34,7 @@ use super::{ApiError, AppState};
 use crate::ctx::Wakeups;
 use crate::rules::access::Verb;
 use crate::rules::kind::Stored;
-use crate::rules::objects::Obj;
+use crate::rules::objects::GenericObject;
 
 type ApiResult<T> = Result<T, ApiError>;
 
@@ -124,11 +124,11 @@ pub trait Served: Stored {
     fn deleted(_w: &Wakeups) {}
 }
 
-/// Every kind stored generically (issue 29) prints the same way: its row
+/// Every kind stored generically prints the same way: its row
 /// as the kind's manifest type reads it (a stored spec the type no longer
 /// reads prints as stored).
 #[async_trait]
-impl<M: pam_manifests::kinds::Generic> Served for Obj<M> {
+impl<M: pam_manifests::kinds::Generic> Served for GenericObject<M> {
     async fn print(_tx: &mut dyn Tx, at: At<'_>, items: &[Self]) -> ApiResult<Vec<Value>> {
         Ok(items
             .iter()
@@ -195,7 +195,7 @@ async fn list_all<K: Served>(
 ) -> ApiResult<Json<Value>> {
     let now = st.ctx.now();
     let mut tx = st.ctx.store.begin().await?;
-    // Filtered to the token's projects, not refused (issue 34).
+    // Filtered to the token's projects, not refused.
     let grant = op.grant();
     let items = match <K as Stored>::KIND.info().scope {
         Scope::Cluster if <K as Stored>::KIND == pam_manifests::kinds::Kind::Project => {
@@ -237,8 +237,8 @@ async fn get_in<K: Served>(
     Ok(Json(with_managed_fields(tx.as_mut(), &o, v).await?))
 }
 
-/// A printed object of one get with its `metadata.managedFields` (issue
-/// 35): one more read, for one object (a listing goes without).
+/// A printed object of one get with its `metadata.managedFields`: one more
+/// read, for one object (a listing goes without).
 async fn with_managed_fields<K: Served>(tx: &mut dyn Tx, o: &K, mut v: Value) -> ApiResult<Value> {
     let key = (<K as Stored>::KIND.as_str().to_string(), o.id());
     if let Some(r) = tx.managed_fields_of(&[key]).await?.pop() {

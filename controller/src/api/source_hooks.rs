@@ -1,4 +1,4 @@
-//! Push receivers (issue 35): `POST /api/v1/sources/{source}/hooks/{provider}`
+//! Push receivers: `POST /api/v1/sources/{source}/hooks/{provider}`
 //! — a git host announces a push, and a Source whose ref it moved syncs at
 //! once instead of at its next interval (Flux's Receiver, Argo CD's
 //! webhook). No bearer token: each provider proves itself with its own

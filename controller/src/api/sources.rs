@@ -35,7 +35,7 @@ impl Served for Source {
         Ok(items.iter().map(|s| printed(s, &counts)).collect())
     }
 
-    /// A get of one Source: each owned object's state too (issue 35), read
+    /// A get of one Source: each owned object's state too, read
     /// now; a listing keeps to one read for all.
     async fn print_one(&self, tx: &mut dyn Tx, _at: At<'_>) -> ApiResult<Value> {
         let owned = tx.owned_objects(self.id).await?;
@@ -84,7 +84,7 @@ pub struct DiffQuery {
     pub revision: Option<String>,
 }
 
-/// `POST /api/v1/sources/NAME/diff[?revision=REF]` (issue 35): what a sync
+/// `POST /api/v1/sources/NAME/diff[?revision=REF]`: what a sync
 /// would change, from the sync's own code in a rolled-back transaction
 /// (`sync::preview`); 422 with what a sync would fail with.
 #[tracing::instrument(skip_all, fields(source = %name))]

@@ -3,7 +3,7 @@
 //!
 //! # Guarantees
 //! - Every stream follows the journal's one order ([`Position`]: by
-//!   transaction, then seq; issue 33), whichever replica serves it. A
+//!   transaction, then seq), whichever replica serves it. A
 //!   resume (`Last-Event-ID` or `?after=`, a seq) starts at that event's
 //!   position and loses and repeats nothing across the journal/live seam:
 //!   the handler subscribes to the broadcast *first*, then replays the
@@ -83,7 +83,7 @@ pub async fn project_filter(
 }
 
 /// The caller's filter of events: `topic` and `project` as asked, within
-/// the projects its token may see (issue 34).
+/// the projects its token may see.
 pub async fn reader_filter(
     store: &Arc<dyn Store>,
     grant: Option<&Grant>,

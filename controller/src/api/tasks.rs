@@ -40,7 +40,7 @@ impl Served for WorkItem {
         let completion = objects::completions(&items);
         let ids: Vec<Uuid> = items.iter().map(|w| w.id).collect();
         let deps = lookup::task_deps(tx, &ids).await?;
-        // Issue 21: one roll-up query for the project's tasks.
+        // One roll-up query for the project's tasks.
         let usage: HashMap<Uuid, _> = tx.usage_by_work_item(&ids).await?.into_iter().collect();
         Ok(items
             .iter()
@@ -121,8 +121,8 @@ pub async fn transition_task(
     let obj = task_object(tx.as_mut(), &p, &moved).await?;
     if !body.dry_run {
         st.ctx.commit(tx).await?;
-        // Dependents' runs may be unblocked, blocked again or fail
-        // (issue 17): the next loop pass now rather than at the resync
+        // Dependents' runs may be unblocked, blocked again or fail:
+        // the next loop pass now rather than at the resync
         // (latency only; the periodic pass is what makes it correct).
         st.ctx.wakeups.loops.notify_one();
     }

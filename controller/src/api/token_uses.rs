@@ -1,4 +1,4 @@
-//! Tokens' `lastUsedAt` (issue 16) written together (issue 33).
+//! Tokens' `lastUsedAt` written together.
 //!
 //! A token's use is written at most once a minute
 //! ([`tokens::LAST_USED_GRANULARITY`]); at 10,000 watching workers that
@@ -54,7 +54,7 @@ async fn write(ctx: Ctx, uses: Arc<TokenUses>) {
             ctx.commit(tx).await
         };
         if let Err(e) = written.await {
-            // A use is a hint (issue 16), not an accepted write: the next
+            // A use is a hint, not an accepted write: the next
             // request of the token records it again.
             tracing::debug!(error = %e, tokens = batch.len(), "cannot record tokens' last use");
         }

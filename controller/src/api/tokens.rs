@@ -48,7 +48,7 @@ pub struct NewToken {
     #[serde(default)]
     worker: Option<String>,
     /// `admin` (the default), `operator`, `viewer`, `metrics` or the name
-    /// of a `Role` object (a custom role, issue 34); a worker token is
+    /// of a `Role` object (a custom role); a worker token is
     /// always `worker`.
     #[serde(default)]
     role: Option<String>,
@@ -77,7 +77,7 @@ async fn grant_of(
             Some(role) => role,
             None => {
                 use crate::rules::kind::Stored;
-                type RoleObject = crate::rules::objects::Obj<pam_manifests::kinds::Role>;
+                type RoleObject = crate::rules::objects::GenericObject<pam_manifests::kinds::Role>;
                 RoleObject::by_name(tx, None, r)
                     .await?
                     .ok_or_else(|| unknown(r))?;

@@ -1,5 +1,5 @@
 //! A stream served on a connection hyper hands over after `101 Switching
-//! Protocols` (the worker watch, issue 33): [`super::chunks::Chunks`]
+//! Protocols` (the worker watch): [`super::chunks::Chunks`]
 //! written straight onto it, and what the client writes read back as
 //! lines, each maybe followed by raw bytes (a worker's log chunk).
 

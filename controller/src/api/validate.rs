@@ -49,10 +49,10 @@ pub fn token_name(name: &str) -> Result<(), ApiError> {
 
 /// `POST /api/v1/workers/register`: the version, and the labels parsed by
 /// the manifests' own label rules (a Host's `spec.labels`), at most
-/// [`LABELS_MAX_COUNT`]. A reported key is filed under `worker.pam.dev/`
-/// (issue 30), so one with any other prefix is refused.
+/// [`LABELS_MAX_COUNT`]. A reported key is filed under `worker.pam.dev/`,
+/// so one with any other prefix is refused.
 pub fn register(req: &RegisterRequest) -> Result<(), ApiError> {
-    // Issue 33: a worker of a protocol this pamd does not serve is told
+    // A worker of a protocol this pamd does not serve is told
     // which side to upgrade, before anything of it is read further.
     let theirs = pam_manifests::protocol::protocol_of(req.protocol);
     if let Some(why) =
@@ -81,7 +81,7 @@ pub fn register(req: &RegisterRequest) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// A registration's capabilities (issue 31): each provider a known name,
+/// A registration's capabilities: each provider a known name,
 /// listed once (so at most one entry per provider), its version bounded
 /// like the worker's own. Refused whole, so the host's previous
 /// capabilities stay.
@@ -218,7 +218,7 @@ mod tests {
         let mut r = reg();
         r.labels.insert("Bad Key!".into(), "x".into());
         assert_eq!(register(&r).unwrap_err().status, 422);
-        // Issue 30: a worker's keys go under worker.pam.dev/; another
+        // A worker's keys go under worker.pam.dev/; another
         // prefix cannot be filed there without losing what it meant.
         let mut r = reg();
         r.labels.insert("pam.dev/secure".into(), "true".into());

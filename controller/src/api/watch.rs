@@ -1,4 +1,4 @@
-//! `GET /api/v1/workers/watch` (issue 33): one Server-Sent Events stream
+//! `GET /api/v1/workers/watch`: one Server-Sent Events stream
 //! per worker, in place of its polling (docs/api.md, "Worker watch").
 //!
 //! A frame says only *that* the host's desired set changed, as of a
@@ -83,7 +83,7 @@ use pam_manifests::protocol::{
 /// 2)): reconnects (each a token check, a host read and a claim) do not
 /// come all at once after a restart opened every watch in the same few
 /// seconds, and at 10,000 hosts they are ~4 a second, not the 17 a fixed
-/// 10 minutes made (issue 33). A new replica gets its share of the
+/// 10 minutes made. A new replica gets its share of the
 /// watches within an hour.
 pub const LIFETIME: Duration = Duration::from_secs(30 * 60);
 
@@ -125,7 +125,7 @@ pub async fn watch(
 ) -> Result<Response, ApiError> {
     let headers = req.headers();
     // Read with the other watches opening: at a restart every worker
-    // reconnects at once (issue 33, [`super::group::read`]); on the
+    // reconnects at once ([`crate::batch::read`]); on the
     // connections kept for liveness, so the opens are answered as fast as
     // they come, not after the claims the open streams make (each waiting
     // open holds ~35 KB: docs/benchmarks.md, "One connection per worker").

@@ -1,4 +1,4 @@
-//! `/api/v1/webhooks` (issue 19): list, get (with delivery counts),
+//! `/api/v1/webhooks`: list, get (with delivery counts),
 //! delete; `/api/v1/webhookdeliveries`: list (`?webhook=NAME&status=…
 //! &limit=`), get, and `POST …/ID/redeliver` (the same delivery, id and
 //! body, due now).

@@ -159,7 +159,7 @@ pub async fn signals(
     if !invalid.is_empty() {
         return Ok(rejected(StatusCode::UNPROCESSABLE_ENTITY, &invalid));
     }
-    // The host is read in the batch's transaction (issue 33: no
+    // The host is read in the batch's transaction (no
     // transaction of its own per request).
     let outcome = ingest::ingest_as(&st.ctx, Ok(&w.host), &batch.signals).await?;
     match outcome.ok_or_else(|| not_registered(&w.host))? {
@@ -168,7 +168,7 @@ pub async fn signals(
             budget_stops,
         } => {
             if budget_stops > 0 {
-                // Issue 21: runs stopped at their budget: wake the
+                // Runs stopped at their budget: wake the
                 // workers' long-polls so the stops reach them now.
                 st.ctx.wakeups.nudge.notify_waiters();
             }

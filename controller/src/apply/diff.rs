@@ -34,7 +34,7 @@ pub async fn diff(ctx: &Ctx, req: &ApplyRequest) -> Result<Vec<Value>, ApplyErro
     }
     let mut tx = ctx.store.begin().await?;
     // What apply would write: the documents merged with the fields other
-    // managers own (managed fields, issue 35), a conflict refused as apply
+    // managers own (managed fields), a conflict refused as apply
     // refuses it. Nothing is recorded: the transaction is dropped.
     let (docs, _, _) = super::merged(tx.as_mut(), req, docs, ctx.now()).await?;
     let mut items = Vec::with_capacity(docs.len());
@@ -118,7 +118,7 @@ fn secret_changes(live: Option<&Value>, desired: &Value) -> Value {
     Value::Array(out)
 }
 
-/// A Secret's desired state as apply would store it (issue 18): each
+/// A Secret's desired state as apply would store it: each
 /// key's size and digest under the stored Secret's salt, so a changed
 /// value shows as a changed digest and no value is ever in a diff. A new
 /// Secret has no salt yet: sizes only.

@@ -13,7 +13,7 @@ use super::{ApplyError, ApplyRequest, FileIn};
 pub fn documents(req: &ApplyRequest) -> Result<Vec<Document>, ApplyError> {
     let parsed = parse_files(&req.files);
     // Sized once: a Document is several hundred bytes inline, and a vector
-    // grown by doubling would hold up to twice the batch (issue 30).
+    // grown by doubling would hold up to twice the batch.
     let count = parsed
         .iter()
         .map(|p| p.as_ref().map_or(0, Vec::len))
@@ -27,7 +27,7 @@ pub fn documents(req: &ApplyRequest) -> Result<Vec<Document>, ApplyError> {
         }
     }
     for (i, obj) in req.objects.iter().enumerate() {
-        // The rules of a file's document, without positions (issue 16: an
+        // The rules of a file's document, without positions (an
         // exec run without a command is refused on both paths alike).
         match pam_manifests::load::document_from_value("<request>", i, obj.clone()) {
             Ok(d) => docs.push(d),
@@ -69,7 +69,7 @@ fn parse_files(files: &[FileIn]) -> Vec<Result<Vec<Document>, Vec<ManifestError>
 
 /// The tasks `tasks` (indices into `docs`) ordered so that a parent in
 /// the batch comes before its children. Keyed by borrowed names and
-/// indices: no copy of any name (issue 30).
+/// indices: no copy of any name.
 pub(super) fn parents_first(docs: &[Option<Document>], tasks: Vec<usize>) -> Vec<usize> {
     let key = |i: usize| -> Option<(&str, &str)> {
         match &docs[i].as_ref()?.manifest {

@@ -1,6 +1,6 @@
 //! What validation and the writer need of the stored state — only what the
 //! batch can touch, so that an apply's cost follows the batch, not the
-//! size of its projects (issue 13): the projects it names; in each, the
+//! size of its projects: the projects it names; in each, the
 //! tasks it names (its Tasks, their parents, its Runs' tasks) with their
 //! stored ancestors; the runs it names.
 //!
@@ -11,7 +11,7 @@
 //! (OQ-6: no cycle after the batch). On that walk each step is either a
 //! task of the batch (its next step is a parent the batch names) or a
 //! stored task reached from a named one by stored links, i.e. one of the
-//! named tasks' ancestors. Dependency links (issue 17) are walked from a
+//! named tasks' ancestors. Dependency links are walked from a
 //! task the batch names too: the stored links reachable from the named
 //! tasks are read with them ([`stored_dependencies`]). A reference that resolves nowhere in its own
 //! project is looked up by name in every project, to word the error.
@@ -194,7 +194,7 @@ pub async fn load_existing(tx: &mut dyn Tx, docs: &[&Manifest]) -> Result<Existi
 }
 
 /// The stored dependency links validation can walk from the tasks the
-/// batch names (issue 17): every link reachable from them, so a cycle the
+/// batch names: every link reachable from them, so a cycle the
 /// batch would close through stored links is seen. Tasks reached only by
 /// links are added with their kind and links (their parents are not
 /// walked: the ancestor check starts from a task of the batch).

@@ -68,7 +68,7 @@ pub struct ApplyRequest {
     /// and `?fieldManager=`; None: pamd's own (`apply:pamd`).
     #[serde(skip)]
     pub manager: Option<managed::Manager>,
-    /// The caller's token's role and projects (issue 34), set by the API
+    /// The caller's token's role and projects, set by the API
     /// from the request's token; None: unchecked (pamd's own batches).
     #[serde(skip)]
     pub grant: Option<crate::rules::access::Grant>,
@@ -78,8 +78,7 @@ pub struct ApplyRequest {
 pub struct FileIn {
     pub name: String,
     /// Shared with the documents parsed from it, which keep the text for
-    /// positioning later errors (one copy of a big request, not two:
-    /// issue 30).
+    /// positioning later errors (one copy of a big request, not two).
     #[serde(deserialize_with = "shared_text")]
     #[schemars(with = "String", description = "The file's YAML.")]
     pub content: std::sync::Arc<str>,
@@ -271,15 +270,14 @@ pub async fn write_loaded(
     let mut w = Writer::new(tx, ring, now, offline_after, existing.items);
     w.results.reserve_exact(docs.len());
     // Each document is let go once written: a big batch's typed
-    // manifests are gone by the time its journal and results are whole
-    // (issue 30).
+    // manifests are gone by the time its journal and results are whole.
     let mut docs: Vec<Option<Document>> = docs.into_iter().map(Some).collect();
     use pam_manifests::validate::wave::wave_of;
     for kind in Kind::ALL {
         let mut of_kind: Vec<usize> = (0..docs.len())
             .filter(|&i| docs[i].as_ref().is_some_and(|d| d.manifest.kind() == kind))
             .collect();
-        // Issue 35: within a kind, by `pam.dev/sync-wave` (stable: the
+        // Within a kind, by `pam.dev/sync-wave` (stable: the
         // input order within a wave); a task's parent still comes first.
         of_kind.sort_by_key(|&i| docs[i].as_ref().map_or(0, |d| wave_of(&d.manifest)));
         let ordered = if kind == Kind::Task {

@@ -1,4 +1,4 @@
-//! The one prune (issue 29): `pamctl apply --prune` and a Source's sync
+//! The one prune: `pamctl apply --prune` and a Source's sync
 //! both delete through [`prune_objects`], under one rule.
 //!
 //! # The rule
@@ -16,7 +16,7 @@
 //! Apply's candidates ([`Writer::prune`]) are the objects of the input's
 //! kinds — every kind — that match the selector (or applyset) and that the
 //! input does not name; project-scoped kinds only in the projects the batch
-//! names (issue 14). An applyset also records the kinds and projects it
+//! names. An applyset also records the kinds and projects it
 //! holds (`applysets`, as kubectl's ApplySet parent records its
 //! group-kinds), and its prune covers them too, so the last Secret of a
 //! set that left the input is pruned ([`Writer::prune_and_record`]).
@@ -147,7 +147,7 @@ async fn list_kind(
 }
 
 /// What apply's prune needs of the input, taken before the batch is
-/// written (apply lets each document go once it is written, issue 30):
+/// written (apply lets each document go once it is written):
 /// its kinds, the objects it names, the projects it names.
 pub(super) struct Named {
     kinds: Vec<Kind>,

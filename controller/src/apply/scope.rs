@@ -1,5 +1,5 @@
 //! Which projects a batch touches, checked against the caller's token
-//! (issue 34) with the one decision ([`access::authorize`]): every
+//! with the one decision ([`access::authorize`]): every
 //! document before anything is read, and every result (prune's included)
 //! before the batch commits. A batch with one object the token may not
 //! touch is refused whole, with a 403 that names no project: a project the

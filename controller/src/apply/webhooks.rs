@@ -1,9 +1,8 @@
-//! What apply checks of a batch's Webhooks against pamd's state (issue
-//! 19), positioned at the field: each topic must name a topic pam
-//! journals or a prefix of one (the event filter's syntax), and the
-//! signing secret must resolve ([`SigningKeys`]) or be a key of a Secret
-//! in the same batch. The rest (an http(s)
-//! URL, topic syntax) is checked when the document is loaded.
+//! What apply checks of a batch's Webhooks against pamd's state, positioned at
+//! the field: each topic must name a topic pam journals or a prefix of one (the
+//! event filter's syntax), and the signing secret must resolve
+//! ([`SigningKeys`]) or be a key of a Secret in the same batch. The rest (an
+//! http(s) URL, topic syntax) is checked when the document is loaded.
 
 use pam_manifests::kinds::Manifest;
 use pam_manifests::load::Document;

@@ -23,7 +23,7 @@ use super::{Action, ApplyError, ApplyResult};
 use crate::rules::hosts::{self, HostDesired};
 use crate::rules::kind::Stored;
 use crate::rules::meta::{self, Change, Desired};
-use crate::rules::objects::{self, Obj, ObjectDesired};
+use crate::rules::objects::{self, GenericObject, ObjectDesired};
 use crate::rules::projects::{self, ProjectDesired};
 use crate::rules::runs::{self, gate, RunDesired};
 use crate::rules::schedules::{self, ScheduleDesired};
@@ -50,7 +50,7 @@ pub(super) struct Writer<'t> {
     /// names (its tasks, their parents, its runs' tasks) with their
     /// ancestors, read once for validation ([`super::existing`]) — a name
     /// of the batch that is not here is not stored — and kept current by
-    /// the writer. Never the whole project (issue 13).
+    /// the writer. Never the whole project.
     items: HashMap<Uuid, HashMap<String, WorkItem>>,
     /// New work items not written yet (parents first), and their project
     /// slugs: [`Writer::flush_new_items`] writes them with one bulk insert
@@ -60,7 +60,7 @@ pub(super) struct Writer<'t> {
     /// The ids of the work items this batch created, written or not yet
     /// (`new_items`), by project id and name: parents, dependencies and
     /// tasks of later documents. Only ids: a big batch keeps no copy of
-    /// the rows it wrote (issue 30); the few places that need a row read
+    /// the rows it wrote; the few places that need a row read
     /// it back.
     new_names: HashMap<(Uuid, String), Uuid>,
     /// The conditions of every object created by this batch, built once.
@@ -84,7 +84,7 @@ const KEYS: &str = "a batch with Secrets is written with the keyring";
 
 /// New work items are written in bulk once this many are pending: a big
 /// batch holds a bounded number of rows, COPY lines and event payloads at
-/// a time, not all of them (issue 30).
+/// a time, not all of them.
 const FLUSH_EVERY: usize = 1_000;
 
 /// The `dependsOn` names of a stored spec.
@@ -176,7 +176,7 @@ impl<'t> Writer<'t> {
         }
     }
 
-    /// Apply's one get-or-create-or-update (issue 29), for the kinds whose
+    /// Apply's one get-or-create-or-update, for the kinds whose
     /// rules create and update them whole: `found` is the stored object of
     /// the document's name; none is created, else the document's
     /// resourceVersion is checked and the object updated.
@@ -289,7 +289,7 @@ impl<'t> Writer<'t> {
             Manifest::Webhook(w) => self.webhook(d, w).await,
             Manifest::Secret(s) => self.secret(d, s).await,
             Manifest::Schedule(s) => self.schedule(d, s).await,
-            // Every kind stored generically (issue 29): no arm of its own.
+            // Every kind stored generically: no arm of its own.
             m => pam_manifests::for_generic_kind!(m.kind(), M => self.object::<M>(d).await),
         }
     }
@@ -311,7 +311,7 @@ impl<'t> Writer<'t> {
             .tx
             .by_name::<Object>((m.kind().as_str().into(), project_id), m.name().as_str())
             .await?
-            .map(Obj::<M>::new);
+            .map(GenericObject::<M>::new);
         let now = self.now;
         self.upsert(
             (d, found, desired),
@@ -322,7 +322,7 @@ impl<'t> Writer<'t> {
         Ok(())
     }
 
-    /// A Schedule (issue 18): validation checked its timetable and its
+    /// A Schedule: validation checked its timetable and its
     /// template's task.
     async fn schedule(&mut self, d: &Document, s: &kinds::Schedule) -> Result<(), ApplyError> {
         let (project_id, _) = self.project_id(s.metadata.project.as_str()).await?;
@@ -341,7 +341,7 @@ impl<'t> Writer<'t> {
         Ok(())
     }
 
-    /// A Secret (issue 18): sealed by the rule; the same values again are
+    /// A Secret: sealed by the rule; the same values again are
     /// `unchanged` (their digests under the stored salt match).
     async fn secret(&mut self, d: &Document, s: &kinds::Secret) -> Result<(), ApplyError> {
         if self.ring.is_none() {
@@ -374,7 +374,7 @@ impl<'t> Writer<'t> {
         Ok(())
     }
 
-    /// A Webhook (issue 19); its topics and secret were checked before
+    /// A Webhook; its topics and secret were checked before
     /// the batch was written ([`super::webhooks::check`]).
     async fn webhook(&mut self, d: &Document, w: &kinds::Webhook) -> Result<(), ApplyError> {
         let desired = WebhookDesired::of(w, Desired::of(&d.manifest));
@@ -500,7 +500,7 @@ impl<'t> Writer<'t> {
         }
     }
 
-    /// Writes the dependency links the batch changes (issue 17), after
+    /// Writes the dependency links the batch changes, after
     /// every task of the batch is stored and before any run is created, so
     /// a new run of a blocked task is created blocked.
     pub(super) async fn write_dependencies(&mut self) -> Result<(), ApplyError> {

@@ -1,5 +1,5 @@
 //! `[database]` in pamd.toml: the pool and the session timeouts every
-//! connection carries (issue 30; pam-store's postgres/pool.rs says why,
+//! connection carries (pam-store's postgres/pool.rs says why,
 //! docs/operations.md "Database timeouts" how to choose them):
 //! ```toml
 //! [database]

@@ -1,4 +1,4 @@
-//! `[oidc]` in pamd.toml (issue 34): dashboard sign-in with an OIDC
+//! `[oidc]` in pamd.toml: dashboard sign-in with an OIDC
 //! issuer (api/oidc; docs/operations.md, "Signing in with OIDC"):
 //! ```toml
 //! [oidc]

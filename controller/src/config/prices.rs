@@ -1,4 +1,4 @@
-//! `[prices]` in pamd.toml (issue 21): what a provider's tokens cost when
+//! `[prices]` in pamd.toml: what a provider's tokens cost when
 //! the provider reports no cost of its own. Prices are US dollars per
 //! million tokens; an entry replaces the default of the same provider and
 //! model (docs/operations.md, "Price table"):

@@ -1,4 +1,4 @@
-//! `[rate_limits]` in pamd.toml (issue 19): the per-token budgets,
+//! `[rate_limits]` in pamd.toml: the per-token budgets,
 //! operators' and workers' apart (api/rate_limit.rs says what a worker
 //! needs):
 //! ```toml
@@ -7,7 +7,7 @@
 //! operator_burst = 1000       # at once
 //! worker_per_second = 50      # per worker token (one host)
 //! worker_burst = 200
-//! auth_failures_per_second = 5  # unknown or revoked tokens, per client address (issue 30)
+//! auth_failures_per_second = 5  # unknown or revoked tokens, per client address
 //! auth_failures_burst = 60
 //! enabled = true
 //! ```

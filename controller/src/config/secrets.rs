@@ -1,4 +1,4 @@
-//! `[secrets]` in pamd.toml (issue 18): where the key file Secrets are
+//! `[secrets]` in pamd.toml: where the key file Secrets are
 //! sealed with lives.
 
 use std::path::{Path, PathBuf};

@@ -1,4 +1,4 @@
-//! `[sources]` in pamd.toml (issue 30): which directories directory
+//! `[sources]` in pamd.toml: which directories directory
 //! Sources may read, and how long their files must be still before a
 //! sync may prune by them (docs/gitops.md):
 //! ```toml

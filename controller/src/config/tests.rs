@@ -226,7 +226,7 @@ fn sources_name_the_roots_directory_sources_may_read() {
     );
 }
 
-/// Issue 30: the session timeouts and the failed-authentication budget
+/// The session timeouts and the failed-authentication budget
 /// are read, defaulted and refused when they would mean "no limit".
 #[test]
 fn database_timeouts_and_the_auth_failure_budget() {

@@ -1,4 +1,4 @@
-//! `[webhooks]` in pamd.toml (issue 19): where signing secrets are read
+//! `[webhooks]` in pamd.toml: where signing secrets are read
 //! from until pam stores Secrets, how long an attempt may take, how
 //! deliveries are retried, the links' base URL and how long finished
 //! deliveries are kept:

@@ -1,6 +1,6 @@
 //! Which events a reader keeps: the one topic filter of the event stream
 //! (`?topic=`), `GET /api/v1/events`, `pamctl events --topic` and a
-//! Webhook's `spec.topics` (issue 19) — a list of topic names and prefixes
+//! Webhook's `spec.topics` — a list of topic names and prefixes
 //! ending in a dot (`run.`) — and the project filter.
 
 use std::sync::Arc;
@@ -20,7 +20,7 @@ pub struct Filter {
     /// naming neither is not about a project and is dropped by a project
     /// filter.
     projects: Option<Projects>,
-    /// The projects the reader's token may see (issue 34), compared like
+    /// The projects the reader's token may see, compared like
     /// `projects`; `None`: every event. An event of another project, or
     /// of none (cluster events), is not sent to a scoped token at all.
     scope: Option<Projects>,
@@ -108,8 +108,8 @@ impl Filter {
     /// Whether to send `p`. `memo` is the stream's last project decision:
     /// consecutive events of one project share their strings
     /// ([`PublishedEvent`]), so a stream with a token's scope looks a
-    /// commit's project up once, not once per event (issue 34:
-    /// authorization must not slow fan-out).
+    /// commit's project up once, not once per event (authorization must not
+    /// slow fan-out).
     pub fn keeps_published(&self, p: &PublishedEvent, memo: &mut ProjectMemo) -> bool {
         if !self.topic_ok(&p.topic) {
             return false;

@@ -1,4 +1,4 @@
-//! Events across pamd replicas (issue 15): every journaling commit
+//! Events across pamd replicas: every journaling commit
 //! notifies (PostgreSQL NOTIFY, [`pam_store::Store::journal_wakeups`]);
 //! each replica, woken, has its journal reader ([`super::reader`]) read
 //! after what it published, so other replicas' commits reach its own SSE

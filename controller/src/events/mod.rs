@@ -4,7 +4,7 @@
 //! transaction committed (pam-data-model.txt, processed_signals: no phantom
 //! events), and only by the journal reader ([`reader`]): it reads the
 //! journal in its one order, so this process's commits, other replicas'
-//! and a resuming stream's replay all agree (issue 33).
+//! and a resuming stream's replay all agree.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -53,8 +53,7 @@ pub struct PublishedEvent {
     pub project: Option<Arc<str>>,
     /// The payload's `project_id` (a uid), shared the same way.
     pub project_id: Option<Arc<str>>,
-    /// The payload's `host_id`: whose watch stream a run's event wakes
-    /// (issue 33).
+    /// The payload's `host_id`: whose watch stream a run's event wakes.
     pub host_id: Option<uuid::Uuid>,
     /// Where its frame lies in [`Published::frames`].
     pub frame: std::ops::Range<usize>,

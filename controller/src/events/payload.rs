@@ -18,7 +18,7 @@ fn merged(mut p: Value, extra: Value) -> Value {
 /// The payload of a `run.*` event. Every one carries `run_id` and
 /// `attempt` (pam-data-model.txt, "Run topic rules"), so a consumer can tell
 /// which incarnation of a restarted run it describes, and `max_attempts`,
-/// so its message can say "attempt 2 of 3" (issue 31). `extra`'s keys are
+/// so its message can say "attempt 2 of 3". `extra`'s keys are
 /// merged in.
 pub fn run(run: &Run, extra: Value) -> Value {
     let mut p = json!({
@@ -33,7 +33,7 @@ pub fn run(run: &Run, extra: Value) -> Value {
     if let Some(h) = run.host_id {
         p["host_id"] = json!(h);
     }
-    // Issue 21: the event that ends an attempt keeps what that attempt
+    // The event that ends an attempt keeps what that attempt
     // used (the run's status keeps only the current attempt and the
     // total), so the journal holds every attempt's usage.
     let u = run.usage.attempt;

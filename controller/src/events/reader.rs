@@ -1,4 +1,4 @@
-//! The journal reader (issue 33): the one way committed events reach this
+//! The journal reader: the one way committed events reach this
 //! process's subscribers.
 //!
 //! Journaling transactions commit concurrently (no lock orders them), so

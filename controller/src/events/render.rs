@@ -1,7 +1,7 @@
 //! How a journaled event is rendered, in one place: the JSON of
 //! `GET /api/v1/events`, of a run's timeline and of the SSE stream's `data:`
 //! lines, and the SSE frame around it. Each carries the event's `reason`,
-//! `message` and `object` ([`super::message`], issue 31) next to the
+//! `message` and `object` ([`super::message`]) next to the
 //! payload, which stays as it was journaled.
 
 use bytes::Bytes;
@@ -19,7 +19,7 @@ pub fn event_json(e: &Event) -> serde_json::Value {
         "payload": e.payload,
         "createdAt": crate::clock::ts(e.created_at),
     });
-    // Who asked for it (issue 34: `{name, role}` of the request's token,
+    // Who asked for it (`{name, role}` of the request's token,
     // journaled in the payload); the loops' own events have none.
     if let Some(actor) = e.payload.get("actor") {
         v["actor"] = actor.clone();

@@ -4,14 +4,14 @@
 //! a milestone or epic is "a data-integrity anomaly to journal", and
 //! `run.requeued` for the restart requeue (failed → pending), so the
 //! journal shows every status change of a run. `run.unblocked` and
-//! `run.blocked` (issue 17) say when a pending run's task dependencies
+//! `run.blocked` say when a pending run's task dependencies
 //! are all done, or one was reopened (`rules::runs::gate`).
-//! `run.budget_exceeded` (issue 21) says a run reached its budget and is
-//! being stopped; `run.result_recorded` (issue 32) that an attempt's
+//! `run.budget_exceeded` says a run reached its budget and is
+//! being stopped; `run.result_recorded` that an attempt's
 //! workspace result was stored; `run.permission_denied` that a run's
 //! agent was refused tool calls. The `source.*` topics are
 //! GitOps' (docs/gitops.md): a Source's syncs, failures, drift, heals and
-//! prunes. The `schedule.*` topics (issue 18) say what a Schedule's tick
+//! prunes. The `schedule.*` topics say what a Schedule's tick
 //! did: created its run, skipped it (Forbid, a missing task) or missed it
 //! (past `startingDeadlineSeconds`).
 
@@ -31,7 +31,7 @@ pub const RUN_FAILED: &str = "run.failed";
 pub const RUN_STOPPED: &str = "run.stopped";
 /// A stop was asked for (`pamctl stop`, a schedule's `Replace`): `run.stopped`
 /// follows when it takes effect. Journaled so that every replica's
-/// watch streams tell the run's worker at once (issue 33).
+/// watch streams tell the run's worker at once.
 pub const RUN_STOP_REQUESTED: &str = "run.stop_requested";
 pub const RUN_SIGNAL_RECEIVED: &str = "run.signal_received";
 pub const RUN_OUTPUT_APPENDED: &str = "run.output_appended";
@@ -42,10 +42,10 @@ pub const RUN_INTEGRITY_ANOMALY: &str = "run.integrity_anomaly";
 pub const RUN_REQUEUED: &str = "run.requeued";
 pub const RUN_BLOCKED: &str = "run.blocked";
 pub const RUN_UNBLOCKED: &str = "run.unblocked";
-/// Issue 21: a live run reached its `spec.budget` and is being stopped; the
+/// A live run reached its `spec.budget` and is being stopped; the
 /// payload carries the figures and the budget.
 pub const RUN_BUDGET_EXCEEDED: &str = "run.budget_exceeded";
-/// Issue 32: an attempt's workspace result was stored (branch, commits,
+/// An attempt's workspace result was stored (branch, commits,
 /// diff stats; the patch is read from the result route, not the journal).
 pub const RUN_RESULT_RECORDED: &str = "run.result_recorded";
 /// A run's agent was refused tool calls by its permissions: the payload

@@ -44,7 +44,7 @@ async fn claim_or_full(ctx: &Ctx, host_id: Uuid, max: i64) -> StoreResult<Option
     ctx.commit(tx).await?;
     for r in &claimed {
         // From when it could be dispatched: time spent waiting for task
-        // dependencies (issue 17) is not dispatch latency.
+        // dependencies is not dispatch latency.
         let since = r.dispatchable_since.unwrap_or(r.pending_since);
         let waited = (now - since).to_std().unwrap_or_default();
         ctx.metrics.dispatch_latency.observe(waited.as_secs_f64());
@@ -57,7 +57,7 @@ async fn claim_or_full(ctx: &Ctx, host_id: Uuid, max: i64) -> StoreResult<Option
 /// runs (`ctx.wakeups.claimable`: [`Ctx::runs_claimable`] wakes as many such
 /// hosts as there are new runs, not the whole fleet); a full host waits
 /// only for one of its own runs to end ([`Ctx::host_freed`]), so the
-/// fleet's full hosts are not woken by every new run (issue 20: at 1,000
+/// fleet's full hosts are not woken by every new run (at 1,000
 /// hosts every signal batch and apply woke every long-poll, and their
 /// claims queued on the pool ahead of the heartbeats).
 pub async fn claim_wait(

@@ -45,7 +45,7 @@ impl PendingSignals {
     }
 
     /// Records the signal of a `run.signal_received` event (journaled by
-    /// this replica or read from the journal after another's, issue 15);
+    /// this replica or read from the journal after another's);
     /// false when the event is not one.
     pub fn push_event(&self, e: &pam_store::Event) -> bool {
         if e.topic != topic::RUN_SIGNAL_RECEIVED {

@@ -1,4 +1,4 @@
-//! The standard `process_*` metrics (issue 36), read from `/proc/self` at
+//! The standard `process_*` metrics, read from `/proc/self` at
 //! scrape time, the names and meanings of the Prometheus client
 //! libraries' process collectors, so stock dashboards and alerts work.
 //! Off Linux only `process_start_time_seconds` is reported.

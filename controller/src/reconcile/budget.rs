@@ -1,4 +1,4 @@
-//! Project budgets (issue 21): each pass compares what every project's
+//! Project budgets: each pass compares what every project's
 //! runs used with the project's `spec.budget` and sets or clears its
 //! condition `BudgetExceeded` ([`projects::set_budget_state`]), which
 //! claims honour. Two reads whatever the number of projects: the projects,

@@ -1,4 +1,4 @@
-//! The dependency gate's loop (issue 17): each pass marks pending runs
+//! The dependency gate's loop: each pass marks pending runs
 //! whose task dependencies are all done as dispatchable (and wakes the
 //! claimers), blocks again those whose dependency was reopened, and fails
 //! the runs waiting for a cancelled task. The rule is

@@ -36,7 +36,7 @@ pub struct Pass {
     pub runs_timed_out: usize,
     pub runs_stopped: usize,
     pub runs_requeued: usize,
-    /// Pending runs whose task dependencies became all done (issue 17).
+    /// Pending runs whose task dependencies became all done.
     pub runs_unblocked: usize,
     /// Pending runs failed because a dependency was cancelled.
     pub runs_dependency_cancelled: usize,
@@ -47,7 +47,7 @@ pub struct Pass {
 /// (so the timeout sees who became dispatchable), timeouts and restarts.
 ///
 /// # Guarantees
-/// - Sweeps are isolated (issue 29): one sweep's error is logged with its
+/// - Sweeps are isolated: one sweep's error is logged with its
 ///   loop's name, counted in `pam_loop_errors_total{loop}` and retried on
 ///   the next pass; the sweeps after it still run. The pass then returns
 ///   the errors (after every sweep ran).

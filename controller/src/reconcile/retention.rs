@@ -2,7 +2,7 @@
 //! are purged at start — best-effort, and no event is journaled for the
 //! purge (pam-data-model.txt, "Data Retention"). Delivered and failed
 //! webhook deliveries older than `[webhooks] deliveries_days` go too
-//! (issue 19; pending ones are kept whatever their age).
+//! (pending ones are kept whatever their age).
 
 use crate::ctx::Ctx;
 
@@ -35,7 +35,7 @@ async fn purge_older(ctx: &Ctx, days: u32, what: Old) -> anyhow::Result<u64> {
     Ok(n)
 }
 
-/// Deletes the idempotency keys whose replay window is over (issue 19):
+/// Deletes the idempotency keys whose replay window is over:
 /// at start and every few minutes with the integrity check.
 pub async fn purge_idempotency_keys(ctx: &Ctx) -> anyhow::Result<u64> {
     let mut tx = ctx.store.begin().await?;

@@ -1,4 +1,4 @@
-//! The schedule loop (issue 18): each pass gives every Schedule its due
+//! The schedule loop: each pass gives every Schedule its due
 //! tick, one transaction per Schedule, through
 //! [`crate::rules::schedules::tick`] — which takes the tick with a guarded
 //! update in the transaction that creates its run, so a restarted pamd or

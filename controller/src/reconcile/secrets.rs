@@ -1,4 +1,4 @@
-//! Runs waiting for a Secret (issue 18): each pass re-checks the waiting
+//! Runs waiting for a Secret: each pass re-checks the waiting
 //! runs (released once their Secret and key exist, waking the claimers)
 //! and the other pending runs that read Secrets (a Secret deleted or a key
 //! removed since makes them wait). The rule is

@@ -2,7 +2,7 @@
 //!
 //! A pending run fails once `now ≥ dispatchable_since + timeout` (OQ-15).
 //! `dispatchable_since` is `pending_since` — which a requeue resets, never
-//! `created_at` — unless the run waited for task dependencies (issue 17):
+//! `created_at` — unless the run waited for task dependencies:
 //! then it is when the last one became done, so the time spent blocked
 //! never counts, and a blocked run (no `dispatchable_since`) has no
 //! timeout (`rules::runs::gate`). The
@@ -12,7 +12,7 @@
 //! claimed by any other eligible host. A pending run with a stop request is
 //! stopped without dispatch.
 //!
-//! # Why a run waits (issue 31)
+//! # Why a run waits
 //! The same pass places every listed run against the hosts it loaded
 //! ([`placement::Fleet`]: in memory, no query per run) and sets its
 //! `Scheduled=False` condition when the reason or the message changed
@@ -79,7 +79,7 @@ pub async fn sweep(ctx: &Ctx) -> anyhow::Result<(usize, usize)> {
         fleet = placement::Fleet::new(&all_hosts, Some(&live), observed);
         shapes.clear();
     }
-    // Issue 21: a project over its budget holds its pending runs on
+    // A project over its budget holds its pending runs on
     // purpose (until the budget is raised): no dispatch timeout for them,
     // and once released their window opens again at the release.
     let mut held = std::collections::HashMap::new();
@@ -96,7 +96,7 @@ pub async fn sweep(ctx: &Ctx) -> anyhow::Result<(usize, usize)> {
         }
     }
     // What each run needs, decided over the narrow rows; whole rows are
-    // read only for the runs written (issue 31: a pass that changes
+    // read only for the runs written (a pass that changes
     // nothing reads no more than placing needs).
     enum Write {
         Stop,
@@ -112,7 +112,7 @@ pub async fn sweep(ctx: &Ctx) -> anyhow::Result<(usize, usize)> {
     // A run some host could take now, dispatchable for longer than a claim
     // takes: the claims that should have taken it were not woken (a change
     // that announced nothing), so they are woken now (level-triggered:
-    // workers claim only when woken since they watch, issue 33).
+    // workers claim only when woken since they watch).
     let mut unclaimed = false;
     for run in &pending {
         if run.stop_requested {
@@ -150,7 +150,7 @@ pub async fn sweep(ctx: &Ctx) -> anyhow::Result<(usize, usize)> {
                 chrono::Duration::from_std(ctx.thresholds.dispatch_timeout)
                     .expect("timeout in range")
             });
-        // OQ-15, issue 17: the window opens when the run became
+        // OQ-15: the window opens when the run became
         // dispatchable; the store lists blocked runs only to stop them.
         let Some(since) = run.dispatchable_since else {
             continue;

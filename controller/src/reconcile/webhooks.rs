@@ -1,4 +1,4 @@
-//! The webhook sender (issue 19): sends the queued deliveries
+//! The webhook sender: sends the queued deliveries
 //! ([`pam_store::WebhookTx`]), each webhook's in seq order, and records
 //! every attempt through the rules (`rules::webhooks::deliveries`).
 //!
@@ -12,7 +12,7 @@
 //! - A slow or hanging endpoint holds up only its own webhook: each webhook
 //!   drains in its own task, and every attempt is bounded by `[webhooks]
 //!   timeout_seconds`.
-//! - Where it sends is checked (issue 30): no redirect is followed (a 3xx
+//! - Where it sends is checked: no redirect is followed (a 3xx
 //!   is a failed attempt naming its `Location`), and no address the
 //!   egress rule refuses is connected to (`[webhooks] allow_networks`;
 //!   names are checked as resolved, IP literals before the request).
@@ -65,7 +65,7 @@ pub async fn run(ctx: Ctx, stop: CancellationToken) {
         .connect_timeout(ctx.webhooks.timeout)
         .user_agent(concat!("pamd/", env!("CARGO_PKG_VERSION")))
         // A redirect would send the signed body, or the signature
-        // headers, wherever the receiver points (issue 30): a 3xx is a
+        // headers, wherever the receiver points: a 3xx is a
         // failed attempt instead.
         .redirect(reqwest::redirect::Policy::none())
         // Names resolve through the egress rule, so the address checked

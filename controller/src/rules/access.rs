@@ -1,4 +1,4 @@
-//! Who may do what (issue 34): the one decision, [`authorize`], that the
+//! Who may do what: the one decision, [`authorize`], that the
 //! route table's permissions ([`crate::api::route::Access`]), apply's
 //! batches, the lists' filters and the event stream all ask.
 //!
@@ -10,7 +10,7 @@
 
 pub use pam_store::Role;
 
-/// What a request does (the verbs of the issue, kubectl's habit).
+/// What a request does (kubectl's verbs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Verb {
     Get,
@@ -80,7 +80,7 @@ pub const ADMIN_RESOURCES: &[&str] = &[
     "sources",
     "webhooks",
     "webhookdeliveries",
-    // `/metrics` when `[metrics] require_token` (issue 34).
+    // `/metrics` when `[metrics] require_token`.
     "metrics",
 ];
 
@@ -90,7 +90,7 @@ pub const SELF: &str = "self";
 
 /// Whether only an admin may touch `resource` (hosts' reads aside): the
 /// cluster-wide resources and every cluster-scoped kind but projects — a
-/// kind added to the registry needs no line here (issue 29).
+/// kind added to the registry needs no line here.
 pub fn admin_only(resource: &str) -> bool {
     ADMIN_RESOURCES.contains(&resource)
         || pam_manifests::Kind::ALL
@@ -190,7 +190,7 @@ pub fn authorize(grant: &Grant, verb: Verb, resource: &str, project: Option<&str
     if resource == SELF || grant.role == Role::Admin {
         return Decision::Allow;
     }
-    // A scraper's token (issue 34): /metrics and nothing else.
+    // A scraper's token: /metrics and nothing else.
     if grant.role == Role::Metrics {
         return if resource == "metrics" && verb == Verb::Get {
             Decision::Allow
@@ -269,7 +269,7 @@ mod tests {
         }
     }
 
-    /// A custom role (issue 34): a verb one of its rules gives, on its
+    /// A custom role: a verb one of its rules gives, on its
     /// resource, in its projects; 403 for another verb or resource in a
     /// project it sees, 404 for a project none names; lists filtered per
     /// resource; cluster-wide resources the admin's.

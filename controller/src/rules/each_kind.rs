@@ -5,7 +5,7 @@
 /// `for_kind!(kind, K => expr)`: `expr` with `K` the row type of `kind`
 /// (a `Kind` value) — the one `match` from kinds with a table of their
 /// own to their row types; every other kind is stored generically
-/// (issue 29) and its `K` is [`super::objects::Obj`] of its manifest type
+/// and its `K` is [`super::objects::GenericObject`] of its manifest type
 /// (`pam_manifests::for_generic_kind!`).
 macro_rules! for_kind {
     ($kind:expr, $k:ident => $body:expr) => {
@@ -20,7 +20,7 @@ macro_rules! for_kind {
                 $body
             })+
             generic => pam_manifests::for_generic_kind!(generic, M => {
-                type $k = $crate::rules::objects::Obj<M>;
+                type $k = $crate::rules::objects::GenericObject<M>;
                 $body
             }),
         }

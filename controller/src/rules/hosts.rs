@@ -63,7 +63,7 @@ pub async fn present(
     Ok(out.pop().expect("one host in, one out"))
 }
 
-/// [`present`] for many hosts at once (issue 33: the heartbeat batch), in
+/// [`present`] for many hosts at once (the heartbeat batch), in
 /// the order given; the hosts must be distinct. A presentation that
 /// changes nothing but `last_seen_at` (the pinned instance of a host
 /// already online — nearly every heartbeat) is written with the others
@@ -372,7 +372,7 @@ async fn set_status_for_disabled(
 /// host on first registration, takes the reported platform and capacity
 /// unless a Host manifest declares them, records the reported labels in
 /// the worker's namespace ([`worker_labels`]; declared or not, as they
-/// never mix with an operator's) and its capabilities (issue 31: the
+/// never mix with an operator's) and its capabilities (the
 /// worker registers again when they change), then applies OQ-14 and
 /// brings the host online ([`present`]).
 pub async fn register(
@@ -388,7 +388,7 @@ pub async fn register(
             let rv = h.meta.resource_version;
             let mut changed = h.worker_labels != reported;
             h.worker_labels = reported;
-            // Issue 31: a report replaces the last; an older worker sends
+            // A report replaces the last; an older worker sends
             // none, and what was known stays.
             if req.capabilities.is_some() && h.capabilities != req.capabilities {
                 h.capabilities = req.capabilities.clone();
@@ -417,8 +417,8 @@ pub async fn register(
     Ok(host)
 }
 
-/// A worker's reported labels as stored: each key under `worker.pam.dev/`
-/// (issue 30), so a worker cannot give itself a label an operator's
+/// A worker's reported labels as stored: each key under `worker.pam.dev/`,
+/// so a worker cannot give itself a label an operator's
 /// selector matches. A key with another prefix is refused (the API says
 /// so with a 422 before this runs).
 pub fn worker_labels(reported: &std::collections::BTreeMap<String, String>) -> StoreResult<Labels> {
@@ -457,7 +457,7 @@ pub async fn go_offline(
     )
     .await?;
     let live = super::runs::live(tx, Some(h.id)).await?;
-    // Said in the run's status and its `run.failed` (issue 31): which host,
+    // Said in the run's status and its `run.failed`: which host,
     // and when it was last heard from.
     let why = match h.last_seen_at {
         Some(at) => format!(

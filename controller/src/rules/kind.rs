@@ -1,4 +1,4 @@
-//! A stored kind as the layers above the rules see it (issue 29: a Kind is
+//! A stored kind as the layers above the rules see it (a Kind is
 //! described once and generic code serves it everywhere). [`Stored`] is
 //! how to find, list and delete objects of one kind — implemented next to
 //! the kind's rules — and [`super::each_kind::for_kind!`] turns a [`Kind`] value into its
@@ -29,7 +29,7 @@ pub trait Stored: Sized + Send + Sync + 'static {
     fn name(&self) -> &str;
     fn meta(&self) -> &Meta;
     /// The labels a selector matches (a host's include what its worker
-    /// reports, issue 30).
+    /// reports).
     fn labels(&self) -> Cow<'_, Labels> {
         Cow::Borrowed(&self.meta().labels)
     }
@@ -190,7 +190,7 @@ impl Stored for Run {
 #[async_trait]
 impl Stored for Host {
     row!(Host, name);
-    /// The operator's labels and the worker's namespaced ones (issue 16).
+    /// The operator's labels and the worker's namespaced ones.
     fn labels(&self) -> Cow<'_, Labels> {
         Cow::Owned(Host::labels(self))
     }

@@ -6,14 +6,14 @@
 //!
 //! In the database ([`pam_store::AttachTx`]: `attach_leases`,
 //! `attach_input`), so every pamd replica answers every attach request and
-//! a pamd restart keeps them (issue 15). Acquire, release and expiry are
+//! a pamd restart keeps them. Acquire, release and expiry are
 //! journaled (`run.lease_acquired`, `run.lease_released` with `reason`),
 //! each payload carrying run_id and attempt.
 //!
 //! # Guarantees
 //! - A lease change and its event are one transaction: each function here
 //!   writes the lease and appends its event in the caller's transaction,
-//!   which commits through [`crate::ctx::Ctx::commit`] (issue 29: a crash
+//!   which commits through [`crate::ctx::Ctx::commit`] (a crash
 //!   between the two can no longer lose the event).
 //! - Input accepted under a valid lease is delivered even if the lease is
 //!   released before the worker picks it up.

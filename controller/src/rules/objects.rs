@@ -1,4 +1,4 @@
-//! The rules of every kind stored generically (issue 29: registry row
+//! The rules of every kind stored generically (registry row
 //! `generic`, table `objects`): creating, updating (the desired state,
 //! through the generation rule) and deleting one, and its [`Stored`]
 //! impl — written once, for any such kind. Such a kind journals no
@@ -21,23 +21,23 @@ use super::meta::{self, Change, Desired};
 
 /// An object of the generically stored kind whose manifest type is `M`:
 /// the row, typed by its kind for the generic layers ([`Stored`]).
-pub struct Obj<M> {
+pub struct GenericObject<M> {
     pub row: Object,
     kind: PhantomData<fn() -> M>,
 }
 
-impl<M: Generic> Obj<M> {
+impl<M: Generic> GenericObject<M> {
     /// `row` as an object of `M`'s kind (the caller read it by that kind).
-    pub fn new(row: Object) -> Obj<M> {
-        Obj {
+    pub fn new(row: Object) -> GenericObject<M> {
+        GenericObject {
             row,
             kind: PhantomData,
         }
     }
 
     /// `row` when it is of `M`'s kind.
-    fn of(row: Object) -> Option<Obj<M>> {
-        (row.kind == M::KIND.as_str()).then(|| Obj::new(row))
+    fn of(row: Object) -> Option<GenericObject<M>> {
+        (row.kind == M::KIND.as_str()).then(|| GenericObject::new(row))
     }
 }
 
@@ -54,7 +54,7 @@ pub async fn create<M: Generic>(
     tx: &mut dyn Tx,
     d: ObjectDesired,
     now: DateTime<Utc>,
-) -> StoreResult<Obj<M>> {
+) -> StoreResult<GenericObject<M>> {
     let row = Object {
         id: Uuid::new_v4(),
         kind: M::KIND.as_str().to_string(),
@@ -66,23 +66,23 @@ pub async fn create<M: Generic>(
         updated_at: now,
     };
     tx.insert(&row).await?;
-    Ok(Obj::new(row))
+    Ok(GenericObject::new(row))
 }
 
 /// Updates its spec, labels and annotations (guarded by its
 /// resourceVersion); the same desired state writes nothing.
 pub async fn update<M: Generic>(
     tx: &mut dyn Tx,
-    o: Obj<M>,
+    o: GenericObject<M>,
     d: ObjectDesired,
     now: DateTime<Utc>,
-) -> StoreResult<(Obj<M>, Change)> {
+) -> StoreResult<(GenericObject<M>, Change)> {
     let (row, change) = meta::write_desired(tx, o.row, d.desired, now, |_| {}).await?;
-    Ok((Obj::new(row), change))
+    Ok((GenericObject::new(row), change))
 }
 
 #[async_trait]
-impl<M: Generic> Stored for Obj<M> {
+impl<M: Generic> Stored for GenericObject<M> {
     const KIND: Kind = M::KIND;
 
     fn id(&self) -> Uuid {
@@ -96,7 +96,7 @@ impl<M: Generic> Stored for Obj<M> {
     }
 
     async fn by_id(tx: &mut dyn Tx, id: Uuid) -> StoreResult<Option<Self>> {
-        Ok(tx.get::<Object>(id).await?.and_then(Obj::of))
+        Ok(tx.get::<Object>(id).await?.and_then(GenericObject::of))
     }
 
     async fn by_name(
@@ -111,7 +111,7 @@ impl<M: Generic> Stored for Obj<M> {
         Ok(tx
             .by_name::<Object>((kind.into(), scope), name)
             .await?
-            .map(Obj::new))
+            .map(GenericObject::new))
     }
 
     async fn all(tx: &mut dyn Tx, project: Option<&Project>) -> StoreResult<Vec<Self>> {
@@ -119,7 +119,7 @@ impl<M: Generic> Stored for Obj<M> {
             return Ok(Vec::new());
         };
         let rows = tx.list::<Object>((M::KIND.as_str().into(), scope)).await?;
-        Ok(rows.into_iter().map(Obj::new).collect())
+        Ok(rows.into_iter().map(GenericObject::new).collect())
     }
 
     async fn delete(self, tx: &mut dyn Tx, _now: DateTime<Utc>) -> StoreResult<bool> {

@@ -110,7 +110,7 @@ pub async fn delete(tx: &mut dyn Tx, p: &Project) -> StoreResult<bool> {
     tx.delete::<Project>(p.id).await
 }
 
-/// Issue 21: the project's budget state — the condition `BudgetExceeded`
+/// The project's budget state — the condition `BudgetExceeded`
 /// True with the figures (`exceeded`: which limit its runs together
 /// reached), or False once they are within it again (the budget was
 /// raised). While True, no run of the project is dispatched

@@ -1,4 +1,4 @@
-//! Schedule rules (issue 18): creating and updating a Schedule, and what
+//! Schedule rules: creating and updating a Schedule, and what
 //! a tick does — take it (once), then create its run, or skip or miss it
 //! — with its event; a manual trigger; the history limits.
 //!
@@ -80,7 +80,7 @@ pub async fn update(
     meta::write_desired(tx, row, d.desired, now, |_| {}).await
 }
 
-/// `pamctl suspend schedule NAME` / `resume` (issue 36): `spec.suspend`
+/// `pamctl suspend schedule NAME` / `resume`: `spec.suspend`
 /// set through [`update`]; a suspended Schedule takes no tick.
 pub async fn set_suspend(
     tx: &mut dyn Tx,

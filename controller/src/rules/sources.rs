@@ -91,7 +91,7 @@ pub async fn update(
     .await
 }
 
-/// `pamctl suspend source NAME` / `resume` (issue 36, like `flux
+/// `pamctl suspend source NAME` / `resume` (like `flux
 /// suspend`): `spec.suspend` set through [`update`], a spec change like
 /// any other (a new generation; the sync loop skips a suspended Source and
 /// syncs a resumed one, its observedGeneration lagging). The next apply of
@@ -120,7 +120,7 @@ pub fn suspended(m: &pam_store::Meta) -> bool {
     m.spec.get("suspend").and_then(Value::as_bool) == Some(true)
 }
 
-/// The `Suspended` condition (issue 35) as `spec.suspend` says, set with
+/// The `Suspended` condition as `spec.suspend` says, set with
 /// every spec write (apply, `pamctl suspend/resume`); unchanged when it
 /// already says so.
 fn suspended_condition(m: &mut pam_store::Meta, now: DateTime<Utc>) {
@@ -145,7 +145,7 @@ fn suspended_condition(m: &mut pam_store::Meta, now: DateTime<Utc>) {
     }
 }
 
-/// `pamctl sync NAME` (and a push, issue 35): sync now — unless the
+/// `pamctl sync NAME` (and a push): sync now — unless the
 /// Source is suspended: `Ok(Err(why))`, which the caller answers 409.
 pub async fn request_sync(
     tx: &mut dyn Tx,
@@ -193,7 +193,7 @@ pub enum Outcome {
         revision: String,
         counts: Counts,
         healed: Vec<Drift>,
-        /// What left the tree, when this sync wrote (issue 35): kept in
+        /// What left the tree, when this sync wrote: kept in
         /// the status until a sync moves the revision or sees more leave.
         departed: Option<Vec<OwnedState>>,
     },
@@ -325,7 +325,7 @@ pub async fn write_status(
     Ok(s)
 }
 
-/// A Source's health recomputed between syncs (issue 35, sync::health):
+/// A Source's health recomputed between syncs (sync::health):
 /// written only when it changed; `false` when it did not (or the Source
 /// is gone). No event: the objects' own events tell what moved.
 pub async fn refresh_health(
@@ -350,8 +350,8 @@ pub async fn refresh_health(
 /// How a deferred sync's message starts ([`waiting`]).
 pub const WAITING: &str = "waiting for files to settle: ";
 
-/// A sync deferred because the Source's files are still being written
-/// (issue 30): nothing applied, nothing pruned — not a failure. The
+/// A sync deferred because the Source's files are still being written:
+/// nothing applied, nothing pruned — not a failure. The
 /// message says what it waits for, with `Reconciling=True`; the sync
 /// state, the last attempt and a pending request stay (the sync is tried
 /// again shortly). Written when what it waits for changes, not at each

@@ -59,7 +59,7 @@ pub async fn mint(
     mint_with(tx, kind, name, host_name, grant, now).await
 }
 
-/// [`mint`] with a role and projects (issue 34: `pamctl token create
+/// [`mint`] with a role and projects (`pamctl token create
 /// --role viewer --project web`).
 pub async fn mint_with(
     tx: &mut dyn Tx,
@@ -88,7 +88,7 @@ pub fn default_grant(kind: TokenKind) -> Grant {
     }
 }
 
-/// The grant of token `t` (issue 34): its role and projects. A custom
+/// The grant of token `t`: its role and projects. A custom
 /// role's rules are resolved here, at every authentication: the `Role`
 /// object is read and each `projectSelector` matched against the
 /// projects' labels now, so a change to the Role or to a project's labels
@@ -229,7 +229,7 @@ pub async fn revoke(tx: &mut dyn Tx, id: Uuid, now: DateTime<Utc>) -> StoreResul
     tx.revoke_token(id, now).await
 }
 
-/// How stale `last_used_at` may be (issue 16): a token is written at most
+/// How stale `last_used_at` may be: a token is written at most
 /// once per this window, not once per request.
 pub const LAST_USED_GRANULARITY: chrono::Duration = chrono::Duration::seconds(60);
 

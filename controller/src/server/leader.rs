@@ -1,4 +1,4 @@
-//! Leader election among pamd replicas (issue 15): every replica serves
+//! Leader election among pamd replicas: every replica serves
 //! the API, the dashboard and SSE; the loops (reconcile and GitOps sync)
 //! run on the one that holds the `loops` lease in PostgreSQL
 //! ([`pam_store::LeaderTx`]), like a Kubernetes Lease.

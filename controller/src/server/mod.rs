@@ -137,7 +137,7 @@ async fn serve(config: &Config, clock: SharedClock, url: &str) -> anyhow::Result
         crate::rules::secrets::Keyring::load_or_create(&config.secrets_key_file)
             .context("the secrets key file")?,
     );
-    // Webhooks sign with a key of a project's Secret (issue 19 over 18).
+    // Webhooks sign with a key of a project's Secret.
     let mut webhooks = config.webhooks.settings();
     webhooks.keys = Arc::new(crate::rules::webhooks::keys::SecretKeys {
         ring: state.ctx.secrets.clone(),
@@ -230,7 +230,7 @@ async fn serve(config: &Config, clock: SharedClock, url: &str) -> anyhow::Result
     // Events other replicas commit reach this one's streams; runs they
     // create wake this one's claim long-polls and loops.
     // Operator signals accepted by another replica are handed to this
-    // one's workers too (the journal is their truth, pending_signals).
+    // one's workers too (the journal is their truth, fleet::signals).
     let follower = {
         let ctx = state.ctx.clone();
         let woken = ctx.clone();
@@ -283,11 +283,11 @@ async fn serve(config: &Config, clock: SharedClock, url: &str) -> anyhow::Result
     // Made a service once: served as a bare `Router`, axum calls
     // `Router::with_state(())` for every connection, which deep-copies
     // the whole route table (~135 KB) and keeps the copy for the
-    // connection's life — 160 MB at 1,000 workers' keep-alive connections
-    // (issue 20). `IntoMakeService` hands each connection a clone of one
+    // connection's life — 160 MB at 1,000 workers' keep-alive connections.
+    // `IntoMakeService` hands each connection a clone of one
     // `Arc`.
     // With the client's address (ConnectInfo): failed authentications
-    // are limited per address (issue 30). Both listeners below are
+    // are limited per address. Both listeners below are
     // `tap_io` ones, for which axum provides it.
     let app = api::router(state).into_make_service_with_connect_info::<std::net::SocketAddr>();
     // On SIGINT/SIGTERM, end the event streams too: graceful shutdown waits

@@ -27,7 +27,7 @@ pub const ADMIN_TOKEN_FILE: &str = "admin.token";
 
 /// Makes sure `<data_dir>/admin.token` holds a live operator token named
 /// `admin-<replica id>` ([`ensure_token_file`]): per replica, so pamd
-/// replicas sharing a database (issue 15) never revoke each other's. A
+/// replicas sharing a database never revoke each other's. A
 /// new one also revokes a live token named plain `admin` (what pamd
 /// before replicas named it), whose file is then lost.
 pub async fn ensure_admin_token(

@@ -119,9 +119,9 @@ pub struct Applied {
     pub left: usize,
     /// What changed, per object: created or configured by the write, and
     /// the objects that left the tree (`Pruned` with `spec.prune`, else
-    /// `Kept`, released) — `pamctl diff source` prints them (issue 35).
+    /// `Kept`, released) — `pamctl diff source` prints them.
     pub changes: Vec<ApplyResult>,
-    /// Issue 35: the objects that left the tree — `Pruned`, or `Held`
+    /// The objects that left the tree — `Pruned`, or `Held`
     /// with why — for the Source's status (at most
     /// [`pam_manifests::kinds::OBJECTS_SHOWN`]).
     pub departed: Vec<pam_manifests::kinds::OwnedState>,
@@ -229,7 +229,7 @@ pub async fn apply_tree(
     if !errors.is_empty() {
         return Err(SyncError::Invalid(errors));
     }
-    // Managed fields (issue 35): what the tree declares is the Source's,
+    // Managed fields: what the tree declares is the Source's,
     // taken from any other manager as Argo CD and Flux restore git's.
     let named = loaded
         .iter()

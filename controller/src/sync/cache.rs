@@ -1,5 +1,5 @@
-//! What the sync loop remembers between syncs of a Source (issue 14,
-//! "fast on big trees"): each file's parsed documents by content id, and
+//! What the sync loop remembers between syncs of a Source, so that a sync
+//! is fast on a big tree: each file's parsed documents by content id, and
 //! the tree it last applied. A one-file change in a 10,000-object tree
 //! parses that one file, and — when the last sync applied the tree before
 //! it — validates and writes only the objects whose documents changed (see
@@ -32,7 +32,7 @@ pub struct SourceCache {
     files: HashMap<String, (String, Arc<Parsed>)>,
     /// The tree the last successful sync applied, as this process saw it.
     applied: Option<AppliedTree>,
-    /// The substitution variables the files were parsed with (issue 35):
+    /// The substitution variables the files were parsed with:
     /// other variables parse every file again, and apply it whole.
     vars: Option<pam_manifests::load::substitute::Vars>,
 }

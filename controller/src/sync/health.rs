@@ -1,4 +1,4 @@
-//! A Source's health rolled up from its owned runs (issue 35: level-
+//! A Source's health rolled up from its owned runs (level-
 //! triggered). A sync writes it with its status; between syncs the loop
 //! recomputes it for each Source whose health can still move (Progressing
 //! or Degraded: runs pending, running or failed) once a run's event was
@@ -36,7 +36,7 @@ pub fn health_of(owned: &[OwnedObject]) -> Health {
     )
 }
 
-/// One owned run's health (issue 35; the one rule for the roll-up and
+/// One owned run's health (the one rule for the roll-up and
 /// each object's state, super::objects): failed is Degraded, pending,
 /// spawning or running Progressing, ended well Healthy.
 pub fn run_health(status: pam_manifests::state::RunStatus) -> HealthState {

@@ -1,4 +1,4 @@
-//! Each owned object's own sync and health (issue 35; Argo CD's resource
+//! Each owned object's own sync and health (Argo CD's resource
 //! tree), computed when a Source is read — so they follow the objects
 //! level-triggered, without waiting for a sync.
 
@@ -7,7 +7,7 @@ use pam_store::OwnedObject;
 
 use crate::apply::ownership::owned_drift;
 
-/// Each owned object's own sync and health (issue 35): the first
+/// Each owned object's own sync and health: the first
 /// `shown` by kind, project and name, and how many more there are.
 pub fn object_states(
     owned: &[OwnedObject],
@@ -114,7 +114,7 @@ fn state(
     }
 }
 
-/// An object that left the tree at this sync (issue 35): `Pruned` (gone;
+/// An object that left the tree at this sync: `Pruned` (gone;
 /// health `Missing`), or `Held` — kept, with why — and its health as it
 /// was when it left.
 pub fn departed(o: &OwnedObject, pruned: bool, why: String) -> pam_manifests::kinds::OwnedState {

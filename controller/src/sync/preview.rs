@@ -1,4 +1,4 @@
-//! `pamctl diff source NAME [--revision REF]` (issue 35, Argo CD's app
+//! `pamctl diff source NAME [--revision REF]` (Argo CD's app
 //! diff): what the Source's next sync — or a sync of `REF` — would change,
 //! by the sync's own code in a transaction that is rolled back. The tree is
 //! read as a sync reads it (the directory, or the git mirror fetched at

@@ -1,5 +1,5 @@
 //! Which directories a directory Source may read, and how still its files
-//! must be before a sync may prune by them (issue 30, pamd's `[sources]`
+//! must be before a sync may prune by them (pamd's `[sources]`
 //! config; docs/gitops.md, "Which directories").
 //!
 //! A Source's `spec.path` comes from a manifest: anyone who may apply one

@@ -133,7 +133,7 @@ async fn pass(
         let mut changed = None;
         let mut mark = None;
         // A path outside the allowed roots (or missing) is neither watched
-        // nor polled: the sync reports why when it is due (issue 30).
+        // nor polled: the sync reports why when it is due.
         let root = spec.path.as_ref().and_then(|p| repos.dirs.resolve(p).ok());
         if let Some(root) = root {
             if watches.get(&s.id).is_none_or(|w| w.root() != root) {
@@ -302,7 +302,7 @@ async fn sync_once(
             }
         }
     }
-    // Issue 35: the variables, read as the tree is (a Secret changed since
+    // The variables, read as the tree is (a Secret changed since
     // the last sync parses the tree again, whole).
     let vars = match super::substitute::vars_of(ctx, spec).await? {
         None => None,
@@ -411,7 +411,7 @@ async fn sync_once(
     {
         Ok(applied) => {
             // Objects leave the inventory only by files that are settled
-            // and read the same twice (issue 30).
+            // and read the same twice.
             if let (true, Some(root)) = (applied.left > 0, &root) {
                 let (r, revision, window) =
                     (root.clone(), tree.revision.clone(), repos.dirs.settle);

@@ -1,4 +1,4 @@
-//! Whether a directory Source's files are settled (issue 30, "data loss
+//! Whether a directory Source's files are settled ("data loss
 //! from a watched directory"): a generator writing into the directory
 //! (`gen > dir/all.yaml`, a file written in chunks) leaves a file that
 //! parses as fewer objects than it will hold; a sync that read it then

@@ -1,4 +1,4 @@
-//! A Source's substitution variables (issue 35), read when it syncs: the
+//! A Source's substitution variables, read when it syncs: the
 //! `vars.pam.dev/NAME` annotations of its `spec.substitute.fromProjects`,
 //! then the keys of its `fromSecrets` over them (opened with pamd's
 //! keyring, a later Secret over an earlier one), then its `vars` over

@@ -5,7 +5,7 @@
 //! Which files are manifests is the one rule `pamctl apply -f DIR -R`
 //! reads a directory by ([`pam_manifests::load::is_manifest_file`]:
 //! `*.yaml`, `*.yml`, `*.json`, recursively, hidden files and directories
-//! left out, issue 29). A directory's content id is a SHA-256 of the bytes,
+//! left out). A directory's content id is a SHA-256 of the bytes,
 //! its revision a SHA-256 over every path and content id.
 
 use std::path::{Path, PathBuf};
@@ -21,7 +21,7 @@ pub const MAX_FILES: usize = 50_000;
 /// Most entries (files of any kind and directories) one walk of a
 /// directory Source visits — reading it or polling it: a Source's
 /// directory holds manifests, and a path like `/` must not cost a
-/// filesystem walk (issue 30).
+/// filesystem walk.
 pub const MAX_ENTRIES: usize = 2 * MAX_FILES;
 /// Most bytes of manifest files one directory tree may hold.
 pub const MAX_TREE_BYTES: u64 = 256 << 20;

@@ -1,4 +1,4 @@
-//! Watching a directory Source (issue 14): the `notify` crate (inotify on
+//! Watching a directory Source: the `notify` crate (inotify on
 //! Linux) reports changes in the directory tree; the sync loop syncs once
 //! the tree has been still for [`DEBOUNCE`] (an editor writing a file in
 //! several steps is synced once). The interval's full resync stays the
@@ -28,15 +28,15 @@ pub const DEBOUNCE: Duration = Duration::from_millis(200);
 /// How long it must be still when the last change completed a file (the
 /// writer closed it, or renamed a whole file in): long enough to gather a
 /// burst of such changes (a checkout, a copy of several files) into one
-/// sync, short enough that one file's change is applied at once (issue 14:
-/// a one-file change within 2× a `pamctl apply` of it).
+/// sync, short enough that one file's change is applied at once (a one-file
+/// change within 2× a `pamctl apply` of it).
 pub const SETTLE: Duration = Duration::from_millis(20);
 /// How often a polled directory tries to get a watcher again.
 pub const RETRY: Duration = Duration::from_secs(10);
 /// How often a polled directory is walked (not every pass of the loop:
 /// a walk costs a stat per entry). A walk that hits
 /// [`fetch::MAX_ENTRIES`] stops there, and the next waits [`RETRY`]
-/// (issue 30: a Source on a huge tree must not keep a core busy; its sync
+/// (a Source on a huge tree must not keep a core busy; its sync
 /// reports the bound).
 pub const POLL_EVERY: Duration = Duration::from_secs(1);
 

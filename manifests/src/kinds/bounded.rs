@@ -1,5 +1,5 @@
 //! Integers that the database keeps as PostgreSQL `integer` (i32): a spec
-//! value above 2147483647 is refused where it is written (issue 30), with
+//! value above 2147483647 is refused where it is written, with
 //! the allowed range, instead of being stored clamped — a clamped value
 //! made `diff` show the manifest's number as live and re-apply say
 //! `unchanged`. Used with `#[serde(deserialize_with = …)]`; the JSON

@@ -1,4 +1,4 @@
-//! Printer columns (issue 29), as Kubernetes' `additionalPrinterColumns`:
+//! Printer columns, as Kubernetes' `additionalPrinterColumns`:
 //! each kind's row in [`super::info::KINDS`] lists the columns `pamctl get`
 //! prints after NAME, and pamctl's one table renderer reads them. A kind
 //! whose cells are fields of its printed object needs nothing else; the

@@ -1,14 +1,14 @@
-//! The kinds stored in the one generic table (issue 29;
-//! [`super::info::KindInfo::generic`]): their manifest types and the one
-//! match from such a kind to its type.
+//! The kinds stored in the one generic table
+//! ([`super::info::KindInfo::generic`]): their manifest types and the one match
+//! from such a kind to its type.
 
 use serde::{de::DeserializeOwned, Serialize};
 
 use super::{Kind, Role};
 
-/// The manifest type of a kind stored in the one generic table (issue
-/// 29; [`info::KindInfo::generic`]): pamd stores its spec as JSON and
-/// serves it with no code of its own.
+/// The manifest type of a kind stored in the one generic table
+/// ([`info::KindInfo::generic`]): pamd stores its spec as JSON and serves it
+/// with no code of its own.
 pub trait Generic: Serialize + DeserializeOwned + Send + Sync + 'static {
     /// Its kind.
     const KIND: Kind;

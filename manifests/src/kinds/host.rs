@@ -52,7 +52,7 @@ pub struct ObservedHost {
     /// naming a `worker.pam.dev/` key.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub labels: std::collections::BTreeMap<String, String>,
-    /// What its worker last reported it can run (issue 31): the providers
+    /// What its worker last reported it can run: the providers
     /// whose command it found and started, with their versions, and the
     /// free bytes of its data volume. Absent until a worker that reports
     /// them registers (such a host is given any provider's runs).

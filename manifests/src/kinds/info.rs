@@ -1,4 +1,4 @@
-//! One description per Kind (issue 29), as kube-rs has `Resource`: its
+//! One description per Kind, as kube-rs has `Resource`: its
 //! names, scope, journal topics and how the one prune treats it. Generic
 //! code reads a kind's facts here ([`Kind::info`]) instead of matching on
 //! the kind itself; a new kind is one more row (the compiler asks for it:
@@ -49,10 +49,9 @@ pub struct KindInfo {
     /// The columns `pamctl get` prints after NAME (`wide` ones with
     /// `-o wide`), in order.
     pub columns: &'static [Column],
-    /// Whether its objects live in the one generic table (`objects`,
-    /// issue 29) instead of a table of their own: metadata, a spec and a
-    /// status, served by pamd with no per-kind code (its manifest type
-    /// implements [`super::Generic`]).
+    /// Whether its objects live in the one generic table (`objects`) instead of
+    /// a table of their own: metadata, a spec and a status, served by pamd with
+    /// no per-kind code (its manifest type implements [`super::Generic`]).
     pub generic: bool,
 }
 
@@ -175,7 +174,7 @@ pub const KINDS: [KindInfo; 9] = [
         prune_order: 5,
         phases: &[],
         usage: None,
-        // Issue 35: Flux's `get sources` columns.
+        // Flux's `get sources` columns.
         columns: &[
             col("SUSPENDED", Flag("/spec/suspend")),
             col("REVISION", ShortRev("/status/revision")),

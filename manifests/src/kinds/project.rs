@@ -20,13 +20,13 @@ pub struct ProjectSpec {
     /// on. Setting it back to false un-archives.
     #[serde(default)]
     pub archived: bool,
-    /// What all the project's runs together may use (issue 21): once
+    /// What all the project's runs together may use: once
     /// reached, no new run is dispatched (condition `BudgetExceeded`) until
     /// the budget is raised.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget: Option<Budget>,
-    /// The git repository its runs' workspaces are worktrees of (issue
-    /// 32); a run with a workspace needs it.
+    /// The git repository its runs' workspaces are worktrees of; a run with a
+    /// workspace needs it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repository: Option<Repository>,
     /// The permissions of this project's runs whose run and task declare
@@ -44,8 +44,8 @@ pub struct ObservedProject {
     /// The Source (GitOps) whose manifests declare this project, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
-    /// Token usage and cost of every attempt of every run of the project
-    /// (issue 21); absent while none was reported.
+    /// Token usage and cost of every attempt of every run of the project;
+    /// absent while none was reported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<UsageFigures>,
     /// The spec generation this status reflects.

@@ -1,7 +1,7 @@
-//! The `Role` kind (issue 34): a custom role — rules of verbs × kinds ×
+//! The `Role` kind: a custom role — rules of verbs × kinds ×
 //! projects — that a token may be bound to beside the built-in roles
 //! (admin, operator, viewer, worker, metrics). Cluster-scoped, stored
-//! generically (issue 29: no table of its own).
+//! generically (no table of its own).
 //!
 //! What a rule may name is checked here ([`RoleSpec::problems`]); pamd
 //! resolves a rule's `projectSelector` against the projects' labels each
@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use super::Condition;
 use crate::names::{Labels, Name};
 
-/// The verbs a rule may grant (kubectl's habit, issue 34).
+/// The verbs a rule may grant (kubectl's habit).
 pub const VERBS: &[&str] = &[
     "get", "list", "watch", "create", "update", "delete", "attach", "signal", "sync", "trigger",
 ];
@@ -24,7 +24,7 @@ pub const VERBS: &[&str] = &[
 /// role's rules name these (or `*`, all of them); cluster-wide resources
 /// (hosts, tokens, Sources, Webhooks, Roles, …) stay the admin's.
 ///
-/// Read from the registry (issue 29: a project-scoped kind added to it is
+/// Read from the registry (a project-scoped kind added to it is
 /// nameable with no line here): `projects`, each project-scoped kind's
 /// plural, then [`JOURNAL_AND_BATCHES`].
 pub fn project_resources() -> Vec<&'static str> {

@@ -107,7 +107,7 @@ pub struct RunSpec {
     pub task: Name,
     /// The CLI to run. Immutable.
     pub provider: Provider,
-    /// The provider version a host must report for it (issue 31): a
+    /// The provider version a host must report for it: a
     /// semver requirement such as `>=1.2` or `^2`, matched against the
     /// first x.y.z of the CLI's `--version` output. Absent: any host that
     /// has the provider.
@@ -122,7 +122,7 @@ pub struct RunSpec {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub cwd: String,
     /// A git worktree of the project's repository on a new branch, made
-    /// by the worker before the provider starts and its cwd (issue 32).
+    /// by the worker before the provider starts and its cwd.
     /// Absent with no `cwd`: the task's `spec.workspace`. Immutable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace: Option<Workspace>,
@@ -147,11 +147,11 @@ pub struct RunSpec {
     /// The argv for provider `exec` (required there, refused otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<Vec<String>>,
-    /// What all attempts together may use (issue 21): reaching it stops
+    /// What all attempts together may use: reaching it stops
     /// the run, which fails with `budget_exceeded`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget: Option<Budget>,
-    /// Environment variables of the provider process (issue 18): a
+    /// Environment variables of the provider process: a
     /// literal `value`, or `valueFrom.secretKeyRef` — one key of a Secret
     /// of the run's project. Over `envFrom` for a name in both.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -314,7 +314,7 @@ pub struct ObservedRun {
     /// RFC 3339: the dispatch-timeout anchor (OQ-15).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_since: Option<String>,
-    /// Token usage and cost (issue 21); absent until the provider
+    /// Token usage and cost; absent until the provider
     /// reported any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<RunUsageStatus>,
@@ -330,7 +330,7 @@ pub struct ObservedRun {
     /// run` shows the last few: `GET …/runs/{name}/activity`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_activity: Option<crate::protocol::Entry>,
-    /// The latest attempt's workspace result (issue 32): its branch,
+    /// The latest attempt's workspace result: its branch,
     /// commits and diff stats; absent without one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<RunResult>,
@@ -345,7 +345,7 @@ pub struct ObservedRun {
     pub conditions: Vec<Condition>,
 }
 
-/// Who made a request (issue 34's audit trail, the `actor` of events):
+/// Who made a request (the audit trail, the `actor` of events):
 /// the token's name and role, and the OIDC subject when signed in that way.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

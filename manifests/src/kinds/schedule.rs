@@ -1,4 +1,4 @@
-//! The `Schedule` kind (issue 18): runs started on a cron timetable, like
+//! The `Schedule` kind: runs started on a cron timetable, like
 //! a Kubernetes CronJob. pamd's schedule loop creates exactly one Run per
 //! tick from `runTemplate`; [`Timetable`] is the one reading of
 //! `schedule` and `timeZone`.

@@ -1,4 +1,4 @@
-//! The `Secret` kind (issue 18): named values of a project — provider API
+//! The `Secret` kind: named values of a project — provider API
 //! keys, repository credentials — that runs take into their environment
 //! (`spec.env[].valueFrom.secretKeyRef`, `spec.envFrom[].secretRef`).
 //!

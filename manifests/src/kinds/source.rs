@@ -76,13 +76,13 @@ pub struct SourceSpec {
     /// Stop syncing (the objects stay).
     #[serde(default, skip_serializing_if = "is_false")]
     pub suspend: bool,
-    /// Push notifications from the git host (issue 35): a push for the
+    /// Push notifications from the git host: a push for the
     /// Source's ref to `POST /api/v1/sources/{name}/hooks/{provider}`,
     /// verified with this secret, syncs it at once. `spec.git` only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub receiver: Option<Receiver>,
     /// Variables substituted in the Source's manifests before they are
-    /// read (issue 35, Flux's `postBuild.substitute`): `${NAME}`,
+    /// read (Flux's `postBuild.substitute`): `${NAME}`,
     /// `${NAME:=default}`, `$${NAME}` for a literal; in string values only
     /// (docs/gitops.md, "Substitution").
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -330,7 +330,7 @@ pub struct ObservedSource {
     /// How many objects the Source owns.
     #[serde(default)]
     pub inventory: u32,
-    /// Issue 35, in a get of one Source: each owned object's own sync and
+    /// In a get of one Source: each owned object's own sync and
     /// health as they stand now (read when asked, so they follow the
     /// objects without a sync), the first [`OBJECTS_SHOWN`] by kind and
     /// name; `objectsOmitted` counts the rest.
@@ -349,7 +349,7 @@ pub struct ObservedSource {
 /// Owned objects listed in a Source's status at most.
 pub const OBJECTS_SHOWN: usize = 100;
 
-/// One owned object's state (issue 35; Argo CD's resource tree).
+/// One owned object's state (Argo CD's resource tree).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct OwnedState {

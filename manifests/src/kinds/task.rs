@@ -18,7 +18,7 @@ pub struct TaskSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<Name>,
     /// Tasks of the same project that must be `done` before a run of this
-    /// task is dispatched (issue 17). No cycles, not itself, not one of
+    /// task is dispatched. No cycles, not itself, not one of
     /// its own ancestors or descendants.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub depends_on: Vec<Name>,
@@ -32,7 +32,7 @@ pub struct TaskSpec {
     #[serde(default)]
     pub sort_order: i32,
     /// The workspace of this task's runs that set neither `workspace`
-    /// nor `cwd` (issue 32), read when an attempt is handed to its worker.
+    /// nor `cwd`, read when an attempt is handed to its worker.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace: Option<Workspace>,
     /// The permissions of this task's runs that declare none (a run's
@@ -72,14 +72,14 @@ pub struct ObservedTask {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completion: Option<Completion>,
     /// The tasks of `spec.dependsOn` that are not `done` yet: while any is
-    /// listed, runs of this task stay pending (issue 17).
+    /// listed, runs of this task stay pending.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub blocked_by: Vec<Name>,
     /// The tasks whose `spec.dependsOn` names this one (what waits for it).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dependents: Vec<Name>,
     /// Token usage and cost of every attempt of the runs of this task and
-    /// its subtasks (issue 21); absent while none was reported.
+    /// its subtasks; absent while none was reported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<UsageFigures>,
     /// The spec generation this status reflects.

@@ -1,4 +1,4 @@
-//! Token usage and cost in object status (issue 21): a run's current
+//! Token usage and cost in object status: a run's current
 //! attempt and all its attempts; a task's and a project's roll-up.
 
 use super::*;
@@ -29,7 +29,7 @@ pub struct RunUsageStatus {
     pub total: UsageFigures,
 }
 
-/// A spending limit (issue 21): `spec.budget` of a Run (all its attempts
+/// A spending limit: `spec.budget` of a Run (all its attempts
 /// together) or of a Project (all its runs together). Either limit may be
 /// absent; an absent budget limits nothing.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]

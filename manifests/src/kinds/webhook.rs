@@ -1,4 +1,4 @@
-//! The `Webhook` kind (issue 19): an HTTP endpoint that receives every
+//! The `Webhook` kind: an HTTP endpoint that receives every
 //! journal event matching its topics (and projects), signed with a secret
 //! the manifest names but never holds.
 //!

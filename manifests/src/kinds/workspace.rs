@@ -1,4 +1,4 @@
-//! Workspaces (issue 32): a Project's git repository and a Run's (or a
+//! Workspaces: a Project's git repository and a Run's (or a
 //! Task's default) workspace — a worktree of its own on a new branch,
 //! prepared by the worker before the provider starts.
 //!
@@ -125,7 +125,7 @@ fn yes() -> bool {
 }
 
 /// What an attempt's workspace came to (`status.result`, `pamctl result`):
-/// the worker's report when the provider exited (issue 32).
+/// the worker's report when the provider exited.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RunResult {

@@ -64,7 +64,7 @@ pub struct Document {
     root: Positions,
     /// The top-level `spec` keys as written (before defaults were
     /// filled in), one per line: the fields an applier names (managed
-    /// fields, issue 35). One allocation per document (issue 30).
+    /// fields). One allocation per document.
     spec_keys: Box<str>,
 }
 
@@ -97,7 +97,7 @@ enum Positions {
 struct Source {
     file: String,
     /// Shared with the caller where it can be ([`parse_documents_shared`]):
-    /// apply's request holds the text already (issue 30).
+    /// apply's request holds the text already.
     text: Arc<str>,
     roots: OnceLock<HashMap<usize, Pos>>,
 }
@@ -220,8 +220,8 @@ pub fn parse_values(
 /// Types one object given as JSON (an API request's `objects`, a Run that
 /// `pamctl run start` builds) with exactly the rules of a document read
 /// from a file: the structural checks, typing, and the per-document rules
-/// (an exec run needs a command, …). One validation for both paths (issue
-/// 16); errors carry no line or column.
+/// (an exec run needs a command, …). One validation for both paths; errors
+/// carry no line or column.
 pub fn document_from_value(
     file_label: &str,
     index: usize,
@@ -304,8 +304,8 @@ pub fn parse_documents_and_values(
         .collect())
 }
 
-/// [`parse_documents_and_values`] of a Source with `spec.substitute`
-/// (issue 35): `vars` substituted in every string scalar of each document
+/// [`parse_documents_and_values`] of a Source with `spec.substitute`:
+/// `vars` substituted in every string scalar of each document
 /// before it is typed ([`substitute`]); the values returned are the
 /// substituted ones (what the Source declares). Always the positioned
 /// read, so an unset variable is an error at its line.
@@ -336,7 +336,7 @@ fn parse_documents_fast(
     let file: Arc<str> = file_label.into();
     let mut docs = Vec::new();
     // Each document typed as soon as it is read: its value is dropped
-    // before the next one is built (issue 30).
+    // before the next one is built.
     let mut each = |index: usize, value: Value| {
         let locator = Locator {
             file: file_label,
@@ -381,7 +381,7 @@ fn parse_documents_positioned(
 }
 
 /// The positioned read and typing, with each document's value as it was
-/// typed — after `vars` were substituted into it, when given (issue 35).
+/// typed — after `vars` were substituted into it, when given.
 fn positioned(
     file_label: &str,
     text: &str,
@@ -526,7 +526,7 @@ mod tests {
 }
 
 /// Which files of a directory are manifests — the one rule of `pamctl
-/// apply -f DIR [-R]` and a directory or git Source (issue 29: they used
+/// apply -f DIR [-R]` and a directory or git Source (they used
 /// to differ): `*.yaml`, `*.yml` and `*.json`, leaving out hidden files and
 /// anything under a hidden directory. `rel` is the path below the
 /// directory read, `/`-separated.

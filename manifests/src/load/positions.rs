@@ -135,7 +135,7 @@ pub(super) struct Locator<'a> {
     /// Whether typing errors name the field serde was at. Only the fast
     /// load leaves it off (it only needs to know that typing failed, and
     /// tracking the path costs a sixth of a load); JSON objects have no
-    /// positions but still name the field (issue 30).
+    /// positions but still name the field.
     pub(super) paths: bool,
 }
 

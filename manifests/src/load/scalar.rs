@@ -21,7 +21,7 @@ pub(super) fn scalar_value(text: Cow<'_, str>, plain: bool, str_tag: bool) -> Va
     };
     resolved.unwrap_or_else(|| {
         // The parser's scalar buffers have spare capacity; the typed
-        // manifest keeps these strings for the whole apply (issue 30).
+        // manifest keeps these strings for the whole apply.
         let mut s = text.into_owned();
         s.shrink_to_fit();
         Value::String(s)

@@ -1,4 +1,4 @@
-//! Variable substitution in a GitOps Source's manifests (issue 35, Flux's
+//! Variable substitution in a GitOps Source's manifests (Flux's
 //! `postBuild.substitute`): `${VAR}`, `${VAR:=default}` and the escape
 //! `$${VAR}` (a literal `${VAR}`).
 //!

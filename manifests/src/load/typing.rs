@@ -351,7 +351,7 @@ pub(super) fn check_document(doc: &Document) -> Vec<ManifestError> {
     errors
 }
 
-/// Issue 32's per-document rules: a repository's URL and default ref, a
+/// A workspace's per-document rules: a repository's URL and default ref, a
 /// workspace's ref and branch names, and never both a workspace and a
 /// `cwd` (the worktree is the provider's cwd).
 fn workspace_problems(m: &Manifest) -> Vec<(String, String)> {

@@ -49,7 +49,7 @@ pub(super) struct Read {
 
 /// The fast read, handing each non-empty document's `(index, value)` to
 /// `each` as soon as it is read (so a big file's values are never all
-/// alive at once, issue 30); `false` when it gave up, at the first problem
+/// alive at once); `false` when it gave up, at the first problem
 /// of any kind or when `each` returns `false`.
 pub(super) fn read_fast_each(text: &str, each: &mut dyn FnMut(usize, Value) -> bool) -> bool {
     let mut reader = Reader::new("", text, false);

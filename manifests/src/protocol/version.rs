@@ -1,7 +1,6 @@
-//! The worker protocol's number, checked by both sides at registration
-//! (issue 33).
+//! The worker protocol's number, checked by both sides at registration.
 
-/// The worker protocol this build speaks (issue 33): the requests and
+/// The worker protocol this build speaks: the requests and
 /// answers of `/api/v1/workers/*`. pamd and the worker tell each other at
 /// registration, and each refuses a peer outside what it serves with an
 /// error that says which side to upgrade — instead of failing later on a

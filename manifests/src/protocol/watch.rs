@@ -1,11 +1,11 @@
-//! The worker watch's protocol (issue 33): its upgrade, and the requests a
+//! The worker watch's protocol: its upgrade, and the requests a
 //! worker writes on the upgraded connection (docs/api.md, "Worker watch").
 
 use serde::{Deserialize, Serialize};
 
 use super::{Heartbeat, LogChunk};
 
-/// The `Upgrade` token of the worker watch (issue 33): a worker that sends
+/// The `Upgrade` token of the worker watch: a worker that sends
 /// `Connection: upgrade` and `Upgrade: pam-watch` with its
 /// `GET /api/v1/workers/watch` gets `101 Switching Protocols`, and the
 /// connection then carries the same Server-Sent Events text with no HTTP
@@ -44,7 +44,7 @@ pub const WATCH_LOG_CHUNK: &str = "log_chunk";
 /// The `event:` of a watch request's failure: a [`WatchError`].
 pub const WATCH_ERROR: &str = "error";
 
-/// A request a worker writes on its upgraded watch (issue 33): one JSON
+/// A request a worker writes on its upgraded watch: one JSON
 /// object per line (`{"heartbeat": {…}}`, `{"desired_set": {}}`), each
 /// answered in order by one frame on the same connection, so a watching
 /// worker holds one connection to pamd, not more for its heartbeats and

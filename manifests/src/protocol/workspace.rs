@@ -1,4 +1,4 @@
-//! Issue 32 on the wire: the workspace a worker prepares before it spawns
+//! Workspaces on the wire: the workspace a worker prepares before it spawns
 //! a run ([`WorkspaceOrder`], in [`super::DesiredRun`]) and what the
 //! attempt's worktree came to ([`WorkspaceResult`], in the `finished`
 //! signal — one signal, so the result is applied exactly once with it

@@ -1,4 +1,4 @@
-//! `spec.dependsOn` of a Task (issue 17), validated with the whole batch
+//! `spec.dependsOn` of a Task, validated with the whole batch
 //! like parents (OQ-6) and through the same batch index ([`Batch`]): the
 //! links are the batch's on top of the stored ones.
 //!

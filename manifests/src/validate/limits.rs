@@ -106,7 +106,7 @@ pub fn check_document(doc: &Document) -> Vec<ManifestError> {
             }
         }
         Manifest::Secret(s) => {
-            // Values: base64, key names, 1 MiB in all (issue 18).
+            // Values: base64, key names, 1 MiB in all.
             c.metadata(&s.metadata.labels, &s.metadata.annotations);
             c.resource_version(s.metadata.resource_version.as_deref());
             if let Err(problems) = s.spec.values() {
@@ -127,7 +127,7 @@ pub fn check_document(doc: &Document) -> Vec<ManifestError> {
                 c.text("spec.git.path", &git.path, CWD_MAX_BYTES);
             }
         }
-        // A generically stored kind (issue 29): its metadata; its spec's
+        // A generically stored kind: its metadata; its spec's
         // own rules are `Manifest::generic_problems`.
         m => {
             c.metadata(m.labels(), m.annotations());

@@ -24,9 +24,9 @@
 //!   epic (pam-data-model.txt, `runs.task_id`).
 //! - A Task's `dependsOn` names other Tasks of the same project (batch or
 //!   stored), each once, never itself or one of its ancestors, and the
-//!   dependency links after the batch have no cycle ([`deps`], issue 17).
+//!   dependency links after the batch have no cycle ([`deps`]).
 //! - A Host's labels (`metadata.labels`, `spec.labels`) have no key under
-//!   `worker.pam.dev/`: that namespace is its worker's report (issue 30).
+//!   `worker.pam.dev/`: that namespace is its worker's report.
 //! - A `pam.dev/sync-wave` annotation is an integer in range ([`wave`]).
 //!
 //! Immutable fields are the server's check (it holds the old spec);
@@ -77,11 +77,11 @@ pub trait ExistingState {
     fn projects_with_task(&self, _name: &Name) -> Vec<Name> {
         Vec::new()
     }
-    /// Whether the stored project has a `spec.repository` (issue 32).
+    /// Whether the stored project has a `spec.repository`.
     fn has_repository(&self, _project: &Name) -> bool {
         false
     }
-    /// Whether the stored task has a default `spec.workspace` (issue 32).
+    /// Whether the stored task has a default `spec.workspace`.
     fn task_workspace(&self, _project: &Name, _task: &Name) -> bool {
         false
     }
@@ -97,7 +97,7 @@ pub struct InMemoryState {
     pub tasks: BTreeMap<(Name, Name), StoredTask>,
     /// Runs by (project, name).
     pub runs: BTreeSet<(Name, Name)>,
-    /// Projects with a repository (issue 32).
+    /// Projects with a repository.
     pub repositories: BTreeSet<Name>,
     /// Tasks with a default workspace, by (project, name).
     pub task_workspaces: BTreeSet<(Name, Name)>,
@@ -362,7 +362,7 @@ pub fn validate_batch(docs: &[Document], existing: &dyn ExistingState) -> Vec<Ma
 }
 
 /// A Host's labels are set by operators; the `worker.pam.dev/` namespace
-/// holds what its worker reports for itself (issue 30), so an operator
+/// holds what its worker reports for itself, so an operator
 /// label there would let a selector on self-reported labels and one on
 /// operator labels meet.
 fn check_host_labels(doc: &Document, h: &crate::kinds::Host, errors: &mut Vec<ManifestError>) {

@@ -1,4 +1,4 @@
-//! `pam.dev/sync-wave` (issue 35; Argo CD's sync waves): an integer
+//! `pam.dev/sync-wave` (Argo CD's sync waves): an integer
 //! annotation that orders the objects of one kind within one apply or
 //! sync — their writes, their events, and so the order in which their
 //! runs are created. pam writes a batch in one transaction, so waves do

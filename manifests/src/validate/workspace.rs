@@ -1,4 +1,4 @@
-//! Issue 32's batch rules: a workspace (a run's own, its task's default,
+//! The workspace batch rules: a workspace (a run's own, its task's default,
 //! a Schedule's template's) needs a project with a repository; a run
 //! needs a `cwd` or a workspace.
 

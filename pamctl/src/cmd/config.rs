@@ -1,4 +1,4 @@
-//! `pamctl config …` (issue 31, kubectl's habit): the contexts of pamctl's
+//! `pamctl config …` (kubectl's habit): the contexts of pamctl's
 //! config file — `current-context`, `get-contexts`, `use-context NAME`,
 //! `set-context [NAME] [--server URL] [-p P] [--ca-file F] [--token-file F]`.
 //!

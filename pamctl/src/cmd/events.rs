@@ -1,7 +1,7 @@
 //! The event journal: `events [--topic T] [--types A,B] [--for KIND/NAME]
 //! [-f]`, one tab-separated line per event (`SEQ TIME TYPE REASON OBJECT
-//! MESSAGE`, so `-f` output can be grepped), and kubectl's `get events`
-//! (issue 31): a table (`LAST SEEN TYPE REASON OBJECT MESSAGE`), `-o
+//! MESSAGE`, so `-f` output can be grepped), and kubectl's `get events`:
+//! a table (`LAST SEEN TYPE REASON OBJECT MESSAGE`), `-o
 //! wide|json|yaml|name`, `-w`. Both hide `run.output_appended` (one per
 //! output snapshot) unless `--show-output` or a topic filter names it.
 
@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use crate::cli::{EventFilters, GetArgs};
 use crate::client::{query, Client};
 use crate::error::{CliError, Exit, Result};
-use crate::render::events::{said, OUTPUT_TOPIC};
+use crate::render::events::{event_columns, OUTPUT_TOPIC};
 use crate::render::table::Table;
 use crate::render::{self, age, Output};
 use crate::stream::{follow, Item};
@@ -42,7 +42,7 @@ pub(crate) struct Listing {
 pub(crate) fn line(e: &Value) -> String {
     let seq = e.get("seq").map(Value::to_string).unwrap_or_default();
     let at = e.get("createdAt").and_then(Value::as_str).unwrap_or("-");
-    let s = said(e);
+    let s = event_columns(e);
     format!(
         "{seq}\t{at}\t{}\t{}\t{}\t{}",
         s.topic, s.reason, s.object, s.message
@@ -94,7 +94,7 @@ impl Listing {
             }
         }
         match &self.object {
-            Some(o) => said(e).object == *o,
+            Some(o) => event_columns(e).object == *o,
             None => true,
         }
     }
@@ -229,7 +229,7 @@ fn table(events: &[&Value], wide: bool) -> Table {
         Table::new(&["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"])
     };
     for e in events {
-        let s = said(e);
+        let s = event_columns(e);
         let at = e.get("createdAt").and_then(Value::as_str);
         let mut row = if wide {
             vec![

@@ -72,7 +72,7 @@ pub(crate) fn scope(
     Ok((across, project))
 }
 
-/// `get all` (kubectl's habit, issue 31): every project-scoped kind — a
+/// `get all` (kubectl's habit): every project-scoped kind — a
 /// project's tasks, runs, Schedules and Secrets — as `tasks,runs,…`.
 fn all_expanded(args: &[String]) -> Vec<String> {
     match args.split_first() {
@@ -177,7 +177,7 @@ pub(crate) fn get(ctx: &mut Ctx, a: GetArgs) -> Result<Exit> {
             &mut missing,
         )?;
         if a.blocked {
-            // Issue 17: a task waits while status.blockedBy lists any task.
+            // A task waits while status.blockedBy lists any task.
             items.retain(|o| {
                 o.pointer("/status/blockedBy")
                     .and_then(Value::as_array)
@@ -321,7 +321,7 @@ pub(crate) fn describe(ctx: &mut Ctx, args: &[String]) -> Result<Exit> {
             pages.push(describe::page(
                 r.kind,
                 &obj,
-                &describe::Extra {
+                &describe::EventsAndActivity {
                     events: &events,
                     activity: &activity,
                 },

@@ -97,7 +97,7 @@ fn resources_table() -> Table {
             ]
         })
         .collect();
-    // Not a kind one applies, but a resource `get` lists (issue 19).
+    // Not a kind one applies, but a resource `get` lists.
     let names = crate::cmd::webhooks::NAMES;
     rows.push(vec![
         names[0].into(),
@@ -106,7 +106,7 @@ fn resources_table() -> Table {
         "false".into(),
         "WebhookDelivery".into(),
     ]);
-    // The journal, which `get events` lists (issue 31); -p filters it.
+    // The journal, which `get events` lists; -p filters it.
     let events = crate::cmd::events::NAMES;
     rows.push(vec![
         events[0].into(),

@@ -146,7 +146,7 @@ fn current_map(obj: &Value, which: Which) -> BTreeMap<String, String> {
 }
 
 /// The apply a verb writes through: the server records the fields it
-/// changes as `VERB:TOKEN`'s (managed fields, issue 35);
+/// changes as `VERB:TOKEN`'s (managed fields);
 /// `force_conflicts` takes fields another manager owns.
 pub(crate) fn apply_path(verb: &str, force_conflicts: bool) -> String {
     let force = if force_conflicts {

@@ -1,5 +1,5 @@
 //! `result RUN [--attempt N] [--patch]`: an attempt's workspace result
-//! (issue 32) — its branch, commits and diff stats, or the patch itself
+//! — its branch, commits and diff stats, or the patch itself
 //! (coloured on a terminal only).
 
 use pam_manifests::Kind;

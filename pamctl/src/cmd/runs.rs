@@ -118,7 +118,7 @@ pub(crate) fn stop(ctx: &mut Ctx, run: &str) -> Result<Exit> {
     Ok(Exit::Ok)
 }
 
-/// `rerun RUN` (issue 36): a new run with RUN's spec; prints its name.
+/// `rerun RUN`: a new run with RUN's spec; prints its name.
 pub(crate) fn rerun(ctx: &mut Ctx, run: &str) -> Result<Exit> {
     let project = ctx.project()?;
     let client = ctx.client()?;

@@ -1,4 +1,4 @@
-//! `schedule trigger NAME`: one run of a Schedule now (issue 18); prints
+//! `schedule trigger NAME`: one run of a Schedule now; prints
 //! the run's name.
 
 use pam_manifests::Kind;

@@ -1,6 +1,6 @@
 //! `secret rotate-key`: pamd writes a new current key to its key file,
-//! re-seals every Secret with it and drops the keys nothing uses any more
-//! (issue 18). Values never leave pamd; this prints ids and counts.
+//! re-seals every Secret with it and drops the keys nothing uses any more.
+//! Values never leave pamd; this prints ids and counts.
 
 use serde_json::{json, Value};
 

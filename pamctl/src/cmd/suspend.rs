@@ -1,4 +1,4 @@
-//! `suspend`/`resume` (issue 36, like `flux suspend source`): a Source
+//! `suspend`/`resume` (like `flux suspend source`): a Source
 //! stops syncing, a Schedule stops ticking, until resumed. pamd sets
 //! `spec.suspend`; the next apply of the manifest declares it again.
 

@@ -74,7 +74,7 @@ pub(crate) fn sync(ctx: &mut Ctx, name: &str, timeout: &str) -> Result<Exit> {
     }
 }
 
-/// `pamctl diff source NAME [--revision REF]` (issue 35): what a sync of
+/// `pamctl diff source NAME [--revision REF]`: what a sync of
 /// the Source (at REF) would change — pamd runs the sync's own code and
 /// rolls it back. Exit 0 when nothing would change, 1 when something
 /// would, like `pamctl diff`.

@@ -1,5 +1,5 @@
 //! `pamctl top runs|tasks|projects`: the most expensive first, like
-//! `kubectl top` (issue 21). A run ranks by every attempt's usage, a task
+//! `kubectl top`. A run ranks by every attempt's usage, a task
 //! by its roll-up (its subtasks' runs included), a project by all its runs.
 
 use pam_manifests::Kind;

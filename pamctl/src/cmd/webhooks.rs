@@ -1,4 +1,4 @@
-//! Webhook deliveries (issue 19): `pamctl get webhookdeliveries [WEBHOOK]`
+//! Webhook deliveries: `pamctl get webhookdeliveries [WEBHOOK]`
 //! (the newest first: status, attempts, last response code) and
 //! `pamctl webhook redeliver ID` (the same delivery — id and body — is sent
 //! again now).

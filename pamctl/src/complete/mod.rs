@@ -287,7 +287,7 @@ fn flag_values(w: &Walk, arg: &Arg, current: &str, names: &mut dyn Names) -> Can
             .to_vec(),
             directive: if current.contains('=') { 0 } else { NO_SPACE },
         },
-        // `get events --for KIND/NAME` (issue 31): the object's kind, then
+        // `get events --for KIND/NAME`: the object's kind, then
         // its names.
         "for_" if verb == "get" || verb == "events" => match current.split_once('/') {
             Some((k, _)) => match parse_kind(k) {
@@ -419,7 +419,7 @@ fn objects(w: &Walk, current: &str, names: &mut dyn Names) -> Candidates {
         }
         let mut words = kinds();
         if w.path.first().is_some_and(|v| v == "get") {
-            // Listed by `get` only (issue 31: completion lists every
+            // Listed by `get` only (completion lists every
             // resource `get` takes).
             words.push(crate::cmd::webhooks::NAMES[0].to_string());
             words.push(crate::cmd::events::NAMES[0].to_string());

@@ -49,7 +49,7 @@ pub fn topic_prefix(kind: Kind) -> &'static str {
 
 /// What a describe page shows beside the object.
 #[derive(Default)]
-pub struct Extra<'a> {
+pub struct EventsAndActivity<'a> {
     /// The object's recent events, oldest first.
     pub events: &'a [Value],
     /// A run's agent's recent activity items, oldest first.
@@ -57,8 +57,8 @@ pub struct Extra<'a> {
 }
 
 /// The describe page.
-pub fn page(kind: Kind, obj: &Value, extra: &Extra, now: DateTime<Utc>) -> String {
-    let events = extra.events;
+pub fn page(kind: Kind, obj: &Value, related: &EventsAndActivity, now: DateTime<Utc>) -> String {
+    let events = related.events;
     let mut out = String::new();
     let mut field = |k: &str, v: String| out.push_str(&format!("{:<18}{v}\n", format!("{k}:")));
     field("Name", cell(obj, "/metadata/name"));
@@ -81,7 +81,7 @@ pub fn page(kind: Kind, obj: &Value, extra: &Extra, now: DateTime<Utc>) -> Strin
             None => "<unknown>".into(),
         },
     );
-    // Issues 34 and 35: who set what (metadata.managedFields, oldest
+    // Who set what (metadata.managedFields, oldest
     // first); the last entry is the last applier.
     let managed = obj
         .pointer("/metadata/managedFields")
@@ -96,7 +96,7 @@ pub fn page(kind: Kind, obj: &Value, extra: &Extra, now: DateTime<Utc>) -> Strin
         );
     }
     if kind == Kind::Task {
-        // Issue 17: what it waits for, and what waits for it.
+        // What it waits for, and what waits for it.
         let names = |p: &str| {
             let v: Vec<&str> = obj
                 .pointer(p)
@@ -113,13 +113,13 @@ pub fn page(kind: Kind, obj: &Value, extra: &Extra, now: DateTime<Utc>) -> Strin
         field("Waits For", names("/status/blockedBy"));
         field("Waited On By", names("/status/dependents"));
     }
-    // Issue 31: what the host can run, as its worker last reported.
+    // What the host can run, as its worker last reported.
     if kind == Kind::Host {
         let (providers, free) = super::table::host_capabilities(obj);
         field("Providers", providers);
         field("Workspace Free", free);
     }
-    // Issue 21: what it cost, in one line each.
+    // What it cost, in one line each.
     if kind == Kind::Run && obj.pointer("/status/usage").is_some() {
         field("Usage", super::usage::line(obj, "/status/usage/total"));
         field(
@@ -138,7 +138,7 @@ pub fn page(kind: Kind, obj: &Value, extra: &Extra, now: DateTime<Utc>) -> Strin
             field("Session", cell(obj, "/status/sessionId"));
         }
     }
-    // Issue 32: what the latest attempt's workspace came to
+    // What the latest attempt's workspace came to
     // (`pamctl result` for the rest, `--patch` for the diff).
     if let Some(r) = obj.pointer("/status/result") {
         let n = |k: &str| r.get(k).and_then(Value::as_u64).unwrap_or(0);
@@ -183,7 +183,7 @@ pub fn page(kind: Kind, obj: &Value, extra: &Extra, now: DateTime<Utc>) -> Strin
     let conditions = status.remove("conditions");
     // Shown as their own sections.
     status.remove("lastActivity");
-    // Issue 35: a Source's owned objects as a tree, not as YAML.
+    // A Source's owned objects as a tree, not as YAML.
     status.remove("objects");
     status.remove("objectsOmitted");
     out.push_str("Status:\n");
@@ -219,17 +219,17 @@ pub fn page(kind: Kind, obj: &Value, extra: &Extra, now: DateTime<Utc>) -> Strin
     }
     if kind == Kind::Run {
         out.push_str("Recent Activity:\n");
-        out.push_str(&activity_table(extra.activity, now));
+        out.push_str(&activity_table(related.activity, now));
     }
     out.push_str("Events:\n");
     if events.is_empty() {
         out.push_str("  <none>\n");
     } else {
-        // Issue 31: what happened in words, not the payload's JSON.
+        // What happened in words, not the payload's JSON.
         let mut t = Table::new(&["SEQ", "AGE", "TYPE", "REASON", "OBJECT", "BY", "MESSAGE"]);
         for e in events {
-            let said = super::events::said(e);
-            // Issue 34's audit trail: the token a request was made with;
+            let columns = super::events::event_columns(e);
+            // The audit trail: the token a request was made with;
             // `-` for what pamd's loops did on their own.
             let by = match e.pointer("/actor/name").and_then(Value::as_str) {
                 Some(name) => name.to_string(),
@@ -238,11 +238,11 @@ pub fn page(kind: Kind, obj: &Value, extra: &Extra, now: DateTime<Utc>) -> Strin
             t.row(vec![
                 cell(e, "/seq"),
                 age::since(e.get("createdAt").and_then(Value::as_str), now),
-                said.topic,
-                said.reason,
-                said.object,
+                columns.topic,
+                columns.reason,
+                columns.object,
                 by,
-                said.message,
+                columns.message,
             ]);
         }
         out.extend(t.render().lines().map(|l| format!("  {l}\n")));
@@ -311,7 +311,7 @@ mod tests {
             (r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", "[UID]"),
             (r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", "[TIME]"),
         ]}, {
-            insta::assert_snapshot!(page(Kind::Task, task, &Extra { events: &events, activity: &[] }, now()), @r#"
+            insta::assert_snapshot!(page(Kind::Task, task, &EventsAndActivity { events: &events, activity: &[] }, now()), @r#"
             Name:             build
             Kind:             Task
             Project:          web
@@ -365,7 +365,7 @@ mod tests {
         let text = page(
             Kind::Run,
             &run,
-            &Extra {
+            &EventsAndActivity {
                 events: &[],
                 activity: &activity,
             },
@@ -395,7 +395,7 @@ mod tests {
             lines[3].ends_with("retrying: retrying the API call, attempt 1 of 10: 529 overloaded"),
             "{lines:?}"
         );
-        let empty = page(Kind::Run, &runs()[0], &Extra::default(), now());
+        let empty = page(Kind::Run, &runs()[0], &EventsAndActivity::default(), now());
         assert!(empty.contains("Recent Activity:\n  <none>\n"), "{empty}");
     }
 

@@ -1,4 +1,4 @@
-//! Events for people (issue 31): TYPE (the topic), REASON, OBJECT and
+//! Events for people: TYPE (the topic), REASON, OBJECT and
 //! MESSAGE, as the server renders them (`reason`, `message`, `object` in
 //! the event JSON). An older server sends only the payload: its reason is
 //! then the topic's last word, its object read from the payload's names and
@@ -11,7 +11,7 @@ pub const OUTPUT_TOPIC: &str = "run.output_appended";
 
 /// What one event says.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Said {
+pub struct EventColumns {
     pub topic: String,
     pub reason: String,
     pub object: String,
@@ -23,12 +23,12 @@ fn s<'a>(v: &'a Value, k: &str) -> Option<&'a str> {
 }
 
 /// The event's columns, from the server's rendering or else the payload.
-pub fn said(e: &Value) -> Said {
+pub fn event_columns(e: &Value) -> EventColumns {
     let topic = s(e, "topic").unwrap_or("-").to_string();
     let p = e.get("payload").unwrap_or(&Value::Null);
     let reason = s(e, "reason")
         .map(str::to_string)
-        .unwrap_or_else(|| pam_manifests::words::topic_reason(&topic));
+        .unwrap_or_else(|| pam_manifests::event_words::topic_reason(&topic));
     let object = match e.get("object") {
         Some(Value::String(o)) => o.clone(),
         Some(_) => "-".to_string(),
@@ -36,8 +36,8 @@ pub fn said(e: &Value) -> Said {
     };
     let message = s(e, "message")
         .map(str::to_string)
-        .unwrap_or_else(|| pam_manifests::words::plain_fields(p));
-    Said {
+        .unwrap_or_else(|| pam_manifests::event_words::plain_fields(p));
+    EventColumns {
         topic,
         reason,
         object,
@@ -71,8 +71,8 @@ mod tests {
             "object": "run/r1", "message": "host_lost: host alpha stopped heartbeating",
             "payload": {"name": "r1"}});
         assert_eq!(
-            said(&new),
-            Said {
+            event_columns(&new),
+            EventColumns {
                 topic: "run.failed".into(),
                 reason: "HostLost".into(),
                 object: "run/r1".into(),
@@ -83,8 +83,8 @@ mod tests {
         let old = json!({"seq": 3, "topic": "worker.instance_suspect",
             "payload": {"host": "alpha", "host_id": "h", "nested": {"a": 1}}});
         assert_eq!(
-            said(&old),
-            Said {
+            event_columns(&old),
+            EventColumns {
                 topic: "worker.instance_suspect".into(),
                 reason: "InstanceSuspect".into(),
                 object: "host/alpha".into(),

@@ -148,7 +148,7 @@ pub fn get_groups(
                     );
                     let mut out = t.render_rows(!opts.no_headers);
                     // A get of one Source, wide: its objects' tree under
-                    // the row (issue 35).
+                    // the row.
                     if wide && *kind == Kind::Source {
                         for tree in items.iter().filter_map(tree::source_objects) {
                             out.push('\n');
@@ -324,7 +324,7 @@ mod tests {
         );
     }
 
-    /// Issue 31: a pending run's REASON is its Scheduled condition's, the
+    /// A pending run's REASON is its Scheduled condition's, the
     /// message in `-o wide`.
     #[test]
     fn a_pending_runs_reason_is_why_it_waits() {

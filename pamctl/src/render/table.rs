@@ -87,7 +87,7 @@ pub fn cell(obj: &Value, pointer: &str) -> String {
     }
 }
 
-/// The tasks a task waits for (`status.blockedBy`, issue 17), comma-separated.
+/// The tasks a task waits for (`status.blockedBy`), comma-separated.
 pub fn blocked_by(obj: &Value) -> String {
     let names = strings(obj, "/status/blockedBy");
     if names.is_empty() {
@@ -122,7 +122,7 @@ pub fn short_rev(rev: &str) -> String {
     hex.chars().take(7).collect()
 }
 
-/// A run's REASON and MESSAGE cells (issue 31): a pending run's
+/// A run's REASON and MESSAGE cells: a pending run's
 /// `Scheduled=False` condition (why it waits), else its failure reason and
 /// message.
 pub fn run_reason(obj: &Value) -> (String, String) {
@@ -170,7 +170,7 @@ pub fn last_activity(obj: &Value) -> String {
 }
 
 /// A host's PROVIDERS (`claude@2.1.0,exec`) and FREE (`12.0Gi`) cells from
-/// `status.capabilities` (issue 31); `<unreported>` from an older worker.
+/// `status.capabilities`; `<unreported>` from an older worker.
 pub fn host_capabilities(obj: &Value) -> (String, String) {
     let Some(caps) = obj.pointer("/status/capabilities") else {
         return ("<unreported>".into(), "<none>".into());

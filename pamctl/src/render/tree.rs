@@ -1,4 +1,4 @@
-//! A Source's owned objects as a tree (issue 35; `argocd app get`'s
+//! A Source's owned objects as a tree (`argocd app get`'s
 //! resource tree): under each project its objects, cluster-scoped ones
 //! first — shown by `get source NAME -o wide` and `describe source`.
 

@@ -6,7 +6,7 @@
 //! that is a zombie, or a pid reused by any other process of the same
 //! user, looks alive. `pg_ctl status` then says "running", and `postgres`
 //! refuses to start ("lock file already exists"). After a crash of the whole
-//! stack on a machine whose PID 1 is slow to reap (issue 13), both happen.
+//! stack on a machine whose PID 1 is slow to reap, both happen.
 //!
 //! Here a lock file's pid is alive only when it is a live, non-zombie
 //! `postgres` process of the data dir's owner whose working directory is

@@ -45,7 +45,7 @@ struct State {
     /// `work_item_deps`: task → the tasks it depends on, in order.
     deps: BTreeMap<Uuid, Vec<Uuid>>,
     runs: HashMap<Uuid, Run>,
-    /// `run_results`: (run, attempt) → its workspace result (issue 32).
+    /// `run_results`: (run, attempt) → its workspace result.
     results: BTreeMap<(Uuid, i32), crate::RunResultRow>,
     /// `applysets`: name → what it holds.
     applysets: BTreeMap<String, crate::ApplySetRecord>,
@@ -76,9 +76,9 @@ struct State {
     deliveries: HashMap<Uuid, crate::Delivery>,
     /// (principal, key hash) → the stored key.
     idempotency: HashMap<(String, String), idempotency::KeyRow>,
-    /// `managed_fields`: (kind, object id) → its managers (issue 35).
+    /// `managed_fields`: (kind, object id) → its managers.
     managed: HashMap<(String, Uuid), Vec<crate::ManagedEntry>>,
-    /// `objects`: the kinds stored generically (issue 29).
+    /// `objects`: the kinds stored generically.
     objects: HashMap<Uuid, crate::Object>,
 }
 
@@ -198,7 +198,7 @@ impl State {
         out
     }
 
-    /// The one "blocked" rule of the memory store (issue 17): `task` has a
+    /// The one "blocked" rule of the memory store: `task` has a
     /// dependency that is not done.
     fn blocked(&self, task: Uuid) -> bool {
         self.deps.get(&task).is_some_and(|on| {

@@ -1,5 +1,5 @@
-//! What every map of named objects shares in the memory store (issue 29:
-//! written once, as `postgres/named.rs` is for the tables): the
+//! What every map of named objects shares in the memory store (written once, as
+//! `postgres/named.rs` is for the tables): the
 //! [`NamedTx`] calls of every kind with a map of its own, and the key
 //! checks, reads and writes the other named kinds (tasks, runs) use too.
 

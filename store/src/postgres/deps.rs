@@ -1,7 +1,7 @@
 use super::*;
 use crate::{DependencyLink, Gated};
 
-/// The one "blocked" predicate on PostgreSQL (issue 17): the task
+/// The one "blocked" predicate on PostgreSQL: the task
 /// `task_expr` has a dependency that is not done. An index probe on
 /// `work_item_deps`' primary key per row it is asked about.
 pub(super) fn blocked_sql(task_expr: &str) -> String {

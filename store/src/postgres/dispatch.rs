@@ -1,6 +1,6 @@
 //! The dispatch reads of the PostgreSQL store: a host's claim (the
 //! dispatch predicate's SQL form, `crate::dispatch`) and the pending runs
-//! the dispatch pass places (issue 31's narrow [`PendingRun`]).
+//! the dispatch pass places (the narrow [`PendingRun`]).
 
 use super::*;
 

@@ -67,7 +67,7 @@ impl EventTx for PgTx {
             // and payloads are ours: no JSON to decode again).
             // Each payload is written out once: its text is both the
             // parameter and what the transaction keeps until commit
-            // (`Journaled`, issue 30).
+            // (`Journaled`).
             let texts: Vec<String> = chunk.iter().map(|(_, p)| p.to_string()).collect();
             let mut seqs: Vec<(i64, i64)> = sqlx::query_as(
                 "INSERT INTO events (topic, payload, created_at) \

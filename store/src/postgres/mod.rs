@@ -46,7 +46,7 @@ const EVENT_LOCK_KEY: i64 = 0x7061_6d65_7665_6e74;
 /// Connections kept, beside the pool, for [`Store::begin_priority`]
 /// (heartbeats, the re-check of held tokens, the hosts of opening
 /// watches) and [`Store::tokens_by_fingerprints`]: what every request and
-/// every worker's liveness waits for, read in batches (issue 33), never
+/// every worker's liveness waits for, read in batches, never
 /// behind the pool's other work.
 pub const PRIORITY_CONNECTIONS: u32 = 2;
 
@@ -105,7 +105,7 @@ impl PgStore {
     }
 }
 
-/// The channel journaling commits notify (issue 15: replicas).
+/// The channel journaling commits notify, for the other replicas.
 const JOURNAL_CHANNEL: &str = "pam_events";
 
 #[async_trait]
@@ -287,8 +287,8 @@ impl PgTx {
     /// Takes the append lock, shared, before this transaction's first
     /// append; held until it ends. Shared holders never wait for each
     /// other: journaling transactions commit concurrently, and the
-    /// journal's order comes from the readers' horizon instead (issue 33,
-    /// [`crate::Position`]). Only an exclusive taker
+    /// journal's order comes from the readers' horizon instead
+    /// ([`crate::Position`]). Only an exclusive taker
     /// ([`EventTx::event_high_water`]) waits for them, and they for it.
     async fn lock_event_order(&mut self) -> StoreResult<()> {
         if !self.event_lock {

@@ -1,4 +1,4 @@
-//! What every table of named objects shares (issue 29: written once, not
+//! What every table of named objects shares (written once, not
 //! once per kind): the [`NamedTx`] calls of every kind with a table of its
 //! own, and the reads, writes and delete the other named kinds (tasks,
 //! runs) use too.

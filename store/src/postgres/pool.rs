@@ -1,12 +1,12 @@
 //! How pamd's connections to PostgreSQL are opened: the pool's size and
 //! acquire timeout, and the session timeouts every connection starts with
-//! (issue 30, docs/operations.md "Database timeouts").
+//! (docs/operations.md "Database timeouts").
 //!
 //! # Why every session carries timeouts
 //! Replicas share one database, and one session can make the others wait:
 //! row locks are held to commit, and so is the journal's append lock — but
 //! journaling transactions hold that one *shared* (they never wait for
-//! each other: no lock orders the journal's commits since issue 33), and
+//! each other: no lock orders the journal's commits), and
 //! only a Webhook's change takes it exclusively, waiting for every append
 //! in flight and making new ones wait for it. A pamd that stops in the
 //! middle of a transaction (SIGSTOP, a VM pause, a stuck runtime) would
@@ -118,7 +118,7 @@ pub(super) async fn open(url: &str, settings: &PoolSettings) -> anyhow::Result<P
         .acquire_timeout(settings.acquire_timeout)
         // sqlx pings every connection when it is released and, by default,
         // again when it is acquired: a round trip per transaction that,
-        // under load, follows a release by microseconds (issue 33: seven
+        // under load, follows a release by microseconds (seven
         // of the ~60 round trips of a bench-queue claim and report). Only
         // a connection idle for a while (the server may have gone away
         // since) is pinged first.

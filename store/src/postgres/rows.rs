@@ -92,7 +92,7 @@ pub(super) fn qualified(alias: &str, cols: &str) -> String {
         .join(", ")
 }
 
-/// A host's reported capabilities (issue 31); NULL: never reported.
+/// A host's reported capabilities; NULL: never reported.
 pub(super) fn capabilities_from_json(v: Option<Value>) -> StoreResult<Option<Capabilities>> {
     v.map(|v| {
         serde_json::from_value(v)

@@ -281,7 +281,7 @@ impl RunTx for PgTx {
         // batch, an apply) is skipped, never waited for: the flag is
         // level-triggered and the next pass sets it. Waiting here, with
         // the rows already updated locked, deadlocked against signal
-        // batches locking their runs in id order (bench-queue, issue 20).
+        // batches locking their runs in id order (bench-queue).
         sqlx::query(
             "UPDATE runs SET eligible_host_seen = true, resource_version = resource_version + 1 \
              WHERE id IN (SELECT id FROM runs WHERE id = ANY($1) AND status = 'pending' \

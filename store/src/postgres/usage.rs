@@ -1,4 +1,4 @@
-//! Usage roll-ups (issue 21): one statement each.
+//! Usage roll-ups: one statement each.
 
 use super::*;
 

@@ -1,4 +1,4 @@
-//! Conformance: attach leases and their input (issue 15).
+//! Conformance: attach leases and their input.
 
 use super::*;
 

@@ -1,4 +1,4 @@
-//! The dashboard's chart reads (issue 36): runs counted into a window's
+//! The dashboard's chart reads: runs counted into a window's
 //! buckets by the time they finished or started, the same in both stores.
 
 use super::*;

@@ -1,4 +1,4 @@
-//! Conformance: task dependencies (issue 17) — links, the closure apply
+//! Conformance: task dependencies — links, the closure apply
 //! reads, and the dispatch gate (`dispatchable_since`, the claim, the
 //! gating pass, cancelled dependencies).
 

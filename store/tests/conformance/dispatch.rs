@@ -51,7 +51,7 @@ pub async fn claim_runs_by_target(s: &dyn Store) {
     assert_eq!(get_run(s, gpu.id).await.host_id, Some(h1.id));
 }
 
-/// Issue 16: a host's one label set — metadata.labels with the labels it
+/// A host's one label set — metadata.labels with the labels it
 /// brings over them — is what selectors match: a label given only in
 /// metadata selects, and the host's own value wins a conflict.
 pub async fn claim_runs_match_the_hosts_one_label_set(s: &dyn Store) {
@@ -71,7 +71,7 @@ pub async fn claim_runs_match_the_hosts_one_label_set(s: &dyn Store) {
     tx.commit().await.unwrap();
 }
 
-/// Issue 30: what a worker reports for itself lives under
+/// What a worker reports for itself lives under
 /// `worker.pam.dev/` and satisfies only a selector naming that key; a
 /// selector on an operator label (`secure: "true"`) is met by an
 /// operator's label alone, and an operator key stored in the worker's
@@ -118,7 +118,7 @@ pub async fn claim_runs_keep_worker_reported_labels_apart(s: &dyn Store) {
     assert_eq!(get_run(s, stray.id).await.status, RunStatus::Pending);
 }
 
-/// Issue 31: a host gets only runs whose provider it reported, at the
+/// A host gets only runs whose provider it reported, at the
 /// version `spec.providerVersion` asks for; a host that never reported
 /// capabilities (an older worker) gets any provider's runs but meets no
 /// version requirement. Both stores, the Rust predicate and the SQL.
@@ -198,7 +198,7 @@ pub async fn claim_runs_match_the_hosts_providers_and_versions(s: &dyn Store) {
     tx.commit().await.unwrap();
 }
 
-/// Issue 32: a host whose workspace volume is below its worker's
+/// A host whose workspace volume is below its worker's
 /// `min_free_bytes` takes no run with a workspace — the run's own
 /// `spec.workspace`, or its task's for a run that names no `cwd` — and
 /// still takes the others. Both stores, the Rust predicate and the SQL,
@@ -345,7 +345,7 @@ pub async fn claim_runs_keep_full_permissions_to_hosts_that_take_them(s: &dyn St
     tx.commit().await.unwrap();
 }
 
-/// Issue 31: live runs per host, for the dispatch pass's "at capacity".
+/// Live runs per host, for the dispatch pass's "at capacity".
 pub async fn live_runs_are_counted_per_host(s: &dyn Store) {
     let (_, task) = seed(s).await;
     let a = host("a", &[]);
@@ -468,7 +468,7 @@ pub async fn run_by_session_after_claim(s: &dyn Store) {
 pub async fn pending_and_requeue_due_lists(s: &dyn Store) {
     let (_, task) = seed(s).await;
     let p3 = run(&task, "p3", t(3));
-    // The fields a pending run is listed with (issue 31's narrow read)
+    // The fields a pending run is listed with (the pass's narrow read)
     // are the whole row's, in both stores.
     let mut p1 = run(&task, "p1", t(1));
     p1.meta.spec = json!({"prompt": "x", "providerVersion": ">=1.2"});

@@ -228,7 +228,7 @@ async fn settled(s: &dyn Store) {
     panic!("the journal's horizon stayed behind for 10 s");
 }
 
-/// Issue 33: the journal as followers read it — the events of finished
+/// The journal as followers read it — the events of finished
 /// transactions in (xid, seq) order, never a transaction's own before it
 /// ends, never a rolled-back one; positions looked up by seq.
 pub async fn journal_follows_finished_transactions(s: &dyn Store) {
@@ -280,7 +280,7 @@ pub async fn journal_follows_finished_transactions(s: &dyn Store) {
     );
 }
 
-/// Issue 34: events journaled inside [`pam_store::events::as_actor`] carry
+/// Events journaled inside [`pam_store::events::as_actor`] carry
 /// its `actor` (one place for every rule's events), whether appended one
 /// by one or in bulk; outside it, none; a payload's own `actor` is kept.
 pub async fn events_carry_the_actor_of_their_request(s: &dyn Store) {

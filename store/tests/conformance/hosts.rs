@@ -115,7 +115,7 @@ pub async fn delete_host_refused_while_referenced(s: &dyn Store) {
     assert!(tx.list::<Host>(()).await.unwrap().is_empty());
 }
 
-/// The heartbeat batch's reads and write (issue 33): hosts by names, the
+/// The heartbeat batch's reads and write: hosts by names, the
 /// plain liveness write guarded per host by its version, and the live
 /// runs of many hosts in `list_runs`' order.
 pub async fn host_batch_reads_and_touch(s: &dyn Store) {

@@ -1,4 +1,4 @@
-//! Conformance: leader leases and the fence (issue 15).
+//! Conformance: leader leases and the fence.
 
 use super::*;
 

@@ -1,4 +1,4 @@
-//! Conformance: managed fields (issue 35) — one record per object, read
+//! Conformance: managed fields — one record per object, read
 //! and written in bulk, an emptied record removed.
 
 use super::*;

@@ -1,5 +1,5 @@
 //! Conformance: reads by name — what an apply batch names, and nothing
-//! more of its project (issue 13: apply's cost follows the batch).
+//! more of its project (apply's cost follows the batch).
 
 use super::*;
 

@@ -1,4 +1,4 @@
-//! Conformance: the objects of generically stored kinds (issue 29) —
+//! Conformance: the objects of generically stored kinds —
 //! names unique per kind and scope, reads by kind, the guarded update
 //! with the status, deletion with the project.
 

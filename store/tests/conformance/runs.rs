@@ -320,7 +320,7 @@ pub async fn requeue_run_resets_attempt(s: &dyn Store) {
     want.failure_reason = None;
     want.failure_message = None;
     want.requeue_at = None;
-    // Issue 21: the new attempt starts from zero; the total keeps the rest.
+    // The new attempt starts from zero; the total keeps the rest.
     want.usage.attempt = Default::default();
     assert_eq!(want.usage.total, used);
     want.eligible_host_seen = false;

@@ -1,4 +1,4 @@
-//! Schedules (issue 18): rows per project, the guarded tick, one run per
+//! Schedules: rows per project, the guarded tick, one run per
 //! tick, cascades.
 
 use super::*;

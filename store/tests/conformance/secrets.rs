@@ -1,4 +1,4 @@
-//! Secrets (issue 18): sealed rows per project, rotation reads, and the
+//! Secrets: sealed rows per project, rotation reads, and the
 //! runs waiting for a Secret that the claim skips.
 
 use super::*;
@@ -147,9 +147,9 @@ pub async fn claim_skips_runs_waiting_for_a_secret(s: &dyn Store) {
     assert!(tx.run_secret_waits(None).await.unwrap().is_empty());
 }
 
-/// The Secret loop's read (issue 18, issue 31): the pending runs whose
-/// spec reads a Secret, by the same test in both stores
-/// (`pam_store::secrets::reads_secrets` and its SQL form).
+/// The Secret loop's read: the pending runs whose spec reads a Secret, by
+/// the same test in both stores (`pam_store::secrets::reads_secrets` and
+/// its SQL form).
 pub async fn pending_runs_reading_secrets(s: &dyn Store) {
     let (_, task) = seed(s).await;
     let with = |name: &str, at: i64, spec: serde_json::Value| {

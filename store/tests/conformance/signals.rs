@@ -102,7 +102,7 @@ pub async fn signal_batch_primitives(s: &dyn Store) {
     next.finished_at = Some(t(6));
     next.requeue_at = Some(t(7));
     next.last_progress_seq = Some(9);
-    // Issue 21: usage of the attempt and of all attempts.
+    // Usage of the attempt and of all attempts.
     next.usage = pam_store::RunUsage {
         attempt: pam_store::Usage {
             input_tokens: 100,
@@ -164,7 +164,7 @@ fn result_row(run_id: Uuid, attempt: i32, branch: &str, patch: &str) -> pam_stor
     }
 }
 
-/// Issue 32: workspace results per (run, attempt): the first one kept,
+/// Workspace results per (run, attempt): the first one kept,
 /// read whole or the latest per run without its patch (its size kept),
 /// a missing run NotFound, gone with the run.
 pub async fn run_results_per_attempt(s: &dyn Store) {

@@ -173,7 +173,7 @@ pub async fn source_inventory_has_one_owner(s: &dyn Store) {
     assert!(by_name("gone").meta.is_none());
     assert_eq!(by_name("r1").run_status, Some(RunStatus::Pending));
     assert_eq!(by_name("task").run_status, None);
-    // Issue 35: a task's own status, for its health.
+    // A task's own status, for its health.
     assert_eq!(by_name("task").task_status, Some(task.status));
     assert_eq!(by_name("r1").task_status, None);
     assert_eq!(by_name("gone").task_status, None);

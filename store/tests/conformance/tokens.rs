@@ -8,7 +8,7 @@ pub async fn tokens_insert_lookup_revoke(s: &dyn Store) {
     let mut tx = s.begin().await.unwrap();
     tx.insert_token(&op).await.unwrap();
     tx.insert_token(&wk).await.unwrap();
-    // Issue 33: the re-check of held tokens, set-based.
+    // The re-check of held tokens, set-based.
     let gone = Uuid::new_v4();
     assert_eq!(tx.dead_tokens(&[op.id, wk.id, gone]).await.unwrap(), [gone]);
     assert!(tx.revoke_token(wk.id, t(1)).await.unwrap());
@@ -123,7 +123,7 @@ pub async fn tokens_touch_writes_at_most_once_per_window(s: &dyn Store) {
     assert_eq!(got.last_used_at, Some(t(80)));
 }
 
-/// Issue 34: a token's role and projects are kept as written; a scoped
+/// A token's role and projects are kept as written; a scoped
 /// role without projects and a worker role on an operator token are
 /// refused by both stores.
 pub async fn tokens_keep_role_and_projects(s: &dyn Store) {
@@ -147,7 +147,7 @@ pub async fn tokens_keep_role_and_projects(s: &dyn Store) {
     assert_eq!(tx.list_tokens().await.unwrap(), vec![viewer]);
 }
 
-/// Issue 34: a token bound to a custom role keeps the Role's name (its
+/// A token bound to a custom role keeps the Role's name (its
 /// rules are pamd's to resolve) and names no projects of its own; an
 /// operator or viewer token still needs some.
 pub async fn custom_role_token_round_trips(s: &dyn Store) {

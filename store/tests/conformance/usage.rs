@@ -1,4 +1,4 @@
-//! Usage roll-ups (issue 21): per project, and per work item over its
+//! Usage roll-ups: per project, and per work item over its
 //! subtree, each summing every attempt's usage.
 
 use super::*;
@@ -67,7 +67,7 @@ fn t0() -> DateTime<Utc> {
     t(0)
 }
 
-/// Issue 21: a project whose condition BudgetExceeded is True dispatches
+/// A project whose condition BudgetExceeded is True dispatches
 /// none of its runs; other projects' runs go on; False lets them go.
 pub async fn claim_skips_runs_of_projects_over_budget(s: &dyn Store) {
     let (p, task) = seed(s).await;

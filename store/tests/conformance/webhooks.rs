@@ -1,4 +1,4 @@
-//! Conformance: webhooks (issue 19) — the Webhook rows, the targets the
+//! Conformance: webhooks — the Webhook rows, the targets the
 //! fan-out reads, and the delivery queue: seq order, guarded outcomes,
 //! redelivery, counts, retention.
 

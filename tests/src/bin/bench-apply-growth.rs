@@ -8,11 +8,11 @@
 //!   repetition a fresh empty project; 200 new tasks applied into each (in
 //!   alternating order), then the same 200 again (`unchanged`), after one
 //!   uncounted warm-up repetition. Prints the p50 of each and the ratio
-//!   big/empty. Target (issue 13): ≤ 1.5×.
+//!   big/empty. Target: ≤ 1.5×.
 //! - **memory**: 8 concurrent appliers for 60 s, each applying 200 new
 //!   tasks at a time into one growing project; pamd's `VmRSS`
 //!   (/proc/PID/status) sampled every second during the load and after it.
-//!   Target (issue 13): back below 100 MB idle within a short while.
+//!   Target: back below 100 MB idle within a short while.
 //!   Then one big apply (10,000 tasks in 10 files) and a listing of them,
 //!   and the same idle measurement.
 //!
@@ -155,7 +155,7 @@ fn slow_statements(pamd: &Pamd) -> usize {
 
 async fn start_pamd() -> anyhow::Result<Pamd> {
     Pamd::start(PamdOptions {
-        // Measures pamd, not its rate limits (issue 19).
+        // Measures pamd, not its rate limits.
         config_toml: "[rate_limits]\nenabled = false\n".into(),
         log_filter: Some("warn".into()),
         ..PamdOptions::default()

@@ -1,5 +1,5 @@
-//! bench-apply-memory: what one big apply costs a real pamd process
-//! (issue 30): wall time and peak resident set (`VmHWM`, /proc) of one
+//! bench-apply-memory: what one big apply costs a real pamd process:
+//! wall time and peak resident set (`VmHWM`, /proc) of one
 //! `POST /api/v1/apply` the way `pamctl apply -f` sends it, each case on a
 //! fresh pamd (so the peak is that apply's) over a fresh database of the
 //! test PostgreSQL cluster. Build it with `--release`.
@@ -10,7 +10,7 @@
 //! - `100k`: 100,000 tasks in 100 files (21.3 MB);
 //! - `3x16`: three files of 16.5 MB each (233,400 tasks), in one request.
 //!
-//! Targets (issue 30): peak RSS ≤ 10× the request body + a fixed base (the
+//! Targets: peak RSS ≤ 10× the request body + a fixed base (the
 //! idle RSS before the apply is printed next to it); the 50,000-task apply
 //! ≤ 1 s. A body over `[api] max_body_bytes` is refused (413) by default;
 //! the bench raises the limit to measure every case (`--default-limit`
@@ -18,7 +18,7 @@
 //! predates it).
 //!
 //! `--small`: documents with a title only (~104 bytes each, 158,000 a
-//! 16.5 MB file), the shape of issue 30's figures.
+//! 16.5 MB file), where per-object costs weigh most.
 //!
 //! Usage: `bench-apply-memory [50k] [100k] [3x16] [--small]
 //! [--default-limit] [--no-api-config]` (default: all three cases).
@@ -31,8 +31,7 @@ use pam_tests::{Pamd, PamdOptions};
 use serde_json::{json, Value};
 
 /// `n` Task documents from `first` in project `project`, as one YAML text;
-/// `small`: a title only (~104 bytes a document, the shape of issue 30's
-/// figures: 50,000 tasks in 5.1 MB).
+/// `small`: a title only (~104 bytes a document: 50,000 tasks in 5.1 MB).
 fn tasks_yaml(project: &str, first: usize, n: usize, small: bool) -> String {
     let mut yaml = String::with_capacity(n * 220);
     for i in first..first + n {
@@ -177,7 +176,7 @@ async fn main() -> anyhow::Result<()> {
         cases = vec!["50k", "100k", "3x16"];
     }
     let small = flag("--small");
-    // Measures pamd, not its rate limits (issue 19).
+    // Measures pamd, not its rate limits.
     let mut config = "[rate_limits]\nenabled = false\n".to_string();
     if !flag("--default-limit") && !flag("--no-api-config") {
         config.push_str("[api]\nmax_body_bytes = 268435456\n");

@@ -3,7 +3,7 @@
 //! compares with a raw `COPY` of the same rows into `work_items` on the
 //! same database in the same run.
 //!
-//! Targets (issue 3): ≥ 5,000 objects/s and within 3× of COPY.
+//! Targets: ≥ 5,000 objects/s and within 3× of COPY.
 //!
 //! Run: `cargo run --release -p pam-tests --bin bench-apply [-- N]`.
 
@@ -214,7 +214,7 @@ async fn main() -> anyhow::Result<()> {
     authorization(&state, &client, &url, &token, n).await
 }
 
-/// Issue 34: authorization's cost on apply — the same `n` tasks created
+/// Authorization's cost on apply — the same `n` tasks created
 /// with the admin token and with an operator token scoped to its project
 /// (each batch checked against the token's projects), alternately, two
 /// rounds each; the ratio of the medians (target ≤ 1.05).

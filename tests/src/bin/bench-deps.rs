@@ -1,4 +1,4 @@
-//! bench-deps: the dispatch pass with task dependencies (issue 17) next to
+//! bench-deps: the dispatch pass with task dependencies next to
 //! the same pass without them, measured in the same run on the same test
 //! PostgreSQL server (two fresh databases of the same shape).
 //!

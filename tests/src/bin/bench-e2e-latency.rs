@@ -1,5 +1,5 @@
 //! bench-e2e-latency: apply → session running, end to end, with one real
-//! pam-worker (issue 20: target p50 ≤ 50 ms, p99 ≤ 150 ms; issue 5's were
+//! pam-worker (target p50 ≤ 50 ms, p99 ≤ 150 ms, down from a first
 //! 150 ms and 500 ms; printed, not asserted).
 //!
 //! For each of N runs (default 50, `--runs N`): POST /api/v1/apply with a
@@ -197,7 +197,7 @@ async fn main() -> anyhow::Result<()> {
         ms(r99) / ms(b99)
     );
     println!(
-        "target (issue 20): running p50 <= 50 ms ({}), p99 <= 150 ms ({})",
+        "target: running p50 <= 50 ms ({}), p99 <= 150 ms ({})",
         record(Figure {
             name: "bench-e2e-latency apply to running p50",
             value: ms(r50),

@@ -1,4 +1,4 @@
-//! bench-fleet: pamd under a simulated fleet (issue 20).
+//! bench-fleet: pamd under a simulated fleet.
 //!
 //! `bench-fleet [--hosts 10,100,1000] [--compress K] [--window SECS] [--resync SECS]
 //! [--json PATH]` runs the fleet simulator ([`pam_tests::fleet`]) once per
@@ -11,7 +11,7 @@
 //! Targets at 1,000 hosts (real time): no lost or duplicated signal,
 //! heartbeat p99 ≤ 100 ms, dispatch p99 ≤ 1 s, pamd RSS ≤ 200 MB.
 //!
-//! Issue 33 (the hosts watch, `--hosts 1000,10000 --idle SECS`): the same
+//! Watching hosts (`--hosts 1000,10000 --idle SECS`): the same
 //! targets at 10,000 hosts with RSS ≤ 300 MB and mean CPU ≤ 0.5 core, and
 //! the idle fleet (no runs, measured for `--idle` seconds before the
 //! window) ≤ 0.05 core at 10,000 hosts. RSS is printed idle and at its

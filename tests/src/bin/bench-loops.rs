@@ -1,5 +1,5 @@
 //! bench-loops: the controller's hot paths on real PostgreSQL, each next to
-//! a baseline measured in the same run on the same database (issue 4).
+//! a baseline measured in the same run on the same database.
 //!
 //! - `ingest`: worker signal batches (1,000 signals per POST
 //!   /api/v1/workers/signals, 50 % duplicates: every batch re-sends the
@@ -15,9 +15,9 @@
 //!   10k finished runs, then with 1M: the cost must not grow.
 //!
 //! - `claim-replicas`: the claim load through 1 router and through 3 on
-//!   one database (issue 15: dispatch across pamd replicas).
+//!   one database (dispatch across pamd replicas).
 //! - `dispatch-pass`: one reconcile pass with 1,000 pending runs no host
-//!   can take and 1,000 online hosts (issue 31: the pass places every
+//!   can take and 1,000 online hosts (the pass places every
 //!   pending run against every host to say why it waits) → ms per pass;
 //!   run it on two commits to compare (target: within 1.2×).
 //!
@@ -109,7 +109,7 @@ impl Env {
                'pam-' || replace(u.id::text, '-', ''), $4, 1, now(), now(), now(), \
                CASE WHEN $4 IN ('exited', 'failed', 'stopped') THEN now() END, \
                CASE WHEN $4 IN ('exited', 'failed') THEN 0 END, \
-               now() /* task t has no dependencies: dispatchable at once (issue 17) */ \
+               now() /* task t has no dependencies: dispatchable at once */ \
              FROM generate_series(1, $2) g \
              CROSS JOIN LATERAL (SELECT gen_random_uuid() AS id, g AS k) u \
              CROSS JOIN (SELECT id, project_id FROM work_items WHERE name = 't') w \
@@ -324,7 +324,7 @@ async fn claim(env: &Env) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Dispatch across pamd replicas (issue 15): the same claim load through
+/// Dispatch across pamd replicas: the same claim load through
 /// one router, then through three routers (each its own state and pool,
 /// as three pamd processes have) on the same database, workers spread
 /// over them; ABBA, three rounds each. Target: three not below one.
@@ -509,12 +509,12 @@ async fn sweep(env: &Env) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Issue 31's pass: 1,000 hosts (half report `pool=gpu`, all only the
-/// `exec` provider) and 1,000 pending claude runs selecting
-/// `worker.pam.dev/pool: gpu` — unschedulable with capabilities (500 lack
-/// provider claude, 500 selector mismatch), and unclaimed (no worker
-/// claims) without. The first pass writes each run's condition once; the
-/// figure is the steady state, the median of 21 passes after it.
+/// The dispatch pass placing runs it cannot place: 1,000 hosts (half report
+/// `pool=gpu`, all only the `exec` provider) and 1,000 pending claude runs
+/// selecting `worker.pam.dev/pool: gpu` — unschedulable with capabilities (500
+/// lack provider claude, 500 selector mismatch), and unclaimed (no worker
+/// claims) without. The first pass writes each run's condition once; the figure
+/// is the steady state, the median of 21 passes after it.
 async fn dispatch_pass(env: &Env) -> anyhow::Result<()> {
     let (r, reg) = timed(async {
         for i in 0..1_000 {

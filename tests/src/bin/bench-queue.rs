@@ -1,5 +1,5 @@
 //! bench-queue: pam's dispatch side by side with graphile-worker on the
-//! same PostgreSQL, in the same run (issue 20).
+//! same PostgreSQL, in the same run.
 //!
 //! - pam: 10,000 pending runs; 16 simulated workers (the real worker
 //!   protocol over HTTP to a real pamd) claim up to 16 at a time
@@ -60,7 +60,7 @@ fn signal(run: &pam_manifests::protocol::DesiredRun, kind: SignalKind) -> Signal
 /// (pamd, client, the workers' tokens).
 async fn setup() -> anyhow::Result<(Pamd, reqwest::Client, Vec<String>)> {
     let pamd = Pamd::start(PamdOptions {
-        // Measures the queue, not pamd's rate limits (issue 19).
+        // Measures the queue, not pamd's rate limits.
         config_toml: "[rate_limits]\nenabled = false\n".into(),
         log_filter: Some("warn".into()),
         ..PamdOptions::default()

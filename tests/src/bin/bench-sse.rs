@@ -24,20 +24,20 @@
 //! byte search (no HTTP client, no UTF-8 check, no JSON parse), so the
 //! 1,000 readers' own CPU cost stays small; they still count every event
 //! and note each seq seen in a bitset (a stream follows the journal's
-//! order, by transaction then seq, not seq order: issue 33), so
+//! order, by transaction then seq, not seq order), so
 //! lost/duplicated counts are exact. They share
 //! one thread (a current-thread runtime): on a 2-core machine that also
 //! runs pamd and PostgreSQL, two client threads only took CPU from pamd
 //! (p99 32–58 ms with two, 34–37 ms with one).
 //!
-//! Across replicas (issue 15, `REPLICAS` = 2): two pamd on one database,
+//! Across replicas (`REPLICAS` = 2): two pamd on one database,
 //! the generator applying through the first, every subscriber on the
 //! second; publish→receive is then from the first replica's publish (its
 //! commit) to the read on the second's stream — the NOTIFY, the second
 //! replica's journal read and its fan-out included. Target: p99 ≤ 100 ms
 //! at 1,000 subscribers.
 //!
-//! Mixed roles (issue 34, `PAM_BENCH_ROLES=mixed`): more phases with the
+//! Mixed roles (`PAM_BENCH_ROLES=mixed`): more phases with the
 //! same subscribers, a third of them on the admin token, a third on a
 //! viewer token and a third on an operator token scoped to the phase's
 //! projects (every one the generators make), so every stream is filtered
@@ -120,7 +120,7 @@ async fn main() -> anyhow::Result<()> {
     let database_url = pam_testkit::testdb::fresh_database_url().await?;
     let start = || {
         Pamd::start(PamdOptions {
-            // Measures pamd, not its rate limits (issue 19).
+            // Measures pamd, not its rate limits.
             config_toml: "[rate_limits]\nenabled = false\n".into(),
             log_filter: Some("info,pam_controller::events=trace".into()),
             database_url: Some(database_url.clone()),
@@ -153,7 +153,7 @@ async fn main() -> anyhow::Result<()> {
     let admin = vec![pamd.token.clone()];
     let base = run(&b, phase(1, seconds.min(5), "a", &admin)).await?;
     let full = run(&b, phase(subscribers, seconds, "b", &admin)).await?;
-    // Mixed roles (issue 34): admin-only and mixed phases in the order
+    // Mixed roles: admin-only and mixed phases in the order
     // A M M A per round (the admin-only phase above is the first A), so a
     // drift over the run (a growing database, a neighbour's build) weighs
     // on both alike; each kind's latencies are pooled.
@@ -286,7 +286,7 @@ fn pacing(rate: u64, seconds: u64, batch: usize) -> (Duration, u64) {
 }
 
 /// The admin token, a viewer's and an operator's, the last two scoped to
-/// every project the generators make in phase `tag` (issue 34).
+/// every project the generators make in phase `tag`.
 async fn scoped_tokens(
     pamd: &Pamd,
     tag: &str,

@@ -5,7 +5,7 @@
 //! baseline of `pamctl apply -f` of that same one file into another
 //! project, measured in the same run.
 //!
-//! Targets (issue 14): ≤ 1 s from the write, and ≤ 2× the `pamctl apply`
+//! Targets: ≤ 1 s from the write, and ≤ 2× the `pamctl apply`
 //! of the one file.
 //!
 //! Run: `cargo build --release -p pam-tests --bins && target/release/bench-sync [N] [ROUNDS]`
@@ -60,7 +60,7 @@ async fn status(pamd: &Pamd) -> Value {
         .unwrap_or(Value::Null)
 }
 
-/// A get of the one Source (issue 35's per-object states and health for
+/// A get of the one Source (the per-object states and health of
 /// all 10,001 objects): its time, median of 5.
 async fn get_one(pamd: &Pamd) -> anyhow::Result<f64> {
     let mut took = Vec::new();
@@ -113,8 +113,8 @@ async fn main() -> anyhow::Result<()> {
     let rounds: usize = args.next().map(|s| s.parse()).transpose()?.unwrap_or(5);
     let files = n.div_ceil(PER_FILE);
     let pamd = Pamd::start(PamdOptions {
-        // Measures pamd, not its rate limits (issue 19).
-        // Its tree is in a temporary directory (issue 30: allowed roots).
+        // Measures pamd, not its rate limits.
+        // Its tree is in a temporary directory (allowed roots).
         config_toml: format!(
             "[rate_limits]\nenabled = false\n[sources]\nallowed_roots = [{:?}]\n",
             std::env::temp_dir().display().to_string()

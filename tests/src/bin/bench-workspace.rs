@@ -1,5 +1,5 @@
 //! bench-workspace: claim → provider started, for runs in a git workspace
-//! of a 100 MB repository with the host's mirror warm (issue 32: target
+//! of a 100 MB repository with the host's mirror warm (target
 //! p50 ≤ 1.5 s on this machine; the same with 10 runs starting at once on
 //! one host, measured). Printed, not asserted.
 //!
@@ -282,7 +282,7 @@ async fn main() -> anyhow::Result<()> {
         target: "<= 1500 ms",
         pass: s <= 1500.0,
     });
-    println!("target (issue 32): p50 <= 1.5 s with the mirror warm: {verdict}");
+    println!("target: p50 <= 1.5 s with the mirror warm: {verdict}");
     record(Figure {
         name: "bench-workspace 10 at once p50",
         value: sb,

@@ -1,7 +1,7 @@
 //! One simulated worker host, speaking the real worker protocol over HTTP
 //! the way pam-worker does (worker/src/agent/mod.rs): register with an
 //! instance id, heartbeat every heartbeat interval with the sessions it
-//! runs, the watch stream (issue 33: a read of the desired set on each
+//! runs, the watch stream (a read of the desired set on each
 //! frame and every `resync_secs`; pamd claims for the host), and an outbox shipped in batches that keeps each
 //! signal until pamd acknowledged it. A run "runs" for a drawn duration:
 //! `started`, a `progress` step (with token usage) every few seconds, then
@@ -210,7 +210,7 @@ impl Host {
         }
     }
 
-    /// The watch (issue 33, as pam-worker follows it): one long
+    /// The watch (as pam-worker follows it): one long
     /// `GET /api/v1/workers/watch`; every `event: desired` frame (pamd
     /// claimed a run for this host, or its set changed) is one read of the
     /// desired set, whose new runs start. A safety-net read every

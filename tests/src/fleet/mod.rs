@@ -1,4 +1,4 @@
-//! The fleet simulator (issue 20): N simulated worker hosts in one process
+//! The fleet simulator: N simulated worker hosts in one process
 //! speaking the real worker protocol over HTTP to a real pamd (the release
 //! build when run as `cargo run --release … --bin bench-fleet`), with runs
 //! created at a steady rate through `POST /api/v1/apply`.
@@ -29,7 +29,7 @@ pub struct FleetConfig {
     pub capacity: u32,
     pub heartbeat_secs: u64,
     /// The safety-net read of the desired set (pam-worker's
-    /// `resync_seconds`, issue 33).
+    /// `resync_seconds`).
     pub resync_secs: u64,
     /// Seconds of idle fleet (no runs) measured before the window.
     pub idle_secs: u64,
@@ -133,7 +133,7 @@ async fn post(
             .json(body)
             .send()
             .await?;
-        // A 503 (the database pool busy: at 10,000 hosts, issue 33) is
+        // A 503 (the database pool busy: at 10,000 hosts) is
         // retried like a 429.
         if r.status() != reqwest::StatusCode::TOO_MANY_REQUESTS
             && r.status() != reqwest::StatusCode::SERVICE_UNAVAILABLE
@@ -171,7 +171,7 @@ pub async fn simulate(cfg: FleetConfig) -> anyhow::Result<Value> {
             "[hosts]\nheartbeat_seconds = {}\noffline_after_seconds = {}\n{}",
             cfg.heartbeat_secs,
             cfg.heartbeat_secs * 3,
-            // Issue 33: what a bigger pool changes (`PAM_BENCH_POOL=32`).
+            // What a bigger pool changes (`PAM_BENCH_POOL=32`).
             std::env::var("PAM_BENCH_POOL")
                 .ok()
                 .and_then(|n| n.parse::<u32>().ok())
@@ -243,7 +243,7 @@ pub async fn simulate(cfg: FleetConfig) -> anyhow::Result<Value> {
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
 
-    // Issue 33: the idle fleet (every host registered, watching,
+    // The idle fleet (every host registered, watching,
     // heartbeating; no run) for `idle_secs`.
     let idle = if cfg.idle_secs > 0 {
         // Settled: every stream open and its first desired set read (at

@@ -1,5 +1,5 @@
 //! The pod-level promises of the Kubernetes files and the Helm chart's
-//! rendered output (issue 36), checked on parsed YAML: the same checks for
+//! rendered output, checked on parsed YAML: the same checks for
 //! both, so the chart cannot drift from deploy/kubernetes.
 
 use std::collections::BTreeSet;

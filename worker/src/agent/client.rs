@@ -81,7 +81,7 @@ impl Api {
         })
     }
 
-    /// Sends a request; a 429 (issue 19: over this worker token's rate
+    /// Sends a request; a 429 (over this worker token's rate
     /// budget) is retried after its `Retry-After` (at most 60 s, a few
     /// times), then returned like any other answer.
     async fn send<T: serde::de::DeserializeOwned>(
@@ -165,7 +165,7 @@ impl Api {
         self.send(reqwest::Method::POST, path, Some(body)).await
     }
 
-    /// Opens a stream (the watch, issue 33) at `last_id`: the 2xx
+    /// Opens a stream (the watch) at `last_id`: the 2xx
     /// response, whose body the caller reads, or the `101` of an upgraded
     /// watch; anything else is an
     /// [`HttpError`]. Goes to the server the last request went to; a

@@ -6,15 +6,15 @@
 //!   `heartbeat_seconds` and what pamd asked for at registration), on a task
 //!   of its own, so nothing (a slow spawn, a big upload, a stuck long-poll)
 //!   can delay it. It goes on the open watch when pamd takes it there
-//!   (issue 33: one connection to pamd), else with its own HTTP client.
+//!   (one connection to pamd), else with its own HTTP client.
 //!   It reports the `pam-*`
 //!   sessions the reconcile loop last saw; a `not_registered` answer makes
 //!   it register again. Operator signals and attach input that pamd hands
 //!   out with the heartbeat's desired set are passed to the reconcile loop,
 //!   which the set also wakes when it lists a run or a stop the loop's
-//!   last read did not (issue 33: a safety net — a watch frame may be
+//!   last read did not (a safety net — a watch frame may be
 //!   lost with its connection, or pamd may be older).
-//! * **watch** — one long `GET /api/v1/workers/watch` (issue 33, see
+//! * **watch** — one long `GET /api/v1/workers/watch` (see
 //!   [`watch`]): pamd claims runs for the host while it is open and sends
 //!   a frame whenever the host's desired set changed (a run claimed, a
 //!   stop, a signal, attach input, a run that left the set); every frame
@@ -150,10 +150,10 @@ struct State {
     /// (run, attempt) whose session ended since the snapshot loop last
     /// looked: they get one final snapshot from the log.
     ended: Mutex<Vec<(Uuid, i32)>>,
-    /// What this host can run, as last reported (issue 31): every
+    /// What this host can run, as last reported: every
     /// registration sends it, and a change registers again.
     capabilities: Mutex<Capabilities>,
-    /// The open watch that takes requests, if any (issue 33).
+    /// The open watch that takes requests, if any.
     watch_calls: watch::Calls,
 }
 
@@ -168,10 +168,10 @@ pub async fn run(opts: AgentOptions) -> anyhow::Result<()> {
     let outbox = Outbox::open(&opts.data_dir)
         .with_context(|| format!("open the outbox in {}", opts.data_dir.display()))?;
     records::create_dir(&opts.data_dir)?;
-    // Runs' logs and env files (issue 30: private, also where an older
+    // Runs' logs and env files (private, also where an older
     // worker left the directory open).
     crate::private::dir(&opts.data_dir.join("runs"))?;
-    // Issue 31: SIGHUP asks for a new capability check (installed before
+    // SIGHUP asks for a new capability check (installed before
     // the first one, so a SIGHUP never ends the worker).
     let hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
         .context("install SIGHUP handler")?;
@@ -231,7 +231,7 @@ async fn register(st: &State, api: &Api) -> anyhow::Result<RegisterResponse> {
         .post("/api/v1/workers/register", &req)
         .await?
         .context("register: empty answer")?;
-    // Issue 33: a pamd of a protocol this worker does not speak.
+    // A pamd of a protocol this worker does not speak.
     if let Some(why) = protocol_mismatch(Peer::Pamd, protocol_of(r.protocol)) {
         return Err(ProtocolMismatch(why).into());
     }
@@ -256,14 +256,14 @@ fn mismatch(e: &anyhow::Error) -> Option<String> {
 }
 
 /// Checks what this host can run every `capabilities_seconds` and on
-/// SIGHUP (issue 31); a change is reported by registering again
+/// SIGHUP; a change is reported by registering again
 /// (idempotent), retried on the next check when pamd cannot be reached.
 async fn capabilities_loop(st: Arc<State>, mut hup: tokio::signal::unix::Signal) {
     let api = Api::new(&st.opts, Duration::from_secs(30)).expect("http client");
     let every = Duration::from_secs(st.opts.config.capabilities_seconds);
     let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    // The disk, every heartbeat interval (issue 32: a host running out of
+    // The disk, every heartbeat interval (a host running out of
     // room must stop taking workspace runs well before 5 minutes).
     let disk_every = Duration::from_secs(st.opts.config.heartbeat_seconds);
     let mut disk = tokio::time::interval_at(tokio::time::Instant::now() + disk_every, disk_every);
@@ -310,7 +310,7 @@ async fn capabilities_loop(st: Arc<State>, mut hup: tokio::signal::unix::Signal)
 }
 
 /// Removes worktrees whose attempt ended more than `[workspaces]
-/// retain_hours` ago (issue 32), hourly; never one of a session this
+/// retain_hours` ago, hourly; never one of a session this
 /// worker runs.
 async fn sweep_loop(st: Arc<State>) {
     let mut tick = tokio::time::interval(Duration::from_secs(3600));
@@ -432,7 +432,7 @@ async fn heartbeat_loop(st: Arc<State>, mut every: Duration) {
 
 /// Hands signals/input from a desired set to the reconcile loop.
 fn deliver(st: &State, set: &DesiredSet) {
-    // Issue 33: a run or a stop the last read of the set did not show
+    // A run or a stop the last read of the set did not show
     // (its watch frame lost, or a pamd older than `run.stop_requested`,
     // whose stop through another replica sent none): read the set now.
     let mut any = {
@@ -455,7 +455,7 @@ fn deliver(st: &State, set: &DesiredSet) {
     }
 }
 
-/// The claim long-poll, against a pamd without the watch (issue 33).
+/// The claim long-poll, against a pamd without the watch.
 async fn claim_loop(st: Arc<State>) {
     let api =
         Api::new(&st.opts, Duration::from_secs(CLAIM_WAIT_SECONDS + 15)).expect("http client");
@@ -507,7 +507,7 @@ async fn ship_loop(st: Arc<State>) {
 
 /// Wakes `appended` when an entry is renamed into the outbox (a wrapper's
 /// `started`, `progress` or `finished`), so it ships at once rather than
-/// at the next poll (issue 20: the poll was a visible part of apply →
+/// at the next poll (the poll was a visible part of apply →
 /// running). Hidden names are entries being written. `None` when the
 /// watch cannot be set up: the poll still ships everything.
 fn watch_outbox(
@@ -546,7 +546,7 @@ async fn ship_once(st: &State, api: &Api) -> anyhow::Result<usize> {
     if pending.is_empty() {
         return Ok(0);
     }
-    // Workspace patches (issue 32) make a signal big: a batch stops before
+    // Workspace patches make a signal big: a batch stops before
     // the one that would take it past one signal's largest patch (pamd's
     // body limit is twice that), and holds at least one.
     let mut bytes = 0;

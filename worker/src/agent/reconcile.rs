@@ -4,7 +4,7 @@
 //! attempt it was created for, see [`crate::tmux::SessionTag`]), never
 //! guessed from its name: the name is `pam-` and 8 hex digits of the run
 //! id, the same for every attempt of a run, and a tmux socket may be shared
-//! by two workers (issue 13). For a desired (run, attempt), the session
+//! by two workers. For a desired (run, attempt), the session
 //! holding its name is, by tag ([`spawn::holder`]):
 //!
 //! * this attempt → ours: signals, input and stops go to it; recorded in
@@ -49,7 +49,7 @@ pub(super) struct Local {
 }
 
 /// Signals and input for one (run, attempt), handed over by the heartbeat.
-type Extra = HashMap<(Uuid, i32), (Vec<OperatorSignal>, Vec<String>)>;
+type PendingDeliveries = HashMap<(Uuid, i32), (Vec<OperatorSignal>, Vec<String>)>;
 
 pub(super) async fn reconcile_loop(st: Arc<State>) {
     let api = Api::new(&st.opts, Duration::from_secs(30)).expect("http client");
@@ -66,7 +66,7 @@ pub(super) async fn reconcile_loop(st: Arc<State>) {
         // a finished run's freed capacity wakes pamd's long-poll), and
         // once a resync while watching: dispatch never depends only on a
         // wake-up arriving, and a busy worker does not spend two requests
-        // per wake-up (issue 20).
+        // per wake-up.
         if Instant::now() >= claim_due {
             claim_due = Instant::now() + if polling { tick } else { resync };
             if let Err(e) = api
@@ -115,7 +115,7 @@ pub(super) async fn reconcile_loop(st: Arc<State>) {
             }
             continue;
         }
-        // Watching (issue 33): the next pass comes with a wake-up (a watch
+        // Watching: the next pass comes with a wake-up (a watch
         // frame, the heartbeat's deliveries, a settled `finished`), the
         // safety-net resync, or a local change tmux shows.
         let next_resync = tokio::time::Instant::now() + resync;
@@ -189,9 +189,9 @@ async fn reconcile(
         .filter(|s| parse_session_name(&s.name).is_ok())
         .map(|s| (s.name, s.tag))
         .collect();
-    let mut extra: Extra = HashMap::new();
+    let mut deliveries: PendingDeliveries = HashMap::new();
     for (run, attempt, sigs, input) in std::mem::take(&mut *st.deliveries.lock().unwrap()) {
-        let e = extra.entry((run, attempt)).or_default();
+        let e = deliveries.entry((run, attempt)).or_default();
         e.0.extend(sigs);
         e.1.extend(input);
     }
@@ -215,7 +215,7 @@ async fn reconcile(
                 st.tmux.kill_session(&d.session_name).await?;
                 sessions.remove(&d.session_name);
                 records::remove(data, &d.session_name);
-                // The next pass comes now, not at a tick (issue 33: a
+                // The next pass comes now, not at a tick (a
                 // watching worker has none).
                 st.wake.notify_one();
                 continue;
@@ -228,8 +228,8 @@ async fn reconcile(
                     // attempt, and no record says so (a lost data dir).
                     records::write(data, &d.session_name, this)?;
                 }
-                let (sigs, input) = extra.remove(&key).unwrap_or_default();
-                tend(st, local, d, sigs, input).await?;
+                let (sigs, input) = deliveries.remove(&key).unwrap_or_default();
+                deliver_to_live_session(st, local, d, sigs, input).await?;
                 continue;
             }
             // No session of this attempt: none at all, or the name is held
@@ -290,7 +290,7 @@ fn lost(d: &DesiredRun, reason: &str) -> Signal {
 
 /// Delivers operator signals (each id once) and typed input to our live
 /// session of `d`, and stops it when `d` says so.
-async fn tend(
+async fn deliver_to_live_session(
     st: &State,
     local: &mut Local,
     d: &DesiredRun,
@@ -437,7 +437,7 @@ async fn spawn_run(st: &State, d: &DesiredRun) -> anyhow::Result<bool> {
     tracing::warn!(run_id = %d.run_id, attempt = d.attempt, error = %format!("{e:#}"), "spawn failed");
     let mut s = Signal::new(d.run_id, d.attempt, SignalKind::Failed, now_rfc3339());
     s.reason = Some(REASON_SPAWN_FAILED.into());
-    // Issue 16: the cause travels with the signal, so the run's status,
+    // The cause travels with the signal, so the run's status,
     // run.failed, describe and the dashboard say why.
     s.message = Some(truncate_message(
         &format!("{e:#}"),
@@ -448,7 +448,7 @@ async fn spawn_run(st: &State, d: &DesiredRun) -> anyhow::Result<bool> {
     Ok(false)
 }
 
-/// `d` with its workspace's worktree as cwd, prepared first (issue 32);
+/// `d` with its workspace's worktree as cwd, prepared first;
 /// `d` itself without a workspace. A failure (fetch, checkout) is the
 /// spawn's, with git's words.
 async fn with_workspace(st: &State, d: &DesiredRun) -> anyhow::Result<DesiredRun> {

@@ -1,4 +1,4 @@
-//! The watch (issue 33): one long `GET /api/v1/workers/watch` per worker,
+//! The watch: one long `GET /api/v1/workers/watch` per worker,
 //! an SSE stream whose `event: desired` frames say the host's desired set
 //! changed; each wakes the reconcile loop, which reads the set. pamd claims
 //! for the host while the stream is open (a claim journals `run.spawning`,

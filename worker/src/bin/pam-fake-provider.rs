@@ -16,7 +16,7 @@
 //! It also prints one plain-text line to stderr (unstructured output), and
 //! echoes the prompt and `$FAKE_ECHO_ENV` (if set) in its first line so
 //! tests can check argument and environment passing; `--print-env NAME`
-//! prints `NAME=<value>` as a plain stdout line (issue 18: a Secret
+//! prints `NAME=<value>` as a plain stdout line (a Secret
 //! reaching the provider's environment). `--until-file PATH` keeps
 //! printing a numbered `tick` line every `--sleep-ms` (at least 50 ms)
 //! after the progress lines until PATH exists, and `--filler-bytes N`

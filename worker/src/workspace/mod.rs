@@ -1,4 +1,4 @@
-//! Workspaces (issue 32): each attempt of a run with a workspace gets a
+//! Workspaces: each attempt of a run with a workspace gets a
 //! git worktree of its own, on a new branch, as the provider's cwd; when
 //! the provider exits the wrapper commits what it left and reports the
 //! result with `finished` ([`result`]).

@@ -1,4 +1,4 @@
-//! The spare worktree (issue 32's benchmark: claim → provider started in
+//! The spare worktree (bench-workspace's target: claim → provider started in
 //! a 100 MB repository ≤ 1.5 s). Writing a large checkout is most of a
 //! spawn's time (about 3 s for 100 MB on a 2-core machine under load), so
 //! each repository keeps one pristine worktree, detached at the commit the

@@ -1,4 +1,4 @@
-//! Dashboard sign-in with OIDC (issue 34): the authorization code flow
+//! Dashboard sign-in with OIDC: the authorization code flow
 //! with PKCE (S256), state and nonce, against `[oidc]` (config/oidc.rs).
 //!
 //! - `GET /auth/login` remembers a state, nonce and PKCE verifier (in

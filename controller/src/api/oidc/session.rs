@@ -1,4 +1,4 @@
-//! Dashboard sessions (issue 34): what a completed OIDC sign-in leaves.
+//! Dashboard sessions: what a completed OIDC sign-in leaves.
 //!
 //! The browser holds a random session id in the `pam_session` cookie
 //! (`HttpOnly`, `SameSite=Lax`, `Path=/`, `Secure` when pamd serves TLS);

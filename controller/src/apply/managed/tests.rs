@@ -53,13 +53,13 @@ fn task(labels: &str) -> Manifest {
         .clone()
 }
 
-fn one<'a>(
+fn stored_record<'a>(
     manager: &'a Manager,
     force: bool,
     stored: &'a Meta,
     record: &'a [ManagedEntry],
-) -> One<'a> {
-    One {
+) -> StoredRecord<'a> {
+    StoredRecord {
         manager,
         force,
         stored,
@@ -81,7 +81,7 @@ fn run_apply(
     };
     let (st, rec) = (stored(), record());
     let mut conflicts = Vec::new();
-    let item = one(&manager, force, &st, &rec).apply(
+    let item = stored_record(&manager, force, &st, &rec).apply(
         m,
         named.iter().map(|f| f.to_string()).collect(),
         at(9),
@@ -145,8 +145,8 @@ fn an_update_owns_what_it_changes_and_conflicts_on_others_fields() {
     // A new label: ops owns it; nothing else moves; unchanged times kept.
     let m = task("  labels:\n    team: web\n    tier: frontend\n    env: prod\n");
     let mut conflicts = Vec::new();
-    let item =
-        one(&manager, false, &st, &rec).update(&m, at(9), &mut |f, by| conflicts.push((f, by)));
+    let item = stored_record(&manager, false, &st, &rec)
+        .update(&m, at(9), &mut |f, by| conflicts.push((f, by)));
     assert!(conflicts.is_empty(), "{conflicts:?}");
     let ops = item
         .entries
@@ -157,8 +157,8 @@ fn an_update_owns_what_it_changes_and_conflicts_on_others_fields() {
     assert!(item.kept.is_empty());
     // Removing admin's label: a conflict; forced, admin lets go of it.
     let m = task("  labels:\n    team: web\n");
-    let item =
-        one(&manager, false, &st, &rec).update(&m, at(9), &mut |f, by| conflicts.push((f, by)));
+    let item = stored_record(&manager, false, &st, &rec)
+        .update(&m, at(9), &mut |f, by| conflicts.push((f, by)));
     assert_eq!(
         conflicts,
         [(
@@ -167,7 +167,7 @@ fn an_update_owns_what_it_changes_and_conflicts_on_others_fields() {
         )]
     );
     drop(item);
-    let item = one(&manager, true, &st, &rec).update(&m, at(9), &mut |_, _| {});
+    let item = stored_record(&manager, true, &st, &rec).update(&m, at(9), &mut |_, _| {});
     assert!(item.entries.iter().all(|e| e.manager == "apply:ci"));
 }
 

@@ -26,7 +26,7 @@
 //!
 //! # Set-based
 //! A batch costs a fixed handful of statements, not several per signal
-//! (issue 33; `controller/tests/set_based.rs` counts them: the same for
+//! (`controller/tests/set_based.rs` counts them: the same for
 //! 2 signals as for 32):
 //! 0. a worker's batch reads its host in the same transaction
 //!    ([`ingest_as`]);
@@ -67,7 +67,7 @@ use staged::Staged;
 pub enum BatchOutcome {
     /// Committed; one result per signal. `budget_stops`: live runs the
     /// batch's usage reports took to their budget, stopped in the same
-    /// transaction (issue 21) — the caller hands the stops to the workers.
+    /// transaction — the caller hands the stops to the workers.
     Applied {
         results: Vec<SignalResult>,
         budget_stops: usize,
@@ -180,7 +180,7 @@ async fn ingest_once(
         return Ok(Some(BatchOutcome::Rejected { results, foreign }));
     }
     let usage_deltas = std::mem::take(&mut staged.usage_deltas);
-    // Issue 21: the runs this batch's reports took to their budget, as the
+    // The runs this batch's reports took to their budget, as the
     // batch leaves them (their written resource_version is the guard).
     let mut over: Vec<Run> = usage_deltas
         .iter()
@@ -400,7 +400,7 @@ async fn failed(
         st.note_failure_message(run.id, sig.message.as_deref());
         lifecycle::provider_failed(st, run, sig.message.as_deref(), now).await?;
     } else {
-        // Issue 16: the worker's words for why, carried into the run's
+        // The worker's words for why, carried into the run's
         // status and its run.failed event.
         let message = sig.message.as_deref();
         runs::fail(

@@ -35,12 +35,12 @@ pub(super) struct Staged {
     /// Orphan sessions of the batch's host that the journal names already
     /// or this batch journals.
     pub(super) orphans: HashSet<String>,
-    /// What tokens cost when the provider reports no cost (issue 21).
+    /// What tokens cost when the provider reports no cost.
     prices: Arc<PriceTable>,
     /// Usage the batch added, per run: (run, provider, project, delta),
     /// for the budget check and the metrics after commit.
     pub(super) usage_deltas: Vec<(Uuid, String, Uuid, pam_store::Usage)>,
-    /// Workspace results of the batch's `finished` signals (issue 32).
+    /// Workspace results of the batch's `finished` signals.
     pub(super) results: Vec<pam_store::RunResultRow>,
     /// Activity items of the batch's progress signals, per attempt.
     activity: Vec<ActivityAppend>,
@@ -104,10 +104,10 @@ impl Staged {
             .is_some_and(|r| r.advance_progress(attempt, seq))
     }
 
-    /// Records a provider's usage report on a staged run (issue 21,
-    /// [`usage`]): a progress step is added, a final report settles the
-    /// attempt. The caller has already decided the signal applies (a
-    /// progress seq that advanced, a first `finished`).
+    /// Records a provider's usage report on a staged run ([`usage`]): a
+    /// progress step is added, a final report settles the attempt. The caller
+    /// has already decided the signal applies (a progress seq that advanced, a
+    /// first `finished`).
     pub(super) fn record_usage(&mut self, id: Uuid, report: Option<&TokenUsage>, fin: bool) {
         let Some(report) = report else {
             return;

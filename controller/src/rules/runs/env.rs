@@ -1,4 +1,4 @@
-//! A run's environment (issue 18): `spec.env` and `spec.envFrom`, the
+//! A run's environment: `spec.env` and `spec.envFrom`, the
 //! wait for a Secret that does not exist yet, and the values an attempt
 //! gets.
 //!

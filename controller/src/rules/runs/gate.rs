@@ -1,4 +1,4 @@
-//! The dispatch gate of task dependencies (issue 17).
+//! The dispatch gate of task dependencies.
 //!
 //! A task is *blocked* while any task of its `spec.dependsOn` is not
 //! `done`. A pending run of a blocked task is not dispatched: the store

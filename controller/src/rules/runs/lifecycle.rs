@@ -156,7 +156,7 @@ pub async fn fail<W: RunWrites + ?Sized>(
 /// target `host` (eligibility and capacity are the caller's) with row
 /// locks, so a run goes to at most one host per attempt, and journals
 /// `run.spawning` for each, in claim order — one multi-row insert for the
-/// whole claim (issue 33: a claim costs the same statements for 1 run or 16).
+/// whole claim (a claim costs the same statements for 1 run or 16).
 pub async fn claim(
     tx: &mut dyn Tx,
     host: &Host,
@@ -223,7 +223,7 @@ pub async fn finish<W: RunWrites + ?Sized>(
     if run.status == RunStatus::Spawning {
         run = mark_running(w, &run, now).await?;
     }
-    // Issue 21: a run that reached its budget fails budget_exceeded,
+    // A run that reached its budget fails budget_exceeded,
     // whether the budget stop reached it or it ended first.
     let over_budget = usage::run_over_budget(&run);
     let to = if over_budget.is_some() {
@@ -321,7 +321,7 @@ pub async fn stop_pending(tx: &mut dyn Tx, run: &Run, now: DateTime<Utc>) -> Sto
 }
 
 /// `run.stopped`'s payload, naming as `actor` who asked for the stop
-/// (issue 34: `Run::stopped_by`, kept by the request) — the event is
+/// (`Run::stopped_by`, kept by the request) — the event is
 /// journaled outside that request.
 fn stopped_payload(run: &Run, extra: serde_json::Value) -> serde_json::Value {
     let mut p = payload::run(run, extra);
@@ -334,8 +334,8 @@ fn stopped_payload(run: &Run, extra: serde_json::Value) -> serde_json::Value {
 /// The dispatch timeout fired (OQ-15): pending → failed, never restarted.
 /// The reason is `no_eligible_host` when no eligible host matched the
 /// run's target while it waited (`eligible_host_seen`, or `matched_now`),
-/// else `dispatch_timeout`. `why`: the run's last `Scheduled` message
-/// (issue 31), kept as its failure message.
+/// else `dispatch_timeout`. `why`: the run's last `Scheduled` message,
+/// kept as its failure message.
 pub async fn time_out(
     tx: &mut dyn Tx,
     run: &Run,

@@ -79,8 +79,8 @@ impl RunDesired {
 /// milestones and epics, the integrity check journals any that slip past)
 /// and journals `run.created`. Its dispatch-timeout window starts now
 /// (`pending_since = created_at`, OQ-15), or when its task's last
-/// dependency is done: the store sets `dispatchable_since` (issue 17;
-/// the returned row leaves it `None`).
+/// dependency is done: the store sets `dispatchable_since` (the returned row
+/// leaves it `None`).
 pub async fn create(
     tx: &mut dyn Tx,
     project_id: Uuid,
@@ -107,7 +107,7 @@ pub async fn create(
     };
     tx.insert_run(&row).await?;
     // A run naming a Secret that does not exist yet waits for it from the
-    // start (issue 18): the claim must not win the race with the pass.
+    // start: the claim must not win the race with the pass.
     env::check_wait(tx, &row, None, now).await?;
     let p = payload::run(
         &row,
@@ -188,17 +188,17 @@ pub async fn request_stop(tx: &mut dyn Tx, mut run: Run, now: DateTime<Utc>) -> 
     }
     let rv = run.meta.resource_version;
     run.stop_requested = true;
-    // Issue 34's audit: who asked. `run.stopped` is journaled when the
+    // The audit trail: who asked. `run.stopped` is journaled when the
     // stop takes effect — by a loop or the worker's report, outside this
     // request — and names them from here (lifecycle::stopped_payload). A
     // column, not an annotation: a re-apply replaces annotations no field
-    // manager owns (issue 35), and lost the actor.
+    // manager owns, and lost the actor.
     run.stopped_by = pam_store::events::current_actor();
     let d = Desired::stored(&run.meta).with_spec_field("stopped", json!(true));
     meta::set_desired(&mut run.meta, d, now);
     let run = tx.update_run_spec(&run, rv).await?;
     // Journaled with its host, so every replica's watch of that host
-    // wakes (issue 33), and the audit trail says when it was asked.
+    // wakes, and the audit trail says when it was asked.
     tx.append_event(
         topic::RUN_STOP_REQUESTED,
         payload::run(&run, json!({})),
@@ -208,7 +208,7 @@ pub async fn request_stop(tx: &mut dyn Tx, mut run: Run, now: DateTime<Utc>) -> 
     Ok(run)
 }
 
-/// Issue 21: a live run whose usage over all its attempts reached its
+/// A live run whose usage over all its attempts reached its
 /// `spec.budget` is stopped through the normal stop path — the desired
 /// stop the worker carries out like `pamctl stop` — with the condition
 /// `BudgetExceeded` and `run.budget_exceeded` journaled with the figures;

@@ -1,4 +1,4 @@
-//! Why a pending run waits (issue 31): its `Scheduled` condition.
+//! Why a pending run waits: its `Scheduled` condition.
 //!
 //! Each dispatch pass (`reconcile::timeout`) places every listed pending
 //! run against the hosts it loaded once ([`Fleet`]): how many hosts could
@@ -350,7 +350,7 @@ mod tests {
         );
     }
 
-    /// Issue 32: a host below its worker's `min_free_bytes` is counted
+    /// A host below its worker's `min_free_bytes` is counted
     /// "low on workspace disk" for a run with a workspace (eligible, so
     /// the run times out as `dispatch_timeout`, not `no_eligible_host`),
     /// and can still run the others.

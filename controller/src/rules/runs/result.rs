@@ -1,4 +1,4 @@
-//! Workspace results (issue 32): an attempt's result as the worker
+//! Workspace results: an attempt's result as the worker
 //! reported it with `finished`, stored per attempt and journaled once
 //! (`run.result_recorded`) — the `finished` marker makes both happen
 //! exactly once, in the signal's own transaction.

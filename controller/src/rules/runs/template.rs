@@ -1,5 +1,5 @@
 //! Runs made from a spec rather than applied: a Schedule's tick (its
-//! `runTemplate`) and a re-run of a finished run (issue 36, like
+//! `runTemplate`) and a re-run of a finished run (like
 //! `kubectl create job --from`). Both go through [`super::create`].
 
 use chrono::{DateTime, Utc};

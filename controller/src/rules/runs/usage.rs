@@ -1,4 +1,4 @@
-//! Usage and cost of a run (issue 21): what one provider report is worth
+//! Usage and cost of a run: what one provider report is worth
 //! ([`measure`]), and the price table that turns tokens into dollars when
 //! the provider reports no cost of its own.
 //!

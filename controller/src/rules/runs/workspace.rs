@@ -1,4 +1,4 @@
-//! A run's workspace as its worker gets it (issue 32): resolved when an
+//! A run's workspace as its worker gets it: resolved when an
 //! attempt is handed out — the run's `spec.workspace`, else (a run with
 //! no `cwd`) its task's; the project's repository; the branch; and for
 //! attempt 2 and later where to start from, read from the previous

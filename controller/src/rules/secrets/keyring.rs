@@ -1,4 +1,4 @@
-//! pamd's secrets keys (issue 18): AES-256-GCM keys kept in a file outside
+//! pamd's secrets keys: AES-256-GCM keys kept in a file outside
 //! the database, one per line, the first the current one.
 //!
 //! ```text

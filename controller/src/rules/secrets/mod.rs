@@ -1,4 +1,4 @@
-//! Secret rules (issue 18): creating and updating a Secret (sealing its
+//! Secret rules: creating and updating a Secret (sealing its
 //! values), deleting it, re-sealing under a new key ([`rotate`]) and the
 //! one way to read a value back ([`resolve`], [`open_values`]).
 //!

@@ -1,4 +1,4 @@
-//! Where webhook deliveries may go (issue 30). A Webhook's URL comes from
+//! Where webhook deliveries may go. A Webhook's URL comes from
 //! a manifest, so by default pamd does not POST signed bodies into its own
 //! network: loopback, private (RFC 1918), shared (CGNAT, 100.64/10),
 //! link-local (cloud metadata at 169.254.169.254), unique-local (fc00::/7),

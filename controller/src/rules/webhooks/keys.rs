@@ -3,7 +3,7 @@
 //! an error at its file:line) and by the sender (the key signs each
 //! attempt).
 //!
-//! [`SecretKeys`] reads the key of a project's Secret (issue 18), opened
+//! [`SecretKeys`] reads the key of a project's Secret, opened
 //! with pamd's keyring in the caller's transaction. A pamd configured with
 //! `[webhooks] signing_keys_dir` also finds keys as files there
 //! ([`KeyFiles`]: `<dir>/<project>/<name>/<key>`, the file's bytes as they

@@ -1,4 +1,4 @@
-//! Webhook rules (issue 19): creating, updating and deleting a Webhook,
+//! Webhook rules: creating, updating and deleting a Webhook,
 //! the fan-out that queues a delivery per (webhook, matching event) in
 //! the transaction appending the events ([`enqueue`], called by
 //! `Ctx::commit` only), and every change of a delivery

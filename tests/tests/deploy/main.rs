@@ -1,4 +1,4 @@
-//! Issue 15: the deploy files (deploy/) checked as far as this machine can:
+//! The deploy files (deploy/) checked as far as this machine can:
 //! systemd units with `systemd-analyze verify` when it exists, the
 //! Kubernetes and compose YAML parse with the expected keys, pamd.toml
 //! (the file and the ConfigMap's copy) is a config pamd accepts, the plist
@@ -12,7 +12,6 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_yaml::Value;
 
-#[path = "deploy/pods.rs"]
 mod pods;
 
 fn root() -> PathBuf {
@@ -129,12 +128,12 @@ fn kubernetes_manifests_have_what_a_deployment_needs() {
     pamd_accepts(&read("deploy/pamd.toml"), "deploy/pamd.toml");
     let text = read("deploy/kubernetes/pamd.yaml");
     assert!(
-        !text.contains("future") && !text.contains("issue 15 part 2"),
+        !text.contains("future") && !text.contains("part 2"),
         "pamd.yaml still calls leader election future work"
     );
 }
 
-/// Issue 36: the Kubernetes files keep the promises of docs/operations.md
+/// The Kubernetes files keep the promises of docs/operations.md
 /// ("Running replicas", "Secrets") with 2 replicas: one shared key from a
 /// read-only Secret, nothing durable in an emptyDir, non-root on a
 /// read-only root, a PodDisruptionBudget, and a worker holding nothing of
@@ -147,7 +146,7 @@ fn kubernetes_replicas_share_one_key_and_keep_no_state() {
     pods::check_worker_pod(&all, "deploy/kubernetes");
 }
 
-/// Issue 30: the body limit the deploy config gives apply fits the memory
+/// The body limit the deploy config gives apply fits the memory
 /// the deploy files give pamd. An apply peaks at up to 10 bytes of RSS per
 /// byte of body over pamd's idle ~20 MiB (bench-apply-memory, small
 /// documents; docs/operations.md, "Memory").
@@ -227,7 +226,7 @@ fn compose_volumes(svc: &Value) -> Vec<(String, String, bool)> {
         .collect()
 }
 
-/// Issue 36: in compose the worker mounts nothing of pamd's (its data
+/// In compose the worker mounts nothing of pamd's (its data
 /// volume holds admin.token, secrets.key and the TLS key): only its own
 /// token volume, read-only, which the worker-token service fills, and its
 /// own data volume.
@@ -262,7 +261,7 @@ fn compose_gives_the_worker_only_its_own_token() {
     );
 }
 
-/// Issue 36: compose's worker-token step really works. Its script (as
+/// Compose's worker-token step really works. Its script (as
 /// compose runs it: `$$` is `$`) runs against a real pamd serving
 /// --tls-self-signed: it waits for pamd, makes a worker token with pamd's
 /// admin token and copies pamd's CA; a second run keeps the token; and a
@@ -525,7 +524,7 @@ fn dockerfile_copies_what_exists_and_ships_the_three_binaries() {
     }
 }
 
-/// Issue 36: pamd's image has git (it fetches git Sources with it), the
+/// pamd's image has git (it fetches git Sources with it), the
 /// worker's git and tmux, a stage adds the agent CLIs from npm, and every
 /// image runs as the non-root user `pam`.
 #[test]
@@ -640,7 +639,7 @@ fn entrypoint_arguments_are_flags_the_binaries_take() {
     }
 }
 
-/// Issue 36: the probe paths of deploy/kubernetes and of the chart are
+/// The probe paths of deploy/kubernetes and of the chart are
 /// routes a real pamd answers 200 on (a typo would leave every pod
 /// unready or restarting).
 #[tokio::test]
@@ -725,7 +724,7 @@ fn missing_values(template: &str, values: &Value) -> Vec<String> {
     missing
 }
 
-/// Issue 36: the Helm chart. Chart.yaml and values.yaml parse, every value
+/// The Helm chart. Chart.yaml and values.yaml parse, every value
 /// a template reads is in values.yaml, the defaults run 2 replicas with a
 /// body limit that fits the memory limit; with `helm` on PATH, `helm lint`
 /// passes and `helm template` renders pods that pass the same checks as
@@ -794,7 +793,7 @@ fn helm_chart_values_and_templates_agree() {
     pods::check_worker_pod(&rendered, "helm template");
 }
 
-/// Issue 36's schema check: the Kubernetes manifests validate against the
+/// The schema check: the Kubernetes manifests validate against the
 /// Kubernetes API's own schemas (strict: an unknown field fails) with
 /// `kubernetes-validate` (pip package `kubernetes-validate`; kubeconform is
 /// not in the package registries), when it is on PATH. A manifest with a

@@ -1,6 +1,9 @@
-//! The manifest kinds — `Project`, `Task`, `Run`, `Host`, `Source`
-//! ([`source`]), `Webhook` ([`webhook`]), `Secret` ([`secret`]) — as they are read
-//! and printed: `{apiVersion, kind, metadata, spec, status}`.
+//! The manifest kinds — `Project` ([`project`]), `Task` ([`task`]), `Run`
+//! ([`run`]), `Host` ([`host`]), `Source` ([`source`]), `Webhook`
+//! ([`webhook`]), `Secret` ([`secret`]), `Schedule` ([`schedule`]) and
+//! `Role` ([`role`]; stored generically, [`generic`]), each described once
+//! in [`info`] — as they are read and printed: `{apiVersion, kind,
+//! metadata, spec, status}`.
 //!
 //! Field names are camelCase; unknown fields are refused everywhere
 //! (`deny_unknown_fields`). These types describe objects in both
@@ -81,15 +84,14 @@ pub enum Kind {
     Host,
     /// A GitOps source of desired state (cluster-scoped).
     Source,
-    /// An HTTP endpoint receiving signed event deliveries (cluster-scoped,
-    /// issue 19).
+    /// An HTTP endpoint receiving signed event deliveries (cluster-scoped).
     Webhook,
     /// Named values of a project, encrypted at rest, for runs'
-    /// environments (issue 18).
+    /// environments.
     Secret,
-    /// Runs of a project started on a cron timetable (issue 18).
+    /// Runs of a project started on a cron timetable.
     Schedule,
-    /// A custom role tokens are bound to (issue 34; stored generically).
+    /// A custom role tokens are bound to (stored generically).
     Role,
 }
 
@@ -203,8 +205,8 @@ macro_rules! object_meta {
             #[serde(default, skip_serializing_if = "Option::is_none")]
             pub creation_timestamp: Option<String>,
             /// Server-set, in a get of one object: which fields each
-            /// manager set, and when (issue 35; the newest entry is the
-            /// object's last applier, issue 34). Refused on input.
+            /// manager set, and when (the newest entry is the
+            /// object's last applier). Refused on input.
             #[serde(default, skip_serializing_if = "Option::is_none")]
             pub managed_fields: Option<Vec<ManagedFieldsEntry>>,
         }
@@ -320,7 +322,7 @@ macro_rules! object {
             pub spec: $spec,
             /// Observed state, controller-owned: printed, never read from a
             /// manifest. Boxed: a manifest being applied has none, and
-            /// apply holds every manifest of a batch (issue 30).
+            /// apply holds every manifest of a batch.
             #[serde(default, skip_serializing_if = "Option::is_none")]
             pub status: Option<Box<$status>>,
         }
@@ -369,19 +371,19 @@ object!(
     Source, SourceKind, ObjectMeta, SourceSpec, ObservedSource
 );
 object!(
-    /// A Webhook (issue 19).
+    /// A Webhook.
     Webhook, WebhookKind, ObjectMeta, WebhookSpec, ObservedWebhook
 );
 object!(
-    /// A Secret: values of a project, write-only (issue 18).
+    /// A Secret: values of a project, write-only.
     Secret, SecretKind, ProjectObjectMeta, SecretSpec, ObservedSecret
 );
 object!(
-    /// A Schedule: runs on a cron timetable (issue 18).
+    /// A Schedule: runs on a cron timetable.
     Schedule, ScheduleKind, ProjectObjectMeta, ScheduleSpec, ObservedSchedule
 );
 object!(
-    /// A Role: a custom role tokens are bound to (issue 34).
+    /// A Role: a custom role tokens are bound to.
     Role, RoleKind, ObjectMeta, RoleSpec, ObservedRole
 );
 
@@ -389,7 +391,7 @@ object!(
 /// which); deserializes by dispatching on `kind`. Each kind is boxed: an
 /// inline enum is as big as its biggest kind (a Schedule, ~500 bytes),
 /// and apply holds a batch's documents in vectors (per file, then
-/// joined) while it validates them whole (issue 30).
+/// joined) while it validates them whole.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum Manifest {

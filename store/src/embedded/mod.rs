@@ -14,7 +14,7 @@
 //!   use, reuses it later, and reuses a server that is already running on
 //!   this cluster with our socket dir (a pamd that was `kill -9`'d leaves
 //!   its postmaster behind) once it accepts connections.
-//! - [`EmbeddedPg::start`] comes up after any crash (issue 13), whatever
+//! - [`EmbeddedPg::start`] comes up after any crash, whatever
 //!   the cluster was left in: lock files (`postmaster.pid`, the socket
 //!   lock) naming a pid that is gone, a zombie or another process are
 //!   removed ([`leftovers`]); it waits, up to [`START_WAIT`], for a server

@@ -1,6 +1,7 @@
-//! Issue 16's server-side fixes, each through the real pamctl binary (or a
-//! plain HTTP client, for what pamctl itself would refuse first) against a
-//! real pamd on real PostgreSQL, and with a real pam-worker for host labels:
+//! pamd's side of three pamctl verbs, each through the real pamctl binary
+//! (or a plain HTTP client, for what pamctl itself would refuse first)
+//! against a real pamd on real PostgreSQL, and with a real pam-worker for
+//! host labels:
 //! an exec run without a command is refused on the objects path as on the
 //! files path, `token list` shows LAST-USED (written at most once a minute),
 //! and `get hosts -l` selects on the one label set that targets use.
@@ -112,9 +113,9 @@ async fn token_list_shows_last_used() {
 }
 
 /// Host labels: a Host manifest's `metadata.labels` (examples/hosts.yaml)
-/// and the labels a real worker reports (under `worker.pam.dev/`, issue
-/// 30) are one set, which `get hosts -l`, `--show-labels` and a run's
-/// target selector all use.
+/// and the labels a real worker reports (under `worker.pam.dev/`) are one
+/// set, which `get hosts -l`, `--show-labels` and a run's target selector
+/// all use.
 #[tokio::test]
 async fn get_hosts_selects_on_the_labels_targets_use() {
     let pamd = Pamd::start(PamdOptions {

@@ -1,6 +1,6 @@
 //! pamctl's command line (clap). Verbs follow kubectl's.
 
-// Token and auth verbs live with their commands (cli.rs stays under 600 lines).
+// Token and auth verbs live with their commands (cli/mod.rs stays under 600 lines).
 pub use crate::cmd::token::{AuthCommand, TokenCommand};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use pam_manifests::protocol::SignalName;
@@ -268,7 +268,7 @@ pub enum Command {
         #[arg(short = 'o', long, value_name = "FORMAT")]
         output: Option<String>,
     },
-    /// Print a run's workspace result: branch, commits, files changed (issue 32)
+    /// Print a run's workspace result: branch, commits, files changed
     Result {
         run: String,
         /// This attempt's (default: the latest with a result)

@@ -98,7 +98,7 @@ pub struct RegisterRequest {
     pub labels: BTreeMap<String, String>,
     /// The worker's version (`CARGO_PKG_VERSION`), for the operator's eyes.
     pub version: String,
-    /// What this host can run (issue 31). Absent (an older worker): pamd
+    /// What this host can run. Absent (an older worker): pamd
     /// keeps what it knew, and a host that never reported any is taken to
     /// run every provider, as before capabilities existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -173,7 +173,7 @@ pub struct DesiredRun {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<Vec<String>>,
     /// Extra environment for the provider process (e.g. decrypted provider
-    /// credentials, issue 18): sent only while the run is spawning. Never
+    /// credentials): sent only while the run is spawning. Never
     /// logged.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
@@ -197,8 +197,8 @@ pub struct DesiredRun {
     /// is handed out once.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub input: Vec<String>,
-    /// The worktree to prepare before the spawn, the provider's cwd
-    /// (issue 32); `cwd` is unused then.
+    /// The worktree to prepare before the spawn, the provider's cwd;
+    /// `cwd` is unused then.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace: Option<WorkspaceOrder>,
     /// What the agent may do without asking, as settled when the run was
@@ -304,7 +304,7 @@ impl fmt::Display for SignalKind {
     }
 }
 
-/// Token usage and cost as a provider reports them (issue 21).
+/// Token usage and cost as a provider reports them.
 ///
 /// On a `progress` signal it is that step's usage, which pamd adds to the
 /// attempt's (at most once: only a progress signal that advances
@@ -429,8 +429,7 @@ pub struct Signal {
     /// The tmux session the attempt runs in, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_name: Option<String>,
-    /// `finished` of a run with a workspace: what its worktree came to
-    /// (issue 32).
+    /// `finished` of a run with a workspace: what its worktree came to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<Box<WorkspaceResult>>,
     /// When it happened on the worker, RFC 3339 UTC.

@@ -1,4 +1,4 @@
-//! Managed fields (issue 35): apply that merges, as Kubernetes'
+//! Managed fields: apply that merges, as Kubernetes'
 //! server-side apply does. Every object keeps, per manager, the field
 //! paths it set (`spec.title`, `metadata.labels.tier`,
 //! `metadata.annotations.note`); the record is `managed_fields` (one row
@@ -271,7 +271,7 @@ pub async fn plan(
                 kept: Vec::new(),
             },
             Some((_, meta)) => {
-                let one = One {
+                let stored_record = StoredRecord {
                     manager,
                     force,
                     stored: meta,
@@ -279,10 +279,12 @@ pub async fn plan(
                     spec: key.0 != Kind::Secret,
                 };
                 match manager.operation {
-                    Operation::Apply => one.apply(&d.manifest, named, now, &mut |f, by| {
-                        conflicts.push((key.clone(), f, by))
-                    }),
-                    Operation::Update => one.update(&d.manifest, now, &mut |f, by| {
+                    Operation::Apply => {
+                        stored_record.apply(&d.manifest, named, now, &mut |f, by| {
+                            conflicts.push((key.clone(), f, by))
+                        })
+                    }
+                    Operation::Update => stored_record.update(&d.manifest, now, &mut |f, by| {
                         conflicts.push((key.clone(), f, by))
                     }),
                 }
@@ -315,8 +317,9 @@ fn entry(manager: &Manager, fields: Vec<String>, time: DateTime<Utc>) -> Managed
     }
 }
 
-/// One stored object's record, planned.
-struct One<'a> {
+/// A stored object's managed-fields record and the manager writing to it:
+/// [`Self::apply`] or [`Self::update`] plans its next [`Item`].
+struct StoredRecord<'a> {
     manager: &'a Manager,
     force: bool,
     stored: &'a Meta,
@@ -325,7 +328,7 @@ struct One<'a> {
     spec: bool,
 }
 
-impl One<'_> {
+impl StoredRecord<'_> {
     /// The other managers' entries, less the fields `taken` (a conflict
     /// forced, or a field removed), each conflicting field reported.
     fn others(
@@ -555,10 +558,10 @@ impl Plan {
     }
 }
 
-mod words;
+mod render;
 
-use words::conflict_error;
-pub use words::managed_fields_json;
+use render::conflict_error;
+pub use render::managed_fields_json;
 
 #[cfg(test)]
 mod tests;

@@ -33,25 +33,25 @@
 //! # key_file = "/etc/pam/secrets.key"  (default: data_dir/secrets.key, made 0600 on first start)
 //! [prices.claude.default]   # USD per million tokens (see config/prices.rs)
 //! # input = 3.0, cached_input = 0.30, output = 15.0
-//! [webhooks]                # issue 19 (see config/webhooks.rs)
+//! [webhooks]                # outbound deliveries (see config/webhooks.rs)
 //! # signing_keys_dir = "/etc/pam/webhook-keys"
 //! # timeout_seconds = 10, retry_initial_ms = 10000, retry_max_seconds = 3600,
 //! # retry_for_hours = 24, deliveries_days = 30, public_url = "https://…"
 //! # allow_networks = ["127.0.0.1/32"]  (private addresses deliveries may reach)
-//! [sources]                 # issue 30 (see config/sources.rs)
+//! [sources]                 # where directory Sources read (see config/sources.rs)
 //! # allowed_roots = ["/srv/pam"]  (directory Sources: the data dir and these)
 //! # settle_ms = 1000
 //! [api]
 //! max_body_bytes = 16777216 # apply and diff (16 MiB; sized to the deploy memory limit, docs/operations.md)
 //! # admin_token_file = "/run/pam/admin/token" # the admin token from a file pamd only reads
-//! [rate_limits]             # issue 19, per token (see config/rate_limits.rs)
+//! [rate_limits]             # per token (see config/rate_limits.rs)
 //! # operator_per_second = 100, operator_burst = 1000,
 //! # worker_per_second = 50, worker_burst = 200, enabled = true
 //! [metrics]
 //! require_token = false     # true: /metrics needs an admin or metrics token
 //! [logs]                    # runs' logs, read from the workers (see config/logs.rs)
 //! # cache_bytes = 67108864, archive_dir = "/var/lib/pam/logs"
-//! [oidc]                    # issue 34: dashboard sign-in (see config/oidc.rs)
+//! [oidc]                    # dashboard sign-in (see config/oidc.rs)
 //! # issuer = "https://…", client_id = "pam", client_secret_file = "…",
 //! # redirect_url = "https://…/auth/callback", groups_claim = "groups", session_ttl = "8h"
 //! ```
@@ -132,7 +132,7 @@ pub struct Cli {
     pub clock_file: Option<PathBuf>,
 }
 
-/// `--log-format` (issue 36).
+/// `--log-format`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum LogFormat {
     #[default]
@@ -178,31 +178,32 @@ pub struct Config {
     pub leader: LeaderConfig,
     pub loops: LoopsConfig,
     pub database: DatabaseConfig,
-    /// What tokens cost where a provider reports no cost (issue 21).
+    /// What tokens cost where a provider reports no cost.
     pub prices: PriceTable,
-    /// Outbound webhooks (issue 19).
+    /// Outbound webhooks.
     pub webhooks: webhooks::WebhooksConfig,
-    /// Per-token rate limits (issue 19).
+    /// Per-token rate limits.
     pub rate_limits: rate_limits::RateLimitsConfig,
-    /// The key file Secrets are sealed with (issue 18).
+    /// The key file Secrets are sealed with.
     pub secrets_key_file: PathBuf,
-    /// What directory Sources may read (issue 30).
+    /// What directory Sources may read.
     pub sources: sources::SourcesConfig,
-    /// The API's request limits (issue 30).
+    /// The API's request limits.
     pub api: ApiConfig,
-    /// Dashboard sign-in with OIDC (issue 34); None: tokens only.
+    /// Dashboard sign-in with OIDC; None: tokens only.
     pub oidc: Option<crate::api::oidc::Settings>,
     pub metrics: MetricsConfig,
     /// How runs' logs are served (`[logs]`).
     pub logs: logs::LogsConfig,
 }
 
-/// The `[metrics]` table (issue 34).
+/// The `[metrics]` table.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct MetricsConfig {
     /// `/metrics` needs an admin or `metrics` token. Off by default: a
-    /// scraper set up before issue 34 (the Helm ServiceMonitor) has none.
+    /// scraper set up before `/metrics` could ask for one (the Helm
+    /// ServiceMonitor) has none.
     pub require_token: bool,
 }
 
@@ -232,7 +233,7 @@ impl Default for ApiConfig {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct LeaderConfig {
-    /// The loops' lease (replicas, issue 15): renewed every third of it; a
+    /// The loops' lease (replicas): renewed every third of it; a
     /// dead leader's loops move within twice it.
     pub lease_seconds: u64,
 }

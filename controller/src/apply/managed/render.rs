@@ -74,7 +74,7 @@ const CONFLICTS_SHOWN: usize = 10;
 /// The `metadata.managedFields` an object shows (`get -o yaml`,
 /// `describe`): its record, kubectl's shape.
 /// Oldest first, by the stored time (finer than the printed seconds): the
-/// last entry is the last applier (issue 34's `lastAppliedBy`).
+/// last entry is the last applier (`describe`'s Last Applied By).
 pub fn managed_fields_json(entries: &[ManagedEntry]) -> Value {
     let mut entries: Vec<&ManagedEntry> = entries.iter().collect();
     entries.sort_by(|a, b| (a.time, &a.manager).cmp(&(b.time, &b.manager)));

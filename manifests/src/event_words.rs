@@ -1,4 +1,4 @@
-//! What an event says when no one wrote its sentence (issue 31): pamd's
+//! What an event says when no one wrote its sentence: pamd's
 //! renderer for a topic it does not know, and pamctl for an older server
 //! that sends payloads only. One home, so both fall back alike.
 

@@ -1,7 +1,7 @@
-//! Issue 36's verbs through pamctl against a real pamd: `rerun RUN` (a
-//! stopped run re-run as `RUN-r1` with the same spec, not stopped; a run
-//! not finished refused), and `suspend`/`resume` of a directory Source and
-//! of a Schedule (other kinds refused).
+//! The verbs on stored objects through pamctl against a real pamd:
+//! `rerun RUN` (a stopped run re-run as `RUN-r1` with the same spec, not
+//! stopped; a run not finished refused), and `suspend`/`resume` of a
+//! directory Source and of a Schedule (other kinds refused).
 
 use std::time::Duration;
 

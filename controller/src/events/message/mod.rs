@@ -1,4 +1,4 @@
-//! Every journaled event as a sentence (issue 31): a kubectl-style reason
+//! Every journaled event as a sentence: a kubectl-style reason
 //! (`HostLost`, `Synced`), a one-line message and the object it is about
 //! (`run/fix-login`), rendered from its topic and payload in this one
 //! place. The event JSON carries them next to the payload
@@ -29,8 +29,8 @@ pub struct Rendered {
 /// the topic, its message listing the payload's plain fields.
 pub fn render(topic: &str, p: &Value) -> Rendered {
     known(topic, p).unwrap_or_else(|| Rendered {
-        reason: pam_manifests::words::topic_reason(topic),
-        message: pam_manifests::words::plain_fields(p),
+        reason: pam_manifests::event_words::topic_reason(topic),
+        message: pam_manifests::event_words::plain_fields(p),
         object: None,
     })
 }
@@ -208,7 +208,7 @@ pub fn known(t: &str, p: &Value) -> Option<Rendered> {
                 _ => String::new(),
             };
             (
-                cause.map_or("Failed".into(), pam_manifests::words::camel),
+                cause.map_or("Failed".into(), pam_manifests::event_words::camel),
                 format!("{}: {why}{last}{}", cause.unwrap_or("failed"), f.attempt()),
                 f.obj("run", "name"),
             )

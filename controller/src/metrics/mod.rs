@@ -34,7 +34,7 @@ const RUN_PHASES: [&str; 6] = [
 ];
 const HOST_PHASES: [&str; 4] = ["registered", "online", "offline", "disabled"];
 
-/// Six buckets from 5 ms to 10 s (issue 36: a bucket line per route,
+/// Six buckets from 5 ms to 10 s (a bucket line per route,
 /// method and status class, and per loop, adds up — the tour's instance
 /// served 47 KB with sixteen; steps of about ×4 are what dashboards read).
 const SECONDS_BUCKETS: [f64; 6] = [0.005, 0.025, 0.1, 0.5, 2.5, 10.0];
@@ -67,36 +67,36 @@ pub struct Metrics {
     /// 1 while this replica leads (runs the loops), else 0; the term.
     pub leader: Gauge,
     pub leader_term: Gauge,
-    /// Issue 21: tokens reported by providers, by provider, project and
+    /// Tokens reported by providers, by provider, project and
     /// `type` (input, cached_input, output).
     tokens: Family<Labels, Counter>,
-    /// Issue 21: cost in US dollars, by provider and project.
+    /// Cost in US dollars, by provider and project.
     cost: Family<Labels, Counter<f64, std::sync::atomic::AtomicU64>>,
     /// The projects labelled so far (at most [`MAX_PROJECT_LABELS`]).
     project_labels: std::sync::Mutex<std::collections::HashSet<uuid::Uuid>>,
-    /// Issue 19: webhook delivery attempts by webhook and outcome
+    /// Webhook delivery attempts by webhook and outcome
     /// (delivered, retry, failed).
     webhook_deliveries: Family<Labels, Counter>,
-    /// Issue 19: one delivery attempt, seconds, by webhook.
+    /// One delivery attempt, seconds, by webhook.
     webhook_attempts: HistogramFamily,
-    /// Issue 19: deliveries waiting, by webhook (set at scrape time).
+    /// Deliveries waiting, by webhook (set at scrape time).
     webhook_pending: Family<Labels, Gauge>,
-    /// Issue 30: 1 when the database answered this scrape's reads, else 0.
+    /// 1 when the database answered this scrape's reads, else 0.
     database_up: Gauge,
-    /// Issue 30: requests refused (429) because their client address
+    /// Requests refused (429) because their client address
     /// failed authentication too often (api/rate_limit.rs).
     pub auth_failures_limited: Counter,
-    /// Issue 35: push receiver requests by provider and outcome
+    /// Push receiver requests by provider and outcome
     /// (`api::source_hooks::Outcome`).
     source_hooks: Family<Labels, Counter>,
-    /// Issue 34: requests refused 401/403, per token name (operator-named
+    /// Requests refused 401/403, per token name (operator-named
     /// and few: a bounded label; `unknown` for a token pamd does not know).
     api_refused: Family<Labels, Counter>,
 }
 
 /// How long `/readyz` and a scrape's database reads may wait: probes give
 /// up after about a second, so a database that is down is reported within
-/// that (issue 30), not after the pool's acquire timeout.
+/// that, not after the pool's acquire timeout.
 pub const DATABASE_PROBE: std::time::Duration = std::time::Duration::from_millis(800);
 
 /// Usage metrics label at most this many projects; later ones count as
@@ -210,19 +210,19 @@ impl Metrics {
         let tokens = Family::<Labels, Counter>::default();
         r.register(
             "tokens",
-            "Tokens providers reported (issue 21), by provider, project (uid; `other` past 200 projects) and type: input (cached included), cached_input, output",
+            "Tokens providers reported, by provider, project (uid; `other` past 200 projects) and type: input (cached included), cached_input, output",
             tokens.clone(),
         );
         let cost = Family::<Labels, Counter<f64, std::sync::atomic::AtomicU64>>::default();
         r.register(
             "cost_usd",
-            "Cost in US dollars of what providers reported (issue 21), by provider and project",
+            "Cost in US dollars of what providers reported, by provider and project",
             cost.clone(),
         );
         let webhook_deliveries = Family::<Labels, Counter>::default();
         r.register(
             "webhook_deliveries",
-            "Webhook delivery attempts (issue 19), by webhook and outcome: delivered, retry (failed, retried later), failed (retries exhausted)",
+            "Webhook delivery attempts, by webhook and outcome: delivered, retry (failed, retried later), failed (retries exhausted)",
             webhook_deliveries.clone(),
         );
         let webhook_attempts = HistogramFamily::new_with_constructor(seconds_buckets);
@@ -252,7 +252,7 @@ impl Metrics {
         let source_hooks = Family::<Labels, Counter>::default();
         r.register(
             "source_hooks",
-            "Push receiver requests (issue 35), by provider and outcome: accepted (a sync asked for), ping, or why refused",
+            "Push receiver requests, by provider and outcome: accepted (a sync asked for), ping, or why refused",
             source_hooks.clone(),
         );
         let api_refused = Family::<Labels, Counter>::default();
@@ -297,7 +297,7 @@ impl Metrics {
         }
     }
 
-    /// Issue 34: a request of token `token` (its name, never its value)
+    /// A request of token `token` (its name, never its value)
     /// was refused with `status` (401 or 403).
     pub fn api_refused(&self, token: &str, status: u16) {
         self.api_refused
@@ -308,10 +308,10 @@ impl Metrics {
             .inc();
     }
 
-    /// Issue 19: a delivery attempt to `webhook` ended as `outcome`
+    /// A delivery attempt to `webhook` ended as `outcome`
     /// (delivered, retry, failed). Webhooks are few and operator-named: a
     /// bounded label set.
-    /// One push receiver request's outcome (issue 35).
+    /// One push receiver request's outcome.
     pub fn source_hook(&self, provider: &'static str, outcome: &'static str) {
         self.source_hooks
             .get_or_create(&vec![
@@ -330,14 +330,14 @@ impl Metrics {
             .inc();
     }
 
-    /// Issue 19: a delivery attempt to `webhook` took from `started` to now.
+    /// A delivery attempt to `webhook` took from `started` to now.
     pub fn webhook_attempt(&self, webhook: &str, started: Instant) {
         self.webhook_attempts
             .get_or_create(&vec![("webhook", webhook.to_string())])
             .observe(started.elapsed().as_secs_f64());
     }
 
-    /// Issue 21: usage signal ingest committed for a run of `provider` in
+    /// Usage signal ingest committed for a run of `provider` in
     /// `project` (a delta; negative parts — a provider's final totals
     /// below its steps' sum — are not counted: counters only grow).
     pub fn usage(&self, provider: &str, project: uuid::Uuid, delta: &pam_store::Usage) {
@@ -420,7 +420,7 @@ impl Metrics {
     /// The exposition, after refreshing the phase gauges from the store.
     /// A database that does not answer within [`DATABASE_PROBE`] leaves
     /// those gauges out and sets `pam_database_up` to 0: pamd's own
-    /// metrics are served whatever the database does (issue 30).
+    /// metrics are served whatever the database does.
     pub async fn render(&self, store: &dyn Store) -> String {
         let read = tokio::time::timeout(DATABASE_PROBE, Self::read_gauges(store)).await;
         // One scrape at a time: the gauges are set, then encoded.

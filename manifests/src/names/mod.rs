@@ -126,7 +126,7 @@ impl LabelKey {
     }
 }
 
-/// The namespace of the labels a worker reports for itself (issue 30, like
+/// The namespace of the labels a worker reports for itself (like
 /// Kubernetes' NodeRestriction): a worker chooses its own labels, so they
 /// must never satisfy a selector on the labels an operator sets (a Host
 /// manifest, `pamctl label host`). A reported `gpu=a100` is kept as
