@@ -11,7 +11,7 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode};
 use http_body_util::BodyExt;
-use pam_controller::api::route::{Access, Route};
+use pam_controller::api::routes::route::{Access, Route};
 use pam_controller::api::routes::{table, DEFAULT_MAX_BODY_BYTES};
 use pam_controller::api::{router, AppState};
 use pam_controller::rules::access;
@@ -228,7 +228,7 @@ async fn a_web_token_reaches_only_web_for_every_route() {
 /// The world's viewer and operator replaced by dashboard sessions (OIDC) of the
 /// same roles in web, with their CSRF values.
 fn with_sessions(mut w: World) -> World {
-    use pam_controller::api::oidc::{session::Session, Oidc, Settings};
+    use pam_controller::api::access::oidc::{session::Session, Oidc, Settings};
     use pam_controller::rules::access::{Grant, Role};
     let oidc = Oidc::new(Settings {
         issuer: "https://id.example".into(),

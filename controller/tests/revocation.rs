@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use pam_controller::api::{attach, router, AppState};
+use pam_controller::api::{operator::attach, router, AppState};
 use pam_controller::clock::SystemClock;
 use pam_store::{Store, TokenKind};
 use serde_json::{json, Value};

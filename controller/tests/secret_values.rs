@@ -92,7 +92,7 @@ async fn values_are_sealed_printed_as_keys_and_reapply_is_unchanged() {
         .windows(VALUE.len())
         .any(|w| w == VALUE.as_bytes()));
     assert_eq!(row.key_id, ctx.secrets.current_id());
-    let printed = pam_controller::api::objects::secret(&row, "web").to_string();
+    let printed = pam_controller::api::operator::objects::secret(&row, "web").to_string();
     assert!(
         !printed.contains(VALUE) && !printed.contains("visible"),
         "{printed}"

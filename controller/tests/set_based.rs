@@ -789,7 +789,7 @@ async fn a_watching_workers_requests_are_authenticated_from_its_watch() {
             break;
         }
         assert!(
-            revoked.elapsed() < pam_controller::api::revocation::RECHECK * 3,
+            revoked.elapsed() < pam_controller::api::access::revocation::RECHECK * 3,
             "a token revoked elsewhere still authenticates after {:?}",
             revoked.elapsed()
         );

@@ -1,6 +1,6 @@
 //! What a streamed response carries ([`Chunks`]: the event stream's
 //! subscriber, a worker's watch) and its plain form, Server-Sent Events;
-//! [`super::upgraded`] serves the same on an upgraded connection.
+//! [`crate::api::upgraded`] serves the same on an upgraded connection.
 
 use std::convert::Infallible;
 
@@ -31,7 +31,7 @@ pub(super) trait Chunks: Send + 'static {
 
     /// After a line [`Chunks::line`] took: how many raw bytes follow it
     /// on the connection (0: none), handed whole to [`Chunks::payload`]
-    /// (a worker's log chunk). More than [`super::upgraded::MAX_PAYLOAD`] ends the
+    /// (a worker's log chunk). More than [`crate::api::upgraded::MAX_PAYLOAD`] ends the
     /// stream.
     fn payload_len(&mut self) -> usize {
         0

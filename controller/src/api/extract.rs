@@ -7,7 +7,7 @@
 //! [`Json`] also refuses a NUL (`\0`) in any string of the body, before the
 //! body is typed: PostgreSQL text cannot hold one, so it must never get as
 //! far as a query (it used to come back as a 500). NUL in a path or query
-//! string is refused for every route at once by [`super::guard`].
+//! string is refused for every route at once by [`crate::api::guard`].
 //!
 //! # Caveats
 //! The NUL scan looks at the raw JSON text: a NUL in a JSON string can only
@@ -27,7 +27,7 @@ use serde::de::{DeserializeOwned, IgnoredAny};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::ApiError;
+use crate::api::ApiError;
 
 /// The stable error code of a status the framework (or hyper) chose.
 pub fn code_for_status(status: StatusCode) -> &'static str {

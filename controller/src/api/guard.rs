@@ -20,8 +20,8 @@ use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use super::extract::status_error;
-use super::ApiError;
+use crate::api::extract::status_error;
+use crate::api::ApiError;
 
 /// Bytes in a request path (8 KiB). Names are at most 63 bytes, so a
 /// longer path can only be a mistake or an attack.

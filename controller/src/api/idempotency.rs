@@ -33,7 +33,7 @@ use axum::response::{IntoResponse, Response};
 use pam_store::{Claimed, IdempotencyClaim};
 use sha2::{Digest, Sha256};
 
-use super::{ApiError, AppState};
+use crate::api::{ApiError, AppState};
 use crate::rules::tokens::fingerprint;
 
 /// How long an answer is replayed.
@@ -82,7 +82,7 @@ pub async fn layer(State(st): State<AppState>, req: Request, next: Next) -> Resp
             .into_response()
         }
     };
-    let bearer = super::auth::bearer(req.headers());
+    let bearer = crate::api::access::auth::bearer(req.headers());
     let Some(principal) = bearer.map(fingerprint) else {
         // Unauthenticated: the handler refuses it.
         return next.run(req).await;
@@ -93,8 +93,8 @@ pub async fn layer(State(st): State<AppState>, req: Request, next: Next) -> Resp
         .get("authorization")
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
-    let peer = super::auth::peer(req.extensions());
-    if let Err(e) = super::auth::authenticate(&st, header.as_deref(), peer).await {
+    let peer = crate::api::access::auth::peer(req.extensions());
+    if let Err(e) = crate::api::access::auth::authenticate(&st, header.as_deref(), peer).await {
         return e.into_response();
     }
     let (parts, body) = req.into_parts();

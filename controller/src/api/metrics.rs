@@ -9,7 +9,7 @@ use axum::http::header;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use super::AppState;
+use crate::api::AppState;
 use crate::metrics::Metrics;
 use crate::rules::access::Verb;
 
@@ -21,10 +21,12 @@ use crate::rules::access::Verb;
 pub async fn handler(State(st): State<AppState>, req: Request) -> Response {
     if st.metrics_require_token {
         let (parts, _) = req.into_parts();
-        let checked = match super::auth::authenticate_parts(&st, &parts).await {
-            Ok(p) => super::authz::check(&p, Verb::Get, "metrics", None).inspect_err(|e| {
-                super::authz::refused(&st, &p, e);
-            }),
+        let checked = match crate::api::access::auth::authenticate_parts(&st, &parts).await {
+            Ok(p) => {
+                crate::api::access::authz::check(&p, Verb::Get, "metrics", None).inspect_err(|e| {
+                    crate::api::access::authz::refused(&st, &p, e);
+                })
+            }
             Err(e) => Err(e),
         };
         if let Err(e) = checked {

@@ -22,47 +22,22 @@ use serde_json::json;
 use crate::clock::SharedClock;
 use crate::ctx::{Ctx, Thresholds};
 
-pub mod actions;
-pub mod apply;
-pub mod attach;
-pub mod auth;
-pub mod authz;
-pub mod charts;
+pub mod access;
 pub mod chunks;
 pub mod dashboard;
-pub mod events;
 pub mod extract;
 pub mod guard;
-pub mod hosts;
 pub mod idempotency;
-pub mod list;
 pub mod logs;
-pub mod lookup;
 pub mod metrics;
-pub mod objects;
-pub mod oidc;
-pub mod openapi;
-pub mod projects;
-pub mod rate_limit;
-pub mod revocation;
-pub mod route;
+pub mod operator;
 pub mod routes;
-pub mod runs;
-pub mod schedules;
-pub mod secrets;
-pub mod served;
 pub mod snapshots;
 pub mod source_hooks;
-pub mod sources;
 pub mod stream;
-pub mod tasks;
-pub mod token_uses;
-pub mod tokens;
 pub mod upgraded;
 pub mod validate;
-pub mod watch;
-pub mod webhooks;
-pub mod worker;
+pub mod workers;
 
 /// What every handler can reach.
 #[derive(Clone)]
@@ -79,9 +54,9 @@ pub struct AppState {
     /// signals waiting for their worker.
     pub fleet: crate::fleet::Fleet,
     /// The tokens open streams and leases hold: revoking one ends them.
-    pub revocations: revocation::Revocations,
+    pub revocations: access::revocation::Revocations,
     /// The per-token rate limits (this replica's buckets).
-    pub limits: Arc<rate_limit::Limiter>,
+    pub limits: Arc<access::rate_limit::Limiter>,
     /// The largest body apply and diff accept (`[api] max_body_bytes`).
     pub max_body_bytes: usize,
     /// Push deliveries seen lately (a replay is refused).
@@ -91,14 +66,14 @@ pub struct AppState {
     pub repos: Option<crate::sync::fetch::Repos>,
     /// Dashboard sign-in with OIDC (`[oidc]`), with this pamd's
     /// sessions; None: bearer tokens only.
-    pub oidc: Option<Arc<oidc::Oidc>>,
+    pub oidc: Option<Arc<access::oidc::Oidc>>,
     /// `[metrics] require_token`: `/metrics` needs an admin or metrics
     /// token.
     pub metrics_require_token: bool,
     /// Tokens' uses waiting to be written.
-    pub token_uses: Arc<token_uses::TokenUses>,
+    pub token_uses: Arc<access::token_uses::TokenUses>,
     /// Bearer tokens waiting to be looked up, by fingerprint
-    /// ([`auth::authenticate`]).
+    /// ([`access::auth::authenticate`]).
     pub token_reads: Arc<crate::batch::Reads<String, pam_store::ApiToken, ApiError>>,
 }
 
@@ -126,7 +101,7 @@ impl AppState {
 pub fn router(state: AppState) -> Router {
     let metrics = state.ctx.metrics.clone();
     let idempotent = axum::middleware::from_fn_with_state(state.clone(), idempotency::layer);
-    let limited = axum::middleware::from_fn_with_state(state.clone(), rate_limit::layer);
+    let limited = axum::middleware::from_fn_with_state(state.clone(), access::rate_limit::layer);
     Router::new()
         // Every route is an entry of the route table (routes.rs).
         .merge(routes::router(&state))

@@ -36,8 +36,8 @@ use pam_store::Source;
 use serde_json::{json, Value};
 use sha2::Sha256;
 
-use super::served::one;
-use super::{ApiError, AppState};
+use crate::api::operator::served::one;
+use crate::api::{ApiError, AppState};
 
 type ApiResult<T> = Result<T, ApiError>;
 use crate::rules::sources;

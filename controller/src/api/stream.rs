@@ -21,7 +21,7 @@
 //! - A closed connection drops the stream (no task outlives it); pamd's
 //!   shutdown ends every stream.
 //! - Revoking the stream's token ends the stream within a second
-//!   ([`super::revocation`]); the client's reconnect is refused (401).
+//!   ([`crate::api::access::revocation`]); the client's reconnect is refused (401).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -37,9 +37,9 @@ use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 use pam_store::prelude::*;
 use pam_store::{Position, Project};
 
-use super::auth::Operator;
-use super::revocation::Hold;
-use super::{ApiError, AppState};
+use crate::api::access::auth::Operator;
+use crate::api::access::revocation::Hold;
+use crate::api::{ApiError, AppState};
 pub use crate::events::filter::Filter;
 use crate::events::filter::ProjectMemo;
 use crate::events::{frame, EventBus, Published};
@@ -215,7 +215,7 @@ pub async fn stream(
     Ok(resp)
 }
 
-use super::chunks::{sse_response, Chunks};
+use crate::api::chunks::{sse_response, Chunks};
 
 impl Chunks for Subscriber {
     fn chunk(&mut self) -> impl std::future::Future<Output = Option<Bytes>> + Send {

@@ -1,5 +1,5 @@
 //! A stream served on a connection hyper hands over after `101 Switching
-//! Protocols` (the worker watch): [`super::chunks::Chunks`]
+//! Protocols` (the worker watch): [`crate::api::chunks::Chunks`]
 //! written straight onto it, and what the client writes read back as
 //! lines, each maybe followed by raw bytes (a worker's log chunk).
 
@@ -8,7 +8,7 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::Response;
 use bytes::Bytes;
 
-use super::chunks::Chunks;
+use crate::api::chunks::Chunks;
 
 /// The most raw bytes that may follow one line on an upgraded connection:
 /// a log chunk ([`pam_manifests::protocol::LOG_CHUNK_MAX`]).

@@ -3,7 +3,7 @@
 //! Each refuses with a 4xx naming the field, before anything is read or
 //! written, using the limits of `pam_manifests::limits` (one home for
 //! every limit; docs/api.md, "Limits", lists them). NUL in any string of
-//! any body is refused earlier, by [`super::extract::Json`].
+//! any body is refused earlier, by [`crate::api::extract::Json`].
 
 use axum::http::StatusCode;
 use pam_manifests::limits::{
@@ -16,7 +16,7 @@ use pam_manifests::protocol::{
 };
 use pam_manifests::{LabelKey, LabelValue};
 
-use super::ApiError;
+use crate::api::ApiError;
 
 fn unprocessable(message: String) -> ApiError {
     ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "unprocessable", message)

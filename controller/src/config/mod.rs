@@ -191,7 +191,7 @@ pub struct Config {
     /// The API's request limits.
     pub api: ApiConfig,
     /// Dashboard sign-in with OIDC; None: tokens only.
-    pub oidc: Option<crate::api::oidc::Settings>,
+    pub oidc: Option<crate::api::access::oidc::Settings>,
     pub metrics: MetricsConfig,
     /// How runs' logs are served (`[logs]`).
     pub logs: logs::LogsConfig,

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context};
 use serde::Deserialize;
 
-use crate::api::oidc::{ClientSecret, GroupGrant, Settings};
+use crate::api::access::oidc::{ClientSecret, GroupGrant, Settings};
 use crate::rules::access::Role;
 
 /// The `[oidc]` table as written.

@@ -15,7 +15,7 @@
 use anyhow::bail;
 use serde::Deserialize;
 
-use crate::api::rate_limit::{Budget, Budgets};
+use crate::api::access::rate_limit::{Budget, Budgets};
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]

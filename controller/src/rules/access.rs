@@ -1,5 +1,5 @@
 //! Who may do what: the one decision, [`authorize`], that the
-//! route table's permissions ([`crate::api::route::Access`]), apply's
+//! route table's permissions ([`crate::api::routes::route::Access`]), apply's
 //! batches, the lists' filters and the event stream all ask.
 //!
 //! A token has a [`Role`] and, unless it is an admin, the projects it may
@@ -111,7 +111,7 @@ pub struct Grant {
     pub projects: Vec<String>,
     /// Of `projects`, those only read in (an OIDC session whose groups map
     /// to operator in some projects and viewer in others: the union,
-    /// [`crate::api::oidc`]); empty for every token.
+    /// [`crate::api::access::oidc`]); empty for every token.
     pub read_only: Vec<String>,
 }
 

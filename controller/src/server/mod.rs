@@ -127,11 +127,11 @@ async fn serve(config: &Config, clock: SharedClock, url: &str) -> anyhow::Result
     ));
     if let Some(o) = &config.oidc {
         state.oidc = Some(Arc::new(
-            crate::api::oidc::Oidc::new(o.clone()).context("[oidc]")?,
+            crate::api::access::oidc::Oidc::new(o.clone()).context("[oidc]")?,
         ));
     }
     if let Some(b) = config.rate_limits.budgets() {
-        state.limits = Arc::new(crate::api::rate_limit::Limiter::new(b));
+        state.limits = Arc::new(crate::api::access::rate_limit::Limiter::new(b));
     }
     state.ctx.secrets = Arc::new(
         crate::rules::secrets::Keyring::load_or_create(&config.secrets_key_file)
@@ -259,7 +259,7 @@ async fn serve(config: &Config, clock: SharedClock, url: &str) -> anyhow::Result
         })
     };
     let bus = state.ctx.bus.clone();
-    let leases = tokio::spawn(crate::api::attach::expire_loop(state.clone()));
+    let leases = tokio::spawn(crate::api::operator::attach::expire_loop(state.clone()));
     let local_worker = if config.local_worker {
         let host = if local_addr.ip().is_unspecified() {
             std::net::IpAddr::from([127, 0, 0, 1])

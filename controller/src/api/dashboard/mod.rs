@@ -22,7 +22,7 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use sha2::{Digest, Sha256};
 
-use super::ApiError;
+use crate::api::ApiError;
 
 /// The Content-Security-Policy of every dashboard response.
 pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \

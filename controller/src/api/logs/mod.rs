@@ -48,9 +48,9 @@ use chrono::{DateTime, Utc};
 use pam_manifests::protocol::LogFile;
 use serde::Deserialize;
 
-use super::auth::Operator;
-use super::extract::{Path, Query};
-use super::{ApiError, AppState};
+use crate::api::access::auth::Operator;
+use crate::api::extract::{Path, Query};
+use crate::api::{ApiError, AppState};
 use body::Range;
 use source::CHUNK;
 
@@ -226,7 +226,7 @@ async fn serve(
     if ask.attempt.is_some_and(|a| a < 1) {
         return Err(ApiError::bad_request("attempt: must be at least 1"));
     }
-    let run = super::runs::run_named(st, slug, name).await?;
+    let run = crate::api::operator::runs::run_named(st, slug, name).await?;
     let at = Arc::new(source::locate(st, &run, ask.attempt, ask.file).await?);
     let logs = st.logs.clone();
     let file = ask.file;
