@@ -911,6 +911,92 @@ async fn substitution_from_a_secret_acts_on_values_only() {
     assert_eq!(b["spec"]["title"], "found", "{b}");
 }
 
+/// A Secret's value that fails validation after substitution — as a
+/// name, a kind, an enum, a label value — is never printed: the sync's
+/// message, the Source's status, `pamctl describe`, `pamctl diff source`
+/// and the `source.sync_failed` event name the variable and the field,
+/// not the value.
+#[tokio::test]
+async fn a_substituted_secret_value_that_fails_validation_is_never_shown() {
+    let pamd = Pamd::start(PamdOptions::default()).await.unwrap();
+    let repo = tempfile::tempdir().unwrap();
+    git(repo.path(), &["init", "-q", "-b", "main"]);
+    let cases = [
+        // (file, document, the Secret's key, its value)
+        (
+            "name.yaml",
+            "apiVersion: pam.dev/v1\nkind: Task\nmetadata:\n  name: ${NAME}\n  project: web\nspec: {title: T}\n",
+            "NAME",
+            "Hunter2_Secret_Name",
+        ),
+        (
+            "kind.yaml",
+            "apiVersion: pam.dev/v1\nkind: ${KIND}\nmetadata: {name: k, project: web}\nspec: {title: T}\n",
+            "KIND",
+            "Kind0fSecretValue",
+        ),
+        (
+            "enum.yaml",
+            "apiVersion: pam.dev/v1\nkind: Run\nmetadata: {name: r, project: web}\nspec:\n  task: t\n  provider: claude\n  prompt: p\n  cwd: /tmp\n  restartPolicy: ${POLICY}\n",
+            "POLICY",
+            "sekret-policy-value",
+        ),
+        (
+            "label.yaml",
+            "apiVersion: pam.dev/v1\nkind: Task\nmetadata: {name: l, project: web, labels: {team: \"${LABEL}\"}}\nspec: {title: T}\n",
+            "LABEL",
+            "not a label value!",
+        ),
+    ];
+    write(repo.path(), "t.yaml", &task("web", "t", "T"));
+    for (file, doc, _, _) in &cases {
+        write(repo.path(), file, doc);
+    }
+    commit(repo.path(), "one");
+    let mut data = String::new();
+    for (_, _, key, value) in &cases {
+        data.push_str(&format!("    {key}: \"{value}\"\n"));
+    }
+    let setup = format!(
+        "{PROJECT}---\napiVersion: pam.dev/v1\nkind: Secret\nmetadata: {{name: vars, project: web}}\nspec:\n  stringData:\n{data}---\n{}",
+        git_source("web", repo.path(), "web", "  substitute:\n    fromSecrets: [{project: web, name: vars}]\n")
+    );
+    ok(&pamd.pamctl_stdin(&["apply", "-f", "-"], Some(&setup)));
+    let s = until(&pamd, "web", "the failed sync", |st| st["sync"] == "Failed").await;
+    let status = s["status"].to_string();
+    for (file, _, key, _) in &cases {
+        assert!(status.contains(file), "{file} in {status}");
+        assert!(
+            status.contains(&format!("${{{key}}}")),
+            "${{{key}}} named in {status}"
+        );
+    }
+    let shown = [
+        status,
+        ok(&pamd.pamctl(&["get", "source", "web", "-o", "yaml"])),
+        ok(&pamd.pamctl(&["describe", "source", "web"])),
+        String::from_utf8_lossy(&pamd.pamctl(&["diff", "source", "web"]).stdout).into_owned()
+            + &String::from_utf8_lossy(&pamd.pamctl(&["diff", "source", "web"]).stderr),
+        String::from_utf8_lossy(&pamd.pamctl(&["sync", "web"]).stderr).into_owned(),
+        ok(&pamd.pamctl(&["events", "--topic", "source.sync_failed"])),
+        pamd.get("/api/v1/events").await.unwrap().to_string(),
+    ];
+    assert!(
+        shown[6].contains("source.sync_failed") && shown[6].contains("KIND"),
+        "the event is journaled, naming the variables: {}",
+        shown[6]
+    );
+    for text in &shown {
+        for (_, _, _, value) in &cases {
+            assert!(!text.contains(value), "{value:?} shown in:\n{text}");
+        }
+    }
+    assert!(
+        tasks(&pamd, "web").is_empty(),
+        "nothing of the batch applied"
+    );
+}
+
 /// `pamctl diff source NAME [--revision REF]` shows what a sync
 /// would change — created, configured, pruned — without changing anything.
 #[tokio::test]

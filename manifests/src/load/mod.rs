@@ -403,17 +403,29 @@ fn positioned(
             paths: true,
         };
         let mut value = tree.value;
+        let mut used = Vec::new();
         if let Some(vars) = vars {
-            let problems = substitute::substitute(&mut value, vars);
-            if !problems.is_empty() {
+            let done = substitute::substitute_recording(&mut value, vars);
+            if !done.problems.is_empty() {
                 errors.extend(
-                    problems
+                    done.problems
                         .into_iter()
                         .map(|(path, why)| locator.error_at(&path, why)),
                 );
                 continue;
             }
+            used = done.used;
         }
+        // What typing and the field checks say of this document, with no
+        // substituted value in it.
+        let hidden = |mut problems: Vec<ManifestError>| {
+            for e in &mut problems {
+                if let Some(m) = substitute::hide_values(&e.path, &e.message, &used) {
+                    e.message = m;
+                }
+            }
+            problems
+        };
         // Kept only where asked for: a plain load types the value alone.
         let kept = if vars.is_some() {
             value.clone()
@@ -434,10 +446,10 @@ fn positioned(
                 if problems.is_empty() {
                     docs.push((doc, kept));
                 } else {
-                    errors.extend(problems);
+                    errors.extend(hidden(problems));
                 }
             }
-            Err(e) => errors.extend(e),
+            Err(e) => errors.extend(hidden(e)),
         }
     }
     if errors.is_empty() {

@@ -28,23 +28,103 @@ pub fn valid_name(name: &str) -> bool {
 /// message), paths as the locator reads them (`spec.title`,
 /// `spec.command[1]`).
 pub fn substitute(value: &mut Value, vars: &Vars) -> Vec<(String, String)> {
-    let mut problems = Vec::new();
-    walk(value, &mut String::new(), vars, &mut problems);
-    problems
+    substitute_recording(value, vars).problems
 }
 
-fn walk(value: &mut Value, path: &mut String, vars: &Vars, problems: &mut Vec<(String, String)>) {
+/// A scalar that took variables' values: where, which variables, and the
+/// text it became (what an error about it must not print: the variables
+/// may come from Secrets).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Used {
+    pub path: String,
+    pub vars: Vec<String>,
+    pub value: String,
+}
+
+/// What [`substitute_recording`] did.
+#[derive(Debug, Default)]
+pub struct Substituted {
+    pub problems: Vec<(String, String)>,
+    pub used: Vec<Used>,
+}
+
+/// [`substitute`], also recording each scalar that took a value.
+pub fn substitute_recording(value: &mut Value, vars: &Vars) -> Substituted {
+    let mut out = Substituted::default();
+    walk(value, &mut String::new(), vars, &mut out);
+    out
+}
+
+/// An error about a document that took variables' values, with every
+/// value it would print taken out: the message names the variables and
+/// keeps what was expected, never the value (a Secret's value must not
+/// reach a Source's status, its events or `pamctl diff`). A value is
+/// looked for as it is and as Rust's `{:?}` quotes it; one of fewer
+/// than 4 bytes only in an error at or around its own field, where a
+/// short value is not a coincidence.
+pub fn hide_values(path: &str, message: &str, used: &[Used]) -> Option<String> {
+    let near = |u: &Used| {
+        let inside = |a: &str, b: &str| {
+            a == b || a.starts_with(&format!("{b}.")) || a.starts_with(&format!("{b}["))
+        };
+        path.is_empty() || inside(path, &u.path) || inside(&u.path, path)
+    };
+    let shows = |text: &str, u: &Used| {
+        if u.value.is_empty() {
+            return false;
+        }
+        let quoted = format!("{:?}", u.value);
+        text.contains(&u.value) || text.contains(&quoted[1..quoted.len() - 1])
+    };
+    let hit: Vec<&Used> = used
+        .iter()
+        .filter(|u| shows(message, u) && (u.value.len() >= 4 || near(u)))
+        .collect();
+    if hit.is_empty() {
+        return None;
+    }
+    let mut names: Vec<String> = hit
+        .iter()
+        .flat_map(|u| u.vars.iter().map(|v| format!("${{{v}}}")))
+        .collect();
+    names.sort();
+    names.dedup();
+    let expected = message
+        .rfind(", expected ")
+        .map(|at| &message[at..])
+        .filter(|tail| !hit.iter().any(|u| shows(tail, u)))
+        .unwrap_or("");
+    Some(format!(
+        "the value substituted for {} is not valid here (not shown: it may be a Secret's){expected}",
+        names.join(", ")
+    ))
+}
+
+fn walk(value: &mut Value, path: &mut String, vars: &Vars, out: &mut Substituted) {
     match value {
         Value::String(s) => match one(s, vars) {
-            Ok(Some(new)) => *value = new,
+            Ok(Some((new, names))) => {
+                if !names.is_empty() {
+                    let text = match &new {
+                        Value::String(t) => t.clone(),
+                        other => other.to_string(),
+                    };
+                    out.used.push(Used {
+                        path: path.clone(),
+                        vars: names,
+                        value: text,
+                    });
+                }
+                *value = new;
+            }
             Ok(None) => {}
-            Err(why) => problems.push((path.clone(), why)),
+            Err(why) => out.problems.push((path.clone(), why)),
         },
         Value::Array(items) => {
             for (i, v) in items.iter_mut().enumerate() {
                 let len = path.len();
                 path.push_str(&format!("[{i}]"));
-                walk(v, path, vars, problems);
+                walk(v, path, vars, out);
                 path.truncate(len);
             }
         }
@@ -55,7 +135,7 @@ fn walk(value: &mut Value, path: &mut String, vars: &Vars, problems: &mut Vec<(S
                     path.push('.');
                 }
                 path.push_str(k);
-                walk(v, path, vars, problems);
+                walk(v, path, vars, out);
                 path.truncate(len);
             }
         }
@@ -63,14 +143,17 @@ fn walk(value: &mut Value, path: &mut String, vars: &Vars, problems: &mut Vec<(S
     }
 }
 
-/// One scalar: `None` when it holds no `$` (unchanged).
-fn one(s: &str, vars: &Vars) -> Result<Option<Value>, String> {
+/// One scalar: `None` when it holds no `$` (unchanged); else its new
+/// value and the variables whose values it took (not those that fell
+/// back to their default).
+fn one(s: &str, vars: &Vars) -> Result<Option<(Value, Vec<String>)>, String> {
     if !s.contains('$') {
         return Ok(None);
     }
     let mut out = String::with_capacity(s.len());
     let mut rest = s;
     let mut refs = 0;
+    let mut names = Vec::new();
     while let Some(at) = rest.find('$') {
         out.push_str(&rest[..at]);
         let tail = &rest[at..];
@@ -97,9 +180,13 @@ fn one(s: &str, vars: &Vars) -> Result<Option<Value>, String> {
                 "${{{inner}}}: {name:?} is not a variable name, expected letters, digits and '_' (or write $${{…}} for a literal)"
             ));
         }
-        match vars.get(name).map(String::as_str).or(default) {
-            Some(v) => out.push_str(v),
-            None => {
+        match (vars.get(name), default) {
+            (Some(v), _) => {
+                out.push_str(v);
+                names.push(name.to_string());
+            }
+            (None, Some(d)) => out.push_str(d),
+            (None, None) => {
                 return Err(format!(
                     "${{{name}}} is not set: give it in spec.substitute, or a default as ${{{name}:=value}}"
                 ))
@@ -110,11 +197,12 @@ fn one(s: &str, vars: &Vars) -> Result<Option<Value>, String> {
     }
     out.push_str(rest);
     let whole = refs == 1 && s.starts_with("${") && s.ends_with('}') && !s[2..].contains("${");
-    Ok(Some(if whole {
+    let value = if whole {
         typed(out)
     } else {
         Value::String(out)
-    }))
+    };
+    Ok(Some((value, names)))
 }
 
 /// A whole-scalar value as YAML would read it plainly: an integer, a
@@ -185,5 +273,81 @@ mod tests {
         assert!(got[1].1.contains("${NOPE} is not set"), "{got:?}");
         assert_eq!(got[2].0, "spec.x");
         assert!(got[2].1.contains("unclosed"), "{got:?}");
+    }
+
+    #[test]
+    fn what_took_a_value_is_recorded_and_defaults_are_not() {
+        let mut v =
+            json!({"metadata": {"name": "${TITLE}"}, "spec": {"n": "${N}", "d": "${MISSING:=x}"}});
+        let done = substitute_recording(&mut v, &vars());
+        assert!(done.problems.is_empty());
+        let mut used = done.used;
+        used.sort_by(|a, b| a.path.cmp(&b.path));
+        assert_eq!(
+            used,
+            [
+                Used {
+                    path: "metadata.name".into(),
+                    vars: vec!["TITLE".into()],
+                    value: "Hello".into()
+                },
+                Used {
+                    path: "spec.n".into(),
+                    vars: vec!["N".into()],
+                    value: "3".into()
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn an_error_that_would_show_a_value_names_the_variable_instead() {
+        let used = [
+            Used {
+                path: "metadata.name".into(),
+                vars: vec!["NAME".into()],
+                value: "Hunter2_Secret".into(),
+            },
+            Used {
+                path: "spec.n".into(),
+                vars: vec!["N".into()],
+                value: "7".into(),
+            },
+            Used {
+                path: "spec.evil".into(),
+                vars: vec!["EVIL".into()],
+                value: "a\"b\nc".into(),
+            },
+        ];
+        let m = hide_values(
+            "metadata.name",
+            "\"Hunter2_Secret\" is not a valid name, expected lowercase letters, digits and '-'",
+            &used,
+        )
+        .unwrap();
+        assert!(!m.contains("Hunter2"), "{m}");
+        assert!(m.contains("${NAME}"), "{m}");
+        assert!(
+            m.ends_with(", expected lowercase letters, digits and '-'"),
+            "{m}"
+        );
+        // Anywhere in the document, a long value is found...
+        let m = hide_values("kind", "no kind Hunter2_Secret", &used).unwrap();
+        assert!(!m.contains("Hunter2") && m.contains("${NAME}"), "{m}");
+        // ...and in its quoted form.
+        let m = hide_values("spec", "bad value \"a\\\"b\\nc\"", &used).unwrap();
+        assert!(m.contains("${EVIL}"), "{m}");
+        // A short one only at its own field (or around it).
+        assert!(hide_values("metadata.labels", "at most 7 labels", &used).is_none());
+        let m = hide_values("spec.n", "7 is out of range, expected 1 to 5", &used).unwrap();
+        assert!(
+            m.contains("${N}") && m.ends_with(", expected 1 to 5"),
+            "{m}"
+        );
+        // An expected part that shows the value goes too.
+        let m = hide_values("metadata.name", "bad, expected not Hunter2_Secret", &used).unwrap();
+        assert!(!m.contains("Hunter2"), "{m}");
+        // A message without any value is kept.
+        assert!(hide_values("spec.title", "too long, expected at most 512 bytes", &used).is_none());
     }
 }
