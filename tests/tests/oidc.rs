@@ -213,6 +213,13 @@ async fn a_team_web_session_acts_in_its_groups_projects_only_until_logout_or_exp
         .send(Method::GET, &w.url("/api/v1/tokens"), None, None)
         .await;
     refused(s, &r, (403, "forbidden"), "tokens");
+    // Counted as a session's refusal, not under the user's name.
+    assert_eq!(
+        w.pamd
+            .metric("pam_api_refused_total{token=\"session\",status=\"403\"}")
+            .await,
+        Some(1.0)
+    );
 
     // can-i asks the same decision.
     let (s, r) = b
@@ -568,6 +575,24 @@ async fn sign_in_bad_input_is_refused_with_nothing_made() {
     w.issuer.bend(|b| b.claims = json!({"groups": null}));
     let c = Browser::sign_in(&url).await;
     sign_in_refused(&c, (403, "forbidden"), "no group", "no groups claim");
+    // The refusals are counted under a bounded label, never the user's
+    // name or e-mail (personal data, without bound).
+    let metrics = w
+        .pamd
+        .http()
+        .get(w.url("/metrics"))
+        .bearer_auth(&w.pamd.token)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("pam_api_refused_total{token=\"oidc\",status=\"403\"}"),
+        "{metrics}"
+    );
+    assert!(!metrics.contains("ada"), "{metrics}");
 
     // The callback itself.
     w.issuer.bend(|b| b.groups = vec!["team-web".into()]);

@@ -63,6 +63,17 @@ impl Principal {
         }
     }
 
+    /// What `pam_api_refused_total` counts a refusal of it under: the
+    /// token's name, or `session` for a dashboard session (a label never
+    /// carries what a user supplied, such as a sign-in's name or e-mail:
+    /// personal data, and without bound).
+    pub fn metric_label(&self) -> &str {
+        match self {
+            Principal::Session { .. } => "session",
+            _ => self.name(),
+        }
+    }
+
     /// An operator-side token's role and projects; None for a worker.
     pub fn grant(&self) -> Option<&Grant> {
         match self {

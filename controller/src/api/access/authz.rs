@@ -63,9 +63,10 @@ pub fn missing_project(slug: &str) -> ApiError {
     ApiError::not_found(format!("{kind} {slug:?} not found"))
 }
 
-/// Counts and logs a refusal: the token's name, never its value.
+/// Counts and logs a refusal: the token's name, never its value (a
+/// session's as `session`: [`Principal::metric_label`]).
 pub fn refused(st: &AppState, principal: &Principal, e: &ApiError) {
-    refused_name(st, principal.name(), e.status);
+    refused_name(st, principal.metric_label(), e.status);
 }
 
 /// [`access::authorize`] as an API answer.

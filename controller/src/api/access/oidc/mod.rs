@@ -302,7 +302,8 @@ pub async fn callback(
             ),
         ))
         .inspect_err(|_| {
-            crate::api::access::auth::refused_name(&st, &identity.name, StatusCode::FORBIDDEN);
+            // The label is bounded: never the user's name or e-mail.
+            crate::api::access::auth::refused_name(&st, "oidc", StatusCode::FORBIDDEN);
             tracing::info!(subject = %identity.subject, "OIDC sign-in refused: no mapped group");
         });
     };
