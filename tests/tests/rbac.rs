@@ -54,7 +54,11 @@ async fn a_viewer_of_web_reads_web_only_and_changes_nothing() {
     assert!(!err.contains("secretapi"), "{err}");
     // A viewer changes nothing.
     let err = fails(&as_viewer(&["delete", "run", "web-run", "-p", "web"]), 3);
-    assert!(err.contains("forbidden"), "{err}");
+    assert!(
+        err.contains("403 forbidden: this token may not delete runs"),
+        "{err}"
+    );
+    assert!(!err.contains("forbidden: forbidden"), "said once: {err}");
     // The hint speaks of the token's role, not of worker tokens.
     assert!(err.contains("pamctl whoami"), "{err}");
     assert!(!err.contains("pamw_"), "{err}");

@@ -33,7 +33,7 @@ fn check(
         // Said alike: the message must not tell a hidden project from a
         // verb the role lacks.
         Decision::Forbidden | Decision::Hidden => Err(ApplyError::Forbidden(format!(
-            "forbidden: this token may not {} every object of this batch",
+            "this token may not {} every object of this batch",
             verb.as_str()
         ))),
     }

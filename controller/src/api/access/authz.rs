@@ -46,7 +46,7 @@ pub fn forbidden(verb: Verb, resource: &str) -> ApiError {
     ApiError::new(
         StatusCode::FORBIDDEN,
         "forbidden",
-        format!("forbidden: this token may not {} {resource}", verb.as_str()),
+        format!("this token may not {} {resource}", verb.as_str()),
     )
 }
 
