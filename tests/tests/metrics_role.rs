@@ -31,6 +31,20 @@ async fn metrics_needs_an_admin_or_metrics_token_when_required() {
     ok(&pamd.pamctl_stdin(&["apply", "-f", "-"], Some(yaml)));
     let scraper = token(&pamd, &["scraper", "--role", "metrics"]);
     let viewer = token(&pamd, &["web-view", "--role", "viewer", "--project", "web"]);
+    let said = pamd.pamctl(&[
+        "token",
+        "create",
+        "web-view-2",
+        "--role",
+        "viewer",
+        "--project",
+        "web",
+    ]);
+    let said = String::from_utf8_lossy(&said.stderr);
+    assert!(
+        said.contains("viewer token web-view-2 (id ") && said.contains("; projects web)"),
+        "token create says the role: {said}"
+    );
     let list = ok(&pamd.pamctl(&["token", "list"]));
     assert!(
         list.lines()

@@ -83,10 +83,8 @@ pub(crate) fn token(ctx: &mut Ctx, cmd: TokenCommand) -> Result<Exit> {
                 .ok_or_else(|| CliError::new(Exit::ServerError, "the answer has no `token`"))?;
             term::outln(token);
             term::note(&format!(
-                "{} token {} (id {}) created; it is not shown again, store it now",
-                cell(&answer, "/kind"),
-                cell(&answer, "/name"),
-                cell(&answer, "/id"),
+                "{} created; it is not shown again, store it now",
+                created_line(&answer)
             ));
         }
         TokenCommand::List => {
@@ -221,6 +219,35 @@ fn list_table(items: &[Value], now: DateTime<Utc>) -> String {
     t.render()
 }
 
+/// What a created token is, as `token create` says it: a worker token
+/// and its host, or an operator token by its role and projects
+/// (`viewer token ci (id …; projects web, api)`).
+fn created_line(answer: &Value) -> String {
+    let name = cell(answer, "/name");
+    let id = cell(answer, "/id");
+    if answer.get("kind").and_then(Value::as_str) == Some("worker") {
+        return format!(
+            "worker token {name} (id {id}; host {})",
+            cell(answer, "/host")
+        );
+    }
+    let role = answer
+        .get("role")
+        .and_then(Value::as_str)
+        .unwrap_or("operator");
+    let projects: Vec<&str> = answer
+        .get("projects")
+        .and_then(Value::as_array)
+        .map(|p| p.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let scope = if projects.is_empty() {
+        "every project".to_string()
+    } else {
+        format!("projects {}", projects.join(", "))
+    };
+    format!("{role} token {name} (id {id}; {scope})")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -238,5 +265,24 @@ mod tests {
         t-1   ci             operator   viewer   web,api    <none>   24h   2m          no
         t-2   worker-alpha   worker     worker   <none>     alpha    28d   <never>     120m ago
         ");
+    }
+
+    #[test]
+    fn a_created_token_is_said_by_its_role_and_projects() {
+        let viewer = json!({"id": "t-1", "name": "ci", "kind": "operator", "role": "viewer", "projects": ["web", "api"]});
+        assert_eq!(
+            created_line(&viewer),
+            "viewer token ci (id t-1; projects web, api)"
+        );
+        let admin = json!({"id": "t-2", "name": "root", "kind": "operator", "role": "admin", "projects": []});
+        assert_eq!(
+            created_line(&admin),
+            "admin token root (id t-2; every project)"
+        );
+        let worker = json!({"id": "t-3", "name": "worker-alpha", "kind": "worker", "host": "alpha", "role": "worker"});
+        assert_eq!(
+            created_line(&worker),
+            "worker token worker-alpha (id t-3; host alpha)"
+        );
     }
 }
