@@ -102,6 +102,11 @@ spec:
   const page = await signIn(browser, pamd);
   await page.goto(`${pamd.url}/#/runs/webshop/dash-cat`);
   await page.waitForSelector('.page-head [data-phase="running"]', { timeout: 30000 });
+  // A run that is not a re-run: no "re-run of" line, and no stray "null"
+  // where it would be.
+  const head = await page.evaluate(() => document.querySelector('.page-head').parentElement.innerText);
+  assert.ok(!/\bnull\b/.test(head), head);
+  assert.equal(await page.locator('[data-field="rerun-of"]').count(), 0);
   await page.click('#attach-btn:not([disabled])');
   await page.fill('#attach-input', 'hello-from-the-browser');
   await page.press('#attach-input', 'Enter');
