@@ -287,3 +287,28 @@ async fn redeliver_deny_paths() {
     api.denied("POST", &unknown).await;
     api.denied("GET", "/api/v1/webhookdeliveries").await;
 }
+
+/// Deleting a host that finished runs name (their history says where they ran) is
+/// a 409 naming the runs and what to do instead, and no database
+/// constraint; nothing is deleted.
+#[tokio::test]
+async fn a_host_that_runs_name_is_not_deleted_and_the_answer_says_why() {
+    let api = Api::new().await;
+    let ids = api.claim(&["r1", "r2"], 0).await;
+    for id in &ids {
+        api.signal(id, "started", json!({})).await;
+        api.signal(id, "finished", json!({"exit_code": 0})).await;
+    }
+    let (s, v) = api.call("DELETE", "/api/v1/hosts/box-a").await;
+    assert_eq!(s, StatusCode::CONFLICT, "{v}");
+    let m = v["error"]["message"].as_str().unwrap();
+    assert!(
+        m.contains("2 run(s)")
+            && m.contains("run r1, run r2")
+            && m.contains("pamctl host disable box-a"),
+        "{m}"
+    );
+    assert!(!m.contains("fkey") && !m.contains("runs_host_id"), "{m}");
+    let (s, v) = api.call("GET", "/api/v1/hosts/box-a").await;
+    assert_eq!(s, StatusCode::OK, "still there: {v}");
+}

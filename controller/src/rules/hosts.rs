@@ -488,7 +488,33 @@ pub async fn go_offline(
     Ok(Some((h, lost)))
 }
 
-/// Deletes a host; refused while runs reference it.
+/// Deletes a host; refused (a conflict naming the runs and what to do)
+/// while runs name it, finished ones too: their history says where they
+/// ran.
 pub async fn delete(tx: &mut dyn Tx, h: &Host) -> StoreResult<bool> {
+    let runs = tx
+        .list_runs(&pam_store::RunFilter {
+            host_id: Some(h.id),
+            ..Default::default()
+        })
+        .await?;
+    if !runs.is_empty() {
+        let mut names: Vec<&str> = runs.iter().map(|r| r.name.as_str()).collect();
+        names.sort_unstable();
+        let more = names.len().saturating_sub(3);
+        names.truncate(3);
+        let more = if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        };
+        return Err(StoreError::Conflict(format!(
+            "host {:?} is named by {} run(s) that ran on it (run {}{more}); delete those runs first, or disable the host (pamctl host disable {}) to keep their history",
+            h.name,
+            runs.len(),
+            names.join(", run "),
+            h.name
+        )));
+    }
     tx.delete::<Host>(h.id).await
 }

@@ -101,7 +101,7 @@ impl Table for Host {
     fn on_delete(s: &mut State, id: Uuid) -> StoreResult<()> {
         if s.runs.values().any(|r| r.host_id == Some(id)) {
             return Err(StoreError::Invalid(
-                "still referenced (runs_host_id_fkey)".into(),
+                "still referenced by other objects".into(),
             ));
         }
         Ok(())

@@ -253,10 +253,13 @@ fn db_err(e: sqlx::Error) -> StoreError {
 fn db_err_delete(e: sqlx::Error) -> StoreError {
     if let sqlx::Error::Database(d) = &e {
         if d.code().as_deref() == Some("23503") {
-            return StoreError::Invalid(format!(
-                "still referenced ({})",
-                d.constraint().unwrap_or("")
-            ));
+            // No database names in answers: the constraint goes to the
+            // debug log only.
+            tracing::debug!(
+                constraint = d.constraint().unwrap_or(""),
+                "delete refused: still referenced"
+            );
+            return StoreError::Invalid("still referenced by other objects".into());
         }
     }
     db_err(e)

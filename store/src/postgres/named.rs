@@ -167,8 +167,8 @@ impl PgTx {
     }
 
     /// Deletes the row with this id; whether there was one. Under a
-    /// savepoint: a row still referenced is `Invalid` naming the
-    /// constraint, and the transaction stays usable.
+    /// savepoint: a row still referenced is `Invalid` (the constraint
+    /// only in the debug log), and the transaction stays usable.
     pub(super) async fn delete_named<T: Named>(&mut self, id: Uuid) -> StoreResult<bool> {
         let sql = format!("DELETE FROM {} WHERE id = $1", T::TABLE);
         self.savepoint().await?;
