@@ -30,6 +30,7 @@ pub const EMBEDDED_DATABASE: &str = "pam";
 
 /// Runs pamd until a shutdown signal.
 pub async fn run(config: Config, clock: SharedClock) -> anyhow::Result<()> {
+    private_data_dir(&config.data_dir)?;
     let mut embedded = None;
     let mut held = None;
     let url = match &config.database_url {
@@ -51,6 +52,31 @@ pub async fn run(config: Config, clock: SharedClock) -> anyhow::Result<()> {
     }
     drop(held);
     served
+}
+
+/// Makes the data dir pamd's own: created 0700, an existing one made so
+/// (what is inside — Source mirrors, secret files, the local worker's
+/// runs, the embedded cluster's log — is then out of other local users'
+/// reach, whatever its own mode). As root, the embedded cluster's user
+/// gets the search bit back on it (`o+x`, no listing) to reach its
+/// cluster.
+fn private_data_dir(data_dir: &std::path::Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(data_dir)
+        .with_context(|| format!("create the data dir {}", data_dir.display()))?;
+    let mode = std::fs::metadata(data_dir)?.permissions().mode() & 0o7777;
+    if mode & 0o077 & !0o001 != 0 {
+        std::fs::set_permissions(
+            data_dir,
+            std::fs::Permissions::from_mode(mode & 0o700 | mode & 0o001),
+        )
+        .with_context(|| format!("chmod go-rwx {}", data_dir.display()))?;
+        tracing::info!(dir = %data_dir.display(), "made the data dir private (go-rwx)");
+    }
+    Ok(())
 }
 
 /// Holds `<data dir>/pamd.lock` (an exclusive lock the kernel releases

@@ -273,11 +273,18 @@ impl EmbeddedPg {
             fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
                 .with_context(|| format!("chmod 0700 {}", dir.display()))?;
         }
-        fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.log_file)
-            .with_context(|| format!("create {}", self.log_file.display()))?;
+        // The server's log records failed statements' text: its owner's
+        // only.
+        {
+            fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .mode(0o600)
+                .open(&self.log_file)
+                .with_context(|| format!("create {}", self.log_file.display()))?;
+            fs::set_permissions(&self.log_file, fs::Permissions::from_mode(0o600))
+                .with_context(|| format!("chmod 0600 {}", self.log_file.display()))?;
+        }
         let Some(user) = &self.run_as else {
             return Ok(());
         };
