@@ -59,7 +59,8 @@ pub async fn run(config: Config, clock: SharedClock) -> anyhow::Result<()> {
 /// runs, the embedded cluster's log — is then out of other local users'
 /// reach, whatever its own mode). As root, the embedded cluster's user
 /// gets the search bit back on it (`o+x`, no listing) to reach its
-/// cluster.
+/// cluster. A data dir pamd may not narrow (a volume it does not own) is left
+/// as it is, with a warning.
 fn private_data_dir(data_dir: &std::path::Path) -> anyhow::Result<()> {
     use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
     std::fs::DirBuilder::new()
@@ -69,12 +70,22 @@ fn private_data_dir(data_dir: &std::path::Path) -> anyhow::Result<()> {
         .with_context(|| format!("create the data dir {}", data_dir.display()))?;
     let mode = std::fs::metadata(data_dir)?.permissions().mode() & 0o7777;
     if mode & 0o077 & !0o001 != 0 {
-        std::fs::set_permissions(
-            data_dir,
-            std::fs::Permissions::from_mode(mode & 0o700 | mode & 0o001),
-        )
-        .with_context(|| format!("chmod go-rwx {}", data_dir.display()))?;
-        tracing::info!(dir = %data_dir.display(), "made the data dir private (go-rwx)");
+        let narrowed = mode & 0o700 | mode & 0o001;
+        match std::fs::set_permissions(data_dir, std::fs::Permissions::from_mode(narrowed)) {
+            Ok(()) => {
+                tracing::info!(dir = %data_dir.display(), "made the data dir private (go-rwx)")
+            }
+            // A directory pamd does not own (a volume mounted for a
+            // group, as Kubernetes' fsGroup does): left as it is, said.
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => tracing::warn!(
+                dir = %data_dir.display(),
+                mode = format!("{mode:o}"),
+                "the data dir is not pamd's to narrow; other users may read what is in it"
+            ),
+            Err(e) => {
+                return Err(e).with_context(|| format!("chmod go-rwx {}", data_dir.display()))
+            }
+        }
     }
     Ok(())
 }
