@@ -124,10 +124,13 @@ impl Timetable {
             ));
         }
         let cron = Cron::new(schedule).parse().map_err(|e| {
-            (
-                "spec.schedule".to_string(),
-                format!("invalid cron expression {schedule:?} ({e}), expected 5 cron fields (minute hour day-of-month month day-of-week) or @hourly, @daily, @weekly, @monthly, @yearly"),
-            )
+            let message = match bad_field(schedule) {
+                Some((field, value, expected)) => format!(
+                    "invalid cron expression {schedule:?}: its {field} field {value:?} is not valid, expected {expected} (a value, a range a-b, a list a,b or a step */n)"
+                ),
+                None => format!("invalid cron expression {schedule:?} ({e}), expected 5 cron fields (minute hour day-of-month month day-of-week) or @hourly, @daily, @weekly, @monthly, @yearly"),
+            };
+            ("spec.schedule".to_string(), message)
         })?;
         let tz: Tz = time_zone.parse().map_err(|_| {
             (
@@ -168,6 +171,32 @@ impl Timetable {
     }
 }
 
+/// Of a five-field expression the parser refused, the first field that
+/// is refused on its own (every other field `*`): its name, its text and
+/// what it may hold.
+fn bad_field(schedule: &str) -> Option<(&'static str, String, &'static str)> {
+    const FIELDS: [(&str, &str); 5] = [
+        ("minute", "0-59"),
+        ("hour", "0-23"),
+        ("day-of-month", "1-31"),
+        ("month", "1-12 or JAN-DEC"),
+        ("day-of-week", "0-7 or SUN-SAT"),
+    ];
+    let parts: Vec<&str> = schedule.split_whitespace().collect();
+    if parts.len() != 5 {
+        return None;
+    }
+    (0..5).find_map(|i| {
+        let alone: Vec<&str> = (0..5)
+            .map(|j| if j == i { parts[i] } else { "*" })
+            .collect();
+        Cron::new(&alone.join(" "))
+            .parse()
+            .is_err()
+            .then(|| (FIELDS[i].0, parts[i].to_string(), FIELDS[i].1))
+    })
+}
+
 impl ScheduleSpec {
     /// The timetable of this spec.
     pub fn timetable(&self) -> Result<Timetable, (String, String)> {
@@ -198,6 +227,27 @@ impl ScheduleSpec {
 mod schedule_tests {
     use super::*;
     use chrono::TimeZone;
+
+    #[test]
+    fn a_bad_field_is_named_with_what_it_may_hold() {
+        for (expr, field, value, expected) in [
+            ("61 * * * *", "minute", "61", "0-59"),
+            ("0 24 * * *", "hour", "24", "0-23"),
+            ("0 0 32 * *", "day-of-month", "32", "1-31"),
+            ("0 0 * 13 *", "month", "13", "1-12"),
+            ("0 0 * * 9", "day-of-week", "9", "0-7"),
+        ] {
+            let (path, m) = Timetable::parse(expr, "UTC").err().unwrap();
+            assert_eq!(path, "spec.schedule");
+            assert!(
+                m.contains(&format!(
+                    "its {field} field {value:?} is not valid, expected {expected}"
+                )),
+                "{expr}: {m}"
+            );
+            assert!(!m.contains("Component error"), "{m}");
+        }
+    }
 
     #[test]
     fn cron_zones_and_catch_up() {
