@@ -180,6 +180,15 @@ pub(crate) mod samples {
     //! Sample objects shaped as the server prints them.
     use serde_json::{json, Value};
 
+    /// A run named `name` whose usage in all is `tokens` input tokens (1
+    /// cached) and `cost` dollars.
+    pub fn run_with_usage(name: &str, cost: f64, tokens: u64) -> Value {
+        json!({"metadata": {"name": name}, "status": {"usage": {
+            "attempt": {"inputTokens": 0, "outputTokens": 0, "costUsd": 0.0},
+            "total": {"inputTokens": tokens, "cachedInputTokens": 1, "outputTokens": 0, "costUsd": cost}
+        }}})
+    }
+
     pub fn now() -> chrono::DateTime<chrono::Utc> {
         chrono::DateTime::parse_from_rfc3339("2026-03-01T12:00:00Z")
             .unwrap()

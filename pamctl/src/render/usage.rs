@@ -59,12 +59,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn run(name: &str, cost: f64, tokens: u64) -> Value {
-        json!({"metadata": {"name": name}, "status": {"usage": {
-            "attempt": {"inputTokens": 0, "outputTokens": 0, "costUsd": 0.0},
-            "total": {"inputTokens": tokens, "cachedInputTokens": 1, "outputTokens": 0, "costUsd": cost}
-        }}})
-    }
+    use crate::render::samples::run_with_usage as run;
 
     #[test]
     fn cells_and_line() {
