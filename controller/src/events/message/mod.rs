@@ -11,6 +11,7 @@
 use serde_json::Value;
 
 use super::topic;
+use fields::{count, objects, qualified, short, Fields};
 
 /// What an event says, for people.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -207,9 +208,10 @@ pub fn known(t: &str, p: &Value) -> Option<Rendered> {
                 (Some(c), Some(r)) if c != r => format!("; {}", r.replace('_', " ")),
                 _ => String::new(),
             };
+            let attempt = f.failed_attempt(cause);
             (
                 cause.map_or("Failed".into(), pam_manifests::event_words::camel),
-                format!("{}: {why}{last}{}", cause.unwrap_or("failed"), f.attempt()),
+                format!("{}: {why}{last}{attempt}", cause.unwrap_or("failed")),
                 f.obj("run", "name"),
             )
         }
@@ -512,82 +514,6 @@ fn failure_words(cause: Option<&str>, f: &Fields) -> String {
     }
 }
 
-/// The payload's fields, read leniently (an older event may lack some).
-struct Fields<'a>(&'a Value);
-
-impl Fields<'_> {
-    fn s(&self, k: &str) -> Option<&str> {
-        self.0.get(k).and_then(Value::as_str)
-    }
-    fn n(&self, k: &str) -> Option<i64> {
-        self.0.get(k).and_then(Value::as_i64)
-    }
-    fn has(&self, k: &str) -> bool {
-        self.0.get(k).is_some_and(|v| !v.is_null())
-    }
-    fn list(&self, k: &str) -> &[Value] {
-        self.0
-            .get(k)
-            .and_then(Value::as_array)
-            .map_or(&[], Vec::as_slice)
-    }
-    /// `kind/name` from the field holding the name.
-    fn obj(&self, kind: &str, name_field: &str) -> Option<String> {
-        self.s(name_field).map(|n| format!("{kind}/{n}"))
-    }
-    /// ` ("Title")` when the field holds something.
-    fn quoted_title(&self, k: &str) -> String {
-        self.s(k)
-            .filter(|t| !t.is_empty())
-            .map_or(String::new(), |t| format!(" ({t:?})"))
-    }
-    /// ` (attempt 2 of 3)`; ` (attempt 2)` without the maximum (events
-    /// journaled before it was in the payload).
-    fn attempt(&self) -> String {
-        match (self.n("attempt"), self.n("max_attempts")) {
-            (Some(a), Some(m)) => format!(" (attempt {a} of {m})"),
-            (Some(a), None) => format!(" (attempt {a})"),
-            _ => String::new(),
-        }
-    }
-}
-
-/// `host_lost` → `HostLost`.
-fn count(n: usize, what: &str) -> String {
-    format!("{n} {what}{}", if n == 1 { "" } else { "s" })
-}
-
-/// An instance id shortened to its first 8 characters.
-fn short(id: Option<&str>) -> String {
-    id.map_or("?".into(), |s| s.chars().take(8).collect())
-}
-
-fn qualified(project: Option<&str>, name: Option<&str>) -> String {
-    match project {
-        Some(p) => format!("{p}/{}", name.unwrap_or("?")),
-        None => name.unwrap_or("?").to_string(),
-    }
-}
-
-/// `Task web/cart, Run web/r1`: the first five, then how many more.
-fn objects(list: &[Value]) -> String {
-    let mut names: Vec<String> = list
-        .iter()
-        .take(5)
-        .map(|o| {
-            let f = Fields(o);
-            format!(
-                "{} {}",
-                f.s("kind").unwrap_or("?"),
-                qualified(f.s("project"), f.s("name"))
-            )
-        })
-        .collect();
-    if list.len() > 5 {
-        names.push(format!("{} more", list.len() - 5));
-    }
-    names.join(", ")
-}
-
+mod fields;
 #[cfg(test)]
 mod tests;

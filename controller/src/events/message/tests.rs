@@ -362,6 +362,19 @@ fn a_failure_without_a_message_of_its_own_is_said_in_words() {
         render(topic::RUN_FAILED, &p).message,
         "provider_failed: the provider reported failure (attempt 1 of 3)"
     );
+    // A reason never restarted promises no more attempts.
+    for reason in [
+        "no_eligible_host",
+        "dispatch_timeout",
+        "dependency_cancelled",
+    ] {
+        let p = payload::run(
+            &run(RunStatus::Pending, 1),
+            json!({"from": "pending", "failure_reason": reason, "cause": reason}),
+        );
+        let m = render(topic::RUN_FAILED, &p).message;
+        assert!(m.ends_with(" (attempt 1, not restarted)"), "{m}");
+    }
 }
 
 #[test]
