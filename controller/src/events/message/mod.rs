@@ -154,10 +154,12 @@ pub fn known(t: &str, p: &Value) -> Option<Rendered> {
                     if n == 1 { "" } else { "s" }
                 )
             });
-            let reason = match (ok, denied) {
-                (_, Some(_)) => "PermissionDenied",
-                (true, None) => "Completed",
-                (false, None) => "Error",
+            // A stop someone asked for is no error, whatever the code.
+            let reason = match (f.s("status"), ok, denied) {
+                (Some("stopped"), _, _) => "Stopped",
+                (_, _, Some(_)) => "PermissionDenied",
+                (_, true, None) => "Completed",
+                (_, false, None) => "Error",
             };
             (
                 reason.into(),

@@ -421,6 +421,16 @@ fn a_finish_whose_agent_was_refused_or_whose_provider_failed_is_no_plain_complet
         got.message,
         "run fix-login exited with code 0, failed: API Error: 500 Internal Server Error (attempt 1 of 3)"
     );
+    // A requested stop reads as Stopped, not as an error.
+    let got = render(
+        topic::RUN_FINISHED,
+        &finished(RunStatus::Stopped, json!({"exit_code": 143})),
+    );
+    assert_eq!(got.reason, "Stopped");
+    assert_eq!(
+        got.message,
+        "run fix-login exited with code 143, stopped (attempt 1 of 3)"
+    );
     let p = payload::run(
         &run(RunStatus::Running, 1),
         json!({"cause": "provider_failed", "message": "API Error: 500 boom"}),
