@@ -242,6 +242,27 @@ async fn another_value_is_a_conflict_the_same_is_shared_and_force_takes_it() {
     let (s, v) = w.apply(&w.ci, &backend, "").await;
     assert_eq!(s, StatusCode::CONFLICT, "{v}");
     assert_eq!(v["error"]["code"], "field_conflict", "{v}");
+    // A diff says the same, and with forceConflicts what the forced
+    // apply would write.
+    let body = json!({ "files": [{ "name": "m.yaml", "content": backend.clone() }] });
+    let (s, dv) = w
+        .call(&w.ci, "POST", "/api/v1/diff", Some(body.clone()))
+        .await;
+    assert_eq!(s, StatusCode::CONFLICT, "{dv}");
+    let (s, dv) = w
+        .call(
+            &w.ci,
+            "POST",
+            "/api/v1/diff?forceConflicts=true",
+            Some(body),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{dv}");
+    assert_eq!(
+        dv["items"][0]["desired"]["labels"],
+        json!({"tier": "backend"}),
+        "{dv}"
+    );
     let m = common::error_message(&v);
     assert!(
         m.contains("Task web/build: metadata.labels.tier (owned by label:ops)"),

@@ -65,6 +65,14 @@ async fn label_apply_and_force_conflicts_through_pamctl() {
     assert!(err.contains("label:admin-"), "{err}");
     assert!(err.contains("--force-conflicts"), "{err}");
     assert_eq!(labels(&pamd), r#"{"tier":"frontend"}"#);
+    // diff says the same; with --force-conflicts, what the forced apply
+    // would change.
+    let err = fails(&as_ci(&["diff", "-f", "-"], &backend), 3);
+    assert!(err.contains("--force-conflicts"), "{err}");
+    let forced = as_ci(&["diff", "--force-conflicts", "-f", "-"], &backend);
+    let out = String::from_utf8_lossy(&forced.stdout);
+    assert!(out.contains("backend"), "{out}");
+    assert_eq!(forced.status.code(), Some(1), "a change to show: {out}");
     ok(&as_ci(&["apply", "--force-conflicts", "-f", "-"], &backend));
     assert_eq!(labels(&pamd), r#"{"tier":"backend"}"#);
 

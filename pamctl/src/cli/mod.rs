@@ -149,6 +149,9 @@ pub enum Command {
         /// With `source NAME`: this branch, tag or commit instead of the Source's ref
         #[arg(long, value_name = "REF", requires = "target")]
         revision: Option<String>,
+        /// Show what `apply --force-conflicts` would write (fields other managers own taken)
+        #[arg(long)]
+        force_conflicts: bool,
     },
     /// List objects, or show some
     Get(GetArgs),

@@ -153,7 +153,12 @@ pub(crate) fn apply(ctx: &mut Ctx, args: &FileArgs, flags: Flags) -> Result<Exit
 
 /// `pamctl diff`: what apply would change; with `--applyset NAME` (or
 /// `--prune -l SEL`) also what it would prune, as deletions.
-pub(crate) fn diff(ctx: &mut Ctx, args: &FileArgs, mut prune: PruneArgs) -> Result<Exit> {
+pub(crate) fn diff(
+    ctx: &mut Ctx,
+    args: &FileArgs,
+    mut prune: PruneArgs,
+    force_conflicts: bool,
+) -> Result<Exit> {
     // An applyset is the pruning unit: diffing one lists its prunes.
     prune.prune |= prune.applyset.is_some();
     let mut body = json!({});
@@ -161,9 +166,12 @@ pub(crate) fn diff(ctx: &mut Ctx, args: &FileArgs, mut prune: PruneArgs) -> Resu
     let files = read_files(args)?;
     body["files"] = json!(files);
     let client = ctx.client()?;
-    let answer = with_progress(rough_count(&files), "diffing", || {
-        client.post("/api/v1/diff", &body)
-    })?;
+    let path = if force_conflicts {
+        "/api/v1/diff?forceConflicts=true"
+    } else {
+        "/api/v1/diff"
+    };
+    let answer = with_progress(rough_count(&files), "diffing", || client.post(path, &body))?;
     let text = render_diff(&answer, term::colour(Stream::Stdout))?;
     term::out(&text);
     Ok(if text.is_empty() {

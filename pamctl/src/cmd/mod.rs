@@ -56,8 +56,9 @@ pub(crate) fn run(ctx: &mut Ctx, command: Command) -> Result<Exit> {
             recursive,
             prune,
             revision,
+            force_conflicts,
         } => match target.as_slice() {
-            [] => apply::diff(ctx, &FileArgs { files, recursive }, prune),
+            [] => apply::diff(ctx, &FileArgs { files, recursive }, prune, force_conflicts),
             [kind, name] if Kind::parse_alias(kind) == Some(Kind::Source) => {
                 sync::diff_source(ctx, name, revision.as_deref())
             }

@@ -105,6 +105,7 @@ pub async fn diff_handler(
     Query(q): Query<ApplyQuery>,
     Json(mut req): Json<ApplyRequest>,
 ) -> ApiResult<Json<Value>> {
+    req.force_conflicts = q.force_conflicts;
     req.manager = Some(manager(&q, &op));
     req.grant = op.grant().cloned();
     let items = apply::diff(&st.ctx, &req)
