@@ -390,6 +390,16 @@ async fn a_key_file_pamd_does_not_write_rotates_by_reseal_only() {
     // The old line removed: every Secret still opens.
     std::fs::write(&key_file, &new_line).unwrap();
     pamd.restart().await.unwrap();
+    // Nothing left to remove: `removable` is there, empty (the schema
+    // says it always is).
+    let (status, answer) = pamd
+        .post(
+            "/api/v1/secrets/rotate-key",
+            serde_json::json!({"resealOnly": true}),
+        )
+        .await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["removable"], serde_json::json!([]), "{answer}");
     let token = create_worker_token(&pamd, "h1").await.unwrap();
     let toml = format!("{FAST_WORKER_TOML}{}", claude_printing_env("API_KEY"));
     let w = Worker::start_with_token(&pamd.url, &token, "h1", &toml).unwrap();

@@ -254,8 +254,8 @@ pub struct Rotation {
     pub retired: Vec<String>,
     /// A re-seal only (the key file is not pamd's to write): the old keys
     /// nothing is sealed with any more, whose lines may now be removed
-    /// where the file comes from.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    /// where the file comes from; always there (empty after a rotation
+    /// pamd wrote, or when nothing is left to remove).
     pub removable: Vec<String>,
 }
 
