@@ -378,12 +378,31 @@ pub async fn phase(pamd: &Pamd, name: &str) -> String {
 }
 
 /// Waits until the run's phase is `want`; returns the run object.
+/// On a timeout it says where the run stood: its status, its events and
+/// the end of pamd's log.
 pub async fn wait_phase(pamd: &Pamd, name: &str, want: &str, timeout: Duration) -> Value {
-    eventually(timeout, &format!("run {name} {want}"), || async {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
         let r = run(pamd, name).await;
-        (r["status"]["phase"] == want).then_some(r)
-    })
-    .await
+        if r["status"]["phase"] == want {
+            return r;
+        }
+        if std::time::Instant::now() >= deadline {
+            let evs: Vec<String> = events(pamd, Some("run."))
+                .await
+                .iter()
+                .map(|e| format!("{} {} {}", e["createdAt"], e["topic"], e["payload"]))
+                .collect();
+            let log = pamd.log();
+            let tail: Vec<&str> = log.lines().rev().take(60).collect();
+            panic!(
+                "timed out after {timeout:?} waiting for run {name} {want}\nrun: {r}\nevents:\n{}\npamd.log (last 60 lines, newest first):\n{}",
+                evs.join("\n"),
+                tail.join("\n")
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// Every journaled event (oldest first), optionally one topic or prefix.

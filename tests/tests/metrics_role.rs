@@ -42,7 +42,7 @@ async fn metrics_needs_an_admin_or_metrics_token_when_required() {
     ]);
     let said = String::from_utf8_lossy(&said.stderr);
     assert!(
-        said.contains("viewer token web-view-2 (id ") && said.contains("; projects web)"),
+        said.contains("viewer token web-view-2 for projects web (id "),
         "token create says the role: {said}"
     );
     let list = ok(&pamd.pamctl(&["token", "list"]));

@@ -221,13 +221,13 @@ fn list_table(items: &[Value], now: DateTime<Utc>) -> String {
 
 /// What a created token is, as `token create` says it: a worker token
 /// and its host, or an operator token by its role and projects
-/// (`viewer token ci (id …; projects web, api)`).
+/// (`viewer token ci for projects web, api (id …)`).
 fn created_line(answer: &Value) -> String {
     let name = cell(answer, "/name");
     let id = cell(answer, "/id");
     if answer.get("kind").and_then(Value::as_str) == Some("worker") {
         return format!(
-            "worker token {name} (id {id}; host {})",
+            "worker token {name} for host {} (id {id})",
             cell(answer, "/host")
         );
     }
@@ -245,7 +245,7 @@ fn created_line(answer: &Value) -> String {
     } else {
         format!("projects {}", projects.join(", "))
     };
-    format!("{role} token {name} (id {id}; {scope})")
+    format!("{role} token {name} for {scope} (id {id})")
 }
 
 #[cfg(test)]
@@ -272,17 +272,17 @@ mod tests {
         let viewer = json!({"id": "t-1", "name": "ci", "kind": "operator", "role": "viewer", "projects": ["web", "api"]});
         assert_eq!(
             created_line(&viewer),
-            "viewer token ci (id t-1; projects web, api)"
+            "viewer token ci for projects web, api (id t-1)"
         );
         let admin = json!({"id": "t-2", "name": "root", "kind": "operator", "role": "admin", "projects": []});
         assert_eq!(
             created_line(&admin),
-            "admin token root (id t-2; every project)"
+            "admin token root for every project (id t-2)"
         );
         let worker = json!({"id": "t-3", "name": "worker-alpha", "kind": "worker", "host": "alpha", "role": "worker"});
         assert_eq!(
             created_line(&worker),
-            "worker token worker-alpha (id t-3; host alpha)"
+            "worker token worker-alpha for host alpha (id t-3)"
         );
     }
 }
