@@ -338,8 +338,17 @@ impl Pamd {
     /// (name and labels, as printed) is `series`; `None` when pamd does
     /// not answer (within 2 s) or has no such line.
     pub async fn metric(&self, series: &str) -> Option<f64> {
-        let text = self
-            .http()
+        let text = self.metrics_text().await?;
+        let key = format!("{series} ");
+        text.lines()
+            .find_map(|l| l.strip_prefix(&key))
+            .and_then(|v| v.trim().parse().ok())
+    }
+
+    /// pamd's whole `/metrics` text; `None` when pamd does not answer
+    /// (within 2 s).
+    pub async fn metrics_text(&self) -> Option<String> {
+        self.http()
             .get(format!("{}/metrics", self.url))
             .bearer_auth(&self.token)
             .timeout(Duration::from_secs(2))
@@ -348,11 +357,7 @@ impl Pamd {
             .ok()?
             .text()
             .await
-            .ok()?;
-        let key = format!("{series} ");
-        text.lines()
-            .find_map(|l| l.strip_prefix(&key))
-            .and_then(|v| v.trim().parse().ok())
+            .ok()
     }
 
     /// GET with the admin token; JSON body.

@@ -577,17 +577,7 @@ async fn sign_in_bad_input_is_refused_with_nothing_made() {
     sign_in_refused(&c, (403, "forbidden"), "no group", "no groups claim");
     // The refusals are counted under a bounded label, never the user's
     // name or e-mail (personal data, without bound).
-    let metrics = w
-        .pamd
-        .http()
-        .get(w.url("/metrics"))
-        .bearer_auth(&w.pamd.token)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = w.pamd.metrics_text().await.unwrap();
     assert!(
         metrics.contains("pam_api_refused_total{token=\"oidc\",status=\"403\"}"),
         "{metrics}"

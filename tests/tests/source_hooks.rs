@@ -261,16 +261,7 @@ async fn a_signed_push_syncs_at_once_and_nothing_else_does() {
     let s = pamd.get("/api/v1/sources/repo").await.unwrap();
     assert_eq!(condition(&s)["status"], "False", "{s}");
 
-    let metrics = pamd
-        .http()
-        .get(format!("{}/metrics", pamd.url))
-        .bearer_auth(&pamd.token)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = pamd.metrics_text().await.unwrap();
     for (provider, outcome, n) in [
         ("github", "accepted", 1),
         ("github", "bad_signature", 2),
