@@ -334,6 +334,18 @@ fn new_key_line() -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// `POST /api/v1/secrets/rotate-key {"resealOnly": true}`: its 200 answer.
+async fn reseal_only(pamd: &Pamd) -> serde_json::Value {
+    let (status, answer) = pamd
+        .post(
+            "/api/v1/secrets/rotate-key",
+            serde_json::json!({"resealOnly": true}),
+        )
+        .await;
+    assert_eq!(status, 200, "{answer}");
+    answer
+}
+
 /// The rotation of a key file pamd does not write (a Kubernetes Secret,
 /// docs/operations.md "Rotating the key"): the new key put first in the
 /// file and pamd restarted, `rotate-key --reseal-only` re-seals every
@@ -377,13 +389,7 @@ async fn a_key_file_pamd_does_not_write_rotates_by_reseal_only() {
         with_both,
         "the key file is not written"
     );
-    let (status, answer) = pamd
-        .post(
-            "/api/v1/secrets/rotate-key",
-            serde_json::json!({"resealOnly": true}),
-        )
-        .await;
-    assert_eq!(status, 200, "{answer}");
+    let answer = reseal_only(&pamd).await;
     assert_eq!(answer["keyId"], new_id.as_str(), "{answer}");
     assert_eq!(answer["resealed"], 0, "already re-sealed: {answer}");
     assert_eq!(answer["removable"], serde_json::json!([old_id]), "{answer}");
@@ -392,13 +398,7 @@ async fn a_key_file_pamd_does_not_write_rotates_by_reseal_only() {
     pamd.restart().await.unwrap();
     // Nothing left to remove: `removable` is there, empty (the schema
     // says it always is).
-    let (status, answer) = pamd
-        .post(
-            "/api/v1/secrets/rotate-key",
-            serde_json::json!({"resealOnly": true}),
-        )
-        .await;
-    assert_eq!(status, 200, "{answer}");
+    let answer = reseal_only(&pamd).await;
     assert_eq!(answer["removable"], serde_json::json!([]), "{answer}");
     let token = create_worker_token(&pamd, "h1").await.unwrap();
     let toml = format!("{FAST_WORKER_TOML}{}", claude_printing_env("API_KEY"));

@@ -488,31 +488,43 @@ pub async fn go_offline(
     Ok(Some((h, lost)))
 }
 
+/// The runs that name this host (finished ones too), as (id, name), in
+/// the order runs are listed: what holds it (prune keeps it, delete
+/// refuses).
+pub async fn runs_naming(tx: &mut dyn Tx, h: &Host) -> StoreResult<Vec<(Uuid, String)>> {
+    let filter = pam_store::RunFilter {
+        host_id: Some(h.id),
+        ..Default::default()
+    };
+    Ok(tx
+        .list_runs(&filter)
+        .await?
+        .into_iter()
+        .map(|r| (r.id, r.name))
+        .collect())
+}
+
 /// Deletes a host; refused (a conflict naming the runs and what to do)
 /// while runs name it, finished ones too: their history says where they
 /// ran.
 pub async fn delete(tx: &mut dyn Tx, h: &Host) -> StoreResult<bool> {
-    let runs = tx
-        .list_runs(&pam_store::RunFilter {
-            host_id: Some(h.id),
-            ..Default::default()
-        })
-        .await?;
+    let mut runs = runs_naming(tx, h).await?;
+    runs.sort_by(|a, b| a.1.cmp(&b.1));
     if !runs.is_empty() {
-        let mut names: Vec<&str> = runs.iter().map(|r| r.name.as_str()).collect();
-        names.sort_unstable();
-        let more = names.len().saturating_sub(3);
-        names.truncate(3);
-        let more = if more > 0 {
-            format!(" and {more} more")
-        } else {
-            String::new()
+        let names: Vec<String> = runs
+            .iter()
+            .take(3)
+            .map(|(_, n)| format!("run {n}"))
+            .collect();
+        let more = match runs.len() {
+            n if n > 3 => format!(" and {} more", n - 3),
+            _ => String::new(),
         };
         return Err(StoreError::Conflict(format!(
-            "host {:?} is named by {} run(s) that ran on it (run {}{more}); delete those runs first, or disable the host (pamctl host disable {}) to keep their history",
+            "host {:?} is named by {} run(s) that ran on it ({}{more}); delete those runs first, or disable the host (pamctl host disable {}) to keep their history",
             h.name,
             runs.len(),
-            names.join(", run "),
+            names.join(", "),
             h.name
         )));
     }

@@ -209,15 +209,11 @@ impl Stored for Host {
     }
     /// The runs that reference it.
     async fn held(&self, tx: &mut dyn Tx, pruning: &HashSet<Uuid>) -> StoreResult<Vec<String>> {
-        Ok(tx
-            .list_runs(&RunFilter {
-                host_id: Some(self.id),
-                ..Default::default()
-            })
+        Ok(super::hosts::runs_naming(tx, self)
             .await?
             .into_iter()
-            .filter(|r| !pruning.contains(&r.id))
-            .map(|r| format!("run {}", r.name))
+            .filter(|(id, _)| !pruning.contains(id))
+            .map(|(_, name)| format!("run {name}"))
             .collect())
     }
     async fn delete(self, tx: &mut dyn Tx, _now: DateTime<Utc>) -> StoreResult<bool> {

@@ -94,8 +94,7 @@ fn private_data_dir(data_dir: &std::path::Path) -> anyhow::Result<()> {
 /// when pamd exits, however it exits): one pamd per data dir on its
 /// embedded cluster. A second one is refused before it starts anything.
 fn lock_data_dir(data_dir: &std::path::Path) -> anyhow::Result<std::fs::File> {
-    std::fs::create_dir_all(data_dir)
-        .with_context(|| format!("create the data dir {}", data_dir.display()))?;
+    // The data dir exists: `private_data_dir` made it.
     let path = data_dir.join("pamd.lock");
     let file = std::fs::OpenOptions::new()
         .create(true)

@@ -72,9 +72,16 @@ pub struct ApplyQuery {
     field_manager: apply::managed::FieldManager,
 }
 
-/// The query's manager for the request's token.
-fn manager(q: &ApplyQuery, op: &crate::api::access::auth::Principal) -> apply::managed::Manager {
-    apply::managed::Manager::of_request(q.field_manager, op.name())
+/// What apply and diff take from the query and the caller alike: whether
+/// to force conflicts, the manager (the query's verb for the request's
+/// token) and the token's grant.
+fn from_caller(req: &mut ApplyRequest, q: &ApplyQuery, op: &crate::api::access::auth::Principal) {
+    req.force_conflicts = q.force_conflicts;
+    req.manager = Some(apply::managed::Manager::of_request(
+        q.field_manager,
+        op.name(),
+    ));
+    req.grant = op.grant().cloned();
 }
 
 #[tracing::instrument(skip_all, fields(files = req.files.len(), objects = req.objects.len(), dry_run = req.dry_run))]
@@ -84,9 +91,7 @@ pub async fn apply_handler(
     Query(q): Query<ApplyQuery>,
     Json(mut req): Json<ApplyRequest>,
 ) -> ApiResult<Json<ApplyResponse>> {
-    req.force_conflicts = q.force_conflicts;
-    req.manager = Some(manager(&q, &op));
-    req.grant = op.grant().cloned();
+    from_caller(&mut req, &q, &op);
     let results = apply::apply(&st.ctx, &req)
         .await
         .map_err(|e| refused(&st, &op, e.into()))?;
@@ -105,9 +110,7 @@ pub async fn diff_handler(
     Query(q): Query<ApplyQuery>,
     Json(mut req): Json<ApplyRequest>,
 ) -> ApiResult<Json<Value>> {
-    req.force_conflicts = q.force_conflicts;
-    req.manager = Some(manager(&q, &op));
-    req.grant = op.grant().cloned();
+    from_caller(&mut req, &q, &op);
     let items = apply::diff(&st.ctx, &req)
         .await
         .map_err(|e| refused(&st, &op, e.into()))?;
